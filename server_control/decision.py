@@ -1,0 +1,198 @@
+"""The dynamic speculation switch: one pure decision per decode step, for the whole batch.
+
+Shared, byte for byte, by the SGLang patch (``server_control.sglang_patch``) and the
+simulator (``server_control.sim``). Imports only the standard library, so it can be loaded
+inside SGLang's scheduler processes without pulling in anything of ours.
+
+Semantics (threshold N, hysteresis H, minimum dwell D steps):
+  * N == 0: never disable; always speculative.
+  * speculative  -> target-only when the decode batch  > N
+  * target-only  -> speculative when the decode batch <= low mark = max(1, N - H)
+  * a switch happens only after D decode steps in the current mode (dwell), so a batch
+    hovering around N cannot flap every step.
+  * a forced mode ("speculative" / "target_only") overrides the rule at once; "auto" hands
+    control back to the rule.
+  * steps with no decode requests (batch 0) decide nothing and count nothing.
+
+Log wording (the parser in ``server_control.logs`` and verification depend on it):
+  Dynamic speculation disable enabled: threshold=5, resume_at<=4, min_dwell_steps=10
+  Dynamic speculation: switched to target-only (decode batch 7 > threshold 5)
+  Dynamic speculation: switched to speculative (decode batch 3 <= 4, threshold 5)
+  Dynamic speculation: switched to target-only (forced)
+  Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)
+  Dynamic speculation disable NOT active: <reason>
+"""
+from __future__ import annotations
+
+SPECULATIVE = "speculative"
+TARGET_ONLY = "target_only"
+AUTO = "auto"
+MODES = (SPECULATIVE, TARGET_ONLY)
+FORCE_CHOICES = (AUTO, SPECULATIVE, TARGET_ONLY)
+
+DEFAULT_HYSTERESIS = 1
+DEFAULT_MIN_DWELL_STEPS = 10
+MAX_THRESHOLD = 4096
+
+# Names of the server arguments / internal-state keys (CLI: --speculative-disable-...).
+THRESHOLD_KEY = "speculative_disable_batch_threshold"
+HYSTERESIS_KEY = "speculative_disable_hysteresis"
+DWELL_KEY = "speculative_disable_min_dwell_steps"
+FORCE_KEY = "speculative_disable_force_mode"
+STATE_KEY = "dynamic_speculation"  # nested live state inside each internal_states entry
+
+INIT_PREFIX = "Dynamic speculation disable enabled: threshold="
+NOT_ACTIVE_PREFIX = "Dynamic speculation disable NOT active: "
+SWITCH_PREFIX = "Dynamic speculation: switched to "
+
+
+def mode_label(mode: str) -> str:
+    """'target_only' -> 'target-only' as written in log lines."""
+    return mode.replace("_", "-")
+
+
+def _check_int(name: str, value: object, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif isinstance(value, str) and value.strip().lstrip("+").isdigit():
+            value = int(value.strip())
+        else:
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+    if value > hi:
+        raise ValueError(f"{name} {value} is absurd: the maximum is {hi}")
+    return value
+
+
+def validate_threshold(value: object) -> int:
+    """An integer 0..MAX_THRESHOLD (0 = never disable). Raises ValueError with the reason."""
+    return _check_int(THRESHOLD_KEY, value, 0, MAX_THRESHOLD)
+
+
+def validate_hysteresis(value: object) -> int:
+    return _check_int(HYSTERESIS_KEY, value, 0, MAX_THRESHOLD)
+
+
+def validate_dwell(value: object) -> int:
+    return _check_int(DWELL_KEY, value, 0, 1_000_000)
+
+
+def validate_force(value: object) -> str:
+    if isinstance(value, str):
+        norm = value.strip().lower().replace("-", "_")
+        if norm in FORCE_CHOICES:
+            return norm
+    raise ValueError(f"{FORCE_KEY} must be one of {', '.join(FORCE_CHOICES)}, got {value!r}")
+
+
+def init_line(threshold: int, hysteresis: int, min_dwell_steps: int) -> str:
+    low = max(1, threshold - hysteresis)
+    return f"{INIT_PREFIX}{threshold}, resume_at<={low}, min_dwell_steps={min_dwell_steps}"
+
+
+class SpecSwitch:
+    """Per-rank state machine. Every rank feeds it the same batch sizes, so every rank
+    reaches the same decision for the same step."""
+
+    __slots__ = (
+        "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "_dwell",
+        "steps", "switches", "tokens", "seconds", "last_batch", "last_switch", "_last_t",
+    )
+
+    def __init__(self, threshold: int = 0, hysteresis: int = DEFAULT_HYSTERESIS,
+                 min_dwell_steps: int = DEFAULT_MIN_DWELL_STEPS, force: str = AUTO) -> None:
+        self.threshold = validate_threshold(threshold)
+        self.hysteresis = validate_hysteresis(hysteresis)
+        self.min_dwell_steps = validate_dwell(min_dwell_steps)
+        self.force = validate_force(force)
+        self.mode = SPECULATIVE if self.force == AUTO else self.force
+        self._dwell = 0
+        self.steps = {SPECULATIVE: 0, TARGET_ONLY: 0}
+        self.switches = {SPECULATIVE: 0, TARGET_ONLY: 0}  # keyed by the mode switched TO
+        self.tokens = {SPECULATIVE: 0, TARGET_ONLY: 0}
+        self.seconds = {SPECULATIVE: 0.0, TARGET_ONLY: 0.0}
+        self.last_batch = 0
+        self.last_switch: dict | None = None
+        self._last_t: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.threshold > 0 or self.force != AUTO
+
+    @property
+    def low_mark(self) -> int:
+        return max(1, self.threshold - self.hysteresis)
+
+    def decide(self, batch: int, now: float | None = None) -> str | None:
+        """Decide the mode for one decode step of ``batch`` requests.
+
+        Returns the switch log message when the mode changes on this step, else None.
+        ``self.mode`` holds the mode to run this step in.
+        """
+        if now is not None:
+            if self._last_t is not None:
+                self.seconds[self.mode] += now - self._last_t
+            self._last_t = now
+        if batch <= 0:
+            return None
+        self.last_batch = batch
+        message = None
+        mode = self.mode
+        if self.force != AUTO:
+            if mode != self.force:
+                message = self._switch(self.force, batch, "(forced)")
+        elif self._dwell >= self.min_dwell_steps:
+            n = self.threshold
+            if mode == SPECULATIVE:
+                if n > 0 and batch > n:
+                    message = self._switch(TARGET_ONLY, batch, f"(decode batch {batch} > threshold {n})")
+            elif n == 0:
+                message = self._switch(SPECULATIVE, batch, "(threshold 0: never disable)")
+            elif batch <= self.low_mark:
+                message = self._switch(SPECULATIVE, batch,
+                                       f"(decode batch {batch} <= {self.low_mark}, threshold {n})")
+        self.steps[self.mode] += 1
+        self._dwell += 1
+        return message
+
+    def _switch(self, mode: str, batch: int, why: str) -> str:
+        self.mode = mode
+        self._dwell = 0
+        self.switches[mode] += 1
+        self.last_switch = {"to": mode, "batch": batch, "threshold": self.threshold,
+                            "step": self.steps[SPECULATIVE] + self.steps[TARGET_ONLY]}
+        return f"{SWITCH_PREFIX}{mode_label(mode)} {why}"
+
+    def add_tokens(self, n: int) -> None:
+        self.tokens[self.mode] += n
+
+    def set_threshold(self, value: object) -> str:
+        """Validate and apply; returns the log message. Effective from the next step."""
+        new = validate_threshold(value)
+        old, self.threshold = self.threshold, new
+        return f"Dynamic speculation: threshold changed {old} -> {new} (resume_at<={self.low_mark})"
+
+    def set_force(self, value: object) -> str:
+        self.force = validate_force(value)
+        return f"Dynamic speculation: force mode set to {self.force}"
+
+    def snapshot(self) -> dict:
+        """JSON-ready live state, published per rank in /server_info internal_states."""
+        return {
+            "enabled": self.enabled,
+            "mode": self.mode,
+            "threshold": self.threshold,
+            "hysteresis": self.hysteresis,
+            "low_mark": self.low_mark,
+            "min_dwell_steps": self.min_dwell_steps,
+            "force": self.force,
+            "steps": dict(self.steps),
+            "switches": dict(self.switches),
+            "switch_count": self.switches[SPECULATIVE] + self.switches[TARGET_ONLY],
+            "tokens": dict(self.tokens),
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "last_batch": self.last_batch,
+            "last_switch": dict(self.last_switch) if self.last_switch else None,
+        }
