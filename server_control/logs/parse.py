@@ -1,0 +1,251 @@
+"""SGLang log lines -> records: classify each line, group multi-line Python tracebacks.
+
+The hot path is one list comprehension of substring tests per chunk of lines; only the
+few lines that are not decode/prefill/HTTP lines go through a regex, and only chunks that
+hold a traceback (or continue one) are walked line by line. Numbers are parsed later, on
+first access (see ``record.Record``).
+
+``Parser.feed(lines)`` returns three columns (line numbers, kinds, raw texts) that
+``LogStore.extend_columns`` takes as they are; ``parse_text``/``parse_bytes`` give
+``Record`` objects for everything else.
+"""
+from __future__ import annotations
+
+import re
+
+from server_control.logs.record import (
+    DECODE, ERROR, HTTP, INIT_PREFIX, NOT_ACTIVE_PREFIX, OTHER, PREFILL, READY, SPEC_INIT,
+    SPEC_SWITCH, SWITCH_PREFIX, TRACEBACK, WARNING, Record,
+)
+
+TRACEBACK_HEAD = "Traceback (most recent call last)"
+_CHAIN_LINES = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+MAX_TRACEBACK_LINES = 5000
+MAX_EXCEPTION_TAIL = 20  # lines after "ValueError: ..." that still belong to it
+
+_RARE = re.compile(
+    r"Dynamic speculation|fired up and ready|\b(?:ERROR|CRITICAL|FATAL)\b|(?:Error|Exception)\b"
+    r"|exception|sigquit|Segmentation fault|out of memory|\bKilled\b"
+    r"|\bWARN(?:ING)?\b|Warning\b|warning")
+_LEVEL = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
+_ERRORISH = re.compile(
+    r"(?:Error|Exception)\b|exception|sigquit|Segmentation fault|out of memory|\bKilled\b")
+# A line that starts a new log record (so it cannot continue a traceback).
+_RECORD_START = re.compile(
+    r"\[|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d \d\d:|"
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\(\w+ pid=\d+\)")
+
+
+def classify_rare(line: str) -> str:
+    """Kind of a line that is not a decode, prefill or HTTP line."""
+    m = _RARE.search(line)
+    if m is None:
+        return OTHER
+    if "Dynamic speculation" in line:
+        if INIT_PREFIX in line:
+            return SPEC_INIT
+        if SWITCH_PREFIX in line:
+            return SPEC_SWITCH
+        if NOT_ACTIVE_PREFIX in line:
+            return ERROR
+        if "refused" in line:
+            return WARNING
+        return OTHER
+    if "fired up and ready" in line:
+        return READY
+    level = _LEVEL.search(line, 0, 120)
+    if level is not None:
+        return WARNING if level.group(1).startswith("WARN") else ERROR
+    if _ERRORISH.search(line):
+        return ERROR
+    return WARNING
+
+
+def classify(line: str) -> str:
+    """Kind of one line on its own (a traceback head gives TRACEBACK)."""
+    if "Decode batch" in line and "#running-req" in line:
+        return DECODE
+    if "Prefill batch" in line and "#new-seq" in line:
+        return PREFILL
+    if " HTTP/1." in line or " HTTP/2" in line:
+        return HTTP
+    if TRACEBACK_HEAD in line:
+        return TRACEBACK
+    return classify_rare(line)
+
+
+def classify_many(lines: list[str]) -> list[str]:
+    """Kinds of many lines (no traceback grouping): the hot path."""
+    rare = classify_rare
+    return [
+        DECODE if "Decode batch" in s and "#running-req" in s
+        else PREFILL if "Prefill batch" in s and "#new-seq" in s
+        else HTTP if " HTTP/1." in s or " HTTP/2" in s
+        else rare(s)
+        for s in lines
+    ]
+
+
+class _Traceback:
+    __slots__ = ("line", "lines", "state", "tail", "held")
+
+    def __init__(self, line: int, first: str) -> None:
+        self.line = line
+        self.lines = [first]
+        self.state = "frames"  # frames -> exception -> (blank) -> chain -> frames ...
+        self.tail = 0          # lines taken after the exception line
+        self.held: list[str] = []  # blank lines that may precede a chained traceback
+
+
+class Parser:
+    """Incremental: feed lists of complete lines in file order; line numbers are 1-based."""
+
+    def __init__(self, first_line: int = 1) -> None:
+        self.next_line = first_line
+        self._tb: _Traceback | None = None
+
+    @property
+    def pending(self) -> bool:
+        """True while a traceback is held open, waiting for its end."""
+        return self._tb is not None
+
+    def reset(self, first_line: int = 1) -> tuple[list[int], list[str], list[str]]:
+        """Start over (a new file): returns what was pending, closed."""
+        out = self.flush()
+        self.next_line = first_line
+        return out
+
+    def flush(self) -> tuple[list[int], list[str], list[str]]:
+        """Close a held traceback (end of file, or the writer went quiet)."""
+        nums: list[int] = []
+        kinds: list[str] = []
+        raws: list[str] = []
+        self._close(nums, kinds, raws)
+        return nums, kinds, raws
+
+    def feed(self, lines: list[str], text: str | None = None) -> tuple[list[int], list[str], list[str]]:
+        """Parse complete lines (``text``: the same lines joined, if the caller has it)."""
+        n = len(lines)
+        start = self.next_line
+        self.next_line = start + n
+        if self._tb is None:
+            if text is None:
+                text = "\n".join(lines)
+            if TRACEBACK_HEAD not in text:  # the hot path
+                return list(range(start, start + n)), classify_many(lines), lines
+        nums: list[int] = []
+        kinds: list[str] = []
+        raws: list[str] = []
+        i = 0
+        while i < n:
+            if self._tb is not None:
+                i = self._continue(lines, i, start, nums, kinds, raws)
+                continue
+            j = i
+            while j < n and TRACEBACK_HEAD not in lines[j]:
+                j += 1
+            if j > i:
+                nums.extend(range(start + i, start + j))
+                kinds.extend(classify_many(lines[i:j]))
+                raws.extend(lines[i:j])
+            if j < n:
+                self._tb = _Traceback(start + j, lines[j])
+                j += 1
+            i = j
+        return nums, kinds, raws
+
+    def _continue(self, lines, i, start, nums, kinds, raws) -> int:
+        """Take lines[i:] into the open traceback; return the index of the first line
+        that does not belong (the traceback is then closed) or len(lines)."""
+        tb = self._tb
+        n = len(lines)
+        while i < n:
+            s = lines[i]
+            if len(tb.lines) >= MAX_TRACEBACK_LINES:
+                self._close(nums, kinds, raws)
+                return i
+            if tb.state == "frames":
+                if s[:1] in (" ", "\t") or s.startswith("^"):
+                    tb.lines.append(s)
+                elif not s.strip() or _RECORD_START.match(s):
+                    self._close(nums, kinds, raws)
+                    return i
+                else:
+                    tb.lines.append(s)  # "ValueError: boom"
+                    tb.state, tb.tail = "exception", 0
+            elif tb.state == "exception":
+                if not s.strip():
+                    tb.held.append(s)
+                    tb.state = "blank"
+                elif s in _CHAIN_LINES:
+                    tb.lines.append(s)
+                    tb.state = "chain"
+                elif tb.tail < MAX_EXCEPTION_TAIL and not _RECORD_START.match(s) \
+                        and TRACEBACK_HEAD not in s:
+                    tb.lines.append(s)
+                    tb.tail += 1
+                else:
+                    self._close(nums, kinds, raws)
+                    return i
+            elif tb.state == "blank":
+                if not s.strip() and len(tb.held) < 3:
+                    tb.held.append(s)
+                elif s in _CHAIN_LINES:
+                    tb.lines.extend(tb.held)
+                    tb.held = []
+                    tb.lines.append(s)
+                    tb.state = "chain"
+                else:
+                    self._close(nums, kinds, raws)
+                    return i
+            else:  # chain: blank lines, then the next "Traceback ..." head
+                if not s.strip():
+                    tb.lines.append(s)
+                elif TRACEBACK_HEAD in s:
+                    tb.lines.append(s)
+                    tb.state = "frames"
+                else:
+                    self._close(nums, kinds, raws)
+                    return i
+            i += 1
+        return i
+
+    def _close(self, nums, kinds, raws) -> None:
+        tb = self._tb
+        if tb is None:
+            return
+        self._tb = None
+        nums.append(tb.line)
+        kinds.append(TRACEBACK)
+        raws.append("\n".join(tb.lines))
+        at = tb.line + len(tb.lines)
+        for k, s in enumerate(tb.held):  # blank lines that turned out not to belong
+            nums.append(at + k)
+            kinds.append(classify(s))
+            raws.append(s)
+
+
+def records_from_columns(nums, kinds, raws) -> list[Record]:
+    return [Record(n, k, r) for n, k, r in zip(nums, kinds, raws)]
+
+
+def parse_text(text: str, first_line: int = 1) -> list[Record]:
+    """Parse a whole text (already decoded and cleaned): every line, tracebacks grouped."""
+    if text.endswith("\n"):
+        text = text[:-1]
+    if not text:
+        return []
+    parser = Parser(first_line)
+    out = records_from_columns(*parser.feed(text.split("\n"), text))
+    out.extend(records_from_columns(*parser.flush()))
+    return out
+
+
+def parse_bytes(data: bytes, first_line: int = 1) -> list[Record]:
+    """Parse raw bytes: invalid UTF-8 replaced, ANSI escapes and control characters removed."""
+    from server_control.logs.lines import clean_text
+
+    return parse_text(clean_text(data), first_line)

@@ -1,0 +1,114 @@
+"""Follow a file with ``tail -F`` semantics, by polling (no busy loop, no CPU when idle).
+
+``Follower.poll()`` does one bounded, non-blocking step and returns an event or None:
+  ("opened", None)     the file appeared (first time, or again after it was removed)
+  ("data", bytes)      new bytes, at most ``chunk_size``
+  ("rotated", None)    the path now names another file (rename + create): reading it from 0
+  ("truncated", None)  the same file got shorter (copytruncate, ``: > file``): from 0 again
+None means nothing new: sleep ``poll_interval`` before the next poll (``Follower.events``
+does exactly that). Before switching to a rotated file the old one is read to its end.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+
+DEFAULT_CHUNK = 1 << 20
+DEFAULT_POLL_S = 0.1
+
+
+class Follower:
+    def __init__(self, path, chunk_size: int = DEFAULT_CHUNK,
+                 poll_interval: float = DEFAULT_POLL_S) -> None:
+        self.path = Path(path)
+        self.chunk_size = chunk_size
+        self.poll_interval = poll_interval
+        self.opened = 0        # times a file was opened at the path
+        self.rotations = 0
+        self.truncations = 0
+        self.error: str | None = None  # why the path cannot be read now (None: fine/absent)
+        self._f = None
+        self._id: tuple[int, int] | None = None
+        self._pos = 0
+
+    @property
+    def position(self) -> int:
+        return self._pos
+
+    @property
+    def is_open(self) -> bool:
+        return self._f is not None
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def _open(self) -> bool:
+        try:
+            st = os.stat(self.path)
+            if not stat.S_ISREG(st.st_mode):
+                self.error = f"{self.path} is not a regular file"
+                return False
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            self.error = None
+            return False
+        except OSError as exc:
+            self.error = f"cannot read {self.path}: {exc.strerror or exc}"
+            return False
+        st = os.fstat(f.fileno())
+        self._f, self._id, self._pos, self.error = f, (st.st_dev, st.st_ino), 0, None
+        self.opened += 1
+        return True
+
+    def poll(self):
+        if self._f is None:
+            return ("opened", None) if self._open() else None
+        try:
+            data = self._f.read(self.chunk_size)
+        except OSError as exc:
+            self.error = f"cannot read {self.path}: {exc.strerror or exc}"
+            self.close()
+            return None
+        if data:
+            self._pos += len(data)
+            return ("data", data)
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None  # removed or renamed away; keep the old file until a new one appears
+        except OSError:
+            return None
+        if (st.st_dev, st.st_ino) != self._id:
+            rest = self._f.read(self.chunk_size)  # written just before the rename
+            if rest:
+                self._pos += len(rest)
+                return ("data", rest)
+            self.close()
+            if not self._open():
+                return None
+            self.rotations += 1
+            return ("rotated", None)
+        if st.st_size < self._pos:
+            self._f.seek(0)
+            self._pos = 0
+            self.truncations += 1
+            return ("truncated", None)
+        return None
+
+    async def events(self):
+        """Async iterator of poll events; sleeps ``poll_interval`` whenever idle and yields
+        to the event loop between chunks."""
+        try:
+            while True:
+                event = self.poll()
+                if event is None:
+                    await asyncio.sleep(self.poll_interval)
+                else:
+                    yield event
+                    await asyncio.sleep(0)
+        finally:
+            self.close()
