@@ -1,0 +1,198 @@
+"""Get and set the dynamic speculation threshold (and forced mode) of a running server.
+
+``POST /set_internal_state {"server_args": {KEY: value}}`` answers one boolean per DP
+rank. A change counts as applied only when a read-back of /server_info shows the new value
+in EVERY DP rank's internal state. Outcomes (the ``threshold_change`` object of the
+session snapshot):
+
+  pending      sent, not yet confirmed
+  applied      every rank reads back the new value
+  refused      the value is invalid (checked here first) or the server said false
+  unsupported  the server does not know the key (stock SGLang: "Updating ... is not
+               supported." and no such key in internal_states)
+  error        the request failed (unreachable, HTTP error, read-back never matched)
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Callable
+
+import httpx
+
+from server_control import decision as d
+from server_control.telemetry.http_poll import auth_headers, describe_error
+from server_control.telemetry.sample import intval
+
+UNSUPPORTED = "this server does not support runtime threshold changes"
+READBACK_TIMEOUT_S = 3.0
+READBACK_PERIOD_S = 0.02
+
+
+def change(requested, state: str, detail: str, ranks: list | None = None) -> dict:
+    return {"requested": requested, "state": state, "detail": detail, "ranks": list(ranks or [])}
+
+
+def rank_results(body: object) -> list[bool] | None:
+    """The /set_internal_state answer as one bool per rank, whatever its exact shape."""
+    if isinstance(body, bool):
+        return [body]
+    if isinstance(body, dict):
+        for key in ("updated", "success"):
+            if isinstance(body.get(key), bool):
+                return [body[key]]
+        return None
+    if isinstance(body, list) and body:
+        out = []
+        for item in body:
+            if isinstance(item, bool):
+                out.append(item)
+            elif isinstance(item, dict) and isinstance(item.get("updated", item.get("success")), bool):
+                out.append(item.get("updated", item.get("success")))
+            else:
+                return None
+        return out
+    return None
+
+
+class Control:
+    """``records_fn()`` returns log records newer than a store sequence number (or None),
+    so a refusal can quote the server's own reason."""
+
+    def __init__(self, url: str, api_key: str | None = None, admin_api_key: str | None = None, *,
+                 timeout_s: float = 5.0, records_since: Callable[[int], list] | None = None,
+                 log_seq: Callable[[], int] | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.admin_api_key = admin_api_key
+        self.timeout_s = timeout_s
+        self.records_since = records_since
+        self.log_seq = log_seq
+        self._client: httpx.AsyncClient | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None or self._client.is_closed:
+            self._client = httpx.AsyncClient(timeout=self.timeout_s)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _headers(self) -> dict:
+        return auth_headers(self.admin_api_key or self.api_key)
+
+    async def internal_states(self) -> list[dict]:
+        resp = await self.client().get(self.url + "/server_info", headers=self._headers())
+        resp.raise_for_status()
+        body = json.loads(resp.content.decode("utf-8"))
+        states = body.get("internal_states") if isinstance(body, dict) else None
+        if not isinstance(states, list):
+            raise ValueError("/server_info has no internal_states list")
+        return [s if isinstance(s, dict) else {} for s in states]
+
+    async def get(self) -> dict:
+        """{"thresholds": [per rank], "force": [...], "supported": bool} or {"error": ...}."""
+        try:
+            states = await self.internal_states()
+        except (httpx.HTTPError, ValueError) as exc:
+            return {"error": describe_error(exc, "/server_info")}
+        return {"thresholds": [intval(s.get(d.THRESHOLD_KEY)) for s in states],
+                "force": [s.get(d.FORCE_KEY) for s in states],
+                "supported": bool(states) and all(d.THRESHOLD_KEY in s for s in states)}
+
+    async def set_threshold(self, value: object) -> dict:
+        try:
+            n = d.validate_threshold(value)
+        except ValueError as exc:
+            return change(value, "refused", str(exc))
+        return await self._set(d.THRESHOLD_KEY, n, value)
+
+    async def set_force(self, value: object) -> dict:
+        try:
+            mode = d.validate_force(value)
+        except ValueError as exc:
+            return change(value, "refused", str(exc))
+        return await self._set(d.FORCE_KEY, mode, value)
+
+    async def _set(self, key: str, value: object, requested: object) -> dict:
+        seq = self._seq()
+        try:
+            resp = await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
+                                            json={"server_args": {key: value}})
+        except httpx.HTTPError as exc:
+            return change(requested, "error", describe_error(exc, "/set_internal_state"))
+        if resp.status_code in (401, 403):
+            return change(requested, "error", f"/set_internal_state: HTTP {resp.status_code}: not authorised "
+                          "(give the admin or API key: admin_api_key_env / api_key_env in the profile)")
+        if resp.status_code == 404:
+            return change(requested, "unsupported", f"{UNSUPPORTED} (/set_internal_state: HTTP 404)")
+        try:
+            resp.raise_for_status()
+            ranks = rank_results(json.loads(resp.content.decode("utf-8")))
+        except (httpx.HTTPError, ValueError, UnicodeDecodeError) as exc:
+            return change(requested, "error", describe_error(exc, "/set_internal_state"))
+        if ranks is None:
+            return change(requested, "error", f"/set_internal_state: unexpected answer {resp.text[:200]!r}")
+        if not all(ranks):
+            return await self._explain_false(key, requested, ranks, seq)
+        return await self._read_back(key, value, requested, ranks)
+
+    async def _read_back(self, key: str, value: object, requested: object, ranks: list[bool]) -> dict:
+        deadline = time.monotonic() + READBACK_TIMEOUT_S
+        seen: list = []
+        while True:
+            try:
+                states = await self.internal_states()
+                seen = [s.get(key) for s in states]
+                if states and all(key not in s for s in states):
+                    return change(requested, "unsupported", f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
+                if states and all(v == value for v in seen):
+                    return change(requested, "applied",
+                                  f"{key}={value} read back on {len(states)} DP rank(s)", ranks)
+            except (httpx.HTTPError, ValueError) as exc:
+                seen = [describe_error(exc, "read-back")]
+            if time.monotonic() >= deadline:
+                return change(requested, "error", f"server said true but read-back shows {key}={seen}", ranks)
+            await asyncio.sleep(READBACK_PERIOD_S)
+
+    async def _explain_false(self, key: str, requested: object, ranks: list[bool], seq: int | None) -> dict:
+        reason = await self._log_reason(key, seq)
+        if reason and "not supported" in reason:
+            return change(requested, "unsupported", f"{UNSUPPORTED}: {reason}", ranks)
+        try:
+            states = await self.internal_states()
+            if states and all(key not in s for s in states):
+                detail = f"{UNSUPPORTED} (the server answered false and has no {key} in internal_states)"
+                return change(requested, "unsupported", detail + (f": {reason}" if reason else ""), ranks)
+        except (httpx.HTTPError, ValueError):
+            pass
+        detail = f"the server refused {key}={requested}"
+        return change(requested, "refused", f"{detail}: {reason}" if reason else detail, ranks)
+
+    def _seq(self) -> int | None:
+        try:
+            return self.log_seq() if self.log_seq else None
+        except Exception:  # noqa: BLE001
+            return None
+
+    async def _log_reason(self, key: str, seq: int | None, wait_s: float = 1.0) -> str | None:
+        """The server's own words for a refusal, from log records logged after ``seq``."""
+        if self.records_since is None or seq is None:
+            return None
+        pattern = re.compile(rf"(refused {re.escape(key)}=.*|Updating {re.escape(key)} is not supported\.?)")
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                for rec in self.records_since(seq):
+                    m = pattern.search(getattr(rec, "text", "") or "")
+                    if m:
+                        return m.group(1)
+            except Exception:  # noqa: BLE001
+                return None
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(0.05)

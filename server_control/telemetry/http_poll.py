@@ -1,0 +1,166 @@
+"""Poll a server's /server_info and /v1/loads, paced so polls never overlap.
+
+Load comes from /v1/loads?include=core,memory,spec; if that endpoint is missing or
+unusable, from /metrics (parsed by prometheus_client's text parser); if that is missing
+too, from the latest decode log records (``records_fn``). A server that does not answer,
+answers late, or answers garbage gives an unreachable sample with the reason; the next
+poll tries again, so the state recovers by itself.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Callable
+
+import httpx
+
+from server_control.telemetry.sample import (Load, Sample, load_from_loads, load_from_metrics,
+                                             load_from_records, sample_from_server_info)
+
+DEFAULT_INTERVAL_S = 1.0
+DEFAULT_TIMEOUT_S = 2.0
+MIN_INTERVAL_S = 0.05
+
+
+def auth_headers(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def describe_error(exc: BaseException, what: str) -> str:
+    """One line naming what failed and why, for the 'unreachable' state."""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{what}: timed out"
+    if isinstance(exc, httpx.ConnectError):
+        return f"{what}: connection refused or host unreachable ({exc})"
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"{what}: HTTP {exc.response.status_code}"
+    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
+        return f"{what}: invalid JSON ({exc})"
+    return f"{what}: {type(exc).__name__}: {exc}"
+
+
+class HttpPoller:
+    """``await poller.poll_once()`` -> Sample; ``await poller.run()`` loops until ``stop()``.
+
+    ``on_sample(sample)`` is called after every poll. ``poke()`` makes the next poll start
+    at once (used after a control request to read back quickly); it never overlaps a poll
+    in progress.
+    """
+
+    def __init__(self, url: str, api_key: str | None = None, *,
+                 interval_s: float = DEFAULT_INTERVAL_S, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 records_fn: Callable[[], list] | None = None,
+                 on_sample: Callable[[Sample], None] | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.interval_s = max(MIN_INTERVAL_S, float(interval_s))
+        self.timeout_s = timeout_s
+        self.records_fn = records_fn
+        self.on_sample = on_sample
+        self.last: Sample | None = None
+        self.polls = 0
+        self._client: httpx.AsyncClient | None = None
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._loads_ok = True  # flips to False after a 404, re-tried every 30 polls
+        self._metrics_ok = True
+
+    # -- HTTP ------------------------------------------------------------------------
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None or self._client.is_closed:
+            self._client = httpx.AsyncClient(timeout=self.timeout_s, headers=auth_headers(self.api_key))
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def get_json(self, path: str) -> object:
+        resp = await self.client().get(self.url + path)
+        resp.raise_for_status()
+        return json.loads(resp.content.decode("utf-8"))
+
+    async def server_info(self) -> dict:
+        try:
+            body = await self.get_json("/server_info")
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code != 404:
+                raise
+            body = await self.get_json("/get_server_info")  # releases before the rename
+        if not isinstance(body, dict):
+            raise ValueError(f"/server_info: expected a JSON object, got {type(body).__name__}")
+        return body
+
+    async def _load(self) -> Load | None:
+        retry = self.polls % 30 == 0
+        if self._loads_ok or retry:
+            try:
+                load = load_from_loads(await self.get_json("/v1/loads?include=core,memory,spec"))
+                self._loads_ok = load is not None
+                if load:
+                    return load
+            except (httpx.HTTPError, ValueError, UnicodeDecodeError):
+                self._loads_ok = False
+        if self._metrics_ok or retry:
+            try:
+                resp = await self.client().get(self.url + "/metrics")
+                resp.raise_for_status()
+                load = load_from_metrics(resp.text)
+                self._metrics_ok = load is not None
+                if load:
+                    return load
+            except httpx.HTTPError:
+                self._metrics_ok = False
+        if self.records_fn is not None:
+            try:
+                return load_from_records(self.records_fn())
+            except Exception:  # noqa: BLE001 - the store is someone else's; never crash here
+                return None
+        return None
+
+    async def poll_once(self) -> Sample:
+        t0 = time.monotonic()
+        try:
+            info = await self.server_info()
+            sample = sample_from_server_info(time.time(), info)
+            sample.load = await self._load() or Load()
+        except (httpx.HTTPError, ValueError, UnicodeDecodeError, OSError) as exc:
+            sample = Sample(ts=time.time(), reachable=False, error=describe_error(exc, "/server_info"))
+            if self.records_fn is not None:  # the log still tells the load while HTTP is down
+                try:
+                    sample.load = load_from_records(self.records_fn()) or Load()
+                except Exception:  # noqa: BLE001
+                    pass
+        sample.poll_s = time.monotonic() - t0
+        self.polls += 1
+        self.last = sample
+        if self.on_sample is not None:
+            self.on_sample(sample)
+        return sample
+
+    # -- pacing ------------------------------------------------------------------------
+    def poke(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Poll, then wait until ``interval_s`` after the last poll STARTED (or at once if
+        it took longer) - the next poll is only scheduled once the last one finished."""
+        try:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                self._wake.clear()
+                await self.poll_once()
+                delay = max(0.0, self.interval_s - (time.monotonic() - started))
+                if delay and not self._wake.is_set():
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), delay)
+                    except asyncio.TimeoutError:
+                        pass
+        finally:
+            await self.aclose()

@@ -1,0 +1,219 @@
+"""Typed telemetry samples: what one HTTP poll learned about a server.
+
+Parsing here is pure (dicts in, dataclasses out) and tolerant: a field of the wrong type
+becomes None, never an exception.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from server_control import decision as d
+
+
+def num(value: object) -> float | None:
+    """A finite number or None (bools, strings, NaN and infinities give None)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    f = float(value)
+    if f != f or f in (float("inf"), float("-inf")):
+        return None
+    return f
+
+
+def intval(value: object) -> int | None:
+    f = num(value)
+    return None if f is None else int(f)
+
+
+@dataclass
+class RankState:
+    """One DP rank's entry of /server_info internal_states."""
+
+    dp_rank: int
+    has_threshold_key: bool
+    threshold: int | None
+    hysteresis: int | None
+    min_dwell_steps: int | None
+    force: str | None
+    dynamic: dict | None  # SpecSwitch.snapshot() as published by the patch, if any
+    last_gen_throughput: float | None
+    avg_spec_accept_length: float | None
+
+    @property
+    def mode(self) -> str | None:
+        mode = (self.dynamic or {}).get("mode")
+        return mode if mode in d.MODES else None
+
+    @classmethod
+    def from_json(cls, index: int, raw: object) -> "RankState":
+        raw = raw if isinstance(raw, dict) else {}
+        dynamic = raw.get(d.STATE_KEY)
+        force = raw.get(d.FORCE_KEY)
+        return cls(
+            dp_rank=index,
+            has_threshold_key=d.THRESHOLD_KEY in raw,
+            threshold=intval(raw.get(d.THRESHOLD_KEY)),
+            hysteresis=intval(raw.get(d.HYSTERESIS_KEY)),
+            min_dwell_steps=intval(raw.get(d.DWELL_KEY)),
+            force=force if isinstance(force, str) else None,
+            dynamic=dynamic if isinstance(dynamic, dict) else None,
+            last_gen_throughput=num(raw.get("last_gen_throughput")),
+            avg_spec_accept_length=num(raw.get("avg_spec_accept_length")),
+        )
+
+
+@dataclass
+class Load:
+    """Aggregate load over DP ranks: batch is num_running_reqs summed over ranks."""
+
+    batch: int | None = None
+    queue: int | None = None
+    token_usage: float | None = None
+    gen_throughput: float | None = None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    source: str | None = None  # "loads" | "metrics" | "logs"
+
+
+@dataclass
+class Sample:
+    ts: float  # time.time() when the poll finished
+    reachable: bool
+    error: str | None = None
+    load: Load = field(default_factory=Load)
+    ranks: list[RankState] = field(default_factory=list)
+    args: dict = field(default_factory=dict)  # the flat server args of /server_info
+    model: str | None = None
+    tp_size: int | None = None
+    dp_size: int | None = None
+    version: str | None = None
+    poll_s: float | None = None  # how long the poll took
+
+    @property
+    def supports_runtime_threshold(self) -> bool | None:
+        """True when every rank's internal state holds the threshold key (patched server)."""
+        if not self.ranks:
+            return None
+        return all(r.has_threshold_key for r in self.ranks)
+
+    @property
+    def threshold(self) -> int | None:
+        for r in self.ranks:
+            if r.threshold is not None:
+                return r.threshold
+        return intval(self.args.get(d.THRESHOLD_KEY))
+
+    @property
+    def mode(self) -> str | None:
+        modes = [r.mode for r in self.ranks if r.mode]
+        if not modes:
+            return None
+        return d.TARGET_ONLY if d.TARGET_ONLY in modes else modes[0]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _sum(values: list[float]) -> float | None:
+    return sum(values) if values else None
+
+
+def load_from_loads(body: object) -> Load | None:
+    """/v1/loads?include=core,memory,spec JSON -> Load, or None if it is not that shape."""
+    if not isinstance(body, dict) or not isinstance(body.get("loads"), list):
+        return None
+    running, waiting, usage, thr, acc_len, acc_rate = [], [], [], [], [], []
+    for entry in body["loads"]:
+        if not isinstance(entry, dict):
+            continue
+        for key, bucket in (("num_running_reqs", running), ("num_waiting_reqs", waiting),
+                            ("token_usage", usage), ("gen_throughput", thr)):
+            v = num(entry.get(key))
+            if v is not None:
+                bucket.append(v)
+        spec = entry.get("speculative")
+        if isinstance(spec, dict):
+            for key, bucket in (("accept_length", acc_len), ("accept_rate", acc_rate)):
+                v = num(spec.get(key))
+                if v is not None:
+                    bucket.append(v)
+    if not running:
+        return None
+    return Load(batch=int(sum(running)), queue=intval(_sum(waiting)), token_usage=_mean(usage),
+                gen_throughput=_sum(thr), accept_len=_mean(acc_len), accept_rate=_mean(acc_rate),
+                source="loads")
+
+
+_METRIC_FIELDS = {
+    "sglang:num_running_reqs": ("batch", "sum"),
+    "sglang:num_queue_reqs": ("queue", "sum"),
+    "sglang:token_usage": ("token_usage", "mean"),
+    "sglang:gen_throughput": ("gen_throughput", "sum"),
+    "sglang:spec_accept_length": ("accept_len", "mean"),
+    "sglang:spec_accept_rate": ("accept_rate", "mean"),
+}
+
+
+def load_from_metrics(text: str) -> Load | None:
+    """Prometheus text exposition -> Load, through prometheus_client's real parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    values: dict[str, list[float]] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                spec = _METRIC_FIELDS.get(s.name)
+                v = num(s.value)
+                if spec and v is not None:
+                    values.setdefault(s.name, []).append(v)
+    except Exception:  # noqa: BLE001 - garbage exposition text: no load from it
+        return None
+    if "sglang:num_running_reqs" not in values:
+        return None
+    load = Load(source="metrics")
+    for name, (attr, how) in _METRIC_FIELDS.items():
+        vs = values.get(name)
+        if vs:
+            setattr(load, attr, _sum(vs) if how == "sum" else _mean(vs))
+    load.batch = intval(load.batch)
+    load.queue = intval(load.queue)
+    return load
+
+
+def load_from_records(records: list) -> Load | None:
+    """Latest decode record per DP group (rank tag before ' TP') -> Load; None if none."""
+    latest: dict[str, object] = {}
+    for rec in records:
+        if getattr(rec, "kind", None) != "decode" or getattr(rec, "running_req", None) is None:
+            continue
+        rank = getattr(rec, "rank", None) or ""
+        group = rank.split(" ")[0] if rank.startswith("DP") else ""
+        latest[group] = rec
+    if not latest:
+        return None
+    recs = list(latest.values())
+
+    def vals(attr: str) -> list[float]:
+        return [v for v in (num(getattr(r, attr, None)) for r in recs) if v is not None]
+
+    return Load(batch=intval(_sum(vals("running_req"))), queue=intval(_sum(vals("queue_req"))),
+                token_usage=_mean(vals("token_usage")), gen_throughput=_sum(vals("gen_throughput")),
+                accept_len=_mean(vals("accept_len")), accept_rate=_mean(vals("accept_rate")),
+                source="logs")
+
+
+def sample_from_server_info(ts: float, info: dict) -> Sample:
+    states = info.get("internal_states")
+    ranks = [RankState.from_json(i, s) for i, s in enumerate(states)] if isinstance(states, list) else []
+    model = info.get("served_model_name") or info.get("model_path")
+    version = info.get("version")
+    return Sample(
+        ts=ts, reachable=True,
+        ranks=ranks,
+        args={k: v for k, v in info.items() if k != "internal_states"},
+        model=model if isinstance(model, str) else None,
+        tp_size=intval(info.get("tp_size")),
+        dp_size=intval(info.get("dp_size")),
+        version=version if isinstance(version, str) else None,
+    )

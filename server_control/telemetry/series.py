@@ -1,0 +1,173 @@
+"""Bounded time series for the panels and the mode timeline.
+
+``PanelSeries`` keeps the last ``maxlen`` points of batch, gen_throughput, accept_len and
+threshold. ``ModeTimeline`` keeps the switches between speculative and target-only seen in
+log records (every TP rank logs each switch) and in polled internal state, deduplicated:
+each switch is keyed by (DP group, ordinal of the switch since that rank started), so the
+n-th switch of a DP group is recorded once whichever rank or source reports it first.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from server_control import decision as d
+from server_control.telemetry.sample import Sample, intval, num
+
+PANELS = ("batch", "gen_throughput", "accept_len", "threshold")
+DEFAULT_POINTS = 600
+
+
+class PanelSeries:
+    def __init__(self, maxlen: int = DEFAULT_POINTS) -> None:
+        self.maxlen = maxlen
+        self.series: dict[str, deque] = {name: deque(maxlen=maxlen) for name in PANELS}
+
+    def add(self, name: str, t: float, value: float | None) -> None:
+        if value is not None:
+            self.series[name].append((t, value))
+
+    def add_sample(self, sample: Sample) -> None:
+        if not sample.reachable and sample.load.source != "logs":
+            return
+        load = sample.load
+        self.add("batch", sample.ts, load.batch)
+        self.add("gen_throughput", sample.ts, load.gen_throughput)
+        self.add("accept_len", sample.ts, load.accept_len)
+        self.add("threshold", sample.ts, sample.threshold)
+
+    def to_json(self) -> dict:
+        return {name: [[round(t, 3), v] for t, v in pts] for name, pts in self.series.items()}
+
+
+def dp_group(rank: str | None) -> int:
+    """'DP1 TP3' -> 1; 'TP1', 'TP0 EP0', None -> 0."""
+    if rank and rank.startswith("DP"):
+        head = rank.split(" ")[0][2:]
+        if head.isdigit():
+            return int(head)
+    return 0
+
+
+class ModeTimeline:
+    def __init__(self, maxlen: int = 1000) -> None:
+        self.events: deque[dict] = deque(maxlen=maxlen)
+        self._seen: set[tuple[int, int]] = set()
+        self._ordinal: dict[str, int] = {}  # per log rank: switches seen since its init line
+        self._polled: dict[int, int] = {}  # per DP rank: last polled switch_count
+        self.total = 0
+
+    def reset(self) -> None:
+        """A new server run: ordinals start again."""
+        self._seen.clear()
+        self._ordinal.clear()
+        self._polled.clear()
+
+    @property
+    def mode(self) -> str | None:
+        return self.events[-1]["mode"] if self.events else None
+
+    def _add(self, key: tuple[int, int], event: dict) -> bool:
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        self.events.append(event)
+        self.total += 1
+        return True
+
+    def add_record(self, rec, now: float) -> bool:
+        """Feed one log record; True if it added a switch."""
+        kind = getattr(rec, "kind", None)
+        rank = getattr(rec, "rank", None) or ""
+        if kind == "spec_init":
+            self._ordinal[rank] = 0
+            return False
+        if kind != "spec_switch":
+            return False
+        mode = getattr(rec, "mode", None)
+        mode = mode.replace("-", "_") if isinstance(mode, str) else None
+        if mode not in d.MODES:
+            return False
+        n = self._ordinal.get(rank, 0) + 1
+        self._ordinal[rank] = n
+        ts = getattr(rec, "ts", None)
+        return self._add((dp_group(rank), n), {
+            "ts": ts if isinstance(ts, str) else None, "mode": mode,
+            "batch": intval(getattr(rec, "batch", None)),
+            "threshold": intval(getattr(rec, "threshold", None)),
+            "rank": rank or None, "t": now, "line": getattr(rec, "line", None),
+            "text": getattr(rec, "text", None), "source": "log"})
+
+    def add_sample(self, sample: Sample) -> bool:
+        """Feed one poll; records the latest switch of each DP rank whose count grew."""
+        added = False
+        for r in sample.ranks:
+            dyn = r.dynamic or {}
+            count = intval(dyn.get("switch_count"))
+            if count is None:
+                continue
+            before = self._polled.get(r.dp_rank)
+            if before is not None and count < before:  # the server restarted
+                self.reset()
+                before = None
+            self._polled[r.dp_rank] = count
+            if count == 0 or count == before:
+                continue
+            last = dyn.get("last_switch") if isinstance(dyn.get("last_switch"), dict) else {}
+            mode = last.get("to") or r.mode
+            if mode not in d.MODES:
+                continue
+            added |= self._add((r.dp_rank, count), {
+                "ts": None, "mode": mode, "batch": intval(last.get("batch")),
+                "threshold": intval(last.get("threshold")), "rank": f"DP{r.dp_rank}",
+                "t": sample.ts, "line": None, "source": "poll",
+                "text": f"internal_states[{r.dp_rank}].{d.STATE_KEY}: switch_count={count}, last_switch={last}"})
+        return added
+
+    def to_json(self, limit: int = 200) -> list[dict]:
+        return [{k: e[k] for k in ("ts", "mode", "batch", "threshold", "rank")}
+                for e in list(self.events)[-limit:]]
+
+
+def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries) -> dict:
+    """Share of time and tok/s per mode.
+
+    From the servers' own counters (dynamic_speculation seconds and tokens, summed over DP
+    ranks) when published; otherwise from the gen_throughput series, each point assigned
+    to the mode in force at that time by the timeline."""
+    secs = {m: 0.0 for m in d.MODES}
+    toks = {m: 0.0 for m in d.MODES}
+    have = False
+    for r in (sample.ranks if sample else []):
+        dyn = r.dynamic or {}
+        s, t = dyn.get("seconds"), dyn.get("tokens")
+        if isinstance(s, dict) and isinstance(t, dict):
+            for m in d.MODES:
+                secs[m] += num(s.get(m)) or 0.0
+                toks[m] += num(t.get(m)) or 0.0
+            have = True
+    if not have:
+        return _per_mode_from_series(timeline, panels)
+    total = sum(secs.values())
+    return {m: {"share": round(secs[m] / total, 4) if total else None,
+                "tok_s": round(toks[m] / secs[m], 1) if secs[m] > 0 else None} for m in d.MODES}
+
+
+def _per_mode_from_series(timeline: ModeTimeline, panels: PanelSeries) -> dict:
+    events = sorted(timeline.events, key=lambda e: e["t"])
+    pts = list(panels.series["gen_throughput"])
+    out = {m: {"share": None, "tok_s": None} for m in d.MODES}
+    if not pts:
+        return out
+    counts = {m: 0 for m in d.MODES}
+    sums = {m: 0.0 for m in d.MODES}
+    i, mode = 0, d.SPECULATIVE
+    for t, v in pts:
+        while i < len(events) and events[i]["t"] <= t:
+            mode = events[i]["mode"]
+            i += 1
+        counts[mode] += 1
+        sums[mode] += v
+    for m in d.MODES:
+        out[m]["share"] = round(counts[m] / len(pts), 4)
+        out[m]["tok_s"] = round(sums[m] / counts[m], 1) if counts[m] else None
+    return out

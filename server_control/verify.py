@@ -1,0 +1,198 @@
+"""The three verification layers of design.md, over plain inputs.
+
+Each layer is ``{"name", "status": pass|fail|pending, "evidence", "cause"}``:
+  configuration   /server_info (flat args and internal_states) holds the threshold asked
+                  for (the profile's), or any threshold > 0 when attached;
+  initialisation  every scheduler rank logged ``Dynamic speculation disable enabled:
+                  threshold=N``; a ``... NOT active: <reason>`` line or a ready server
+                  without the line is a failure;
+  runtime         a switch to target-only was seen when the batch exceeded N, and a switch
+                  back when it dropped; a batch above N for longer than the dwell with no
+                  switch is a failure.
+"""
+from __future__ import annotations
+
+from server_control import decision as d
+from server_control.telemetry.sample import Sample, intval
+
+PASS, FAIL, PENDING = "pass", "fail", "pending"
+LAYERS = ("configuration", "initialisation", "runtime")
+DEFAULT_STEP_S = 0.1  # a conservative decode step time, to turn the dwell (steps) into seconds
+
+CAUSE_NOT_PATCHED = ("the server does not know the flag: not launched through "
+                     "server_control.sglang_patch.serve (stock SGLang, or the patch not on PYTHONPATH)")
+CAUSE_NO_INIT = ("the patch was not loaded in the scheduler processes (PYTHONPATH/launcher), the "
+                 "speculative worker is another class than EAGLEWorkerV2, or the log goes elsewhere")
+CAUSE_NO_SWITCH = "the gate is not on the decode path (the switch is never consulted per decode step)"
+
+
+def layer(name: str, status: str, evidence: str, cause: str | None = None) -> dict:
+    return {"name": name, "status": status, "evidence": evidence, "cause": cause}
+
+
+def summary(layers: list[dict]) -> dict:
+    statuses = [x["status"] for x in layers]
+    overall = FAIL if FAIL in statuses else PENDING if PENDING in statuses else PASS
+    return {"summary": overall, "layers": layers}
+
+
+def exit_code(result: dict) -> int:
+    """0 all pass, 1 a failure, 3 pending (documented for `specconsole verify`)."""
+    return {PASS: 0, FAIL: 1}.get(result.get("summary"), 3)
+
+
+def _where(rec) -> str:
+    line = getattr(rec, "line", None)
+    text = getattr(rec, "text", "")
+    return f"log line {line}: {text}" if line is not None else text
+
+
+# -- 1. configuration ---------------------------------------------------------------------
+def configuration(sample: Sample | None, expected: int | None) -> dict:
+    name = "configuration"
+    if sample is None or not sample.reachable:
+        why = sample.error if sample else "not polled yet"
+        return layer(name, PENDING, f"/server_info not available yet ({why})")
+    flat = intval(sample.args.get(d.THRESHOLD_KEY))
+    per_rank = [r.threshold for r in sample.ranks]
+    has_key = d.THRESHOLD_KEY in sample.args or any(r.has_threshold_key for r in sample.ranks)
+    ev = f"/server_info {d.THRESHOLD_KEY}={flat}; internal_states[*].{d.THRESHOLD_KEY}={per_rank}"
+    if not has_key:
+        return layer(name, FAIL, f"/server_info has no {d.THRESHOLD_KEY}", CAUSE_NOT_PATCHED)
+    if expected is not None:
+        if flat == expected:
+            note = "" if all(v == expected for v in per_rank) else " (changed at runtime since)"
+            return layer(name, PASS, ev + note)
+        return layer(name, FAIL, ev + f"; the profile asks {expected}",
+                     "the running server was launched with another threshold (an adopted older run, "
+                     "or extra_args overriding the profile)")
+    if (flat or 0) > 0 or any((v or 0) > 0 for v in per_rank):
+        return layer(name, PASS, ev)
+    return layer(name, FAIL, ev, f"threshold 0 never disables speculation: launch with "
+                 f"--{d.THRESHOLD_KEY.replace('_', '-')} N (N > 0) or set it at runtime")
+
+
+# -- 2. initialisation --------------------------------------------------------------------
+def expected_ranks(tp_size: int | None, dp_size: int | None, dp_attention: bool = False) -> int:
+    tp, dp = max(1, tp_size or 1), max(1, dp_size or 1)
+    return tp if dp_attention else tp * dp
+
+
+def initialisation(init_records: list, not_active: list, ready_records: list, *, ranks_expected: int,
+                   server_ready: bool, log_attached: bool) -> dict:
+    name = "initialisation"
+    if not_active:
+        rec = not_active[-1]
+        text = getattr(rec, "text", "") or ""
+        reason = text.split(d.NOT_ACTIVE_PREFIX, 1)[-1].strip() if d.NOT_ACTIVE_PREFIX in text else text
+        return layer(name, FAIL, _where(rec), reason or "the patch logged that it is not active")
+    by_rank: dict[str, object] = {}
+    for rec in init_records:
+        by_rank.setdefault(getattr(rec, "rank", None) or "", rec)
+    seen = len(by_rank)
+    if seen:
+        thresholds = sorted({intval(getattr(r, "threshold", None)) for r in by_rank.values()},
+                            key=lambda v: -1 if v is None else v)
+        first = next(iter(by_rank.values()))
+        ev = (f"{seen}/{ranks_expected} rank(s) logged the init line "
+              f"({', '.join(k or 'main' for k in by_rank)}; threshold={thresholds}); {_where(first)}")
+        if seen >= ranks_expected:
+            return layer(name, PASS, ev)
+    else:
+        ev = "no 'Dynamic speculation disable enabled' line in the log"
+    if not log_attached:
+        return layer(name, PENDING, "no server log attached (give the log file to read the init line)")
+    if ready_records:
+        ev += f"; the server is ready ({_where(ready_records[0])})"
+        if seen:
+            return layer(name, FAIL, ev, f"only {seen} of {ranks_expected} scheduler ranks loaded the patch: "
+                         + CAUSE_NO_INIT)
+        return layer(name, FAIL, ev, CAUSE_NO_INIT)
+    return layer(name, PENDING, ev + ("; server answers HTTP, waiting for the ready line"
+                                      if server_ready else "; server starting"))
+
+
+# -- 3. runtime ---------------------------------------------------------------------------
+class RuntimeWatch:
+    """Fed every poll (``observe``); judged against the switch timeline (``status``)."""
+
+    def __init__(self, poll_interval_s: float = 1.0, step_s: float = DEFAULT_STEP_S) -> None:
+        self.poll_interval_s = poll_interval_s
+        self.step_s = step_s
+        self.max_batch: int | None = None
+        self.crossed_at: float | None = None  # first time the batch was seen above N
+        self.stuck_since: float | None = None  # batch > N while the polled mode stays speculative
+        self.stuck_batch: int | None = None
+        self.slow_back_since: float | None = None  # batch <= low mark while still target-only
+        self.last: Sample | None = None
+        self.dwell_steps = d.DEFAULT_MIN_DWELL_STEPS
+
+    def grace_s(self) -> float:
+        return 3 * self.poll_interval_s + self.dwell_steps * self.step_s
+
+    def observe(self, sample: Sample) -> None:
+        batch, n = sample.load.batch, sample.threshold
+        if not sample.reachable or batch is None or not n:
+            return
+        self.last = sample
+        rank = sample.ranks[0] if sample.ranks else None
+        if rank and rank.min_dwell_steps is not None:
+            self.dwell_steps = rank.min_dwell_steps
+        low = max(1, n - (rank.hysteresis if rank and rank.hysteresis is not None else d.DEFAULT_HYSTERESIS))
+        self.max_batch = batch if self.max_batch is None else max(self.max_batch, batch)
+        mode = sample.mode
+        if batch > n:
+            self.crossed_at = self.crossed_at or sample.ts
+            if mode == d.SPECULATIVE:
+                self.stuck_since = self.stuck_since or sample.ts
+                self.stuck_batch = batch
+            else:
+                self.stuck_since = None
+        else:
+            self.stuck_since = None
+        if batch <= low and mode == d.TARGET_ONLY:
+            self.slow_back_since = self.slow_back_since or sample.ts
+        else:
+            self.slow_back_since = None
+
+    def status(self, events: list[dict], now: float) -> dict:
+        name = "runtime"
+        s = self.last
+        force = s.ranks[0].force if s and s.ranks else None
+        if force and force != d.AUTO:
+            return layer(name, PENDING, f"forced mode {force}: the threshold rule is not in control")
+        down = next((e for e in events if e["mode"] == d.TARGET_ONLY and not _forced(e)), None)
+        back = None
+        if down is not None:
+            later = [e for e in events if e["t"] >= down["t"] and e is not down]
+            back = next((e for e in later if e["mode"] == d.SPECULATIVE and not _forced(e)), None)
+        if down and back:
+            return layer(name, PASS, f"to target-only: {_event(down)}; back to speculative: {_event(back)}")
+        grace = self.grace_s()
+        if self.stuck_since is not None and now - self.stuck_since > grace:
+            return layer(name, FAIL, f"batch {self.stuck_batch} > threshold {s.threshold if s else '?'} for "
+                         f"{now - self.stuck_since:.1f} s (> {grace:.1f} s: 3 polls + dwell) while "
+                         f"internal_states report mode=speculative and no switch was logged", CAUSE_NO_SWITCH)
+        if down is not None:
+            if self.slow_back_since is not None and now - self.slow_back_since > grace:
+                return layer(name, FAIL, f"switched to target-only ({_event(down)}) but stayed there "
+                             f"{now - self.slow_back_since:.1f} s with the batch at or below the low mark",
+                             "the switch back is not evaluated (hysteresis/dwell not applied on the decode path)")
+            return layer(name, PENDING, f"switched to target-only ({_event(down)}); waiting for the batch to "
+                         "drop and speculation to come back")
+        if self.crossed_at is None:
+            n = s.threshold if s else None
+            return layer(name, PENDING, f"the decode batch has not exceeded the threshold {n} yet "
+                         f"(max seen {self.max_batch})")
+        return layer(name, PENDING, f"the batch exceeded the threshold (max {self.max_batch}); waiting for "
+                     "the switch (minimum dwell)")
+
+
+def _forced(event: dict) -> bool:
+    return "(forced)" in (event.get("text") or "")
+
+
+def _event(e: dict) -> str:
+    if e.get("line") is not None:
+        return f"log line {e['line']}: {e.get('text')}"
+    return e.get("text") or f"{e['mode']} at batch {e.get('batch')} (threshold {e.get('threshold')})"

@@ -1,0 +1,130 @@
+"""The three verification layers over plain inputs (samples, records, timeline events)."""
+from __future__ import annotations
+
+from types import SimpleNamespace as Rec
+
+from server_control.telemetry.sample import Load, Sample, sample_from_server_info
+from server_control.verify import (CAUSE_NO_INIT, CAUSE_NO_SWITCH, CAUSE_NOT_PATCHED, RuntimeWatch,
+                                   configuration, exit_code, expected_ranks, initialisation, summary)
+
+K = "speculative_disable_batch_threshold"
+
+
+def info(flat=5, per_rank=(5,), batch=0, mode="speculative", force="auto", ts=0.0):
+    body = {"tp_size": 2, "internal_states": [
+        {K: v, "speculative_disable_hysteresis": 1, "speculative_disable_min_dwell_steps": 10,
+         "speculative_disable_force_mode": force, "dynamic_speculation": {"mode": mode}} for v in per_rank]}
+    if flat is not None:
+        body[K] = flat
+    s = sample_from_server_info(ts, body)
+    s.load = Load(batch=batch)
+    return s
+
+
+def test_configuration_layer():
+    assert configuration(None, 5)["status"] == "pending"
+    assert configuration(Sample(ts=0, reachable=False, error="refused"), 5)["status"] == "pending"
+    ok = configuration(info(), 5)
+    assert ok["status"] == "pass" and f"{K}=5" in ok["evidence"]
+    assert "changed at runtime" in configuration(info(per_rank=(8,)), 5)["evidence"]
+    bad = configuration(info(flat=3, per_rank=(3,)), 5)
+    assert bad["status"] == "fail" and "profile asks 5" in bad["evidence"] and bad["cause"]
+    stock = configuration(sample_from_server_info(0, {"internal_states": [{}]}), 5)
+    assert stock["status"] == "fail" and stock["cause"] == CAUSE_NOT_PATCHED
+    assert configuration(info(flat=7, per_rank=(7,)), None)["status"] == "pass"
+    zero = configuration(info(flat=0, per_rank=(0,)), None)
+    assert zero["status"] == "fail" and "threshold 0" in zero["cause"]
+
+
+def init(rank, line, n=5):
+    return Rec(kind="spec_init", rank=rank, line=line, threshold=n,
+               text=f"Dynamic speculation disable enabled: threshold={n}, resume_at<=4, min_dwell_steps=10")
+
+
+READY = Rec(kind="ready", rank=None, line=40, text="The server is fired up and ready to roll!")
+
+
+def test_initialisation_layer():
+    args = dict(ranks_expected=2, server_ready=True, log_attached=True)
+    ok = initialisation([init("TP0", 12), init("TP1", 13)], [], [READY], **args)
+    assert ok["status"] == "pass" and "2/2" in ok["evidence"] and "log line 12" in ok["evidence"]
+    partial = initialisation([init("TP0", 12)], [], [READY], **args)
+    assert partial["status"] == "fail" and "only 1 of 2" in partial["cause"]
+    missing = initialisation([], [], [READY], **args)
+    assert missing["status"] == "fail" and missing["cause"] == CAUSE_NO_INIT and "log line 40" in missing["evidence"]
+    assert initialisation([], [], [], **args)["status"] == "pending"
+    assert initialisation([init("TP0", 12)], [], [], **args)["status"] == "pending"
+    not_active = Rec(kind="warning", rank="TP0", line=9,
+                     text="Dynamic speculation disable NOT active: speculative_eagle_topk=4 (needs topk=1)")
+    na = initialisation([], [not_active], [], **args)
+    assert na["status"] == "fail" and na["cause"] == "speculative_eagle_topk=4 (needs topk=1)"
+    assert "log line 9" in na["evidence"]
+    nolog = initialisation([], [], [], ranks_expected=1, server_ready=True, log_attached=False)
+    assert nolog["status"] == "pending" and "no server log" in nolog["evidence"]
+
+
+def test_expected_ranks():
+    assert expected_ranks(2, 1) == 2 and expected_ranks(2, 2) == 4 and expected_ranks(4, 2, True) == 4
+    assert expected_ranks(None, None) == 1
+
+
+def ev(mode, t, line, forced=False):
+    text = f"Dynamic speculation: switched to {mode}" + (" (forced)" if forced else " (decode batch 7 > threshold 5)")
+    return {"mode": mode, "t": t, "line": line, "text": text, "batch": 7, "threshold": 5}
+
+
+def test_runtime_pass_needs_down_then_back():
+    w = RuntimeWatch(poll_interval_s=1.0)
+    w.observe(info(batch=2))
+    assert w.status([], now=1.0)["status"] == "pending"
+    assert "not exceeded" in w.status([], now=1.0)["evidence"]
+    w.observe(info(batch=8, ts=2.0))
+    down = [ev("target_only", 2.5, 50)]
+    r = w.status(down, now=3.0)
+    assert r["status"] == "pending" and "log line 50" in r["evidence"]
+    both = down + [ev("speculative", 4.0, 60)]
+    r = w.status(both, now=5.0)
+    assert r["status"] == "pass" and "log line 50" in r["evidence"] and "log line 60" in r["evidence"]
+
+
+def test_runtime_forced_switches_do_not_count():
+    w = RuntimeWatch()
+    w.observe(info(batch=8))
+    events = [ev("target_only", 1.0, 5, forced=True), ev("speculative", 2.0, 6, forced=True)]
+    assert w.status(events, now=3.0)["status"] == "pending"
+
+
+def test_runtime_fails_when_batch_stays_above_without_switch():
+    w = RuntimeWatch(poll_interval_s=1.0, step_s=0.1)  # grace = 3 + 10 * 0.1 = 4 s
+    for t in range(0, 4):
+        w.observe(info(batch=9, ts=float(t)))
+    assert w.status([], now=3.0)["status"] == "pending"
+    for t in range(4, 7):
+        w.observe(info(batch=9, ts=float(t)))
+    r = w.status([], now=6.0)
+    assert r["status"] == "fail" and r["cause"] == CAUSE_NO_SWITCH and "batch 9 > threshold 5" in r["evidence"]
+    # the batch dropping ends the stuck period
+    w.observe(info(batch=3, ts=7.0))
+    assert w.status([], now=7.0)["status"] == "pending"
+
+
+def test_runtime_fails_when_it_never_switches_back():
+    w = RuntimeWatch(poll_interval_s=1.0, step_s=0.1)
+    down = [ev("target_only", 0.5, 50)]
+    for t in range(0, 7):
+        w.observe(info(batch=2, mode="target_only", ts=float(t)))
+    r = w.status(down, now=6.0)
+    assert r["status"] == "fail" and "stayed there" in r["evidence"]
+
+
+def test_runtime_forced_mode_pending():
+    w = RuntimeWatch()
+    w.observe(info(batch=9, force="target_only", mode="target_only"))
+    assert "forced" in w.status([], now=1.0)["evidence"]
+
+
+def test_summary_and_exit_codes():
+    p = {"status": "pass"}
+    assert exit_code(summary([p, p, p])) == 0
+    assert exit_code(summary([p, {"status": "pending"}, p])) == 3
+    assert exit_code(summary([p, {"status": "pending"}, {"status": "fail"}])) == 1

@@ -1,0 +1,77 @@
+"""Panel series and the deduplicated mode timeline."""
+from __future__ import annotations
+
+from types import SimpleNamespace as Rec
+
+from server_control.telemetry.sample import Load, Sample, sample_from_server_info
+from server_control.telemetry.series import ModeTimeline, PanelSeries, dp_group, per_mode
+
+
+def switch(rank, mode, batch, line):
+    return Rec(kind="spec_switch", rank=rank, mode=mode, batch=batch, threshold=5, ts="2026-11-29 10:00:00",
+               line=line, text=f"Dynamic speculation: switched to {mode}")
+
+
+def test_series_bounded_and_json():
+    p = PanelSeries(maxlen=3)
+    for i in range(5):
+        s = Sample(ts=float(i), reachable=True, load=Load(batch=i, gen_throughput=10.0 * i))
+        p.add_sample(s)
+    out = p.to_json()
+    assert out["batch"] == [[2.0, 2], [3.0, 3], [4.0, 4]]
+    assert out["accept_len"] == [] and out["threshold"] == []
+
+
+def test_unreachable_samples_leave_gaps():
+    p = PanelSeries()
+    p.add_sample(Sample(ts=1.0, reachable=False, error="down"))
+    assert p.to_json()["batch"] == []
+
+
+def test_dp_group():
+    assert [dp_group(r) for r in ("DP3 TP3", "TP1", "TP0 EP0", None, "DPx")] == [3, 0, 0, 0, 0]
+
+
+def test_switches_from_every_tp_rank_counted_once_even_interleaved():
+    t = ModeTimeline()
+    recs = [switch("TP0", "target-only", 7, 1), switch("TP0", "speculative", 3, 2),
+            switch("TP1", "target-only", 7, 3), switch("TP1", "speculative", 3, 4),
+            switch("TP1", "target-only", 8, 5), switch("TP0", "target-only", 8, 6)]
+    added = [t.add_record(r, now=float(i)) for i, r in enumerate(recs)]
+    assert added == [True, True, False, False, True, False]
+    assert [e["mode"] for e in t.to_json()] == ["target_only", "speculative", "target_only"]
+    assert t.to_json()[0] == {"ts": "2026-11-29 10:00:00", "mode": "target_only", "batch": 7, "threshold": 5,
+                              "rank": "TP0"}
+
+
+def info(count, mode, batch):
+    return sample_from_server_info(float(count), {"internal_states": [{"dynamic_speculation": {
+        "mode": mode, "switch_count": count, "last_switch": {"to": mode, "batch": batch, "threshold": 5},
+        "seconds": {"speculative": 3.0, "target_only": 1.0}, "tokens": {"speculative": 300, "target_only": 400}}}]})
+
+
+def test_polled_and_logged_switches_deduplicated():
+    t = ModeTimeline()
+    assert t.add_sample(info(1, "target_only", 7)) is True
+    assert t.add_record(switch("TP0", "target-only", 7, 10), now=2.0) is False  # same switch, from the log
+    assert t.add_record(switch("TP0", "speculative", 3, 11), now=3.0) is True
+    assert t.add_sample(info(2, "speculative", 3)) is False
+    assert t.add_sample(info(2, "speculative", 3)) is False
+    assert [e["mode"] for e in t.events] == ["target_only", "speculative"]
+    # the server restarted: its count went down, ordinals start again
+    assert t.add_sample(info(1, "target_only", 9)) is True
+    assert len(t.events) == 3
+
+
+def test_per_mode_from_server_counters():
+    out = per_mode(info(1, "target_only", 7), ModeTimeline(), PanelSeries())
+    assert out == {"speculative": {"share": 0.75, "tok_s": 100.0}, "target_only": {"share": 0.25, "tok_s": 400.0}}
+
+
+def test_per_mode_from_series_when_no_counters():
+    t, p = ModeTimeline(), PanelSeries()
+    for i, v in enumerate([100.0, 100.0, 300.0, 500.0]):
+        p.add("gen_throughput", float(i), v)
+    t.add_record(switch("TP0", "target-only", 7, 1), now=2.0)
+    out = per_mode(None, t, p)
+    assert out == {"speculative": {"share": 0.5, "tok_s": 100.0}, "target_only": {"share": 0.5, "tok_s": 400.0}}
