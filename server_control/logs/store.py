@@ -189,3 +189,19 @@ class LogStore:
                 return self._record(begin + offset)
         return None
 
+
+
+def record_matcher(pattern=None, invert: bool = False, kinds=None, rank: str | None = None):
+    """A predicate over ``Record`` with the semantics of ``LogStore.filter`` (for streams).
+    Raises ValueError on a bad pattern or an unknown kind, before any record is seen."""
+    rx = compile_pattern(pattern) if pattern not in (None, "") else None
+    wanted = check_kinds(kinds)
+
+    def matches(rec: Record) -> bool:
+        if wanted is not None and rec.kind not in wanted:
+            return False
+        if rx is not None and (rx.search(rec.raw) is None) != invert:
+            return False
+        return not rank or rank_matches(rank, rec.rank)
+
+    return matches

@@ -1,0 +1,149 @@
+"""`specconsole logs [FILE] [--follow] [--grep RE] [--invert] [--kind K] [--rank R] [--parse] [--json]`
+
+Prints a server log's records, filtered; `--parse --json` prints one JSON object per
+record (the log record contract, docs/logs.md). FILE defaults to the newest run log under
+the state directory (`$SPECCONSOLE_STATE_DIR` or the platform's user state dir,
+`logs/<profile>/*.log`).
+
+Exit codes: 0 done (also when nothing matched), 1 the file cannot be read,
+2 bad arguments (bad regex, unknown kind, no FILE and no run log found), 130 interrupted.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from server_control.logs import KINDS, LogPipeline, LogStore, iter_file
+from server_control.logs.parse import records_from_columns
+from server_control.logs.store import record_matcher
+
+
+def state_dir() -> Path:
+    env = os.environ.get("SPECCONSOLE_STATE_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("specconsole"))
+
+
+def latest_run_log(base: Path | None = None) -> Path | None:
+    """The most recently modified ``logs/*/*.log`` under the state dir, or None."""
+    logs = (base or state_dir()) / "logs"
+    try:
+        candidates = [p for p in logs.glob("*/*.log") if p.is_file()]
+    except OSError:
+        return None
+    return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "logs", help="print or follow a server log, filtered; --parse --json for records",
+        description=__doc__.split("\n\n")[1], formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
+        epilog="Exit codes: 0 done, 1 file cannot be read, 2 bad arguments, 130 interrupted.")
+    p.add_argument("file", nargs="?", metavar="FILE",
+                   help="log file (default: the newest run log in the state directory)")
+    p.add_argument("-f", "--follow", action="store_true",
+                   help="keep following (tail -F: waits for the file, survives rotation and truncation)")
+    p.add_argument("--grep", metavar="RE", help="only records whose line matches this regex")
+    p.add_argument("--invert", action="store_true", help="only records that do NOT match --grep")
+    p.add_argument("--kind", metavar="K", action="append",
+                   help=f"only these kinds (repeat or comma-separate): {', '.join(KINDS)}")
+    p.add_argument("--rank", metavar="R", help='only this rank, e.g. "TP0" or "DP1 TP1"')
+    p.add_argument("--parse", action="store_true",
+                   help="print records (line, kind, text) instead of the raw lines")
+    p.add_argument("--json", action="store_true",
+                   help="with --parse: one JSON object per record (implies --parse)")
+    p.set_defaults(func=run)
+
+
+class _Printer:
+    def __init__(self, args, out) -> None:
+        self.out = out
+        self.json = args.json
+        self.parse = args.parse or args.json
+        self.encode = json.JSONEncoder(ensure_ascii=False).encode
+
+    def format(self, rec) -> str:
+        if self.json:
+            return self.encode(rec.to_json())
+        if self.parse:
+            return f"{rec.line:>7} {rec.kind:<11} {rec.raw}"
+        return rec.raw
+
+    def write(self, records) -> None:
+        if records:
+            self.out.write(("\n".join(map(self.format, records)) + "\n").encode("utf-8", "replace"))
+            self.out.flush()
+
+
+def run(args) -> int:
+    if args.invert and not args.grep:
+        print("specconsole logs: --invert needs --grep RE", file=sys.stderr)
+        return 2
+    kinds = ",".join(args.kind) if args.kind else None
+    try:
+        matches = record_matcher(args.grep, args.invert, kinds, args.rank)
+    except ValueError as exc:
+        print(f"specconsole logs: {exc}", file=sys.stderr)
+        return 2
+    path = Path(args.file) if args.file else latest_run_log()
+    if path is None:
+        print(f"specconsole logs: no FILE given and no run log found under {state_dir() / 'logs'}",
+              file=sys.stderr)
+        return 2
+    if path.exists() and not path.is_file():
+        print(f"specconsole logs: {path} is not a regular file", file=sys.stderr)
+        return 1
+    printer = _Printer(args, sys.stdout.buffer)
+    try:
+        if args.follow:
+            return asyncio.run(_follow(path, matches, printer))
+        for columns in iter_file(path):
+            printer.write([r for r in records_from_columns(*columns) if matches(r)])
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+    except IsADirectoryError:
+        print(f"specconsole logs: {path} is a directory, not a log file", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"specconsole logs: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _follow(path: Path, matches, printer: _Printer) -> int:
+    store = LogStore()
+    seen = 0
+
+    def on_records(last_seq: int) -> None:
+        nonlocal seen
+        fresh = store.since(seen)
+        seen = last_seq
+        printer.write([r for r in fresh if matches(r)])
+
+    pipeline = LogPipeline(path, store, on_records)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(sig, pipeline.stop)
+        except (NotImplementedError, RuntimeError):
+            pass
+    if not path.exists():
+        print(f"specconsole logs: waiting for {path} to appear", file=sys.stderr)
+    await pipeline.run()
+    return 0
+
+
+def _quiet_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
