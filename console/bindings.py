@@ -1,0 +1,93 @@
+"""Every action of the console and its keys, as data.
+
+One table feeds the key bindings (footer), the help screen (`?`) and the command palette
+(`ctrl+p`), so the three can never disagree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Action:
+    keys: str          # Textual key names, comma separated ("plus,right_square_bracket")
+    action: str        # app action name, without the "action_" prefix
+    title: str         # short text for the footer and the palette
+    help: str          # one line for the help screen and the palette
+    group: str         # section of the help screen
+    show: bool = True  # shown in the footer
+    display: str = ""  # how the keys are written for humans ("+ ]")
+
+
+ACTIONS: tuple[Action, ...] = (
+    # threshold and mode
+    Action("plus,right_square_bracket", "threshold_up", "N+1",
+           "Raise the speculation threshold N by 1", "threshold", display="+ ]"),
+    Action("minus,left_square_bracket", "threshold_down", "N-1",
+           "Lower the speculation threshold N by 1", "threshold", display="- ["),
+    Action("equals_sign", "threshold_prompt", "Set N",
+           "Set an exact threshold N (validated, read back on every rank)", "threshold", display="="),
+    Action("F", "cycle_force", "Force",
+           "Cycle the forced mode: auto -> speculative -> target-only", "threshold", display="F"),
+    # server
+    Action("s", "start_server", "Start", "Launch the server of this profile", "server"),
+    Action("x", "stop_server", "Stop", "Stop the server (asks first)", "server"),
+    Action("r", "restart_server", "Restart", "Restart the server (asks first)", "server"),
+    Action("v", "verify", "Verify", "Re-run the three verification layers", "server"),
+    # log view
+    Action("f", "log_follow", "Follow", "Toggle following the end of the log", "log"),
+    Action("end", "log_end", "End", "Jump to the end of the log and follow", "log", show=False),
+    Action("home", "log_home", "Top", "Jump to the start of the log", "log", show=False),
+    Action("slash", "log_filter", "Filter",
+           "Filter lines by regex (a leading ! inverts; empty clears)", "log", display="/"),
+    Action("ctrl+f", "log_search", "Search",
+           "Search by regex: highlight matches and jump to them", "log", display="ctrl+f"),
+    Action("n", "log_next", "Next", "Jump to the next search match", "log", show=False),
+    Action("N", "log_prev", "Prev", "Jump to the previous search match", "log", show=False),
+    Action("escape", "log_clear", "Clear",
+           "Clear the filter, the search and the quick filters", "log", show=False, display="esc"),
+    Action("e", "log_errors", "Errors", "Quick filter: errors and tracebacks only", "log", show=False),
+    Action("d", "log_hide_stats", "Hide stats",
+           "Quick filter: hide decode/prefill stats lines", "log", show=False),
+    Action("k", "log_rank", "Rank", "Quick filter: cycle through one rank at a time", "log", show=False),
+    Action("w", "log_wrap", "Wrap", "Toggle wrapping long lines", "log", show=False),
+    Action("ctrl+s", "log_save", "Save", "Save the lines shown (after filters) to a file", "log",
+           show=False, display="ctrl+s"),
+    # console
+    Action("p", "toggle_panels", "Panels",
+           "Show or hide the secondary panels (timeline, GPUs, verification)", "console", show=False),
+    Action("tab", "focus_next", "Focus", "Move focus (log view, verification checklist)", "console",
+           show=False),
+    Action("question_mark", "help", "Help", "List every key", "console", display="?"),
+    Action("ctrl+z", "suspend_process", "Suspend", "Suspend to the shell (fg resumes)", "console",
+           show=False),
+    Action("q", "quit_console", "Quit", "Quit (asks whether to leave the server running)", "console"),
+)
+
+PALETTE_EXCLUDE = {"focus_next", "suspend_process"}
+
+
+def key_text(action: Action) -> str:
+    return action.display or action.keys.replace(",", " ")
+
+
+# Footer order: what matters most first, so a narrow terminal still shows it.
+FOOTER_FIRST = ("threshold_up", "threshold_down", "threshold_prompt", "help", "quit_console")
+
+
+def textual_bindings() -> list[Binding]:
+    ordered = sorted(ACTIONS, key=lambda a: (FOOTER_FIRST.index(a.action)
+                                             if a.action in FOOTER_FIRST else len(FOOTER_FIRST)))
+    return [
+        Binding(a.keys, a.action, a.title, show=a.show, key_display=a.display or None, id=a.action)
+        for a in ordered
+    ]
+
+
+def by_action(name: str) -> Action:
+    for a in ACTIONS:
+        if a.action == name:
+            return a
+    raise KeyError(name)

@@ -1,0 +1,49 @@
+"""`?`: every key of the console, from the same table as the footer and the palette."""
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from console.bindings import ACTIONS, key_text
+
+GROUPS = (("threshold", "Threshold and mode"), ("server", "Server"), ("log", "Log view"),
+          ("console", "Console"))
+EXTRA = (("log", "up/down pgup/pgdn", "Scroll the log (scrolling up pauses following)"),
+         ("console", "ctrl+p", "Command palette: every action by name"),
+         ("console", "up/down (verification focused)", "Choose a layer to read its evidence"))
+
+
+def help_table() -> Table:
+    table = Table(box=None, padding=(0, 2), show_header=False, expand=True)
+    table.add_column("key", style="bold cyan", no_wrap=True)
+    table.add_column("what")
+    for group, title in GROUPS:
+        table.add_row(f"[bold underline]{title}[/]", "")
+        for a in ACTIONS:
+            if a.group == group:
+                table.add_row(key_text(a), a.help)
+        for g, key, text in EXTRA:
+            if g == group:
+                table.add_row(key, text)
+        table.add_row("", "")
+    return table
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss_help", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90%; max-width: 100; height: 90%; border: thick $accent;
+                                  background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(help_table(), id="help-table")
+
+    def action_dismiss_help(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,86 @@
+"""Live panel: decode batch sparkline with the threshold N drawn across it, and the
+current tok/s, accept length, queue and token usage."""
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual.widget import Widget
+
+from console.widgets.fmt import mode_badge, num, section
+
+BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
+LABEL_W = 7
+
+
+def _values(series) -> list[float]:
+    out = []
+    for point in series or []:
+        try:
+            v = float(point[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        out.append(max(0.0, v))
+    return out
+
+
+def batch_chart(values: list[float], threshold, width: int, height: int) -> list[Text]:
+    """Rows of a bar chart, top row first; N as a dashed line, bars above N in red."""
+    width, height = max(1, width), max(1, height)
+    values = values[-width:]
+    n = threshold if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) else None
+    top = max([*values, (n * 1.25 if n else 0), 1.0])
+    eighths = [round(v / top * height * 8) for v in values]
+    n_row = min(height - 1, int((n / top) * height)) if n else None
+    rows = []
+    for r in range(height - 1, -1, -1):
+        label = f"{top:>5.0f} " if r == height - 1 else (f"N={n:<3}" if r == n_row else "")
+        t = Text(f"{label:<{LABEL_W}}"[:LABEL_W], "yellow" if r == n_row and r != height - 1 else "dim",
+                 no_wrap=True)
+        for i, e in enumerate(eighths):
+            fill = max(0, min(8, e - r * 8))
+            if fill == 0 and r == n_row:
+                t.append("\u254c", "yellow")
+            else:
+                over = n is not None and n > 0 and values[i] > n
+                t.append(BLOCKS[fill], "bright_red" if over else "green")
+        if r == n_row and len(eighths) < width:
+            t.append("\u254c" * (width - len(eighths)), "yellow")
+        rows.append(t)
+    return rows
+
+
+def numbers_line(snap: dict) -> Text:
+    live, spec = section(snap, "live"), section(snap, "spec")
+    t = Text(no_wrap=True, overflow="ellipsis")
+    label, style = mode_badge(spec.get("mode"))
+    t.append(label.strip()[:4], style)
+    for name, value in (("batch", num(live.get("batch"), "{:.0f}")),
+                        ("tok/s", num(live.get("gen_throughput"), "{:.0f}")),
+                        ("accept", num(live.get("accept_len"), "{:.2f}")),
+                        ("queue", num(live.get("queue"), "{:.0f}")),
+                        ("kv", num(live.get("token_usage"), "{:.0%}"))):
+        t.append(f" {name} ", "dim")
+        t.append(value, "bold")
+    return t
+
+
+class LivePanel(Widget):
+    DEFAULT_CSS = "LivePanel { height: 6; border-title-color: $text-muted; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._snap: dict = {}
+        self.border_title = "live"
+
+    def show(self, snap: dict) -> None:
+        self._snap = snap
+        self.refresh()
+
+    def render(self):
+        width, height = self.content_size.width, self.content_size.height
+        snap = self._snap
+        values = _values(section(snap, "series").get("batch"))
+        chart_h = max(0, height - 1)
+        rows = batch_chart(values, section(snap, "spec").get("threshold"),
+                           width - LABEL_W, chart_h) if chart_h else []
+        return Group(*rows, numbers_line(snap))

@@ -1,0 +1,134 @@
+"""How log records look in the log view: cleaning, display cap, styles, filters.
+
+Pure functions over ``Record`` objects (server_control/logs/store.py); no widget state.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rich.style import Style
+
+from server_control.logs.store import rank_matches
+
+# CSI / OSC / two-byte escapes, then the remaining C0 controls except tab.
+_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_CTRL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+DISPLAY_CAP = 2000  # characters of one line shown; the file on disk keeps the whole line
+
+ERROR_KINDS = frozenset({"error", "traceback"})
+STATS_KINDS = frozenset({"decode", "prefill"})
+
+# Rich styles that read well in 256 colours (no COLORTERM over SSH).
+KIND_STYLES: dict[str, Style] = {
+    "spec_init": Style(color="black", bgcolor="green", bold=True),
+    "spec_switch": Style(color="bright_magenta", bold=True),
+    "error": Style(color="bright_red", bold=True),
+    "traceback": Style(color="red"),
+    "warning": Style(color="yellow"),
+    "ready": Style(color="bright_green", bold=True),
+    "decode": Style(color="grey62"),
+    "prefill": Style(color="grey50"),
+}
+NOT_ACTIVE_STYLE = Style(color="white", bgcolor="red", bold=True)
+MATCH_STYLE = Style(color="black", bgcolor="yellow")
+CURRENT_MATCH_STYLE = Style(color="black", bgcolor="dark_orange", bold=True)
+CURRENT_ROW_STYLE = Style(bgcolor="grey23")
+CUT_STYLE = Style(color="black", bgcolor="grey50", italic=True)
+
+
+def clean(text: str) -> str:
+    """Strip ANSI escapes and control characters; expand tabs."""
+    if "\x1b" in text:
+        text = _ANSI_RE.sub("", text)
+    text = _CTRL_RE.sub("", text)
+    if "\t" in text:
+        text = text.expandtabs()
+    return text
+
+
+def record_text(rec) -> str:
+    """The record as it was written: prefix and message (multi-line for tracebacks)."""
+    text = getattr(rec, "raw", None) or getattr(rec, "text", "") or ""
+    return clean(str(text))
+
+
+def record_lines(rec) -> list[str]:
+    """Display lines of one record, each capped at DISPLAY_CAP with a visible marker."""
+    out = []
+    for line in record_text(rec).split("\n"):
+        if len(line) > DISPLAY_CAP:
+            line = f"{line[:DISPLAY_CAP]} \u2026[{len(line) - DISPLAY_CAP} more chars cut for display]"
+        out.append(line)
+    return out
+
+
+def style_for(rec) -> Style | None:
+    kind = getattr(rec, "kind", None)
+    if kind == "other" or kind is None:
+        text = getattr(rec, "raw", "") or ""
+        if "Dynamic speculation disable NOT active" in text:
+            return NOT_ACTIVE_STYLE
+        return None
+    return KIND_STYLES.get(kind)
+
+
+def compile_pattern(text: str) -> re.Pattern:
+    """Compile an operator's regex; a bad one raises ValueError naming the problem."""
+    try:
+        return re.compile(text, re.IGNORECASE if text.islower() else 0)
+    except re.error as exc:
+        raise ValueError(f"bad regex {text!r}: {exc}") from None
+
+
+@dataclass
+class LineFilter:
+    """What the log view shows: a regex (optionally inverted) plus quick filters."""
+
+    text: str = ""
+    pattern: re.Pattern | None = None
+    invert: bool = False
+    errors_only: bool = False
+    hide_stats: bool = False
+    rank: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, base: "LineFilter | None" = None) -> "LineFilter":
+        """`/` input: regex, a leading `!` inverts, empty clears. Raises ValueError."""
+        base = base or cls()
+        text = text.strip()
+        invert = text.startswith("!")
+        body = text[1:] if invert else text
+        pattern = compile_pattern(body) if body else None
+        return cls(text if body else "", pattern, invert and bool(body),
+                   base.errors_only, base.hide_stats, base.rank)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.pattern or self.errors_only or self.hide_stats or self.rank)
+
+    def accepts(self, rec) -> bool:
+        kind = getattr(rec, "kind", None)
+        if self.errors_only and kind not in ERROR_KINDS:
+            return False
+        if self.hide_stats and kind in STATS_KINDS:
+            return False
+        if self.rank is not None and not rank_matches(self.rank, getattr(rec, "rank", None)):
+            return False
+        if self.pattern is not None:
+            found = self.pattern.search(record_text(rec)) is not None
+            return found != self.invert
+        return True
+
+    def describe(self) -> str:
+        parts = []
+        if self.pattern is not None:
+            parts.append(("NOT " if self.invert else "") + f"/{self.text.lstrip('!')}/")
+        if self.errors_only:
+            parts.append("errors")
+        if self.hide_stats:
+            parts.append("no stats")
+        if self.rank:
+            parts.append(f"rank {self.rank}")
+        return ", ".join(parts)

@@ -1,0 +1,127 @@
+"""Deterministic stand-ins for widget unit tests and snapshot tests ONLY.
+
+They produce exactly the documented shapes (docs/architecture.md "Session snapshot",
+"Session API", "LogStore API"); integration tests use the real Session and simulator.
+"""
+from __future__ import annotations
+
+import copy
+
+from server_control.logs.parse import parse_text
+from server_control.logs.store import LogStore
+
+
+def sample_snapshot() -> dict:
+    """A fixed snapshot with every section filled (deterministic: no clocks)."""
+    batch = [1, 2, 3, 4, 5, 6, 7, 8, 9, 8, 7, 6, 5, 4, 3, 2, 1, 2, 4, 6, 8, 10, 12, 10, 8, 6, 4, 2]
+    return {
+        "profile": "demo", "url": "http://127.0.0.1:30000", "attached": False,
+        "run": {"state": "ready", "pid": 4242, "pgid": 4242, "started_at": "2026-11-29T10:00:00",
+                "uptime_s": 3725.0, "port": 30000, "restarts": 1, "log_path": "/tmp/x.log",
+                "exit_code": None, "fatal_reason": None, "processes": [4242, 4243, 4244]},
+        "server": {"reachable": True, "error": None, "model": "meta-llama/Llama-3.1-8B-Instruct",
+                   "tp_size": 2, "dp_size": 1, "version": "0.5.23"},
+        "spec": {"mode": "target_only", "threshold": 5, "low_mark": 4, "min_dwell_steps": 10,
+                 "force": "auto", "switch_count": 3, "steps": {}, "seconds": {}, "tokens": {},
+                 "supports_runtime_threshold": True},
+        "threshold_change": {"requested": 5, "state": "applied", "detail": "", "ranks": [True]},
+        "live": {"batch": 7, "queue": 2, "token_usage": 0.12, "gen_throughput": 512.3,
+                 "accept_len": 2.8, "accept_rate": 0.45, "ts": 0.0},
+        "series": {"batch": [[i, v] for i, v in enumerate(batch)],
+                   "gen_throughput": [[i, 100.0 * v] for i, v in enumerate(batch)],
+                   "accept_len": [[i, 2.5] for i in range(len(batch))],
+                   "threshold": [[i, 5] for i in range(len(batch))]},
+        "switches": [
+            {"ts": "2026-11-29T10:01:02", "mode": "target_only", "batch": 6, "threshold": 5, "rank": "TP0"},
+            {"ts": "2026-11-29T10:01:40", "mode": "speculative", "batch": 3, "threshold": 5, "rank": "TP0"},
+            {"ts": "2026-11-29T10:02:15", "mode": "target_only", "batch": 7, "threshold": 5, "rank": "TP0"},
+        ],
+        "per_mode": {"speculative": {"share": 0.6, "tok_s": 301.0},
+                     "target_only": {"share": 0.4, "tok_s": 702.0}},
+        "gpus": {"available": False, "reason": "NVML Shared Library Not Found", "devices": []},
+        "verify": {"summary": "pass", "layers": [
+            {"name": "configuration", "status": "pass",
+             "evidence": "/server_info speculative_disable_batch_threshold=5", "cause": None},
+            {"name": "initialisation", "status": "pass",
+             "evidence": "[TP0] Dynamic speculation disable enabled: threshold=5", "cause": None},
+            {"name": "runtime", "status": "pass",
+             "evidence": "switched to target-only (decode batch 7 > threshold 5)", "cause": None}]},
+        "logs": {"total": 6, "dropped": 0, "truncated": 0, "path": "/tmp/x.log"},
+    }
+
+
+SAMPLE_LINES = [
+    "[2026-11-29 10:00:00] server_args=ServerArgs(speculative_disable_batch_threshold=5)",
+    "[2026-11-29 10:00:01 TP0] Dynamic speculation disable enabled: threshold=5, resume_at<=4, "
+     "min_dwell_steps=10",
+    "[2026-11-29 10:00:01 TP1] Dynamic speculation disable enabled: threshold=5, resume_at<=4, "
+     "min_dwell_steps=10",
+    "[2026-11-29 10:00:02] The server is fired up and ready to roll!",
+    "[2026-11-29 10:00:05 TP0] Decode batch, #running-req: 7, #token: 900, token usage: 0.12, "
+     "accept len: 2.80, accept rate: 0.45, cuda graph: True, gen throughput (token/s): 512.30, "
+     "#queue-req: 2",
+    "[2026-11-29 10:00:06 TP0] Dynamic speculation: switched to target-only (decode batch 7 > "
+     "threshold 5)",
+    "[2026-11-29 10:00:07 TP1] WARNING: something odd",
+    "[2026-11-29 10:00:08 TP0] Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+     "ValueError: boom",
+]
+
+
+class FakeSession:
+    """Implements the documented Session API over a fixed snapshot; control calls update
+    the snapshot the way the real session documents (pending, then applied)."""
+
+    def __init__(self, snapshot: dict | None = None, lines=SAMPLE_LINES) -> None:
+        self.snap = copy.deepcopy(snapshot or sample_snapshot())
+        self.store = LogStore()
+        self.store.extend(parse_text("\n".join(lines) + "\n"))
+        self.subscribers = []
+        self.calls: list[tuple] = []
+        self.started = False
+        self.closed_with: bool | None = None
+
+    def subscribe(self, callback) -> None:
+        self.subscribers.append(callback)
+
+    def publish(self, topic: str) -> None:
+        for cb in self.subscribers:
+            cb(topic)
+
+    def add_lines(self, lines: list[str]) -> None:
+        self.store.extend(parse_text("\n".join(lines) + "\n"))
+        self.publish("logs")
+
+    def snapshot(self) -> dict:
+        return copy.deepcopy(self.snap)
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def set_threshold(self, n: int) -> dict:
+        self.calls.append(("set_threshold", n))
+        self.snap["spec"]["threshold"] = n
+        self.snap["threshold_change"] = {"requested": n, "state": "applied", "detail": "", "ranks": [True]}
+        self.publish("snapshot")
+        return dict(self.snap["threshold_change"])
+
+    async def set_force(self, mode: str) -> dict:
+        self.calls.append(("set_force", mode))
+        self.snap["spec"]["force"] = mode
+        return {"requested": mode, "state": "applied", "detail": "", "ranks": [True]}
+
+    async def launch(self) -> None:
+        self.calls.append(("launch",))
+
+    async def stop(self) -> None:
+        self.calls.append(("stop",))
+
+    async def restart(self) -> None:
+        self.calls.append(("restart",))
+
+    async def verify(self) -> dict:
+        self.calls.append(("verify",))
+        return self.snap["verify"]
+
+    async def close(self, stop_server: bool = False) -> None:
+        self.closed_with = stop_server
