@@ -1,0 +1,122 @@
+"""The four new server arguments, as a namespace class SGLang collects into ServerArgs.
+
+SGLang 0.5.23 builds ``ServerArgs`` at import of ``sglang.srt.server_args`` with
+``msgspec.defstruct`` from ``collect_input_fields(_INPUT_NAMESPACES)``. We wrap
+``collect_input_fields`` (before server_args runs) so the list it sees also holds
+``DynamicSpeculationArgs``: its fields land in the ``spec`` namespace (``get_spec()``),
+after the positional fields (``POSITIONAL_FIELD_ORDER`` is left alone, as its docstring
+asks of extension fields), on the command line (``add_cli_args_from_dataclass``), in the
+``server_args=...`` start-up line (``__repr__``) and in ``/server_info`` (``resolved_dict``).
+"""
+
+
+import argparse
+
+from server_control import decision
+from server_control.sglang_patch import gate
+
+NEW_FIELDS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY,
+              decision.FORCE_KEY)
+DEFAULTS = {
+    decision.THRESHOLD_KEY: 0,
+    decision.HYSTERESIS_KEY: decision.DEFAULT_HYSTERESIS,
+    decision.DWELL_KEY: decision.DEFAULT_MIN_DWELL_STEPS,
+    decision.FORCE_KEY: decision.AUTO,
+}
+VALIDATORS = {
+    decision.THRESHOLD_KEY: decision.validate_threshold,
+    decision.HYSTERESIS_KEY: decision.validate_hysteresis,
+    decision.DWELL_KEY: decision.validate_dwell,
+    decision.FORCE_KEY: decision.validate_force,
+}
+
+_namespace_class = None
+
+
+def _cli_type(key: str):
+    validator = VALIDATORS[key]
+
+    def parse(text: str):
+        value: object = text
+        if key != decision.FORCE_KEY:
+            try:
+                value = int(text.strip())
+            except ValueError:
+                pass  # the validator names what is wrong with it
+        try:
+            return validator(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = key  # argparse names the type in its own messages
+    return parse
+
+
+def namespace_class():
+    """``DynamicSpeculationArgs``: a msgspec Struct in SGLang's field style (built once)."""
+    global _namespace_class
+    if _namespace_class is not None:
+        return _namespace_class
+    import msgspec
+    from sglang.srt.arg_groups.arg_utils import A, Arg
+
+    hyst, dwell = decision.DEFAULT_HYSTERESIS, decision.DEFAULT_MIN_DWELL_STEPS
+
+    class DynamicSpeculationArgs(msgspec.Struct):
+        """Namespace ``spec``: dynamic speculation disable (specconsole patch)."""
+
+        _NS_PATH = "spec"
+        speculative_disable_batch_threshold: A[int, Arg(
+            help="Dynamic speculation disable: speculate while the decode batch is <= N, "
+                 "run the target model alone (steps=0 state) above N. 0 = never disable. "
+                 "Settable at runtime via /set_internal_state.",
+            type_parser=_cli_type(decision.THRESHOLD_KEY))] = 0
+        speculative_disable_hysteresis: A[int, Arg(
+            help=f"Back to speculative when the decode batch <= max(1, N - H). Default {hyst}.",
+            type_parser=_cli_type(decision.HYSTERESIS_KEY))] = hyst
+        speculative_disable_min_dwell_steps: A[int, Arg(
+            help=f"Decode steps spent in a mode before switching again. Default {dwell}.",
+            type_parser=_cli_type(decision.DWELL_KEY))] = dwell
+        speculative_disable_force_mode: A[str, Arg(
+            help="auto (the threshold rule), speculative or target_only (forced).",
+            choices=list(decision.FORCE_CHOICES),
+            type_parser=_cli_type(decision.FORCE_KEY))] = decision.AUTO
+
+    _namespace_class = DynamicSpeculationArgs
+    return DynamicSpeculationArgs
+
+
+def wrap_collect_input_fields() -> None:
+    """Before server_args executes: make collect_input_fields add our namespace."""
+    import sglang.srt.arg_groups.fields as fields_module
+
+    original = fields_module.collect_input_fields
+    if getattr(original, "_specconsole", False):
+        return
+    extra = namespace_class()
+
+    def collect_input_fields(sources):
+        if extra not in sources:
+            sources = [*sources, extra]
+        return original(sources)
+
+    collect_input_fields._specconsole = True
+    collect_input_fields.__wrapped__ = original
+    collect_input_fields.__doc__ = original.__doc__
+    fields_module.collect_input_fields = collect_input_fields
+
+
+def missing_fields(server_args_cls) -> list[str]:
+    present = set(getattr(server_args_cls, "__struct_fields__", ()))
+    return [name for name in NEW_FIELDS if name not in present]
+
+
+def check_server_args(module) -> bool:
+    """After server_args executed (or found already imported): the fields must be there."""
+    missing = missing_fields(module.ServerArgs)
+    if missing:
+        gate.not_active(
+            "ServerArgs was built without " + ", ".join(missing)
+            + " (sglang.srt.server_args was imported before the patch hook was installed)")
+        return False
+    return True

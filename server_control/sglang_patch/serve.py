@@ -1,0 +1,40 @@
+"""``python -m server_control.sglang_patch.serve <launch_server args>``: the patched server.
+
+Same arguments as ``python -m sglang.launch_server``. Puts the bootstrap directory (a
+``sitecustomize`` that installs the import hook) and the project root first on
+``PYTHONPATH`` and replaces this process (same pid, same process group) with
+``python -m sglang.launch_server``; every process SGLang spawns inherits the variable,
+so the patch is loaded in the HTTP server, every scheduler rank and the detokenizer.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def patched_env(env: dict | None = None) -> dict:
+    """A copy of ``env`` (default os.environ) with the bootstrap first on PYTHONPATH."""
+    env = dict(os.environ if env is None else env)
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    parts = [p for p in parts if os.path.abspath(p) not in (BOOTSTRAP_DIR, PROJECT_ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join([BOOTSTRAP_DIR, PROJECT_ROOT, *parts])
+    return env
+
+
+def command(argv: list[str], python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "sglang.launch_server", *argv]
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    cmd = command(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(cmd[0], cmd, patched_env())
+
+
+if __name__ == "__main__":
+    main()
