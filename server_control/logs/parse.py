@@ -234,12 +234,13 @@ def records_from_columns(nums, kinds, raws) -> list[Record]:
 
 def parse_text(text: str, first_line: int = 1) -> list[Record]:
     """Parse a whole text (already decoded and cleaned): every line, tracebacks grouped."""
-    if text.endswith("\n"):
-        text = text[:-1]
     if not text:
         return []
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
     parser = Parser(first_line)
-    out = records_from_columns(*parser.feed(text.split("\n"), text))
+    out = records_from_columns(*parser.feed(lines, text))
     out.extend(records_from_columns(*parser.flush()))
     return out
 
