@@ -1,0 +1,362 @@
+"""One object per server: ties the run, logs, telemetry, control and verification together.
+
+    session = Session.for_profile(profile, state_dir=None)   # adopts a live run if there is one
+    session = Session.attach(url, log_path=None, api_key=None)
+    await session.start(); session.subscribe(cb); session.snapshot(); await session.close()
+
+Wiring only: the parts live in server_control.{supervisor,logs,telemetry,control,verify}.
+Subscribers are called on the event loop with a topic: "snapshot" (after a poll, an NVML
+sample, a run-state or threshold change) or "logs" (new records in ``session.store``).
+The JSON of ``snapshot()`` is fixed by docs/architecture.md ("Session snapshot").
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Callable
+
+from server_control import decision as d
+from server_control import verify as v
+from server_control.control import Control, change
+from server_control.logs import LogPipeline, LogStore
+from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
+from server_control.telemetry.nvml import NvmlSampler
+from server_control.telemetry.sample import Sample
+from server_control.telemetry.series import ModeTimeline, PanelSeries, per_mode
+
+KEEP_INIT_RECORDS = 512
+
+
+class AttachedRun:
+    """No process of ours: a server someone else runs (state "external")."""
+
+    def __init__(self, log_path=None) -> None:
+        self._log_path = Path(log_path) if log_path else None
+
+    async def start(self, on_change: Callable[[], None]) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def log_path(self) -> Path | None:
+        return self._log_path
+
+    def pids(self) -> list[int]:
+        return []
+
+    def on_sample(self, sample: Sample) -> None:
+        pass
+
+    def snapshot(self) -> dict:
+        return {"state": "external", "pid": None, "pgid": None, "started_at": None, "uptime_s": None,
+                "port": None, "restarts": 0, "log_path": str(self._log_path) if self._log_path else None,
+                "exit_code": None, "fatal_reason": None, "processes": []}
+
+    async def _refuse(self) -> dict:
+        return {"ok": False, "error": "attached to a server this console does not own: "
+                "launch, stop and restart need a profile"}
+
+    launch = stop = restart = _refuse
+
+
+class ProfileRun:
+    """The profile's run through server_control.supervisor.Supervisor. With ``supervise``
+    the session runs ``Supervisor.watch()`` (health, crash restart while it holds the
+    profile's restart lock); without it (headless read-only commands) it only adopts, and
+    the run state is judged from the leader process and the HTTP poll."""
+
+    def __init__(self, profile, state_dir=None, supervise: bool = True) -> None:
+        from server_control.supervisor import Supervisor  # noqa: PLC0415 - heavy, profile case only
+
+        self.sup = Supervisor(profile, state_dir=state_dir)
+        self.supervise = supervise
+        self._watch: asyncio.Task | None = None
+        self._pids: list[int] = []
+        self._reachable = False
+
+    async def start(self, on_change: Callable[[], None]) -> None:
+        self.sup.on_change = lambda _sup: on_change()
+        self.sup.adopt()
+        if self.supervise:
+            self._watch = asyncio.create_task(self.sup.watch(), name="supervise")
+
+    async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            try:
+                await self._watch
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+            self._watch = None
+
+    def log_path(self) -> Path | None:
+        rec = self.sup.record
+        return Path(rec.log_path) if rec else None
+
+    def pids(self) -> list[int]:
+        return list(self._pids)  # read by the NVML thread: a copy made on the loop
+
+    def on_sample(self, sample: Sample) -> None:
+        self._reachable = sample.reachable
+        self._pids = [p.pid for p in self.sup.processes()]
+
+    def snapshot(self) -> dict:
+        snap = self.sup.snapshot()
+        rec = self.sup.record
+        if not self.supervise and rec is not None and snap["state"] == "starting":
+            snap["state"] = ("ready" if self._reachable else "starting") if rec.is_live() else "crashed"
+        return snap
+
+    async def launch(self) -> dict:
+        try:
+            await self.sup.launch()
+        except Exception as exc:  # noqa: BLE001 - RunConflict, ProfileError, OSError: all reported
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "run": self.sup.snapshot()}
+
+    async def stop(self) -> dict:
+        return (await self.sup.stop()).to_dict()
+
+    async def restart(self) -> dict:
+        try:
+            await self.sup.restart()
+        except Exception as exc:  # noqa: BLE001
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "run": self.sup.snapshot()}
+
+
+class Session:
+    def __init__(self, url: str, run: AttachedRun | ProfileRun, *, profile=None, api_key: str | None = None,
+                 admin_api_key: str | None = None, poll_interval_s: float = DEFAULT_INTERVAL_S,
+                 nvml=None, store: LogStore | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.profile = profile
+        self.run = run
+        self.attached = profile is None
+        self.poll_interval_s = poll_interval_s
+        self.store = store if store is not None else LogStore()
+        self.panels = PanelSeries()
+        self.timeline = ModeTimeline()
+        self.runtime = v.RuntimeWatch(poll_interval_s)
+        self.poller = HttpPoller(self.url, api_key, interval_s=poll_interval_s,
+                                 records_fn=lambda: self.store.tail(400), on_sample=self._on_sample)
+        self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
+        self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
+                               log_seq=lambda: self.store.last_seq)
+        self.threshold_change: dict | None = None
+        self.last: Sample | None = None
+        self._subs: list[Callable[[str], None]] = []
+        self._tasks: list[asyncio.Task] = []
+        self._pipeline: LogPipeline | None = None
+        self._log_path: Path | None = None
+        self._seen_seq = 0
+        self._init: list = []
+        self._not_active: list = []
+        self._ready: list = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def for_profile(cls, profile, state_dir=None, *, supervise: bool = True, **kw) -> "Session":
+        run = ProfileRun(profile, state_dir, supervise)
+        return cls(profile.url, run, profile=profile, api_key=profile.api_key(),
+                   admin_api_key=profile.admin_api_key(), **kw)
+
+    @classmethod
+    def attach(cls, url: str, log_path=None, api_key: str | None = None,
+               admin_api_key: str | None = None, **kw) -> "Session":
+        return cls(url, AttachedRun(log_path), api_key=api_key, admin_api_key=admin_api_key, **kw)
+
+    # -- life cycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._loop = asyncio.get_running_loop()
+        await self.run.start(self._on_run_change)
+        self._follow(self.run.log_path())
+        self._tasks.append(asyncio.create_task(self.poller.run(), name="http-poll"))
+        self.nvml.start()
+
+    async def close(self, stop_server: bool = False) -> None:
+        if stop_server:
+            await self.stop()
+        self.poller.stop()
+        if self._pipeline is not None:
+            self._pipeline.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
+                pass
+        self._tasks.clear()
+        await asyncio.to_thread(self.nvml.stop)
+        await self.control.aclose()
+        await self.run.close()
+        self._started = False
+
+    async def launch(self) -> dict:
+        result = await self.run.launch()
+        self._on_run_change()
+        return result
+
+    async def stop(self) -> dict:
+        result = await self.run.stop()
+        self._on_run_change()
+        return result
+
+    async def restart(self) -> dict:
+        result = await self.run.restart()
+        self._on_run_change()
+        return result
+
+    # -- subscribers ----------------------------------------------------------------------
+    def subscribe(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """``callback(topic)`` on the event loop; returns a function that unsubscribes."""
+        self._subs.append(callback)
+        return lambda: self._subs.remove(callback) if callback in self._subs else None
+
+    def _publish(self, topic: str) -> None:
+        for cb in list(self._subs):
+            try:
+                cb(topic)
+            except Exception:  # noqa: BLE001 - a subscriber's bug must not stop the session
+                pass
+
+    def _on_nvml_thread(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._publish, "snapshot")
+            except RuntimeError:  # loop closing
+                pass
+
+    # -- logs -----------------------------------------------------------------------------
+    def _follow(self, path) -> None:
+        """Follow ``path`` (a new run's log); a different path restarts the follower."""
+        path = Path(path) if path else None
+        if path == self._log_path:
+            return
+        if self._pipeline is not None:
+            self._pipeline.stop()
+            self.timeline.reset()
+            self._init.clear()
+            self._not_active.clear()
+            self._ready.clear()
+            self.runtime = v.RuntimeWatch(self.poll_interval_s)
+        self._log_path = path
+        self._pipeline = None
+        if path is None:
+            return
+        self._pipeline = LogPipeline(path, self.store, on_records=self._on_records)
+        self._tasks.append(asyncio.create_task(self._pipeline.run(), name="log-follow"))
+
+    def _on_records(self, last_seq: int) -> None:
+        now = time.time()
+        for rec in self.store.since(self._seen_seq):
+            kind = rec.kind
+            if kind in ("spec_switch", "spec_init"):
+                self.timeline.add_record(rec, now)
+                if kind == "spec_init" and len(self._init) < KEEP_INIT_RECORDS:
+                    self._init.append(rec)
+            elif kind == "ready":
+                self._ready.append(rec)
+                del self._ready[:-4]
+            elif kind == "error" and d.NOT_ACTIVE_PREFIX in rec.text:
+                self._not_active.append(rec)
+                del self._not_active[:-8]
+        self._seen_seq = last_seq
+        self._publish("logs")
+
+    # -- telemetry ------------------------------------------------------------------------
+    def _on_sample(self, sample: Sample) -> None:
+        self.last = sample
+        self.panels.add_sample(sample)
+        self.timeline.add_sample(sample)
+        self.runtime.observe(sample)
+        self.run.on_sample(sample)
+        self._follow(self.run.log_path())
+        self._publish("snapshot")
+
+    def _on_run_change(self) -> None:
+        if self._started:
+            self._follow(self.run.log_path())
+        self._publish("snapshot")
+
+    # -- control --------------------------------------------------------------------------
+    async def set_threshold(self, n) -> dict:
+        return await self._change(n, self.control.set_threshold)
+
+    async def set_force(self, mode) -> dict:
+        return await self._change(mode, self.control.set_force)
+
+    async def _change(self, requested, action) -> dict:
+        self.threshold_change = change(requested, "pending", "sent; waiting for every DP rank to read back")
+        self._publish("snapshot")
+        result = await action(requested)
+        self.threshold_change = result
+        self.poller.poke()
+        self._publish("snapshot")
+        return result
+
+    # -- verification ---------------------------------------------------------------------
+    def verification(self) -> dict:
+        s = self.last
+        expected = self.profile.dynamic.get("threshold") if self.profile is not None else None
+        args = s.args if s else {}
+        tp = s.tp_size if s and s.tp_size else (self.profile.server.get("tp_size") if self.profile else None)
+        dp = s.dp_size if s and s.dp_size else (self.profile.server.get("dp_size") if self.profile else None)
+        init = v.initialisation(
+            self._init, self._not_active, self._ready,
+            ranks_expected=v.expected_ranks(tp, dp, bool(args.get("enable_dp_attention"))),
+            server_ready=bool(s and s.reachable), log_attached=self._log_path is not None)
+        return v.summary([v.configuration(s, expected), init,
+                          self.runtime.status(list(self.timeline.events), time.time())])
+
+    async def verify(self) -> dict:
+        return self.verification()
+
+    # -- the snapshot ---------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        s = self.last
+        ranks = s.ranks if s else []
+        dyn = next((r.dynamic for r in ranks if r.dynamic), None) or {}
+        r0 = ranks[0] if ranks else None
+        load = s.load if s else None
+        switch_count = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else None
+        return {
+            "profile": self.profile.name if self.profile is not None else None,
+            "url": self.url,
+            "attached": self.attached,
+            "run": self.run.snapshot(),
+            "server": {"reachable": bool(s and s.reachable), "error": s.error if s else "not polled yet",
+                       "model": s.model if s else None, "tp_size": s.tp_size if s else None,
+                       "dp_size": s.dp_size if s else None, "version": s.version if s else None},
+            "spec": {"mode": (s.mode if s else None) or self.timeline.mode,
+                     "threshold": s.threshold if s else None,
+                     "low_mark": dyn.get("low_mark"),
+                     "min_dwell_steps": r0.min_dwell_steps if r0 else None,
+                     "force": r0.force if r0 else None,
+                     "switch_count": switch_count if switch_count is not None else self.timeline.total,
+                     "steps": dyn.get("steps") or {}, "seconds": dyn.get("seconds") or {},
+                     "tokens": dyn.get("tokens") or {},
+                     "supports_runtime_threshold": s.supports_runtime_threshold if s else None},
+            "threshold_change": self.threshold_change,
+            "live": {"batch": load.batch if load else None, "queue": load.queue if load else None,
+                     "token_usage": load.token_usage if load else None,
+                     "gen_throughput": load.gen_throughput if load else None,
+                     "accept_len": load.accept_len if load else None,
+                     "accept_rate": load.accept_rate if load else None,
+                     "ts": s.ts if s else None},
+            "series": self.panels.to_json(),
+            "switches": self.timeline.to_json(),
+            "per_mode": per_mode(s, self.timeline, self.panels),
+            "gpus": self.nvml.snapshot(),
+            "verify": self.verification(),
+            "logs": {**self.store.counters(), "path": str(self._log_path) if self._log_path else None},
+        }

@@ -1,0 +1,110 @@
+"""Control and polling against servers that are not our patched SGLang: stock SGLang
+(no runtime threshold), garbage answers, a hanging server, nothing listening."""
+from __future__ import annotations
+
+import asyncio
+
+from server_control.control import UNSUPPORTED, Control
+from server_control.logs import LogPipeline, LogStore
+from server_control.telemetry.http_poll import HttpPoller
+from tests.control.conftest import free_port
+
+
+async def test_stock_sglang_says_unsupported_with_its_log_line(stand):
+    srv = stand("stock")
+    store = LogStore()
+    pipeline = LogPipeline(srv.log_path, store)
+    task = asyncio.create_task(pipeline.run())
+    try:
+        control = Control(srv.url, records_since=store.since, log_seq=lambda: store.last_seq)
+        result = await control.set_threshold(8)
+        await control.aclose()
+    finally:
+        pipeline.stop()
+        await task
+    assert result["state"] == "unsupported"
+    assert result["detail"].startswith(UNSUPPORTED)
+    assert "Updating speculative_disable_batch_threshold is not supported." in result["detail"]
+    assert result["ranks"] == [False]
+
+
+async def test_stock_sglang_without_log_still_unsupported(stand):
+    srv = stand("stock")
+    control = Control(srv.url)
+    result = await control.set_threshold(3)
+    got = await control.get()
+    await control.aclose()
+    assert result["state"] == "unsupported" and "no speculative_disable_batch_threshold" in result["detail"]
+    assert got == {"thresholds": [None], "force": [None], "supported": False}
+
+
+async def test_invalid_values_refused_locally_without_a_server():
+    control = Control(f"http://127.0.0.1:{free_port()}")  # nothing listens: never contacted
+    for bad, words in [(-1, "must be >= 0"), ("abc", "must be an integer"), (2.5, "must be an integer"),
+                       (10**9, "absurd"), (True, "must be an integer")]:
+        result = await control.set_threshold(bad)
+        assert result["state"] == "refused", bad
+        assert words in result["detail"], (bad, result)
+    result = await control.set_force("sideways")
+    assert result["state"] == "refused" and "auto" in result["detail"]
+    await control.aclose()
+
+
+async def test_connection_refused_is_error():
+    control = Control(f"http://127.0.0.1:{free_port()}")
+    result = await control.set_threshold(4)
+    await control.aclose()
+    assert result["state"] == "error" and "connection refused" in result["detail"]
+
+
+async def test_poller_stock_sample(stand):
+    srv = stand("stock")
+    poller = HttpPoller(srv.url)
+    s = await poller.poll_once()
+    await poller.aclose()
+    assert s.reachable and s.error is None
+    assert s.supports_runtime_threshold is False and s.threshold is None
+    assert (s.load.batch, s.load.source, s.model, s.version) == (3, "loads", "stock-model", "0.5.23")
+
+
+async def test_poller_garbage_json_is_unreachable_with_reason(stand):
+    srv = stand("garbage")
+    poller = HttpPoller(srv.url)
+    s = await poller.poll_once()
+    await poller.aclose()
+    assert not s.reachable and "invalid JSON" in s.error and "/server_info" in s.error
+
+
+async def test_poller_timeout_is_unreachable_with_reason(stand):
+    srv = stand("hang")
+    poller = HttpPoller(srv.url, timeout_s=0.3)
+    s = await poller.poll_once()
+    await poller.aclose()
+    assert not s.reachable and s.error == "/server_info: timed out"
+
+
+async def test_poller_connection_refused_then_recovers(stand, tmp_path):
+    port = free_port()
+    samples = []
+    poller = HttpPoller(f"http://127.0.0.1:{port}", interval_s=0.1, timeout_s=1.0, on_sample=samples.append)
+    task = asyncio.create_task(poller.run())
+    try:
+        async def until(cond, timeout=30.0):
+            deadline = asyncio.get_running_loop().time() + timeout
+            while not cond():
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+        await until(lambda: samples and not samples[-1].reachable)
+        assert "connection refused" in samples[-1].error
+        srv = stand("stock", port)
+        await until(lambda: samples[-1].reachable)
+        srv.stop()
+        await until(lambda: not samples[-1].reachable)
+        stand("stock", port)
+        await until(lambda: samples[-1].reachable)
+    finally:
+        poller.stop()
+        await task
+    # polls never overlap: each began after the previous one ended
+    starts = [s.ts - s.poll_s for s in samples]
+    assert all(starts[i + 1] >= samples[i].ts - 0.005 for i in range(len(samples) - 1))
