@@ -1,0 +1,266 @@
+"""`specconsole launch | stop | restart | supervise`: the server's life cycle without a screen.
+
+The profile is `--profile F` (a path, or a shipped profile's name such as "demo"), else
+`$SPECCONSOLE_PROFILE`, else the shipped demo profile. Runs outlive this command: the
+server runs in its own session and writes its own log file. See docs/operations.md.
+
+Exit codes: 0 done; 1 failed (the server died, stop left processes, supervise ended FATAL);
+2 bad profile or arguments; 3 refused: a live run already holds the profile or its port;
+4 --wait timed out before the server was ready; 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shlex
+import signal
+import sys
+import time
+
+from server_control import runs
+from server_control.profile import ProfileError, find_profile, load_profile
+from server_control.supervisor import FATAL, READY, STOPPED, RunConflict, Supervisor
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONFLICT, EXIT_TIMEOUT = 0, 1, 2, 3, 4
+EPILOG = ("Exit codes: 0 done, 1 failed, 2 bad profile/arguments, 3 a live run holds the "
+          "profile or port, 4 --wait timed out, 130 interrupted.")
+
+
+def _out(args, obj: dict, text: str) -> None:
+    print(json.dumps(obj) if args.json else text, flush=True)
+
+
+def _err(msg: str) -> None:
+    print(f"specconsole: {msg}", file=sys.stderr, flush=True)
+
+
+def _load(args):
+    return load_profile(find_profile(args.profile))
+
+
+def _run_dict(rec: runs.RunRecord | None) -> dict | None:
+    if rec is None:
+        return None
+    return {"pid": rec.pid, "pgid": rec.pgid, "port": rec.port, "host": rec.host,
+            "log_path": rec.log_path, "started_at": rec.started_at, "restarts": rec.restarts,
+            "argv": rec.argv}
+
+
+# ---- launch -------------------------------------------------------------------------------
+def cmd_launch(args) -> int:
+    try:
+        profile = _load(args)
+        if args.dry_run:
+            spec = profile.launch_spec()
+            env = spec.masked_env_overrides()
+            if args.json:
+                print(json.dumps({"profile": profile.name, "argv": spec.masked_argv(),
+                                  "env": env, "cwd": str(spec.cwd), "log_path": str(spec.log_path)}))
+            else:
+                print(f"# profile {profile.name} ({profile.path})")
+                print(f"# cwd {spec.cwd}\n# log {spec.log_path}")
+                for k, v in env.items():
+                    print(f"{k}={shlex.quote(v)}")
+                print(spec.command_line())
+            return EXIT_OK
+        return asyncio.run(_launch(args, profile))
+    except ProfileError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+
+
+async def _launch(args, profile) -> int:
+    sup = Supervisor(profile)
+    try:
+        rec = await sup.launch()
+    except RunConflict as exc:
+        _err(f"refused: {exc}")
+        return EXIT_CONFLICT
+    except (OSError, RuntimeError) as exc:
+        _err(f"launch failed: {exc}")
+        return EXIT_FAILED
+    state = sup.state
+    if args.wait is not None:
+        state = await sup.wait_ready(args.wait)
+    _out(args, {"profile": profile.name, "state": state, "run": _run_dict(rec),
+                "exit_code": sup.exit_code, "error": sup.last_error},
+         f"launched {profile.name}: pid {rec.pid} (group {rec.pgid}) on {profile.url}, "
+         f"state {state}\nlog: {rec.log_path}" + (f"\n{sup.last_error}" if sup.last_error else ""))
+    if args.wait is None or state == READY:
+        return EXIT_OK
+    return EXIT_TIMEOUT if state == "starting" else EXIT_FAILED
+
+
+# ---- stop / restart -----------------------------------------------------------------------
+def cmd_stop(args) -> int:
+    try:
+        profile = _load(args)
+    except ProfileError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    return asyncio.run(_stop(args, profile))
+
+
+async def _stop(args, profile) -> int:
+    sup = Supervisor(profile)
+    sup.adopt()
+    res = await sup.stop(grace=args.grace)
+    _out(args, {"profile": profile.name, **res.to_dict()}, f"{profile.name}: {res.message}")
+    return EXIT_OK if res.ok else EXIT_FAILED
+
+
+def cmd_restart(args) -> int:
+    try:
+        profile = _load(args)
+    except ProfileError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    return asyncio.run(_restart(args, profile))
+
+
+async def _restart(args, profile) -> int:
+    sup = Supervisor(profile)
+    sup.adopt()
+    res = await sup.stop(grace=args.grace)
+    if not res.ok:
+        _err(f"restart aborted: {res.message}")
+        return EXIT_FAILED
+    if not args.json:
+        print(f"{profile.name}: {res.message}", flush=True)
+    try:
+        return await _launch(args, profile)
+    except ProfileError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+
+
+# ---- supervise ----------------------------------------------------------------------------
+def cmd_supervise(args) -> int:
+    try:
+        profile = _load(args)
+    except ProfileError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    return asyncio.run(_supervise(args, profile))
+
+
+async def _supervise(args, profile) -> int:
+    last: dict = {}
+
+    def report(sup: Supervisor) -> None:
+        key = (sup.state, sup.restarts, sup.record.pid if sup.record else None, sup.supervising)
+        if last.get("key") == key:
+            return
+        last["key"] = key
+        snap = sup.snapshot()
+        if args.json:
+            print(json.dumps({"event": "state", "profile": profile.name, "time": time.time(), **snap}),
+                  flush=True)
+            return
+        bits = [time.strftime("%H:%M:%S"), f"{profile.name}: {sup.state}"]
+        if snap["pid"]:
+            bits.append(f"pid {snap['pid']}")
+        if sup.restarts:
+            bits.append(f"restarts {sup.restarts}")
+        if snap["next_restart_in_s"] is not None:
+            bits.append(f"restart in {snap['next_restart_in_s']:g} s")
+        if sup.last_error:
+            bits.append(sup.last_error)
+        print("  ".join(bits), flush=True)
+
+    sup = Supervisor(profile, on_change=report)
+    rec = sup.adopt()
+    how = "adopted"
+    if rec is None:
+        try:
+            rec = await sup.launch()
+            how = "launched"
+        except RunConflict as exc:
+            _err(f"refused: {exc}")
+            return EXIT_CONFLICT
+        except ProfileError as exc:
+            _err(str(exc))
+            return EXIT_USAGE
+        except (OSError, RuntimeError) as exc:
+            _err(f"launch failed: {exc}")
+            return EXIT_FAILED
+    _out(args, {"event": how, "profile": profile.name, "run": _run_dict(rec)},
+         f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n"
+         "supervising (Ctrl-C detaches and leaves the server running)")
+
+    loop = asyncio.get_running_loop()
+    detach = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, detach.set)
+    watch = asyncio.create_task(sup.watch())
+    stopped_since: float | None = None
+    code = EXIT_OK
+    try:
+        while not detach.is_set() and not watch.done():
+            if sup.state == FATAL:
+                tail = "\n".join(sup.fatal_tail)
+                _out(args, {"event": "fatal", "profile": profile.name, "reason": sup.fatal_reason,
+                            "exit_code": sup.exit_code, "tail": sup.fatal_tail},
+                     f"FATAL: {sup.fatal_reason}\n--- last {len(sup.fatal_tail)} log lines ---\n{tail}")
+                code = EXIT_FAILED
+                break
+            if sup.state == STOPPED:   # stopped from elsewhere: wait a little for a relaunch
+                stopped_since = stopped_since or time.monotonic()
+                if time.monotonic() - stopped_since > args.linger:
+                    _out(args, {"event": "stopped", "profile": profile.name},
+                         f"{profile.name}: stopped; nothing left to supervise")
+                    break
+            else:
+                stopped_since = None
+            try:
+                await asyncio.wait_for(detach.wait(), 0.25)
+            except asyncio.TimeoutError:
+                pass
+        if detach.is_set() and sup.record is not None:
+            _out(args, {"event": "detached", "profile": profile.name, "pid": sup.record.pid},
+                 f"detached; server left running (pid {sup.record.pid})")
+    finally:
+        watch.cancel()
+        try:
+            await watch
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # noqa: BLE001 (report the loop's crash, keep the server)
+            _err(f"supervision loop failed: {type(exc).__name__}: {exc}")
+            code = EXIT_FAILED
+    return code
+
+
+def register(subparsers) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--profile", metavar="F",
+                        help="profile file or shipped name (default $SPECCONSOLE_PROFILE, else demo)")
+    common.add_argument("--json", action="store_true", help="print JSON")
+
+    p = subparsers.add_parser("launch", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                              help="start the server of a profile (it outlives this command)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the exact command and the environment the profile adds (keys masked)")
+    p.add_argument("--wait", type=float, metavar="S", nargs="?", const=600.0,
+                   help="wait up to S seconds (default 600) until /health answers")
+    p.set_defaults(func=cmd_launch)
+
+    p = subparsers.add_parser("stop", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                              help="stop the run: SIGTERM the group, grace, SIGKILL, confirm")
+    p.add_argument("--grace", type=float, metavar="S", help="seconds before SIGKILL (default: profile)")
+    p.set_defaults(func=cmd_stop)
+
+    p = subparsers.add_parser("restart", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                              help="stop, then launch")
+    p.add_argument("--grace", type=float, metavar="S", help="seconds before SIGKILL (default: profile)")
+    p.add_argument("--wait", type=float, metavar="S", nargs="?", const=600.0,
+                   help="wait up to S seconds (default 600) until /health answers")
+    p.set_defaults(func=cmd_restart)
+
+    p = subparsers.add_parser("supervise", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                              help="adopt or launch, then keep the server alive (no screen)")
+    p.add_argument("--linger", type=float, default=10.0, metavar="S",
+                   help="after a stop from elsewhere, wait S seconds for a relaunch before exiting")
+    p.set_defaults(func=cmd_supervise)

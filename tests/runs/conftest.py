@@ -1,0 +1,108 @@
+"""Fixtures for the run tests: a private state dir, free ports, profiles written to tmp,
+and a finalizer that stops every process group these tests started (never by name)."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from server_control import runs
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(cond, timeout: float = 60.0, interval: float = 0.05, what: str = "condition"):
+    """Poll ``cond`` until it returns a truthy value; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+PROFILE_TEMPLATE = """\
+name = "{name}"
+[server]
+kind = "sim"
+python = "{python}"
+model_path = "test/model"
+host = "127.0.0.1"
+port = {port}
+tp_size = {tp}
+extra_args = ["--decode-log-interval", "5"]
+[speculative]
+algorithm = "EAGLE3"
+draft_model_path = "test/draft"
+[dynamic]
+threshold = 5
+[restart]
+backoff_initial_s = {backoff}
+backoff_max_s = 2.0
+burst = {burst}
+window_s = 60.0
+stop_grace_s = {grace}
+keep_logs = {keep_logs}
+[health]
+interval_s = 0.2
+timeout_s = 2.0
+failures = 2
+[sim]
+max_lifetime = {lifetime}
+time_scale = 20.0
+load_time = 0.5
+{sim_extra}
+"""
+
+
+@pytest.fixture
+def state_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "state"
+    monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(d))
+    monkeypatch.delenv("SPECCONSOLE_PROFILE", raising=False)
+    return d
+
+
+@pytest.fixture
+def make_profile(tmp_path, state_dir):
+    def make(name: str = "t", port: int | None = None, tp: int = 2, backoff: float = 0.2,
+             burst: int = 5, grace: float = 5.0, keep_logs: int = 20, lifetime: float = 90.0,
+             sim_extra: str = "") -> Path:
+        path = tmp_path / f"{name}.toml"
+        path.write_text(PROFILE_TEMPLATE.format(
+            name=name, python=sys.executable, port=port or free_port(), tp=tp, backoff=backoff,
+            burst=burst, grace=grace, keep_logs=keep_logs, lifetime=lifetime, sim_extra=sim_extra))
+        return path
+    return make
+
+
+@pytest.fixture
+def groups(state_dir):
+    """Register process groups to kill at teardown; every run record's group is killed too."""
+    pgids: set[int] = set()
+    yield pgids
+    for rec in runs.list_records(state_dir) if state_dir.exists() else []:
+        pgids.add(rec.pgid)
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in psutil.process_iter():   # re-grouped children of the run: same session
+            try:
+                if os.getsid(p.pid) == pgid and p.pid != os.getpid():
+                    p.kill()
+            except (ProcessLookupError, PermissionError, psutil.Error, OSError):
+                pass
