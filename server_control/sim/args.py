@@ -1,0 +1,208 @@
+"""The simulator's command line: the `sglang.launch_server` flags the profiles pass, plus
+simulator-only `--sim-*` flags. Unknown flags are accepted with one warning line."""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+
+from server_control import decision
+
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+VERSION = "0.5.23"
+
+
+def _int_at_least(lo: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {value}")
+        return value
+    parse.__name__ = f"int>={lo}"
+    return parse
+
+
+def _validated(fn):
+    def parse(text: str):
+        try:
+            return fn(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = fn.__name__
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"seconds must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _scale(text: str) -> float:
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"time scale must be > 0, got {text!r}")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = _seconds(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"rate must be between 0 and 1, got {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _int_at_least(0)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Traffic:
+    kind: str          # idle | steady | ramp | wave
+    peak: int = 0      # steady: concurrency; ramp/wave: highest concurrency (0 = from threshold)
+    period_s: float = 60.0
+
+
+def parse_traffic(text: str) -> Traffic:
+    """idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]"""
+    parts = text.strip().lower().split(":")
+    kind = parts[0]
+    usage = "expected idle, steady:C, ramp[:MAX[:PERIOD_S]] or wave[:MAX[:PERIOD_S]]"
+    if kind not in ("idle", "steady", "ramp", "wave"):
+        raise argparse.ArgumentTypeError(f"unknown traffic {text!r}: {usage}")
+    try:
+        nums = [float(p) for p in parts[1:]]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad number in traffic {text!r}: {usage}") from None
+    if kind == "idle":
+        if nums:
+            raise argparse.ArgumentTypeError(f"idle takes no parameters: {text!r}")
+        return Traffic("idle")
+    if kind == "steady":
+        if len(nums) != 1 or nums[0] < 1 or not nums[0].is_integer() or nums[0] > 4096:
+            raise argparse.ArgumentTypeError(f"steady needs a concurrency 1..4096: {text!r}")
+        return Traffic("steady", int(nums[0]))
+    if len(nums) > 2 or (nums and (nums[0] < 1 or not nums[0].is_integer() or nums[0] > 4096)):
+        raise argparse.ArgumentTypeError(f"bad traffic {text!r}: {usage}")
+    if len(nums) == 2 and not (nums[1] > 0 and math.isfinite(nums[1])):
+        raise argparse.ArgumentTypeError(f"traffic period must be > 0 seconds: {text!r}")
+    peak = int(nums[0]) if nums else 0
+    period = nums[1] if len(nums) == 2 else 60.0
+    return Traffic(kind, peak, period)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m server_control.sim",
+        description="Simulated SGLang 0.5.23 server (EAGLE-3 with dynamic speculation disable).",
+    )
+    a = p.add_argument
+    a("--model-path", "--model", dest="model_path", required=True)
+    a("--tokenizer-path", default=None)
+    a("--served-model-name", default=None)
+    a("--tp-size", "--tensor-parallel-size", "--tp", dest="tp_size", type=_int_at_least(1), default=1)
+    a("--dp-size", "--data-parallel-size", "--dp", dest="dp_size", type=_int_at_least(1), default=1)
+    a("--speculative-algorithm", choices=SPEC_ALGORITHMS, default=None)
+    a("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path")
+    a("--speculative-num-steps", type=_int_at_least(1), default=None)
+    a("--speculative-eagle-topk", type=_int_at_least(1), default=None)
+    a("--speculative-num-draft-tokens", type=_int_at_least(1), default=None)
+    a("--speculative-disable-batch-threshold", type=_validated(decision.validate_threshold), default=0)
+    a("--speculative-disable-hysteresis", type=_validated(decision.validate_hysteresis),
+      default=decision.DEFAULT_HYSTERESIS)
+    a("--speculative-disable-min-dwell-steps", type=_validated(decision.validate_dwell),
+      default=decision.DEFAULT_MIN_DWELL_STEPS)
+    a("--speculative-disable-force-mode", type=_validated(decision.validate_force), default=decision.AUTO)
+    a("--host", default="127.0.0.1")
+    a("--port", type=_port, default=30000)
+    a("--enable-metrics", action="store_true")
+    a("--api-key", default=None)
+    a("--admin-api-key", default=None)
+    a("--decode-log-interval", type=_int_at_least(1), default=40)
+    a("--log-level", choices=("debug", "info", "warning", "error", "critical"), default="info")
+    a("--max-running-requests", type=_int_at_least(1), default=None)
+    a("--max-total-tokens", type=_int_at_least(1), default=None)
+    a("--context-length", type=_int_at_least(1), default=None)
+    a("--mem-fraction-static", type=float, default=None)
+    a("--trust-remote-code", action="store_true")
+    a("--dtype", default="auto")
+    a("--device", default="cuda")
+    s = p.add_argument_group("simulator-only")
+    s.add_argument("--sim-traffic", type=parse_traffic, default=Traffic("idle"),
+                   help="idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]")
+    s.add_argument("--sim-seed", type=int, default=0)
+    s.add_argument("--sim-time-scale", type=_scale, default=1.0,
+                   help="simulated seconds per wall-clock second (tests use > 1)")
+    s.add_argument("--sim-load-time", type=_seconds, default=2.0,
+                   help="simulated seconds of weight loading and graph capture")
+    s.add_argument("--sim-slow-start", type=_seconds, default=0.0,
+                   help="extra simulated seconds of warm-up while /health answers 503")
+    s.add_argument("--sim-crash-after", type=_seconds, default=None,
+                   help="scheduler raises after S simulated seconds of serving")
+    s.add_argument("--sim-health-fail-after", type=_seconds, default=None,
+                   help="/health and /health_generate fail after S simulated seconds of serving")
+    s.add_argument("--sim-health-fail-mode", choices=("503", "hang"), default="503")
+    s.add_argument("--sim-http-5xx-rate", type=_rate, default=0.0,
+                   help="share of generation requests answered with HTTP 500")
+    s.add_argument("--sim-max-lifetime", type=_seconds, default=0.0,
+                   help="wall-clock seconds after which every process exits (0 = no limit)")
+    return p
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Parse; returns (args, unknown flags). Invalid values exit with code 2."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.speculative_algorithm:
+        if args.speculative_num_steps is None:
+            args.speculative_num_steps = 3
+        if args.speculative_eagle_topk is None:
+            args.speculative_eagle_topk = 1
+        if args.speculative_num_draft_tokens is None:
+            args.speculative_num_draft_tokens = args.speculative_num_steps + 1
+    if args.max_running_requests is None:
+        args.max_running_requests = 512
+    if args.max_total_tokens is None:
+        args.max_total_tokens = 262144
+    if args.context_length is None:
+        args.context_length = 8192
+    if args.tokenizer_path is None:
+        args.tokenizer_path = args.model_path
+    return args, unknown
+
+
+SECRET_FIELDS = ("api_key", "admin_api_key")
+
+
+def flat_server_args(args: argparse.Namespace) -> dict:
+    """The resolved server args as /server_info shows them (secrets hidden, no sim flags)."""
+    out = {}
+    for key, value in vars(args).items():
+        if key.startswith("sim_"):
+            continue
+        if key in SECRET_FIELDS:
+            value = None if value is None else "<redacted>"
+        out[key] = value
+    out["served_model_name"] = args.served_model_name or args.model_path
+    return out
+
+
+def server_args_repr(args: argparse.Namespace) -> str:
+    fields = []
+    for key, value in vars(args).items():
+        if key.startswith("sim_"):
+            continue
+        if key in SECRET_FIELDS and value is not None:
+            value = "<redacted>"
+        fields.append(f"{key}={value!r}")
+    return "ServerArgs(" + ", ".join(fields) + ")"

@@ -1,0 +1,197 @@
+"""The HTTP surface of SGLang 0.5.23 as the simulator serves it (Starlette)."""
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hmac
+import random
+
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from server_control import decision
+from server_control.sim import args as simargs
+from server_control.sim.generation import BadRequest, Generator, error_response, read_json
+from server_control.sim.metrics import Metrics
+
+NORMAL, ADMIN_OPTIONAL = "normal", "admin_optional"
+UNAUTHENTICATED_PATHS = ("/health", "/health_generate", "/metrics", "/ready")
+
+
+class AppState:
+    def __init__(self, args, scheduler, log, launch_command: str) -> None:
+        self.args = args
+        self.scheduler = scheduler
+        self.log = log
+        self.launch_command = launch_command
+        self.ready = False
+        self.model_name = args.served_model_name or args.model_path
+        self.rng = random.Random(args.sim_seed + 1)
+        self.metrics = Metrics(self)
+        self.generator = Generator(self)
+
+    def observe_ttft(self, sim_seconds: float) -> None:
+        self.metrics.ttft.observe(max(0.0, sim_seconds))
+
+    def health_failing(self) -> bool:
+        at = self.args.sim_health_fail_after
+        return self.ready and at is not None and self.scheduler.serving_seconds() >= at
+
+    def internal_state(self) -> dict:
+        sched = self.scheduler
+        snap = sched.snapshot_switch()
+        a = self.args
+        entry = {
+            decision.THRESHOLD_KEY: snap["threshold"] if snap else a.speculative_disable_batch_threshold,
+            decision.HYSTERESIS_KEY: snap["hysteresis"] if snap else a.speculative_disable_hysteresis,
+            decision.DWELL_KEY: snap["min_dwell_steps"] if snap else a.speculative_disable_min_dwell_steps,
+            decision.FORCE_KEY: snap["force"] if snap else a.speculative_disable_force_mode,
+            decision.STATE_KEY: snap,
+            "last_gen_throughput": round(sched.stats.gen_throughput, 4),
+            "avg_spec_accept_length": round(sched.avg_spec_accept_length, 4),
+            "memory_usage": {"weight": 8.19, "kvcache": 32.0, "token_capacity": a.max_total_tokens,
+                             "graph": 1.02},
+            "effective_max_running_requests_per_dp": a.max_running_requests,
+        }
+        return entry
+
+
+def _bearer(request) -> str | None:
+    value = request.headers.get("authorization", "")
+    if value.lower().startswith("bearer "):
+        return value[7:].strip()
+    return None
+
+
+def _allowed(state: AppState, request, level: str) -> bool:
+    a = state.args
+    token = _bearer(request)
+    same = lambda key: token is not None and hmac.compare_digest(token, key)
+    if level == ADMIN_OPTIONAL and a.admin_api_key:
+        return same(a.admin_api_key)
+    if a.api_key:
+        return same(a.api_key) or bool(a.admin_api_key and same(a.admin_api_key))
+    return True
+
+
+def route(state: AppState, path: str, fn, methods=("GET",), level: str = NORMAL):
+    async def endpoint(request):
+        if path not in UNAUTHENTICATED_PATHS and not _allowed(state, request, level):
+            return JSONResponse({"error": "Unauthorized"}, status_code=401)
+        try:
+            return await fn(request)
+        except BadRequest as exc:
+            return error_response(400, str(exc))
+    return Route(path, endpoint, methods=list(methods))
+
+
+def build_app(state: AppState) -> Starlette:
+    sched = state.scheduler
+    a = state.args
+
+    async def health(request):
+        if state.health_failing():
+            if a.sim_health_fail_mode == "hang":
+                await asyncio.Event().wait()
+            return Response(status_code=503)
+        return Response(status_code=200 if state.ready else 503)
+
+    async def health_generate(request):
+        if not state.ready or state.health_failing():
+            return await health(request)
+        req = sched.new_request(1, 1)
+        try:
+            await asyncio.wait_for(state.generator._drain(req), timeout=20)
+        except asyncio.TimeoutError:
+            return Response(status_code=503)
+        return Response(status_code=200)
+
+    async def ready(request):
+        ok = state.ready and not state.health_failing()
+        return JSONResponse({"status": "ready" if ok else "not ready"}, status_code=200 if ok else 503)
+
+    async def server_info(request):
+        info = simargs.flat_server_args(a)
+        info.update({"launch_command": state.launch_command, "version": simargs.VERSION,
+                     "internal_states": [state.internal_state() for _ in range(a.dp_size)]})
+        return JSONResponse(info)
+
+    async def set_internal_state(request):
+        body = await read_json(request)
+        updates = body.get("server_args")
+        if not isinstance(updates, dict) or not updates:
+            raise BadRequest('body must be {"server_args": {"key": value, ...}}')
+        ok = True
+        for key, value in updates.items():
+            fut = sched.apply_setting(str(key), value)
+            applied, _text = await asyncio.wrap_future(fut)
+            ok = ok and applied
+        return JSONResponse([ok] * a.dp_size)
+
+    async def loads(request):
+        s = sched.stats
+        snap = sched.snapshot_switch()
+        entries = []
+        for rank in range(a.dp_size):
+            entry = {"dp_rank": rank, "num_running_reqs": s.running, "num_waiting_reqs": s.waiting,
+                     "num_used_tokens": s.tokens_in_use, "max_total_num_tokens": a.max_total_tokens,
+                     "token_usage": round(s.token_usage, 4), "gen_throughput": round(s.gen_throughput, 4),
+                     "cache_hit_rate": 0.0, "utilization": round(s.running / a.max_running_requests, 4),
+                     "max_running_requests": a.max_running_requests,
+                     "memory": {"weight_gb": 8.19, "kv_cache_gb": 32.0, "graph_gb": 1.02,
+                                "token_capacity": a.max_total_tokens}}
+            if a.speculative_algorithm:
+                entry["speculative"] = {"accept_length": round(s.accept_length, 4),
+                                        "accept_rate": round(s.accept_rate, 4),
+                                        "mode": snap["mode"] if snap else None}
+            entries.append(entry)
+        if request.query_params.get("format") == "prometheus":
+            return PlainTextResponse(state.metrics.loads_text(entries))
+        ts = dt.datetime.now(dt.timezone.utc).isoformat()
+        return JSONResponse({"timestamp": ts, "version": simargs.VERSION,
+                             "dp_rank_count": a.dp_size, "loads": entries})
+
+    async def metrics(request):
+        if not a.enable_metrics:
+            return PlainTextResponse("Not Found", status_code=404)
+        body, ctype = state.metrics.render()
+        return Response(body, media_type=ctype)
+
+    async def models(request):
+        return JSONResponse({"object": "list", "data": [{"id": state.model_name, "object": "model",
+                             "created": 0, "owned_by": "sglang", "root": state.model_name}]})
+
+    def generation(chat: bool | None):
+        async def handler(request):
+            if not state.ready:
+                return error_response(503, "The server is not ready yet.", "ServiceUnavailableError")
+            if a.sim_http_5xx_rate and state.rng.random() < a.sim_http_5xx_rate:
+                return error_response(500, "Internal server error (simulated by --sim-http-5xx-rate)",
+                                      "InternalServerError")
+            body = await read_json(request)
+            if chat is None:
+                return await state.generator.generate(body)
+            return await state.generator.openai(body, chat)
+        return handler
+
+    async def sim_stats(request):
+        return JSONResponse({"step_timing": sched.timing.summary(), "steps": sched.stats.steps,
+                             "time_scale": a.sim_time_scale, "seed": a.sim_seed,
+                             "serving_seconds": round(sched.serving_seconds(), 3),
+                             "rank_pids": sched.ranks.pids,
+                             "finished_requests": sched.stats.finished_total})
+
+    routes = [
+        route(state, "/health", health), route(state, "/health_generate", health_generate),
+        route(state, "/ready", ready),
+        route(state, "/server_info", server_info), route(state, "/get_server_info", server_info),
+        route(state, "/set_internal_state", set_internal_state, ("POST",), ADMIN_OPTIONAL),
+        route(state, "/v1/loads", loads), route(state, "/metrics", metrics),
+        route(state, "/v1/models", models),
+        route(state, "/generate", generation(None), ("POST",)),
+        route(state, "/v1/completions", generation(False), ("POST",)),
+        route(state, "/v1/chat/completions", generation(True), ("POST",)),
+        route(state, "/sim/stats", sim_stats),
+    ]
+    return Starlette(routes=routes)

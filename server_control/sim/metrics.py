@@ -1,0 +1,73 @@
+"""Prometheus text for /metrics (and /v1/loads?format=prometheus), SGLang's `sglang:` names."""
+from __future__ import annotations
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+prometheus_client.disable_created_metrics()
+
+LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank")
+
+
+class Metrics:
+    def __init__(self, state) -> None:
+        self.state = state
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        self.labels = {"model_name": state.model_name, "engine_type": "unified",
+                       "tp_rank": "0", "pp_rank": "0"}
+        g = lambda name, doc: Gauge(name, doc, LABELS, registry=r)
+        self.gauges = {
+            "num_running_reqs": g("sglang:num_running_reqs", "The number of running requests."),
+            "num_queue_reqs": g("sglang:num_queue_reqs", "The number of requests in the waiting queue."),
+            "num_used_tokens": g("sglang:num_used_tokens", "The number of used tokens."),
+            "token_usage": g("sglang:token_usage", "The token usage."),
+            "gen_throughput": g("sglang:gen_throughput", "The generation throughput (token/s)."),
+            "spec_accept_length": g("sglang:spec_accept_length", "The average acceptance length of speculative decoding."),
+            "spec_accept_rate": g("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding."),
+            "spec_num_steps": g("sglang:spec_num_steps", "The number of speculative steps."),
+            "is_cuda_graph": g("sglang:is_cuda_graph", "Whether the batch is using CUDA graph."),
+            "spec_disable_batch_threshold": g("sglang:spec_disable_batch_threshold",
+                                              "Decode batch above which speculation is disabled (0 = never)."),
+            "spec_dynamic_target_only": g("sglang:spec_dynamic_target_only",
+                                          "1 while dynamic speculation runs the target model alone."),
+            "spec_dynamic_switch_count": g("sglang:spec_dynamic_switch_count",
+                                           "Mode switches of dynamic speculation since start."),
+        }
+        self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.", LABELS, registry=r)
+        self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.",
+                                         LABELS, registry=r)
+        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                              LABELS, registry=r,
+                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40)).labels(**self.labels)
+        self._counted = (0, 0)
+
+    def _update(self) -> None:
+        sched = self.state.scheduler
+        s = sched.stats
+        snap = sched.snapshot_switch()
+        values = {"num_running_reqs": s.running, "num_queue_reqs": s.waiting,
+                  "num_used_tokens": s.tokens_in_use, "token_usage": s.token_usage,
+                  "gen_throughput": s.gen_throughput, "spec_accept_length": s.accept_length,
+                  "spec_accept_rate": s.accept_rate, "spec_num_steps": sched.num_steps,
+                  "is_cuda_graph": 1.0,
+                  "spec_disable_batch_threshold": snap["threshold"] if snap else 0,
+                  "spec_dynamic_target_only": 1.0 if snap and snap["mode"] == "target_only" else 0.0,
+                  "spec_dynamic_switch_count": snap["switch_count"] if snap else 0}
+        for key, value in values.items():
+            self.gauges[key].labels(**self.labels).set(value)
+        p, g = s.prompt_tokens_total, s.generation_tokens_total
+        self.prompt_tokens.labels(**self.labels).inc(p - self._counted[0])
+        self.generation_tokens.labels(**self.labels).inc(g - self._counted[1])
+        self._counted = (p, g)
+
+    def render(self) -> tuple[bytes, str]:
+        self._update()
+        return generate_latest(self.registry), prometheus_client.CONTENT_TYPE_LATEST
+
+    def loads_text(self, entries: list[dict]) -> str:
+        lines = []
+        for key in ("num_running_reqs", "num_waiting_reqs", "token_usage", "gen_throughput"):
+            lines.append(f"# TYPE sglang:{key} gauge")
+            for e in entries:
+                lines.append(f'sglang:{key}{{dp_rank="{e["dp_rank"]}"}} {e[key]}')
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,128 @@
+"""The simulator's throughput model: pure functions, no time, no I/O.
+
+Step time per decode step for the whole batch (milliseconds), a smooth saturation curve
+    t(b) = (t0**4 + (b * c)**4) ** (1/4)
+fitted to the seed's measurements on the real server:
+  * plain decode (no speculation):   t0 = 12.8 ms, c = 1.294 ms -> saturates at ~773 tok/s
+  * EAGLE-3 (3 steps, topk 1):       t0 = 29.7 ms, c = 8.05 ms  -> ~96 tok/s at b=1,
+    accept length ~2.85 per request per step                     -> saturates at ~354 tok/s
+  * target-only inside the patched server: the plain step plus ~5 % draft-extend overhead
+    (the draft KV is kept warm), accept length 1.0.
+The throughput curves cross near batch 4-5.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+SPECULATIVE = "speculative"
+TARGET_ONLY = "target_only"
+PLAIN = "plain"  # no speculative algorithm configured at all
+STEP_MODES = (SPECULATIVE, TARGET_ONLY, PLAIN)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    plain_t0_ms: float = 12.8
+    plain_c_ms: float = 1.294
+    spec_t0_ms: float = 29.7
+    spec_c_ms: float = 8.05
+    accept_length: float = 2.85       # mean tokens per request per speculative step
+    calibrated_num_steps: int = 3     # draft steps the accept length was measured with
+    target_only_overhead: float = 0.05
+    prefill_base_ms: float = 3.0      # per prefill batch
+    prefill_per_token_ms: float = 0.015
+    power: float = 4.0
+
+
+DEFAULT = Calibration()
+
+
+def _curve(t0: float, c: float, batch: int, power: float) -> float:
+    return (t0 ** power + (batch * c) ** power) ** (1.0 / power)
+
+
+def plain_step_ms(batch: int, cal: Calibration = DEFAULT) -> float:
+    return _curve(cal.plain_t0_ms, cal.plain_c_ms, batch, cal.power)
+
+
+def spec_step_ms(batch: int, cal: Calibration = DEFAULT) -> float:
+    return _curve(cal.spec_t0_ms, cal.spec_c_ms, batch, cal.power)
+
+
+def step_ms(mode: str, batch: int, cal: Calibration = DEFAULT) -> float:
+    """Decode step time of one step of ``batch`` requests in ``mode``."""
+    if batch <= 0:
+        return 0.0
+    if mode == SPECULATIVE:
+        return spec_step_ms(batch, cal)
+    if mode == TARGET_ONLY:
+        return plain_step_ms(batch, cal) * (1.0 + cal.target_only_overhead)
+    if mode == PLAIN:
+        return plain_step_ms(batch, cal)
+    raise ValueError(f"unknown step mode {mode!r}; expected one of {', '.join(STEP_MODES)}")
+
+
+def prefill_ms(new_tokens: int, cal: Calibration = DEFAULT) -> float:
+    """Extra time of a step that also prefills ``new_tokens`` prompt tokens."""
+    if new_tokens <= 0:
+        return 0.0
+    return cal.prefill_base_ms + new_tokens * cal.prefill_per_token_ms
+
+
+def mean_accept_length(mode: str, cal: Calibration = DEFAULT) -> float:
+    return cal.accept_length if mode == SPECULATIVE else 1.0
+
+
+def throughput(mode: str, batch: int, cal: Calibration = DEFAULT) -> float:
+    """Expected generated tokens per second at a steady decode batch."""
+    if batch <= 0:
+        return 0.0
+    return batch * mean_accept_length(mode, cal) / (step_ms(mode, batch, cal) / 1000.0)
+
+
+def crossover(cal: Calibration = DEFAULT, other: str = TARGET_ONLY, limit: int = 4096) -> int | None:
+    """Smallest batch at which ``other`` out-produces speculation (None if never)."""
+    for b in range(1, limit + 1):
+        if throughput(other, b, cal) > throughput(SPECULATIVE, b, cal):
+            return b
+    return None
+
+
+def expected_accept(p: float, num_steps: int) -> float:
+    """Mean accepted tokens per step when each draft token is accepted with probability p
+    in sequence (stop at the first rejection), plus the bonus token."""
+    return 1.0 + sum(p ** k for k in range(1, num_steps + 1))
+
+
+def accept_probability(cal: Calibration = DEFAULT) -> float:
+    """Per-draft-token acceptance probability giving the calibrated mean accept length."""
+    lo, hi = 0.0, 1.0
+    target = cal.accept_length
+    n = cal.calibrated_num_steps
+    if target >= n + 1:
+        return 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if expected_accept(mid, n) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def sample_accept(rng: random.Random, p: float, num_steps: int) -> int:
+    """Tokens produced by one request in one speculative step: 1 .. num_steps + 1."""
+    n = 1
+    for _ in range(num_steps):
+        if rng.random() >= p:
+            break
+        n += 1
+    return n
+
+
+def accept_rate(accept_length: float, num_steps: int) -> float:
+    """Share of draft tokens accepted (SGLang's `accept rate`)."""
+    if num_steps <= 0:
+        return 0.0
+    return max(0.0, min(1.0, (accept_length - 1.0) / num_steps))

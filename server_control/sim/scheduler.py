@@ -1,0 +1,377 @@
+"""The batch scheduler of the main process: admits requests, runs decode steps paced by
+the throughput model on a (time-scaled) simulated clock, and hands out tokens.
+
+It runs in one thread. With no work it blocks on a condition variable (no CPU).
+All TP ranks take part in every step (see ranks.py).
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import itertools
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+from server_control import decision
+from server_control.sim import model
+from server_control.sim.traffic import target_concurrency
+
+
+class SimClock:
+    """Simulated seconds since start = wall seconds * scale."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+        self.t0 = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self.t0) * self.scale
+
+    def wall_delay(self, sim_t: float) -> float:
+        return max(0.0, (sim_t - self.now()) / self.scale)
+
+
+@dataclass(eq=False)
+class Request:
+    rid: str
+    prompt_tokens: int
+    max_new_tokens: int
+    internal: bool = False
+    created: float = 0.0          # simulated clock
+    generated: int = 0
+    spec_steps: int = 0           # speculative verify steps this request took part in
+    spec_tokens: int = 0          # tokens produced in those steps
+    first_token_at: float | None = None
+    finished: bool = False
+    error: str | None = None
+    waiter: object = None         # set by the HTTP layer; passed to the deliver callback
+
+    @property
+    def spec_accept_length(self) -> float:
+        return self.spec_tokens / self.spec_steps if self.spec_steps else 1.0
+
+
+@dataclass
+class Stats:
+    running: int = 0
+    waiting: int = 0
+    tokens_in_use: int = 0
+    token_usage: float = 0.0
+    gen_throughput: float = 0.0
+    accept_length: float = 0.0
+    accept_rate: float = 0.0
+    steps: int = 0
+    prompt_tokens_total: int = 0
+    generation_tokens_total: int = 0
+    finished_total: int = 0
+
+
+@dataclass
+class StepTiming:
+    """Actual wall interval of back-to-back steps against the model (time-scaled)."""
+    errors: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4096))
+    count: int = 0
+    lag_s: float = 0.0
+
+    def add(self, expected: float, actual: float) -> None:
+        if expected > 0:
+            self.errors.append((actual - expected) / expected)
+            self.count += 1
+
+    def summary(self) -> dict:
+        errs = sorted(abs(e) for e in self.errors)
+        if not errs:
+            return {"steps": 0, "mean_abs_error": None, "p50": None, "p99": None,
+                    "max": None, "mean_error": None, "lag_s": round(self.lag_s, 4)}
+        pick = lambda q: errs[min(len(errs) - 1, int(q * len(errs)))]
+        return {"steps": self.count, "mean_abs_error": sum(errs) / len(errs),
+                "mean_error": sum(self.errors) / len(self.errors),
+                "p50": pick(0.5), "p99": pick(0.99), "max": errs[-1], "lag_s": round(self.lag_s, 4)}
+
+
+class Scheduler:
+    def __init__(self, args, ranks, log, deliver, on_fatal) -> None:
+        self.args = args
+        self.ranks = ranks
+        self.log = log
+        self.deliver = deliver            # deliver(list_of_waiters) from this thread
+        self.on_fatal = on_fatal          # on_fatal(exit_code, message) from this thread
+        self.clock = SimClock(args.sim_time_scale)
+        self.spec = bool(args.speculative_algorithm)
+        self.num_steps = args.speculative_num_steps or 0
+        self.switch = (decision.SpecSwitch(args.speculative_disable_batch_threshold,
+                                           args.speculative_disable_hysteresis,
+                                           args.speculative_disable_min_dwell_steps,
+                                           args.speculative_disable_force_mode)
+                       if self.spec else None)
+        self.rng = random.Random(args.sim_seed)
+        self.accept_p = model.accept_probability()
+        self.cond = threading.Condition()
+        self.waiting: collections.deque[Request] = collections.deque()
+        self.running: list[Request] = []
+        self.settings: collections.deque = collections.deque()
+        self.stats = Stats()
+        self.timing = StepTiming()
+        self.spec_steps_total = 0
+        self.spec_tokens_total = 0
+        self._ids = itertools.count(1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sim-scheduler", daemon=True)
+        self._ready_at = 0.0
+        self.ready = False
+        self._interval = {"t": 0.0, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
+
+    # ---- called from other threads -------------------------------------------------
+    def start(self) -> None:
+        self._interval["t"] = self.clock.now()
+        self._thread.start()
+
+    def mark_ready(self) -> None:
+        """Serving starts: built-in traffic and fault timers count from here."""
+        with self.cond:
+            self._ready_at = self.clock.now()
+            self.ready = True
+            self.cond.notify()
+
+    def serving_seconds(self) -> float:
+        return self.clock.now() - self._ready_at if self.ready else 0.0
+
+    def new_request(self, prompt_tokens: int, max_new_tokens: int, internal: bool = False) -> Request:
+        return Request(f"{next(self._ids):08x}", max(1, prompt_tokens), max(1, max_new_tokens),
+                       internal=internal, created=self.clock.now())
+
+    def submit(self, req: Request) -> None:
+        with self.cond:
+            self.waiting.append(req)
+            self.cond.notify()
+
+    def cancel(self, req: Request) -> None:
+        with self.cond:
+            req.finished = True
+            if req in self.waiting:
+                self.waiting.remove(req)
+
+    def apply_setting(self, key: str, value) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self.cond:
+            self.settings.append((key, value, fut))
+            self.cond.notify()
+        return fut
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self.cond:
+            self.cond.notify()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(5.0)
+
+    def snapshot_switch(self) -> dict | None:
+        return self.switch.snapshot() if self.switch else None
+
+    @property
+    def avg_spec_accept_length(self) -> float:
+        return self.spec_tokens_total / self.spec_steps_total if self.spec_steps_total else 0.0
+
+    # ---- the scheduler thread ------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # a rank died or disagreed: the server is broken
+            self.on_fatal(1, f"Scheduler failed: {exc}")
+
+    def _fault_due(self) -> bool:
+        at = self.args.sim_crash_after
+        return self.ready and at is not None and self.serving_seconds() >= at
+
+    def _idle_timeout(self) -> float | None:
+        if not self.ready:
+            return None  # mark_ready() notifies
+        waits = []
+        if self.args.sim_crash_after is not None:
+            waits.append(self.clock.wall_delay(self._ready_at + self.args.sim_crash_after))
+        if self.args.sim_traffic.kind != "idle":
+            waits.append(1.0 / self.clock.scale)
+        return min(waits) if waits else None
+
+    def _loop(self) -> None:
+        step_no = 0
+        last_end: float | None = None      # simulated time the last step ended
+        last_wall: float | None = None
+        while not self._stop.is_set():
+            with self.cond:
+                self._apply_settings()
+                if self._fault_due():
+                    break
+                self._top_up_traffic()
+                new = self._admit()
+                if not self.running:
+                    self._set_idle()
+                    last_end = last_wall = None
+                    self.cond.wait(self._idle_timeout())
+                    continue
+            decoding = [r for r in self.running if r not in new]
+            batch = len(decoding)
+            lines = []
+            if new:
+                lines.append(self._prefill_line(new))
+            if batch and step_no and step_no % self.args.decode_log_interval == 0:
+                lines.append(self._decode_line())
+            now = self.clock.now()
+            mode = self.ranks.step(step_no, batch, lines)
+            if self.switch is not None and batch:
+                self.switch.decide(batch, now)
+                if self.switch.mode != mode:
+                    raise RuntimeError(f"main and TP ranks disagree: {self.switch.mode} vs {mode}")
+            step_mode = mode if self.spec else model.PLAIN
+            dt = (model.step_ms(step_mode, batch) + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
+            # back to back with the previous step; resync (drop the lag) if over 0.5 s behind
+            back_to_back = last_end is not None and now <= last_end + 0.5 * self.clock.scale
+            start = last_end if back_to_back else now
+            end = start + dt
+            delay = self.clock.wall_delay(end)
+            if delay > 0 and self._stop.wait(delay):
+                break
+            wall = time.monotonic()
+            if back_to_back and last_wall is not None:
+                self.timing.add(dt / self.clock.scale, wall - last_wall)
+            self.timing.lag_s = max(0.0, self.clock.now() - end) / self.clock.scale
+            last_end, last_wall = end, wall
+            touched = self._produce(new, decoding, step_mode)
+            step_no += 1
+            self.stats.steps = step_no
+            if touched:
+                self.deliver(touched)
+        if self._fault_due() and not self._stop.is_set():
+            self.ranks.crash()
+            self.on_fatal(1, "Received sigquit from a child process. It usually means the child failed.")
+
+    def _apply_settings(self) -> None:
+        while self.settings:
+            key, value, fut = self.settings.popleft()
+            try:
+                ok, text = self.ranks.apply(key, value)
+                if ok and self.switch is not None:
+                    from server_control.sim.worker import apply_setting
+                    apply_setting(self.switch, key, value)
+                fut.set_result((ok, text))
+            except Exception as exc:  # noqa: BLE001 - report to the HTTP caller
+                fut.set_exception(exc)
+
+    def _top_up_traffic(self) -> None:
+        if not self.ready:
+            return
+        t = self.serving_seconds()
+        threshold = self.switch.threshold if self.switch else 0
+        want = target_concurrency(self.args.sim_traffic, t, threshold)
+        have = sum(1 for r in itertools.chain(self.running, self.waiting) if r.internal)
+        for _ in range(max(0, want - have)):
+            req = self.new_request(self.rng.randint(64, 1024), self.rng.randint(96, 512), internal=True)
+            self.waiting.append(req)
+
+    def _admit(self) -> list[Request]:
+        new = []
+        cap = self.args.max_running_requests
+        used = self.stats.tokens_in_use
+        while self.waiting and len(self.running) < cap:
+            req = self.waiting[0]
+            need = req.prompt_tokens + req.max_new_tokens
+            if self.running and used + need > self.args.max_total_tokens:
+                break
+            self.waiting.popleft()
+            if req.finished:
+                continue
+            used += need
+            self.running.append(req)
+            new.append(req)
+        self.stats.waiting = len(self.waiting)
+        return new
+
+    def _set_idle(self) -> None:
+        s = self.stats
+        s.running = 0
+        s.tokens_in_use = 0
+        s.token_usage = 0.0
+        s.gen_throughput = 0.0
+        self._interval = {"t": self.clock.now(), "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
+
+    def _produce(self, new: list[Request], decoding: list[Request], step_mode: str) -> list:
+        touched = []
+        spec = step_mode == model.SPECULATIVE
+        iv = self._interval
+        produced = 0
+        for req in new:
+            if req.finished:
+                continue
+            req.generated = 1
+            req.first_token_at = self.clock.now()
+            self.stats.prompt_tokens_total += req.prompt_tokens
+            produced += 1
+        for req in decoding:
+            if req.finished:
+                continue
+            left = req.max_new_tokens - req.generated
+            n = model.sample_accept(self.rng, self.accept_p, self.num_steps) if spec else 1
+            n = min(n, left)
+            req.generated += n
+            produced += n
+            if spec:
+                req.spec_steps += 1
+                req.spec_tokens += n
+                iv["spec_steps"] += 1
+                iv["spec_tokens"] += n
+                self.spec_steps_total += 1
+                self.spec_tokens_total += n
+        iv["tokens"] += produced
+        if self.switch is not None:
+            self.switch.add_tokens(produced)
+        self.stats.generation_tokens_total += produced
+        keep = []
+        in_use = 0
+        for req in self.running:
+            if req.generated >= req.max_new_tokens and not req.finished:
+                req.finished = True
+                self.stats.finished_total += 1
+            if req.waiter is not None:
+                touched.append(req.waiter)
+            if not req.finished:
+                keep.append(req)
+                in_use += req.prompt_tokens + req.generated
+        self.running = keep
+        s = self.stats
+        s.running = len(keep)
+        s.tokens_in_use = in_use
+        s.token_usage = in_use / self.args.max_total_tokens
+        return touched
+
+    def _close_interval(self) -> None:
+        iv = self._interval
+        now = self.clock.now()
+        elapsed = now - iv["t"]
+        s = self.stats
+        if elapsed > 0:
+            s.gen_throughput = iv["tokens"] / elapsed
+        if iv["spec_steps"]:
+            s.accept_length = iv["spec_tokens"] / iv["spec_steps"]
+        elif self.spec:
+            s.accept_length = 1.0
+        s.accept_rate = model.accept_rate(s.accept_length, self.num_steps)
+        self._interval = {"t": now, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
+
+    def _usage_fields(self) -> str:
+        s = self.stats
+        return f"token usage: {s.token_usage:.2f}, #running-req: {s.running}, #queue-req: {len(self.waiting)}"
+
+    def _prefill_line(self, new: list[Request]) -> str:
+        tokens = sum(r.prompt_tokens for r in new)
+        return (f"Prefill batch, #new-seq: {len(new)}, #new-token: {tokens}, #cached-token: 0, "
+                + self._usage_fields())
+
+    def _decode_line(self) -> str:
+        self._close_interval()
+        s = self.stats
+        text = f"Decode batch, #running-req: {s.running}, #token: {s.tokens_in_use}, token usage: {s.token_usage:.2f}, "
+        if self.spec:
+            text += f"accept len: {s.accept_length:.2f}, accept rate: {s.accept_rate:.2f}, "
+        return text + f"cuda graph: True, gen throughput (token/s): {s.gen_throughput:.2f}, #queue-req: {len(self.waiting)}"

@@ -1,0 +1,167 @@
+"""The simulator's main process: parse flags, spawn the TP ranks, serve HTTP."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import shlex
+import signal
+import socket
+import sys
+import time
+
+from server_control.sim import args as simargs
+from server_control.sim.logfmt import Logger
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Reserve the port now (not listening yet: connections are refused until serving)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise SystemExit(f"error: port {port} is already in use on {host}; "
+                             f"choose another --port or stop what is listening there") from None
+        raise SystemExit(f"error: cannot bind {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(False)
+    return sock
+
+
+RANK_GRACE_S = 5.0
+
+
+def rank_config(a, deadline: float | None) -> dict:
+    return {"tp_size": a.tp_size, "time_scale": a.sim_time_scale, "load_time": a.sim_load_time,
+            "spec": bool(a.speculative_algorithm), "max_total_tokens": a.max_total_tokens,
+            "max_running_requests": a.max_running_requests, "context_length": a.context_length,
+            "threshold": a.speculative_disable_batch_threshold,
+            "hysteresis": a.speculative_disable_hysteresis,
+            "dwell": a.speculative_disable_min_dwell_steps,
+            "force": a.speculative_disable_force_mode,
+            # ranks outlive the main process's own deadline by a grace period, so a normal
+            # shutdown stops them first; orphans still go at deadline + grace
+            "deadline": None if deadline is None else deadline + RANK_GRACE_S}
+
+
+def uvicorn_log_config(level: str) -> dict:
+    from uvicorn.config import LOGGING_CONFIG
+    cfg = {k: (dict(v) if isinstance(v, dict) else v) for k, v in LOGGING_CONFIG.items()}
+    cfg["formatters"] = {k: dict(v, use_colors=False) for k, v in LOGGING_CONFIG["formatters"].items()}
+    return cfg
+
+
+async def serve(a, sock, ranks, log: Logger, deadline: float | None, argv: list[str]) -> int:
+    import uvicorn
+
+    from server_control.sim.http_app import AppState, build_app
+    from server_control.sim.scheduler import Scheduler
+
+    loop = asyncio.get_running_loop()
+    exit_code = 0
+    stopping = asyncio.Event()
+
+    def stop(code: int = 0) -> None:
+        nonlocal exit_code
+        exit_code = exit_code or code
+        stopping.set()
+
+    def deliver(waiters) -> None:
+        loop.call_soon_threadsafe(_set_all, waiters)
+
+    def on_fatal(code: int, message: str) -> None:
+        def fatal():
+            log.error(message)
+            stop(code)
+        loop.call_soon_threadsafe(fatal)
+
+    sched = Scheduler(a, ranks, log, deliver, on_fatal)
+    launch = shlex.join([sys.executable, "-m", "server_control.sim", *argv])
+    state = AppState(a, sched, log, launch)
+    app = build_app(state)
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):  # our own handlers below; no re-raise after shutdown
+            yield
+
+    config = uvicorn.Config(app, log_config=uvicorn_log_config(a.log_level), log_level=a.log_level,
+                            access_log=True, timeout_graceful_shutdown=2, lifespan="on")
+    server = Server(config)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    sched.start()
+    serve_task = asyncio.create_task(server.serve(sockets=[sock]))
+
+    async def warm_up():
+        while not server.started:
+            if serve_task.done():
+                return
+            await asyncio.sleep(0.01)
+        logging.getLogger("uvicorn.error").info(
+            "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", a.host, a.port)
+        await asyncio.sleep((0.5 + a.sim_slow_start) / a.sim_time_scale)
+        req = sched.new_request(4, 1)
+        await state.generator._drain(req)
+        # SGLang's warm-up request goes through HTTP; its access line looks like this
+        sys.stdout.write(f'INFO:     127.0.0.1:{40000 + os.getpid() % 20000} - "POST /generate HTTP/1.1" 200 OK\n')
+        sys.stdout.flush()
+        state.ready = True
+        sched.mark_ready()
+        log.info("The server is fired up and ready to roll!")
+
+    async def lifetime():
+        await asyncio.sleep(max(0.0, deadline - time.time()))
+        log.info(f"Simulator reached --sim-max-lifetime ({a.sim_max_lifetime:g} s); shutting down.")
+        stop(0)
+
+    tasks = [asyncio.create_task(warm_up())]
+    if deadline is not None:
+        tasks.append(asyncio.create_task(lifetime()))
+    stop_wait = asyncio.create_task(stopping.wait())
+    await asyncio.wait([serve_task, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True
+    for t in tasks:
+        t.cancel()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(serve_task, timeout=5)
+    stop_wait.cancel()
+    sched.stop()
+    return exit_code
+
+
+def _set_all(waiters) -> None:
+    for w in waiters:
+        w.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a, unknown = simargs.parse_args(argv)
+    log = Logger("")
+    if unknown:
+        log.warning(f"WARNING: the simulator ignores unrecognized arguments: {shlex.join(unknown)}")
+    sock = bind_socket(a.host, a.port)
+    a.port = sock.getsockname()[1]  # --port 0: the kernel's choice
+    deadline = time.time() + a.sim_max_lifetime if a.sim_max_lifetime > 0 else None
+    log.info(f"server_args={simargs.server_args_repr(a)}")
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
+
+    from server_control.sim.ranks import RankError, RankGroup
+    ranks = RankGroup(a.tp_size, rank_config(a, deadline))
+    try:
+        ranks.wait_ready(timeout=60 + 1.5 * a.sim_load_time / a.sim_time_scale)
+    except RankError as exc:
+        log.error(f"Initialization failed: {exc}")
+        ranks.stop()
+        return 1
+    try:
+        code = asyncio.run(serve(a, sock, ranks, log, deadline, argv))
+    finally:
+        ranks.stop()
+    return code

@@ -1,0 +1,151 @@
+"""One simulated TP rank (a spawned process, like SGLang's scheduler process per rank).
+
+Every rank takes part in every decode step: the main process sends it the step's batch
+size, the rank runs its own ``SpecSwitch`` and answers the mode it chose. TP0 also writes
+the `Prefill batch` / `Decode batch` lines. Imports only the standard library and
+``server_control.decision`` so that spawning stays cheap.
+
+If the main process dies (SIGKILL), the rank logs one error line and idles until its
+own deadline or a signal, as SGLang's scheduler processes outlive a killed parent.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from server_control import decision
+from server_control.sim.logfmt import Logger, rank_tag
+
+CRASH_TRACEBACK = """Scheduler hit an exception: Traceback (most recent call last):
+  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py", line 3127, in run_scheduler_process
+    scheduler.event_loop_overlap()
+  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py", line 1084, in event_loop_overlap
+    batch_result = self.run_batch(batch)
+  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/speculative/eagle_worker_v2.py", line 612, in forward_batch_generation
+    batch_output = self.verify(batch)
+RuntimeError: CUDA error: an illegal memory access was encountered (simulated by --sim-crash-after)"""
+
+
+def _sleep_scaled(sim_seconds: float, scale: float) -> None:
+    if sim_seconds > 0:
+        time.sleep(sim_seconds / scale)
+
+
+def startup_lines(cfg: dict, log: Logger) -> None:
+    """SGLang-like model loading, KV cache and CUDA graph lines, paced in simulated time."""
+    scale = cfg["time_scale"]
+    load = cfg["load_time"]
+    log.info(f"Load weight begin. avail mem=78.51 GB")
+    _sleep_scaled(load * 0.5, scale)
+    log.info("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+             "avail mem=70.32 GB, mem usage=8.19 GB.")
+    if cfg["spec"]:
+        log.info("Load weight begin. avail mem=70.30 GB")
+        _sleep_scaled(load * 0.1, scale)
+        log.info("Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, "
+                 "avail mem=69.42 GB, mem usage=0.88 GB.")
+    tokens = cfg["max_total_tokens"]
+    log.info(f"KV Cache is allocated. #tokens: {tokens}, K size: 16.00 GB, V size: 16.00 GB")
+    log.info("Memory pool end. avail mem=37.40 GB")
+    log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=37.12 GB")
+    _sleep_scaled(load * 0.4, scale)
+    log.info("Capture cuda graph end. Time elapsed: 2.31 s. mem usage=1.02 GB. avail mem=36.10 GB.")
+    log.info(f"max_total_num_tokens={tokens}, chunked_prefill_size=8192, "
+             f"max_prefill_tokens=16384, max_running_requests={cfg['max_running_requests']}, "
+             f"context_len={cfg['context_length']}, available_gpu_mem=36.10 GB")
+
+
+def make_switch(cfg: dict, log: Logger) -> decision.SpecSwitch | None:
+    if not cfg["spec"]:
+        if cfg["threshold"] > 0 or cfg["force"] != decision.AUTO:
+            log.info(decision.NOT_ACTIVE_PREFIX + "no --speculative-algorithm is set")
+        return None
+    sw = decision.SpecSwitch(cfg["threshold"], cfg["hysteresis"], cfg["dwell"], cfg["force"])
+    if sw.enabled:
+        log.info(decision.init_line(sw.threshold, sw.hysteresis, sw.min_dwell_steps))
+    return sw
+
+
+SETTING_KEYS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY)
+
+
+def apply_setting(sw: decision.SpecSwitch, key: str, value) -> str:
+    if key == decision.THRESHOLD_KEY:
+        return sw.set_threshold(value)
+    if key == decision.FORCE_KEY:
+        return sw.set_force(value)
+    if key == decision.HYSTERESIS_KEY:
+        old, sw.hysteresis = sw.hysteresis, decision.validate_hysteresis(value)
+        return f"Dynamic speculation: hysteresis changed {old} -> {sw.hysteresis} (resume_at<={sw.low_mark})"
+    if key == decision.DWELL_KEY:
+        old, sw.min_dwell_steps = sw.min_dwell_steps, decision.validate_dwell(value)
+        return f"Dynamic speculation: min_dwell_steps changed {old} -> {sw.min_dwell_steps}"
+    raise KeyError(key)
+
+
+def _idle_until(deadline: float | None) -> None:
+    while True:
+        left = None if deadline is None else deadline - time.time()
+        if left is not None and left <= 0:
+            os._exit(0)
+        time.sleep(3600 if left is None else min(left, 3600))
+
+
+def run_rank(rank: int, cfg: dict, conn) -> None:
+    """Entry point of a spawned TP rank."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process decides
+    log = Logger(rank_tag(rank, cfg["tp_size"]))
+    deadline = cfg["deadline"]
+    try:
+        startup_lines(cfg, log)
+        sw = make_switch(cfg, log)
+        conn.send(("ready", rank, os.getpid()))
+        while True:
+            timeout = None if deadline is None else max(0.0, deadline - time.time())
+            if not conn.poll(timeout):
+                os._exit(0)  # bounded lifetime reached
+            msg = conn.recv()
+            kind = msg[0]
+            if kind == "step":
+                _, step_no, batch, lines = msg
+                if rank == 0:
+                    for line in lines:
+                        log.info(line)
+                mode = None
+                if sw is not None:
+                    text = sw.decide(batch)
+                    if text:
+                        log.info(text)
+                    mode = sw.mode
+                conn.send(("mode", step_no, mode))
+            elif kind == "set":
+                _, key, value = msg
+                try:
+                    if sw is None and key in SETTING_KEYS:
+                        raise ValueError("speculative decoding is not enabled (no --speculative-algorithm)")
+                    text = apply_setting(sw, key, value)
+                except KeyError:
+                    text = f"Updating {key} is not supported."
+                    if rank == 0:
+                        log.info(text)
+                    conn.send(("set", False, text))
+                except ValueError as exc:
+                    text = f"Dynamic speculation: refused {key}={value}: {exc}"
+                    if rank == 0:
+                        log.info(text)
+                    conn.send(("set", False, text))
+                else:
+                    log.info(text)
+                    conn.send(("set", True, text))
+            elif kind == "crash":
+                if rank == 0:
+                    log.error(CRASH_TRACEBACK)
+                os._exit(1)
+            elif kind == "stop":
+                os._exit(0)
+    except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+        log.error("Scheduler lost its connection to the main process; idling until signalled.")
+        _idle_until(deadline)
+    except KeyboardInterrupt:
+        os._exit(0)
