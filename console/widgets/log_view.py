@@ -93,7 +93,7 @@ class LogView(ScrollView, can_focus=True):
             self.search_hits += sum(1 for r in rows if self._row_matches(r))
         self._update_virtual_size(rows)
         if self.follow:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self._stick()
         else:
             self.new_while_paused += len(rows)
             if removed:
@@ -148,7 +148,7 @@ class LogView(ScrollView, can_focus=True):
         self._cache.clear()
         self._update_virtual_size(self._rows)
         if self.follow or top is None:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self._stick()
         else:
             idx = bisect_left(self._rows, top, key=lambda r: r[0].seq)
             self.scroll_to(y=idx, animate=False, immediate=True)
@@ -164,12 +164,22 @@ class LogView(ScrollView, can_focus=True):
         elif not at_end and self.follow and new_value < old_value:
             self._set_follow(False)
 
+    def on_mount(self) -> None:
+        self.anchor()  # Textual keeps an anchored view at the end across layouts
+
+    def _stick(self) -> None:
+        self.anchor()
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+
     def _set_follow(self, on: bool) -> None:
         if on == self.follow:
             return
         self.follow = on
         if on:
             self.new_while_paused = 0
+            self.anchor()
+        else:
+            self.release_anchor()
         self._post_status()
 
     def toggle_follow(self) -> None:
@@ -181,12 +191,32 @@ class LogView(ScrollView, can_focus=True):
     def jump_end(self) -> None:
         self.follow = True
         self.new_while_paused = 0
-        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self._stick()
         self._post_status()
 
     def jump_home(self) -> None:
         self._set_follow(False)
         self.scroll_home(animate=False, immediate=True, x_axis=False)
+
+    # Keyboard scrolling without animation (an animation racing the follow logic would
+    # fight it, and over SSH every frame costs).
+    def action_scroll_home(self) -> None:
+        self.jump_home()
+
+    def action_scroll_end(self) -> None:
+        self.jump_end()
+
+    def action_scroll_up(self) -> None:
+        self.scroll_up(animate=False)
+
+    def action_scroll_down(self) -> None:
+        self.scroll_down(animate=False)
+
+    def action_page_up(self) -> None:
+        self.scroll_page_up(animate=False)
+
+    def action_page_down(self) -> None:
+        self.scroll_page_down(animate=False)
 
     def on_resize(self, event) -> None:
         if self.wrap:

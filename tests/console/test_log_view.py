@@ -1,0 +1,190 @@
+"""Log view behaviour (follow, filter, search, quick filters, wrap, save) over a real
+LogStore fed deterministic lines through a fake session (widget tests only)."""
+from __future__ import annotations
+
+from textual.widgets import Input, Label
+
+from console.screens.prompt import PromptScreen
+from tests.console.screen_text import screen_text
+
+
+def lines(n, start=0, word="tick"):
+    return [f"[2026-11-29 10:00:00 TP{i % 2}] {word} line {i}" for i in range(start, start + n)]
+
+
+async def settle(pilot, app):
+    await pilot.pause(0.12)  # one flush (50 ms) and a repaint
+    app.log_view.flush()
+    await pilot.pause()
+
+
+def shown(app) -> str:
+    return "\n".join(r.raw for r in app.log_view.shown_records())
+
+
+async def prompt(pilot, app, text):
+    assert isinstance(app.screen, PromptScreen)
+    app.screen.query_one(Input).value = text
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+async def test_follow_pause_count_and_resume(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        fake.add_lines(lines(300))
+        await settle(pilot, app)
+        view = app.log_view
+        assert view.follow and view.scroll_y == view.max_scroll_y
+        assert "tick line 299" in screen_text(app)
+        await pilot.press("up", "up")
+        assert not view.follow
+        y = view.scroll_y
+        fake.add_lines(lines(40, 300))
+        await settle(pilot, app)
+        assert view.scroll_y == y, "a paused view must not move"
+        assert "tick line 339" not in screen_text(app)
+        assert "PAUSED" in screen_text(app) and "40 new lines" in screen_text(app)
+        await pilot.press("end")
+        await pilot.pause()
+        assert view.follow and view.new_while_paused == 0
+        assert "tick line 339" in screen_text(app) and "FOLLOW" in screen_text(app)
+        await pilot.press("f")
+        assert not view.follow
+        await pilot.press("f")
+        assert view.follow and view.scroll_y == view.max_scroll_y
+        # scrolling back down to the bottom resumes following
+        await pilot.press("pageup")
+        assert not view.follow
+        await pilot.press("pagedown", "pagedown", "pagedown")
+        await pilot.pause()
+        assert view.follow
+
+
+async def test_filter_invert_and_bad_regex(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("slash")
+        await prompt(pilot, app, "switched to")
+        text = screen_text(app)
+        assert "switched to target-only" in text and "fired up" not in text
+        assert "filter: /switched to/" in text
+        await pilot.press("slash")
+        await prompt(pilot, app, "!Decode batch")
+        assert "Decode batch" not in shown(app) and "fired up" in shown(app)
+        assert "NOT /Decode batch/" in screen_text(app)
+        await pilot.press("slash")
+        await prompt(pilot, app, "(unclosed")
+        assert isinstance(app.screen, PromptScreen), "a bad regex keeps the prompt open"
+        assert "bad regex" in str(app.screen.query_one("#error", Label).render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.log_view.filter.text == "!Decode batch"  # old filter kept
+        await pilot.press("escape")  # clears everything
+        await pilot.pause()
+        assert "Decode batch" in shown(app) and "filter:" not in screen_text(app)
+
+
+async def test_search_highlights_and_jumps_keeping_context(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 24)) as pilot:
+        fake.add_lines(lines(100, word="alpha") + ["[2026-11-29 10:00:01 TP0] NEEDLE one"]
+                       + lines(100, 100, word="beta") + ["[2026-11-29 10:00:02 TP1] NEEDLE two"]
+                       + lines(100, 200, word="gamma"))
+        await settle(pilot, app)
+        view = app.log_view
+        view.jump_home()
+        await pilot.pause()
+        await pilot.press("ctrl+f")
+        await prompt(pilot, app, "NEEDLE")
+        assert view.search_hits == 2
+        first = view.current_match_row()
+        text = screen_text(app)
+        assert "NEEDLE one" in text and "alpha line 99" in text, "the match shows with context"
+        assert not view.follow
+        assert view.shown_records()  # filter untouched: everything still shown
+        assert len(view.shown_records()) == len(fake.store.records())
+        await pilot.press("n")
+        second = view.current_match_row()
+        assert second > first and "NEEDLE two" in screen_text(app)
+        await pilot.press("n")  # wraps around
+        assert view.current_match_row() == first
+        await pilot.press("N")
+        assert view.current_match_row() == second
+        await pilot.press("ctrl+f")
+        await prompt(pilot, app, "[bad")
+        assert isinstance(app.screen, PromptScreen)
+        await pilot.press("escape")
+
+
+async def test_quick_filters_wrap_and_save(fake, make_app, tmp_path):
+    app = make_app()
+    async with app.run_test(size=(80, 30)) as pilot:
+        fake.add_lines(["[2026-11-29 10:00:09 TP1] " + "x" * 300])
+        await settle(pilot, app)
+        view = app.log_view
+        await pilot.press("e")
+        kinds = {r.kind for r in view.shown_records()}
+        assert kinds == {"traceback"} or kinds <= {"error", "traceback"} and kinds
+        await pilot.press("e", "d")
+        assert not {r.kind for r in view.shown_records()} & {"decode", "prefill"}
+        await pilot.press("d", "k")
+        assert view.filter.rank == "TP0"
+        assert all(r.rank == "TP0" for r in view.shown_records())
+        await pilot.press("k")
+        assert view.filter.rank == "TP1"
+        await pilot.press("k")
+        assert view.filter.rank is None
+        rows = len(view._rows)
+        await pilot.press("w")
+        await pilot.pause()
+        assert view.wrap and len(view._rows) > rows
+        assert "x" * 70 in screen_text(app)
+        await pilot.press("slash")
+        await prompt(pilot, app, "Dynamic")
+        target = tmp_path / "shown.log"
+        await pilot.press("ctrl+s")
+        await prompt(pilot, app, str(target))
+        saved = target.read_text().splitlines()
+        assert saved and all("Dynamic" in line for line in saved)
+        assert len(saved) == 3
+        await pilot.press("ctrl+s")
+        await prompt(pilot, app, str(tmp_path / "no" / "such" / "dir.log"))
+        assert isinstance(app.screen, PromptScreen), "an unwritable path is an error, not a crash"
+        await pilot.press("escape")
+
+
+async def test_ansi_stripped_long_lines_capped_and_highlighted(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 24)) as pilot:
+        fake.add_lines(["[2026-11-29 10:00:09] \x1b[31mred words\x1b[0m here",
+                        "[2026-11-29 10:00:10] " + "y" * 5000])
+        await settle(pilot, app)
+        text = screen_text(app)
+        assert "red words here" in text and "\x1b" not in text
+        view = app.log_view
+        capped = view._rows[-1]
+        assert capped[3] - capped[2] < 2100
+        assert fake.store.truncated == 1 and "cut 1" in text
+        # the init line gets its own strong style, distinct from switch/warning lines
+        from console.widgets.log_format import KIND_STYLES, style_for
+        init = next(r for r in view.shown_records() if r.kind == "spec_init")
+        assert style_for(init) == KIND_STYLES["spec_init"]
+        assert len({str(KIND_STYLES[k]) for k in ("spec_init", "spec_switch", "error", "warning")}) == 4
+
+
+async def test_burst_is_flushed_in_batches(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 24)) as pilot:
+        await settle(pilot, app)
+        view = app.log_view
+        base = len(view._rows)
+        flushes = []
+        real_flush = view.flush
+        view.flush = lambda: flushes.append(real_flush())
+        for i in range(50):  # 50 notifications in one tick -> one batched flush
+            fake.add_lines(lines(100, i * 100))
+        await pilot.pause(0.3)
+        assert len(view._rows) == base + 5000
+        assert 1 <= len(flushes) <= 2 and sum(flushes) == 5000
