@@ -246,7 +246,15 @@ def parse_text(text: str, first_line: int = 1) -> list[Record]:
 
 
 def parse_bytes(data: bytes, first_line: int = 1) -> list[Record]:
-    """Parse raw bytes: invalid UTF-8 replaced, ANSI escapes and control characters removed."""
-    from server_control.logs.lines import clean_text
+    """Parse raw bytes exactly as a file would be read: invalid UTF-8 replaced, ANSI
+    escapes and control characters removed, a last line without newline included."""
+    from server_control.logs.lines import LineSplitter
 
-    return parse_text(clean_text(data), first_line)
+    splitter = LineSplitter()
+    parser = Parser(first_line)
+    out: list[Record] = []
+    for lines, text in (splitter.feed(data), splitter.flush()):
+        if lines:
+            out.extend(records_from_columns(*parser.feed(lines, text)))
+    out.extend(records_from_columns(*parser.flush()))
+    return out
