@@ -1,0 +1,110 @@
+"""`specconsole threshold [N]` and `specconsole verify`.
+
+threshold: without N, print the threshold every DP rank reads back; with N, set it through
+/set_internal_state and confirm it on every rank. `--force MODE` sets the forced mode
+(auto | speculative | target_only) instead.
+  Exit codes: 0 read / applied; 1 refused, unsupported (stock SGLang) or error;
+  2 bad arguments; 130 interrupted.
+
+verify: the three layers (configuration, initialisation, runtime), each pass / fail /
+pending with the evidence and, on failure, the likely cause. `--wait S` keeps watching
+up to S seconds while anything is pending.
+  Exit codes: 0 all pass; 1 a failure; 3 pending; 2 bad arguments; 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+from console.commands.status import (EXIT_FAILED, EXIT_OK, UsageError, add_target_arguments, open_session,
+                                     run_async, settle)
+from server_control.verify import exit_code
+
+THRESHOLD_EPILOG = "Exit codes: 0 read/applied, 1 refused/unsupported/error, 2 bad arguments, 130 interrupted."
+VERIFY_EPILOG = "Exit codes: 0 all pass, 1 a failure, 3 pending, 2 bad arguments, 130 interrupted."
+
+
+def _print_change(args, result: dict) -> None:
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"{result['state']}: {result['detail']}" + (f" (ranks {result['ranks']})" if result["ranks"] else ""))
+
+
+async def _threshold(args) -> int:
+    if args.value is not None and args.force is not None:
+        raise UsageError("give either N or --force MODE, not both")
+    session = open_session(args)
+    await session.start()
+    try:
+        if args.value is None and args.force is None:
+            got = await session.control.get()
+            if args.json:
+                print(json.dumps(got, indent=1))
+            elif "error" in got:
+                print(f"error: {got['error']}")
+            else:
+                print(f"threshold per DP rank: {got['thresholds']}  force: {got['force']}  runtime changes "
+                      + ("supported" if got["supported"] else "NOT supported (stock SGLang?)"))
+            return EXIT_FAILED if "error" in got else EXIT_OK
+        await settle(session, timeout_s=2.0)  # the log is read, so a refusal can quote it
+        if args.force is not None:
+            result = await session.set_force(args.force)
+        else:
+            result = await session.set_threshold(args.value)
+        _print_change(args, result)
+        return EXIT_OK if result["state"] == "applied" else EXIT_FAILED
+    finally:
+        await session.close()
+
+
+async def _verify(args) -> int:
+    if args.wait is not None and args.wait < 0:
+        raise UsageError(f"--wait must be >= 0 seconds, got {args.wait}")
+    session = open_session(args)
+    await session.start()
+    try:
+        await settle(session)
+        deadline = time.monotonic() + (args.wait or 0.0)
+        result = await session.verify()
+        while result["summary"] == "pending" and time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+            result = await session.verify()
+    finally:
+        await session.close()
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"verification: {result['summary']}")
+        for layer in result["layers"]:
+            print(f"  {layer['name']:15s} {layer['status']:7s} {layer['evidence']}")
+            if layer["cause"]:
+                print(f"  {'':15s} likely cause: {layer['cause']}")
+    return exit_code(result)
+
+
+def cmd_threshold(args) -> int:
+    return run_async(_threshold, args)
+
+
+def cmd_verify(args) -> int:
+    return run_async(_verify, args)
+
+
+def register(subparsers) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser("threshold", formatter_class=fmt, epilog=THRESHOLD_EPILOG,
+                              help="read the dynamic speculation threshold, or set it on every rank")
+    p.add_argument("value", nargs="?", metavar="N",
+                   help="new threshold (integer 0..4096; 0 = never disable); omit to read")
+    p.add_argument("--force", metavar="MODE", help="set the forced mode: auto | speculative | target_only")
+    add_target_arguments(p)
+    p.set_defaults(func=cmd_threshold)
+
+    p = subparsers.add_parser("verify", formatter_class=fmt, epilog=VERIFY_EPILOG,
+                              help="check configuration, initialisation and runtime switching")
+    add_target_arguments(p)
+    p.add_argument("--wait", type=float, metavar="S", help="keep watching up to S seconds while pending")
+    p.set_defaults(func=cmd_verify)

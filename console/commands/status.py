@@ -1,0 +1,147 @@
+"""`specconsole status`: the session snapshot (what the screen shows), once.
+
+The server is the profile's run (`--profile F`: a path or a shipped name; default
+$SPECCONSOLE_PROFILE, else demo) or any server by URL (`--url URL`, optionally
+`--log FILE` to read its log). API keys for `--url`: $SPECCONSOLE_API_KEY and
+$SPECCONSOLE_ADMIN_API_KEY (profiles name their own variables).
+
+Exit codes: 0 the server answered; 1 it did not (the snapshot is still printed, with the
+reason); 2 bad profile or arguments; 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason), "
+          "2 bad profile/arguments, 130 interrupted.")
+
+
+class UsageError(Exception):
+    pass
+
+
+def add_target_arguments(p: argparse.ArgumentParser, log: bool = True) -> None:
+    """--profile F | --url URL [--log FILE] and --json, shared by status/threshold/verify."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--profile", metavar="F",
+                       help="profile file or shipped name (default $SPECCONSOLE_PROFILE, else demo)")
+    group.add_argument("--url", metavar="URL", help="a server to attach to, e.g. http://127.0.0.1:30000")
+    if log:
+        p.add_argument("--log", metavar="FILE", help="with --url: the server's log file")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def open_session(args, poll_interval_s: float = 0.25):
+    """A Session for --url or --profile (read-only: it never takes over supervision)."""
+    from server_control.profile import ProfileError, find_profile, load_profile
+    from server_control.session import Session
+
+    if getattr(args, "log", None) and not args.url:
+        raise UsageError("--log goes with --url (a profile knows its own log)")
+    if args.url:
+        if not args.url.startswith(("http://", "https://")):
+            raise UsageError(f"--url must start with http:// or https://, got {args.url!r}")
+        return Session.attach(args.url, log_path=getattr(args, "log", None),
+                              api_key=os.environ.get("SPECCONSOLE_API_KEY") or None,
+                              admin_api_key=os.environ.get("SPECCONSOLE_ADMIN_API_KEY") or None,
+                              poll_interval_s=poll_interval_s)
+    try:
+        profile = load_profile(find_profile(args.profile))
+        return Session.for_profile(profile, supervise=False, poll_interval_s=poll_interval_s)
+    except (ProfileError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+async def settle(session, timeout_s: float = 5.0) -> None:
+    """Wait for one poll and for the log to stop growing (read to its current end)."""
+    deadline = time.monotonic() + timeout_s
+    while session.poller.polls < 1 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    last = -1
+    while time.monotonic() < deadline:
+        total = session.store.total
+        if total == last:
+            break
+        last = total
+        await asyncio.sleep(0.15)
+
+
+def run_async(coro_fn, args) -> int:
+    try:
+        return asyncio.run(coro_fn(args))
+    except UsageError as exc:
+        print(f"specconsole: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+def render_text(snap: dict) -> str:
+    run, srv, spec, live = snap["run"], snap["server"], snap["spec"], snap["live"]
+    gpus, ver = snap["gpus"], snap["verify"]
+    lines = [
+        f"{snap['profile'] or '(attached)'}  {snap['url']}  run: {run['state']}"
+        + (f" pid {run['pid']}" if run.get("pid") else "") + f"  restarts {run.get('restarts', 0)}",
+        f"server: {'reachable' if srv['reachable'] else 'UNREACHABLE: ' + str(srv['error'])}"
+        f"  model {_fmt(srv['model'])}  tp {_fmt(srv['tp_size'])}  dp {_fmt(srv['dp_size'])}"
+        f"  version {_fmt(srv['version'])}",
+        f"speculation: mode {_fmt(spec['mode'])}  threshold {_fmt(spec['threshold'])}"
+        f" (back at <= {_fmt(spec['low_mark'])})  force {_fmt(spec['force'])}"
+        f"  switches {_fmt(spec['switch_count'])}  runtime changes "
+        + {True: "supported", False: "NOT supported", None: "unknown"}[spec["supports_runtime_threshold"]],
+        f"live: batch {_fmt(live['batch'])}  queue {_fmt(live['queue'])}  token usage {_fmt(live['token_usage'])}"
+        f"  gen {_fmt(live['gen_throughput'])} tok/s  accept len {_fmt(live['accept_len'])}",
+    ]
+    for mode, pm in snap["per_mode"].items():
+        lines.append(f"  {mode:12s} share {_fmt(pm['share'])}  {_fmt(pm['tok_s'])} tok/s")
+    if gpus["available"]:
+        for dev in gpus["devices"]:
+            lines.append(f"gpu {dev['index']} {dev['name']}: util {_fmt(dev['util'])}%  mem {_fmt(dev['mem_used_mb'])}"
+                         f"/{_fmt(dev['mem_total_mb'])} MB  {_fmt(dev['power_w'])} W  {_fmt(dev['temp_c'])} C"
+                         f"  pids {dev['pids']}")
+    else:
+        lines.append(f"gpus: N/A ({gpus['reason']})")
+    lines.append(f"verify: {ver['summary']}")
+    for layer in ver["layers"]:
+        lines.append(f"  {layer['name']:15s} {layer['status']:7s} {layer['evidence']}")
+        if layer["cause"]:
+            lines.append(f"  {'':15s} cause: {layer['cause']}")
+    logs = snap["logs"]
+    lines.append(f"log: {_fmt(logs['path'])}  {logs['total']} records, {logs['dropped']} dropped from memory,"
+                 f" {logs['truncated']} long")
+    return "\n".join(lines)
+
+
+async def _status(args) -> int:
+    session = open_session(args)
+    await session.start()
+    try:
+        await settle(session)
+        snap = session.snapshot()
+    finally:
+        await session.close()
+    print(json.dumps(snap, indent=1) if args.json else render_text(snap))
+    return EXIT_OK if snap["server"]["reachable"] else EXIT_FAILED
+
+
+def cmd_status(args) -> int:
+    return run_async(_status, args)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("status", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+                              help="print the session snapshot (run, server, speculation, GPUs, verification)")
+    add_target_arguments(p)
+    p.set_defaults(func=cmd_status)

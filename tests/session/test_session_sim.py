@@ -1,0 +1,125 @@
+"""Session against the real simulator process: all three verification layers reach pass
+under traffic that crosses the threshold; a threshold change is applied and read back on
+every rank; bad values are refused with the reason; the snapshot has the documented shape."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from server_control.session import Session
+from tests.support.sim import start_sim
+
+WAVE = "wave:12:20"  # 1..12 requests and back every 20 simulated seconds (1 s at x20)
+SNAPSHOT_KEYS = ["profile", "url", "attached", "run", "server", "spec", "threshold_change", "live", "series",
+                 "switches", "per_mode", "gpus", "verify", "logs"]
+
+
+async def until(cond, timeout=45.0, what="condition"):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def sim(tmp_path):
+    handle = start_sim(tmp_path, "--decode-log-interval", "10", tp=2, threshold=5, traffic=WAVE, lifetime=120)
+    yield handle.wait_ready()
+    handle.stop()
+
+
+async def test_all_layers_pass_and_snapshot_shape(sim):
+    session = Session.attach(sim.url, log_path=sim.log_path, poll_interval_s=0.2)
+    topics = []
+    session.subscribe(topics.append)
+    await session.start()
+    try:
+        await until(lambda: session.verification()["summary"] == "pass", what="verification to pass")
+        snap = session.snapshot()
+    finally:
+        await session.close()
+    assert list(snap) == SNAPSHOT_KEYS
+    layers = {x["name"]: x for x in snap["verify"]["layers"]}
+    assert "speculative_disable_batch_threshold=5" in layers["configuration"]["evidence"]
+    assert "2/2 rank(s)" in layers["initialisation"]["evidence"]
+    assert "log line" in layers["runtime"]["evidence"] and "target-only" in layers["runtime"]["evidence"]
+    assert snap["attached"] is True and snap["run"]["state"] == "external"
+    assert snap["server"] == {"reachable": True, "error": None, "model": "sim/Llama-3.1-8B-Instruct",
+                              "tp_size": 2, "dp_size": 1, "version": "0.5.23"}
+    spec = snap["spec"]
+    assert spec["threshold"] == 5 and spec["low_mark"] == 4 and spec["force"] == "auto"
+    assert spec["supports_runtime_threshold"] is True and spec["switch_count"] >= 2
+    assert spec["mode"] in ("speculative", "target_only")
+    modes = [s["mode"] for s in snap["switches"]]
+    assert "target_only" in modes and "speculative" in modes
+    assert all(modes[i] != modes[i + 1] for i in range(len(modes) - 1)), modes  # deduplicated across ranks
+    assert snap["series"]["batch"] and snap["series"]["threshold"][-1][1] == 5
+    assert snap["live"]["batch"] is not None and snap["live"]["gen_throughput"] is not None
+    assert set(snap["per_mode"]) == {"speculative", "target_only"}
+    assert snap["gpus"]["available"] is False and snap["gpus"]["reason"]
+    assert snap["logs"]["total"] > 0 and snap["logs"]["path"] == str(sim.log_path)
+    assert "snapshot" in topics and "logs" in topics
+
+
+async def test_threshold_change_applied_and_read_back(sim):
+    session = Session.attach(sim.url, log_path=sim.log_path, poll_interval_s=0.2)
+    await session.start()
+    try:
+        result = await session.set_threshold(8)
+        assert result["state"] == "applied", result
+        assert result["ranks"] == [True]
+        assert "read back" in result["detail"]
+        got = await session.control.get()
+        assert got["thresholds"] == [8] and got["supported"] is True
+        await until(lambda: session.snapshot()["spec"]["threshold"] == 8, what="poll to see 8")
+        await until(lambda: "threshold changed 5 -> 8" in sim.log_text(), what="the rank log line")
+        assert session.snapshot()["threshold_change"]["state"] == "applied"
+        # bad values: refused locally, with the reason, and nothing sent
+        for bad, words in [(-3, ">= 0"), ("eight", "integer"), (100000, "absurd")]:
+            refused = await session.set_threshold(bad)
+            assert refused["state"] == "refused" and words in refused["detail"]
+        assert (await session.control.get())["thresholds"] == [8]
+        forced = await session.set_force("target_only")
+        assert forced["state"] == "applied", forced
+        back = await session.set_force("auto")
+        assert back["state"] == "applied"
+    finally:
+        await session.close()
+
+
+async def test_server_refusal_quotes_the_log(sim):
+    """A value the server itself refuses (sent around the local check) carries its reason."""
+    session = Session.attach(sim.url, log_path=sim.log_path, poll_interval_s=0.2)
+    await session.start()
+    try:
+        await until(lambda: session.store.total > 0, what="log records")
+        result = await session.control._set("speculative_disable_batch_threshold", -1, -1)
+    finally:
+        await session.close()
+    assert result["state"] == "refused", result
+    assert "refused speculative_disable_batch_threshold=-1" in result["detail"]
+
+
+async def test_unreachable_then_recovers_on_same_port(tmp_path):
+    first = start_sim(tmp_path, tp=1, threshold=5, lifetime=120).wait_ready()
+    port = first.port
+    session = Session.attach(first.url, poll_interval_s=0.2)
+    await session.start()
+    try:
+        await until(lambda: session.snapshot()["server"]["reachable"], what="reachable")
+        first.stop()
+        await until(lambda: not session.snapshot()["server"]["reachable"], what="unreachable")
+        err = session.snapshot()["server"]["error"]
+        assert "/server_info" in err and ("refused" in err or "timed out" in err or "disconnected" in err.lower())
+        assert session.snapshot()["verify"]["layers"][0]["status"] == "pending"
+        second = start_sim(tmp_path, tp=1, threshold=5, lifetime=120, port=port)
+        try:
+            await until(lambda: session.snapshot()["server"]["reachable"], what="recovered")
+            assert session.snapshot()["server"]["error"] is None
+        finally:
+            second.stop()
+    finally:
+        await session.close()
