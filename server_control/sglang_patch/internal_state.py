@@ -40,10 +40,6 @@ def _why_absent(scheduler) -> str:
             "(only EAGLE/EAGLE3 have the steps=0 target-only path)")
 
 
-def {value} -> str:
-    return value if isinstance(value, str) else repr(value) if value is None else str(value)
-
-
 def _leaf_known(key: str) -> bool:
     try:
         from sglang.srt.runtime_context import get_context
