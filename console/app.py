@@ -24,7 +24,7 @@ from console.screens.prompt import PromptScreen
 from console.widgets.fmt import section
 from console.widgets.gpu_table import GpuTable
 from console.widgets.live_panel import LivePanel
-from console.widgets.log_format import LineFilter, compile_pattern
+from console.widgets.log_actions import LogActions
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.status_bar import StatusBar
@@ -36,7 +36,7 @@ CSS_FILE = Path(__file__).with_name("specconsole.tcss")
 OUR_ACTIONS = {a.action for a in ACTIONS}
 
 
-class SpecConsoleApp(App):
+class SpecConsoleApp(LogActions, App):
     TITLE = "specconsole"
     CSS_PATH = str(CSS_FILE)
     BINDINGS = textual_bindings()
@@ -45,13 +45,14 @@ class SpecConsoleApp(App):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
     def __init__(self, session, *, what: str = "server", quit_stops: bool = False,
-                 offer_launch: bool = False, start_session: bool = True) -> None:
+                 launch: str = "never", start_session: bool = True) -> None:
         super().__init__()
         self.session = session
         self.what = what                # "server" or "simulator" (wording of questions)
         self.quit_stops = quit_stops    # default answer of the quit question
-        self.offer_launch = offer_launch
+        self.launch_mode = launch       # no live run at start: "never", "offer" (ask), "auto"
         self.start_session = start_session
+        self.farewell = ""              # printed by the command after the screen closes
         self.snap: dict = {}
         self._desired: int | None = None
         self._control_lock = asyncio.Lock()
@@ -91,9 +92,12 @@ class SpecConsoleApp(App):
         self.refresh_snapshot()
         self.log_view.notify_new()
         state = section(self.snap, "run").get("state")
-        if self.offer_launch and state in (None, "stopped", "crashed", "fatal"):
-            self.push_screen(confirm(f"No {self.what} is running for this profile. Launch it now?",
-                                     default_yes=True), self._launch_answer)
+        if state in (None, "stopped", "crashed", "fatal") and not self.snap.get("attached"):
+            if self.launch_mode == "auto":
+                self.action_start_server()
+            elif self.launch_mode == "offer":
+                self.push_screen(confirm(f"No {self.what} is running for this profile. Launch it now?",
+                                         default_yes=True), self._launch_answer)
 
     def _launch_answer(self, yes: bool | None) -> None:
         if yes:
@@ -129,14 +133,18 @@ class SpecConsoleApp(App):
         return True
 
     async def _call(self, what: str, coro):
-        """Await a session call; any failure becomes a toast, never a crash."""
+        """Await a session call; any failure (raised or ``{"ok": false}``) becomes a toast."""
         try:
-            return await coro
+            result = await coro
         except Exception as exc:  # noqa: BLE001
             self.notify(f"{what} failed: {exc}", severity="error", timeout=8)
             return None
         finally:
             self.refresh_snapshot()
+        if isinstance(result, dict) and result.get("ok") is False:
+            why = result.get("error") or result.get("message") or "no reason given"
+            self.notify(f"{what} failed: {why}", severity="error", timeout=10)
+        return result
 
     # ---- threshold and force ---------------------------------------------------------
     def _current_threshold(self) -> int | None:
@@ -230,70 +238,6 @@ class SpecConsoleApp(App):
                 self.notify(f"verification: {result.get('summary', '?')}")
         self.run_worker(run(), group="verify")
 
-    # ---- log view --------------------------------------------------------------------
-    def action_log_follow(self) -> None:
-        self.log_view.toggle_follow()
-
-    def action_log_end(self) -> None:
-        self.log_view.jump_end()
-
-    def action_log_home(self) -> None:
-        self.log_view.jump_home()
-
-    def action_log_filter(self) -> None:
-        view = self.log_view
-        current = ("!" if view.filter.invert else "") + view.filter.text if view.filter.pattern else ""
-        self.push_screen(PromptScreen("Filter: regex (leading ! inverts, empty clears)",
-                                      lambda s: (LineFilter.parse(s), s)[1], current),
-                         lambda s: s is not None and view.set_filter_text(s))
-
-    def action_log_search(self) -> None:
-        def checked(s: str) -> str:
-            if s:
-                compile_pattern(s)
-            return s
-
-        def done(s: str | None) -> None:
-            if s is not None and not self.log_view.set_search(s) and s:
-                self.notify(f"no line matches /{s}/", severity="warning")
-        self.push_screen(PromptScreen("Search: regex (n next, N previous, esc clears)", checked,
-                                      self.log_view.search_text), done)
-
-    def action_log_next(self) -> None:
-        self.log_view.search_step(forward=True)
-
-    def action_log_prev(self) -> None:
-        self.log_view.search_step(forward=False)
-
-    def action_log_clear(self) -> None:
-        self.log_view.clear_all()
-
-    def action_log_errors(self) -> None:
-        self.log_view.toggle_errors_only()
-
-    def action_log_hide_stats(self) -> None:
-        self.log_view.toggle_hide_stats()
-
-    def action_log_rank(self) -> None:
-        self.log_view.cycle_rank()
-
-    def action_log_wrap(self) -> None:
-        self.log_view.toggle_wrap()
-
-    def action_log_save(self) -> None:
-        default = f"specconsole-{self.snap.get('profile') or 'log'}-shown.log"
-
-        def save(path: str) -> str:
-            if not path.strip():
-                raise ValueError("a file name is needed")
-            try:
-                count = self.log_view.save(path.strip())
-            except OSError as exc:
-                raise ValueError(f"cannot write {path!r}: {exc.strerror or exc}") from None
-            self.notify(f"saved {count} records to {path.strip()}")
-            return path
-        self.push_screen(PromptScreen("Save the lines shown to file", save, default))
-
     # ---- console ---------------------------------------------------------------------
     def action_toggle_panels(self) -> None:
         self.screen.toggle_class("-show-panels")
@@ -309,5 +253,11 @@ class SpecConsoleApp(App):
                          lambda c: c and self.run_worker(self._quit(c == "stop"), group="quit"))
 
     async def _quit(self, stop: bool) -> None:
+        run = section(self.snap, "run")
         await self._call("close", self.session.close(stop_server=stop))
+        if stop:
+            self.farewell = f"specconsole: {self.what} stopped."
+        elif run.get("pid") and run.get("state") not in ("stopped", "fatal", None):
+            self.farewell = (f"specconsole: {self.what} left running: pid {run.get('pid')}, port "
+                             f"{run.get('port')}, log {run.get('log_path')}")
         self.exit(return_code=0)

@@ -1,0 +1,170 @@
+"""The console commands: `ui` (the default), `demo`, `attach`.
+
+    specconsole [--profile F] [--no-mouse]        adopt the profile's running server, or
+                                                  offer to launch it (default: $SPECCONSOLE_PROFILE,
+                                                  else the shipped demo profile)
+    specconsole demo [--port N] [--time-scale X]  the simulator (assets/profiles/demo.toml)
+                                                  launched through the supervisor, wave traffic
+                                                  that crosses the threshold
+    specconsole attach URL [--log FILE] [--api-key-env NAME]
+                                                  a server someone else started: observe and
+                                                  steer, never launch or stop
+
+Demo choices: its runs live in `<state dir>/demo` (so they never collide with a real
+profile's run record, lock or logs); if the profile's port is busy it takes a free one;
+an already running demo simulator is adopted on its own port; quitting asks whether to
+leave the simulator running with "stop it" as the default (for `ui`, the default is to
+leave the server running).
+
+Exit codes: 0 normal quit; 2 bad profile, arguments or missing API-key variable.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import socket
+import sys
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-mouse", action="store_true",
+                   help="do not capture the mouse (less traffic over SSH; every action has a key)")
+
+
+def register(subparsers) -> None:
+    ui = subparsers.add_parser("ui", help="the console on a profile (default command)",
+                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ui.add_argument("--profile", metavar="F",
+                    help="profile file or shipped name (default $SPECCONSOLE_PROFILE, else demo)")
+    ui.add_argument("--state-dir", metavar="DIR", help="state dir (default $SPECCONSOLE_STATE_DIR or the user's)")
+    _add_common(ui)
+    ui.set_defaults(func=run_ui)
+
+    demo = subparsers.add_parser("demo", help="the console on the simulator with traffic that crosses the threshold",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--port", type=int, metavar="N", help="port (default: the profile's, or a free one if busy)")
+    demo.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+                      help="simulated seconds per wall-clock second (default 1; try 5 for a quick tour)")
+    demo.add_argument("--state-dir", metavar="DIR", help="demo state dir (default <state dir>/demo)")
+    _add_common(demo)
+    demo.set_defaults(func=run_demo)
+
+    attach = subparsers.add_parser("attach", help="the console on a server someone else started",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    attach.add_argument("url", help="the server, e.g. http://127.0.0.1:30000")
+    attach.add_argument("--log", metavar="FILE", help="the server's log file, to follow")
+    attach.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the API key")
+    attach.add_argument("--admin-api-key-env", metavar="NAME",
+                        help="environment variable holding the admin API key")
+    _add_common(attach)
+    attach.set_defaults(func=run_attach)
+
+
+def _fail(message: str) -> int:
+    print(f"specconsole: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _run_app(session, args, **kwargs) -> int:
+    from console.app import SpecConsoleApp  # noqa: PLC0415 - textual only when a screen is wanted
+
+    app = SpecConsoleApp(session, **kwargs)
+    app.run(mouse=not args.no_mouse)
+    if app.farewell:
+        print(app.farewell)
+    return app.return_code or EXIT_OK
+
+
+def run_ui(args) -> int:
+    from server_control.profile import ProfileError, find_profile, load_profile
+    from server_control.session import Session
+
+    try:
+        profile = load_profile(find_profile(args.profile))
+        session = Session.for_profile(profile, state_dir=args.state_dir)
+    except (ProfileError, OSError) as exc:
+        return _fail(str(exc))
+    return _run_app(session, args, what="server", quit_stops=False, launch="offer")
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def demo_profile(state_dir, port: int | None = None, time_scale: float = 1.0):
+    """The shipped demo profile, on a usable port: the live demo run's, the one asked for,
+    the profile's own if free, else a free one."""
+    from server_control import runs
+    from server_control.assets import profile_path
+    from server_control.profile import ProfileError, load_profile
+
+    profile = load_profile(profile_path("demo"))
+    sim = dict(profile.sim)
+    if time_scale != 1.0:
+        sim["time_scale"] = time_scale
+    rec = None
+    try:
+        rec = runs.load_record(profile.name, state_dir)
+    except runs.RunRecordError:
+        rec = None
+    if rec is not None and rec.is_live():
+        chosen = rec.port
+    elif port is not None:
+        chosen = port
+    else:
+        chosen = profile.port
+        try:
+            profile.check_port()
+        except ProfileError:
+            chosen = _free_port(profile.connect_host)
+    return dataclasses.replace(profile, server={**profile.server, "port": chosen}, sim=sim)
+
+
+def demo_state_dir(arg: str | None = None):
+    from server_control.runs import resolve_state_dir
+
+    if arg:
+        return resolve_state_dir(arg)
+    return resolve_state_dir(None) / "demo"
+
+
+def run_demo(args) -> int:
+    from server_control.profile import ProfileError
+    from server_control.session import Session
+
+    if args.time_scale <= 0:
+        return _fail(f"--time-scale must be > 0, got {args.time_scale}")
+    if args.port is not None and not 1 <= args.port <= 65535:
+        return _fail(f"--port must be 1..65535, got {args.port}")
+    try:
+        state_dir = demo_state_dir(args.state_dir)
+        profile = demo_profile(state_dir, args.port, args.time_scale)
+        session = Session.for_profile(profile, state_dir=state_dir)
+    except (ProfileError, OSError) as exc:
+        return _fail(str(exc))
+    return _run_app(session, args, what="simulator", quit_stops=True, launch="auto")
+
+
+def run_attach(args) -> int:
+    from server_control.session import Session
+
+    if not args.url.startswith(("http://", "https://")):
+        return _fail(f"URL must start with http:// or https://, got {args.url!r}")
+    keys = {}
+    for name, attr in (("api_key", "api_key_env"), ("admin_api_key", "admin_api_key_env")):
+        var = getattr(args, attr)
+        if var:
+            value = os.environ.get(var)
+            if not value:
+                return _fail(f"--{attr.replace('_', '-')}: environment variable {var} is not set or empty")
+            keys[name] = value
+    if args.log and not os.path.exists(args.log):
+        print(f"specconsole: note: {args.log} does not exist yet; it will be followed when it appears",
+              file=sys.stderr)
+    session = Session.attach(args.url, log_path=args.log, **keys)
+    return _run_app(session, args, what="server", quit_stops=False, launch="never")
