@@ -120,6 +120,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sim-scheduler", daemon=True)
         self._ready_at = 0.0
+        self._vnow = 0.0
         self.ready = False
         self._interval = {"t": 0.0, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
@@ -219,16 +220,18 @@ class Scheduler:
             if batch and step_no and step_no % self.args.decode_log_interval == 0:
                 lines.append(self._decode_line())
             now = self.clock.now()
+            # back to back with the previous step; resync (drop the lag) if over 0.5 s behind
+            back_to_back = last_end is not None and now <= last_end + 0.5 * self.clock.scale
+            start = last_end if back_to_back else now
+            if not back_to_back and self._interval["tokens"] == 0:
+                self._interval["t"] = start  # a fresh interval starts with this step
             mode = self.ranks.step(step_no, batch, lines)
             if self.switch is not None and batch:
-                self.switch.decide(batch, now)
+                self.switch.decide(batch, start)
                 if self.switch.mode != mode:
                     raise RuntimeError(f"main and TP ranks disagree: {self.switch.mode} vs {mode}")
             step_mode = mode if self.spec else model.PLAIN
             dt = (model.step_ms(step_mode, batch) + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
-            # back to back with the previous step; resync (drop the lag) if over 0.5 s behind
-            back_to_back = last_end is not None and now <= last_end + 0.5 * self.clock.scale
-            start = last_end if back_to_back else now
             end = start + dt
             delay = self.clock.wall_delay(end)
             if delay > 0 and self._stop.wait(delay):
@@ -238,6 +241,7 @@ class Scheduler:
                 self.timing.add(dt / self.clock.scale, wall - last_wall)
             self.timing.lag_s = max(0.0, self.clock.now() - end) / self.clock.scale
             last_end, last_wall = end, wall
+            self._vnow = end
             touched = self._produce(new, decoding, step_mode)
             step_no += 1
             self.stats.steps = step_no
@@ -294,7 +298,8 @@ class Scheduler:
         s.tokens_in_use = 0
         s.token_usage = 0.0
         s.gen_throughput = 0.0
-        self._interval = {"t": self.clock.now(), "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
+        self._vnow = self.clock.now()
+        self._interval = {"t": self._vnow, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
     def _produce(self, new: list[Request], decoding: list[Request], step_mode: str) -> list:
         touched = []
@@ -347,7 +352,7 @@ class Scheduler:
 
     def _close_interval(self) -> None:
         iv = self._interval
-        now = self.clock.now()
+        now = self._vnow  # simulated step clock: deterministic under machine load
         elapsed = now - iv["t"]
         s = self.stats
         if elapsed > 0:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_LIFETIME_S = 600
@@ -31,14 +32,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group. Orphans re-parented to an init
+    that does not reap leave zombies behind: those count as gone."""
+    pids = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                pids.append(proc.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return pids
+
+
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return bool(group_pids(pgid))
 
 
 @dataclass
@@ -85,6 +93,9 @@ class SimHandle:
 
     def group_alive(self) -> bool:
         return _group_alive(self.pgid)
+
+    def group_pids(self) -> list[int]:
+        return group_pids(self.pgid)
 
     def stop(self, grace: float = 10.0) -> int | None:
         """SIGTERM the process group, SIGKILL what is left after ``grace`` seconds."""
