@@ -26,24 +26,25 @@ _CHAIN_LINES = (
 MAX_TRACEBACK_LINES = 5000
 MAX_EXCEPTION_TAIL = 20  # lines after "ValueError: ..." that still belong to it
 
-_RARE = re.compile(
-    r"Dynamic speculation|fired up and ready|\b(?:ERROR|CRITICAL|FATAL)\b|(?:Error|Exception)\b"
-    r"|exception|sigquit|Segmentation fault|out of memory|\bKilled\b"
-    r"|\bWARN(?:ING)?\b|Warning\b|warning")
 _LEVEL = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
 _ERRORISH = re.compile(
     r"(?:Error|Exception)\b|exception|sigquit|Segmentation fault|out of memory|\bKilled\b")
+_WARNINGISH = re.compile(r"\bWARN(?:ING)?\b|Warning\b|warning")
 # A line that starts a new log record (so it cannot continue a traceback).
 _RECORD_START = re.compile(
     r"\[|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d \d\d:|"
     r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\(\w+ pid=\d+\)")
 
 
+def _suspicious(s: str) -> bool:
+    """Cheap substring tests (no regex) for a line that may be an error or a warning."""
+    return ("rror" in s or "RROR" in s or "xception" in s or "WARN" in s or "arning" in s
+            or "CRITICAL" in s or "FATAL" in s or "sigquit" in s or "Segmentation fault" in s
+            or "out of memory" in s or "Killed" in s)
+
+
 def classify_rare(line: str) -> str:
     """Kind of a line that is not a decode, prefill or HTTP line."""
-    m = _RARE.search(line)
-    if m is None:
-        return OTHER
     if "Dynamic speculation" in line:
         if INIT_PREFIX in line:
             return SPEC_INIT
@@ -56,12 +57,16 @@ def classify_rare(line: str) -> str:
         return OTHER
     if "fired up and ready" in line:
         return READY
+    if not _suspicious(line):
+        return OTHER
     level = _LEVEL.search(line, 0, 120)
     if level is not None:
         return WARNING if level.group(1).startswith("WARN") else ERROR
     if _ERRORISH.search(line):
         return ERROR
-    return WARNING
+    if _WARNINGISH.search(line):
+        return WARNING
+    return OTHER
 
 
 def classify(line: str) -> str:
@@ -87,6 +92,24 @@ def classify_many(lines: list[str]) -> list[str]:
         else rare(s)
         for s in lines
     ]
+
+
+def _head_indices(text: str) -> list[int]:
+    """Indices of the lines of ``text`` holding a traceback head, last first (a stack)."""
+    out: list[int] = []
+    index = 0
+    pos = 0
+    find, count = text.find, text.count
+    while True:
+        at = find(TRACEBACK_HEAD, pos)
+        if at < 0:
+            break
+        index += count("\n", pos, at)
+        if not out or out[-1] != index:
+            out.append(index)
+        pos = at + len(TRACEBACK_HEAD)
+    out.reverse()
+    return out
 
 
 class _Traceback:
@@ -131,22 +154,23 @@ class Parser:
         n = len(lines)
         start = self.next_line
         self.next_line = start + n
+        if text is None:
+            text = "\n".join(lines)
         if self._tb is None:
-            if text is None:
-                text = "\n".join(lines)
             if TRACEBACK_HEAD not in text:  # the hot path
                 return list(range(start, start + n)), classify_many(lines), lines
         nums: list[int] = []
         kinds: list[str] = []
         raws: list[str] = []
+        heads = _head_indices(text)
         i = 0
         while i < n:
             if self._tb is not None:
-                i = self._continue(lines, i, start, nums, kinds, raws)
+                i = self._continue(lines, i, nums, kinds, raws)
                 continue
-            j = i
-            while j < n and TRACEBACK_HEAD not in lines[j]:
-                j += 1
+            while heads and heads[-1] < i:
+                heads.pop()
+            j = heads.pop() if heads else n
             if j > i:
                 nums.extend(range(start + i, start + j))
                 kinds.extend(classify_many(lines[i:j]))
@@ -157,7 +181,7 @@ class Parser:
             i = j
         return nums, kinds, raws
 
-    def _continue(self, lines, i, start, nums, kinds, raws) -> int:
+    def _continue(self, lines, i, nums, kinds, raws) -> int:
         """Take lines[i:] into the open traceback; return the index of the first line
         that does not belong (the traceback is then closed) or len(lines)."""
         tb = self._tb
