@@ -1,0 +1,217 @@
+"""Keys, prompts, confirmations, help, palette and layout, over a fixed fake snapshot
+(the documented Session API); the same keys against the real server are in
+test_integration.py."""
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from textual.widgets import Input, Label
+
+from console.bindings import ACTIONS, PALETTE_EXCLUDE, key_text
+from console.screens.confirm import ChoiceScreen
+from console.screens.help import HelpScreen, help_table
+from console.screens.palette import ConsoleCommands
+from console.screens.prompt import PromptScreen
+from tests.console.screen_text import screen_text
+
+
+async def test_threshold_keys_step_and_read_back(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("plus")
+        await pilot.pause()
+        assert fake.calls[-1] == ("set_threshold", 6)
+        assert "N=6 applied" in screen_text(app)
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        await pilot.press("minus", "left_square_bracket", "minus")
+        await pilot.pause()
+        assert [c[1] for c in fake.calls] == [6, 7, 6, 5, 4]
+        assert "N=4 applied" in screen_text(app)
+
+
+async def test_exact_threshold_prompt_validates(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("equals_sign")
+        assert isinstance(app.screen, PromptScreen)
+        for bad, reason in (("abc", "must be an integer"), ("-3", "must be an integer"),
+                            ("99999", "absurd")):
+            app.screen.query_one(Input).value = bad
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, PromptScreen)
+            assert reason in str(app.screen.query_one("#error", Label).render())
+        assert fake.calls == []
+        app.screen.query_one(Input).value = "12"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert fake.calls == [("set_threshold", 12)]
+        assert "N=12 applied" in screen_text(app)
+
+
+async def test_refused_change_is_shown(fake, make_app):
+    async def refuse(n):
+        fake.snap["threshold_change"] = {"requested": n, "state": "refused",
+                                         "detail": "server said no", "ranks": [False]}
+        return dict(fake.snap["threshold_change"])
+    fake.set_threshold = refuse
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("plus")
+        await pilot.pause(0.1)
+        assert "refused: server said no" in screen_text(app)
+
+
+async def test_pending_shows_until_read_back(fake, make_app):
+    fake.snap["threshold_change"] = {"requested": 8, "state": "pending", "detail": "", "ranks": None}
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        assert "N=5 \u2192 8 pending" in screen_text(app)
+        await pilot.press("plus")  # steps from the pending value, not the old one
+        await pilot.pause()
+        assert fake.calls == [("set_threshold", 9)]
+
+
+async def test_force_cycles(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("F")
+        await pilot.pause()
+        await pilot.press("F")
+        await pilot.pause()
+        await pilot.press("F")
+        await pilot.pause()
+        assert [c for c in fake.calls] == [("set_force", "speculative"), ("set_force", "target_only"),
+                                           ("set_force", "auto")]
+
+
+async def test_stop_and_restart_confirm_and_modal_blocks_keys(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("x")
+        assert isinstance(app.screen, ChoiceScreen)
+        await pilot.press("s", "plus")  # app keys do nothing under a modal
+        await pilot.press("n")
+        await pilot.pause()
+        assert fake.calls == []
+        await pilot.press("x")
+        await pilot.press("y")
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.press("enter")  # default answer is No
+        await pilot.pause()
+        await pilot.press("r", "y", "s", "v")
+        await pilot.pause()
+        assert fake.calls == [("stop",), ("restart",), ("launch",), ("verify",)]
+
+
+async def test_quit_defaults_to_leaving_the_server_running(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("q")
+        assert isinstance(app.screen, ChoiceScreen)
+        await pilot.press("c")  # cancel stays
+        await pilot.pause()
+        assert not isinstance(app.screen, ChoiceScreen) and fake.closed_with is None
+        await pilot.press("q", "enter")
+        await pilot.pause()
+    assert fake.closed_with is False
+    assert "left running: pid 4242" in app.farewell
+
+
+async def test_demo_quit_defaults_to_stopping(fake, make_app):
+    app = make_app(what="simulator", quit_stops=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("q", "enter")
+        await pilot.pause()
+    assert fake.closed_with is True and "stopped" in app.farewell
+
+
+async def test_attached_refuses_start_stop(fake, make_app):
+    fake.snap["attached"] = True
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("s", "x", "r")
+        await pilot.pause()
+        assert fake.calls == []
+        assert not isinstance(app.screen, ChoiceScreen)
+
+
+async def test_help_lists_every_key(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 60)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.pause()
+        assert ACTIONS[0].help in screen_text(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(help_table())
+    text = console.export_text()
+    for a in ACTIONS:
+        assert a.help in text and key_text(a) in text, a.action
+
+
+async def test_palette_offers_every_action(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        provider = ConsoleCommands(app.screen)
+        titles = [hit.text async for hit in provider.discover()]
+        wanted = [a for a in ACTIONS if a.action not in PALETTE_EXCLUDE]
+        assert len(titles) == len(wanted)
+        for a in wanted:
+            assert any(a.help in str(t) for t in titles), a.action
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "CommandPalette"
+
+
+async def test_small_terminal_collapses_secondary_panels(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert not app.query_one("#timeline").display or app.query_one("#timeline").region.height == 0
+        text = screen_text(app)
+        assert "TARGET-ONLY" in text and "verify" in text and "FOLLOW" in text
+        await pilot.press("p")
+        await pilot.pause()
+        assert app.query_one("#verify").region.height > 0
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        for wid in ("#timeline", "#verify", "#gpus", "#live"):
+            assert app.query_one(wid).region.height > 0, wid
+
+
+async def test_nvml_unavailable_shows_na_row(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        assert "N/A" in screen_text(app) and "NVML Shared Library Not Found" in screen_text(app)
+
+
+async def test_verification_evidence_on_focus(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        assert "evidence:" not in screen_text(app)
+        app.query_one("#verify").focus()
+        await pilot.press("down")
+        await pilot.pause()
+        assert "evidence: [TP0] Dynamic speculation disable enabled" in screen_text(app)
+
+
+async def test_garbage_snapshot_does_not_crash(fake, make_app):
+    fake.snap = {"run": "nonsense", "spec": {"threshold": "x", "mode": 3}, "series": {"batch": [["a"]]},
+                 "switches": [None, 5, {"mode": None}], "gpus": {"available": True, "devices": [7]},
+                 "verify": {"layers": "no"}, "per_mode": []}
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        await pilot.press("plus")
+        await pilot.pause()
+        assert "MODE ?" in screen_text(app)
