@@ -215,13 +215,6 @@ class Record:
     def __repr__(self) -> str:
         return f"Record(seq={self.seq}, line={self.line}, kind={self.kind!r}, raw={self.raw[:60]!r})"
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Record):
-            return NotImplemented
-        return (self.line, self.kind, self.raw) == (other.line, other.kind, other.raw)
-
-    __hash__ = None  # mutable cache; compare by value only
-
 
 def _field_property(name: str) -> property:
     return property(lambda self: self.fields.get(name), doc=f"`{name}` or None")
