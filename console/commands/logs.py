@@ -10,6 +10,7 @@ Exit codes: 0 done (also when nothing matched), 1 the file cannot be read,
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -44,7 +45,7 @@ def latest_run_log(base: Path | None = None) -> Path | None:
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "logs", help="print or follow a server log, filtered; --parse --json for records",
-        description=__doc__.split("\n\n")[1], formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Exit codes: 0 done, 1 file cannot be read, 2 bad arguments, 130 interrupted.")
     p.add_argument("file", nargs="?", metavar="FILE",
                    help="log file (default: the newest run log in the state directory)")
