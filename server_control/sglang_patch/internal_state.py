@@ -40,6 +40,27 @@ def _why_absent(scheduler) -> str:
             "(only EAGLE/EAGLE3 have the steps=0 target-only path)")
 
 
+def force_value(value) -> str:
+    """The force mode from a request. SGLang's HTTP layer types /set_internal_state values
+    as numbers (a JSON string is answered 422 before it reaches a scheduler), so over HTTP
+    the mode is its index in FORCE_CHOICES: 0 = auto, 1 = speculative, 2 = target_only.
+    Names are accepted too (Engine API, in-process callers)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if float(value).is_integer() and 0 <= int(value) < len(decision.FORCE_CHOICES):
+            return decision.FORCE_CHOICES[int(value)]
+        raise ValueError(
+            f"{decision.FORCE_KEY} must be one of "
+            + ", ".join(f"{i} ({name})" for i, name in enumerate(decision.FORCE_CHOICES))
+            + f", got {value}")
+    return decision.validate_force(value)
+
+
+def _check(key: str, value):
+    if key == decision.FORCE_KEY:
+        return force_value(value)
+    return VALIDATORS[key](value)
+
+
 def _leaf_known(key: str) -> bool:
     try:
         from sglang.srt.runtime_context import get_context
@@ -65,7 +86,7 @@ def patch(module) -> None:
             raise rejected(f"Dynamic speculation: refused {key}={value}: "
                            f"dynamic speculation disable is not active on this rank ({reason})")
         try:
-            VALIDATORS[key](value)
+            _check(key, value)
         except ValueError as exc:
             raise rejected(f"Dynamic speculation: refused {key}={value}: {exc}") from None
 
@@ -75,7 +96,7 @@ def patch(module) -> None:
             message = switch.set_threshold(value)
             new = switch.threshold
         elif key == decision.FORCE_KEY:
-            message = switch.set_force(value)
+            message = switch.set_force(force_value(value))
             new = switch.force
         elif key == decision.HYSTERESIS_KEY:
             old, switch.hysteresis = switch.hysteresis, decision.validate_hysteresis(value)
