@@ -256,6 +256,17 @@ class Session:
         self._pipeline = LogPipeline(path, self.store, on_records=self._on_records)
         self._tasks.append(asyncio.create_task(self._pipeline.run(), name="log-follow"))
 
+    def log_caught_up(self, size_at: int | None = None) -> bool:
+        """True when the follower has read the log up to ``size_at`` (default: its size now),
+        or there is no log to read."""
+        if self._pipeline is None or self._log_path is None:
+            return True
+        try:
+            size = self._log_path.stat().st_size if size_at is None else size_at
+        except OSError:
+            return True
+        return self._pipeline.follower.is_open and self._pipeline.follower.position >= size
+
     def _on_records(self, last_seq: int) -> None:
         now = time.time()
         for rec in self.store.since(self._seen_seq):

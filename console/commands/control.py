@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import time
 
 from console.commands.status import (EXIT_FAILED, EXIT_OK, UsageError, add_target_arguments, open_session,
@@ -52,8 +53,9 @@ async def _threshold(args) -> int:
         await settle(session, timeout_s=2.0)  # the log is read, so a refusal can quote it
         if args.force is not None:
             result = await session.set_force(args.force)
-        else:
-            result = await session.set_threshold(args.value)
+        else:  # "-1" -> -1, so the refusal names the range, not the type
+            value = int(args.value) if re.fullmatch(r"\s*[+-]?\d+\s*", args.value) else args.value
+            result = await session.set_threshold(value)
         _print_change(args, result)
         return EXIT_OK if result["state"] == "applied" else EXIT_FAILED
     finally:

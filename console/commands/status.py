@@ -59,17 +59,15 @@ def open_session(args, poll_interval_s: float = 0.25):
 
 
 async def settle(session, timeout_s: float = 5.0) -> None:
-    """Wait for one poll and for the log to stop growing (read to its current end)."""
+    """Wait for one poll and for the log to be read up to where it was when we began."""
     deadline = time.monotonic() + timeout_s
-    while session.poller.polls < 1 and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    last = -1
+    path = session.snapshot()["logs"]["path"]
+    size = os.path.getsize(path) if path and os.path.exists(path) else None
     while time.monotonic() < deadline:
-        total = session.store.total
-        if total == last:
+        if session.poller.polls >= 1 and session.log_caught_up(size):
             break
-        last = total
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.05)  # the records of the last chunk reach the listeners
 
 
 def run_async(coro_fn, args) -> int:

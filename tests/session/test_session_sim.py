@@ -51,7 +51,7 @@ async def test_all_layers_pass_and_snapshot_shape(sim):
                               "tp_size": 2, "dp_size": 1, "version": "0.5.23"}
     spec = snap["spec"]
     assert spec["threshold"] == 5 and spec["low_mark"] == 4 and spec["force"] == "auto"
-    assert spec["supports_runtime_threshold"] is True and spec["switch_count"] >= 2
+    assert spec["supports_runtime_threshold"] is True and spec["switch_count"] >= 1
     assert spec["mode"] in ("speculative", "target_only")
     modes = [s["mode"] for s in snap["switches"]]
     assert "target_only" in modes and "speculative" in modes

@@ -1,0 +1,105 @@
+"""`specconsole status`, `threshold` and `verify` as real subprocesses, with exit codes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.control.conftest import start_stand
+from tests.support.sim import REPO_ROOT, free_port, start_sim
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT)
+
+
+@pytest.fixture(scope="module")
+def wave_sim(tmp_path_factory):
+    handle = start_sim(tmp_path_factory.mktemp("cmd"), "--decode-log-interval", "10", tp=2, threshold=5,
+                       traffic="wave:12:20", lifetime=180)
+    yield handle.wait_ready()
+    handle.stop()
+
+
+def test_status_json(wave_sim):
+    r = cli("status", "--url", wave_sim.url, "--log", str(wave_sim.log_path), "--json")
+    assert r.returncode == 0, r.stderr
+    snap = json.loads(r.stdout)
+    assert snap["server"]["reachable"] is True and snap["spec"]["threshold"] in (5, 7)
+    assert snap["gpus"]["available"] is False and snap["logs"]["total"] > 0
+
+
+def test_verify_passes_under_traffic(wave_sim):
+    r = cli("verify", "--url", wave_sim.url, "--log", str(wave_sim.log_path), "--wait", "60", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["summary"] == "pass" and [x["status"] for x in result["layers"]] == ["pass"] * 3
+
+
+def test_threshold_set_read_and_refuse(wave_sim):
+    r = cli("threshold", "7", "--url", wave_sim.url, "--log", str(wave_sim.log_path), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["state"] == "applied"
+    r = cli("threshold", "--url", wave_sim.url, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["thresholds"] == [7]
+    r = cli("threshold", "--url", wave_sim.url, "--", "-1")
+    assert r.returncode == 1 and "refused" in r.stdout and ">= 0" in r.stdout
+    r = cli("threshold", "lots", "--url", wave_sim.url)
+    assert r.returncode == 1 and "must be an integer" in r.stdout
+    r = cli("threshold", "5", "--url", wave_sim.url)
+    assert r.returncode == 0 and r.stdout.startswith("applied")
+
+
+def test_unreachable_status_1_verify_3():
+    url = f"http://127.0.0.1:{free_port()}"
+    r = cli("status", "--url", url, "--json")
+    assert r.returncode == 1
+    assert "/server_info" in json.loads(r.stdout)["server"]["error"]
+    r = cli("verify", "--url", url)
+    assert r.returncode == 3 and "pending" in r.stdout
+
+
+def test_verify_fails_when_threshold_is_zero(tmp_path):
+    with start_sim(tmp_path, tp=1, threshold=0, lifetime=60) as sim:
+        sim.wait_ready()
+        r = cli("verify", "--url", sim.url, "--log", str(sim.log_path), "--json")
+    assert r.returncode == 1, r.stdout
+    cfg = json.loads(r.stdout)["layers"][0]
+    assert cfg["status"] == "fail" and "threshold 0" in cfg["cause"]
+
+
+def test_threshold_against_stock_sglang(tmp_path):
+    stand = start_stand(tmp_path, "stock")
+    try:
+        r = cli("threshold", "6", "--url", stand.url, "--log", str(stand.log_path))
+    finally:
+        stand.stop()
+    assert r.returncode == 1
+    assert "this server does not support runtime threshold changes" in r.stdout
+
+
+def test_bad_arguments_exit_2():
+    r = cli("status", "--url", "127.0.0.1:30000")
+    assert r.returncode == 2 and "http://" in r.stderr
+    r = cli("verify", "--log", "x.log", "--profile", "demo")
+    assert r.returncode == 2 and "--log goes with --url" in r.stderr
+    r = cli("status", "--profile", "/nonexistent/p.toml")
+    assert r.returncode == 2 and "p.toml" in r.stderr
+
+
+def test_profile_status_after_launch(sim_profile):
+    r = cli("launch", "--profile", str(sim_profile), "--wait", "60")
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        r = cli("status", "--profile", str(sim_profile), "--json")
+        assert r.returncode == 0, r.stderr
+        snap = json.loads(r.stdout)
+        assert snap["run"]["state"] == "ready" and snap["run"]["pid"] and snap["attached"] is False
+        assert snap["logs"]["path"] == snap["run"]["log_path"]
+        r = cli("verify", "--profile", str(sim_profile), "--wait", "60")
+        assert r.returncode == 0, r.stdout
+    finally:
+        assert cli("stop", "--profile", str(sim_profile)).returncode == 0

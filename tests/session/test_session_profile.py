@@ -1,0 +1,40 @@
+"""Session over a profile: launch through the supervisor, all layers pass, stop leaves no
+process of the run."""
+from __future__ import annotations
+
+import psutil
+
+from server_control.profile import load_profile
+from server_control.session import Session
+from tests.session.test_session_sim import until
+
+
+async def test_profile_session_launch_verify_stop(sim_profile):
+    profile = load_profile(sim_profile)
+    session = Session.for_profile(profile, poll_interval_s=0.2)
+    await session.start()
+    try:
+        assert session.snapshot()["run"]["state"] == "stopped"
+        launched = await session.launch()
+        assert launched["ok"] is True, launched
+        await until(lambda: session.snapshot()["run"]["state"] == "ready", what="ready")
+        await until(lambda: session.verification()["summary"] == "pass", what="verification to pass")
+        snap = session.snapshot()
+        assert snap["profile"] == profile.name and snap["attached"] is False
+        assert snap["logs"]["path"] == snap["run"]["log_path"]
+        cfg = snap["verify"]["layers"][0]
+        assert cfg["status"] == "pass" and "speculative_disable_batch_threshold=5" in cfg["evidence"]
+        pids = snap["run"]["processes"]
+        assert snap["run"]["pid"] in pids
+        stopped = await session.stop()
+        assert stopped["ok"] is True, stopped
+        assert session.snapshot()["run"]["state"] == "stopped"
+        assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    finally:
+        await session.close()
+
+
+async def test_attached_session_refuses_launch():
+    session = Session.attach("http://127.0.0.1:9")
+    assert (await session.launch())["ok"] is False
+    assert "attached" in (await session.stop())["error"]
