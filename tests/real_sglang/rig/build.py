@@ -1,0 +1,147 @@
+"""Build (once, cached) what a CPU SGLang EAGLE-3 server needs (test rig only).
+
+Cache: ``$SPECCONSOLE_RIG_CACHE`` or ``~/.cache/specconsole-rig``; a subdirectory per hash
+of the rig's generator sources, so an edit rebuilds. Contents:
+  lib/libcuda.so.1          the stand-in driver library (fake_libcuda.c, system cc)
+  models/target, models/draft   tiny constant Llama + EAGLE-3 draft, local tokenizer
+  rig.json                  facts (constant token, paths)
+
+``python -m tests.real_sglang.rig.build`` builds and prints rig.json, plus the server
+environment with ``--env``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+RIG_DIR = Path(__file__).resolve().parent
+REPO_ROOT = RIG_DIR.parents[2]
+PRELOAD_MODULE = "tests.real_sglang.rig.preload"
+_SOURCES = ("fake_libcuda.c", "tiny_models.py", "build.py")
+
+
+@dataclass(frozen=True)
+class Rig:
+    root: Path
+    lib_dir: Path
+    target: Path
+    draft: Path
+    constant_token_id: int
+    constant_text: str
+
+
+def cache_root() -> Path:
+    base = os.environ.get("SPECCONSOLE_RIG_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "specconsole-rig")
+    return Path(base)
+
+
+def _stamp() -> str:
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        h.update((RIG_DIR / name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _compile_libcuda(lib_dir: Path) -> None:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise RuntimeError("the rig needs a C compiler (cc or gcc) to build the stand-in "
+                           "libcuda.so.1; install build-essential or set CC")
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    out = lib_dir / "libcuda.so.1"
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o", str(out),
+           str(RIG_DIR / "fake_libcuda.c")]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"building the stand-in libcuda.so.1 failed: {' '.join(cmd)}\n"
+                           f"{res.stderr}")
+
+
+def _load(root: Path) -> Rig:
+    facts = json.loads((root / "rig.json").read_text())
+    return Rig(root=root, lib_dir=root / "lib", target=root / "models" / "target",
+               draft=root / "models" / "draft", constant_token_id=facts["constant_token_id"],
+               constant_text=facts["constant_text"])
+
+
+def ensure_rig() -> Rig:
+    """The built rig, building it first when the cache lacks this version."""
+    root = cache_root() / _stamp()
+    if (root / "rig.json").is_file():
+        return _load(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root.parent))
+    try:
+        from . import tiny_models
+
+        _compile_libcuda(tmp / "lib")
+        facts = tiny_models.build(tmp / "models" / "target", tmp / "models" / "draft")
+        (tmp / "rig.json").write_text(json.dumps(facts, indent=1))
+        try:
+            tmp.rename(root)
+        except OSError:  # built concurrently by another process: use theirs
+            if not (root / "rig.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return _load(root)
+
+
+def server_env(rig: Rig, base: dict | None = None) -> dict:
+    """Environment for a rig server process (any launcher)."""
+    env = dict(os.environ if base is None else base)
+    env.update(rig_env_vars(rig))
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (str(rig.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def rig_env_vars(rig: Rig) -> dict:
+    """The variables a profile's [env] table needs (LD_LIBRARY_PATH without inheritance)."""
+    return {
+        "SGLANG_USE_CPU_ENGINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0",
+        "SPECCONSOLE_SGLANG_PRELOAD": PRELOAD_MODULE,
+        "LD_LIBRARY_PATH": str(rig.lib_dir),
+    }
+
+
+CPU_ARGS = ["--device", "cpu", "--attention-backend", "intel_amx",
+            "--sampling-backend", "pytorch", "--disable-overlap-schedule",
+            "--disable-cuda-graph", "--max-total-tokens", "4096"]
+
+
+def server_args(rig: Rig, port: int, steps: int = 2, tp: int = 1, extra: list | None = None):
+    """launch_server arguments for the tiny EAGLE-3 pair on this CPU (topk 1)."""
+    return ["--model-path", str(rig.target), "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", str(rig.draft),
+            "--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
+            "--speculative-num-draft-tokens", str(steps + 1), "--tp-size", str(tp),
+            "--host", "127.0.0.1", "--port", str(port), *CPU_ARGS, *(extra or [])]
+
+
+def main(argv: list[str]) -> int:
+    rig = ensure_rig()
+    out = {"root": str(rig.root), "target": str(rig.target), "draft": str(rig.draft),
+           "lib_dir": str(rig.lib_dir), "constant_token_id": rig.constant_token_id,
+           "constant_text": rig.constant_text}
+    if "--env" in argv:
+        out["env"] = rig_env_vars(rig)
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,175 @@
+"""Start, wait for, load and stop a real SGLang server on this CPU (test rig only).
+
+The server runs under coreutils ``timeout`` (the watchdog: when the lifetime runs out it
+signals the whole process group) in a new session, so its process group id is the pid we
+started; ``stop()`` signals that group and waits until no process of it remains.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+READY_LINE = "The server is fired up and ready to roll!"
+DECODE_RE = re.compile(r"Decode batch[,.] #running-req: (\d+).*?accept len: ([0-9.]+)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is ``pgid``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            pids.append(int(entry))
+    return pids
+
+
+def rss_mb(pids: list[int]) -> dict[int, float]:
+    out = {}
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    out[pid] = int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return out
+
+
+@dataclass
+class RigServer:
+    proc: subprocess.Popen
+    port: int
+    log_path: Path
+    started: float = field(default_factory=time.monotonic)
+    ready_s: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid
+
+    @classmethod
+    def start(cls, argv: list[str], env: dict, log_path: Path, port: int,
+              lifetime_s: int = 1200) -> "RigServer":
+        """Run ``argv`` (a full command line) under a watchdog in a new session."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(["timeout", "-k", "15", str(lifetime_s), *argv], env=env,
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        return cls(proc=proc, port=port, log_path=log_path)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def wait_ready(self, timeout_s: float = 400) -> float:
+        """Seconds from start to the ready line; raises with the log tail on failure."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if READY_LINE in self.log_text():
+                self.ready_s = time.monotonic() - self.started
+                return self.ready_s
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode} before ready; "
+                                   f"log {self.log_path}:\n{self.log_tail()}")
+            time.sleep(0.5)
+        raise TimeoutError(f"server not ready after {timeout_s:.0f} s; log {self.log_path}:\n"
+                           f"{self.log_tail()}")
+
+    def request(self, path: str, body: dict | None = None, timeout: float = 120):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read() or b"null")
+
+    def generate(self, prompt: str, max_new_tokens: int, timeout: float = 300) -> dict:
+        return self.request("/generate", {"text": prompt, "sampling_params": {
+            "max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True}},
+            timeout=timeout)
+
+    def generate_concurrently(self, n: int, max_new_tokens: int) -> list[dict]:
+        """``n`` requests at once (threads); returns their responses in order."""
+        results: list = [None] * n
+
+        def one(i: int) -> None:
+            try:
+                results[i] = self.generate(f"request {i} the quick brown fox", max_new_tokens)
+            except Exception as exc:  # reported below, with the request index
+                results[i] = exc
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        errors = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
+        if errors:
+            raise RuntimeError(f"{len(errors)} of {n} requests failed: {errors[:3]}")
+        return results
+
+    def decode_lines(self, since: int = 0) -> list[tuple[int, float]]:
+        """(running requests, accept len) of every ``Decode batch`` line after offset."""
+        return [(int(m.group(1)), float(m.group(2)))
+                for m in DECODE_RE.finditer(self.log_text()[since:])]
+
+    def processes(self) -> list[int]:
+        return group_pids(self.pgid)
+
+    def stop(self, grace_s: float = 30) -> list[int]:
+        """SIGTERM the group, SIGKILL after ``grace_s``; returns pids still alive (none)."""
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.pgid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                try:
+                    self.proc.wait(timeout=0.2)
+                except subprocess.TimeoutExpired:
+                    pass
+                if not group_pids(self.pgid):
+                    return []
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        return group_pids(self.pgid)
+
+
+def plain_launch_argv(args: list[str], python: str | None = None) -> list[str]:
+    """Unpatched SGLang with the rig preloaded (Phase 1 launcher)."""
+    return [python or sys.executable, "-m", "tests.real_sglang.rig.launch", *args]

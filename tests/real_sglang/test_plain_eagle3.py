@@ -1,0 +1,60 @@
+"""The rig itself: plain (unpatched) SGLang 0.5.23 serves EAGLE-3 on this CPU.
+
+Proves the stand-in libcuda, the pure-torch operators, the platform override and the tiny
+constant models together: greedy EAGLE-3 with 2 steps accepts every draft (3.00).
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+
+import pytest
+
+from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
+from tests.real_sglang.rig.build import server_args, server_env
+from tests.real_sglang.rig.server import RigServer, free_port, plain_launch_argv, rss_mb
+
+pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG]
+
+
+def test_stand_in_libcuda_reports_no_device(rig):
+    lib = ctypes.CDLL(str(rig.lib_dir / "libcuda.so.1"))
+    count = ctypes.c_int(7)
+    assert lib.cuInit(0) == 100
+    assert lib.cuDeviceGetCount(ctypes.byref(count)) == 100 and count.value == 0
+
+
+@pytest.fixture(scope="module")
+def plain_server(rig, rig_python, tmp_path_factory):
+    port = free_port()
+    argv = plain_launch_argv(server_args(rig, port, extra=["--decode-log-interval", "4"]),
+                             rig_python)
+    server = RigServer.start(argv, server_env(rig), tmp_path_factory.mktemp("plain") /
+                             "server.log", port, lifetime_s=SERVER_LIFETIME_S)
+    try:
+        ready = server.wait_ready()
+        pids = server.processes()
+        rss = rss_mb(pids)
+        report("plain EAGLE-3 server", ready_s=ready, processes=len(pids),
+               rss_total_mb=sum(rss.values()), rss_max_mb=max(rss.values()))
+        yield server
+    finally:
+        left = server.stop()
+        assert left == [], f"processes left after stop: {left}"
+
+
+def test_concurrency_1_accepts_every_draft(plain_server, rig):
+    start = len(plain_server.log_text())
+    t0 = time.monotonic()
+    out = plain_server.generate("the quick brown fox", max_new_tokens=31)
+    report("plain c=1 request (31 tokens)", seconds=time.monotonic() - t0)
+    meta = out["meta_info"]
+    assert out["output_ids"] == [rig.constant_token_id] * 31
+    assert meta["spec_verify_ct"] > 0
+    # accepted drafts per verify + the bonus token: every draft accepted -> steps + 1
+    assert 1 + meta["spec_num_correct_drafts"] / meta["spec_verify_ct"] == pytest.approx(3.0)
+    decodes = plain_server.decode_lines(start)
+    assert decodes, f"no Decode batch line in the log:\n{plain_server.log_tail()}"
+    assert all(acc == pytest.approx(3.0) for _, acc in decodes), decodes
+    info = plain_server.request("/server_info")
+    assert info["internal_states"][0]["avg_spec_accept_length"] == pytest.approx(3.0)
