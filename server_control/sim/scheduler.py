@@ -121,6 +121,7 @@ class Scheduler:
         self._thread = threading.Thread(target=self._run, name="sim-scheduler", daemon=True)
         self._ready_at = 0.0
         self._vnow = 0.0
+        self._resync = False
         self.ready = False
         self._interval = {"t": 0.0, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
@@ -134,6 +135,7 @@ class Scheduler:
         with self.cond:
             self._ready_at = self.clock.now()
             self.ready = True
+            self._resync = True  # serving starts on a fresh step clock
             self.cond.notify()
 
     def serving_seconds(self) -> float:
@@ -198,7 +200,8 @@ class Scheduler:
 
     def _loop(self) -> None:
         step_no = 0
-        last_end: float | None = None      # simulated time the last step ended
+        last_end: float | None = None      # pacing: simulated time the last step ended
+        last_vend: float | None = None     # step clock: simulated time the last step ended
         last_wall: float | None = None
         while not self._stop.is_set():
             with self.cond:
@@ -206,10 +209,13 @@ class Scheduler:
                 if self._fault_due():
                     break
                 self._top_up_traffic()
+                if self._resync:
+                    self._resync = False
+                    last_end = last_wall = last_vend = None
                 new = self._admit()
                 if not self.running:
                     self._set_idle()
-                    last_end = last_wall = None
+                    last_end = last_wall = last_vend = None
                     self.cond.wait(self._idle_timeout())
                     continue
             decoding = [r for r in self.running if r not in new]
@@ -220,14 +226,19 @@ class Scheduler:
             if batch and step_no and step_no % self.args.decode_log_interval == 0:
                 lines.append(self._decode_line())
             now = self.clock.now()
-            # back to back with the previous step; resync (drop the lag) if over 0.5 s behind
+            # Two clocks. The step clock (vstart/vend, simulated seconds) advances by exactly
+            # the model's step time while there is work, so statistics are deterministic
+            # under machine load; it re-syncs with the wall-derived clock after idling.
+            # Pacing (start/end) follows the wall: back to back with the previous step,
+            # catching up a lag of up to 0.5 s of wall clock, else dropping it.
+            vstart = now if last_vend is None else last_vend
+            if last_vend is None:
+                self._interval["t"] = vstart  # a fresh interval starts with this step
             back_to_back = last_end is not None and now <= last_end + 0.5 * self.clock.scale
             start = last_end if back_to_back else now
-            if not back_to_back and self._interval["tokens"] == 0:
-                self._interval["t"] = start  # a fresh interval starts with this step
             mode = self.ranks.step(step_no, batch, lines)
             if self.switch is not None and batch:
-                self.switch.decide(batch, start)
+                self.switch.decide(batch, vstart)
                 if self.switch.mode != mode:
                     raise RuntimeError(f"main and TP ranks disagree: {self.switch.mode} vs {mode}")
             step_mode = mode if self.spec else model.PLAIN
@@ -241,7 +252,7 @@ class Scheduler:
                 self.timing.add(dt / self.clock.scale, wall - last_wall)
             self.timing.lag_s = max(0.0, self.clock.now() - end) / self.clock.scale
             last_end, last_wall = end, wall
-            self._vnow = end
+            last_vend = self._vnow = vstart + dt
             touched = self._produce(new, decoding, step_mode)
             step_no += 1
             self.stats.steps = step_no

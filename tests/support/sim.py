@@ -86,7 +86,7 @@ class SimHandle:
             log = self.log_text()
             if log.count(text) >= count:
                 return log
-            if self.proc.poll() is not None and log.count(text) < count:
+            if self.proc.poll() is not None and not self.group_alive():
                 raise RuntimeError(f"simulator exited ({self.proc.returncode}) before {text!r}:\n{log[-3000:]}")
             time.sleep(0.05)
         raise TimeoutError(f"{text!r} not in the log after {timeout} s:\n{self.log_text()[-3000:]}")
