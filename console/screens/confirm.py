@@ -36,7 +36,7 @@ class ChoiceScreen(ModalScreen):
             yield Label(self.question, id="question")
             with Horizontal():
                 for i, (key, label, _value) in enumerate(self.choices):
-                    yield Button(f"[{key}] {label}", id=f"choice-{i}",
+                    yield Button(f"({key}) {label}", id=f"choice-{i}",
                                  variant="primary" if i == self.default else "default")
 
     def on_mount(self) -> None:
