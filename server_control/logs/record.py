@@ -8,6 +8,7 @@ each one. ``to_json()`` gives exactly the keys of the log record contract
 """
 from __future__ import annotations
 
+import math
 import re
 
 from server_control import decision
@@ -50,7 +51,6 @@ _LEVEL_DATE_START = re.compile(
 _SYSLOG_START = re.compile(r"[A-Z][a-z]{2} [ \d]\d (\d\d:\d\d:\d\d) \S+ [^:\s]+: ")
 
 # "key: value" pairs of the Decode/Prefill stat lines.
-_STAT_PAIR = re.compile(r"(#?[A-Za-z][A-Za-z _-]*?(?: \(token/s\))?): (-?\d+(?:\.\d+)?|True|False)\b")
 _STAT_KEYS = {
     "#running-req": ("running_req", int),
     "#queue-req": ("queue_req", int),
@@ -69,36 +69,41 @@ _STAT_KEYS = {
     "#cached-token": ("cached_token", int),
     "input throughput (token/s)": ("input_throughput", float),
 }
+_NULLS = dict.fromkeys(STAT_FIELDS + SPEC_FIELDS)
 _INIT_THRESHOLD = re.compile(r"threshold=(\d+)")
 _SWITCH = re.compile(r"switched to (target-only|target_only|speculative)\b(?: \(([^)]*)\))?")
 _BATCH = re.compile(r"decode batch (\d+)")
 _THRESHOLD = re.compile(r"threshold (\d+)")
 
 
-def _number(kind, value: str):
-    if kind is bool:
-        return value == "True"
-    try:
-        return kind(value)
-    except ValueError:
-        return None
-
-
 def parse_stats(text: str) -> dict:
-    """The Decode/Prefill batch numbers in ``text``; keys from STAT_FIELDS only."""
+    """The Decode/Prefill batch numbers in ``text``; keys from STAT_FIELDS only.
+    Pieces are ", "-separated "key: value" pairs; the first key may carry the
+    "Decode batch. " / "Prefill batch(mixed ...). " head in front of it."""
     out: dict = {}
-    for key, value in _STAT_PAIR.findall(text):
-        spec = _STAT_KEYS.get(key.strip().lower() if key[0] != "#" else key.strip())
+    keys = _STAT_KEYS
+    for part in text.split(", "):
+        key, sep, value = part.rpartition(": ")
+        if not sep:
+            continue
+        spec = keys.get(key)
         if spec is None:
-            continue
+            spec = keys.get(key.rpartition(". ")[2].strip())
+            if spec is None:
+                continue
         name, kind = spec
-        if name == "token_usage" and name in out and not key.startswith("full"):
-            continue  # hybrid models: the full-attention value wins
-        if kind is bool and value not in ("True", "False"):
+        value = value.strip().rstrip(",")
+        if kind is bool:
+            if value == "True" or value == "False":
+                out[name] = value == "True"
             continue
-        if kind is not bool and value in ("True", "False"):
+        try:
+            number = kind(value)
+        except ValueError:
             continue
-        out[name] = _number(kind, value)
+        if kind is float and not math.isfinite(number):
+            continue  # nan/inf would not be valid JSON
+        out[name] = number
     return out
 
 
@@ -203,13 +208,9 @@ class Record:
 
     def to_json(self) -> dict:
         """Exactly the contract keys, in contract order; absent fields are None."""
-        fields = self.fields
         out = {"line": self.line, "kind": self.kind, "ts": self.ts, "rank": self.rank,
-               "text": self.text}
-        for name in STAT_FIELDS:
-            out[name] = fields.get(name)
-        for name in SPEC_FIELDS:
-            out[name] = fields.get(name)
+               "text": self.text, **_NULLS}
+        out.update(self.fields)
         return out
 
     def __repr__(self) -> str:

@@ -79,6 +79,10 @@ SAMPLES = [
     ("(SchedulerActor pid=4242) [2026-11-29 10:00:00 TP1] Decode batch, #running-req: 3, #token: 5, "
      "token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0, ",
      dict(kind=D, rank="TP1", running_req=3)),
+    # --- odd numbers: nan/inf are not JSON, so null; an int field with a float is null
+    ("[2026-11-29 10:00:00 TP0] Decode batch, #running-req: 1.5, #token: 5, token usage: nan, "
+     "cuda graph: True, gen throughput (token/s): inf, #queue-req: 0, ",
+     dict(kind=D, running_req=None, token_usage=None, gen_throughput=None, num_tokens=5, queue_req=0)),
     # --- prefill, current format
     ("[2026-11-29 10:00:00 TP0] Prefill batch, #new-seq: 3, #new-token: 256, #cached-token: 576, "
      "token usage: 0.20, #running-req: 1, #queue-req: 2, ",
