@@ -57,6 +57,14 @@ def rank_results(body: object) -> list[bool] | None:
     return None
 
 
+def _named(key: str, value: object) -> object:
+    """A force mode read back as its numeric code -> its name; anything else as it is."""
+    if key == d.FORCE_KEY and isinstance(value, int) and not isinstance(value, bool) \
+            and 0 <= value < len(d.FORCE_CHOICES):
+        return d.FORCE_CHOICES[value]
+    return value
+
+
 class Control:
     """``records_fn()`` returns log records newer than a store sequence number (or None),
     so a refusal can quote the server's own reason."""
@@ -118,11 +126,20 @@ class Control:
             return change(value, "refused", str(exc))
         return await self._set(d.FORCE_KEY, mode, value)
 
+    async def _post(self, key: str, value: object) -> httpx.Response:
+        resp = await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
+                                        json={"server_args": {key: value}})
+        if resp.status_code == 422 and key == d.FORCE_KEY and isinstance(value, str):
+            # SGLang's HTTP layer types these values as numbers and answers a string with 422
+            # before any scheduler sees it; the patch takes the mode's index in FORCE_CHOICES.
+            resp = await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
+                                            json={"server_args": {key: d.FORCE_CHOICES.index(value)}})
+        return resp
+
     async def _set(self, key: str, value: object, requested: object) -> dict:
         seq = self._seq()
         try:
-            resp = await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
-                                            json={"server_args": {key: value}})
+            resp = await self._post(key, value)
         except httpx.HTTPError as exc:
             return change(requested, "error", describe_error(exc, "/set_internal_state"))
         if resp.status_code in (401, 403):
@@ -147,7 +164,7 @@ class Control:
         while True:
             try:
                 states = await self.internal_states()
-                seen = [s.get(key) for s in states]
+                seen = [_named(key, s.get(key)) for s in states]
                 if states and all(key not in s for s in states):
                     return change(requested, "unsupported", f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
                 if states and all(v == value for v in seen):

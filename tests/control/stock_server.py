@@ -5,6 +5,9 @@
                   "Updating <key> is not supported."
   --mode garbage  /server_info answers invalid JSON
   --mode hang     /server_info never answers within any sane timeout
+  --mode typed    patched SGLang's HTTP typing: string values in /set_internal_state are
+                  answered 422 (numbers only); the force mode goes as its index (0 auto,
+                  1 speculative, 2 target_only) and reads back as its name
 
 Usage: python stock_server.py --port P --mode M [--max-lifetime S]; logs to stdout.
 """
@@ -30,12 +33,19 @@ def log(msg: str) -> None:
     print(f"[{ts}] {msg}", flush=True)
 
 
+FORCE = ("auto", "speculative", "target_only")
+
+
 def build(mode: str) -> Starlette:
+    state = {"speculative_disable_batch_threshold": 5, "speculative_disable_force_mode": "auto"}
     async def server_info(request: Request):
         if mode == "garbage":
             return PlainTextResponse('{"internal_states": [ not json', media_type="application/json")
         if mode == "hang":
             await asyncio.sleep(3600)
+        if mode == "typed":
+            return JSONResponse({"model_path": "typed-model", "speculative_disable_batch_threshold": 5,
+                                 "internal_states": [dict(state)]})
         return JSONResponse({"model_path": "stock-model", "tp_size": 1, "dp_size": 1, "version": "0.5.23",
                              "speculative_algorithm": "EAGLE3",
                              "internal_states": [{"speculative_accept_threshold_single": 1.0,
@@ -48,6 +58,13 @@ def build(mode: str) -> Starlette:
 
     async def set_internal_state(request: Request):
         body = await request.json()
+        if mode == "typed":
+            args = body.get("server_args") or {}
+            if any(not isinstance(v, (int, float)) for v in args.values()):
+                return JSONResponse({"detail": [{"msg": "Input should be a valid number"}]}, status_code=422)
+            for key, value in args.items():
+                state[key] = FORCE[int(value)] if key == "speculative_disable_force_mode" else int(value)
+            return JSONResponse([True])
         for key in (body.get("server_args") or {}):
             log(f"Updating {key} is not supported.")
         return JSONResponse([False])
@@ -59,7 +76,7 @@ def build(mode: str) -> Starlette:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--mode", choices=("stock", "garbage", "hang"), default="stock")
+    p.add_argument("--mode", choices=("stock", "garbage", "hang", "typed"), default="stock")
     p.add_argument("--max-lifetime", type=float, default=120.0)
     a = p.parse_args()
     timer = threading.Timer(a.max_lifetime, lambda: os.kill(os.getpid(), signal.SIGTERM))

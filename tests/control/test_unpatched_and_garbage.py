@@ -108,3 +108,14 @@ async def test_poller_connection_refused_then_recovers(stand, tmp_path):
     # polls never overlap: each began after the previous one ended
     starts = [s.ts - s.poll_s for s in samples]
     assert all(starts[i + 1] >= samples[i].ts - 0.005 for i in range(len(samples) - 1))
+
+
+async def test_force_mode_falls_back_to_numeric_code_on_422(stand):
+    srv = stand("typed")
+    control = Control(srv.url)
+    forced = await control.set_force("target-only")
+    back = await control.set_force("auto")
+    n = await control.set_threshold(9)
+    await control.aclose()
+    assert forced["state"] == "applied", forced
+    assert back["state"] == "applied" and n["state"] == "applied"
