@@ -76,3 +76,16 @@ def test_store_invariants_hold(parts, capacity):
     assert store.dropped == store.total - len(store)
     assert [r.seq for r in store.records()] == list(range(store.first_seq, store.last_seq + 1))
     assert store.filter(".") + store.filter(".", invert=True) != [] or len(store) == 0
+
+
+@SETTINGS
+@given(st.lists(st.binary(max_size=40), max_size=30), st.integers(min_value=1, max_value=16))
+def test_splitter_with_tiny_line_cap_never_raises(parts, cap):
+    splitter = LineSplitter(max_line_bytes=cap)
+    out = []
+    for part in parts:
+        out += splitter.feed(part)[0]
+    out += splitter.flush()[0]
+    # a cut line is at most cap bytes; whole lines up to cap + one chunk (the partial grew by one feed)
+    assert all(len(line.encode("utf-8", "surrogatepass")) <= 3 * (cap + 40) for line in out)
+    assert splitter.cut_lines >= 0
