@@ -51,7 +51,7 @@ def build_worker(cls, rec: Recorder, steps: int = 3, topk: int = 1):
         draft_attn_backend=normal.draft_attn_backend, cuda_graph_runner=normal.cuda_graph_runner,
         draft_extend_attn_backend=normal.draft_extend_attn_backend,
         cuda_graph_runner_for_draft_extend=normal.cuda_graph_runner_for_draft_extend,
-        draft_runner=SimpleNamespace(), parallel_layout=SimpleNamespace(tp_group=None),
+        draft_runner=SimpleNamespace(), graph_memory_usage={}, parallel_layout=SimpleNamespace(tp_group=None),
         init_cuda_graphs=lambda: rec.calls.append("draft_init_cuda_graphs"),
         _rebuild_topk1_chain_buffers=lambda: None,
         draft=draft, _draft_extend_for_decode=draft_extend)
@@ -61,6 +61,7 @@ def build_worker(cls, rec: Recorder, steps: int = 3, topk: int = 1):
         speculative_num_draft_tokens=steps + 1, device="cpu", page_size=1,
         speculative_algorithm=ew.SpeculativeAlgorithm.EAGLE3, enable_dp_spec_prefill_coordination=False,
         _hosts_draft=True, _draft_worker=draft_worker, adaptive_controller=None,
+        _additional_graph_memory_usage={}, _additional_graph_time_usage={},
         _target_worker=SimpleNamespace(model_runner=SimpleNamespace(
             attn_backend=normal.target_attn_backend,
             decode_cuda_graph_runner=normal.target_graph_runner)))
