@@ -1,8 +1,8 @@
 """SGLang log lines -> records: classify each line, group multi-line Python tracebacks.
 
-The hot path is one list comprehension of substring tests per chunk of lines; only the
-few lines that are not decode/prefill/HTTP lines go through a regex, and only chunks that
-hold a traceback (or continue one) are walked line by line. Numbers are parsed later, on
+The hot path is one list comprehension of substring tests per chunk of lines; a regex
+runs only on the few lines whose substrings suggest an error or a warning, and tracebacks
+are found per chunk (``str.find``) before the lines around them are walked one by one. Numbers are parsed later, on
 first access (see ``record.Record``).
 
 ``Parser.feed(lines)`` returns three columns (line numbers, kinds, raw texts) that
