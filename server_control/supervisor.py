@@ -355,6 +355,10 @@ class Supervisor:
         self._set(CRASHED, exit_code=code, last_error=f"server pid {rec.pid} exited: {how}")
         if not self.supervising:
             return
+        if process.run_processes(*self._ident(rec)):   # orphaned ranks still hold GPUs/ports
+            res = await process.stop_run(*self._ident(rec), grace_s=self.profile.stop_grace_s)
+            if not res.ok:
+                self._set(last_error=f"server pid {rec.pid} exited: {how}; {res.message}")
         decision, value = self.policy.after_crash(time.monotonic(), ran_for_s=rec.uptime_s)
         if decision == "fatal":
             rec.exit_code, rec.fatal_reason = code, f"{value}; last {how}"

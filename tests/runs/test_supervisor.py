@@ -127,6 +127,8 @@ async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, 
     states = [s for s in states if s != READY]     # it may serve briefly before the crash
     seq = [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
     assert seq == [STARTING, CRASHED, STARTING, CRASHED, STARTING, CRASHED, FATAL], seq
+    last = sup.record
+    assert process.run_processes(last.pid, last.pgid, last.sid, last.create_time) == []  # no orphans
     logs = sorted(Path(rec.log_path).parent.glob("*.log"))
     assert len(logs) == 3                                  # each start its own log
     # the FATAL record is kept for the next console, which reads the reason once

@@ -1,0 +1,125 @@
+"""The headless commands as real processes: `specconsole supervise` SIGKILLed while the
+server keeps serving, a new one adopts it without a second launch; launch/stop/restart."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import httpx
+import psutil
+
+from server_control import process, runs
+
+from .conftest import wait_for
+
+
+def cli(*args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def start_cli(*args, groups) -> subprocess.Popen:
+    """A console process in its own group (so the finalizer can kill it by that group)."""
+    p = subprocess.Popen([sys.executable, "-m", "console", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                         env=dict(os.environ))
+    groups.add(p.pid)
+    return p
+
+
+def health(url: str) -> int | None:
+    try:
+        return httpx.get(url + "/health", timeout=2.0, trust_env=False).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def read_until(p: subprocess.Popen, needle: str) -> list[str]:
+    seen = []
+    for line in p.stdout:   # blocks per line; the child prints as it goes
+        seen.append(line.rstrip("\n"))
+        if needle in line:
+            return seen
+    raise AssertionError(f"{needle!r} never printed; output: {seen}")
+
+
+def run_pids(rec: runs.RunRecord) -> set[int]:
+    return {p.pid for p in process.run_processes(rec.pid, rec.pgid, rec.sid, rec.create_time)}
+
+
+def test_supervisor_killed_server_survives_and_is_adopted(make_profile, groups, state_dir):
+    path = make_profile("adopt", tp=2)
+    url = None
+    sup1 = start_cli("supervise", "--profile", str(path), groups=groups)
+    out = read_until(sup1, ": ready")
+    assert any(line.startswith("launched adopt: pid") for line in out), out
+    rec = runs.load_record("adopt")
+    groups.add(rec.pgid)
+    url = f"http://127.0.0.1:{rec.port}"
+    before = wait_for(lambda: (lambda s: s if len(s) >= 3 else None)(run_pids(rec)), what="3 processes")
+
+    os.kill(sup1.pid, signal.SIGKILL)          # the console dies hard
+    sup1.wait(timeout=30)
+    assert health(url) == 200                  # ... the server keeps serving
+    assert runs.load_record("adopt") == rec and rec.is_live()
+
+    refused = cli("launch", "--profile", str(path))
+    assert refused.returncode == 3 and "already running" in refused.stderr
+
+    sup2 = start_cli("supervise", "--profile", str(path), "--json", groups=groups)
+    first = json.loads(read_until(sup2, '"event": "adopted"')[-1])
+    assert first["event"] == "adopted" and first["run"]["pid"] == rec.pid
+    wait_for(lambda: health(url) == 200, what="health")
+    assert runs.load_record("adopt").pid == rec.pid            # no second launch
+    assert len(list((state_dir / "logs" / "adopt").glob("*.log"))) == 1
+    assert run_pids(rec) == before
+
+    sup2.send_signal(signal.SIGINT)                             # Ctrl-C detaches
+    tail = sup2.communicate(timeout=30)[0]
+    assert sup2.returncode == 0 and '"detached"' in tail
+    assert health(url) == 200
+
+    stopped = cli("stop", "--profile", str(path), "--json")
+    assert stopped.returncode == 0, stopped.stderr
+    res = json.loads(stopped.stdout)
+    assert res["ok"] and res["remaining"] == [] and before <= set(res["signalled"])
+    assert [pid for pid in before if psutil.pid_exists(pid)
+            and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE] == []
+    assert runs.load_record("adopt") is None and health(url) is None
+
+
+def test_launch_wait_restart_and_stop_commands(make_profile, groups, state_dir):
+    path = make_profile("cmd", tp=1)
+    r = cli("launch", "--profile", str(path), "--wait", "60", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    groups.add(out["run"]["pgid"])
+    assert out["state"] == "ready" and out["run"]["port"] > 0
+    r2 = cli("restart", "--profile", str(path), "--wait", "60", "--json")
+    assert r2.returncode == 0, r2.stderr
+    out2 = json.loads(r2.stdout)
+    groups.add(out2["run"]["pgid"])
+    assert out2["run"]["pid"] != out["run"]["pid"] and out2["state"] == "ready"
+    assert not psutil.pid_exists(out["run"]["pid"]) or \
+        psutil.Process(out["run"]["pid"]).status() == psutil.STATUS_ZOMBIE
+    s = cli("stop", "--profile", str(path), "--grace", "3")
+    assert s.returncode == 0 and "stopped" in s.stdout
+    again = cli("stop", "--profile", str(path))
+    assert again.returncode == 0 and "not running" in again.stdout
+
+
+def test_dry_run_and_bad_profile_exit_codes(tmp_path, state_dir, monkeypatch):
+    monkeypatch.setenv("SGLANG_API_KEY", "top-secret")
+    r = cli("launch", "--profile", "eagle3-tp8", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "top-secret" not in r.stdout and "--api-key '****'" in r.stdout
+    assert "NCCL_IB_DISABLE=1" in r.stdout and "server_control.sglang_patch.serve" in r.stdout
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server]\nport = 'x'\n")
+    r = cli("launch", "--profile", str(bad))
+    assert r.returncode == 2 and "bad.toml: [server] port: expected an integer" in r.stderr
+    r = cli("supervise", "--profile", str(tmp_path / "none.toml"))
+    assert r.returncode == 2 and "none.toml: cannot read profile" in r.stderr
