@@ -48,7 +48,7 @@ def start_stand(tmp_path: Path, mode: str, port: int | None = None) -> Stand:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            httpx.get(stand.url + "/v1/loads", timeout=1.0)
+            httpx.get(stand.url + "/ping", timeout=1.0)  # any answer (404) means it listens
             return stand
         except httpx.HTTPError:
             if proc.poll() is not None:

@@ -5,6 +5,9 @@
                   "Updating <key> is not supported."
   --mode garbage  /server_info answers invalid JSON
   --mode hang     /server_info never answers within any sane timeout
+  --mode metrics  stock answers, but no /v1/loads (404): load only from /metrics
+  --mode noload   stock answers, neither /v1/loads nor /metrics: load only from the log
+                  (it writes a Decode batch line every 0.1 s)
   --mode typed    patched SGLang's HTTP typing: string values in /set_internal_state are
                   answered 422 (numbers only); the force mode goes as its index (0 auto,
                   1 speculative, 2 target_only) and reads back as its name
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import os
 import signal
@@ -52,6 +56,8 @@ def build(mode: str) -> Starlette:
                                                   "last_gen_throughput": 12.5, "avg_spec_accept_length": 2.1}]})
 
     async def loads(request: Request):
+        if mode in ("metrics", "noload"):
+            return PlainTextResponse("Not Found", status_code=404)
         return JSONResponse({"timestamp": 0, "version": "0.5.23", "loads": [
             {"dp_rank": 0, "num_running_reqs": 3, "num_waiting_reqs": 0, "token_usage": 0.05,
              "gen_throughput": 12.5, "speculative": {"accept_length": 2.1, "accept_rate": 0.5}}]})
@@ -69,14 +75,39 @@ def build(mode: str) -> Starlette:
             log(f"Updating {key} is not supported.")
         return JSONResponse([False])
 
-    return Starlette(routes=[Route("/server_info", server_info), Route("/v1/loads", loads),
+    async def metrics(request: Request):
+        if mode != "metrics":
+            return PlainTextResponse("Not Found", status_code=404)
+        return PlainTextResponse(
+            "# HELP sglang:num_running_reqs running\n# TYPE sglang:num_running_reqs gauge\n"
+            'sglang:num_running_reqs{model_name="stock-model",tp_rank="0"} 9.0\n'
+            "# HELP sglang:gen_throughput tput\n# TYPE sglang:gen_throughput gauge\n"
+            'sglang:gen_throughput{model_name="stock-model",tp_rank="0"} 321.5\n',
+            media_type="text/plain; version=0.0.4")
+
+    async def decode_lines():
+        while True:
+            log("Decode batch, #running-req: 4, #token: 900, token usage: 0.02, accept len: 2.50, "
+                "accept rate: 0.50, cuda graph: True, gen throughput (token/s): 77.00, #queue-req: 1, ")
+            await asyncio.sleep(0.1)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        task = asyncio.get_running_loop().create_task(decode_lines()) if mode == "noload" else None
+        yield
+        if task:
+            task.cancel()
+
+    return Starlette(lifespan=lifespan, routes=[
+                             Route("/server_info", server_info), Route("/v1/loads", loads),
+                             Route("/metrics", metrics),
                              Route("/set_internal_state", set_internal_state, methods=["POST"])])
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--mode", choices=("stock", "garbage", "hang", "typed"), default="stock")
+    p.add_argument("--mode", choices=("stock", "garbage", "hang", "typed", "metrics", "noload"), default="stock")
     p.add_argument("--max-lifetime", type=float, default=120.0)
     a = p.parse_args()
     timer = threading.Timer(a.max_lifetime, lambda: os.kill(os.getpid(), signal.SIGTERM))

@@ -119,3 +119,31 @@ async def test_force_mode_falls_back_to_numeric_code_on_422(stand):
     await control.aclose()
     assert forced["state"] == "applied", forced
     assert back["state"] == "applied" and n["state"] == "applied"
+
+
+async def test_load_falls_back_to_metrics(stand):
+    srv = stand("metrics")
+    poller = HttpPoller(srv.url)
+    s = await poller.poll_once()
+    await poller.aclose()
+    assert s.reachable and (s.load.source, s.load.batch, s.load.gen_throughput) == ("metrics", 9, 321.5)
+
+
+async def test_load_falls_back_to_log_records(stand):
+    srv = stand("noload")
+    store = LogStore()
+    pipeline = LogPipeline(srv.log_path, store)
+    task = asyncio.create_task(pipeline.run())
+    poller = HttpPoller(srv.url, records_fn=lambda: store.tail(100))
+    try:
+        for _ in range(200):
+            if store.filter(kinds=["decode"]):
+                break
+            await asyncio.sleep(0.05)
+        s = await poller.poll_once()
+    finally:
+        await poller.aclose()
+        pipeline.stop()
+        await task
+    assert s.reachable and s.load.source == "logs"
+    assert (s.load.batch, s.load.queue, s.load.gen_throughput, s.load.accept_len) == (4, 1, 77.0, 2.5)

@@ -123,3 +123,18 @@ async def test_unreachable_then_recovers_on_same_port(tmp_path):
             second.stop()
     finally:
         await session.close()
+
+
+async def test_without_log_runtime_passes_from_polled_state(sim):
+    session = Session.attach(sim.url, poll_interval_s=0.2)
+    await session.start()
+    try:
+        def runtime():
+            return session.verification()["layers"][2]
+        await until(lambda: runtime()["status"] == "pass", what="runtime layer from polled internal state")
+        layers = session.verification()["layers"]
+    finally:
+        await session.close()
+    assert "internal_states[0].dynamic_speculation" in layers[2]["evidence"]
+    assert layers[1]["status"] == "pending" and "no server log" in layers[1]["evidence"]
+    assert layers[0]["status"] == "pass"
