@@ -2,8 +2,9 @@
 
 The server is the profile's run (`--profile F`: a path or a shipped name; default
 $SPECCONSOLE_PROFILE, else demo) or any server by URL (`--url URL`, optionally
-`--log FILE` to read its log). API keys for `--url`: $SPECCONSOLE_API_KEY and
-$SPECCONSOLE_ADMIN_API_KEY (profiles name their own variables).
+`--log FILE` to read its log). API keys for `--url` come from the environment variables
+named by `--api-key-env` / `--admin-api-key-env` (default SPECCONSOLE_API_KEY and
+SPECCONSOLE_ADMIN_API_KEY); profiles name their own variables.
 
 Exit codes: 0 the server answered; 1 it did not (the snapshot is still printed, with the
 reason); 2 bad profile or arguments; 130 interrupted.
@@ -34,6 +35,10 @@ def add_target_arguments(p: argparse.ArgumentParser, log: bool = True) -> None:
     group.add_argument("--url", metavar="URL", help="a server to attach to, e.g. http://127.0.0.1:30000")
     if log:
         p.add_argument("--log", metavar="FILE", help="with --url: the server's log file")
+    p.add_argument("--api-key-env", metavar="NAME", default="SPECCONSOLE_API_KEY",
+                   help="with --url: environment variable holding the API key (default %(default)s)")
+    p.add_argument("--admin-api-key-env", metavar="NAME", default="SPECCONSOLE_ADMIN_API_KEY",
+                   help="with --url: environment variable holding the admin API key (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -48,8 +53,8 @@ def open_session(args, poll_interval_s: float = 0.25):
         if not args.url.startswith(("http://", "https://")):
             raise UsageError(f"--url must start with http:// or https://, got {args.url!r}")
         return Session.attach(args.url, log_path=getattr(args, "log", None),
-                              api_key=os.environ.get("SPECCONSOLE_API_KEY") or None,
-                              admin_api_key=os.environ.get("SPECCONSOLE_ADMIN_API_KEY") or None,
+                              api_key=os.environ.get(args.api_key_env) or None,
+                              admin_api_key=os.environ.get(args.admin_api_key_env) or None,
                               poll_interval_s=poll_interval_s)
     try:
         profile = load_profile(find_profile(args.profile))

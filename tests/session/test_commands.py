@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,9 +12,9 @@ from tests.control.conftest import start_stand
 from tests.support.sim import REPO_ROOT, free_port, start_sim
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def cli(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT)
+                          timeout=timeout, cwd=REPO_ROOT, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +104,13 @@ def test_profile_status_after_launch(sim_profile):
         assert r.returncode == 0, r.stdout
     finally:
         assert cli("stop", "--profile", str(sim_profile)).returncode == 0
+
+
+def test_threshold_needs_the_admin_key(tmp_path):
+    with start_sim(tmp_path, "--admin-api-key", "s3cret", tp=1, threshold=5, lifetime=60) as sim:
+        sim.wait_ready()
+        r = cli("threshold", "6", "--url", sim.url, "--admin-api-key-env", "NO_SUCH_VAR_FOR_TEST")
+        assert r.returncode == 1 and "not authorised" in r.stdout, r.stdout
+        r = cli("threshold", "6", "--url", sim.url, "--admin-api-key-env", "TEST_ADMIN",
+                env={"TEST_ADMIN": "s3cret"})
+        assert r.returncode == 0 and r.stdout.startswith("applied"), r.stdout
