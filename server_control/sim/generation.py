@@ -159,7 +159,8 @@ class Generator:
         if body.get("stream"):
             opts = body.get("stream_options") or {}
             usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
-            gen = self._stream_openai(req, rid, created, model, chat, usage)
+            continuous = usage and bool(opts.get("continuous_usage_stats"))
+            gen = self._stream_openai(req, rid, created, model, chat, usage, continuous)
             return StreamingResponse(gen, media_type="text/event-stream")
         await self._drain(req)
         text = token_text(req.rid, 0, req.generated)
@@ -174,11 +175,12 @@ class Generator:
                              "usage": self._usage(req)})
 
     @staticmethod
-    def _usage(req) -> dict:
-        return {"prompt_tokens": req.prompt_tokens, "completion_tokens": req.generated,
-                "total_tokens": req.prompt_tokens + req.generated, "prompt_tokens_details": None}
+    def _usage(req, generated: int | None = None) -> dict:
+        n = req.generated if generated is None else generated
+        return {"prompt_tokens": req.prompt_tokens, "completion_tokens": n,
+                "total_tokens": req.prompt_tokens + n, "prompt_tokens_details": None}
 
-    async def _stream_openai(self, req, rid, created, model, chat, usage):
+    async def _stream_openai(self, req, rid, created, model, chat, usage, continuous=False):
         obj = "chat.completion.chunk" if chat else "text_completion"
 
         def event(choice: dict, extra: dict | None = None) -> str:
@@ -194,11 +196,12 @@ class Generator:
             text = token_text(req.rid, old, new)
             done = req.finished and new >= req.max_new_tokens
             reason = "length" if done else None
+            extra = {"usage": self._usage(req, new)} if continuous else None
             if chat:
                 yield event({"index": 0, "delta": {"content": text}, "logprobs": None,
-                             "finish_reason": reason})
+                             "finish_reason": reason}, extra)
             else:
-                yield event({"index": 0, "text": text, "logprobs": None, "finish_reason": reason})
+                yield event({"index": 0, "text": text, "logprobs": None, "finish_reason": reason}, extra)
         if usage:
             chunk = {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
                      "usage": self._usage(req)}

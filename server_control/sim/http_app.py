@@ -122,8 +122,15 @@ def build_app(state: AppState) -> Starlette:
         updates = body.get("server_args")
         if not isinstance(updates, dict) or not updates:
             raise BadRequest('body must be {"server_args": {"key": value, ...}}')
+        bad = [{"type": "float_type", "loc": ["body", "server_args", str(k)],
+                "msg": "Input should be a valid number", "input": v}
+               for k, v in updates.items() if isinstance(v, bool) or not isinstance(v, (int, float))]
+        if bad:  # SGLang's request model types these values as numbers: 422 before any rank
+            return JSONResponse({"detail": bad}, status_code=422)
         ok = True
         for key, value in updates.items():
+            if key == decision.FORCE_KEY and isinstance(value, int) and 0 <= value < len(decision.FORCE_CHOICES):
+                value = decision.FORCE_CHOICES[value]  # the patch takes the mode's index
             fut = sched.apply_setting(str(key), value)
             applied, _text = await asyncio.wrap_future(fut)
             ok = ok and applied
@@ -176,7 +183,10 @@ def build_app(state: AppState) -> Starlette:
         return handler
 
     async def sim_stats(request):
-        return JSONResponse({"step_timing": sched.timing.summary(), "steps": sched.stats.steps,
+        timing = sched.timing.summary()
+        if request.query_params.get("reset"):
+            sched.timing.reset()
+        return JSONResponse({"step_timing": timing, "steps": sched.stats.steps,
                              "time_scale": a.sim_time_scale, "seed": a.sim_seed,
                              "serving_seconds": round(sched.serving_seconds(), 3),
                              "rank_pids": sched.ranks.pids,

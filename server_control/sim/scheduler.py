@@ -80,6 +80,10 @@ class StepTiming:
             self.errors.append((actual - expected) / expected)
             self.count += 1
 
+    def reset(self) -> None:
+        self.errors.clear()
+        self.count = 0
+
     def summary(self) -> dict:
         errs = sorted(abs(e) for e in self.errors)
         if not errs:

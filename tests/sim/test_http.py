@@ -80,7 +80,22 @@ def test_set_internal_state_applies_refuses_and_logs_on_every_rank(sim):
     assert httpx.get(sim.url + "/server_info").json()["internal_states"][0][decision.THRESHOLD_KEY] == 8
     assert httpx.post(url, content=b"{not json").status_code == 400
     assert httpx.post(url, json={"threshold": 3}).status_code == 400
+    assert httpx.post(url, json={"server_args": {decision.THRESHOLD_KEY: "6"}}).status_code == 422
     assert httpx.post(url, json={"server_args": {decision.THRESHOLD_KEY: 5}}).json() == [True]
+
+
+def test_force_mode_by_index_as_sglang_types_values_as_numbers(sim):
+    url = sim.url + "/set_internal_state"
+    assert httpx.post(url, json={"server_args": {decision.FORCE_KEY: "target_only"}}).status_code == 422
+    code = decision.FORCE_CHOICES.index(decision.TARGET_ONLY)
+    assert httpx.post(url, json={"server_args": {decision.FORCE_KEY: code}}).json() == [True]
+    httpx.post(sim.url + "/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 3}}, timeout=30)
+    state = httpx.get(sim.url + "/server_info").json()["internal_states"][0]
+    assert state[decision.FORCE_KEY] == decision.TARGET_ONLY
+    assert state[decision.STATE_KEY]["mode"] == decision.TARGET_ONLY
+    sim.wait_for_log("Dynamic speculation: switched to target-only (forced)", count=2)
+    assert httpx.post(url, json={"server_args": {decision.FORCE_KEY: 0}}).json() == [True]
+    assert httpx.get(sim.url + "/server_info").json()["internal_states"][0][decision.FORCE_KEY] == decision.AUTO
 
 
 def test_loads_shape(sim):
