@@ -123,3 +123,26 @@ def test_dry_run_and_bad_profile_exit_codes(tmp_path, state_dir, monkeypatch):
     assert r.returncode == 2 and "bad.toml: [server] port: expected an integer" in r.stderr
     r = cli("supervise", "--profile", str(tmp_path / "none.toml"))
     assert r.returncode == 2 and "none.toml: cannot read profile" in r.stderr
+
+
+def test_stop_and_restart_from_elsewhere_while_supervised(make_profile, groups, state_dir):
+    path = make_profile("ext", tp=1)
+    sup = start_cli("supervise", "--profile", str(path), "--json", "--linger", "2", groups=groups)
+    seen = read_until(sup, '"state": "ready"')
+    first = runs.load_record("ext")
+    groups.add(first.pgid)
+    r = cli("restart", "--profile", str(path), "--wait", "60", "--json")   # another terminal
+    assert r.returncode == 0, r.stderr
+    new_pid = json.loads(r.stdout)["run"]["pid"]
+    groups.add(new_pid)
+    # the supervisor sees a stop (not a crash: no restart of its own), then adopts the new run
+    seen += read_until(sup, f'"pid": {new_pid}')
+    events = [json.loads(s) for s in seen if s.startswith("{")]
+    assert "crashed" not in [e.get("state") for e in events]
+    assert events[-1]["restarts"] == 0 and events[-1]["pid"] == new_pid
+    s = cli("stop", "--profile", str(path))
+    assert s.returncode == 0, s.stderr
+    rest = sup.communicate(timeout=60)[0]
+    assert sup.returncode == 0 and '"event": "stopped"' in rest
+    assert runs.load_record("ext") is None                 # nobody relaunched it
+    assert runs.list_records() == []
