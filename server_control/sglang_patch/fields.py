@@ -96,9 +96,13 @@ def wrap_collect_input_fields() -> None:
     extra = namespace_class()
 
     def collect_input_fields(sources):
-        if extra not in sources:
-            sources = [*sources, extra]
-        return original(sources)
+        if extra in sources:
+            return original(sources)
+        try:
+            return original([*sources, extra])
+        except Exception as exc:  # noqa: BLE001 - never keep SGLang from starting
+            gate.not_active(f"adding the server arguments failed: {exc!r}")
+            return original(sources)
 
     collect_input_fields._specconsole = True
     collect_input_fields.__wrapped__ = original

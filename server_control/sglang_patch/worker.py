@@ -179,7 +179,11 @@ def patch(module) -> None:
 
     def __init__(self, server_args, *args, **kwargs):
         orig_init(self, server_args, *args, **kwargs)
-        self._dynspec = _init_state(self, server_args, cls)
+        try:
+            self._dynspec = _init_state(self, server_args, cls)
+        except Exception as exc:  # noqa: BLE001 - never keep the worker from starting
+            self._dynspec = DynamicSpeculation(None, f"worker set-up failed: {exc!r}")
+            gate.not_active(self._dynspec.reason)
 
     def init_cuda_graphs(self):
         orig_graphs(self)

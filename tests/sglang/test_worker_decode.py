@@ -137,3 +137,30 @@ def test_other_workers_built_on_eagle_are_refused(publish, caplog):
     assert lines(caplog, "NOT active") == [
         "Dynamic speculation disable NOT active: speculative worker StandaloneWorkerV2 is not "
         "EAGLEWorkerV2 (only EAGLE/EAGLE3 on the standard worker have the steps=0 target-only path)"]
+
+
+def test_with_speculative_adaptive_the_rule_only_adds_target_only_above_n(publish):
+    from types import SimpleNamespace
+
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+
+    from tests.sglang.objects import runtime_state
+    server_args = publish(speculative_disable_batch_threshold=4,
+                          speculative_disable_min_dwell_steps=0)
+    rec = Recorder()
+    worker = build_worker(ew.EAGLEWorkerV2, rec)
+    policy = SimpleNamespace(get_steps_for_batch=lambda bs: 1 if bs <= 2 else 3,
+                             candidate_steps=[1, 3, 0], set_cuda_graph_bs=lambda bs: None,
+                             cuda_graph_bs_for_step=lambda steps: None)
+    controller = AdaptiveController(worker, policy)  # SGLang's own controller
+    for steps in (1, 3, 0):
+        controller.register(runtime_state(steps))
+    worker.adaptive_controller = controller
+    worker._draft_worker.speculative_num_draft_tokens = 4
+    worker._dynspec = patch_worker._init_state(worker, server_args, ew.EAGLEWorkerV2)
+    worker.init_cuda_graphs()
+    assert rec.built == []  # the controller's steps=0 state is reused
+    assert worker._dynspec.target_only_state is controller._states[0]
+    for bs, steps in ((2, 1), (3, 3), (9, 0), (4, 0), (3, 3), (1, 1)):
+        worker.activate_step_by_batch(bs)
+        assert worker.speculative_num_steps == steps, bs
