@@ -73,8 +73,13 @@ class LivePanel(Widget):
         self.border_title = "live"
 
     def show(self, snap: dict) -> None:
+        batch = section(snap, "series").get("batch") or []
+        spec = section(snap, "spec")
+        key = (repr(section(snap, "live")), repr(batch[-1:]), len(batch), spec.get("threshold"), spec.get("mode"))
         self._snap = snap
-        self.refresh()
+        if key != getattr(self, "_key", None):
+            self._key = key
+            self.refresh()
 
     def render(self):
         width, height = self.content_size.width, self.content_size.height

@@ -9,7 +9,8 @@ are separate. Long lines are capped for display only.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from array import array
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 from rich.cells import cell_len
@@ -26,46 +27,51 @@ from console.widgets.log_format import (
 )
 
 FLUSH_S = 0.05
-DEFAULT_CAP = 100_000
-
-
-def _row_key(row):
-    return (row[0].seq, row[1], row[2])
+SUB_BITS = 20  # a search hit is keyed seq << SUB_BITS | line index within the record
 
 
 class LogView(ScrollView, can_focus=True):
+    """Rows are kept as arrays of ints (record seq, line index, start, end), not objects:
+    100k rows cost ~3 MB and nothing for the garbage collector to walk. Text comes from
+    the store (``store.get(seq)``) only for the rows on screen."""
+
     DEFAULT_CSS = """
     LogView { background: $surface; overflow-x: auto; overflow-y: scroll; }
     LogView:focus { background-tint: $foreground 4%; }
     """
 
-    def __init__(self, store=None, cap: int | None = None, *, id: str | None = None) -> None:
+    def __init__(self, store=None, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.store = store
-        self.cap = cap or getattr(store, "capacity", None) or DEFAULT_CAP
         self.follow = True
         self.wrap = False
         self.new_while_paused = 0
         self.filter = LineFilter()
         self.search_pattern: re.Pattern | None = None
         self.search_text = ""
-        self.search_hits = 0
         self.ranks: list[str] = []
-        self._records: list = []          # mirror of the store (bounded), in seq order
-        self._rows: list[tuple] = []      # (record, line index, start, end) after the filter
-        self._last_seq = -1
+        self._seq, self._sub, self._start, self._end = (array("q") for _ in range(4))
+        self._hits = array("q")           # sorted keys of the lines matching the search
+        self._last_seq = 0
         self._width = 0
         self._wrap_width = 0
-        self._match: tuple | None = None  # row key of the current search match
+        self._match: int | None = None    # hit key of the current search match
         self._gen = 0                     # bumps when highlighting changes
         self._flush_pending = False
-        self._cache: LRUCache[tuple, Strip] = LRUCache(2048)
+        self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
+
+    @property
+    def row_count(self) -> int:
+        return len(self._seq)
+
+    @property
+    def search_hits(self) -> int:
+        return len(self._hits)
 
     # ---- feeding ---------------------------------------------------------------
     def set_store(self, store) -> None:
         self.store = store
-        self._records.clear()
-        self._last_seq = -1
+        self._last_seq = 0
         self._rebuild()
         self.notify_new()
 
@@ -80,78 +86,86 @@ class LogView(ScrollView, can_focus=True):
         self._flush_pending = False
         if self.store is None:
             return 0
-        new = [r for r in self.store.since(self._last_seq) if r.seq > self._last_seq]
+        new = self.store.since(self._last_seq)
         if not new:
             self._post_status()
             return 0
         self._last_seq = new[-1].seq
-        self._records.extend(new)
         removed = self._prune()
-        rows = self._rows_for(new)
-        self._rows.extend(rows)
-        if self.search_pattern is not None:
-            self.search_hits += sum(1 for r in rows if self._row_matches(r))
-        self._update_virtual_size(rows)
+        before = len(self._seq)
+        self._add_rows(new)
+        added = len(self._seq) - before
+        self._update_virtual_size()
         if self.follow:
             self._stick()
         else:
-            self.new_while_paused += len(rows)
+            self.new_while_paused += added
             if removed:
                 self.scroll_to(y=max(0, self.scroll_y - removed), animate=False, immediate=True)
         self.refresh()
         self._post_status()
-        return len(rows)
+        return added
 
     def _prune(self) -> int:
-        """Drop records beyond the cap (the store has dropped them too); returns rows removed."""
-        extra = len(self._records) - self.cap
-        if extra <= 0:
-            return 0
-        first_kept = self._records[extra].seq
-        del self._records[:extra]
-        cut = 0
-        while cut < len(self._rows) and self._rows[cut][0].seq < first_kept:
-            cut += 1
-        if self.search_pattern is not None:
-            self.search_hits -= sum(1 for r in self._rows[:cut] if self._row_matches(r))
-        del self._rows[:cut]
+        """Forget rows of records the store has dropped; returns how many rows went."""
+        first = getattr(self.store, "first_seq", 1)
+        cut = bisect_left(self._seq, first)
+        if cut:
+            for arr in (self._seq, self._sub, self._start, self._end):
+                del arr[:cut]
+            del self._hits[:bisect_left(self._hits, first << SUB_BITS)]
         return cut
 
-    def _rows_for(self, records) -> list[tuple]:
-        rows = []
+    def _add_rows(self, records) -> None:
         accepts = self.filter.accepts if self.filter.active else None
         width = self._wrap_width if self.wrap else 0
+        pattern = self.search_pattern
+        seqs, subs, starts, ends, hits = [], [], [], [], []
+        widest = self._width
         for rec in records:
             if accepts is not None and not accepts(rec):
                 continue
+            seq = rec.seq
             for i, line in enumerate(record_lines(rec)):
                 n = len(line)
+                if pattern is not None and pattern.search(line):
+                    hits.append(seq << SUB_BITS | i)
                 if width <= 0 or n <= width:
-                    rows.append((rec, i, 0, n))
+                    seqs.append(seq), subs.append(i), starts.append(0), ends.append(n)
+                    widest = max(widest, n)
                 else:
-                    rows.extend((rec, i, s, min(n, s + width)) for s in range(0, n, width))
-        return rows
+                    for s in range(0, n, width):
+                        seqs.append(seq), subs.append(i), starts.append(s), ends.append(min(n, s + width))
+        self._seq.extend(seqs), self._sub.extend(subs), self._start.extend(starts), self._end.extend(ends)
+        self._hits.extend(hits)
+        self._width = widest
 
-    def _update_virtual_size(self, new_rows) -> None:
-        if new_rows and not self.wrap:
-            self._width = max(self._width, max(r[3] - r[2] for r in new_rows) + 1)
-        width = self._wrap_width if self.wrap else self._width
-        self.virtual_size = Size(width, len(self._rows))
+    def _known_records(self) -> list:
+        """Records in the store up to the last one flushed into the view."""
+        if self.store is None or not self._last_seq:
+            return []
+        last = self._last_seq
+        return [r for r in self.store.since(0) if r.seq <= last]
+
+    def _update_virtual_size(self) -> None:
+        width = self._wrap_width if self.wrap else self._width + 1
+        self.virtual_size = Size(width, len(self._seq))
 
     def _rebuild(self) -> None:
-        """Recompute rows after a filter/wrap/size change, keeping the top record in view."""
-        top = self._rows[int(self.scroll_y)][0].seq if self._rows and self.scroll_y < len(self._rows) else None
+        """Recompute rows after a filter/wrap/size/search change, keeping the top record in view."""
+        top_y = int(self.scroll_y)
+        top = self._seq[top_y] if top_y < len(self._seq) else None
         self._wrap_width = max(10, self.scrollable_content_region.width or self.size.width or 80)
         self._width = 0
-        self._rows = self._rows_for(self._records)
-        self.search_hits = sum(1 for r in self._rows if self._row_matches(r)) if self.search_pattern else 0
+        for arr in (self._seq, self._sub, self._start, self._end, self._hits):
+            del arr[:]
+        self._add_rows(self._known_records())
         self._cache.clear()
-        self._update_virtual_size(self._rows)
+        self._update_virtual_size()
         if self.follow or top is None:
             self._stick()
         else:
-            idx = bisect_left(self._rows, top, key=lambda r: r[0].seq)
-            self.scroll_to(y=idx, animate=False, immediate=True)
+            self.scroll_to(y=bisect_left(self._seq, top), animate=False, immediate=True)
         self.refresh()
         self._post_status()
 
@@ -240,7 +254,7 @@ class LogView(ScrollView, can_focus=True):
 
     def cycle_rank(self) -> None:
         """One rank at a time: none -> each rank seen in the records (TP0, TP1, ...) -> none."""
-        seen = {r.split()[-1] for r in (getattr(rec, "rank", None) for rec in self._records) if r}
+        seen = {r.split()[-1] for r in (getattr(rec, "rank", None) for rec in self._known_records()) if r}
         self.ranks = sorted(seen)
         choices = [None, *self.ranks]
         pos = choices.index(self.filter.rank) if self.filter.rank in choices else 0
@@ -258,73 +272,77 @@ class LogView(ScrollView, can_focus=True):
         self._rebuild()
 
     # ---- search ------------------------------------------------------------------
-    def _row_matches(self, row) -> bool:
-        rec, i, s, e = row
-        return self.search_pattern.search(record_lines(rec)[i][s:e]) is not None
-
     def set_search(self, text: str) -> bool:
-        """ctrl+f input: highlight matches and jump to the first one below the top of the
-        view. Raises ValueError on a bad regex. Returns whether anything matched."""
+        """ctrl+f input: highlight matching lines and jump to the first one at or below the
+        top of the view. Raises ValueError on a bad regex. Returns whether anything matched."""
+        self._match = None
+        self._gen += 1
         if not text:
-            self.search_pattern, self.search_text, self._match = None, "", None
-            self.search_hits = 0
-            self._gen += 1
+            self.search_pattern, self.search_text = None, ""
+            del self._hits[:]
+            self._cache.clear()
             self.refresh()
             self._post_status()
             return False
         self.search_pattern = compile_pattern(text)
         self.search_text = text
-        self._gen += 1
-        self._cache.clear()
-        self.search_hits = sum(1 for r in self._rows if self._row_matches(r))
-        self._match = None
-        return self.search_step(forward=True, start=int(self.scroll_y))
+        self._rebuild()
+        top = int(self.scroll_y)
+        key = (self._seq[top] << SUB_BITS | self._sub[top]) if top < len(self._seq) else 0
+        return self._jump_to_hit(bisect_left(self._hits, key))
 
-    def search_step(self, forward: bool = True, start: int | None = None) -> bool:
-        """`n` / `N`: jump to the next / previous matching row (wrapping around)."""
-        if self.search_pattern is None or not self._rows:
+    def search_step(self, forward: bool = True) -> bool:
+        """`n` / `N`: jump to the next / previous matching line (wrapping around)."""
+        if self.search_pattern is None or not self._hits:
             return False
-        n = len(self._rows)
-        if start is None:
-            cur = self.current_match_row()
-            start = (cur + (1 if forward else -1)) if cur is not None else int(self.scroll_y)
-        sign = 1 if forward else -1
-        for k in range(n):
-            idx = (start + sign * k) % n
-            if self._row_matches(self._rows[idx]):
-                self._match = _row_key(self._rows[idx])
-                self._gen += 1
-                self._show_row(idx)
-                self._post_status()
-                return True
+        if self._match is None:
+            top = min(int(self.scroll_y), len(self._seq) - 1)
+            key = self._seq[top] << SUB_BITS | self._sub[top]
+            idx = bisect_left(self._hits, key) if forward else bisect_left(self._hits, key) - 1
+        elif forward:
+            idx = bisect_right(self._hits, self._match)
+        else:
+            idx = bisect_left(self._hits, self._match) - 1
+        return self._jump_to_hit(idx)
+
+    def _jump_to_hit(self, idx: int) -> bool:
+        if not self._hits:
+            self._post_status()
+            return False
+        self._match = self._hits[idx % len(self._hits)]
+        self._gen += 1
+        row = self.current_match_row()
+        if row is not None:
+            self._show_row(row)
         self._post_status()
-        return False
+        return True
 
     def current_match_row(self) -> int | None:
+        """Row index of the current match's first row (None when there is none)."""
         if self._match is None:
             return None
-        idx = bisect_left(self._rows, self._match, key=_row_key)
-        if idx < len(self._rows) and _row_key(self._rows[idx]) == self._match:
-            return idx
+        seq, sub = self._match >> SUB_BITS, self._match & ((1 << SUB_BITS) - 1)
+        idx = bisect_left(self._seq, seq)
+        while idx < len(self._seq) and self._seq[idx] == seq:
+            if self._sub[idx] == sub:
+                return idx
+            idx += 1
         return None
 
     def _show_row(self, idx: int) -> None:
         """Scroll so row ``idx`` sits a third of the way down, with context around it."""
         height = self.scrollable_content_region.height or 1
         target = max(0, min(idx - height // 3, self.max_scroll_y))
-        if target < self.max_scroll_y or idx < len(self._rows) - height:
+        if idx < len(self._seq) - height:
             self._set_follow(False)
         self.scroll_to(y=target, animate=False, immediate=True)
         self.refresh()
 
     # ---- save ----------------------------------------------------------------------
     def shown_records(self) -> list:
-        seen, out = set(), []
-        for rec, *_ in self._rows:
-            if rec.seq not in seen:
-                seen.add(rec.seq)
-                out.append(rec)
-        return out
+        """The records shown (after filters), oldest first."""
+        shown = set(self._seq)
+        return [r for r in self._known_records() if r.seq in shown]
 
     def save(self, path: str | Path) -> int:
         """Write the records shown (after filters) to ``path``; returns the record count."""
@@ -341,20 +359,24 @@ class LogView(ScrollView, can_focus=True):
         idx = scroll_y + y
         width = self.scrollable_content_region.width
         rich_style = self.rich_style
-        if idx >= len(self._rows):
+        if idx >= len(self._seq) or self.store is None:
             return Strip.blank(width, rich_style)
-        row = self._rows[idx]
-        current = self._match is not None and _row_key(row) == self._match
-        key = (*_row_key(row), self._gen if (current or self.search_pattern) else 0, current)
+        seq, sub, start = self._seq[idx], self._sub[idx], self._start[idx]
+        current = self._match is not None and self._match == (seq << SUB_BITS | sub)
+        key = (seq, sub, start, self._gen if (current or self.search_pattern) else 0, current)
         strip = self._cache.get(key)
         if strip is None:
-            strip = self._render_row(row, current)
+            rec = self.store.get(seq)
+            if rec is None:
+                return Strip.blank(width, rich_style)
+            strip = self._render_row(rec, sub, start, self._end[idx], current)
             self._cache[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, rich_style)
 
-    def _render_row(self, row, current: bool) -> Strip:
-        rec, i, s, e = row
-        line = record_lines(rec)[i][s:e]
+    def _render_row(self, rec, sub: int, s: int, e: int, current: bool) -> Strip:
+        lines = record_lines(rec)
+        full = lines[sub] if sub < len(lines) else ""
+        line = full[s:e]
         text = Text(line, no_wrap=True, end="")
         text.stylize(self.rich_style)
         style = style_for(rec)
@@ -364,9 +386,10 @@ class LogView(ScrollView, can_focus=True):
             text.stylize(CURRENT_ROW_STYLE)
         if self.search_pattern is not None:
             hit = CURRENT_MATCH_STYLE if current else MATCH_STYLE
-            for m in self.search_pattern.finditer(line):
-                if m.end() > m.start():
-                    text.stylize(hit, m.start(), m.end())
+            for m in self.search_pattern.finditer(full):
+                a, b = max(m.start(), s) - s, min(m.end(), e) - s
+                if b > a:
+                    text.stylize(hit, a, b)
         return Strip(text.render(self.app.console), cell_len(line))
 
     # ---- status ----------------------------------------------------------------------
@@ -375,7 +398,7 @@ class LogView(ScrollView, can_focus=True):
         return {
             "follow": self.follow,
             "new": self.new_while_paused,
-            "shown": len(self._rows),
+            "shown": len(self._seq),
             "total": getattr(store, "total", 0) if store is not None else 0,
             "dropped": getattr(store, "dropped", 0) if store is not None else 0,
             "truncated": getattr(store, "truncated", 0) if store is not None else 0,

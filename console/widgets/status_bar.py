@@ -89,5 +89,11 @@ def line_two(snap: dict) -> Text:
 class StatusBar(Static):
     DEFAULT_CSS = "StatusBar { height: 2; background: $panel; }"
 
+    _last: tuple = ()
+
     def show(self, snap: dict) -> None:
-        self.update(Group(line_one(snap), line_two(snap)))
+        lines = (line_one(snap), line_two(snap))
+        key = tuple((t.plain, tuple(t.spans)) for t in lines)
+        if key != self._last:  # repaint only when what it says changed
+            self._last = key
+            self.update(Group(*lines))

@@ -47,8 +47,11 @@ class ModeTimeline(Widget):
         self.border_title = "mode switches"
 
     def show(self, snap: dict) -> None:
+        key = repr(((snap or {}).get("switches"), section(snap, "per_mode")))
         self._snap = snap
-        self.refresh()
+        if key != getattr(self, "_key", None):
+            self._key = key
+            self.refresh()
 
     def render(self):
         rows = max(0, self.content_size.height - 2)

@@ -136,10 +136,10 @@ async def test_quick_filters_wrap_and_save(fake, make_app, tmp_path):
         assert view.filter.rank == "TP1"
         await pilot.press("k")
         assert view.filter.rank is None
-        rows = len(view._rows)
+        rows = view.row_count
         await pilot.press("w")
         await pilot.pause()
-        assert view.wrap and len(view._rows) > rows
+        assert view.wrap and view.row_count > rows
         assert "x" * 70 in screen_text(app)
         await pilot.press("slash")
         await prompt(pilot, app, "Dynamic")
@@ -164,8 +164,7 @@ async def test_ansi_stripped_long_lines_capped_and_highlighted(fake, make_app):
         text = screen_text(app)
         assert "red words here" in text and "\x1b" not in text
         view = app.log_view
-        capped = view._rows[-1]
-        assert capped[3] - capped[2] < 2100
+        assert view._end[-1] - view._start[-1] < 2100
         assert fake.store.truncated == 1 and "cut 1" in text
         # the init line gets its own strong style, distinct from switch/warning lines
         from console.widgets.log_format import KIND_STYLES, style_for
@@ -179,12 +178,12 @@ async def test_burst_is_flushed_in_batches(fake, make_app):
     async with app.run_test(size=(100, 24)) as pilot:
         await settle(pilot, app)
         view = app.log_view
-        base = len(view._rows)
+        base = view.row_count
         flushes = []
         real_flush = view.flush
         view.flush = lambda: flushes.append(real_flush())
         for i in range(50):  # 50 notifications in one tick -> one batched flush
             fake.add_lines(lines(100, i * 100))
         await pilot.pause(0.3)
-        assert len(view._rows) == base + 5000
+        assert view.row_count == base + 5000
         assert 1 <= len(flushes) <= 2 and sum(flushes) == 5000
