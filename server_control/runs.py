@@ -9,6 +9,7 @@ State dir: ``$SPECCONSOLE_STATE_DIR`` or platformdirs ``user_state_dir("speccons
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -199,3 +200,26 @@ def live_record_on_port(port: int, state_dir: str | Path | None = None,
         if rec.port == port and rec.name != exclude and rec.is_live():
             return rec
     return None
+
+
+class RestartLock:
+    """``runs/<name>.lock``, flock'ed by the one process that restarts crashes of a run.
+    The kernel releases it when that process dies, however it dies."""
+
+    def __init__(self, fd: int):
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, name: str, state_dir: str | Path | None = None) -> "RestartLock | None":
+        fd = os.open(runs_dir(state_dir) / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return cls(fd)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import fcntl
 import logging
 import os
 import time
@@ -85,7 +84,7 @@ class Supervisor:
         self._popen = None
         self._epoch = 0            # bumped by launch/stop: a pending restart of an old epoch aborts
         self._op_lock = asyncio.Lock()
-        self._lock_fd: int | None = None
+        self._lock: runs.RestartLock | None = None
         self._fails = 0
         self._procs_cache: tuple[float, list[ProcInfo]] = (0.0, [])
 
@@ -128,7 +127,8 @@ class Supervisor:
         return {
             "state": self.state, "pid": rec.pid if rec else None, "pgid": rec.pgid if rec else None,
             "started_at": rec.started_at if rec else None,
-            "uptime_s": round(rec.uptime_s, 1) if rec and self.state not in (STOPPED, FATAL, CRASHED) else None,
+            "uptime_s": (round(rec.uptime_s, 1) if rec and self.state not in (STOPPED, FATAL, CRASHED)
+                         else None),
             "port": self.profile.port, "restarts": self.restarts,
             "log_path": rec.log_path if rec else None, "exit_code": self.exit_code,
             "fatal_reason": self.fatal_reason, "processes": [p.pid for p in self.processes()],
@@ -258,22 +258,15 @@ class Supervisor:
 
     # -- watch ------------------------------------------------------------------------------
     def _try_lock(self) -> None:
-        if self._lock_fd is not None:
-            return
-        path = runs.runs_dir(self.state_dir) / f"{self.profile.name}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return
-        self._lock_fd = fd
-        self._set(supervising=True)
+        if self._lock is None:
+            self._lock = runs.RestartLock.acquire(self.profile.name, self.state_dir)
+            if self._lock is not None:
+                self._set(supervising=True)
 
     def _unlock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)   # closing releases the flock
-            self._lock_fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
         self._set(supervising=False)
 
     def _exit_status(self) -> tuple[bool, int | None]:

@@ -176,3 +176,14 @@ def test_long_run_resets_backoff_and_old_starts_leave_the_window():
     pol.record_start(2)
     assert pol.after_crash(100, ran_for_s=98) == ("restart", 1)   # stable run: reset; old starts gone
     assert RestartPolicy(enabled=False).after_crash(0)[0] == "fatal"
+
+
+def test_restart_lock_has_one_holder_at_a_time(state_dir):
+    first = runs.RestartLock.acquire("x")
+    assert first is not None
+    assert runs.RestartLock.acquire("x") is None          # a second console only observes
+    assert runs.RestartLock.acquire("y") is not None      # other profiles are independent
+    first.release()
+    again = runs.RestartLock.acquire("x")
+    assert again is not None
+    again.release()

@@ -14,7 +14,7 @@ import pytest
 
 from server_control import process, runs
 from server_control.profile import ProfileError, load_profile
-from server_control.supervisor import (CRASHED, FATAL, READY, STARTING, STOPPED, RunConflict,
+from server_control.supervisor import (CRASHED, FATAL, READY, STARTING, STOPPED, UNHEALTHY, RunConflict,
                                        Supervisor)
 
 
@@ -166,3 +166,31 @@ async def test_keep_logs_bounds_old_logs(make_profile, groups):
         assert (await sup.stop(grace=5)).ok
     logs = sorted(Path(rec.log_path).parent.glob("*.log"))
     assert len(logs) == 2 and Path(rec.log_path) in logs
+
+
+async def test_failing_health_turns_ready_into_unhealthy_without_restart(make_profile, groups):
+    profile = load_profile(make_profile("h", tp=1, sim_extra="health_fail_after = 20"))  # ~1 s
+    sup = Supervisor(profile)
+    rec = await sup.launch()
+    groups.add(rec.pgid)
+    watch = asyncio.create_task(sup.watch())
+    try:
+        await until(lambda: sup.state == READY, what="ready")
+        await until(lambda: sup.state == UNHEALTHY, what="unhealthy")
+        assert "HTTP 503" in sup.health_error and sup.restarts == 0 and sup.record.pid == rec.pid
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    assert (await sup.stop()).ok
+
+
+async def test_corrupt_record_is_moved_aside_and_never_blocks_launch(make_profile, groups, state_dir):
+    profile = load_profile(make_profile("z", tp=1))
+    runs.record_path("z").write_text('{"pid": "garbage"')
+    sup = Supervisor(profile)
+    assert sup.adopt() is None and "unreadable run record moved aside" in sup.last_error
+    assert (state_dir / "runs" / "z.json.bad").exists()
+    rec = await sup.launch()
+    groups.add(rec.pgid)
+    assert runs.load_record("z") == rec
+    assert (await sup.stop()).ok
