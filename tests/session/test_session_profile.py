@@ -24,6 +24,14 @@ async def test_profile_session_launch_verify_stop(sim_profile):
         assert snap["logs"]["path"] == snap["run"]["log_path"]
         cfg = snap["verify"]["layers"][0]
         assert cfg["status"] == "pass" and "speculative_disable_batch_threshold=5" in cfg["evidence"]
+        # a restart: a new log file is followed, verification starts again and passes again
+        first_log = snap["logs"]["path"]
+        restarted = await session.restart()
+        assert restarted["ok"] is True, restarted
+        await until(lambda: session.snapshot()["logs"]["path"] not in (None, first_log), what="new log followed")
+        await until(lambda: session.verification()["summary"] == "pass", what="pass after restart")
+        snap = session.snapshot()
+        assert snap["logs"]["path"] == snap["run"]["log_path"] != first_log
         pids = snap["run"]["processes"]
         assert snap["run"]["pid"] in pids
         stopped = await session.stop()
