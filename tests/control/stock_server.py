@@ -8,6 +8,9 @@
   --mode metrics  stock answers, but no /v1/loads (404): load only from /metrics
   --mode noload   stock answers, neither /v1/loads nor /metrics: load only from the log
                   (it writes a Decode batch line every 0.1 s)
+  --mode nogate   a server launched with the threshold (args show 5) whose scheduler never
+                  loaded the patch: no init line in its log, the batch stays at 9 and the
+                  polled mode stays speculative
   --mode typed    patched SGLang's HTTP typing: string values in /set_internal_state are
                   answered 422 (numbers only); the force mode goes as its index (0 auto,
                   1 speculative, 2 target_only) and reads back as its name
@@ -47,6 +50,14 @@ def build(mode: str) -> Starlette:
             return PlainTextResponse('{"internal_states": [ not json', media_type="application/json")
         if mode == "hang":
             await asyncio.sleep(3600)
+        if mode == "nogate":
+            return JSONResponse({"model_path": "nogate-model", "tp_size": 1, "dp_size": 1,
+                                 "speculative_disable_batch_threshold": 5, "internal_states": [{
+                                     "speculative_disable_batch_threshold": 5,
+                                     "speculative_disable_min_dwell_steps": 10,
+                                     "speculative_disable_force_mode": "auto",
+                                     "dynamic_speculation": {"mode": "speculative", "switch_count": 0,
+                                                             "threshold": 5, "low_mark": 4}}]})
         if mode == "typed":
             return JSONResponse({"model_path": "typed-model", "speculative_disable_batch_threshold": 5,
                                  "internal_states": [dict(state)]})
@@ -59,7 +70,7 @@ def build(mode: str) -> Starlette:
         if mode in ("metrics", "noload"):
             return PlainTextResponse("Not Found", status_code=404)
         return JSONResponse({"timestamp": 0, "version": "0.5.23", "loads": [
-            {"dp_rank": 0, "num_running_reqs": 3, "num_waiting_reqs": 0, "token_usage": 0.05,
+            {"dp_rank": 0, "num_running_reqs": 9 if mode == "nogate" else 3, "num_waiting_reqs": 0, "token_usage": 0.05,
              "gen_throughput": 12.5, "speculative": {"accept_length": 2.1, "accept_rate": 0.5}}]})
 
     async def set_internal_state(request: Request):
@@ -107,7 +118,7 @@ def build(mode: str) -> Starlette:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--mode", choices=("stock", "garbage", "hang", "typed", "metrics", "noload"), default="stock")
+    p.add_argument("--mode", choices=("stock", "garbage", "hang", "typed", "metrics", "noload", "nogate"), default="stock")
     p.add_argument("--max-lifetime", type=float, default=120.0)
     a = p.parse_args()
     timer = threading.Timer(a.max_lifetime, lambda: os.kill(os.getpid(), signal.SIGTERM))

@@ -147,3 +147,25 @@ async def test_load_falls_back_to_log_records(stand):
         await task
     assert s.reachable and s.load.source == "logs"
     assert (s.load.batch, s.load.queue, s.load.gen_throughput, s.load.accept_len) == (4, 1, 77.0, 2.5)
+
+
+async def test_gate_missing_fails_initialisation_and_runtime_with_causes(stand):
+    from server_control.session import Session
+    from server_control.verify import CAUSE_NO_INIT, CAUSE_NO_SWITCH
+
+    srv = stand("nogate")
+    session = Session.attach(srv.url, log_path=srv.log_path, poll_interval_s=0.1)
+    await session.start()
+    try:
+        for _ in range(600):
+            if session.verification()["layers"][2]["status"] == "fail":
+                break
+            await asyncio.sleep(0.05)
+        config, init, runtime = session.verification()["layers"]
+    finally:
+        await session.close()
+    assert config["status"] == "pass"
+    assert init["status"] == "fail" and init["cause"] == CAUSE_NO_INIT
+    assert "ready to roll" in init["evidence"]
+    assert runtime["status"] == "fail" and runtime["cause"] == CAUSE_NO_SWITCH
+    assert "batch 9 > threshold 5" in runtime["evidence"]
