@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from pathlib import Path
 
 from rich.cells import cell_len
@@ -21,16 +21,16 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.messages import LogViewChanged
+from console.widgets.log_search import SUB_BITS, SearchMixin
 from console.widgets.log_format import (
-    CURRENT_MATCH_STYLE, CURRENT_ROW_STYLE, MATCH_STYLE, LineFilter, compile_pattern,
+    CURRENT_MATCH_STYLE, CURRENT_ROW_STYLE, MATCH_STYLE, LineFilter,
     record_lines, record_text, style_for,
 )
 
 FLUSH_S = 0.05
-SUB_BITS = 20  # a search hit is keyed seq << SUB_BITS | line index within the record
 
 
-class LogView(ScrollView, can_focus=True):
+class LogView(SearchMixin, ScrollView, can_focus=True):
     """Rows are kept as arrays of ints (record seq, line index, start, end), not objects:
     100k rows cost ~3 MB and nothing for the garbage collector to walk. Text comes from
     the store (``store.get(seq)``) only for the rows on screen."""
@@ -270,73 +270,6 @@ class LogView(ScrollView, can_focus=True):
     def toggle_wrap(self) -> None:
         self.wrap = not self.wrap
         self._rebuild()
-
-    # ---- search ------------------------------------------------------------------
-    def set_search(self, text: str) -> bool:
-        """ctrl+f input: highlight matching lines and jump to the first one at or below the
-        top of the view. Raises ValueError on a bad regex. Returns whether anything matched."""
-        self._match = None
-        self._gen += 1
-        if not text:
-            self.search_pattern, self.search_text = None, ""
-            del self._hits[:]
-            self._cache.clear()
-            self.refresh()
-            self._post_status()
-            return False
-        self.search_pattern = compile_pattern(text)
-        self.search_text = text
-        self._rebuild()
-        top = int(self.scroll_y)
-        key = (self._seq[top] << SUB_BITS | self._sub[top]) if top < len(self._seq) else 0
-        return self._jump_to_hit(bisect_left(self._hits, key))
-
-    def search_step(self, forward: bool = True) -> bool:
-        """`n` / `N`: jump to the next / previous matching line (wrapping around)."""
-        if self.search_pattern is None or not self._hits:
-            return False
-        if self._match is None:
-            top = min(int(self.scroll_y), len(self._seq) - 1)
-            key = self._seq[top] << SUB_BITS | self._sub[top]
-            idx = bisect_left(self._hits, key) if forward else bisect_left(self._hits, key) - 1
-        elif forward:
-            idx = bisect_right(self._hits, self._match)
-        else:
-            idx = bisect_left(self._hits, self._match) - 1
-        return self._jump_to_hit(idx)
-
-    def _jump_to_hit(self, idx: int) -> bool:
-        if not self._hits:
-            self._post_status()
-            return False
-        self._match = self._hits[idx % len(self._hits)]
-        self._gen += 1
-        row = self.current_match_row()
-        if row is not None:
-            self._show_row(row)
-        self._post_status()
-        return True
-
-    def current_match_row(self) -> int | None:
-        """Row index of the current match's first row (None when there is none)."""
-        if self._match is None:
-            return None
-        seq, sub = self._match >> SUB_BITS, self._match & ((1 << SUB_BITS) - 1)
-        idx = bisect_left(self._seq, seq)
-        while idx < len(self._seq) and self._seq[idx] == seq:
-            if self._sub[idx] == sub:
-                return idx
-            idx += 1
-        return None
-
-    def _show_row(self, idx: int) -> None:
-        """Scroll so row ``idx`` sits a third of the way down, with context around it."""
-        height = self.scrollable_content_region.height or 1
-        target = max(0, min(idx - height // 3, self.max_scroll_y))
-        if idx < len(self._seq) - height:
-            self._set_follow(False)
-        self.scroll_to(y=target, animate=False, immediate=True)
-        self.refresh()
 
     # ---- save ----------------------------------------------------------------------
     def shown_records(self) -> list:
