@@ -12,6 +12,7 @@ The JSON of ``snapshot()`` is fixed by docs/architecture.md ("Session snapshot")
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 from typing import Callable
@@ -25,6 +26,7 @@ from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
 from server_control.telemetry.series import ModeTimeline, PanelSeries, per_mode
 
+log = logging.getLogger(__name__)
 KEEP_INIT_RECORDS = 512
 
 
@@ -268,6 +270,13 @@ class Session:
         return self._pipeline.follower.is_open and self._pipeline.follower.position >= size
 
     def _on_records(self, last_seq: int) -> None:
+        try:
+            self._scan_records(last_seq)
+        except Exception:  # noqa: BLE001 - never stop the log pipeline over our bookkeeping
+            log.exception("scanning new log records failed")
+        self._publish("logs")
+
+    def _scan_records(self, last_seq: int) -> None:
         now = time.time()
         for rec in self.store.since(self._seen_seq):
             kind = rec.kind
@@ -282,7 +291,6 @@ class Session:
                 self._not_active.append(rec)
                 del self._not_active[:-8]
         self._seen_seq = last_seq
-        self._publish("logs")
 
     # -- telemetry ------------------------------------------------------------------------
     def _on_sample(self, sample: Sample) -> None:

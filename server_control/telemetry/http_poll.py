@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Callable
 
@@ -17,6 +18,8 @@ import httpx
 
 from server_control.telemetry.sample import (Load, Sample, load_from_loads, load_from_metrics,
                                              load_from_records, sample_from_server_info)
+
+log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_TIMEOUT_S = 2.0
@@ -126,7 +129,7 @@ class HttpPoller:
             info = await self.server_info()
             sample = sample_from_server_info(time.time(), info)
             sample.load = await self._load() or Load()
-        except (httpx.HTTPError, ValueError, UnicodeDecodeError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the server did, it is a state, not a crash
             sample = Sample(ts=time.time(), reachable=False, error=describe_error(exc, "/server_info"))
             if self.records_fn is not None:  # the log still tells the load while HTTP is down
                 try:
@@ -137,7 +140,10 @@ class HttpPoller:
         self.polls += 1
         self.last = sample
         if self.on_sample is not None:
-            self.on_sample(sample)
+            try:
+                self.on_sample(sample)
+            except Exception:  # noqa: BLE001 - a consumer's bug must not stop the polling
+                log.exception("on_sample callback failed")
         return sample
 
     # -- pacing ------------------------------------------------------------------------
