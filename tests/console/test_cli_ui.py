@@ -1,0 +1,51 @@
+"""The ui/demo/attach commands: argument errors are clear (exit 2, the problem named);
+the demo chooses its port and state dir so it never collides with a real run."""
+from __future__ import annotations
+
+import socket
+
+from console.cli import main
+from console.commands.ui import demo_profile, demo_state_dir
+
+
+def test_bad_profile_names_the_file(tmp_path, capsys):
+    bad = tmp_path / "broken.toml"
+    bad.write_text("[server\n")
+    assert main(["--profile", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "broken.toml" in err and "TOML" in err
+
+
+def test_missing_profile(tmp_path, capsys):
+    assert main(["ui", "--profile", str(tmp_path / "nope.toml")]) == 2
+    assert "nope.toml" in capsys.readouterr().err
+
+
+def test_attach_errors(capsys, monkeypatch):
+    assert main(["attach", "localhost:30000"]) == 2
+    assert "http://" in capsys.readouterr().err
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    assert main(["attach", "http://127.0.0.1:1", "--api-key-env", "NO_SUCH_KEY_VAR"]) == 2
+    assert "NO_SUCH_KEY_VAR" in capsys.readouterr().err
+
+
+def test_demo_argument_errors(capsys):
+    assert main(["demo", "--time-scale", "0"]) == 2
+    assert "--time-scale" in capsys.readouterr().err
+    assert main(["demo", "--port", "70000"]) == 2
+    assert "--port" in capsys.readouterr().err
+
+
+def test_demo_state_dir_and_busy_port(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path / "state"))
+    state = demo_state_dir()
+    assert state == tmp_path / "state" / "demo"
+    profile = demo_profile(state)
+    with socket.socket() as s:  # hold the port the demo would take
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", profile.port))
+        s.listen(1)
+        moved = demo_profile(state)
+        assert moved.port != profile.port
+    assert demo_profile(state, port=31234, time_scale=5).sim["time_scale"] == 5
+    assert demo_profile(state, port=31234).port == 31234
