@@ -215,3 +215,19 @@ async def test_garbage_snapshot_does_not_crash(fake, make_app):
         await pilot.press("plus")
         await pilot.pause()
         assert "MODE ?" in screen_text(app)
+
+
+async def test_no_server_offers_launch_or_launches(fake, make_app):
+    fake.snap["run"]["state"] = "stopped"
+    app = make_app(launch="offer")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, ChoiceScreen) and "Launch it now?" in screen_text(app)
+        await pilot.press("enter")  # default: yes
+        await pilot.pause()
+        assert fake.calls == [("launch",)]
+    fake.calls.clear()
+    app = make_app(launch="auto")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert fake.calls == [("launch",)] and not isinstance(app.screen, ChoiceScreen)

@@ -78,6 +78,13 @@ async def test_threshold_keys_reach_every_rank_and_read_back(sim):
         await pilot.press("left_square_bracket")
         await wait_for(pilot, lambda: "N=8 applied" in screen_text(app), what="N=8 applied")
         assert server_thresholds(sim.url) == [8]
+        await pilot.press("F")  # auto -> speculative (forced), read back from the server
+        await wait_for(pilot, lambda: "forced speculative" in screen_text(app), what="forced mode shown")
+        await pilot.press("F")
+        await wait_for(pilot, lambda: "forced target-only" in screen_text(app), what="forced target-only")
+        await wait_for(pilot, lambda: "TARGET-ONLY" in screen_text(app), what="mode follows the force")
+        await pilot.press("F")
+        await wait_for(pilot, lambda: "forced" not in screen_text(app), what="back to auto")
         await app.session.close()
     set_server_threshold(sim.url, 5)
 
