@@ -76,13 +76,15 @@ class Generator:
             while True:
                 await event.wait()
                 event.clear()
+                # finished is set after the last tokens are counted: read it first
+                done = req.finished
                 n = req.generated
                 if n > sent:
                     if sent == 0:
                         self.state.observe_ttft(self.sched.clock.now() - req.created)
                     yield sent, n
                     sent = n
-                if req.finished:
+                if done:
                     return
         finally:
             if not req.finished:
@@ -194,7 +196,7 @@ class Generator:
                          "logprobs": None, "finish_reason": None})
         async for old, new in self.tokens(req):
             text = token_text(req.rid, old, new)
-            done = req.finished and new >= req.max_new_tokens
+            done = new >= req.max_new_tokens
             reason = "length" if done else None
             extra = {"usage": self._usage(req, new)} if continuous else None
             if chat:

@@ -38,7 +38,7 @@ def test_crash_exits_non_zero_with_scheduler_traceback(sim_factory):
 
 def test_health_starts_failing_with_503(sim_factory):
     sim = sim_factory("--sim-health-fail-after", "4")
-    sim.wait_ready()
+    sim.wait_for_log("The server is fired up and ready to roll!")  # health may already fail
     poll(lambda: status(sim.url + "/health") == 503)
     assert status(sim.url + "/health_generate") == 503
     assert status(sim.url + "/ready") == 503
@@ -47,7 +47,7 @@ def test_health_starts_failing_with_503(sim_factory):
 
 def test_health_can_stop_answering(sim_factory):
     sim = sim_factory("--sim-health-fail-after", "1", "--sim-health-fail-mode", "hang")
-    sim.wait_ready()
+    sim.wait_for_log("The server is fired up and ready to roll!")
 
     def hangs():
         try:
