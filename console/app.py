@@ -249,6 +249,10 @@ class SpecConsoleApp(LogActions, App):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    async def action_quit(self) -> None:
+        """Textual's own quit (ctrl+q) asks the same question as `q`."""
+        self.action_quit_console()
+
     def action_quit_console(self) -> None:
         if self.snap.get("attached"):
             self.run_worker(self._quit(False), group="quit")

@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 
-from server_control import runs
+from server_control import process, runs
 from server_control.profile import ProfileError, find_profile, load_profile
 from server_control.supervisor import FATAL, READY, STOPPED, RunConflict, Supervisor
 
@@ -89,6 +89,9 @@ async def _launch(args, profile) -> int:
          f"state {state}\nlog: {rec.log_path}" + (f"\n{sup.last_error}" if sup.last_error else ""))
     if args.wait is None or state == READY:
         return EXIT_OK
+    if state != "starting" and not args.json:
+        tail = process.tail_lines(rec.log_path, 20)
+        print(f"--- last {len(tail)} lines of {rec.log_path} ---", *tail, sep="\n", file=sys.stderr)
     return EXIT_TIMEOUT if state == "starting" else EXIT_FAILED
 
 

@@ -83,6 +83,10 @@ def line_two(snap: dict) -> Text:
         t.append(f"  unreachable: {server.get('error') or '?'}", "bold red")
     if run.get("fatal_reason"):
         t.append(f"  {run.get('fatal_reason')}", "bold red")
+    elif run.get("last_error"):
+        t.append(f"  {run.get('last_error')}", "bold red")
+    if run.get("next_restart_in_s") is not None:
+        t.append(f"  restart in {run.get('next_restart_in_s')} s", "yellow")
     return t
 
 

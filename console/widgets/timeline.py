@@ -23,11 +23,26 @@ def per_mode_line(snap: dict) -> Text:
     return t
 
 
+def merge_ranks(switches: list[dict]) -> list[dict]:
+    """Every TP rank logs the same switch: show it once, with the ranks that logged it."""
+    out: list[dict] = []
+    for sw in switches:
+        prev = out[-1] if out else None
+        same = prev is not None and all(prev.get(k) == sw.get(k) for k in ("mode", "batch", "threshold")) \
+            and clock(prev.get("ts")) == clock(sw.get("ts")) and sw.get("rank") not in prev["_ranks"]
+        if same:
+            prev["_ranks"].append(sw.get("rank"))
+            prev["rank"] = ",".join(str(r) for r in prev["_ranks"] if r)
+        else:
+            out.append({**sw, "_ranks": [sw.get("rank")]})
+    return out
+
+
 def switches_table(snap: dict, rows: int) -> Table:
     table = Table(box=None, padding=(0, 1), expand=True, show_edge=False, header_style="dim")
     for col in ("time", "to", "batch", "N", "rank"):
         table.add_column(col, no_wrap=True)
-    switches = [s for s in (snap or {}).get("switches") or [] if isinstance(s, dict)]
+    switches = merge_ranks([s for s in (snap or {}).get("switches") or [] if isinstance(s, dict)])
     for sw in switches[-rows:][::-1] if rows > 0 else []:
         mode = sw.get("mode")
         style = "bright_blue" if mode == "target_only" else "bright_green"

@@ -231,3 +231,23 @@ async def test_no_server_offers_launch_or_launches(fake, make_app):
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         assert fake.calls == [("launch",)] and not isinstance(app.screen, ChoiceScreen)
+
+
+def test_switch_logged_by_every_rank_shows_once():
+    from console.widgets.timeline import merge_ranks
+
+    sw = {"ts": "2026-11-29T10:00:01", "mode": "target_only", "batch": 7, "threshold": 5}
+    rows = merge_ranks([{**sw, "rank": "TP0"}, {**sw, "rank": "TP1"},
+                        {**sw, "ts": "2026-11-29T10:00:09", "rank": "TP0"}])
+    assert [r["rank"] for r in rows] == ["TP0,TP1", "TP0"]
+
+
+async def test_ctrl_q_asks_too(fake, make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert isinstance(app.screen, ChoiceScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert fake.closed_with is None and app.return_code is None
