@@ -9,6 +9,7 @@ State dir: ``$SPECCONSOLE_STATE_DIR`` or platformdirs ``user_state_dir("speccons
 """
 from __future__ import annotations
 
+import datetime as _dt
 import fcntl
 import json
 import os
@@ -19,6 +20,18 @@ from pathlib import Path
 import psutil
 
 CREATE_TIME_TOLERANCE_S = 0.05
+
+
+class RunConflict(RuntimeError):
+    """A live run already holds this profile or its port (``.record`` is that run)."""
+
+    def __init__(self, message: str, record: "RunRecord"):
+        super().__init__(message)
+        self.record = record
+
+
+def iso_time(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
 
 
 class RunRecordError(ValueError):

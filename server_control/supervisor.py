@@ -21,15 +21,13 @@ API (used by server_control.session and the headless commands)::
     sup.last_error, sup.backoff_history, sup.processes() -> [ProcInfo], sup.snapshot() -> dict
     (the "run" part of the session snapshot, docs/architecture.md).
 
-Exit codes: from Popen.poll() when this process launched the server; for an adopted server
-the exit code is unknown (None) and last_error says so.
-A `stop` from another process marks the record ``stopping`` first, so a supervisor that sees
-the exit reports "stopped", not a crash; a run launched elsewhere later is adopted.
+Exit codes come from Popen.poll() when this process launched the server; for an adopted one
+they are unknown (None; last_error says so). `stop` marks the record ``stopping`` first, so a
+supervisor elsewhere reports "stopped", not a crash; a run launched elsewhere is adopted.
 """
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import logging
 import os
 import time
@@ -41,6 +39,7 @@ from server_control import process, runs
 from server_control.process import ProcInfo, StopResult
 from server_control.profile import Profile
 from server_control.restart_policy import RestartPolicy
+from server_control.runs import RunConflict, iso_time
 
 log = logging.getLogger(__name__)
 
@@ -49,18 +48,6 @@ STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL = (
 STATES = (STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL)
 TAIL_LINES = 50
 IDLE_POLL_S = 1.0
-
-
-class RunConflict(RuntimeError):
-    """A live run already holds this profile or its port (``.record`` is that run)."""
-
-    def __init__(self, message: str, record: runs.RunRecord):
-        super().__init__(message)
-        self.record = record
-
-
-def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
 
 
 class Supervisor:
@@ -158,6 +145,16 @@ class Supervisor:
         if rec.fatal_reason:
             self._set(FATAL, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code,
                       fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
+        lock = None if self.supervising else runs.RestartLock.acquire(self.profile.name, self.state_dir)
+        if lock is None and not self.supervising:   # its supervisor is about to restart it
+            if rec.fatal_reason:
+                self._set(record=rec)
+            else:
+                self._set(CRASHED, record=rec, last_error=f"server pid {rec.pid} exited; "
+                          "the console supervising it restarts it")
+            return None
+        if lock is not None:
+            lock.release()
         runs.delete_record(self.profile.name, self.state_dir, pid=rec.pid)
         return None
 
@@ -196,7 +193,7 @@ class Supervisor:
             kind=self.profile.kind, pid=started.pid, create_time=started.create_time,
             pgid=started.pgid, sid=started.sid, argv=spec.masked_argv(), host=self.profile.host,
             port=self.profile.port, log_path=str(started.log_path), cwd=str(spec.cwd),
-            started_at=_iso(started.create_time), restarts=self.restarts,
+            started_at=iso_time(started.create_time), restarts=self.restarts,
             launcher_pid=os.getpid(), log_paths=previous_logs[-(keep - 1):] if keep > 1 else [])
         runs.save_record(rec, sd)
         process.prune_logs(started.log_path.parent, keep, protect=(started.log_path,))
@@ -372,8 +369,12 @@ class Supervisor:
                 if epoch != self._epoch:     # stopped or relaunched meanwhile
                     return
                 disk = self._load_disk()
-                if disk is not None and disk.stopping:
+                if disk is None or disk.stopping:      # stopped from elsewhere meanwhile
                     self._set(STOPPED, record=None, next_restart_at=None)
+                    return
+                if disk.pid != dead.pid and disk.is_live():   # relaunched elsewhere
+                    self._set(next_restart_at=None)
+                    self.adopt()
                     return
                 self.restarts += 1
                 try:

@@ -146,3 +146,14 @@ def test_stop_and_restart_from_elsewhere_while_supervised(make_profile, groups, 
     assert sup.returncode == 0 and '"event": "stopped"' in rest
     assert runs.load_record("ext") is None                 # nobody relaunched it
     assert runs.list_records() == []
+
+
+def test_launch_wait_reports_a_server_that_dies_before_ready(make_profile, groups, state_dir):
+    path = make_profile("dies", tp=1)
+    text = path.read_text().replace('extra_args = ["--decode-log-interval", "5"]',
+                                    'extra_args = ["--decode-log-interval", "0"]')   # sim refuses it
+    path.write_text(text)
+    r = cli("launch", "--profile", str(path), "--wait", "60")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "state crashed" in r.stdout and "exited before ready: exit code 2" in r.stdout
+    assert "--- last" in r.stderr and "decode-log-interval" in r.stderr

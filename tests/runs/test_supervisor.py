@@ -194,3 +194,24 @@ async def test_corrupt_record_is_moved_aside_and_never_blocks_launch(make_profil
     groups.add(rec.pgid)
     assert runs.load_record("z") == rec
     assert (await sup.stop()).ok
+
+
+async def test_stop_from_another_process_during_backoff_wins(make_profile, groups):
+    profile = load_profile(make_profile("o", tp=1, backoff=1.0))
+    sup = Supervisor(profile)
+    rec = await sup.launch()
+    groups.add(rec.pgid)
+    watch = asyncio.create_task(sup.watch())
+    try:
+        await until(lambda: sup.state == READY, what="ready")
+        os.killpg(rec.pgid, signal.SIGKILL)
+        await until(lambda: sup.next_restart_at is not None, what="a pending restart")
+        other = Supervisor(profile)            # e.g. `specconsole stop` in another terminal
+        assert other.adopt() is None and other.state == CRASHED   # a restart is pending: kept
+        assert runs.load_record("o") is not None
+        assert (await other.stop()).ok and runs.load_record("o") is None
+        await until(lambda: sup.state == STOPPED, timeout=30, what="stopped after the backoff")
+        assert runs.load_record("o") is None and sup.restarts == 0
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
