@@ -54,6 +54,8 @@ def verify_text(snap: dict) -> Text:
 def line_one(snap: dict) -> Text:
     spec = section(snap, "spec")
     label, style = mode_badge(spec.get("mode"))
+    if section(snap, "server").get("reachable") is False and spec.get("mode"):
+        label, style = f"{label.rstrip()}? ", "bold black on grey50"  # last known, not live
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(label, style)
     t.append_text(threshold_text(snap))

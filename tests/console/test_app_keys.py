@@ -251,3 +251,12 @@ async def test_ctrl_q_asks_too(fake, make_app):
         await pilot.press("escape")
         await pilot.pause()
         assert fake.closed_with is None and app.return_code is None
+
+
+async def test_unreachable_server_mode_is_marked_stale(fake, make_app):
+    fake.snap["server"].update(reachable=False, error="connection refused")
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "TARGET-ONLY?" in text and "unreachable: connection refused" in text

@@ -1,0 +1,129 @@
+"""`specconsole bench`: concurrency sweep per mode against a server's OpenAI API.
+
+For each mode (speculative, target-only: forced through /set_internal_state) and each
+concurrency level, closed-loop streaming clients run for a warm-up and a measuring window;
+the table shows tok/s per mode and the crossover (the first level where target-only wins),
+i.e. the threshold to set. `--sim` benchmarks a freshly started simulator instead of a URL.
+
+Exit codes: 0 measured; 1 the server failed (unreachable, errors, refused to force a mode);
+2 bad arguments; 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+from server_control import decision
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"levels must be comma-separated integers, got {text!r}") from None
+    if not levels or levels[0] < 1 or levels[-1] > 4096:
+        raise argparse.ArgumentTypeError(f"levels must be between 1 and 4096, got {text!r}")
+    return levels
+
+
+def _modes(text: str) -> list[str]:
+    modes = []
+    for part in text.split(","):
+        try:
+            modes.append(decision.validate_force(part))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return modes
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("bench", help="concurrency sweep: per-mode throughput and the crossover",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--url", help="server to measure, e.g. http://127.0.0.1:30000")
+    target.add_argument("--sim", action="store_true", help="start a simulator (tp 2, threshold 5) and measure it")
+    p.add_argument("--levels", type=_levels, default=[1, 2, 4, 8, 16, 32], help="concurrencies (default 1,2,4,8,16,32)")
+    p.add_argument("--modes", type=_modes, default=[decision.SPECULATIVE, decision.TARGET_ONLY],
+                   help="modes to force, comma-separated (default speculative,target_only; auto = as configured)")
+    p.add_argument("--warmup", type=_positive, default=3.0, help="seconds before measuring (default 3)")
+    p.add_argument("--measure", type=_positive, default=10.0, help="measuring window in seconds (default 10)")
+    p.add_argument("--max-tokens", type=int, default=256, help="tokens per request (default 256)")
+    p.add_argument("--api-key-env", metavar="NAME", default="SPECCONSOLE_API_KEY")
+    p.add_argument("--admin-api-key-env", metavar="NAME", default="SPECCONSOLE_ADMIN_API_KEY")
+    p.add_argument("--sim-time-scale", type=_positive, default=1.0,
+                   help="with --sim: simulated seconds per second; figures are reported in simulated time")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def render(result: dict) -> str:
+    per_mode = result["per_mode"]
+    modes = list(per_mode)
+    lines = ["concurrency  " + "  ".join(f"{m:>14}" for m in modes) + "  best"]
+    for i, c in enumerate(result["levels"]):
+        values = [per_mode[m][i]["tok_s"] if i < len(per_mode[m]) else None for m in modes]
+        best = modes[max(range(len(modes)), key=lambda k: values[k] or 0)] if values else ""
+        cells = "  ".join(f"{v:>10.1f} tok/s" if v is not None else f"{'-':>14}" for v in values)
+        lines.append(f"{c:>11}  {cells}  {best}")
+    errors = sum(r["errors"] for rows in per_mode.values() for r in rows)
+    if result["crossover"] is None:
+        lines.append("crossover: none in the measured range (speculation never lost)")
+    else:
+        lines.append(f"crossover: target-only wins from concurrency {result['crossover']}; "
+                     f"suggested --speculative-disable-batch-threshold {result['suggested_threshold']}")
+    if errors:
+        lines.append(f"errors: {errors} failed requests")
+    lines.extend(f"note: {n}" for n in result["notes"])
+    return "\n".join(lines)
+
+
+async def _measure(args, url: str) -> dict:
+    from server_control.bench import loadgen
+    return await loadgen.sweep(url, args.levels, modes=args.modes, warmup_s=args.warmup, measure_s=args.measure,
+                               max_tokens=args.max_tokens, api_key=os.environ.get(args.api_key_env) or None,
+                               admin_api_key=os.environ.get(args.admin_api_key_env) or None,
+                               progress=None if args.json else _progress)
+
+
+def _progress(r) -> None:
+    print(f"  {r.mode:>12} c={r.concurrency:<4} {r.tok_s:9.1f} tok/s  errors={r.errors}", file=sys.stderr)
+
+
+def run(args) -> int:
+    import httpx
+
+    scale = 1.0
+    try:
+        if args.sim:
+            from server_control.bench.sim_launch import SimProcess
+            scale = args.sim_time_scale
+            budget = len(args.levels) * len(args.modes) * (args.warmup + args.measure + 5) + 120
+            with SimProcess(time_scale=scale, lifetime_s=budget) as sim:
+                sim.wait_ready()
+                result = asyncio.run(_measure(args, sim.url))
+        else:
+            result = asyncio.run(_measure(args, args.url))
+    except (httpx.HTTPError, OSError, RuntimeError, TimeoutError) as exc:
+        print(f"error: benchmark failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if scale != 1.0:
+        for rows in result["per_mode"].values():
+            for r in rows:
+                r["tok_s"] = round(r["tok_s"] / scale, 2)
+        result["notes"].append(f"simulator at time scale {scale:g}: tok/s in simulated seconds")
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    failed = any(r["tokens"] == 0 for rows in result["per_mode"].values() for r in rows)
+    return 1 if failed or any("refused" in n for n in result["notes"]) else 0
