@@ -5,6 +5,8 @@ of the rig's generator sources, so an edit rebuilds. Contents:
   lib/libcuda.so.1          the stand-in driver library (fake_libcuda.c, system cc)
   models/target, models/draft   tiny constant Llama + EAGLE-3 draft, local tokenizer
   rig.json                  facts (constant token, paths)
+and ``<cache>/current``, a symlink to the latest build (what the shipped profile
+``assets/profiles/cpu-tiny-eagle3.toml`` uses as its working directory).
 
 ``python -m tests.real_sglang.rig.build`` builds and prints rig.json, plus the server
 environment with ``--env``.
@@ -76,6 +78,7 @@ def ensure_rig() -> Rig:
     """The built rig, building it first when the cache lacks this version."""
     root = cache_root() / _stamp()
     if (root / "rig.json").is_file():
+        _point_current(root)
         return _load(root)
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root.parent))
@@ -92,29 +95,49 @@ def ensure_rig() -> Rig:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    _point_current(root)
+    for old in root.parent.iterdir():  # earlier versions of the rig
+        if old != root and len(old.name) == 12 and old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
     return _load(root)
+
+
+def _point_current(root: Path) -> None:
+    """Atomically make ``<cache>/current`` point at ``root``."""
+    link = root.parent / "current"
+    try:
+        if link.is_symlink() and os.readlink(link) == root.name:
+            return
+        tmp = root.parent / f".current-{os.getpid()}"
+        if tmp.is_symlink():
+            tmp.unlink()
+        tmp.symlink_to(root.name)
+        os.replace(tmp, link)
+    except OSError:
+        pass  # a read-only cache still works through absolute paths
 
 
 def server_env(rig: Rig, base: dict | None = None) -> dict:
     """Environment for a rig server process (any launcher)."""
     env = dict(os.environ if base is None else base)
     env.update(rig_env_vars(rig))
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        p for p in (str(rig.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
 
 def rig_env_vars(rig: Rig) -> dict:
-    """The variables a profile's [env] table needs (LD_LIBRARY_PATH without inheritance)."""
+    """The variables a rig server needs (a profile's [env] table)."""
     return {
         "SGLANG_USE_CPU_ENGINE": "1",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0",
+        # SGLang torch.compile()s a draft helper; compiling it on CPU costs ~25 s of
+        # start-up (first request) and needs a C++ toolchain. Eager is exact and enough.
+        "TORCHDYNAMO_DISABLE": "1",
         "SPECCONSOLE_SGLANG_PRELOAD": PRELOAD_MODULE,
-        "LD_LIBRARY_PATH": str(rig.lib_dir),
+        "SPECCONSOLE_RIG_LIB": str(rig.lib_dir / "libcuda.so.1"),
     }
 
 

@@ -1,21 +1,95 @@
-"""Imported first in every SGLang process of a rig server (test rig only).
+"""Imported first in every process of a rig server (test rig only).
 
-Named in ``SPECCONSOLE_SGLANG_PRELOAD`` (the patch's bootstrap imports it) or imported by
-``launch.py``. It (1) registers the pure-torch ``sgl_kernel`` CPU operators and (2) tells
-SGLang this CPU has AMX, so ``--attention-backend intel_amx`` (the only backend the CPU
-EAGLE draft worker accepts) is not downgraded to torch_native. Only SGLang's
-``get_platform().has_amx`` reads the override; layer code keeps its plain torch paths.
+Named in ``SPECCONSOLE_SGLANG_PRELOAD`` (the patch's bootstrap imports it in every Python
+process started with its PYTHONPATH) or imported by ``launch.py``. Once SGLang's
+``sglang.srt.runtime_context`` has been imported in a process, it
+  1. registers the pure-torch ``sgl_kernel`` CPU operators (``cpu_ops``), and
+  2. tells SGLang this CPU has AMX (``override_platform(has_amx=True)``), so
+     ``--attention-backend intel_amx`` (the only backend the CPU EAGLE draft worker
+     accepts) is not downgraded to torch_native. Only ``get_platform().has_amx`` reads
+     the override; layer code keeps its plain torch paths.
+Processes that never import SGLang (multiprocessing's resource tracker, tools) pay
+nothing: no torch import happens here.
+
+At import it also loads the stand-in ``libcuda.so.1`` (``RTLD_GLOBAL``) named by
+``SPECCONSOLE_RIG_LIB`` (default: ``<rig cache>/current/lib/libcuda.so.1``), unless a
+libcuda.so.1 can already be found: sgl-kernel's later ``dlopen`` of that soname then gets
+this one, so no ``LD_LIBRARY_PATH`` is needed.
 """
 from __future__ import annotations
 
-from . import cpu_ops
+import ctypes
+import importlib.abc
+import os
+import sys
 
-cpu_ops.register()
+TRIGGER = "sglang.srt.runtime_context"
+APPLIED: list[str] = []
 
-try:
+
+def apply() -> None:
+    """Register the operators and install the platform override (idempotent)."""
+    if APPLIED:
+        return
     from sglang.srt.runtime_context import override_platform
-except ImportError:  # sglang absent: the operators alone are still usable in unit tests
-    PLATFORM_OVERRIDE = None
-else:
-    PLATFORM_OVERRIDE = override_platform(has_amx=True)
-    PLATFORM_OVERRIDE.install()
+
+    from tests.real_sglang.rig import cpu_ops
+
+    APPLIED.extend(cpu_ops.register())
+    override_platform(has_amx=True).install()
+    APPLIED.append("has_amx")
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``apply()`` right after ``TRIGGER`` finishes executing."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != TRIGGER:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                exec_module = spec.loader.exec_module
+
+                def exec_and_apply(module, _exec=exec_module):
+                    _exec(module)
+                    apply()
+
+                spec.loader.exec_module = exec_and_apply
+                return spec
+        return None
+
+
+def _stand_in_libcuda() -> str:
+    path = os.environ.get("SPECCONSOLE_RIG_LIB")
+    if not path:
+        cache = os.environ.get("SPECCONSOLE_RIG_CACHE") or os.path.join(
+            os.path.expanduser("~"), ".cache", "specconsole-rig")
+        path = os.path.join(cache, "current", "lib")
+    return os.path.join(path, "libcuda.so.1") if os.path.isdir(path) else path
+
+
+def load_libcuda() -> str | None:
+    """Load the stand-in library; returns its path, or None when not needed/found."""
+    try:
+        ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
+        return None  # a real driver, or the stand-in through LD_LIBRARY_PATH
+    except OSError:
+        pass
+    path = _stand_in_libcuda()
+    if not os.path.isfile(path):
+        sys.stderr.write(f"rig preload: no libcuda.so.1 and no stand-in at {path}; run "
+                         "`python -m tests.real_sglang.rig.build` first\n")
+        return None
+    ctypes.CDLL(os.path.abspath(path), mode=ctypes.RTLD_GLOBAL)
+    return path
+
+
+LIBCUDA = load_libcuda()
+
+if TRIGGER in sys.modules:
+    apply()
+elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+    sys.meta_path.insert(0, _AfterImport())

@@ -60,9 +60,12 @@ def rss_mb(pids: list[int]) -> dict[int, float]:
 
 @dataclass
 class RigServer:
-    proc: subprocess.Popen
+    """A server this test started (``proc``) or one started elsewhere whose process group
+    is known (``group``, e.g. launched through server_control)."""
+    proc: subprocess.Popen | None
     port: int
     log_path: Path
+    group: int | None = None
     started: float = field(default_factory=time.monotonic)
     ready_s: float | None = None
 
@@ -72,7 +75,7 @@ class RigServer:
 
     @property
     def pgid(self) -> int:
-        return self.proc.pid
+        return self.group if self.group is not None else self.proc.pid
 
     @classmethod
     def start(cls, argv: list[str], env: dict, log_path: Path, port: int,
@@ -101,8 +104,9 @@ class RigServer:
             if READY_LINE in self.log_text():
                 self.ready_s = time.monotonic() - self.started
                 return self.ready_s
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode} before ready; "
+            if (self.proc is not None and self.proc.poll() is not None) or not self.processes():
+                code = None if self.proc is None else self.proc.returncode
+                raise RuntimeError(f"server exited ({code}) before ready; "
                                    f"log {self.log_path}:\n{self.log_tail()}")
             time.sleep(0.5)
         raise TimeoutError(f"server not ready after {timeout_s:.0f} s; log {self.log_path}:\n"
@@ -157,17 +161,20 @@ class RigServer:
                 break
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
-                try:
-                    self.proc.wait(timeout=0.2)
-                except subprocess.TimeoutExpired:
-                    pass
+                self._reap(0.2)
                 if not group_pids(self.pgid):
                     return []
+        self._reap(5)
+        return group_pids(self.pgid)
+
+    def _reap(self, timeout: float) -> None:
+        if self.proc is None:
+            time.sleep(timeout)
+            return
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             pass
-        return group_pids(self.pgid)
 
 
 def plain_launch_argv(args: list[str], python: str | None = None) -> list[str]:
