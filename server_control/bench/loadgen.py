@@ -151,13 +151,13 @@ def crossover(per_mode: dict[str, list[dict]]) -> int | None:
 
 async def sweep(url: str, levels: list[int], *, modes=(decision.SPECULATIVE, decision.TARGET_ONLY),
                 warmup_s: float = 3.0, measure_s: float = 10.0, max_tokens: int = 256,
-                api_key: str | None = None, progress=None) -> dict:
+                api_key: str | None = None, admin_api_key: str | None = None, progress=None) -> dict:
     """Per-mode throughput at each concurrency and the crossover. Restores force=auto."""
     per_mode: dict[str, list[dict]] = {}
     notes = []
     try:
         for mode in modes:
-            if mode != decision.AUTO and not await set_force(url, mode, api_key):
+            if mode != decision.AUTO and not await set_force(url, mode, admin_api_key or api_key):
                 notes.append(f"the server refused {decision.FORCE_KEY}={mode}; measured without forcing")
                 mode_label = f"{mode} (not forced)"
             else:
@@ -171,6 +171,14 @@ async def sweep(url: str, levels: list[int], *, modes=(decision.SPECULATIVE, dec
                     progress(r)
     finally:
         if any(m != decision.AUTO for m in modes):
-            await set_force(url, decision.AUTO, api_key)
-    return {"url": url, "levels": list(levels), "per_mode": per_mode, "crossover": crossover(per_mode),
+            await set_force(url, decision.AUTO, admin_api_key or api_key)
+    cross = crossover(per_mode)
+    return {"url": url, "levels": list(levels), "per_mode": per_mode, "crossover": cross,
+            "suggested_threshold": None if cross is None else max(1, previous_level(levels, cross)),
             "notes": notes}
+
+
+def previous_level(levels: list[int], level: int) -> int:
+    """The threshold to set: the largest measured concurrency below the crossover."""
+    below = [c for c in levels if c < level]
+    return max(below) if below else level - 1
