@@ -88,3 +88,15 @@ def decode_batch(bs: int):
         seq_lens_cpu=None,
         spec_info=SimpleNamespace(is_verify_input=lambda: False,
                                   bonus_tokens=torch.arange(bs, dtype=torch.int64)))
+
+
+def require_patched_server_args() -> None:
+    """In-process tests need this process's ServerArgs built with the new fields."""
+    from sglang.srt.server_args import ServerArgs
+
+    from server_control.sglang_patch.fields import missing_fields
+    missing = missing_fields(ServerArgs)
+    assert not missing, (
+        f"ServerArgs in this pytest process lacks {missing}: sglang.srt.server_args was "
+        "imported before tests/sglang/conftest.py installed the hook (a module collected "
+        "earlier imported it); run tests/sglang on its own or import SGLang lazily there")

@@ -18,7 +18,8 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 from server_control.sglang_patch import gate  # noqa: E402
 from server_control.sglang_patch import worker as patch_worker  # noqa: E402
-from tests.sglang.objects import Recorder, build_worker, decode_batch  # noqa: E402
+from tests.sglang.objects import (  # noqa: E402
+    Recorder, build_worker, decode_batch, require_patched_server_args)
 
 KEY = "speculative_disable_batch_threshold"
 
@@ -26,6 +27,7 @@ KEY = "speculative_disable_batch_threshold"
 @pytest.fixture
 def rank(caplog):
     """One scheduler rank: a published config, a started worker, the real controller."""
+    require_patched_server_args()
     caplog.set_level(logging.INFO)
     gate._reported = None
     override = get_context().override_server_args(

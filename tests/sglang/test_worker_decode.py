@@ -12,7 +12,8 @@ from sglang.srt.runtime_context import get_context  # noqa: E402
 
 from server_control.sglang_patch import gate  # noqa: E402
 from server_control.sglang_patch import worker as patch_worker  # noqa: E402
-from tests.sglang.objects import Recorder, build_worker, decode_batch  # noqa: E402
+from tests.sglang.objects import (  # noqa: E402
+    Recorder, build_worker, decode_batch, require_patched_server_args)
 
 SPEC = dict(speculative_algorithm="EAGLE3", speculative_eagle_topk=1,
             speculative_num_steps=3, speculative_num_draft_tokens=4)
@@ -21,6 +22,7 @@ SPEC = dict(speculative_algorithm="EAGLE3", speculative_eagle_topk=1,
 @pytest.fixture
 def publish(caplog):
     """Publish a real resolved ServerArgs (SGLang's own test helper) for the worker."""
+    require_patched_server_args()
     caplog.set_level(logging.INFO)
     gate._reported = None  # one NOT-active line per process: start each test fresh
     gate._pending.clear()
