@@ -65,6 +65,11 @@ def line_one(snap: dict) -> Text:
     return t
 
 
+def _short(text, limit: int = 48) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
 def line_two(snap: dict) -> Text:
     run, server = section(snap, "run"), section(snap, "server")
     state = run.get("state") or ("external" if snap.get("attached") else "stopped")
@@ -73,6 +78,14 @@ def line_two(snap: dict) -> Text:
     t.append(f" {snap.get('profile') or snap.get('url') or '-'}", "bold")
     if snap.get("attached"):
         t.append(" (attached)", "cyan")
+    if server.get("reachable") is False:
+        t.append(f"  unreachable: {_short(server.get('error') or '?')}", "bold red")
+    if run.get("fatal_reason"):
+        t.append(f"  {_short(run.get('fatal_reason'))}", "bold red")
+    elif run.get("last_error"):
+        t.append(f"  {_short(run.get('last_error'))}", "bold red")
+    if run.get("next_restart_in_s") is not None:
+        t.append(f"  restart in {run.get('next_restart_in_s')} s", "yellow")
     fields = [("pid", run.get("pid")), ("port", run.get("port")),
               ("up", duration(run.get("uptime_s")) if run.get("uptime_s") is not None else None),
               ("restarts", run.get("restarts")), ("model", server.get("model")),
@@ -81,14 +94,6 @@ def line_two(snap: dict) -> Text:
         if value is not None:
             t.append(f"  {name} ", "dim")
             t.append(str(value), "bold red" if name == "restarts" and value else "")
-    if server.get("reachable") is False:
-        t.append(f"  unreachable: {server.get('error') or '?'}", "bold red")
-    if run.get("fatal_reason"):
-        t.append(f"  {run.get('fatal_reason')}", "bold red")
-    elif run.get("last_error"):
-        t.append(f"  {run.get('last_error')}", "bold red")
-    if run.get("next_restart_in_s") is not None:
-        t.append(f"  restart in {run.get('next_restart_in_s')} s", "yellow")
     return t
 
 
