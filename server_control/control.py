@@ -127,14 +127,12 @@ class Control:
         return await self._set(d.FORCE_KEY, mode, value)
 
     async def _post(self, key: str, value: object) -> httpx.Response:
-        resp = await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
+        if key == d.FORCE_KEY and isinstance(value, str):
+            # SGLang's HTTP layer types these values as numbers (a string gets 400/422 before
+            # any scheduler sees it): the patch and the simulator take the index in FORCE_CHOICES.
+            value = d.FORCE_CHOICES.index(value)
+        return await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
                                         json={"server_args": {key: value}})
-        if resp.status_code == 422 and key == d.FORCE_KEY and isinstance(value, str):
-            # SGLang's HTTP layer types these values as numbers and answers a string with 422
-            # before any scheduler sees it; the patch takes the mode's index in FORCE_CHOICES.
-            resp = await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
-                                            json={"server_args": {key: d.FORCE_CHOICES.index(value)}})
-        return resp
 
     async def _set(self, key: str, value: object, requested: object) -> dict:
         seq = self._seq()
