@@ -69,8 +69,9 @@ SAMPLE_LINES = [
 
 
 class FakeSession:
-    """Implements the documented Session API over a fixed snapshot; control calls update
-    the snapshot the way the real session documents (pending, then applied)."""
+    """Implements the documented Session API over a fixed snapshot. Control calls record
+    themselves in ``calls`` and answer "applied" at once (the pending state is tested with
+    a snapshot that holds it)."""
 
     def __init__(self, snapshot: dict | None = None, lines=SAMPLE_LINES) -> None:
         self.snap = copy.deepcopy(snapshot or sample_snapshot())
