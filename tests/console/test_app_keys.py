@@ -260,3 +260,17 @@ async def test_unreachable_server_mode_is_marked_stale(fake, make_app):
         await pilot.pause()
         text = screen_text(app)
         assert "TARGET-ONLY?" in text and "unreachable: connection refused" in text
+
+
+async def test_gpu_rows_with_nvml(fake, make_app):
+    fake.snap["gpus"] = {"available": True, "reason": None, "devices": [
+        {"index": 0, "name": "NVIDIA H200", "util": 97, "mem_used_mb": 120000, "mem_total_mb": 143771,
+         "power_w": 612.4, "temp_c": 71, "pids": [4243]},
+        {"index": 1, "name": "NVIDIA H200", "util": None, "mem_used_mb": None, "mem_total_mb": 143771,
+         "power_w": None, "temp_c": None, "pids": []}]}
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "NVIDIA H200" in text and "97%" in text and "120000/143771 MB" in text
+        assert "612 W" in text and "71\u00b0C" in text and "4243" in text and "N/A" not in text
