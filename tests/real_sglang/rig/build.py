@@ -26,6 +26,7 @@ from pathlib import Path
 RIG_DIR = Path(__file__).resolve().parent
 REPO_ROOT = RIG_DIR.parents[2]
 PRELOAD_MODULE = "tests.real_sglang.rig.preload"
+NO_NCCL = "/nonexistent/no-nccl-on-cpu/libnccl.so.2"
 _SOURCES = ("fake_libcuda.c", "tiny_models.py", "build.py")
 
 
@@ -138,7 +139,24 @@ def rig_env_vars(rig: Rig) -> dict:
         "TORCHDYNAMO_DISABLE": "1",
         "SPECCONSOLE_SGLANG_PRELOAD": PRELOAD_MODULE,
         "SPECCONSOLE_RIG_LIB": str(rig.lib_dir / "libcuda.so.1"),
+        # tp > 1: the CUDA wheel's NCCL would load and then demand a CUDA device; a path
+        # that does not exist makes SGLang skip PyNccl and use gloo on the CPU group.
+        "SGLANG_NCCL_SO_PATH": NO_NCCL,
     }
+
+
+def omp_bind(tp: int) -> str:
+    """SGLANG_CPU_OMP_THREADS_BIND for ``tp`` ranks on one NUMA node: the usable cores
+    split into ``tp`` groups (SGLang refuses tp > NUMA nodes without it)."""
+    cores = sorted(os.sched_getaffinity(0))
+    per = max(1, len(cores) // tp)
+    groups = []
+    for r in range(tp):
+        part = cores[r * per:(r + 1) * per] or cores[-1:]
+        contiguous = part == list(range(part[0], part[-1] + 1))
+        groups.append(f"{part[0]}-{part[-1]}" if contiguous and len(part) > 1
+                      else ",".join(map(str, part)))
+    return "|".join(groups)
 
 
 CPU_ARGS = ["--device", "cpu", "--attention-backend", "intel_amx",

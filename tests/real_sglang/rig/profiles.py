@@ -15,7 +15,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from .build import REPO_ROOT, Rig, rig_env_vars
+from .build import REPO_ROOT, Rig, omp_bind, rig_env_vars
 
 SHIPPED = REPO_ROOT / "assets" / "profiles" / "cpu-tiny-eagle3.toml"
 
@@ -62,6 +62,8 @@ def write_profile(rig: Rig, work: Path, port: int, *, tp: int = 1, threshold: in
     doc["speculative"]["draft_model_path"] = str(rig.draft)
     doc["dynamic"]["threshold"] = threshold
     doc["env"].update(rig_env_vars(rig))
+    if tp > 1:
+        doc["env"]["SGLANG_CPU_OMP_THREADS_BIND"] = omp_bind(tp)
     doc["restart"]["enabled"] = False  # a crash must fail the test, not be papered over
     path = work / f"{name}.toml"
     path.write_text(dump_toml(doc))
