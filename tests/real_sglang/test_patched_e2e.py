@@ -15,8 +15,8 @@ import time
 import pytest
 
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
-from tests.real_sglang.rig.profiles import specconsole, write_profile
-from tests.real_sglang.rig.server import RigServer, free_port, rss_mb
+from tests.real_sglang.rig.profiles import CliRun
+from tests.real_sglang.rig.server import RigServer, rss_mb
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG]
 
@@ -36,41 +36,21 @@ def _state(server: RigServer) -> dict:
     return states[0]
 
 
-class Run:
-    def __init__(self, profile, state_dir, server):
-        self.profile, self.state_dir, self.server = profile, state_dir, server
-
-    def cli(self, *args: str, timeout: float = 300):
-        res = specconsole([*args, "--profile", str(self.profile)], self.state_dir, timeout)
-        return res
-
-
 @pytest.fixture(scope="module")
 def run(rig, tmp_path_factory):
-    work = tmp_path_factory.mktemp("patched")
-    state_dir = work / "state"
-    profile = write_profile(rig, work, free_port(), threshold=2, lifetime_s=SERVER_LIFETIME_S)
     t0 = time.monotonic()
-    res = specconsole(["launch", "--profile", str(profile), "--wait", "500", "--json"],
-                      state_dir, timeout=560)
-    out = json.loads(res.stdout.strip().splitlines()[-1]) if res.stdout.strip() else {}
-    rec = out.get("run") or {}
-    server = RigServer(proc=None, port=rec.get("port", 0), log_path=rec.get("log_path", ""),
-                       group=rec.get("pgid"))
+    run = CliRun(rig, tmp_path_factory.mktemp("patched"), threshold=2,
+                 lifetime_s=SERVER_LIFETIME_S)
     try:
-        assert res.returncode == 0, f"launch failed ({res.returncode}): {res.stdout}\n{res.stderr}"
-        server.log_path = type(work)(rec["log_path"])
-        server.wait_ready(timeout_s=120)
-        pids = server.processes()
+        run.server.wait_ready(timeout_s=120)
+        pids = run.server.processes()
         rss = rss_mb(pids)
         report("patched server via specconsole launch", ready_s=time.monotonic() - t0,
                processes=len(pids), rss_total_mb=sum(rss.values()), rss_max_mb=max(rss.values()))
-        yield Run(profile, state_dir, server)
+        yield run
     finally:
-        if server.group is not None and server.processes():
-            specconsole(["stop", "--profile", str(profile), "--json"], state_dir, timeout=120)
-            left = server.stop(grace_s=10)  # safety net: the group we were told about
-            assert left == [], f"processes left: {left}"
+        left = run.close()
+        assert left == [], f"processes left: {left}"
 
 
 def test_configuration_and_initialisation_are_logged(run):

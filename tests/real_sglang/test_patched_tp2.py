@@ -5,15 +5,14 @@ Same launch path as test_patched_e2e.py (``specconsole launch`` on a rig profile
 """
 from __future__ import annotations
 
-import json
 import re
 import time
 
 import pytest
 
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
-from tests.real_sglang.rig.profiles import specconsole, write_profile
-from tests.real_sglang.rig.server import RigServer, free_port, rss_mb
+from tests.real_sglang.rig.profiles import CliRun, specconsole
+from tests.real_sglang.rig.server import rss_mb
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG]
 TOKENS = 31
@@ -27,29 +26,17 @@ def _ranks(text: str, needle: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def tp2(rig, tmp_path_factory):
-    work = tmp_path_factory.mktemp("tp2")
-    state = work / "state"
-    profile = write_profile(rig, work, free_port(), tp=2, threshold=2,
-                            lifetime_s=SERVER_LIFETIME_S, name="rig-tp2")
     t0 = time.monotonic()
-    res = specconsole(["launch", "--profile", str(profile), "--wait", "600", "--json"],
-                      state, timeout=660)
-    rec = (json.loads(res.stdout.strip().splitlines()[-1]).get("run") or {}
-           if res.stdout.strip() else {})
-    server = RigServer(proc=None, port=rec.get("port", 0), log_path=work / "none",
-                       group=rec.get("pgid"))
+    run = CliRun(rig, tmp_path_factory.mktemp("tp2"), tp=2, threshold=2,
+                 lifetime_s=SERVER_LIFETIME_S, name="rig-tp2")
     try:
-        assert res.returncode == 0, f"launch failed ({res.returncode}): {res.stdout}\n{res.stderr}"
-        server.log_path = type(work)(rec["log_path"])
-        server.wait_ready(timeout_s=120)
-        rss = rss_mb(server.processes())
+        run.server.wait_ready(timeout_s=120)
+        rss = rss_mb(run.server.processes())
         report("tp 2 server via specconsole launch", ready_s=time.monotonic() - t0,
                processes=len(rss), rss_total_mb=sum(rss.values()))
-        yield server, profile, state
+        yield run.server, run.profile, run.state_dir
     finally:
-        if server.group is not None and server.processes():
-            specconsole(["stop", "--profile", str(profile)], state, timeout=120)
-            assert server.stop(grace_s=10) == []
+        assert run.close() == []
 
 
 def test_both_ranks_log_the_init_line(tp2):

@@ -79,3 +79,35 @@ def specconsole(args: list[str], state_dir: Path, timeout: float = 600,
         p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p)
     return subprocess.run([sys.executable, "-m", "console", *args], env=full_env,
                           cwd=str(REPO_ROOT), capture_output=True, text=True, timeout=timeout)
+
+
+class CliRun:
+    """A rig server launched with ``specconsole launch`` on a written profile."""
+
+    def __init__(self, rig: Rig, work: Path, *, tp: int = 1, threshold: int = 2,
+                 lifetime_s: int = 1500, name: str = "rig-e2e"):
+        from .server import RigServer, free_port
+
+        self.state_dir = work / "state"
+        self.profile = write_profile(rig, work, free_port(), tp=tp, threshold=threshold,
+                                     lifetime_s=lifetime_s, name=name)
+        res = self.cli("launch", "--wait", "600", "--json", timeout=660)
+        lines = res.stdout.strip().splitlines()
+        rec = (json.loads(lines[-1]).get("run") or {}) if lines else {}
+        self.server = RigServer(proc=None, port=rec.get("port", 0),
+                                log_path=Path(rec.get("log_path") or work / "no-log"),
+                                group=rec.get("pgid"))
+        if res.returncode != 0:
+            self.close()
+            raise RuntimeError(f"specconsole launch failed ({res.returncode}):\n{res.stdout}\n"
+                               f"{res.stderr}\n{self.server.log_tail()}")
+
+    def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        return specconsole([*args, "--profile", str(self.profile)], self.state_dir, timeout)
+
+    def close(self) -> list[int]:
+        """Stop through specconsole, then (safety net) the process group we were told of."""
+        if self.server.group is None or not self.server.processes():
+            return []
+        self.cli("stop", "--json", timeout=120)
+        return self.server.stop(grace_s=10)

@@ -1,0 +1,87 @@
+"""The console (Textual Pilot) on the real patched SGLang server: a key press moves the
+server's threshold and the mode badge follows what the server actually does.
+
+Six long requests keep the decode batch at 6. Threshold 6: speculative. ``-`` -> N=5:
+6 > 5, the server switches to target-only. ``+`` ``+`` -> N=7: 6 <= 7 - 1 (hysteresis 1),
+back to speculative. The console learns each mode from the server (HTTP + log), not from
+the key.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG
+from tests.real_sglang.rig.profiles import CliRun
+
+pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
+textual = pytest.importorskip("textual", reason="the console needs textual")
+
+from console.app import SpecConsoleApp  # noqa: E402
+from server_control.profile import load_profile  # noqa: E402
+from server_control.session import Session  # noqa: E402
+from tests.console.screen_text import screen_text  # noqa: E402
+
+LOAD_TOKENS = 500  # 6 x ~510 tokens fit the 4096-token KV pool
+
+
+@pytest.fixture(scope="module")
+def served(rig, tmp_path_factory):
+    run = CliRun(rig, tmp_path_factory.mktemp("console"), threshold=6,
+                 lifetime_s=SERVER_LIFETIME_S, name="rig-console")
+    try:
+        run.server.wait_ready(timeout_s=120)
+        yield run
+    finally:
+        assert run.close() == []
+
+
+def _mode(run) -> str | None:
+    return run.server.request("/server_info")["internal_states"][0]["dynamic_speculation"]["mode"]
+
+
+async def wait_for(pilot, cond, what: str, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        await pilot.pause(0.2)
+    raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")
+
+
+async def test_threshold_keys_move_the_real_server_and_the_badge_follows(served):
+    errors: list = []
+
+    def load():
+        try:
+            served.server.generate_concurrently(6, LOAD_TOKENS)
+        except Exception as exc:  # the server is stopped under it at the end: ignored then
+            errors.append(exc)
+
+    threading.Thread(target=load, daemon=True).start()
+    session = Session.for_profile(load_profile(served.profile), served.state_dir,
+                                  supervise=False, poll_interval_s=0.25)
+    app = SpecConsoleApp(session)
+    async with app.run_test(size=(160, 40)) as pilot:
+        text = lambda: screen_text(app)  # noqa: E731
+        await wait_for(pilot, lambda: "N=6" in text() and "SPECULATIVE" in text(),
+                       "N=6 and the SPECULATIVE badge")
+        await wait_for(pilot, lambda: served.server.decode_lines()[-1:] and
+                       served.server.decode_lines()[-1][0] == 6, "a decode batch of 6")
+        await pilot.press("minus")
+        await wait_for(pilot, lambda: "N=5 applied" in text(), "N=5 applied")
+        await wait_for(pilot, lambda: "TARGET-ONLY" in text(), "the TARGET-ONLY badge")
+        assert _mode(served) == "target_only"
+        assert "switched to target-only (decode batch 6 > threshold 5)" in served.server.log_text()
+        await pilot.press("plus")
+        await pilot.press("plus")
+        await wait_for(pilot, lambda: "N=7 applied" in text(), "N=7 applied")
+        await wait_for(pilot, lambda: "SPECULATIVE" in text() and "TARGET-ONLY" not in text(),
+                       "the badge back to SPECULATIVE")
+        assert _mode(served) == "speculative"
+        assert served.server.request("/server_info")["internal_states"][0][
+            "speculative_disable_batch_threshold"] == 7
+        await app.session.close()
+    assert not errors, errors
