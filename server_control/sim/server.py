@@ -156,12 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     ranks = RankGroup(a.tp_size, rank_config(a, deadline))
     try:
         ranks.wait_ready(timeout=60 + 1.5 * a.sim_load_time / a.sim_time_scale)
+        code = asyncio.run(serve(a, sock, ranks, log, deadline, argv))
     except RankError as exc:
         log.error(f"Initialization failed: {exc}")
-        ranks.stop()
-        return 1
-    try:
-        code = asyncio.run(serve(a, sock, ranks, log, deadline, argv))
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
     finally:
         ranks.stop()
     return code
