@@ -19,7 +19,9 @@ from server_control.sim.logfmt import Logger
 def bind_socket(host: str, port: int) -> socket.socket:
     """Reserve the port now (not listening yet: connections are refused until serving)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: with protocol 0 asyncio does not set TCP_NODELAY on accepted
+    # connections, and every small JSON answer then waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
