@@ -106,22 +106,28 @@ class Profile:
     def _err(self, key: str, msg: str) -> ProfileError:
         return ProfileError(f"{self.path or '<profile>'}: {key}: {msg}", self.path, (key,))
 
-    def _secret(self, section_key: str) -> str | None:
+    def _secret(self, section_key: str, preview: list[str] | None = None) -> str | None:
+        """The value of the env var the profile names. With ``preview`` (a list collecting
+        warnings, for --dry-run) a missing one becomes a visible placeholder, not an error."""
         var = self.server[section_key]
         if not var:
             return None
         value = os.environ.get(var)
         if not value:
-            raise self._err(f"[server] {section_key}",
+            err = self._err(f"[server] {section_key}",
                             f"environment variable {var} (named here) is not set or empty")
+            if preview is None:
+                raise err
+            preview.append(str(err))
+            return f"<${var} unset>"
         return value
 
-    def api_key(self) -> str | None:
+    def api_key(self, preview: list[str] | None = None) -> str | None:
         """The API key from the environment variable the profile names (None if none)."""
-        return self._secret("api_key_env")
+        return self._secret("api_key_env", preview)
 
-    def admin_api_key(self) -> str | None:
-        return self._secret("admin_api_key_env")
+    def admin_api_key(self, preview: list[str] | None = None) -> str | None:
+        return self._secret("admin_api_key_env", preview)
 
     def base_dir(self) -> Path:
         return self.path.parent if self.path else Path.cwd()
@@ -133,7 +139,16 @@ class Profile:
         p = Path(os.path.expanduser(d))
         return p if p.is_absolute() else self.base_dir() / p
 
-    def python(self) -> str:
+    def python(self, preview: list[str] | None = None) -> str:
+        try:
+            return self._python()
+        except ProfileError as err:
+            if preview is None:
+                raise
+            preview.append(str(err))
+            return self.server["python"]
+
+    def _python(self) -> str:
         py = self.server["python"]
         if not py:
             return sys.executable
@@ -149,7 +164,7 @@ class Profile:
         return found
 
     # -- the command ------------------------------------------------------------------------
-    def server_args(self) -> list[str]:
+    def server_args(self, preview: list[str] | None = None) -> list[str]:
         """The launch_server flags (secrets included: callers mask with LaunchSpec)."""
         s, sp, dy = self.server, self.speculative, self.dynamic
         args: list[str] = []
@@ -171,7 +186,7 @@ class Profile:
                  "--speculative-disable-min-dwell-steps", str(dy["min_dwell_steps"])]
         if dy["force_mode"] != decision.AUTO:
             args += ["--speculative-disable-force-mode", dy["force_mode"]]
-        key, admin = self.api_key(), self.admin_api_key()
+        key, admin = self.api_key(preview), self.admin_api_key(preview)
         if key:
             args += ["--api-key", key]
         if admin:
@@ -198,10 +213,14 @@ class Profile:
                     n = max(n, int(tail))
         return d / f"{time.strftime('%Y%m%d-%H%M%S')}-{n + 1}.log"
 
-    def launch_spec(self, state_dir: str | Path | None = None) -> LaunchSpec:
+    def launch_spec(self, state_dir: str | Path | None = None,
+                    preview: list[str] | None = None) -> LaunchSpec:
+        """The exact command and environment. ``preview`` (for --dry-run): a list that
+        collects what would stop a real launch (unset key variables, a missing python)
+        instead of raising, so the operator still sees the whole command."""
         from server_control.runs import resolve_state_dir
         sd = resolve_state_dir(state_dir)
-        argv = (self.python(), "-m", SERVE_MODULES[self.kind], *self.server_args())
+        argv = (self.python(preview), "-m", SERVE_MODULES[self.kind], *self.server_args(preview))
         overrides = dict(self.env)
         overrides.setdefault("PYTHONUNBUFFERED", "1")
         pkg_root = str(Path(__file__).resolve().parent.parent)
@@ -215,7 +234,8 @@ class Profile:
             cwd = self.base_dir() / cwd
         if not cwd.is_dir():
             raise self._err("[server] cwd", f"{cwd} is not a directory")
-        secrets = tuple(v for v in (self.api_key(), self.admin_api_key()) if v)
+        secrets = tuple(v for v in (self.api_key(preview), self.admin_api_key(preview))
+                        if v and not (v.startswith("<$") and v.endswith(" unset>")))
         return LaunchSpec(argv=argv, env=env, env_overrides=overrides,
                           log_path=self.next_log_path(sd), cwd=cwd, secrets=secrets)
 

@@ -52,11 +52,16 @@ def cmd_launch(args) -> int:
     try:
         profile = _load(args)
         if args.dry_run:
-            spec = profile.launch_spec()
+            problems: list[str] = []
+            spec = profile.launch_spec(preview=problems)
+            problems = list(dict.fromkeys(problems))
             env = spec.masked_env_overrides()
+            for problem in problems:
+                _err(f"warning: a real launch would fail: {problem}")
             if args.json:
                 print(json.dumps({"profile": profile.name, "argv": spec.masked_argv(),
-                                  "env": env, "cwd": str(spec.cwd), "log_path": str(spec.log_path)}))
+                                  "env": env, "cwd": str(spec.cwd), "log_path": str(spec.log_path),
+                                  "problems": problems}))
             else:
                 print(f"# profile {profile.name} ({profile.path})")
                 print(f"# cwd {spec.cwd}\n# log {spec.log_path}")

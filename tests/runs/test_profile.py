@@ -1,6 +1,7 @@
 """Profiles: shipped examples load, validation names the file and the key, the launch spec."""
 from __future__ import annotations
 
+import os
 import shlex
 import socket
 import sys
@@ -152,3 +153,28 @@ def test_log_paths_are_numbered_per_start(tmp_path, state_dir):
     first.parent.mkdir(parents=True)
     first.write_text("")
     assert p.next_log_path(state_dir).name.endswith("-2.log")
+
+
+def test_dry_run_shows_the_command_even_with_an_unset_key_variable(tmp_path, monkeypatch):
+    """--dry-run prints the whole command with a visible placeholder and a warning naming
+    the file and key; a real launch spec still refuses."""
+    import json
+    import subprocess
+    import sys
+
+    from server_control.assets import profile_path
+    from server_control.profile import ProfileError, load_profile
+
+    monkeypatch.delenv("SGLANG_API_KEY", raising=False)
+    path = profile_path("eagle3-tp8")
+    with pytest.raises(ProfileError, match="api_key_env"):
+        load_profile(path).launch_spec(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_API_KEY"}
+    env["SPECCONSOLE_STATE_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "console", "launch", "--profile", str(path),
+                          "--dry-run", "--json"], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert "<$SGLANG_API_KEY unset>" in doc["argv"]
+    assert len(doc["problems"]) == 1 and "[server] api_key_env" in doc["problems"][0]
+    assert "a real launch would fail" in out.stderr and str(path) in out.stderr
