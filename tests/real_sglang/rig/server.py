@@ -46,6 +46,22 @@ def group_pids(pgid: int) -> list[int]:
     return pids
 
 
+def start_ticks(pid: int) -> int | None:
+    """The process start time (clock ticks since boot), None when no such live process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def still_alive(identities: dict[int, int | None]) -> list[int]:
+    """Which of {pid: start_ticks} still run as the same process (not a reused pid)."""
+    return [pid for pid, ticks in identities.items()
+            if ticks is not None and start_ticks(pid) == ticks]
+
+
 def rss_mb(pids: list[int]) -> dict[int, float]:
     out = {}
     for pid in pids:
@@ -123,6 +139,14 @@ class RigServer:
         return self.request("/generate", {"text": prompt, "sampling_params": {
             "max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True}},
             timeout=timeout)
+
+    def generate_batch(self, n: int, max_new_tokens: int, timeout: float = 600) -> list[dict]:
+        """``n`` prompts in ONE /generate request: SGLang admits them together, so the
+        decode batch is ``n`` from its first step (threads would trickle in)."""
+        return self.request("/generate", {
+            "text": [f"request {i} the quick brown fox" for i in range(n)],
+            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0,
+                                "ignore_eos": True}}, timeout=timeout)
 
     def generate_concurrently(self, n: int, max_new_tokens: int) -> list[dict]:
         """``n`` requests at once (threads); returns their responses in order."""
