@@ -19,7 +19,7 @@ from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.profiles import CliRun
 from tests.real_sglang.rig.server import RigServer, rss_mb, start_ticks, still_alive
 
-pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG]
+pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 
 SWITCH_RE = re.compile(r"Dynamic speculation: switched to target-only \(decode batch (\d+) "
                        r"> threshold 2\)")

@@ -14,7 +14,7 @@ from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.profiles import CliRun, specconsole
 from tests.real_sglang.rig.server import rss_mb
 
-pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG]
+pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 TOKENS = 31
 
 

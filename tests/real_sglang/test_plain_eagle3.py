@@ -14,7 +14,7 @@ from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.build import server_args, server_env
 from tests.real_sglang.rig.server import RigServer, free_port, plain_launch_argv, rss_mb
 
-pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG]
+pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 
 
 def test_stand_in_libcuda_reports_no_device(rig):
