@@ -28,11 +28,15 @@ def bind_socket(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise SystemExit(f"error: port {port} is already in use on {host}; "
-                             f"choose another --port or stop what is listening there") from None
+            raise SystemExit(port_in_use(host, port)) from None
         raise SystemExit(f"error: cannot bind {host}:{port}: {exc.strerror or exc}") from None
     sock.set_inheritable(False)
     return sock
+
+
+def port_in_use(host: str, port: int) -> str:
+    return (f"error: port {port} is already in use on {host}; "
+            f"choose another --port or stop what is listening there")
 
 
 RANK_GRACE_S = 5.0
@@ -97,6 +101,15 @@ async def serve(a, sock, ranks, log: Logger, deadline: float | None, argv: list[
     server = Server(config)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
+    try:
+        # SO_REUSEADDR lets two not-yet-listening sockets bind one port: whoever listens
+        # second loses, so a server started at the same time on the same port ends here
+        sock.listen(config.backlog)
+    except OSError as exc:
+        print(port_in_use(a.host, a.port) if exc.errno == errno.EADDRINUSE
+              else f"error: cannot listen on {a.host}:{a.port}: {exc.strerror or exc}",
+              file=sys.stderr, flush=True)
+        return 1
     sched.start()
     serve_task = asyncio.create_task(server.serve(sockets=[sock]))
 

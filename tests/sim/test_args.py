@@ -1,4 +1,6 @@
 """Command line: launch_server flags, sim flags, bad values, busy port."""
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -82,3 +84,32 @@ def test_busy_port_exits_non_zero_naming_the_port():
         r = run_sim("--model-path", "m", "--host", "127.0.0.1", "--port", str(port), "--sim-max-lifetime", "20")
     assert r.returncode != 0
     assert f"port {port}" in r.stderr and "in use" in r.stderr
+
+
+def test_port_taken_while_loading_exits_non_zero_naming_the_port():
+    """Two servers started together on one port: both bind (SO_REUSEADDR, nobody listening
+    yet); the one that gets to listen second must fail clearly, not exit 0."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        p = subprocess.Popen([sys.executable, "-m", "server_control.sim", "--model-path", "m",
+                              "--host", "127.0.0.1", "--port", str(port), "--sim-load-time", "1",
+                              "--sim-max-lifetime", "30"],
+                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+        try:
+            head = []
+            for line in p.stderr:  # logged after the simulator bound its socket
+                head.append(line)
+                if "server_args=" in line:
+                    break
+            s.listen()
+            _, err = p.communicate(timeout=60)
+            err = "".join(head) + err
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    assert p.returncode == 1
+    assert f"port {port}" in err and "in use" in err
