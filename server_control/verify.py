@@ -181,9 +181,10 @@ class RuntimeWatch:
             return layer(name, PENDING, f"switched to target-only ({_event(down)}); waiting for the batch to "
                          "drop and speculation to come back")
         if self.crossed_at is None:
-            n = s.threshold if s else None
-            return layer(name, PENDING, f"the decode batch has not exceeded the threshold {n} yet "
-                         f"(max seen {self.max_batch})")
+            if s is None or s.threshold is None or self.max_batch is None:
+                return layer(name, PENDING, "no live decode batch and threshold read from the server yet")
+            return layer(name, PENDING, f"the decode batch has not exceeded the threshold {s.threshold} "
+                         f"yet (max seen {self.max_batch})")
         return layer(name, PENDING, f"the batch exceeded the threshold (max {self.max_batch}); waiting for "
                      "the switch (minimum dwell)")
 

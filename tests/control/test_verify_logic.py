@@ -128,3 +128,12 @@ def test_summary_and_exit_codes():
     assert exit_code(summary([p, p, p])) == 0
     assert exit_code(summary([p, {"status": "pending"}, p])) == 3
     assert exit_code(summary([p, {"status": "pending"}, {"status": "fail"}])) == 1
+
+
+def test_runtime_pending_before_any_live_sample_says_so_without_none():
+    w = RuntimeWatch()
+    r = w.status([], now=0.0)
+    assert r["status"] == "pending" and "None" not in r["evidence"]
+    assert "read from the server yet" in r["evidence"]
+    w.observe(Sample(ts=0, reachable=False, error="refused"))
+    assert "None" not in w.status([], now=1.0)["evidence"]
