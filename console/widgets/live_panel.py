@@ -33,9 +33,9 @@ def batch_chart(values: list[float], threshold, width: int, height: int) -> list
     n_row = min(height - 1, int((n / top) * height)) if n else None
     rows = []
     for r in range(height - 1, -1, -1):
-        label = f"{top:>5.0f} " if r == height - 1 else (f"N={n:<3}" if r == n_row else "")
-        t = Text(f"{label:<{LABEL_W}}"[:LABEL_W], "yellow" if r == n_row and r != height - 1 else "dim",
-                 no_wrap=True)
+        # N's label wins over the scale's when both fall on the top row (short panels).
+        label = f"N={n:<3}" if r == n_row else (f"{top:>5.0f} " if r == height - 1 else "")
+        t = Text(f"{label:<{LABEL_W}}"[:LABEL_W], "yellow" if r == n_row else "dim", no_wrap=True)
         for i, e in enumerate(eighths):
             fill = max(0, min(8, e - r * 8))
             if fill == 0 and r == n_row:
