@@ -73,6 +73,11 @@ def test_api_key_variable_unset_is_named(state_dir, monkeypatch):
     ('[restart]\nenabled = "yes"\n', r"\[restart\] enabled: expected true or false"),
     ('[env]\nNCCL_DEBUG = ["x"]\n', r"\[env\] NCCL_DEBUG: expected a string or a number"),
     ('[sim]\nwarp = 9\n', r"\[sim\] warp: unknown key"),
+    ('[sim]\ntraffic = "wav"\n', r"\[sim\] traffic: invalid value 'wav' for --sim-traffic: unknown traffic"),
+    ('[sim]\nseed = "x"\n', r"\[sim\] seed: invalid value 'x' for --sim-seed"),
+    ('[sim]\nseed = true\n', r"\[sim\] seed: --sim-seed takes a value"),
+    ('[sim]\nmax_lifetime = -5\n', r"\[sim\] max_lifetime: invalid value -5"),
+    ('[sim]\nhealth_fail_mode = "hung"\n', r"\[sim\] health_fail_mode: must be one of 503, hang"),
     ('server = 3\n', r"server: must be a table"),
     ('name = "a b"\n', r"name: must be letters"),
 ])
@@ -82,6 +87,12 @@ def test_validation_names_file_and_key(tmp_path, text, where):
         load_profile(path)
     assert str(path) in str(info.value)
     assert __import__("re").search(where, str(info.value)), str(info.value)
+
+
+def test_valid_sim_values_pass(tmp_path):
+    path = write(tmp_path, '[sim]\ntraffic = "steady:3"\nseed = 4\nhealth_fail_mode = 503\nmax_lifetime = 60\n')
+    assert load_profile(path).sim == {"traffic": "steady:3", "seed": 4, "health_fail_mode": 503,
+                                      "max_lifetime": 60}
 
 
 def test_all_problems_reported_together(tmp_path):
