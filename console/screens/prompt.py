@@ -19,6 +19,7 @@ class PromptScreen(ModalScreen):
     PromptScreen { align: center middle; }
     PromptScreen > Vertical { width: 70; height: auto; border: thick $accent; padding: 1 2;
                               background: $surface; }
+    PromptScreen Label { width: 100%; }
     PromptScreen #error { color: $error; height: auto; }
     PromptScreen #hint { color: $text-muted; height: auto; }
     """

@@ -9,3 +9,26 @@ def test_short_chart_still_labels_n():
     rows = [r.plain for r in batch_chart([1, 2, 3], 5, 20, 3)]
     assert any(r.startswith("N=5") for r in rows), rows
     assert sum("\u254c" in r for r in rows) == 1
+
+
+async def test_prompt_title_and_error_wrap_instead_of_being_cut(make_app):
+    from textual.widgets import Input
+
+    from console.screens.prompt import PromptScreen
+    from server_control.decision import validate_threshold
+    from tests.console.screen_text import screen_text
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("equals_sign")
+        assert isinstance(app.screen, PromptScreen)
+        app.screen.query_one(Input).value = "99999999999"
+        await pilot.press("enter")
+        await pilot.pause()
+        try:
+            validate_threshold("99999999999")
+        except ValueError as exc:
+            message = str(exc)
+        text = screen_text(app)
+        for word in [*message.split(), "never", "disable)"]:
+            assert word in text, (word, text)
