@@ -166,7 +166,7 @@ async def _supervise(args, profile) -> int:
             print(json.dumps({"event": "state", "profile": profile.name, "time": time.time(), **snap}),
                   flush=True)
             return
-        bits = [time.strftime("%H:%M:%S"), f"{profile.name}: {sup.state}"]
+        bits = [f"{profile.name}: {sup.state}"]
         if snap["pid"]:
             bits.append(f"pid {snap['pid']}")
         if sup.restarts:
@@ -175,7 +175,10 @@ async def _supervise(args, profile) -> int:
             bits.append(f"restart in {snap['next_restart_in_s']:g} s")
         if sup.last_error:
             bits.append(sup.last_error)
-        print("  ".join(bits), flush=True)
+        line = "  ".join(bits)
+        if last.get("line") != line:   # e.g. only `supervising` changed: nothing new to read
+            last["line"] = line
+            print(f"{time.strftime('%H:%M:%S')}  {line}", flush=True)
 
     sup = Supervisor(profile, on_change=report)
     rec = sup.adopt()

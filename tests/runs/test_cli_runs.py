@@ -56,6 +56,8 @@ def test_supervisor_killed_server_survives_and_is_adopted(make_profile, groups, 
     sup1 = start_cli("supervise", "--profile", str(path), groups=groups)
     out = read_until(sup1, ": ready")
     assert any(line.startswith("launched adopt: pid") for line in out), out
+    states = [line.split("  ", 1)[1] for line in out if "  adopt: " in line]
+    assert len(states) == len(set(states)), out   # each state change printed once
     rec = runs.load_record("adopt")
     groups.add(rec.pgid)
     url = f"http://127.0.0.1:{rec.port}"
