@@ -14,7 +14,8 @@ GROUPS = (("threshold", "Threshold and mode"), ("server", "Server"), ("log", "Lo
           ("console", "Console"))
 EXTRA = (("log", "up/down pgup/pgdn", "Scroll the log (scrolling up pauses following)"),
          ("console", "ctrl+p", "Command palette: every action by name"),
-         ("console", "up/down (verification focused)", "Choose a layer to read its evidence"))
+         ("console", "up/down", "With the verification checklist focused: choose a layer, "
+                                "read its evidence"))
 
 
 def help_table() -> Table:

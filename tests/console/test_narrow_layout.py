@@ -32,3 +32,21 @@ async def test_prompt_title_and_error_wrap_instead_of_being_cut(make_app):
         text = screen_text(app)
         for word in [*message.split(), "never", "disable)"]:
             assert word in text, (word, text)
+
+
+def test_help_descriptions_fit_one_line_at_80_columns():
+    import io
+
+    from rich.console import Console
+
+    from console.bindings import ACTIONS
+    from console.screens.help import help_table
+
+    # The help box at 80 columns: 90% of the width less border and padding.
+    console = Console(width=66, record=True, file=io.StringIO())
+    console.print(help_table())
+    lines = console.export_text().splitlines()
+    short = [a.help for a in ACTIONS if len(a.help) <= 40]
+    assert short
+    for text in short:
+        assert any(text in line for line in lines), text
