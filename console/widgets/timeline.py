@@ -10,16 +10,23 @@ from textual.widget import Widget
 from console.widgets.fmt import clock, num, section
 
 
-def per_mode_line(snap: dict) -> Text:
+COMPACT_BELOW = 44  # content width under which the panel uses short labels (80x24)
+SHORT = {"speculative": "spec", "target_only": "target"}
+
+
+def per_mode_line(snap: dict, compact: bool = False) -> Text:
+    """Share of time and tok/s per mode; compact: one mode per line, short labels."""
     per_mode = section(snap, "per_mode")
     t = Text(no_wrap=True, overflow="ellipsis")
-    for mode, style in (("speculative", "bright_green"), ("target_only", "bright_blue")):
+    for i, (mode, style) in enumerate((("speculative", "bright_green"), ("target_only", "bright_blue"))):
         d = per_mode.get(mode) if isinstance(per_mode.get(mode), dict) else {}
-        t.append(f"{mode.replace('_', '-')} ", style)
+        if i:
+            t.append("\n" if compact else "  ")
+        t.append(f"{SHORT[mode] if compact else mode.replace('_', '-')} ", style)
         t.append(num(d.get("share"), "{:.0%}"), "bold")
-        t.append(" of time, ", "dim")
+        t.append(" " if compact else " time, ", "dim")
         t.append(num(d.get("tok_s"), "{:.0f}"), "bold")
-        t.append(" tok/s  ", "dim")
+        t.append(" tok/s", "dim")
     return t
 
 
@@ -38,18 +45,23 @@ def merge_ranks(switches: list[dict]) -> list[dict]:
     return out
 
 
-def switches_table(snap: dict, rows: int) -> Table:
-    table = Table(box=None, padding=(0, 1), expand=True, show_edge=False, header_style="dim")
-    for col in ("time", "to", "batch", "N", "rank"):
+def switches_table(snap: dict, rows: int, compact: bool = False) -> Table:
+    """Newest switch first; compact (narrow panel): short mode names, no rank column."""
+    table = Table(box=None, padding=(0, 1, 0, 0) if compact else (0, 1), pad_edge=not compact,
+                  expand=True, show_edge=False, header_style="dim")
+    cols = ("time", "to", "bs", "N") if compact else ("time", "to", "batch", "N", "rank")
+    for col in cols:
         table.add_column(col, no_wrap=True)
     switches = merge_ranks([s for s in (snap or {}).get("switches") or [] if isinstance(s, dict)])
     for sw in switches[-rows:][::-1] if rows > 0 else []:
         mode = sw.get("mode")
         style = "bright_blue" if mode == "target_only" else "bright_green"
-        table.add_row(clock(sw.get("ts")), Text(str(mode or "?").replace("_", "-"), style),
-                      str(sw.get("batch", "-")), str(sw.get("threshold", "-")), str(sw.get("rank") or ""))
+        name = SHORT.get(mode, str(mode or "?")) if compact else str(mode or "?").replace("_", "-")
+        cells = [clock(sw.get("ts")), Text(name, style), str(sw.get("batch", "-")),
+                 str(sw.get("threshold", "-")), str(sw.get("rank") or "")]
+        table.add_row(*cells[:len(cols)])
     if not switches:
-        table.add_row("-", Text("no switch yet", "dim"), "", "", "")
+        table.add_row("-", Text("no switch yet", "dim"), *[""] * (len(cols) - 2))
     return table
 
 
@@ -69,5 +81,6 @@ class ModeTimeline(Widget):
             self.refresh()
 
     def render(self):
-        rows = max(0, self.content_size.height - 2)
-        return Group(per_mode_line(self._snap), switches_table(self._snap, rows))
+        compact = self.content_size.width < COMPACT_BELOW
+        rows = max(0, self.content_size.height - (3 if compact else 2))
+        return Group(per_mode_line(self._snap, compact), switches_table(self._snap, rows, compact))

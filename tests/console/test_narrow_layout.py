@@ -50,3 +50,22 @@ def test_help_descriptions_fit_one_line_at_80_columns():
     assert short
     for text in short:
         assert any(text in line for line in lines), text
+
+
+async def test_timeline_rows_readable_at_80x24_and_200x60(make_app):
+    from tests.console.screen_text import screen_text
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("p")  # the secondary panels, collapsed at 80x24
+        await pilot.pause()
+        text = screen_text(app)
+        # newest switch first: full time, mode, batch, threshold (fake: 10:02:15 target 7 5)
+        assert "10:02:15    target   7  5" in text, text
+        assert "spec 60% 301 tok/s" in text and "target 40% 702 tok/s" in text, text
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "speculative 60% time, 301 tok/s  target-only 40% time, 702 tok/s" in text, text
+        assert "10:02:15" in text and "TP0" in text
