@@ -190,7 +190,15 @@ class RuntimeWatch:
 
 
 def _forced(event: dict) -> bool:
-    return "(forced)" in (event.get("text") or "")
+    """A switch the threshold rule did not make. Log lines say "(forced)"; a polled
+    ``last_switch`` does not, so one that the rule could not have made (to target-only at a
+    batch <= threshold, back to speculative at a batch > threshold) counts as forced."""
+    if "(forced)" in (event.get("text") or ""):
+        return True
+    batch, n = event.get("batch"), event.get("threshold")
+    if event.get("source") != "poll" or batch is None or not n:
+        return False
+    return batch <= n if event.get("mode") == d.TARGET_ONLY else batch > n
 
 
 def _event(e: dict) -> str:

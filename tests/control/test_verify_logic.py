@@ -123,6 +123,20 @@ def test_runtime_forced_mode_pending():
     assert "forced" in w.status([], now=1.0)["evidence"]
 
 
+def test_runtime_polled_forced_switch_does_not_pass():
+    """`threshold --force target_only` then `--force auto` at batch 1: the poll sees the
+    forced switch only as last_switch (no "(forced)" text); the rule's switch back is logged."""
+    w = RuntimeWatch()
+    w.observe(info(batch=1))
+    down = {"mode": "target_only", "t": 1.0, "line": None, "source": "poll", "batch": 1, "threshold": 5,
+            "text": "internal_states[0].dynamic_speculation: switch_count=1, last_switch={'to': 'target_only'}"}
+    back = {"mode": "speculative", "t": 2.0, "line": 76, "source": "log", "batch": 1, "threshold": 5,
+            "text": "Dynamic speculation: switched to speculative (decode batch 1 <= 4, threshold 5)"}
+    assert w.status([down, back], now=3.0)["status"] == "pending"
+    by_rule = dict(down, batch=7, t=1.5)
+    assert w.status([down, by_rule, back], now=3.0)["status"] == "pass"
+
+
 def test_summary_and_exit_codes():
     p = {"status": "pass"}
     assert exit_code(summary([p, p, p])) == 0
