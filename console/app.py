@@ -46,13 +46,14 @@ class SpecConsoleApp(LogActions, App):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
     def __init__(self, session, *, what: str = "server", quit_stops: bool = False,
-                 launch: str = "never", start_session: bool = True) -> None:
+                 launch: str = "never", start_session: bool = True, notice: str = "") -> None:
         super().__init__()
         self.session = session
         self.what = what                # "server" or "simulator" (wording of questions)
         self.quit_stops = quit_stops    # default answer of the quit question
         self.launch_mode = launch       # no live run at start: "never", "offer" (ask), "auto"
         self.start_session = start_session
+        self.notice = notice            # shown as a warning once the screen is up
         self.farewell = ""              # printed by the command after the screen closes
         self.snap: dict = {}
         self._desired: int | None = None
@@ -79,6 +80,8 @@ class SpecConsoleApp(LogActions, App):
         self.log_view.focus()
         self.session.subscribe(self._on_session)
         self.refresh_snapshot()
+        if self.notice:
+            self.notify(self.notice, severity="warning", timeout=20)
         if self.start_session:
             self.run_worker(self._start_session(), group="session")
 

@@ -163,8 +163,13 @@ def run_attach(args) -> int:
             if not value:
                 return _fail(f"--{attr.replace('_', '-')}: environment variable {var} is not set or empty")
             keys[name] = value
-    if args.log and not os.path.exists(args.log):
-        print(f"specconsole: note: {args.log} does not exist yet; it will be followed when it appears",
-              file=sys.stderr)
     session = Session.attach(args.url, log_path=args.log, **keys)
-    return _run_app(session, args, what="server", quit_stops=False, launch="never")
+    return _run_app(session, args, what="server", quit_stops=False, launch="never",
+                    notice=log_notice(args.log))
+
+
+def log_notice(path: str | None) -> str:
+    """What the operator must know about ``--log`` (shown on the screen, not under it)."""
+    if path and not os.path.exists(path):
+        return f"log {path} does not exist (yet): the log view stays empty until it appears"
+    return ""

@@ -49,3 +49,17 @@ def test_demo_state_dir_and_busy_port(tmp_path, monkeypatch):
         assert moved.port != profile.port
     assert demo_profile(state, port=31234, time_scale=5).sim["time_scale"] == 5
     assert demo_profile(state, port=31234).port == 31234
+
+
+async def test_attach_with_a_missing_log_says_so_on_screen(tmp_path, fake):
+    from console.app import SpecConsoleApp
+    from console.commands.ui import log_notice
+
+    missing = tmp_path / "nope.log"
+    notice = log_notice(str(missing))
+    assert str(missing) in notice and "does not exist" in notice
+    assert log_notice(None) == "" and log_notice(__file__) == ""
+    app = SpecConsoleApp(fake, notice=notice)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert notice in [n.message for n in app._notifications]
