@@ -85,9 +85,3 @@ def textual_bindings() -> list[Binding]:
         for a in ordered
     ]
 
-
-def by_action(name: str) -> Action:
-    for a in ACTIONS:
-        if a.action == name:
-            return a
-    raise KeyError(name)

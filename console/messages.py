@@ -19,11 +19,3 @@ class LogViewChanged(Message):
         super().__init__()
         self.status = status
 
-
-class OperatorNotice(Message):
-    """Something the operator should see in a toast (result of a control action)."""
-
-    def __init__(self, text: str, severity: str = "information") -> None:
-        super().__init__()
-        self.text = text
-        self.severity = severity

@@ -69,3 +69,28 @@ async def test_timeline_rows_readable_at_80x24_and_200x60(make_app):
         text = screen_text(app)
         assert "speculative 60% time, 301 tok/s  target-only 40% time, 702 tok/s" in text, text
         assert "10:02:15" in text and "TP0" in text
+
+
+
+def test_no_dead_top_level_names_in_the_console():
+    """Every public top-level function and class of console/ is used somewhere else."""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = sorted((root / "console").rglob("*.py"))
+    corpus = {f: f.read_text() for f in [*files, *sorted((root / "tests" / "console").rglob("*.py"))]}
+    dead = []
+    for f in files:
+        for node in ast.parse(corpus[f]).body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            name = node.name
+            if name.startswith("_") or name in ("main", "register"):
+                continue
+            word = re.compile(rf"\b{name}\b")
+            uses = sum(len(word.findall(text)) for text in corpus.values())
+            if uses <= 1:  # only its own definition
+                dead.append(f"{f.relative_to(root)}: {name}")
+    assert not dead, dead
