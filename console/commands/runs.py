@@ -157,7 +157,8 @@ async def _supervise(args, profile) -> int:
     last: dict = {}
 
     def report(sup: Supervisor) -> None:
-        key = (sup.state, sup.restarts, sup.record.pid if sup.record else None, sup.supervising)
+        key = (sup.state, sup.restarts, sup.record.pid if sup.record else None, sup.supervising,
+               sup.next_restart_at)
         if last.get("key") == key:
             return
         last["key"] = key

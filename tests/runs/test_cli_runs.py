@@ -159,3 +159,18 @@ def test_launch_wait_reports_a_server_that_dies_before_ready(make_profile, group
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "state crashed" in r.stdout and "exited before ready: exit code 2" in r.stdout
     assert "--- last" in r.stderr and "decode-log-interval" in r.stderr
+
+
+def test_supervise_says_when_a_crashed_server_restarts(make_profile, groups, state_dir):
+    path = make_profile("bo", tp=1, backoff=2.0)
+    sup = start_cli("supervise", "--profile", str(path), groups=groups)
+    read_until(sup, "bo: ready")
+    rec = runs.load_record("bo")
+    groups.add(rec.pgid)
+    os.killpg(rec.pgid, signal.SIGKILL)
+    seen = read_until(sup, "restarts 1")
+    assert any("bo: crashed" in line for line in seen), seen
+    assert any("restart in " in line for line in seen), seen   # the countdown, not only the crash
+    sup.send_signal(signal.SIGTERM)
+    sup.communicate(timeout=30)
+    assert (cli("stop", "--profile", str(path))).returncode == 0
