@@ -24,6 +24,8 @@ Log wording (the parser in ``server_control.logs`` and verification depend on it
 """
 from __future__ import annotations
 
+import re
+
 SPECULATIVE = "speculative"
 TARGET_ONLY = "target_only"
 AUTO = "auto"
@@ -51,12 +53,15 @@ def mode_label(mode: str) -> str:
     return mode.replace("_", "-")
 
 
+_INT_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+
+
 def _check_int(name: str, value: object, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        elif isinstance(value, str) and value.strip().lstrip("+").isdigit():
-            value = int(value.strip())
+        elif isinstance(value, str) and _INT_TEXT.fullmatch(value):
+            value = int(value)
         else:
             raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < lo:

@@ -72,3 +72,13 @@ def test_two_ranks_fed_the_same_batches_agree(batches, n, h, d):
         assert a.mode == b.mode
         if n == 0:
             assert a.mode == SPECULATIVE
+
+
+@pytest.mark.parametrize("text,reason", [("-3", "must be >= 0, got -3"), ("+7", None), (" 8 ", None),
+                                         ("--3", "must be an integer"), ("3-", "must be an integer")])
+def test_threshold_text_gets_the_real_reason(text, reason):
+    if reason is None:
+        assert validate_threshold(text) == int(text)
+    else:
+        with pytest.raises(ValueError, match=reason):
+            validate_threshold(text)
