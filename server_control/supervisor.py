@@ -143,7 +143,7 @@ class Supervisor:
                 f"({names}); stop or launch cleans them up"))
             return None
         if rec.fatal_reason:
-            self._set(FATAL, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code,
+            self._set(FATAL, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code, restarts=rec.restarts,
                       fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
         lock = None if self.supervising else runs.RestartLock.acquire(self.profile.name, self.state_dir)
         if lock is None and not self.supervising:   # its supervisor is about to restart it

@@ -134,6 +134,7 @@ async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, 
     # the FATAL record is kept for the next console, which reads the reason once
     later = Supervisor(profile)
     assert later.adopt() is None and later.state == FATAL and later.fatal_reason == sup.fatal_reason
+    assert later.restarts == sup.restarts > 0 and later.exit_code == sup.exit_code
     assert runs.load_record("f") is None
     assert (await sup.stop()).ok
 
