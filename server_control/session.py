@@ -335,7 +335,7 @@ class Session:
             ranks_expected=v.expected_ranks(tp, dp, bool(args.get("enable_dp_attention"))),
             server_ready=bool(s and s.reachable), log_attached=self._log_path is not None)
         return v.summary([v.configuration(s, expected), init,
-                          self.runtime.status(list(self.timeline.events), time.time())])
+                          self.runtime.status(self.timeline.current(), time.time())])
 
     async def verify(self) -> dict:
         return self.verification()

@@ -55,12 +55,19 @@ class ModeTimeline:
         self._ordinal: dict[str, int] = {}  # per log rank: switches seen since its init line
         self._polled: dict[int, int] = {}  # per DP rank: last polled switch_count
         self.total = 0
+        self.run = 0  # which server run the events belong to (reset() starts the next)
 
     def reset(self) -> None:
-        """A new server run: ordinals start again."""
+        """A new server run: ordinals start again. Earlier events stay for the display,
+        but only ``current()`` events count as evidence for the new run."""
         self._seen.clear()
         self._ordinal.clear()
         self._polled.clear()
+        self.run += 1
+
+    def current(self) -> list[dict]:
+        """The switches of the current server run, oldest first."""
+        return [e for e in self.events if e.get("run", 0) == self.run]
 
     @property
     def mode(self) -> str | None:
@@ -70,6 +77,7 @@ class ModeTimeline:
         if key in self._seen:
             return False
         self._seen.add(key)
+        event["run"] = self.run
         self.events.append(event)
         self.total += 1
         return True
