@@ -52,6 +52,7 @@ class ModeTimeline:
     def __init__(self, maxlen: int = 1000) -> None:
         self.events: deque[dict] = deque(maxlen=maxlen)
         self._seen: set[tuple[int, int]] = set()
+        self._by_key: dict[tuple[int, int], dict] = {}  # this run's events by (DP group, ordinal)
         self._ordinal: dict[str, int] = {}  # per log rank: switches seen since its init line
         self._polled: dict[int, int] = {}  # per DP rank: last polled switch_count
         self.total = 0
@@ -61,6 +62,7 @@ class ModeTimeline:
         """A new server run: ordinals start again. Earlier events stay for the display,
         but only ``current()`` events count as evidence for the new run."""
         self._seen.clear()
+        self._by_key.clear()
         self._ordinal.clear()
         self._polled.clear()
         self.run += 1
@@ -75,8 +77,14 @@ class ModeTimeline:
 
     def _add(self, key: tuple[int, int], event: dict) -> bool:
         if key in self._seen:
+            first = self._by_key.get(key)
+            if first is not None and first["source"] == "poll" and event["source"] == "log":
+                # the poll saw it first; the log line brings its time, rank and text
+                for k in ("ts", "rank", "line", "text", "source"):
+                    first[k] = event[k]
             return False
         self._seen.add(key)
+        self._by_key[key] = event
         event["run"] = self.run
         self.events.append(event)
         self.total += 1

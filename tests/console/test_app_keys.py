@@ -36,7 +36,7 @@ async def test_exact_threshold_prompt_validates(fake, make_app):
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("equals_sign")
         assert isinstance(app.screen, PromptScreen)
-        for bad, reason in (("abc", "must be an integer"), ("-3", "must be an integer"),
+        for bad, reason in (("abc", "must be an integer"), ("-3", "must be >= 0"),
                             ("99999", "absurd")):
             app.screen.query_one(Input).value = bad
             await pilot.press("enter")

@@ -54,6 +54,9 @@ def test_polled_and_logged_switches_deduplicated():
     t = ModeTimeline()
     assert t.add_sample(info(1, "target_only", 7)) is True
     assert t.add_record(switch("TP0", "target-only", 7, 10), now=2.0) is False  # same switch, from the log
+    # ... which brings the time and rank the poll could not know
+    assert t.to_json()[0] == {"ts": "2026-11-29 10:00:00", "mode": "target_only", "batch": 7,
+                              "threshold": 5, "rank": "TP0"}
     assert t.add_record(switch("TP0", "speculative", 3, 11), now=3.0) is True
     assert t.add_sample(info(2, "speculative", 3)) is False
     assert t.add_sample(info(2, "speculative", 3)) is False
