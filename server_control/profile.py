@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from server_control import decision
+from server_control.sglang_patch.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
 from server_control.profile_schema import KINDS, SIM_KEYS, validate  # noqa: F401 (re-exported)
 
 SERVE_MODULES = {"sim": "server_control.sim", "sglang": "server_control.sglang_patch.serve"}
@@ -41,6 +42,11 @@ class ProfileError(ValueError):
         self.keys = keys
 
 
+def is_placeholder(value: str) -> bool:
+    """The stand-in ``--dry-run`` shows for a key whose variable is unset."""
+    return value.startswith("<$") and value.endswith(" unset>")
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     argv: tuple[str, ...]
@@ -54,7 +60,7 @@ class LaunchSpec:
         return [MASK if a in self.secrets else a for a in self.argv]
 
     def masked_env_overrides(self) -> dict[str, str]:
-        return {k: (MASK if _SECRET_RE.search(k) or v in self.secrets else v)
+        return {k: (MASK if (_SECRET_RE.search(k) or v in self.secrets) and not is_placeholder(v) else v)
                 for k, v in self.env_overrides.items()}
 
     def command_line(self) -> str:
@@ -165,7 +171,9 @@ class Profile:
 
     # -- the command ------------------------------------------------------------------------
     def server_args(self, preview: list[str] | None = None) -> list[str]:
-        """The launch_server flags (secrets included: callers mask with LaunchSpec)."""
+        """The launch_server flags. API keys are not among them: they travel in the
+        environment (``launch_spec``; server_control/sglang_patch/keys.py), never on a
+        command line that every user of the host can read."""
         s, sp, dy = self.server, self.speculative, self.dynamic
         args: list[str] = []
         model = s["model_path"] or (SIM_DEFAULT_MODEL if self.kind == "sim" else "")
@@ -186,11 +194,6 @@ class Profile:
                  "--speculative-disable-min-dwell-steps", str(dy["min_dwell_steps"])]
         if dy["force_mode"] != decision.AUTO:
             args += ["--speculative-disable-force-mode", dy["force_mode"]]
-        key, admin = self.api_key(preview), self.admin_api_key(preview)
-        if key:
-            args += ["--api-key", key]
-        if admin:
-            args += ["--admin-api-key", admin]
         if self.kind == "sim":
             for k, v in self.sim.items():
                 flag = "--sim-" + k.replace("_", "-")
@@ -223,6 +226,10 @@ class Profile:
         argv = (self.python(preview), "-m", SERVE_MODULES[self.kind], *self.server_args(preview))
         overrides = dict(self.env)
         overrides.setdefault("PYTHONUNBUFFERED", "1")
+        for var, value in ((API_KEY_ENV, self.api_key(preview)),
+                           (ADMIN_API_KEY_ENV, self.admin_api_key(preview))):
+            if value:
+                overrides[var] = value
         pkg_root = str(Path(__file__).resolve().parent.parent)
         base = dict(os.environ)
         prev = overrides.get("PYTHONPATH", base.get("PYTHONPATH", ""))
@@ -235,7 +242,7 @@ class Profile:
         if not cwd.is_dir():
             raise self._err("[server] cwd", f"{cwd} is not a directory")
         secrets = tuple(v for v in (self.api_key(preview), self.admin_api_key(preview))
-                        if v and not (v.startswith("<$") and v.endswith(" unset>")))
+                        if v and not is_placeholder(v))
         return LaunchSpec(argv=argv, env=env, env_overrides=overrides,
                           log_path=self.next_log_path(sd), cwd=cwd, secrets=secrets)
 

@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> None:
     cmd = command(argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(cmd[0], cmd, patched_env())
+    env = patched_env()
+    env["SPECCONSOLE_SERVE_MAIN"] = "1"  # the bootstrap moves API keys from env to sys.argv
+    os.execve(cmd[0], cmd, env)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from server_control import decision
+from server_control.sglang_patch.keys import take_key_flags
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 VERSION = "0.5.23"
@@ -162,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """Parse; returns (args, unknown flags). Invalid values exit with code 2."""
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(take_key_flags(argv))
     if args.speculative_algorithm:
         if args.speculative_num_steps is None:
             args.speculative_num_steps = 3

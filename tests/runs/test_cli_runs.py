@@ -117,7 +117,8 @@ def test_dry_run_and_bad_profile_exit_codes(tmp_path, state_dir, monkeypatch):
     monkeypatch.setenv("SGLANG_API_KEY", "top-secret")
     r = cli("launch", "--profile", "eagle3-tp8", "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert "top-secret" not in r.stdout and "--api-key '****'" in r.stdout
+    assert "top-secret" not in r.stdout and "SPECCONSOLE_API_KEY='****'" in r.stdout
+    assert "--api-key" not in r.stdout
     assert "NCCL_IB_DISABLE=1" in r.stdout and "server_control.sglang_patch.serve" in r.stdout
     bad = tmp_path / "bad.toml"
     bad.write_text("[server]\nport = 'x'\n")

@@ -38,9 +38,12 @@ def test_eagle3_profile_masks_the_api_key(state_dir, monkeypatch):
     assert (p.kind, p.server["tp_size"], p.dynamic["threshold"], p.stop_grace_s) == ("sglang", 8, 5, 30.0)
     spec = p.launch_spec(state_dir)
     assert spec.argv[1:3] == ("-m", "server_control.sglang_patch.serve")
-    assert "s3cret-value" in spec.argv            # the server gets it...
+    # the server gets it through its environment, never on its command line (ps shows that)
+    assert "s3cret-value" not in spec.argv and "--api-key" not in spec.argv
+    assert spec.env["SPECCONSOLE_API_KEY"] == "s3cret-value"
+    assert spec.masked_env_overrides()["SPECCONSOLE_API_KEY"] == MASK   # printing never shows it
     shown = spec.command_line()
-    assert "s3cret-value" not in shown and MASK in shown   # ...printing never shows it
+    assert "s3cret-value" not in shown
     assert shlex.split(shown)[1:3] == ["-m", "server_control.sglang_patch.serve"]
     env = spec.masked_env_overrides()
     assert env["NCCL_IB_DISABLE"] == "1" and env["NCCL_DEBUG"] == "WARN" and "NCCL_P2P_LEVEL" in env
@@ -186,6 +189,6 @@ def test_dry_run_shows_the_command_even_with_an_unset_key_variable(tmp_path, mon
                           "--dry-run", "--json"], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert "<$SGLANG_API_KEY unset>" in doc["argv"]
+    assert doc["env"]["SPECCONSOLE_API_KEY"] == "<$SGLANG_API_KEY unset>"
     assert len(doc["problems"]) == 1 and "[server] api_key_env" in doc["problems"][0]
     assert "a real launch would fail" in out.stderr and str(path) in out.stderr

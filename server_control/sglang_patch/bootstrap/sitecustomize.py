@@ -6,6 +6,9 @@ there; SGLang's spawned scheduler/detokenizer processes inherit the environment)
 2. Installs the specconsole import hook (cheap: no SGLang import happens here).
 3. Imports the modules named in ``SPECCONSOLE_SGLANG_PRELOAD`` (comma-separated), after
    the hook and before any SGLang code of the process runs.
+4. In the launch_server process that ``serve`` started (marked by ``SPECCONSOLE_SERVE_MAIN``),
+   moves the API keys from the environment to ``sys.argv`` (``keys.py``), so they never
+   appear on a command line and spawned children do not inherit them.
 Never raises: a failure is written to stderr as one line naming what failed.
 """
 import importlib
@@ -47,6 +50,12 @@ def _main() -> None:
     except Exception as exc:  # noqa: BLE001
         sys.stderr.write("Dynamic speculation disable NOT active: "
                          f"the specconsole import hook could not be installed: {exc!r}\n")
+    if os.environ.pop("SPECCONSOLE_SERVE_MAIN", None) == "1":
+        try:
+            from server_control.sglang_patch.keys import take_key_flags
+            sys.argv[:] = take_key_flags(sys.argv)
+        except Exception as exc:  # noqa: BLE001
+            sys.stderr.write(f"specconsole bootstrap: could not pass the API keys: {exc!r}\n")
     for name in filter(None, (n.strip() for n in
                               os.environ.get("SPECCONSOLE_SGLANG_PRELOAD", "").split(","))):
         try:
