@@ -39,6 +39,16 @@ def _load(args):
     return load_profile(find_profile(args.profile))
 
 
+def _with_profile(args, action) -> int:
+    """Load the profile (a bad one exits 2 naming file and key), then run ``action``."""
+    try:
+        profile = _load(args)
+    except ProfileError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    return asyncio.run(action(args, profile))
+
+
 def _run_dict(rec: runs.RunRecord | None) -> dict | None:
     if rec is None:
         return None
@@ -102,12 +112,7 @@ async def _launch(args, profile) -> int:
 
 # ---- stop / restart -----------------------------------------------------------------------
 def cmd_stop(args) -> int:
-    try:
-        profile = _load(args)
-    except ProfileError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    return asyncio.run(_stop(args, profile))
+    return _with_profile(args, _stop)
 
 
 async def _stop(args, profile) -> int:
@@ -119,12 +124,7 @@ async def _stop(args, profile) -> int:
 
 
 def cmd_restart(args) -> int:
-    try:
-        profile = _load(args)
-    except ProfileError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    return asyncio.run(_restart(args, profile))
+    return _with_profile(args, _restart)
 
 
 async def _restart(args, profile) -> int:
@@ -145,12 +145,7 @@ async def _restart(args, profile) -> int:
 
 # ---- supervise ----------------------------------------------------------------------------
 def cmd_supervise(args) -> int:
-    try:
-        profile = _load(args)
-    except ProfileError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    return asyncio.run(_supervise(args, profile))
+    return _with_profile(args, _supervise)
 
 
 async def _supervise(args, profile) -> int:
