@@ -1,10 +1,14 @@
-"""Poll a server's /server_info and /v1/loads, paced so polls never overlap.
+"""Poll a server's /server_info (and its load), paced so polls never overlap.
 
-Load comes from /v1/loads?include=core,memory,spec; if that endpoint is missing or
-unusable, from /metrics (parsed by prometheus_client's text parser); if that is missing
-too, from the latest decode log records (``records_fn``). A server that does not answer,
-answers late, or answers garbage gives an unreachable sample with the reason; the next
-poll tries again, so the state recovers by itself.
+One request per poll where one serves: while the server's log (``records_fn``) brings a
+fresh `Decode batch` line of every DP group between two polls, the load comes from those
+lines and only /server_info is asked. Otherwise (idle, no log, an old log) the load comes
+from /v1/loads?include=core,memory,spec; if that endpoint is missing or unusable, from
+/metrics (parsed by prometheus_client's text parser); if that is missing too, from the
+latest decode log records. A server that does not answer, answers late, or answers
+garbage gives an unreachable sample with the reason and the URL; the next poll tries
+again, so the state recovers by itself. While it is unreachable only fresh log lines give
+a load (a dead server's last numbers are not shown as live).
 """
 from __future__ import annotations
 
@@ -16,13 +20,14 @@ from typing import Callable
 
 import httpx
 
-from server_control.telemetry.sample import (Load, Sample, load_from_loads, load_from_metrics,
-                                             load_from_records, sample_from_server_info)
+from server_control.telemetry.sample import (Load, Sample, fresh_decode_load, load_from_loads,
+                                             load_from_metrics, load_from_records, sample_from_server_info)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_TIMEOUT_S = 2.0
+FRESH_LOG_S = 3.0  # a decode line stamped longer ago than this (or 3 intervals) is not live
 MIN_INTERVAL_S = 0.05
 
 
@@ -31,7 +36,7 @@ def auth_headers(key: str | None) -> dict[str, str]:
 
 
 def describe_error(exc: BaseException, what: str) -> str:
-    """One line naming what failed and why, for the 'unreachable' state."""
+    """One line naming what failed (``what``: the endpoint or its URL) and why."""
     if isinstance(exc, httpx.TimeoutException):
         return f"{what}: timed out"
     if isinstance(exc, httpx.ConnectError):
@@ -63,6 +68,9 @@ class HttpPoller:
         self.on_sample = on_sample
         self.last: Sample | None = None
         self.polls = 0
+        self.requests = 0      # HTTP requests sent by polls (for the figures in docs/telemetry.md)
+        self._log_seq = 0      # newest log record seen at the last poll
+        self._log_primed = False
         self._client: httpx.AsyncClient | None = None
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -80,9 +88,14 @@ class HttpPoller:
             await self._client.aclose()
             self._client = None
 
-    async def get_json(self, path: str) -> object:
+    async def get(self, path: str) -> httpx.Response:
+        self.requests += 1
         resp = await self.client().get(self.url + path)
         resp.raise_for_status()
+        return resp
+
+    async def get_json(self, path: str) -> object:
+        resp = await self.get(path)
         return json.loads(resp.content.decode("utf-8"))
 
     async def server_info(self) -> dict:
@@ -96,7 +109,7 @@ class HttpPoller:
             raise ValueError(f"/server_info: expected a JSON object, got {type(body).__name__}")
         return body
 
-    async def _load(self) -> Load | None:
+    async def _load(self, records: list) -> Load | None:
         retry = self.polls % 30 == 0
         if self._loads_ok or retry:
             try:
@@ -108,34 +121,47 @@ class HttpPoller:
                 self._loads_ok = False
         if self._metrics_ok or retry:
             try:
-                resp = await self.client().get(self.url + "/metrics")
-                resp.raise_for_status()
+                resp = await self.get("/metrics")
                 load = load_from_metrics(resp.text)
                 self._metrics_ok = load is not None
                 if load:
                     return load
             except httpx.HTTPError:
                 self._metrics_ok = False
-        if self.records_fn is not None:
-            try:
-                return load_from_records(self.records_fn())
-            except Exception:  # noqa: BLE001 - the store is someone else's; never crash here
-                return None
-        return None
+        return load_from_records(records) if records else None
+
+    def _records(self) -> list:
+        if self.records_fn is None:
+            return []
+        try:
+            return list(self.records_fn())
+        except Exception:  # noqa: BLE001 - the store is someone else's; never crash here
+            return []
+
+    def _fresh_log_load(self, records: list) -> Load | None:
+        """The load from decode lines that reached the log since the last poll, stamped
+        within ``fresh_s`` of now, when every DP group of the log has one; else None."""
+        mark, primed = self._log_seq, self._log_primed
+        self._log_primed = True
+        if records:
+            self._log_seq = max(mark, getattr(records[-1], "seq", 0) or 0)
+        if not primed:  # the first poll: everything read so far looks new
+            return None
+        fresh_s = max(FRESH_LOG_S, 3 * self.interval_s)
+        return fresh_decode_load(records, mark, time.time(), fresh_s)
 
     async def poll_once(self) -> Sample:
         t0 = time.monotonic()
+        records = self._records()
+        fresh = self._fresh_log_load(records)
         try:
             info = await self.server_info()
             sample = sample_from_server_info(time.time(), info)
-            sample.load = await self._load() or Load()
+            sample.load = fresh or await self._load(records) or Load()
         except Exception as exc:  # noqa: BLE001 - whatever the server did, it is a state, not a crash
-            sample = Sample(ts=time.time(), reachable=False, error=describe_error(exc, "/server_info"))
-            if self.records_fn is not None:  # the log still tells the load while HTTP is down
-                try:
-                    sample.load = load_from_records(self.records_fn()) or Load()
-                except Exception:  # noqa: BLE001
-                    pass
+            sample = Sample(ts=time.time(), reachable=False,
+                            error=describe_error(exc, f"{self.url}/server_info"))
+            sample.load = fresh or Load()  # a live log still tells the load while HTTP is down
         sample.poll_s = time.monotonic() - t0
         self.polls += 1
         self.last = sample

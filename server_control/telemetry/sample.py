@@ -6,6 +6,7 @@ becomes None, never an exception.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from server_control import decision as d
 
@@ -181,15 +182,51 @@ def load_from_metrics(text: str) -> Load | None:
     return load
 
 
+def _dp_group(rec) -> str:
+    rank = getattr(rec, "rank", None) or ""
+    return rank.split(" ")[0] if rank.startswith("DP") else ""
+
+
+def _is_decode(rec) -> bool:
+    return getattr(rec, "kind", None) == "decode" and getattr(rec, "running_req", None) is not None
+
+
+def record_age_s(ts, now: float) -> float | None:
+    """Seconds from a log time stamp (local time, as SGLang writes it; a bare time is
+    today's) to ``now``; None when there is no usable stamp."""
+    if not isinstance(ts, str) or not ts:
+        return None
+    try:
+        if "T" in ts:
+            stamp = datetime.fromisoformat(ts)
+        else:
+            day = datetime.fromtimestamp(now).date()
+            stamp = datetime.combine(day, datetime.strptime(ts.split(".")[0], "%H:%M:%S").time())
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        return now - stamp.timestamp()
+    return now - stamp.astimezone(timezone.utc).timestamp()
+
+
+def fresh_decode_load(records: list, after_seq: int, now: float, fresh_s: float) -> Load | None:
+    """The load from decode records newer than ``after_seq`` (store seq) and stamped within
+    ``fresh_s`` seconds of ``now`` (a second of clock skew allowed), when every DP group
+    that has decode records in ``records`` has a fresh one; else None (ask the server)."""
+    decode = [r for r in records if _is_decode(r)]
+    fresh = [r for r in decode if (getattr(r, "seq", 0) or 0) > after_seq
+             and (age := record_age_s(getattr(r, "ts", None), now)) is not None and -1.0 <= age <= fresh_s]
+    if not fresh or {_dp_group(r) for r in fresh} != {_dp_group(r) for r in decode}:
+        return None
+    return load_from_records(fresh)
+
+
 def load_from_records(records: list) -> Load | None:
     """Latest decode record per DP group (rank tag before ' TP') -> Load; None if none."""
     latest: dict[str, object] = {}
     for rec in records:
-        if getattr(rec, "kind", None) != "decode" or getattr(rec, "running_req", None) is None:
-            continue
-        rank = getattr(rec, "rank", None) or ""
-        group = rank.split(" ")[0] if rank.startswith("DP") else ""
-        latest[group] = rec
+        if _is_decode(rec):
+            latest[_dp_group(rec)] = rec
     if not latest:
         return None
     recs = list(latest.values())

@@ -80,7 +80,7 @@ async def test_poller_timeout_is_unreachable_with_reason(stand):
     poller = HttpPoller(srv.url, timeout_s=0.3)
     s = await poller.poll_once()
     await poller.aclose()
-    assert not s.reachable and s.error == "/server_info: timed out"
+    assert not s.reachable and s.error == f"{srv.url}/server_info: timed out"  # names the URL
 
 
 async def test_poller_connection_refused_then_recovers(stand, tmp_path):
