@@ -1,4 +1,5 @@
-"""Get and set the dynamic speculation threshold (and forced mode) of a running server.
+"""Get and set the dynamic speculation settings of a running server: the threshold, the
+forced mode, the hysteresis and the minimum dwell.
 
 ``POST /set_internal_state {"server_args": {KEY: value}}`` answers one boolean per DP
 rank. A change counts as applied only when a read-back of /server_info shows the new value
@@ -125,6 +126,21 @@ class Control:
         except ValueError as exc:
             return change(value, "refused", str(exc))
         return await self._set(d.FORCE_KEY, mode, value)
+
+    async def set_hysteresis(self, value: object) -> dict:
+        """Resume speculating at batch <= max(1, N - H); validated, then read back per rank."""
+        return await self._set_int(d.HYSTERESIS_KEY, d.validate_hysteresis, value)
+
+    async def set_dwell(self, value: object) -> dict:
+        """Decode steps a mode is held before the next switch; validated, read back per rank."""
+        return await self._set_int(d.DWELL_KEY, d.validate_dwell, value)
+
+    async def _set_int(self, key: str, validate: Callable[[object], int], value: object) -> dict:
+        try:
+            n = validate(value)
+        except ValueError as exc:
+            return change(value, "refused", str(exc))
+        return await self._set(key, n, value)
 
     async def _post(self, key: str, value: object) -> httpx.Response:
         if key == d.FORCE_KEY and isinstance(value, str):
