@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from server_control import decision as d
 from server_control.telemetry.sample import Sample, intval
+from server_control.telemetry.series import is_forced
 
 PASS, FAIL, PENDING = "pass", "fail", "pending"
 LAYERS = ("configuration", "initialisation", "runtime")
@@ -161,11 +162,11 @@ class RuntimeWatch:
         force = s.ranks[0].force if s and s.ranks else None
         if force and force != d.AUTO:
             return layer(name, PENDING, f"forced mode {force}: the threshold rule is not in control")
-        down = next((e for e in events if e["mode"] == d.TARGET_ONLY and not _forced(e)), None)
+        down = next((e for e in events if e["mode"] == d.TARGET_ONLY and not is_forced(e)), None)
         back = None
         if down is not None:
             later = [e for e in events if e["t"] >= down["t"] and e is not down]
-            back = next((e for e in later if e["mode"] == d.SPECULATIVE and not _forced(e)), None)
+            back = next((e for e in later if e["mode"] == d.SPECULATIVE and not is_forced(e)), None)
         if down and back:
             return layer(name, PASS, f"to target-only: {_event(down)}; back to speculative: {_event(back)}")
         grace = self.grace_s()
@@ -187,18 +188,6 @@ class RuntimeWatch:
                          f"yet (max seen {self.max_batch})")
         return layer(name, PENDING, f"the batch exceeded the threshold (max {self.max_batch}); waiting for "
                      "the switch (minimum dwell)")
-
-
-def _forced(event: dict) -> bool:
-    """A switch the threshold rule did not make. Log lines say "(forced)"; a polled
-    ``last_switch`` does not, so one that the rule could not have made (to target-only at a
-    batch <= threshold, back to speculative at a batch > threshold) counts as forced."""
-    if "(forced)" in (event.get("text") or ""):
-        return True
-    batch, n = event.get("batch"), event.get("threshold")
-    if event.get("source") != "poll" or batch is None or not n:
-        return False
-    return batch <= n if event.get("mode") == d.TARGET_ONLY else batch > n
 
 
 def _event(e: dict) -> str:

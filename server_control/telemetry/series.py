@@ -140,8 +140,22 @@ class ModeTimeline:
         return added
 
     def to_json(self, limit: int = 200) -> list[dict]:
-        return [{k: e[k] for k in ("ts", "mode", "batch", "threshold", "rank")}
+        """The newest switches; ``forced``: made by a forced mode, not by the threshold rule
+        (such rows have no batch crossing to show)."""
+        return [{**{k: e[k] for k in ("ts", "mode", "batch", "threshold", "rank")}, "forced": is_forced(e)}
                 for e in list(self.events)[-limit:]]
+
+
+def is_forced(event: dict) -> bool:
+    """A switch the threshold rule did not make. Log lines say "(forced)"; a polled
+    ``last_switch`` does not, so one that the rule could not have made (to target-only at a
+    batch <= threshold, back to speculative at a batch > threshold) counts as forced."""
+    if "(forced)" in (event.get("text") or ""):
+        return True
+    batch, n = event.get("batch"), event.get("threshold")
+    if event.get("source") != "poll" or batch is None or not n:
+        return False
+    return batch <= n if event.get("mode") == d.TARGET_ONLY else batch > n
 
 
 def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries) -> dict:

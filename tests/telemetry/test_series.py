@@ -41,7 +41,7 @@ def test_switches_from_every_tp_rank_counted_once_even_interleaved():
     assert added == [True, True, False, False, True, False]
     assert [e["mode"] for e in t.to_json()] == ["target_only", "speculative", "target_only"]
     assert t.to_json()[0] == {"ts": "2026-11-29 10:00:00", "mode": "target_only", "batch": 7, "threshold": 5,
-                              "rank": "TP0"}
+                              "rank": "TP0", "forced": False}
 
 
 def info(count, mode, batch):
@@ -56,7 +56,7 @@ def test_polled_and_logged_switches_deduplicated():
     assert t.add_record(switch("TP0", "target-only", 7, 10), now=2.0) is False  # same switch, from the log
     # ... which brings the time and rank the poll could not know
     assert t.to_json()[0] == {"ts": "2026-11-29 10:00:00", "mode": "target_only", "batch": 7,
-                              "threshold": 5, "rank": "TP0"}
+                              "threshold": 5, "rank": "TP0", "forced": False}
     assert t.add_record(switch("TP0", "speculative", 3, 11), now=3.0) is True
     assert t.add_sample(info(2, "speculative", 3)) is False
     assert t.add_sample(info(2, "speculative", 3)) is False
@@ -94,3 +94,20 @@ def test_a_new_run_starts_the_evidence_afresh_but_keeps_history_for_display():
     # the same switches logged again by the new run count for it (ordinals restarted)
     assert t.add_record(switch("TP0", "target-only", 7, 1), now=5.0) is True
     assert [e["mode"] for e in t.current()] == ["target_only"]
+
+
+def test_forced_switches_are_marked():
+    """`F` used to add a row 'spec None None', and a forced switch to target-only polled at
+    batch 5 <= N looked like an ordinary crossing."""
+    t = ModeTimeline()
+    forced_log = Rec(kind="spec_switch", rank="TP0", mode="speculative", batch=None, threshold=None,
+                     ts="2026-11-29 10:00:00", line=1, text="Dynamic speculation: switched to speculative (forced)")
+    t.add_record(forced_log, now=1.0)
+    t.add_sample(info(2, "target_only", 5))          # polled first: to target-only at batch 5 <= N 5
+    assert [(e["mode"], e["forced"]) for e in t.to_json()] == [("speculative", True), ("target_only", True)]
+    forced_too = Rec(**{**vars(forced_log), "mode": "target-only", "line": 2,
+                        "text": "Dynamic speculation: switched to target-only (forced)"})
+    assert t.add_record(forced_too, now=3.0) is False  # the log's line for the polled switch
+    t.add_record(switch("TP0", "speculative", 3, 3), now=4.0)  # an ordinary switch back
+    assert [(e["mode"], e["forced"]) for e in t.to_json()] == [
+        ("speculative", True), ("target_only", True), ("speculative", False)]

@@ -1,0 +1,83 @@
+"""Switch rate and flapping: how often the threshold rule changed the mode lately and, when
+that is too often, which setting to change (one suggestion, applied and read back like N).
+
+Switching itself is cheap (the patch decides per decode step), but a mode that flips every
+few seconds means the batch hovers at N: each switch back re-pays the draft model's
+warm-up and the operator cannot read the screen. Two settings damp it:
+
+  hysteresis H   resume speculating only at batch <= max(1, N - H): a wider band; the
+                 first choice while N - H > 1 leaves room
+  min dwell D    decode steps a mode is held before the next switch: the fallback
+                 when the band is already as wide as it gets
+
+Forced switches (the operator's `F`) are not counted. Pure: times in, a frozen value out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server_control import decision as d
+
+WINDOW_S = 120.0        # the rate is measured over the last two minutes
+LIMIT_PER_MIN = 6.0     # more than one switch per 10 s on average is flapping
+MIN_SWITCHES = 4        # and never judged on fewer switches than this
+MIN_SPAN_S = 60.0       # a console up for 20 s does not extrapolate 3 switches to 9/min
+MAX_SUGGESTED_DWELL = 10_000
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    key: str      # decision.HYSTERESIS_KEY or decision.DWELL_KEY
+    name: str     # "hysteresis" or "min dwell"
+    value: int
+    current: int
+    effect: str   # what it changes, in the operator's words
+
+    def describe(self) -> str:
+        return f"{self.name} {self.current} -> {self.value} ({self.effect})"
+
+
+@dataclass(frozen=True)
+class SwitchRate:
+    per_min: float
+    count: int          # rule-made switches in the window
+    window_s: float
+    flapping: bool
+    suggestion: Suggestion | None
+
+    def to_json(self) -> dict:
+        sug = self.suggestion
+        return {"per_min": self.per_min, "count": self.count, "window_s": self.window_s,
+                "flapping": self.flapping,
+                "suggestion": None if sug is None else {"key": sug.key, "name": sug.name, "value": sug.value,
+                                                        "current": sug.current, "text": sug.describe()}}
+
+
+def suggest(threshold: int | None, hysteresis: int | None, dwell: int | None) -> Suggestion | None:
+    """The next step against flapping: double the hysteresis while the resume band can still
+    widen (N - H > 1), else four times the dwell; None when neither can grow or N is unknown."""
+    if not threshold or hysteresis is None or dwell is None:
+        return None
+    low = max(1, threshold - hysteresis)
+    if low > 1:
+        new_h = min(threshold - 1, max(hysteresis + 1, 2 * hysteresis))
+        return Suggestion(d.HYSTERESIS_KEY, "hysteresis", new_h, hysteresis,
+                          f"resume speculating at batch <= {max(1, threshold - new_h)} instead of <= {low}")
+    new_d = min(MAX_SUGGESTED_DWELL, max(dwell + 10, 4 * dwell))
+    if new_d <= dwell:
+        return None
+    return Suggestion(d.DWELL_KEY, "min dwell", new_d, dwell,
+                      f"hold each mode {new_d} decode steps instead of {dwell}")
+
+
+def switch_rate(times: list[float], now: float, since: float, *, threshold: int | None,
+                hysteresis: int | None, dwell: int | None, window_s: float = WINDOW_S,
+                limit_per_min: float = LIMIT_PER_MIN) -> SwitchRate:
+    """``times``: when each rule-made switch was seen (epoch seconds); ``since``: when
+    watching began (the rate is never taken over less than MIN_SPAN_S)."""
+    recent = [t for t in times if 0.0 <= now - t <= window_s]
+    span = max(MIN_SPAN_S, min(window_s, now - since))
+    per_min = len(recent) * 60.0 / span
+    flapping = len(recent) >= MIN_SWITCHES and per_min > limit_per_min
+    return SwitchRate(round(per_min, 1), len(recent), window_s, flapping,
+                      suggest(threshold, hysteresis, dwell) if flapping else None)
