@@ -136,7 +136,7 @@ class ModeTimeline:
                 "ts": None, "mode": mode, "batch": intval(last.get("batch")),
                 "threshold": intval(last.get("threshold")), "rank": f"DP{r.dp_rank}",
                 "t": sample.ts, "line": None, "source": "poll",
-                "text": f"internal_states[{r.dp_rank}].{d.STATE_KEY}: switch_count={count}, last_switch={last}"})
+                "text": polled_text(r.dp_rank, count, mode, intval(last.get("batch")), intval(last.get("threshold")))})
         return added
 
     def to_json(self, limit: int = 200) -> list[dict]:
@@ -144,6 +144,13 @@ class ModeTimeline:
         (such rows have no batch crossing to show)."""
         return [{**{k: e[k] for k in ("ts", "mode", "batch", "threshold", "rank")}, "forced": is_forced(e)}
                 for e in list(self.events)[-limit:]]
+
+
+def polled_text(dp_rank: int, count: int, mode: str, batch: int | None, threshold: int | None) -> str:
+    """A polled switch in words (the evidence the verification panel shows)."""
+    at = f" at decode batch {batch}" if batch is not None else ""
+    n = f" (threshold {threshold})" if threshold is not None else ""
+    return f"polled internal_states[{dp_rank}].{d.STATE_KEY}: switch {count} to {d.mode_label(mode)}{at}{n}"
 
 
 def is_forced(event: dict) -> bool:

@@ -111,3 +111,10 @@ def test_forced_switches_are_marked():
     t.add_record(switch("TP0", "speculative", 3, 3), now=4.0)  # an ordinary switch back
     assert [(e["mode"], e["forced"]) for e in t.to_json()] == [
         ("speculative", True), ("target_only", True), ("speculative", False)]
+
+
+def test_polled_switch_evidence_is_words_not_a_python_repr():
+    t = ModeTimeline()
+    t.add_sample(info(1, "target_only", 7))
+    text = t.events[-1]["text"]
+    assert text == "polled internal_states[0].dynamic_speculation: switch 1 to target-only at decode batch 7 (threshold 5)"
