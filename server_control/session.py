@@ -141,7 +141,7 @@ class Session:
         self.store = store if store is not None else LogStore()
         self.panels = PanelSeries()
         self.timeline = ModeTimeline()
-        self.runtime = v.RuntimeWatch(poll_interval_s)
+        self.runtime = v.RuntimeWatch()
         self.poller = HttpPoller(self.url, api_key, interval_s=poll_interval_s,
                                  records_fn=lambda: self.store.tail(400), on_sample=self._on_sample)
         self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
@@ -250,7 +250,7 @@ class Session:
             self._init.clear()
             self._not_active.clear()
             self._ready.clear()
-            self.runtime = v.RuntimeWatch(self.poll_interval_s)
+            self.runtime = v.RuntimeWatch()
         self._log_path = path
         self._pipeline = None
         if path is None:
@@ -335,7 +335,7 @@ class Session:
             ranks_expected=v.expected_ranks(tp, dp, bool(args.get("enable_dp_attention"))),
             server_ready=bool(s and s.reachable), log_attached=self._log_path is not None)
         return v.summary([v.configuration(s, expected), init,
-                          self.runtime.status(self.timeline.current(), time.time())])
+                          self.runtime.status(self.timeline.current())])
 
     async def verify(self) -> dict:
         return self.verification()

@@ -8,7 +8,9 @@ Each layer is ``{"name", "status": pass|fail|pending, "evidence", "cause"}``:
                   without the line is a failure;
   runtime         a switch to target-only was seen when the batch exceeded N, and a switch
                   back when it dropped; a batch above N for longer than the dwell with no
-                  switch is a failure.
+                  switch is a failure, and so is target-only through decode steps at a batch
+                  between 1 and the low mark for that long. An idle server (batch 0) takes
+                  no decode step, decides nothing and is no evidence: pending.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from server_control.telemetry.series import is_forced
 PASS, FAIL, PENDING = "pass", "fail", "pending"
 LAYERS = ("configuration", "initialisation", "runtime")
 DEFAULT_STEP_S = 0.1  # a conservative decode step time, to turn the dwell (steps) into seconds
+POLL_MARGIN_S = 3.0  # how far a poll's view may lag the server (3 polls at the default 1 s);
+#                      fixed, so every observer (screen, `specconsole verify`) judges alike
+IDLE_SINCE_SWITCH = "idle since the switch; judged at the next decode step"
 
 CAUSE_NOT_PATCHED = ("the server does not know the flag: not launched through "
                      "server_control.sglang_patch.serve (stock SGLang, or the patch not on PYTHONPATH)")
@@ -115,21 +120,31 @@ def initialisation(init_records: list, not_active: list, ready_records: list, *,
 
 # -- 3. runtime ---------------------------------------------------------------------------
 class RuntimeWatch:
-    """Fed every poll (``observe``); judged against the switch timeline (``status``)."""
+    """Fed every poll (``observe``); judged against the switch timeline (``status``).
 
-    def __init__(self, poll_interval_s: float = 1.0, step_s: float = DEFAULT_STEP_S) -> None:
-        self.poll_interval_s = poll_interval_s
+    The verdict is a function of the samples and switch events fed in, never of the wall
+    clock or of the observer's poll interval: the screen and `specconsole verify` reach one
+    verdict for one server from the same evidence. Only decode steps are evidence: a poll
+    with a decode batch of 0 (an idle server takes no decode step, so its switch decides
+    nothing) neither counts toward a failure nor clears what was seen before it.
+    """
+
+    def __init__(self, step_s: float = DEFAULT_STEP_S) -> None:
         self.step_s = step_s
         self.max_batch: int | None = None
         self.crossed_at: float | None = None  # first time the batch was seen above N
         self.stuck_since: float | None = None  # batch > N while the polled mode stays speculative
+        self.stuck_s = 0.0
         self.stuck_batch: int | None = None
-        self.slow_back_since: float | None = None  # batch <= low mark while still target-only
+        self.back_due_s = 0.0  # decode time seen at 1 <= batch <= low mark while target-only
+        self._back_prev: float | None = None  # the previous such poll, if the last poll was one
+        self.low: int | None = None
+        self.idle = False  # the latest poll saw no decode batch
         self.last: Sample | None = None
         self.dwell_steps = d.DEFAULT_MIN_DWELL_STEPS
 
     def grace_s(self) -> float:
-        return 3 * self.poll_interval_s + self.dwell_steps * self.step_s
+        return POLL_MARGIN_S + self.dwell_steps * self.step_s
 
     def observe(self, sample: Sample) -> None:
         batch, n = sample.load.batch, sample.threshold
@@ -139,24 +154,29 @@ class RuntimeWatch:
         rank = sample.ranks[0] if sample.ranks else None
         if rank and rank.min_dwell_steps is not None:
             self.dwell_steps = rank.min_dwell_steps
-        low = max(1, n - (rank.hysteresis if rank and rank.hysteresis is not None else d.DEFAULT_HYSTERESIS))
+        low = self.low = max(1, n - (rank.hysteresis if rank and rank.hysteresis is not None
+                                     else d.DEFAULT_HYSTERESIS))
         self.max_batch = batch if self.max_batch is None else max(self.max_batch, batch)
+        self.idle = batch <= 0
         mode = sample.mode
         if batch > n:
             self.crossed_at = self.crossed_at or sample.ts
-            if mode == d.SPECULATIVE:
-                self.stuck_since = self.stuck_since or sample.ts
-                self.stuck_batch = batch
-            else:
-                self.stuck_since = None
+        if batch > n and mode == d.SPECULATIVE:
+            self.stuck_since = self.stuck_since or sample.ts
+            self.stuck_s = sample.ts - self.stuck_since
+            self.stuck_batch = batch
         else:
-            self.stuck_since = None
-        if batch <= low and mode == d.TARGET_ONLY:
-            self.slow_back_since = self.slow_back_since or sample.ts
-        else:
-            self.slow_back_since = None
+            self.stuck_since, self.stuck_s = None, 0.0
+        if mode == d.TARGET_ONLY and self.idle:
+            self._back_prev = None  # no decode step: no evidence either way
+        elif mode == d.TARGET_ONLY and batch <= low:
+            if self._back_prev is not None:
+                self.back_due_s += sample.ts - self._back_prev
+            self._back_prev = sample.ts
+        else:  # speculative, or a batch above the low mark: the switch back is not due
+            self.back_due_s, self._back_prev = 0.0, None
 
-    def status(self, events: list[dict], now: float) -> dict:
+    def status(self, events: list[dict]) -> dict:
         name = "runtime"
         s = self.last
         force = s.ranks[0].force if s and s.ranks else None
@@ -170,17 +190,12 @@ class RuntimeWatch:
         if down and back:
             return layer(name, PASS, f"to target-only: {_event(down)}; back to speculative: {_event(back)}")
         grace = self.grace_s()
-        if self.stuck_since is not None and now - self.stuck_since > grace:
+        if self.stuck_since is not None and self.stuck_s > grace:
             return layer(name, FAIL, f"batch {self.stuck_batch} > threshold {s.threshold if s else '?'} for "
-                         f"{now - self.stuck_since:.1f} s (> {grace:.1f} s: 3 polls + dwell) while "
+                         f"{self.stuck_s:.1f} s (> {grace:.1f} s: {POLL_MARGIN_S:.0f} s + dwell) while "
                          f"internal_states report mode=speculative and no switch was logged", CAUSE_NO_SWITCH)
         if down is not None:
-            if self.slow_back_since is not None and now - self.slow_back_since > grace:
-                return layer(name, FAIL, f"switched to target-only ({_event(down)}) but stayed there "
-                             f"{now - self.slow_back_since:.1f} s with the batch at or below the low mark",
-                             "the switch back is not evaluated (hysteresis/dwell not applied on the decode path)")
-            return layer(name, PENDING, f"switched to target-only ({_event(down)}); waiting for the batch to "
-                         "drop and speculation to come back")
+            return self._after_down(name, down, grace)
         if self.crossed_at is None:
             if s is None or s.threshold is None or self.max_batch is None:
                 return layer(name, PENDING, "no live decode batch and threshold read from the server yet")
@@ -188,6 +203,24 @@ class RuntimeWatch:
                          f"yet (max seen {self.max_batch})")
         return layer(name, PENDING, f"the batch exceeded the threshold (max {self.max_batch}); waiting for "
                      "the switch (minimum dwell)")
+
+    def _after_down(self, name: str, down: dict, grace: float) -> dict:
+        """Switched to target-only, not back yet: judged on decode steps at 1..low mark only."""
+        low = self.low if self.low is not None else "?"
+        if self.back_due_s > grace:
+            return layer(name, FAIL, f"switched to target-only ({_event(down)}) but stayed there "
+                         f"{self.back_due_s:.1f} s of decode steps with the batch between 1 and the low "
+                         f"mark {low} (> {grace:.1f} s: {POLL_MARGIN_S:.0f} s + dwell)",
+                         "the switch back is not evaluated (hysteresis/dwell not applied on the decode path)")
+        if self.idle and not self.back_due_s:
+            return layer(name, PENDING, f"switched to target-only ({_event(down)}); {IDLE_SINCE_SWITCH} "
+                         "(idle time is not evidence)")
+        if self.idle:
+            return layer(name, PENDING, f"switched to target-only ({_event(down)}); idle after "
+                         f"{self.back_due_s:.1f} s of decode steps at batch 1..{low}; judged at the next "
+                         "decode step")
+        return layer(name, PENDING, f"switched to target-only ({_event(down)}); waiting for the batch to "
+                     f"drop to the low mark {low} and speculation to come back")
 
 
 def _event(e: dict) -> str:

@@ -42,12 +42,22 @@ def clock(ts) -> str:
     return text[:8]
 
 
-def mode_badge(mode) -> tuple[str, str]:
+def mode_badge(mode, idle: bool = False) -> tuple[str, str]:
+    """The mode as a badge; ``idle`` (nothing decoding) adds ``· idle``: the mode is then
+    where the last decode step left it, and no step decides anything until work comes."""
+    tail = " \u00b7 idle " if idle else " "
     if mode == "speculative":
-        return " SPECULATIVE ", "bold black on bright_green"
+        return " SPECULATIVE" + tail, "bold black on bright_green"
     if mode == "target_only":
-        return " TARGET-ONLY ", "bold white on blue"
+        return " TARGET-ONLY" + tail, "bold white on blue"
     return " MODE ? ", "bold black on grey50"
+
+
+def idle(snap: dict) -> bool:
+    """The server answers and has nothing to decode: decode batch 0 and nothing queued."""
+    live = section(snap, "live")
+    return (section(snap, "server").get("reachable") is True and live.get("batch") == 0
+            and not live.get("queue"))
 
 
 STATUS_MARKS = {"pass": ("\u2713", "bold green"), "fail": ("\u2717", "bold red"),

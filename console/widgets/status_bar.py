@@ -5,7 +5,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from console.widgets.fmt import duration, mark, mode_badge, section
+from console.widgets.fmt import duration, idle, mark, mode_badge, section
 
 STATE_STYLES = {
     "ready": "bold black on green", "starting": "bold black on yellow",
@@ -53,7 +53,7 @@ def verify_text(snap: dict) -> Text:
 
 def line_one(snap: dict) -> Text:
     spec = section(snap, "spec")
-    label, style = mode_badge(spec.get("mode"))
+    label, style = mode_badge(spec.get("mode"), idle=idle(snap))
     if section(snap, "server").get("reachable") is False and spec.get("mode"):
         label, style = f"{label.rstrip()}? ", "bold black on grey50"  # last known, not live
     t = Text(no_wrap=True, overflow="ellipsis")

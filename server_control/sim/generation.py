@@ -66,11 +66,19 @@ class Generator:
         self.state = state
         self.sched = state.scheduler
 
+    def start(self, *reqs) -> None:
+        """Hand requests to the scheduler as one unit (a batched /generate is admitted in
+        one prefill step); each gets the event its token stream waits on."""
+        for req in reqs:
+            req.waiter = asyncio.Event()
+        self.sched.submit(*reqs)
+
     async def tokens(self, req):
-        """Yields (old_count, new_count) after each step that produced tokens."""
-        event = asyncio.Event()
-        req.waiter = event
-        self.sched.submit(req)
+        """Yields (old_count, new_count) after each step that produced tokens. Starts
+        ``req`` unless ``start`` already did."""
+        if req.waiter is None:
+            self.start(req)
+        event = req.waiter
         sent = 0
         try:
             while True:
@@ -124,7 +132,13 @@ class Generator:
             if batch:
                 raise BadRequest("streaming a batch of prompts is not supported")
             return StreamingResponse(self._stream_native(reqs[0], started), media_type="text/event-stream")
-        await asyncio.gather(*(self._drain(r) for r in reqs))
+        self.start(*reqs)
+        try:
+            await asyncio.gather(*(self._drain(r) for r in reqs))
+        finally:  # the client left: none of its sequences keeps decoding
+            for r in reqs:
+                if not r.finished:
+                    self.sched.cancel(r)
         out = [{"text": token_text(r.rid, 0, r.generated), "meta_info": self.meta_info(r, started)}
                for r in reqs]
         return JSONResponse(out if batch else out[0])

@@ -108,9 +108,12 @@ class Scheduler:
         return Request(f"{next(self._ids):08x}", max(1, prompt_tokens), max(1, max_new_tokens),
                        internal=internal, created=self.clock.now())
 
-    def submit(self, req: Request) -> None:
+    def submit(self, *reqs: Request) -> None:
+        """Queue requests as one unit: the scheduler wakes once, with all of them waiting,
+        so they are admitted in one prefill step (as SGLang's scheduler admits a batched
+        request) whatever the thread timing."""
         with self.cond:
-            self.waiting.append(req)
+            self.waiting.extend(reqs)
             self.cond.notify()
 
     def cancel(self, req: Request) -> None:

@@ -1,7 +1,20 @@
-"""Plain text of what a running (test) app shows: for assertions on the whole screen."""
+"""Plain text of what a running (test) app shows: for assertions on the whole screen; and
+waiting (under Pilot) until the app shows something."""
 from __future__ import annotations
+
+import time
 
 
 def screen_text(app) -> str:
     strips = app.screen._compositor.render_strips()
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+
+
+async def wait_for(pilot, cond, what: str = "condition", timeout: float = 30.0, every: float = 0.1) -> None:
+    """Let the app run until ``cond()`` holds; on timeout fail with what the screen shows."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        await pilot.pause(every)
+    raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")

@@ -74,16 +74,16 @@ def ev(mode, t, line, forced=False):
 
 
 def test_runtime_pass_needs_down_then_back():
-    w = RuntimeWatch(poll_interval_s=1.0)
+    w = RuntimeWatch()
     w.observe(info(batch=2))
-    assert w.status([], now=1.0)["status"] == "pending"
-    assert "not exceeded" in w.status([], now=1.0)["evidence"]
+    assert w.status([])["status"] == "pending"
+    assert "not exceeded" in w.status([])["evidence"]
     w.observe(info(batch=8, ts=2.0))
     down = [ev("target_only", 2.5, 50)]
-    r = w.status(down, now=3.0)
+    r = w.status(down)
     assert r["status"] == "pending" and "log line 50" in r["evidence"]
     both = down + [ev("speculative", 4.0, 60)]
-    r = w.status(both, now=5.0)
+    r = w.status(both)
     assert r["status"] == "pass" and "log line 50" in r["evidence"] and "log line 60" in r["evidence"]
 
 
@@ -91,36 +91,36 @@ def test_runtime_forced_switches_do_not_count():
     w = RuntimeWatch()
     w.observe(info(batch=8))
     events = [ev("target_only", 1.0, 5, forced=True), ev("speculative", 2.0, 6, forced=True)]
-    assert w.status(events, now=3.0)["status"] == "pending"
+    assert w.status(events)["status"] == "pending"
 
 
 def test_runtime_fails_when_batch_stays_above_without_switch():
-    w = RuntimeWatch(poll_interval_s=1.0, step_s=0.1)  # grace = 3 + 10 * 0.1 = 4 s
+    w = RuntimeWatch(step_s=0.1)  # grace = 3 + 10 * 0.1 = 4 s
     for t in range(0, 4):
         w.observe(info(batch=9, ts=float(t)))
-    assert w.status([], now=3.0)["status"] == "pending"
+    assert w.status([])["status"] == "pending"
     for t in range(4, 7):
         w.observe(info(batch=9, ts=float(t)))
-    r = w.status([], now=6.0)
+    r = w.status([])
     assert r["status"] == "fail" and r["cause"] == CAUSE_NO_SWITCH and "batch 9 > threshold 5" in r["evidence"]
     # the batch dropping ends the stuck period
     w.observe(info(batch=3, ts=7.0))
-    assert w.status([], now=7.0)["status"] == "pending"
+    assert w.status([])["status"] == "pending"
 
 
 def test_runtime_fails_when_it_never_switches_back():
-    w = RuntimeWatch(poll_interval_s=1.0, step_s=0.1)
+    w = RuntimeWatch(step_s=0.1)
     down = [ev("target_only", 0.5, 50)]
     for t in range(0, 7):
         w.observe(info(batch=2, mode="target_only", ts=float(t)))
-    r = w.status(down, now=6.0)
+    r = w.status(down)
     assert r["status"] == "fail" and "stayed there" in r["evidence"]
 
 
 def test_runtime_forced_mode_pending():
     w = RuntimeWatch()
     w.observe(info(batch=9, force="target_only", mode="target_only"))
-    assert "forced" in w.status([], now=1.0)["evidence"]
+    assert "forced" in w.status([])["evidence"]
 
 
 def test_runtime_polled_forced_switch_does_not_pass():
@@ -132,9 +132,9 @@ def test_runtime_polled_forced_switch_does_not_pass():
             "text": "internal_states[0].dynamic_speculation: switch_count=1, last_switch={'to': 'target_only'}"}
     back = {"mode": "speculative", "t": 2.0, "line": 76, "source": "log", "batch": 1, "threshold": 5,
             "text": "Dynamic speculation: switched to speculative (decode batch 1 <= 4, threshold 5)"}
-    assert w.status([down, back], now=3.0)["status"] == "pending"
+    assert w.status([down, back])["status"] == "pending"
     by_rule = dict(down, batch=7, t=1.5)
-    assert w.status([down, by_rule, back], now=3.0)["status"] == "pass"
+    assert w.status([down, by_rule, back])["status"] == "pass"
 
 
 def test_summary_and_exit_codes():
@@ -146,8 +146,48 @@ def test_summary_and_exit_codes():
 
 def test_runtime_pending_before_any_live_sample_says_so_without_none():
     w = RuntimeWatch()
-    r = w.status([], now=0.0)
+    r = w.status([])
     assert r["status"] == "pending" and "None" not in r["evidence"]
     assert "read from the server yet" in r["evidence"]
     w.observe(Sample(ts=0, reachable=False, error="refused"))
-    assert "None" not in w.status([], now=1.0)["evidence"]
+    assert "None" not in w.status([])["evidence"]
+
+
+def test_runtime_idle_after_the_switch_is_pending_not_fail():
+    """Issue 15: a batched request of 6 crosses N (5 here), the worker switches to target-only and
+    all six sequences end on the same step (6 -> 0). Nothing decodes afterwards, so nothing
+    can switch back: idle time is not evidence against the switch."""
+    w = RuntimeWatch(step_s=0.1)
+    down = [ev("target_only", 1.0, 50)]
+    w.observe(info(batch=6, mode="speculative", ts=0.0))
+    w.observe(info(batch=6, mode="target_only", ts=1.0))
+    for t in range(2, 48):  # 46 s of idle
+        w.observe(info(batch=0, mode="target_only", ts=float(t)))
+    r = w.status(down)
+    assert r["status"] == "pending", r
+    assert "log line 50" in r["evidence"]
+    assert "idle since the switch; judged at the next decode step" in r["evidence"]
+
+
+def test_runtime_counts_only_decode_time_at_or_below_the_low_mark():
+    """Grace 4 s (3 s + 10 steps x 0.1 s) of DECODE time with 1 <= batch <= low mark while
+    target-only; idle polls in between neither count nor reset that evidence."""
+    w = RuntimeWatch(step_s=0.1)
+    down = [ev("target_only", 0.5, 50)]
+    for t in (0, 1, 2):              # 2 s at batch 2 (low mark 4)
+        w.observe(info(batch=2, mode="target_only", ts=float(t)))
+    for t in range(3, 60):           # a long idle
+        w.observe(info(batch=0, mode="target_only", ts=float(t)))
+    idle = w.status(down)
+    assert idle["status"] == "pending", idle
+    assert "idle" in idle["evidence"] and "judged at the next decode step" in idle["evidence"]
+    for t in (60, 61):               # +1 s: 3 s of evidence, still under the grace
+        w.observe(info(batch=1, mode="target_only", ts=float(t)))
+    assert w.status(down)["status"] == "pending"
+    for t in (62, 63):               # +2 s: 5 s > 4 s
+        w.observe(info(batch=1, mode="target_only", ts=float(t)))
+    r = w.status(down)
+    assert r["status"] == "fail" and "stayed there 5.0 s" in r["evidence"], r
+    # a batch between the low mark and N (hysteresis band) makes the switch back not due
+    w.observe(info(batch=5, mode="target_only", ts=64.0))
+    assert w.status(down)["status"] == "pending"

@@ -4,11 +4,13 @@ steered, verified and stopped through the ``specconsole`` command line (server_c
 The tiny constant models make the mode visible from outside: while speculating every draft
 is accepted (accept length 3.00 with 2 steps); target-only decodes 1 token per step (1.00).
 The tests run in file order against one server (the order is the scenario):
-c=1 speculative -> c=6 target-only -> c=1 speculative -> threshold 8 -> c=6 speculative ->
-verify -> stop.
+c=1 speculative -> c=6 target-only (all six end on one step: the batch goes 6 -> 0) ->
+45 s idle with the console attached (runtime pending, not failed) -> c=1 speculative ->
+threshold 8 -> c=6 speculative -> verify -> stop.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -84,18 +86,56 @@ def test_concurrency_6_switches_to_target_only_with_accept_length_1(run):
     log = run.server.log_text()[start:]
     switch = SWITCH_RE.search(log)
     assert switch and int(switch.group(1)) > 2, log[-2000:]
+    # prefill steps decode nothing, so however the six were admitted they decode in lockstep
+    # and end on one step: the batch goes 6 -> 0, never through 1 (issue 15)
+    assert {n for n, _ in run.server.decode_lines(start)} == {6}
     full_batch = [acc for n, acc in run.server.decode_lines(start) if n == 6]
     assert full_batch and full_batch[-1] == pytest.approx(1.0), full_batch
     assert _state(run.server)["dynamic_speculation"]["mode"] == "target_only"
 
 
-def test_back_to_concurrency_1_speculates_again(run):
-    start = len(run.server.log_text())
-    out = run.server.generate("the lazy dog", TOKENS_C1)
-    assert _accept_length(out["meta_info"]) == pytest.approx(3.0)
-    assert "Dynamic speculation: switched to speculative" in run.server.log_text()[start:]
-    assert run.server.decode_lines(start)[-1][1] == pytest.approx(3.0)
-    assert _state(run.server)["dynamic_speculation"]["mode"] == "speculative"
+async def test_idle_after_the_burst_is_pending_then_c1_speculates_and_runtime_passes(run):
+    """Issue 15: after the burst the worker rightly stays target-only (no decode step, no
+    decision). The console, attached through its Pilot for 45 s of that idle, must not call
+    it a failure, and `specconsole verify` must say the same; one request at concurrency 1
+    brings speculation back and the runtime layer passes."""
+    pytest.importorskip("textual", reason="the console needs textual")
+    from console.app import SpecConsoleApp
+    from server_control.profile import load_profile
+    from server_control.session import Session
+    from tests.console.screen_text import screen_text, wait_for
+
+    assert _state(run.server)["dynamic_speculation"]["mode"] == "target_only"
+    session = Session.for_profile(load_profile(run.profile), run.state_dir, supervise=False,
+                                  poll_interval_s=0.25)
+    app = SpecConsoleApp(session)
+
+    def runtime(result: dict) -> dict:
+        return next(x for x in result["layers"] if x["name"] == "runtime")
+
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_for(pilot, lambda: app.snap["live"]["batch"] == 0 and "TARGET-ONLY" in screen_text(app),
+                       "the idle target-only server on the screen", timeout=120)
+        await pilot.pause(45.0)
+        layer = runtime(app.snap["verify"])
+        assert layer["status"] == "pending", layer
+        assert "idle since the switch; judged at the next decode step" in layer["evidence"]
+        assert app.snap["verify"]["summary"] == "pending"
+        assert "TARGET-ONLY \u00b7 idle" in screen_text(app)
+        res = run.cli("verify", "--json")
+        assert res.returncode == 3, f"{res.stdout}\n{res.stderr}"
+        assert runtime(json.loads(res.stdout))["status"] == "pending"
+
+        start = len(run.server.log_text())
+        out = await asyncio.to_thread(run.server.generate, "the lazy dog", TOKENS_C1)
+        assert _accept_length(out["meta_info"]) == pytest.approx(3.0)
+        assert "Dynamic speculation: switched to speculative" in run.server.log_text()[start:]
+        assert run.server.decode_lines(start)[-1][1] == pytest.approx(3.0)
+        assert _state(run.server)["dynamic_speculation"]["mode"] == "speculative"
+        await wait_for(pilot, lambda: runtime(app.snap["verify"])["status"] == "pass", "runtime to pass",
+                       timeout=120)
+        await wait_for(pilot, lambda: "SPECULATIVE" in screen_text(app), "the SPECULATIVE badge", timeout=120)
+        await session.close()
 
 
 def test_runtime_threshold_8_makes_concurrency_6_speculate(run):
