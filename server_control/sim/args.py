@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of generation requests answered with HTTP 500")
     s.add_argument("--sim-max-lifetime", type=_seconds, default=0.0,
                    help="wall-clock seconds after which every process exits (0 = no limit)")
+    s.add_argument("--sim-light", action="store_true",
+                   help="TP ranks inside the main process (one process per server; for big fleets)")
     return p
 
 

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hmac
 import random
+import time
 
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from server_control import decision
 from server_control.sim import args as simargs
+from server_control.sim import catalog
 from server_control.sim.generation import BadRequest, Generator, error_response, read_json
 from server_control.sim.metrics import Metrics
 
@@ -27,6 +28,7 @@ class AppState:
         self.launch_command = launch_command
         self.ready = False
         self.model_name = args.served_model_name or args.model_path
+        self.started = time.time()
         self.rng = random.Random(args.sim_seed + 1)
         self.metrics = Metrics(self)
         self.generator = Generator(self)
@@ -137,37 +139,28 @@ def build_app(state: AppState) -> Starlette:
         return JSONResponse([ok] * a.dp_size)
 
     async def loads(request):
-        s = sched.stats
-        snap = sched.snapshot_switch()
-        entries = []
-        for rank in range(a.dp_size):
-            entry = {"dp_rank": rank, "num_running_reqs": s.running, "num_waiting_reqs": s.waiting,
-                     "num_used_tokens": s.tokens_in_use, "max_total_num_tokens": a.max_total_tokens,
-                     "token_usage": round(s.token_usage, 4), "gen_throughput": round(s.gen_throughput, 4),
-                     "cache_hit_rate": 0.0, "utilization": round(s.running / a.max_running_requests, 4),
-                     "max_running_requests": a.max_running_requests,
-                     "memory": {"weight_gb": 8.19, "kv_cache_gb": 32.0, "graph_gb": 1.02,
-                                "token_capacity": a.max_total_tokens}}
-            if a.speculative_algorithm:
-                entry["speculative"] = {"accept_length": round(s.accept_length, 4),
-                                        "accept_rate": round(s.accept_rate, 4),
-                                        "mode": snap["mode"] if snap else None}
-            entries.append(entry)
+        raw_rank = request.query_params.get("dp_rank")
+        if raw_rank is not None and not raw_rank.isdigit():  # FastAPI's typed query parameter
+            return JSONResponse({"detail": [{"type": "int_parsing", "loc": ["query", "dp_rank"],
+                                             "msg": "Input should be a valid integer", "input": raw_rank}]},
+                                status_code=422)
+        dp_rank = int(raw_rank) if raw_rank is not None else None
+        try:
+            include = catalog.parse_include(request.query_params.get("include"))
+            if dp_rank is not None and dp_rank >= a.dp_size:
+                raise ValueError(f"dp_rank {dp_rank} out of range (dp_size {a.dp_size})")
+        except ValueError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=400)
+        body = catalog.loads_body(state, include, dp_rank)
         if request.query_params.get("format") == "prometheus":
-            return PlainTextResponse(state.metrics.loads_text(entries))
-        ts = dt.datetime.now(dt.timezone.utc).isoformat()
-        return JSONResponse({"timestamp": ts, "version": simargs.VERSION,
-                             "dp_rank_count": a.dp_size, "loads": entries})
+            return PlainTextResponse(state.metrics.loads_text(body["loads"]))
+        return JSONResponse(body)
 
     async def metrics(request):
         if not a.enable_metrics:
             return PlainTextResponse("Not Found", status_code=404)
         body, ctype = state.metrics.render()
         return Response(body, media_type=ctype)
-
-    async def models(request):
-        return JSONResponse({"object": "list", "data": [{"id": state.model_name, "object": "model",
-                             "created": 0, "owned_by": "sglang", "root": state.model_name}]})
 
     def generation(chat: bool | None):
         async def handler(request):
@@ -198,7 +191,7 @@ def build_app(state: AppState) -> Starlette:
         route(state, "/server_info", server_info), route(state, "/get_server_info", server_info),
         route(state, "/set_internal_state", set_internal_state, ("POST",), ADMIN_OPTIONAL),
         route(state, "/v1/loads", loads), route(state, "/metrics", metrics),
-        route(state, "/v1/models", models),
+        *catalog.routes(state, route),
         route(state, "/generate", generation(None), ("POST",)),
         route(state, "/v1/completions", generation(False), ("POST",)),
         route(state, "/v1/chat/completions", generation(True), ("POST",)),

@@ -168,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("asyncio").setLevel(logging.ERROR)
 
     from server_control.sim.ranks import RankError, RankGroup
-    ranks = RankGroup(a.tp_size, rank_config(a, deadline))
+    if a.sim_light:
+        from server_control.sim.light_ranks import LightRankGroup
+        ranks = LightRankGroup(a.tp_size, rank_config(a, deadline))
+    else:
+        ranks = RankGroup(a.tp_size, rank_config(a, deadline))
     try:
         ranks.wait_ready(timeout=60 + 1.5 * a.sim_load_time / a.sim_time_scale)
         code = asyncio.run(serve(a, sock, ranks, log, deadline, argv))

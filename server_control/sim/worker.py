@@ -92,6 +92,38 @@ def _idle_until(deadline: float | None) -> None:
         time.sleep(3600 if left is None else min(left, 3600))
 
 
+def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple) -> tuple:
+    """One "step" or "set" message of the main process -> the rank's reply. Shared by the
+    spawned rank processes and the in-process ranks of ``--sim-light`` (light_ranks.py)."""
+    if msg[0] == "step":
+        _, step_no, batch, lines = msg
+        if rank == 0:
+            for line in lines:
+                log.info(line)
+        mode = None
+        if sw is not None:
+            text = sw.decide(batch)
+            if text:
+                log.info(text)
+            mode = sw.mode
+        return ("mode", step_no, mode)
+    _, key, value = msg
+    try:
+        if sw is None and key in SETTING_KEYS:
+            raise ValueError("speculative decoding is not enabled (no --speculative-algorithm)")
+        text = apply_setting(sw, key, value)
+    except KeyError:
+        text = f"Updating {key} is not supported."
+    except ValueError as exc:
+        text = f"Dynamic speculation: refused {key}={value}: {exc}"
+    else:
+        log.info(text)
+        return ("set", True, text)
+    if rank == 0:
+        log.info(text)
+    return ("set", False, text)
+
+
 def run_rank(rank: int, cfg: dict, conn) -> None:
     """Entry point of a spawned TP rank."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process decides
@@ -107,37 +139,8 @@ def run_rank(rank: int, cfg: dict, conn) -> None:
                 os._exit(0)  # bounded lifetime reached
             msg = conn.recv()
             kind = msg[0]
-            if kind == "step":
-                _, step_no, batch, lines = msg
-                if rank == 0:
-                    for line in lines:
-                        log.info(line)
-                mode = None
-                if sw is not None:
-                    text = sw.decide(batch)
-                    if text:
-                        log.info(text)
-                    mode = sw.mode
-                conn.send(("mode", step_no, mode))
-            elif kind == "set":
-                _, key, value = msg
-                try:
-                    if sw is None and key in SETTING_KEYS:
-                        raise ValueError("speculative decoding is not enabled (no --speculative-algorithm)")
-                    text = apply_setting(sw, key, value)
-                except KeyError:
-                    text = f"Updating {key} is not supported."
-                    if rank == 0:
-                        log.info(text)
-                    conn.send(("set", False, text))
-                except ValueError as exc:
-                    text = f"Dynamic speculation: refused {key}={value}: {exc}"
-                    if rank == 0:
-                        log.info(text)
-                    conn.send(("set", False, text))
-                else:
-                    log.info(text)
-                    conn.send(("set", True, text))
+            if kind in ("step", "set"):
+                conn.send(handle(rank, sw, log, msg))
             elif kind == "crash":
                 if rank == 0:
                     log.error(CRASH_TRACEBACK)

@@ -1,0 +1,153 @@
+"""A fleet at run time: its members' sessions, the gateway, and fleet-wide actions.
+
+    fleet = Fleet(load_fleet(path), state_dir=None, supervise=True)
+    await fleet.start()                     # sessions of every member; adopt the gateway
+    fleet.rows() -> tuple[MemberRow, ...]   # one per member, in file order
+    fleet.gateway_status                    # GatewayStatus or None
+    results = await fleet.act("threshold", 8, names=None)   # every member at once
+    await fleet.close()                     # servers keep running unless stop_all()
+
+Actions run on all (or the named) members concurrently; each gives a ``MemberResult``
+and ``member.exit_code(results)`` aggregates them (0 ok, 1 any failure, 3 any pending).
+The gateway, when the file has one, is launched by ``launch`` (after the members) and
+stopped by ``stop`` (before them); while the fleet runs, its worker list is read every
+poll and kept equal to the members' worker URLs (``Gateway.reconcile``).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from server_control.fleet.gateway import Gateway, GatewayStatus
+from server_control.fleet.member import FAILED, OK, Member, MemberResult, MemberRow
+from server_control.fleet.spec import FleetSpec
+
+log = logging.getLogger(__name__)
+GATEWAY = "gateway"
+
+
+class Fleet:
+    def __init__(self, spec: FleetSpec, state_dir=None, *, supervise: bool = True) -> None:
+        self.spec = spec
+        self.state_dir = state_dir
+        self.supervise = supervise
+        self.members: dict[str, Member] = {m.name: Member.build(m, spec, state_dir, supervise=supervise)
+                                           for m in spec.members}
+        self.gateway = Gateway(spec, state_dir, supervise=supervise) if spec.gateway else None
+        self.gateway_status: GatewayStatus | None = None
+        self._subs: list[Callable[[str], None]] = []
+        self._tasks: list[asyncio.Task] = []
+        self._unsubs: list[Callable[[], None]] = []
+
+    # -- life cycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        await asyncio.gather(*(m.start() for m in self.members.values()))
+        for m in self.members.values():
+            self._unsubs.append(m.session.subscribe(lambda topic, name=m.name: self._publish(f"member:{name}")))
+        if self.gateway is not None:
+            self.gateway.set_members(self._worker_urls())
+            self.gateway.adopt()
+            if self.supervise:   # crash restart of the gateway, as for a local member
+                self._tasks.append(asyncio.create_task(self.gateway.sup.watch(), name="gateway-supervise"))
+            self._tasks.append(asyncio.create_task(self._watch_gateway(), name="fleet-gateway"))
+
+    async def close(self) -> None:
+        for unsub in self._unsubs:
+            unsub()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except BaseException:  # noqa: BLE001 - closing anyway
+                pass
+        self._tasks.clear()
+        if self.gateway is not None:
+            await self.gateway.close()
+        await asyncio.gather(*(m.close() for m in self.members.values()))
+
+    def _worker_urls(self) -> dict[str, str]:
+        return {m.worker_url: m.name for m in self.members.values() if m.spec.gateway}
+
+    async def _watch_gateway(self) -> None:
+        assert self.gateway is not None
+        while True:
+            try:
+                await self.read_gateway(reconcile=True)
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("reading the gateway failed")
+            await asyncio.sleep(self.spec.poll_interval_s)
+
+    async def read_gateway(self, reconcile: bool = False) -> GatewayStatus | None:
+        if self.gateway is None:
+            return None
+        self.gateway.set_members(self._worker_urls())
+        status = await self.gateway.read()
+        if reconcile and status.reachable and await self.gateway.reconcile(status):
+            status = await self.gateway.read()
+        self.gateway_status = status
+        self._publish(GATEWAY)
+        return status
+
+    # -- subscribers ----------------------------------------------------------------------------
+    def subscribe(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """``callback(topic)``: "member:NAME" (its session changed) or "gateway"."""
+        self._subs.append(callback)
+        return lambda: self._subs.remove(callback) if callback in self._subs else None
+
+    def _publish(self, topic: str) -> None:
+        for cb in list(self._subs):
+            try:
+                cb(topic)
+            except Exception:  # noqa: BLE001 - a subscriber's bug must not stop the fleet
+                log.exception("fleet subscriber failed")
+
+    # -- reading --------------------------------------------------------------------------------
+    def rows(self) -> tuple[MemberRow, ...]:
+        return tuple(m.row() for m in self.members.values())
+
+    def select(self, names=None) -> list[Member]:
+        if not names:
+            return list(self.members.values())
+        unknown = [n for n in names if n not in self.members]
+        if unknown:
+            raise KeyError(f"no member {', '.join(map(repr, unknown))} in fleet {self.spec.name} "
+                           f"(members: {', '.join(self.members)})")
+        return [self.members[n] for n in names]
+
+    async def settle(self, timeout_s: float = 5.0) -> None:
+        await asyncio.gather(*(m.settle(timeout_s) for m in self.members.values()))
+
+    # -- actions --------------------------------------------------------------------------------
+    async def act(self, action: str, value=None, names=None, *, wait_s: float | None = None) -> tuple[MemberResult, ...]:
+        """Run ``action`` on every selected member at once; one result each, in file order.
+        ``launch`` launches the gateway after the members, ``stop`` stops it first."""
+        members = self.select(names)
+        if action == "stop" and not names and self.gateway is not None:
+            gw = await self._gateway_action("stop")
+        results = list(await asyncio.gather(*(m.act(action, value, wait_s=wait_s) for m in members)))
+        if action == "stop" and not names and self.gateway is not None:
+            results.append(gw)
+        if action == "launch" and not names and self.gateway is not None:
+            results.append(await self._gateway_action("launch", wait_s))
+        return tuple(results)
+
+    async def _gateway_action(self, action: str, wait_s: float | None = None) -> MemberResult:
+        gw = self.gateway
+        assert gw is not None
+        gw.set_members(self._worker_urls())
+        try:
+            if action == "stop":
+                res = await gw.stop()
+                return MemberResult(GATEWAY, action, OK if res.ok else FAILED, res.message, res.to_dict())
+            if gw.adopt() is not None:
+                return MemberResult(GATEWAY, action, OK, f"already running (pid {gw.sup.record.pid})")
+            rec = await gw.launch()
+            if wait_s:
+                state = await gw.wait_ready(wait_s)
+                if state != "ready":
+                    return MemberResult(GATEWAY, action, FAILED, f"gateway {state}: {gw.sup.last_error}")
+            return MemberResult(GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url}")
+        except Exception as exc:  # noqa: BLE001 - reported like any member's trouble
+            return MemberResult(GATEWAY, action, FAILED, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,255 @@
+"""One fleet member: its session (local profile, remote over SSH, or attached URL), the row
+the fleet screen shows, and actions that end in a per-member result.
+
+    member = Member.build(spec, fleet_spec, state_dir)
+    await member.start(); member.row() -> MemberRow; await member.act("threshold", 8) -> MemberResult
+
+Outcomes of an action (``MemberResult.outcome``), worst first:
+  no-answer   the member did not answer (unreachable, SSH failed, timed out)
+  refused     it answered no (invalid value, not supported, not ours to launch/stop)
+  failed      it tried and failed (verification failed, the server died at launch, ...)
+  pending     not decided yet (verification still waiting for evidence)
+  ok          done
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+
+from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
+from server_control.runs import resolve_state_dir
+
+OK, PENDING, FAILED, REFUSED, NO_ANSWER = "ok", "pending", "failed", "refused", "no-answer"
+OUTCOMES = (OK, PENDING, FAILED, REFUSED, NO_ANSWER)
+ACTIONS = ("threshold", "force", "verify", "launch", "stop", "restart", "status")
+_NO_ANSWER_WORDS = ("timed out", "connection refused", "unreachable", "no answer", "ssh failed")
+MARK = {"pass": "+", "fail": "x", "pending": "."}
+
+
+@dataclass(frozen=True)
+class MemberRow:
+    """What the fleet table shows for one member (None: not known yet)."""
+    name: str
+    kind: str
+    host: str
+    state: str
+    reachable: bool
+    mode: str | None = None
+    threshold: int | None = None
+    force: str | None = None
+    batch: int | None = None
+    tok_s: float | None = None
+    accept_len: float | None = None
+    verify: str = "pending"
+    marks: str = "..."          # one character per layer: + pass, x fail, . pending
+    restarts: int = 0
+    gpu_util: float | None = None
+    error: str | None = None
+    url: str = ""
+    last_change: str | None = None   # the state of the last threshold/force change
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class MemberResult:
+    member: str
+    action: str
+    outcome: str
+    detail: str
+    data: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def stands_out(self) -> bool:
+        return self.outcome in (REFUSED, NO_ANSWER, FAILED)
+
+    def to_json(self) -> dict:
+        return {"member": self.member, "action": self.action, "outcome": self.outcome,
+                "detail": self.detail, "data": self.data}
+
+
+def exit_code(results) -> int:
+    """0 all ok, 1 any refusal / no answer / failure, 3 any pending (and no failure)."""
+    outcomes = {r.outcome for r in results}
+    if outcomes & {FAILED, REFUSED, NO_ANSWER}:
+        return 1
+    return 3 if PENDING in outcomes else 0
+
+
+def _no_answer(detail: str) -> bool:
+    low = detail.lower()
+    return any(w in low for w in _NO_ANSWER_WORDS)
+
+
+def change_outcome(change: dict) -> str:
+    state = change.get("state")
+    if state == "applied":
+        return OK
+    if state == "pending":
+        return PENDING
+    if state in ("refused", "unsupported"):
+        return REFUSED
+    return NO_ANSWER if _no_answer(str(change.get("detail", ""))) else FAILED
+
+
+def _gpu_util(gpus: dict) -> float | None:
+    utils = [d.get("util") for d in gpus.get("devices") or [] if isinstance(d.get("util"), (int, float))]
+    return round(sum(utils) / len(utils), 1) if utils else None
+
+
+class Member:
+    def __init__(self, spec: MemberSpec, session, remote=None) -> None:
+        self.spec = spec
+        self.session = session
+        self.remote = remote          # RemoteRun for ssh members
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def url(self) -> str:
+        return self.session.url
+
+    @property
+    def worker_url(self) -> str:
+        """The URL the gateway sends this member's traffic to."""
+        return self.spec.worker_url or self.session.url
+
+    @classmethod
+    def build(cls, spec: MemberSpec, fleet: FleetSpec, state_dir=None, *, supervise: bool = True) -> "Member":
+        from server_control.session import Session   # noqa: PLC0415 - heavy
+
+        poll = fleet.poll_interval_s
+        if spec.kind == LOCAL:
+            return cls(spec, Session.for_profile(spec.profile, state_dir, supervise=supervise, poll_interval_s=poll))
+        key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+        admin = os.environ.get(spec.admin_api_key_env) if spec.admin_api_key_env else None
+        if spec.kind == URL:
+            return cls(spec, Session.attach(spec.url, log_path=spec.log, api_key=key, admin_api_key=admin,
+                                            poll_interval_s=poll))
+        from server_control.fleet.gateway import free_port  # noqa: PLC0415
+        from server_control.fleet.remote import RemoteRun  # noqa: PLC0415
+        port = free_port()
+        mirrors = resolve_state_dir(state_dir) / "fleet" / fleet.name / spec.name
+        remote = RemoteRun(spec, port, mirrors, status_interval_s=fleet.status_interval_s)
+        session = Session(f"http://127.0.0.1:{port}", remote, api_key=key, admin_api_key=admin,
+                          poll_interval_s=poll)
+        return cls(spec, session, remote)
+
+    async def start(self) -> None:
+        await self.session.start()
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    # -- the row ------------------------------------------------------------------------------
+    def row(self) -> MemberRow:
+        snap = self.session.snapshot()
+        run, spec, live, ver = snap["run"], snap["spec"], snap["live"], snap["verify"]
+        gpus = self.remote.gpus() if self.remote is not None else snap["gpus"]
+        state = run.get("state") or "unknown"
+        error = run.get("last_error") or (None if snap["server"]["reachable"] else snap["server"]["error"])
+        if self.remote is not None and self.remote.error:
+            state, error = NO_ANSWER, self.remote.error
+        change = snap.get("threshold_change") or {}
+        return MemberRow(
+            name=self.name, kind=self.spec.kind, host=self.spec.where, state=state,
+            reachable=bool(snap["server"]["reachable"]), mode=spec["mode"], threshold=spec["threshold"],
+            force=spec["force"], batch=live["batch"], tok_s=live["gen_throughput"], accept_len=live["accept_len"],
+            verify=ver["summary"], marks="".join(MARK.get(x["status"], "?") for x in ver["layers"]),
+            restarts=int(run.get("restarts") or 0), gpu_util=_gpu_util(gpus), error=error, url=self.url,
+            last_change=change.get("state"))
+
+    # -- actions ------------------------------------------------------------------------------
+    async def settle(self, timeout_s: float = 5.0) -> None:
+        """Wait for a poll and for the log read up to where it is now (headless commands)."""
+        s = self.session
+        deadline = time.monotonic() + timeout_s
+        path = s.snapshot()["logs"]["path"]
+        size = os.path.getsize(path) if path and os.path.exists(path) else None
+        polls = s.poller.polls
+        while time.monotonic() < deadline:
+            if s.poller.polls > polls and s.log_caught_up(size):
+                break
+            await asyncio.sleep(0.02)
+
+    async def act(self, action: str, value=None, *, wait_s: float | None = None) -> MemberResult:
+        try:
+            return await getattr(self, f"_{action}")(value, wait_s)
+        except AttributeError:
+            raise ValueError(f"unknown action {action!r} (known: {', '.join(ACTIONS)})") from None
+        except Exception as exc:  # noqa: BLE001 - one member's trouble is its own result
+            return MemberResult(self.name, action, FAILED, f"{type(exc).__name__}: {exc}")
+
+    async def _threshold(self, value, wait_s):
+        result = await self.session.set_threshold(value)
+        return MemberResult(self.name, "threshold", change_outcome(result), result.get("detail", ""), result)
+
+    async def _force(self, value, wait_s):
+        result = await self.session.set_force(value)
+        return MemberResult(self.name, "force", change_outcome(result), result.get("detail", ""), result)
+
+    async def _verify(self, value, wait_s):
+        deadline = time.monotonic() + (wait_s or 0.0)
+        result = await self.session.verify()
+        while result["summary"] == "pending" and time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+            result = await self.session.verify()
+        outcome = {"pass": OK, "fail": FAILED}.get(result["summary"], PENDING)
+        if outcome != OK and not self.session.snapshot()["server"]["reachable"]:
+            outcome = NO_ANSWER if outcome == PENDING else outcome
+        worst = next((x for x in result["layers"] if x["status"] == result["summary"]), result["layers"][0])
+        return MemberResult(self.name, "verify", outcome, f"{worst['name']}: {worst['evidence']}", result)
+
+    async def _status(self, value, wait_s):
+        row = self.row()
+        outcome = OK if row.reachable else (NO_ANSWER if row.state not in ("stopped", "fatal", "crashed") else FAILED)
+        return MemberResult(self.name, "status", outcome, row.error or row.state, row.to_json())
+
+    def _live(self) -> bool:
+        return self.session.snapshot()["run"].get("state") in ("starting", "ready", "unhealthy")
+
+    async def _launch(self, value, wait_s):
+        if self.spec.kind == URL:
+            return MemberResult(self.name, "launch", REFUSED, "attached by URL: launch it where it runs")
+        if self.spec.kind == LOCAL and self._live():
+            return MemberResult(self.name, "launch", OK, "already running", self.session.snapshot()["run"])
+        result = await self.session.launch()
+        if not result.get("ok"):
+            outcome = NO_ANSWER if result.get("no_answer") else FAILED
+            return MemberResult(self.name, "launch", outcome, str(result.get("error")), result)
+        if wait_s:
+            if not await self._wait_reachable(wait_s):
+                return MemberResult(self.name, "launch", FAILED, f"not ready within {wait_s:g} s: "
+                                    f"{self.row().error or self.row().state}", result)
+        detail = result.get("message") or ("already running" if result.get("already_running") else "launched")
+        return MemberResult(self.name, "launch", OK, detail, result)
+
+    async def _wait_reachable(self, wait_s: float) -> bool:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.row().reachable and self.row().state not in ("crashed", "fatal", "stopped"):
+                return True
+            self.session.poller.poke()
+            await asyncio.sleep(0.1)
+        return False
+
+    async def _stop(self, value, wait_s):
+        if self.spec.kind == URL:
+            return MemberResult(self.name, "stop", REFUSED, "attached by URL: stop it where it runs")
+        result = await self.session.stop()
+        if result.get("ok"):
+            return MemberResult(self.name, "stop", OK, result.get("message") or "stopped", result)
+        outcome = NO_ANSWER if result.get("no_answer") else FAILED
+        return MemberResult(self.name, "stop", outcome, str(result.get("error") or result.get("message")), result)
+
+    async def _restart(self, value, wait_s):
+        if self.spec.kind == URL:
+            return MemberResult(self.name, "restart", REFUSED, "attached by URL: restart it where it runs")
+        result = await self.session.restart()
+        outcome = OK if result.get("ok") else (NO_ANSWER if result.get("no_answer") else FAILED)
+        return MemberResult(self.name, "restart", outcome, str(result.get("error") or "restarted"), result)

@@ -1,0 +1,182 @@
+"""A remote member's run, for ``server_control.session.Session``: the headless CLI on the
+member's host, over SSH (server_control/fleet/ssh.py).
+
+What a session needs of a run, and where it comes from here:
+- the run state (pid, restarts, log path, ...): ``specconsole status --profile P --json``
+  on the host, every ``status_interval_s`` and after each action;
+- the HTTP surface: an ``ssh -N -L`` tunnel from a local port to the server's address as
+  the host sees it (the URL of that status), so the session polls and steers the server
+  with the same code as a local one, and nothing listens beyond sshd;
+- the log: ``specconsole logs --follow <remote log>`` streamed into a local mirror file, which
+  the session follows like any log (same parser, same store, same screen; the copy
+  survives the link dropping). A restart on the host (a new log path) starts a new mirror;
+- launch / stop / restart: ``specconsole launch --wait|stop|restart --json`` on the host.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit
+
+from server_control.fleet.spec import MemberSpec
+from server_control.fleet.ssh import SshHost, SshResult
+from server_control.telemetry.sample import Sample
+
+log = logging.getLogger(__name__)
+STATUS_TIMEOUT_S = 60.0
+KEEP_MIRRORS = 5
+# remote `launch` exit codes (docs/operations.md): 3 = a live run already holds the profile
+LAUNCH_CONFLICT = 3
+
+
+class RemoteRun:
+    def __init__(self, member: MemberSpec, local_port: int, mirror_dir: Path, *,
+                 status_interval_s: float = 10.0, launch_wait_s: float = 120.0) -> None:
+        self.member = member
+        self.ssh = SshHost(member)
+        self.local_port = local_port
+        self.mirror_dir = Path(mirror_dir)
+        self.status_interval_s = status_interval_s
+        self.launch_wait_s = launch_wait_s
+        self.remote: dict | None = None       # the last `status --json` answer
+        self.error: str | None = "not asked yet"
+        self.statuses = 0                     # answers received
+        self._on_change: Callable[[], None] = lambda: None
+        self._reachable = False
+        self._task: asyncio.Task | None = None
+        self._tunnel: asyncio.subprocess.Process | None = None
+        self._tunnel_target: tuple[str, int] | None = None
+        self._stream: asyncio.subprocess.Process | None = None
+        self._remote_log: str | None = None
+        self._mirror: Path | None = None
+        self._refresh_lock = asyncio.Lock()
+
+    # -- what Session calls -----------------------------------------------------------------
+    async def start(self, on_change: Callable[[], None]) -> None:
+        self._on_change = on_change
+        await self.refresh()
+        self._task = asyncio.create_task(self._loop(), name=f"remote-{self.member.name}")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except BaseException:  # noqa: BLE001 - closing anyway
+                pass
+            self._task = None
+        await self.ssh.close()
+        self._tunnel = self._stream = None
+
+    def log_path(self) -> Path | None:
+        return self._mirror
+
+    def pids(self) -> list[int]:
+        return []   # its processes are on another host
+
+    def on_sample(self, sample: Sample) -> None:
+        self._reachable = sample.reachable
+
+    def snapshot(self) -> dict:
+        run = dict((self.remote or {}).get("run") or {})
+        base = {"state": "unknown", "pid": None, "pgid": None, "started_at": None, "uptime_s": None,
+                "port": None, "restarts": 0, "log_path": None, "exit_code": None, "fatal_reason": None,
+                "processes": [], "supervising": False, "next_restart_in_s": None}
+        snap = {**base, **run, "host": self.member.host, "remote_log_path": run.get("log_path"),
+                "log_path": str(self._mirror) if self._mirror else None}
+        if self.remote is None or self.error:
+            snap["last_error"] = self.error
+        if snap["state"] == "starting" and self._reachable:
+            snap["state"] = "ready"   # the host's status is older than our last poll
+        return snap
+
+    def gpus(self) -> dict:
+        """The host's GPUs as its own console sees them (NVML there)."""
+        return (self.remote or {}).get("gpus") or {"available": False, "reason": self.error or "no status yet",
+                                                   "devices": []}
+
+    async def launch(self) -> dict:
+        res = await self.ssh.run("launch", "--profile", self.member.profile_ref, "--wait",
+                                 str(self.launch_wait_s), "--json", timeout_s=self.launch_wait_s + 30)
+        out = self._result(res, conflict_ok=True)
+        await self.refresh()
+        return out
+
+    async def stop(self) -> dict:
+        res = await self.ssh.run("stop", "--profile", self.member.profile_ref, "--json", timeout_s=120)
+        out = self._result(res)
+        await self.refresh()
+        return out
+
+    async def restart(self) -> dict:
+        res = await self.ssh.run("restart", "--profile", self.member.profile_ref, "--wait",
+                                 str(self.launch_wait_s), "--json", timeout_s=self.launch_wait_s + 150)
+        out = self._result(res)
+        await self.refresh()
+        return out
+
+    # -- the host's status --------------------------------------------------------------------
+    def _result(self, res: SshResult, conflict_ok: bool = False) -> dict:
+        body = res.json() or {}
+        if res.no_answer:
+            return {"ok": False, "no_answer": True, "error": f"{self.member.host}: {res.why()}"}
+        if res.rc == 0:
+            return {"ok": True, **body, "message": body.get("message") or f"done on {self.member.host}"}
+        if conflict_ok and res.rc == LAUNCH_CONFLICT:
+            return {"ok": True, "already_running": True, "message": f"already running on {self.member.host}: "
+                    f"{res.why()}"}
+        return {"ok": False, **body, "error": body.get("error") or body.get("message") or res.why()}
+
+    async def refresh(self) -> None:
+        """Ask the host for its status; keep the tunnel and the log stream on target."""
+        async with self._refresh_lock:
+            res = await self.ssh.run("status", "--profile", self.member.profile_ref, "--json",
+                                     timeout_s=STATUS_TIMEOUT_S)
+            body = res.json()
+            if res.no_answer or body is None or "run" not in body:
+                self.error = f"{self.member.host}: " + (res.why() if res.no_answer or body is None
+                                                        else "status printed no run")
+            else:
+                self.remote, self.error = body, None
+                self.statuses += 1
+                await self._ensure_tunnel(body.get("url"))
+                await self._ensure_log((body.get("run") or {}).get("log_path"))
+        self._on_change()
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.status_interval_s)
+            try:
+                await self.refresh()
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("remote status of %s failed", self.member.name)
+
+    async def _ensure_tunnel(self, url: str | None) -> None:
+        if not url:
+            return
+        parts = urlsplit(url)
+        target = (parts.hostname or "127.0.0.1", parts.port or 80)
+        alive = self._tunnel is not None and self._tunnel.returncode is None
+        if alive and target == self._tunnel_target:
+            return
+        if self._tunnel is not None:
+            await self.ssh.stop_stream(self._tunnel)
+        self._tunnel_target = target
+        self._tunnel = await self.ssh.tunnel(self.local_port, *target)
+
+    async def _ensure_log(self, remote_log: str | None) -> None:
+        alive = self._stream is not None and self._stream.returncode is None
+        if not remote_log or (alive and remote_log == self._remote_log):
+            return
+        if self._stream is not None:
+            await self.ssh.stop_stream(self._stream)
+        self._remote_log = remote_log
+        mirror = self.mirror_dir / Path(remote_log).name
+        mirror.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        mirror.write_bytes(b"")   # `logs --follow` sends the file from its start again
+        self._stream = await self.ssh.stream(["logs", "--follow", remote_log], mirror)
+        self._mirror = mirror
+        from server_control.process import prune_logs
+        prune_logs(self.mirror_dir, KEEP_MIRRORS, protect=(mirror,))
