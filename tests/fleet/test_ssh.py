@@ -1,0 +1,99 @@
+"""The system ssh client against a real sshd on 127.0.0.1, running this checkout's CLI."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import httpx
+import psutil
+import pytest
+
+from server_control.fleet.spec import MemberSpec
+from server_control.fleet.ssh import SshHost
+from tests.support.sim import free_port, start_sim
+
+pytestmark = pytest.mark.ssh
+
+
+@pytest.fixture
+def member(sshd, tmp_path):
+    return MemberSpec(name="r", kind="ssh", profile_ref="demo", host=sshd.host,
+                      ssh_options=tuple(sshd.ssh_options), command=tuple(sshd.remote_command),
+                      env=tuple(sshd.remote_env(tmp_path / "remote-state").items()))
+
+
+def _procs_with(text: str) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        if any(text in part for part in p.info["cmdline"] or ()):
+            out.append(p)
+    return out
+
+
+async def test_run_gives_the_remote_answer_or_says_no_answer(member, tmp_path):
+    host = SshHost(member)
+    try:
+        res = await host.run("launch", "--profile", "demo", "--dry-run", "--json", timeout_s=60)
+        assert res.rc == 0 and not res.no_answer
+        assert res.json()["argv"][1:3] == ["-m", "server_control.sim"]
+        assert res.argv[0] == "ssh" and res.argv[-1].endswith("-m console launch --profile demo --dry-run --json")
+        bad = await host.run("launch", "--profile", str(tmp_path / "nope.toml"), timeout_s=60)
+        assert bad.rc == 2 and not bad.no_answer and "cannot read profile" in bad.why()
+    finally:
+        await host.close()
+    check = await asyncio.create_subprocess_exec("ssh", *host._options(True), "-O", "check", member.host,
+                                                 stderr=asyncio.subprocess.DEVNULL)
+    assert await check.wait() != 0, "close() ends the shared master connection"
+    closed = SshHost(dataclasses.replace(member, ssh_options=(*member.ssh_options[:2], "-p", str(free_port()),
+                                                               *member.ssh_options[4:])))
+    res = await closed.run("status", timeout_s=30)
+    assert res.rc == 255 and res.no_answer and res.why().startswith("ssh failed")
+
+
+async def test_stream_mirrors_and_its_remote_command_ends_with_the_connection(member, tmp_path):
+    log = tmp_path / "server-1.log"
+    log.write_text("[2026-11-30 10:00:00] first line\n")
+    mirror = tmp_path / "mirror" / "server-1.log"
+    host = SshHost(member)
+    try:
+        proc = await host.stream(["logs", "--follow", str(log)], mirror)
+        for _ in range(200):
+            if "first line" in (mirror.read_text() if mirror.exists() else ""):
+                break
+            await asyncio.sleep(0.05)
+        with log.open("a") as f:
+            f.write("[2026-11-30 10:00:01] second line\n")
+        for _ in range(100):
+            if "second line" in mirror.read_text():
+                break
+            await asyncio.sleep(0.05)
+        assert mirror.read_text().splitlines() == ["[2026-11-30 10:00:00] first line",
+                                                   "[2026-11-30 10:00:01] second line"]
+        remote = [p for p in _procs_with(str(log)) if "logs" in p.cmdline() and p.pid != proc.pid]
+        assert remote, "the remote `specconsole logs --follow` runs"
+        await host.stop_stream(proc)
+        gone, alive = psutil.wait_procs(remote, timeout=10)
+        assert not alive, f"remote command outlived its connection: {[p.cmdline() for p in alive]}"
+    finally:
+        await host.close()
+
+
+async def test_tunnel_reaches_a_server_the_host_sees(member, tmp_path):
+    with start_sim(tmp_path, "--sim-light", tp=1, lifetime=60) as sim:
+        sim.wait_ready()
+        host = SshHost(member)
+        local = free_port()
+        try:
+            await host.tunnel(local, "127.0.0.1", sim.port)
+            body = None
+            for _ in range(100):
+                try:
+                    body = httpx.get(f"http://127.0.0.1:{local}/server_info", timeout=2).json()
+                    break
+                except httpx.HTTPError:
+                    await asyncio.sleep(0.1)
+            assert body is not None and body["port"] == sim.port
+        finally:
+            await host.close()
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{local}/server_info", timeout=2)
