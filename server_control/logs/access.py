@@ -15,11 +15,13 @@ import re
 from dataclasses import dataclass
 
 # Read-only endpoints polled by specconsole (telemetry/http_poll.py, the supervisor's health
-# probe, control read-back) and by the usual monitors of an SGLang server.
+# probe, control read-back), by SGLang's gateway (smg registers and monitors a worker through
+# /health, /v1/models[/{id}], /server_info, /model_info, /v1/loads) and by Prometheus.
 POLL_PATHS = frozenset({
     "/health", "/health_generate", "/ready", "/server_info", "/get_server_info",
     "/v1/loads", "/get_load", "/metrics", "/v1/models", "/get_model_info", "/model_info",
 })
+POLL_PREFIXES = ("/v1/models/",)
 POLL_METHODS = frozenset({"GET", "HEAD"})
 
 _REQUEST = re.compile(r'"([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3})')
@@ -33,7 +35,8 @@ class AccessLine:
 
     @property
     def polling(self) -> bool:
-        return self.method in POLL_METHODS and self.path in POLL_PATHS and 200 <= self.status < 400
+        return (self.method in POLL_METHODS and 200 <= self.status < 400
+                and (self.path in POLL_PATHS or self.path.startswith(POLL_PREFIXES)))
 
 
 def parse_access(raw: str) -> AccessLine | None:

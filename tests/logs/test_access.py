@@ -18,6 +18,8 @@ POLLING = [
     'INFO:     127.0.0.1:45566 - "GET /health_generate HTTP/1.1" 200 OK',
     '[2026-11-29 10:00:00] INFO:     127.0.0.1:45678 - "GET /health HTTP/1.1" 200 OK',  # behind a prefix
     'INFO:     127.0.0.1:45566 - "HEAD /health HTTP/1.1" 200 OK',
+    'INFO:     127.0.0.1:50000 - "GET /v1/models/meta-llama/Llama-3.1-8B-Instruct HTTP/1.1" 200 OK',  # smg
+    'INFO:     127.0.0.1:50000 - "GET /model_info HTTP/1.1" 200 OK',
 ]
 NOT_POLLING = [
     'INFO:     127.0.0.1:45678 - "POST /v1/chat/completions HTTP/1.1" 200 OK',  # real traffic
