@@ -13,7 +13,8 @@ SIM_LIFETIME_S = 180
 
 
 def write_profile(directory: Path, name: str, *, port: int | None = None, traffic: str = "idle",
-                  threshold: int = 4, tp: int = 2, extra: str = "") -> Path:
+                  threshold: int = 4, tp: int = 2, extra: str = "", time_scale: float = 20,
+                  lifetime: float = SIM_LIFETIME_S) -> Path:
     """A simulator profile (light mode, time scale 20, bounded lifetime) in ``directory``."""
     path = Path(directory) / f"{name}.toml"
     path.write_text(f'''name = "{name}"
@@ -28,8 +29,8 @@ threshold = {threshold}
 stop_grace_s = 3
 [sim]
 light = true
-time_scale = 20
-max_lifetime = {SIM_LIFETIME_S}
+time_scale = {time_scale}
+max_lifetime = {lifetime}
 traffic = "{traffic}"
 {extra}''')
     return path
