@@ -1,0 +1,97 @@
+"""The fleet console: the fleet screen over today's single-server screen.
+
+``FleetApp`` is the single-server app (``console.app.SpecConsoleApp``, unchanged) whose
+session is a ``SessionProxy``: ``enter`` on a fleet row points the proxy at that member's
+session and shows the single-server screen for it; ``escape`` there (when the log view has
+no filter or search left to clear) comes back to the fleet. The fleet's sessions are
+started and closed by the ``Fleet``, not by the screen.
+"""
+from __future__ import annotations
+
+from console.app import OUR_ACTIONS, SpecConsoleApp
+from console.fleet.screen import FleetScreen
+
+FLEET_SCREEN = "fleet"
+
+
+class SessionProxy:
+    """Stands for one member's session at a time; subscribers hear only that member."""
+
+    def __init__(self, fleet) -> None:
+        self.fleet = fleet
+        self.name = next(iter(fleet.members))
+        self._subs: list = []
+        for member in fleet.members.values():
+            member.session.subscribe(lambda topic, name=member.name: self._forward(name, topic))
+
+    @property
+    def target(self):
+        return self.fleet.members[self.name].session
+
+    def show(self, name: str) -> None:
+        self.name = name
+
+    def _forward(self, name: str, topic: str) -> None:
+        if name == self.name:
+            for cb in list(self._subs):
+                cb(topic)
+
+    def subscribe(self, callback):
+        self._subs.append(callback)
+        return lambda: self._subs.remove(callback) if callback in self._subs else None
+
+    def __getattr__(self, attr):
+        return getattr(self.target, attr)
+
+
+class FleetApp(SpecConsoleApp):
+    def __init__(self, fleet, *, start_fleet: bool = True, notice: str = "") -> None:
+        self.fleet = fleet
+        self.proxy = SessionProxy(fleet)
+        super().__init__(self.proxy, start_session=False, launch="never", notice=notice)
+        self.start_fleet = start_fleet
+
+    async def on_mount(self) -> None:
+        await super().on_mount()
+        self.install_screen(FleetScreen(self.fleet, self.show_member), name=FLEET_SCREEN)
+        self.push_screen(FLEET_SCREEN)
+        if self.start_fleet:
+            self.run_worker(self._start_fleet(), group="fleet")
+
+    async def _start_fleet(self) -> None:
+        try:
+            await self.fleet.start()
+        except Exception as exc:  # noqa: BLE001 - shown, never fatal to the screen
+            self.notify(f"fleet failed to start: {exc}", severity="error", timeout=10)
+
+    @property
+    def fleet_screen(self) -> FleetScreen:
+        return self.get_screen(FLEET_SCREEN)
+
+    def show_member(self, name: str) -> None:
+        """The single-server screen, for member ``name``."""
+        self.proxy.show(name)
+        self.log_view.set_store(self.proxy.store)
+        self.refresh_snapshot()
+        self.sub_title = f"member {name} of fleet {self.fleet.spec.name} (escape: back to the fleet)"
+        if self.screen is self.fleet_screen:
+            self.pop_screen()
+        self.log_view.focus()
+
+    def action_log_clear(self) -> None:
+        status = self.log_view.status()
+        if status.get("filter") or status.get("search"):
+            super().action_log_clear()
+        else:
+            self.push_screen(FLEET_SCREEN)
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action in OUR_ACTIONS and isinstance(self.screen, FleetScreen):
+            return False   # the single-server keys act on one member: not from the fleet table
+        return super().check_action(action, parameters)
+
+    async def action_quit(self) -> None:
+        if isinstance(self.screen, FleetScreen):
+            self.exit()
+        else:
+            await super().action_quit()

@@ -1,0 +1,71 @@
+"""The fleet table's columns, cells, sorting and filtering: pure functions over ``MemberRow``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from server_control.fleet.member import MemberRow
+
+MODE_WORD = {"speculative": "SPEC", "target_only": "TARGET", None: "-"}
+BAD_STATES = ("crashed", "fatal", "unhealthy", "no-answer")
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    width: int
+    sort_key: object   # callable(MemberRow) -> comparable
+
+
+def _num(v, fmt="{:.0f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+COLUMNS = (
+    Column("sel", " ", 1, lambda r: 0),
+    Column("name", "MEMBER", 12, lambda r: r.name),
+    Column("host", "HOST", 16, lambda r: r.host),
+    Column("state", "STATE", 9, lambda r: r.state),
+    Column("mode", "MODE", 6, lambda r: r.mode or ""),
+    Column("threshold", "N", 4, lambda r: -1 if r.threshold is None else r.threshold),
+    Column("batch", "BATCH", 5, lambda r: -1 if r.batch is None else r.batch),
+    Column("tok_s", "TOK/S", 7, lambda r: -1.0 if r.tok_s is None else r.tok_s),
+    Column("accept_len", "ACC", 4, lambda r: -1.0 if r.accept_len is None else r.accept_len),
+    Column("marks", "VERIFY", 6, lambda r: r.marks),
+    Column("restarts", "RST", 3, lambda r: r.restarts),
+    Column("gpu_util", "GPU%", 4, lambda r: -1.0 if r.gpu_util is None else r.gpu_util),
+)
+SORTABLE = tuple(c.key for c in COLUMNS if c.key != "sel")
+
+
+def cells(row: MemberRow, selected: bool) -> dict[str, Text | str]:
+    state = Text(row.state, style="bold red" if row.state in BAD_STATES else
+                 "green" if row.state == "ready" else "yellow")
+    marks = Text(row.marks, style="red" if "x" in row.marks else "green" if row.marks == "+++" else "")
+    n = _num(row.threshold) + ("*" if row.force not in (None, "auto") else "")
+    return {"sel": "*" if selected else " ", "name": row.name, "host": row.host, "state": state,
+            "mode": MODE_WORD.get(row.mode, row.mode or "-"), "threshold": n, "batch": _num(row.batch),
+            "tok_s": _num(row.tok_s, "{:.1f}"), "accept_len": _num(row.accept_len, "{:.2f}"), "marks": marks,
+            "restarts": str(row.restarts), "gpu_util": _num(row.gpu_util)}
+
+
+def matches(row: MemberRow, text: str) -> bool:
+    """Filter: every word of ``text`` (case-insensitive) in the member's name, host, state or
+    mode; a word starting with '!' must NOT be there."""
+    hay = " ".join(str(x) for x in (row.name, row.host, row.state, MODE_WORD.get(row.mode, ""),
+                                    row.mode or "", row.verify)).lower()
+    for word in text.lower().split():
+        if word.startswith("!"):
+            if word[1:] and word[1:] in hay:
+                return False
+        elif word not in hay:
+            return False
+    return True
+
+
+def arrange(rows, sort: str = "name", reverse: bool = False, filter_text: str = "") -> list[MemberRow]:
+    column = next(c for c in COLUMNS if c.key == sort)
+    shown = [r for r in rows if matches(r, filter_text)]
+    return sorted(shown, key=column.sort_key, reverse=reverse)

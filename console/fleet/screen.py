@@ -1,0 +1,225 @@
+"""The fleet screen: a k9s-style table, one row per member, and fleet-wide keys.
+
+Keys act on the selected members (space marks a row), or, with none selected, on every
+member the filter shows. Each action ends in one result per member in the panel under the
+table; a member that refused, failed or did not answer is listed first, in red.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Callable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from console.fleet.results import ResultsPanel
+from console.fleet.rows import COLUMNS, SORTABLE, arrange, cells
+from console.screens.confirm import ChoiceScreen
+from console.screens.prompt import PromptScreen
+from server_control.decision import validate_threshold
+
+REFRESH_S = 1.0
+
+
+class FleetScreen(Screen):
+    BINDINGS = [
+        Binding("enter", "open_member", "Open"),
+        Binding("space", "toggle_select", "Select"),
+        Binding("equals_sign", "set_n", "Set N"),
+        Binding("plus,right_square_bracket", "step_n(1)", "N+1"),
+        Binding("minus,left_square_bracket", "step_n(-1)", "N-1"),
+        Binding("F", "force", "Force"),
+        Binding("v", "verify", "Verify"),
+        Binding("L", "launch", "Launch"),
+        Binding("X", "stop", "Stop"),
+        Binding("o", "sort", "Sort"),
+        Binding("O", "sort_reverse", "Reverse", show=False),
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "clear", "Clear", show=False),
+        Binding("q", "quit_fleet", "Quit"),
+    ]
+    DEFAULT_CSS = """
+    FleetScreen #fleet-header { height: 1; padding: 0 1; background: $boost; }
+    FleetScreen #fleet-table { height: 1fr; }
+    """
+
+    def __init__(self, fleet, open_member: Callable[[str], None] | None = None) -> None:
+        super().__init__()
+        self.fleet = fleet
+        self.open_member = open_member
+        self.selected: set[str] = set()
+        self.sort, self.reverse, self.filter_text = "name", False, ""
+        self.order: list[str] = []
+        self.last_rows: dict = {}
+        self.painted_at = 0.0     # monotonic time of the last table paint (benchmarks read it)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-header")
+        yield DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        yield ResultsPanel("keys act on the selected members (space), or on every member shown; "
+                           "enter opens one, / filters, o sorts", id="fleet-results")
+        yield Footer()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#fleet-table", DataTable)
+
+    def on_mount(self) -> None:
+        for c in COLUMNS:
+            self.table.add_column(c.title, key=c.key, width=c.width)
+        self.table.focus()
+        self.refresh_rows()
+        self.set_interval(REFRESH_S, self.refresh_rows)
+
+    # ---- painting -------------------------------------------------------------------------
+    def refresh_rows(self) -> None:
+        rows = arrange(self.fleet.rows(), self.sort, self.reverse, self.filter_text)
+        order = [r.name for r in rows]
+        table = self.table
+        if order != self.order:
+            cursor = self.cursor_name()
+            table.clear()
+            for r in rows:
+                table.add_row(*cells(r, r.name in self.selected).values(), key=r.name)
+            self.order = order
+            if cursor in order:
+                table.move_cursor(row=order.index(cursor))
+        else:
+            for r in rows:
+                old = self.last_rows.get(r.name)
+                new = cells(r, r.name in self.selected)
+                for key, value in new.items():
+                    if old is None or str(old[key]) != str(value):
+                        table.update_cell(r.name, key, value)
+        self.last_rows = {r.name: cells(r, r.name in self.selected) for r in rows}
+        self.query_one("#fleet-header", Static).update(self.header(len(rows)))
+        self.painted_at = time.monotonic()
+
+    def header(self, shown: int) -> str:
+        bits = [f"fleet {self.fleet.spec.name}: {len(self.fleet.members)} members"]
+        if shown != len(self.fleet.members):
+            bits.append(f"{shown} shown (/{self.filter_text})")
+        if self.selected:
+            bits.append(f"{len(self.selected)} selected")
+        gw = self.fleet.gateway_status
+        if gw is not None:
+            bits.append(f"gateway {gw.url} {gw.state}, {gw.healthy_workers}/{len(gw.workers)} workers healthy"
+                        + (f" ({gw.error})" if gw.error else ""))
+        elif self.fleet.gateway is not None:
+            bits.append(f"gateway {self.fleet.gateway.url}: not read yet")
+        arrow = "v" if self.reverse else "^"
+        bits.append(f"sort {self.sort}{arrow}")
+        return " | ".join(bits)
+
+    def cursor_name(self) -> str | None:
+        if not self.order or self.table.cursor_row is None or self.table.cursor_row >= len(self.order):
+            return None
+        return self.order[self.table.cursor_row]
+
+    def targets(self) -> list[str]:
+        return [n for n in self.order if n in self.selected] or list(self.order)
+
+    # ---- keys -----------------------------------------------------------------------------
+    def action_open_member(self) -> None:
+        name = self.cursor_name()
+        if name is not None and self.open_member is not None:
+            self.open_member(name)
+
+    def action_toggle_select(self) -> None:
+        name = self.cursor_name()
+        if name is not None:
+            self.selected ^= {name}
+            self.refresh_rows()
+            self.table.move_cursor(row=min(self.table.cursor_row + 1, len(self.order) - 1))
+
+    def action_clear(self) -> None:
+        self.selected.clear()
+        self.filter_text = ""
+        self.refresh_rows()
+
+    def action_sort(self) -> None:
+        self.sort = SORTABLE[(SORTABLE.index(self.sort) + 1) % len(SORTABLE)]
+        self.refresh_rows()
+
+    def action_sort_reverse(self) -> None:
+        self.reverse = not self.reverse
+        self.refresh_rows()
+
+    def action_filter(self) -> None:
+        def done(text) -> None:
+            if text is not None:
+                self.filter_text = text
+                self.refresh_rows()
+        self.app.push_screen(PromptScreen("Filter members (words; !word excludes; empty shows all)",
+                                          lambda s: s.strip(), self.filter_text), done)
+
+    def action_set_n(self) -> None:
+        names = self.targets()
+        self.app.push_screen(PromptScreen(f"Set N (speculation off above this batch) on {len(names)} "
+                                          f"member(s): {', '.join(names)}", validate_threshold),
+                             lambda n: n is not None and self.act("threshold", {m: n for m in names}))
+
+    def action_step_n(self, delta: int) -> None:
+        rows = {r.name: r for r in self.fleet.rows()}
+        values = {m: rows[m].threshold + delta for m in self.targets() if rows[m].threshold is not None}
+        if values:
+            self.act("threshold", values)
+        else:
+            self.app.notify("no member shown has a known threshold yet", severity="warning")
+
+    def action_force(self) -> None:
+        names = self.targets()
+        choices = [("a", "auto", "auto"), ("s", "speculative", "speculative"), ("t", "target-only", "target_only")]
+        self.app.push_screen(ChoiceScreen(f"Force the mode of {len(names)} member(s)", choices),
+                             lambda mode: mode is not None and self.act("force", {m: mode for m in names}))
+
+    def action_verify(self) -> None:
+        self.act("verify", {m: None for m in self.targets()})
+
+    def action_launch(self) -> None:
+        self.life_cycle("launch")
+
+    def action_stop(self) -> None:
+        names = self.targets()
+        from console.screens.confirm import confirm
+        self.app.push_screen(confirm(f"Stop {len(names)} member(s): {', '.join(names)}"
+                                     + (" and the gateway?" if self._everyone(names) and self.fleet.gateway else "?")),
+                             lambda yes: yes and self.life_cycle("stop"))
+
+    def _everyone(self, names) -> bool:
+        return set(names) == set(self.fleet.members)
+
+    def life_cycle(self, action: str) -> None:
+        """launch / stop: of every member and the gateway, or of the members targeted."""
+        names = self.targets()
+        self.query_one(ResultsPanel).pending(action, names)
+        self.run_worker(self._life_cycle(action, names), group="fleet-action")
+
+    async def _life_cycle(self, action: str, names) -> None:
+        results = await self.fleet.act(action, names=None if self._everyone(names) else names,
+                                       wait_s=60 if action == "launch" else None)
+        self.query_one(ResultsPanel).show(action, results)
+        self.refresh_rows()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open_member()
+
+    def action_quit_fleet(self) -> None:
+        self.app.exit()
+
+    # ---- actions --------------------------------------------------------------------------
+    def act(self, action: str, values: dict) -> None:
+        """Run ``action`` on every member of ``values`` (name -> value) at once."""
+        self.query_one(ResultsPanel).pending(action, list(values))
+        self.run_worker(self._act(action, values), group="fleet-action")
+
+    async def _act(self, action: str, values: dict) -> None:
+        members = self.fleet.members
+        results = await asyncio.gather(*(members[m].act(action, v) for m, v in values.items()))
+        label = action if len(set(map(str, values.values()))) != 1 else f"{action} {next(iter(values.values()))}"
+        self.query_one(ResultsPanel).show(label.replace(" None", ""), results)
+        self.refresh_rows()

@@ -1,0 +1,98 @@
+"""The fleet console under Pilot: a fleet of simulated replicas behind the real gateway,
+one of them on a "remote" host over real SSH, launched, shown, steered and stopped from
+one screen; enter opens today's single-server screen for a member, escape comes back."""
+from __future__ import annotations
+
+import pytest
+
+from console.fleet.app import FleetApp
+from console.fleet.rows import arrange, cells, matches
+from console.fleet.screen import FleetScreen
+from server_control.fleet.fleet import Fleet
+from server_control.fleet.member import MemberRow
+from server_control.fleet.spec import parse_fleet
+from tests.console.screen_text import screen_text, wait_for
+from tests.fleet.conftest import remote_member, sshd, write_profile  # noqa: F401 (fixture)
+from tests.support.sim import free_port
+
+
+def _row(name, **kw):
+    return MemberRow(name=name, kind="local", host=kw.pop("host", "local"), state=kw.pop("state", "ready"),
+                     reachable=True, **kw)
+
+
+def test_sort_filter_and_cells_are_plain_functions():
+    rows = [_row("b", threshold=4, tok_s=10.0, mode="speculative"), _row("a", threshold=9, mode="target_only"),
+            _row("c", host="gpu-7", state="no-answer")]
+    assert [r.name for r in arrange(rows)] == ["a", "b", "c"]
+    assert [r.name for r in arrange(rows, "threshold", reverse=True)] == ["a", "b", "c"]
+    assert [r.name for r in arrange(rows, filter_text="target")] == ["a"]
+    assert [r.name for r in arrange(rows, filter_text="!gpu-7")] == ["a", "b"]
+    assert not matches(rows[2], "!no-answer") and matches(rows[2], "gpu")
+    c = cells(_row("x", threshold=5, force="target_only", mode=None), selected=True)
+    assert (c["sel"], c["threshold"], c["mode"], c["tok_s"]) == ("*", "5*", "-", "-")
+    assert cells(rows[2], False)["state"].style == "bold red"
+
+
+def _results(app) -> str:
+    return str(app.fleet_screen.query_one("#fleet-results").render())
+
+
+@pytest.mark.ssh
+async def test_fleet_console_end_to_end(sshd, tmp_path):  # noqa: F811
+    members = {"a": {"profile": str(write_profile(tmp_path, "fa", traffic="wave:10:20"))},
+               "b": {"profile": str(write_profile(tmp_path, "fb", traffic="steady:2"))},
+               "c": remote_member(sshd, write_profile(tmp_path, "fc", traffic="wave:10:20"), tmp_path / "remote"),
+               "gone": {"url": f"http://127.0.0.1:{free_port()}", "gateway": False}}
+    spec = parse_fleet({"name": "pilot", "poll_interval_s": 0.5, "status_interval_s": 2, "members": members,
+                        "gateway": {"port": free_port(), "health_check_interval_s": 1, "stop_grace_s": 4}})
+    fleet = Fleet(spec, tmp_path / "local")
+    app = FleetApp(fleet)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            screen = app.fleet_screen
+            assert isinstance(app.screen, FleetScreen)
+            await wait_for(pilot, lambda: screen.order == ["a", "b", "c", "gone"], "four rows")
+            await pilot.press("L")   # launch everyone (and the gateway)
+            await wait_for(pilot, lambda: "launch on 5:" in _results(app), "launch results", 120)
+            assert "4 ok, 1 refused" in _results(app) and "gone: attached by URL" in _results(app)
+            await wait_for(pilot, lambda: "3/3 workers healthy" in screen_text(app), "the gateway's workers", 60)
+            await wait_for(pilot, lambda: all(screen.last_rows[m]["state"].plain == "ready" for m in "abc"),
+                           "members ready", 60)
+            text = screen_text(app)
+            assert sshd.host in text and "no-answer" not in text.split("gone")[0]
+
+            # N on one selected member, then a refused value, then force on all shown
+            screen.table.move_cursor(row=1)
+            await pilot.press("space", "equals_sign", *"7", "enter")
+            await wait_for(pilot, lambda: "threshold 7 on 1: 1 ok" in _results(app), "threshold on b")
+            await wait_for(pilot, lambda: [screen.last_rows[m]["threshold"] for m in "abc"] == ["4", "7", "4"],
+                           "N read back")
+            await pilot.press("escape", "equals_sign", "minus", "3", "enter")
+            assert "must be >= 0" in screen_text(app)   # the prompt stays, with the reason
+            await pilot.press("escape")
+            await pilot.press("F", "t")
+            await wait_for(pilot, lambda: "force target_only on 4:" in _results(app), "force results")
+            assert "3 ok, 1 no-answer" in _results(app)
+            assert _results(app).splitlines()[1].lstrip().startswith("no-answer") and "gone" in _results(app)
+            await wait_for(pilot, lambda: [screen.last_rows[m]["mode"] for m in "abc"] == ["TARGET"] * 3, "forced")
+            await pilot.press("F", "a")
+            await wait_for(pilot, lambda: "force auto on 4:" in _results(app), "auto again")
+
+            # enter: the single-server screen for the remote member; escape: back
+            screen.table.move_cursor(row=2)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: not isinstance(app.screen, FleetScreen), "member screen")
+            assert app.proxy.name == "c" and app.snap["url"] == fleet.members["c"].url
+            await wait_for(pilot, lambda: app.log_view.status()["total"] > 0, "the remote log on screen")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), "back to the fleet")
+
+            await pilot.press("X", "y")   # stop everyone and the gateway
+            await wait_for(pilot, lambda: "stop on 5:" in _results(app), "stop results", 60)
+            assert "4 ok, 1 refused" in _results(app)
+            await wait_for(pilot, lambda: all(screen.last_rows[m]["state"].plain == "stopped" for m in "ab"),
+                           "stopped", 30)
+    finally:
+        await fleet.act("stop")   # everything, the gateway too, whatever happened above
+        await fleet.close()
