@@ -20,7 +20,7 @@ from console.bindings import ACTIONS, textual_bindings
 from console.messages import SessionEvent
 from console.screens.confirm import confirm, quit_choice
 from console.screens.help import HelpScreen
-from console.screens.palette import ConsoleCommands
+from console.palette import ConsoleCommands
 from console.screens.prompt import PromptScreen
 from console.widgets.fmt import section
 from console.widgets.gpu_table import GpuTable

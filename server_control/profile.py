@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from server_control import decision
-from server_control.sglang_patch.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
+from server_control.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
 from server_control.profile_schema import KINDS, SIM_KEYS, validate  # noqa: F401 (re-exported)
+from server_control.state_dir import resolve_state_dir
 
 SERVE_MODULES = {"sim": "server_control.sim", "sglang": "server_control.sglang_patch.serve"}
 DEFAULT_STOP_GRACE = {"sim": 5.0, "sglang": 30.0}
@@ -172,7 +173,7 @@ class Profile:
     # -- the command ------------------------------------------------------------------------
     def server_args(self, preview: list[str] | None = None) -> list[str]:
         """The launch_server flags. API keys are not among them: they travel in the
-        environment (``launch_spec``; server_control/sglang_patch/keys.py), never on a
+        environment (``launch_spec``; server_control/keys.py), never on a
         command line that every user of the host can read."""
         s, sp, dy = self.server, self.speculative, self.dynamic
         args: list[str] = []
@@ -221,7 +222,6 @@ class Profile:
         """The exact command and environment. ``preview`` (for --dry-run): a list that
         collects what would stop a real launch (unset key variables, a missing python)
         instead of raising, so the operator still sees the whole command."""
-        from server_control.runs import resolve_state_dir
         sd = resolve_state_dir(state_dir)
         argv = (self.python(preview), "-m", SERVE_MODULES[self.kind], *self.server_args(preview))
         overrides = dict(self.env)

@@ -8,50 +8,19 @@ import re
 from typing import Any
 
 from server_control import decision
+from server_control.sim.args import SIM_FLAG_BY_KEY
 
 KINDS = ("sim", "sglang")
 SPEC_ALGORITHMS = ("", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-
-
-def _sim_actions() -> dict:
-    """[sim] key -> the simulator's argparse action for --sim-<key, _ as -> ({} without it)."""
-    try:
-        from server_control.sim.args import build_parser
-        return {o[len("--sim-"):].replace("-", "_"): a for a in build_parser()._actions
-                for o in a.option_strings if o.startswith("--sim-")}
-    except Exception:  # the simulator is optional for validation: fall back to the known set
-        return {}
-
-
-SIM_ACTIONS = _sim_actions()
-
-
-def _sim_keys() -> tuple[str, ...]:
-    """[sim] keys = the simulator's --sim-* flags (each key becomes --sim-<key, _ as ->)."""
-    if SIM_ACTIONS:
-        return tuple(SIM_ACTIONS)
-    return ("max_lifetime", "crash_after", "health_fail_after", "health_fail_mode", "slow_start",
-            "load_time", "traffic", "time_scale", "seed", "http_5xx_rate")
+SIM_KEYS = tuple(SIM_FLAG_BY_KEY)   # [sim] key -> the simulator's --sim-<key> (one table)
 
 
 def sim_value_problem(key: str, value: Any) -> str | None:
     """What the simulator's own parser would refuse in ``[sim] key = value``, or None."""
-    action = SIM_ACTIONS.get(key)
-    if action is None:
-        return None
-    flag = "--sim-" + key.replace("_", "-")
-    if isinstance(value, bool):
-        return None if action.nargs == 0 else f"{flag} takes a value, got {value!r}"
-    try:
-        parsed = action.type(str(value)) if action.type else str(value)
-    except Exception as exc:  # argparse type functions raise ArgumentTypeError/ValueError
-        return f"invalid value {value!r} for {flag}: {exc}"
-    if action.choices is not None and parsed not in action.choices:
-        return f"must be one of {', '.join(map(str, action.choices))}, got {value!r}"
-    return None
+    flag = SIM_FLAG_BY_KEY.get(key)
+    return None if flag is None else flag.problem(value)
 
 
-SIM_KEYS = _sim_keys()
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -5,7 +5,7 @@ One JSON file per profile, ``<state dir>/runs/<name>.json``, mode 0600, written 
 process's start time equals the recorded one (so a reused PID is never mistaken for the
 server) AND it is not a zombie.
 
-State dir: ``$SPECCONSOLE_STATE_DIR`` or platformdirs ``user_state_dir("specconsole")``.
+State dir: ``server_control.state_dir.resolve_state_dir``.
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import psutil
+
+from server_control.state_dir import resolve_state_dir
 
 CREATE_TIME_TOLERANCE_S = 0.05
 
@@ -36,19 +38,6 @@ def iso_time(ts: float) -> str:
 
 class RunRecordError(ValueError):
     """A run record file exists but cannot be read (names the file and the reason)."""
-
-
-def resolve_state_dir(state_dir: str | Path | None = None) -> Path:
-    if state_dir is None:
-        env = os.environ.get("SPECCONSOLE_STATE_DIR")
-        if env:
-            state_dir = env
-        else:
-            import platformdirs
-            state_dir = platformdirs.user_state_dir("specconsole")
-    p = Path(os.path.expanduser(str(state_dir)))
-    p.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return p
 
 
 @dataclass

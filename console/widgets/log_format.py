@@ -9,13 +9,10 @@ from dataclasses import dataclass
 
 from rich.style import Style
 
+from server_control.logs.pattern import compile_pattern as operator_regex
+from server_control.logs.record import DISPLAY_CAP
 from server_control.logs.store import rank_matches
-
-# CSI / OSC / two-byte escapes, then the remaining C0 controls except tab.
-_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_CTRL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-DISPLAY_CAP = 2000  # characters of one line shown; the file on disk keeps the whole line
+from server_control.sanitize import strip_controls
 
 ERROR_KINDS = frozenset({"error", "traceback"})
 STATS_KINDS = frozenset({"decode", "prefill"})
@@ -39,10 +36,8 @@ CUT_STYLE = Style(color="black", bgcolor="grey50", italic=True)
 
 
 def clean(text: str) -> str:
-    """Strip ANSI escapes and control characters; expand tabs."""
-    if "\x1b" in text:
-        text = _ANSI_RE.sub("", text)
-    text = _CTRL_RE.sub("", text)
+    """Strip escape sequences and control characters (server_control.sanitize); expand tabs."""
+    text = strip_controls(text)
     if "\t" in text:
         text = text.expandtabs()
     return text
@@ -75,11 +70,12 @@ def style_for(rec) -> Style | None:
 
 
 def compile_pattern(text: str) -> re.Pattern:
-    """Compile an operator's regex; a bad one raises ValueError naming the problem."""
+    """The operator's regex rule (server_control.logs.pattern: smart case); a bad one
+    raises ValueError saying so, for the prompt to show."""
     try:
-        return re.compile(text, re.IGNORECASE if text.islower() else 0)
-    except re.error as exc:
-        raise ValueError(f"bad regex {text!r}: {exc}") from None
+        return operator_regex(text)
+    except ValueError as exc:
+        raise ValueError(f"bad regex: {exc}") from None
 
 
 @dataclass

@@ -9,7 +9,8 @@
 from server_control.logs.pipeline import LogPipeline, iter_file
 from server_control.logs.parse import Parser, classify, parse_bytes, parse_text
 from server_control.logs.record import DISPLAY_CAP, JSON_KEYS, KINDS, Record
-from server_control.logs.store import LogStore, compile_pattern
+from server_control.logs.pattern import compile_pattern
+from server_control.logs.store import LogStore
 from server_control.logs.tail import Follower
 
 __all__ = [

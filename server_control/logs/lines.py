@@ -2,33 +2,9 @@
 a partial last line held until its newline, absurdly long lines cut (never silently)."""
 from __future__ import annotations
 
-import re
+from server_control.sanitize import clean_bytes
 
 MAX_LINE_BYTES = 8 << 20  # a "line" longer than this is cut here (the rest until "\n" dropped)
-
-# CSI sequences, OSC sequences, two-byte escapes, C1 CSI, and the other control characters
-# (everything below 0x20 except tab and newline, DEL, and C1 controls).
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x1b[ -/]*[0-~]"
-    r"|\x9b[0-?]*[ -/]*[@-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(11, 32)) + b"\x7f"
-_C1 = re.compile(r"[\x80-\x9f]")
-
-
-def clean_text(data: bytes) -> str:
-    """Decode (invalid UTF-8 -> U+FFFD) and strip escapes/control characters; keeps "\\n"."""
-    text = data.decode("utf-8", "replace")
-    if len(data.translate(None, _CONTROL_BYTES)) != len(data) or "\x9b" in text or _has_c1(text):
-        text = _ESCAPES.sub("", text.replace("\r\n", "\n"))
-    return text
-
-
-def _has_c1(text: str) -> bool:
-    # C1 controls can only come from bytes 0xC2 0x80..0x9F: skip the regex for pure ASCII.
-    return not text.isascii() and _C1.search(text) is not None
 
 
 class LineSplitter:
@@ -80,5 +56,5 @@ class LineSplitter:
         return self._lines(data)
 
     def _lines(self, data: bytes) -> tuple[list[str], str]:
-        text = clean_text(data)
+        text = clean_bytes(data)
         return text.split("\n"), text

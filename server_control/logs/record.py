@@ -27,6 +27,11 @@ KINDS = (DECODE, PREFILL, READY, SPEC_INIT, SPEC_SWITCH, HTTP, ERROR, TRACEBACK,
 
 DISPLAY_CAP = 2000  # characters; longer lines are kept whole but marked ``long``
 
+
+def is_long(raw: str, cap: int = DISPLAY_CAP) -> bool:
+    """True when a line of ``raw`` is longer than ``cap`` characters (shown cut)."""
+    return len(raw) > cap and ("\n" not in raw or max(map(len, raw.split("\n"))) > cap)
+
 STAT_FIELDS = (
     "running_req", "queue_req", "token_usage", "num_tokens", "gen_throughput",
     "accept_len", "accept_rate", "cuda_graph", "new_seq", "new_token", "cached_token",
@@ -185,10 +190,7 @@ class Record:
     @property
     def long(self) -> bool:
         """True when a line of this record is longer than DISPLAY_CAP characters."""
-        raw = self.raw
-        if len(raw) <= DISPLAY_CAP:
-            return False
-        return "\n" not in raw or max(map(len, raw.split("\n"))) > DISPLAY_CAP
+        return is_long(self.raw)
 
     @property
     def fields(self) -> dict:

@@ -7,26 +7,14 @@ and nothing to collect. ``Record`` objects are made on the way out (``since``, `
 """
 from __future__ import annotations
 
-import re
 from collections import deque
 from itertools import islice
 from typing import Iterable
 
-from server_control.logs.record import DISPLAY_CAP, KINDS, Record
+from server_control.logs.pattern import compile_pattern
+from server_control.logs.record import DISPLAY_CAP, KINDS, Record, is_long
 
 DEFAULT_CAPACITY = 100_000
-
-
-def compile_pattern(pattern) -> re.Pattern:
-    """A compiled regex; a bad one raises ValueError naming the pattern and the reason."""
-    if isinstance(pattern, re.Pattern):
-        return pattern
-    if not isinstance(pattern, str):
-        raise ValueError(f"pattern must be a string, got {pattern!r}")
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
 
 
 def check_kinds(kinds) -> frozenset[str] | None:
@@ -50,10 +38,6 @@ def rank_matches(wanted: str, rank: str | None) -> bool:
     return set(wanted.split()) <= set(rank.split())
 
 
-def _is_long(raw: str, cap: int) -> bool:
-    return len(raw) > cap and ("\n" not in raw or max(map(len, raw.split("\n"))) > cap)
-
-
 class LogStore:
     def __init__(self, capacity: int = DEFAULT_CAPACITY, display_cap: int = DISPLAY_CAP) -> None:
         if not isinstance(capacity, int) or capacity < 1:
@@ -74,7 +58,7 @@ class LogStore:
             return 0
         cap = self.display_cap
         if max(map(len, raws)) > cap:
-            self.truncated += sum(1 for r in raws if _is_long(r, cap))
+            self.truncated += sum(1 for r in raws if is_long(r, cap))
         if n >= self.capacity:  # only the newest fit
             nums, kinds, raws = nums[-self.capacity:], kinds[-self.capacity:], raws[-self.capacity:]
         self._lines.extend(nums)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from server_control import decision
-from server_control.sglang_patch.keys import take_key_flags
+from server_control.keys import take_key_flags
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 VERSION = "0.5.23"
@@ -102,6 +103,55 @@ def parse_traffic(text: str) -> Traffic:
     return Traffic(kind, peak, period)
 
 
+@dataclass(frozen=True)
+class SimFlag:
+    """A simulator-only flag ``--sim-<key>``; profiles set it as ``[sim] key = value``."""
+
+    key: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str = ""
+    choices: tuple[str, ...] | None = None
+    switch: bool = False  # a bare flag: [sim] key = true passes it, false leaves it out
+
+    @property
+    def flag(self) -> str:
+        return "--sim-" + self.key.replace("_", "-")
+
+    def problem(self, value: Any) -> str | None:
+        """What the parser would refuse in ``--sim-<key> <value>`` (a profile's value), or None."""
+        if self.switch:
+            return None if isinstance(value, bool) else f"{self.flag} is a switch: true or false, got {value!r}"
+        if isinstance(value, bool):
+            return f"{self.flag} takes a value, got {value!r}"
+        try:
+            parsed = self.parse(str(value))
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            return f"invalid value {value!r} for {self.flag}: {exc}"
+        if self.choices is not None and parsed not in self.choices:
+            return f"must be one of {', '.join(self.choices)}, got {value!r}"
+        return None
+
+
+# The one table of --sim-* flags: the parser below and the profile schema's [sim] keys.
+SIM_FLAGS: tuple[SimFlag, ...] = (
+    SimFlag("traffic", parse_traffic, Traffic("idle"), "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]"),
+    SimFlag("seed", int, 0),
+    SimFlag("time_scale", _scale, 1.0, "simulated seconds per wall-clock second (tests use > 1)"),
+    SimFlag("load_time", _seconds, 2.0, "simulated seconds of weight loading and graph capture"),
+    SimFlag("slow_start", _seconds, 0.0, "extra simulated seconds of warm-up while /health answers 503"),
+    SimFlag("crash_after", _seconds, None, "scheduler raises after S simulated seconds of serving"),
+    SimFlag("health_fail_after", _seconds, None,
+            "/health and /health_generate fail after S simulated seconds of serving"),
+    SimFlag("health_fail_mode", str, "503", choices=("503", "hang")),
+    SimFlag("http_5xx_rate", _rate, 0.0, "share of generation requests answered with HTTP 500"),
+    SimFlag("max_lifetime", _seconds, 0.0, "wall-clock seconds after which every process exits (0 = no limit)"),
+    SimFlag("light", bool, False, "TP ranks inside the main process (one process per server; for big fleets)",
+            switch=True),
+)
+SIM_FLAG_BY_KEY = {f.key: f for f in SIM_FLAGS}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m server_control.sim",
@@ -139,26 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--dtype", default="auto")
     a("--device", default="cuda")
     s = p.add_argument_group("simulator-only")
-    s.add_argument("--sim-traffic", type=parse_traffic, default=Traffic("idle"),
-                   help="idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]")
-    s.add_argument("--sim-seed", type=int, default=0)
-    s.add_argument("--sim-time-scale", type=_scale, default=1.0,
-                   help="simulated seconds per wall-clock second (tests use > 1)")
-    s.add_argument("--sim-load-time", type=_seconds, default=2.0,
-                   help="simulated seconds of weight loading and graph capture")
-    s.add_argument("--sim-slow-start", type=_seconds, default=0.0,
-                   help="extra simulated seconds of warm-up while /health answers 503")
-    s.add_argument("--sim-crash-after", type=_seconds, default=None,
-                   help="scheduler raises after S simulated seconds of serving")
-    s.add_argument("--sim-health-fail-after", type=_seconds, default=None,
-                   help="/health and /health_generate fail after S simulated seconds of serving")
-    s.add_argument("--sim-health-fail-mode", choices=("503", "hang"), default="503")
-    s.add_argument("--sim-http-5xx-rate", type=_rate, default=0.0,
-                   help="share of generation requests answered with HTTP 500")
-    s.add_argument("--sim-max-lifetime", type=_seconds, default=0.0,
-                   help="wall-clock seconds after which every process exits (0 = no limit)")
-    s.add_argument("--sim-light", action="store_true",
-                   help="TP ranks inside the main process (one process per server; for big fleets)")
+    for f in SIM_FLAGS:
+        if f.switch:
+            s.add_argument(f.flag, action="store_true", help=f.help or None)
+        else:
+            s.add_argument(f.flag, type=f.parse, default=f.default, choices=f.choices, help=f.help or None)
     return p
 
 

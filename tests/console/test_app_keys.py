@@ -11,7 +11,7 @@ from textual.widgets import Input, Label
 from console.bindings import ACTIONS, PALETTE_EXCLUDE, key_text
 from console.screens.confirm import ChoiceScreen
 from console.screens.help import HelpScreen, help_table
-from console.screens.palette import ConsoleCommands
+from console.palette import ConsoleCommands
 from console.screens.prompt import PromptScreen
 from tests.console.screen_text import screen_text
 

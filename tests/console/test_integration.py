@@ -16,10 +16,10 @@ import pytest
 from textual.widgets import Input
 
 from console.app import SpecConsoleApp
-from console.commands.ui import demo_profile
+from console.cli.ui import demo_profile
 from server_control import runs
 from server_control.session import Session
-from tests.console.screen_text import screen_text
+from tests.console.screen_text import screen_text, wait_for
 from tests.support.sim import start_sim
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,15 +44,6 @@ def server_thresholds(url: str) -> list[int]:
 def set_server_threshold(url: str, n: int) -> None:
     httpx.post(url + "/set_internal_state", json={"server_args": {"speculative_disable_batch_threshold": n}},
                timeout=5)
-
-
-async def wait_for(pilot, cond, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")
 
 
 def attached(sim, **kw) -> SpecConsoleApp:

@@ -2,7 +2,7 @@
 import pytest
 
 from server_control.logs import JSON_KEYS, KINDS, Parser, parse_bytes, parse_text
-from server_control.logs.lines import LineSplitter, clean_text
+from server_control.logs.lines import LineSplitter
 from server_control.logs.record import DISPLAY_CAP
 from tests.logs.samples import SAMPLES
 
@@ -131,11 +131,6 @@ def test_invalid_utf8_is_replaced_and_ansi_stripped():
     assert records[1].raw == "café bell x"
     assert records[2].raw == "progress 10%progress 100%"
     assert all("\x1b" not in r.raw for r in records)
-
-
-def test_clean_text_keeps_tabs_and_newlines():
-    assert clean_text(b"a\tb\nc\x1b[1;31md\x9b") == "a\tb\ncd\ufffd"
-    assert clean_text("\u009b31mx".encode()) == "x"
 
 
 def test_long_line_kept_whole_but_marked():

@@ -9,7 +9,6 @@ the key.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -23,6 +22,7 @@ from console.app import SpecConsoleApp  # noqa: E402
 from server_control.profile import load_profile  # noqa: E402
 from server_control.session import Session  # noqa: E402
 from tests.console.screen_text import screen_text  # noqa: E402
+from tests.console.screen_text import wait_for as wait_on_screen  # noqa: E402
 
 LOAD_TOKENS = 500  # 6 x ~510 tokens fit the 4096-token KV pool
 
@@ -43,12 +43,7 @@ def _mode(run) -> str | None:
 
 
 async def wait_for(pilot, cond, what: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await pilot.pause(0.2)
-    raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")
+    await wait_on_screen(pilot, cond, timeout=timeout, what=what, step=0.2)
 
 
 async def test_threshold_keys_move_the_real_server_and_the_badge_follows(served):

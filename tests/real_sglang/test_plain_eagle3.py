@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from server_control.ports import free_port
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.build import server_args, server_env
-from tests.real_sglang.rig.server import RigServer, free_port, plain_launch_argv, rss_mb
+from tests.real_sglang.rig.server import RigServer, plain_launch_argv, rss_mb
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 

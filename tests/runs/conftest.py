@@ -4,33 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from server_control import runs
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(cond, timeout: float = 60.0, interval: float = 0.05, what: str = "condition"):
-    """Poll ``cond`` until it returns a truthy value; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
+from server_control.ports import free_port
 
 
 PROFILE_TEMPLATE = """\

@@ -6,7 +6,6 @@ import os
 import stat
 import sys
 import textwrap
-import time
 
 import psutil
 import pytest
@@ -15,7 +14,7 @@ from server_control import process, runs
 from server_control.profile import LaunchSpec
 from server_control.restart_policy import RestartPolicy
 
-from .conftest import wait_for
+from tests.support.wait import wait_for
 
 # A leader with three children: one stays in the group, one moves to its own process group
 # (same session), one starts a new session (found only as a descendant). Every process has

@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from pathlib import Path
 
 import pytest
 
 from server_control import runs
-from tests.support.sim import free_port
+from server_control.ports import free_port
 
 PROFILE = """\
 name = "{name}"

@@ -52,7 +52,7 @@ def _main() -> None:
                          f"the specconsole import hook could not be installed: {exc!r}\n")
     if os.environ.pop("SPECCONSOLE_SERVE_MAIN", None) == "1":
         try:
-            from server_control.sglang_patch.keys import take_key_flags
+            from server_control.keys import take_key_flags
             sys.argv[:] = take_key_flags(sys.argv)
         except Exception as exc:  # noqa: BLE001
             sys.stderr.write(f"specconsole bootstrap: could not pass the API keys: {exc!r}\n")

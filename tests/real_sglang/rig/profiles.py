@@ -86,7 +86,9 @@ class CliRun:
 
     def __init__(self, rig: Rig, work: Path, *, tp: int = 1, threshold: int = 2,
                  lifetime_s: int = 1500, name: str = "rig-e2e"):
-        from .server import RigServer, free_port
+        from server_control.ports import free_port
+
+        from .server import RigServer
 
         self.state_dir = work / "state"
         self.profile = write_profile(rig, work, free_port(), tp=tp, threshold=threshold,

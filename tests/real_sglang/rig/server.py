@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,12 +21,6 @@ from pathlib import Path
 
 READY_LINE = "The server is fired up and ready to roll!"
 DECODE_RE = re.compile(r"Decode batch[,.] #running-req: (\d+).*?accept len: ([0-9.]+)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def group_pids(pgid: int) -> list[int]:

@@ -2,8 +2,8 @@
 
 Prints a server log's records, filtered; `--parse --json` prints one JSON object per
 record (the log record contract, docs/logs.md). FILE defaults to the newest run log under
-the state directory (`$SPECCONSOLE_STATE_DIR` or the platform's user state dir,
-`logs/<profile>/*.log`).
+the state directory (server_control.state_dir: `$SPECCONSOLE_STATE_DIR` or the platform's
+user state dir; `logs/<profile>/*.log`).
 
 Exit codes: 0 done (also when nothing matched), 1 the file cannot be read,
 2 bad arguments (bad regex, unknown kind, no FILE and no run log found), 130 interrupted.
@@ -18,18 +18,17 @@ import signal
 import sys
 from pathlib import Path
 
+from console.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
 from server_control.logs import KINDS, LogPipeline, LogStore, iter_file
 from server_control.logs.parse import records_from_columns
 from server_control.logs.store import record_matcher
+from server_control.state_dir import resolve_state_dir
+
+PREFIX = "specconsole logs"
 
 
 def state_dir() -> Path:
-    env = os.environ.get("SPECCONSOLE_STATE_DIR")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("specconsole"))
+    return resolve_state_dir(create=False)  # reading logs never creates the state dir
 
 
 def latest_run_log(base: Path | None = None) -> Path | None:
@@ -85,22 +84,21 @@ class _Printer:
 
 def run(args) -> int:
     if args.invert and not args.grep:
-        print("specconsole logs: --invert needs --grep RE", file=sys.stderr)
-        return 2
+        error("--invert needs --grep RE", PREFIX)
+        return EXIT_USAGE
     kinds = ",".join(args.kind) if args.kind else None
     try:
         matches = record_matcher(args.grep, args.invert, kinds, args.rank)
     except ValueError as exc:
-        print(f"specconsole logs: {exc}", file=sys.stderr)
-        return 2
+        error(str(exc), PREFIX)
+        return EXIT_USAGE
     path = Path(args.file) if args.file else latest_run_log()
     if path is None:
-        print(f"specconsole logs: no FILE given and no run log found under {state_dir() / 'logs'}",
-              file=sys.stderr)
-        return 2
+        error(f"no FILE given and no run log found under {state_dir() / 'logs'}", PREFIX)
+        return EXIT_USAGE
     if path.exists() and not path.is_file():
-        print(f"specconsole logs: {path} is not a regular file", file=sys.stderr)
-        return 1
+        error(f"{path} is not a regular file", PREFIX)
+        return EXIT_FAILED
     printer = _Printer(args, sys.stdout.buffer)
     try:
         if args.follow:
@@ -109,14 +107,14 @@ def run(args) -> int:
             printer.write([r for r in records_from_columns(*columns) if matches(r)])
     except BrokenPipeError:
         _quiet_stdout()
-        return 0
+        return EXIT_OK
     except IsADirectoryError:
-        print(f"specconsole logs: {path} is a directory, not a log file", file=sys.stderr)
-        return 1
+        error(f"{path} is a directory, not a log file", PREFIX)
+        return EXIT_FAILED
     except OSError as exc:
-        print(f"specconsole logs: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    return 0
+        error(f"cannot read {path}: {exc.strerror or exc}", PREFIX)
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 async def _follow(path: Path, matches, printer: _Printer) -> int:
@@ -137,7 +135,7 @@ async def _follow(path: Path, matches, printer: _Printer) -> int:
         except (NotImplementedError, RuntimeError):
             pass
     if not path.exists():
-        print(f"specconsole logs: waiting for {path} to appear", file=sys.stderr)
+        error(f"waiting for {path} to appear", PREFIX)
     await pipeline.run()
     return 0
 

@@ -1,7 +1,7 @@
 """Benchmark of the simulator itself: can it hold 256 concurrent streaming requests on
 this machine with its step times within 10 % of the model's? Prints the figures.
 
-    python -m server_control.bench.sim_bench [--concurrency 256] [--measure 10] [--json]
+    python -m benchmarks.sim_bench [--concurrency 256] [--measure 10] [--json]
 
 Phases (time scale 1, tp 2, threshold 5):
   1. forced target-only at --concurrency streams (long requests)
@@ -24,20 +24,19 @@ import httpx
 import psutil
 
 from server_control import decision
-from server_control.bench import loadgen
-from server_control.bench.sim_launch import SimProcess
+from server_control import loadgen
 from server_control.sim import model
+from server_control.sim.launcher import SimProcess, group_pids, start_sim
 
 MODEL_MODE = {decision.SPECULATIVE: model.SPECULATIVE, decision.TARGET_ONLY: model.TARGET_ONLY}
 
 
 def group_processes(pgid: int) -> list[psutil.Process]:
     out = []
-    for p in psutil.process_iter(["pid"]):
+    for pid in group_pids(pgid):
         try:
-            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except (ProcessLookupError, psutil.Error):
+            out.append(psutil.Process(pid))
+        except psutil.Error:
             continue
     return out
 
@@ -104,7 +103,7 @@ async def idle_cpu(sim: SimProcess, seconds: float = 5.0) -> dict:
 
 async def run(args) -> dict:
     rows = []
-    with SimProcess(tp=2, threshold=5, time_scale=1.0, lifetime_s=args.measure * 6 + 300) as sim:
+    with start_sim(tp=2, threshold=5, time_scale=1.0, lifetime=args.measure * 6 + 300) as sim:
         sim.wait_ready()
         c = args.concurrency
         rows.append(await phase(sim, f"target-only-{c}", c, decision.TARGET_ONLY, 1024, args.warmup, args.measure))
@@ -118,7 +117,7 @@ async def run(args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m server_control.bench.sim_bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.sim_bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--concurrency", type=int, default=256)
     p.add_argument("--warmup", type=float, default=4.0)

@@ -13,7 +13,7 @@ import psutil
 
 from server_control import process, runs
 
-from .conftest import wait_for
+from tests.support.wait import wait_for
 
 
 def cli(*args, timeout=120) -> subprocess.CompletedProcess:

@@ -12,75 +12,12 @@ reason); 2 bad profile or arguments; 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
-import sys
-import time
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from console.cli.common import EXIT_FAILED, EXIT_OK, add_target_arguments, open_session, run_async, settle
+
 EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason), "
           "2 bad profile/arguments, 130 interrupted.")
-
-
-class UsageError(Exception):
-    pass
-
-
-def add_target_arguments(p: argparse.ArgumentParser, log: bool = True) -> None:
-    """--profile F | --url URL [--log FILE] and --json, shared by status/threshold/verify."""
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--profile", metavar="F",
-                       help="profile file or shipped name (default $SPECCONSOLE_PROFILE, else demo)")
-    group.add_argument("--url", metavar="URL", help="a server to attach to, e.g. http://127.0.0.1:30000")
-    if log:
-        p.add_argument("--log", metavar="FILE", help="with --url: the server's log file")
-    p.add_argument("--api-key-env", metavar="NAME", default="SPECCONSOLE_API_KEY",
-                   help="with --url: environment variable holding the API key (default %(default)s)")
-    p.add_argument("--admin-api-key-env", metavar="NAME", default="SPECCONSOLE_ADMIN_API_KEY",
-                   help="with --url: environment variable holding the admin API key (default %(default)s)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def open_session(args, poll_interval_s: float = 0.25):
-    """A Session for --url or --profile (read-only: it never takes over supervision)."""
-    from server_control.profile import ProfileError, find_profile, load_profile
-    from server_control.session import Session
-
-    if getattr(args, "log", None) and not args.url:
-        raise UsageError("--log goes with --url (a profile knows its own log)")
-    if args.url:
-        if not args.url.startswith(("http://", "https://")):
-            raise UsageError(f"--url must start with http:// or https://, got {args.url!r}")
-        return Session.attach(args.url, log_path=getattr(args, "log", None),
-                              api_key=os.environ.get(args.api_key_env) or None,
-                              admin_api_key=os.environ.get(args.admin_api_key_env) or None,
-                              poll_interval_s=poll_interval_s)
-    try:
-        profile = load_profile(find_profile(args.profile))
-        return Session.for_profile(profile, supervise=False, poll_interval_s=poll_interval_s)
-    except (ProfileError, OSError) as exc:
-        raise UsageError(str(exc)) from None
-
-
-async def settle(session, timeout_s: float = 5.0) -> None:
-    """Wait for one poll and for the log to be read up to where it was when we began."""
-    deadline = time.monotonic() + timeout_s
-    path = session.snapshot()["logs"]["path"]
-    size = os.path.getsize(path) if path and os.path.exists(path) else None
-    while time.monotonic() < deadline:
-        if session.poller.polls >= 1 and session.log_caught_up(size):
-            break
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.05)  # the records of the last chunk reach the listeners
-
-
-def run_async(coro_fn, args) -> int:
-    try:
-        return asyncio.run(coro_fn(args))
-    except UsageError as exc:
-        print(f"specconsole: {exc}", file=sys.stderr)
-        return EXIT_USAGE
 
 
 def _fmt(v) -> str:

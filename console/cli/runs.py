@@ -18,21 +18,18 @@ import signal
 import sys
 import time
 
+from console.cli.common import (EXIT_CONFLICT, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE,
+                                add_profile_argument, error)
 from server_control import process, runs
 from server_control.profile import ProfileError, find_profile, load_profile
 from server_control.supervisor import FATAL, READY, STOPPED, RunConflict, Supervisor
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONFLICT, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 EPILOG = ("Exit codes: 0 done, 1 failed, 2 bad profile/arguments, 3 a live run holds the "
           "profile or port, 4 --wait timed out, 130 interrupted.")
 
 
 def _out(args, obj: dict, text: str) -> None:
     print(json.dumps(obj) if args.json else text, flush=True)
-
-
-def _err(msg: str) -> None:
-    print(f"specconsole: {msg}", file=sys.stderr, flush=True)
 
 
 def _load(args):
@@ -44,7 +41,7 @@ def _with_profile(args, action) -> int:
     try:
         profile = _load(args)
     except ProfileError as exc:
-        _err(str(exc))
+        error(str(exc))
         return EXIT_USAGE
     return asyncio.run(action(args, profile))
 
@@ -67,7 +64,7 @@ def cmd_launch(args) -> int:
             problems = list(dict.fromkeys(problems))
             env = spec.masked_env_overrides()
             for problem in problems:
-                _err(f"warning: a real launch would fail: {problem}")
+                error(f"warning: a real launch would fail: {problem}")
             if args.json:
                 print(json.dumps({"profile": profile.name, "argv": spec.masked_argv(),
                                   "env": env, "cwd": str(spec.cwd), "log_path": str(spec.log_path),
@@ -81,7 +78,7 @@ def cmd_launch(args) -> int:
             return EXIT_OK
         return asyncio.run(_launch(args, profile))
     except ProfileError as exc:
-        _err(str(exc))
+        error(str(exc))
         return EXIT_USAGE
 
 
@@ -90,10 +87,10 @@ async def _launch(args, profile) -> int:
     try:
         rec = await sup.launch()
     except RunConflict as exc:
-        _err(f"refused: {exc}")
+        error(f"refused: {exc}")
         return EXIT_CONFLICT
     except (OSError, RuntimeError) as exc:
-        _err(f"launch failed: {exc}")
+        error(f"launch failed: {exc}")
         return EXIT_FAILED
     state = sup.state
     if args.wait is not None:
@@ -132,14 +129,14 @@ async def _restart(args, profile) -> int:
     sup.adopt()
     res = await sup.stop(grace=args.grace)
     if not res.ok:
-        _err(f"restart aborted: {res.message}")
+        error(f"restart aborted: {res.message}")
         return EXIT_FAILED
     if not args.json:
         print(f"{profile.name}: {res.message}", flush=True)
     try:
         return await _launch(args, profile)
     except ProfileError as exc:
-        _err(str(exc))
+        error(str(exc))
         return EXIT_USAGE
 
 
@@ -184,13 +181,13 @@ async def _supervise(args, profile) -> int:
             rec = await sup.launch()
             how = "launched"
         except RunConflict as exc:
-            _err(f"refused: {exc}")
+            error(f"refused: {exc}")
             return EXIT_CONFLICT
         except ProfileError as exc:
-            _err(str(exc))
+            error(str(exc))
             return EXIT_USAGE
         except (OSError, RuntimeError) as exc:
-            _err(f"launch failed: {exc}")
+            error(f"launch failed: {exc}")
             return EXIT_FAILED
     _out(args, {"event": how, "profile": profile.name, "run": _run_dict(rec)},
          f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n"
@@ -234,7 +231,7 @@ async def _supervise(args, profile) -> int:
         except asyncio.CancelledError:
             pass
         except Exception as exc:  # noqa: BLE001 (report the loop's crash, keep the server)
-            _err(f"supervision loop failed: {type(exc).__name__}: {exc}")
+            error(f"supervision loop failed: {type(exc).__name__}: {exc}")
             code = EXIT_FAILED
     return code
 
@@ -242,8 +239,7 @@ async def _supervise(args, profile) -> int:
 def register(subparsers) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--profile", metavar="F",
-                        help="profile file or shipped name (default $SPECCONSOLE_PROFILE, else demo)")
+    add_profile_argument(common)
     common.add_argument("--json", action="store_true", help="print JSON")
 
     p = subparsers.add_parser("launch", parents=[common], formatter_class=fmt, epilog=EPILOG,

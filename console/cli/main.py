@@ -1,4 +1,5 @@
-"""`specconsole` command line: one subcommand per module in ``console.commands``.
+"""`specconsole` command line: one module per command group in ``console.cli``; what they
+share (exit codes, the error printer, --profile/--url) is in ``console.cli.common``.
 
 Each command module exposes ``register(subparsers)`` which adds its parser and sets
 ``func`` (a callable taking the parsed args and returning the exit code). Modules are
@@ -11,14 +12,16 @@ import importlib
 import os
 import sys
 
+from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
+
 COMMAND_MODULES = (
-    "console.commands.ui",        # (default) the TUI on a profile, `demo`, `attach`
-    "console.commands.runs",      # launch, stop, restart, status, supervise
-    "console.commands.logs",      # logs
-    "console.commands.control",   # threshold, verify
-    "console.commands.status",    # status (the session snapshot)
-    "console.commands.sim",       # sim (the simulated SGLang server)
-    "console.commands.bench",     # bench
+    "console.cli.ui",        # (default) the TUI on a profile, `demo`, `attach`
+    "console.cli.runs",      # launch, stop, restart, supervise
+    "console.cli.logs",      # logs
+    "console.cli.control",   # threshold, verify
+    "console.cli.status",    # status (the session snapshot)
+    "console.cli.sim",       # sim (the simulated SGLang server)
+    "console.cli.bench",     # bench
 )
 
 
@@ -48,16 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `specconsole logs ... | head`: the reader left; not an error worth a traceback.
         # Point stdout at devnull so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

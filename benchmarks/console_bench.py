@@ -1,6 +1,6 @@
 """Console benchmark: prints figures (record them in docs/console.md).
 
-    python -m console.bench [--rate 20000] [--seconds 10] [--idle-seconds 30] [--lines 100000]
+    python -m benchmarks.console_bench [--rate 20000] [--seconds 10] [--idle-seconds 30] [--lines 100000]
 
 Each figure comes from the real console in a real pseudo-terminal (200x60,
 TERM=xterm-256color, no COLORTERM), its output drained by this process:
@@ -20,7 +20,6 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -31,6 +30,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from server_control.sim.launcher import start_sim
 
 REPO = Path(__file__).resolve().parent.parent
 COLS, ROWS = 200, 60
@@ -201,7 +202,7 @@ def _writer(path: Path, rate: int, seconds: float, done: dict) -> None:
 def bench_stream(rate: int, seconds: float, tmp: Path) -> dict:
     log, result = tmp / "stream.log", tmp / "stream.json"
     log.write_text("")
-    con = PtyConsole([sys.executable, "-m", "console.bench", "--child", str(log), str(result)])
+    con = PtyConsole([sys.executable, "-m", "benchmarks.console_bench", "--child", str(log), str(result)])
     try:
         if not con.wait_for("FOLLOW", 30):
             return {"error": "console did not start"}
@@ -250,7 +251,7 @@ def bench_memory(lines: int, tmp: Path) -> dict:
     with open(log, "w") as f:
         for i in range(lines):
             f.write(DECODE.format(ts=ts, r=i % 64, t=i))
-    con = PtyConsole([sys.executable, "-m", "console.bench", "--child", str(log), str(result)])
+    con = PtyConsole([sys.executable, "-m", "benchmarks.console_bench", "--child", str(log), str(result)])
     try:
         if not con.wait_for(f"{lines} shown", 60):
             return {"error": f"the view did not reach {lines} lines"}
@@ -262,16 +263,8 @@ def bench_memory(lines: int, tmp: Path) -> dict:
 
 
 def bench_idle(seconds: float, tmp: Path) -> dict:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tmp / "idle-sim.log"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    with open(log, "ab") as out:
-        sim = subprocess.Popen([sys.executable, "-m", "server_control.sim", "--port", str(port), "--tp-size", "2",
-                                "--speculative-algorithm", "EAGLE3", "--speculative-disable-batch-threshold", "5",
-                                "--sim-traffic", "idle", "--sim-max-lifetime", str(seconds + 90)],
-                               stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    sim = start_sim(tp=2, threshold=5, traffic="idle", lifetime=seconds + 90, log_path=tmp / "idle-sim.log")
+    port, log = sim.port, sim.log_path
     con = None
     try:
         con = PtyConsole([sys.executable, "-m", "console", "attach", f"http://127.0.0.1:{port}",
@@ -289,15 +282,11 @@ def bench_idle(seconds: float, tmp: Path) -> dict:
     finally:
         if con is not None:
             con.close()
-        try:
-            os.killpg(sim.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        sim.wait(15)
+        sim.stop(grace=15)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m console.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.console_bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rate", type=int, default=20_000, help="lines/s written while streaming")
     p.add_argument("--seconds", type=float, default=10.0, help="streaming duration")

@@ -13,7 +13,7 @@ import pytest
 from server_control.logs import JSON_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).with_name("fixtures")
+FIXTURES = Path(__file__).parents[1] / "logs" / "fixtures"
 SERVER_LOG = FIXTURES / "server.log"
 
 

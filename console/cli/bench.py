@@ -16,6 +16,7 @@ import json
 import os
 import sys
 
+from console.cli.common import EXIT_FAILED, EXIT_OK, add_key_env_arguments, error
 from server_control import decision
 
 
@@ -61,8 +62,7 @@ def register(subparsers) -> None:
     p.add_argument("--warmup", type=_positive, default=3.0, help="seconds before measuring (default 3)")
     p.add_argument("--measure", type=_positive, default=10.0, help="measuring window in seconds (default 10)")
     p.add_argument("--max-tokens", type=int, default=256, help="tokens per request (default 256)")
-    p.add_argument("--api-key-env", metavar="NAME", default="SPECCONSOLE_API_KEY")
-    p.add_argument("--admin-api-key-env", metavar="NAME", default="SPECCONSOLE_ADMIN_API_KEY")
+    add_key_env_arguments(p)
     p.add_argument("--sim-time-scale", type=_positive, default=1.0,
                    help="with --sim: simulated seconds per second; figures are reported in simulated time")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -91,7 +91,7 @@ def render(result: dict) -> str:
 
 
 async def _measure(args, url: str) -> dict:
-    from server_control.bench import loadgen
+    from server_control import loadgen
     return await loadgen.sweep(url, args.levels, modes=args.modes, warmup_s=args.warmup, measure_s=args.measure,
                                max_tokens=args.max_tokens, api_key=os.environ.get(args.api_key_env) or None,
                                admin_api_key=os.environ.get(args.admin_api_key_env) or None,
@@ -108,17 +108,17 @@ def run(args) -> int:
     scale = 1.0
     try:
         if args.sim:
-            from server_control.bench.sim_launch import SimProcess
+            from server_control.sim.launcher import start_sim
             scale = args.sim_time_scale
             budget = len(args.levels) * len(args.modes) * (args.warmup + args.measure + 5) + 120
-            with SimProcess(time_scale=scale, lifetime_s=budget) as sim:
+            with start_sim(tp=2, threshold=5, time_scale=scale, lifetime=budget) as sim:
                 sim.wait_ready()
                 result = asyncio.run(_measure(args, sim.url))
         else:
             result = asyncio.run(_measure(args, args.url))
     except (httpx.HTTPError, OSError, RuntimeError, TimeoutError) as exc:
-        print(f"error: benchmark failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        error(f"benchmark failed: {type(exc).__name__}: {exc}", "error")
+        return EXIT_FAILED
     if scale != 1.0:
         for rows in result["per_mode"].values():
             for r in rows:
@@ -126,4 +126,4 @@ def run(args) -> int:
         result["notes"].append(f"simulator at time scale {scale:g}: tok/s in simulated seconds")
     print(json.dumps(result, indent=2) if args.json else render(result))
     failed = any(r["tokens"] == 0 for rows in result["per_mode"].values() for r in rows)
-    return 1 if failed or any("refused" in n for n in result["notes"]) else 0
+    return EXIT_FAILED if failed or any("refused" in n for n in result["notes"]) else EXIT_OK

@@ -23,10 +23,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import socket
-import sys
 
-EXIT_OK, EXIT_USAGE = 0, 2
+from console.cli.common import (EXIT_OK, UsageError, add_key_env_arguments, add_profile_argument, check_url,
+                                key_from_env, load_profile_arg, usage_error)
+from server_control.ports import free_port
+from server_control.state_dir import resolve_state_dir
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -37,8 +38,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     ui = subparsers.add_parser("ui", help="the console on a profile (default command)",
                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ui.add_argument("--profile", metavar="F",
-                    help="profile file or shipped name (default $SPECCONSOLE_PROFILE, else demo)")
+    add_profile_argument(ui)
     ui.add_argument("--state-dir", metavar="DIR", help="state dir (default $SPECCONSOLE_STATE_DIR or the user's)")
     _add_common(ui)
     ui.set_defaults(func=run_ui)
@@ -56,16 +56,9 @@ def register(subparsers) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     attach.add_argument("url", help="the server, e.g. http://127.0.0.1:30000")
     attach.add_argument("--log", metavar="FILE", help="the server's log file, to follow")
-    attach.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the API key")
-    attach.add_argument("--admin-api-key-env", metavar="NAME",
-                        help="environment variable holding the admin API key")
+    add_key_env_arguments(attach, defaults=False)
     _add_common(attach)
     attach.set_defaults(func=run_attach)
-
-
-def _fail(message: str) -> int:
-    print(f"specconsole: {message}", file=sys.stderr)
-    return EXIT_USAGE
 
 
 def _run_app(session, args, **kwargs) -> int:
@@ -79,21 +72,15 @@ def _run_app(session, args, **kwargs) -> int:
 
 
 def run_ui(args) -> int:
-    from server_control.profile import ProfileError, find_profile, load_profile
+    from server_control.profile import ProfileError
     from server_control.session import Session
 
     try:
-        profile = load_profile(find_profile(args.profile))
+        profile = load_profile_arg(args.profile)
         session = Session.for_profile(profile, state_dir=args.state_dir)
-    except (ProfileError, OSError) as exc:
-        return _fail(str(exc))
+    except (ProfileError, OSError, UsageError) as exc:
+        return usage_error(str(exc))
     return _run_app(session, args, what="server", quit_stops=False, launch="offer")
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def demo_profile(state_dir, port: int | None = None, time_scale: float = 1.0):
@@ -121,13 +108,11 @@ def demo_profile(state_dir, port: int | None = None, time_scale: float = 1.0):
         try:
             profile.check_port()
         except ProfileError:
-            chosen = _free_port(profile.connect_host)
+            chosen = free_port(profile.connect_host)
     return dataclasses.replace(profile, server={**profile.server, "port": chosen}, sim=sim)
 
 
 def demo_state_dir(arg: str | None = None):
-    from server_control.runs import resolve_state_dir
-
     if arg:
         return resolve_state_dir(arg)
     return resolve_state_dir(None) / "demo"
@@ -138,31 +123,27 @@ def run_demo(args) -> int:
     from server_control.session import Session
 
     if args.time_scale <= 0:
-        return _fail(f"--time-scale must be > 0, got {args.time_scale}")
+        return usage_error(f"--time-scale must be > 0, got {args.time_scale}")
     if args.port is not None and not 1 <= args.port <= 65535:
-        return _fail(f"--port must be 1..65535, got {args.port}")
+        return usage_error(f"--port must be 1..65535, got {args.port}")
     try:
         state_dir = demo_state_dir(args.state_dir)
         profile = demo_profile(state_dir, args.port, args.time_scale)
         session = Session.for_profile(profile, state_dir=state_dir)
     except (ProfileError, OSError) as exc:
-        return _fail(str(exc))
+        return usage_error(str(exc))
     return _run_app(session, args, what="simulator", quit_stops=True, launch="auto")
 
 
 def run_attach(args) -> int:
     from server_control.session import Session
 
-    if not args.url.startswith(("http://", "https://")):
-        return _fail(f"URL must start with http:// or https://, got {args.url!r}")
-    keys = {}
-    for name, attr in (("api_key", "api_key_env"), ("admin_api_key", "admin_api_key_env")):
-        var = getattr(args, attr)
-        if var:
-            value = os.environ.get(var)
-            if not value:
-                return _fail(f"--{attr.replace('_', '-')}: environment variable {var} is not set or empty")
-            keys[name] = value
+    try:
+        check_url(args.url, "URL")
+        keys = {"api_key": key_from_env(args.api_key_env, "--api-key-env", required=True),
+                "admin_api_key": key_from_env(args.admin_api_key_env, "--admin-api-key-env", required=True)}
+    except UsageError as exc:
+        return usage_error(str(exc))
     session = Session.attach(args.url, log_path=args.log, **keys)
     return _run_app(session, args, what="server", quit_stops=False, launch="never",
                     notice=log_notice(args.log))

@@ -1,8 +1,8 @@
 """Threshold set -> read-back latency: POST /set_internal_state, then GET /server_info until
 every DP rank shows the new value (exactly what ``server_control.control.Control`` does).
 
-    python -m server_control.bench.threshold_bench [--iterations 200] [--tp 2] [--traffic wave]
-    python -m server_control.bench.threshold_bench --url http://127.0.0.1:30000   # a live server
+    python -m benchmarks.threshold_bench [--iterations 200] [--tp 2] [--traffic wave]
+    python -m benchmarks.threshold_bench --url http://127.0.0.1:30000   # a live server
 
 Without --url it starts the simulator itself (own process group, bounded lifetime, free
 port on 127.0.0.1) and stops that group at the end. Prints p50/p90/p99/max in ms (goal:
@@ -14,64 +14,15 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-import httpx
 
 from server_control.control import Control
+from server_control.sim.launcher import start_sim
 
 GOAL_P99_MS = 250.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_sim(tp: int, traffic: str, time_scale: float, lifetime: float) -> tuple[subprocess.Popen, str, Path]:
-    port = free_port()
-    log = Path(tempfile.mkdtemp(prefix="threshold-bench-")) / "sim.log"
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
-    argv = [sys.executable, "-m", "server_control.sim", "--model-path", "sim/model", "--tp-size", str(tp),
-            "--host", "127.0.0.1", "--port", str(port), "--speculative-algorithm", "EAGLE3",
-            "--speculative-disable-batch-threshold", "5", "--sim-traffic", traffic,
-            "--sim-time-scale", str(time_scale), "--sim-max-lifetime", str(lifetime)]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"simulator exited ({proc.returncode}); log {log}")
-        try:
-            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                return proc, url, log
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    stop_group(proc)
-    raise RuntimeError(f"simulator not ready after 60 s; log {log}")
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(5)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -101,7 +52,7 @@ async def measure(url: str, iterations: int, warmup: int = 5) -> tuple[list[floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m server_control.bench.threshold_bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.threshold_bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="measure this server instead of starting the simulator")
     p.add_argument("--iterations", type=int, default=200)
@@ -115,12 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     proc = None
     url = a.url
     if url is None:
-        proc, url, _log = start_sim(a.tp, a.traffic, a.time_scale, lifetime=600)
+        proc = start_sim(tp=a.tp, traffic=a.traffic, time_scale=a.time_scale, lifetime=600).wait_ready()
+        url = proc.url
     try:
         lat, failures = asyncio.run(measure(url, a.iterations))
     finally:
         if proc is not None:
-            stop_group(proc)
+            proc.stop()
     lat.sort()
     out = {"url": url, "simulator": proc is not None, "tp": a.tp if proc else None,
            "traffic": a.traffic if proc else None, "iterations": len(lat), "failures": failures[:5],

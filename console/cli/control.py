@@ -19,8 +19,8 @@ import json
 import re
 import time
 
-from console.commands.status import (EXIT_FAILED, EXIT_OK, UsageError, add_target_arguments, open_session,
-                                     run_async, settle)
+from console.cli.common import (EXIT_FAILED, EXIT_OK, UsageError, add_target_arguments, open_session,
+                                run_async, settle)
 from server_control.verify import exit_code
 
 THRESHOLD_EPILOG = "Exit codes: 0 read/applied, 1 refused/unsupported/error, 2 bad arguments, 130 interrupted."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 from console.cli import main
-from console.commands.ui import demo_profile, demo_state_dir
+from console.cli.ui import demo_profile, demo_state_dir
 
 
 def test_bad_profile_names_the_file(tmp_path, capsys):
@@ -53,7 +53,7 @@ def test_demo_state_dir_and_busy_port(tmp_path, monkeypatch):
 
 async def test_attach_with_a_missing_log_says_so_on_screen(tmp_path, fake):
     from console.app import SpecConsoleApp
-    from console.commands.ui import log_notice
+    from console.cli.ui import log_notice
 
     missing = tmp_path / "nope.log"
     notice = log_notice(str(missing))

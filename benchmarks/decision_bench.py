@@ -1,6 +1,6 @@
 """Cost of the per-decode-step dynamic speculation decision (goal: < 2 us per step).
 
-    python -m server_control.bench.decision_bench [--steps 200000]
+    python -m benchmarks.decision_bench [--steps 200000]
 
 Measures, per decode step:
   decide            SpecSwitch.decide(bs) alone

@@ -1,6 +1,6 @@
 """Benchmark: parse + store throughput of the log pipeline, against grep on the same file.
 
-    python -m server_control.bench.logs_bench [--lines 1000000] [--keep FILE] [--json]
+    python -m benchmarks.logs_bench [--lines 1000000] [--keep FILE] [--json]
 
 Generates a realistic SGLang log (TP decode/prefill stat lines, uvicorn access lines,
 speculation switches, warnings, a traceback now and then) in a temporary directory, then
@@ -71,8 +71,8 @@ def generate(path: Path, n_lines: int, seed: int = 7) -> int:
             elif r < 0.99:
                 line = f"[{stamp} TP1] Cache flushed; waiting for requests (#running-req drained), idle GPU memory 12.3 GB"
             elif r < 0.998:
-                line = (f"/usr/lib/python3/dist-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml "
-                        f"package is deprecated. Please install nvidia-ml-py instead.")
+                line = ("/usr/lib/python3/dist-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml "
+                        "package is deprecated. Please install nvidia-ml-py instead.")
             else:
                 line = (f"[{stamp} TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
                         f"  File \"/sglang/srt/managers/scheduler.py\", line 2712, in run_scheduler_process\n"

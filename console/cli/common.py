@@ -1,0 +1,132 @@
+"""What every `specconsole` subcommand shares: exit codes, the error printer, the
+`--profile` / `--url` target options, the API-key variables, and opening a session on
+the target (read-only: a headless command never takes over supervision)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from server_control.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
+
+if TYPE_CHECKING:
+    from server_control.profile import Profile
+    from server_control.session import Session
+
+EXIT_OK = 0
+EXIT_FAILED = 1          # the server or the operation failed
+EXIT_USAGE = 2           # bad profile or arguments
+EXIT_CONFLICT = 3        # launch/supervise: a live run holds the profile or its port
+EXIT_PENDING = 3         # verify: a layer is still pending
+EXIT_TIMEOUT = 4         # launch/restart --wait: not ready in time
+EXIT_INTERRUPTED = 130   # Ctrl-C
+EXIT_BROKEN_PIPE = 141   # the reader of stdout left (`... | head`)
+
+PROFILE_HELP = "profile file or shipped name (default $SPECCONSOLE_PROFILE, else demo)"
+URL_SCHEMES = ("http://", "https://")
+
+
+class UsageError(Exception):
+    """Bad arguments or profile: printed by ``run_async`` and exits EXIT_USAGE."""
+
+
+def error(message: str, prefix: str = "specconsole") -> None:
+    """The one error printer: ``<prefix>: <message>`` on stderr."""
+    print(f"{prefix}: {message}", file=sys.stderr, flush=True)
+
+
+def usage_error(message: str) -> int:
+    error(message)
+    return EXIT_USAGE
+
+
+def add_profile_argument(p: argparse.ArgumentParser | Any) -> None:
+    p.add_argument("--profile", metavar="F", help=PROFILE_HELP)
+
+
+def add_key_env_arguments(p: argparse.ArgumentParser, defaults: bool = True, what: str = "") -> None:
+    """--api-key-env / --admin-api-key-env: NAMES of variables holding the keys (never keys)."""
+    for flag, default, which in (("--api-key-env", API_KEY_ENV, "API key"),
+                                 ("--admin-api-key-env", ADMIN_API_KEY_ENV, "admin API key")):
+        if defaults:
+            p.add_argument(flag, metavar="NAME", default=default,
+                           help=f"{what}environment variable holding the {which} (default %(default)s)")
+        else:
+            p.add_argument(flag, metavar="NAME", help=f"{what}environment variable holding the {which}")
+
+
+def add_target_arguments(p: argparse.ArgumentParser, log: bool = True) -> None:
+    """--profile F | --url URL [--log FILE], the key variables and --json (status/threshold/verify)."""
+    group = p.add_mutually_exclusive_group()
+    add_profile_argument(group)
+    group.add_argument("--url", metavar="URL", help="a server to attach to, e.g. http://127.0.0.1:30000")
+    if log:
+        p.add_argument("--log", metavar="FILE", help="with --url: the server's log file")
+    add_key_env_arguments(p, what="with --url: ")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def check_url(url: str, what: str = "--url") -> None:
+    if not url.startswith(URL_SCHEMES):
+        raise UsageError(f"{what} must start with http:// or https://, got {url!r}")
+
+
+def key_from_env(var: str | None, flag: str, required: bool = False) -> str | None:
+    """The value of the variable ``var`` names; with ``required`` an unset or empty one is
+    a UsageError naming ``flag`` and the variable."""
+    if not var:
+        return None
+    value = os.environ.get(var) or None
+    if value is None and required:
+        raise UsageError(f"{flag}: environment variable {var} is not set or empty")
+    return value
+
+
+def load_profile_arg(name: str | None) -> "Profile":
+    """The profile named by --profile (path or shipped name); a bad one is a UsageError
+    naming the file and the key."""
+    from server_control.profile import ProfileError, find_profile, load_profile  # noqa: PLC0415
+
+    try:
+        return load_profile(find_profile(name))
+    except (ProfileError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def open_session(args: argparse.Namespace, poll_interval_s: float = 0.25) -> "Session":
+    """A Session for --url or --profile (read-only: it never takes over supervision)."""
+    from server_control.session import Session  # noqa: PLC0415 - heavy, only when needed
+
+    if getattr(args, "log", None) and not args.url:
+        raise UsageError("--log goes with --url (a profile knows its own log)")
+    if args.url:
+        check_url(args.url)
+        return Session.attach(args.url, log_path=getattr(args, "log", None),
+                              api_key=key_from_env(args.api_key_env, "--api-key-env"),
+                              admin_api_key=key_from_env(args.admin_api_key_env, "--admin-api-key-env"),
+                              poll_interval_s=poll_interval_s)
+    profile = load_profile_arg(args.profile)
+    return Session.for_profile(profile, supervise=False, poll_interval_s=poll_interval_s)
+
+
+async def settle(session: "Session", timeout_s: float = 5.0) -> None:
+    """Wait for one poll and for the log to be read up to where it was when we began."""
+    deadline = time.monotonic() + timeout_s
+    path = session.snapshot()["logs"]["path"]
+    size = os.path.getsize(path) if path and os.path.exists(path) else None
+    while time.monotonic() < deadline:
+        if session.poller.polls >= 1 and session.log_caught_up(size):
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.05)  # the records of the last chunk reach the listeners
+
+
+def run_async(coro_fn: Callable[[argparse.Namespace], Awaitable[int]], args: argparse.Namespace) -> int:
+    """Run a command's coroutine; a UsageError is printed and exits EXIT_USAGE."""
+    try:
+        return asyncio.run(coro_fn(args))  # type: ignore[arg-type]
+    except UsageError as exc:
+        return usage_error(str(exc))

@@ -1,0 +1,42 @@
+"""Terminal-safe text: the one place that removes escape sequences and control characters
+from text a server (or its log) controls, before anything shows or stores it.
+
+Removed: CSI sequences (``ESC [ ... final`` and the one-byte C1 CSI ``\\x9b``), OSC
+sequences (``ESC ] ... BEL`` or ``ESC \\``), other two-byte escapes, every C0 control
+except tab and newline, DEL, and the C1 controls U+0080..U+009F. Tab and newline stay.
+"""
+from __future__ import annotations
+
+import re
+
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[ -/]*[0-~]"
+    r"|\x9b[0-?]*[ -/]*[@-~]"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(11, 32)) + b"\x7f"
+_C1 = re.compile(r"[\x80-\x9f]")
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str) -> str:
+    """``text`` without escape sequences and control characters (tab and newline kept;
+    CR LF becomes LF)."""
+    if _UNSAFE.search(text) is None:
+        return text
+    return _ESCAPES.sub("", text.replace("\r\n", "\n"))
+
+
+def clean_bytes(data: bytes) -> str:
+    """Decode (invalid UTF-8 -> U+FFFD), then ``strip_controls``; a fast path skips the
+    regex for the common line with nothing to remove."""
+    text = data.decode("utf-8", "replace")
+    if len(data.translate(None, _CONTROL_BYTES)) != len(data) or "\x9b" in text or _has_c1(text):
+        text = _ESCAPES.sub("", text.replace("\r\n", "\n"))
+    return text
+
+
+def _has_c1(text: str) -> bool:
+    # C1 controls can only come from bytes 0xC2 0x80..0x9F: skip the regex for pure ASCII.
+    return not text.isascii() and _C1.search(text) is not None

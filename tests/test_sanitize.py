@@ -1,0 +1,14 @@
+"""server_control.sanitize: the one place escape sequences and control characters go."""
+from server_control.sanitize import clean_bytes, strip_controls
+
+
+def test_clean_text_keeps_tabs_and_newlines():
+    assert clean_bytes(b"a\tb\nc\x1b[1;31md\x9b") == "a\tb\ncd\ufffd"
+    assert clean_bytes("\u009b31mx".encode()) == "x"
+
+
+def test_strip_controls_removes_csi_osc_c0_and_c1_from_text():
+    assert strip_controls("plain line") == "plain line"
+    assert strip_controls("\x1b[31mred\x1b[0m \x1b]0;title\x07words\x07\x00") == "red words"
+    assert strip_controls("a\u009b2Jb\u0085c\r\nd\te") == "abc\nd\te"
+    assert strip_controls(b"\x1b[32mgreen".decode()) == clean_bytes(b"\x1b[32mgreen")
