@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tests.cli.status_schema import CHANGE, RUN, RUN_SUPERVISED, problems, snapshot_schema
 from tests.control.conftest import start_stand
 from tests.support.sim import REPO_ROOT, free_port, start_sim
 
@@ -29,8 +30,19 @@ def test_status_json(wave_sim):
     r = cli("status", "--url", wave_sim.url, "--log", str(wave_sim.log_path), "--json")
     assert r.returncode == 0, r.stderr
     snap = json.loads(r.stdout)
+    assert problems(snap, snapshot_schema(RUN)) == []
+    assert snap["switches"] and snap["verify"]["layers"] and snap["series"]["batch"]  # not vacuous
     assert snap["server"]["reachable"] is True and snap["spec"]["threshold"] in (5, 7)
     assert snap["gpus"]["available"] is False and snap["logs"]["total"] > 0
+
+
+def test_schema_check_catches_a_missing_key_a_reorder_and_a_wrong_type():
+    change = {"requested": 6, "state": "applied", "detail": "", "ranks": [True]}
+    assert problems(change, CHANGE) == []
+    assert problems({k: v for k, v in change.items() if k != "detail"}, CHANGE)
+    assert problems(dict(reversed(change.items())), CHANGE)
+    assert problems({**change, "ranks": ["yes"]}, CHANGE)
+    assert problems({**change, "requested": True}, CHANGE)
 
 
 def test_verify_passes_under_traffic(wave_sim):
@@ -44,6 +56,7 @@ def test_threshold_set_read_and_refuse(wave_sim):
     r = cli("threshold", "7", "--url", wave_sim.url, "--log", str(wave_sim.log_path), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["state"] == "applied"
+    assert problems(json.loads(r.stdout), CHANGE) == []
     r = cli("threshold", "--url", wave_sim.url, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["thresholds"] == [7]
     r = cli("threshold", "--url", wave_sim.url, "--", "-1")
@@ -58,6 +71,7 @@ def test_unreachable_status_1_verify_3():
     url = f"http://127.0.0.1:{free_port()}"
     r = cli("status", "--url", url, "--json")
     assert r.returncode == 1
+    assert problems(json.loads(r.stdout), snapshot_schema(RUN)) == []
     assert "/server_info" in json.loads(r.stdout)["server"]["error"]
     r = cli("verify", "--url", url)
     assert r.returncode == 3 and "pending" in r.stdout
@@ -98,6 +112,7 @@ def test_profile_status_after_launch(sim_profile):
         r = cli("status", "--profile", str(sim_profile), "--json")
         assert r.returncode == 0, r.stderr
         snap = json.loads(r.stdout)
+        assert problems(snap, snapshot_schema(RUN_SUPERVISED)) == []
         assert snap["run"]["state"] == "ready" and snap["run"]["pid"] and snap["attached"] is False
         assert snap["logs"]["path"] == snap["run"]["log_path"]
         r = cli("verify", "--profile", str(sim_profile), "--wait", "60")
