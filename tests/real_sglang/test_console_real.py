@@ -43,7 +43,7 @@ def _mode(run) -> str | None:
 
 
 async def wait_for(pilot, cond, what: str, timeout: float = 120.0):
-    await wait_on_screen(pilot, cond, timeout=timeout, what=what, step=0.2)
+    await wait_on_screen(pilot, cond, what, timeout, every=0.2)
 
 
 async def test_threshold_keys_move_the_real_server_and_the_badge_follows(served):
