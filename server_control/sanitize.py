@@ -2,8 +2,9 @@
 from text a server (or its log) controls, before anything shows or stores it.
 
 Removed: CSI sequences (``ESC [ ... final`` and the one-byte C1 CSI ``\\x9b``), OSC
-sequences (``ESC ] ... BEL`` or ``ESC \\``), other two-byte escapes, every C0 control
-except tab and newline, DEL, and the C1 controls U+0080..U+009F. Tab and newline stay.
+sequences (``ESC ] ... BEL`` or ``ESC \\``; an unterminated one ends at the line's end),
+other two-byte escapes, every C0 control except tab and newline, DEL, and the C1 controls
+U+0080..U+009F. Tab and newline stay.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import re
 
 _ESCAPES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"
     r"|\x1b[ -/]*[0-~]"
     r"|\x9b[0-?]*[ -/]*[@-~]"
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")

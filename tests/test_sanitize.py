@@ -12,3 +12,10 @@ def test_strip_controls_removes_csi_osc_c0_and_c1_from_text():
     assert strip_controls("\x1b[31mred\x1b[0m \x1b]0;title\x07words\x07\x00") == "red words"
     assert strip_controls("a\u009b2Jb\u0085c\r\nd\te") == "abc\nd\te"
     assert strip_controls(b"\x1b[32mgreen".decode()) == clean_bytes(b"\x1b[32mgreen")
+
+
+def test_an_unterminated_osc_ends_at_the_line_end():
+    """Found by tests/logs/test_fuzz.py: an OSC without its terminator swallowed the
+    newlines after it, so the whole file and the same bytes in chunks gave other lines."""
+    assert clean_bytes(b"\x1b]\n\n") == "\n\n"
+    assert clean_bytes(b"a\x1b]0;title\nb\n") == "a\nb\n"

@@ -54,7 +54,7 @@ def snapshot_schema(run: dict) -> dict:
                  "accept_len": opt(*NUM), "accept_rate": opt(*NUM), "ts": opt(*NUM)},
         "series": {"batch": SERIES, "gen_throughput": SERIES, "accept_len": SERIES, "threshold": SERIES},
         "switches": ListOf({"ts": opt(str), "mode": STR, "batch": opt(int), "threshold": opt(int),
-                            "rank": opt(str)}),
+                            "rank": opt(str), "forced": (bool,)}),
         "per_mode": {"speculative": MODE_SHARE, "target_only": MODE_SHARE},
         "gpus": {"available": (bool,), "reason": opt(str), "devices": ListOf(GPU)},
         "verify": {"summary": STR, "layers": ListOf({"name": STR, "status": STR, "evidence": opt(str),
