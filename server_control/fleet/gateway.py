@@ -27,20 +27,15 @@ from pathlib import Path
 import httpx
 
 from server_control.fleet.spec import FleetSpec, GatewaySpec
+from server_control.ports import free_port
 from server_control.profile import LaunchSpec, Profile, ProfileError
-from server_control.runs import resolve_state_dir
+from server_control.state_dir import resolve_state_dir
 
 SMG_MODULE = "smg"
 HEALTH = {"path": "/health", "interval_s": 1.0, "timeout_s": 5.0, "failures": 3}
 ADD_RETRY_S = 30.0
 RESTART = {"enabled": True, "backoff_initial_s": 1.0, "backoff_max_s": 30.0, "burst": 5,
            "window_s": 60.0, "stop_grace_s": 5.0, "keep_logs": 10}
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
-from server_control.runs import resolve_state_dir
+from server_control.state_dir import resolve_state_dir
 
 OK, PENDING, FAILED, REFUSED, NO_ANSWER = "ok", "pending", "failed", "refused", "no-answer"
 OUTCOMES = (OK, PENDING, FAILED, REFUSED, NO_ANSWER)
