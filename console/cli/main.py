@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "console.cli.status",    # status (the session snapshot)
     "console.cli.sim",       # sim (the simulated SGLang server)
     "console.cli.bench",     # bench
+    "console.cli.fleet",     # fleet: status, threshold, verify, launch, stop; the fleet screen
 )
 
 

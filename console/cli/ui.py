@@ -49,6 +49,9 @@ def register(subparsers) -> None:
     demo.add_argument("--time-scale", type=float, default=1.0, metavar="X",
                       help="simulated seconds per wall-clock second (default 1; try 5 for a quick tour)")
     demo.add_argument("--state-dir", metavar="DIR", help="demo state dir (default <state dir>/demo)")
+    demo.add_argument("--fleet", action="store_true",
+                      help="the demo fleet: four simulated replicas behind SGLang's gateway, traffic through it")
+    demo.add_argument("--keep", action="store_true", help="with --fleet: leave the fleet running on quit")
     _add_common(demo)
     demo.set_defaults(func=run_demo)
 
@@ -124,6 +127,9 @@ def run_demo(args) -> int:
 
     if args.time_scale <= 0:
         return usage_error(f"--time-scale must be > 0, got {args.time_scale}")
+    if args.fleet:
+        from console.cli.fleet import run_demo as run_fleet_demo
+        return run_fleet_demo(args)
     if args.port is not None and not 1 <= args.port <= 65535:
         return usage_error(f"--port must be 1..65535, got {args.port}")
     try:

@@ -45,11 +45,15 @@ class SessionProxy:
 
 
 class FleetApp(SpecConsoleApp):
-    def __init__(self, fleet, *, start_fleet: bool = True, notice: str = "") -> None:
+    """``on_start(app)`` runs (in a worker) once the fleet started; ``on_exit(app)`` before the
+    fleet closes when the app exits (the servers keep running unless it stops them)."""
+
+    def __init__(self, fleet, *, start_fleet: bool = True, notice: str = "", on_start=None, on_exit=None) -> None:
         self.fleet = fleet
         self.proxy = SessionProxy(fleet)
         super().__init__(self.proxy, start_session=False, launch="never", notice=notice)
         self.start_fleet = start_fleet
+        self.on_start, self.on_exit = on_start, on_exit
 
     async def on_mount(self) -> None:
         await super().on_mount()
@@ -61,8 +65,19 @@ class FleetApp(SpecConsoleApp):
     async def _start_fleet(self) -> None:
         try:
             await self.fleet.start()
+            if self.on_start is not None:
+                await self.on_start(self)
         except Exception as exc:  # noqa: BLE001 - shown, never fatal to the screen
             self.notify(f"fleet failed to start: {exc}", severity="error", timeout=10)
+
+    async def on_unmount(self) -> None:
+        """The fleet's sessions live on this app's loop: close them before it ends."""
+        try:
+            if self.on_exit is not None:
+                await self.on_exit(self)
+        finally:
+            if self.start_fleet:
+                await self.fleet.close()
 
     @property
     def fleet_screen(self) -> FleetScreen:

@@ -19,7 +19,7 @@ import time
 import httpx
 
 from server_control import runs
-from server_control.fleet.gateway import free_port
+from server_control.ports import free_port
 from server_control.fleet.spec import FleetSpec, load_fleet
 
 DEMO_FLEET = "demo"

@@ -219,6 +219,8 @@ class Gateway:
             workers = parse_workers(resp.json(), self.members_by_url)
         except (httpx.HTTPError, ValueError) as exc:
             return GatewayStatus(reachable=False, error=f"{self.url}/workers: {type(exc).__name__}: {exc}", **base)
+        if base["state"] == "starting" and not self.supervise:
+            base["state"] = "ready"   # nobody here runs the health checks: it answered, it is up
         return GatewayStatus(reachable=True, workers=workers, **base)
 
     async def reconcile(self, status: GatewayStatus | None = None) -> list[str]:

@@ -26,6 +26,7 @@ from server_control.telemetry.sample import Sample
 
 log = logging.getLogger(__name__)
 STATUS_TIMEOUT_S = 60.0
+TUNNEL_UP_S = 15.0
 KEEP_MIRRORS = 5
 # remote `launch` exit codes (docs/operations.md): 3 = a live run already holds the profile
 LAUNCH_CONFLICT = 3
@@ -165,6 +166,21 @@ class RemoteRun:
             await self.ssh.stop_stream(self._tunnel)
         self._tunnel_target = target
         self._tunnel = await self.ssh.tunnel(self.local_port, *target)
+        await self._tunnel_up()
+
+    async def _tunnel_up(self, timeout_s: float = TUNNEL_UP_S) -> bool:
+        """Wait until the tunnel's local port accepts (so the first poll is not a refusal)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline and self._tunnel is not None and self._tunnel.returncode is None:
+            try:
+                _reader, writer = await asyncio.open_connection("127.0.0.1", self.local_port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            return True
+        return False
 
     async def _ensure_log(self, remote_log: str | None) -> None:
         alive = self._stream is not None and self._stream.returncode is None

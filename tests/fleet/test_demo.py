@@ -3,21 +3,27 @@ from __future__ import annotations
 
 import socket
 
-from server_control.fleet.demo import GatewayTraffic, demo_fleet
+from server_control.fleet.demo import GatewayTraffic, _usable_port, demo_fleet
+from tests.support.sim import free_port
 
 
-def test_demo_fleet_moves_busy_ports_and_keeps_free_ones(tmp_path):
-    first = demo_fleet(tmp_path)
-    ports = [m.profile.port for m in first.members]
-    assert len(set(ports)) == 4 and first.gateway.port not in ports
+def test_demo_fleet_takes_usable_distinct_ports(tmp_path):
+    spec = demo_fleet(tmp_path, time_scale=5)
+    ports = [m.profile.port for m in spec.members]
+    assert len(set(ports)) == 4 and spec.gateway.port not in ports
+    assert {m.profile.sim["time_scale"] for m in spec.members} == {5}
+    assert len({m.profile.sim["traffic"] for m in spec.members}) == 4
+
+
+def test_a_busy_port_is_replaced_and_a_taken_one_skipped():
     with socket.socket() as busy:
-        busy.bind(("127.0.0.1", ports[0]))
+        busy.bind(("127.0.0.1", 0))
         busy.listen()
-        moved = demo_fleet(tmp_path, time_scale=5)
-    assert moved.members[0].profile.port != ports[0]
-    assert [m.profile.port for m in moved.members][1:] == ports[1:]
-    assert {m.profile.sim["time_scale"] for m in moved.members} == {5}
-    assert len({m.profile.sim["traffic"] for m in moved.members}) == 4
+        port = busy.getsockname()[1]
+        assert _usable_port("127.0.0.1", port, set()) != port
+    free = free_port()
+    assert _usable_port("127.0.0.1", free, set()) == free
+    assert _usable_port("127.0.0.1", free, {free}) != free
 
 
 def test_gateway_traffic_follows_a_wave_between_1_and_peak():

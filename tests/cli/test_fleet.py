@@ -1,0 +1,99 @@
+"""`specconsole fleet ...` and `specconsole demo --fleet`, as an operator runs them."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from console.cli.fleet import demo_app
+from console.fleet.screen import FleetScreen
+from server_control.profile import load_profile
+from server_control.runs import list_records
+from tests.console.screen_text import wait_for
+from tests.fleet.conftest import remote_member, sshd, write_profile  # noqa: F401 (fixture)
+from tests.support.sim import REPO_ROOT, free_port, group_pids
+
+
+def cli(*args, state_dir, timeout=120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SPECCONSOLE_STATE_DIR": str(state_dir)}
+    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_bad_fleet_file_and_unknown_member_exit_2(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[members.r1]\nurl = "ftp://x"\n')
+    res = cli("fleet", "status", "--fleet", str(bad), state_dir=tmp_path)
+    assert res.returncode == 2 and f"{bad}: [members.r1] url: must be an http" in res.stderr
+    res = cli("fleet", "verify", "--fleet", "example", "--members", "node2,zz", state_dir=tmp_path)
+    assert res.returncode == 2 and "--members: no member 'zz'" in res.stderr
+    res = cli("fleet", "threshold", "--fleet", "example", state_dir=tmp_path)
+    assert res.returncode == 2 and "give either N or --force MODE" in res.stderr
+
+
+@pytest.mark.ssh
+def test_headless_fleet_launch_status_steer_verify_stop(sshd, tmp_path):  # noqa: F811
+    fleet = tmp_path / "f.toml"
+    remote = remote_member(sshd, write_profile(tmp_path, "hc", traffic="wave:10:20"), tmp_path / "remote")
+    # where the gateway reaches it: each command's own ssh tunnel ends with the command
+    worker_url = load_profile(remote["profile"]).url
+    fleet.write_text(f'''name = "cli"
+poll_interval_s = 0.25
+[gateway]
+port = {free_port()}
+stop_grace_s = 4
+[members.a]
+profile = "{write_profile(tmp_path, "ha", traffic="wave:10:20")}"
+[members.c]
+host = "{remote["host"]}"
+profile = "{remote["profile"]}"
+ssh_options = {json.dumps(remote["ssh_options"])}
+command = {json.dumps(remote["command"])}
+env = {{ {", ".join(f'{k} = "{v}"' for k, v in remote["env"].items())} }}
+worker_url = "{worker_url}"
+''')
+    local = tmp_path / "local"
+    res = cli("fleet", "launch", "--fleet", str(fleet), "--json", state_dir=local)
+    body = json.loads(res.stdout)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [(m["member"], m["outcome"]) for m in body["members"]] == [("a", "ok"), ("c", "ok"), ("gateway", "ok")]
+    try:
+        res = cli("fleet", "status", "--fleet", str(fleet), "--json", state_dir=local)
+        body = json.loads(res.stdout)
+        assert res.returncode == 0 and body["gateway"]["state"] == "ready", res.stdout
+        assert sorted(w["member"] for w in body["gateway"]["workers"] if w["healthy"]) == ["a", "c"]
+        rows = {m["member"]: m["data"] for m in body["members"]}
+        assert rows["c"]["kind"] == "ssh" and rows["c"]["host"] == sshd.host and rows["c"]["reachable"]
+        res = cli("fleet", "threshold", "8", "--fleet", str(fleet), "--members", "c", state_dir=local)
+        assert res.returncode == 0 and res.stdout.startswith("c ") and "read back on" in res.stdout
+        res = cli("fleet", "threshold", "-1", "--fleet", str(fleet), "--json", state_dir=local)
+        assert res.returncode == 1 and {m["outcome"] for m in json.loads(res.stdout)["members"]} == {"refused"}
+        res = cli("fleet", "verify", "--fleet", str(fleet), "--wait", "30", "--json", state_dir=local)
+        assert res.returncode in (0, 3), res.stdout
+        assert {m["data"]["summary"] for m in json.loads(res.stdout)["members"]} <= {"pass", "pending"}
+    finally:
+        pgids = [r.pgid for r in list_records(local)] + [r.pgid for r in list_records(tmp_path / "remote")]
+        res = cli("fleet", "stop", "--fleet", str(fleet), state_dir=local)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert len(pgids) == 3 and all(group_pids(pg) == [] for pg in pgids)
+
+
+async def test_demo_fleet_sends_traffic_through_the_gateway_and_stops_on_quit(tmp_path):
+    args = argparse.Namespace(state_dir=str(tmp_path / "demo"), time_scale=5.0, keep=False, no_mouse=True)
+    app, traffic = demo_app(args)
+    async with app.run_test(size=(150, 40)) as pilot:
+        await wait_for(pilot, lambda: "launch on 5: 5 ok" in str(app.fleet_screen.query_one("#fleet-results").render()),
+                       "the demo fleet launched", 90)
+        await wait_for(pilot, lambda: traffic.sent >= 8, "traffic through the gateway", 60)
+        gw = app.fleet.gateway_status
+        assert gw is not None and gw.healthy_workers == 4
+        modes = {app.fleet_screen.last_rows[m]["mode"] for m in app.fleet_screen.order}
+        assert isinstance(app.screen, FleetScreen) and len(app.fleet_screen.order) == 4 and modes
+        pgids = [r.pgid for r in list_records(tmp_path / "demo")]
+        await pilot.press("q")
+    assert len(pgids) == 5 and all(group_pids(pg) == [] for pg in pgids)
+    assert not list_records(tmp_path / "demo")
