@@ -131,7 +131,7 @@ class Member:
         if spec.kind == URL:
             return cls(spec, Session.attach(spec.url, log_path=spec.log, api_key=key, admin_api_key=admin,
                                             poll_interval_s=poll))
-        from server_control.fleet.gateway import free_port  # noqa: PLC0415
+        from server_control.ports import free_port  # noqa: PLC0415
         from server_control.fleet.remote import RemoteRun  # noqa: PLC0415
         port = free_port()
         mirrors = resolve_state_dir(state_dir) / "fleet" / fleet.name / spec.name
