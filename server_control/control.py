@@ -108,7 +108,7 @@ class Control:
         try:
             states = await self.internal_states()
         except (httpx.HTTPError, ValueError) as exc:
-            return {"error": describe_error(exc, "/server_info")}
+            return {"error": describe_error(exc, f"{self.url}/server_info")}
         return {"thresholds": [intval(s.get(d.THRESHOLD_KEY)) for s in states],
                 "force": [s.get(d.FORCE_KEY) for s in states],
                 "supported": bool(states) and all(d.THRESHOLD_KEY in s for s in states)}
@@ -155,7 +155,7 @@ class Control:
         try:
             resp = await self._post(key, value)
         except httpx.HTTPError as exc:
-            return change(requested, "error", describe_error(exc, "/set_internal_state"))
+            return change(requested, "error", describe_error(exc, f"{self.url}/set_internal_state"))
         if resp.status_code in (401, 403):
             return change(requested, "error", f"/set_internal_state: HTTP {resp.status_code}: not authorised "
                           "(give the admin or API key: admin_api_key_env / api_key_env in the profile)")
@@ -165,7 +165,7 @@ class Control:
             resp.raise_for_status()
             ranks = rank_results(json.loads(resp.content.decode("utf-8")))
         except (httpx.HTTPError, ValueError, UnicodeDecodeError) as exc:
-            return change(requested, "error", describe_error(exc, "/set_internal_state"))
+            return change(requested, "error", describe_error(exc, f"{self.url}/set_internal_state"))
         if ranks is None:
             return change(requested, "error", f"/set_internal_state: unexpected answer {resp.text[:200]!r}")
         if not all(ranks):

@@ -8,6 +8,7 @@ import asyncio
 import os
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from server_control.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
@@ -58,11 +59,26 @@ def add_key_env_arguments(p: argparse.ArgumentParser, defaults: bool = True, wha
             p.add_argument(flag, metavar="NAME", help=f"{what}environment variable holding the {which}")
 
 
+DEMO_HELP = "the run of `specconsole demo` (its state dir and the port it took)"
+STATE_DIR_HELP = ("with --profile: the state dir (default $SPECCONSOLE_STATE_DIR or the user's); "
+                  "with --demo: the demo's (default <state dir>/demo)")
+TARGET_HELP = ("The server: --profile F, --url URL or --demo; with none of them $SPECCONSOLE_PROFILE, "
+               "else the demo's run.")
+
+
+def add_demo_arguments(p: argparse.ArgumentParser | Any, group: Any) -> None:
+    """--demo (in the target's exclusive ``group``) and --state-dir."""
+    group.add_argument("--demo", action="store_true", help=DEMO_HELP)
+    p.add_argument("--state-dir", metavar="DIR", help=STATE_DIR_HELP)
+
+
 def add_target_arguments(p: argparse.ArgumentParser, log: bool = True) -> None:
-    """--profile F | --url URL [--log FILE], the key variables and --json (status/threshold/verify)."""
+    """--profile F | --url URL [--log FILE] | --demo, --state-dir, the key variables and --json
+    (status/threshold/verify)."""
     group = p.add_mutually_exclusive_group()
     add_profile_argument(group)
     group.add_argument("--url", metavar="URL", help="a server to attach to, e.g. http://127.0.0.1:30000")
+    add_demo_arguments(p, group)
     if log:
         p.add_argument("--log", metavar="FILE", help="with --url: the server's log file")
     add_key_env_arguments(p, what="with --url: ")
@@ -96,8 +112,26 @@ def load_profile_arg(name: str | None) -> "Profile":
         raise UsageError(str(exc)) from None
 
 
+def wants_demo(args: argparse.Namespace) -> bool:
+    """--demo, or no target at all (no --profile, --url or $SPECCONSOLE_PROFILE)."""
+    if getattr(args, "demo", False):
+        return True
+    return not (getattr(args, "profile", None) or getattr(args, "url", None) or os.environ.get("SPECCONSOLE_PROFILE"))
+
+
+def target_profile(args: argparse.Namespace) -> "tuple[Profile, Path | None]":
+    """The profile and its state dir: --profile F (and --state-dir), or the demo's run."""
+    from console.cli.demo_target import demo_state_dir, demo_target  # noqa: PLC0415
+
+    if wants_demo(args):
+        target = demo_target(demo_state_dir(getattr(args, "state_dir", None)))
+        return target.profile, target.state_dir
+    state = getattr(args, "state_dir", None)
+    return load_profile_arg(args.profile), Path(state) if state else None
+
+
 def open_session(args: argparse.Namespace, poll_interval_s: float = 0.25) -> "Session":
-    """A Session for --url or --profile (read-only: it never takes over supervision)."""
+    """A Session for --url, --profile or --demo (read-only: it never takes over supervision)."""
     from server_control.session import Session  # noqa: PLC0415 - heavy, only when needed
 
     if getattr(args, "log", None) and not args.url:
@@ -108,8 +142,17 @@ def open_session(args: argparse.Namespace, poll_interval_s: float = 0.25) -> "Se
                               api_key=key_from_env(args.api_key_env, "--api-key-env"),
                               admin_api_key=key_from_env(args.admin_api_key_env, "--admin-api-key-env"),
                               poll_interval_s=poll_interval_s)
-    profile = load_profile_arg(args.profile)
-    return Session.for_profile(profile, supervise=False, poll_interval_s=poll_interval_s)
+    try:
+        profile, state_dir = target_profile(args)
+        return Session.for_profile(profile, state_dir=state_dir, supervise=False, poll_interval_s=poll_interval_s)
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def unreachable_hint(url: str) -> str:
+    """Printed under every connection error: which server was asked, how to choose another."""
+    return (f"no answer from {url}; choose the server with --url URL, --profile F, "
+            "or --demo (the run of `specconsole demo`)")
 
 
 async def settle(session: "Session", timeout_s: float = 5.0) -> None:

@@ -19,19 +19,26 @@ import json
 import re
 import time
 
-from console.cli.common import (EXIT_FAILED, EXIT_OK, UsageError, add_target_arguments, open_session,
-                                run_async, settle)
+from console.cli.common import (EXIT_FAILED, EXIT_OK, UsageError, add_target_arguments, error, open_session,
+                                run_async, settle, unreachable_hint)
 from server_control.verify import exit_code
 
 THRESHOLD_EPILOG = "Exit codes: 0 read/applied, 1 refused/unsupported/error, 2 bad arguments, 130 interrupted."
 VERIFY_EPILOG = "Exit codes: 0 all pass, 1 a failure, 3 pending, 2 bad arguments, 130 interrupted."
 
 
+def ranks_text(ranks: list) -> str:
+    """[True, True] -> 'on 2/2 DP ranks'; [True, False] -> 'on 1/2 DP ranks (DP1 said no)'."""
+    said_no = [f"DP{i}" for i, ok in enumerate(ranks) if not ok]
+    text = f"on {len(ranks) - len(said_no)}/{len(ranks)} DP ranks"
+    return text + (f" ({', '.join(said_no)} said no)" if said_no else "")
+
+
 def _print_change(args, result: dict) -> None:
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(f"{result['state']}: {result['detail']}" + (f" (ranks {result['ranks']})" if result["ranks"] else ""))
+    print(f"{result['state']}: {result['detail']}" + (f" ({ranks_text(result['ranks'])})" if result["ranks"] else ""))
 
 
 async def _threshold(args) -> int:
@@ -46,6 +53,7 @@ async def _threshold(args) -> int:
                 print(json.dumps(got, indent=1))
             elif "error" in got:
                 print(f"error: {got['error']}")
+                error(unreachable_hint(session.url))
             else:
                 print(f"threshold per DP rank: {got['thresholds']}  force: {got['force']}  runtime changes "
                       + ("supported" if got["supported"] else "NOT supported (stock SGLang?)"))
@@ -57,6 +65,8 @@ async def _threshold(args) -> int:
             value = int(args.value) if re.fullmatch(r"\s*[+-]?\d+\s*", args.value) else args.value
             result = await session.set_threshold(value)
         _print_change(args, result)
+        if result["state"] == "error" and not (session.last and session.last.reachable):
+            error(unreachable_hint(session.url))
         return EXIT_OK if result["state"] == "applied" else EXIT_FAILED
     finally:
         await session.close()
@@ -74,6 +84,7 @@ async def _verify(args) -> int:
         while result["summary"] == "pending" and time.monotonic() < deadline:
             await asyncio.sleep(0.25)
             result = await session.verify()
+        reachable, url = bool(session.last and session.last.reachable), session.url
     finally:
         await session.close()
     if args.json:
@@ -84,6 +95,8 @@ async def _verify(args) -> int:
             print(f"  {layer['name']:15s} {layer['status']:7s} {layer['evidence']}")
             if layer["cause"]:
                 print(f"  {'':15s} likely cause: {layer['cause']}")
+    if not reachable:
+        error(unreachable_hint(url))
     return exit_code(result)
 
 

@@ -1,12 +1,15 @@
 """`specconsole launch | stop | restart | supervise`: the server's life cycle without a screen.
 
-The profile is `--profile F` (a path, or a shipped profile's name such as "demo"), else
-`$SPECCONSOLE_PROFILE`, else the shipped demo profile. Runs outlive this command: the
-server runs in its own session and writes its own log file. See docs/operations.md.
+The profile is `--profile F` (a path, or a shipped profile's name such as "demo") with its
+state dir (`--state-dir DIR`, default $SPECCONSOLE_STATE_DIR or the user's), or the run of
+`specconsole demo` (`--demo`: `<state dir>/demo`, the port it took); with neither,
+`$SPECCONSOLE_PROFILE`, else the demo's run. Runs outlive this command: the server runs in
+its own session and writes its own log file. See docs/operations.md.
 
-Exit codes: 0 done; 1 failed (the server died, stop left processes, supervise ended FATAL);
-2 bad profile or arguments; 3 refused: a live run already holds the profile or its port;
-4 --wait timed out before the server was ready; 130 interrupted.
+Exit codes (each command's --help lists its own): 0 done; 1 failed (the server died, stop
+left processes, supervise ended FATAL); 2 bad profile or arguments; 3 refused: a live run
+already holds the profile or its port; 4 --wait timed out before the server was ready;
+130 interrupted.
 """
 from __future__ import annotations
 
@@ -19,13 +22,22 @@ import sys
 import time
 
 from console.cli.common import (EXIT_CONFLICT, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE,
-                                add_profile_argument, error)
+                                UsageError, add_demo_arguments, add_profile_argument, error, target_profile)
 from server_control import process, runs
-from server_control.profile import ProfileError, find_profile, load_profile
+from server_control.interpreter import check_sglang
+from server_control.profile import ProfileError
 from server_control.supervisor import FATAL, READY, STOPPED, RunConflict, Supervisor
 
-EPILOG = ("Exit codes: 0 done, 1 failed, 2 bad profile/arguments, 3 a live run holds the "
-          "profile or port, 4 --wait timed out, 130 interrupted.")
+EPILOGS = {
+    "launch": "Exit codes: 0 launched (with --wait: ready), 1 failed, 2 bad profile/arguments, 3 a live run "
+              "holds the profile or port, 4 --wait timed out, 130 interrupted.",
+    "stop": "Exit codes: 0 stopped (or nothing was running), 1 processes of the run are left, "
+            "2 bad profile/arguments, 130 interrupted.",
+    "restart": "Exit codes: 0 restarted (with --wait: ready), 1 failed, 2 bad profile/arguments, "
+               "3 something else holds the port, 4 --wait timed out, 130 interrupted.",
+    "supervise": "Exit codes: 0 detached (Ctrl-C) or the run was stopped elsewhere, 1 FATAL or the loop "
+                 "failed, 2 bad profile/arguments, 3 a live run holds the port, 130 interrupted.",
+}
 
 
 def _out(args, obj: dict, text: str) -> None:
@@ -33,7 +45,16 @@ def _out(args, obj: dict, text: str) -> None:
 
 
 def _load(args):
-    return load_profile(find_profile(args.profile))
+    """The profile (--profile F or the demo's run); its state dir goes to ``args.run_state_dir``."""
+    try:
+        profile, args.run_state_dir = target_profile(args)
+    except UsageError as exc:
+        raise ProfileError(str(exc)) from None
+    return profile
+
+
+def _supervisor(args, profile, **kw) -> Supervisor:
+    return Supervisor(profile, state_dir=getattr(args, "run_state_dir", None), **kw)
 
 
 def _with_profile(args, action) -> int:
@@ -60,7 +81,10 @@ def cmd_launch(args) -> int:
         profile = _load(args)
         if args.dry_run:
             problems: list[str] = []
-            spec = profile.launch_spec(preview=problems)
+            spec = profile.launch_spec(getattr(args, "run_state_dir", None), preview=problems)
+            sglang = check_sglang(spec.argv[0]) if profile.kind == "sglang" else None
+            if sglang is not None and sglang.problem:
+                problems.append(sglang.problem)
             problems = list(dict.fromkeys(problems))
             env = spec.masked_env_overrides()
             for problem in problems:
@@ -68,10 +92,12 @@ def cmd_launch(args) -> int:
             if args.json:
                 print(json.dumps({"profile": profile.name, "argv": spec.masked_argv(),
                                   "env": env, "cwd": str(spec.cwd), "log_path": str(spec.log_path),
-                                  "problems": problems}))
+                                  "sglang": sglang.version if sglang else None, "problems": problems}))
             else:
                 print(f"# profile {profile.name} ({profile.path})")
                 print(f"# cwd {spec.cwd}\n# log {spec.log_path}")
+                if sglang is not None and sglang.version:
+                    print(f"# {sglang.describe()}")
                 for k, v in env.items():
                     print(f"{k}={shlex.quote(v)}")
                 print(spec.command_line())
@@ -83,7 +109,7 @@ def cmd_launch(args) -> int:
 
 
 async def _launch(args, profile) -> int:
-    sup = Supervisor(profile)
+    sup = _supervisor(args, profile)
     try:
         rec = await sup.launch()
     except RunConflict as exc:
@@ -113,7 +139,7 @@ def cmd_stop(args) -> int:
 
 
 async def _stop(args, profile) -> int:
-    sup = Supervisor(profile)
+    sup = _supervisor(args, profile)
     sup.adopt()
     res = await sup.stop(grace=args.grace)
     _out(args, {"profile": profile.name, **res.to_dict()}, f"{profile.name}: {res.message}")
@@ -125,7 +151,7 @@ def cmd_restart(args) -> int:
 
 
 async def _restart(args, profile) -> int:
-    sup = Supervisor(profile)
+    sup = _supervisor(args, profile)
     sup.adopt()
     res = await sup.stop(grace=args.grace)
     if not res.ok:
@@ -173,7 +199,7 @@ async def _supervise(args, profile) -> int:
             last["line"] = line
             print(f"{time.strftime('%H:%M:%S')}  {line}", flush=True)
 
-    sup = Supervisor(profile, on_change=report)
+    sup = _supervisor(args, profile, on_change=report)
     rec = sup.adopt()
     how = "adopted"
     if rec is None:
@@ -239,10 +265,12 @@ async def _supervise(args, profile) -> int:
 def register(subparsers) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     common = argparse.ArgumentParser(add_help=False)
-    add_profile_argument(common)
+    target = common.add_mutually_exclusive_group()
+    add_profile_argument(target)
+    add_demo_arguments(common, target)
     common.add_argument("--json", action="store_true", help="print JSON")
 
-    p = subparsers.add_parser("launch", parents=[common], formatter_class=fmt, epilog=EPILOG,
+    p = subparsers.add_parser("launch", parents=[common], formatter_class=fmt, epilog=EPILOGS["launch"],
                               help="start the server of a profile (it outlives this command)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the exact command and the environment the profile adds (keys masked)")
@@ -250,19 +278,19 @@ def register(subparsers) -> None:
                    help="wait up to S seconds (default 600) until /health answers")
     p.set_defaults(func=cmd_launch)
 
-    p = subparsers.add_parser("stop", parents=[common], formatter_class=fmt, epilog=EPILOG,
+    p = subparsers.add_parser("stop", parents=[common], formatter_class=fmt, epilog=EPILOGS["stop"],
                               help="stop the run: SIGTERM the group, grace, SIGKILL, confirm")
     p.add_argument("--grace", type=float, metavar="S", help="seconds before SIGKILL (default: profile)")
     p.set_defaults(func=cmd_stop)
 
-    p = subparsers.add_parser("restart", parents=[common], formatter_class=fmt, epilog=EPILOG,
+    p = subparsers.add_parser("restart", parents=[common], formatter_class=fmt, epilog=EPILOGS["restart"],
                               help="stop, then launch")
     p.add_argument("--grace", type=float, metavar="S", help="seconds before SIGKILL (default: profile)")
     p.add_argument("--wait", type=float, metavar="S", nargs="?", const=600.0,
                    help="wait up to S seconds (default 600) until /health answers")
     p.set_defaults(func=cmd_restart)
 
-    p = subparsers.add_parser("supervise", parents=[common], formatter_class=fmt, epilog=EPILOG,
+    p = subparsers.add_parser("supervise", parents=[common], formatter_class=fmt, epilog=EPILOGS["supervise"],
                               help="adopt or launch, then keep the server alive (no screen)")
     p.add_argument("--linger", type=float, default=10.0, metavar="S",
                    help="after a stop from elsewhere, wait S seconds for a relaunch before exiting")

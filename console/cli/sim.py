@@ -7,8 +7,8 @@ import argparse
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sim", help="run the simulated SGLang 0.5.23 server",
-        description="Run the simulated SGLang server; every argument goes to "
-                    "`python -m server_control.sim` (try `specconsole sim --help`).",
+        description="Run the simulated SGLang server; every argument goes to the simulator "
+                    "(`specconsole sim --help` lists them).",
         add_help=False, prefix_chars="+")  # no options of its own: every "-x" is passed on
     p.add_argument("sim_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
@@ -21,7 +21,7 @@ def run(args) -> int:
     if rest and rest[0] == "--":
         rest = rest[1:]
     try:
-        return main(rest)
+        return main(rest, prog="specconsole sim")
     except SystemExit as exc:  # argparse errors (2) and bind errors keep their meaning
         if isinstance(exc.code, str):
             import sys

@@ -1,8 +1,9 @@
 """`specconsole status`: the session snapshot (what the screen shows), once.
 
-The server is the profile's run (`--profile F`: a path or a shipped name; default
-$SPECCONSOLE_PROFILE, else demo) or any server by URL (`--url URL`, optionally
-`--log FILE` to read its log). API keys for `--url` come from the environment variables
+The server is the profile's run (`--profile F`: a path or a shipped name), any server by
+URL (`--url URL`, optionally `--log FILE` to read its log) or the run of `specconsole demo`
+(`--demo`: its state dir and the port it took); with none of them $SPECCONSOLE_PROFILE,
+else the demo's run. A server that does not answer is named with its URL. API keys for `--url` come from the environment variables
 named by `--api-key-env` / `--admin-api-key-env` (default SPECCONSOLE_API_KEY and
 SPECCONSOLE_ADMIN_API_KEY); profiles name their own variables.
 
@@ -14,7 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from console.cli.common import EXIT_FAILED, EXIT_OK, add_target_arguments, open_session, run_async, settle
+from console.cli.common import (EXIT_FAILED, EXIT_OK, add_target_arguments, error, open_session, run_async, settle,
+                                unreachable_hint)
 
 EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason), "
           "2 bad profile/arguments, 130 interrupted.")
@@ -73,7 +75,10 @@ async def _status(args) -> int:
     finally:
         await session.close()
     print(json.dumps(snap, indent=1) if args.json else render_text(snap))
-    return EXIT_OK if snap["server"]["reachable"] else EXIT_FAILED
+    if not snap["server"]["reachable"]:
+        error(unreachable_hint(snap["url"]))
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def cmd_status(args) -> int:

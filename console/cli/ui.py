@@ -11,10 +11,11 @@
                                                   steer, never launch or stop
 
 Demo choices: its runs live in `<state dir>/demo` (so they never collide with a real
-profile's run record, lock or logs); if the profile's port is busy it takes a free one;
-an already running demo simulator is adopted on its own port; quitting asks whether to
-leave the simulator running with "stop it" as the default (for `ui`, the default is to
-leave the server running).
+profile's run record, lock or logs); if the profile's port is busy it takes a free one and
+says so; an already running demo simulator is adopted on its own port; the screen names
+the demo's state dir and how headless commands reach it (`specconsole status --demo`);
+quitting asks whether to leave the simulator running with "stop it" as the default (for
+`ui`, the default is to leave the server running).
 
 Exit codes: 0 normal quit; 2 bad profile, arguments or missing API-key variable.
 """
@@ -26,8 +27,7 @@ import os
 
 from console.cli.common import (EXIT_OK, UsageError, add_key_env_arguments, add_profile_argument, check_url,
                                 key_from_env, load_profile_arg, usage_error)
-from server_control.ports import free_port
-from server_control.state_dir import resolve_state_dir
+from console.cli.demo_target import demo_state_dir, demo_target
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -64,13 +64,14 @@ def register(subparsers) -> None:
     attach.set_defaults(func=run_attach)
 
 
-def _run_app(session, args, **kwargs) -> int:
+def _run_app(session, args, after: str = "", **kwargs) -> int:
+    """Run the screen; then print its farewell (and ``after`` when the server was left running)."""
     from console.app import SpecConsoleApp  # noqa: PLC0415 - textual only when a screen is wanted
 
     app = SpecConsoleApp(session, **kwargs)
     app.run(mouse=not args.no_mouse)
     if app.farewell:
-        print(app.farewell)
+        print(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""))
     return app.return_code or EXIT_OK
 
 
@@ -86,41 +87,6 @@ def run_ui(args) -> int:
     return _run_app(session, args, what="server", quit_stops=False, launch="offer")
 
 
-def demo_profile(state_dir, port: int | None = None, time_scale: float = 1.0):
-    """The shipped demo profile, on a usable port: the live demo run's, the one asked for,
-    the profile's own if free, else a free one."""
-    from server_control import runs
-    from server_control.assets import profile_path
-    from server_control.profile import ProfileError, load_profile
-
-    profile = load_profile(profile_path("demo"))
-    sim = dict(profile.sim)
-    if time_scale != 1.0:
-        sim["time_scale"] = time_scale
-    rec = None
-    try:
-        rec = runs.load_record(profile.name, state_dir)
-    except runs.RunRecordError:
-        rec = None
-    if rec is not None and rec.is_live():
-        chosen = rec.port
-    elif port is not None:
-        chosen = port
-    else:
-        chosen = profile.port
-        try:
-            profile.check_port()
-        except ProfileError:
-            chosen = free_port(profile.connect_host)
-    return dataclasses.replace(profile, server={**profile.server, "port": chosen}, sim=sim)
-
-
-def demo_state_dir(arg: str | None = None):
-    if arg:
-        return resolve_state_dir(arg)
-    return resolve_state_dir(None) / "demo"
-
-
 def run_demo(args) -> int:
     from server_control.profile import ProfileError
     from server_control.session import Session
@@ -133,12 +99,13 @@ def run_demo(args) -> int:
     if args.port is not None and not 1 <= args.port <= 65535:
         return usage_error(f"--port must be 1..65535, got {args.port}")
     try:
-        state_dir = demo_state_dir(args.state_dir)
-        profile = demo_profile(state_dir, args.port, args.time_scale)
-        session = Session.for_profile(profile, state_dir=state_dir)
+        target = demo_target(demo_state_dir(args.state_dir), args.port, args.time_scale)
+        session = Session.for_profile(target.profile, state_dir=target.state_dir)
     except (ProfileError, OSError) as exc:
         return usage_error(str(exc))
-    return _run_app(session, args, what="simulator", quit_stops=True, launch="auto")
+    notice = "; ".join(filter(None, [target.note, f"demo state dir {target.state_dir}; headless: {target.hint()}"]))
+    return _run_app(session, args, what="simulator", quit_stops=True, launch="auto", notice=notice,
+                    after=f"stop it with: {target.hint().replace('status', 'stop')}")
 
 
 def run_attach(args) -> int:

@@ -152,9 +152,12 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
 SIM_FLAG_BY_KEY = {f.key: f for f in SIM_FLAGS}
 
 
-def build_parser() -> argparse.ArgumentParser:
+PROG = "python -m server_control.sim"
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m server_control.sim",
+        prog=prog,
         description="Simulated SGLang 0.5.23 server (EAGLE-3 with dynamic speculation disable).",
     )
     a = p.add_argument
@@ -197,9 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    """Parse; returns (args, unknown flags). Invalid values exit with code 2."""
-    parser = build_parser()
+def parse_args(argv: list[str], prog: str = PROG) -> tuple[argparse.Namespace, list[str]]:
+    """Parse; returns (args, unknown flags). Invalid values exit with code 2. ``prog``: the
+    name usage and error lines give (`specconsole sim` when run through the CLI)."""
+    parser = build_parser(prog)
     args, unknown = parser.parse_known_args(take_key_flags(argv))
     if args.speculative_algorithm:
         if args.speculative_num_steps is None:

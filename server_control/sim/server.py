@@ -155,9 +155,9 @@ def _set_all(waiters) -> None:
         w.set()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = simargs.PROG) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    a, unknown = simargs.parse_args(argv)
+    a, unknown = simargs.parse_args(argv, prog)
     log = Logger("")
     if unknown:
         log.warning(f"WARNING: the simulator ignores unrecognized arguments: {shlex.join(unknown)}")

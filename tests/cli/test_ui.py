@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 from console.cli import main
-from console.cli.ui import demo_profile, demo_state_dir
+from console.cli.demo_target import demo_profile, demo_state_dir, demo_target
 
 
 def test_bad_profile_names_the_file(tmp_path, capsys):
@@ -45,8 +45,10 @@ def test_demo_state_dir_and_busy_port(tmp_path, monkeypatch):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", profile.port))
         s.listen(1)
-        moved = demo_profile(state)
-        assert moved.port != profile.port
+        moved = demo_target(state)
+        assert moved.profile.port != profile.port
+        assert moved.note == f"port {profile.port} is busy: the demo simulator runs on port {moved.profile.port}"
+    assert demo_target(state).note == "" and demo_target(state, port=31234).note == ""
     assert demo_profile(state, port=31234, time_scale=5).sim["time_scale"] == 5
     assert demo_profile(state, port=31234).port == 31234
 

@@ -16,7 +16,7 @@ import pytest
 from textual.widgets import Input
 
 from console.app import SpecConsoleApp
-from console.cli.ui import demo_profile
+from console.cli.demo_target import demo_profile
 from server_control import runs
 from server_control.session import Session
 from tests.console.screen_text import screen_text, wait_for

@@ -1,0 +1,75 @@
+"""Headless commands find the demo's run (issue 14 item 8): `status`, `threshold`, `verify`
+and `stop` take `--demo` (and, with no target at all, look there); every connection error
+names the URL and how to choose another; `--help` texts say what each command does."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import stat
+import subprocess
+import sys
+
+from console.cli.demo_target import demo_state_dir, demo_target
+from server_control.ports import free_port
+from server_control.supervisor import Supervisor
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def test_status_threshold_verify_stop_find_the_demo_on_another_port(state_dir, groups):
+    """Before: after `specconsole demo`, these probed :30000 and said UNREACHABLE."""
+    target = demo_target(demo_state_dir(), port=free_port())
+    profile = dataclasses.replace(target.profile, sim={**target.profile.sim, "max_lifetime": 120.0,
+                                                       "time_scale": 20.0})
+    rec = asyncio.run(Supervisor(profile, state_dir=target.state_dir).launch())
+    groups.add(rec.pgid)
+    assert target.state_dir == state_dir / "demo"
+    r = cli("verify", "--demo", "--wait", "60", "--json")
+    assert json.loads(r.stdout)["layers"][0]["status"] == "pass", r.stdout + r.stderr
+    r = cli("status", "--json")                           # no target: the demo's run
+    snap = json.loads(r.stdout)
+    assert r.returncode == 0, r.stderr
+    assert snap["url"] == f"http://127.0.0.1:{rec.port}" and snap["run"]["pid"] == rec.pid
+    r = cli("threshold", "8", "--demo")
+    assert r.returncode == 0 and r.stdout.startswith("applied"), r.stdout + r.stderr
+    assert "[True]" not in r.stdout and "ranks" in r.stdout      # "on 1/1 DP ranks", not a repr
+    r = cli("stop", "--demo")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not rec.is_live()
+
+
+def test_connection_errors_name_the_url_and_the_way_to_choose(state_dir):
+    url = f"http://127.0.0.1:{free_port()}"
+    for args in (("status", "--url", url), ("threshold", "8", "--url", url), ("verify", "--url", url)):
+        r = cli(*args)
+        out = r.stdout + r.stderr
+        assert r.returncode != 0, args
+        assert url in out and "--url" in out and "--demo" in out, (args, out)
+
+
+def test_help_texts(tmp_path):
+    r = cli("sim", "--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: specconsole sim"), r.stdout[:200]
+    stop = cli("stop", "--help").stdout
+    assert "--wait" not in stop and "Exit codes" in stop
+    assert "--wait timed out" in cli("launch", "--help").stdout
+
+
+def test_dry_run_checks_that_the_interpreter_can_import_sglang(tmp_path, state_dir):
+    no_site = tmp_path / "python-without-site"   # the venv's interpreter without site-packages
+    no_site.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    no_site.chmod(no_site.stat().st_mode | stat.S_IXUSR)
+    for name, python in (("bare", no_site), ("venv", sys.executable)):
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "{name}"\n[server]\nkind = "sglang"\npython = "{python}"\nmodel_path = "m"\n'
+            f'port = {free_port()}\n[speculative]\nalgorithm = ""\n')
+    bare = cli("launch", "--dry-run", "--profile", str(tmp_path / "bare.toml"))
+    assert bare.returncode == 0 and "cannot import sglang" in bare.stderr, bare.stderr
+    venv = cli("launch", "--dry-run", "--profile", str(tmp_path / "venv.toml"))
+    assert venv.returncode == 0 and "sglang" not in venv.stderr, venv.stderr
+    assert "# sglang 0.5.23" in venv.stdout
