@@ -58,14 +58,14 @@ async def phase(sim: SimProcess, name: str, concurrency: int, mode: str, max_tok
         assert await loadgen.set_force(sim.url, mode), f"could not force {mode}"
     procs = group_processes(sim.pgid)
     me = psutil.Process()
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(trust_env=False) as client:
         await client.get(sim.url + "/sim/stats", params={"reset": 1})
     cpu0, mine0, t0 = cpu_seconds(procs), cpu_seconds([me]), time.monotonic()
     r = await loadgen.run_level(sim.url, concurrency, warmup_s=warmup_s, measure_s=measure_s,
                                 max_tokens=max_tokens, mode=mode)
     elapsed = time.monotonic() - t0
     cpu1, mine1 = cpu_seconds(procs), cpu_seconds([me])
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(trust_env=False) as client:
         stats = (await client.get(sim.url + "/sim/stats")).json()
         state = (await client.get(sim.url + "/server_info")).json()["internal_states"][0]
     ran_mode = state[decision.STATE_KEY]["mode"]
@@ -86,7 +86,7 @@ def _r(x):
 
 async def idle_cpu(sim: SimProcess, seconds: float = 5.0) -> dict:
     await loadgen.set_force(sim.url, decision.AUTO)
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(trust_env=False) as client:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             load = (await client.get(sim.url + "/v1/loads")).json()["loads"][0]

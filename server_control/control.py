@@ -83,7 +83,7 @@ class Control:
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
-            self._client = httpx.AsyncClient(timeout=self.timeout_s)
+            self._client = httpx.AsyncClient(trust_env=False, timeout=self.timeout_s)
         return self._client
 
     async def aclose(self) -> None:

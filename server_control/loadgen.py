@@ -104,7 +104,8 @@ async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measur
     t0 = time.monotonic()
     window = (t0 + warmup_s, t0 + warmup_s + measure_s)
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(request_timeout_s, connect=10.0), limits=limits) as client:
+    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(request_timeout_s, connect=10.0),
+                                 limits=limits) as client:
         async def worker():
             while time.monotonic() < window[1]:
                 try:
@@ -128,7 +129,7 @@ async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measur
 
 async def set_force(url: str, mode: str, api_key: str | None = None) -> bool:
     """Force a mode through /set_internal_state (string first, then the mode's index on 422)."""
-    async with httpx.AsyncClient(timeout=10.0) as client:
+    async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
         for value in (mode, decision.FORCE_CHOICES.index(mode)):
             resp = await client.post(url.rstrip("/") + "/set_internal_state", headers=headers(api_key),
                                      json={"server_args": {decision.FORCE_KEY: value}})

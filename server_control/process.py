@@ -1,40 +1,50 @@
 """Start a server detached from the console, find every process of a run, stop them all.
 
-* ``launch(spec)``: ``Popen(start_new_session=True)`` with stdout+stderr going straight into
-  the run's own log file (the console is never in the pipe), stdin from /dev/null. The log
-  file is opened exclusively (a new file per start) and closed in the parent at once.
-* ``run_processes(...)``: a run's processes are those in its process group, OR in its
-  session, OR descendants of its leader (SGLang's children can be re-parented or move to
-  another group), started no earlier than the leader. Zombies count as gone.
-* ``stop_run(...)``: SIGTERM to the group (and any stray member), a grace period, SIGKILL,
-  then confirm nothing of the run remains and name what does.
+* ``launch(spec)``: a keeper (server_control/keeper.py) starts the server in a new session
+  with stdout+stderr into the run's own new log file (the console is never in the pipe),
+  stdin from /dev/null, and records its exit status in ``spec.exit_file``.
+* ``run_processes(ident)`` (server_control/identity.py): the verified leader (pid + start
+  time + command line) with its group, session and descendants, plus recorded members.
+  Nothing else, ever: a group whose leader is gone is not taken for the run.
+* ``stop_run(ident, ...)``: SIGTERM (+ SIGCONT) to the run's processes, a grace period,
+  SIGKILL, then confirm nothing of the run remains and name what does.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from server_control import identity, run_logs
+from server_control.identity import RunIdentity, run_processes  # noqa: F401 (re-exported)
 from server_control.profile import LaunchSpec
+from server_control.run_logs import prune_logs, tail_lines  # noqa: F401 (re-exported)
 
 POLL_S = 0.1
 KILL_CONFIRM_S = 10.0
+KEEPER_TIMEOUT_S = 30.0
+EXIT_FILE_WAIT_S = 2.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Launched:
-    popen: subprocess.Popen
     pid: int
     create_time: float
     pgid: int
     sid: int
     log_path: Path
+    argv: tuple[str, ...] = ()
+
+    def identity(self) -> RunIdentity:
+        return RunIdentity(self.pid, self.create_time, self.argv)
 
 
 @dataclass
@@ -53,7 +63,7 @@ class StopResult:
     signalled: list[int] = field(default_factory=list)
     killed: list[int] = field(default_factory=list)        # needed SIGKILL
     remaining: list[ProcInfo] = field(default_factory=list)
-    exit_code: int | None = None               # leader's, when we are its parent
+    exit_code: int | None = None               # the leader's, from its keeper
     elapsed_s: float = 0.0
     message: str = ""
 
@@ -64,35 +74,57 @@ class StopResult:
                 "message": self.message}
 
 
-def _open_new_log(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    candidate = path
-    stem, n = path.stem, 0
-    while True:
-        try:
-            return candidate, open(candidate, "xb", buffering=0)
-        except FileExistsError:
-            n += 1
-            candidate = path.with_name(f"{stem}.{n}.log")
+def _keeper_env() -> dict[str, str]:
+    """The keeper's own environment: enough to import server_control, no key."""
+    pkg_root = str(Path(__file__).resolve().parent.parent)
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
+    env["PYTHONPATH"] = pkg_root
+    return env
 
 
 def launch(spec: LaunchSpec) -> Launched:
-    """Start the server in a new session; return its identity (pid, start time, group)."""
-    log_path, logf = _open_new_log(Path(spec.log_path))
+    """Start the server through a keeper (server_control/keeper.py) in a new session: it is
+    the leader of its own group; stdout+stderr go to a new log file of its own."""
+    log_path, log_fd = run_logs.open_new_log(Path(spec.log_path), spec.log_mode)
+    request = {"argv": list(spec.argv), "env": dict(spec.env), "cwd": str(spec.cwd), "log_fd": log_fd,
+               "log_path": str(log_path), "log_mode": spec.log_mode, "max_bytes": spec.log_max_bytes,
+               "keep_rotated": spec.log_keep_rotated,
+               "exit_file": str(spec.exit_file or log_path.with_name(log_path.name + ".exit"))}
     try:
-        popen = subprocess.Popen(
-            list(spec.argv), start_new_session=True, stdin=subprocess.DEVNULL,
-            stdout=logf, stderr=subprocess.STDOUT, env=dict(spec.env), cwd=str(spec.cwd),
-            close_fds=True,
-        )
+        keeper = subprocess.Popen([sys.executable, "-m", "server_control.keeper"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=log_fd, pass_fds=(log_fd,),
+                                  start_new_session=True, env=_keeper_env(), cwd="/")
+        out, _ = keeper.communicate(json.dumps(request).encode(), timeout=KEEPER_TIMEOUT_S)
     finally:
-        logf.close()
+        os.close(log_fd)
     try:
-        ct = psutil.Process(popen.pid).create_time()
-    except psutil.NoSuchProcess:  # died at once; keep going, the caller sees the exit code
-        ct = time.time()
-    return Launched(popen=popen, pid=popen.pid, create_time=ct, pgid=popen.pid, sid=popen.pid,
-                    log_path=log_path)
+        answer = json.loads(out.decode("utf-8", "replace").strip() or "{}")
+    except ValueError:
+        answer = {}
+    if "pid" not in answer:
+        raise OSError(answer.get("error") or f"the keeper did not start the server (see {log_path})")
+    pid = int(answer["pid"])
+    return Launched(pid=pid, create_time=float(answer["create_time"]), pgid=pid, sid=pid,
+                    log_path=log_path, argv=tuple(spec.argv))
+
+
+def exit_status(exit_file: str | Path | None, pid: int, create_time: float,
+                wait_s: float = EXIT_FILE_WAIT_S) -> int | None:
+    """The run's exit code as its keeper recorded it (None: not known, e.g. keeper killed)."""
+    if exit_file is None:
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            data = json.loads(Path(exit_file).read_text(encoding="utf-8"))
+            if data.get("pid") == pid and abs(float(data.get("create_time", 0)) - create_time) <= 1.0:
+                rc = data.get("returncode")
+                return rc if isinstance(rc, int) and not isinstance(rc, bool) else None
+        except (OSError, ValueError, AttributeError):
+            pass
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
 
 
 def _cmdline(p: psutil.Process) -> str:
@@ -102,95 +134,63 @@ def _cmdline(p: psutil.Process) -> str:
         return "?"
 
 
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return False
-    except psutil.AccessDenied:
-        return True
-
-
-def run_processes(pid: int, pgid: int, sid: int, create_time: float) -> list[psutil.Process]:
-    """Every live process of a run: same group, same session, or descendant of the leader.
-
-    Processes created before the leader (a reused id) are excluded. Our own process is never
-    included.
-    """
-    found: dict[int, psutil.Process] = {}
-    me = os.getpid()
-    earliest = create_time - 0.05
-    try:
-        leader = psutil.Process(pid)
-        if abs(leader.create_time() - create_time) <= 0.05:
-            if _alive(leader):
-                found[pid] = leader
-            for c in leader.children(recursive=True):
-                found.setdefault(c.pid, c)
-    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-        pass
-    for p in psutil.process_iter(["pid", "create_time"]):
-        if p.pid == me or p.pid in found:
-            continue
-        try:
-            if (p.info["create_time"] or 0) < earliest:
-                continue
-            if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid:
-                found[p.pid] = p
-        except (ProcessLookupError, PermissionError, OSError):
-            continue
-    return sorted((p for p in found.values() if p.pid != me and _alive(p)), key=lambda p: p.pid)
-
-
 def describe(procs: list[psutil.Process]) -> list[ProcInfo]:
     return [ProcInfo(p.pid, _cmdline(p)) for p in procs]
 
 
-def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> list[int]:
+def _signal(ident: RunIdentity, procs: list[psutil.Process], sig: int) -> list[int]:
+    """Signal the verified leader's group and each known process of the run (psutil checks
+    that a pid still names the same process before it signals)."""
     sent = []
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    leader = identity.verified_leader(ident)
+    pgid = None
+    if leader is not None:
+        try:
+            pgid = os.getpgid(leader.pid)
+        except OSError:
+            pgid = None
     for p in procs:
         try:
             p.send_signal(sig)
+            if sig == signal.SIGTERM:
+                p.send_signal(signal.SIGCONT)   # a stopped process must run to act on SIGTERM
             sent.append(p.pid)
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             pass
+    if pgid is not None:   # members that appeared since the list was made
+        for s in (sig, signal.SIGCONT) if sig == signal.SIGTERM else (sig,):
+            try:
+                os.killpg(pgid, s)
+            except (ProcessLookupError, PermissionError):
+                pass
     return sent
 
 
-async def _wait_gone(ident: tuple[int, int, int, float], popen: subprocess.Popen | None,
-                     deadline: float) -> list[psutil.Process]:
+async def _wait_gone(ident: RunIdentity, known: list[psutil.Process], deadline: float) -> list[psutil.Process]:
     while True:
-        if popen is not None:
-            popen.poll()
-        left = run_processes(*ident)
+        left = {p.pid: p for p in known if identity.alive(p)}
+        for p in identity.run_processes(ident):
+            left.setdefault(p.pid, p)
         if not left or time.monotonic() >= deadline:
-            return left
+            return sorted(left.values(), key=lambda p: p.pid)
         await asyncio.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
 
 
-async def stop_run(pid: int, pgid: int, sid: int, create_time: float, grace_s: float,
-                   popen: subprocess.Popen | None = None) -> StopResult:
-    """SIGTERM the run, wait up to ``grace_s``, SIGKILL what is left, confirm none remains."""
+async def stop_run(ident: RunIdentity, grace_s: float, exit_file: str | Path | None = None) -> StopResult:
+    """SIGTERM the run, wait up to ``grace_s``, SIGKILL what is left, confirm none remains.
+    Only the run's own processes (``identity.run_processes``) are ever signalled."""
     t0 = time.monotonic()
-    ident = (pid, pgid, sid, create_time)
-    procs = run_processes(*ident)
+    procs = identity.run_processes(ident)
     res = StopResult(ok=False, was_running=bool(procs))
     if procs:
-        res.signalled = _signal_all(pgid, procs, signal.SIGTERM)
-        left = await _wait_gone(ident, popen, t0 + grace_s)
+        res.signalled = _signal(ident, procs, signal.SIGTERM)
+        left = await _wait_gone(ident, procs, t0 + grace_s)
         if left:
-            res.killed = _signal_all(pgid, left, signal.SIGKILL)
-            left = await _wait_gone(ident, popen, time.monotonic() + KILL_CONFIRM_S)
+            res.killed = _signal(ident, left, signal.SIGKILL)
+            left = await _wait_gone(ident, left, time.monotonic() + KILL_CONFIRM_S)
         res.remaining = describe(left)
-    if popen is not None:
-        try:
-            res.exit_code = popen.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            res.exit_code = None
+        if any(p.pid == ident.pid for p in procs):
+            res.exit_code = await asyncio.to_thread(exit_status, exit_file, ident.pid, ident.create_time)
     res.ok = not res.remaining
     res.elapsed_s = time.monotonic() - t0
     if not res.was_running:
@@ -202,45 +202,3 @@ async def stop_run(pid: int, pgid: int, sid: int, create_time: float, grace_s: f
         names = "; ".join(f"pid {p.pid}: {p.cmdline}" for p in res.remaining)
         res.message = f"{len(res.remaining)} process(es) of the run remain after SIGKILL: {names}"
     return res
-
-
-# ---- logs of a run ------------------------------------------------------------------------
-def tail_lines(path: str | Path, n: int = 50, max_bytes: int = 256 * 1024) -> list[str]:
-    """The last ``n`` lines of a file (invalid UTF-8 replaced); [] if it cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            data = f.read()
-    except OSError:
-        return []
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    if size > max_bytes and lines:
-        lines = lines[1:]  # first one is probably partial
-    return lines[-n:]
-
-
-def prune_logs(log_dir: str | Path, keep: int, protect: tuple[str | Path, ...] = ()) -> list[Path]:
-    """Delete the oldest ``*.log`` files beyond ``keep`` (never one in ``protect``)."""
-    d = Path(log_dir)
-    if not d.is_dir():
-        return []
-    keep_set = {str(Path(p).resolve()) for p in protect}
-    logs = []
-    for p in d.glob("*.log"):
-        try:
-            logs.append((p.stat().st_mtime, p))
-        except OSError:
-            continue
-    logs.sort(reverse=True)
-    removed = []
-    for _, p in logs[keep:]:
-        if str(p.resolve()) in keep_set:
-            continue
-        try:
-            p.unlink()
-            removed.append(p)
-        except OSError:
-            pass
-    return removed

@@ -24,7 +24,7 @@ from typing import Any
 
 from server_control import decision
 from server_control.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
-from server_control.profile_schema import KINDS, SIM_KEYS, validate  # noqa: F401 (re-exported)
+from server_control.profile_schema import KINDS, SIM_KEYS, log_mode, validate  # noqa: F401 (re-exported)
 from server_control.state_dir import resolve_state_dir
 
 SERVE_MODULES = {"sim": "server_control.sim", "sglang": "server_control.sglang_patch.serve"}
@@ -56,6 +56,10 @@ class LaunchSpec:
     log_path: Path
     cwd: Path
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    exit_file: Path | None = None   # where the keeper records how the server ended
+    log_mode: int = 0o600
+    log_max_bytes: int = 0          # rotate the log at this size (0: never)
+    log_keep_rotated: int = 3
 
     def masked_argv(self) -> list[str]:
         return [MASK if a in self.secrets else a for a in self.argv]
@@ -232,6 +236,8 @@ class Profile:
                 overrides[var] = value
         pkg_root = str(Path(__file__).resolve().parent.parent)
         base = dict(os.environ)
+        for var in (self.server["api_key_env"], self.server["admin_api_key_env"]):
+            base.pop(var, None)   # the key travels once, as SPECCONSOLE_*; the server removes that
         prev = overrides.get("PYTHONPATH", base.get("PYTHONPATH", ""))
         overrides["PYTHONPATH"] = pkg_root + (os.pathsep + prev if prev else "")
         env = {**base, **overrides}
@@ -243,8 +249,11 @@ class Profile:
             raise self._err("[server] cwd", f"{cwd} is not a directory")
         secrets = tuple(v for v in (self.api_key(preview), self.admin_api_key(preview))
                         if v and not is_placeholder(v))
-        return LaunchSpec(argv=argv, env=env, env_overrides=overrides,
-                          log_path=self.next_log_path(sd), cwd=cwd, secrets=secrets)
+        s = self.server
+        return LaunchSpec(argv=argv, env=env, env_overrides=overrides, log_path=self.next_log_path(sd),
+                          cwd=cwd, secrets=secrets,
+                          log_mode=log_mode(s["log_mode"]), log_max_bytes=int(s["log_rotate_mb"] * 1e6),
+                          log_keep_rotated=s["log_rotate_keep"])
 
     def check_port(self) -> None:
         """Raise ProfileError if something already listens on host:port."""

@@ -29,7 +29,8 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
     "server": {
         "kind": ("str", "sim"), "python": ("str", ""), "model_path": ("str", ""),
         "host": ("str", "127.0.0.1"), "port": ("int", 30000), "tp_size": ("int", 1),
-        "dp_size": ("int", 1), "log_dir": ("str", ""), "cwd": ("str", ""),
+        "dp_size": ("int", 1), "log_dir": ("str", ""), "log_mode": ("str", "0600"),
+        "log_rotate_mb": ("float", 100.0), "log_rotate_keep": ("int", 3), "cwd": ("str", ""),
         "extra_args": ("strlist", []), "api_key_env": ("str", ""), "admin_api_key_env": ("str", ""),
     },
     "speculative": {
@@ -43,11 +44,11 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
     "restart": {
         "enabled": ("bool", True), "backoff_initial_s": ("float", 1.0), "backoff_max_s": ("float", 30.0),
         "burst": ("int", 5), "window_s": ("float", 60.0), "stop_grace_s": ("float", None),
-        "keep_logs": ("int", 20),
+        "keep_logs": ("int", 20), "reapply_runtime": ("bool", True),
     },
     "health": {
         "path": ("str", "/health"), "interval_s": ("float", 2.0), "timeout_s": ("float", 5.0),
-        "failures": ("int", 3),
+        "failures": ("int", 3), "watchdog": ("bool", True),
     },
 }
 FREE_SECTIONS = ("env", "sim")   # key/value tables
@@ -131,6 +132,32 @@ def validate(data: dict[str, Any], stem: str) -> tuple[dict[str, Any], list[str]
     return out, errors
 
 
+def log_mode(text: str) -> int:
+    """``log_mode = "0640"`` -> 0o640; ValueError says why it is refused."""
+    if not re.fullmatch(r"0?[0-7]{3}", text):
+        raise ValueError(f"must be an octal file mode such as \"0600\", got {text!r}")
+    mode = int(text, 8)
+    if mode & 0o600 != 0o600:
+        raise ValueError(f"must let the owner read and write (0600 at least), got {text!r}")
+    if mode & 0o133:
+        raise ValueError(f"must not be executable, or writable by group or others, got {text!r}")
+    return mode
+
+
+def _log_problems(s: dict[str, Any]) -> list[str]:
+    e = []
+    if isinstance(s["log_mode"], str):
+        try:
+            log_mode(s["log_mode"])
+        except ValueError as exc:
+            e.append(f"[server] log_mode: {exc}")
+    if isinstance(s["log_rotate_mb"], float) and s["log_rotate_mb"] < 0:
+        e.append(f"[server] log_rotate_mb: must be >= 0 (0 = never rotate), got {s['log_rotate_mb']:g}")
+    if isinstance(s["log_rotate_keep"], int) and s["log_rotate_keep"] < 0:
+        e.append(f"[server] log_rotate_keep: must be >= 0, got {s['log_rotate_keep']}")
+    return e
+
+
 def _check_values(p: dict[str, Any]) -> list[str]:
     e: list[str] = []
     s, sp, dy, rs, hl = p["server"], p["speculative"], p["dynamic"], p["restart"], p["health"]
@@ -143,6 +170,7 @@ def _check_values(p: dict[str, Any]) -> list[str]:
     for k in ("tp_size", "dp_size"):
         if isinstance(s[k], int) and s[k] < 1:
             e.append(f"[server] {k}: must be >= 1, got {s[k]}")
+    e += _log_problems(s)
     for k in ("api_key_env", "admin_api_key_env"):
         if s[k] and not ENV_RE.match(s[k]):
             e.append(f"[server] {k}: must be the NAME of an environment variable, got {s[k]!r}")

@@ -1,27 +1,33 @@
 """Run records: what a console needs to find (adopt) a server it did not start.
 
 One JSON file per profile, ``<state dir>/runs/<name>.json``, mode 0600, written atomically
-(temp file + rename). A record is *live* only if a process with its pid exists AND that
-process's start time equals the recorded one (so a reused PID is never mistaken for the
-server) AND it is not a zombie.
+(server_control/state_files.py). A record is *live* only if a process with its pid exists
+AND that process's start time and command line are the recorded ones (so a reused PID is
+never mistaken for the server) AND it is not a zombie (server_control/identity.py).
 
-State dir: ``server_control.state_dir.resolve_state_dir``.
+Locks in ``runs/``: ``<name>.op.lock`` (``profile_lock``) is held by whoever reads, decides
+and rewrites the record (launch: from the "already running?" check to the saved record;
+stop; every update), ``port-<port>.op.lock`` by a launch for its port, and
+``<name>.lock`` (``RestartLock``) by the one process that restarts crashes.
+
+State dir: ``server_control.state_dir.resolve_state_dir`` (refused when group- or
+world-writable: ``StateDirError``).
 """
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
-from server_control.state_dir import resolve_state_dir
-
-CREATE_TIME_TOLERANCE_S = 0.05
+from server_control.identity import RunIdentity, verified_leader
+from server_control.state_dir import StateDirError, private_dir, resolve_state_dir  # noqa: F401
+from server_control.state_files import FileLock, LockTimeout, atomic_write  # noqa: F401
 
 
 class RunConflict(RuntimeError):
@@ -61,6 +67,10 @@ class RunRecord:
     log_paths: list[str] = field(default_factory=list)   # earlier logs of this run (restarts)
     exit_code: int | None = None       # set when the run ended FATAL (leader dead)
     fatal_reason: str | None = None
+    members: list = field(default_factory=list)   # [pid, start time] of the run's other processes
+    ready_at: str | None = None        # first time /health answered 200
+    health: str | None = None          # ready | unhealthy, as the supervising process sees it
+    supervisor: dict | None = None     # {pid, create_time, kind, since}: who restarts crashes
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -84,20 +94,21 @@ class RunRecord:
             raise RunRecordError(f"{where}: create_time must be a number")
         if not isinstance(kw["argv"], list):
             raise RunRecordError(f"{where}: argv must be a list")
+        members = kw.get("members", [])
+        if not isinstance(members, list) or not all(
+                isinstance(m, list) and len(m) == 2 and all(isinstance(x, (int, float)) for x in m)
+                for m in members):
+            raise RunRecordError(f"{where}: members must be a list of [pid, start time]")
         return cls(**kw)
 
     # -- liveness ---------------------------------------------------------------------------
+    def identity(self) -> RunIdentity:
+        return RunIdentity(self.pid, self.create_time, tuple(self.argv),
+                           tuple((int(p), float(t)) for p, t in self.members))
+
     def leader(self) -> psutil.Process | None:
-        """The server's main process if it is this run's (pid + start time), alive, not a zombie."""
-        try:
-            p = psutil.Process(self.pid)
-            if abs(p.create_time() - self.create_time) > CREATE_TIME_TOLERANCE_S:
-                return None
-            if p.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return p
-        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-            return None
+        """The server's main process if it is this run's (pid + start time + command line)."""
+        return verified_leader(self.identity())
 
     def is_live(self) -> bool:
         return self.leader() is not None
@@ -108,34 +119,64 @@ class RunRecord:
 
 
 def runs_dir(state_dir: str | Path | None = None) -> Path:
-    d = resolve_state_dir(state_dir) / "runs"
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return d
+    return private_dir(resolve_state_dir(state_dir) / "runs")
 
 
 def record_path(name: str, state_dir: str | Path | None = None) -> Path:
     return runs_dir(state_dir) / f"{name}.json"
 
 
+def exit_file(name: str, state_dir: str | Path | None = None) -> Path:
+    """Where the keeper of a profile's run records how the server ended."""
+    return runs_dir(state_dir) / f"{name}.exit"
+
+
+def log_manifest(name: str, state_dir: str | Path | None = None) -> Path:
+    """The list of log files this profile's runs created (server_control/run_logs.py)."""
+    return runs_dir(state_dir) / f"{name}.logs"
+
+
+def profile_lock(name: str, state_dir: str | Path | None = None) -> FileLock:
+    return FileLock(runs_dir(state_dir) / f"{name}.op.lock", f"the run record lock of profile {name!r}")
+
+
+def port_lock(port: int, state_dir: str | Path | None = None) -> FileLock:
+    return FileLock(runs_dir(state_dir) / f"port-{port}.op.lock", f"the launch lock of port {port}")
+
+
 def save_record(rec: RunRecord, state_dir: str | Path | None = None) -> Path:
-    """Atomic write, mode 0600."""
-    path = record_path(rec.name, state_dir)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Atomic write, mode 0600 (never through a symlink)."""
+    return atomic_write(record_path(rec.name, state_dir), rec.to_json())
+
+
+def _update(name: str, state_dir, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(rec.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+        rec = load_record(name, state_dir)
+    except RunRecordError:
+        return None
+    if rec is None or rec.pid != pid:
+        return None
+    change(rec)
+    save_record(rec, state_dir)
+    return rec
+
+
+async def update_record(name: str, state_dir, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
+    """Load, ``change(rec)`` and save the record under the profile lock, if it still belongs
+    to ``pid``. Returns the saved record (None: no record of that pid)."""
+    async with profile_lock(name, state_dir):
+        return _update(name, state_dir, pid, change)
+
+
+def try_update_record(name: str, state_dir, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
+    """``update_record`` if the profile lock is free now; None (nothing done) if it is busy."""
+    lock = profile_lock(name, state_dir)
+    if not lock.try_acquire():
+        return None
+    try:
+        return _update(name, state_dir, pid, change)
+    finally:
+        lock.release()
 
 
 def load_record(name: str, state_dir: str | Path | None = None) -> RunRecord | None:
@@ -208,20 +249,11 @@ class RestartLock:
     """``runs/<name>.lock``, flock'ed by the one process that restarts crashes of a run.
     The kernel releases it when that process dies, however it dies."""
 
-    def __init__(self, fd: int):
-        self._fd: int | None = fd
+    @staticmethod
+    def acquire(name: str, state_dir: str | Path | None = None) -> FileLock | None:
+        lock = FileLock(runs_dir(state_dir) / f"{name}.lock", f"the restart lock of profile {name!r}")
+        return lock if lock.try_acquire() else None
 
-    @classmethod
-    def acquire(cls, name: str, state_dir: str | Path | None = None) -> "RestartLock | None":
-        fd = os.open(runs_dir(state_dir) / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return None
-        return cls(fd)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    @staticmethod
+    def held_elsewhere(name: str, state_dir: str | Path | None = None) -> bool:
+        return FileLock(runs_dir(state_dir) / f"{name}.lock").is_held_elsewhere()

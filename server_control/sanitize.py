@@ -1,10 +1,11 @@
 """Terminal-safe text: the one place that removes escape sequences and control characters
 from text a server (or its log) controls, before anything shows or stores it.
 
-Removed: CSI sequences (``ESC [ ... final`` and the one-byte C1 CSI ``\\x9b``), OSC
-sequences (``ESC ] ... BEL`` or ``ESC \\``; an unterminated one ends at the line's end),
-other two-byte escapes, every C0 control except tab and newline, DEL, and the C1 controls
-U+0080..U+009F. Tab and newline stay.
+Removed: CSI sequences (``ESC [ ... final`` and the one-byte C1 CSI ``\\x9b``), string
+sequences (OSC ``ESC ]``, DCS ``ESC P``, SOS ``ESC X``, PM ``ESC ^``, APC ``ESC _`` and
+their C1 forms) up to BEL or ST (``ESC \\``, ``\\x9c``) -- an unterminated one ends at
+the line's end and never hides the next lines --, other two-byte escapes, every C0
+control except tab and newline, DEL, and the C1 controls U+0080..U+009F. Tab and newline stay.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import re
 
 _ESCAPES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"
+    r"|\x1b[\]PX^_][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[ -/]*[0-~]"
+    r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x9b[0-?]*[ -/]*[@-~]"
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(11, 32)) + b"\x7f"

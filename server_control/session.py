@@ -107,8 +107,13 @@ class ProfileRun:
     def snapshot(self) -> dict:
         snap = self.sup.snapshot()
         rec = self.sup.record
-        if not self.supervise and rec is not None and snap["state"] == "starting":
-            snap["state"] = ("ready" if self._reachable else "starting") if rec.is_live() else "crashed"
+        if not self.supervise and rec is not None and snap["state"] in ("starting", "unhealthy"):
+            if not rec.is_live():
+                snap["state"] = "crashed"
+            elif self._reachable:
+                snap["state"] = "ready"
+            elif rec.health == "unhealthy" or rec.ready_at:   # it answered before: not starting
+                snap["state"] = "unhealthy"
         return snap
 
     async def launch(self) -> dict:

@@ -3,17 +3,14 @@
 API (used by server_control.session and the headless commands)::
 
     profile = load_profile(path)                       # server_control.profile
-    sup = Supervisor(profile, state_dir=None, on_change=callback)   # callback(sup), sync
+    sup = Supervisor(profile, state_dir=None, on_change=callback, role="console")
     rec = sup.adopt()          # RunRecord of a live run of this profile, or None.
-                               # Live = pid AND process start time match. A dead record is
-                               # removed; leftover processes of it are named in sup.last_error
-                               # and stopped by the next launch()/stop().
+                               # Live = pid, start time AND command line match. A dead
+                               # record is removed; leftover processes of it are named in
+                               # sup.last_error and stopped by the next launch()/stop().
     rec = await sup.launch()   # RunConflict if a live run holds this profile or its port;
                                # ProfileError (file + key) for a busy port / bad profile.
-    await sup.watch()          # supervision loop; runs until cancelled. Health: GET
-                               # <url><[health] path> every [health] interval_s. Crash restart
-                               # only while this process holds the profile's restart lock
-                               # (sup.supervising); a second console only observes.
+    await sup.watch()          # supervision loop (server_control/supervisor_watch.py)
     res = await sup.stop(grace=None)   # -> process.StopResult (ok, remaining [(pid, cmdline)])
     rec = await sup.restart()          # stop + launch
     sup.state        # starting | ready | unhealthy | crashed | stopped | fatal
@@ -21,9 +18,10 @@ API (used by server_control.session and the headless commands)::
     sup.last_error, sup.backoff_history, sup.processes() -> [ProcInfo], sup.snapshot() -> dict
     (the "run" part of the session snapshot, docs/architecture.md).
 
-Exit codes come from Popen.poll() when this process launched the server; for an adopted one
-they are unknown (None; last_error says so). `stop` marks the record ``stopping`` first, so a
-supervisor elsewhere reports "stopped", not a crash; a run launched elsewhere is adopted.
+A launch holds the profile's record lock (and its port's) from the "already running?"
+check to the saved record, so two launches at the same moment give one run. Exit codes
+come from the run's keeper (server_control/keeper.py), whoever launched it. `stop` marks
+the record ``stopping`` first, so a supervisor elsewhere reports "stopped", not a crash.
 """
 from __future__ import annotations
 
@@ -34,28 +32,27 @@ import time
 from typing import Callable
 
 import httpx
+import psutil
 
-from server_control import process, runs
+from server_control import identity, process, run_logs, runs
 from server_control.process import ProcInfo, StopResult
 from server_control.profile import Profile
 from server_control.restart_policy import RestartPolicy
 from server_control.runs import RunConflict, iso_time
+from server_control.supervisor_watch import (CRASHED, FATAL, READY, STARTING, STATES, STOPPED,  # noqa: F401
+                                             TAIL_LINES, UNHEALTHY, WatchLoop, exit_words)
 
 log = logging.getLogger(__name__)
-
-STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL = (
-    "starting", "ready", "unhealthy", "crashed", "stopped", "fatal")
-STATES = (STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL)
-TAIL_LINES = 50
-IDLE_POLL_S = 1.0
+MAX_MEMBERS = 512
 
 
-class Supervisor:
+class Supervisor(WatchLoop):
     def __init__(self, profile: Profile, state_dir=None,
-                 on_change: Callable[["Supervisor"], None] | None = None):
+                 on_change: Callable[["Supervisor"], None] | None = None, role: str = "console"):
         self.profile = profile
         self.state_dir = runs.resolve_state_dir(state_dir)
         self.on_change = on_change
+        self.role = role
         self.state = STOPPED
         self.restarts = 0
         self.record: runs.RunRecord | None = None
@@ -68,10 +65,9 @@ class Supervisor:
         self.next_restart_at: float | None = None   # time.time() of the pending restart
         self.supervising = False
         self.policy = RestartPolicy.from_profile(profile.restart)
-        self._popen = None
         self._epoch = 0            # bumped by launch/stop: a pending restart of an old epoch aborts
         self._op_lock = asyncio.Lock()
-        self._lock: runs.RestartLock | None = None
+        self._lock = None
         self._fails = 0
         self._procs_cache: tuple[float, list[ProcInfo]] = (0.0, [])
 
@@ -89,8 +85,9 @@ class Supervisor:
             except Exception:  # a subscriber's bug must not stop supervision
                 log.exception("on_change callback failed")
 
-    def _ident(self, rec: runs.RunRecord) -> tuple[int, int, int, float]:
-        return rec.pid, rec.pgid, rec.sid, rec.create_time
+    @property
+    def exit_file(self):
+        return runs.exit_file(self.profile.name, self.state_dir)
 
     def _load_disk(self) -> runs.RunRecord | None:
         try:
@@ -106,8 +103,29 @@ class Supervisor:
             return []
         now = time.monotonic()
         if now - self._procs_cache[0] > 1.0:
-            self._procs_cache = (now, process.describe(process.run_processes(*self._ident(rec))))
+            procs = process.run_processes(rec.identity())
+            self._procs_cache = (now, process.describe(procs))
+            self._remember_members(rec, procs)
         return self._procs_cache[1]
+
+    def _remember_members(self, rec: runs.RunRecord, procs: list[psutil.Process]) -> None:
+        """Record the run's other processes while its leader is verified: after the leader is
+        gone they are the only way to tell its orphaned ranks from strangers."""
+        if not any(p.pid == rec.pid for p in procs):
+            return
+        pairs = identity.member_pairs(procs, rec.pid)
+        known = {int(p) for p, _ in rec.members}
+        if all(pid in known for pid, _ in pairs):
+            return
+        alive = {pid for pid, _ in pairs}
+
+        def merge(r: runs.RunRecord) -> None:
+            kept = [m for m in r.members if int(m[0]) in alive]
+            have = {int(m[0]) for m in kept}
+            r.members = (kept + [[pid, ct] for pid, ct in pairs if pid not in have])[-MAX_MEMBERS:]
+        saved = runs.try_update_record(self.profile.name, self.state_dir, rec.pid, merge)
+        if saved is not None and self.record is rec:
+            self.record = saved
 
     def snapshot(self) -> dict:
         rec = self.record
@@ -130,12 +148,11 @@ class Supervisor:
         if rec is None:
             return None
         if rec.is_live():
-            self._popen = None
             self._fails = 0
-            self._set(STARTING, record=rec, restarts=rec.restarts, exit_code=None,
-                      fatal_reason=None, last_error=None)
+            self._set(UNHEALTHY if rec.health == UNHEALTHY else STARTING, record=rec, restarts=rec.restarts,
+                      exit_code=None, fatal_reason=None, last_error=None)
             return rec
-        left = process.run_processes(*self._ident(rec))
+        left = process.run_processes(rec.identity())
         if left:
             names = "; ".join(f"pid {p.pid}: {p.cmdline}" for p in process.describe(left))
             self._set(CRASHED, record=rec, last_error=(
@@ -150,8 +167,10 @@ class Supervisor:
             if rec.fatal_reason:
                 self._set(record=rec)
             else:
-                self._set(CRASHED, record=rec, last_error=f"server pid {rec.pid} exited; "
-                          "the console supervising it restarts it")
+                code = process.exit_status(self.exit_file, rec.pid, rec.create_time, wait_s=0)
+                self._set(CRASHED, record=rec, exit_code=code, last_error=(
+                    f"server pid {rec.pid} exited ({exit_words(code)}); the process supervising it "
+                    "restarts it"))
             return None
         if lock is not None:
             lock.release()
@@ -168,37 +187,39 @@ class Supervisor:
 
     async def _start(self, previous_logs: list[str]) -> runs.RunRecord:
         name, sd = self.profile.name, self.state_dir
-        disk = self._load_disk()
-        if disk is not None:
-            if disk.is_live():
-                raise RunConflict(f"profile {name!r} is already running: pid {disk.pid} on "
-                                  f"{disk.host}:{disk.port} since {disk.started_at} (log {disk.log_path})",
-                                  disk)
-            left = process.run_processes(*self._ident(disk))
-            if left:  # orphans of a dead run hold the port / GPUs: clean them first
-                res = await process.stop_run(*self._ident(disk), grace_s=self.profile.stop_grace_s)
-                if not res.ok:
-                    raise RuntimeError(f"cannot launch: {res.message}")
-            runs.delete_record(name, sd, pid=disk.pid)
-        other = runs.live_record_on_port(self.profile.port, sd, exclude=name)
-        if other is not None:
-            raise RunConflict(f"port {other.port} is held by the live run of profile {other.name!r} "
-                              f"(pid {other.pid})", other)
-        self.profile.check_port()
-        spec = self.profile.launch_spec(sd)
-        started = process.launch(spec)
-        keep = self.profile.restart["keep_logs"]
-        rec = runs.RunRecord(
-            name=name, profile_path=str(self.profile.path) if self.profile.path else None,
-            kind=self.profile.kind, pid=started.pid, create_time=started.create_time,
-            pgid=started.pgid, sid=started.sid, argv=spec.masked_argv(), host=self.profile.host,
-            port=self.profile.port, log_path=str(started.log_path), cwd=str(spec.cwd),
-            started_at=iso_time(started.create_time), restarts=self.restarts,
-            launcher_pid=os.getpid(), log_paths=previous_logs[-(keep - 1):] if keep > 1 else [])
-        runs.save_record(rec, sd)
-        process.prune_logs(started.log_path.parent, keep, protect=(started.log_path,))
+        async with runs.profile_lock(name, sd), runs.port_lock(self.profile.port, sd):
+            disk = self._load_disk()
+            if disk is not None:
+                if disk.is_live():
+                    raise RunConflict(f"profile {name!r} is already running: pid {disk.pid} on "
+                                      f"{disk.host}:{disk.port} since {disk.started_at} (log {disk.log_path})",
+                                      disk)
+                if process.run_processes(disk.identity()):   # orphans of a dead run: clean them first
+                    res = await process.stop_run(disk.identity(), self.profile.stop_grace_s, self.exit_file)
+                    if not res.ok:
+                        raise RuntimeError(f"cannot launch: {res.message}")
+                runs.delete_record(name, sd, pid=disk.pid)
+            other = runs.live_record_on_port(self.profile.port, sd, exclude=name)
+            if other is not None:
+                raise RunConflict(f"port {other.port} is held by the live run of profile {other.name!r} "
+                                  f"(pid {other.pid})", other)
+            self.profile.check_port()
+            spec = self.profile.launch_spec(sd)
+            started = await asyncio.to_thread(process.launch, spec)
+            keep = self.profile.restart["keep_logs"]
+            rec = runs.RunRecord(
+                name=name, profile_path=str(self.profile.path) if self.profile.path else None,
+                kind=self.profile.kind, pid=started.pid, create_time=started.create_time,
+                pgid=started.pgid, sid=started.sid, argv=spec.masked_argv(), host=self.profile.host,
+                port=self.profile.port, log_path=str(started.log_path), cwd=str(spec.cwd),
+                started_at=iso_time(started.create_time), restarts=self.restarts,
+                launcher_pid=os.getpid(), log_paths=previous_logs[-(keep - 1):] if keep > 1 else [],
+                supervisor=self.supervisor_info() if self.supervising else None)
+            runs.save_record(rec, sd)
+            manifest = runs.log_manifest(name, sd)
+            run_logs.remember(manifest, started.log_path)
+            run_logs.prune_logs(manifest, keep, protect=(started.log_path,))
         self.policy.record_start(time.monotonic())
-        self._popen = started.popen
         self._fails = 0
         self._procs_cache = (0.0, [])
         self._set(STARTING, record=rec, exit_code=None, last_error=None, health_error=None,
@@ -210,20 +231,21 @@ class Supervisor:
         async with self._op_lock:
             self._epoch += 1
             grace = self.profile.stop_grace_s if grace is None else grace
-            rec = self.record or self._load_disk()
-            disk = self._load_disk()
-            if disk is not None and (rec is None or disk.pid == rec.pid):
-                disk.stopping = True
-                runs.save_record(disk, self.state_dir)
-                rec = disk
+            name, sd = self.profile.name, self.state_dir
+            async with runs.profile_lock(name, sd):
+                rec = self.record
+                disk = self._load_disk()
+                if disk is not None and (rec is None or disk.pid == rec.pid):
+                    disk.stopping = True
+                    runs.save_record(disk, sd)
+                    rec = disk
             if rec is None:
                 self._set(STOPPED, next_restart_at=None)
                 return StopResult(ok=True, was_running=False, message="not running")
-            popen = self._popen if self._popen is not None and self._popen.pid == rec.pid else None
-            res = await process.stop_run(*self._ident(rec), grace_s=grace, popen=popen)
+            res = await process.stop_run(rec.identity(), grace, self.exit_file)
             if res.ok:
-                runs.delete_record(self.profile.name, self.state_dir, pid=rec.pid)
-                self._popen = None
+                async with runs.profile_lock(name, sd):
+                    runs.delete_record(name, sd, pid=rec.pid)
                 self._set(STOPPED, record=None, exit_code=res.exit_code, next_restart_at=None,
                           last_error=None)
             else:
@@ -242,155 +264,29 @@ class Supervisor:
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient(trust_env=False, timeout=self.profile.health["timeout_s"]) as c:
             while self.record is not None:
-                dead, code = self._exit_status()
+                dead, code = await self._exit_status()
                 if dead:
-                    how = f"exit code {code}" if code is not None else "exit code unknown"
-                    self._set(CRASHED, exit_code=code, last_error=f"server exited before ready: {how}")
+                    self._set(CRASHED, exit_code=code, last_error=f"server exited before ready: {exit_words(code)}")
                     break
                 await self._probe(c)
-                if self.state == READY or time.monotonic() >= deadline:
+                if self.state == READY:
+                    self._procs_cache = (0.0, [])
+                    self.processes()   # records the run's members now that they all run
+                    break
+                if time.monotonic() >= deadline:
                     break
                 await asyncio.sleep(min(0.25, self.profile.health["interval_s"]))
         return self.state
 
-    # -- watch ------------------------------------------------------------------------------
-    def _try_lock(self) -> None:
-        if self._lock is None:
-            self._lock = runs.RestartLock.acquire(self.profile.name, self.state_dir)
-            if self._lock is not None:
-                self._set(supervising=True)
-
-    def _unlock(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
-        self._set(supervising=False)
-
-    def _exit_status(self) -> tuple[bool, int | None]:
+    async def _exit_status(self) -> tuple[bool, int | None]:
         """(dead, exit code or None) for the current record's server process."""
         rec = self.record
-        if self._popen is not None and rec is not None and self._popen.pid == rec.pid:
-            rc = self._popen.poll()
-            return rc is not None, rc
-        return (not rec.is_live()) if rec else False, None
+        if rec is None or rec.is_live():
+            return False, None
+        code = await asyncio.to_thread(process.exit_status, self.exit_file, rec.pid, rec.create_time)
+        return True, code
 
-    async def watch(self) -> None:
-        hl = self.profile.health
-        tick = min(0.25, hl["interval_s"])
-        next_probe = 0.0
-        client = httpx.AsyncClient(trust_env=False, timeout=hl["timeout_s"])
-        try:
-            while True:
-                self._try_lock()
-                if self.record is None or self.state in (STOPPED, FATAL) or (
-                        self.state == CRASHED and not self.supervising):
-                    await self._idle()
-                    continue
-                dead, code = self._exit_status()
-                if dead:
-                    await self._on_exit(code)
-                    next_probe = 0.0
-                    continue
-                if time.monotonic() >= next_probe:
-                    next_probe = time.monotonic() + hl["interval_s"]
-                    await self._probe(client)
-                await asyncio.sleep(tick)
-        finally:
-            await client.aclose()
-            self._unlock()
-
-    async def _idle(self) -> None:
-        """No live run of ours: adopt one launched elsewhere (e.g. `specconsole restart`)."""
-        disk = self._load_disk()
-        mine = self.record
-        if disk is not None and disk.is_live() and not disk.stopping and (
-                mine is None or disk.pid != mine.pid):
-            self.adopt()
-            return
-        await asyncio.sleep(IDLE_POLL_S)
-
-    async def _probe(self, client: httpx.AsyncClient) -> None:
-        url = self.profile.url + self.profile.health["path"]
-        try:
-            r = await client.get(url)
-            ok, why = r.status_code == 200, f"HTTP {r.status_code}"
-        except (httpx.HTTPError, OSError) as exc:
-            ok, why = False, f"{type(exc).__name__}: {exc}"
-        if self.state not in (STARTING, READY, UNHEALTHY):
-            return
-        if ok:
-            self._fails = 0
-            self._set(READY, health_error=None)
-            return
-        self._fails += 1
-        self._set(health_error=f"GET {url}: {why}")
-        if self.state == READY and self._fails >= self.profile.health["failures"]:
-            self._set(UNHEALTHY)
-
-    async def _on_exit(self, code: int | None) -> None:
-        rec = self.record
-        assert rec is not None
-        if self._op_lock.locked():      # our own stop/launch is in progress
-            await asyncio.sleep(0.05)
-            return
-        disk = self._load_disk()
-        if disk is None or disk.stopping:
-            self._popen = None
-            self._set(STOPPED, record=None, exit_code=code)
-            return
-        if disk.pid != rec.pid and disk.is_live():
-            self.adopt()
-            return
-        how = f"exit code {code}" if code is not None else "exit code unknown (adopted process)"
-        self._set(CRASHED, exit_code=code, last_error=f"server pid {rec.pid} exited: {how}")
-        if not self.supervising:
-            return
-        if process.run_processes(*self._ident(rec)):   # orphaned ranks still hold GPUs/ports
-            res = await process.stop_run(*self._ident(rec), grace_s=self.profile.stop_grace_s)
-            if not res.ok:
-                self._set(last_error=f"server pid {rec.pid} exited: {how}; {res.message}")
-        decision, value = self.policy.after_crash(time.monotonic(), ran_for_s=rec.uptime_s)
-        if decision == "fatal":
-            rec.exit_code, rec.fatal_reason = code, f"{value}; last {how}"
-            runs.save_record(rec, self.state_dir)
-            self._popen = None
-            self._set(FATAL, fatal_reason=rec.fatal_reason,
-                      fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
-            return
-        await self._restart_after(float(value), rec)
-
-    async def _restart_after(self, delay: float, dead: runs.RunRecord) -> None:
-        epoch = self._epoch
-        while True:
-            self.backoff_history.append(delay)
-            self._set(next_restart_at=time.time() + delay)
-            await asyncio.sleep(delay)
-            async with self._op_lock:
-                if epoch != self._epoch:     # stopped or relaunched meanwhile
-                    return
-                disk = self._load_disk()
-                if disk is None or disk.stopping:      # stopped from elsewhere meanwhile
-                    self._set(STOPPED, record=None, next_restart_at=None)
-                    return
-                if disk.pid != dead.pid and disk.is_live():   # relaunched elsewhere
-                    self._set(next_restart_at=None)
-                    self.adopt()
-                    return
-                self.restarts += 1
-                try:
-                    await self._start(previous_logs=[*dead.log_paths, dead.log_path])
-                    return
-                except RunConflict as exc:   # someone else relaunched it: adopt theirs
-                    self.restarts -= 1
-                    self._set(last_error=str(exc), next_restart_at=None)
-                    self.adopt()
-                    return
-                except Exception as exc:     # busy port, bad python...: counts as a failed start
-                    self.policy.record_start(time.monotonic())
-                    self._set(CRASHED, next_restart_at=None, last_error=f"restart failed: {exc}")
-                    decision, value = self.policy.after_crash(time.monotonic())
-                    if decision == "fatal":
-                        self._set(FATAL, fatal_reason=f"{value}; last start failed: {exc}",
-                                  fatal_tail=process.tail_lines(dead.log_path, TAIL_LINES))
-                        return
-                    delay = float(value)
+    def supervisor_info(self) -> dict:
+        me = psutil.Process()
+        return {"pid": me.pid, "create_time": me.create_time(), "kind": self.role,
+                "since": iso_time(time.time())}

@@ -80,7 +80,8 @@ class HttpPoller:
     # -- HTTP ------------------------------------------------------------------------
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
-            self._client = httpx.AsyncClient(timeout=self.timeout_s, headers=auth_headers(self.api_key))
+            self._client = httpx.AsyncClient(trust_env=False, timeout=self.timeout_s,
+                                             headers=auth_headers(self.api_key))
         return self._client
 
     async def aclose(self) -> None:

@@ -47,7 +47,7 @@ def read_until(p: subprocess.Popen, needle: str) -> list[str]:
 
 
 def run_pids(rec: runs.RunRecord) -> set[int]:
-    return {p.pid for p in process.run_processes(rec.pid, rec.pgid, rec.sid, rec.create_time)}
+    return {p.pid for p in process.run_processes(rec.identity())}
 
 
 def test_supervisor_killed_server_survives_and_is_adopted(make_profile, groups, state_dir):
@@ -66,7 +66,7 @@ def test_supervisor_killed_server_survives_and_is_adopted(make_profile, groups, 
     os.kill(sup1.pid, signal.SIGKILL)          # the console dies hard
     sup1.wait(timeout=30)
     assert health(url) == 200                  # ... the server keeps serving
-    assert runs.load_record("adopt") == rec and rec.is_live()
+    assert runs.load_record("adopt").pid == rec.pid and rec.is_live()
 
     refused = cli("launch", "--profile", str(path))
     assert refused.returncode == 3 and "already running" in refused.stderr

@@ -35,8 +35,10 @@ async def test_launched_server_enforces_a_key_that_ps_never_shows(make_profile, 
         for pid in procs:
             p = psutil.Process(pid)
             assert SECRET not in " ".join(p.cmdline())
+            env = p.environ()
+            assert "TEST_SIM_KEY" not in env   # the variable the profile names stays with us
             if pid != rec.pid:  # the ranks were spawned after the server took the key
-                assert API_KEY_ENV not in p.environ()
+                assert API_KEY_ENV not in env and SECRET not in env.values()
         url = f"http://127.0.0.1:{profile.port}/set_internal_state"
         body = {"server_args": {"speculative_disable_batch_threshold": 6}}
         async with httpx.AsyncClient(timeout=10) as client:

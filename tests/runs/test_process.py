@@ -10,7 +10,8 @@ import textwrap
 import psutil
 import pytest
 
-from server_control import process, runs
+from server_control import process, run_logs, runs
+from server_control.identity import RunIdentity
 from server_control.profile import LaunchSpec
 from server_control.restart_policy import RestartPolicy
 
@@ -39,7 +40,7 @@ def spawn(tmp_path, groups, ignore_term=False, life=60.0) -> process.Launched:
     script.write_text(FAMILY)
     spec = LaunchSpec(argv=(sys.executable, str(script), str(life), "1" if ignore_term else "0"),
                       env=dict(os.environ), env_overrides={}, log_path=tmp_path / "logs" / "a-1.log",
-                      cwd=tmp_path)
+                      cwd=tmp_path, exit_file=tmp_path / "exit")
     launched = process.launch(spec)
     groups.add(launched.pgid)
     return launched
@@ -51,18 +52,16 @@ def kids_of(launched) -> list[int]:
     return [int(x) for x in line.split("kids")[1].split()]
 
 
-def ident(lc):
-    return lc.pid, lc.pgid, lc.sid, lc.create_time
-
-
 def test_launch_detaches_and_logs_both_streams(tmp_path, groups):
     lc = spawn(tmp_path, groups)
     assert os.getsid(lc.pid) == lc.pid == os.getpgid(lc.pid) != os.getsid(0)
-    assert lc.popen.stdout is None and lc.popen.stderr is None   # nothing piped to us
+    ours = {c.pid: " ".join(c.cmdline()) for c in psutil.Process().children()}
+    assert lc.pid not in ours and not any("server_control.keeper" in c for c in ours.values())
+    assert stat.S_IMODE(lc.log_path.stat().st_mode) == 0o600
     kids = kids_of(lc)
     wait_for(lambda: "to stderr" in lc.log_path.read_text(), what="stderr in the log")
     found = wait_for(lambda: (lambda s: s if set(kids) <= s else None)(
-        {p.pid for p in process.run_processes(*ident(lc))}), what="all three children")
+        {p.pid for p in process.run_processes(lc.identity())}), what="all three children")
     assert lc.pid in found and os.getpid() not in found
 
 
@@ -75,27 +74,28 @@ def test_second_launch_gets_a_new_log_file(tmp_path, groups):
 async def test_stop_terminates_every_process_of_the_run(tmp_path, groups):
     lc = spawn(tmp_path, groups)
     kids = kids_of(lc)
-    wait_for(lambda: len(process.run_processes(*ident(lc))) == 4, what="4 processes")
-    res = await process.stop_run(*ident(lc), grace_s=10, popen=lc.popen)
+    wait_for(lambda: len(process.run_processes(lc.identity())) == 4, what="4 processes")
+    res = await process.stop_run(lc.identity(), grace_s=10, exit_file=tmp_path / "exit")
     assert res.ok and res.was_running and not res.remaining and not res.killed
-    assert res.exit_code == -15
+    assert res.exit_code == -15          # from the keeper: we are not the server's parent
     for pid in [lc.pid, *kids]:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert process.run_processes(*ident(lc)) == []
+    assert process.run_processes(lc.identity()) == []
 
 
 async def test_stop_escalates_to_sigkill_after_grace(tmp_path, groups):
     lc = spawn(tmp_path, groups, ignore_term=True)
     kids_of(lc)
-    res = await process.stop_run(*ident(lc), grace_s=0.5, popen=lc.popen)
+    res = await process.stop_run(lc.identity(), grace_s=0.5, exit_file=tmp_path / "exit")
     assert res.ok and lc.pid in res.killed and res.exit_code == -9
     assert "SIGKILL" in res.message
 
 
 async def test_stop_of_nothing_and_reused_pid_is_not_ours(tmp_path, groups):
     # our own pid with a wrong start time stands for a reused PID: never signalled
-    res = await process.stop_run(os.getpid(), os.getpgid(0), os.getsid(0),
-                                 psutil.Process().create_time() + 1000, grace_s=0.1)
+    me = psutil.Process()
+    res = await process.stop_run(RunIdentity(me.pid, me.create_time() + 1000, tuple(me.cmdline())),
+                                 grace_s=0.1)
     assert res.ok and not res.was_running and res.message == "not running"
 
 
@@ -105,20 +105,24 @@ def test_tail_lines_and_prune_logs(tmp_path):
     tail = process.tail_lines(log, 3)
     assert tail == ["line 198", "line 199", "bad \ufffd end"]
     assert process.tail_lines(tmp_path / "missing.log") == []
+    manifest = tmp_path / "manifest"
     for i in range(6):
         p = tmp_path / f"{i}.log"
         p.write_text(str(i))
         os.utime(p, (1000 + i, 1000 + i))
-    removed = process.prune_logs(tmp_path, keep=3, protect=(tmp_path / "0.log",))
-    assert sorted(p.name for p in removed) == ["1.log", "2.log", "3.log"]   # x.log is the newest
-    assert sorted(p.name for p in tmp_path.glob("*.log")) == ["0.log", "4.log", "5.log", "x.log"]
+        run_logs.remember(manifest, p)
+    (tmp_path / "1.log.1").write_text("rotated part")
+    removed = process.prune_logs(manifest, keep=3, protect=(tmp_path / "0.log",))
+    assert sorted(p.name for p in removed) == ["1.log", "1.log.1", "2.log"]
+    assert sorted(p.name for p in tmp_path.glob("*.log*")) == ["0.log", "3.log", "4.log", "5.log", "x.log"]
+    assert run_logs.read_manifest(manifest) == [str(tmp_path / f"{i}.log") for i in (0, 3, 4, 5)]
 
 
 # ---- run records --------------------------------------------------------------------------
 def own_record(**kw) -> runs.RunRecord:
     me = psutil.Process()
     base = dict(name="r", profile_path=None, kind="sim", pid=me.pid, create_time=me.create_time(),
-                pgid=os.getpgid(0), sid=os.getsid(0), argv=["x"], host="127.0.0.1", port=1,
+                pgid=os.getpgid(0), sid=os.getsid(0), argv=me.cmdline(), host="127.0.0.1", port=1,
                 log_path="/nonexistent.log", cwd="/", started_at="2026-01-01T00:00:00+00:00")
     base.update(kw)
     return runs.RunRecord(**base)
@@ -132,6 +136,7 @@ def test_record_roundtrip_mode_0600_and_liveness(state_dir):
     back = runs.load_record("r")
     assert back == rec and back.is_live()
     assert not own_record(create_time=rec.create_time - 100).is_live()   # reused PID
+    assert not own_record(argv=["python", "-m", "other"]).is_live()     # not the recorded command
     assert runs.live_record_on_port(1) == rec and runs.live_record_on_port(1, exclude="r") is None
     assert runs.delete_record("r", pid=rec.pid + 1) is False and runs.delete_record("r") is True
     assert runs.load_record("r") is None

@@ -1,0 +1,93 @@
+"""Two launches of one profile at the same instant: exactly one launches, the other is
+refused, and no server runs that the run record does not know about.
+
+Two long-lived worker processes (real, separate interpreters) launch the same profile
+behind a barrier, PAIRS times. After each pair the test counts the servers listening for
+that profile (every process whose command line carries the profile's port) that are not
+processes of the recorded run, then stops the run and kills any such stray by its own
+process group.
+"""
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+import signal
+
+import psutil
+
+from server_control import process, runs
+
+PAIRS = 50
+
+
+def _worker(profile_path: str, state_dir: str, barrier, results, rounds: int) -> None:
+    os.environ["SPECCONSOLE_STATE_DIR"] = state_dir
+    from server_control.profile import load_profile
+    from server_control.supervisor import RunConflict, Supervisor
+    profile = load_profile(profile_path)
+    for _ in range(rounds):
+        barrier.wait()
+
+        async def once():
+            try:
+                rec = await Supervisor(profile).launch()
+                return ("launched", rec.pid)
+            except RunConflict:
+                return ("refused", None)
+            except Exception as exc:  # noqa: BLE001 - reported to the test
+                return ("error", f"{type(exc).__name__}: {exc}")
+        results.put(asyncio.run(once()))
+        barrier.wait()   # the test checks and stops the run
+
+
+def _servers_on(port: int) -> list[psutil.Process]:
+    out = []
+    flag = ["--port", str(port)]
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if any(cmd[i:i + 2] == flag for i in range(len(cmd) - 1)) and "server_control.sim" in cmd:
+            out.append(p)
+    return out
+
+
+def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, groups, state_dir):
+    path = make_profile("race", tp=1, grace=2.0)
+    port = int(path.read_text().split("port = ")[1].split()[0])
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(3), ctx.Queue()
+    workers = [ctx.Process(target=_worker, args=(str(path), str(state_dir), barrier, results, PAIRS),
+                           daemon=True) for _ in range(2)]
+    for w in workers:
+        w.start()
+    tally = {"double launch": 0, "untracked servers": 0, "errors": []}
+    try:
+        for _ in range(PAIRS):
+            barrier.wait(timeout=120)
+            got = [results.get(timeout=120) for _ in range(2)]
+            kinds = sorted(k for k, _ in got)
+            tally["errors"] += [v for k, v in got if k == "error"]
+            if kinds.count("launched") != 1:
+                tally["double launch"] += 1
+            rec = runs.load_record("race")
+            tracked = {p.pid for p in process.run_processes(rec.identity())} if rec else set()
+            stray = [p for p in _servers_on(port) if p.pid not in tracked]
+            tally["untracked servers"] += len(stray)
+            for p in stray:
+                groups.add(os.getpgid(p.pid))
+                os.killpg(os.getpgid(p.pid), signal.SIGKILL)
+            if rec is not None:
+                groups.add(rec.pgid)
+                from server_control.profile import load_profile
+                from server_control.supervisor import Supervisor
+                sup = Supervisor(load_profile(path))
+                sup.adopt()
+                res = asyncio.run(sup.stop(grace=2.0))
+                assert res.ok, res.message
+            barrier.wait(timeout=120)
+    finally:
+        for w in workers:
+            w.join(timeout=10)
+            if w.is_alive():
+                w.kill()
+    assert tally == {"double launch": 0, "untracked servers": 0, "errors": []}, tally
