@@ -28,6 +28,8 @@ from server_control.telemetry.http_poll import auth_headers, describe_error
 from server_control.telemetry.sample import intval
 
 UNSUPPORTED = "this server does not support runtime threshold changes"
+VALIDATE = {d.THRESHOLD_KEY: d.validate_threshold, d.HYSTERESIS_KEY: d.validate_hysteresis,
+            d.DWELL_KEY: d.validate_dwell, d.FORCE_KEY: d.validate_force}   # the runtime settings
 READBACK_TIMEOUT_S = 3.0
 READBACK_PERIOD_S = 0.02
 
@@ -141,6 +143,13 @@ class Control:
         except ValueError as exc:
             return change(value, "refused", str(exc))
         return await self._set(key, n, value)
+
+    async def set_setting(self, key: str, value: object) -> dict:
+        """Any of the four runtime settings by its server-argument name (validated here first)."""
+        validate = VALIDATE.get(key)
+        if validate is None:
+            return change(value, "refused", f"{key} is not a runtime setting")
+        return await self._set_int(key, validate, value)
 
     async def _post(self, key: str, value: object) -> httpx.Response:
         if key == d.FORCE_KEY and isinstance(value, str):

@@ -53,7 +53,7 @@ def mode_label(mode: str) -> str:
     return mode.replace("_", "-")
 
 
-_INT_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)   # not "８" (full-width) nor "٨"
 
 
 def _check_int(name: str, value: object, lo: int, hi: int) -> int:

@@ -5,8 +5,9 @@ Linux never hands out a number still in use as a process group or session id, bu
 run is wholly gone its numbers may go to anybody (after a reboot, at once). So:
 
 * the leader is the process with the recorded pid whose start time AND command line are
-  the recorded ones (the command's arguments after ``python -m <module>``: the patched
-  SGLang entry point re-executes itself as ``sglang.launch_server`` with the same flags);
+  the recorded ones (the command's arguments after ``python -m <module>`` end its command
+  line: the patched SGLang entry point re-executes itself as ``sglang.launch_server`` with
+  the same flags, and a wrapper such as ``timeout N python`` may stand in front);
 * while the leader is verified, its process group, its session and its descendants are
   the run (the numbers cannot have been reused while it lives);
 * ``members`` are (pid, start time) pairs recorded while the leader was verified. They
@@ -40,12 +41,18 @@ def _args(argv) -> list[str]:
 
 
 def cmdline_matches(actual, expected) -> bool:
-    """Same arguments after the interpreter (and ``-m module``); an empty argument list
-    compares whole command lines. ``****`` in ``expected`` matches any one argument."""
-    a, e = _args(actual), _args(expected)
+    """The recorded arguments (after the interpreter and ``-m module``) end the actual
+    command line: the patched entry point re-executes itself as another module, and an
+    interpreter wrapper (``timeout N python``) puts words in front. Without recorded
+    arguments the whole command lines must be equal. ``****`` matches any one argument."""
+    actual, e = list(actual), _args(expected)
     if not e:
-        a, e = list(actual), list(expected)
-    return len(a) == len(e) and all(x == y or y == MASK for x, y in zip(a, e))
+        e = list(expected)
+        if len(actual) != len(e):
+            return False
+    if len(actual) < len(e) + 1:
+        return False
+    return all(x == y or y == MASK for x, y in zip(actual[len(actual) - len(e):], e))
 
 
 def same_process(p: psutil.Process, create_time: float) -> bool:

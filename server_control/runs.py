@@ -71,6 +71,8 @@ class RunRecord:
     ready_at: str | None = None        # first time /health answered 200
     health: str | None = None          # ready | unhealthy, as the supervising process sees it
     supervisor: dict | None = None     # {pid, create_time, kind, since}: who restarts crashes
+    runtime: dict = field(default_factory=dict)   # settings changed at runtime (server_control/runtime_settings.py)
+    runtime_pending: bool = False      # a restart carried them: re-apply once the server is ready
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -99,6 +101,8 @@ class RunRecord:
                 isinstance(m, list) and len(m) == 2 and all(isinstance(x, (int, float)) for x in m)
                 for m in members):
             raise RunRecordError(f"{where}: members must be a list of [pid, start time]")
+        if not isinstance(kw.get("runtime", {}), dict):
+            raise RunRecordError(f"{where}: runtime must be an object")
         return cls(**kw)
 
     # -- liveness ---------------------------------------------------------------------------

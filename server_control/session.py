@@ -56,6 +56,9 @@ class AttachedRun:
                 "port": None, "restarts": 0, "log_path": str(self._log_path) if self._log_path else None,
                 "exit_code": None, "fatal_reason": None, "processes": []}
 
+    async def remember_runtime(self, key: str, value: object) -> None:
+        pass
+
     async def _refuse(self) -> dict:
         return {"ok": False, "error": "attached to a server this console does not own: "
                 "launch, stop and restart need a profile"}
@@ -125,6 +128,12 @@ class ProfileRun:
 
     async def stop(self) -> dict:
         return (await self.sup.stop()).to_dict()
+
+    async def remember_runtime(self, key: str, value: object) -> None:
+        try:
+            await self.sup.remember_runtime(key, value)
+        except Exception:  # noqa: BLE001 - the change is applied; only its memory is lost
+            log.exception("keeping the runtime setting in the run record failed")
 
     async def restart(self) -> dict:
         try:
@@ -314,15 +323,17 @@ class Session:
 
     # -- control --------------------------------------------------------------------------
     async def set_threshold(self, n) -> dict:
-        return await self._change(n, self.control.set_threshold)
+        return await self._change(n, self.control.set_threshold, d.THRESHOLD_KEY)
 
     async def set_force(self, mode) -> dict:
-        return await self._change(mode, self.control.set_force)
+        return await self._change(mode, self.control.set_force, d.FORCE_KEY)
 
-    async def _change(self, requested, action) -> dict:
+    async def _change(self, requested, action, key: str) -> dict:
         self.threshold_change = change(requested, "pending", "sent; waiting for every DP rank to read back")
         self._publish("snapshot")
         result = await action(requested)
+        if result["state"] == "applied":
+            await self.run.remember_runtime(key, requested)   # re-applied after a restart
         self.threshold_change = result
         self.poller.poke()
         self._publish("snapshot")

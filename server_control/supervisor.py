@@ -34,7 +34,7 @@ from typing import Callable
 import httpx
 import psutil
 
-from server_control import identity, process, run_logs, runs
+from server_control import identity, process, run_logs, runs, runtime_settings
 from server_control.process import ProcInfo, StopResult
 from server_control.profile import Profile
 from server_control.restart_policy import RestartPolicy
@@ -63,6 +63,7 @@ class Supervisor(WatchLoop):
         self.health_error: str | None = None
         self.backoff_history: list[float] = []
         self.next_restart_at: float | None = None   # time.time() of the pending restart
+        self.runtime_note: str | None = None   # what became of the runtime settings at the last restart
         self.supervising = False
         self.policy = RestartPolicy.from_profile(profile.restart)
         self._epoch = 0            # bumped by launch/stop: a pending restart of an old epoch aborts
@@ -140,6 +141,7 @@ class Supervisor(WatchLoop):
             "supervising": self.supervising, "last_error": self.last_error,
             "next_restart_in_s": (round(max(0.0, self.next_restart_at - time.time()), 1)
                                   if self.next_restart_at else None),
+            "runtime": dict(rec.runtime) if rec else {}, "runtime_note": self.runtime_note,
         }
 
     # -- adopt ------------------------------------------------------------------------------
@@ -178,14 +180,15 @@ class Supervisor(WatchLoop):
         return None
 
     # -- launch -----------------------------------------------------------------------------
-    async def launch(self) -> runs.RunRecord:
+    async def launch(self, runtime: dict | None = None) -> runs.RunRecord:
+        """Start the server. ``runtime``: settings to re-apply once it is ready (a restart)."""
         async with self._op_lock:
             self._epoch += 1
             self.policy = RestartPolicy.from_profile(self.profile.restart)
-            self._set(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[])
-            return await self._start(previous_logs=[])
+            self._set(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[], runtime_note=None)
+            return await self._start(previous_logs=[], runtime=runtime)
 
-    async def _start(self, previous_logs: list[str]) -> runs.RunRecord:
+    async def _start(self, previous_logs: list[str], runtime: dict | None = None) -> runs.RunRecord:
         name, sd = self.profile.name, self.state_dir
         async with runs.profile_lock(name, sd), runs.port_lock(self.profile.port, sd):
             disk = self._load_disk()
@@ -207,6 +210,7 @@ class Supervisor(WatchLoop):
             spec = self.profile.launch_spec(sd)
             started = await asyncio.to_thread(process.launch, spec)
             keep = self.profile.restart["keep_logs"]
+            carry = dict(runtime or {}) if self.profile.restart["reapply_runtime"] else {}
             rec = runs.RunRecord(
                 name=name, profile_path=str(self.profile.path) if self.profile.path else None,
                 kind=self.profile.kind, pid=started.pid, create_time=started.create_time,
@@ -214,7 +218,8 @@ class Supervisor(WatchLoop):
                 port=self.profile.port, log_path=str(started.log_path), cwd=str(spec.cwd),
                 started_at=iso_time(started.create_time), restarts=self.restarts,
                 launcher_pid=os.getpid(), log_paths=previous_logs[-(keep - 1):] if keep > 1 else [],
-                supervisor=self.supervisor_info() if self.supervising else None)
+                supervisor=self.supervisor_info() if self.supervising else None,
+                runtime=carry, runtime_pending=bool(carry))
             runs.save_record(rec, sd)
             manifest = runs.log_manifest(name, sd)
             run_logs.remember(manifest, started.log_path)
@@ -222,6 +227,9 @@ class Supervisor(WatchLoop):
         self.policy.record_start(time.monotonic())
         self._fails = 0
         self._procs_cache = (0.0, [])
+        if runtime and not carry:
+            self._set(runtime_note=runtime_settings.not_reapplied(runtime, self.profile.dynamic))
+            log.warning("%s: %s", name, self.runtime_note)
         self._set(STARTING, record=rec, exit_code=None, last_error=None, health_error=None,
                   next_restart_at=None)
         return rec
@@ -253,10 +261,57 @@ class Supervisor(WatchLoop):
             return res
 
     async def restart(self) -> runs.RunRecord:
+        """Stop, then launch; settings changed at runtime are re-applied to the new server."""
+        carry = self.current_runtime()
         res = await self.stop()
         if not res.ok:
             raise RuntimeError(f"restart aborted: {res.message}")
-        return await self.launch()
+        return await self.launch(runtime=carry)
+
+    def current_runtime(self) -> dict:
+        disk = self._load_disk()
+        rec = disk if disk is not None and (self.record is None or disk.pid == self.record.pid) else self.record
+        return dict(rec.runtime) if rec is not None else {}
+
+    async def remember_runtime(self, key: str, value: object) -> None:
+        """A runtime setting was applied to this run: keep it for the next restart."""
+        rec = self.record
+        if rec is None:
+            return
+        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, lambda r: runtime_settings.remember(
+            r.runtime, key, value, self.profile.dynamic))
+        if saved is not None and self.record is rec:
+            self.record = saved
+
+    async def reapply_runtime(self) -> None:
+        """Once the restarted server is ready: set what was changed at runtime before."""
+        rec = self.record
+        if rec is None or not rec.runtime_pending:
+            return
+        claimed: list = []
+
+        def claim(r: runs.RunRecord) -> None:
+            if r.runtime_pending:
+                claimed.append(dict(r.runtime))
+            r.runtime_pending = False
+        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, claim)
+        if saved is not None and self.record is rec:
+            self.record = saved
+        if not claimed:   # another process got there first
+            return
+        from server_control.control import Control
+        try:
+            control = Control(self.profile.url, self.profile.api_key(), self.profile.admin_api_key(),
+                              timeout_s=self.profile.health["timeout_s"])
+        except ValueError as exc:   # ProfileError: a key variable went missing
+            self._set(runtime_note=f"could not re-apply runtime settings after the restart: {exc}")
+            return
+        try:
+            ok, note = await runtime_settings.reapply(control, claimed[0], self.profile.dynamic)
+        finally:
+            await control.aclose()
+        (log.info if ok else log.warning)("%s: %s", self.profile.name, note)
+        self._set(runtime_note=note, last_error=None if ok else note)
 
     async def wait_ready(self, timeout: float) -> str:
         """Probe health until ready (no restarts); returns the state reached: ready, crashed
@@ -272,6 +327,7 @@ class Supervisor(WatchLoop):
                 if self.state == READY:
                     self._procs_cache = (0.0, [])
                     self.processes()   # records the run's members now that they all run
+                    await self.reapply_runtime()
                     break
                 if time.monotonic() >= deadline:
                     break

@@ -99,6 +99,8 @@ class WatchLoop:
                     next_probe = time.monotonic() + hl["interval_s"]
                     self.processes()
                     await self._probe(client)
+                    if self.state == READY and self.supervising and self.record.runtime_pending:
+                        await self.reapply_runtime()
                     if self._watchdog_due():
                         await self._watchdog()
                         next_probe = 0.0
@@ -210,8 +212,9 @@ class WatchLoop:
                     self.adopt()
                     return
                 self.restarts += 1
+                runtime = disk.runtime if disk.pid == dead.pid else dead.runtime
                 try:
-                    await self._start(previous_logs=[*dead.log_paths, dead.log_path])
+                    await self._start(previous_logs=[*dead.log_paths, dead.log_path], runtime=runtime)
                     return
                 except runs.RunConflict as exc:   # someone else relaunched it: adopt theirs
                     self.restarts -= 1

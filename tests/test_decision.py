@@ -82,3 +82,9 @@ def test_threshold_text_gets_the_real_reason(text, reason):
     else:
         with pytest.raises(ValueError, match=reason):
             validate_threshold(text)
+
+
+@pytest.mark.parametrize("text", ["８", "１２", "٨", "८", " 8\u3000"])
+def test_non_ascii_digits_are_refused_as_a_threshold(text):
+    with pytest.raises(ValueError, match="must be an integer"):
+        validate_threshold(text)

@@ -1,0 +1,53 @@
+"""Runtime settings that must survive a restart: N, hysteresis, dwell and forced mode.
+
+A change applied at runtime (``specconsole threshold 8``, a key in the console) is kept
+in the run record (``runtime``: only values that differ from the profile's). When the
+server is restarted (crash, watchdog, a restart from the console) the new record carries
+them with ``runtime_pending``; the process that sees the new server ready re-applies them
+(``reapply``) and says so, unless the profile says ``[restart] reapply_runtime = false``,
+in which case it says that the server is back on the profile's values.
+"""
+from __future__ import annotations
+
+from server_control import decision as d
+from server_control.control import VALIDATE, Control
+
+ORDER = (d.THRESHOLD_KEY, d.HYSTERESIS_KEY, d.DWELL_KEY, d.FORCE_KEY)
+PROFILE_KEY = {d.THRESHOLD_KEY: "threshold", d.HYSTERESIS_KEY: "hysteresis",
+               d.DWELL_KEY: "min_dwell_steps", d.FORCE_KEY: "force_mode"}
+
+
+def remember(runtime: dict, key: str, value: object, profile_dynamic: dict) -> None:
+    """Keep ``key = value`` in ``runtime`` (validated); a value equal to the profile's is dropped."""
+    if key not in VALIDATE:
+        return
+    value = VALIDATE[key](value)
+    if value == profile_dynamic.get(PROFILE_KEY[key]):
+        runtime.pop(key, None)
+    else:
+        runtime[key] = value
+
+
+def describe(runtime: dict, profile_dynamic: dict) -> str:
+    """``threshold 8 (profile 5), force_mode target_only (profile auto)``."""
+    return ", ".join(f"{PROFILE_KEY[k]} {runtime[k]} (profile {profile_dynamic.get(PROFILE_KEY[k])})"
+                     for k in ORDER if k in runtime)
+
+
+def not_reapplied(runtime: dict, profile_dynamic: dict) -> str:
+    return ("runtime settings NOT re-applied after the restart ([restart] reapply_runtime = false): "
+            f"the server runs the profile's values again instead of {describe(runtime, profile_dynamic)}")
+
+
+async def reapply(control: Control, runtime: dict, profile_dynamic: dict) -> tuple[bool, str]:
+    """Set every kept value on the new server, read back on every rank. (all ok, what was done)."""
+    failed = []
+    for key in ORDER:
+        if key in runtime:
+            res = await control.set_setting(key, runtime[key])
+            if res["state"] != "applied":
+                failed.append(f"{PROFILE_KEY[key]} {runtime[key]}: {res['state']}: {res['detail']}")
+    what = describe(runtime, profile_dynamic)
+    if failed:
+        return False, f"could not re-apply runtime settings after the restart ({'; '.join(failed)})"
+    return True, f"re-applied runtime settings after the restart: {what}"

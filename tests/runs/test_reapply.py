@@ -1,0 +1,92 @@
+"""A setting changed at runtime survives a restart: after a crash restart (and a restart
+from the console) the supervisor re-applies N / forced mode once the new server is ready
+and says so; with [restart] reapply_runtime = false it says the server is back on the
+profile's values instead of staying silent."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+from server_control import runs
+from server_control.control import Control
+from server_control.profile import load_profile
+from server_control.supervisor import READY, Supervisor
+
+from .test_cli_runs import cli
+from .test_supervisor import until
+
+
+async def thresholds(url: str) -> list:
+    c = Control(url)
+    try:
+        got = await c.get()
+    finally:
+        await c.aclose()
+    return got.get("thresholds", []) + got.get("force", [])
+
+
+async def settled(url: str, want: list, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + 30
+    while (got := await thresholds(url)) != want:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{what}: server reads {got}, expected {want}")
+        await asyncio.sleep(0.1)
+
+
+async def crash_and_restart(sup: Supervisor, groups) -> None:
+    rec = sup.record
+    os.killpg(rec.pgid, signal.SIGKILL)
+    await until(lambda: sup.record is not None and sup.record.pid != rec.pid, what="restart")
+    groups.add(sup.record.pgid)
+    await until(lambda: sup.state == READY, what="ready again")
+
+
+async def test_runtime_settings_are_reapplied_after_a_crash_and_a_console_restart(make_profile, groups):
+    path = make_profile("ra", tp=2, backoff=0.2)
+    sup = Supervisor(load_profile(path))
+    rec = await sup.launch()
+    groups.add(rec.pgid)
+    watch = asyncio.create_task(sup.watch())
+    try:
+        await until(lambda: sup.state == READY, what="ready")
+        for args in (("threshold", "8"), ("threshold", "--force", "target_only")):   # another terminal
+            r = await asyncio.to_thread(cli, *args, "--profile", str(path))
+            assert r.returncode == 0, r.stdout + r.stderr
+        assert runs.load_record("ra").runtime == {"speculative_disable_batch_threshold": 8,
+                                                  "speculative_disable_force_mode": "target_only"}
+        await crash_and_restart(sup, groups)
+        await settled(sup.profile.url, [8, "target_only"], "after the crash restart")
+        assert sup.runtime_note == ("re-applied runtime settings after the restart: threshold 8 (profile 5), "
+                                    "force_mode target_only (profile auto)")
+        assert sup.snapshot()["runtime_note"] == sup.runtime_note
+        assert not runs.load_record("ra").runtime_pending
+        await sup.restart()                                                    # the console's restart
+        groups.add(sup.record.pgid)
+        await until(lambda: sup.state == READY, what="ready after restart")
+        await settled(sup.profile.url, [8, "target_only"], "after a restart from the console")
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    assert (await sup.stop()).ok
+
+
+async def test_reapply_off_says_the_profile_values_are_back(make_profile, groups):
+    path = make_profile("rn", tp=1, backoff=0.2)
+    path.write_text(path.read_text().replace("keep_logs =", "reapply_runtime = false\nkeep_logs ="))
+    sup = Supervisor(load_profile(path))
+    rec = await sup.launch()
+    groups.add(rec.pgid)
+    watch = asyncio.create_task(sup.watch())
+    try:
+        await until(lambda: sup.state == READY, what="ready")
+        r = await asyncio.to_thread(cli, "threshold", "8", "--profile", str(path))
+        assert r.returncode == 0, r.stdout + r.stderr
+        await crash_and_restart(sup, groups)
+        await settled(sup.profile.url, [5, "auto"], "with reapply_runtime = false")
+        assert "NOT re-applied" in sup.runtime_note and "instead of threshold 8 (profile 5)" in sup.runtime_note
+        assert runs.load_record("rn").runtime == {}
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    assert (await sup.stop()).ok
