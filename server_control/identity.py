@@ -7,7 +7,9 @@ run is wholly gone its numbers may go to anybody (after a reboot, at once). So:
 * the leader is the process with the recorded pid whose start time AND command line are
   the recorded ones (the command's arguments after ``python -m <module>`` end its command
   line: the patched SGLang entry point re-executes itself as ``sglang.launch_server`` with
-  the same flags, and a wrapper such as ``timeout N python`` may stand in front);
+  the same flags, and a wrapper such as ``timeout N python`` may stand in front), or a
+  title it later gave itself (smg: ``smg::router``) as recorded by a process that had
+  verified it (``titles``);
 * while the leader is verified, its process group, its session and its descendants are
   the run (the numbers cannot have been reused while it lives);
 * ``members`` are (pid, start time) pairs recorded while the leader was verified. They
@@ -31,6 +33,7 @@ class RunIdentity:
     create_time: float
     argv: tuple[str, ...]
     members: tuple[tuple[int, float], ...] = ()
+    titles: tuple[str, ...] = ()   # command lines the leader took later (setproctitle), as seen
 
 
 def _args(argv) -> list[str]:
@@ -63,15 +66,31 @@ def same_process(p: psutil.Process, create_time: float) -> bool:
         return False
 
 
+def title(cmdline) -> str:
+    return " ".join(cmdline)
+
+
 def verified_leader(ident: RunIdentity) -> psutil.Process | None:
-    """The run's leader if it still runs: pid, start time and command line all match."""
+    """The run's leader if it still runs: pid, start time and command line all match (the
+    launched one, or a title the leader was seen to take by a process that verified it)."""
     try:
         p = psutil.Process(ident.pid)
         if not same_process(p, ident.create_time):
             return None
-        if not cmdline_matches(p.cmdline(), ident.argv):
+        cmdline = p.cmdline()
+        if not cmdline_matches(cmdline, ident.argv) and title(cmdline) not in ident.titles:
             return None
         return p
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return None
+
+
+def retitled_leader(ident: RunIdentity) -> psutil.Process | None:
+    """The process with the leader's pid and start time whatever its command line now: only
+    for the process that launched the run or verified it before (it saw the same process)."""
+    try:
+        p = psutil.Process(ident.pid)
+        return p if same_process(p, ident.create_time) else None
     except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return None
 

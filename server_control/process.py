@@ -26,7 +26,7 @@ import psutil
 from server_control import identity, run_logs
 from server_control.identity import RunIdentity, run_processes  # noqa: F401 (re-exported)
 from server_control.profile import LaunchSpec
-from server_control.run_logs import prune_logs, tail_lines  # noqa: F401 (re-exported)
+from server_control.run_logs import prune_dir as prune_logs, tail_lines  # noqa: F401 (re-exported)
 
 POLL_S = 0.1
 KILL_CONFIRM_S = 10.0

@@ -2,10 +2,12 @@
 
 * ``open_new_log(path, mode)``: a new file (``O_EXCL | O_NOFOLLOW``, exact mode, 0600 by
   default); a name already taken gets ``.1``, ``.2`` ... before ``.log``.
-* ``remember(manifest, path)`` / ``prune_logs(manifest, keep, protect)``: every log file a
+* ``remember(manifest, path)`` / ``prune_listed(manifest, keep, protect)``: every log file a
   profile's runs created is listed in its manifest (``runs/<name>.logs`` in the state dir).
   Pruning deletes only files listed there (with their size-rotated parts ``<log>.1`` ...),
   oldest first beyond ``keep``, so a shared ``log_dir`` never loses another program's files.
+* ``prune_dir(dir, keep, protect)``: the oldest ``*.log`` of a directory that only
+  specconsole writes (the fleet's log mirrors); never for a profile's ``log_dir``.
 * ``tail_lines(path, n)``: the last lines of a log (invalid UTF-8 replaced).
 """
 from __future__ import annotations
@@ -80,7 +82,26 @@ def _mtime(path: Path) -> float | None:
     return st.st_mtime if stat.S_ISREG(st.st_mode) else None
 
 
-def prune_logs(manifest: str | Path, keep: int, protect: tuple[str | Path, ...] = ()) -> list[Path]:
+def prune_dir(log_dir: str | Path, keep: int, protect: tuple[str | Path, ...] = ()) -> list[Path]:
+    """Delete the oldest ``*.log`` files of ``log_dir`` beyond ``keep`` (never one in ``protect``)."""
+    d = Path(log_dir)
+    if not d.is_dir():
+        return []
+    keep_set = {str(Path(p).resolve()) for p in protect}
+    logs = sorted(((m, p) for p in d.glob("*.log") if (m := _mtime(p)) is not None), reverse=True)
+    removed = []
+    for _, p in logs[keep:]:
+        if str(p.resolve()) in keep_set:
+            continue
+        try:
+            p.unlink()
+            removed.append(p)
+        except OSError:
+            pass
+    return removed
+
+
+def prune_listed(manifest: str | Path, keep: int, protect: tuple[str | Path, ...] = ()) -> list[Path]:
     """Delete the oldest logs listed in ``manifest`` beyond ``keep`` (never one in ``protect``);
     entries whose file is gone leave the manifest. Returns the files deleted."""
     keep_set = {str(Path(p).resolve()) for p in protect}

@@ -68,6 +68,7 @@ class RunRecord:
     exit_code: int | None = None       # set when the run ended FATAL (leader dead)
     fatal_reason: str | None = None
     members: list = field(default_factory=list)   # [pid, start time] of the run's other processes
+    titles: list = field(default_factory=list)    # command lines the leader later gave itself
     ready_at: str | None = None        # first time /health answered 200
     health: str | None = None          # ready | unhealthy, as the supervising process sees it
     supervisor: dict | None = None     # {pid, create_time, kind, since}: who restarts crashes
@@ -108,7 +109,8 @@ class RunRecord:
     # -- liveness ---------------------------------------------------------------------------
     def identity(self) -> RunIdentity:
         return RunIdentity(self.pid, self.create_time, tuple(self.argv),
-                           tuple((int(p), float(t)) for p, t in self.members))
+                           tuple((int(p), float(t)) for p, t in self.members),
+                           tuple(str(t) for t in self.titles))
 
     def leader(self) -> psutil.Process | None:
         """The server's main process if it is this run's (pid + start time + command line)."""

@@ -56,9 +56,6 @@ class AttachedRun:
                 "port": None, "restarts": 0, "log_path": str(self._log_path) if self._log_path else None,
                 "exit_code": None, "fatal_reason": None, "processes": []}
 
-    async def remember_runtime(self, key: str, value: object) -> None:
-        pass
-
     async def _refuse(self) -> dict:
         return {"ok": False, "error": "attached to a server this console does not own: "
                 "launch, stop and restart need a profile"}
@@ -332,8 +329,9 @@ class Session:
         self.threshold_change = change(requested, "pending", "sent; waiting for every DP rank to read back")
         self._publish("snapshot")
         result = await action(requested)
-        if result["state"] == "applied":
-            await self.run.remember_runtime(key, requested)   # re-applied after a restart
+        remember = getattr(self.run, "remember_runtime", None)   # runs with a record keep it
+        if result["state"] == "applied" and remember is not None:
+            await remember(key, requested)   # re-applied after a restart
         self.threshold_change = result
         self.poller.poke()
         self._publish("snapshot")

@@ -26,6 +26,7 @@ the record ``stopping`` first, so a supervisor elsewhere reports "stopped", not 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -71,6 +72,7 @@ class Supervisor(WatchLoop):
         self._lock = None
         self._fails = 0
         self._procs_cache: tuple[float, list[ProcInfo]] = (0.0, [])
+        self._seen: set[tuple[int, float]] = set()   # leaders this process launched or verified
 
     # -- state ------------------------------------------------------------------------------
     def _set(self, state: str | None = None, **attrs) -> None:
@@ -87,6 +89,10 @@ class Supervisor(WatchLoop):
                 log.exception("on_change callback failed")
 
     @property
+    def _dynamic(self) -> dict:
+        return getattr(self.profile, "dynamic", {})   # a gateway has no speculation settings
+
+    @property
     def exit_file(self):
         return runs.exit_file(self.profile.name, self.state_dir)
 
@@ -98,12 +104,33 @@ class Supervisor(WatchLoop):
             self.last_error = f"unreadable run record moved aside: {exc}"
             return None
 
+    def _live(self, rec: runs.RunRecord) -> bool:
+        """Is the record's leader running? Verified by pid + start time + command line; a
+        leader this process launched or verified before may have retitled itself (smg's
+        ``smg::router``): its new title is recorded so that other processes know it too."""
+        key = (rec.pid, rec.create_time)
+        if rec.leader() is not None:
+            self._seen.add(key)
+            return True
+        if key not in self._seen or (p := identity.retitled_leader(rec.identity())) is None:
+            return False
+        try:
+            t = identity.title(p.cmdline())
+        except psutil.Error:
+            return False
+        if t not in rec.titles:
+            rec.titles.append(t)
+            runs.try_update_record(self.profile.name, self.state_dir, rec.pid,
+                                   lambda r: r.titles.append(t) if t not in r.titles else None)
+        return True
+
     def processes(self) -> list[ProcInfo]:
         rec = self.record
         if rec is None:
             return []
         now = time.monotonic()
         if now - self._procs_cache[0] > 1.0:
+            self._live(rec)
             procs = process.run_processes(rec.identity())
             self._procs_cache = (now, process.describe(procs))
             self._remember_members(rec, procs)
@@ -149,7 +176,7 @@ class Supervisor(WatchLoop):
         rec = self._load_disk()
         if rec is None:
             return None
-        if rec.is_live():
+        if self._live(rec):
             self._fails = 0
             self._set(UNHEALTHY if rec.health == UNHEALTHY else STARTING, record=rec, restarts=rec.restarts,
                       exit_code=None, fatal_reason=None, last_error=None)
@@ -193,7 +220,7 @@ class Supervisor(WatchLoop):
         async with runs.profile_lock(name, sd), runs.port_lock(self.profile.port, sd):
             disk = self._load_disk()
             if disk is not None:
-                if disk.is_live():
+                if self._live(disk):
                     raise RunConflict(f"profile {name!r} is already running: pid {disk.pid} on "
                                       f"{disk.host}:{disk.port} since {disk.started_at} (log {disk.log_path})",
                                       disk)
@@ -207,10 +234,11 @@ class Supervisor(WatchLoop):
                 raise RunConflict(f"port {other.port} is held by the live run of profile {other.name!r} "
                                   f"(pid {other.pid})", other)
             self.profile.check_port()
-            spec = self.profile.launch_spec(sd)
+            spec = dataclasses.replace(self.profile.launch_spec(sd), exit_file=self.exit_file)
             started = await asyncio.to_thread(process.launch, spec)
+            self._seen.add((started.pid, started.create_time))
             keep = self.profile.restart["keep_logs"]
-            carry = dict(runtime or {}) if self.profile.restart["reapply_runtime"] else {}
+            carry = dict(runtime or {}) if self.profile.restart.get("reapply_runtime", True) else {}
             rec = runs.RunRecord(
                 name=name, profile_path=str(self.profile.path) if self.profile.path else None,
                 kind=self.profile.kind, pid=started.pid, create_time=started.create_time,
@@ -223,12 +251,12 @@ class Supervisor(WatchLoop):
             runs.save_record(rec, sd)
             manifest = runs.log_manifest(name, sd)
             run_logs.remember(manifest, started.log_path)
-            run_logs.prune_logs(manifest, keep, protect=(started.log_path,))
+            run_logs.prune_listed(manifest, keep, protect=(started.log_path,))
         self.policy.record_start(time.monotonic())
         self._fails = 0
         self._procs_cache = (0.0, [])
         if runtime and not carry:
-            self._set(runtime_note=runtime_settings.not_reapplied(runtime, self.profile.dynamic))
+            self._set(runtime_note=runtime_settings.not_reapplied(runtime, self._dynamic))
             log.warning("%s: %s", name, self.runtime_note)
         self._set(STARTING, record=rec, exit_code=None, last_error=None, health_error=None,
                   next_restart_at=None)
@@ -250,6 +278,7 @@ class Supervisor(WatchLoop):
             if rec is None:
                 self._set(STOPPED, next_restart_at=None)
                 return StopResult(ok=True, was_running=False, message="not running")
+            self._live(rec)   # a title it took since it was last seen
             res = await process.stop_run(rec.identity(), grace, self.exit_file)
             if res.ok:
                 async with runs.profile_lock(name, sd):
@@ -279,7 +308,7 @@ class Supervisor(WatchLoop):
         if rec is None:
             return
         saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, lambda r: runtime_settings.remember(
-            r.runtime, key, value, self.profile.dynamic))
+            r.runtime, key, value, self._dynamic))
         if saved is not None and self.record is rec:
             self.record = saved
 
@@ -307,7 +336,7 @@ class Supervisor(WatchLoop):
             self._set(runtime_note=f"could not re-apply runtime settings after the restart: {exc}")
             return
         try:
-            ok, note = await runtime_settings.reapply(control, claimed[0], self.profile.dynamic)
+            ok, note = await runtime_settings.reapply(control, claimed[0], self._dynamic)
         finally:
             await control.aclose()
         (log.info if ok else log.warning)("%s: %s", self.profile.name, note)
@@ -337,7 +366,7 @@ class Supervisor(WatchLoop):
     async def _exit_status(self) -> tuple[bool, int | None]:
         """(dead, exit code or None) for the current record's server process."""
         rec = self.record
-        if rec is None or rec.is_live():
+        if rec is None or self._live(rec):
             return False, None
         code = await asyncio.to_thread(process.exit_status, self.exit_file, rec.pid, rec.create_time)
         return True, code

@@ -115,7 +115,7 @@ class WatchLoop:
         """No live run of ours: adopt one launched elsewhere (e.g. `specconsole restart`)."""
         disk = self._load_disk()
         mine = self.record
-        if disk is not None and disk.is_live() and not disk.stopping and (
+        if disk is not None and self._live(disk) and not disk.stopping and (
                 mine is None or disk.pid != mine.pid):
             self.adopt()
             return
@@ -141,7 +141,7 @@ class WatchLoop:
 
     # -- failures ---------------------------------------------------------------------------
     def _watchdog_due(self) -> bool:
-        return (self.state == UNHEALTHY and self.supervising and self.profile.health["watchdog"]
+        return (self.state == UNHEALTHY and self.supervising and self.profile.health.get("watchdog", True)
                 and self._fails >= self.profile.health["failures"] and not self._op_lock.locked())
 
     async def _watchdog(self) -> None:
@@ -169,7 +169,7 @@ class WatchLoop:
         if disk is None or disk.stopping:
             self._set(STOPPED, record=None, exit_code=code)
             return
-        if disk.pid != rec.pid and disk.is_live():
+        if disk.pid != rec.pid and self._live(disk):
             self.adopt()
             return
         how = exit_words(code)
@@ -207,7 +207,7 @@ class WatchLoop:
                 if disk is None or disk.stopping:      # stopped from elsewhere meanwhile
                     self._set(STOPPED, record=None, next_restart_at=None)
                     return
-                if disk.pid != dead.pid and disk.is_live():   # relaunched elsewhere
+                if disk.pid != dead.pid and self._live(disk):   # relaunched elsewhere
                     self._set(next_restart_at=None)
                     self.adopt()
                     return

@@ -112,7 +112,7 @@ def test_tail_lines_and_prune_logs(tmp_path):
         os.utime(p, (1000 + i, 1000 + i))
         run_logs.remember(manifest, p)
     (tmp_path / "1.log.1").write_text("rotated part")
-    removed = process.prune_logs(manifest, keep=3, protect=(tmp_path / "0.log",))
+    removed = run_logs.prune_listed(manifest, keep=3, protect=(tmp_path / "0.log",))
     assert sorted(p.name for p in removed) == ["1.log", "1.log.1", "2.log"]
     assert sorted(p.name for p in tmp_path.glob("*.log*")) == ["0.log", "3.log", "4.log", "5.log", "x.log"]
     assert run_logs.read_manifest(manifest) == [str(tmp_path / f"{i}.log") for i in (0, 3, 4, 5)]
