@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import os
 import secrets
@@ -87,6 +86,7 @@ class FileLock:
         return True
 
     async def acquire(self, timeout: float = LOCK_WAIT_S) -> "FileLock":
+        import asyncio   # here: the keeper imports this module and must start fast
         deadline = time.monotonic() + timeout
         while not self.try_acquire():
             if time.monotonic() >= deadline:
