@@ -74,7 +74,7 @@ class SimProcess:
     def wait_ready(self, timeout: float = 60) -> "SimProcess":
         """Poll /health until 200; raises with the log tail if the process dies or times out."""
         deadline = time.monotonic() + timeout
-        with httpx.Client(timeout=2.0) as client:
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"simulator exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}")

@@ -15,8 +15,8 @@ import pytest
 
 from server_control import runs
 
-from .conftest import wait_for
-from .test_cli_runs import cli
+from tests.support.wait import wait_for
+from tests.cli.test_runs import cli
 
 
 def stranger(groups, *, double_fork: bool = False) -> tuple[int, psutil.Process]:

@@ -13,7 +13,7 @@ from server_control.logs import LogPipeline, LogStore
 from server_control.profile import LaunchSpec, load_profile
 from server_control.supervisor import Supervisor
 
-from .conftest import wait_for
+from tests.support.wait import wait_for
 
 
 async def test_shared_log_dir_prunes_only_this_profiles_logs(make_profile, groups, tmp_path):

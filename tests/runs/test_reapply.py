@@ -13,7 +13,7 @@ from server_control.control import Control
 from server_control.profile import load_profile
 from server_control.supervisor import READY, Supervisor
 
-from .test_cli_runs import cli
+from tests.cli.test_runs import cli
 from .test_supervisor import until
 
 

@@ -12,7 +12,7 @@ from server_control import runs
 from server_control.profile import load_profile
 from server_control.supervisor import READY, UNHEALTHY, Supervisor
 
-from .test_cli_runs import cli
+from tests.cli.test_runs import cli
 from .test_supervisor import alive, until
 
 
