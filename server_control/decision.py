@@ -104,6 +104,7 @@ class SpecSwitch:
     __slots__ = (
         "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "_dwell",
         "steps", "switches", "tokens", "seconds", "last_batch", "last_switch", "_last_t",
+        "verifies", "accepted_drafts", "proposed_drafts",
     )
 
     def __init__(self, threshold: int = 0, hysteresis: int = DEFAULT_HYSTERESIS,
@@ -121,6 +122,10 @@ class SpecSwitch:
         self.last_batch = 0
         self.last_switch: dict | None = None
         self._last_t: float | None = None
+        # acceptance over verifies that drafted (steps > 0) only: per request and step
+        self.verifies = 0
+        self.accepted_drafts = 0
+        self.proposed_drafts = 0
 
     @property
     def enabled(self) -> bool:
@@ -173,6 +178,23 @@ class SpecSwitch:
     def add_tokens(self, n: int) -> None:
         self.tokens[self.mode] += n
 
+    def record_verify(self, accepted_per_request: list[int], draft_tokens: int,
+                      mode: str | None = None) -> None:
+        """One settled verify step: tokens committed (accepted drafts + 1 per request) go
+        to ``mode`` (the mode that step ran in, default the current one); acceptance is
+        counted only when the step drafted (``draft_tokens`` > 1)."""
+        accepted, n = sum(accepted_per_request), len(accepted_per_request)
+        self.tokens[mode or self.mode] += accepted + n
+        if draft_tokens > 1:
+            self.verifies += n
+            self.accepted_drafts += accepted
+            self.proposed_drafts += (draft_tokens - 1) * n
+
+    @property
+    def accept_length(self) -> float | None:
+        """Mean tokens per request per verify over the steps that drafted (None: none yet)."""
+        return 1 + self.accepted_drafts / self.verifies if self.verifies else None
+
     def set_threshold(self, value: object) -> str:
         """Validate and apply; returns the log message. Effective from the next step."""
         new = validate_threshold(value)
@@ -200,4 +222,7 @@ class SpecSwitch:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "last_batch": self.last_batch,
             "last_switch": dict(self.last_switch) if self.last_switch else None,
+            "verifies": self.verifies,
+            "accepted_drafts": self.accepted_drafts,
+            "proposed_drafts": self.proposed_drafts,
         }

@@ -110,6 +110,31 @@ def wrap_collect_input_fields() -> None:
     fields_module.collect_input_fields = collect_input_fields
 
 
+FLAGS = tuple("--" + key.replace("_", "-") for key in NEW_FIELDS)
+
+
+def drop_flags_from_argv(argv: list[str]) -> list[str]:
+    """Take the four flags (``--flag value`` and ``--flag=value``) off ``argv`` in place, so
+    SGLang's parser, which does not know them here, still starts the server; logs one line
+    naming what was dropped. Returns the dropped arguments."""
+    kept, dropped, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.split("=", 1)[0]
+        if i > 0 and name in FLAGS:
+            take = 1 if "=" in arg or i + 1 >= len(argv) else 2
+            dropped += argv[i:i + take]
+            i += take
+            continue
+        kept.append(arg)
+        i += 1
+    if dropped:
+        argv[:] = kept
+        gate.warn("Dynamic speculation: ignored " + " ".join(dropped)
+                  + " (the patch is not active in this server; see the NOT active line)")
+    return dropped
+
+
 def missing_fields(server_args_cls) -> list[str]:
     present = set(getattr(server_args_cls, "__struct_fields__", ()))
     return [name for name in NEW_FIELDS if name not in present]

@@ -3,13 +3,18 @@
 Imports only the standard library (and, lazily, SGLang's version module). The anchors
 are checked statically, by parsing the installed SGLang source files with ``ast``, before
 any of them is executed: so the gate decides once, up front, whether every part of the
-patch can be applied, and a renamed class or method upstream turns the whole patch off
+patch can be applied, and a renamed class or method upstream turns the switch off
 with one clear line instead of half-applying it.
+
+When the gate fails, the report-only parts (``FIELD_ANCHORS`` + ``REPORT_ANCHORS``) are
+still applied if their own anchors are there: the flags parse, the server starts with the
+switch off, and ``/server_info`` / ``/set_internal_state`` carry the reason (see hook.py).
 """
 from __future__ import annotations
 
 import ast
 import atexit
+import hashlib
 import importlib
 import importlib.util
 import logging
@@ -21,24 +26,19 @@ from server_control.decision import NOT_ACTIVE_PREFIX
 SUPPORTED_VERSION = "0.5.23"
 
 # module -> {class name or "" for module level: [attribute names]}
-ANCHORS: dict[str, dict[str, list[str]]] = {
+Anchors = dict[str, dict[str, list[str]]]
+
+# The server arguments: enough for the flags to parse (also when the rest is gated off).
+FIELD_ANCHORS: Anchors = {
     "sglang.srt.server_args": {"": ["ServerArgs", "_INPUT_NAMESPACES", "Spec",
                                     "collect_input_fields", "prepare_server_args"]},
     "sglang.srt.arg_groups.fields": {"": ["collect_input_fields"]},
     "sglang.srt.arg_groups.field_order": {"": ["POSITIONAL_FIELD_ORDER"]},
     "sglang.srt.arg_groups.fields.spec": {"Spec": ["_NS_PATH", "speculative_num_steps"]},
     "sglang.srt.arg_groups.arg_utils": {"": ["A", "Arg", "add_cli_args_from_dataclass"]},
-    "sglang.srt.speculative.eagle_worker_v2": {
-        "EAGLEWorkerV2": ["__init__", "init_cuda_graphs", "forward_batch_generation",
-                          "activate_step_by_batch", "on_verify_complete_cpu",
-                          "build_adaptive_runtime_state", "apply_runtime_state",
-                          "_build_trivial_verify_input"],
-        "": ["draft_tp_context", "speculative_moe_backend_context",
-             "speculative_moe_a2a_backend_context", "SpecRuntimeState"],
-    },
-    "sglang.srt.speculative.adaptive_runtime_state": {"SpecRuntimeState": [],
-                                                      "AdaptiveController": ["_states"]},
-    "sglang.srt.speculative.adaptive_spec_params": {"": ["adaptive_unsupported_reason"]},
+}
+# The internal-state controller: enough to publish "not active" and its reason.
+REPORT_ANCHORS: Anchors = {
     "sglang.srt.managers.scheduler_components.internal_state": {
         "SchedulerInternalStateController": ["__init__", "_update_handlers",
                                              "set_internal_state", "get_internal_state"],
@@ -46,6 +46,45 @@ ANCHORS: dict[str, dict[str, list[str]]] = {
     },
     "sglang.srt.utils.common": {"": ["configure_logger"]},
 }
+# The switch itself.
+SWITCH_ANCHORS: Anchors = {
+    "sglang.srt.speculative.eagle_worker_v2": {
+        "EAGLEWorkerV2": ["__init__", "init_cuda_graphs", "forward_batch_generation",
+                          "activate_step_by_batch", "on_verify_complete_cpu",
+                          "build_adaptive_runtime_state", "apply_runtime_state",
+                          "_build_trivial_verify_input", "adaptive_controller"],
+        "EagleDraftWorker": ["_configure_qsa_mtp_index_share"],
+        "": ["draft_tp_context", "speculative_moe_backend_context",
+             "speculative_moe_a2a_backend_context", "SpecRuntimeState",
+             "_qsa_index_share_requested"],
+    },
+    "sglang.srt.speculative.adaptive_runtime_state": {"SpecRuntimeState": [],
+                                                      "AdaptiveController": ["_states"]},
+    "sglang.srt.speculative.adaptive_spec_params": {"": ["adaptive_unsupported_reason"]},
+    "sglang.srt.arg_groups.overrides": {"": ["resolving_view"]},
+    "sglang.srt.runtime_context": {"RuntimeContext": ["_overrides_log", "override",
+                                                      "resolved_server_args_dict"],
+                                   "": ["get_context", "get_parallel", "get_spec"]},
+    "sglang.srt.managers.scheduler_components.batch_result_processor": {
+        "SchedulerBatchResultProcessor": ["_resolve_spec_v2_tokens"]},
+    "sglang.srt.distributed.parallel_state": {"GroupCoordinator": ["ranks", "rank_in_group",
+                                                                   "world_size", "cpu_group"]},
+    "sglang.srt.observability.metrics_collector": {
+        "SchedulerMetricsCollector": ["__init__", "log_stats", "labels"]},
+}
+
+
+def merged(*parts: Anchors) -> Anchors:
+    out: Anchors = {}
+    for part in parts:
+        for module, classes in part.items():
+            slot = out.setdefault(module, {})
+            for cls, attrs in classes.items():
+                slot[cls] = [*slot.get(cls, []), *attrs]
+    return out
+
+
+ANCHORS: Anchors = merged(FIELD_ANCHORS, REPORT_ANCHORS, SWITCH_ANCHORS)
 
 logger = logging.getLogger("sglang.srt.speculative.dynamic_speculation")
 
@@ -117,7 +156,7 @@ def _source_path(module: str) -> str | None:
     return None
 
 
-def missing_anchor(anchors: dict[str, dict[str, list[str]]] | None = None) -> str | None:
+def missing_anchor(anchors: Anchors | None = None) -> str | None:
     """The first anchor that the installed SGLang source lacks, or None."""
     for module, classes in (anchors or ANCHORS).items():
         path = _source_path(module)
@@ -146,10 +185,42 @@ def check(version: str | None = None) -> str | None:
     if version != SUPPORTED_VERSION:
         return (f"sglang {version} is not the supported {SUPPORTED_VERSION}; "
                 "the patch is gated to that exact version")
+    stamp = _source_stamp(version)
+    if stamp is not None and os.environ.get(VERIFIED_ENV) == stamp:
+        return None  # the parent process parsed these very files (spawned children inherit)
     anchor = missing_anchor()
     if anchor is not None:
         return f"sglang {version}: anchor {anchor} is missing (renamed upstream?)"
+    if stamp is not None:
+        os.environ[VERIFIED_ENV] = stamp
     return None
+
+
+VERIFIED_ENV = "SPECCONSOLE_SGLANG_ANCHORS_VERIFIED"
+
+
+def _source_stamp(version: str) -> str | None:
+    """Version + path, size and mtime of every anchored source file (None if one is
+    missing): a process whose environment carries the stamp of a parent that parsed the
+    same files skips the parse (~0.3 s per process)."""
+    parts = [version]
+    for module in ANCHORS:
+        path = _source_path(module)
+        if path is None:
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def report_parts_missing() -> str | None:
+    """When ``check`` fails: the first anchor missing for the report-only parts (the four
+    flags parse, ``/server_info`` and ``/set_internal_state`` say why the switch is off),
+    or None when those parts can be applied."""
+    return missing_anchor(merged(FIELD_ANCHORS, REPORT_ANCHORS))
 
 
 def _logging_ready() -> bool:
@@ -167,12 +238,16 @@ def not_active(reason: str) -> bool:
     if _reported is not None:
         return False
     _reported = reason
-    line = NOT_ACTIVE_PREFIX + reason
+    warn(NOT_ACTIVE_PREFIX + reason)
+    return True
+
+
+def warn(line: str) -> None:
+    """A warning through SGLang's logger, or pending until SGLang configured logging."""
     if _logging_ready():
         logger.warning(line)
     else:
         _pending.append(line)
-    return True
 
 
 def reported() -> str | None:

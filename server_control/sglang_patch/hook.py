@@ -11,7 +11,17 @@ module's own code:
   * after ``sglang.srt.utils.common``: wrap ``configure_logger`` so a pending
     ``NOT active`` line is written with SGLang's format and rank prefix;
   * after ``sglang.srt.speculative.eagle_worker_v2``: patch ``EAGLEWorkerV2``;
-  * after ``...scheduler_components.internal_state``: patch the internal-state controller.
+  * after ``...scheduler_components.internal_state``: patch the internal-state controller;
+  * after ``...scheduler_components.batch_result_processor``: let the worker see which
+    step a verify result came from (``worker.settling``);
+  * after ``sglang.srt.observability.metrics_collector``: the patch's metrics.
+
+Fail mode (the gate says no): when the anchors of the report-only parts are there
+(``gate.report_parts_missing()`` is None) the fields are still added and the
+internal-state controller reports ``active: false`` with the reason: the flags parse and
+the server starts with the switch off. Otherwise, in the process that ``serve`` started,
+the four flags are taken off ``sys.argv`` before SGLang parses it (one line names them),
+so the server still starts. Either way one ``NOT active`` line gives the reason.
 
 A target already imported when ``install()`` runs is patched at once (``server_args``
 cannot be: its struct is built; that is reported as NOT active).
@@ -29,24 +39,53 @@ SERVER_ARGS = "sglang.srt.server_args"
 COMMON = "sglang.srt.utils.common"
 EAGLE = "sglang.srt.speculative.eagle_worker_v2"
 INTERNAL_STATE = "sglang.srt.managers.scheduler_components.internal_state"
+RESULTS = "sglang.srt.managers.scheduler_components.batch_result_processor"
+METRICS = "sglang.srt.observability.metrics_collector"
+
+FULL, REPORT, OFF = "full", "report", "off"
 
 _lock = threading.RLock()
-_state = {"installed": False, "gate": None, "gate_checked": False, "applied": set()}
+_state = {"installed": False, "gate": None, "mode": None, "applied": set(),
+          "serve_main": False}
 
 
 def gate_reason() -> str | None:
     """The gate's verdict for this process (computed once)."""
+    return _gate()[0]
+
+
+def mode() -> str:
+    """``full`` (the switch), ``report`` (flags + the reason in /server_info) or ``off``."""
+    return _gate()[1]
+
+
+def _gate() -> tuple[str | None, str]:
     with _lock:
-        if not _state["gate_checked"]:
-            _state["gate"] = gate.check()
-            _state["gate_checked"] = True
-            if _state["gate"] is not None:
-                gate.not_active(_state["gate"])
-        return _state["gate"]
+        if _state["mode"] is None:
+            reason = gate.check()
+            _state["gate"] = reason
+            if reason is None:
+                _state["mode"] = FULL
+            else:
+                gate.not_active(reason)
+                _state["mode"] = REPORT if gate.report_parts_missing() is None else OFF
+        return _state["gate"], _state["mode"]
+
+
+def mark_serve_main() -> None:
+    """This is the launch_server process ``serve`` started (the bootstrap says so). If
+    server_args was imported before the hook (a ``.pth`` file in site-packages runs before
+    any sitecustomize), its ServerArgs lacks the fields: take the flags off sys.argv now."""
+    _state["serve_main"] = True
+    module = sys.modules.get(SERVER_ARGS)
+    if module is not None:
+        from server_control.sglang_patch import fields
+        if mode() == OFF or fields.missing_fields(module.ServerArgs):
+            fields.drop_flags_from_argv(sys.argv)
 
 
 def _before(name: str) -> None:
-    if name == SERVER_ARGS and gate_reason() is None:
+    if name == SERVER_ARGS and mode() != OFF:
         from server_control.sglang_patch import fields
         fields.wrap_collect_input_fields()
 
@@ -55,18 +94,26 @@ def _after(name: str, module) -> None:
     if name == COMMON:
         _wrap_configure_logger(module)  # logging only: even when the gate says no
         return
-    if gate_reason() is not None:
-        return
+    current = mode()
     try:
         if name == SERVER_ARGS:
             from server_control.sglang_patch import fields
-            fields.check_server_args(module)
+            if not (current != OFF and fields.check_server_args(module)) and _state["serve_main"]:
+                fields.drop_flags_from_argv(sys.argv)
+        elif name == INTERNAL_STATE and current != OFF:
+            from server_control.sglang_patch import internal_state
+            internal_state.patch(module, off_reason=None if current == FULL else gate_reason())
+        elif current != FULL:
+            return
         elif name == EAGLE:
             from server_control.sglang_patch import worker
             worker.patch(module)
-        elif name == INTERNAL_STATE:
-            from server_control.sglang_patch import internal_state
-            internal_state.patch(module)
+        elif name == RESULTS:
+            from server_control.sglang_patch import worker
+            worker.patch_results(module)
+        elif name == METRICS:
+            from server_control.sglang_patch import metrics
+            metrics.patch(module)
     except Exception as exc:  # noqa: BLE001 - never break SGLang's import
         gate.not_active(f"patching {name} failed: {exc!r}")
     _state["applied"].add(name)
@@ -106,7 +153,7 @@ class _HookedLoader(importlib.abc.Loader):
 
 
 class PatchFinder(importlib.abc.MetaPathFinder):
-    TARGETS = (SERVER_ARGS, COMMON, EAGLE, INTERNAL_STATE)
+    TARGETS = (SERVER_ARGS, COMMON, EAGLE, INTERNAL_STATE, RESULTS, METRICS)
 
     def __init__(self) -> None:
         self._busy: set[str] = set()
@@ -135,11 +182,6 @@ def install() -> bool:
     for name in PatchFinder.TARGETS:
         module = sys.modules.get(name)
         if module is None:
-            continue
-        if name == SERVER_ARGS:
-            if gate_reason() is None:
-                from server_control.sglang_patch import fields
-                fields.check_server_args(module)
             continue
         _after(name, module)
     return True

@@ -7,18 +7,27 @@
     Apply changes this rank's ``SpecSwitch`` (effective from the next decode step; every
     rank handles the broadcast request at the same point of its loop) and returns the
     value for SGLang's ``get_context().override`` so readbacks show it.
+  * ``set_internal_state``: after SGLang's own, the overrides log is compacted; with
+    TP > 1 every rank's values are gathered (``ranks.gather_live``): the answer (TP0's)
+    is ``true`` only when every rank holds the same values, and ranks that disagree turn
+    the switch off on every rank (one ``NOT active`` line naming them).
   * ``get_internal_state``: each entry of ``/server_info`` ``internal_states`` gets the
-    four live values and ``"dynamic_speculation": SpecSwitch.snapshot()`` (+ active/reason).
+    four live values and ``"dynamic_speculation": snapshot`` (+ active/reason, the real
+    step count, and with TP > 1 ``"ranks"``: every TP rank's live values, gathered).
   * ``__init__``: a scheduler whose speculative worker carries no switch (no speculation,
     NGRAM, DFLASH, multi-layer EAGLE, ...) logs why the patch is not active there.
+
+Report mode (``off_reason``: the version/anchor gate failed, hook.py): only the reason is
+published and the four keys are refused with it.
 """
 from __future__ import annotations
 
 import logging
 
-from server_control import decision
-from server_control.sglang_patch import gate
+from server_control import decision, tp_ranks
+from server_control.sglang_patch import gate, metrics, overrides, ranks
 from server_control.sglang_patch.fields import NEW_FIELDS, VALIDATORS
+from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.managers.scheduler_components.internal_state")
 
@@ -69,7 +78,35 @@ def _leaf_known(key: str) -> bool:
         return False
 
 
-def patch(module) -> None:
+def _publish(state: dict, dyn, reason: str | None, live: list | None) -> None:
+    if dyn is not None and dyn.switch is not None:
+        sw = dyn.switch
+        state.update({decision.THRESHOLD_KEY: sw.threshold,
+                      decision.HYSTERESIS_KEY: sw.hysteresis,
+                      decision.DWELL_KEY: sw.min_dwell_steps,
+                      decision.FORCE_KEY: sw.force})
+        state[decision.STATE_KEY] = snap = dyn.snapshot()
+        if live is not None:
+            snap["ranks"] = live
+    else:
+        state[decision.STATE_KEY] = {"enabled": False, "active": False, "reason": reason}
+
+
+def _check_ranks(dyn, output):
+    """After a set: every TP rank must hold the same values, else all turn the switch off."""
+    rows = ranks.gather_live(dyn) if dyn is not None else None
+    if not rows:
+        return output
+    problem = tp_ranks.disagreement(rows)
+    if problem is None:
+        return output
+    if dyn.active:
+        dyn.deactivate(f"TP ranks disagree after /set_internal_state: {problem}; "
+                       "the switch is off on every rank")
+    return type(output)(updated=False)
+
+
+def patch(module, off_reason: str | None = None) -> None:
     cls = module.SchedulerInternalStateController
     if getattr(cls, "_specconsole_patched", False):
         return
@@ -78,11 +115,19 @@ def patch(module) -> None:
     orig_init = cls.__init__
     orig_handlers = cls._update_handlers
     orig_get = cls.get_internal_state
+    orig_set = cls.set_internal_state
+
+    def why_off(self) -> str | None:
+        if off_reason is not None:
+            return off_reason
+        dyn = find(self.scheduler)
+        if dyn is None:
+            return _why_absent(self.scheduler)
+        return None if dyn.active else dyn.reason
 
     def validate(self, key, value):
-        dyn = find(self.scheduler)
-        if dyn is None or not dyn.active:
-            reason = dyn.reason if dyn is not None else _why_absent(self.scheduler)
+        reason = why_off(self)
+        if reason is not None:
             raise rejected(f"Dynamic speculation: refused {key}={value}: "
                            f"dynamic speculation disable is not active on this rank ({reason})")
         try:
@@ -112,7 +157,7 @@ def patch(module) -> None:
 
     def __init__(self, scheduler, *args, **kwargs):
         orig_init(self, scheduler, *args, **kwargs)
-        if find(scheduler) is None:
+        if off_reason is None and find(scheduler) is None:
             gate.not_active(_why_absent(scheduler))
 
     def _update_handlers(self):
@@ -123,28 +168,24 @@ def patch(module) -> None:
                 lambda k, v, _self=self: apply(_self, k, v))
         return handlers
 
+    def set_internal_state(self, recv_req):
+        output = orig_set(self, recv_req)
+        overrides.compact()
+        metrics.publish()
+        keys = getattr(recv_req, "server_args", None) or {}
+        dyn = find(self.scheduler) if off_reason is None else None
+        if any(k in NEW_FIELDS for k in keys) and dyn is not None and dyn.switch is not None:
+            output = _check_ranks(dyn, output)
+        return output
+
     def get_internal_state(self, recv_req):
         output = orig_get(self, recv_req)
         state = getattr(output, "internal_state", None)
-        dyn = find(self.scheduler)
+        dyn = find(self.scheduler) if off_reason is None else None
+        live = ranks.gather_live(dyn) if dyn is not None and dyn.switch is not None else None
         if isinstance(state, dict):
-            if dyn is not None and dyn.switch is not None:
-                sw = dyn.switch
-                state.update({decision.THRESHOLD_KEY: sw.threshold,
-                              decision.HYSTERESIS_KEY: sw.hysteresis,
-                              decision.DWELL_KEY: sw.min_dwell_steps,
-                              decision.FORCE_KEY: sw.force})
-                state[decision.STATE_KEY] = dyn.snapshot()
-            else:
-                reason = dyn.reason if dyn is not None else _why_absent(self.scheduler)
-                state[decision.STATE_KEY] = {"enabled": False, "active": False,
-                                             "reason": reason}
+            _publish(state, dyn, why_off(self), live)
         return output
 
-    for new, old in ((__init__, orig_init), (_update_handlers, orig_handlers),
-                     (get_internal_state, orig_get)):
-        new.__wrapped__ = old
-        new.__doc__ = old.__doc__
-        new.__qualname__ = old.__qualname__
-        setattr(cls, old.__name__, new)
-    cls._specconsole_patched = True
+    wrap_methods(cls, ((__init__, orig_init), (_update_handlers, orig_handlers),
+                       (get_internal_state, orig_get), (set_internal_state, orig_set)))

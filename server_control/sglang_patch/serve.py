@@ -1,10 +1,12 @@
 """``python -m server_control.sglang_patch.serve <launch_server args>``: the patched server.
 
 Same arguments as ``python -m sglang.launch_server``. Puts the bootstrap directory (a
-``sitecustomize`` that installs the import hook) and the project root first on
-``PYTHONPATH`` and replaces this process (same pid, same process group) with
-``python -m sglang.launch_server``; every process SGLang spawns inherits the variable,
-so the patch is loaded in the HTTP server, every scheduler rank and the detokenizer.
+``sitecustomize`` that registers our package and installs the import hook) first on
+``PYTHONPATH``, takes the project root off it (its top-level ``tests``, ``console``,
+``scripts`` could shadow other modules in SGLang's processes), and replaces this process
+(same pid, same process group) with ``python -m sglang.launch_server``; every process
+SGLang spawns inherits the variable, so the patch is loaded in the HTTP server, every
+scheduler rank and the detokenizer.
 """
 from __future__ import annotations
 
@@ -16,11 +18,13 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 
 
 def patched_env(env: dict | None = None) -> dict:
-    """A copy of ``env`` (default os.environ) with the bootstrap first on PYTHONPATH."""
+    """A copy of ``env`` (default os.environ) with the bootstrap first on PYTHONPATH and
+    the project root taken off it (paths compared after realpath)."""
     env = dict(os.environ if env is None else env)
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    parts = [p for p in parts if os.path.abspath(p) not in (BOOTSTRAP_DIR, PROJECT_ROOT)]
-    env["PYTHONPATH"] = os.pathsep.join([BOOTSTRAP_DIR, PROJECT_ROOT, *parts])
+    ours = {os.path.realpath(BOOTSTRAP_DIR), os.path.realpath(PROJECT_ROOT)}
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+             if p and os.path.realpath(p) not in ours]
+    env["PYTHONPATH"] = os.pathsep.join([BOOTSTRAP_DIR, *parts])
     return env
 
 

@@ -1,18 +1,24 @@
 """EAGLEWorkerV2 patch: one SpecSwitch per rank, consulted once per decode step.
 
   * ``__init__``: read the four settings, check the set-up is one the steps=0 state can
-    serve, log the init line (or one ``NOT active`` line with the reason).
+    serve (``refusals.py``), or log one ``NOT active`` line with the reason.
   * ``init_cuda_graphs``: after SGLang's own, have the normal runtime state and the
     target-only one (``speculative_num_steps=0, draft_tokens=1``), built the way the
-    adaptive controller builds its states (``build_adaptive_runtime_state``), or taken
-    from the adaptive controller when ``--speculative-adaptive`` already built steps=0.
+    adaptive controller builds its states (``build_adaptive_runtime_state``); then every
+    rank of the tensor-parallel group agrees (``ranks.settle``) before any switches.
   * ``activate_step_by_batch(bs)``: SGLang calls it at the top of every decode step
     (never for prefill/extend batches) with the number of decode requests. We run
     ``SpecSwitch.decide(bs)`` and swap the runtime state with ``apply_runtime_state``.
     With steps=0, ``forward_batch_generation`` takes SGLang's own "drafting disabled"
     branch: a one-token trivial verify (a plain target decode) and, still, draft-extend,
-    so the draft KV stays warm.
-  * ``on_verify_complete_cpu``: count the tokens committed per mode (CPU list, no sync).
+    so the draft KV stays warm. At or below N with ``--speculative-adaptive``, SGLang's
+    adaptive controller picks the step count as it would without the patch.
+  * ``forward_batch_generation``: tags its result with whether the patch forced the step
+    target-only, so the result, settled one step later under the overlap scheduler,
+    is still attributed to the right mode (``on_verify_complete_cpu``).
+  * ``on_verify_complete_cpu``: count tokens and acceptance per mode; a step the patch
+    forced never feeds the adaptive controller.
+  * ``apply_runtime_state``: after SGLang's own, keep the overrides log bounded.
 """
 from __future__ import annotations
 
@@ -21,34 +27,62 @@ import os
 import time
 
 from server_control import decision
-from server_control.sglang_patch import gate
+from server_control.sglang_patch import gate, metrics, overrides, ranks, refusals
+from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
+
+FAIL_BUILD_ENV = "SPECCONSOLE_DYNSPEC_TEST_FAIL_BUILD_RANKS"  # test only: TP ranks, "1,3"
+
+_current: list = [None]  # the process's DynamicSpeculation (one scheduler per process)
+_settling: list = [None]  # the verify result being settled (see patch_results)
+
+
+def current():
+    """This process's DynamicSpeculation, or None (no patched worker here)."""
+    return _current[0]
 
 
 class DynamicSpeculation:
     """The per-rank live state held by the worker as ``worker._dynspec``."""
 
-    __slots__ = ("switch", "active", "reason", "normal_state", "target_only_state")
+    __slots__ = ("switch", "active", "reason", "normal_state", "target_only_state",
+                 "verdict", "step_forced", "worker")
 
-    def __init__(self, switch: decision.SpecSwitch | None, reason: str | None) -> None:
+    def __init__(self, switch: decision.SpecSwitch | None, reason: str | None,
+                 worker=None) -> None:
         self.switch = switch
         self.active = reason is None and switch is not None
         self.reason = reason
         self.normal_state = None
         self.target_only_state = None
+        self.verdict = None  # ranks.Verdict once the TP group agreed
+        self.step_forced: bool | None = None  # this decode step forced target-only?
+        self.worker = worker
+
+    @property
+    def ready(self) -> bool:
+        return self.active and self.target_only_state is not None
 
     def deactivate(self, reason: str) -> None:
         self.active = False
         self.reason = reason
         gate.not_active(reason)
 
+    def num_steps(self) -> int | None:
+        steps = getattr(self.worker, "speculative_num_steps", None)
+        return steps if isinstance(steps, int) else None
+
     def snapshot(self) -> dict:
         if self.switch is None:
-            return {"enabled": False, "active": False, "reason": self.reason}
-        snap = self.switch.snapshot()
-        snap["active"] = self.active
-        snap["reason"] = self.reason
+            snap = {"enabled": False, "active": False, "reason": self.reason}
+        else:
+            snap = self.switch.snapshot()
+            snap["active"] = self.active
+            snap["reason"] = self.reason
+            snap["num_steps"] = self.num_steps()  # the step count the worker really runs
+        if self.verdict is not None:
+            snap["tp_ranks"] = self.verdict.summary()
         return snap
 
 
@@ -69,25 +103,6 @@ def read_settings(server_args) -> dict:
     return out
 
 
-def unsupported_reason(worker, server_args, worker_cls) -> str | None:
-    """Why the steps=0 target-only path cannot serve this set-up, or None."""
-    if type(worker) is not worker_cls:
-        return (f"speculative worker {type(worker).__name__} is not EAGLEWorkerV2 "
-                "(only EAGLE/EAGLE3 on the standard worker have the steps=0 target-only path)")
-    from sglang.srt.runtime_context import get_parallel
-    from sglang.srt.speculative.adaptive_spec_params import adaptive_unsupported_reason
-    # SGLang's own list of what its steps-switching machinery supports: EAGLE/EAGLE3,
-    # built-in worker, topk == 1, no attention DP, no multi-layer EAGLE, no TBO, no PDMux.
-    reason = adaptive_unsupported_reason(server_args)
-    if reason is not None:
-        return reason
-    pp = get_parallel().pp_size
-    if pp > 1 or not getattr(worker, "_hosts_draft", True) or worker._draft_worker is None:
-        return (f"pipeline parallelism (pp_size={pp}) is not supported "
-                "(only the last stage hosts the draft model)")
-    return None
-
-
 def _init_state(worker, server_args, worker_cls) -> DynamicSpeculation:
     settings = read_settings(server_args)
     try:
@@ -95,17 +110,22 @@ def _init_state(worker, server_args, worker_cls) -> DynamicSpeculation:
             settings[decision.THRESHOLD_KEY], settings[decision.HYSTERESIS_KEY],
             settings[decision.DWELL_KEY], settings[decision.FORCE_KEY])
     except ValueError as exc:
-        dyn = DynamicSpeculation(None, f"bad setting: {exc}")
+        dyn = DynamicSpeculation(None, f"bad setting: {exc}", worker)
         gate.not_active(dyn.reason)
         return dyn
     try:
-        reason = unsupported_reason(worker, server_args, worker_cls)
+        reason = refusals.reason(worker, server_args, worker_cls)
     except Exception as exc:  # noqa: BLE001
         reason = f"cannot check the set-up ({exc!r})"
-    dyn = DynamicSpeculation(switch, reason)
+    dyn = DynamicSpeculation(switch, reason, worker)
     if reason is not None:
         gate.not_active(reason)
-        return dyn
+    return dyn
+
+
+def announce(dyn: DynamicSpeculation) -> None:
+    """The start-up lines of a rank whose switch is ready (after the ranks agreed)."""
+    switch = dyn.switch
     if switch.threshold > 0:
         logger.info(decision.init_line(switch.threshold, switch.hysteresis,
                                        switch.min_dwell_steps))
@@ -118,54 +138,103 @@ def _init_state(worker, server_args, worker_cls) -> DynamicSpeculation:
         logger.warning("Dynamic speculation: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND is set: "
                        "draft-extend is skipped while target-only, so acceptance is low "
                        "for a while after speculation resumes")
-    return dyn
+    logger.info("Dynamic speculation: target-only runtime state ready "
+                "(speculative_num_steps=0, draft-extend kept)")
+
+
+def _fail_for_test() -> None:
+    wanted = {r.strip() for r in os.environ.get(FAIL_BUILD_ENV, "").split(",") if r.strip()}
+    if wanted:
+        from sglang.srt.runtime_context import get_parallel
+        if str(get_parallel().tp_rank) in wanted:
+            raise RuntimeError(f"forced by {FAIL_BUILD_ENV} (test only)")
+
+
+def _covers_every_bucket(controller) -> bool:
+    """Whether the adaptive controller's steps=0 state has a graph for every decode bucket
+    (its own tiers may prune the buckets that cannot reach steps=0)."""
+    params = controller.params
+    full = getattr(params, "_cuda_graph_bs", None)
+    if full is None:
+        return True
+    return list(params.cuda_graph_bs_for_step(0) or []) == list(full)
 
 
 def build_states(worker, module) -> None:
-    """Have the normal and the target-only (steps=0) runtime states on ``worker._dynspec``."""
+    """Have the target-only (steps=0) runtime state on ``worker._dynspec``, and the normal
+    one unless SGLang's adaptive controller owns the speculative states."""
+    _fail_for_test()
     dyn = worker._dynspec
     controller = getattr(worker, "adaptive_controller", None)
-    if controller is not None and 0 in getattr(controller, "_states", {}):
-        dyn.target_only_state = controller._states[0]
-        return  # the adaptive controller owns the speculative states
     dw = worker._draft_worker
-    dyn.normal_state = module.SpecRuntimeState(
-        speculative_num_steps=worker.speculative_num_steps,
-        speculative_num_draft_tokens=worker.speculative_num_draft_tokens,
-        draft_attn_backend=dw.draft_attn_backend,
-        cuda_graph_runner=dw.cuda_graph_runner,
-        target_attn_backend=worker._target_worker.model_runner.attn_backend,
-        target_graph_runner=worker._target_worker.model_runner.decode_cuda_graph_runner,
-        draft_extend_attn_backend=dw.draft_extend_attn_backend,
-        cuda_graph_runner_for_draft_extend=dw.cuda_graph_runner_for_draft_extend,
-    )
+    if controller is not None:
+        dyn.normal_state = None  # at or below N the adaptive controller picks the step count
+        own = getattr(controller, "_states", {}).get(0)
+        if own is not None and _covers_every_bucket(controller):
+            dyn.target_only_state = own
+            return
+    else:
+        dyn.normal_state = module.SpecRuntimeState(
+            speculative_num_steps=worker.speculative_num_steps,
+            speculative_num_draft_tokens=worker.speculative_num_draft_tokens,
+            draft_attn_backend=dw.draft_attn_backend,
+            cuda_graph_runner=dw.cuda_graph_runner,
+            target_attn_backend=worker._target_worker.model_runner.attn_backend,
+            target_graph_runner=worker._target_worker.model_runner.decode_cuda_graph_runner,
+            draft_extend_attn_backend=dw.draft_extend_attn_backend,
+            cuda_graph_runner_for_draft_extend=dw.cuda_graph_runner_for_draft_extend,
+        )
     with (module.draft_tp_context(dw.parallel_layout),
           module.speculative_moe_backend_context(),
           module.speculative_moe_a2a_backend_context()):
         # cuda_graph_bs=None: capture every decode bucket, since N moves at runtime.
         dyn.target_only_state = worker.build_adaptive_runtime_state(
             speculative_num_steps=0, speculative_num_draft_tokens=1, cuda_graph_bs=None)
-    if controller is not None:
-        controller.register(dyn.target_only_state, steps=0)
 
 
 def on_decode_step(worker, batch_size: int, original) -> None:
     """The per-step decision (wraps ``activate_step_by_batch``)."""
     dyn = worker.__dict__.get("_dynspec")
-    if dyn is None or not dyn.active or dyn.target_only_state is None:
+    if dyn is None or not dyn.ready:
+        if (dyn is not None and dyn.normal_state is not None
+                and worker.speculative_num_steps != dyn.normal_state.speculative_num_steps):
+            worker.apply_runtime_state(dyn.normal_state)  # switched off while target-only
         original(worker, batch_size)
         return
     switch = dyn.switch
     message = switch.decide(batch_size, time.monotonic())
     if message is not None:
         logger.info(message)
+        metrics.publish()
     if switch.mode == decision.TARGET_ONLY:
+        dyn.step_forced = True
         if worker.speculative_num_steps != 0:
             worker.apply_runtime_state(dyn.target_only_state)
-    elif dyn.normal_state is None:  # the adaptive controller picks the speculative state
+        return
+    dyn.step_forced = False
+    if dyn.normal_state is None:  # SGLang's adaptive controller picks the speculative state
         original(worker, batch_size)
     elif worker.speculative_num_steps != dyn.normal_state.speculative_num_steps:
         worker.apply_runtime_state(dyn.normal_state)
+
+
+def on_verified(worker, num_correct_drafts_per_req, batch_size, original):
+    """Count the settled verify result in the mode its step ran in; a step the patch forced
+    target-only never feeds SGLang's adaptive controller."""
+    dyn = worker.__dict__.get("_dynspec")
+    result = _settling[0]
+    forced = getattr(result, "_specconsole_forced", None) if result is not None else None
+    if dyn is not None and dyn.switch is not None:
+        if forced is None:  # not settled through the result processor: the current step
+            forced = dyn.ready and dyn.switch.mode == decision.TARGET_ONLY
+        tokens = getattr(result, "speculative_num_draft_tokens", None)
+        if not isinstance(tokens, int):
+            tokens = worker.speculative_num_draft_tokens
+        dyn.switch.record_verify(num_correct_drafts_per_req, tokens,
+                                 decision.TARGET_ONLY if forced else decision.SPECULATIVE)
+    if forced:
+        return None
+    return original(worker, num_correct_drafts_per_req, batch_size=batch_size)
 
 
 def patch(module) -> None:
@@ -175,43 +244,75 @@ def patch(module) -> None:
     orig_init = cls.__init__
     orig_graphs = cls.init_cuda_graphs
     orig_activate = cls.activate_step_by_batch
+    orig_forward = cls.forward_batch_generation
     orig_verified = cls.on_verify_complete_cpu
+    orig_apply = cls.apply_runtime_state
 
     def __init__(self, server_args, *args, **kwargs):
         orig_init(self, server_args, *args, **kwargs)
         try:
             self._dynspec = _init_state(self, server_args, cls)
         except Exception as exc:  # noqa: BLE001 - never keep the worker from starting
-            self._dynspec = DynamicSpeculation(None, f"worker set-up failed: {exc!r}")
+            self._dynspec = DynamicSpeculation(None, f"worker set-up failed: {exc!r}", self)
             gate.not_active(self._dynspec.reason)
+        _current[0] = self._dynspec
 
     def init_cuda_graphs(self):
         orig_graphs(self)
         dyn = self.__dict__.get("_dynspec")
-        if dyn is None or not dyn.active:
+        if dyn is None:
             return
-        try:
-            build_states(self, module)
-        except Exception as exc:  # noqa: BLE001 - serve speculatively rather than crash
-            dyn.deactivate(f"could not build the target-only (steps=0) runtime state: {exc!r}")
-            return
-        logger.info("Dynamic speculation: target-only runtime state ready "
-                    "(speculative_num_steps=0, draft-extend kept)")
+        failure = None
+        if dyn.active:
+            try:
+                build_states(self, module)
+            except Exception as exc:  # noqa: BLE001 - serve speculatively rather than crash
+                failure = f"could not build the target-only (steps=0) runtime state: {exc!r}"
+        if ranks.settle(dyn, failure):
+            announce(dyn)
 
     def activate_step_by_batch(self, batch_size):
         on_decode_step(self, batch_size, orig_activate)
 
-    def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size=0):
+    def forward_batch_generation(self, batch, *args, **kwargs):
+        out = orig_forward(self, batch, *args, **kwargs)
         dyn = self.__dict__.get("_dynspec")
-        if dyn is not None and dyn.switch is not None:
-            dyn.switch.add_tokens(sum(num_correct_drafts_per_req) + len(num_correct_drafts_per_req))
-        return orig_verified(self, num_correct_drafts_per_req, batch_size=batch_size)
+        if dyn is not None and dyn.step_forced is not None:
+            try:
+                out._specconsole_forced = dyn.step_forced
+            except AttributeError:
+                pass
+            dyn.step_forced = None
+        return out
 
-    for new, old in ((__init__, orig_init), (init_cuda_graphs, orig_graphs),
-                     (activate_step_by_batch, orig_activate),
-                     (on_verify_complete_cpu, orig_verified)):
-        new.__wrapped__ = old
-        new.__doc__ = old.__doc__
-        new.__qualname__ = old.__qualname__
-        setattr(cls, old.__name__, new)
-    cls._specconsole_patched = True
+    def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size=0):
+        return on_verified(self, num_correct_drafts_per_req, batch_size, orig_verified)
+
+    def apply_runtime_state(self, state):
+        orig_apply(self, state)
+        overrides.compact()
+
+    wrap_methods(cls, ((__init__, orig_init), (init_cuda_graphs, orig_graphs),
+                       (activate_step_by_batch, orig_activate),
+                       (forward_batch_generation, orig_forward),
+                       (on_verify_complete_cpu, orig_verified),
+                       (apply_runtime_state, orig_apply)))
+
+
+def patch_results(module) -> None:
+    """``_resolve_spec_v2_tokens(result, batch)`` calls ``on_verify_complete_cpu`` with the
+    per-request counts only; expose the result it is settling so the worker can tell
+    which step (forced or not, how many draft tokens) the counts belong to."""
+    cls = module.SchedulerBatchResultProcessor
+    if getattr(cls, "_specconsole_patched", False):
+        return
+    orig = cls._resolve_spec_v2_tokens
+
+    def _resolve_spec_v2_tokens(self, result, batch):
+        previous, _settling[0] = _settling[0], result
+        try:
+            return orig(self, result, batch)
+        finally:
+            _settling[0] = previous
+
+    wrap_methods(cls, ((_resolve_spec_v2_tokens, orig),))

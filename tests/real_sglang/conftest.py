@@ -1,9 +1,11 @@
 """Fixtures of the real-SGLang-on-CPU tier (tests/real_sglang/rig is the rig itself)."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,19 @@ def pytest_terminal_summary(terminalreporter):
 
 def log_dir(tmp_path_factory, name: str) -> Path:
     return tmp_path_factory.mktemp(name)
+
+
+@contextlib.contextmanager
+def cli_server(rig, work: Path, figure: str, ready_timeout_s: float = 120, **kwargs):
+    """A rig server launched with ``specconsole launch`` (``CliRun(rig, work, **kwargs)``),
+    ready; its start-up time reported as ``figure``; stopped, leaving no process."""
+    from tests.real_sglang.rig.profiles import CliRun
+
+    t0 = time.monotonic()
+    run = CliRun(rig, work, lifetime_s=SERVER_LIFETIME_S, **kwargs)
+    try:
+        run.server.wait_ready(timeout_s=ready_timeout_s)
+        report(figure, ready_s=time.monotonic() - t0)
+        yield run
+    finally:
+        assert run.close() == []

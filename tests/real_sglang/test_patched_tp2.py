@@ -1,12 +1,16 @@
-"""Tensor parallel 2 on the CPU (gloo): both ranks load the patch and switch together.
+"""Tensor parallel 2 on the CPU (gloo): both ranks load the patch, agree, switch together,
+and every rank is read back (``/server_info`` gathers both ranks' live values; the
+patch's metrics carry each rank's ``tp_rank``).
 
 Same launch path as test_patched_e2e.py (``specconsole launch`` on a rig profile), with
-``tp_size = 2``. Every rank writes its own log lines with its ``TPr`` prefix.
+``tp_size = 2`` and ``--enable-metrics``. Every rank writes its own log lines with its
+``TPr`` prefix.
 """
 from __future__ import annotations
 
 import re
 import time
+import urllib.request
 
 import pytest
 
@@ -28,7 +32,7 @@ def _ranks(text: str, needle: str) -> set[str]:
 def tp2(rig, tmp_path_factory):
     t0 = time.monotonic()
     run = CliRun(rig, tmp_path_factory.mktemp("tp2"), tp=2, threshold=2,
-                 lifetime_s=SERVER_LIFETIME_S, name="rig-tp2")
+                 lifetime_s=SERVER_LIFETIME_S, name="rig-tp2", extra_args=("--enable-metrics",))
     try:
         run.server.wait_ready(timeout_s=120)
         rss = rss_mb(run.server.processes())
@@ -43,6 +47,21 @@ def test_both_ranks_log_the_init_line(tp2):
     server, _, _ = tp2
     assert _ranks(server.log_text(), "Dynamic speculation disable enabled: threshold=2") == {
         "TP0", "TP1"}
+
+
+def test_every_rank_is_read_back(tp2):
+    server, _, _ = tp2
+    (state,) = server.request("/server_info")["internal_states"]  # one entry: TP0's
+    live = state["dynamic_speculation"]
+    assert live["active"] is True and live["reason"] is None
+    assert live["tp_ranks"] == [{"rank": 0, "active": True, "reason": None},
+                                {"rank": 1, "active": True, "reason": None}]
+    assert [(r["rank"], r["active"], r["threshold"], r["mode"]) for r in live["ranks"]] == [
+        (0, True, 2, "speculative"), (1, True, 2, "speculative")]
+    t0 = time.monotonic()
+    for _ in range(20):
+        server.request("/server_info")
+    report("tp 2: /server_info with the per-rank gather", ms_per_poll=(time.monotonic() - t0) * 50)
 
 
 def test_concurrency_1_speculates_on_tp2(tp2):
@@ -68,12 +87,44 @@ def test_both_ranks_switch_together_and_back(tp2):
     assert _ranks(server.log_text()[start:], "switched to speculative") == {"TP0", "TP1"}
 
 
+def _metrics(server) -> dict:
+    """(name, tp_rank, mode/to label) -> value of the patch's samples on /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+    req = urllib.request.Request(server.url + "/metrics")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        text = resp.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.startswith("sglang:spec_disable_"):
+                key = (s.name, s.labels.get("tp_rank"), s.labels.get("mode") or s.labels.get("to"))
+                out[key] = s.value
+    return out
+
+
+def test_metrics_carry_the_switch_of_every_rank(tp2):
+    server, _, _ = tp2
+    got = _metrics(server)
+    for rank in ("0", "1"):
+        assert got[("sglang:spec_disable_batch_threshold", rank, None)] == 2
+        assert got[("sglang:spec_disable_active", rank, None)] == 1
+        assert got[("sglang:spec_disable_switches_total", rank, "target_only")] >= 1
+        assert got[("sglang:spec_disable_switches_total", rank, "speculative")] >= 1
+    # TP0 publishes at SGLang's cadence (--decode-log-interval 4): steps and tokens per mode
+    assert got[("sglang:spec_disable_decode_steps_total", "0", "target_only")] > 0
+    assert got[("sglang:spec_disable_generated_tokens_total", "0", "target_only")] > 0
+    assert got[("sglang:spec_disable_accept_length", "0", None)] == pytest.approx(3.0)
+
+
 def test_runtime_threshold_change_reaches_both_ranks(tp2):
     server, profile, state = tp2
     res = specconsole(["threshold", "8", "--profile", str(profile), "--json"], state)
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
     assert _ranks(server.log_text(), "Dynamic speculation: threshold changed 2 -> 8") == {
         "TP0", "TP1"}
+    (entry,) = server.request("/server_info")["internal_states"]
+    assert [r["threshold"] for r in entry["dynamic_speculation"]["ranks"]] == [8, 8]
+    assert _metrics(server)[("sglang:spec_disable_batch_threshold", "1", None)] == 8
     res = specconsole(["stop", "--profile", str(profile), "--json"], state, timeout=120)
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
     assert server.processes() == []

@@ -80,6 +80,17 @@ def build_worker(cls, rec: Recorder, steps: int = 3, topk: int = 1):
     return worker
 
 
+def started_worker(server_args, rec: Recorder, **kwargs):
+    """A constructed worker through the patched real ``init_cuda_graphs`` (one rank)."""
+    import sglang.srt.speculative.eagle_worker_v2 as ew
+
+    from server_control.sglang_patch import worker as patch_worker
+    worker = build_worker(ew.EAGLEWorkerV2, rec, **kwargs)
+    worker._dynspec = patch_worker._init_state(worker, server_args, ew.EAGLEWorkerV2)
+    worker.init_cuda_graphs()  # the patched real method
+    return worker
+
+
 def decode_batch(bs: int):
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
     return SimpleNamespace(
@@ -100,3 +111,30 @@ def require_patched_server_args() -> None:
         f"ServerArgs in this pytest process lacks {missing}: sglang.srt.server_args was "
         "imported before tests/sglang/conftest.py installed the hook (a module collected "
         "earlier imported it); run tests/sglang on its own or import SGLang lazily there")
+
+
+def scheduler_for(draft_worker, algorithm):
+    """The attributes SchedulerInternalStateController reads off its Scheduler."""
+    reporter = SimpleNamespace(last_gen_throughput=12.5, spec_total_num_accept_tokens=30,
+                               spec_total_num_forward_ct=10, step_time_dict={})
+    model_runner = SimpleNamespace(weight_load_mem_usage=1.0)
+    return SimpleNamespace(
+        draft_worker=draft_worker, spec_algorithm=algorithm, startup_time=0.0,
+        max_running_requests=64, metrics_reporter=reporter, rust_server=None,
+        tp_worker=SimpleNamespace(model_runner=model_runner, graph_memory_usage={}),
+        token_to_kv_pool_allocator=SimpleNamespace(
+            get_kvcache=lambda: SimpleNamespace(mem_usage=0.5)),
+        startup_available_gpu_memory_gb=10.0, max_total_num_tokens=4096,
+        swa_tokens_per_layer=None)
+
+
+def server_info_entry(worker) -> dict:
+    """The worker's rank entry of /server_info internal_states, through the real controller."""
+    from sglang.srt.managers.io_struct import GetInternalStateReq
+    from sglang.srt.managers.scheduler_components.internal_state import (
+        SchedulerInternalStateController,
+    )
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    controller = SchedulerInternalStateController(
+        scheduler=scheduler_for(worker, SpeculativeAlgorithm.EAGLE3), record_step_time=False)
+    return controller.get_internal_state(GetInternalStateReq()).internal_state

@@ -19,7 +19,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 from server_control.sglang_patch import gate  # noqa: E402
 from server_control.sglang_patch import worker as patch_worker  # noqa: E402
 from tests.sglang.objects import (  # noqa: E402
-    Recorder, build_worker, decode_batch, require_patched_server_args)
+    Recorder, build_worker, decode_batch, require_patched_server_args, scheduler_for)
 
 KEY = "speculative_disable_batch_threshold"
 
@@ -43,21 +43,6 @@ def rank(caplog):
     yield SimpleNamespace(worker=worker, controller=controller, switch=worker._dynspec.switch)
     override.restore()
     gate._reported = None
-
-
-def scheduler_for(draft_worker, algorithm):
-    """The attributes SchedulerInternalStateController reads off its Scheduler."""
-    reporter = SimpleNamespace(last_gen_throughput=12.5, spec_total_num_accept_tokens=30,
-                               spec_total_num_forward_ct=10, step_time_dict={})
-    model_runner = SimpleNamespace(weight_load_mem_usage=1.0)
-    return SimpleNamespace(
-        draft_worker=draft_worker, spec_algorithm=algorithm, startup_time=0.0,
-        max_running_requests=64, metrics_reporter=reporter, rust_server=None,
-        tp_worker=SimpleNamespace(model_runner=model_runner, graph_memory_usage={}),
-        token_to_kv_pool_allocator=SimpleNamespace(
-            get_kvcache=lambda: SimpleNamespace(mem_usage=0.5)),
-        startup_available_gpu_memory_gb=10.0, max_total_num_tokens=4096,
-        swa_tokens_per_layer=None)
 
 
 def set_state(controller, **values) -> bool:

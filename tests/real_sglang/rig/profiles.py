@@ -51,8 +51,10 @@ def watchdog_python(path: Path, lifetime_s: int, python: str | None = None) -> P
 
 
 def write_profile(rig: Rig, work: Path, port: int, *, tp: int = 1, threshold: int = 2,
-                 lifetime_s: int = 1500, name: str = "rig-e2e") -> Path:
-    """Write a profile for this rig into ``work``; returns its path."""
+                  lifetime_s: int = 1500, name: str = "rig-e2e", env: dict | None = None,
+                  extra_args: tuple = ()) -> Path:
+    """Write a profile for this rig into ``work``; returns its path. ``env`` and
+    ``extra_args`` are added to the shipped profile's."""
     doc = tomllib.loads(SHIPPED.read_text())
     doc["name"] = name
     server = doc["server"]
@@ -62,6 +64,8 @@ def write_profile(rig: Rig, work: Path, port: int, *, tp: int = 1, threshold: in
     doc["speculative"]["draft_model_path"] = str(rig.draft)
     doc["dynamic"]["threshold"] = threshold
     doc["env"].update(rig_env_vars(rig))
+    doc["env"].update(env or {})
+    server["extra_args"] = [*server["extra_args"], *extra_args]
     if tp > 1:
         doc["env"]["SGLANG_CPU_OMP_THREADS_BIND"] = omp_bind(tp)
     doc["restart"]["enabled"] = False  # a crash must fail the test, not be papered over
@@ -85,14 +89,16 @@ class CliRun:
     """A rig server launched with ``specconsole launch`` on a written profile."""
 
     def __init__(self, rig: Rig, work: Path, *, tp: int = 1, threshold: int = 2,
-                 lifetime_s: int = 1500, name: str = "rig-e2e"):
+                 lifetime_s: int = 1500, name: str = "rig-e2e", env: dict | None = None,
+                 extra_args: tuple = ()):
         from server_control.ports import free_port
 
         from .server import RigServer
 
         self.state_dir = work / "state"
         self.profile = write_profile(rig, work, free_port(), tp=tp, threshold=threshold,
-                                     lifetime_s=lifetime_s, name=name)
+                                     lifetime_s=lifetime_s, name=name, env=env,
+                                     extra_args=extra_args)
         res = self.cli("launch", "--wait", "600", "--json", timeout=660)
         lines = res.stdout.strip().splitlines()
         rec = (json.loads(lines[-1]).get("run") or {}) if lines else {}

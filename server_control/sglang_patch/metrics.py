@@ -1,0 +1,52 @@
+"""The patch's metrics on SGLang's ``/metrics`` (with ``--enable-metrics``).
+
+``SchedulerMetricsCollector.__init__`` (each scheduler rank whose metrics SGLang collects)
+also creates the ``server_control.spec_metrics`` gauges and counters, with SGLang's own
+labels (model_name, engine_type, tp_rank, pp_rank, ...) and its prometheus multiprocess
+registry, so the HTTP server's ``/metrics`` shows them next to SGLang's. They are
+published when SGLang publishes its scheduler stats (``log_stats``, every
+``--decode-log-interval`` decode steps), at every switch and at every runtime change,
+never per decode step (the per-step counting is plain integers in ``SpecSwitch``).
+"""
+from __future__ import annotations
+
+from server_control.sglang_patch.wrapping import wrap_methods
+
+_metrics: list = []  # one SpecMetrics per process (prometheus names are process-global)
+
+
+def publish() -> None:
+    """Publish this rank's current state, if metrics are on in this process."""
+    if not _metrics:
+        return
+    from server_control.sglang_patch import worker
+    dyn = worker.current()
+    if dyn is None or dyn.switch is None:
+        return
+    try:
+        _metrics[0].publish(dyn.snapshot())
+    except Exception:  # noqa: BLE001 - metrics never break serving
+        pass
+
+
+def patch(module) -> None:
+    cls = module.SchedulerMetricsCollector
+    if not getattr(cls, "_specconsole_patched", False):
+        _patch_collector(cls, cls.__init__, cls.log_stats)
+
+
+def _patch_collector(cls, orig_init, orig_log) -> None:
+    def __init__(self, labels, *args, **kwargs):
+        orig_init(self, labels, *args, **kwargs)
+        if not _metrics:
+            from prometheus_client import Counter, Gauge
+
+            from server_control.spec_metrics import SpecMetrics
+            _metrics.append(SpecMetrics(Gauge, Counter, dict(labels), multiprocess=True))
+        publish()
+
+    def log_stats(self, stats):
+        orig_log(self, stats)
+        publish()
+
+    wrap_methods(cls, ((__init__, orig_init), (log_stats, orig_log)))

@@ -1,0 +1,244 @@
+"""Every rank of a tensor-parallel group runs the same mode, or none switches.
+
+A TP group runs one collective per decode step: a rank doing a multi-token verify while
+another does a one-token one hangs or computes garbage. So, once per start-up, after the
+steps=0 state was built (``settle``), every rank of the group reports its facts (active,
+the four settings, the SGLang version, the patch version) and rank 0 judges them
+(``judge``): unless every rank is active with the same settings and versions, EVERY rank
+turns the switch off and logs the same ``NOT active`` line naming the ranks and why. The
+server keeps serving (plain speculation on every rank).
+
+The exchange goes through the world process group's key-value store (the TCPStore SGLang
+created for ``init_process_group``; point-to-point, with a timeout), not through a
+collective on the CPU (gloo) group: a rank without the patch (another node, another
+SGLang version) never joins, and a collective abandoned at a timeout would leave the
+group's sequence out of step with SGLang's next ``broadcast_pyobj`` on the same group.
+Rank 0 writes one verdict; the others wait for it (a little longer), so every rank that
+answers reads the same verdict; a rank that gets none turns off.
+
+Once the verdict says every rank runs this patch (``uniform``), the live per-rank values
+are gathered over the CPU group at points every rank reaches in the same order (each
+``/server_info`` and ``/set_internal_state`` request is broadcast to every TP rank and
+handled at the same point of its loop): ``gather_live``.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+
+from server_control import decision, tp_ranks
+
+logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
+
+PROTOCOL = "v1"  # the store keys below; keep them stable so other patch versions are named
+TIMEOUT_ENV = "SPECCONSOLE_DYNSPEC_AGREE_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 120.0
+VERDICT_GRACE_S = 30.0  # ranks > 0 wait this much longer than TP0 for its verdict
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_version: list = []
+
+
+def patch_version() -> str:
+    """A digest of the code that decides (this package and decision.py)."""
+    if not _version:
+        digest = hashlib.sha256()
+        files = sorted(f for f in os.listdir(_PACKAGE_DIR) if f.endswith(".py"))
+        paths = [os.path.join(_PACKAGE_DIR, f) for f in files]
+        paths.append(os.path.abspath(decision.__file__))
+        for path in paths:
+            with open(path, "rb") as fh:
+                digest.update(os.path.basename(path).encode() + b"\0" + fh.read())
+        _version.append(digest.hexdigest()[:12])
+    return _version[0]
+
+
+def settings_of(switch) -> list:
+    return [switch.threshold, switch.hysteresis, switch.min_dwell_steps, switch.force]
+
+
+def facts(active: bool, reason: str | None, settings: list, sglang: str) -> dict:
+    return {"active": bool(active), "reason": reason, "settings": list(settings),
+            "sglang": sglang, "patch": patch_version()}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    agreed: bool  # every rank active, same settings and versions: the switch may run
+    reason: str | None  # why not, the same text on every rank
+    uniform: bool  # every rank answered with this patch version: per-rank gathers are safe
+    ranks: tuple = ()  # per rank: {"active", "reason"} or None (no answer)
+
+    def summary(self) -> list:
+        return [dict(r, rank=i) if r else {"rank": i, "active": False, "reason": "no answer"}
+                for i, r in enumerate(self.ranks)]
+
+    def to_json(self) -> str:
+        return json.dumps({"agreed": self.agreed, "reason": self.reason,
+                           "uniform": self.uniform, "ranks": list(self.ranks)})
+
+    @classmethod
+    def from_json(cls, text) -> "Verdict":
+        raw = json.loads(text)
+        return cls(bool(raw["agreed"]), raw.get("reason"), bool(raw.get("uniform")),
+                   tuple(raw.get("ranks") or ()))
+
+
+def _names(indices) -> str:
+    return ", ".join(f"TP{i}" for i in indices)
+
+
+def _differ(got: list[dict], key: str) -> str | None:
+    values = [g[key] for g in got]
+    if all(v == values[0] for v in values):
+        return None
+    return "; ".join(f"TP{i} {v}" for i, v in enumerate(values))
+
+
+def judge(got: list[dict | None], timeout_s: float) -> Verdict:
+    """Rank 0's verdict over every rank's facts (None: no answer within the timeout)."""
+    per_rank = tuple({"active": g["active"], "reason": g["reason"]} if g else None for g in got)
+    off = "; the switch is off on every rank"
+    missing = [i for i, g in enumerate(got) if g is None]
+    if missing:
+        return Verdict(False, f"{_names(missing)} did not report to TP0 within {timeout_s:.0f} s "
+                       "(no patch there, another version of it or of sglang, or the rank failed "
+                       "before its speculative worker was ready)" + off, False, per_rank)
+    for key, what in (("patch", "different versions of the patch"),
+                      ("sglang", "different sglang versions")):
+        diff = _differ(got, key)
+        if diff is not None:
+            return Verdict(False, f"TP ranks run {what} ({diff})" + off, False, per_rank)
+    diff = _differ(got, "settings")
+    if diff is not None:
+        return Verdict(False, "TP ranks were started with different settings "
+                       f"[threshold, hysteresis, dwell, force] ({diff})" + off, True, per_rank)
+    inactive = [i for i, g in enumerate(got) if not g["active"]]
+    if not inactive:
+        return Verdict(True, None, True, per_rank)
+    reasons = {got[i]["reason"] for i in inactive}
+    if len(inactive) == len(got) and len(reasons) == 1:
+        return Verdict(False, reasons.pop(), True, per_rank)  # the same refusal everywhere
+    why = "; ".join(f"TP{i}: {got[i]['reason']}" for i in inactive)
+    ready = [i for i, g in enumerate(got) if g["active"]]
+    return Verdict(False, f"TP ranks disagree: {why}; ready: {_names(ready) or 'none'}" + off,
+                   True, per_rank)
+
+
+def timeout_s() -> float:
+    try:
+        return max(1.0, float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+def _key(group, what: str) -> str:
+    return f"specconsole/dynspec/{PROTOCOL}/tp{'-'.join(map(str, group.ranks))}/{what}"
+
+
+def agree(mine: dict, group, store, timeout: float) -> Verdict:
+    """Exchange ``mine`` with the other ranks of ``group`` through ``store``."""
+    store.set(_key(group, f"facts/{group.rank_in_group}"), json.dumps(mine))
+    verdict_key = _key(group, "verdict")
+    if group.rank_in_group == 0:
+        keys = [_key(group, f"facts/{i}") for i in range(group.world_size)]
+        try:
+            store.wait(keys, datetime.timedelta(seconds=timeout))
+        except Exception:  # noqa: BLE001 - a timeout: judge who answered
+            pass
+        got = [json.loads(store.get(k)) if store.check([k]) else None for k in keys]
+        verdict = judge(got, timeout)
+        store.set(verdict_key, verdict.to_json())
+        return verdict
+    wait = timeout + VERDICT_GRACE_S
+    try:
+        store.wait([verdict_key], datetime.timedelta(seconds=wait))
+        return Verdict.from_json(store.get(verdict_key))
+    except Exception:  # noqa: BLE001
+        return Verdict(False, f"no verdict from TP0 within {wait:.0f} s (TP0 has no "
+                       "patch, another version of it, or failed); the switch is off on every rank",
+                       False)
+
+
+def tp_group():
+    """SGLang's tensor-parallel GroupCoordinator, or None (not distributed, e.g. tests)."""
+    try:
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            return None
+        from sglang.srt.runtime_context import get_parallel
+        group = get_parallel().tp_group
+    except Exception:  # noqa: BLE001
+        return None
+    return group if getattr(group, "world_size", 1) > 1 else None
+
+
+def settle(dyn, local_failure: str | None) -> bool:
+    """After the build on this rank: agree with the other TP ranks. Returns whether this
+    rank's switch is ready; otherwise it is off with one ``NOT active`` line."""
+    from server_control.sglang_patch import gate
+    active = dyn.active and local_failure is None
+    reason = local_failure or dyn.reason
+    group = tp_group()
+    if group is None:
+        dyn.verdict = None
+    else:
+        import torch.distributed.distributed_c10d as c10d
+        settings = settings_of(dyn.switch) if dyn.switch is not None else []
+        mine = facts(active, reason, settings, gate.sglang_version())
+        try:
+            dyn.verdict = agree(mine, group, c10d._get_default_store(), timeout_s())
+        except Exception as exc:  # noqa: BLE001
+            dyn.verdict = Verdict(False, f"the TP ranks could not agree ({exc!r}); the switch "
+                                  "is off on every rank", False)
+        if not dyn.verdict.agreed:
+            active, reason = False, dyn.verdict.reason
+    if not active:
+        if dyn.active:
+            dyn.deactivate(reason)
+        else:
+            dyn.reason = dyn.reason or reason
+            gate.not_active(reason)
+        return False
+    return True
+
+
+def encode_live(snapshot: dict) -> list[int]:
+    """One rank's live entry as integers, for the gather."""
+    e = tp_ranks.live_entry(0, snapshot)
+    steps = e["num_steps"]
+    return [int(e["active"]), e["threshold"], e["hysteresis"], e["min_dwell_steps"],
+            decision.FORCE_CHOICES.index(e["force"]), decision.MODES.index(e["mode"]),
+            -1 if steps is None else steps, e["switch_count"], e["last_batch"]]
+
+
+def decode_live(rows: list[list[int]]) -> list[dict]:
+    out = []
+    for rank, row in enumerate(rows):
+        item = dict(zip(tp_ranks.LIVE_KEYS, row))
+        item["active"] = bool(item["active"])
+        item["force"] = decision.FORCE_CHOICES[item["force"]]
+        item["mode"] = decision.MODES[item["mode"]]
+        item["num_steps"] = None if item["num_steps"] < 0 else item["num_steps"]
+        out.append(tp_ranks.live_entry(rank, item))
+    return out
+
+
+def gather_live(dyn) -> list[dict] | None:
+    """Every TP rank's live values (a collective: call it where every rank does), or None
+    when the group is one rank or not every rank runs this patch."""
+    verdict = dyn.verdict
+    if verdict is None or not verdict.uniform:
+        return None
+    group = tp_group()
+    if group is None:
+        return None
+    import torch
+    import torch.distributed as dist
+    mine = torch.tensor(encode_live(dyn.snapshot()), dtype=torch.int64)
+    rows = [torch.empty_like(mine) for _ in range(group.world_size)]
+    dist.all_gather(rows, mine, group=group.cpu_group)
+    return decode_live([r.tolist() for r in rows])

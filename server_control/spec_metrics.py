@@ -1,0 +1,91 @@
+"""The dynamic speculation metrics on ``/metrics``, in SGLang's ``sglang:`` style.
+
+One definition for the SGLang patch (each scheduler rank, through SGLang's prometheus
+multiprocess registry, labelled like SGLang's own scheduler metrics) and the simulator
+(its own registry). Values come from ``SpecSwitch.snapshot()`` (+ ``"active"``), so both
+report the same thing. Standard library only at import: the prometheus classes are
+passed in by the caller.
+
+Gauges: threshold, hysteresis, dwell, forced mode (0 auto, 1 speculative, 2 target_only),
+current mode (0 speculative, 1 target-only), active, last decode batch, and the accept
+length over the verify steps that drafted (SGLang's own ``sglang:spec_accept_rate`` and
+``spec_accept_length`` follow the current draft count and read 0 / 1 while target-only).
+Counters: switches by the mode switched to, decode steps and generated tokens by mode,
+and the verifies / accepted / proposed drafts of the steps that drafted.
+"""
+from __future__ import annotations
+
+from server_control import decision as d
+
+PREFIX = "sglang:spec_disable_"
+
+GAUGES = (
+    ("batch_threshold", "Dynamic speculation: speculate while the decode batch <= N, "
+     "target-only above (0 = never disable).", lambda s: s["threshold"]),
+    ("hysteresis", "Dynamic speculation: back to speculative at batch <= max(1, N - H).",
+     lambda s: s["hysteresis"]),
+    ("min_dwell_steps", "Dynamic speculation: decode steps in a mode before the next switch.",
+     lambda s: s["min_dwell_steps"]),
+    ("force_mode", "Dynamic speculation forced mode: 0 auto, 1 speculative, 2 target_only.",
+     lambda s: d.FORCE_CHOICES.index(s["force"])),
+    ("mode", "Dynamic speculation current mode: 0 speculative, 1 target-only.",
+     lambda s: d.MODES.index(s["mode"])),
+    ("active", "1 when dynamic speculation disable is active on this rank.",
+     lambda s: int(bool(s.get("active", True)))),
+    ("last_decode_batch", "Decode batch size of the last decode step the switch saw.",
+     lambda s: s["last_batch"]),
+    ("accept_length", "Mean tokens per request per verify over the verify steps that drafted "
+     "(target-only steps excluded); 0 until one has.",
+     lambda s: 1 + s["accepted_drafts"] / s["verifies"] if s.get("verifies") else 0.0),
+)
+
+# (name, documentation, label, value): label None = one series; else one per mode.
+COUNTERS = (
+    ("switches", "Dynamic speculation mode switches, by the mode switched to.", "to",
+     lambda s: s["switches"]),
+    ("decode_steps", "Decode steps, by dynamic speculation mode.", "mode", lambda s: s["steps"]),
+    ("generated_tokens", "Tokens committed by decode steps, by dynamic speculation mode.",
+     "mode", lambda s: s["tokens"]),
+    ("spec_verifies", "Request verifies of decode steps that drafted.", None,
+     lambda s: s["verifies"]),
+    ("accepted_drafts", "Draft tokens accepted in decode steps that drafted.", None,
+     lambda s: s["accepted_drafts"]),
+    ("proposed_drafts", "Draft tokens proposed in decode steps that drafted.", None,
+     lambda s: s["proposed_drafts"]),
+)
+
+NAMES = tuple(PREFIX + g[0] for g in GAUGES) + tuple(PREFIX + c[0] + "_total" for c in COUNTERS)
+
+
+class SpecMetrics:
+    """The metric objects for one label set; ``publish(snapshot)`` sets the gauges and
+    advances the counters by what the snapshot's cumulative values gained."""
+
+    def __init__(self, gauge_cls, counter_cls, labels: dict, *, registry=None,
+                 multiprocess: bool = False) -> None:
+        self.labels = {k: str(v) for k, v in labels.items()}
+        names = list(self.labels)
+        extra = {"registry": registry} if registry is not None else {}
+        gauge_extra = dict(extra, multiprocess_mode="mostrecent") if multiprocess else extra
+        self.gauges = [(gauge_cls(PREFIX + key, doc, names, **gauge_extra), value)
+                       for key, doc, value in GAUGES]
+        self.counters = [(counter_cls(PREFIX + key + "_total", doc,
+                                      names + ([label] if label else []), **extra), label, value)
+                         for key, doc, label, value in COUNTERS]
+        self._sent: dict = {}
+
+    def publish(self, snapshot: dict | None) -> None:
+        if not snapshot or "threshold" not in snapshot:
+            return
+        for gauge, value in self.gauges:
+            gauge.labels(**self.labels).set(value(snapshot))
+        for counter, label, value in self.counters:
+            got = value(snapshot)
+            items = got.items() if label else [(None, got)]
+            for mode, total in items:
+                key = (counter, mode)
+                gain = total - self._sent.get(key, 0)
+                if gain > 0:
+                    series = dict(self.labels, **({label: mode} if label else {}))
+                    counter.labels(**series).inc(gain)
+                    self._sent[key] = total

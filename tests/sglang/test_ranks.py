@@ -1,0 +1,112 @@
+"""Ranks never diverge: every TP rank reports its facts through a real torch TCPStore (the
+kind SGLang's process group rendezvous uses), rank 0 judges, every rank reads the same
+verdict; a rank that never reports (no patch, another version) turns the switch off on
+all the others after the timeout, without any collective left half done."""
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs torch (installed with sglang)")
+pytestmark = pytest.mark.sglang
+
+from torch.distributed import TCPStore  # noqa: E402
+
+from server_control.sglang_patch import ranks  # noqa: E402
+from server_control.ports import free_port  # noqa: E402
+
+SETTINGS = [4, 1, 10, "auto"]
+
+
+def mine(active=True, reason=None, settings=SETTINGS, sglang="0.5.23", patch=None) -> dict:
+    out = ranks.facts(active, reason, settings, sglang)
+    if patch is not None:
+        out["patch"] = patch
+    return out
+
+
+def run_group(per_rank: list, timeout: float = 5.0) -> list:
+    """Each rank (a thread with its own store client) runs ``ranks.agree``; a rank whose
+    facts are None stays silent (an unpatched rank). Returns the verdicts by rank."""
+    port = free_port()
+    master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+    verdicts: list = [None] * len(per_rank)
+    group_ranks = list(range(10, 10 + len(per_rank)))
+
+    def one(i: int) -> None:
+        store = master if i == 0 else TCPStore("127.0.0.1", port, is_master=False)
+        group = SimpleNamespace(rank_in_group=i, world_size=len(per_rank), ranks=group_ranks)
+        verdicts[i] = ranks.agree(per_rank[i], group, store, timeout)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i, f in enumerate(per_rank)
+               if f is not None]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 60)
+    return verdicts
+
+
+def test_unanimous_ranks_agree():
+    verdicts = run_group([mine(), mine(), mine(), mine()])
+    assert all(v.agreed and v.uniform and v.reason is None for v in verdicts)
+
+
+def test_one_rank_failing_its_build_turns_every_rank_off_with_the_same_line():
+    failure = "could not build the target-only (steps=0) runtime state: RuntimeError('x')"
+    verdicts = run_group([mine(), mine(active=False, reason=failure), mine()])
+    reasons = {v.reason for v in verdicts}
+    assert len(reasons) == 1 and not any(v.agreed for v in verdicts)
+    assert reasons.pop() == (f"TP ranks disagree: TP1: {failure}; ready: TP0, TP2; "
+                             "the switch is off on every rank")
+    assert all(v.uniform for v in verdicts)  # every rank runs the patch: gathers stay safe
+    assert verdicts[2].summary()[1] == {"rank": 1, "active": False, "reason": failure}
+
+
+def test_a_silent_rank_turns_the_others_off_after_the_timeout():
+    verdicts = run_group([mine(), mine(), None], timeout=2.0)
+    assert verdicts[2] is None  # it never took part
+    for v in verdicts[:2]:
+        assert not v.agreed and not v.uniform
+        assert v.reason.startswith("TP2 did not report to TP0 within 2 s")
+    assert verdicts[0] == verdicts[1]
+
+
+def test_a_silent_rank_0_leaves_no_rank_switching(monkeypatch):
+    monkeypatch.setattr(ranks, "VERDICT_GRACE_S", 1.0)
+    verdicts = run_group([None, mine(), mine()], timeout=1.0)
+    assert [v.agreed for v in verdicts[1:]] == [False, False]
+    assert verdicts[1].reason.startswith("no verdict from TP0 within 2 s")
+
+
+@pytest.mark.parametrize("other, words", [
+    (dict(sglang="0.5.22"), "TP ranks run different sglang versions (TP0 0.5.23; TP1 0.5.22)"),
+    (dict(patch="0123456789ab"), "TP ranks run different versions of the patch (TP0 "),
+    (dict(settings=[8, 1, 10, "auto"]), "TP ranks were started with different settings "
+     "[threshold, hysteresis, dwell, force] (TP0 [4, 1, 10, 'auto']; TP1 [8, 1, 10, 'auto'])"),
+])
+def test_mixed_versions_or_settings_are_named(other, words):
+    verdicts = run_group([mine(), mine(**other)])
+    assert verdicts[0] == verdicts[1] and not verdicts[0].agreed
+    assert verdicts[0].reason.startswith(words)
+
+
+def test_the_same_refusal_everywhere_is_that_refusal():
+    reason = "speculative_eagle_topk=4 (only topk=1 is supported)"
+    verdict = ranks.judge([mine(False, reason), mine(False, reason)], 5.0)
+    assert verdict.reason == reason and verdict.uniform and not verdict.agreed
+
+
+def test_live_values_round_trip_and_a_disagreement_is_named():
+    from server_control import decision, tp_ranks
+    sw = decision.SpecSwitch(4, 1, 0)
+    sw.decide(9)
+    row = ranks.encode_live(dict(sw.snapshot(), active=True, num_steps=0))
+    other = list(row)
+    other[1] = 8  # TP1 holds another threshold
+    rows = ranks.decode_live([row, other])
+    assert rows[0] == {"rank": 0, "active": True, "threshold": 4, "hysteresis": 1,
+                       "min_dwell_steps": 0, "force": "auto", "mode": "target_only",
+                       "num_steps": 0, "switch_count": 1, "last_batch": 9}
+    assert tp_ranks.disagreement(rows) == "TP1 threshold=8 (TP0: threshold=4)"
+    assert tp_ranks.disagreement(rows[:1] * 2) is None
