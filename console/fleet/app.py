@@ -20,6 +20,7 @@ class SessionProxy:
     def __init__(self, fleet) -> None:
         self.fleet = fleet
         self.name = next(iter(fleet.members))
+        self.muted = False   # the fleet screen is up: the single-server screen needs no updates
         self._subs: list = []
         for member in fleet.members.values():
             member.session.subscribe(lambda topic, name=member.name: self._forward(name, topic))
@@ -32,7 +33,7 @@ class SessionProxy:
         self.name = name
 
     def _forward(self, name: str, topic: str) -> None:
-        if name == self.name:
+        if name == self.name and not self.muted:
             for cb in list(self._subs):
                 cb(topic)
 
@@ -58,7 +59,7 @@ class FleetApp(SpecConsoleApp):
     async def on_mount(self) -> None:
         await super().on_mount()
         self.install_screen(FleetScreen(self.fleet, self.show_member), name=FLEET_SCREEN)
-        self.push_screen(FLEET_SCREEN)
+        self.show_fleet()
         if self.start_fleet:
             self.run_worker(self._start_fleet(), group="fleet")
 
@@ -83,9 +84,14 @@ class FleetApp(SpecConsoleApp):
     def fleet_screen(self) -> FleetScreen:
         return self.get_screen(FLEET_SCREEN)
 
+    def show_fleet(self) -> None:
+        self.proxy.muted = True
+        self.push_screen(FLEET_SCREEN)
+
     def show_member(self, name: str) -> None:
         """The single-server screen, for member ``name``."""
         self.proxy.show(name)
+        self.proxy.muted = False
         self.log_view.set_store(self.proxy.store)
         self.refresh_snapshot()
         self.sub_title = f"member {name} of fleet {self.fleet.spec.name} (escape: back to the fleet)"
@@ -98,7 +104,7 @@ class FleetApp(SpecConsoleApp):
         if status.get("filter") or status.get("search"):
             super().action_log_clear()
         else:
-            self.push_screen(FLEET_SCREEN)
+            self.show_fleet()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action in OUR_ACTIONS and isinstance(self.screen, FleetScreen):

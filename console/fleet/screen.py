@@ -55,6 +55,8 @@ class FleetScreen(Screen):
         self.order: list[str] = []
         self.last_rows: dict = {}
         self.painted_at = 0.0     # monotonic time of the last table paint (benchmarks read it)
+        self._header = ""
+        self.rows_cache: tuple = ()
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-header")
@@ -76,26 +78,38 @@ class FleetScreen(Screen):
 
     # ---- painting -------------------------------------------------------------------------
     def refresh_rows(self) -> None:
-        rows = arrange(self.fleet.rows(), self.sort, self.reverse, self.filter_text)
+        """The timer's tick: read every member's row, then paint."""
+        self.rows_cache = self.fleet.rows()
+        self.paint()
+
+    def paint(self) -> None:
+        """Paint the cached rows (keys re-sort, filter and select without asking the fleet)."""
+        rows = arrange(self.rows_cache, self.sort, self.reverse, self.filter_text)
         order = [r.name for r in rows]
         table = self.table
-        if order != self.order:
+        if sorted(order) != sorted(self.order):   # other members shown: rebuild
             cursor = self.cursor_name()
             table.clear()
             for r in rows:
                 table.add_row(*cells(r, r.name in self.selected).values(), key=r.name)
-            self.order = order
             if cursor in order:
                 table.move_cursor(row=order.index(cursor))
-        else:
-            for r in rows:
-                old = self.last_rows.get(r.name)
-                new = cells(r, r.name in self.selected)
-                for key, value in new.items():
-                    if old is None or str(old[key]) != str(value):
-                        table.update_cell(r.name, key, value)
-        self.last_rows = {r.name: cells(r, r.name in self.selected) for r in rows}
-        self.query_one("#fleet-header", Static).update(self.header(len(rows)))
+            self.last_rows = {}
+        elif order != self.order:                 # same members, another order: move rows only
+            rank = {name: i for i, name in enumerate(order)}
+            table.sort("name", key=lambda name: rank[name])
+        for r in rows:
+            old = self.last_rows.get(r.name)
+            new = cells(r, r.name in self.selected)
+            for key, value in new.items():
+                if old is not None and str(old[key]) != str(value):
+                    table.update_cell(r.name, key, value)
+            self.last_rows[r.name] = new
+        self.order = order
+        header = self.header(len(rows))
+        if header != self._header:   # an update re-lays the screen out: only when it changed
+            self._header = header
+            self.query_one("#fleet-header", Static).update(header)
         self.painted_at = time.monotonic()
 
     def header(self, shown: int) -> str:
@@ -132,27 +146,27 @@ class FleetScreen(Screen):
         name = self.cursor_name()
         if name is not None:
             self.selected ^= {name}
-            self.refresh_rows()
+            self.paint()
             self.table.move_cursor(row=min(self.table.cursor_row + 1, len(self.order) - 1))
 
     def action_clear(self) -> None:
         self.selected.clear()
         self.filter_text = ""
-        self.refresh_rows()
+        self.paint()
 
     def action_sort(self) -> None:
         self.sort = SORTABLE[(SORTABLE.index(self.sort) + 1) % len(SORTABLE)]
-        self.refresh_rows()
+        self.paint()
 
     def action_sort_reverse(self) -> None:
         self.reverse = not self.reverse
-        self.refresh_rows()
+        self.paint()
 
     def action_filter(self) -> None:
         def done(text) -> None:
             if text is not None:
                 self.filter_text = text
-                self.refresh_rows()
+                self.paint()
         self.app.push_screen(PromptScreen("Filter members (words; !word excludes; empty shows all)",
                                           lambda s: s.strip(), self.filter_text), done)
 
@@ -163,7 +177,7 @@ class FleetScreen(Screen):
                              lambda n: n is not None and self.act("threshold", {m: n for m in names}))
 
     def action_step_n(self, delta: int) -> None:
-        rows = {r.name: r for r in self.fleet.rows()}
+        rows = {r.name: r for r in self.rows_cache}
         values = {m: rows[m].threshold + delta for m in self.targets() if rows[m].threshold is not None}
         if values:
             self.act("threshold", values)

@@ -96,3 +96,44 @@ async def test_fleet_console_end_to_end(sshd, tmp_path):  # noqa: F811
     finally:
         await fleet.act("stop")   # everything, the gateway too, whatever happened above
         await fleet.close()
+
+
+class _RowsOnly:
+    """The part of a Fleet the table reads: rows (fixed), names, the gateway (none)."""
+
+    def __init__(self, rows):
+        self._rows = tuple(rows)
+        self.members = {r.name: None for r in rows}
+        self.spec = parse_fleet({"name": "rows", "members": {"x": {"url": "http://127.0.0.1:9"}}})
+        self.gateway = self.gateway_status = None
+
+    def rows(self):
+        return self._rows
+
+
+async def test_sort_filter_select_keys_repaint_from_the_cached_rows():
+    from textual.app import App
+
+    rows = [_row("b", threshold=4, tok_s=10.0, mode="speculative"), _row("a", threshold=9, mode="target_only"),
+            _row("c", host="gpu-7", state="no-answer", threshold=1)]
+
+    class Host(App):
+        def on_mount(self):
+            self.push_screen(FleetScreen(_RowsOnly(rows)))
+
+    app = Host()
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert screen.order == ["a", "b", "c"] and "sort name^" in screen_text(app)
+        await pilot.press("o", "o", "o", "o")          # name -> host -> state -> mode -> threshold
+        assert screen.sort == "threshold" and screen.order == ["c", "b", "a"]
+        await pilot.press("O")
+        assert screen.order == ["a", "b", "c"] and "sort thresholdv" in screen_text(app)
+        await pilot.press("slash", *"!gpu", "enter")
+        assert screen.order == ["a", "b"] and "2 shown (/!gpu)" in screen_text(app)
+        await pilot.press("space")
+        assert screen.selected == {"a"} and screen.targets() == ["a"] and "1 selected" in screen_text(app)
+        await pilot.press("escape")
+        assert screen.selected == set() and screen.order == ["a", "b", "c"] and screen.targets() == ["a", "b", "c"]
+        assert "no-answer" in screen_text(app)
