@@ -13,10 +13,11 @@ from typing import Callable
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from console.fleet.results import ResultsPanel
-from console.fleet.rows import COLUMNS, SORTABLE, arrange, cells
+from console.fleet.rows import SORTABLE, arrange, cells
+from console.fleet.table import FleetTable
 from console.screens.confirm import ChoiceScreen
 from console.screens.prompt import PromptScreen
 from server_control.decision import validate_threshold
@@ -60,18 +61,16 @@ class FleetScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-header")
-        yield DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        yield FleetTable(id="fleet-table")
         yield ResultsPanel("keys act on the selected members (space), or on every member shown; "
                            "enter opens one, / filters, o sorts", id="fleet-results")
         yield Footer()
 
     @property
-    def table(self) -> DataTable:
-        return self.query_one("#fleet-table", DataTable)
+    def table(self) -> FleetTable:
+        return self.query_one("#fleet-table", FleetTable)
 
     def on_mount(self) -> None:
-        for c in COLUMNS:
-            self.table.add_column(c.title, key=c.key, width=c.width)
         self.table.focus()
         self.refresh_rows()
         self.set_interval(REFRESH_S, self.refresh_rows)
@@ -85,27 +84,12 @@ class FleetScreen(Screen):
     def paint(self) -> None:
         """Paint the cached rows (keys re-sort, filter and select without asking the fleet)."""
         rows = arrange(self.rows_cache, self.sort, self.reverse, self.filter_text)
-        order = [r.name for r in rows]
-        table = self.table
-        if sorted(order) != sorted(self.order):   # other members shown: rebuild
-            cursor = self.cursor_name()
-            table.clear()
-            for r in rows:
-                table.add_row(*cells(r, r.name in self.selected).values(), key=r.name)
-            if cursor in order:
-                table.move_cursor(row=order.index(cursor))
-            self.last_rows = {}
-        elif order != self.order:                 # same members, another order: move rows only
-            rank = {name: i for i, name in enumerate(order)}
-            table.sort("name", key=lambda name: rank[name])
-        for r in rows:
-            old = self.last_rows.get(r.name)
-            new = cells(r, r.name in self.selected)
-            for key, value in new.items():
-                if old is not None and str(old[key]) != str(value):
-                    table.update_cell(r.name, key, value)
-            self.last_rows[r.name] = new
-        self.order = order
+        cursor = self.cursor_name()
+        self.order = [r.name for r in rows]
+        self.last_rows = {r.name: cells(r, r.name in self.selected) for r in rows}
+        self.table.show(self.order, self.last_rows)
+        if cursor in self.order and self.order.index(cursor) != self.table.cursor_row:
+            self.table.move_cursor(self.order.index(cursor))
         header = self.header(len(rows))
         if header != self._header:   # an update re-lays the screen out: only when it changed
             self._header = header
@@ -129,9 +113,7 @@ class FleetScreen(Screen):
         return " | ".join(bits)
 
     def cursor_name(self) -> str | None:
-        if not self.order or self.table.cursor_row is None or self.table.cursor_row >= len(self.order):
-            return None
-        return self.order[self.table.cursor_row]
+        return self.table.cursor_name
 
     def targets(self) -> list[str]:
         return [n for n in self.order if n in self.selected] or list(self.order)
@@ -213,14 +195,11 @@ class FleetScreen(Screen):
         self.run_worker(self._life_cycle(action, names), group="fleet-action")
 
     async def _life_cycle(self, action: str, names) -> None:
+        t0 = time.monotonic()
         results = await self.fleet.act(action, names=None if self._everyone(names) else names,
                                        wait_s=60 if action == "launch" else None)
-        self.query_one(ResultsPanel).show(action, results)
+        self.query_one(ResultsPanel).show(action, results, time.monotonic() - t0)
         self.refresh_rows()
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open_member()
 
     def action_quit_fleet(self) -> None:
         self.app.exit()
@@ -233,7 +212,8 @@ class FleetScreen(Screen):
 
     async def _act(self, action: str, values: dict) -> None:
         members = self.fleet.members
+        t0 = time.monotonic()
         results = await asyncio.gather(*(members[m].act(action, v) for m, v in values.items()))
         label = action if len(set(map(str, values.values()))) != 1 else f"{action} {next(iter(values.values()))}"
-        self.query_one(ResultsPanel).show(label.replace(" None", ""), results)
+        self.query_one(ResultsPanel).show(label.replace(" None", ""), results, time.monotonic() - t0)
         self.refresh_rows()
