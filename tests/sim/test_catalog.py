@@ -98,6 +98,9 @@ def test_smg_registers_and_monitors_a_simulated_worker(sim, tmp_path):
         done = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=30,
                           json={"model": worker["model_id"], "prompt": "hi", "max_tokens": 4})
         assert done.status_code == 200 and done.json()["usage"]["completion_tokens"] == 4
+        # smg's load monitor asks on its own clock: wait for its first question
+        sim.wait_for_log("GET /v1/loads?include=core,disagg", timeout=30,
+                         count=sim.log_text()[:before].count("GET /v1/loads?include=core,disagg") + 1)
         asked = _access_lines(sim.log_text(), before)
         paths = {p.split("?")[0] for _, p, _ in asked}
         assert {"/health", "/v1/models", "/server_info", "/model_info", "/v1/loads", "/v1/completions"} <= paths
