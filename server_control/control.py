@@ -2,8 +2,10 @@
 forced mode, the hysteresis and the minimum dwell.
 
 ``POST /set_internal_state {"server_args": {KEY: value}}`` answers one boolean per DP
-rank. A change counts as applied only when a read-back of /server_info shows the new value
-in EVERY DP rank's internal state. Outcomes (the ``threshold_change`` object of the
+rank (SGLang answers from TP rank 0 of each). A change counts as applied only when a
+read-back of /server_info shows the new value in EVERY DP rank's internal state and, where
+the server publishes them (``dynamic_speculation.ranks``: the patch with TP > 1, the
+simulator), on EVERY TP rank; a rank that reads another value is named. Outcomes (the ``threshold_change`` object of the
 session snapshot):
 
   pending      sent, not yet confirmed
@@ -24,6 +26,7 @@ from typing import Callable
 import httpx
 
 from server_control import decision as d
+from server_control import tp_ranks
 from server_control.telemetry.http_poll import auth_headers, describe_error
 from server_control.telemetry.sample import intval
 
@@ -58,6 +61,11 @@ def rank_results(body: object) -> list[bool] | None:
                 return None
         return out
     return None
+
+
+def _where(dp: int, tp_label: str, dp_count: int) -> str:
+    """'TP1', 'DP0 TP1', 'DP1' or '' for one read-back value."""
+    return " ".join(p for p in (f"DP{dp}" if dp_count > 1 else "", tp_label) if p)
 
 
 def _named(key: str, value: object) -> object:
@@ -182,21 +190,27 @@ class Control:
         return await self._read_back(key, value, requested, ranks)
 
     async def _read_back(self, key: str, value: object, requested: object, ranks: list[bool]) -> dict:
+        """Every DP rank's entry and, where the server publishes them, every TP rank within
+        it must read the new value back (SGLang answers /set_internal_state from TP0 only)."""
         deadline = time.monotonic() + READBACK_TIMEOUT_S
         seen: list = []
         while True:
             try:
                 states = await self.internal_states()
-                seen = [_named(key, s.get(key)) for s in states]
                 if states and all(key not in s for s in states):
                     return change(requested, "unsupported", f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
-                if states and all(v == value for v in seen):
-                    return change(requested, "applied",
-                                  f"{key}={value} read back on {len(states)} DP rank(s)", ranks)
+                seen = [(_where(i, label, len(states)), _named(key, v))
+                        for i, s in enumerate(states) for label, v in tp_ranks.values_by_rank(s, key)]
+                if states and all(v == value for _, v in seen):
+                    tp = len(seen) // len(states)
+                    on = f"{len(states)} DP rank(s)" + (f" x {tp} TP ranks" if tp > 1 else "")
+                    return change(requested, "applied", f"{key}={value} read back on {on}", ranks)
             except (httpx.HTTPError, ValueError) as exc:
-                seen = [describe_error(exc, "read-back")]
+                seen = [("", describe_error(exc, "read-back"))]
             if time.monotonic() >= deadline:
-                return change(requested, "error", f"server said true but read-back shows {key}={seen}", ranks)
+                wrong = [(w, v) for w, v in seen if v != value] or seen
+                shown = "; ".join(f"{w} reads {key}={v}" if w else f"{key}={v}" for w, v in wrong)
+                return change(requested, "error", f"server said true but {shown} (want {value})", ranks)
             await asyncio.sleep(READBACK_PERIOD_S)
 
     async def _explain_false(self, key: str, requested: object, ranks: list[bool], seq: int | None) -> dict:

@@ -347,7 +347,7 @@ class Session:
         init = v.initialisation(
             self._init, self._not_active, self._ready,
             ranks_expected=v.expected_ranks(tp, dp, bool(args.get("enable_dp_attention"))),
-            server_ready=bool(s and s.reachable), log_attached=self._log_path is not None)
+            server_ready=bool(s and s.reachable), log_attached=self._log_path is not None, sample=s)
         return v.summary([v.configuration(s, expected), init,
                           self.runtime.status(self.timeline.current())])
 

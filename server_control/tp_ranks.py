@@ -1,11 +1,19 @@
-"""Every tensor-parallel rank's live switch values, as ``/server_info`` publishes them.
+"""Every tensor-parallel rank of a DP group: the start-up verdict and the live values.
 
-``internal_states[i]["dynamic_speculation"]["ranks"]`` is one entry per TP rank of DP
-group ``i`` (the SGLang patch gathers them from every rank; the simulator reports its
-ranks the same way). Shared by the patch, the simulator and the clients that compare
-them (a rank that disagrees with TP0 is a fault to show). Standard library only.
+* ``judge`` / ``Verdict``: TP0's verdict over every rank's start-up facts (the SGLang patch
+  exchanges them between ranks; the simulator judges its own ranks with the same words).
+  Unless every rank is active with the same settings and versions, every rank turns the
+  switch off with the same reason.
+* ``internal_states[i]["dynamic_speculation"]["ranks"]``: one live entry per TP rank of DP
+  group ``i`` (``live_entry``); clients compare them (``disagreement``, ``values_by_rank``).
+Shared by the patch, the simulator and the clients. Standard library only.
 """
 from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from server_control import decision as d
 
 LIVE_KEYS = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode",
              "num_steps", "switch_count", "last_batch")
@@ -33,3 +41,80 @@ def disagreement(rows: list) -> str | None:
             parts.append(f"TP{row.get('rank')} " + ", ".join(f"{k}={row.get(k)}" for k in keys)
                          + " (TP0: " + ", ".join(f"{k}={first.get(k)}" for k in keys) + ")")
     return "; ".join(parts) or None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    agreed: bool  # every rank active, same settings and versions: the switch may run
+    reason: str | None  # why not, the same text on every rank
+    uniform: bool  # every rank answered with this patch version: per-rank gathers are safe
+    ranks: tuple = ()  # per rank: {"active", "reason"} or None (no answer)
+
+    def summary(self) -> list:
+        return [dict(r, rank=i) if r else {"rank": i, "active": False, "reason": "no answer"}
+                for i, r in enumerate(self.ranks)]
+
+    def to_json(self) -> str:
+        return json.dumps({"agreed": self.agreed, "reason": self.reason,
+                           "uniform": self.uniform, "ranks": list(self.ranks)})
+
+    @classmethod
+    def from_json(cls, text) -> "Verdict":
+        raw = json.loads(text)
+        return cls(bool(raw["agreed"]), raw.get("reason"), bool(raw.get("uniform")),
+                   tuple(raw.get("ranks") or ()))
+
+
+def _names(indices) -> str:
+    return ", ".join(f"TP{i}" for i in indices)
+
+
+def _differ(got: list[dict], key: str) -> str | None:
+    values = [g[key] for g in got]
+    if all(v == values[0] for v in values):
+        return None
+    return "; ".join(f"TP{i} {v}" for i, v in enumerate(values))
+
+
+def judge(got: list[dict | None], timeout_s: float) -> Verdict:
+    """Rank 0's verdict over every rank's facts (None: no answer within the timeout)."""
+    per_rank = tuple({"active": g["active"], "reason": g["reason"]} if g else None for g in got)
+    off = "; the switch is off on every rank"
+    missing = [i for i, g in enumerate(got) if g is None]
+    if missing:
+        return Verdict(False, f"{_names(missing)} did not report to TP0 within {timeout_s:.0f} s "
+                       "(no patch there, another version of it or of sglang, or the rank failed "
+                       "before its speculative worker was ready)" + off, False, per_rank)
+    for key, what in (("patch", "different versions of the patch"),
+                      ("sglang", "different sglang versions")):
+        diff = _differ(got, key)
+        if diff is not None:
+            return Verdict(False, f"TP ranks run {what} ({diff})" + off, False, per_rank)
+    diff = _differ(got, "settings")
+    if diff is not None:
+        return Verdict(False, "TP ranks were started with different settings "
+                       f"[threshold, hysteresis, dwell, force] ({diff})" + off, True, per_rank)
+    inactive = [i for i, g in enumerate(got) if not g["active"]]
+    if not inactive:
+        return Verdict(True, None, True, per_rank)
+    reasons = {got[i]["reason"] for i in inactive}
+    if len(inactive) == len(got) and len(reasons) == 1:
+        return Verdict(False, reasons.pop(), True, per_rank)  # the same refusal everywhere
+    why = "; ".join(f"TP{i}: {got[i]['reason']}" for i in inactive)
+    ready = [i for i, g in enumerate(got) if g["active"]]
+    return Verdict(False, f"TP ranks disagree: {why}; ready: {_names(ready) or 'none'}" + off,
+                   True, per_rank)
+
+
+FIELD_OF_KEY = {d.THRESHOLD_KEY: "threshold", d.HYSTERESIS_KEY: "hysteresis",
+                d.DWELL_KEY: "min_dwell_steps", d.FORCE_KEY: "force"}
+
+
+def values_by_rank(state: dict, key: str) -> list[tuple[str, object]]:
+    """(rank label, value of ``key``) for every TP rank an ``internal_states`` entry covers:
+    each gathered rank where the patch published them, else the entry's own (TP0's) value."""
+    rows = (state.get(d.STATE_KEY) or {}).get("ranks") if isinstance(state, dict) else None
+    field = FIELD_OF_KEY.get(key)
+    if isinstance(rows, list) and rows and field is not None:
+        return [(f"TP{r.get('rank')}", r.get(field)) for r in rows if isinstance(r, dict)]
+    return [("", state.get(key) if isinstance(state, dict) else None)]

@@ -4,8 +4,9 @@ Each layer is ``{"name", "status": pass|fail|pending, "evidence", "cause"}``:
   configuration   /server_info (flat args and internal_states) holds the threshold asked
                   for (the profile's), or any threshold > 0 when attached;
   initialisation  every scheduler rank logged ``Dynamic speculation disable enabled:
-                  threshold=N``; a ``... NOT active: <reason>`` line or a ready server
-                  without the line is a failure;
+                  threshold=N``; a ``... NOT active: <reason>`` line, /server_info saying
+                  ``active: false`` (with the patch's reason) or TP ranks that disagree,
+                  or a ready server without the line is a failure;
   runtime         a switch to target-only was seen when the batch exceeded N, and a switch
                   back when it dropped; a batch above N for longer than the dwell with no
                   switch is a failure, and so is target-only through decode steps at a batch
@@ -15,6 +16,7 @@ Each layer is ``{"name", "status": pass|fail|pending, "evidence", "cause"}``:
 from __future__ import annotations
 
 from server_control import decision as d
+from server_control import tp_ranks
 from server_control.telemetry.sample import Sample, intval
 from server_control.telemetry.series import is_forced
 
@@ -84,14 +86,32 @@ def expected_ranks(tp_size: int | None, dp_size: int | None, dp_attention: bool 
     return tp if dp_attention else tp * dp
 
 
+def switch_off(sample: Sample | None) -> tuple[str, str] | None:
+    """(evidence, cause) when /server_info says the switch is off on a DP rank (the patch's
+    reason) or that its TP ranks disagree; None otherwise."""
+    for r in sample.ranks if sample is not None else []:
+        dyn = r.dynamic or {}
+        where = f"/server_info internal_states[{r.dp_rank}].{d.STATE_KEY}"
+        if dyn.get("active") is False and dyn.get("reason"):
+            return f"{where}: active false", str(dyn["reason"])
+        rows = dyn.get("ranks")
+        problem = tp_ranks.disagreement(rows) if isinstance(rows, list) else None
+        if problem:
+            return f"{where}.ranks: {problem}", f"TP ranks disagree: {problem}"
+    return None
+
+
 def initialisation(init_records: list, not_active: list, ready_records: list, *, ranks_expected: int,
-                   server_ready: bool, log_attached: bool) -> dict:
+                   server_ready: bool, log_attached: bool, sample: Sample | None = None) -> dict:
     name = "initialisation"
     if not_active:
         rec = not_active[-1]
         text = getattr(rec, "text", "") or ""
         reason = text.split(d.NOT_ACTIVE_PREFIX, 1)[-1].strip() if d.NOT_ACTIVE_PREFIX in text else text
         return layer(name, FAIL, _where(rec), reason or "the patch logged that it is not active")
+    off = switch_off(sample)
+    if off is not None:
+        return layer(name, FAIL, *off)
     by_rank: dict[str, object] = {}
     for rec in init_records:
         by_rank.setdefault(getattr(rec, "rank", None) or "", rec)

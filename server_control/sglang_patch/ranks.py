@@ -28,9 +28,9 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import dataclass
 
 from server_control import decision, tp_ranks
+from server_control.tp_ranks import Verdict, judge
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
@@ -63,69 +63,6 @@ def settings_of(switch) -> list:
 def facts(active: bool, reason: str | None, settings: list, sglang: str) -> dict:
     return {"active": bool(active), "reason": reason, "settings": list(settings),
             "sglang": sglang, "patch": patch_version()}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    agreed: bool  # every rank active, same settings and versions: the switch may run
-    reason: str | None  # why not, the same text on every rank
-    uniform: bool  # every rank answered with this patch version: per-rank gathers are safe
-    ranks: tuple = ()  # per rank: {"active", "reason"} or None (no answer)
-
-    def summary(self) -> list:
-        return [dict(r, rank=i) if r else {"rank": i, "active": False, "reason": "no answer"}
-                for i, r in enumerate(self.ranks)]
-
-    def to_json(self) -> str:
-        return json.dumps({"agreed": self.agreed, "reason": self.reason,
-                           "uniform": self.uniform, "ranks": list(self.ranks)})
-
-    @classmethod
-    def from_json(cls, text) -> "Verdict":
-        raw = json.loads(text)
-        return cls(bool(raw["agreed"]), raw.get("reason"), bool(raw.get("uniform")),
-                   tuple(raw.get("ranks") or ()))
-
-
-def _names(indices) -> str:
-    return ", ".join(f"TP{i}" for i in indices)
-
-
-def _differ(got: list[dict], key: str) -> str | None:
-    values = [g[key] for g in got]
-    if all(v == values[0] for v in values):
-        return None
-    return "; ".join(f"TP{i} {v}" for i, v in enumerate(values))
-
-
-def judge(got: list[dict | None], timeout_s: float) -> Verdict:
-    """Rank 0's verdict over every rank's facts (None: no answer within the timeout)."""
-    per_rank = tuple({"active": g["active"], "reason": g["reason"]} if g else None for g in got)
-    off = "; the switch is off on every rank"
-    missing = [i for i, g in enumerate(got) if g is None]
-    if missing:
-        return Verdict(False, f"{_names(missing)} did not report to TP0 within {timeout_s:.0f} s "
-                       "(no patch there, another version of it or of sglang, or the rank failed "
-                       "before its speculative worker was ready)" + off, False, per_rank)
-    for key, what in (("patch", "different versions of the patch"),
-                      ("sglang", "different sglang versions")):
-        diff = _differ(got, key)
-        if diff is not None:
-            return Verdict(False, f"TP ranks run {what} ({diff})" + off, False, per_rank)
-    diff = _differ(got, "settings")
-    if diff is not None:
-        return Verdict(False, "TP ranks were started with different settings "
-                       f"[threshold, hysteresis, dwell, force] ({diff})" + off, True, per_rank)
-    inactive = [i for i, g in enumerate(got) if not g["active"]]
-    if not inactive:
-        return Verdict(True, None, True, per_rank)
-    reasons = {got[i]["reason"] for i in inactive}
-    if len(inactive) == len(got) and len(reasons) == 1:
-        return Verdict(False, reasons.pop(), True, per_rank)  # the same refusal everywhere
-    why = "; ".join(f"TP{i}: {got[i]['reason']}" for i in inactive)
-    ready = [i for i, g in enumerate(got) if g["active"]]
-    return Verdict(False, f"TP ranks disagree: {why}; ready: {_names(ready) or 'none'}" + off,
-                   True, per_rank)
 
 
 def timeout_s() -> float:

@@ -65,8 +65,12 @@ class DynamicSpeculation:
         return self.active and self.target_only_state is not None
 
     def deactivate(self, reason: str) -> None:
+        """Off from now on; the next decode step restores the normal state (or hands back to
+        the adaptive controller), so the mode reported is the one that runs."""
         self.active = False
         self.reason = reason
+        if self.switch is not None:
+            self.switch.mode = decision.SPECULATIVE
         gate.not_active(reason)
 
     def num_steps(self) -> int | None:

@@ -146,10 +146,32 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
     SimFlag("health_fail_mode", str, "503", choices=("503", "hang")),
     SimFlag("http_5xx_rate", _rate, 0.0, "share of generation requests answered with HTTP 500"),
     SimFlag("max_lifetime", _seconds, 0.0, "wall-clock seconds after which every process exits (0 = no limit)"),
+    SimFlag("fail_build_rank", _int_at_least(0), None,
+            "TP rank whose steps=0 state fails to build at start-up: every rank turns the switch "
+            "off together with one NOT active line naming it, as the SGLang patch does"),
     SimFlag("light", bool, False, "TP ranks inside the main process (one process per server; for big fleets)",
             switch=True),
 )
 SIM_FLAG_BY_KEY = {f.key: f for f in SIM_FLAGS}
+
+
+FAIL_BUILD_WHY = ("could not build the target-only (steps=0) runtime state: "
+                  "RuntimeError('simulated by --sim-fail-build-rank')")
+
+
+def off_reason(a) -> str | None:
+    """Why the switch is off on every rank from the start (``--sim-fail-build-rank``), in the
+    SGLang patch's words (``tp_ranks.judge``), or None."""
+    failed = a.sim_fail_build_rank
+    if failed is None or not a.speculative_algorithm:
+        return None
+    from server_control import tp_ranks
+    settings = [a.speculative_disable_batch_threshold, a.speculative_disable_hysteresis,
+                a.speculative_disable_min_dwell_steps, a.speculative_disable_force_mode]
+    facts = [{"active": r != failed, "reason": FAIL_BUILD_WHY if r == failed else None,
+              "settings": settings,
+              "sglang": VERSION, "patch": "sim"} for r in range(a.tp_size)]
+    return tp_ranks.judge(facts, 0).reason
 
 
 PROG = "python -m server_control.sim"
@@ -205,6 +227,9 @@ def parse_args(argv: list[str], prog: str = PROG) -> tuple[argparse.Namespace, l
     name usage and error lines give (`specconsole sim` when run through the CLI)."""
     parser = build_parser(prog)
     args, unknown = parser.parse_known_args(take_key_flags(argv))
+    if args.sim_fail_build_rank is not None and args.sim_fail_build_rank >= args.tp_size:
+        parser.error(f"--sim-fail-build-rank {args.sim_fail_build_rank} is not a TP rank "
+                     f"(--tp-size {args.tp_size})")
     if args.speculative_algorithm:
         if args.speculative_num_steps is None:
             args.speculative_num_steps = 3

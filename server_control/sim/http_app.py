@@ -43,12 +43,13 @@ class AppState:
     def internal_state(self) -> dict:
         sched = self.scheduler
         snap = sched.snapshot_switch()
+        live = snap if snap and "threshold" in snap else None
         a = self.args
         entry = {
-            decision.THRESHOLD_KEY: snap["threshold"] if snap else a.speculative_disable_batch_threshold,
-            decision.HYSTERESIS_KEY: snap["hysteresis"] if snap else a.speculative_disable_hysteresis,
-            decision.DWELL_KEY: snap["min_dwell_steps"] if snap else a.speculative_disable_min_dwell_steps,
-            decision.FORCE_KEY: snap["force"] if snap else a.speculative_disable_force_mode,
+            decision.THRESHOLD_KEY: live["threshold"] if live else a.speculative_disable_batch_threshold,
+            decision.HYSTERESIS_KEY: live["hysteresis"] if live else a.speculative_disable_hysteresis,
+            decision.DWELL_KEY: live["min_dwell_steps"] if live else a.speculative_disable_min_dwell_steps,
+            decision.FORCE_KEY: live["force"] if live else a.speculative_disable_force_mode,
             decision.STATE_KEY: snap,
             "last_gen_throughput": round(sched.stats.gen_throughput, 4),
             "avg_spec_accept_length": round(sched.avg_spec_accept_length, 4),

@@ -53,7 +53,7 @@ class LightRankGroup:
         return modes[0]
 
     def apply(self, key: str, value) -> tuple[bool, str]:
-        replies = [handle(r, sw, log, ("set", key, value))
+        replies = [handle(r, sw, log, ("set", key, value), self._cfg.get("off_reason"))
                    for r, (sw, log) in enumerate(zip(self.switches, self.logs))]
         return all(r[1] for r in replies), replies[0][2]
 

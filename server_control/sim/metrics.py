@@ -4,6 +4,8 @@ from __future__ import annotations
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from server_control.spec_metrics import SpecMetrics
+
 prometheus_client.disable_created_metrics()
 
 LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank")
@@ -26,13 +28,9 @@ class Metrics:
             "spec_accept_rate": g("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding."),
             "spec_num_steps": g("sglang:spec_num_steps", "The number of speculative steps."),
             "is_cuda_graph": g("sglang:is_cuda_graph", "Whether the batch is using CUDA graph."),
-            "spec_disable_batch_threshold": g("sglang:spec_disable_batch_threshold",
-                                              "Decode batch above which speculation is disabled (0 = never)."),
-            "spec_dynamic_target_only": g("sglang:spec_dynamic_target_only",
-                                          "1 while dynamic speculation runs the target model alone."),
-            "spec_dynamic_switch_count": g("sglang:spec_dynamic_switch_count",
-                                           "Mode switches of dynamic speculation since start."),
         }
+        # the patch's own metrics, defined once (server_control/spec_metrics.py)
+        self.spec = SpecMetrics(Gauge, Counter, self.labels, registry=r)
         self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.", LABELS, registry=r)
         self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.",
                                          LABELS, registry=r)
@@ -49,12 +47,10 @@ class Metrics:
                   "num_used_tokens": s.tokens_in_use, "token_usage": s.token_usage,
                   "gen_throughput": s.gen_throughput, "spec_accept_length": s.accept_length,
                   "spec_accept_rate": s.accept_rate, "spec_num_steps": sched.num_steps,
-                  "is_cuda_graph": 1.0,
-                  "spec_disable_batch_threshold": snap["threshold"] if snap else 0,
-                  "spec_dynamic_target_only": 1.0 if snap and snap["mode"] == "target_only" else 0.0,
-                  "spec_dynamic_switch_count": snap["switch_count"] if snap else 0}
+                  "is_cuda_graph": 1.0}
         for key, value in values.items():
             self.gauges[key].labels(**self.labels).set(value)
+        self.spec.publish(snap)
         p, g = s.prompt_tokens_total, s.generation_tokens_total
         self.prompt_tokens.labels(**self.labels).inc(p - self._counted[0])
         self.generation_tokens.labels(**self.labels).inc(g - self._counted[1])

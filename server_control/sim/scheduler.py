@@ -14,7 +14,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from server_control import decision
+from server_control import decision, tp_ranks
+from server_control.sim import args as simargs
 from server_control.sim import model
 from server_control.sim.stats import Stats, StepTiming
 from server_control.sim.traffic import target_concurrency
@@ -64,11 +65,12 @@ class Scheduler:
         self.clock = SimClock(args.sim_time_scale)
         self.spec = bool(args.speculative_algorithm)
         self.num_steps = args.speculative_num_steps or 0
+        self.off_reason = simargs.off_reason(args)  # the switch is off on every rank: why
         self.switch = (decision.SpecSwitch(args.speculative_disable_batch_threshold,
                                            args.speculative_disable_hysteresis,
                                            args.speculative_disable_min_dwell_steps,
                                            args.speculative_disable_force_mode)
-                       if self.spec else None)
+                       if self.spec and self.off_reason is None else None)
         self.rng = random.Random(args.sim_seed)
         self.accept_p = model.accept_probability()
         self.cond = threading.Condition()
@@ -137,7 +139,28 @@ class Scheduler:
             self._thread.join(5.0)
 
     def snapshot_switch(self) -> dict | None:
-        return self.switch.snapshot() if self.switch else None
+        """The patch's ``dynamic_speculation`` entry: the switch's snapshot + active, reason,
+        the draft steps really run and, with TP > 1, every rank (the ranks agree every step,
+        or the simulator stops). None without speculative decoding."""
+        tp = self.args.tp_size
+        if self.switch is None:
+            if not self.spec:
+                return None
+            return {"enabled": False, "active": False, "reason": self.off_reason,
+                    "tp_ranks": self._tp_ranks()}
+        snap = self.switch.snapshot()
+        snap.update(active=True, reason=None,
+                    num_steps=self.num_steps if snap["mode"] == decision.SPECULATIVE else 0)
+        if tp > 1:
+            snap["tp_ranks"] = self._tp_ranks()
+            snap["ranks"] = [tp_ranks.live_entry(r, snap) for r in range(tp)]
+        return snap
+
+    def _tp_ranks(self) -> list[dict]:
+        failed = self.args.sim_fail_build_rank
+        return [{"rank": r, "active": r != failed,
+                 "reason": simargs.FAIL_BUILD_WHY if r == failed else None}
+                for r in range(self.args.tp_size)]
 
     @property
     def avg_spec_accept_length(self) -> float:
@@ -207,7 +230,7 @@ class Scheduler:
                 self.switch.decide(batch, vstart)
                 if self.switch.mode != mode:
                     raise RuntimeError(f"main and TP ranks disagree: {self.switch.mode} vs {mode}")
-            step_mode = mode if self.spec else model.PLAIN
+            step_mode = (mode or model.SPECULATIVE) if self.spec else model.PLAIN
             dt = (model.step_ms(step_mode, batch) + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
             end = start + dt
             delay = self.clock.wall_delay(end)
@@ -283,6 +306,7 @@ class Scheduler:
         spec = step_mode == model.SPECULATIVE
         iv = self._interval
         produced = 0
+        accepted: list[int] = []  # drafts accepted per decoding request (the patch's count)
         for req in new:
             if req.finished:
                 continue
@@ -298,6 +322,7 @@ class Scheduler:
             n = min(n, left)
             req.generated += n
             produced += n
+            accepted.append(n - 1)
             if spec:
                 req.spec_steps += 1
                 req.spec_tokens += n
@@ -306,8 +331,8 @@ class Scheduler:
                 self.spec_steps_total += 1
                 self.spec_tokens_total += n
         iv["tokens"] += produced
-        if self.switch is not None:
-            self.switch.add_tokens(produced)
+        if self.switch is not None and accepted:
+            self.switch.record_verify(accepted, self.num_steps + 1 if spec else 1)
         self.stats.generation_tokens_total += produced
         keep = []
         in_use = 0

@@ -57,6 +57,9 @@ def startup_lines(cfg: dict, log: Logger) -> None:
 
 
 def make_switch(cfg: dict, log: Logger) -> decision.SpecSwitch | None:
+    if cfg["spec"] and cfg.get("off_reason"):  # --sim-fail-build-rank: every rank turns off
+        log.warning(decision.NOT_ACTIVE_PREFIX + cfg["off_reason"])
+        return None
     if not cfg["spec"]:
         if cfg["threshold"] > 0 or cfg["force"] != decision.AUTO:
             log.info(decision.NOT_ACTIVE_PREFIX + "no --speculative-algorithm is set")
@@ -92,9 +95,11 @@ def _idle_until(deadline: float | None) -> None:
         time.sleep(3600 if left is None else min(left, 3600))
 
 
-def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple) -> tuple:
+def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple,
+           off_reason: str | None = None) -> tuple:
     """One "step" or "set" message of the main process -> the rank's reply. Shared by the
-    spawned rank processes and the in-process ranks of ``--sim-light`` (light_ranks.py)."""
+    spawned rank processes and the in-process ranks of ``--sim-light`` (light_ranks.py).
+    ``off_reason``: why the switch is off on this rank (the refusal of a runtime change)."""
     if msg[0] == "step":
         _, step_no, batch, lines = msg
         if rank == 0:
@@ -110,7 +115,9 @@ def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple) -
     _, key, value = msg
     try:
         if sw is None and key in SETTING_KEYS:
-            raise ValueError("speculative decoding is not enabled (no --speculative-algorithm)")
+            raise ValueError(f"dynamic speculation disable is not active on this rank ({off_reason})"
+                             if off_reason else
+                             "speculative decoding is not enabled (no --speculative-algorithm)")
         text = apply_setting(sw, key, value)
     except KeyError:
         text = f"Updating {key} is not supported."
@@ -140,7 +147,7 @@ def run_rank(rank: int, cfg: dict, conn) -> None:
             msg = conn.recv()
             kind = msg[0]
             if kind in ("step", "set"):
-                conn.send(handle(rank, sw, log, msg))
+                conn.send(handle(rank, sw, log, msg, cfg.get("off_reason")))
             elif kind == "crash":
                 if rank == 0:
                     log.error(CRASH_TRACEBACK)

@@ -14,6 +14,8 @@
   --mode typed    patched SGLang's HTTP typing: string values in /set_internal_state are
                   answered 422 (numbers only); the force mode goes as its index (0 auto,
                   1 speculative, 2 target_only) and reads back as its name
+  --mode stalerank  typed, with TP 2 published per rank (dynamic_speculation.ranks) where
+                  TP1 never takes a runtime change: SGLang answers from TP0 only ([true])
 
 Usage: python stock_server.py --port P --mode M [--max-lifetime S]; logs to stdout.
 """
@@ -61,6 +63,11 @@ def build(mode: str) -> Starlette:
         if mode == "typed":
             return JSONResponse({"model_path": "typed-model", "speculative_disable_batch_threshold": 5,
                                  "internal_states": [dict(state)]})
+        if mode == "stalerank":
+            ranks = [{"rank": r, "active": True, "threshold": state["speculative_disable_batch_threshold"]
+                      if r == 0 else 5, "force": "auto", "mode": "speculative"} for r in (0, 1)]
+            return JSONResponse({"model_path": "stale-model", "tp_size": 2, "internal_states": [
+                dict(state, dynamic_speculation={"mode": "speculative", "active": True, "ranks": ranks})]})
         return JSONResponse({"model_path": "stock-model", "tp_size": 1, "dp_size": 1, "version": "0.5.23",
                              "speculative_algorithm": "EAGLE3",
                              "internal_states": [{"speculative_accept_threshold_single": 1.0,
@@ -75,7 +82,7 @@ def build(mode: str) -> Starlette:
 
     async def set_internal_state(request: Request):
         body = await request.json()
-        if mode == "typed":
+        if mode in ("typed", "stalerank"):
             args = body.get("server_args") or {}
             if any(not isinstance(v, (int, float)) for v in args.values()):
                 return JSONResponse({"detail": [{"msg": "Input should be a valid number"}]}, status_code=422)
@@ -118,7 +125,8 @@ def build(mode: str) -> Starlette:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--mode", choices=("stock", "garbage", "hang", "typed", "metrics", "noload", "nogate"), default="stock")
+    p.add_argument("--mode", choices=("stock", "garbage", "hang", "typed", "metrics", "noload", "nogate",
+                                           "stalerank"), default="stock")
     p.add_argument("--max-lifetime", type=float, default=120.0)
     a = p.parse_args()
     timer = threading.Timer(a.max_lifetime, lambda: os.kill(os.getpid(), signal.SIGTERM))
