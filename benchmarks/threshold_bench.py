@@ -41,8 +41,8 @@ async def measure(url: str, iterations: int, warmup: int = 5) -> tuple[list[floa
             t0 = time.perf_counter()
             result = await control.set_threshold(n)
             dt = (time.perf_counter() - t0) * 1000
-            if result["state"] != "applied":
-                failures.append(f"{n}: {result['state']}: {result['detail']}")
+            if result.state != "applied":
+                failures.append(f"{n}: {result.state}: {result.detail}")
             elif i >= warmup:
                 lat.append(dt)
         await control.set_threshold(5)

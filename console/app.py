@@ -1,8 +1,10 @@
-"""The specconsole Textual app: one screen over one ``Session``.
+"""The specconsole Textual app: one screen over one session (``SessionLike``).
 
 The app subscribes to the session (callbacks arrive on the app's loop and are re-posted as
-``SessionEvent`` messages), hands the snapshot to the panels, and turns keys into session
-calls in workers so the UI never blocks. Widgets never talk HTTP or read files.
+``SessionEvent`` messages) and keeps its typed snapshot in one reactive, ``snapshot``; the
+panels are bound to it and redraw the part they show when that part changes. Keys become
+session calls in workers so the UI never blocks; the log keys live on the log view.
+Widgets never talk HTTP or read files.
 """
 from __future__ import annotations
 
@@ -10,42 +12,49 @@ import asyncio
 import gc
 import threading
 from pathlib import Path
+from typing import Awaitable
 
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
-from textual.screen import ModalScreen
+from textual.dom import DOMNode
+from textual.reactive import var
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer
 
-from console.bindings import ACTIONS, textual_bindings
+from console.bindings import ACTIONS, bindings_for
 from console.messages import SessionEvent
+from console.palette import ConsoleCommands
 from console.screens.confirm import confirm, quit_choice
 from console.screens.help import HelpScreen
-from console.palette import ConsoleCommands
+from console.screens.main import MainScreen
 from console.screens.prompt import PromptScreen
-from console.widgets.fmt import section
 from console.widgets.gpu_table import GpuTable
 from console.widgets.live_panel import LivePanel
-from console.widgets.log_actions import LogActions
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import ModeTimeline
 from console.widgets.verify_panel import VerifyPanel
 from server_control.decision import FORCE_CHOICES, validate_threshold
+from server_control.operation import OperationResult
+from server_control.session_api import SessionLike
+from server_control.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
 
 CSS_FILE = Path(__file__).with_name("specconsole.tcss")
-OUR_ACTIONS = {a.action for a in ACTIONS}
+OUR_ACTIONS = {a.action for a in ACTIONS if a.target == "app"}
 
 
-class SpecConsoleApp(LogActions, App):
+class SpecConsoleApp(App):
     TITLE = "specconsole"
     CSS_PATH = str(CSS_FILE)
-    BINDINGS = textual_bindings()
+    BINDINGS = bindings_for("app")
     COMMANDS = App.COMMANDS | {ConsoleCommands}
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
-    def __init__(self, session, *, what: str = "server", quit_stops: bool = False,
+    snapshot: var[SessionSnapshot] = var(EMPTY_SNAPSHOT)
+
+    def __init__(self, session: SessionLike, *, what: str = "server", quit_stops: bool = False,
                  launch: str = "never", start_session: bool = True, notice: str = "") -> None:
         super().__init__()
         self.session = session
@@ -55,25 +64,31 @@ class SpecConsoleApp(LogActions, App):
         self.start_session = start_session
         self.notice = notice            # shown as a warning once the screen is up
         self.farewell = ""              # printed by the command after the screen closes
-        self.snap: dict = {}
         self._desired: int | None = None
         self._control_lock = asyncio.Lock()
         self._loop_thread = threading.get_ident()
 
     # ---- layout and session wiring ---------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
+        yield StatusBar(id="status").data_bind(SpecConsoleApp.snapshot)
         with Horizontal(id="top"):
-            yield LivePanel(id="live")
-            yield ModeTimeline(id="timeline")
-            yield VerifyPanel(id="verify")
-        yield GpuTable(id="gpus")
-        yield LogPane(getattr(self.session, "store", None), id="logs")
+            yield LivePanel(id="live").data_bind(SpecConsoleApp.snapshot)
+            yield ModeTimeline(id="timeline").data_bind(SpecConsoleApp.snapshot)
+            yield VerifyPanel(id="verify").data_bind(SpecConsoleApp.snapshot)
+        yield GpuTable(id="gpus").data_bind(SpecConsoleApp.snapshot)
+        yield LogPane(self.session.store, id="logs")
         yield Footer()
+
+    def get_default_screen(self) -> Screen:
+        return MainScreen(id="_default")
 
     @property
     def log_view(self) -> LogView:
         return self.query_one(LogView)
+
+    def action_target(self, target: str) -> DOMNode:
+        """The widget that owns the actions of ``target`` (console/bindings.py)."""
+        return self.log_view if target == "log" else self
 
     async def on_mount(self) -> None:
         self._loop_thread = threading.get_ident()
@@ -90,16 +105,15 @@ class SpecConsoleApp(LogActions, App):
             await self.session.start()
         except Exception as exc:  # noqa: BLE001 - shown, never fatal to the screen
             self.notify(f"session failed to start: {exc}", severity="error", timeout=10)
-        store = getattr(self.session, "store", None)
-        if store is not None and self.log_view.store is not store:
-            self.log_view.set_store(store)
+        if self.log_view.store is not self.session.store:
+            self.log_view.set_store(self.session.store)
         self.refresh_snapshot()
         self.log_view.notify_new()
         # Everything built so far (Textual, widgets, modules) lives as long as the app: keep
         # it out of the collector's full passes, which otherwise stall the UI ~50-150 ms.
         gc.freeze()
-        state = section(self.snap, "run").get("state")
-        if state in (None, "stopped", "crashed", "fatal") and not self.snap.get("attached"):
+        snap = self.snapshot
+        if snap.run.state in (None, "stopped", "crashed", "fatal") and not snap.attached:
             if self.launch_mode == "auto":
                 self.action_start_server()
             elif self.launch_mode == "offer":
@@ -123,47 +137,45 @@ class SpecConsoleApp(LogActions, App):
             self.refresh_snapshot()
 
     def refresh_snapshot(self) -> None:
+        """Read the session's snapshot into the ``snapshot`` reactive (the panels follow)."""
         try:
-            snap = self.session.snapshot()
+            self.snapshot = self.session.snapshot()
         except Exception as exc:  # noqa: BLE001
             self.notify(f"snapshot failed: {exc}", severity="error")
-            return
-        if not isinstance(snap, dict):
-            return
-        self.snap = snap
-        for widget in self.query("StatusBar, LivePanel, ModeTimeline, GpuTable, VerifyPanel"):
-            widget.show(snap)
+
+    def watch_snapshot(self, snap: SessionSnapshot) -> None:
+        for view in self.query(LogView):   # ctrl+s names its file after the profile
+            view.save_name = snap.profile or "log"
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action in OUR_ACTIONS and isinstance(self.screen, ModalScreen):
             return False
         return True
 
-    async def _call(self, what: str, coro):
-        """Await a session call; any failure (raised or ``{"ok": false}``) becomes a toast."""
+    async def _call(self, what: str, call: Awaitable[OperationResult]) -> OperationResult | None:
+        """Await a session call; a raised error or a result not done becomes a toast."""
         try:
-            result = await coro
+            result = await call
         except Exception as exc:  # noqa: BLE001
             self.notify(f"{what} failed: {exc}", severity="error", timeout=8)
             return None
         finally:
             self.refresh_snapshot()
-        if isinstance(result, dict) and result.get("ok") is False:
-            why = result.get("error") or result.get("message") or "no reason given"
-            self.notify(f"{what} failed: {why}", severity="error", timeout=10)
+        if not result.done:
+            self.notify(f"{what} {result.outcome}: {result.message or 'no reason given'}", severity="error",
+                        timeout=10)
         return result
 
     # ---- threshold and force ---------------------------------------------------------
     def _current_threshold(self) -> int | None:
         if self._desired is not None:
             return self._desired
-        change = section(self.snap, "threshold_change")
-        if change.get("state") == "pending" and isinstance(change.get("requested"), int):
-            return change["requested"]
-        n = section(self.snap, "spec").get("threshold")
-        return n if isinstance(n, int) and not isinstance(n, bool) else None
+        change = self.snapshot.threshold_change
+        if change is not None and change.state == "pending" and isinstance(change.requested, int):
+            return change.requested
+        return self.snapshot.spec.threshold
 
-    def request_threshold(self, value) -> None:
+    def request_threshold(self, value: object) -> None:
         try:
             n = validate_threshold(value)
         except ValueError as exc:
@@ -176,12 +188,9 @@ class SpecConsoleApp(LogActions, App):
         async with self._control_lock:
             if self._desired != n:
                 return  # superseded by a later key press
-            result = await self._call("set threshold", self.session.set_threshold(n))
+            await self._call(f"threshold {n}", self.session.set_threshold(n))
             if self._desired == n:
                 self._desired = None
-        state = (result or {}).get("state") if isinstance(result, dict) else None
-        if state in ("refused", "unsupported", "error"):
-            self.notify(f"threshold {n} {state}: {result.get('detail') or ''}", severity="error", timeout=8)
 
     def _step_threshold(self, delta: int) -> None:
         n = self._current_threshold()
@@ -204,21 +213,19 @@ class SpecConsoleApp(LogActions, App):
                          lambda v: v is not None and self.request_threshold(v))
 
     def action_cycle_force(self) -> None:
-        force = section(self.snap, "spec").get("force") or "auto"
+        force = self.snapshot.spec.force or "auto"
         nxt = FORCE_CHOICES[(FORCE_CHOICES.index(force) + 1) % len(FORCE_CHOICES)] \
             if force in FORCE_CHOICES else "auto"
         self.run_worker(self._force(nxt), group="control")
 
     async def _force(self, mode: str) -> None:
-        result = await self._call("force mode", self.session.set_force(mode))
-        if isinstance(result, dict) and result.get("state") in ("refused", "unsupported", "error"):
-            self.notify(f"force {mode} {result['state']}: {result.get('detail') or ''}", severity="error")
-        elif result is not None:
+        result = await self._call(f"force {mode}", self.session.set_force(mode))
+        if result is not None and result.done:
             self.notify(f"force mode: {mode.replace('_', '-')}")
 
     # ---- server ----------------------------------------------------------------------
     def _owned(self) -> bool:
-        if self.snap.get("attached"):
+        if self.snapshot.attached:
             self.notify("attached to a server this console does not own: start/stop/restart "
                         "are not available", severity="warning")
             return False
@@ -241,8 +248,8 @@ class SpecConsoleApp(LogActions, App):
     def action_verify(self) -> None:
         async def run() -> None:
             result = await self._call("verify", self.session.verify())
-            if isinstance(result, dict):
-                self.notify(f"verification: {result.get('summary', '?')}")
+            if result is not None and result.verification is not None:
+                self.notify(f"verification: {result.verification.summary}")
         self.run_worker(run(), group="verify")
 
     # ---- console ---------------------------------------------------------------------
@@ -257,18 +264,21 @@ class SpecConsoleApp(LogActions, App):
         self.action_quit_console()
 
     def action_quit_console(self) -> None:
-        if self.snap.get("attached"):
+        if self.snapshot.attached:
             self.run_worker(self._quit(False), group="quit")
             return
         self.push_screen(quit_choice(self.what, self.quit_stops),
                          lambda c: c and self.run_worker(self._quit(c == "stop"), group="quit"))
 
     async def _quit(self, stop: bool) -> None:
-        run = section(self.snap, "run")
-        await self._call("close", self.session.close(stop_server=stop))
+        run = self.snapshot.run
+        try:
+            await self.session.close(stop_server=stop)
+        except Exception as exc:  # noqa: BLE001 - the screen closes anyway; say why
+            self.notify(f"close failed: {exc}", severity="error", timeout=8)
         if stop:
             self.farewell = f"specconsole: {self.what} stopped."
-        elif run.get("pid") and run.get("state") not in ("stopped", "fatal", None):
-            self.farewell = (f"specconsole: {self.what} left running: pid {run.get('pid')}, port "
-                             f"{run.get('port')}, log {run.get('log_path')}")
+        elif run.pid and run.state not in ("stopped", "fatal", None):
+            self.farewell = (f"specconsole: {self.what} left running: pid {run.pid}, port "
+                             f"{run.port}, log {run.log_path}")
         self.exit(return_code=0)

@@ -1,7 +1,9 @@
 """Every action of the console and its keys, as data.
 
 One table feeds the key bindings (footer), the help screen (`?`) and the command palette
-(`ctrl+p`), so the three can never disagree.
+(`ctrl+p`), so the three can never disagree. Each action names its ``target``: the widget
+that owns the key and the action ("app", or "log": the log view), so a key is bound where
+it acts (``bindings_for(target)``) and the palette runs it there.
 """
 from __future__ import annotations
 
@@ -19,6 +21,11 @@ class Action:
     group: str         # section of the help screen
     show: bool = True  # shown in the footer
     display: str = ""  # how the keys are written for humans ("+ ]")
+
+    @property
+    def target(self) -> str:
+        """Who owns the key and runs the action: "log" (the log view) or "app"."""
+        return "log" if self.group == "log" else "app"
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -77,11 +84,17 @@ def key_text(action: Action) -> str:
 FOOTER_FIRST = ("threshold_up", "threshold_down", "threshold_prompt", "help", "quit_console")
 
 
-def textual_bindings() -> list[Binding]:
-    ordered = sorted(ACTIONS, key=lambda a: (FOOTER_FIRST.index(a.action)
-                                             if a.action in FOOTER_FIRST else len(FOOTER_FIRST)))
-    return [
-        Binding(a.keys, a.action, a.title, show=a.show, key_display=a.display or None, id=a.action)
-        for a in ordered
-    ]
+FOOTER_ORDER = {a.action: i for i, a in enumerate(sorted(
+    ACTIONS, key=lambda a: FOOTER_FIRST.index(a.action) if a.action in FOOTER_FIRST else len(FOOTER_FIRST)))}
+
+
+def footer_rank(action: str) -> int:
+    """Where an action's key stands in the footer (Textual's own keys after ours)."""
+    return FOOTER_ORDER.get(action, len(FOOTER_ORDER))
+
+
+def bindings_for(target: str) -> list[Binding]:
+    """The key bindings of the widget ``target`` names ("app", "log"), in footer order."""
+    return [Binding(a.keys, a.action, a.title, show=a.show, key_display=a.display or None, id=a.action)
+            for a in sorted((a for a in ACTIONS if a.target == target), key=lambda a: footer_rank(a.action))]
 

@@ -1,6 +1,8 @@
 """Messages the console posts between its parts (session events reach the app as these)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.message import Message
 
 
@@ -12,10 +14,25 @@ class SessionEvent(Message):
         self.topic = topic
 
 
+@dataclass(frozen=True)
+class LogViewStatus:
+    """What the log view's status line says."""
+
+    follow: bool
+    new: int        # lines arrived while paused
+    shown: int      # rows shown (after filters)
+    total: int
+    dropped: int
+    truncated: int
+    filter: str
+    search: str
+    hits: int
+    wrap: bool
+
+
 class LogViewChanged(Message):
     """The log view's follow/filter/search/counter state changed (its status line redraws)."""
 
-    def __init__(self, status: dict) -> None:
+    def __init__(self, status: LogViewStatus) -> None:
         super().__init__()
         self.status = status
-

@@ -5,8 +5,8 @@ forced mode, the hysteresis and the minimum dwell.
 rank (SGLang answers from TP rank 0 of each). A change counts as applied only when a
 read-back of /server_info shows the new value in EVERY DP rank's internal state and, where
 the server publishes them (``dynamic_speculation.ranks``: the patch with TP > 1, the
-simulator), on EVERY TP rank; a rank that reads another value is named. Outcomes (the ``threshold_change`` object of the
-session snapshot):
+simulator), on EVERY TP rank; a rank that reads another value is named. Outcomes
+(``SettingChange.state``; the ``threshold_change`` of the session snapshot):
 
   pending      sent, not yet confirmed
   applied      every rank reads back the new value
@@ -27,6 +27,7 @@ import httpx
 
 from server_control import decision as d
 from server_control import tp_ranks
+from server_control.snapshot import SettingChange
 from server_control.telemetry.http_poll import auth_headers, describe_error
 from server_control.telemetry.sample import intval
 
@@ -37,8 +38,8 @@ READBACK_TIMEOUT_S = 3.0
 READBACK_PERIOD_S = 0.02
 
 
-def change(requested, state: str, detail: str, ranks: list | None = None) -> dict:
-    return {"requested": requested, "state": state, "detail": detail, "ranks": list(ranks or [])}
+def change(requested: object, state: str, detail: str, ranks: list[bool] | None = None) -> SettingChange:
+    return SettingChange(requested, state, detail, tuple(ranks or ()))
 
 
 def rank_results(body: object) -> list[bool] | None:
@@ -123,36 +124,36 @@ class Control:
                 "force": [s.get(d.FORCE_KEY) for s in states],
                 "supported": bool(states) and all(d.THRESHOLD_KEY in s for s in states)}
 
-    async def set_threshold(self, value: object) -> dict:
+    async def set_threshold(self, value: object) -> SettingChange:
         try:
             n = d.validate_threshold(value)
         except ValueError as exc:
             return change(value, "refused", str(exc))
         return await self._set(d.THRESHOLD_KEY, n, value)
 
-    async def set_force(self, value: object) -> dict:
+    async def set_force(self, value: object) -> SettingChange:
         try:
             mode = d.validate_force(value)
         except ValueError as exc:
             return change(value, "refused", str(exc))
         return await self._set(d.FORCE_KEY, mode, value)
 
-    async def set_hysteresis(self, value: object) -> dict:
+    async def set_hysteresis(self, value: object) -> SettingChange:
         """Resume speculating at batch <= max(1, N - H); validated, then read back per rank."""
         return await self._set_int(d.HYSTERESIS_KEY, d.validate_hysteresis, value)
 
-    async def set_dwell(self, value: object) -> dict:
+    async def set_dwell(self, value: object) -> SettingChange:
         """Decode steps a mode is held before the next switch; validated, read back per rank."""
         return await self._set_int(d.DWELL_KEY, d.validate_dwell, value)
 
-    async def _set_int(self, key: str, validate: Callable[[object], int], value: object) -> dict:
+    async def _set_int(self, key: str, validate: Callable[[object], int], value: object) -> SettingChange:
         try:
             n = validate(value)
         except ValueError as exc:
             return change(value, "refused", str(exc))
         return await self._set(key, n, value)
 
-    async def set_setting(self, key: str, value: object) -> dict:
+    async def set_setting(self, key: str, value: object) -> SettingChange:
         """Any of the four runtime settings by its server-argument name (validated here first)."""
         validate = VALIDATE.get(key)
         if validate is None:
@@ -167,7 +168,7 @@ class Control:
         return await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
                                         json={"server_args": {key: value}})
 
-    async def _set(self, key: str, value: object, requested: object) -> dict:
+    async def _set(self, key: str, value: object, requested: object) -> SettingChange:
         seq = self._seq()
         try:
             resp = await self._post(key, value)
@@ -189,7 +190,7 @@ class Control:
             return await self._explain_false(key, requested, ranks, seq)
         return await self._read_back(key, value, requested, ranks)
 
-    async def _read_back(self, key: str, value: object, requested: object, ranks: list[bool]) -> dict:
+    async def _read_back(self, key: str, value: object, requested: object, ranks: list[bool]) -> SettingChange:
         """Every DP rank's entry and, where the server publishes them, every TP rank within
         it must read the new value back (SGLang answers /set_internal_state from TP0 only)."""
         deadline = time.monotonic() + READBACK_TIMEOUT_S
@@ -213,7 +214,7 @@ class Control:
                 return change(requested, "error", f"server said true but {shown} (want {value})", ranks)
             await asyncio.sleep(READBACK_PERIOD_S)
 
-    async def _explain_false(self, key: str, requested: object, ranks: list[bool], seq: int | None) -> dict:
+    async def _explain_false(self, key: str, requested: object, ranks: list[bool], seq: int | None) -> SettingChange:
         reason = await self._log_reason(key, seq)
         if reason and "not supported" in reason:
             return change(requested, "unsupported", f"{UNSUPPORTED}: {reason}", ranks)

@@ -45,8 +45,8 @@ async def reapply(control: Control, runtime: dict, profile_dynamic: dict) -> tup
     for key in ORDER:
         if key in runtime:
             res = await control.set_setting(key, runtime[key])
-            if res["state"] != "applied":
-                failed.append(f"{PROFILE_KEY[key]} {runtime[key]}: {res['state']}: {res['detail']}")
+            if res.state != "applied":
+                failed.append(f"{PROFILE_KEY[key]} {runtime[key]}: {res.state}: {res.detail}")
     what = describe(runtime, profile_dynamic)
     if failed:
         return False, f"could not re-apply runtime settings after the restart ({'; '.join(failed)})"

@@ -1,13 +1,10 @@
 """One object per server: ties the run, logs, telemetry, control and verification together.
+Its API (``SessionLike``) is described in one place: server_control/session_api.py.
 
-    session = Session.for_profile(profile, state_dir=None)   # adopts a live run if there is one
-    session = Session.attach(url, log_path=None, api_key=None)
-    await session.start(); session.subscribe(cb); session.snapshot(); await session.close()
-
-Wiring only: the parts live in server_control.{supervisor,logs,telemetry,control,verify}.
-Subscribers are called on the event loop with a topic: "snapshot" (after a poll, an NVML
-sample, a run-state or threshold change) or "logs" (new records in ``session.store``).
-The JSON of ``snapshot()`` is fixed by docs/architecture.md ("Session snapshot").
+Wiring only: the parts live in server_control.{session_runs,supervisor,logs,telemetry,
+control,verify}. Subscribers are called on the event loop with a topic: "snapshot" (after a
+poll, an NVML sample, a run-state or setting change) or "logs" (new records in
+``session.store``). ``snapshot()`` is a ``SessionSnapshot`` (server_control/snapshot.py).
 """
 from __future__ import annotations
 
@@ -15,133 +12,29 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import Callable
 
 from server_control import decision as d
 from server_control import verify as v
 from server_control.control import Control, change
 from server_control.logs import LogPipeline, LogStore
+from server_control.operation import DONE, OperationResult
+from server_control.session_runs import AttachedRun, ProfileRun, RunLike
+from server_control.snapshot import (MODES, LiveLoad, LogStatus, ModeShare, Series, ServerStatus, SessionSnapshot,
+                                     SettingChange, SpecStatus, Switch, Timeline)
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
-from server_control.telemetry.series import ModeTimeline, PanelSeries, per_mode
+from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
 
 log = logging.getLogger(__name__)
 KEEP_INIT_RECORDS = 512
-
-
-class AttachedRun:
-    """No process of ours: a server someone else runs (state "external")."""
-
-    def __init__(self, log_path=None) -> None:
-        self._log_path = Path(log_path) if log_path else None
-
-    async def start(self, on_change: Callable[[], None]) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    def log_path(self) -> Path | None:
-        return self._log_path
-
-    def pids(self) -> list[int]:
-        return []
-
-    def on_sample(self, sample: Sample) -> None:
-        pass
-
-    def snapshot(self) -> dict:
-        return {"state": "external", "pid": None, "pgid": None, "started_at": None, "uptime_s": None,
-                "port": None, "restarts": 0, "log_path": str(self._log_path) if self._log_path else None,
-                "exit_code": None, "fatal_reason": None, "processes": []}
-
-    async def _refuse(self) -> dict:
-        return {"ok": False, "error": "attached to a server this console does not own: "
-                "launch, stop and restart need a profile"}
-
-    launch = stop = restart = _refuse
-
-
-class ProfileRun:
-    """The profile's run through server_control.supervisor.Supervisor. With ``supervise``
-    the session runs ``Supervisor.watch()`` (health, crash restart while it holds the
-    profile's restart lock); without it (headless read-only commands) it only adopts, and
-    the run state is judged from the leader process and the HTTP poll."""
-
-    def __init__(self, profile, state_dir=None, supervise: bool = True) -> None:
-        from server_control.supervisor import Supervisor  # noqa: PLC0415 - heavy, profile case only
-
-        self.sup = Supervisor(profile, state_dir=state_dir)
-        self.supervise = supervise
-        self._watch: asyncio.Task | None = None
-        self._pids: list[int] = []
-        self._reachable = False
-
-    async def start(self, on_change: Callable[[], None]) -> None:
-        self.sup.on_change = lambda _sup: on_change()
-        self.sup.adopt()
-        if self.supervise:
-            self._watch = asyncio.create_task(self.sup.watch(), name="supervise")
-
-    async def close(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            try:
-                await self._watch
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
-            self._watch = None
-
-    def log_path(self) -> Path | None:
-        rec = self.sup.record
-        return Path(rec.log_path) if rec else None
-
-    def pids(self) -> list[int]:
-        return list(self._pids)  # read by the NVML thread: a copy made on the loop
-
-    def on_sample(self, sample: Sample) -> None:
-        self._reachable = sample.reachable
-        self._pids = [p.pid for p in self.sup.processes()]
-
-    def snapshot(self) -> dict:
-        snap = self.sup.snapshot()
-        rec = self.sup.record
-        if not self.supervise and rec is not None and snap["state"] in ("starting", "unhealthy"):
-            if not rec.is_live():
-                snap["state"] = "crashed"
-            elif self._reachable:
-                snap["state"] = "ready"
-            elif rec.health == "unhealthy" or rec.ready_at:   # it answered before: not starting
-                snap["state"] = "unhealthy"
-        return snap
-
-    async def launch(self) -> dict:
-        try:
-            await self.sup.launch()
-        except Exception as exc:  # noqa: BLE001 - RunConflict, ProfileError, OSError: all reported
-            return {"ok": False, "error": str(exc)}
-        return {"ok": True, "run": self.sup.snapshot()}
-
-    async def stop(self) -> dict:
-        return (await self.sup.stop()).to_dict()
-
-    async def remember_runtime(self, key: str, value: object) -> None:
-        try:
-            await self.sup.remember_runtime(key, value)
-        except Exception:  # noqa: BLE001 - the change is applied; only its memory is lost
-            log.exception("keeping the runtime setting in the run record failed")
-
-    async def restart(self) -> dict:
-        try:
-            await self.sup.restart()
-        except Exception as exc:  # noqa: BLE001
-            return {"ok": False, "error": str(exc)}
-        return {"ok": True, "run": self.sup.snapshot()}
+SWITCHES_SHOWN = 200
 
 
 class Session:
-    def __init__(self, url: str, run: AttachedRun | ProfileRun, *, profile=None, api_key: str | None = None,
+    def __init__(self, url: str, run: RunLike, *, profile=None, api_key: str | None = None,
                  admin_api_key: str | None = None, poll_interval_s: float = DEFAULT_INTERVAL_S,
                  nvml=None, store: LogStore | None = None) -> None:
         self.url = url.rstrip("/")
@@ -158,8 +51,10 @@ class Session:
         self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
         self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
                                log_seq=lambda: self.store.last_seq)
-        self.threshold_change: dict | None = None
+        self.threshold_change: SettingChange | None = None
         self.last: Sample | None = None
+        self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
+        self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
         self._subs: list[Callable[[str], None]] = []
         self._tasks: list[asyncio.Task] = []
         self._pipeline: LogPipeline | None = None
@@ -213,17 +108,17 @@ class Session:
         await self.run.close()
         self._started = False
 
-    async def launch(self) -> dict:
+    async def launch(self) -> OperationResult:
         result = await self.run.launch()
         self._on_run_change()
         return result
 
-    async def stop(self) -> dict:
+    async def stop(self) -> OperationResult:
         result = await self.run.stop()
         self._on_run_change()
         return result
 
-    async def restart(self) -> dict:
+    async def restart(self) -> OperationResult:
         result = await self.run.restart()
         self._on_run_change()
         return result
@@ -319,26 +214,26 @@ class Session:
         self._publish("snapshot")
 
     # -- control --------------------------------------------------------------------------
-    async def set_threshold(self, n) -> dict:
-        return await self._change(n, self.control.set_threshold, d.THRESHOLD_KEY)
+    async def set_threshold(self, n: object) -> OperationResult:
+        return OperationResult.of_change("threshold", await self._change(n, self.control.set_threshold,
+                                                                          d.THRESHOLD_KEY))
 
-    async def set_force(self, mode) -> dict:
-        return await self._change(mode, self.control.set_force, d.FORCE_KEY)
+    async def set_force(self, mode: object) -> OperationResult:
+        return OperationResult.of_change("force", await self._change(mode, self.control.set_force, d.FORCE_KEY))
 
-    async def _change(self, requested, action, key: str) -> dict:
+    async def _change(self, requested, action, key: str) -> SettingChange:
         self.threshold_change = change(requested, "pending", "sent; waiting for every DP rank to read back")
         self._publish("snapshot")
         result = await action(requested)
-        remember = getattr(self.run, "remember_runtime", None)   # runs with a record keep it
-        if result["state"] == "applied" and remember is not None:
-            await remember(key, requested)   # re-applied after a restart
+        if result.state == "applied":
+            await self.run.remember_runtime(key, requested)   # re-applied after a restart
         self.threshold_change = result
         self.poller.poke()
         self._publish("snapshot")
         return result
 
     # -- verification ---------------------------------------------------------------------
-    def verification(self) -> dict:
+    def verification(self) -> v.Verification:
         s = self.last
         expected = self.profile.dynamic.get("threshold") if self.profile is not None else None
         args = s.args if s else {}
@@ -351,45 +246,52 @@ class Session:
         return v.summary([v.configuration(s, expected), init,
                           self.runtime.status(self.timeline.current())])
 
-    async def verify(self) -> dict:
-        return self.verification()
+    async def verify(self) -> OperationResult:
+        result = self.verification()
+        return OperationResult("verify", DONE, f"verification: {result.summary}", verification=result)
 
     # -- the snapshot ---------------------------------------------------------------------
-    def snapshot(self) -> dict:
+    def snapshot(self) -> SessionSnapshot:
         s = self.last
+        load = s.load if s else None
+        return SessionSnapshot(
+            url=self.url, profile=self.profile.name if self.profile is not None else None,
+            attached=self.attached, run=self.run.status(),
+            server=ServerStatus(reachable=bool(s and s.reachable), error=s.error if s else "not polled yet",
+                                model=s.model if s else None, tp_size=s.tp_size if s else None,
+                                dp_size=s.dp_size if s else None, version=s.version if s else None),
+            spec=self._spec(s), threshold_change=self.threshold_change,
+            live=LiveLoad(batch=load.batch, queue=load.queue, token_usage=load.token_usage,
+                          gen_throughput=load.gen_throughput, accept_len=load.accept_len,
+                          accept_rate=load.accept_rate, ts=s.ts) if s and load else LiveLoad(),
+            series=self._series_now(), timeline=self._timeline_now(s), gpus=self.nvml.snapshot(),
+            verify=self.verification(),
+            logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None))
+
+    def _spec(self, s: Sample | None) -> SpecStatus:
         ranks = s.ranks if s else []
         dyn = next((r.dynamic for r in ranks if r.dynamic), None) or {}
         r0 = ranks[0] if ranks else None
-        load = s.load if s else None
-        switch_count = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else None
-        return {
-            "profile": self.profile.name if self.profile is not None else None,
-            "url": self.url,
-            "attached": self.attached,
-            "run": self.run.snapshot(),
-            "server": {"reachable": bool(s and s.reachable), "error": s.error if s else "not polled yet",
-                       "model": s.model if s else None, "tp_size": s.tp_size if s else None,
-                       "dp_size": s.dp_size if s else None, "version": s.version if s else None},
-            "spec": {"mode": (s.mode if s else None) or self.timeline.mode,
-                     "threshold": s.threshold if s else None,
-                     "low_mark": dyn.get("low_mark"),
-                     "min_dwell_steps": r0.min_dwell_steps if r0 else None,
-                     "force": r0.force if r0 else None,
-                     "switch_count": switch_count if switch_count is not None else self.timeline.total,
-                     "steps": dyn.get("steps") or {}, "seconds": dyn.get("seconds") or {},
-                     "tokens": dyn.get("tokens") or {},
-                     "supports_runtime_threshold": s.supports_runtime_threshold if s else None},
-            "threshold_change": self.threshold_change,
-            "live": {"batch": load.batch if load else None, "queue": load.queue if load else None,
-                     "token_usage": load.token_usage if load else None,
-                     "gen_throughput": load.gen_throughput if load else None,
-                     "accept_len": load.accept_len if load else None,
-                     "accept_rate": load.accept_rate if load else None,
-                     "ts": s.ts if s else None},
-            "series": self.panels.to_json(),
-            "switches": self.timeline.to_json(),
-            "per_mode": per_mode(s, self.timeline, self.panels),
-            "gpus": self.nvml.snapshot(),
-            "verify": self.verification(),
-            "logs": {**self.store.counters(), "path": str(self._log_path) if self._log_path else None},
-        }
+        count = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else self.timeline.total
+        raw = {"mode": (s.mode if s else None) or self.timeline.mode, "threshold": s.threshold if s else None,
+               "low_mark": dyn.get("low_mark"), "min_dwell_steps": r0.min_dwell_steps if r0 else None,
+               "force": r0.force if r0 else None, "switch_count": count, "steps": dyn.get("steps"),
+               "seconds": dyn.get("seconds"), "tokens": dyn.get("tokens"),
+               "supports_runtime_threshold": s.supports_runtime_threshold if s else None}
+        return SpecStatus.from_json(raw)  # the patch's published counters, read tolerantly
+
+    def _series_now(self) -> Series:
+        version, built = self._series
+        if version != self.panels.version:
+            built = Series(*(tuple((round(t, 3), v) for t, v in self.panels.series[name]) for name in PANELS))
+            self._series = (self.panels.version, built)
+        return built
+
+    def _timeline_now(self, s: Sample | None) -> Timeline:
+        version, switches = self._switches
+        if version != self.timeline.version:
+            switches = tuple(Switch(e["ts"], e["mode"], e["batch"], e["threshold"], e["rank"], is_forced(e))
+                             for e in list(self.timeline.events)[-SWITCHES_SHOWN:])
+            self._switches = (self.timeline.version, switches)
+        shares = per_mode(s, self.timeline, self.panels)
+        return Timeline(switches, MappingProxyType({m: ModeShare(**shares[m]) for m in MODES}))

@@ -15,7 +15,8 @@ API (used by server_control.session and the headless commands)::
     rec = await sup.restart()          # stop + launch
     sup.state        # starting | ready | unhealthy | crashed | stopped | fatal
     sup.restarts, sup.record, sup.exit_code, sup.fatal_reason, sup.fatal_tail (last 50 lines),
-    sup.last_error, sup.backoff_history, sup.processes() -> [ProcInfo], sup.snapshot() -> dict
+    sup.last_error, sup.backoff_history, sup.processes() -> [ProcInfo], sup.status() -> RunStatus,
+    sup.snapshot() -> dict (its JSON)
     (the "run" part of the session snapshot, docs/architecture.md).
 
 A launch holds the profile's record lock (and its port's) from the "already running?"
@@ -30,6 +31,7 @@ import dataclasses
 import logging
 import os
 import time
+from types import MappingProxyType
 from typing import Callable
 
 import httpx
@@ -40,6 +42,7 @@ from server_control.process import ProcInfo, StopResult
 from server_control.profile import Profile
 from server_control.restart_policy import RestartPolicy
 from server_control.runs import RunConflict, iso_time
+from server_control.snapshot import RunStatus
 from server_control.supervisor_watch import (CRASHED, FATAL, READY, STARTING, STATES, STOPPED,  # noqa: F401
                                              TAIL_LINES, UNHEALTHY, WatchLoop, exit_words)
 
@@ -155,21 +158,23 @@ class Supervisor(WatchLoop):
         if saved is not None and self.record is rec:
             self.record = saved
 
-    def snapshot(self) -> dict:
+    def status(self) -> RunStatus:
         rec = self.record
-        return {
-            "state": self.state, "pid": rec.pid if rec else None, "pgid": rec.pgid if rec else None,
-            "started_at": rec.started_at if rec else None,
-            "uptime_s": (round(rec.uptime_s, 1) if rec and self.state not in (STOPPED, FATAL, CRASHED)
-                         else None),
-            "port": self.profile.port, "restarts": self.restarts,
-            "log_path": rec.log_path if rec else None, "exit_code": self.exit_code,
-            "fatal_reason": self.fatal_reason, "processes": [p.pid for p in self.processes()],
-            "supervising": self.supervising, "last_error": self.last_error,
-            "next_restart_in_s": (round(max(0.0, self.next_restart_at - time.time()), 1)
-                                  if self.next_restart_at else None),
-            "runtime": dict(rec.runtime) if rec else {}, "runtime_note": self.runtime_note,
-        }
+        return RunStatus(
+            state=self.state, pid=rec.pid if rec else None, pgid=rec.pgid if rec else None,
+            started_at=rec.started_at if rec else None,
+            uptime_s=(round(rec.uptime_s, 1) if rec and self.state not in (STOPPED, FATAL, CRASHED) else None),
+            port=self.profile.port, restarts=self.restarts, log_path=rec.log_path if rec else None,
+            exit_code=self.exit_code, fatal_reason=self.fatal_reason,
+            processes=tuple(p.pid for p in self.processes()), supervising=self.supervising,
+            last_error=self.last_error,
+            next_restart_in_s=(round(max(0.0, self.next_restart_at - time.time()), 1)
+                               if self.next_restart_at else None),
+            runtime=MappingProxyType(dict(rec.runtime) if rec else {}), runtime_note=self.runtime_note)
+
+    def snapshot(self) -> dict:
+        """``status()`` as JSON (`specconsole supervise --json`)."""
+        return self.status().to_json()
 
     # -- adopt ------------------------------------------------------------------------------
     def adopt(self) -> runs.RunRecord | None:

@@ -1,6 +1,6 @@
 """The three verification layers of design.md, over plain inputs.
 
-Each layer is ``{"name", "status": pass|fail|pending, "evidence", "cause"}``:
+Each layer is a ``VerifyLayer(name, status: pass|fail|pending, evidence, cause)``:
   configuration   /server_info (flat args and internal_states) holds the threshold asked
                   for (the profile's), or any threshold > 0 when attached;
   initialisation  every scheduler rank logged ``Dynamic speculation disable enabled:
@@ -14,6 +14,8 @@ Each layer is ``{"name", "status": pass|fail|pending, "evidence", "cause"}``:
                   no decode step, decides nothing and is no evidence: pending.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from server_control import decision as d
 from server_control import tp_ranks
@@ -34,19 +36,57 @@ CAUSE_NO_INIT = ("the patch was not loaded in the scheduler processes (PYTHONPAT
 CAUSE_NO_SWITCH = "the gate is not on the decode path (the switch is never consulted per decode step)"
 
 
-def layer(name: str, status: str, evidence: str, cause: str | None = None) -> dict:
-    return {"name": name, "status": status, "evidence": evidence, "cause": cause}
+@dataclass(frozen=True)
+class VerifyLayer:
+    name: str
+    status: str  # pass | fail | pending
+    evidence: str | None = None
+    cause: str | None = None  # the likely cause of a failure
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "status": self.status, "evidence": self.evidence, "cause": self.cause}
+
+    @classmethod
+    def from_json(cls, raw: object) -> VerifyLayer | None:
+        r = raw if isinstance(raw, dict) else {}
+        name, status = r.get("name"), r.get("status")
+        if not isinstance(name, str) or not isinstance(status, str):
+            return None
+        evidence, cause = r.get("evidence"), r.get("cause")
+        return cls(name, status, evidence if isinstance(evidence, str) else None,
+                   cause if isinstance(cause, str) else None)
 
 
-def summary(layers: list[dict]) -> dict:
-    statuses = [x["status"] for x in layers]
+@dataclass(frozen=True)
+class Verification:
+    summary: str = PENDING  # fail if any layer fails, else pending if any is pending, else pass
+    layers: tuple[VerifyLayer, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """0 all pass, 1 a failure, 3 pending (documented for `specconsole verify`)."""
+        return {PASS: 0, FAIL: 1}.get(self.summary, 3)
+
+    def to_json(self) -> dict:
+        return {"summary": self.summary, "layers": [x.to_json() for x in self.layers]}
+
+    @classmethod
+    def from_json(cls, raw: object) -> Verification:
+        r = raw if isinstance(raw, dict) else {}
+        layers = r.get("layers") if isinstance(r.get("layers"), list) else []
+        summary = r.get("summary")
+        return cls(summary if isinstance(summary, str) else PENDING,
+                   tuple(x for x in map(VerifyLayer.from_json, layers) if x is not None))
+
+
+def layer(name: str, status: str, evidence: str, cause: str | None = None) -> VerifyLayer:
+    return VerifyLayer(name, status, evidence, cause)
+
+
+def summary(layers: list[VerifyLayer]) -> Verification:
+    statuses = [x.status for x in layers]
     overall = FAIL if FAIL in statuses else PENDING if PENDING in statuses else PASS
-    return {"summary": overall, "layers": layers}
-
-
-def exit_code(result: dict) -> int:
-    """0 all pass, 1 a failure, 3 pending (documented for `specconsole verify`)."""
-    return {PASS: 0, FAIL: 1}.get(result.get("summary"), 3)
+    return Verification(overall, tuple(layers))
 
 
 def _where(rec) -> str:
@@ -56,7 +96,7 @@ def _where(rec) -> str:
 
 
 # -- 1. configuration ---------------------------------------------------------------------
-def configuration(sample: Sample | None, expected: int | None) -> dict:
+def configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
     name = "configuration"
     if sample is None or not sample.reachable:
         why = sample.error if sample else "not polled yet"
@@ -102,7 +142,7 @@ def switch_off(sample: Sample | None) -> tuple[str, str] | None:
 
 
 def initialisation(init_records: list, not_active: list, ready_records: list, *, ranks_expected: int,
-                   server_ready: bool, log_attached: bool, sample: Sample | None = None) -> dict:
+                   server_ready: bool, log_attached: bool, sample: Sample | None = None) -> VerifyLayer:
     name = "initialisation"
     if not_active:
         rec = not_active[-1]
@@ -196,7 +236,7 @@ class RuntimeWatch:
         else:  # speculative, or a batch above the low mark: the switch back is not due
             self.back_due_s, self._back_prev = 0.0, None
 
-    def status(self, events: list[dict]) -> dict:
+    def status(self, events: list[dict]) -> VerifyLayer:
         name = "runtime"
         s = self.last
         force = s.ranks[0].force if s and s.ranks else None
@@ -224,7 +264,7 @@ class RuntimeWatch:
         return layer(name, PENDING, f"the batch exceeded the threshold (max {self.max_batch}); waiting for "
                      "the switch (minimum dwell)")
 
-    def _after_down(self, name: str, down: dict, grace: float) -> dict:
+    def _after_down(self, name: str, down: dict, grace: float) -> VerifyLayer:
         """Switched to target-only, not back yet: judged on decode steps at 1..low mark only."""
         low = self.low if self.low is not None else "?"
         if self.back_due_s > grace:

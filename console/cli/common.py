@@ -158,7 +158,7 @@ def unreachable_hint(url: str) -> str:
 async def settle(session: "Session", timeout_s: float = 5.0) -> None:
     """Wait for one poll and for the log to be read up to where it was when we began."""
     deadline = time.monotonic() + timeout_s
-    path = session.snapshot()["logs"]["path"]
+    path = session.snapshot().logs.path
     size = os.path.getsize(path) if path and os.path.exists(path) else None
     while time.monotonic() < deadline:
         if session.poller.polls >= 1 and session.log_caught_up(size):

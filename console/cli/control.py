@@ -21,24 +21,30 @@ import time
 
 from console.cli.common import (EXIT_FAILED, EXIT_OK, UsageError, add_target_arguments, error, open_session,
                                 run_async, settle, unreachable_hint)
-from server_control.verify import exit_code
+from console.cli.status import verification_text
+from server_control.operation import OperationResult
+from server_control.verify import Verification
 
 THRESHOLD_EPILOG = "Exit codes: 0 read/applied, 1 refused/unsupported/error, 2 bad arguments, 130 interrupted."
 VERIFY_EPILOG = "Exit codes: 0 all pass, 1 a failure, 3 pending, 2 bad arguments, 130 interrupted."
 
 
-def ranks_text(ranks: list) -> str:
+def ranks_text(ranks: tuple[bool, ...] | list[bool]) -> str:
     """[True, True] -> 'on 2/2 DP ranks'; [True, False] -> 'on 1/2 DP ranks (DP1 said no)'."""
     said_no = [f"DP{i}" for i, ok in enumerate(ranks) if not ok]
     text = f"on {len(ranks) - len(said_no)}/{len(ranks)} DP ranks"
     return text + (f" ({', '.join(said_no)} said no)" if said_no else "")
 
 
-def _print_change(args, result: dict) -> None:
-    if args.json:
-        print(json.dumps(result, indent=1))
+def _print_change(args, result: OperationResult) -> None:
+    change = result.change
+    if change is None:  # every threshold/force result carries its change
+        print(result.message)
         return
-    print(f"{result['state']}: {result['detail']}" + (f" ({ranks_text(result['ranks'])})" if result["ranks"] else ""))
+    if args.json:
+        print(json.dumps(change.to_json(), indent=1))
+        return
+    print(f"{change.state}: {change.detail}" + (f" ({ranks_text(change.ranks)})" if change.ranks else ""))
 
 
 async def _threshold(args) -> int:
@@ -65,9 +71,9 @@ async def _threshold(args) -> int:
             value = int(args.value) if re.fullmatch(r"\s*[+-]?\d+\s*", args.value) else args.value
             result = await session.set_threshold(value)
         _print_change(args, result)
-        if result["state"] == "error" and not (session.last and session.last.reachable):
+        if result.change is not None and result.change.state == "error" and not (session.last and session.last.reachable):
             error(unreachable_hint(session.url))
-        return EXIT_OK if result["state"] == "applied" else EXIT_FAILED
+        return EXIT_OK if result.done else EXIT_FAILED
     finally:
         await session.close()
 
@@ -80,24 +86,19 @@ async def _verify(args) -> int:
     try:
         await settle(session)
         deadline = time.monotonic() + (args.wait or 0.0)
-        result = await session.verify()
-        while result["summary"] == "pending" and time.monotonic() < deadline:
+        result = (await session.verify()).verification
+        while result is not None and result.summary == "pending" and time.monotonic() < deadline:
             await asyncio.sleep(0.25)
-            result = await session.verify()
+            result = (await session.verify()).verification
         reachable, url = bool(session.last and session.last.reachable), session.url
     finally:
         await session.close()
-    if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        print(f"verification: {result['summary']}")
-        for layer in result["layers"]:
-            print(f"  {layer['name']:15s} {layer['status']:7s} {layer['evidence']}")
-            if layer["cause"]:
-                print(f"  {'':15s} likely cause: {layer['cause']}")
+    result = result or Verification()
+    print(json.dumps(result.to_json(), indent=1) if args.json
+          else verification_text(result, "verification", "likely cause"))
     if not reachable:
         error(unreachable_hint(url))
-    return exit_code(result)
+    return result.exit_code
 
 
 def cmd_threshold(args) -> int:

@@ -17,6 +17,7 @@ import json
 
 from console.cli.common import (EXIT_FAILED, EXIT_OK, add_target_arguments, error, open_session, run_async, settle,
                                 unreachable_hint)
+from server_control.snapshot import SessionSnapshot, Verification
 
 EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason), "
           "2 bad profile/arguments, 130 interrupted.")
@@ -30,39 +31,44 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def render_text(snap: dict) -> str:
-    run, srv, spec, live = snap["run"], snap["server"], snap["spec"], snap["live"]
-    gpus, ver = snap["gpus"], snap["verify"]
+def render_text(snap: SessionSnapshot) -> str:
+    run, srv, spec, live, gpus, ver = snap.run, snap.server, snap.spec, snap.live, snap.gpus, snap.verify
     lines = [
-        f"{snap['profile'] or '(attached)'}  {snap['url']}  run: {run['state']}"
-        + (f" pid {run['pid']}" if run.get("pid") else "") + f"  restarts {run.get('restarts', 0)}",
-        f"server: {'reachable' if srv['reachable'] else 'UNREACHABLE: ' + str(srv['error'])}"
-        f"  model {_fmt(srv['model'])}  tp {_fmt(srv['tp_size'])}  dp {_fmt(srv['dp_size'])}"
-        f"  version {_fmt(srv['version'])}",
-        f"speculation: mode {_fmt(spec['mode'])}  threshold {_fmt(spec['threshold'])}"
-        f" (back at <= {_fmt(spec['low_mark'])})  force {_fmt(spec['force'])}"
-        f"  switches {_fmt(spec['switch_count'])}  runtime changes "
-        + {True: "supported", False: "NOT supported", None: "unknown"}[spec["supports_runtime_threshold"]],
-        f"live: batch {_fmt(live['batch'])}  queue {_fmt(live['queue'])}  token usage {_fmt(live['token_usage'])}"
-        f"  gen {_fmt(live['gen_throughput'])} tok/s  accept len {_fmt(live['accept_len'])}",
+        f"{snap.profile or '(attached)'}  {snap.url}  run: {run.state}"
+        + (f" pid {run.pid}" if run.pid else "") + f"  restarts {run.restarts}",
+        f"server: {'reachable' if srv.reachable else 'UNREACHABLE: ' + str(srv.error)}"
+        f"  model {_fmt(srv.model)}  tp {_fmt(srv.tp_size)}  dp {_fmt(srv.dp_size)}"
+        f"  version {_fmt(srv.version)}",
+        f"speculation: mode {_fmt(spec.mode)}  threshold {_fmt(spec.threshold)}"
+        f" (back at <= {_fmt(spec.low_mark)})  force {_fmt(spec.force)}"
+        f"  switches {_fmt(spec.switch_count)}  runtime changes "
+        + {True: "supported", False: "NOT supported", None: "unknown"}[spec.supports_runtime_threshold],
+        f"live: batch {_fmt(live.batch)}  queue {_fmt(live.queue)}  token usage {_fmt(live.token_usage)}"
+        f"  gen {_fmt(live.gen_throughput)} tok/s  accept len {_fmt(live.accept_len)}",
     ]
-    for mode, pm in snap["per_mode"].items():
-        lines.append(f"  {mode:12s} share {_fmt(pm['share'])}  {_fmt(pm['tok_s'])} tok/s")
-    if gpus["available"]:
-        for dev in gpus["devices"]:
-            lines.append(f"gpu {dev['index']} {dev['name']}: util {_fmt(dev['util'])}%  mem {_fmt(dev['mem_used_mb'])}"
-                         f"/{_fmt(dev['mem_total_mb'])} MB  {_fmt(dev['power_w'])} W  {_fmt(dev['temp_c'])} C"
-                         f"  pids {dev['pids']}")
+    for mode, pm in snap.timeline.per_mode.items():
+        lines.append(f"  {mode:12s} share {_fmt(pm.share)}  {_fmt(pm.tok_s)} tok/s")
+    if gpus.available:
+        for dev in gpus.devices:
+            lines.append(f"gpu {dev.index} {dev.name}: util {_fmt(dev.util)}%  mem {_fmt(dev.mem_used_mb)}"
+                         f"/{_fmt(dev.mem_total_mb)} MB  {_fmt(dev.power_w)} W  {_fmt(dev.temp_c)} C"
+                         f"  pids {list(dev.pids)}")
     else:
-        lines.append(f"gpus: N/A ({gpus['reason']})")
-    lines.append(f"verify: {ver['summary']}")
-    for layer in ver["layers"]:
-        lines.append(f"  {layer['name']:15s} {layer['status']:7s} {layer['evidence']}")
-        if layer["cause"]:
-            lines.append(f"  {'':15s} cause: {layer['cause']}")
-    logs = snap["logs"]
-    lines.append(f"log: {_fmt(logs['path'])}  {logs['total']} records, {logs['dropped']} dropped from memory,"
-                 f" {logs['truncated']} long")
+        lines.append(f"gpus: N/A ({gpus.reason})")
+    lines.append(verification_text(ver, "verify", "cause"))
+    logs = snap.logs
+    lines.append(f"log: {_fmt(logs.path)}  {logs.total} records, {logs.dropped} dropped from memory,"
+                 f" {logs.truncated} long")
+    return "\n".join(lines)
+
+
+def verification_text(ver: Verification, title: str, cause: str) -> str:
+    """The verdict and one line per layer (with its likely cause), for status and verify."""
+    lines = [f"{title}: {ver.summary}"]
+    for layer in ver.layers:
+        lines.append(f"  {layer.name:15s} {layer.status:7s} {layer.evidence}")
+        if layer.cause:
+            lines.append(f"  {'':15s} {cause}: {layer.cause}")
     return "\n".join(lines)
 
 
@@ -74,9 +80,9 @@ async def _status(args) -> int:
         snap = session.snapshot()
     finally:
         await session.close()
-    print(json.dumps(snap, indent=1) if args.json else render_text(snap))
-    if not snap["server"]["reachable"]:
-        error(unreachable_hint(snap["url"]))
+    print(json.dumps(snap.to_json(), indent=1) if args.json else render_text(snap))
+    if not snap.server.reachable:
+        error(unreachable_hint(snap.url))
         return EXIT_FAILED
     return EXIT_OK
 

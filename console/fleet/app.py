@@ -1,12 +1,14 @@
 """The fleet console: the fleet screen over today's single-server screen.
 
-``FleetApp`` is the single-server app (``console.app.SpecConsoleApp``, unchanged) whose
+``FleetApp`` is the single-server app (``console.app.SpecConsoleApp``) whose
 session is a ``SessionProxy``: ``enter`` on a fleet row points the proxy at that member's
 session and shows the single-server screen for it; ``escape`` there (when the log view has
 no filter or search left to clear) comes back to the fleet. The fleet's sessions are
 started and closed by the ``Fleet``, not by the screen.
 """
 from __future__ import annotations
+
+from textual.binding import Binding
 
 from console.app import OUR_ACTIONS, SpecConsoleApp
 from console.fleet.screen import FleetScreen
@@ -48,6 +50,8 @@ class SessionProxy:
 class FleetApp(SpecConsoleApp):
     """``on_start(app)`` runs (in a worker) once the fleet started; ``on_exit(app)`` before the
     fleet closes when the app exits (the servers keep running unless it stops them)."""
+
+    BINDINGS = [*SpecConsoleApp.BINDINGS, Binding("escape", "back_to_fleet", "Fleet", show=False)]
 
     def __init__(self, fleet, *, start_fleet: bool = True, notice: str = "", on_start=None, on_exit=None) -> None:
         self.fleet = fleet
@@ -99,11 +103,10 @@ class FleetApp(SpecConsoleApp):
             self.pop_screen()
         self.log_view.focus()
 
-    def action_log_clear(self) -> None:
-        status = self.log_view.status()
-        if status.get("filter") or status.get("search"):
-            super().action_log_clear()
-        else:
+    def action_back_to_fleet(self) -> None:
+        """escape: the log view clears its filter or search first (console/widgets/log_view.py);
+        with nothing left to clear the key comes here."""
+        if not isinstance(self.screen, FleetScreen):
             self.show_fleet()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:

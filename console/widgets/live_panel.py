@@ -2,32 +2,33 @@
 current tok/s, accept length, queue and token usage."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.console import Group
 from rich.text import Text
-from textual.widget import Widget
 
-from console.widgets.fmt import mode_badge, num, section
+from console.widgets.fmt import mode_badge, num
+from console.widgets.snapshot_view import SnapshotView
+from server_control.snapshot import LiveLoad, Point, SessionSnapshot
 
 BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 LABEL_W = 7
 
 
-def _values(series) -> list[float]:
-    out = []
-    for point in series or []:
-        try:
-            v = float(point[1])
-        except (TypeError, ValueError, IndexError):
-            continue
-        out.append(max(0.0, v))
-    return out
+@dataclass(frozen=True)
+class LiveView:
+    """What the live panel shows of a snapshot."""
+
+    live: LiveLoad
+    batch: tuple[Point, ...]
+    threshold: int | None
+    mode: str | None
 
 
-def batch_chart(values: list[float], threshold, width: int, height: int) -> list[Text]:
+def batch_chart(values: list[float], n: int | None, width: int, height: int) -> list[Text]:
     """Rows of a bar chart, top row first; N as a dashed line, bars above N in red."""
     width, height = max(1, width), max(1, height)
     values = values[-width:]
-    n = threshold if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) else None
     top = max([*values, (n * 1.25 if n else 0), 1.0])
     eighths = [round(v / top * height * 8) for v in values]
     n_row = min(height - 1, int((n / top) * height)) if n else None
@@ -49,43 +50,35 @@ def batch_chart(values: list[float], threshold, width: int, height: int) -> list
     return rows
 
 
-def numbers_line(snap: dict) -> Text:
-    live, spec = section(snap, "live"), section(snap, "spec")
+def numbers_line(view: LiveView) -> Text:
+    live = view.live
     t = Text(no_wrap=True, overflow="ellipsis")
-    label, style = mode_badge(spec.get("mode"))
+    label, style = mode_badge(view.mode)
     t.append(label.strip()[:4], style)
-    for name, value in (("batch", num(live.get("batch"), "{:.0f}")),
-                        ("tok/s", num(live.get("gen_throughput"), "{:.0f}")),
-                        ("accept", num(live.get("accept_len"), "{:.2f}")),
-                        ("queue", num(live.get("queue"), "{:.0f}")),
-                        ("kv", num(live.get("token_usage"), "{:.0%}"))):
+    for name, value in (("batch", num(live.batch, "{:.0f}")),
+                        ("tok/s", num(live.gen_throughput, "{:.0f}")),
+                        ("accept", num(live.accept_len, "{:.2f}")),
+                        ("queue", num(live.queue, "{:.0f}")),
+                        ("kv", num(live.token_usage, "{:.0%}"))):
         t.append(f" {name} ", "dim")
         t.append(value, "bold")
     return t
 
 
-class LivePanel(Widget):
+class LivePanel(SnapshotView):
     DEFAULT_CSS = "LivePanel { height: 6; border-title-color: $text-muted; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._snap: dict = {}
         self.border_title = "live"
 
-    def show(self, snap: dict) -> None:
-        batch = section(snap, "series").get("batch") or []
-        spec = section(snap, "spec")
-        key = (repr(section(snap, "live")), repr(batch[-1:]), len(batch), spec.get("threshold"), spec.get("mode"))
-        self._snap = snap
-        if key != getattr(self, "_key", None):
-            self._key = key
-            self.refresh()
+    def pick(self, snap: SessionSnapshot) -> LiveView:
+        return LiveView(snap.live, snap.series.batch, snap.spec.threshold, snap.spec.mode)
 
-    def render(self):
+    def render(self) -> Group:
         width, height = self.content_size.width, self.content_size.height
-        snap = self._snap
-        values = _values(section(snap, "series").get("batch"))
+        view: LiveView = self.part
+        values = [max(0.0, float(v)) for _, v in view.batch]
         chart_h = max(0, height - 1)
-        rows = batch_chart(values, section(snap, "spec").get("threshold"),
-                           width - LABEL_W, chart_h) if chart_h else []
-        return Group(*rows, numbers_line(snap))
+        rows = batch_chart(values, view.threshold, width - LABEL_W, chart_h) if chart_h else []
+        return Group(*rows, numbers_line(view))

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from rich.style import Style
 
 from server_control.logs.pattern import compile_pattern as operator_regex
-from server_control.logs.record import DISPLAY_CAP
+from server_control.decision import NOT_ACTIVE_PREFIX
+from server_control.logs.record import DISPLAY_CAP, ERROR, Record
 from server_control.logs.store import rank_matches
 from server_control.sanitize import strip_controls
 
@@ -43,13 +44,12 @@ def clean(text: str) -> str:
     return text
 
 
-def record_text(rec) -> str:
+def record_text(rec: Record) -> str:
     """The record as it was written: prefix and message (multi-line for tracebacks)."""
-    text = getattr(rec, "raw", None) or getattr(rec, "text", "") or ""
-    return clean(str(text))
+    return clean(rec.raw)
 
 
-def record_lines(rec) -> list[str]:
+def record_lines(rec: Record) -> list[str]:
     """Display lines of one record, each capped at DISPLAY_CAP with a visible marker."""
     out = []
     for line in record_text(rec).split("\n"):
@@ -59,14 +59,12 @@ def record_lines(rec) -> list[str]:
     return out
 
 
-def style_for(rec) -> Style | None:
-    kind = getattr(rec, "kind", None)
-    if kind == "other" or kind is None:
-        text = getattr(rec, "raw", "") or ""
-        if "Dynamic speculation disable NOT active" in text:
-            return NOT_ACTIVE_STYLE
-        return None
-    return KIND_STYLES.get(kind)
+def style_for(rec: Record) -> Style | None:
+    """The line's style by kind; the patch's ``NOT active`` line (an error: the seed's whole
+    failure) is the loudest line on the screen, white on red."""
+    if rec.kind == ERROR and NOT_ACTIVE_PREFIX in rec.raw:
+        return NOT_ACTIVE_STYLE
+    return KIND_STYLES.get(rec.kind)
 
 
 def compile_pattern(text: str) -> re.Pattern:
@@ -104,13 +102,13 @@ class LineFilter:
     def active(self) -> bool:
         return bool(self.pattern or self.errors_only or self.hide_stats or self.rank)
 
-    def accepts(self, rec) -> bool:
-        kind = getattr(rec, "kind", None)
+    def accepts(self, rec: Record) -> bool:
+        kind = rec.kind
         if self.errors_only and kind not in ERROR_KINDS:
             return False
         if self.hide_stats and kind in STATS_KINDS:
             return False
-        if self.rank is not None and not rank_matches(self.rank, getattr(rec, "rank", None)):
+        if self.rank is not None and not rank_matches(self.rank, rec.rank):
             return False
         if self.pattern is not None:
             found = self.pattern.search(record_text(rec)) is not None

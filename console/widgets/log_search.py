@@ -1,79 +1,49 @@
-"""Search in the log view (ctrl+f, n, N): highlight matching lines and jump to them,
-keeping context; separate from the filter, which hides lines."""
+"""Search in the log view (ctrl+f, n, N): which lines match and which match is current.
+Separate from the filter, which hides lines; the view scrolls to the current match."""
 from __future__ import annotations
 
+import re
+from array import array
 from bisect import bisect_left, bisect_right
 
 from console.widgets.log_format import compile_pattern
+from console.widgets.log_rows import SUB_BITS
 
-SUB_BITS = 20  # a search hit is keyed seq << SUB_BITS | line index within the record
 
+class LogSearch:
+    def __init__(self) -> None:
+        self.pattern: re.Pattern | None = None
+        self.text = ""
+        self.hits = array("q")           # sorted keys of the matching lines
+        self.current: int | None = None  # key of the current match
 
-class SearchMixin:
-    """Mixed into LogView: uses its row arrays (_seq, _sub), _hits, _match, _gen."""
+    def set(self, text: str) -> None:
+        """A new search (empty: none). Raises ValueError on a bad regex; hits are refilled
+        by the view."""
+        self.pattern = compile_pattern(text) if text else None
+        self.text = text if text else ""
+        self.current = None
+        del self.hits[:]
 
-    def set_search(self, text: str) -> bool:
-        """ctrl+f input: highlight matching lines and jump to the first one at or below the
-        top of the view. Raises ValueError on a bad regex. Returns whether anything matched."""
-        self._match = None
-        self._gen += 1
-        if not text:
-            self.search_pattern, self.search_text = None, ""
-            del self._hits[:]
-            self._cache.clear()
-            self.refresh()
-            self._post_status()
-            return False
-        self.search_pattern = compile_pattern(text)
-        self.search_text = text
-        self._rebuild()
-        top = int(self.scroll_y)
-        key = (self._seq[top] << SUB_BITS | self._sub[top]) if top < len(self._seq) else 0
-        return self._jump_to_hit(bisect_left(self._hits, key))
+    def clear(self) -> None:
+        self.set("")
 
-    def search_step(self, forward: bool = True) -> bool:
-        """`n` / `N`: jump to the next / previous matching line (wrapping around)."""
-        if self.search_pattern is None or not self._hits:
-            return False
-        if self._match is None:
-            top = min(int(self.scroll_y), len(self._seq) - 1)
-            key = self._seq[top] << SUB_BITS | self._sub[top]
-            idx = bisect_left(self._hits, key) if forward else bisect_left(self._hits, key) - 1
-        elif forward:
-            idx = bisect_right(self._hits, self._match)
-        else:
-            idx = bisect_left(self._hits, self._match) - 1
-        return self._jump_to_hit(idx)
+    def prune(self, first_seq: int) -> None:
+        del self.hits[:bisect_left(self.hits, first_seq << SUB_BITS)]
 
-    def _jump_to_hit(self, idx: int) -> bool:
-        if not self._hits:
-            self._post_status()
-            return False
-        self._match = self._hits[idx % len(self._hits)]
-        self._gen += 1
-        row = self.current_match_row()
-        if row is not None:
-            self._show_row(row)
-        self._post_status()
-        return True
-
-    def current_match_row(self) -> int | None:
-        """Row index of the current match's first row (None when there is none)."""
-        if self._match is None:
+    def jump(self, from_key: int, forward: bool = True) -> int | None:
+        """Make current the next match at or after ``from_key`` (forward) or the last
+        before it (wrapping around); returns its key, None when nothing matches."""
+        if not self.hits:
             return None
-        seq, sub = self._match >> SUB_BITS, self._match & ((1 << SUB_BITS) - 1)
-        idx = bisect_left(self._seq, seq)
-        while idx < len(self._seq) and self._seq[idx] == seq:
-            if self._sub[idx] == sub:
-                return idx
-            idx += 1
-        return None
+        idx = bisect_left(self.hits, from_key) - (0 if forward else 1)
+        self.current = self.hits[idx % len(self.hits)]
+        return self.current
 
-    def _show_row(self, idx: int) -> None:
-        """Scroll so row ``idx`` sits a third of the way down, with context around it."""
-        height = self.scrollable_content_region.height or 1
-        target = max(0, min(idx - height // 3, self.max_scroll_y))
-        if idx < len(self._seq) - height:
-            self._set_follow(False)
-        self.scroll_to(y=target, animate=False, immediate=True)
-        self.refresh()
+    def step(self, forward: bool) -> int | None:
+        """From the current match to the next / previous one (wrapping around)."""
+        if not self.hits or self.current is None:
+            return None
+        idx = bisect_right(self.hits, self.current) if forward else bisect_left(self.hits, self.current) - 1
+        self.current = self.hits[idx % len(self.hits)]
+        return self.current

@@ -1,75 +1,130 @@
-"""The log view: a Line API widget that renders only the visible rows.
+"""The log view: a Line API widget that renders only the visible rows, and owns the log keys.
 
 Reads records from the session's ``LogStore`` (``since(seq)``), in batches: a notification
 schedules one flush ~50 ms later, so a burst of thousands of lines costs one repaint.
-Follows the end while at the bottom; scrolling up pauses and counts new lines; reaching
-the bottom again (or `f` / `end`) resumes. Filter (hide) and search (highlight and jump)
-are separate. Long lines are capped for display only.
+``follow`` (a reactive) sticks to the end; scrolling up pauses and counts new lines;
+reaching the bottom again (or `f` / `end`) resumes. Filter (hide) and search (highlight and
+jump: ``search_for``, ``search_next``, ``search_previous``) are separate. ``wrap`` (a
+reactive) wraps long lines; long lines are capped for display only.
 """
 from __future__ import annotations
 
-import re
-from array import array
 from bisect import bisect_left
 from pathlib import Path
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual.actions import SkipAction
 from textual.cache import LRUCache
 from textual.geometry import Size
+from textual.reactive import var
+from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.messages import LogViewChanged
-from console.widgets.log_search import SUB_BITS, SearchMixin
+from console.bindings import bindings_for
+from console.messages import LogViewChanged, LogViewStatus
 from console.widgets.log_format import (
-    CURRENT_MATCH_STYLE, CURRENT_ROW_STYLE, MATCH_STYLE, LineFilter,
-    record_lines, record_text, style_for,
+    CURRENT_MATCH_STYLE, CURRENT_ROW_STYLE, MATCH_STYLE, LineFilter, record_lines, record_text, style_for,
 )
+from console.widgets.log_prompts import filter_prompt, save_prompt, search_prompt
+from console.widgets.log_rows import SUB_BITS, Rows
+from console.widgets.log_search import LogSearch
+from server_control.logs.store import LogStore
 
 FLUSH_S = 0.05
 
 
-class LogView(SearchMixin, ScrollView, can_focus=True):
-    """Rows are kept as arrays of ints (record seq, line index, start, end), not objects:
-    100k rows cost ~3 MB and nothing for the garbage collector to walk. Text comes from
-    the store (``store.get(seq)``) only for the rows on screen."""
+class LogView(ScrollView, can_focus=True):
+    """Rows are integer arrays (``log_rows.Rows``); text comes from the store
+    (``store.get(seq)``) only for the rows on screen. The log keys are bound here, from
+    the one actions table (console/bindings.py)."""
 
+    BINDINGS = bindings_for("log")
     DEFAULT_CSS = """
     LogView { background: $surface; overflow-x: auto; overflow-y: scroll; }
     LogView:focus { background-tint: $foreground 4%; }
     """
 
-    def __init__(self, store=None, *, id: str | None = None) -> None:
+    follow: var[bool] = var(True, init=False)
+    wrap: var[bool] = var(False, init=False)
+
+    def __init__(self, store: LogStore | None = None, *, save_name: str = "log", id: str | None = None) -> None:
         super().__init__(id=id)
         self.store = store
-        self.follow = True
-        self.wrap = False
+        self.save_name = save_name        # default file name of ctrl+s: specconsole-<name>-shown.log
         self.new_while_paused = 0
         self.filter = LineFilter()
-        self.search_pattern: re.Pattern | None = None
-        self.search_text = ""
+        self.search = LogSearch()
         self.ranks: list[str] = []
-        self._seq, self._sub, self._start, self._end = (array("q") for _ in range(4))
-        self._hits = array("q")           # sorted keys of the lines matching the search
+        self.rows = Rows()
         self._last_seq = 0
-        self._width = 0
         self._wrap_width = 0
-        self._match: int | None = None    # hit key of the current search match
         self._gen = 0                     # bumps when highlighting changes
         self._flush_pending = False
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
 
     @property
     def row_count(self) -> int:
-        return len(self._seq)
+        return len(self.rows)
+
+    # ---- search: the public interface ----------------------------------------------
+    @property
+    def search_text(self) -> str:
+        return self.search.text
 
     @property
     def search_hits(self) -> int:
-        return len(self._hits)
+        return len(self.search.hits)
+
+    def search_for(self, text: str) -> bool:
+        """Highlight the lines matching ``text`` (the operator's regex rule) and jump to the
+        first at or below the top of the view; empty clears. Raises ValueError on a bad
+        regex. Returns whether anything matched."""
+        self.search.set(text)
+        self._gen += 1
+        if not text:
+            self._cache.clear()
+            self.refresh()
+            self._post_status()
+            return False
+        self._rebuild()
+        top = int(self.scroll_y)
+        return self._show_match(self.search.jump(self.rows.key(top) if top < len(self.rows) else 0))
+
+    def search_next(self) -> bool:
+        return self._search_step(True)
+
+    def search_previous(self) -> bool:
+        return self._search_step(False)
+
+    def _search_step(self, forward: bool) -> bool:
+        if self.search.pattern is None or not self.search.hits:
+            return False
+        if self.search.current is None:
+            top = min(int(self.scroll_y), len(self.rows) - 1)
+            return self._show_match(self.search.jump(self.rows.key(top), forward))
+        return self._show_match(self.search.step(forward))
+
+    def current_match_row(self) -> int | None:
+        """Row index of the current match's first row (None when there is none)."""
+        return None if self.search.current is None else self.rows.row_of(self.search.current)
+
+    def _show_match(self, key: int | None) -> bool:
+        """Scroll so the match sits a third of the way down, with context around it."""
+        self._gen += 1
+        row = None if key is None else self.rows.row_of(key)
+        if row is not None:
+            height = self.scrollable_content_region.height or 1
+            if row < len(self.rows) - height:
+                self.follow = False
+            self.scroll_to(y=max(0, min(row - height // 3, self.max_scroll_y)), animate=False, immediate=True)
+            self.refresh()
+        self._post_status()
+        return key is not None
 
     # ---- feeding ---------------------------------------------------------------
-    def set_store(self, store) -> None:
+    def set_store(self, store: LogStore) -> None:
         self.store = store
         self._last_seq = 0
         self._rebuild()
@@ -91,10 +146,12 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
             self._post_status()
             return 0
         self._last_seq = new[-1].seq
-        removed = self._prune()
-        before = len(self._seq)
+        removed = self.rows.prune(self.store.first_seq)
+        if removed:
+            self.search.prune(self.store.first_seq)
+        before = len(self.rows)
         self._add_rows(new)
-        added = len(self._seq) - before
+        added = len(self.rows) - before
         self._update_virtual_size()
         if self.follow:
             self._stick()
@@ -106,41 +163,12 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
         self._post_status()
         return added
 
-    def _prune(self) -> int:
-        """Forget rows of records the store has dropped; returns how many rows went."""
-        first = getattr(self.store, "first_seq", 1)
-        cut = bisect_left(self._seq, first)
-        if cut:
-            for arr in (self._seq, self._sub, self._start, self._end):
-                del arr[:cut]
-            del self._hits[:bisect_left(self._hits, first << SUB_BITS)]
-        return cut
-
     def _add_rows(self, records) -> None:
-        accepts = self.filter.accepts if self.filter.active else None
-        width = self._wrap_width if self.wrap else 0
-        pattern = self.search_pattern
-        seqs, subs, starts, ends, hits = [], [], [], [], []
-        widest = self._width
-        for rec in records:
-            if accepts is not None and not accepts(rec):
-                continue
-            seq = rec.seq
-            for i, line in enumerate(record_lines(rec)):
-                n = len(line)
-                if pattern is not None and pattern.search(line):
-                    hits.append(seq << SUB_BITS | i)
-                if width <= 0 or n <= width:
-                    seqs.append(seq), subs.append(i), starts.append(0), ends.append(n)
-                    widest = max(widest, n)
-                else:
-                    for s in range(0, n, width):
-                        seqs.append(seq), subs.append(i), starts.append(s), ends.append(min(n, s + width))
-        self._seq.extend(seqs), self._sub.extend(subs), self._start.extend(starts), self._end.extend(ends)
-        self._hits.extend(hits)
-        self._width = widest
+        hits = self.rows.add(records, self.filter.accepts if self.filter.active else None,
+                             self._wrap_width if self.wrap else 0, self.search.pattern)
+        self.search.hits.extend(hits)
 
-    def _known_records(self) -> list:
+    def known_records(self) -> list:
         """Records in the store up to the last one flushed into the view."""
         if self.store is None or not self._last_seq:
             return []
@@ -148,35 +176,45 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
         return [r for r in self.store.since(0) if r.seq <= last]
 
     def _update_virtual_size(self) -> None:
-        width = self._wrap_width if self.wrap else self._width + 1
-        self.virtual_size = Size(width, len(self._seq))
+        width = self._wrap_width if self.wrap else self.rows.widest + 1
+        self.virtual_size = Size(width, len(self.rows))
 
     def _rebuild(self) -> None:
         """Recompute rows after a filter/wrap/size/search change, keeping the top record in view."""
         top_y = int(self.scroll_y)
-        top = self._seq[top_y] if top_y < len(self._seq) else None
+        top = self.rows.seq[top_y] if top_y < len(self.rows) else None
         self._wrap_width = max(10, self.scrollable_content_region.width or self.size.width or 80)
-        self._width = 0
-        for arr in (self._seq, self._sub, self._start, self._end, self._hits):
-            del arr[:]
-        self._add_rows(self._known_records())
+        self.rows.clear()
+        del self.search.hits[:]
+        self._add_rows(self.known_records())
         self._cache.clear()
         self._update_virtual_size()
         if self.follow or top is None:
             self._stick()
         else:
-            self.scroll_to(y=bisect_left(self._seq, top), animate=False, immediate=True)
+            self.scroll_to(y=bisect_left(self.rows.seq, top), animate=False, immediate=True)
         self.refresh()
         self._post_status()
 
-    # ---- follow ----------------------------------------------------------------
+    # ---- follow and wrap (reactives) ----------------------------------------------
+    def watch_follow(self, on: bool) -> None:
+        if on:
+            self.new_while_paused = 0
+            self.anchor()
+        else:
+            self.release_anchor()
+        self._post_status()
+
+    def watch_wrap(self) -> None:
+        self._rebuild()
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         at_end = new_value >= self.max_scroll_y
         if at_end and not self.follow and new_value > old_value:
-            self._set_follow(True)
+            self.follow = True
         elif not at_end and self.follow and new_value < old_value:
-            self._set_follow(False)
+            self.follow = False
 
     def on_mount(self) -> None:
         self.anchor()  # Textual keeps an anchored view at the end across layouts
@@ -185,23 +223,6 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
         self.anchor()
         self.scroll_end(animate=False, immediate=True, x_axis=False)
 
-    def _set_follow(self, on: bool) -> None:
-        if on == self.follow:
-            return
-        self.follow = on
-        if on:
-            self.new_while_paused = 0
-            self.anchor()
-        else:
-            self.release_anchor()
-        self._post_status()
-
-    def toggle_follow(self) -> None:
-        if self.follow:
-            self._set_follow(False)
-        else:
-            self.jump_end()
-
     def jump_end(self) -> None:
         self.follow = True
         self.new_while_paused = 0
@@ -209,7 +230,7 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
         self._post_status()
 
     def jump_home(self) -> None:
-        self._set_follow(False)
+        self.follow = False
         self.scroll_home(animate=False, immediate=True, x_axis=False)
 
     # Keyboard scrolling without animation (an animation racing the follow logic would
@@ -238,7 +259,7 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
         elif self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
-    # ---- filter / quick filters / wrap --------------------------------------------
+    # ---- filter and quick filters --------------------------------------------------
     def set_filter_text(self, text: str) -> None:
         """`/` input. Raises ValueError (bad regex) and leaves the old filter in place."""
         self.filter = LineFilter.parse(text, self.filter)
@@ -254,7 +275,7 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
 
     def cycle_rank(self) -> None:
         """One rank at a time: none -> each rank seen in the records (TP0, TP1, ...) -> none."""
-        seen = {r.split()[-1] for r in (getattr(rec, "rank", None) for rec in self._known_records()) if r}
+        seen = {rec.rank.split()[-1] for rec in self.known_records() if rec.rank}
         self.ranks = sorted(seen)
         choices = [None, *self.ranks]
         pos = choices.index(self.filter.rank) if self.filter.rank in choices else 0
@@ -263,25 +284,69 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
 
     def clear_all(self) -> None:
         self.filter = LineFilter()
-        self.search_pattern, self.search_text, self._match = None, "", None
+        self.search.clear()
         self._gen += 1
         self._rebuild()
 
-    def toggle_wrap(self) -> None:
+    # ---- the log keys (console/bindings.py, target "log") ---------------------------
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """Under a modal screen (a prompt, the help) the log keys are off, as the app's are."""
+        return not isinstance(self.app.screen, ModalScreen)
+
+    def action_log_follow(self) -> None:
+        if self.follow:
+            self.follow = False
+        else:
+            self.jump_end()
+
+    def action_log_end(self) -> None:
+        self.jump_end()
+
+    def action_log_home(self) -> None:
+        self.jump_home()
+
+    def action_log_filter(self) -> None:
+        self.app.push_screen(*filter_prompt(self))
+
+    def action_log_search(self) -> None:
+        self.app.push_screen(*search_prompt(self))
+
+    def action_log_next(self) -> None:
+        self.search_next()
+
+    def action_log_prev(self) -> None:
+        self.search_previous()
+
+    def action_log_clear(self) -> None:
+        if not self.filter.active and self.search.pattern is None:
+            raise SkipAction()  # nothing to clear: the key goes on to the screen and the app
+        self.clear_all()
+
+    def action_log_errors(self) -> None:
+        self.toggle_errors_only()
+
+    def action_log_hide_stats(self) -> None:
+        self.toggle_hide_stats()
+
+    def action_log_rank(self) -> None:
+        self.cycle_rank()
+
+    def action_log_wrap(self) -> None:
         self.wrap = not self.wrap
-        self._rebuild()
+
+    def action_log_save(self) -> None:
+        self.app.push_screen(*save_prompt(self))
 
     # ---- save ----------------------------------------------------------------------
     def shown_records(self) -> list:
         """The records shown (after filters), oldest first."""
-        shown = set(self._seq)
-        return [r for r in self._known_records() if r.seq in shown]
+        shown = set(self.rows.seq)
+        return [r for r in self.known_records() if r.seq in shown]
 
     def save(self, path: str | Path) -> int:
         """Write the records shown (after filters) to ``path``; returns the record count."""
         recs = self.shown_records()
-        path = Path(path).expanduser()
-        with path.open("w", encoding="utf-8") as fh:
+        with Path(path).expanduser().open("w", encoding="utf-8") as fh:
             for rec in recs:
                 fh.write(record_text(rec) + "\n")
         return len(recs)
@@ -292,17 +357,18 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
         idx = scroll_y + y
         width = self.scrollable_content_region.width
         rich_style = self.rich_style
-        if idx >= len(self._seq) or self.store is None:
+        rows = self.rows
+        if idx >= len(rows) or self.store is None:
             return Strip.blank(width, rich_style)
-        seq, sub, start = self._seq[idx], self._sub[idx], self._start[idx]
-        current = self._match is not None and self._match == (seq << SUB_BITS | sub)
-        key = (seq, sub, start, self._gen if (current or self.search_pattern) else 0, current)
+        seq, sub, start = rows.seq[idx], rows.sub[idx], rows.start[idx]
+        current = self.search.current is not None and self.search.current == (seq << SUB_BITS | sub)
+        key = (seq, sub, start, self._gen if (current or self.search.pattern) else 0, current)
         strip = self._cache.get(key)
         if strip is None:
             rec = self.store.get(seq)
             if rec is None:
                 return Strip.blank(width, rich_style)
-            strip = self._render_row(rec, sub, start, self._end[idx], current)
+            strip = self._render_row(rec, sub, start, rows.end[idx], current)
             self._cache[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, rich_style)
 
@@ -317,29 +383,22 @@ class LogView(SearchMixin, ScrollView, can_focus=True):
             text.stylize(style)
         if current:
             text.stylize(CURRENT_ROW_STYLE)
-        if self.search_pattern is not None:
+        if self.search.pattern is not None:
             hit = CURRENT_MATCH_STYLE if current else MATCH_STYLE
-            for m in self.search_pattern.finditer(full):
+            for m in self.search.pattern.finditer(full):
                 a, b = max(m.start(), s) - s, min(m.end(), e) - s
                 if b > a:
                     text.stylize(hit, a, b)
         return Strip(text.render(self.app.console), cell_len(line))
 
     # ---- status ----------------------------------------------------------------------
-    def status(self) -> dict:
+    def status(self) -> LogViewStatus:
         store = self.store
-        return {
-            "follow": self.follow,
-            "new": self.new_while_paused,
-            "shown": len(self._seq),
-            "total": getattr(store, "total", 0) if store is not None else 0,
-            "dropped": getattr(store, "dropped", 0) if store is not None else 0,
-            "truncated": getattr(store, "truncated", 0) if store is not None else 0,
-            "filter": self.filter.describe(),
-            "search": self.search_text,
-            "hits": self.search_hits,
-            "wrap": self.wrap,
-        }
+        return LogViewStatus(
+            follow=self.follow, new=self.new_while_paused, shown=len(self.rows),
+            total=store.total if store is not None else 0, dropped=store.dropped if store is not None else 0,
+            truncated=store.truncated if store is not None else 0, filter=self.filter.describe(),
+            search=self.search.text, hits=len(self.search.hits), wrap=self.wrap)
 
     def _post_status(self) -> None:
         self.post_message(LogViewChanged(self.status()))

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from rich.console import Group
 from rich.text import Text
+from textual.reactive import var
 from textual.widgets import Static
 
-from console.widgets.fmt import duration, idle, mark, mode_badge, section
+from console.widgets.fmt import duration, mark, mode_badge
+from server_control.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, Verification
 
 STATE_STYLES = {
     "ready": "bold black on green", "starting": "bold black on yellow",
@@ -17,79 +19,72 @@ CHANGE_STYLES = {"pending": "bold yellow", "applied": "green", "refused": "bold 
                  "unsupported": "bold red", "error": "bold red"}
 
 
-def threshold_text(snap: dict) -> Text:
-    spec, change = section(snap, "spec"), section(snap, "threshold_change")
+def threshold_text(snap: SessionSnapshot) -> Text:
+    spec, change = snap.spec, snap.threshold_change
     t = Text()
-    n = spec.get("threshold")
     t.append(" N=", "bold")
-    t.append("?" if n is None else str(n), "bold cyan")
-    state = change.get("state")
-    if state == "pending":
-        t.append(f" \u2192 {change.get('requested')} pending", CHANGE_STYLES["pending"])
+    t.append("?" if spec.threshold is None else str(spec.threshold), "bold cyan")
+    state = change.state if change else None
+    if change is not None and state == "pending":
+        t.append(f" \u2192 {change.requested} pending", CHANGE_STYLES["pending"])
     elif state == "applied":
         t.append(" applied", CHANGE_STYLES["applied"])
-    elif state in CHANGE_STYLES:
-        detail = change.get("detail") or ""
-        t.append(f" {state}{': ' + str(detail) if detail else ''}", CHANGE_STYLES[state])
-    if spec.get("low_mark") is not None:
-        t.append(f" (resume \u2264{spec.get('low_mark')})", "dim")
-    force = spec.get("force")
-    if force and force != "auto":
-        t.append(f" forced {force.replace('_', '-')}", "bold magenta")
+    elif change is not None and state in CHANGE_STYLES:
+        t.append(f" {state}{': ' + change.detail if change.detail else ''}", CHANGE_STYLES[state])
+    if spec.low_mark is not None:
+        t.append(f" (resume \u2264{spec.low_mark})", "dim")
+    if spec.force and spec.force != "auto":
+        t.append(f" forced {spec.force.replace('_', '-')}", "bold magenta")
     return t
 
 
-def verify_text(snap: dict) -> Text:
-    verify = section(snap, "verify")
+def verify_text(ver: Verification) -> Text:
     t = Text(" verify ", "dim")
-    for layer in verify.get("layers") or []:
-        if isinstance(layer, dict):
-            ch, style = mark(layer.get("status"))
-            t.append(ch, style)
-    summary = verify.get("summary") or "pending"
-    t.append(f" {summary}", mark(summary)[1])
+    for layer in ver.layers:
+        ch, style = mark(layer.status)
+        t.append(ch, style)
+    t.append(f" {ver.summary}", mark(ver.summary)[1])
     return t
 
 
-def line_one(snap: dict) -> Text:
-    spec = section(snap, "spec")
-    label, style = mode_badge(spec.get("mode"), idle=idle(snap))
-    if section(snap, "server").get("reachable") is False and spec.get("mode"):
+def line_one(snap: SessionSnapshot) -> Text:
+    spec = snap.spec
+    label, style = mode_badge(spec.mode, idle=snap.idle)
+    if not snap.server.reachable and spec.mode:
         label, style = f"{label.rstrip()}? ", "bold black on grey50"  # last known, not live
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(label, style)
     t.append_text(threshold_text(snap))
-    t.append(f"  switches {spec.get('switch_count', 0) or 0}", "dim")
+    t.append(f"  switches {spec.switch_count}", "dim")
     t.append(" ")
-    t.append_text(verify_text(snap))
+    t.append_text(verify_text(snap.verify))
     return t
 
 
-def _short(text, limit: int = 48) -> str:
+def _short(text: object, limit: int = 48) -> str:
     text = str(text)
     return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
-def line_two(snap: dict) -> Text:
-    run, server = section(snap, "run"), section(snap, "server")
-    state = run.get("state") or ("external" if snap.get("attached") else "stopped")
+def line_two(snap: SessionSnapshot) -> Text:
+    run, server = snap.run, snap.server
+    state = run.state or ("external" if snap.attached else "stopped")
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(f" {str(state).upper()} ", STATE_STYLES.get(state, "bold reverse"))
-    t.append(f" {snap.get('profile') or snap.get('url') or '-'}", "bold")
-    if snap.get("attached"):
+    t.append(f" {state.upper()} ", STATE_STYLES.get(state, "bold reverse"))
+    t.append(f" {snap.profile or snap.url or '-'}", "bold")
+    if snap.attached:
         t.append(" (attached)", "cyan")
-    if server.get("reachable") is False:
-        t.append(f"  unreachable: {_short(server.get('error') or '?')}", "bold red")
-    if run.get("fatal_reason"):
-        t.append(f"  {_short(run.get('fatal_reason'))}", "bold red")
-    elif run.get("last_error"):
-        t.append(f"  {_short(run.get('last_error'))}", "bold red")
-    if run.get("next_restart_in_s") is not None:
-        t.append(f"  restart in {run.get('next_restart_in_s')} s", "yellow")
-    fields = [("pid", run.get("pid")), ("port", run.get("port")),
-              ("up", duration(run.get("uptime_s")) if run.get("uptime_s") is not None else None),
-              ("restarts", run.get("restarts")), ("model", server.get("model")),
-              ("TP", server.get("tp_size"))]
+    if not server.reachable:
+        t.append(f"  unreachable: {_short(server.error or '?')}", "bold red")
+    if run.fatal_reason:
+        t.append(f"  {_short(run.fatal_reason)}", "bold red")
+    elif run.last_error:
+        t.append(f"  {_short(run.last_error)}", "bold red")
+    if run.next_restart_in_s is not None:
+        t.append(f"  restart in {run.next_restart_in_s} s", "yellow")
+    fields = [("pid", run.pid), ("port", run.port),
+              ("up", duration(run.uptime_s) if run.uptime_s is not None else None),
+              ("restarts", run.restarts), ("model", server.model), ("TP", server.tp_size)]
     for name, value in fields:
         if value is not None:
             t.append(f"  {name} ", "dim")
@@ -98,13 +93,15 @@ def line_two(snap: dict) -> Text:
 
 
 class StatusBar(Static):
+    """Bound to the app's snapshot; repaints only when what its two lines say changed."""
+
     DEFAULT_CSS = "StatusBar { height: 2; background: $panel; }"
 
-    _last: tuple = ()
+    snapshot: var[SessionSnapshot] = var(EMPTY_SNAPSHOT)
+    lines: var[tuple[Text, Text]] = var((Text(), Text()))
 
-    def show(self, snap: dict) -> None:
-        lines = (line_one(snap), line_two(snap))
-        key = tuple((t.plain, tuple(t.spans)) for t in lines)
-        if key != self._last:  # repaint only when what it says changed
-            self._last = key
-            self.update(Group(*lines))
+    def compute_lines(self) -> tuple[Text, Text]:
+        return line_one(self.snapshot), line_two(self.snapshot)
+
+    def watch_lines(self, lines: tuple[Text, Text]) -> None:
+        self.update(Group(*lines))

@@ -210,9 +210,8 @@ class Gateway:
         return await self.sup.wait_ready(timeout_s)
 
     async def read(self) -> GatewayStatus:
-        snap = self.sup.snapshot()
-        base = dict(url=self.url, state=snap["state"], pid=snap["pid"], restarts=snap["restarts"] or 0,
-                    log_path=snap["log_path"])
+        run = self.sup.status()
+        base = dict(url=self.url, state=run.state, pid=run.pid, restarts=run.restarts, log_path=run.log_path)
         try:
             resp = await self._client.get(self.url + "/workers")
             resp.raise_for_status()

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 
 from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
+from server_control.operation import OperationResult
+from server_control.snapshot import GpuStatus, SettingChange, Verification
 from server_control.state_dir import resolve_state_dir
 
 OK, PENDING, FAILED, REFUSED, NO_ANSWER = "ok", "pending", "failed", "refused", "no-answer"
@@ -84,19 +86,24 @@ def _no_answer(detail: str) -> bool:
     return any(w in low for w in _NO_ANSWER_WORDS)
 
 
-def change_outcome(change: dict) -> str:
-    state = change.get("state")
+def change_outcome(change: SettingChange | None) -> str:
+    state = change.state if change is not None else None
     if state == "applied":
         return OK
     if state == "pending":
         return PENDING
     if state in ("refused", "unsupported"):
         return REFUSED
-    return NO_ANSWER if _no_answer(str(change.get("detail", ""))) else FAILED
+    return NO_ANSWER if _no_answer(change.detail if change is not None else "") else FAILED
 
 
-def _gpu_util(gpus: dict) -> float | None:
-    utils = [d.get("util") for d in gpus.get("devices") or [] if isinstance(d.get("util"), (int, float))]
+def run_outcome(result: OperationResult) -> str:
+    """A launch/stop/restart result as a member outcome (a host that never answered stands out)."""
+    return OK if result.done else NO_ANSWER if result.no_answer else FAILED
+
+
+def _gpu_util(gpus: GpuStatus) -> float | None:
+    utils = [d.util for d in gpus.devices if d.util is not None]
     return round(sum(utils) / len(utils), 1) if utils else None
 
 
@@ -152,27 +159,26 @@ class Member:
     # -- the row ------------------------------------------------------------------------------
     def row(self) -> MemberRow:
         snap = self.session.snapshot()
-        run, spec, live, ver = snap["run"], snap["spec"], snap["live"], snap["verify"]
-        gpus = self.remote.gpus() if self.remote is not None else snap["gpus"]
-        state = run.get("state") or "unknown"
-        error = run.get("last_error") or (None if snap["server"]["reachable"] else snap["server"]["error"])
+        run, spec, live, ver = snap.run, snap.spec, snap.live, snap.verify
+        gpus = self.remote.gpus() if self.remote is not None else snap.gpus
+        state = run.state or "unknown"
+        error = run.last_error or (None if snap.server.reachable else snap.server.error)
         if self.remote is not None and self.remote.error:
             state, error = NO_ANSWER, self.remote.error
-        change = snap.get("threshold_change") or {}
         return MemberRow(
             name=self.name, kind=self.spec.kind, host=self.spec.where, state=state,
-            reachable=bool(snap["server"]["reachable"]), mode=spec["mode"], threshold=spec["threshold"],
-            force=spec["force"], batch=live["batch"], tok_s=live["gen_throughput"], accept_len=live["accept_len"],
-            verify=ver["summary"], marks="".join(MARK.get(x["status"], "?") for x in ver["layers"]),
-            restarts=int(run.get("restarts") or 0), gpu_util=_gpu_util(gpus), error=error, url=self.url,
-            last_change=change.get("state"))
+            reachable=snap.server.reachable, mode=spec.mode, threshold=spec.threshold,
+            force=spec.force, batch=live.batch, tok_s=live.gen_throughput, accept_len=live.accept_len,
+            verify=ver.summary, marks="".join(MARK.get(x.status, "?") for x in ver.layers),
+            restarts=run.restarts, gpu_util=_gpu_util(gpus), error=error, url=self.url,
+            last_change=snap.threshold_change.state if snap.threshold_change else None)
 
     # -- actions ------------------------------------------------------------------------------
     async def settle(self, timeout_s: float = 5.0) -> None:
         """Wait for a poll and for the log read up to where it is now (headless commands)."""
         s = self.session
         deadline = time.monotonic() + timeout_s
-        path = s.snapshot()["logs"]["path"]
+        path = s.snapshot().logs.path
         size = os.path.getsize(path) if path and os.path.exists(path) else None
         polls = s.poller.polls
         while time.monotonic() < deadline:
@@ -190,23 +196,25 @@ class Member:
 
     async def _threshold(self, value, wait_s):
         result = await self.session.set_threshold(value)
-        return MemberResult(self.name, "threshold", change_outcome(result), result.get("detail", ""), result)
+        return MemberResult(self.name, "threshold", change_outcome(result.change),
+                            result.change.detail if result.change else result.message, result.to_json())
 
     async def _force(self, value, wait_s):
         result = await self.session.set_force(value)
-        return MemberResult(self.name, "force", change_outcome(result), result.get("detail", ""), result)
+        return MemberResult(self.name, "force", change_outcome(result.change),
+                            result.change.detail if result.change else result.message, result.to_json())
 
     async def _verify(self, value, wait_s):
         deadline = time.monotonic() + (wait_s or 0.0)
-        result = await self.session.verify()
-        while result["summary"] == "pending" and time.monotonic() < deadline:
+        result = (await self.session.verify()).verification or Verification()
+        while result.summary == "pending" and time.monotonic() < deadline:
             await asyncio.sleep(0.25)
-            result = await self.session.verify()
-        outcome = {"pass": OK, "fail": FAILED}.get(result["summary"], PENDING)
-        if outcome != OK and not self.session.snapshot()["server"]["reachable"]:
+            result = (await self.session.verify()).verification or Verification()
+        outcome = {"pass": OK, "fail": FAILED}.get(result.summary, PENDING)
+        if outcome != OK and not self.session.snapshot().server.reachable:
             outcome = NO_ANSWER if outcome == PENDING else outcome
-        worst = next((x for x in result["layers"] if x["status"] == result["summary"]), result["layers"][0])
-        return MemberResult(self.name, "verify", outcome, f"{worst['name']}: {worst['evidence']}", result)
+        worst = next((x for x in result.layers if x.status == result.summary), result.layers[0])
+        return MemberResult(self.name, "verify", outcome, f"{worst.name}: {worst.evidence}", result.to_json())
 
     async def _status(self, value, wait_s):
         row = self.row()
@@ -214,23 +222,21 @@ class Member:
         return MemberResult(self.name, "status", outcome, row.error or row.state, row.to_json())
 
     def _live(self) -> bool:
-        return self.session.snapshot()["run"].get("state") in ("starting", "ready", "unhealthy")
+        return self.session.snapshot().run.state in ("starting", "ready", "unhealthy")
 
     async def _launch(self, value, wait_s):
         if self.spec.kind == URL:
             return MemberResult(self.name, "launch", REFUSED, "attached by URL: launch it where it runs")
         if self.spec.kind == LOCAL and self._live():
-            return MemberResult(self.name, "launch", OK, "already running", self.session.snapshot()["run"])
+            return MemberResult(self.name, "launch", OK, "already running", self.session.snapshot().run.to_json())
         result = await self.session.launch()
-        if not result.get("ok"):
-            outcome = NO_ANSWER if result.get("no_answer") else FAILED
-            return MemberResult(self.name, "launch", outcome, str(result.get("error")), result)
+        if not result.done:
+            return MemberResult(self.name, "launch", run_outcome(result), result.message, result.to_json())
         if wait_s:
             if not await self._wait_reachable(wait_s):
                 return MemberResult(self.name, "launch", FAILED, f"not ready within {wait_s:g} s: "
-                                    f"{self.row().error or self.row().state}", result)
-        detail = result.get("message") or ("already running" if result.get("already_running") else "launched")
-        return MemberResult(self.name, "launch", OK, detail, result)
+                                    f"{self.row().error or self.row().state}", result.to_json())
+        return MemberResult(self.name, "launch", OK, result.message or "launched", result.to_json())
 
     async def _wait_reachable(self, wait_s: float) -> bool:
         deadline = time.monotonic() + wait_s
@@ -245,14 +251,11 @@ class Member:
         if self.spec.kind == URL:
             return MemberResult(self.name, "stop", REFUSED, "attached by URL: stop it where it runs")
         result = await self.session.stop()
-        if result.get("ok"):
-            return MemberResult(self.name, "stop", OK, result.get("message") or "stopped", result)
-        outcome = NO_ANSWER if result.get("no_answer") else FAILED
-        return MemberResult(self.name, "stop", outcome, str(result.get("error") or result.get("message")), result)
+        return MemberResult(self.name, "stop", run_outcome(result), result.message or "stopped", result.to_json())
 
     async def _restart(self, value, wait_s):
         if self.spec.kind == URL:
             return MemberResult(self.name, "restart", REFUSED, "attached by URL: restart it where it runs")
         result = await self.session.restart()
-        outcome = OK if result.get("ok") else (NO_ANSWER if result.get("no_answer") else FAILED)
-        return MemberResult(self.name, "restart", outcome, str(result.get("error") or "restarted"), result)
+        return MemberResult(self.name, "restart", run_outcome(result), result.message or "restarted",
+                            result.to_json())

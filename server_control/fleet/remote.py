@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
 from server_control.fleet.spec import MemberSpec
 from server_control.fleet.ssh import SshHost, SshResult
+from server_control.operation import DONE, FAILED, OperationResult
+from server_control.snapshot import GpuStatus, RunStatus, SessionSnapshot
 from server_control.telemetry.sample import Sample
 
 log = logging.getLogger(__name__)
@@ -41,7 +44,7 @@ class RemoteRun:
         self.mirror_dir = Path(mirror_dir)
         self.status_interval_s = status_interval_s
         self.launch_wait_s = launch_wait_s
-        self.remote: dict | None = None       # the last `status --json` answer
+        self.remote: SessionSnapshot | None = None   # the last `status --json` answer
         self.error: str | None = "not asked yet"
         self.statuses = 0                     # answers received
         self._on_change: Callable[[], None] = lambda: None
@@ -80,55 +83,54 @@ class RemoteRun:
     def on_sample(self, sample: Sample) -> None:
         self._reachable = sample.reachable
 
-    def snapshot(self) -> dict:
-        run = dict((self.remote or {}).get("run") or {})
-        base = {"state": "unknown", "pid": None, "pgid": None, "started_at": None, "uptime_s": None,
-                "port": None, "restarts": 0, "log_path": None, "exit_code": None, "fatal_reason": None,
-                "processes": [], "supervising": False, "next_restart_in_s": None}
-        snap = {**base, **run, "host": self.member.host, "remote_log_path": run.get("log_path"),
-                "log_path": str(self._mirror) if self._mirror else None}
+    def status(self) -> RunStatus:
+        run = self.remote.run if self.remote is not None else RunStatus()
+        st = replace(run, state=run.state or "unknown", log_path=str(self._mirror) if self._mirror else None,
+                     supervising=bool(run.supervising))
         if self.remote is None or self.error:
-            snap["last_error"] = self.error
-        if snap["state"] == "starting" and self._reachable:
-            snap["state"] = "ready"   # the host's status is older than our last poll
-        return snap
+            st = replace(st, last_error=self.error)
+        if st.state == "starting" and self._reachable:
+            st = replace(st, state="ready")   # the host's status is older than our last poll
+        return st
 
-    def gpus(self) -> dict:
+    def gpus(self) -> GpuStatus:
         """The host's GPUs as its own console sees them (NVML there)."""
-        return (self.remote or {}).get("gpus") or {"available": False, "reason": self.error or "no status yet",
-                                                   "devices": []}
+        return self.remote.gpus if self.remote is not None else GpuStatus(False, self.error or "no status yet")
 
-    async def launch(self) -> dict:
+    async def launch(self) -> OperationResult:
         res = await self.ssh.run("launch", "--profile", self.member.profile_ref, "--wait",
                                  str(self.launch_wait_s), "--json", timeout_s=self.launch_wait_s + 30)
-        out = self._result(res, conflict_ok=True)
+        out = self._result("launch", res, conflict_ok=True)
         await self.refresh()
         return out
 
-    async def stop(self) -> dict:
+    async def stop(self) -> OperationResult:
         res = await self.ssh.run("stop", "--profile", self.member.profile_ref, "--json", timeout_s=120)
-        out = self._result(res)
+        out = self._result("stop", res)
         await self.refresh()
         return out
 
-    async def restart(self) -> dict:
+    async def restart(self) -> OperationResult:
         res = await self.ssh.run("restart", "--profile", self.member.profile_ref, "--wait",
                                  str(self.launch_wait_s), "--json", timeout_s=self.launch_wait_s + 150)
-        out = self._result(res)
+        out = self._result("restart", res)
         await self.refresh()
         return out
 
+    async def remember_runtime(self, key: str, value: object) -> None:
+        pass   # the host's own run record keeps it (the host's console applied it)
+
     # -- the host's status --------------------------------------------------------------------
-    def _result(self, res: SshResult, conflict_ok: bool = False) -> dict:
+    def _result(self, operation: str, res: SshResult, conflict_ok: bool = False) -> OperationResult:
         body = res.json() or {}
+        host = self.member.host
         if res.no_answer:
-            return {"ok": False, "no_answer": True, "error": f"{self.member.host}: {res.why()}"}
+            return OperationResult(operation, FAILED, f"{host}: {res.why()}", no_answer=True)
         if res.rc == 0:
-            return {"ok": True, **body, "message": body.get("message") or f"done on {self.member.host}"}
+            return OperationResult(operation, DONE, str(body.get("message") or f"done on {host}"))
         if conflict_ok and res.rc == LAUNCH_CONFLICT:
-            return {"ok": True, "already_running": True, "message": f"already running on {self.member.host}: "
-                    f"{res.why()}"}
-        return {"ok": False, **body, "error": body.get("error") or body.get("message") or res.why()}
+            return OperationResult(operation, DONE, f"already running on {host}: {res.why()}")
+        return OperationResult(operation, FAILED, str(body.get("error") or body.get("message") or res.why()))
 
     async def refresh(self) -> None:
         """Ask the host for its status; keep the tunnel and the log stream on target."""
@@ -140,10 +142,10 @@ class RemoteRun:
                 self.error = f"{self.member.host}: " + (res.why() if res.no_answer or body is None
                                                         else "status printed no run")
             else:
-                self.remote, self.error = body, None
+                self.remote, self.error = SessionSnapshot.from_json(body), None
                 self.statuses += 1
-                await self._ensure_tunnel(body.get("url"))
-                await self._ensure_log((body.get("run") or {}).get("log_path"))
+                await self._ensure_tunnel(self.remote.url)
+                await self._ensure_log(self.remote.run.log_path)
         self._on_change()
 
     async def _loop(self) -> None:

@@ -15,6 +15,8 @@ import threading
 import time
 from typing import Callable, Iterable
 
+from server_control.snapshot import GpuDevice, GpuStatus
+
 MIN_INTERVAL_S = 0.25
 
 
@@ -72,10 +74,13 @@ class NvmlSampler:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> GpuStatus:
         with self._lock:
-            return {"available": self._available, "reason": self._reason,
-                    "devices": [dict(dev, pids=list(dev.get("pids", []))) for dev in self._devices]}
+            return GpuStatus(self._available, self._reason, tuple(
+                GpuDevice(index=dev["index"], name=dev["name"], util=dev.get("util"),
+                          mem_used_mb=dev.get("mem_used_mb"), mem_total_mb=dev.get("mem_total_mb"),
+                          power_w=dev.get("power_w"), temp_c=dev.get("temp_c"),
+                          pids=tuple(dev.get("pids") or ())) for dev in self._devices))
 
     # -- the worker --------------------------------------------------------------------
     def init(self) -> bool:

@@ -21,10 +21,12 @@ class PanelSeries:
     def __init__(self, maxlen: int = DEFAULT_POINTS) -> None:
         self.maxlen = maxlen
         self.series: dict[str, deque] = {name: deque(maxlen=maxlen) for name in PANELS}
+        self.version = 0  # grows with every point added (consumers rebuild only on a change)
 
     def add(self, name: str, t: float, value: float | None) -> None:
         if value is not None:
             self.series[name].append((t, value))
+            self.version += 1
 
     def add_sample(self, sample: Sample) -> None:
         if not sample.reachable and sample.load.source != "logs":
@@ -57,6 +59,7 @@ class ModeTimeline:
         self._polled: dict[int, int] = {}  # per DP rank: last polled switch_count
         self.total = 0
         self.run = 0  # which server run the events belong to (reset() starts the next)
+        self.version = 0  # grows with every change to an event (consumers rebuild only on a change)
 
     def reset(self) -> None:
         """A new server run: ordinals start again. Earlier events stay for the display,
@@ -82,12 +85,14 @@ class ModeTimeline:
                 # the poll saw it first; the log line brings its time, rank and text
                 for k in ("ts", "rank", "line", "text", "source"):
                     first[k] = event[k]
+                self.version += 1
             return False
         self._seen.add(key)
         self._by_key[key] = event
         event["run"] = self.run
         self.events.append(event)
         self.total += 1
+        self.version += 1
         return True
 
     def add_record(self, rec, now: float) -> bool:

@@ -1,7 +1,8 @@
 """Deterministic stand-ins for widget unit tests and snapshot tests ONLY.
 
-They produce exactly the documented shapes (docs/architecture.md "Session snapshot",
-"Session API", "LogStore API"); integration tests use the real Session and simulator.
+``FakeSession`` satisfies ``SessionLike`` (server_control/session_api.py) over a fixed
+snapshot kept as the JSON `status --json` prints (``fake.snap``, which tests edit) and read
+back through ``SessionSnapshot.from_json``; integration tests use the real Session.
 """
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import copy
 
 from server_control.logs.parse import parse_text
 from server_control.logs.store import LogStore
+from server_control.operation import DONE, OperationResult
+from server_control.snapshot import SessionSnapshot, SettingChange
+from server_control.verify import Verification
 
 
 def sample_snapshot() -> dict:
@@ -69,12 +73,13 @@ SAMPLE_LINES = [
 
 
 class FakeSession:
-    """Implements the documented Session API over a fixed snapshot. Control calls record
-    themselves in ``calls`` and answer "applied" at once (the pending state is tested with
-    a snapshot that holds it)."""
+    """Implements the Session API over a fixed snapshot. Control calls record themselves in
+    ``calls`` and answer "applied" at once (the pending state is tested with a snapshot
+    that holds it)."""
 
     def __init__(self, snapshot: dict | None = None, lines=SAMPLE_LINES) -> None:
         self.snap = copy.deepcopy(snapshot or sample_snapshot())
+        self.url = self.snap.get("url", "http://127.0.0.1:30000")
         self.store = LogStore()
         self.store.extend(parse_text("\n".join(lines) + "\n"))
         self.subscribers = []
@@ -82,8 +87,9 @@ class FakeSession:
         self.started = False
         self.closed_with: bool | None = None
 
-    def subscribe(self, callback) -> None:
+    def subscribe(self, callback):
         self.subscribers.append(callback)
+        return lambda: self.subscribers.remove(callback) if callback in self.subscribers else None
 
     def publish(self, topic: str) -> None:
         for cb in self.subscribers:
@@ -93,36 +99,40 @@ class FakeSession:
         self.store.extend(parse_text("\n".join(lines) + "\n"))
         self.publish("logs")
 
-    def snapshot(self) -> dict:
-        return copy.deepcopy(self.snap)
+    def snapshot(self) -> SessionSnapshot:
+        return SessionSnapshot.from_json(self.snap)
 
     async def start(self) -> None:
         self.started = True
 
-    async def set_threshold(self, n: int) -> dict:
+    async def set_threshold(self, n: object) -> OperationResult:
         self.calls.append(("set_threshold", n))
         self.snap["spec"]["threshold"] = n
         self.snap["threshold_change"] = {"requested": n, "state": "applied", "detail": "", "ranks": [True]}
         self.publish("snapshot")
-        return dict(self.snap["threshold_change"])
+        return OperationResult.of_change("threshold", SettingChange.from_json(self.snap["threshold_change"]))
 
-    async def set_force(self, mode: str) -> dict:
+    async def set_force(self, mode: object) -> OperationResult:
         self.calls.append(("set_force", mode))
         self.snap["spec"]["force"] = mode
-        return {"requested": mode, "state": "applied", "detail": "", "ranks": [True]}
+        return OperationResult.of_change("force", SettingChange(mode, "applied", "", (True,)))
 
-    async def launch(self) -> None:
+    async def launch(self) -> OperationResult:
         self.calls.append(("launch",))
+        return OperationResult("launch", DONE, "launched")
 
-    async def stop(self) -> None:
+    async def stop(self) -> OperationResult:
         self.calls.append(("stop",))
+        return OperationResult("stop", DONE, "stopped")
 
-    async def restart(self) -> None:
+    async def restart(self) -> OperationResult:
         self.calls.append(("restart",))
+        return OperationResult("restart", DONE, "restarted")
 
-    async def verify(self) -> dict:
+    async def verify(self) -> OperationResult:
         self.calls.append(("verify",))
-        return self.snap["verify"]
+        ver = Verification.from_json(self.snap["verify"])
+        return OperationResult("verify", DONE, f"verification: {ver.summary}", verification=ver)
 
     async def close(self, stop_server: bool = False) -> None:
         self.closed_with = stop_server

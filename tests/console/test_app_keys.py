@@ -4,6 +4,7 @@ test_integration.py."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from rich.console import Console
 from textual.widgets import Input, Label
@@ -13,6 +14,8 @@ from console.screens.confirm import ChoiceScreen
 from console.screens.help import HelpScreen, help_table
 from console.palette import ConsoleCommands
 from console.screens.prompt import PromptScreen
+from server_control.operation import OperationResult
+from server_control.snapshot import SettingChange, Switch
 from tests.console.screen_text import screen_text
 
 
@@ -55,7 +58,7 @@ async def test_refused_change_is_shown(fake, make_app):
     async def refuse(n):
         fake.snap["threshold_change"] = {"requested": n, "state": "refused",
                                          "detail": "server said no", "ranks": [False]}
-        return dict(fake.snap["threshold_change"])
+        return OperationResult.of_change("threshold", SettingChange.from_json(fake.snap["threshold_change"]))
     fake.set_threshold = refuse
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
@@ -236,10 +239,10 @@ async def test_no_server_offers_launch_or_launches(fake, make_app):
 def test_switch_logged_by_every_rank_shows_once():
     from console.widgets.timeline import merge_ranks
 
-    sw = {"ts": "2026-11-29T10:00:01", "mode": "target_only", "batch": 7, "threshold": 5}
-    rows = merge_ranks([{**sw, "rank": "TP0"}, {**sw, "rank": "TP1"},
-                        {**sw, "ts": "2026-11-29T10:00:09", "rank": "TP0"}])
-    assert [r["rank"] for r in rows] == ["TP0,TP1", "TP0"]
+    sw = Switch("2026-11-29T10:00:01", "target_only", 7, 5)
+    rows = merge_ranks([replace(sw, rank="TP0"), replace(sw, rank="TP1"),
+                        replace(sw, ts="2026-11-29T10:00:09", rank="TP0")])
+    assert [r.rank for r in rows] == ["TP0,TP1", "TP0"]
 
 
 async def test_ctrl_q_asks_too(fake, make_app):

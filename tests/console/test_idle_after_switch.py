@@ -80,14 +80,14 @@ async def test_idle_after_a_batched_burst_is_pending_then_passes(sim):
         assert "Prefill batch, #new-seq: 6," in burst, burst[:2000]
         assert "switched to target-only (decode batch 6 > threshold 2)" in burst
         assert set(decode_batches(burst)) == {6}, decode_batches(burst)  # 6 -> 0: never 1..5
-        await wait_for(pilot, lambda: app.snap["live"]["batch"] == 0 and app.snap["spec"]["mode"] == "target_only",
+        await wait_for(pilot, lambda: app.snapshot.to_json()["live"]["batch"] == 0 and app.snapshot.to_json()["spec"]["mode"] == "target_only",
                        "the console to see the idle target-only server")
         await pilot.pause(IDLE_S)
 
-        layer = runtime(app.snap["verify"])
+        layer = runtime(app.snapshot.to_json()["verify"])
         assert layer["status"] == "pending", layer
         assert IDLE_EVIDENCE in layer["evidence"]
-        assert app.snap["verify"]["summary"] != "fail"
+        assert app.snapshot.to_json()["verify"]["summary"] != "fail"
         assert "TARGET-ONLY \u00b7 idle" in text()
         code, by_command = verify_command(sim.url, sim.log_path)
         assert code == 3 and runtime(by_command)["status"] == "pending", by_command
@@ -96,7 +96,7 @@ async def test_idle_after_a_batched_burst_is_pending_then_passes(sim):
         start = len(sim.log_text())
         await asyncio.to_thread(generate, sim.url, "one more at concurrency 1", 40)
         assert "switched to speculative (decode batch 1 <= 1, threshold 2)" in sim.log_text()[start:]
-        await wait_for(pilot, lambda: runtime(app.snap["verify"])["status"] == "pass", "runtime to pass")
-        assert "back to speculative" in runtime(app.snap["verify"])["evidence"]
+        await wait_for(pilot, lambda: runtime(app.snapshot.to_json()["verify"])["status"] == "pass", "runtime to pass")
+        assert "back to speculative" in runtime(app.snapshot.to_json()["verify"])["evidence"]
         await wait_for(pilot, lambda: "SPECULATIVE \u00b7 idle" in text(), "the idle SPECULATIVE badge")
         await app.session.close()

@@ -164,13 +164,33 @@ async def test_ansi_stripped_long_lines_capped_and_highlighted(fake, make_app):
         text = screen_text(app)
         assert "red words here" in text and "\x1b" not in text
         view = app.log_view
-        assert view._end[-1] - view._start[-1] < 2100
+        assert view.rows.end[-1] - view.rows.start[-1] < 2100
         assert fake.store.truncated == 1 and "cut 1" in text
         # the init line gets its own strong style, distinct from switch/warning lines
         from console.widgets.log_format import KIND_STYLES, style_for
         init = next(r for r in view.shown_records() if r.kind == "spec_init")
         assert style_for(init) == KIND_STYLES["spec_init"]
         assert len({str(KIND_STYLES[k]) for k in ("spec_init", "spec_switch", "error", "warning")}) == 4
+
+
+async def test_not_active_line_is_white_on_red_on_screen(fake, make_app):
+    """The patch's NOT active line is classified an error; its own loudest style must still
+    win over the plain error style (it never applied while only "other" lines were checked)."""
+    from console.widgets.log_format import KIND_STYLES, NOT_ACTIVE_STYLE, style_for
+    line = "[2026-11-29 10:00:11 TP0] Dynamic speculation disable NOT active: worker class EAGLEWorker has no hook"
+    app = make_app()
+    async with app.run_test(size=(120, 24)) as pilot:
+        fake.add_lines([line, "[2026-11-29 10:00:12 TP0] ERROR: something else broke"])
+        await settle(pilot, app)
+        shown = {r.text: r for r in app.log_view.shown_records()}
+        not_active = next(r for t, r in shown.items() if t.startswith("Dynamic speculation disable NOT active"))
+        other_error = next(r for t, r in shown.items() if "something else broke" in t)
+        assert not_active.kind == other_error.kind == "error"
+        assert style_for(not_active) == NOT_ACTIVE_STYLE != KIND_STYLES["error"]
+        assert style_for(other_error) == KIND_STYLES["error"]
+        row = app.log_view.rows.seq.index(not_active.seq) - int(app.log_view.scroll_y)
+        segments = list(app.log_view.render_line(row))
+        assert any(seg.style and seg.style.bgcolor and seg.style.bgcolor.name == "red" for seg in segments)
 
 
 async def test_burst_is_flushed_in_batches(fake, make_app):

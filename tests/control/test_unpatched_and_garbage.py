@@ -22,10 +22,10 @@ async def test_stock_sglang_says_unsupported_with_its_log_line(stand):
     finally:
         pipeline.stop()
         await task
-    assert result["state"] == "unsupported"
-    assert result["detail"].startswith(UNSUPPORTED)
-    assert "Updating speculative_disable_batch_threshold is not supported." in result["detail"]
-    assert result["ranks"] == [False]
+    assert result.state == "unsupported"
+    assert result.detail.startswith(UNSUPPORTED)
+    assert "Updating speculative_disable_batch_threshold is not supported." in result.detail
+    assert list(result.ranks) == [False]
 
 
 async def test_stock_sglang_without_log_still_unsupported(stand):
@@ -34,7 +34,7 @@ async def test_stock_sglang_without_log_still_unsupported(stand):
     result = await control.set_threshold(3)
     got = await control.get()
     await control.aclose()
-    assert result["state"] == "unsupported" and "no speculative_disable_batch_threshold" in result["detail"]
+    assert result.state == "unsupported" and "no speculative_disable_batch_threshold" in result.detail
     assert got == {"thresholds": [None], "force": [None], "supported": False}
 
 
@@ -43,10 +43,10 @@ async def test_invalid_values_refused_locally_without_a_server():
     for bad, words in [(-1, "must be >= 0"), ("abc", "must be an integer"), (2.5, "must be an integer"),
                        (10**9, "absurd"), (True, "must be an integer")]:
         result = await control.set_threshold(bad)
-        assert result["state"] == "refused", bad
-        assert words in result["detail"], (bad, result)
+        assert result.state == "refused", bad
+        assert words in result.detail, (bad, result)
     result = await control.set_force("sideways")
-    assert result["state"] == "refused" and "auto" in result["detail"]
+    assert result.state == "refused" and "auto" in result.detail
     await control.aclose()
 
 
@@ -54,7 +54,7 @@ async def test_connection_refused_is_error():
     control = Control(f"http://127.0.0.1:{free_port()}")
     result = await control.set_threshold(4)
     await control.aclose()
-    assert result["state"] == "error" and "connection refused" in result["detail"]
+    assert result.state == "error" and "connection refused" in result.detail
 
 
 async def test_poller_stock_sample(stand):
@@ -117,8 +117,8 @@ async def test_force_mode_falls_back_to_numeric_code_on_422(stand):
     back = await control.set_force("auto")
     n = await control.set_threshold(9)
     await control.aclose()
-    assert forced["state"] == "applied", forced
-    assert back["state"] == "applied" and n["state"] == "applied"
+    assert forced.state == "applied", forced
+    assert back.state == "applied" and n.state == "applied"
 
 
 async def test_load_falls_back_to_metrics(stand):
@@ -158,10 +158,10 @@ async def test_gate_missing_fails_initialisation_and_runtime_with_causes(stand):
     await session.start()
     try:
         for _ in range(600):
-            if session.verification()["layers"][2]["status"] == "fail":
+            if session.verification().to_json()["layers"][2]["status"] == "fail":
                 break
             await asyncio.sleep(0.05)
-        config, init, runtime = session.verification()["layers"]
+        config, init, runtime = session.verification().to_json()["layers"]
     finally:
         await session.close()
     assert config["status"] == "pass"

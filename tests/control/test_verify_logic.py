@@ -5,7 +5,7 @@ from types import SimpleNamespace as Rec
 
 from server_control.telemetry.sample import Load, Sample, sample_from_server_info
 from server_control.verify import (CAUSE_NO_INIT, CAUSE_NO_SWITCH, CAUSE_NOT_PATCHED, RuntimeWatch,
-                                   configuration, exit_code, expected_ranks, initialisation, summary)
+                                   configuration, expected_ranks, initialisation, layer, summary)
 
 K = "speculative_disable_batch_threshold"
 
@@ -22,18 +22,18 @@ def info(flat=5, per_rank=(5,), batch=0, mode="speculative", force="auto", ts=0.
 
 
 def test_configuration_layer():
-    assert configuration(None, 5)["status"] == "pending"
-    assert configuration(Sample(ts=0, reachable=False, error="refused"), 5)["status"] == "pending"
+    assert configuration(None, 5).status == "pending"
+    assert configuration(Sample(ts=0, reachable=False, error="refused"), 5).status == "pending"
     ok = configuration(info(), 5)
-    assert ok["status"] == "pass" and f"{K}=5" in ok["evidence"]
-    assert "changed at runtime" in configuration(info(per_rank=(8,)), 5)["evidence"]
+    assert ok.status == "pass" and f"{K}=5" in ok.evidence
+    assert "changed at runtime" in configuration(info(per_rank=(8,)), 5).evidence
     bad = configuration(info(flat=3, per_rank=(3,)), 5)
-    assert bad["status"] == "fail" and "profile asks 5" in bad["evidence"] and bad["cause"]
+    assert bad.status == "fail" and "profile asks 5" in bad.evidence and bad.cause
     stock = configuration(sample_from_server_info(0, {"internal_states": [{}]}), 5)
-    assert stock["status"] == "fail" and stock["cause"] == CAUSE_NOT_PATCHED
-    assert configuration(info(flat=7, per_rank=(7,)), None)["status"] == "pass"
+    assert stock.status == "fail" and stock.cause == CAUSE_NOT_PATCHED
+    assert configuration(info(flat=7, per_rank=(7,)), None).status == "pass"
     zero = configuration(info(flat=0, per_rank=(0,)), None)
-    assert zero["status"] == "fail" and "threshold 0" in zero["cause"]
+    assert zero.status == "fail" and "threshold 0" in zero.cause
 
 
 def init(rank, line, n=5):
@@ -47,20 +47,20 @@ READY = Rec(kind="ready", rank=None, line=40, text="The server is fired up and r
 def test_initialisation_layer():
     args = dict(ranks_expected=2, server_ready=True, log_attached=True)
     ok = initialisation([init("TP0", 12), init("TP1", 13)], [], [READY], **args)
-    assert ok["status"] == "pass" and "2/2" in ok["evidence"] and "log line 12" in ok["evidence"]
+    assert ok.status == "pass" and "2/2" in ok.evidence and "log line 12" in ok.evidence
     partial = initialisation([init("TP0", 12)], [], [READY], **args)
-    assert partial["status"] == "fail" and "only 1 of 2" in partial["cause"]
+    assert partial.status == "fail" and "only 1 of 2" in partial.cause
     missing = initialisation([], [], [READY], **args)
-    assert missing["status"] == "fail" and missing["cause"] == CAUSE_NO_INIT and "log line 40" in missing["evidence"]
-    assert initialisation([], [], [], **args)["status"] == "pending"
-    assert initialisation([init("TP0", 12)], [], [], **args)["status"] == "pending"
+    assert missing.status == "fail" and missing.cause == CAUSE_NO_INIT and "log line 40" in missing.evidence
+    assert initialisation([], [], [], **args).status == "pending"
+    assert initialisation([init("TP0", 12)], [], [], **args).status == "pending"
     not_active = Rec(kind="warning", rank="TP0", line=9,
                      text="Dynamic speculation disable NOT active: speculative_eagle_topk=4 (needs topk=1)")
     na = initialisation([], [not_active], [], **args)
-    assert na["status"] == "fail" and na["cause"] == "speculative_eagle_topk=4 (needs topk=1)"
-    assert "log line 9" in na["evidence"]
+    assert na.status == "fail" and na.cause == "speculative_eagle_topk=4 (needs topk=1)"
+    assert "log line 9" in na.evidence
     nolog = initialisation([], [], [], ranks_expected=1, server_ready=True, log_attached=False)
-    assert nolog["status"] == "pending" and "no server log" in nolog["evidence"]
+    assert nolog.status == "pending" and "no server log" in nolog.evidence
 
 
 def test_expected_ranks():
@@ -76,36 +76,36 @@ def ev(mode, t, line, forced=False):
 def test_runtime_pass_needs_down_then_back():
     w = RuntimeWatch()
     w.observe(info(batch=2))
-    assert w.status([])["status"] == "pending"
-    assert "not exceeded" in w.status([])["evidence"]
+    assert w.status([]).status == "pending"
+    assert "not exceeded" in w.status([]).evidence
     w.observe(info(batch=8, ts=2.0))
     down = [ev("target_only", 2.5, 50)]
     r = w.status(down)
-    assert r["status"] == "pending" and "log line 50" in r["evidence"]
+    assert r.status == "pending" and "log line 50" in r.evidence
     both = down + [ev("speculative", 4.0, 60)]
     r = w.status(both)
-    assert r["status"] == "pass" and "log line 50" in r["evidence"] and "log line 60" in r["evidence"]
+    assert r.status == "pass" and "log line 50" in r.evidence and "log line 60" in r.evidence
 
 
 def test_runtime_forced_switches_do_not_count():
     w = RuntimeWatch()
     w.observe(info(batch=8))
     events = [ev("target_only", 1.0, 5, forced=True), ev("speculative", 2.0, 6, forced=True)]
-    assert w.status(events)["status"] == "pending"
+    assert w.status(events).status == "pending"
 
 
 def test_runtime_fails_when_batch_stays_above_without_switch():
     w = RuntimeWatch(step_s=0.1)  # grace = 3 + 10 * 0.1 = 4 s
     for t in range(0, 4):
         w.observe(info(batch=9, ts=float(t)))
-    assert w.status([])["status"] == "pending"
+    assert w.status([]).status == "pending"
     for t in range(4, 7):
         w.observe(info(batch=9, ts=float(t)))
     r = w.status([])
-    assert r["status"] == "fail" and r["cause"] == CAUSE_NO_SWITCH and "batch 9 > threshold 5" in r["evidence"]
+    assert r.status == "fail" and r.cause == CAUSE_NO_SWITCH and "batch 9 > threshold 5" in r.evidence
     # the batch dropping ends the stuck period
     w.observe(info(batch=3, ts=7.0))
-    assert w.status([])["status"] == "pending"
+    assert w.status([]).status == "pending"
 
 
 def test_runtime_fails_when_it_never_switches_back():
@@ -114,13 +114,13 @@ def test_runtime_fails_when_it_never_switches_back():
     for t in range(0, 7):
         w.observe(info(batch=2, mode="target_only", ts=float(t)))
     r = w.status(down)
-    assert r["status"] == "fail" and "stayed there" in r["evidence"]
+    assert r.status == "fail" and "stayed there" in r.evidence
 
 
 def test_runtime_forced_mode_pending():
     w = RuntimeWatch()
     w.observe(info(batch=9, force="target_only", mode="target_only"))
-    assert "forced" in w.status([])["evidence"]
+    assert "forced" in w.status([]).evidence
 
 
 def test_runtime_polled_forced_switch_does_not_pass():
@@ -132,25 +132,25 @@ def test_runtime_polled_forced_switch_does_not_pass():
             "text": "internal_states[0].dynamic_speculation: switch_count=1, last_switch={'to': 'target_only'}"}
     back = {"mode": "speculative", "t": 2.0, "line": 76, "source": "log", "batch": 1, "threshold": 5,
             "text": "Dynamic speculation: switched to speculative (decode batch 1 <= 4, threshold 5)"}
-    assert w.status([down, back])["status"] == "pending"
+    assert w.status([down, back]).status == "pending"
     by_rule = dict(down, batch=7, t=1.5)
-    assert w.status([down, by_rule, back])["status"] == "pass"
+    assert w.status([down, by_rule, back]).status == "pass"
 
 
 def test_summary_and_exit_codes():
-    p = {"status": "pass"}
-    assert exit_code(summary([p, p, p])) == 0
-    assert exit_code(summary([p, {"status": "pending"}, p])) == 3
-    assert exit_code(summary([p, {"status": "pending"}, {"status": "fail"}])) == 1
+    p = layer("x", "pass", "")
+    assert summary([p, p, p]).exit_code == 0
+    assert summary([p, layer("y", "pending", ""), p]).exit_code == 3
+    assert summary([p, layer("y", "pending", ""), layer("z", "fail", "")]).exit_code == 1
 
 
 def test_runtime_pending_before_any_live_sample_says_so_without_none():
     w = RuntimeWatch()
     r = w.status([])
-    assert r["status"] == "pending" and "None" not in r["evidence"]
-    assert "read from the server yet" in r["evidence"]
+    assert r.status == "pending" and "None" not in r.evidence
+    assert "read from the server yet" in r.evidence
     w.observe(Sample(ts=0, reachable=False, error="refused"))
-    assert "None" not in w.status([])["evidence"]
+    assert "None" not in w.status([]).evidence
 
 
 def test_runtime_idle_after_the_switch_is_pending_not_fail():
@@ -164,9 +164,9 @@ def test_runtime_idle_after_the_switch_is_pending_not_fail():
     for t in range(2, 48):  # 46 s of idle
         w.observe(info(batch=0, mode="target_only", ts=float(t)))
     r = w.status(down)
-    assert r["status"] == "pending", r
-    assert "log line 50" in r["evidence"]
-    assert "idle since the switch; judged at the next decode step" in r["evidence"]
+    assert r.status == "pending", r
+    assert "log line 50" in r.evidence
+    assert "idle since the switch; judged at the next decode step" in r.evidence
 
 
 def test_runtime_counts_only_decode_time_at_or_below_the_low_mark():
@@ -179,15 +179,15 @@ def test_runtime_counts_only_decode_time_at_or_below_the_low_mark():
     for t in range(3, 60):           # a long idle
         w.observe(info(batch=0, mode="target_only", ts=float(t)))
     idle = w.status(down)
-    assert idle["status"] == "pending", idle
-    assert "idle" in idle["evidence"] and "judged at the next decode step" in idle["evidence"]
+    assert idle.status == "pending", idle
+    assert "idle" in idle.evidence and "judged at the next decode step" in idle.evidence
     for t in (60, 61):               # +1 s: 3 s of evidence, still under the grace
         w.observe(info(batch=1, mode="target_only", ts=float(t)))
-    assert w.status(down)["status"] == "pending"
+    assert w.status(down).status == "pending"
     for t in (62, 63):               # +2 s: 5 s > 4 s
         w.observe(info(batch=1, mode="target_only", ts=float(t)))
     r = w.status(down)
-    assert r["status"] == "fail" and "stayed there 5.0 s" in r["evidence"], r
+    assert r.status == "fail" and "stayed there 5.0 s" in r.evidence, r
     # a batch between the low mark and N (hysteresis band) makes the switch back not due
     w.observe(info(batch=5, mode="target_only", ts=64.0))
-    assert w.status(down)["status"] == "pending"
+    assert w.status(down).status == "pending"

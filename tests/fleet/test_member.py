@@ -5,6 +5,7 @@ import pytest
 
 from server_control.fleet.member import (FAILED, NO_ANSWER, OK, PENDING, REFUSED, MemberResult,
                                          change_outcome, exit_code)
+from server_control.snapshot import SettingChange
 
 
 @pytest.mark.parametrize("change, outcome", [
@@ -17,7 +18,7 @@ from server_control.fleet.member import (FAILED, NO_ANSWER, OK, PENDING, REFUSED
     ({"state": "error", "detail": "server said true but read-back shows 3"}, FAILED),
 ])
 def test_change_outcome(change, outcome):
-    assert change_outcome(change) == outcome
+    assert change_outcome(SettingChange.from_json(change)) == outcome
 
 
 @pytest.mark.parametrize("outcomes, code", [

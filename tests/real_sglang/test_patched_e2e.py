@@ -114,13 +114,13 @@ async def test_idle_after_the_burst_is_pending_then_c1_speculates_and_runtime_pa
         return next(x for x in result["layers"] if x["name"] == "runtime")
 
     async with app.run_test(size=(160, 40)) as pilot:
-        await wait_for(pilot, lambda: app.snap["live"]["batch"] == 0 and "TARGET-ONLY" in screen_text(app),
+        await wait_for(pilot, lambda: app.snapshot.to_json()["live"]["batch"] == 0 and "TARGET-ONLY" in screen_text(app),
                        "the idle target-only server on the screen", timeout=120)
         await pilot.pause(45.0)
-        layer = runtime(app.snap["verify"])
+        layer = runtime(app.snapshot.to_json()["verify"])
         assert layer["status"] == "pending", layer
         assert "idle since the switch; judged at the next decode step" in layer["evidence"]
-        assert app.snap["verify"]["summary"] == "pending"
+        assert app.snapshot.to_json()["verify"]["summary"] == "pending"
         assert "TARGET-ONLY \u00b7 idle" in screen_text(app)
         res = run.cli("verify", "--json")
         assert res.returncode == 3, f"{res.stdout}\n{res.stderr}"
@@ -132,7 +132,7 @@ async def test_idle_after_the_burst_is_pending_then_c1_speculates_and_runtime_pa
         assert "Dynamic speculation: switched to speculative" in run.server.log_text()[start:]
         assert run.server.decode_lines(start)[-1][1] == pytest.approx(3.0)
         assert _state(run.server)["dynamic_speculation"]["mode"] == "speculative"
-        await wait_for(pilot, lambda: runtime(app.snap["verify"])["status"] == "pass", "runtime to pass",
+        await wait_for(pilot, lambda: runtime(app.snapshot.to_json()["verify"])["status"] == "pass", "runtime to pass",
                        timeout=120)
         await wait_for(pilot, lambda: "SPECULATIVE" in screen_text(app), "the SPECULATIVE badge", timeout=120)
         await session.close()

@@ -66,12 +66,12 @@ async def test_screen_and_verify_command_give_one_verdict(monkeypatch):
             session.poller.on_sample(s)       # what the screen's poller hands its session
             cli.poller.on_sample(s)           # what the command's poller hands its session
             await pilot.pause()
-            on_screen = app.snap["verify"]
-            by_command = await cli.verify()
-            assert on_screen["layers"][2] == by_command["layers"][2], f"batch {s.load.batch}"
+            on_screen = app.snapshot.verify
+            by_command = (await cli.verify()).verification
+            assert on_screen.layers[2] == by_command.layers[2], f"batch {s.load.batch}"
             assert on_screen == by_command
-            assert "verify " in screen_text(app) and f" {by_command['summary']}" in screen_text(app)
-            verdicts.append(by_command["layers"][2]["status"])
+            assert "verify " in screen_text(app) and f" {by_command.summary}" in screen_text(app)
+            verdicts.append(by_command.layers[2].status)
     # the story was judged, not just echoed: pending through the idle, fail on the trickle
     assert verdicts[5:50] == ["pending"] * 45
     assert verdicts[-1] == "fail" and "pending" in verdicts[50:]

@@ -37,8 +37,8 @@ async def test_all_layers_pass_and_snapshot_shape(sim):
     session.subscribe(topics.append)
     await session.start()
     try:
-        await until(lambda: session.verification()["summary"] == "pass", what="verification to pass")
-        snap = session.snapshot()
+        await until(lambda: session.verification().to_json()["summary"] == "pass", what="verification to pass")
+        snap = session.snapshot().to_json()
     finally:
         await session.close()
     assert list(snap) == SNAPSHOT_KEYS
@@ -71,24 +71,27 @@ async def test_threshold_change_applied_and_read_back(sim):
     session = Session.attach(sim.url, log_path=sim.log_path, poll_interval_s=0.2)
     await session.start()
     try:
-        result = await session.set_threshold(8)
+        op = await session.set_threshold(8)
+        assert op.done and op.operation == "threshold", op
+        result = op.change.to_json()
         assert result["state"] == "applied", result
         assert result["ranks"] == [True]
         assert "read back" in result["detail"]
         got = await session.control.get()
         assert got["thresholds"] == [8] and got["supported"] is True
-        await until(lambda: session.snapshot()["spec"]["threshold"] == 8, what="poll to see 8")
+        await until(lambda: session.snapshot().to_json()["spec"]["threshold"] == 8, what="poll to see 8")
         await until(lambda: "threshold changed 5 -> 8" in sim.log_text(), what="the rank log line")
-        assert session.snapshot()["threshold_change"]["state"] == "applied"
+        assert session.snapshot().to_json()["threshold_change"]["state"] == "applied"
         # bad values: refused locally, with the reason, and nothing sent
         for bad, words in [(-3, ">= 0"), ("eight", "integer"), (100000, "absurd")]:
-            refused = await session.set_threshold(bad)
-            assert refused["state"] == "refused" and words in refused["detail"]
+            op = await session.set_threshold(bad)
+            refused = op.change.to_json()
+            assert op.outcome == "refused" and refused["state"] == "refused" and words in refused["detail"]
         assert (await session.control.get())["thresholds"] == [8]
         forced = await session.set_force("target_only")
-        assert forced["state"] == "applied", forced
+        assert forced.change.state == "applied" and forced.done, forced
         back = await session.set_force("auto")
-        assert back["state"] == "applied"
+        assert back.change.state == "applied"
     finally:
         await session.close()
 
@@ -102,8 +105,8 @@ async def test_server_refusal_quotes_the_log(sim):
         result = await session.control._set("speculative_disable_batch_threshold", -1, -1)
     finally:
         await session.close()
-    assert result["state"] == "refused", result
-    assert "refused speculative_disable_batch_threshold=-1" in result["detail"]
+    assert result.state == "refused", result
+    assert "refused speculative_disable_batch_threshold=-1" in result.detail
 
 
 async def test_unreachable_then_recovers_on_same_port(tmp_path):
@@ -112,16 +115,16 @@ async def test_unreachable_then_recovers_on_same_port(tmp_path):
     session = Session.attach(first.url, poll_interval_s=0.2)
     await session.start()
     try:
-        await until(lambda: session.snapshot()["server"]["reachable"], what="reachable")
+        await until(lambda: session.snapshot().to_json()["server"]["reachable"], what="reachable")
         first.stop()
-        await until(lambda: not session.snapshot()["server"]["reachable"], what="unreachable")
-        err = session.snapshot()["server"]["error"]
+        await until(lambda: not session.snapshot().to_json()["server"]["reachable"], what="unreachable")
+        err = session.snapshot().to_json()["server"]["error"]
         assert "/server_info" in err and ("refused" in err or "timed out" in err or "disconnected" in err.lower())
-        assert session.snapshot()["verify"]["layers"][0]["status"] == "pending"
+        assert session.snapshot().to_json()["verify"]["layers"][0]["status"] == "pending"
         second = start_sim(tmp_path, tp=1, threshold=5, lifetime=120, port=port)
         try:
-            await until(lambda: session.snapshot()["server"]["reachable"], what="recovered")
-            assert session.snapshot()["server"]["error"] is None
+            await until(lambda: session.snapshot().to_json()["server"]["reachable"], what="recovered")
+            assert session.snapshot().to_json()["server"]["error"] is None
         finally:
             second.stop()
     finally:
@@ -133,9 +136,9 @@ async def test_without_log_runtime_passes_from_polled_state(sim):
     await session.start()
     try:
         def runtime():
-            return session.verification()["layers"][2]
+            return session.verification().to_json()["layers"][2]
         await until(lambda: runtime()["status"] == "pass", what="runtime layer from polled internal state")
-        layers = session.verification()["layers"]
+        layers = session.verification().to_json()["layers"]
     finally:
         await session.close()
     assert "internal_states[0].dynamic_speculation" in layers[2]["evidence"]

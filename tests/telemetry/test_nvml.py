@@ -36,7 +36,7 @@ def test_real_nvml_missing_gives_na_with_reason():
     s.start()
     assert wait_for(lambda: updates)
     s.stop()
-    snap = s.snapshot()
+    snap = s.snapshot().to_json()
     assert snap["available"] is False
     assert snap["devices"] == []
     assert "NVML" in snap["reason"] or "pynvml" in snap["reason"]
@@ -105,9 +105,9 @@ def test_sampling_maps_run_pids_to_gpus():
     fake = FakeNvml()
     s = NvmlSampler(lambda: [1000, 1001, 77], nvml=fake, util_interval_s=0.25, proc_interval_s=0.25)
     s.start()
-    assert wait_for(lambda: s.snapshot()["devices"] and s.snapshot()["devices"][1]["pids"])
+    assert wait_for(lambda: s.snapshot().to_json()["devices"] and s.snapshot().to_json()["devices"][1]["pids"])
     s.stop()
-    snap = s.snapshot()
+    snap = s.snapshot().to_json()
     assert snap["available"] is True and snap["reason"] is None
     d0, d1 = snap["devices"]
     assert d0 == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "mem_total_mb": 81920, "util": 90,
@@ -127,7 +127,7 @@ def test_driver_library_mismatch_is_na():
         pass
     s = NvmlSampler(nvml=FakeNvml(fail_init=NVMLError_LibRmVersionMismatch("RM has detected an NVML/RM version mismatch.")))
     assert s.init() is False
-    snap = s.snapshot()
+    snap = s.snapshot().to_json()
     assert snap["available"] is False
     assert snap["reason"].startswith("NVML driver/library version mismatch")
 
@@ -138,10 +138,10 @@ def test_gpu_lost_while_sampling_gives_na_and_thread_ends():
     s.start()
     assert wait_for(lambda: fake.util_calls >= 2)
     fake.lost = True  # every query now raises, as NVML does after "GPU is lost"
-    assert wait_for(lambda: not s.snapshot()["available"])
+    assert wait_for(lambda: not s.snapshot().to_json()["available"])
     s._thread.join(5)
     assert not s._thread.is_alive()
-    assert s.snapshot()["reason"] == "NVML sampling failed: GPU is lost"
+    assert s.snapshot().to_json()["reason"] == "NVML sampling failed: GPU is lost"
 
 
 def test_pids_fn_raising_is_tolerated():
@@ -150,7 +150,7 @@ def test_pids_fn_raising_is_tolerated():
     s = NvmlSampler(boom, nvml=FakeNvml())
     assert s.init()
     s.sample_processes()
-    assert [d["pids"] for d in s.snapshot()["devices"]] == [[], []]
+    assert [d["pids"] for d in s.snapshot().to_json()["devices"]] == [[], []]
 
 
 def test_import_error_reason():

@@ -83,8 +83,8 @@ async def test_fleet_console_end_to_end(sshd, tmp_path):  # noqa: F811
             screen.table.move_cursor(row=2)
             await pilot.press("enter")
             await wait_for(pilot, lambda: not isinstance(app.screen, FleetScreen), "member screen")
-            assert app.proxy.name == "c" and app.snap["url"] == fleet.members["c"].url
-            await wait_for(pilot, lambda: app.log_view.status()["total"] > 0, "the remote log on screen")
+            assert app.proxy.name == "c" and app.snapshot.url == fleet.members["c"].url
+            await wait_for(pilot, lambda: app.log_view.status().total > 0, "the remote log on screen")
             await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), "back to the fleet")
 
