@@ -31,7 +31,9 @@ from pathlib import Path
 
 import psutil
 
+from server_control.operation import REFUSED, OperationResult
 from server_control.sim.launcher import start_sim
+from server_control.snapshot import LogStatus, RunStatus, SessionSnapshot, SpecStatus
 
 REPO = Path(__file__).resolve().parent.parent
 COLS, ROWS = 200, 60
@@ -106,17 +108,19 @@ class PtyConsole:
 
 # ---- child: the app over a log file only (no server) ---------------------------------------
 class LogOnlySession:
-    """The Session API over a log file alone: real LogPipeline and LogStore, a constant
+    """A ``SessionLike`` over a log file alone: real LogPipeline and LogStore, a constant
     snapshot (no HTTP), for measuring the log view."""
+
+    url = "http://127.0.0.1:9"
 
     def __init__(self, path: str) -> None:
         from server_control.logs import LogPipeline, LogStore
 
         self.store = LogStore()
-        self._subs = []
+        self._subs: list = []
         self._pipeline = LogPipeline(path, self.store, on_records=lambda _seq: self._publish("logs"),
                                      poll_interval=0.01)
-        self._task = None
+        self._task: asyncio.Task | None = None
 
     def _publish(self, topic: str) -> None:
         for cb in self._subs:
@@ -124,10 +128,12 @@ class LogOnlySession:
 
     def subscribe(self, cb):
         self._subs.append(cb)
+        return lambda: self._subs.remove(cb)
 
-    def snapshot(self) -> dict:
-        return {"profile": "bench", "attached": True, "run": {"state": "external"},
-                "spec": {"mode": "speculative", "threshold": 5}, "logs": self.store.counters()}
+    def snapshot(self) -> SessionSnapshot:
+        return SessionSnapshot(url=self.url, profile="bench", attached=True, run=RunStatus(state="external"),
+                               spec=SpecStatus(mode="speculative", threshold=5),
+                               logs=LogStatus(**self.store.counters()))
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._pipeline.run())
@@ -136,6 +142,11 @@ class LogOnlySession:
         self._pipeline.stop()
         if self._task:
             self._task.cancel()
+
+    async def _refuse(self, *_args) -> OperationResult:
+        return OperationResult("bench", REFUSED, "a log file only")
+
+    launch = stop = restart = verify = set_threshold = set_force = _refuse
 
 
 def run_child(log_path: str, result_path: str) -> int:
