@@ -24,23 +24,31 @@ def summary_line(action: str, results, elapsed_s: float | None = None) -> Text:
     return text
 
 
-def render(action: str, results, elapsed_s: float | None = None) -> Text:
+def render(action: str, results, elapsed_s: float | None = None, max_lines: int = 0) -> Text:
+    """The summary, then one line per member (refused / failed / no-answer first); with
+    ``max_lines`` the rest is counted on the last line."""
     out = summary_line(action, results, elapsed_s)
-    for r in sorted(results, key=lambda r: (not r.stands_out, r.member)):
+    ordered = sorted(results, key=lambda r: (not r.stands_out, r.member))
+    shown = ordered if not max_lines or len(ordered) <= max_lines else ordered[:max_lines - 1]
+    for r in shown:
         out.append("\n")
         out.append(f" {r.outcome:9s} ", style=STYLE.get(r.outcome, ""))
         out.append(f" {r.member}: {r.detail}")
+    if len(shown) < len(ordered):
+        out.append(f"\n ... and {len(ordered) - len(shown)} more (--json from `specconsole fleet` lists all)")
     return out
 
 
 class ResultsPanel(Static):
     """Shows ``render`` of the last action (or a hint before the first one)."""
 
-    DEFAULT_CSS = "ResultsPanel { height: auto; max-height: 12; padding: 0 1; }"
+    # a fixed height: a new result repaints the panel, not the whole screen's layout
+    DEFAULT_CSS = "ResultsPanel { height: 10; padding: 0 1; }"
+    LINES = 9
 
     def show(self, action: str, results, elapsed_s: float | None = None) -> None:
         self.results = tuple(results)
-        self.update(render(action, self.results, elapsed_s))
+        self.update(render(action, self.results, elapsed_s, self.LINES))
 
     def pending(self, action: str, names) -> None:
         self.update(Text(f"{action}: sent to {len(names)} member(s), waiting for answers...", style="yellow"))
