@@ -103,15 +103,18 @@ def bench(members: int, seconds: float, kind: str, tmp: Path, traffic: str = "wa
         got = [k for k in keys if k is not None]
         out["key_to_screen_ms"] = {"median": round(1000 * statistics.median(got), 1) if got else None,
                                    "max": round(1000 * max(got), 1) if got else None, "missed": len(keys) - len(got)}
-        times = []
+        times, sent = [], []
         for i in range(5):
             n = 7 + i   # a new value each round: the marker cannot be an old result redrawn
             con.expect_after_key(b"=", "Set N", 5.0)
             con.expect_after_key(str(n).encode(), str(n), 5.0)
-            dt = con.expect_after_key(b"\r", f"threshold {n} on {members}: ", 10.0)
-            if dt is not None:
-                times.append(dt)
+            t0 = time.perf_counter()
+            ds = con.expect_after_key(b"\r", "sent to", 10.0)   # the prompt closed, the action began
+            if ds is not None and con.wait_for(f"threshold {n} on {members}: ", 10.0):
+                times.append(time.perf_counter() - t0)
+                sent.append(ds)
             time.sleep(1.0)
+        out["enter_to_sent_ms"] = round(1000 * statistics.median(sent)) if sent else None
         out["threshold_on_screen_ms"] = {"median": round(1000 * statistics.median(times)) if times else None,
                                          "max": round(1000 * max(times)) if times else None,
                                          "missed": 5 - len(times)}
