@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import Callable
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -23,6 +24,22 @@ from console.screens.prompt import PromptScreen
 from server_control.decision import validate_threshold
 
 REFRESH_S = 1.0
+
+
+def gateway_workers(status) -> Text:
+    """The gateway's worker list in one line: member (or URL), health, smg's status, load."""
+    if status is None:
+        return Text("")
+    if not status.reachable:
+        return Text(f"gateway workers: not readable ({status.error})", style="red")
+    line = Text("gateway workers: " if status.workers else "gateway workers: none")
+    for i, w in enumerate(status.workers):
+        if i:
+            line.append(" | ")
+        who = w.member or f"{w.url} (no member)"
+        load = f" load {w.load}" if w.load is not None else ""
+        line.append(f"{who} {w.status}{load}", style="green" if w.healthy else "bold red")
+    return line
 
 
 class FleetScreen(Screen):
@@ -44,6 +61,7 @@ class FleetScreen(Screen):
     ]
     DEFAULT_CSS = """
     FleetScreen #fleet-header { height: 1; padding: 0 1; background: $boost; }
+    FleetScreen #fleet-gateway { height: 1; padding: 0 1; }
     FleetScreen #fleet-table { height: 1fr; }
     """
 
@@ -57,10 +75,12 @@ class FleetScreen(Screen):
         self.last_rows: dict = {}
         self.painted_at = 0.0     # monotonic time of the last table paint (benchmarks read it)
         self._header = ""
+        self._workers = None
         self.rows_cache: tuple = ()
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-header")
+        yield Static(id="fleet-gateway")
         yield FleetTable(id="fleet-table")
         yield ResultsPanel("keys act on the selected members (space), or on every member shown; "
                            "enter opens one, / filters, o sorts", id="fleet-results")
@@ -94,6 +114,10 @@ class FleetScreen(Screen):
         if header != self._header:   # an update re-lays the screen out: only when it changed
             self._header = header
             self.query_one("#fleet-header", Static).update(header)
+        workers = gateway_workers(self.fleet.gateway_status)
+        if workers != self._workers:
+            self._workers = workers
+            self.query_one("#fleet-gateway", Static).update(workers)
         self.painted_at = time.monotonic()
 
     def header(self, shown: int) -> str:

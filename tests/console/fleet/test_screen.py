@@ -57,6 +57,8 @@ async def test_fleet_console_end_to_end(sshd, tmp_path):  # noqa: F811
             await wait_for(pilot, lambda: "launch on 5:" in _results(app), "launch results", 120)
             assert "4 ok, 1 refused" in _results(app) and "gone: attached by URL" in _results(app)
             await wait_for(pilot, lambda: "3/3 workers healthy" in screen_text(app), "the gateway's workers", 60)
+            line = next(x for x in screen_text(app).splitlines() if "gateway workers:" in x)
+            assert all(f"{m} ready" in line for m in "abc") and "gone" not in line
             await wait_for(pilot, lambda: all(screen.last_rows[m]["state"].plain == "ready" for m in "abc"),
                            "members ready", 60)
             text = screen_text(app)
@@ -137,3 +139,17 @@ async def test_sort_filter_select_keys_repaint_from_the_cached_rows():
         await pilot.press("escape")
         assert screen.selected == set() and screen.order == ["a", "b", "c"] and screen.targets() == ["a", "b", "c"]
         assert "no-answer" in screen_text(app)
+
+
+def test_gateway_worker_line_names_members_strangers_and_trouble():
+    from console.fleet.screen import gateway_workers
+    from server_control.fleet.gateway import GatewayStatus, GatewayWorker
+
+    st = GatewayStatus(url="http://127.0.0.1:1", state="ready", reachable=True, workers=(
+        GatewayWorker("http://h:1", "a", True, "ready", 3), GatewayWorker("http://h:2", None, False, "pending", None)))
+    line = gateway_workers(st)
+    assert line.plain == "gateway workers: a ready load 3 | http://h:2 (no member) pending"
+    assert [span.style for span in line.spans] == ["green", "bold red"]
+    down = GatewayStatus(url="u", state="crashed", reachable=False, error="ConnectError")
+    assert gateway_workers(down).plain == "gateway workers: not readable (ConnectError)"
+    assert gateway_workers(None).plain == ""
