@@ -27,6 +27,7 @@ import httpx
 
 from server_control import decision as d
 from server_control import tp_ranks
+from server_control.sanitize import clean_json, strip_controls
 from server_control.snapshot import SettingChange
 from server_control.telemetry.http_poll import auth_headers, describe_error
 from server_control.telemetry.sample import intval
@@ -108,7 +109,7 @@ class Control:
     async def internal_states(self) -> list[dict]:
         resp = await self.client().get(self.url + "/server_info", headers=self._headers())
         resp.raise_for_status()
-        body = json.loads(resp.content.decode("utf-8"))
+        body = clean_json(json.loads(resp.content.decode("utf-8")))   # shown later: terminal-safe now
         states = body.get("internal_states") if isinstance(body, dict) else None
         if not isinstance(states, list):
             raise ValueError("/server_info has no internal_states list")
@@ -185,7 +186,8 @@ class Control:
         except (httpx.HTTPError, ValueError, UnicodeDecodeError) as exc:
             return change(requested, "error", describe_error(exc, f"{self.url}/set_internal_state"))
         if ranks is None:
-            return change(requested, "error", f"/set_internal_state: unexpected answer {resp.text[:200]!r}")
+            return change(requested, "error",
+                          f"/set_internal_state: unexpected answer {strip_controls(resp.text[:200])!r}")
         if not all(ranks):
             return await self._explain_false(key, requested, ranks, seq)
         return await self._read_back(key, value, requested, ranks)

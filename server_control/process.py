@@ -26,6 +26,7 @@ import psutil
 from server_control import identity, run_logs
 from server_control.identity import RunIdentity, run_processes  # noqa: F401 (re-exported)
 from server_control.profile import LaunchSpec
+from server_control.sanitize import strip_controls
 from server_control.run_logs import prune_dir as prune_logs, tail_lines  # noqa: F401 (re-exported)
 
 POLL_S = 0.1
@@ -128,8 +129,9 @@ def exit_status(exit_file: str | Path | None, pid: int, create_time: float,
 
 
 def _cmdline(p: psutil.Process) -> str:
+    """A process's command line as shown to the operator (a process sets its own title)."""
     try:
-        return " ".join(p.cmdline()) or p.name()
+        return strip_controls(" ".join(p.cmdline()) or p.name())
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return "?"
 

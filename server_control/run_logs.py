@@ -17,6 +17,7 @@ import re
 import stat
 from pathlib import Path
 
+from server_control.sanitize import clean_lines
 from server_control.state_files import atomic_write, open_private
 
 _ROTATED = re.compile(r"\.\d+$")
@@ -34,7 +35,8 @@ def open_new_log(path: Path, mode: int = 0o600) -> tuple[Path, int]:
 
 
 def tail_lines(path: str | Path, n: int = 50, max_bytes: int = 256 * 1024) -> list[str]:
-    """The last ``n`` lines of a file (invalid UTF-8 replaced); [] if it cannot be read."""
+    """The last ``n`` lines of a file, terminal-safe (invalid UTF-8 replaced, escape
+    sequences and control characters removed per line); [] if it cannot be read."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -43,7 +45,7 @@ def tail_lines(path: str | Path, n: int = 50, max_bytes: int = 256 * 1024) -> li
             data = f.read()
     except OSError:
         return []
-    lines = data.decode("utf-8", errors="replace").splitlines()
+    lines = clean_lines(data)
     if size > max_bytes and lines:
         lines = lines[1:]  # first one is probably partial
     return lines[-n:]

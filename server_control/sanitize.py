@@ -31,6 +31,23 @@ def strip_controls(text: str) -> str:
     return _ESCAPES.sub("", text.replace("\r\n", "\n"))
 
 
+def clean_json(value: object) -> object:
+    """A parsed JSON document from a server with ``strip_controls`` applied to every string
+    (keys too): whatever part of it is shown later is already terminal-safe."""
+    if isinstance(value, str):
+        return strip_controls(value)
+    if isinstance(value, dict):
+        return {strip_controls(k) if isinstance(k, str) else k: clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    return value
+
+
+def clean_lines(data: bytes) -> list[str]:
+    """``clean_bytes`` split into lines (a sequence left open ends with its line)."""
+    return clean_bytes(data).splitlines()
+
+
 def clean_bytes(data: bytes) -> str:
     """Decode (invalid UTF-8 -> U+FFFD), then ``strip_controls``; a fast path skips the
     regex for the common line with nothing to remove."""

@@ -19,6 +19,7 @@ import time
 import httpx
 
 from server_control import process, runs
+from server_control.sanitize import strip_controls
 
 STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL = (
     "starting", "ready", "unhealthy", "crashed", "stopped", "fatal")
@@ -127,7 +128,7 @@ class WatchLoop:
             r = await client.get(url)
             ok, why = r.status_code == 200, f"HTTP {r.status_code}"
         except (httpx.HTTPError, OSError) as exc:
-            ok, why = False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            ok, why = False, strip_controls(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         if self.state not in (STARTING, READY, UNHEALTHY):
             return
         if ok:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from server_control.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
+from server_control.sanitize import strip_controls
 
 if TYPE_CHECKING:
     from server_control.profile import Profile
@@ -35,8 +36,9 @@ class UsageError(Exception):
 
 
 def error(message: str, prefix: str = "specconsole") -> None:
-    """The one error printer: ``<prefix>: <message>`` on stderr."""
-    print(f"{prefix}: {message}", file=sys.stderr, flush=True)
+    """The one error printer: ``<prefix>: <message>`` on stderr (terminal-safe: a message
+    may quote a server, a log or a profile)."""
+    print(strip_controls(f"{prefix}: {message}"), file=sys.stderr, flush=True)
 
 
 def usage_error(message: str) -> int:

@@ -29,6 +29,7 @@ import httpx
 from server_control.fleet.spec import FleetSpec, GatewaySpec
 from server_control.ports import free_port
 from server_control.profile import LaunchSpec, Profile, ProfileError
+from server_control.sanitize import clean_json
 from server_control.state_dir import resolve_state_dir
 
 SMG_MODULE = "smg"
@@ -215,7 +216,7 @@ class Gateway:
         try:
             resp = await self._client.get(self.url + "/workers")
             resp.raise_for_status()
-            workers = parse_workers(resp.json(), self.members_by_url)
+            workers = parse_workers(clean_json(resp.json()), self.members_by_url)
         except (httpx.HTTPError, ValueError) as exc:
             return GatewayStatus(reachable=False, error=f"{self.url}/workers: {type(exc).__name__}: {exc}", **base)
         if base["state"] == "starting" and not self.supervise:

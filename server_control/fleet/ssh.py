@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server_control.fleet.spec import MemberSpec
+from server_control.sanitize import clean_json
 
 SSH = "ssh"
 SSH_FAILED = 255
@@ -76,7 +77,7 @@ class SshResult:
             except ValueError:
                 continue
             if isinstance(value, dict):
-                return value
+                return clean_json(value)   # a remote server's words: terminal-safe from here on
         return None
 
     def why(self) -> str:

@@ -20,6 +20,7 @@ from typing import Callable
 
 import httpx
 
+from server_control.sanitize import clean_json, strip_controls
 from server_control.telemetry.sample import (Load, Sample, fresh_decode_load, load_from_loads,
                                              load_from_metrics, load_from_records, sample_from_server_info)
 
@@ -36,16 +37,17 @@ def auth_headers(key: str | None) -> dict[str, str]:
 
 
 def describe_error(exc: BaseException, what: str) -> str:
-    """One line naming what failed (``what``: the endpoint or its URL) and why."""
+    """One line naming what failed (``what``: the endpoint or its URL) and why (what a
+    server said in it, a reason phrase or a body, is made terminal-safe)."""
     if isinstance(exc, httpx.TimeoutException):
         return f"{what}: timed out"
     if isinstance(exc, httpx.ConnectError):
-        return f"{what}: connection refused or host unreachable ({exc})"
+        return strip_controls(f"{what}: connection refused or host unreachable ({exc})")
     if isinstance(exc, httpx.HTTPStatusError):
         return f"{what}: HTTP {exc.response.status_code}"
     if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
-        return f"{what}: invalid JSON ({exc})"
-    return f"{what}: {type(exc).__name__}: {exc}"
+        return strip_controls(f"{what}: invalid JSON ({exc})")
+    return strip_controls(f"{what}: {type(exc).__name__}: {exc}")
 
 
 class HttpPoller:
@@ -97,7 +99,7 @@ class HttpPoller:
 
     async def get_json(self, path: str) -> object:
         resp = await self.get(path)
-        return json.loads(resp.content.decode("utf-8"))
+        return clean_json(json.loads(resp.content.decode("utf-8")))   # shown later: terminal-safe now
 
     async def server_info(self) -> dict:
         try:

@@ -16,6 +16,10 @@
                   1 speculative, 2 target_only) and reads back as its name
   --mode stalerank  typed, with TP 2 published per rank (dynamic_speculation.ranks) where
                   TP1 never takes a runtime change: SGLang answers from TP0 only ([true])
+  --mode hostile  every string it controls carries terminal control sequences (HOSTILE:
+                  CSI, OSC title, OSC 52 clipboard, OSC 8 hyperlink, DCS, C1): /server_info
+                  (model path, version, modes, last switch), /v1/loads, its log lines, and
+                  its refusal of /set_internal_state
 
 Usage: python stock_server.py --port P --mode M [--max-lifetime S]; logs to stdout.
 """
@@ -39,10 +43,15 @@ from starlette.routing import Route
 
 def log(msg: str) -> None:
     ts = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-    print(f"[{ts}] {msg}", flush=True)
+    sys.stdout.buffer.write(f"[{ts}] {msg}\n".encode("utf-8"))   # whatever the locale
+    sys.stdout.buffer.flush()
 
 
 FORCE = ("auto", "speculative", "target_only")
+# every kind of sequence a terminal acts on; what is left once they are removed is VISIBLE
+HOSTILE = ("A\x1b[31mB\x1b]0;pwned-title\x07C\x1b]52;c;aGVsbG8=\x07D\x1b]8;;http://evil.example/\x1b\\E"
+           "\x1b]8;;\x1b\\F\x1bP1$qm\x1b\\G\x9b31mH\x9d0;t\x9cI")
+VISIBLE = "ABCDEFGHI"
 
 
 def build(mode: str) -> Starlette:
@@ -68,6 +77,16 @@ def build(mode: str) -> Starlette:
                       if r == 0 else 5, "force": "auto", "mode": "speculative"} for r in (0, 1)]
             return JSONResponse({"model_path": "stale-model", "tp_size": 2, "internal_states": [
                 dict(state, dynamic_speculation={"mode": "speculative", "active": True, "ranks": ranks})]})
+        if mode == "hostile":
+            return JSONResponse({"model_path": f"model-{HOSTILE}", "version": f"v-{HOSTILE}", "tp_size": 1,
+                                 "dp_size": 1, "speculative_algorithm": HOSTILE,
+                                 "speculative_disable_batch_threshold": 5, "internal_states": [{
+                                     "speculative_disable_batch_threshold": 5,
+                                     "speculative_disable_min_dwell_steps": 10,
+                                     "speculative_disable_force_mode": f"auto{HOSTILE}",
+                                     "dynamic_speculation": {"mode": f"speculative{HOSTILE}", "switch_count": 1,
+                                                             "threshold": 5, "low_mark": 4,
+                                                             "last_switch": f"switched {HOSTILE}"}}]})
         return JSONResponse({"model_path": "stock-model", "tp_size": 1, "dp_size": 1, "version": "0.5.23",
                              "speculative_algorithm": "EAGLE3",
                              "internal_states": [{"speculative_accept_threshold_single": 1.0,
@@ -89,8 +108,11 @@ def build(mode: str) -> Starlette:
             for key, value in args.items():
                 state[key] = FORCE[int(value)] if key == "speculative_disable_force_mode" else int(value)
             return JSONResponse([True])
-        for key in (body.get("server_args") or {}):
-            log(f"Updating {key} is not supported.")
+        for key, value in (body.get("server_args") or {}).items():
+            if mode == "hostile":
+                log(f"Dynamic speculation: refused {key}={value}: {HOSTILE}")
+            else:
+                log(f"Updating {key} is not supported.")
         return JSONResponse([False])
 
     async def metrics(request: Request):
@@ -104,14 +126,18 @@ def build(mode: str) -> Starlette:
             media_type="text/plain; version=0.0.4")
 
     async def decode_lines():
-        while True:
+        if mode == "hostile":
+            for _ in range(3):
+                log(f"Prefill batch. #new-seq: 1, {HOSTILE}")
+                log(f"Unterminated title \x1b]0;{HOSTILE}")
+        while mode == "noload":
             log("Decode batch, #running-req: 4, #token: 900, token usage: 0.02, accept len: 2.50, "
                 "accept rate: 0.50, cuda graph: True, gen throughput (token/s): 77.00, #queue-req: 1, ")
             await asyncio.sleep(0.1)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        task = asyncio.get_running_loop().create_task(decode_lines()) if mode == "noload" else None
+        task = asyncio.get_running_loop().create_task(decode_lines()) if mode in ("noload", "hostile") else None
         yield
         if task:
             task.cancel()
@@ -126,7 +152,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--mode", choices=("stock", "garbage", "hang", "typed", "metrics", "noload", "nogate",
-                                           "stalerank"), default="stock")
+                                           "stalerank", "hostile"), default="stock")
     p.add_argument("--max-lifetime", type=float, default=120.0)
     a = p.parse_args()
     timer = threading.Timer(a.max_lifetime, lambda: os.kill(os.getpid(), signal.SIGTERM))
