@@ -25,6 +25,7 @@ from typing import Any
 from server_control import decision
 from server_control.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
 from server_control.profile_schema import KINDS, SIM_KEYS, log_mode, validate  # noqa: F401 (re-exported)
+from server_control.run_logs import log_dir_problem
 from server_control.state_dir import resolve_state_dir
 
 SERVE_MODULES = {"sim": "server_control.sim", "sglang": "server_control.sglang_patch.serve"}
@@ -221,12 +222,21 @@ class Profile:
                     n = max(n, int(tail))
         return d / f"{time.strftime('%Y%m%d-%H%M%S')}-{n + 1}.log"
 
+    def _check_log_dir(self, state_dir: Path, preview: list[str] | None) -> None:
+        problem = log_dir_problem(self.log_dir(state_dir))
+        if problem is not None:
+            err = self._err("[server] log_dir", f"no log file can be created there: {problem}")
+            if preview is None:
+                raise err
+            preview.append(str(err))
+
     def launch_spec(self, state_dir: str | Path | None = None,
                     preview: list[str] | None = None) -> LaunchSpec:
         """The exact command and environment. ``preview`` (for --dry-run): a list that
         collects what would stop a real launch (unset key variables, a missing python)
         instead of raising, so the operator still sees the whole command."""
         sd = resolve_state_dir(state_dir)
+        self._check_log_dir(sd, preview)
         argv = (self.python(preview), "-m", SERVE_MODULES[self.kind], *self.server_args(preview))
         overrides = dict(self.env)
         overrides.setdefault("PYTHONUNBUFFERED", "1")

@@ -34,6 +34,21 @@ def open_new_log(path: Path, mode: int = 0o600) -> tuple[Path, int]:
             candidate = path.with_name(f"{stem}.{n}.log")
 
 
+def log_dir_problem(log_dir: Path) -> str | None:
+    """Why a run could not create its log file in ``log_dir`` (None: it can)."""
+    d = Path(log_dir)
+    probe = d
+    while not probe.exists():            # the nearest existing ancestor must let us create
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        return f"{probe} is not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable" + (f" (cannot create {d})" if probe != d else "")
+    return None
+
+
 def tail_lines(path: str | Path, n: int = 50, max_bytes: int = 256 * 1024) -> list[str]:
     """The last ``n`` lines of a file, terminal-safe (invalid UTF-8 replaced, escape
     sequences and control characters removed per line); [] if it cannot be read."""

@@ -9,8 +9,13 @@ in which case it says that the server is back on the profile's values.
 """
 from __future__ import annotations
 
+import logging
+
 from server_control import decision as d
+from server_control import runs
 from server_control.control import VALIDATE, Control
+
+log = logging.getLogger(__name__)
 
 ORDER = (d.THRESHOLD_KEY, d.HYSTERESIS_KEY, d.DWELL_KEY, d.FORCE_KEY)
 PROFILE_KEY = {d.THRESHOLD_KEY: "threshold", d.HYSTERESIS_KEY: "hysteresis",
@@ -51,3 +56,51 @@ async def reapply(control: Control, runtime: dict, profile_dynamic: dict) -> tup
     if failed:
         return False, f"could not re-apply runtime settings after the restart ({'; '.join(failed)})"
     return True, f"re-applied runtime settings after the restart: {what}"
+
+
+class RuntimeSettings:
+    """Mixin of ``Supervisor`` (server_control/supervisor.py): the run's runtime settings."""
+
+    def current_runtime(self) -> dict:
+        disk = self._load_disk()
+        rec = disk if disk is not None and (self.record is None or disk.pid == self.record.pid) else self.record
+        return dict(rec.runtime) if rec is not None else {}
+
+    async def remember_runtime(self, key: str, value: object) -> None:
+        """A runtime setting was applied to this run: keep it for the next restart."""
+        rec = self.record
+        if rec is None:
+            return
+        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, lambda r: remember(
+            r.runtime, key, value, self._dynamic))
+        if saved is not None and self.record is rec:
+            self.record = saved
+
+    async def reapply_runtime(self) -> None:
+        """Once the restarted server is ready: set what was changed at runtime before."""
+        rec = self.record
+        if rec is None or not rec.runtime_pending:
+            return
+        claimed: list = []
+
+        def claim(r: runs.RunRecord) -> None:
+            if r.runtime_pending:
+                claimed.append(dict(r.runtime))
+            r.runtime_pending = False
+        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, claim)
+        if saved is not None and self.record is rec:
+            self.record = saved
+        if not claimed:   # another process got there first
+            return
+        try:
+            control = Control(self.profile.url, self.profile.api_key(), self.profile.admin_api_key(),
+                              timeout_s=self.profile.health["timeout_s"])
+        except ValueError as exc:   # ProfileError: a key variable went missing
+            self._set(runtime_note=f"could not re-apply runtime settings after the restart: {exc}")
+            return
+        try:
+            ok, note = await reapply(control, claimed[0], self._dynamic)
+        finally:
+            await control.aclose()
+        (log.info if ok else log.warning)("%s: %s", self.profile.name, note)
+        self._set(runtime_note=note, last_error=None if ok else note)

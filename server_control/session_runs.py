@@ -91,6 +91,7 @@ class ProfileRun:
 
         self.sup = Supervisor(profile, state_dir=state_dir)
         self.supervise = supervise
+        self.needs_handoff = False   # set by close(): we supervised a run that goes on without us
         self._watch: asyncio.Task | None = None
         self._pids: list[int] = []
         self._reachable = False
@@ -99,9 +100,12 @@ class ProfileRun:
         self.sup.on_change = lambda _sup: on_change()
         self.sup.adopt()
         if self.supervise:
+            self.sup.reclaim_from_handoff()   # a console that quit handed it to `supervise`: take it back
             self._watch = asyncio.create_task(self.sup.watch(), name="supervise")
 
     async def close(self) -> None:
+        self.needs_handoff = bool(self.sup.supervising and self.sup.record is not None
+                                  and self.sup.state not in ("stopped", "fatal"))
         if self._watch is not None:
             self._watch.cancel()
             try:

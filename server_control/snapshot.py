@@ -22,96 +22,16 @@ from server_control.verify import VerifyLayer, Verification
 Point = tuple[float, float]
 MODES = ("speculative", "target_only")
 _EMPTY: Mapping[str, float] = MappingProxyType({})
-_EMPTY_SETTINGS: Mapping[str, int | str] = MappingProxyType({})
 
 __all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LiveLoad", "LogStatus", "ModeShare", "RunStatus", "Series", "ServerStatus",
            "SessionSnapshot", "SettingChange", "SpecStatus", "Switch", "Timeline", "Verification", "VerifyLayer"]
 
 
-# ---- tolerant readers (JSON values of the wrong type become None) ------------------------
-def _int(v: object) -> int | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
-        return None
-    return int(v)
-
-
-def _num(v: object) -> float | int | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
-        return None
-    return v
-
-
-def _str(v: object) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _bool(v: object) -> bool | None:
-    return v if isinstance(v, bool) else None
-
-
-def _obj(v: object) -> dict:
-    return v if isinstance(v, dict) else {}
-
-
-def _list(v: object) -> list:
-    return v if isinstance(v, list) else []
-
-
-def _counts(v: object) -> Mapping[str, float]:
-    return MappingProxyType({k: x for k, x in _obj(v).items() if isinstance(k, str) and _num(x) is not None})
+from server_control.json_read import _bool, _counts, _int, _list, _num, _obj, _str  # noqa: F401 (tolerant readers)
+from server_control.run_status import RunStatus, SupervisorInfo  # noqa: F401 (a part of the snapshot)
 
 
 # ---- the parts -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RunStatus:
-    """The server's run. The supervision facts (``supervising``, ``last_error``,
-    ``next_restart_in_s``) exist only where a supervisor does (a profile's run), so an
-    attached server's JSON has none of their keys."""
-
-    state: str | None = None  # starting|ready|unhealthy|crashed|stopped|fatal|external
-    pid: int | None = None
-    pgid: int | None = None
-    started_at: str | None = None
-    uptime_s: float | None = None
-    port: int | None = None
-    restarts: int = 0
-    log_path: str | None = None
-    exit_code: int | None = None
-    fatal_reason: str | None = None
-    processes: tuple[int, ...] = ()
-    supervising: bool | None = None  # None: no supervisor (attached)
-    last_error: str | None = None
-    next_restart_in_s: float | None = None
-    runtime: Mapping[str, int | str] = field(default_factory=lambda: _EMPTY_SETTINGS)  # settings changed
-    runtime_note: str | None = None   # at runtime, kept across restarts (server_control/runtime_settings.py)
-
-    def to_json(self) -> dict:
-        out = {"state": self.state, "pid": self.pid, "pgid": self.pgid, "started_at": self.started_at,
-               "uptime_s": self.uptime_s, "port": self.port, "restarts": self.restarts,
-               "log_path": self.log_path, "exit_code": self.exit_code, "fatal_reason": self.fatal_reason,
-               "processes": list(self.processes)}
-        if self.supervising is not None:
-            out.update(supervising=self.supervising, last_error=self.last_error,
-                       next_restart_in_s=self.next_restart_in_s, runtime=dict(self.runtime),
-                       runtime_note=self.runtime_note)
-        return out
-
-    @classmethod
-    def from_json(cls, raw: object) -> RunStatus:
-        r = _obj(raw)
-        return cls(state=_str(r.get("state")), pid=_int(r.get("pid")), pgid=_int(r.get("pgid")),
-                   started_at=_str(r.get("started_at")), uptime_s=_num(r.get("uptime_s")),
-                   port=_int(r.get("port")), restarts=_int(r.get("restarts")) or 0,
-                   log_path=_str(r.get("log_path")), exit_code=_int(r.get("exit_code")),
-                   fatal_reason=_str(r.get("fatal_reason")),
-                   processes=tuple(p for p in map(_int, _list(r.get("processes"))) if p is not None),
-                   supervising=_bool(r.get("supervising")), last_error=_str(r.get("last_error")),
-                   next_restart_in_s=_num(r.get("next_restart_in_s")),
-                   runtime=MappingProxyType({k: v for k, v in _obj(r.get("runtime")).items()
-                                             if isinstance(v, (int, str)) and not isinstance(v, bool)}),
-                   runtime_note=_str(r.get("runtime_note")))
-
-
 @dataclass(frozen=True)
 class ServerStatus:
     reachable: bool = False

@@ -38,6 +38,7 @@ import httpx
 import psutil
 
 from server_control import identity, process, run_logs, runs, runtime_settings
+from server_control.supervisor_role import HANDOFF, ROLES, SupervisorRole  # noqa: F401 (re-exported)
 from server_control.process import ProcInfo, StopResult
 from server_control.profile import Profile
 from server_control.restart_policy import RestartPolicy
@@ -50,7 +51,7 @@ log = logging.getLogger(__name__)
 MAX_MEMBERS = 512
 
 
-class Supervisor(WatchLoop):
+class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
     def __init__(self, profile: Profile, state_dir=None,
                  on_change: Callable[["Supervisor"], None] | None = None, role: str = "console"):
         self.profile = profile
@@ -76,6 +77,7 @@ class Supervisor(WatchLoop):
         self._fails = 0
         self._procs_cache: tuple[float, list[ProcInfo]] = (0.0, [])
         self._seen: set[tuple[int, float]] = set()   # leaders this process launched or verified
+        self._sup_cache: tuple[float, dict | None] = (0.0, None)
 
     # -- state ------------------------------------------------------------------------------
     def _set(self, state: str | None = None, **attrs) -> None:
@@ -170,7 +172,8 @@ class Supervisor(WatchLoop):
             last_error=self.last_error,
             next_restart_in_s=(round(max(0.0, self.next_restart_at - time.time()), 1)
                                if self.next_restart_at else None),
-            runtime=MappingProxyType(dict(rec.runtime) if rec else {}), runtime_note=self.runtime_note)
+            runtime=MappingProxyType(dict(rec.runtime) if rec else {}), runtime_note=self.runtime_note,
+            supervisor=self.supervisor_of())
 
     def snapshot(self) -> dict:
         """``status()`` as JSON (`specconsole supervise --json`)."""
@@ -193,22 +196,19 @@ class Supervisor(WatchLoop):
                 f"server pid {rec.pid} is gone but {len(left)} process(es) of its run remain "
                 f"({names}); stop or launch cleans them up"))
             return None
-        if rec.fatal_reason:
-            self._set(FATAL, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code, restarts=rec.restarts,
-                      fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
-        lock = None if self.supervising else runs.RestartLock.acquire(self.profile.name, self.state_dir)
-        if lock is None and not self.supervising:   # its supervisor is about to restart it
-            if rec.fatal_reason:
-                self._set(record=rec)
-            else:
-                code = process.exit_status(self.exit_file, rec.pid, rec.create_time, wait_s=0)
-                self._set(CRASHED, record=rec, exit_code=code, last_error=(
-                    f"server pid {rec.pid} exited ({exit_words(code)}); the process supervising it "
-                    "restarts it"))
+        if rec.fatal_reason:    # kept for the next console, which reads the reason once
+            self._set(FATAL, record=rec, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code,
+                      restarts=rec.restarts, fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
+            if not self.supervising and not runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
+                runs.delete_record(self.profile.name, self.state_dir, pid=rec.pid)
             return None
-        if lock is not None:
-            lock.release()
-        runs.delete_record(self.profile.name, self.state_dir, pid=rec.pid)
+        code = process.exit_status(self.exit_file, rec.pid, rec.create_time, wait_s=0)
+        if self.supervising or runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
+            who = "the process supervising it restarts it"
+        else:
+            who = "nobody supervises it: `specconsole launch` or `supervise` starts it again"
+        self._set(CRASHED, record=rec, exit_code=code, restarts=rec.restarts,
+                  last_error=f"server pid {rec.pid} exited ({exit_words(code)}); {who}")
         return None
 
     # -- launch -----------------------------------------------------------------------------
@@ -302,51 +302,6 @@ class Supervisor(WatchLoop):
             raise RuntimeError(f"restart aborted: {res.message}")
         return await self.launch(runtime=carry)
 
-    def current_runtime(self) -> dict:
-        disk = self._load_disk()
-        rec = disk if disk is not None and (self.record is None or disk.pid == self.record.pid) else self.record
-        return dict(rec.runtime) if rec is not None else {}
-
-    async def remember_runtime(self, key: str, value: object) -> None:
-        """A runtime setting was applied to this run: keep it for the next restart."""
-        rec = self.record
-        if rec is None:
-            return
-        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, lambda r: runtime_settings.remember(
-            r.runtime, key, value, self._dynamic))
-        if saved is not None and self.record is rec:
-            self.record = saved
-
-    async def reapply_runtime(self) -> None:
-        """Once the restarted server is ready: set what was changed at runtime before."""
-        rec = self.record
-        if rec is None or not rec.runtime_pending:
-            return
-        claimed: list = []
-
-        def claim(r: runs.RunRecord) -> None:
-            if r.runtime_pending:
-                claimed.append(dict(r.runtime))
-            r.runtime_pending = False
-        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, claim)
-        if saved is not None and self.record is rec:
-            self.record = saved
-        if not claimed:   # another process got there first
-            return
-        from server_control.control import Control
-        try:
-            control = Control(self.profile.url, self.profile.api_key(), self.profile.admin_api_key(),
-                              timeout_s=self.profile.health["timeout_s"])
-        except ValueError as exc:   # ProfileError: a key variable went missing
-            self._set(runtime_note=f"could not re-apply runtime settings after the restart: {exc}")
-            return
-        try:
-            ok, note = await runtime_settings.reapply(control, claimed[0], self._dynamic)
-        finally:
-            await control.aclose()
-        (log.info if ok else log.warning)("%s: %s", self.profile.name, note)
-        self._set(runtime_note=note, last_error=None if ok else note)
-
     async def wait_ready(self, timeout: float) -> str:
         """Probe health until ready (no restarts); returns the state reached: ready, crashed
         (the server exited first) or starting (timeout)."""
@@ -375,8 +330,3 @@ class Supervisor(WatchLoop):
             return False, None
         code = await asyncio.to_thread(process.exit_status, self.exit_file, rec.pid, rec.create_time)
         return True, code
-
-    def supervisor_info(self) -> dict:
-        me = psutil.Process()
-        return {"pid": me.pid, "create_time": me.create_time(), "kind": self.role,
-                "since": iso_time(time.time())}

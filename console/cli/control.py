@@ -3,7 +3,7 @@
 threshold: without N, print the threshold every DP rank reads back; with N, set it through
 /set_internal_state and confirm it on every rank. `--force MODE` sets the forced mode
 (auto | speculative | target_only) instead.
-  Exit codes: 0 read / applied; 1 refused, unsupported (stock SGLang) or error;
+  Exit codes: 0 read / applied; 1 refused by the server, unsupported (stock SGLang) or error;
   2 bad arguments; 130 interrupted.
 
 verify: the three layers (configuration, initialisation, runtime), each pass / fail /
@@ -16,16 +16,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import time
 
 from console.cli.common import (EXIT_FAILED, EXIT_OK, UsageError, add_target_arguments, error, open_session,
                                 run_async, settle, unreachable_hint)
 from console.cli.status import verification_text
+from server_control.decision import validate_force, validate_threshold
 from server_control.operation import OperationResult
 from server_control.verify import Verification
 
-THRESHOLD_EPILOG = "Exit codes: 0 read/applied, 1 refused/unsupported/error, 2 bad arguments, 130 interrupted."
+THRESHOLD_EPILOG = ("Exit codes: 0 read/applied, 1 refused by the server/unsupported/error, 2 bad arguments "
+                    "(an invalid N or MODE: nothing is sent), 130 interrupted.")
 VERIFY_EPILOG = "Exit codes: 0 all pass, 1 a failure, 3 pending, 2 bad arguments, 130 interrupted."
 
 
@@ -50,6 +51,12 @@ def _print_change(args, result: OperationResult) -> None:
 async def _threshold(args) -> int:
     if args.value is not None and args.force is not None:
         raise UsageError("give either N or --force MODE, not both")
+    try:   # a bad N or MODE is a bad argument (exit 2, nothing sent): ASCII digits only, 0..4096
+        value = validate_threshold(args.value) if args.value is not None else None
+        if args.force is not None:
+            validate_force(args.force)
+    except ValueError as exc:
+        raise UsageError(f"refused: {exc}") from None
     session = open_session(args)
     await session.start()
     try:
@@ -67,8 +74,7 @@ async def _threshold(args) -> int:
         await settle(session, timeout_s=2.0)  # the log is read, so a refusal can quote it
         if args.force is not None:
             result = await session.set_force(args.force)
-        else:  # "-1" -> -1, so the refusal names the range, not the type
-            value = int(args.value) if re.fullmatch(r"\s*[+-]?\d+\s*", args.value) else args.value
+        else:
             result = await session.set_threshold(value)
         _print_change(args, result)
         if result.change is not None and result.change.state == "error" and not (session.last and session.last.reachable):

@@ -12,7 +12,8 @@ import importlib
 import os
 import sys
 
-from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
+from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, error
+from server_control.state_dir import StateDirError
 
 COMMAND_MODULES = (
     "console.cli.ui",        # (default) the TUI on a profile, `demo`, `attach`
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
+    except StateDirError as exc:   # an unsafe state dir: refused, with how to fix it
+        error(str(exc))
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -26,7 +26,9 @@ from console.cli.common import (EXIT_CONFLICT, EXIT_FAILED, EXIT_OK, EXIT_TIMEOU
 from server_control import process, runs
 from server_control.interpreter import check_sglang
 from server_control.profile import ProfileError
-from server_control.supervisor import FATAL, READY, STOPPED, RunConflict, Supervisor
+from server_control.supervisor import (FATAL, HANDOFF, READY, STARTING, STOPPED, UNHEALTHY, RunConflict, Supervisor,
+                                       exit_words)
+from server_control.supervisor_role import ROLE_WORDS
 
 EPILOGS = {
     "launch": "Exit codes: 0 launched (with --wait: ready), 1 failed, 2 bad profile/arguments, 3 a live run "
@@ -195,11 +197,16 @@ async def _supervise(args, profile) -> int:
         if sup.last_error:
             bits.append(sup.last_error)
         line = "  ".join(bits)
-        if last.get("line") != line:   # e.g. only `supervising` changed: nothing new to read
+        if last.get("line") != line:   # e.g. only `supervising` changed: said below
             last["line"] = line
             print(f"{time.strftime('%H:%M:%S')}  {line}", flush=True)
+        if "supervising" in last and last["supervising"] != sup.supervising:   # after the first words
+            last["supervising"] = sup.supervising
+            print(f"{time.strftime('%H:%M:%S')}  {profile.name}: "
+                  + ("now supervising (took over the restart lock)" if sup.supervising else "no longer supervising"),
+                  flush=True)
 
-    sup = _supervisor(args, profile, on_change=report)
+    sup = _supervisor(args, profile, on_change=report, role=HANDOFF if args.handed_off else "supervise")
     rec = sup.adopt()
     how = "adopted"
     if rec is None:
@@ -215,15 +222,16 @@ async def _supervise(args, profile) -> int:
         except (OSError, RuntimeError) as exc:
             error(f"launch failed: {exc}")
             return EXIT_FAILED
-    _out(args, {"event": how, "profile": profile.name, "run": _run_dict(rec)},
-         f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n"
-         "supervising (Ctrl-C detaches and leaves the server running)")
-
     loop = asyncio.get_running_loop()
     detach = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, detach.set)
     watch = asyncio.create_task(sup.watch())
+    await asyncio.sleep(0)   # the loop's first step tries the restart lock
+    _out(args, {"event": how, "profile": profile.name, "run": _run_dict(rec), "supervising": sup.supervising,
+                "supervisor": (lambda w: w.to_json() if w else None)(sup.supervisor_of())},
+         f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + _role_line(sup))
+    last["supervising"] = sup.supervising
     stopped_since: float | None = None
     code = EXIT_OK
     try:
@@ -248,8 +256,11 @@ async def _supervise(args, profile) -> int:
             except asyncio.TimeoutError:
                 pass
         if detach.is_set() and sup.record is not None:
-            _out(args, {"event": "detached", "profile": profile.name, "pid": sup.record.pid},
-                 f"detached; server left running (pid {sup.record.pid})")
+            running = sup.state in (STARTING, READY, UNHEALTHY)
+            _out(args, {"event": "detached", "profile": profile.name, "pid": sup.record.pid,
+                        "server_running": running, "state": sup.state, "exit_code": sup.exit_code},
+                 f"detached; server left running (pid {sup.record.pid})" if running else
+                 f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})")
     finally:
         watch.cancel()
         try:
@@ -260,6 +271,15 @@ async def _supervise(args, profile) -> int:
             error(f"supervision loop failed: {type(exc).__name__}: {exc}")
             code = EXIT_FAILED
     return code
+
+
+def _role_line(sup: Supervisor) -> str:
+    if sup.supervising:
+        return "supervising (Ctrl-C detaches and leaves the server running)"
+    who = sup.supervisor_of()
+    holder = f"{ROLE_WORDS.get(who.kind, who.kind)} pid {who.pid}" if who else "another process"
+    return (f"watching only: {holder} supervises this run and restarts its crashes; this process "
+            "takes over if it stops (Ctrl-C leaves)")
 
 
 def register(subparsers) -> None:
@@ -294,4 +314,6 @@ def register(subparsers) -> None:
                               help="adopt or launch, then keep the server alive (no screen)")
     p.add_argument("--linger", type=float, default=10.0, metavar="S",
                    help="after a stop from elsewhere, wait S seconds for a relaunch before exiting")
+    p.add_argument("--handed-off", action="store_true",
+                   help="started by a console that quit leaving the server running (the next console takes over)")
     p.set_defaults(func=cmd_supervise)

@@ -17,7 +17,8 @@ import json
 
 from console.cli.common import (EXIT_FAILED, EXIT_OK, add_target_arguments, error, open_session, run_async, settle,
                                 unreachable_hint)
-from server_control.snapshot import SessionSnapshot, Verification
+from server_control.snapshot import RunStatus, SessionSnapshot, Verification
+from server_control.supervisor_role import ROLE_WORDS
 
 EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason), "
           "2 bad profile/arguments, 130 interrupted.")
@@ -31,10 +32,29 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _run_state(run: RunStatus) -> str:
+    """``crashed (exit 3)``, ``crashed (exit -9, signal 9)``: how a dead run ended."""
+    state, code = run.state, run.exit_code
+    if state not in ("crashed", "fatal"):
+        return str(state)
+    if code is None:
+        return f"{state} (exit code unknown)"
+    return f"{state} (exit {code}" + (f", signal {-code})" if code < 0 else ")")
+
+
+def _supervisor_line(run: RunStatus) -> str:
+    who = run.supervisor
+    if run.supervising:
+        return "supervisor: this process"
+    if who is None:
+        return "supervisor: none (nobody restarts a crash; `specconsole supervise` would)"
+    return f"supervisor: {ROLE_WORDS.get(who.kind, who.kind)}, pid {who.pid}, since {who.since}"
+
+
 def render_text(snap: SessionSnapshot) -> str:
     run, srv, spec, live, gpus, ver = snap.run, snap.server, snap.spec, snap.live, snap.gpus, snap.verify
     lines = [
-        f"{snap.profile or '(attached)'}  {snap.url}  run: {run.state}"
+        f"{snap.profile or '(attached)'}  {snap.url}  run: {_run_state(run)}"
         + (f" pid {run.pid}" if run.pid else "") + f"  restarts {run.restarts}",
         f"server: {'reachable' if srv.reachable else 'UNREACHABLE: ' + str(srv.error)}"
         f"  model {_fmt(srv.model)}  tp {_fmt(srv.tp_size)}  dp {_fmt(srv.dp_size)}"
@@ -46,6 +66,9 @@ def render_text(snap: SessionSnapshot) -> str:
         f"live: batch {_fmt(live.batch)}  queue {_fmt(live.queue)}  token usage {_fmt(live.token_usage)}"
         f"  gen {_fmt(live.gen_throughput)} tok/s  accept len {_fmt(live.accept_len)}",
     ]
+    if run.supervising is not None:   # a profile's run (an attached server has no supervision)
+        lines.append(_supervisor_line(run))
+        lines += [f"  {note}" for note in (run.last_error, run.runtime_note) if note]
     for mode, pm in snap.timeline.per_mode.items():
         lines.append(f"  {mode:12s} share {_fmt(pm.share)}  {_fmt(pm.tok_s)} tok/s")
     if gpus.available:

@@ -64,14 +64,20 @@ def register(subparsers) -> None:
     attach.set_defaults(func=run_attach)
 
 
-def _run_app(session, args, after: str = "", **kwargs) -> int:
-    """Run the screen; then print its farewell (and ``after`` when the server was left running)."""
+def _run_app(session, args, after: str = "", handoff: list[str] | None = None, **kwargs) -> int:
+    """Run the screen; then print its farewell (and ``after`` when the server was left
+    running). A server left running that this console supervised is handed to a detached
+    `specconsole supervise` (``handoff``: the arguments that name its run)."""
     from console.app import SpecConsoleApp  # noqa: PLC0415 - textual only when a screen is wanted
+    from console.handoff import hand_off  # noqa: PLC0415
 
     app = SpecConsoleApp(session, **kwargs)
     app.run(mouse=not args.no_mouse)
+    handed = hand_off(session, handoff) if handoff is not None else None
     if app.farewell:
         print(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""))
+    if handed is not None:
+        print(f"specconsole: {handed.words()}")
     return app.return_code or EXIT_OK
 
 
@@ -84,7 +90,8 @@ def run_ui(args) -> int:
         session = Session.for_profile(profile, state_dir=args.state_dir)
     except (ProfileError, OSError, UsageError) as exc:
         return usage_error(str(exc))
-    return _run_app(session, args, what="server", quit_stops=False, launch="offer")
+    return _run_app(session, args, what="server", quit_stops=False, launch="offer",
+                    handoff=["--profile", str(profile.path), "--state-dir", str(session.run.sup.state_dir)])
 
 
 def run_demo(args) -> int:
@@ -105,7 +112,8 @@ def run_demo(args) -> int:
         return usage_error(str(exc))
     notice = "; ".join(filter(None, [target.note, f"demo state dir {target.state_dir}; headless: {target.hint()}"]))
     return _run_app(session, args, what="simulator", quit_stops=True, launch="auto", notice=notice,
-                    after=f"stop it with: {target.hint().replace('status', 'stop')}")
+                    after=f"stop it with: {target.hint().replace('status', 'stop')}",
+                    handoff=["--demo", "--state-dir", str(target.state_dir)])
 
 
 def run_attach(args) -> int:

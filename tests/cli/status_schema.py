@@ -33,7 +33,8 @@ RUN = {"state": STR, "pid": opt(int), "pgid": opt(int), "started_at": opt(str), 
        "port": opt(int), "restarts": INT, "log_path": opt(str), "exit_code": opt(int),
        "fatal_reason": opt(str), "processes": ListOf(INT)}
 RUN_SUPERVISED = {**RUN, "supervising": (bool,), "last_error": opt(str), "next_restart_in_s": opt(*NUM),
-                  "runtime": MapOf((int, str)), "runtime_note": opt(str)}
+                  "runtime": MapOf((int, str)), "runtime_note": opt(str),
+                  "supervisor": opt({"pid": INT, "kind": STR, "since": STR})}
 CHANGE = {"requested": opt(int, str), "state": STR, "detail": STR, "ranks": ListOf((bool,))}
 SERIES = ListOf(Pair)
 MODE_SHARE = {"share": opt(*NUM), "tok_s": opt(*NUM)}

@@ -59,10 +59,13 @@ def test_threshold_set_read_and_refuse(wave_sim):
     assert problems(json.loads(r.stdout), CHANGE) == []
     r = cli("threshold", "--url", wave_sim.url, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["thresholds"] == [7]
-    r = cli("threshold", "--url", wave_sim.url, "--", "-1")
-    assert r.returncode == 1 and "refused" in r.stdout and ">= 0" in r.stdout
-    r = cli("threshold", "lots", "--url", wave_sim.url)
-    assert r.returncode == 1 and "must be an integer" in r.stdout
+    r = cli("threshold", "--url", wave_sim.url, "--", "-1")      # a bad N is a bad argument: 2
+    assert r.returncode == 2 and "refused" in r.stderr and ">= 0" in r.stderr, r.stdout + r.stderr
+    for bad in ("lots", "８", "１２"):                              # full-width digits too
+        r = cli("threshold", bad, "--url", wave_sim.url)
+        assert r.returncode == 2 and "must be an integer" in r.stderr, (bad, r.stdout + r.stderr)
+    r = cli("threshold", "--force", "sometimes", "--url", wave_sim.url)
+    assert r.returncode == 2 and "must be one of auto, speculative, target_only" in r.stderr
     r = cli("threshold", "5", "--url", wave_sim.url)
     assert r.returncode == 0 and r.stdout.startswith("applied")
 

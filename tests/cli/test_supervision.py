@@ -1,0 +1,94 @@
+"""Who supervises, said right: `status` names the supervisor (or nobody) and how a dead
+run ended ("crashed (exit -9, signal 9)", not "stopped"); a second `supervise` says it
+only watches; `supervise` detaching from a crashed server does not say "left running";
+bad inputs that stop a launch are named before it (log_dir, a loose state dir)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+from server_control import runs
+from tests.cli.test_runs import cli, read_until, start_cli
+from tests.support.wait import wait_for
+
+
+def test_status_says_crashed_with_its_exit_code_when_nobody_supervises(make_profile, groups, state_dir):
+    path = make_profile("nobody", tp=1)
+    r = cli("launch", "--profile", str(path), "--wait", "60", "--json")
+    assert r.returncode == 0, r.stderr
+    rec = runs.load_record("nobody")
+    groups.add(rec.pgid)
+    os.killpg(rec.pgid, signal.SIGKILL)
+    wait_for(lambda: not rec.is_live(), what="the server gone")
+    snap = json.loads(cli("status", "--profile", str(path), "--json").stdout)
+    assert snap["run"]["state"] == "crashed" and snap["run"]["exit_code"] == -9, snap["run"]
+    assert snap["run"]["supervisor"] is None
+    text = cli("status", "--profile", str(path)).stdout
+    assert "run: crashed (exit -9, signal 9)" in text and "supervisor: none" in text, text
+    assert runs.load_record("nobody") is not None       # kept until someone acts on it
+    assert cli("launch", "--profile", str(path)).returncode == 0
+    groups.add(runs.load_record("nobody").pgid)
+    assert cli("stop", "--profile", str(path)).returncode == 0
+
+
+def test_a_second_supervise_says_it_only_watches(make_profile, groups, state_dir):
+    path = make_profile("two", tp=1)
+    first = start_cli("supervise", "--profile", str(path), groups=groups)
+    read_until(first, "two: ready")
+    groups.add(runs.load_record("two").pgid)
+    second = start_cli("supervise", "--profile", str(path), groups=groups)
+    seen = read_until(second, "adopted two")
+    seen.append(second.stdout.readline())
+    assert f"watching only: specconsole supervise pid {first.pid} supervises this run" in seen[-1], seen
+    status = cli("status", "--profile", str(path)).stdout
+    assert f"supervisor: specconsole supervise, pid {first.pid}" in status, status
+    first.send_signal(signal.SIGINT)                       # the first leaves: the second takes over
+    first.communicate(timeout=30)
+    read_until(second, "now supervising")
+    second.send_signal(signal.SIGINT)
+    assert "server left running" in second.communicate(timeout=30)[0]
+    assert cli("stop", "--profile", str(path)).returncode == 0
+
+
+def test_detaching_from_a_crashed_server_does_not_say_left_running(make_profile, groups, state_dir):
+    path = make_profile("gone", tp=1)
+    path.write_text(path.read_text().replace("backoff_initial_s = 0.2", "backoff_initial_s = 30.0")
+                    .replace("backoff_max_s = 2.0", "backoff_max_s = 30.0"))
+    sup = start_cli("supervise", "--profile", str(path), groups=groups)
+    read_until(sup, "gone: ready")
+    rec = runs.load_record("gone")
+    groups.add(rec.pgid)
+    os.killpg(rec.pgid, signal.SIGKILL)
+    read_until(sup, "restart in ")                         # crashed, waiting out the backoff
+    sup.send_signal(signal.SIGINT)
+    out = sup.communicate(timeout=30)[0]
+    assert "left running" not in out and "detached; the server is not running (crashed, exit code -9" in out, out
+    assert cli("stop", "--profile", str(path)).returncode == 0
+
+
+def test_unusable_log_dir_is_named_by_dry_run_and_refused_by_launch(make_profile, state_dir, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    path = make_profile("ld", tp=1)
+    path.write_text(path.read_text().replace('kind = "sim"\n', f'kind = "sim"\nlog_dir = "{blocker}/logs"\n'))
+    dry = cli("launch", "--profile", str(path), "--dry-run")
+    assert dry.returncode == 0 and f"[server] log_dir: no log file can be created there: {blocker} is not a " \
+        "directory" in dry.stderr, dry.stderr
+    real = cli("launch", "--profile", str(path))
+    assert real.returncode == 2 and "[server] log_dir" in real.stderr, real.stdout + real.stderr
+    assert runs.load_record("ld") is None
+
+
+def test_a_loose_state_dir_is_refused_by_every_command(make_profile, state_dir):
+    path = make_profile("loose", tp=1)
+    runs.resolve_state_dir()
+    os.chmod(state_dir, 0o777)
+    try:
+        for args in (("launch",), ("stop",), ("status",), ("supervise",)):
+            r = cli(*args, "--profile", str(path))
+            assert r.returncode == 2, (args, r.stdout + r.stderr)
+            assert "group- or world-writable (mode 0777)" in r.stderr and "chmod go-w" in r.stderr, r.stderr
+            assert "Traceback" not in r.stderr
+    finally:
+        os.chmod(state_dir, 0o700)
