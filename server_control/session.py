@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable
@@ -23,6 +24,7 @@ from server_control.operation import DONE, OperationResult
 from server_control.session_runs import AttachedRun, ProfileRun, RunLike
 from server_control.snapshot import (MODES, LiveLoad, LogStatus, ModeShare, Series, ServerStatus, SessionSnapshot,
                                      SettingChange, SpecStatus, Switch, Timeline)
+from server_control.telemetry.flapping import SwitchRate, switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
@@ -53,6 +55,8 @@ class Session:
                                log_seq=lambda: self.store.last_seq)
         self.threshold_change: SettingChange | None = None
         self.last: Sample | None = None
+        self.last_good: Sample | None = None   # the last poll the server answered (stale data, greyed)
+        self._started_at = time.time()
         self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
         self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
         self._subs: list[Callable[[str], None]] = []
@@ -84,6 +88,7 @@ class Session:
             return
         self._started = True
         self._loop = asyncio.get_running_loop()
+        self._started_at = time.time()
         await self.run.start(self._on_run_change)
         self._follow(self.run.log_path())
         self._tasks.append(asyncio.create_task(self.poller.run(), name="http-poll"))
@@ -161,6 +166,8 @@ class Session:
         self._pipeline = None
         if path is None:
             return
+        if self.store.total:   # a divider between runs (before: the new log just went on)
+            self.mark(f"a new run's log begins: {path}")
         self._pipeline = LogPipeline(path, self.store, on_records=self._on_records)
         self._tasks.append(asyncio.create_task(self._pipeline.run(), name="log-follow"))
 
@@ -199,8 +206,20 @@ class Session:
         self._seen_seq = last_seq
 
     # -- telemetry ------------------------------------------------------------------------
+    def mark(self, what: str) -> None:
+        """A line of the console's own in the log view (kind "console"; never in a file)."""
+        self.store.add_console_line(f"\u2500\u2500 specconsole {time.strftime('%H:%M:%S')}: {what} \u2500\u2500")
+        self._publish("logs")
+
     def _on_sample(self, sample: Sample) -> None:
+        was = self.last.reachable if self.last else None
+        if was and not sample.reachable:
+            self.mark(f"the server stopped answering ({sample.error})")
+        elif was is False and sample.reachable and self.last_good is not None:
+            self.mark("the server answers again")
         self.last = sample
+        if sample.reachable:
+            self.last_good = sample
         self.panels.add_sample(sample)
         self.timeline.add_sample(sample)
         self.runtime.observe(sample)
@@ -221,10 +240,24 @@ class Session:
     async def set_force(self, mode: object) -> OperationResult:
         return OperationResult.of_change("force", await self._change(mode, self.control.set_force, d.FORCE_KEY))
 
+    async def set_setting(self, key: str, value: object) -> OperationResult:
+        """Any runtime setting by its server-argument name (hysteresis, dwell: the flapping
+        suggestion), validated and read back on every rank like N."""
+        return OperationResult.of_change(key, await self._change(value, lambda v: self.control.set_setting(key, v), key))
+
+    def switch_rate(self) -> SwitchRate:
+        """Rule-made switches per minute lately: flapping and what to do (telemetry/flapping.py)."""
+        g = self.last_good
+        r0 = g.ranks[0] if g and g.ranks else None
+        return switch_rate([e["t"] for e in self.timeline.current() if not is_forced(e)], time.time(), self._started_at,
+                           threshold=g.threshold if g else None, hysteresis=r0.hysteresis if r0 else None,
+                           dwell=r0.min_dwell_steps if r0 else None)
+
     async def _change(self, requested, action, key: str) -> SettingChange:
-        self.threshold_change = change(requested, "pending", "sent; waiting for every DP rank to read back")
+        self.threshold_change = replace(change(requested, "pending", "sent; waiting for every DP rank to read back"),
+                                        key=key)
         self._publish("snapshot")
-        result = await action(requested)
+        result = replace(await action(requested), key=key)
         if result.state == "applied":
             await self.run.remember_runtime(key, requested)   # re-applied after a restart
         self.threshold_change = result
@@ -252,18 +285,21 @@ class Session:
 
     # -- the snapshot ---------------------------------------------------------------------
     def snapshot(self) -> SessionSnapshot:
+        """While the server does not answer, spec and live are the last answered poll's (its
+        time in ``live.ts``), for the screen to grey with their age."""
         s = self.last
-        load = s.load if s else None
+        g = s if s and s.reachable else self.last_good
+        load = g.load if g else None
         return SessionSnapshot(
             url=self.url, profile=self.profile.name if self.profile is not None else None,
             attached=self.attached, run=self.run.status(),
             server=ServerStatus(reachable=bool(s and s.reachable), error=s.error if s else "not polled yet",
                                 model=s.model if s else None, tp_size=s.tp_size if s else None,
                                 dp_size=s.dp_size if s else None, version=s.version if s else None),
-            spec=self._spec(s), threshold_change=self.threshold_change,
+            spec=self._spec(g), threshold_change=self.threshold_change,
             live=LiveLoad(batch=load.batch, queue=load.queue, token_usage=load.token_usage,
                           gen_throughput=load.gen_throughput, accept_len=load.accept_len,
-                          accept_rate=load.accept_rate, ts=s.ts) if s and load else LiveLoad(),
+                          accept_rate=load.accept_rate, ts=g.ts) if g and load else LiveLoad(),
             series=self._series_now(), timeline=self._timeline_now(s), gpus=self.nvml.snapshot(),
             verify=self.verification(),
             logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None))
@@ -274,11 +310,12 @@ class Session:
         r0 = ranks[0] if ranks else None
         count = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else self.timeline.total
         raw = {"mode": (s.mode if s else None) or self.timeline.mode, "threshold": s.threshold if s else None,
-               "low_mark": dyn.get("low_mark"), "min_dwell_steps": r0.min_dwell_steps if r0 else None,
+               "low_mark": dyn.get("low_mark"), "hysteresis": r0.hysteresis if r0 else None,
+               "min_dwell_steps": r0.min_dwell_steps if r0 else None,
                "force": r0.force if r0 else None, "switch_count": count, "steps": dyn.get("steps"),
                "seconds": dyn.get("seconds"), "tokens": dyn.get("tokens"),
                "supports_runtime_threshold": s.supports_runtime_threshold if s else None}
-        return SpecStatus.from_json(raw)  # the patch's published counters, read tolerantly
+        return replace(SpecStatus.from_json(raw), switch_rate=self.switch_rate())  # counters read tolerantly
 
     def _series_now(self) -> Series:
         version, built = self._series

@@ -12,6 +12,8 @@ server; the console's tests implement it over fixed data.
                                      #   is what `specconsole status --json` prints
     session.store                    # LogStore (server_control/logs/store.py)
     await session.launch() | stop() | restart() | set_threshold(n) | set_force(mode) | verify()
+    await session.set_setting(key, value)   # any runtime setting by its server-argument name
+                                     #   (hysteresis, dwell: the flapping suggestion), like N
                                      # -> OperationResult (server_control/operation.py):
                                      #   outcome done | refused | failed, message, details
     await session.close(stop_server=False)   # the server keeps running unless asked
@@ -62,5 +64,7 @@ class SessionLike(Protocol):
     async def set_threshold(self, n: object) -> OperationResult: ...
 
     async def set_force(self, mode: object) -> OperationResult: ...
+
+    async def set_setting(self, key: str, value: object) -> OperationResult: ...
 
     async def verify(self) -> OperationResult: ...

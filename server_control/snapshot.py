@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from server_control.telemetry.flapping import SwitchRate
 from server_control.verify import VerifyLayer, Verification
 
 Point = tuple[float, float]
 MODES = ("speculative", "target_only")
+SERIES = ("batch", "gen_throughput", "accept_len", "threshold", "mode")
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 
 __all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LiveLoad", "LogStatus", "ModeShare", "RunStatus", "Series", "ServerStatus",
@@ -60,6 +62,7 @@ class SpecStatus:
     mode: str | None = None
     threshold: int | None = None
     low_mark: int | None = None
+    hysteresis: int | None = None
     min_dwell_steps: int | None = None
     force: str | None = None
     switch_count: int = 0
@@ -67,36 +70,43 @@ class SpecStatus:
     seconds: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     tokens: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     supports_runtime_threshold: bool | None = None
+    switch_rate: SwitchRate = SwitchRate()   # rule-made switches lately; flapping (telemetry/flapping.py)
 
     def to_json(self) -> dict:
         return {"mode": self.mode, "threshold": self.threshold, "low_mark": self.low_mark,
-                "min_dwell_steps": self.min_dwell_steps, "force": self.force, "switch_count": self.switch_count,
-                "steps": dict(self.steps), "seconds": dict(self.seconds), "tokens": dict(self.tokens),
-                "supports_runtime_threshold": self.supports_runtime_threshold}
+                "hysteresis": self.hysteresis, "min_dwell_steps": self.min_dwell_steps, "force": self.force,
+                "switch_count": self.switch_count, "steps": dict(self.steps), "seconds": dict(self.seconds),
+                "tokens": dict(self.tokens), "supports_runtime_threshold": self.supports_runtime_threshold,
+                "switch_rate": self.switch_rate.to_json()}
 
     @classmethod
     def from_json(cls, raw: object) -> SpecStatus:
         r = _obj(raw)
         mode = r.get("mode")
         return cls(mode=mode if mode in MODES else None, threshold=_int(r.get("threshold")),
-                   low_mark=_int(r.get("low_mark")), min_dwell_steps=_int(r.get("min_dwell_steps")),
+                   low_mark=_int(r.get("low_mark")), hysteresis=_int(r.get("hysteresis")),
+                   min_dwell_steps=_int(r.get("min_dwell_steps")),
                    force=_str(r.get("force")), switch_count=_int(r.get("switch_count")) or 0,
                    steps=_counts(r.get("steps")), seconds=_counts(r.get("seconds")), tokens=_counts(r.get("tokens")),
-                   supports_runtime_threshold=_bool(r.get("supports_runtime_threshold")))
+                   supports_runtime_threshold=_bool(r.get("supports_runtime_threshold")),
+                   switch_rate=SwitchRate.from_json(r.get("switch_rate")))
 
 
 @dataclass(frozen=True)
 class SettingChange:
     """A runtime setting change (threshold, force mode, hysteresis, dwell) and how it went:
-    pending | applied | refused | unsupported | error (server_control/control.py)."""
+    pending | applied | refused | unsupported | error (server_control/control.py). ``key``:
+    which setting (its server-argument name; None when not said)."""
 
     requested: object
     state: str
     detail: str = ""
     ranks: tuple[bool, ...] = ()
+    key: str | None = None
 
     def to_json(self) -> dict:
-        return {"requested": self.requested, "state": self.state, "detail": self.detail, "ranks": list(self.ranks)}
+        return {"requested": self.requested, "state": self.state, "detail": self.detail, "ranks": list(self.ranks),
+                "key": self.key}
 
     @classmethod
     def from_json(cls, raw: object) -> SettingChange | None:
@@ -105,7 +115,8 @@ class SettingChange:
         req = raw.get("requested")
         return cls(requested=req if isinstance(req, (int, str)) else None, state=raw["state"],
                    detail=_str(raw.get("detail")) or "", ranks=tuple(x for x in _list(raw.get("ranks"))
-                                                                     if isinstance(x, bool)))
+                                                                     if isinstance(x, bool)),
+                   key=_str(raw.get("key")))
 
 
 @dataclass(frozen=True)
@@ -141,21 +152,21 @@ def _points(raw: object) -> tuple[Point, ...]:
 
 @dataclass(frozen=True)
 class Series:
-    """Recent (time, value) points for the live panel."""
+    """Recent (time, value) points for the live panel; ``mode``: 1 target-only, 0 speculative."""
 
     batch: tuple[Point, ...] = ()
     gen_throughput: tuple[Point, ...] = ()
     accept_len: tuple[Point, ...] = ()
     threshold: tuple[Point, ...] = ()
+    mode: tuple[Point, ...] = ()
 
     def to_json(self) -> dict:
-        return {name: [list(p) for p in getattr(self, name)]
-                for name in ("batch", "gen_throughput", "accept_len", "threshold")}
+        return {name: [list(p) for p in getattr(self, name)] for name in SERIES}
 
     @classmethod
     def from_json(cls, raw: object) -> Series:
         r = _obj(raw)
-        return cls(*(_points(r.get(n)) for n in ("batch", "gen_throughput", "accept_len", "threshold")))
+        return cls(*(_points(r.get(n)) for n in SERIES))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ ERROR = "error"
 TRACEBACK = "traceback"
 WARNING = "warning"
 OTHER = "other"
-KINDS = (DECODE, PREFILL, READY, SPEC_INIT, SPEC_SWITCH, HTTP, ERROR, TRACEBACK, WARNING, OTHER)
+CONSOLE = "console"  # a line the console adds to its own store (never parsed from a file)
+KINDS = (DECODE, PREFILL, READY, SPEC_INIT, SPEC_SWITCH, HTTP, ERROR, TRACEBACK, WARNING, OTHER, CONSOLE)
 
 DISPLAY_CAP = 2000  # characters; longer lines are kept whole but marked ``long``
 

@@ -12,7 +12,7 @@ from itertools import islice
 from typing import Iterable
 
 from server_control.logs.pattern import compile_pattern
-from server_control.logs.record import DISPLAY_CAP, KINDS, Record, is_long
+from server_control.logs.record import CONSOLE, DISPLAY_CAP, KINDS, Record, is_long
 
 DEFAULT_CAPACITY = 100_000
 
@@ -66,6 +66,12 @@ class LogStore:
         self._raws.extend(raws)
         self.total += n
         return n
+
+    def add_console_line(self, text: str) -> int:
+        """A line of the console's own between the server's (kind "console", line 0): where
+        the server stopped answering, where a new run's log begins. Returns its seq."""
+        self.extend_columns([0], [CONSOLE], [text])
+        return self.total
 
     def extend(self, records: Iterable[Record]) -> int:
         """Add records; each gets its ``seq``."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from server_control import decision as d
+from server_control.json_read import _int, _num, _obj, _str
 
 WINDOW_S = 120.0        # the rate is measured over the last two minutes
 LIMIT_PER_MIN = 6.0     # more than one switch per 10 s on average is flapping
@@ -37,20 +38,37 @@ class Suggestion:
         return f"{self.name} {self.current} -> {self.value} ({self.effect})"
 
 
+    def to_json(self) -> dict:
+        return {"key": self.key, "name": self.name, "value": self.value, "current": self.current,
+                "effect": self.effect}
+
+    @classmethod
+    def from_json(cls, raw: object) -> "Suggestion | None":
+        r = _obj(raw)
+        key, value, current = _str(r.get("key")), _int(r.get("value")), _int(r.get("current"))
+        if key not in (d.HYSTERESIS_KEY, d.DWELL_KEY) or value is None or current is None:
+            return None
+        return cls(key, _str(r.get("name")) or key, value, current, _str(r.get("effect")) or "")
+
+
 @dataclass(frozen=True)
 class SwitchRate:
-    per_min: float
-    count: int          # rule-made switches in the window
-    window_s: float
-    flapping: bool
-    suggestion: Suggestion | None
+    per_min: float = 0.0
+    count: int = 0          # rule-made switches in the window
+    window_s: float = WINDOW_S
+    flapping: bool = False
+    suggestion: Suggestion | None = None
 
     def to_json(self) -> dict:
-        sug = self.suggestion
-        return {"per_min": self.per_min, "count": self.count, "window_s": self.window_s,
-                "flapping": self.flapping,
-                "suggestion": None if sug is None else {"key": sug.key, "name": sug.name, "value": sug.value,
-                                                        "current": sug.current, "text": sug.describe()}}
+        return {"per_min": self.per_min, "count": self.count, "window_s": self.window_s, "flapping": self.flapping,
+                "suggestion": self.suggestion.to_json() if self.suggestion else None}
+
+    @classmethod
+    def from_json(cls, raw: object) -> "SwitchRate":
+        r = _obj(raw)
+        return cls(float(_num(r.get("per_min")) or 0.0), _int(r.get("count")) or 0,
+                   float(_num(r.get("window_s")) or WINDOW_S), r.get("flapping") is True,
+                   Suggestion.from_json(r.get("suggestion")))
 
 
 def suggest(threshold: int | None, hysteresis: int | None, dwell: int | None) -> Suggestion | None:

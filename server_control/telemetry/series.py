@@ -13,7 +13,7 @@ from collections import deque
 from server_control import decision as d
 from server_control.telemetry.sample import Sample, intval, num
 
-PANELS = ("batch", "gen_throughput", "accept_len", "threshold")
+PANELS = ("batch", "gen_throughput", "accept_len", "threshold", "mode")  # mode: 1 target-only
 DEFAULT_POINTS = 600
 
 
@@ -36,6 +36,7 @@ class PanelSeries:
         self.add("gen_throughput", sample.ts, load.gen_throughput)
         self.add("accept_len", sample.ts, load.accept_len)
         self.add("threshold", sample.ts, sample.threshold)
+        self.add("mode", sample.ts, None if sample.mode is None else int(sample.mode == d.TARGET_ONLY))
 
     def to_json(self) -> dict:
         return {name: [[round(t, 3), v] for t, v in pts] for name, pts in self.series.items()}

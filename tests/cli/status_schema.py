@@ -35,7 +35,9 @@ RUN = {"state": STR, "pid": opt(int), "pgid": opt(int), "started_at": opt(str), 
 RUN_SUPERVISED = {**RUN, "supervising": (bool,), "last_error": opt(str), "next_restart_in_s": opt(*NUM),
                   "runtime": MapOf((int, str)), "runtime_note": opt(str),
                   "supervisor": opt({"pid": INT, "kind": STR, "since": STR})}
-CHANGE = {"requested": opt(int, str), "state": STR, "detail": STR, "ranks": ListOf((bool,))}
+CHANGE = {"requested": opt(int, str), "state": STR, "detail": STR, "ranks": ListOf((bool,)), "key": opt(str)}
+SUGGESTION = {"key": STR, "name": STR, "value": INT, "current": INT, "effect": STR}
+SWITCH_RATE = {"per_min": NUM, "count": INT, "window_s": NUM, "flapping": (bool,), "suggestion": (SUGGESTION, NONE)}
 SERIES = ListOf(Pair)
 MODE_SHARE = {"share": opt(*NUM), "tok_s": opt(*NUM)}
 GPU = {"index": INT, "name": STR, "util": opt(*NUM), "mem_used_mb": opt(*NUM), "mem_total_mb": opt(*NUM),
@@ -48,13 +50,15 @@ def snapshot_schema(run: dict) -> dict:
         "run": run,
         "server": {"reachable": (bool,), "error": opt(str), "model": opt(str), "tp_size": opt(int),
                    "dp_size": opt(int), "version": opt(str)},
-        "spec": {"mode": opt(str), "threshold": opt(int), "low_mark": opt(int), "min_dwell_steps": opt(int),
-                 "force": opt(str), "switch_count": INT, "steps": MapOf(NUM), "seconds": MapOf(NUM),
-                 "tokens": MapOf(NUM), "supports_runtime_threshold": opt(bool)},
+        "spec": {"mode": opt(str), "threshold": opt(int), "low_mark": opt(int), "hysteresis": opt(int),
+                 "min_dwell_steps": opt(int), "force": opt(str), "switch_count": INT, "steps": MapOf(NUM),
+                 "seconds": MapOf(NUM), "tokens": MapOf(NUM), "supports_runtime_threshold": opt(bool),
+                 "switch_rate": SWITCH_RATE},
         "threshold_change": (CHANGE, NONE),
         "live": {"batch": opt(int), "queue": opt(int), "token_usage": opt(*NUM), "gen_throughput": opt(*NUM),
                  "accept_len": opt(*NUM), "accept_rate": opt(*NUM), "ts": opt(*NUM)},
-        "series": {"batch": SERIES, "gen_throughput": SERIES, "accept_len": SERIES, "threshold": SERIES},
+        "series": {"batch": SERIES, "gen_throughput": SERIES, "accept_len": SERIES, "threshold": SERIES,
+                   "mode": SERIES},
         "switches": ListOf({"ts": opt(str), "mode": STR, "batch": opt(int), "threshold": opt(int),
                             "rank": opt(str), "forced": (bool,)}),
         "per_mode": {"speculative": MODE_SHARE, "target_only": MODE_SHARE},

@@ -37,7 +37,7 @@ def test_status_json(wave_sim):
 
 
 def test_schema_check_catches_a_missing_key_a_reorder_and_a_wrong_type():
-    change = {"requested": 6, "state": "applied", "detail": "", "ranks": [True]}
+    change = {"requested": 6, "state": "applied", "detail": "", "ranks": [True], "key": "speculative_disable_batch_threshold"}
     assert problems(change, CHANGE) == []
     assert problems({k: v for k, v in change.items() if k != "detail"}, CHANGE)
     assert problems(dict(reversed(change.items())), CHANGE)

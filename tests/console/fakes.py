@@ -25,16 +25,20 @@ def sample_snapshot() -> dict:
                 "exit_code": None, "fatal_reason": None, "processes": [4242, 4243, 4244]},
         "server": {"reachable": True, "error": None, "model": "meta-llama/Llama-3.1-8B-Instruct",
                    "tp_size": 2, "dp_size": 1, "version": "0.5.23"},
-        "spec": {"mode": "target_only", "threshold": 5, "low_mark": 4, "min_dwell_steps": 10,
+        "spec": {"mode": "target_only", "threshold": 5, "low_mark": 4, "hysteresis": 1, "min_dwell_steps": 10,
                  "force": "auto", "switch_count": 3, "steps": {}, "seconds": {}, "tokens": {},
-                 "supports_runtime_threshold": True},
-        "threshold_change": {"requested": 5, "state": "applied", "detail": "", "ranks": [True]},
+                 "supports_runtime_threshold": True,
+                 "switch_rate": {"per_min": 1.5, "count": 3, "window_s": 120.0, "flapping": False,
+                                 "suggestion": None}},
+        "threshold_change": {"requested": 5, "state": "applied", "detail": "", "ranks": [True],
+                             "key": "speculative_disable_batch_threshold"},
         "live": {"batch": 7, "queue": 2, "token_usage": 0.12, "gen_throughput": 512.3,
                  "accept_len": 2.8, "accept_rate": 0.45, "ts": 0.0},
         "series": {"batch": [[i, v] for i, v in enumerate(batch)],
                    "gen_throughput": [[i, 100.0 * v] for i, v in enumerate(batch)],
                    "accept_len": [[i, 2.5] for i in range(len(batch))],
-                   "threshold": [[i, 5] for i in range(len(batch))]},
+                   "threshold": [[i, 5] for i in range(len(batch))],
+                   "mode": [[i, int(v > 5)] for i, v in enumerate(batch)]},
         "switches": [
             {"ts": "2026-11-29T10:01:02", "mode": "target_only", "batch": 6, "threshold": 5, "rank": "TP0"},
             {"ts": "2026-11-29T10:01:40", "mode": "speculative", "batch": 3, "threshold": 5, "rank": "TP0"},
@@ -108,7 +112,8 @@ class FakeSession:
     async def set_threshold(self, n: object) -> OperationResult:
         self.calls.append(("set_threshold", n))
         self.snap["spec"]["threshold"] = n
-        self.snap["threshold_change"] = {"requested": n, "state": "applied", "detail": "", "ranks": [True]}
+        self.snap["threshold_change"] = {"requested": n, "state": "applied", "detail": "", "ranks": [True],
+                                         "key": "speculative_disable_batch_threshold"}
         self.publish("snapshot")
         return OperationResult.of_change("threshold", SettingChange.from_json(self.snap["threshold_change"]))
 
@@ -116,6 +121,13 @@ class FakeSession:
         self.calls.append(("set_force", mode))
         self.snap["spec"]["force"] = mode
         return OperationResult.of_change("force", SettingChange(mode, "applied", "", (True,)))
+
+    async def set_setting(self, key: str, value: object) -> OperationResult:
+        self.calls.append(("set_setting", key, value))
+        self.snap["threshold_change"] = {"requested": value, "state": "applied", "detail": "", "ranks": [True],
+                                         "key": key}
+        self.publish("snapshot")
+        return OperationResult.of_change(key, SettingChange.from_json(self.snap["threshold_change"]))
 
     async def launch(self) -> OperationResult:
         self.calls.append(("launch",))
