@@ -115,6 +115,10 @@ class Control:
             raise ValueError("/server_info has no internal_states list")
         return [s if isinstance(s, dict) else {} for s in states]
 
+    async def values(self, key: str) -> list:
+        """``key`` as each DP rank reads it now (a forced mode by its name)."""
+        return [_named(key, s.get(key)) for s in await self.internal_states()]
+
     async def get(self) -> dict:
         """{"thresholds": [per rank], "force": [...], "supported": bool} or {"error": ...}."""
         try:

@@ -19,7 +19,7 @@ DONE, REFUSED, FAILED = "done", "refused", "failed"
 Outcome = Literal["done", "refused", "failed"]
 # A setting change's state -> the operation's outcome.
 CHANGE_OUTCOME: dict[str, Outcome] = {"applied": DONE, "refused": REFUSED, "unsupported": REFUSED,
-                                      "error": FAILED, "pending": FAILED}
+                                      "error": FAILED, "pending": FAILED, "overridden": FAILED}
 
 
 @dataclass(frozen=True)

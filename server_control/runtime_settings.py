@@ -44,12 +44,15 @@ def not_reapplied(runtime: dict, profile_dynamic: dict) -> str:
             f"the server runs the profile's values again instead of {describe(runtime, profile_dynamic)}")
 
 
-async def reapply(control: Control, runtime: dict, profile_dynamic: dict) -> tuple[bool, str]:
-    """Set every kept value on the new server, read back on every rank. (all ok, what was done)."""
+async def reapply(control: Control, runtime: dict, profile_dynamic: dict, on_result=None) -> tuple[bool, str]:
+    """Set every kept value on the new server, read back on every rank. (all ok, what was
+    done). ``on_result(key, value, change)`` after each setting."""
     failed = []
     for key in ORDER:
         if key in runtime:
             res = await control.set_setting(key, runtime[key])
+            if on_result is not None:
+                on_result(key, runtime[key], res)
             if res.state != "applied":
                 failed.append(f"{PROFILE_KEY[key]} {runtime[key]}: {res.state}: {res.detail}")
     what = describe(runtime, profile_dynamic)
@@ -99,7 +102,8 @@ class RuntimeSettings:
             self._set(runtime_note=f"could not re-apply runtime settings after the restart: {exc}")
             return
         try:
-            ok, note = await reapply(control, claimed[0], self._dynamic)
+            ok, note = await reapply(control, claimed[0], self._dynamic, lambda key, value, res: self.journal(
+                "reapply", res.state, res.detail, key=key, old=self._dynamic.get(PROFILE_KEY[key]), new=value))
         finally:
             await control.aclose()
         (log.info if ok else log.warning)("%s: %s", self.profile.name, note)

@@ -22,6 +22,7 @@ from server_control.control import Control, change
 from server_control.logs import LogPipeline, LogStore
 from server_control.operation import DONE, OperationResult
 from server_control.session_runs import AttachedRun, ProfileRun, RunLike
+from server_control.setting_guard import SettingGuard, shown
 from server_control.snapshot import (MODES, LiveLoad, LogStatus, ModeShare, Series, ServerStatus, SessionSnapshot,
                                      SettingChange, SpecStatus, Switch, Timeline)
 from server_control.telemetry.flapping import SwitchRate, switch_rate
@@ -54,6 +55,8 @@ class Session:
         self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
                                log_seq=lambda: self.store.last_seq)
         self.threshold_change: SettingChange | None = None
+        self.guard = SettingGuard(self.control, self.url, getattr(getattr(run, "sup", None), "state_dir", None),
+                                  profile.name if profile is not None else None)
         self.last: Sample | None = None
         self.last_good: Sample | None = None   # the last poll the server answered (stale data, greyed)
         self._started_at = time.time()
@@ -220,6 +223,8 @@ class Session:
         self.last = sample
         if sample.reachable:
             self.last_good = sample
+        for key, old, new, who in self.guard.elsewhere(sample):   # a change this session did not make
+            self.threshold_change = replace(change(new, "elsewhere", self.guard.words(key, old, new, who)), key=key)
         self.panels.add_sample(sample)
         self.timeline.add_sample(sample)
         self.runtime.observe(sample)
@@ -257,7 +262,8 @@ class Session:
         self.threshold_change = replace(change(requested, "pending", "sent; waiting for every DP rank to read back"),
                                         key=key)
         self._publish("snapshot")
-        result = replace(await action(requested), key=key)
+        old = shown(self.last).get(key) if self.last is not None and self.last.reachable else None
+        result = replace(await self.guard.change(key, requested, action, old), key=key)   # journaled; concurrent changes told
         if result.state == "applied":
             await self.run.remember_runtime(key, requested)   # re-applied after a restart
         self.threshold_change = result

@@ -37,7 +37,7 @@ from typing import Callable
 import httpx
 import psutil
 
-from server_control import identity, process, run_logs, runs, runtime_settings
+from server_control import identity, journal, process, run_logs, runs, runtime_settings
 from server_control.supervisor_role import HANDOFF, ROLES, SupervisorRole  # noqa: F401 (re-exported)
 from server_control.process import ProcInfo, StopResult
 from server_control.profile import Profile
@@ -218,7 +218,19 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
             self._epoch += 1
             self.policy = RestartPolicy.from_profile(self.profile.restart)
             self._set(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[], runtime_note=None)
-            return await self._start(previous_logs=[], runtime=runtime)
+            try:
+                return await self._start(previous_logs=[], runtime=runtime)
+            except RunConflict as exc:
+                self.journal("launch", "refused", str(exc))
+                raise
+            except Exception as exc:
+                self.journal("launch", "failed", str(exc))
+                raise
+
+    def journal(self, action: str, result: str, detail: str = "", **kw) -> None:
+        """One entry in the operator journal (server_control/journal.py) for this run."""
+        journal.record(self.state_dir, action, target=self.profile.url, profile=self.profile.name,
+                       result=result, detail=detail, **kw)
 
     async def _start(self, previous_logs: list[str], runtime: dict | None = None) -> runs.RunRecord:
         name, sd = self.profile.name, self.state_dir
@@ -260,6 +272,8 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
         self.policy.record_start(time.monotonic())
         self._fails = 0
         self._procs_cache = (0.0, [])
+        self.journal("launch", "done", f"pid {rec.pid}, log {rec.log_path}"
+                     + (f", restart {self.restarts}" if self.restarts else ""))
         if runtime and not carry:
             self._set(runtime_note=runtime_settings.not_reapplied(runtime, self._dynamic))
             log.warning("%s: %s", name, self.runtime_note)
@@ -285,6 +299,7 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
                 return StopResult(ok=True, was_running=False, message="not running")
             self._live(rec)   # a title it took since it was last seen
             res = await process.stop_run(rec.identity(), grace, self.exit_file)
+            self.journal("stop", "done" if res.ok else "failed", f"pid {rec.pid}: {res.message}")
             if res.ok:
                 async with runs.profile_lock(name, sd):
                     runs.delete_record(name, sd, pid=rec.pid)

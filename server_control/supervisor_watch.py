@@ -185,6 +185,8 @@ class WatchLoop:
 
     async def _after_failure(self, rec: runs.RunRecord, code: int | None, how: str) -> None:
         decision, value = self.policy.after_crash(time.monotonic(), ran_for_s=rec.uptime_s)
+        self.journal("watchdog restart" if "watchdog" in how else "crash", "fatal" if decision == "fatal"
+                     else f"restart in {float(value):g} s", f"pid {rec.pid}: {how}")
         if decision == "fatal":
             reason = f"{value}; last {how}"
 

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "console.cli.sim",       # sim (the simulated SGLang server)
     "console.cli.bench",     # bench
     "console.cli.fleet",     # fleet: status, threshold, verify, launch, stop; the fleet screen
+    "console.cli.journal",   # journal: who changed what, when, and how it went
 )
 
 

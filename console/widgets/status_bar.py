@@ -16,7 +16,8 @@ STATE_STYLES = {
     "external": "bold black on cyan",
 }
 CHANGE_STYLES = {"pending": "bold yellow", "applied": "green", "refused": "bold red",
-                 "unsupported": "bold red", "error": "bold red"}
+                 "unsupported": "bold red", "error": "bold red", "overridden": "bold red",
+                 "elsewhere": "bold yellow"}   # elsewhere: a change this console did not make
 
 
 def threshold_text(snap: SessionSnapshot) -> Text:

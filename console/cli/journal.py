@@ -1,0 +1,69 @@
+"""`specconsole journal`: the operator journal of the state dir (server_control/journal.py):
+who changed what on which server, and how it went, oldest first.
+
+    specconsole journal [--profile F | --url URL | --demo] [--state-dir DIR] [-n N] [--json]
+
+With --profile (or --demo) only that profile's entries, with --url only that server's;
+with none of them every entry of the state dir. A runtime change shows once, with its
+result (its "pending" and "read back" steps only while it is still in flight; --steps
+shows them all).
+
+Exit codes: 0 printed (an empty journal too); 2 bad arguments; 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from console.cli.common import EXIT_OK, UsageError, add_demo_arguments, add_profile_argument, check_url, \
+    target_profile, usage_error
+from server_control import journal
+
+EPILOG = "Exit codes: 0 printed, 2 bad arguments, 130 interrupted."
+STEPS = journal.STEPS
+
+
+def collapse(entries: list[journal.Entry]) -> list[journal.Entry]:
+    """Each runtime change once: its result; its last step while it has none yet."""
+    final = {e.op for e in entries if e.op and e.result not in STEPS}
+    last_step = {e.op: e for e in entries if e.op and e.op not in final}
+    return [e for e in entries if not e.op or (e.op in final and e.result not in STEPS)
+            or (e.op not in final and last_step.get(e.op) is e)]
+
+
+def cmd_journal(args) -> int:
+    if args.n is not None and args.n < 1:
+        return usage_error(f"-n must be >= 1, got {args.n}")
+    filters: dict = {}
+    state_dir = args.state_dir
+    try:
+        if args.url:
+            check_url(args.url)
+            filters["target"] = args.url.rstrip("/")
+        elif args.profile or args.demo:
+            profile, state_dir = target_profile(args)
+            filters["profile"] = profile.name
+    except UsageError as exc:
+        return usage_error(str(exc))
+    entries = journal.read(state_dir, **filters)
+    if not args.steps:
+        entries = collapse(entries)
+    if args.n:
+        entries = entries[-args.n:]
+    for e in entries:
+        print(json.dumps(e.to_json(), default=str) if args.json else e.words())
+    return EXIT_OK
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("journal", description=__doc__, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              help="who changed what, when, and how it went (runtime changes, launches, stops)")
+    group = p.add_mutually_exclusive_group()
+    add_profile_argument(group)
+    group.add_argument("--url", metavar="URL", help="only this server's entries")
+    add_demo_arguments(p, group)
+    p.add_argument("-n", type=int, metavar="N", help="only the last N entries")
+    p.add_argument("--steps", action="store_true", help="also the pending / read back steps of each change")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=cmd_journal)

@@ -1,0 +1,38 @@
+"""`specconsole journal` prints who changed what and how it went: launch, runtime changes
+(old -> new, result), stop; each with user@host and pid; filtered by profile or URL."""
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+
+from server_control import runs
+from tests.cli.test_runs import cli
+
+
+def test_journal_lists_changes_and_lifecycle_with_who(make_profile, groups, state_dir):
+    path = make_profile("jr", tp=1)
+    assert cli("launch", "--profile", str(path), "--wait", "60").returncode == 0
+    groups.add(runs.load_record("jr").pgid)
+    assert cli("threshold", "8", "--profile", str(path)).returncode == 0
+    assert cli("threshold", "--force", "target_only", "--profile", str(path)).returncode == 0
+    bad = cli("threshold", "--", "-3", "--profile", str(path))
+    assert bad.returncode == 2                      # refused before anything is sent: not journaled
+    assert cli("stop", "--profile", str(path)).returncode == 0
+
+    text = cli("journal", "--profile", str(path))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    me = f"{getpass.getuser()}@{socket.gethostname()}"
+    assert [ln.split("  ")[5] for ln in lines] == ["launch", "threshold", "force", "stop"], lines
+    assert all(me in ln and " pid " in ln for ln in lines), lines
+    assert "specconsole threshold  jr  threshold  5 -> 8  applied" in lines[1], lines[1]
+    assert "force  auto -> target_only  applied" in lines[2] and "stop" in lines[3] and "done" in lines[3]
+
+    entries = [json.loads(ln) for ln in cli("journal", "--profile", str(path), "--json", "--steps").stdout.splitlines()]
+    steps = [e["result"] for e in entries if e["action"] == "threshold"]
+    assert steps == ["pending", "read back", "applied"], steps
+    url = entries[0]["target"]
+    assert cli("journal", "--url", url, "-n", "1").stdout.count("\n") == 1
+    assert cli("journal", "--url", "http://127.0.0.1:1").stdout == ""
+    assert cli("journal", "-n", "0").returncode == 2
