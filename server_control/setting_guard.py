@@ -66,8 +66,9 @@ class SettingGuard:
             self._record(key, journal.PENDING, old=old, new=requested, op=op)
             result = await action(requested)
             self._record(key, journal.READ_BACK, old=old, new=requested, detail=result.state, op=op)
-            if result.state in ("applied", "error"):
-                result = await self._confirm(key, VALIDATE[key](requested), requested, result, op, started)
+            accepted = result.state == "applied" or (result.state == "error" and result.ranks and all(result.ranks))
+            if accepted:   # the server took it: is it still ours once concurrent changes are over?
+                result = await self._confirm(key, VALIDATE[key](requested), requested, old, result, op, started)
             if result.state == "applied":
                 self._mine[key] = VALIDATE[key](requested)
             self._record(key, result.state, old=old, new=requested, detail=result.detail, op=op)
@@ -82,10 +83,11 @@ class SettingGuard:
                 ops[e.op].append(e)
         return ops
 
-    async def _confirm(self, key: str, value: object, requested: object, result: SettingChange, op: str,
-                       started: float) -> SettingChange:
+    async def _confirm(self, key: str, value: object, requested: object, old: object, result: SettingChange,
+                       op: str, started: float) -> SettingChange:
         await asyncio.sleep(SETTLE_S)
         deadline = time.monotonic() + CONFIRM_WAIT_S
+        ops: dict = {}
         while time.monotonic() < deadline:
             ops = self._others(key, op, started - LOOKBACK_S)
             if not any(all(e.result == journal.PENDING for e in es) for es in ops.values()):
@@ -98,7 +100,7 @@ class SettingGuard:
         if values and all(v == value for v in values):
             return change(requested, "applied", result.detail if result.state == "applied"
                           else f"{key}={value} read back after a concurrent change", result.ranks)
-        if values and all(v == values[0] for v in values):
+        if values and all(v == values[0] for v in values) and (ops or not _same(key, values[0], old)):
             by = self._by(key, values[0], op, started - LOOKBACK_S)
             return change(requested, "overridden", f"overridden by another client (now {LABEL[key]}={values[0]}"
                           + (f", by {by}" if by else "") + ")", result.ranks)
