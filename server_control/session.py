@@ -263,7 +263,8 @@ class Session:
                                         key=key)
         self._publish("snapshot")
         old = shown(self.last).get(key) if self.last is not None and self.last.reachable else None
-        result = replace(await self.guard.change(key, requested, action, old), key=key)   # journaled; concurrent changes told
+        # journaled; a concurrent change that wins makes it "overridden"
+        result = replace(await self.guard.change(key, requested, action, old), key=key)
         if result.state == "applied":
             await self.run.remember_runtime(key, requested)   # re-applied after a restart
         self.threshold_change = result
