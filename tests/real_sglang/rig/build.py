@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,18 @@ RIG_DIR = Path(__file__).resolve().parent
 REPO_ROOT = RIG_DIR.parents[2]
 PRELOAD_MODULE = "tests.real_sglang.rig.preload"
 NO_NCCL = "/nonexistent/no-nccl-on-cpu/libnccl.so.2"
-_SOURCES = ("fake_libcuda.c", "tiny_models.py", "build.py")
+_SOURCES = ("fake_libcuda.c", "tiny_models.py", "trained_models.py", "build.py")
+KEEP_UNUSED_S = 2 * 86400  # other rig versions unused this long are deleted
+MODEL_KINDS = ("trained", "random")
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """A target + EAGLE-3 draft checkpoint pair of the rig."""
+    kind: str
+    target: Path
+    draft: Path
+    facts: dict
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,7 @@ def ensure_rig() -> Rig:
     """The built rig, building it first when the cache lacks this version."""
     root = cache_root() / _stamp()
     if (root / "rig.json").is_file():
+        os.utime(root / "rig.json")  # in use: _prune() in another worktree keeps it
         _point_current(root)
         return _load(root)
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -97,10 +110,50 @@ def ensure_rig() -> Rig:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     _point_current(root)
-    for old in root.parent.iterdir():  # earlier versions of the rig
-        if old != root and len(old.name) == 12 and old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
+    _prune(root)
     return _load(root)
+
+
+def _prune(keep: Path) -> None:
+    """Delete other rig versions nobody used for KEEP_UNUSED_S (another worktree may still
+    run servers from a version of its own: deleting it at once would break them)."""
+    now = time.time()
+    for old in keep.parent.iterdir():
+        if old == keep or len(old.name) != 12 or not old.is_dir() or old.is_symlink():
+            continue
+        try:
+            unused = now - (old / "rig.json").stat().st_mtime
+        except OSError:
+            unused = KEEP_UNUSED_S + 1
+        if unused > KEEP_UNUSED_S:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def ensure_models(rig: Rig, kind: str) -> ModelPair:
+    """The rig's ``kind`` pair ("trained": period-k language, trained here on first use, ~1-2
+    min; "random": random weights), built once into ``<rig>/models/<kind>``."""
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"model kind must be one of {MODEL_KINDS}, got {kind!r}")
+    root = rig.root / "models" / kind
+    if not (root / "facts.json").is_file():
+        tmp = Path(tempfile.mkdtemp(prefix=f".build-{kind}-", dir=rig.root / "models"))
+        try:
+            if kind == "trained":
+                from . import trained_models
+                facts = trained_models.build(tmp / "target", tmp / "draft")
+            else:
+                from . import tiny_models
+                facts = tiny_models.build(tmp / "target", tmp / "draft", constant=False, seed=1)
+            (tmp / "facts.json").write_text(json.dumps(facts, indent=1))
+            try:
+                tmp.rename(root)
+            except OSError:  # built concurrently by another process: use theirs
+                if not (root / "facts.json").is_file():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    facts = json.loads((root / "facts.json").read_text())
+    return ModelPair(kind=kind, target=root / "target", draft=root / "draft", facts=facts)
 
 
 def _point_current(root: Path) -> None:
@@ -118,18 +171,19 @@ def _point_current(root: Path) -> None:
         pass  # a read-only cache still works through absolute paths
 
 
-def server_env(rig: Rig, base: dict | None = None) -> dict:
+def server_env(rig: Rig, base: dict | None = None, overlap: bool = False) -> dict:
     """Environment for a rig server process (any launcher)."""
     env = dict(os.environ if base is None else base)
-    env.update(rig_env_vars(rig))
+    env.update(rig_env_vars(rig, overlap))
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
 
-def rig_env_vars(rig: Rig) -> dict:
-    """The variables a rig server needs (a profile's [env] table)."""
-    return {
+def rig_env_vars(rig: Rig, overlap: bool = False) -> dict:
+    """The variables a rig server needs (a profile's [env] table); ``overlap``: let the
+    overlap scheduler run speculative decoding on the CPU (rig/overlap.py)."""
+    return {**({"SPECCONSOLE_RIG_OVERLAP": "1"} if overlap else {}),
         "SGLANG_USE_CPU_ENGINE": "1",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
@@ -164,13 +218,19 @@ CPU_ARGS = ["--device", "cpu", "--attention-backend", "intel_amx",
             "--disable-cuda-graph", "--max-total-tokens", "4096"]
 
 
-def server_args(rig: Rig, port: int, steps: int = 2, tp: int = 1, extra: list | None = None):
-    """launch_server arguments for the tiny EAGLE-3 pair on this CPU (topk 1)."""
-    return ["--model-path", str(rig.target), "--speculative-algorithm", "EAGLE3",
-            "--speculative-draft-model-path", str(rig.draft),
+def server_args(rig: Rig, port: int, steps: int = 2, tp: int = 1, extra: list | None = None,
+                models: ModelPair | None = None, speculative: bool = True,
+                overlap: bool = False) -> list[str]:
+    """launch_server arguments for a rig pair on this CPU (topk 1); ``models`` None = the
+    constant pair; ``speculative=False``: the target alone (a plain server); ``overlap``:
+    SGLang's overlap scheduler (needs ``rig_env_vars(..., overlap=True)``)."""
+    cpu = [a for a in CPU_ARGS if not (overlap and a == "--disable-overlap-schedule")]
+    target, draft = (rig.target, rig.draft) if models is None else (models.target, models.draft)
+    spec = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
             "--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
-            "--speculative-num-draft-tokens", str(steps + 1), "--tp-size", str(tp),
-            "--host", "127.0.0.1", "--port", str(port), *CPU_ARGS, *(extra or [])]
+            "--speculative-num-draft-tokens", str(steps + 1)] if speculative else []
+    return ["--model-path", str(target), *spec, "--tp-size", str(tp),
+            "--host", "127.0.0.1", "--port", str(port), *cpu, *(extra or [])]
 
 
 def main(argv: list[str]) -> int:
@@ -180,6 +240,10 @@ def main(argv: list[str]) -> int:
            "constant_text": rig.constant_text}
     if "--env" in argv:
         out["env"] = rig_env_vars(rig)
+    for kind in MODEL_KINDS:
+        if f"--{kind}" in argv:
+            pair = ensure_models(rig, kind)
+            out[kind] = {"target": str(pair.target), "draft": str(pair.draft), **pair.facts}
     print(json.dumps(out, indent=1))
     return 0
 

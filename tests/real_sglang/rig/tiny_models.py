@@ -104,6 +104,14 @@ def _head(rows: int, token: int, g, constant: bool):
     return head
 
 
+def draft_config() -> dict:
+    return _llama_config(
+        architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1,
+        draft_vocab_size=VOCAB_TARGET, target_hidden_size=HIDDEN,
+        eagle_config={"eagle_aux_hidden_state_layer_ids": AUX_LAYER_IDS,
+                      "use_aux_hidden_state": True})
+
+
 def build(target_dir: Path, draft_dir: Path, constant: bool = True, seed: int = 0) -> dict:
     """Write both model directories; returns facts the tests need (the constant token)."""
     import torch
@@ -139,10 +147,6 @@ def build(target_dir: Path, draft_dir: Path, constant: bool = True, seed: int = 
              "t2d": torch.ones(VOCAB_TARGET, dtype=torch.bool)}
     draft.update(_layer("midlayer", g, constant, 2 * HIDDEN, hidden_norm=True))
     save_file({k: v.contiguous() for k, v in draft.items()}, str(draft_dir / "model.safetensors"))
-    (draft_dir / "config.json").write_text(json.dumps(_llama_config(
-        architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1,
-        draft_vocab_size=VOCAB_TARGET, target_hidden_size=HIDDEN,
-        eagle_config={"eagle_aux_hidden_state_layer_ids": AUX_LAYER_IDS,
-                      "use_aux_hidden_state": True}), indent=1))
+    (draft_dir / "config.json").write_text(json.dumps(draft_config(), indent=1))
     return {"constant_token_id": token, "constant_text": tok.decode([token]),
             "constant": constant}
