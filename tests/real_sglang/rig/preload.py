@@ -9,7 +9,8 @@ process started with its PYTHONPATH) or imported by ``launch.py``. Once SGLang's
      accepts) is not downgraded to torch_native. Only ``get_platform().has_amx`` reads
      the override; layer code keeps its plain torch paths.
 Processes that never import SGLang (multiprocessing's resource tracker, tools) pay
-nothing: no torch import happens here.
+nothing: no torch import happens here. With ``SPECCONSOLE_RIG_OVERLAP=1`` it also lets the
+overlap scheduler run speculative decoding on the CPU (``overlap.py``).
 
 At import it also loads the stand-in ``libcuda.so.1`` (``RTLD_GLOBAL``) named by
 ``SPECCONSOLE_RIG_LIB`` (default: ``<rig cache>/current/lib/libcuda.so.1``), unless a
@@ -27,7 +28,7 @@ TRIGGER = "sglang.srt.runtime_context"
 APPLIED: list[str] = []
 
 
-def apply() -> None:
+def apply(module=None) -> None:
     """Register the operators and install the platform override (idempotent)."""
     if APPLIED:
         return
@@ -40,11 +41,25 @@ def apply() -> None:
     APPLIED.append("has_amx")
 
 
+def _after_import() -> dict:
+    """module name -> what to run right after that module executed."""
+    hooks = {TRIGGER: apply}
+    if os.environ.get("SPECCONSOLE_RIG_OVERLAP") == "1":
+        from tests.real_sglang.rig import overlap
+
+        hooks.update(overlap.AFTER_IMPORT)
+    return hooks
+
+
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``apply()`` right after ``TRIGGER`` finishes executing."""
+    """Runs the hook of a module of ``hooks`` right after that module finished executing."""
+
+    def __init__(self, hooks: dict) -> None:
+        self.hooks = hooks
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != TRIGGER:
+        hook = self.hooks.get(fullname)
+        if hook is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -53,9 +68,9 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             if spec is not None and spec.loader is not None:
                 exec_module = spec.loader.exec_module
 
-                def exec_and_apply(module, _exec=exec_module):
+                def exec_and_apply(module, _exec=exec_module, _hook=hook):
                     _exec(module)
-                    apply()
+                    _hook(module)
 
                 spec.loader.exec_module = exec_and_apply
                 return spec
@@ -89,7 +104,8 @@ def load_libcuda() -> str | None:
 
 LIBCUDA = load_libcuda()
 
-if TRIGGER in sys.modules:
-    apply()
-elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-    sys.meta_path.insert(0, _AfterImport())
+if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+    _HOOKS = _after_import()
+    for _name in [n for n in _HOOKS if n in sys.modules]:
+        _HOOKS.pop(_name)(sys.modules[_name])
+    sys.meta_path.insert(0, _AfterImport(_HOOKS))

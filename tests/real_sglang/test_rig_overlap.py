@@ -1,0 +1,69 @@
+"""The rig's overlap-scheduler stand-ins (rig/overlap.py): the torch row gather against
+the semantics of SGLang's Triton ``_gather_rows_kernel``, and the preload installing both
+replacements in a fresh process only when asked to."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.real_sglang.conftest import SKIP_NO_SGLANG
+from tests.real_sglang.rig.build import REPO_ROOT
+
+torch = pytest.importorskip("torch", reason="the stand-in gathers torch tensors")
+
+from tests.real_sglang.rig.overlap import gather_spec_extras  # noqa: E402
+
+
+def _kernel_semantics(indices, *bufs):
+    """What the Triton kernel writes: output row i = source row indices[i], per buffer."""
+    return tuple(None if b is None else torch.stack([b[int(i)] for i in indices.tolist()])
+                 if len(indices) else b[:0] for b in bufs)
+
+
+@pytest.mark.parametrize("hidden", [True, False])
+def test_gather_matches_the_kernel_row_by_row(hidden):
+    g = torch.Generator().manual_seed(3)
+    topk_p, topk_index = torch.rand(9, 1, generator=g), torch.randint(0, 500, (9, 1), generator=g)
+    tokens, states = torch.randint(0, 500, (9,), generator=g), torch.randn(9, 64, generator=g)
+    idx = torch.tensor([7, 0, 7, 3], dtype=torch.int32)
+    got = gather_spec_extras(idx, topk_p, topk_index, tokens, states if hidden else None)
+    want = _kernel_semantics(idx, topk_p, topk_index, tokens, states if hidden else None)
+    for a, b in zip(got, want):
+        assert (a is None and b is None) or (torch.equal(a, b) and a.dtype == b.dtype)
+    got[0][0, 0] = -1.0  # fresh tensors, as the kernel writes into new ones
+    assert topk_p[7, 0] != -1.0
+
+
+def test_gather_of_no_rows_and_of_a_strided_index():
+    bufs = (torch.rand(5, 1), torch.zeros(5, 1, dtype=torch.long), torch.arange(5), None)
+    empty = gather_spec_extras(torch.tensor([], dtype=torch.long), *bufs)
+    assert [t.shape[0] for t in empty[:3]] == [0, 0, 0] and empty[3] is None
+    strided = torch.tensor([[4, 9], [1, 9]])[:, 0]
+    assert gather_spec_extras(strided, *bufs)[2].tolist() == [4, 1]
+
+
+def _hooked(overlap: bool) -> str:
+    code = ("import tests.real_sglang.rig.preload\n"
+            "import sglang.srt.arg_groups.speculative_hook as h\n"
+            "import sglang.srt.managers.overlap_utils as o\n"
+            "print(h._disable_overlap_schedule_for_cpu.__module__, "
+            "o.gather_spec_extras.__module__)\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), SPECCONSOLE_RIG_LIB="/nonexistent")
+    env.pop("SPECCONSOLE_RIG_OVERLAP", None)
+    if overlap:
+        env["SPECCONSOLE_RIG_OVERLAP"] = "1"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=REPO_ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout.split()
+
+
+@pytest.mark.sglang
+@SKIP_NO_SGLANG
+def test_preload_replaces_both_only_with_the_variable():
+    assert _hooked(overlap=True) == ["tests.real_sglang.rig.overlap"] * 2
+    assert _hooked(overlap=False) == ["sglang.srt.arg_groups.speculative_hook",
+                                      "sglang.kernels.ops.speculative.gather_spec_extras"]
