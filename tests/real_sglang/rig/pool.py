@@ -1,0 +1,91 @@
+"""Rig servers by specification, one alive at a time (test rig only).
+
+A CI machine has 2 cores and a few GB: each tiny server still costs ~3 GB (torch + SGLang
+in 3 processes) and ~1 min to start, so a test module asks ``OneAtATime.get(spec)`` for
+the server it needs; a different spec stops the running one first. Tests are ordered so
+that each server starts once.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from server_control.ports import free_port
+
+from .build import Rig, ensure_models, omp_bind, server_args, server_env
+from .server import RigServer, plain_launch_argv
+
+SKIP_ENV = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
+# float32 end to end (SGLang's dtype "auto" would run a float32 checkpoint in float16)
+COMMON_ARGS = ("--dtype", "float32")
+# the automatic rule: target-only above 2 decode requests, back at <= 1, after 2 steps
+PATCHED_ARGS = ("--speculative-disable-batch-threshold", "2",
+                "--speculative-disable-hysteresis", "1",
+                "--speculative-disable-min-dwell-steps", "2",
+                "--decode-log-interval", "1")
+
+
+@dataclass(frozen=True)
+class Spec:
+    models: str                      # "trained" or "random" (build.MODEL_KINDS)
+    patched: bool = True             # False: plain SGLang, target alone, no speculation
+    overlap: bool = False            # SGLang's overlap scheduler (rig/overlap.py)
+    skip_draft_extend: bool = False  # SKIP_ENV=1: SGLang skips draft-extend at steps=0
+    tp: int = 1
+    extra: tuple = ()
+
+    @property
+    def name(self) -> str:
+        parts = [self.models, "patched" if self.patched else "plain"]
+        parts += ["overlap"] if self.overlap else []
+        parts += ["skip-draft-extend"] if self.skip_draft_extend else []
+        parts += [f"tp{self.tp}"] if self.tp > 1 else []
+        return "-".join(parts)
+
+
+def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int) -> RigServer:
+    """Start ``spec`` (not waiting for it)."""
+    port = free_port()
+    pair = ensure_models(rig, spec.models)
+    env = server_env(rig, overlap=spec.overlap)
+    if spec.skip_draft_extend:
+        env[SKIP_ENV] = "1"
+    if spec.tp > 1:
+        env["SGLANG_CPU_OMP_THREADS_BIND"] = omp_bind(spec.tp)
+    if spec.patched:
+        args = server_args(rig, port, models=pair, overlap=spec.overlap, tp=spec.tp,
+                           extra=[*COMMON_ARGS, *PATCHED_ARGS, *spec.extra])
+        argv = [sys.executable, "-m", "server_control.sglang_patch.serve", *args]
+    else:
+        argv = plain_launch_argv(server_args(rig, port, models=pair, speculative=False, tp=spec.tp,
+                                             extra=[*COMMON_ARGS, *spec.extra]))
+    return RigServer.start(argv, env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s)
+
+
+class OneAtATime:
+    def __init__(self, rig: Rig, log_dir: Path, lifetime_s: int, launcher=launch) -> None:
+        self.rig, self.log_dir, self.lifetime_s = rig, log_dir, lifetime_s
+        self.launcher = launcher  # (rig, spec, log_dir, lifetime_s) -> RigServer
+        self.spec: Spec | None = None
+        self.server: RigServer | None = None
+        self.ready_s: dict[str, float] = {}
+        self.left: list[int] = []   # pids a stop could not end (asserted empty at the end)
+        self.cache: dict = {}       # results tests share (reference outputs, figures)
+
+    def get(self, spec: Spec) -> RigServer:
+        if spec != self.spec:
+            self.close()
+            ensure_models(self.rig, spec.models)  # trained on first use: not start-up time
+            t0 = time.monotonic()
+            self.spec = spec
+            self.server = self.launcher(self.rig, spec, self.log_dir, self.lifetime_s)
+            self.server.wait_ready(timeout_s=900)
+            self.ready_s[spec.name] = time.monotonic() - t0
+        return self.server
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.left += self.server.stop()
+        self.spec = self.server = None

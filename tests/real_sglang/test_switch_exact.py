@@ -1,0 +1,148 @@
+"""The switch on the real patched server, with models whose draft needs its own KV cache.
+
+* Warm draft (issue item 1): one request runs speculative, is forced target-only for 36
+  steps, then forced speculative. The trained draft reads the token PERIOD positions back
+  from its OWN KV cache, so it accepts ~everything right after resuming only if
+  draft-extend kept that cache written during target-only. Negative control: with
+  ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1`` (SGLang skips draft-extend at steps=0) the
+  same guarded check must FAIL and the acceptance must drop.
+* Token-exact (item 2): float32 greedy outputs of a batch of prompts are identical, token
+  for token, between a plain server (no speculation) and the patched server (a) forced to
+  flip modes every 3 decode steps while the batch runs, (b) switching on its own while the
+  concurrency changes. Trained and random-weight models.
+* The same with SGLang's overlap scheduler (item 3; rig/overlap.py says what it takes).
+
+One server at a time (rig/pool.py); the classes run in file order, one server each.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
+from tests.real_sglang.rig import switching as sw
+from tests.real_sglang.rig.pool import OneAtATime, Spec
+from tests.real_sglang.rig.trained_models import PERIOD, prompt_ids
+
+pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1200)]
+
+MAX_NEW = 110                      # the reference length; every run compares a prefix
+PROMPTS = [prompt_ids(i, 2 * PERIOD + 5 * (i % 3)) for i in range(8)]
+PROBE = prompt_ids(100)            # the warm-draft request
+WAVE_LENGTHS = [16, 24, 32, 100, 40, 48, 56, 64]  # first half shrinks to one, then 4 join
+
+
+@pytest.fixture(scope="module")
+def pool(rig, tmp_path_factory):
+    pool = OneAtATime(rig, tmp_path_factory.mktemp("switch-exact"), SERVER_LIFETIME_S)
+    yield pool
+    pool.close()
+    report("switch/token-exact servers ready (s)", **{k.replace("-", "_"): v
+                                                      for k, v in pool.ready_s.items()})
+    assert pool.left == [], f"processes left: {pool.left}"
+
+
+def reference(pool: OneAtATime, models: str) -> dict:
+    """Plain-server outputs of PROMPTS and PROBE (computed once per model kind)."""
+    key = ("reference", models)
+    if key not in pool.cache:
+        server = pool.get(Spec(models, patched=False))
+        outs = sw.generate_ids(server, [*PROMPTS, PROBE], MAX_NEW)
+        pool.cache[key] = {"prompts": outs[:-1], "probe": outs[-1]}
+    return pool.cache[key]
+
+
+def assert_same_tokens(got: list[list[int]], want: list[list[int]]) -> None:
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        first = next((k for k, (a, b) in enumerate(zip(g, w)) if a != b), None)
+        assert first is None and len(g) <= len(w), (
+            f"prompt {i}: output differs from the plain server at token {first}: "
+            f"{g[max(0, (first or 0) - 3):(first or 0) + 3]} vs "
+            f"{w[max(0, (first or 0) - 3):(first or 0) + 3]}")
+
+
+class _TokenExact:
+    SPEC: Spec
+
+    def test_plain_reference(self, pool):
+        ref = reference(pool, self.SPEC.models)
+        assert all(len(o) == MAX_NEW for o in ref["prompts"])
+        if self.SPEC.models == "trained":  # the target continues the period-k pattern
+            for prompt, out in zip(PROMPTS, ref["prompts"]):
+                seq = prompt + out
+                assert all(seq[i] == seq[i - PERIOD] for i in range(len(prompt), len(seq)))
+
+    def test_the_event_loop_is_the_one_asked_for(self, pool):
+        """An overlap class would pass on a synchronous server too: the resolved arguments
+        and SGLang's warnings show which event loop runs."""
+        text = pool.get(self.SPEC).log_text()
+        assert f"'disable_overlap_schedule': {not self.SPEC.overlap}" in text
+        sync = "Non-overlap (synchronous) spec v2 is used" in text
+        assert sync is not self.SPEC.overlap
+
+    def test_forced_flips_every_3_steps_are_token_exact(self, pool):
+        want = reference(pool, self.SPEC.models)["prompts"]
+        run = sw.flip_while_running(pool.get(self.SPEC), PROMPTS, MAX_NEW, every=3)
+        assert_same_tokens(run.outputs, want)
+        assert min(run.to_target_only, run.to_speculative) >= 5, run
+
+    def test_automatic_switches_under_changing_concurrency_are_token_exact(self, pool):
+        want = reference(pool, self.SPEC.models)["prompts"]
+        run = sw.waves(pool.get(self.SPEC), PROMPTS, WAVE_LENGTHS)
+        assert [len(o) for o in run.outputs] == WAVE_LENGTHS
+        assert_same_tokens(run.outputs, want)
+        # (the first wave may find the server target-only already: the previous test's
+        # last forced mode; auto keeps it while the batch is > 2)
+        assert run.switched_back_and_again(), run.switches
+
+
+class _WarmDraft(_TokenExact):
+    def test_draft_is_warm_right_after_target_only(self, pool):
+        want = reference(pool, "trained")["probe"]
+        probe = sw.resume_probe(pool.get(self.SPEC), PROBE, stretch_steps=3 * PERIOD)
+        assert_same_tokens([probe.output_ids], [want])
+        assert set(probe.during) == {1.0}, probe.during
+        mean = sw.assert_warm_after_resume(probe)
+        pool.cache[("warm", self.SPEC.overlap)] = mean
+        report(f"accept after resuming, {self.SPEC.name}", mean=mean,
+               steps=str(probe.after[:8]))
+
+
+class _NegativeControl:
+    SPEC: Spec
+
+    def test_skipping_draft_extend_makes_the_warm_check_fail(self, pool):
+        want = reference(pool, "trained")["probe"]
+        probe = sw.resume_probe(pool.get(self.SPEC), PROBE, stretch_steps=3 * PERIOD)
+        assert_same_tokens([probe.output_ids], [want])  # the target is unaffected
+        with pytest.raises(AssertionError, match="draft KV went cold"):
+            sw.assert_warm_after_resume(probe)
+        cold = probe.warm_mean()
+        warm = pool.cache.get(("warm", self.SPEC.overlap), sw.WARM_FLOOR)
+        report(f"accept after resuming, {self.SPEC.name}", mean=cold, warm=warm,
+               steps=str(probe.after[:8]))
+        assert cold <= warm - 1.0, (cold, warm)
+
+
+class TestTrained(_WarmDraft):
+    SPEC = Spec("trained")
+
+
+class TestTrainedNegativeControl(_NegativeControl):
+    SPEC = Spec("trained", skip_draft_extend=True)
+
+
+class TestTrainedOverlap(_WarmDraft):
+    SPEC = Spec("trained", overlap=True)
+
+
+class TestTrainedOverlapNegativeControl(_NegativeControl):
+    SPEC = Spec("trained", overlap=True, skip_draft_extend=True)
+
+
+class TestRandom(_TokenExact):
+    SPEC = Spec("random")
+
+
+class TestRandomOverlap(_TokenExact):
+    SPEC = Spec("random", overlap=True)
+
