@@ -128,12 +128,13 @@ async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measur
 
 
 async def set_force(url: str, mode: str, api_key: str | None = None) -> bool:
-    """Force a mode through /set_internal_state (string first, then the mode's index on 422)."""
+    """Force a mode through /set_internal_state: the name first, then the mode's index when the
+    server refuses a string (SGLang 0.5.23 types the values as numbers: 400; others 422)."""
     async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
         for value in (mode, decision.FORCE_CHOICES.index(mode)):
             resp = await client.post(url.rstrip("/") + "/set_internal_state", headers=headers(api_key),
                                      json={"server_args": {decision.FORCE_KEY: value}})
-            if resp.status_code == 422:
+            if resp.status_code in (400, 422) and isinstance(value, str):
                 continue
             body = resp.json() if resp.status_code == 200 else None
             return isinstance(body, list) and bool(body) and all(x is True for x in body)
