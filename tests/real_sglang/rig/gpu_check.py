@@ -1,0 +1,234 @@
+"""``scripts/gpu-check``: the patched server on NVIDIA GPUs, production path (test rig).
+
+For a machine with one or more NVIDIA GPUs and the sglang extra installed
+(``pip install -e '.[sglang]'``). No downloads: it trains the rig's tiny target + EAGLE-3
+draft there (tests/real_sglang/rig/trained_models.py), then runs, one server at a time:
+  plain SGLang (target alone)     reference outputs, plain tok/s
+  patched, tp 1, CUDA graphs + overlap scheduler:
+                                  start-up (init line, steps=0 state: time and memory),
+                                  switch both ways, runtime threshold, warm draft after
+                                  target-only, forced flips every 3 steps under load
+                                  (token-exact), automatic switches (token-exact),
+                                  tok/s per mode (benchmarks/mode_cost.py)
+  patched, tp 2 (two GPUs or more): start-up, switch both ways, runtime threshold on
+                                  every rank
+prints one summary and exits 1 on any failure (2: bad arguments).
+
+``--device cpu`` runs the same checks on the CPU rig (CPU stand-ins, overlap scheduler via
+rig/overlap.py, no CUDA graphs): what CI runs, so every part but the GPU is tested.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from functools import partial
+from pathlib import Path
+
+from . import gpu_checks as gc
+from .build import REPO_ROOT, ensure_models, ensure_rig
+from .pool import COMMON_ARGS, PATCHED_ARGS, OneAtATime, Spec, launch
+from .server import RigServer
+from .trained_models import PERIOD, prompt_ids
+
+MAX_NEW = 250  # trained to ~384 positions: prompts of 24-34 tokens + 250
+
+
+def preflight(device: str) -> tuple[str, dict]:
+    """sglang 0.5.23 importable; on cuda also NVML's GPUs and torch's CUDA. Every problem
+    found is named (not only the first), with the facts that were read."""
+    facts, problems = [], []
+    try:
+        import sglang
+
+        facts.append(f"sglang {sglang.__version__}")
+        if sglang.__version__ != "0.5.23":
+            problems.append(f"sglang {sglang.__version__}: the patch needs 0.5.23")
+    except ImportError as exc:
+        problems.append(f"sglang not importable ({exc}): pip install -e '.[sglang]'")
+    gpus = []
+    if device == "cuda":
+        from server_control.telemetry.nvml import NvmlSampler
+
+        sampler = NvmlSampler()
+        if sampler.init():
+            gpus = sampler.snapshot()["devices"]
+            facts.append(f"{len(gpus)} GPU(s): " + ", ".join(
+                f"{g['name']} {g['mem_total_mb']} MiB" for g in gpus))
+        else:
+            problems.append(f"NVML: {sampler.snapshot()['reason']}")
+        try:
+            import torch
+
+            facts.append(f"torch {torch.__version__}, CUDA "
+                         f"{'available' if torch.cuda.is_available() else 'NOT available'}")
+            if not torch.cuda.is_available():
+                problems.append("torch sees no CUDA device")
+        except ImportError as exc:
+            problems.append(f"torch not importable: {exc}")
+        if not gpus:
+            problems.append("no GPU")
+    else:
+        facts.append("CPU rehearsal (no GPU used)")
+    assert not problems, "; ".join(problems) + " | found: " + "; ".join(facts)
+    return "; ".join(facts), {"gpus": len(gpus)}
+
+
+def cuda_launch(rig, spec: Spec, log_dir: Path, lifetime_s: int, *,
+                opts: argparse.Namespace) -> RigServer:
+    """A server on the GPU(s): CUDA graphs and the overlap scheduler on (SGLang's defaults)."""
+    from server_control.ports import free_port
+
+    pair, port = ensure_models(rig, spec.models), free_port()
+    args = ["--model-path", str(pair.target), "--tp-size", str(spec.tp), "--host", "127.0.0.1",
+            "--port", str(port), "--attention-backend", opts.attention_backend,
+            "--mem-fraction-static", "0.3", "--cuda-graph-max-bs", "32", *COMMON_ARGS]
+    if spec.patched:
+        args += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+                 str(pair.draft), "--speculative-num-steps", "2", "--speculative-eagle-topk",
+                 "1", "--speculative-num-draft-tokens", "3", *PATCHED_ARGS]
+    module = "server_control.sglang_patch.serve" if spec.patched else "sglang.launch_server"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT),
+                                                      os.environ.get("PYTHONPATH")) if p))
+    return RigServer.start([sys.executable, "-m", module, *args, *spec.extra], env,
+                           log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s)
+
+
+def _server(checks: gc.Checklist, pool: OneAtATime, spec: Spec) -> RigServer | None:
+    ok = checks.run(f"start {spec.name}", lambda: (pool.get(spec).url, {}))
+    return pool.server if ok else None
+
+
+def _plain_tok_s(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict]:
+    pool.cache["plain"] = mode_cost.measure_plain(url, opts)
+    rows = pool.cache["plain"]["per_mode"]["auto"]
+    return ", ".join(f"c={r['concurrency']}: {r['tok_s']:.0f}" for r in rows) + " tok/s", {}
+
+
+def _nothing_left(pool: OneAtATime) -> tuple[str, dict]:
+    assert pool.left == [], f"processes left: {pool.left}"
+    return "every server's process group ended", {}
+
+
+def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
+    from benchmarks import mode_cost
+
+    checks, cuda = gc.Checklist(), opts.device == "cuda"
+    if not checks.run("preflight", preflight, opts.device):
+        return checks
+    rig = ensure_rig()
+    if not checks.run("build the rig's trained models",
+                      lambda: ("trained here", ensure_models(rig, "trained").facts)):
+        return checks
+    launcher = partial(cuda_launch, opts=opts) if cuda else launch
+    pool = OneAtATime(rig, log_dir, lifetime_s=int(opts.lifetime), launcher=launcher)
+    prompts = [prompt_ids(i, 2 * PERIOD + 5 * (i % 3)) for i in range(8)]
+    probe = prompt_ids(100)
+    try:
+        plain = _server(checks, pool, Spec("trained", patched=False))
+        if plain is None:
+            return checks
+        ref = gc.sw.generate_ids(plain, [*prompts, probe], MAX_NEW)
+        checks.run("tok/s plain", _plain_tok_s, mode_cost, plain.url, pool, opts)
+        spec = Spec("trained", overlap=not cuda)
+        server = _server(checks, pool, spec)
+        if server is None:
+            return checks
+        checks.run("start-up", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=1,
+                   cuda=cuda)
+        checks.run("switch both ways", gc.switch_both_ways, server, prompts, tp=1, cuda=cuda)
+        checks.run("runtime threshold", gc.runtime_threshold, server, prompts, 1)
+        checks.run("warm draft after target-only", gc.warm_draft, server, probe, ref[-1])
+        checks.run("forced flips under load", gc.flips_under_load, server, prompts, ref[:-1],
+                   opts.flip_seconds)
+        checks.run("automatic switches", gc.automatic_waves, server, prompts, ref[:-1])
+        if "plain" in pool.cache:
+            checks.run("tok/s per mode", _mode_cost, mode_cost, server.url, pool, opts)
+        if opts.tp > 1:
+            _tp_checks(checks, pool, Spec("trained", overlap=not cuda, tp=opts.tp), prompts,
+                       cuda)
+    finally:
+        pool.close()
+        checks.run("no process left", _nothing_left, pool)
+    return checks
+
+
+def _mode_cost(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict]:
+    summary = mode_cost.summarise(pool.cache["plain"], mode_cost.measure_patched(url, opts),
+                                  opts.levels)
+    pool.cache["mode_cost"] = summary
+    assert summary["errors"] == 0, f"{summary['errors']} failed requests"
+    assert all(r[k] > 0 for r in summary["rows"] for k in ("speculative", "target_only",
+                                                          "plain", "auto"))
+    return "\n" + mode_cost.render(summary), {}
+
+
+def _tp_checks(checks, pool, spec: Spec, prompts, cuda: bool) -> None:
+    server = _server(checks, pool, spec)
+    if server is None:
+        return
+    checks.run(f"start-up tp {spec.tp}", gc.startup, server, ready_s=pool.ready_s[spec.name],
+               tp=spec.tp, cuda=cuda)
+    checks.run(f"switch both ways tp {spec.tp}", gc.switch_both_ways, server, prompts,
+               tp=spec.tp, cuda=cuda)
+    checks.run(f"runtime threshold tp {spec.tp}", gc.runtime_threshold, server, prompts, spec.tp)
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"levels must be integers, got {text!r}") from None
+    if not levels or levels[0] < 1:
+        raise argparse.ArgumentTypeError(f"levels must be >= 1, got {text!r}")
+    return levels
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="scripts/gpu-check", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--tp", type=int, default=None,
+                   help="tp of the multi-GPU part (default: 2 with two GPUs or more, else none)")
+    p.add_argument("--flip-seconds", type=float, default=90.0)
+    p.add_argument("--levels", type=_levels, default=[1, 4, 16])
+    p.add_argument("--warmup", type=float, default=2.0)
+    p.add_argument("--measure", type=float, default=5.0)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--attention-backend", default="triton",
+                   help="GPU attention backend (the rig's head_dim 16 rules out FA3/FlashInfer)")
+    p.add_argument("--lifetime", type=float, default=1800, help="watchdog per server, seconds")
+    p.add_argument("--logs", type=Path, help="keep the server logs here")
+    p.add_argument("--json", type=Path, help="write the results as JSON here")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse(sys.argv[1:] if argv is None else argv)
+    if opts.tp is None:
+        opts.tp = _gpu_count() if opts.device == "cuda" else 1
+        opts.tp = 2 if opts.tp >= 2 else 1
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+        log_dir = opts.logs or Path(tmp)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        checks = run_checks(opts, log_dir)
+    print(checks.summary())
+    if opts.json:
+        opts.json.write_text(json.dumps([r.__dict__ for r in checks.results], indent=1))
+    return 1 if checks.failed else 0
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - preflight reports why
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""scripts/gpu-check on this CPU: every part but the GPU (issue item 6).
+
+``--device cpu`` runs the real script end to end on the CPU rig (overlap scheduler on,
+through rig/overlap.py; no CUDA graphs): plain reference, start-up with the steps=0
+state, switch both ways, runtime threshold, warm draft, forced flips (token-exact),
+automatic switches (token-exact) and the per-mode tok/s of benchmarks/mode_cost.py (the
+real ``specconsole bench --url``), then the summary and the exit code. Its negative
+control: on a machine without a GPU, ``--device cuda`` must fail (exit 1), not pass.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.real_sglang.conftest import SKIP_NO_SGLANG, report
+from tests.real_sglang.rig import gpu_check, gpu_checks
+from tests.real_sglang.rig.build import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts" / "gpu-check"
+EXPECTED = ["preflight", "build the rig's trained models", "start trained-plain",
+            "tok/s plain", "start trained-patched-overlap", "start-up", "switch both ways",
+            "runtime threshold", "warm draft after target-only", "forced flips under load",
+            "automatic switches", "tok/s per mode", "no process left"]
+
+
+def _script(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHON=sys.executable)
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=REPO_ROOT)
+
+
+@pytest.mark.sglang_server
+@SKIP_NO_SGLANG
+@pytest.mark.timeout(2400)
+def test_gpu_check_passes_on_the_cpu_rig(rig, tmp_path):
+    out = tmp_path / "results.json"
+    res = _script(["--device", "cpu", "--flip-seconds", "5", "--levels", "1,2",
+                   "--warmup", "1", "--measure", "3", "--json", str(out),
+                   "--logs", str(tmp_path / "logs")], timeout=2300)
+    assert res.returncode == 0, f"{res.stdout[-6000:]}\n{res.stderr[-3000:]}"
+    results = json.loads(out.read_text())
+    assert [r["name"] for r in results] == EXPECTED
+    assert all(r["ok"] is True for r in results)
+    assert "gpu-check: all passed (13/13 checks)" in res.stdout
+    assert "| concurrency | speculative | target-only | plain | auto |" in res.stdout
+    by_name = {r["name"]: r for r in results}
+    report("gpu-check --device cpu", **{k: v for k, v in by_name["start-up"]["figures"].items()},
+           accept_after_resume=by_name["warm draft after target-only"]["figures"][
+               "accept_after_resume"])
+
+
+@pytest.mark.sglang
+@SKIP_NO_SGLANG
+def test_without_a_gpu_the_cuda_run_fails_at_preflight():
+    """The negative control of the script itself: no GPU here, so it must say so and
+    exit 1 (not skip to a pass)."""
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    res = _script(["--device", "cuda"], timeout=300)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stdout.splitlines()[0].startswith("FAIL  preflight: ")
+    assert "gpu-check: FAILED (0/1 checks)" in res.stdout
+
+
+def test_bad_arguments_exit_2():
+    res = subprocess.run([sys.executable, "-m", "tests.real_sglang.rig.gpu_check",
+                          "--levels", "0,x"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert res.returncode == 2 and "levels must be integers" in res.stderr
+
+
+def _differs():
+    raise AssertionError("tokens differ")
+
+
+def test_the_summary_fails_on_one_failed_check():
+    checks = gpu_checks.Checklist()
+    checks.run("fine", lambda: ("ok", {"x": 1}))
+    checks.run("broken", _differs)
+    checks.skip("later", "not run: an earlier step failed")
+    text = checks.summary()
+    assert checks.failed
+    assert text.splitlines()[:3] == [
+        f"PASS  fine: ok [x=1, seconds={checks.results[0].figures['seconds']}]",
+        "FAIL  broken: AssertionError: tokens differ",
+        "----  later: not run: an earlier step failed"]
+    assert text.splitlines()[-1] == "gpu-check: FAILED (1/3 checks)"
+    assert gpu_check.parse(["--device", "cpu"]).levels == [1, 4, 16]
