@@ -94,24 +94,32 @@ def ensure_rig() -> Rig:
         os.utime(root / "rig.json")  # in use: _prune() in another worktree keeps it
         _point_current(root)
         return _load(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root.parent))
-    try:
+    def build(tmp: Path) -> dict:
         from . import tiny_models
 
         _compile_libcuda(tmp / "lib")
-        facts = tiny_models.build(tmp / "models" / "target", tmp / "models" / "draft")
-        (tmp / "rig.json").write_text(json.dumps(facts, indent=1))
-        try:
-            tmp.rename(root)
-        except OSError:  # built concurrently by another process: use theirs
-            if not (root / "rig.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        return tiny_models.build(tmp / "models" / "target", tmp / "models" / "draft")
+
+    _build_into(root, "rig.json", build)
     _point_current(root)
     _prune(root)
     return _load(root)
+
+
+def _build_into(root: Path, facts_file: str, build) -> None:
+    """``build(tmp)`` in a temporary sibling directory, its facts into ``facts_file``, then
+    renamed to ``root`` in one step (a concurrent builder's result wins, intact)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".build-{root.name}-", dir=root.parent))
+    try:
+        (tmp / facts_file).write_text(json.dumps(build(tmp), indent=1))
+        try:
+            tmp.rename(root)
+        except OSError:  # built concurrently by another process: use theirs
+            if not (root / facts_file).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _prune(keep: Path) -> None:
@@ -135,23 +143,16 @@ def ensure_models(rig: Rig, kind: str) -> ModelPair:
     if kind not in MODEL_KINDS:
         raise ValueError(f"model kind must be one of {MODEL_KINDS}, got {kind!r}")
     root = rig.root / "models" / kind
+
+    def build(tmp: Path) -> dict:
+        if kind == "trained":
+            from . import trained_models
+            return trained_models.build(tmp / "target", tmp / "draft")
+        from . import tiny_models
+        return tiny_models.build(tmp / "target", tmp / "draft", constant=False, seed=1)
+
     if not (root / "facts.json").is_file():
-        tmp = Path(tempfile.mkdtemp(prefix=f".build-{kind}-", dir=rig.root / "models"))
-        try:
-            if kind == "trained":
-                from . import trained_models
-                facts = trained_models.build(tmp / "target", tmp / "draft")
-            else:
-                from . import tiny_models
-                facts = tiny_models.build(tmp / "target", tmp / "draft", constant=False, seed=1)
-            (tmp / "facts.json").write_text(json.dumps(facts, indent=1))
-            try:
-                tmp.rename(root)
-            except OSError:  # built concurrently by another process: use theirs
-                if not (root / "facts.json").is_file():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _build_into(root, "facts.json", build)
     facts = json.loads((root / "facts.json").read_text())
     return ModelPair(kind=kind, target=root / "target", draft=root / "draft", facts=facts)
 

@@ -1,0 +1,39 @@
+"""The rig's cache (rig/build.py): other versions are kept while they are in use."""
+from __future__ import annotations
+
+import os
+import time
+
+from tests.real_sglang.rig import build
+
+
+def _version(root, name: str, age_s: float):
+    d = root / name
+    d.mkdir()
+    (d / "rig.json").write_text("{}")
+    t = time.time() - age_s
+    os.utime(d / "rig.json", (t, t))
+    return d
+
+
+def test_prune_keeps_versions_used_lately_and_deletes_unused_ones(tmp_path):
+    """Another worktree's rig version (another hash) may run servers right now: deleting
+    every other version at once took their models and stand-in libcuda away mid-run."""
+    keep = _version(tmp_path, "a" * 12, 0)
+    recent = _version(tmp_path, "b" * 12, 3600)
+    stale = _version(tmp_path, "c" * 12, build.KEEP_UNUSED_S + 60)
+    other = tmp_path / "not-a-version"
+    other.mkdir()
+    build._prune(keep)
+    assert keep.is_dir() and recent.is_dir() and other.is_dir()
+    assert not stale.exists()
+
+
+def test_using_a_version_marks_it_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCONSOLE_RIG_CACHE", str(tmp_path))
+    root = _version(tmp_path, build._stamp(), build.KEEP_UNUSED_S + 60)
+    (root / "rig.json").write_text('{"constant_token_id": 5, "constant_text": " hello"}')
+    old = time.time() - build.KEEP_UNUSED_S - 60
+    os.utime(root / "rig.json", (old, old))
+    assert build.ensure_rig().root == root
+    assert time.time() - (root / "rig.json").stat().st_mtime < 60
