@@ -7,6 +7,7 @@ Builds the rig (tests/real_sglang/rig: tiny target + draft trained on a period-1
 so the draft accepts ~3 tokens per step while its KV cache is warm), then measures with
 the real ``specconsole bench --url`` (closed-loop streaming clients, tok/s in a window
 after a warm-up):
+(each ``--repeat`` times, every cell the median of its runs):
   1. a plain SGLang server (the target alone, no speculation)          -> plain
   2. the patched server, forced speculative and forced target-only       -> crossover,
      suggested threshold (the largest level below the crossover)
@@ -22,12 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from server_control import decision
+from server_control import decision, loadgen
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192")
@@ -49,6 +51,24 @@ def bench(url: str, modes: list[str], opts: argparse.Namespace) -> dict:
     return json.loads(res.stdout)
 
 
+def repeated(url: str, modes: list[str], opts: argparse.Namespace) -> dict:
+    """``bench`` ``opts.repeat`` times; each cell the median tok/s of the runs (a loaded
+    machine drifts: one 10 s window per cell is noise), errors summed, crossover redone."""
+    runs = [bench(url, modes, opts) for _ in range(opts.repeat)]
+    per_mode = {}
+    for mode in modes:
+        per_mode[mode] = []
+        for i, c in enumerate(opts.levels):
+            cells = [run["per_mode"][mode][i] for run in runs]
+            values = sorted(cell["tok_s"] for cell in cells)
+            per_mode[mode].append({"concurrency": c, "tok_s": statistics.median(values),
+                                   "tok_s_runs": values,
+                                   "errors": sum(cell["errors"] for cell in cells)})
+    cross = loadgen.crossover(per_mode)
+    return {"per_mode": per_mode, "crossover": cross, "suggested_threshold":
+            None if cross is None else max(1, loadgen.previous_level(opts.levels, cross))}
+
+
 def tok_s(result: dict, mode: str) -> dict[int, float]:
     return {r["concurrency"]: r["tok_s"] for r in result["per_mode"][mode]}
 
@@ -64,15 +84,15 @@ def set_threshold(url: str, n: int) -> None:
 
 
 def measure_plain(url: str, opts) -> dict:
-    return bench(url, [decision.AUTO], opts)
+    return repeated(url, [decision.AUTO], opts)
 
 
 def measure_patched(url: str, opts) -> dict:
     """Forced speculative and target-only, then auto at the suggested threshold."""
-    fixed = bench(url, [decision.SPECULATIVE, decision.TARGET_ONLY], opts)
+    fixed = repeated(url, [decision.SPECULATIVE, decision.TARGET_ONLY], opts)
     threshold = fixed["suggested_threshold"] or max(opts.levels)
     set_threshold(url, threshold)
-    auto = bench(url, [decision.AUTO], opts)
+    auto = repeated(url, [decision.AUTO], opts)
     return {"fixed": fixed, "auto": auto, "threshold": threshold}
 
 
@@ -121,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--measure", type=float, default=10.0)
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=3, help="sweeps per mode; cells are medians")
     p.add_argument("--plain-url", help="a running plain server (else one is started)")
     p.add_argument("--url", help="a running patched server (else one is started)")
     p.add_argument("--json", action="store_true")

@@ -198,6 +198,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--warmup", type=float, default=2.0)
     p.add_argument("--measure", type=float, default=5.0)
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=1, help="sweeps per mode (medians)")
     p.add_argument("--attention-backend", default="triton",
                    help="GPU attention backend (the rig's head_dim 16 rules out FA3/FlashInfer)")
     p.add_argument("--lifetime", type=float, default=1800, help="watchdog per server, seconds")
