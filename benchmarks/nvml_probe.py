@@ -32,7 +32,7 @@ def _watch(sampler: NvmlSampler, seconds: float) -> list[dict]:
     rows, end = [], time.monotonic() + seconds
     while time.monotonic() < end:
         time.sleep(0.5)
-        rows.append(sampler.snapshot()["devices"][0])
+        rows.append(sampler.snapshot().devices[0].to_json())
     return rows
 
 
@@ -58,11 +58,13 @@ def probe(seconds: float) -> dict:
     sampler.start()
     time.sleep(1.0)
     snap = sampler.snapshot()
-    if not snap["available"]:
-        return {"available": False, "reason": snap["reason"]}
-    out = {"available": True, "static": {k: snap["devices"][0][k]
-                                         for k in ("index", "name", "mem_total_mb")},
-           "gpus": len(snap["devices"]), "idle": _phase(_watch(sampler, 2.0))}
+    if not snap.available or not snap.devices:
+        sampler.stop()
+        return {"available": False, "reason": snap.reason}
+    dev = snap.devices[0]
+    out = {"available": True, "static": {"index": dev.index, "name": dev.name,
+                                         "mem_total_mb": dev.mem_total_mb},
+           "gpus": len(snap.devices), "idle": _phase(_watch(sampler, 2.0))}
     load = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds)], stdout=subprocess.PIPE,
                             text=True)
     try:

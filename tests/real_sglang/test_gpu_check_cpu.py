@@ -65,7 +65,9 @@ def test_without_a_gpu_the_cuda_run_fails_at_preflight():
         pytest.skip("this machine has a GPU")
     res = _script(["--device", "cuda"], timeout=300)
     assert res.returncode == 1, res.stdout + res.stderr
-    assert res.stdout.splitlines()[0].startswith("FAIL  preflight: ")
+    first = res.stdout.splitlines()[0]
+    assert first.startswith("FAIL  preflight: AssertionError: "), first
+    assert "NVML: " in first and "no GPU" in first, first  # the reasons, read and named
     assert "gpu-check: FAILED (0/1 checks)" in res.stdout
 
 
@@ -92,3 +94,14 @@ def test_the_summary_fails_on_one_failed_check():
         "----  later: not run: an earlier step failed"]
     assert text.splitlines()[-1] == "gpu-check: FAILED (1/3 checks)"
     assert gpu_check.parse(["--device", "cpu"]).levels == [1, 4, 16]
+
+
+def test_nvml_probe_says_why_without_a_gpu():
+    """benchmarks/nvml_probe.py, the GPU proof of the NVML sampler: here (no driver) it must
+    report NVML unavailable with the reason and exit 1."""
+    res = subprocess.run([sys.executable, "-m", "benchmarks.nvml_probe", "--seconds", "1"],
+                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    out = json.loads(res.stdout)
+    if out.get("available"):
+        pytest.skip("this machine has a GPU with a driver")
+    assert res.returncode == 1 and out["reason"], res.stdout + res.stderr

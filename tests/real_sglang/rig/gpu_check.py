@@ -54,11 +54,11 @@ def preflight(device: str) -> tuple[str, dict]:
 
         sampler = NvmlSampler()
         if sampler.init():
-            gpus = sampler.snapshot()["devices"]
+            gpus = list(sampler.snapshot().devices)
             facts.append(f"{len(gpus)} GPU(s): " + ", ".join(
-                f"{g['name']} {g['mem_total_mb']} MiB" for g in gpus))
+                f"{g.name} {g.mem_total_mb:.0f} MiB" for g in gpus))
         else:
-            problems.append(f"NVML: {sampler.snapshot()['reason']}")
+            problems.append(f"NVML: {sampler.snapshot().reason}")
         try:
             import torch
 
