@@ -60,6 +60,7 @@ class Session:
         self.last: Sample | None = None
         self.last_good: Sample | None = None   # the last poll the server answered (stale data, greyed)
         self._started_at = time.time()
+        self._runtime_note: str | None = None
         self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
         self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
         self._subs: list[Callable[[str], None]] = []
@@ -235,6 +236,10 @@ class Session:
     def _on_run_change(self) -> None:
         if self._started:
             self._follow(self.run.log_path())
+            note = self.run.status().runtime_note
+            if note and note != self._runtime_note:   # re-applied (or not) after a restart: said in the log view
+                self.mark(note)
+            self._runtime_note = note
         self._publish("snapshot")
 
     # -- control --------------------------------------------------------------------------

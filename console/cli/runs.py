@@ -178,7 +178,7 @@ async def _supervise(args, profile) -> int:
 
     def report(sup: Supervisor) -> None:
         key = (sup.state, sup.restarts, sup.record.pid if sup.record else None, sup.supervising,
-               sup.next_restart_at)
+               sup.next_restart_at, sup.runtime_note)
         if last.get("key") == key:
             return
         last["key"] = key
@@ -200,6 +200,9 @@ async def _supervise(args, profile) -> int:
         if last.get("line") != line:   # e.g. only `supervising` changed: said below
             last["line"] = line
             print(f"{time.strftime('%H:%M:%S')}  {line}", flush=True)
+        if sup.runtime_note and last.get("note") != sup.runtime_note:   # re-applied (or not) after a restart
+            last["note"] = sup.runtime_note
+            print(f"{time.strftime('%H:%M:%S')}  {profile.name}: {sup.runtime_note}", flush=True)
         if "supervising" in last and last["supervising"] != sup.supervising:   # after the first words
             last["supervising"] = sup.supervising
             print(f"{time.strftime('%H:%M:%S')}  {profile.name}: "

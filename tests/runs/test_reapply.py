@@ -90,3 +90,38 @@ async def test_reapply_off_says_the_profile_values_are_back(make_profile, groups
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
     assert (await sup.stop()).ok
+
+
+def test_supervise_and_the_log_view_say_the_settings_were_reapplied(make_profile, groups, state_dir):
+    from tests.cli.test_runs import read_until, start_cli
+    path = make_profile("rs", tp=1, backoff=0.2)
+    sup = start_cli("supervise", "--profile", str(path), groups=groups)
+    read_until(sup, "rs: ready")
+    rec = runs.load_record("rs")
+    groups.add(rec.pgid)
+    assert cli("threshold", "9", "--profile", str(path)).returncode == 0
+    os.killpg(rec.pgid, signal.SIGKILL)
+    seen = read_until(sup, "re-applied runtime settings after the restart: threshold 9 (profile 5)")
+    assert any("restarts 1" in line for line in seen), seen
+    sup.send_signal(signal.SIGINT)
+    sup.communicate(timeout=30)
+    groups.add(runs.load_record("rs").pgid)
+    assert cli("stop", "--profile", str(path)).returncode == 0
+
+
+async def test_the_console_log_view_says_the_settings_were_reapplied(make_profile, groups, state_dir):
+    from server_control.session import Session
+    path = make_profile("rv", tp=1, backoff=0.2)
+    session = Session.for_profile(load_profile(path), poll_interval_s=0.25)
+    await session.start()
+    try:
+        assert (await session.launch()).done
+        sup = session.run.sup
+        groups.add(sup.record.pgid)
+        await until(lambda: sup.state == READY, what="ready")
+        assert (await session.set_threshold(7)).done
+        await crash_and_restart(sup, groups)
+        await until(lambda: any("re-applied runtime settings after the restart: threshold 7 (profile 5)" in r.raw
+                                for r in session.store.records()), what="the note in the log view")
+    finally:
+        await session.close(stop_server=True)
