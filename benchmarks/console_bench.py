@@ -150,9 +150,9 @@ class LogOnlySession:
 
 
 def run_child(log_path: str, result_path: str) -> int:
-    from console.app import SpecConsoleApp
-
     import gc
+
+    from console.app import SpecConsoleApp
 
     lags: list[float] = []
     seen = {"rows": 0}
@@ -253,7 +253,8 @@ def bench_stream(rate: int, seconds: float, tmp: Path) -> dict:
             "console_cpu_cores": round(cpu, 2), "loop_lag_p50_ms": stats.get("loop_lag_p50_ms"),
             "loop_lag_p90_ms": stats.get("loop_lag_p90_ms"), "loop_lag_p99_ms": stats.get("loop_lag_p99_ms"),
             "loop_lag_max_ms": stats.get("loop_lag_max_ms"),
-            "gc_full_collections": stats.get("gc_full_collections"), "gc_full_max_ms": stats.get("gc_full_max_ms"), "pty_bytes": con.bytes}
+            "gc_full_collections": stats.get("gc_full_collections"), "gc_full_max_ms": stats.get("gc_full_max_ms"),
+            "pty_bytes": con.bytes}
 
 
 def bench_memory(lines: int, tmp: Path) -> dict:

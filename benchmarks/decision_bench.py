@@ -75,6 +75,7 @@ def bench_patch_step(batches) -> float:
 def bench_gate() -> str:
     try:
         import sglang  # noqa: F401 - already imported in a server process; not timed
+
         from server_control.sglang_patch import gate
         t0 = time.perf_counter()
         reason = gate.check()

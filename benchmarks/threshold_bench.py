@@ -18,7 +18,6 @@ import statistics
 import sys
 import time
 
-
 from server_control.control import Control
 from server_control.sim.launcher import start_sim
 

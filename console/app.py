@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Awaitable
 
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
@@ -210,7 +210,11 @@ class SpecConsoleApp(App):
         self.push_screen(PromptScreen("Threshold N (speculate while decode batch <= N; 0 = never disable)",
                                       validate_threshold, "" if n is None else str(n),
                                       hint="enter applies, escape cancels"),
-                         lambda v: v is not None and self.request_threshold(v))
+                         self._threshold_answer)
+
+    def _threshold_answer(self, value: int | None) -> None:
+        if value is not None:
+            self.request_threshold(value)
 
     def action_cycle_force(self) -> None:
         force = self.snapshot.spec.force or "auto"
@@ -237,13 +241,19 @@ class SpecConsoleApp(App):
 
     def action_stop_server(self) -> None:
         if self._owned():
-            self.push_screen(confirm(f"Stop the {self.what}?"), lambda yes: yes and self.run_worker(
-                self._call("stop", self.session.stop()), group="server"))
+            self.push_screen(confirm(f"Stop the {self.what}?"), self._stop_answer)
 
     def action_restart_server(self) -> None:
         if self._owned():
-            self.push_screen(confirm(f"Restart the {self.what}?"), lambda yes: yes and self.run_worker(
-                self._call("restart", self.session.restart()), group="server"))
+            self.push_screen(confirm(f"Restart the {self.what}?"), self._restart_answer)
+
+    def _stop_answer(self, yes: object) -> None:
+        if yes:
+            self.run_worker(self._call("stop", self.session.stop()), group="server")
+
+    def _restart_answer(self, yes: object) -> None:
+        if yes:
+            self.run_worker(self._call("restart", self.session.restart()), group="server")
 
     def action_verify(self) -> None:
         async def run() -> None:
@@ -268,7 +278,11 @@ class SpecConsoleApp(App):
             self.run_worker(self._quit(False), group="quit")
             return
         self.push_screen(quit_choice(self.what, self.quit_stops),
-                         lambda c: c and self.run_worker(self._quit(c == "stop"), group="quit"))
+                         self._quit_answer)
+
+    def _quit_answer(self, choice: object) -> None:
+        if choice:
+            self.run_worker(self._quit(choice == "stop"), group="quit")
 
     async def _quit(self, stop: bool) -> None:
         run = self.snapshot.run

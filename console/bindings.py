@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def footer_rank(action: str) -> int:
     return FOOTER_ORDER.get(action, len(FOOTER_ORDER))
 
 
-def bindings_for(target: str) -> list[Binding]:
+def bindings_for(target: str) -> list[BindingType]:
     """The key bindings of the widget ``target`` names ("app", "log"), in footer order."""
     return [Binding(a.keys, a.action, a.title, show=a.show, key_display=a.display or None, id=a.action)
             for a in sorted((a for a in ACTIONS if a.target == target), key=lambda a: footer_rank(a.action))]

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from server_control.session_runs import ProfileRun
 from server_control.state_files import open_private
 
 
@@ -30,7 +31,7 @@ def hand_off(session, target_args: list[str]) -> HandOff | None:
     """After ``session.close()``: start the detached supervisor if the session supervised a
     run that keeps going. ``target_args`` choose the run (``--profile F --state-dir D``)."""
     run = getattr(session, "run", None)
-    if not getattr(run, "needs_handoff", False):
+    if not isinstance(run, ProfileRun) or not run.needs_handoff:
         return None
     sup = run.sup
     log_dir = Path(sup.state_dir) / "logs" / sup.profile.name

@@ -21,7 +21,8 @@ import asyncio
 import json
 import re
 import time
-from typing import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import httpx
 
@@ -33,13 +34,13 @@ from server_control.telemetry.http_poll import auth_headers, describe_error
 from server_control.telemetry.sample import intval
 
 UNSUPPORTED = "this server does not support runtime threshold changes"
-VALIDATE = {d.THRESHOLD_KEY: d.validate_threshold, d.HYSTERESIS_KEY: d.validate_hysteresis,
+VALIDATE: dict[str, Callable[[object], object]] = {d.THRESHOLD_KEY: d.validate_threshold, d.HYSTERESIS_KEY: d.validate_hysteresis,
             d.DWELL_KEY: d.validate_dwell, d.FORCE_KEY: d.validate_force}   # the runtime settings
 READBACK_TIMEOUT_S = 3.0
 READBACK_PERIOD_S = 0.02
 
 
-def change(requested: object, state: str, detail: str, ranks: list[bool] | None = None) -> SettingChange:
+def change(requested: object, state: str, detail: str, ranks: Sequence[bool] | None = None) -> SettingChange:
     return SettingChange(requested, state, detail, tuple(ranks or ()))
 
 
@@ -58,7 +59,7 @@ def rank_results(body: object) -> list[bool] | None:
             if isinstance(item, bool):
                 out.append(item)
             elif isinstance(item, dict) and isinstance(item.get("updated", item.get("success")), bool):
-                out.append(item.get("updated", item.get("success")))
+                out.append(bool(item.get("updated", item.get("success"))))
             else:
                 return None
         return out
@@ -83,7 +84,7 @@ class Control:
     so a refusal can quote the server's own reason."""
 
     def __init__(self, url: str, api_key: str | None = None, admin_api_key: str | None = None, *,
-                 timeout_s: float = 5.0, records_since: Callable[[int], list] | None = None,
+                 timeout_s: float = 5.0, records_since: Callable[[int], list[Any]] | None = None,
                  log_seq: Callable[[], int] | None = None) -> None:
         self.url = url.rstrip("/")
         self.api_key = api_key
@@ -103,10 +104,10 @@ class Control:
             await self._client.aclose()
             self._client = None
 
-    def _headers(self) -> dict:
+    def _headers(self) -> dict[str, Any]:
         return auth_headers(self.admin_api_key or self.api_key)
 
-    async def internal_states(self) -> list[dict]:
+    async def internal_states(self) -> list[dict[str, Any]]:
         resp = await self.client().get(self.url + "/server_info", headers=self._headers())
         resp.raise_for_status()
         body = clean_json(json.loads(resp.content.decode("utf-8")))   # shown later: terminal-safe now
@@ -115,11 +116,11 @@ class Control:
             raise ValueError("/server_info has no internal_states list")
         return [s if isinstance(s, dict) else {} for s in states]
 
-    async def values(self, key: str) -> list:
+    async def values(self, key: str) -> list[Any]:
         """``key`` as each DP rank reads it now (a forced mode by its name)."""
         return [_named(key, s.get(key)) for s in await self.internal_states()]
 
-    async def get(self) -> dict:
+    async def get(self) -> dict[str, Any]:
         """{"thresholds": [per rank], "force": [...], "supported": bool} or {"error": ...}."""
         try:
             states = await self.internal_states()
@@ -130,28 +131,21 @@ class Control:
                 "supported": bool(states) and all(d.THRESHOLD_KEY in s for s in states)}
 
     async def set_threshold(self, value: object) -> SettingChange:
-        try:
-            n = d.validate_threshold(value)
-        except ValueError as exc:
-            return change(value, "refused", str(exc))
-        return await self._set(d.THRESHOLD_KEY, n, value)
+        return await self._set_valid(d.THRESHOLD_KEY, d.validate_threshold, value)
 
     async def set_force(self, value: object) -> SettingChange:
-        try:
-            mode = d.validate_force(value)
-        except ValueError as exc:
-            return change(value, "refused", str(exc))
-        return await self._set(d.FORCE_KEY, mode, value)
+        return await self._set_valid(d.FORCE_KEY, d.validate_force, value)
 
     async def set_hysteresis(self, value: object) -> SettingChange:
         """Resume speculating at batch <= max(1, N - H); validated, then read back per rank."""
-        return await self._set_int(d.HYSTERESIS_KEY, d.validate_hysteresis, value)
+        return await self._set_valid(d.HYSTERESIS_KEY, d.validate_hysteresis, value)
 
     async def set_dwell(self, value: object) -> SettingChange:
         """Decode steps a mode is held before the next switch; validated, read back per rank."""
-        return await self._set_int(d.DWELL_KEY, d.validate_dwell, value)
+        return await self._set_valid(d.DWELL_KEY, d.validate_dwell, value)
 
-    async def _set_int(self, key: str, validate: Callable[[object], int], value: object) -> SettingChange:
+    async def _set_valid(self, key: str, validate: Callable[[object], object], value: object) -> SettingChange:
+        """Refused here with the reason when ``validate`` says no; else sent and read back."""
         try:
             n = validate(value)
         except ValueError as exc:
@@ -163,7 +157,7 @@ class Control:
         validate = VALIDATE.get(key)
         if validate is None:
             return change(value, "refused", f"{key} is not a runtime setting")
-        return await self._set_int(key, validate, value)
+        return await self._set_valid(key, validate, value)
 
     async def _post(self, key: str, value: object) -> httpx.Response:
         if key == d.FORCE_KEY and isinstance(value, str):
@@ -200,7 +194,7 @@ class Control:
         """Every DP rank's entry and, where the server publishes them, every TP rank within
         it must read the new value back (SGLang answers /set_internal_state from TP0 only)."""
         deadline = time.monotonic() + READBACK_TIMEOUT_S
-        seen: list = []
+        seen: list[Any] = []
         while True:
             try:
                 states = await self.internal_states()

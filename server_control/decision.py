@@ -25,6 +25,7 @@ Log wording (the parser in ``server_control.logs`` and verification depend on it
 from __future__ import annotations
 
 import re
+from typing import Any
 
 SPECULATIVE = "speculative"
 TARGET_ONLY = "target_only"
@@ -120,7 +121,7 @@ class SpecSwitch:
         self.tokens = {SPECULATIVE: 0, TARGET_ONLY: 0}
         self.seconds = {SPECULATIVE: 0.0, TARGET_ONLY: 0.0}
         self.last_batch = 0
-        self.last_switch: dict | None = None
+        self.last_switch: dict[str, Any] | None = None
         self._last_t: float | None = None
         # acceptance over verifies that drafted (steps > 0) only: per request and step
         self.verifies = 0
@@ -205,7 +206,7 @@ class SpecSwitch:
         self.force = validate_force(value)
         return f"Dynamic speculation: force mode set to {self.force}"
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """JSON-ready live state, published per rank in /server_info internal_states."""
         return {
             "enabled": self.enabled,

@@ -19,6 +19,7 @@ run is wholly gone its numbers may go to anybody (after a reboot, at once). So:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psutil
@@ -36,14 +37,14 @@ class RunIdentity:
     titles: tuple[str, ...] = ()   # command lines the leader took later (setproctitle), as seen
 
 
-def _args(argv) -> list[str]:
+def _args(argv: Sequence[str]) -> list[str]:
     argv = list(argv)
     if len(argv) >= 3 and argv[1] == "-m":
         return argv[3:]
     return argv[1:]
 
 
-def cmdline_matches(actual, expected) -> bool:
+def cmdline_matches(actual: Sequence[str], expected: Sequence[str]) -> bool:
     """The recorded arguments (after the interpreter and ``-m module``) end the actual
     command line: the patched entry point re-executes itself as another module, and an
     interpreter wrapper (``timeout N python``) puts words in front. Without recorded
@@ -66,7 +67,7 @@ def same_process(p: psutil.Process, create_time: float) -> bool:
         return False
 
 
-def title(cmdline) -> str:
+def title(cmdline: Sequence[str]) -> str:
     return " ".join(cmdline)
 
 
@@ -119,6 +120,8 @@ def run_processes(ident: RunIdentity) -> list[psutil.Process]:
         found[leader.pid] = leader
         for c in _descendants(leader):
             found.setdefault(c.pid, c)
+        pgid: int | None
+        sid: int | None
         try:
             pgid, sid = os.getpgid(leader.pid), os.getsid(leader.pid)
         except OSError:

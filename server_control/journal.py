@@ -22,6 +22,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from server_control.sanitize import strip_controls
 from server_control.state_dir import resolve_state_dir
@@ -51,11 +52,11 @@ class Entry:
     detail: str = ""
     op: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, raw: object) -> "Entry | None":
+    def from_json(cls, raw: object) -> Entry | None:
         if not isinstance(raw, dict):
             return None
         try:
@@ -75,7 +76,7 @@ class Entry:
             self.action, what, self.result, self.detail) if x))
 
 
-def journal_path(state_dir=None) -> Path:
+def journal_path(state_dir: str | Path | None = None) -> Path:
     return resolve_state_dir(state_dir) / JOURNAL_NAME
 
 
@@ -92,7 +93,7 @@ def new_op() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def record(state_dir, action: str, **fields) -> Entry | None:
+def record(state_dir: str | Path | None, action: str, **fields: Any) -> Entry | None:
     """Append an entry (best effort). ``state_dir`` None: the default state dir."""
     try:
         user = getpass.getuser()
@@ -115,7 +116,7 @@ def record(state_dir, action: str, **fields) -> Entry | None:
     return entry
 
 
-def read(state_dir=None, *, target: str | None = None, profile: str | None = None,
+def read(state_dir: str | Path | None = None, *, target: str | None = None, profile: str | None = None,
          since: float | None = None, limit: int | None = None) -> list[Entry]:
     """Entries oldest first, filtered by server URL and/or profile name and time."""
     try:
@@ -123,7 +124,7 @@ def read(state_dir=None, *, target: str | None = None, profile: str | None = Non
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
     except (OSError, ValueError):
         return []
-    out = []
+    out: list[Entry] = []
     for line in lines:
         try:
             e = Entry.from_json(json.loads(line))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
+
 
 def _int(v: object) -> int | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
@@ -25,11 +27,11 @@ def _bool(v: object) -> bool | None:
     return v if isinstance(v, bool) else None
 
 
-def _obj(v: object) -> dict:
+def _obj(v: object) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def _list(v: object) -> list:
+def _list(v: object) -> list[Any]:
     return v if isinstance(v, list) else []
 
 

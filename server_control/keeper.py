@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import psutil
 
@@ -113,7 +114,7 @@ def _pump(rfd: int, writer: LogWriter) -> None:
     os.close(rfd)
 
 
-def _reply(obj: dict) -> None:
+def _reply(obj: dict[str, Any]) -> None:
     os.write(1, (json.dumps(obj) + "\n").encode())
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -121,7 +122,7 @@ def _reply(obj: dict) -> None:
     os.close(devnull)
 
 
-def serve(spec: dict) -> int:
+def serve(spec: dict[str, Any]) -> int:
     log_fd = spec["log_fd"]
     rfd, wfd = os.pipe()
     try:

@@ -15,7 +15,9 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import httpx
 
@@ -37,10 +39,10 @@ class LevelResult:
     ttft_p50_s: float | None = None
     ttft_p99_s: float | None = None
     chunk_gap_p50_s: float | None = None
-    ttfts: list = field(default_factory=list, repr=False)
-    gaps: list = field(default_factory=list, repr=False)
+    ttfts: list[Any] = field(default_factory=list, repr=False)
+    gaps: list[Any] = field(default_factory=list, repr=False)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("ttfts")
         out.pop("gaps")
@@ -54,11 +56,12 @@ def _quantile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def headers(api_key: str | None) -> dict:
+def headers(api_key: str | None) -> dict[str, Any]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-async def _one_request(client, url, body, result, window, api_key) -> None:
+async def _one_request(client: httpx.AsyncClient, url: str, body: dict[str, Any], result: LevelResult,
+                       window: tuple[float, float], api_key: str | None) -> None:
     start = time.monotonic()
     last = None
     seen = 0
@@ -106,7 +109,7 @@ async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measur
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(request_timeout_s, connect=10.0),
                                  limits=limits) as client:
-        async def worker():
+        async def worker() -> None:
             while time.monotonic() < window[1]:
                 try:
                     await _one_request(client, url, body, result, window, api_key)
@@ -141,21 +144,22 @@ async def set_force(url: str, mode: str, api_key: str | None = None) -> bool:
     return False
 
 
-def crossover(per_mode: dict[str, list[dict]]) -> int | None:
+def crossover(per_mode: dict[str, list[dict[str, Any]]]) -> int | None:
     """Smallest concurrency at which target-only beats speculative (None if never)."""
     spec = {r["concurrency"]: r["tok_s"] for r in per_mode.get(decision.SPECULATIVE, [])}
     plain = {r["concurrency"]: r["tok_s"] for r in per_mode.get(decision.TARGET_ONLY, [])}
     for c in sorted(set(spec) & set(plain)):
         if plain[c] > spec[c]:
-            return c
+            return int(c)
     return None
 
 
-async def sweep(url: str, levels: list[int], *, modes=(decision.SPECULATIVE, decision.TARGET_ONLY),
+async def sweep(url: str, levels: list[int], *, modes: Sequence[str] = (decision.SPECULATIVE, decision.TARGET_ONLY),
                 warmup_s: float = 3.0, measure_s: float = 10.0, max_tokens: int = 256,
-                api_key: str | None = None, admin_api_key: str | None = None, progress=None) -> dict:
+                api_key: str | None = None, admin_api_key: str | None = None,
+                progress: Callable[[LevelResult], None] | None = None) -> dict[str, Any]:
     """Per-mode throughput at each concurrency and the crossover. Restores force=auto."""
-    per_mode: dict[str, list[dict]] = {}
+    per_mode: dict[str, list[dict[str, Any]]] = {}
     notes = []
     try:
         for mode in modes:

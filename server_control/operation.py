@@ -10,13 +10,15 @@ One type with one way to say how it went (``outcome``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Final, Literal
 
 from server_control.snapshot import RunStatus, SettingChange
 from server_control.verify import Verification
 
-DONE, REFUSED, FAILED = "done", "refused", "failed"
 Outcome = Literal["done", "refused", "failed"]
+DONE: Final = "done"
+REFUSED: Final = "refused"
+FAILED: Final = "failed"
 # A setting change's state -> the operation's outcome.
 CHANGE_OUTCOME: dict[str, Outcome] = {"applied": DONE, "refused": REFUSED, "unsupported": REFUSED,
                                       "error": FAILED, "pending": FAILED, "overridden": FAILED}
@@ -40,8 +42,8 @@ class OperationResult:
     def of_change(cls, operation: str, change: SettingChange) -> OperationResult:
         return cls(operation, CHANGE_OUTCOME.get(change.state, FAILED), change.detail or change.state, change=change)
 
-    def to_json(self) -> dict:
-        out: dict = {"operation": self.operation, "outcome": self.outcome, "message": self.message}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"operation": self.operation, "outcome": self.outcome, "message": self.message}
         if self.run is not None:
             out["run"] = self.run.to_json()
         if self.change is not None:

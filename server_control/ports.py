@@ -9,4 +9,5 @@ def free_port(host: str = "127.0.0.1") -> int:
     remains possible, so callers that start a server still handle 'address in use')."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port

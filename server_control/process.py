@@ -20,14 +20,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from server_control import identity, run_logs
-from server_control.identity import RunIdentity, run_processes  # noqa: F401 (re-exported)
+from server_control.identity import RunIdentity as RunIdentity  # re-exported
+from server_control.identity import run_processes as run_processes  # re-exported
 from server_control.profile import LaunchSpec
+from server_control.run_logs import tail_lines as tail_lines  # re-exported
 from server_control.sanitize import strip_controls
-from server_control.run_logs import prune_dir as prune_logs, tail_lines  # noqa: F401 (re-exported)
 
 POLL_S = 0.1
 KILL_CONFIRM_S = 10.0
@@ -53,7 +55,7 @@ class ProcInfo:
     pid: int
     cmdline: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "cmdline": self.cmdline}
 
 
@@ -68,7 +70,7 @@ class StopResult:
     elapsed_s: float = 0.0
     message: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "was_running": self.was_running, "signalled": self.signalled,
                 "killed": self.killed, "remaining": [p.to_dict() for p in self.remaining],
                 "exit_code": self.exit_code, "elapsed_s": round(self.elapsed_s, 3),

@@ -38,7 +38,7 @@ _SECRET_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
 class ProfileError(ValueError):
     """A profile is invalid. ``str(err)`` names the file and every offending key."""
 
-    def __init__(self, message: str, path: str | Path | None = None, keys: tuple[str, ...] = ()):
+    def __init__(self, message: str, path: str | Path | None = None, keys: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.path = str(path) if path is not None else None
         self.keys = keys
@@ -89,15 +89,15 @@ class Profile:
     # -- convenience ------------------------------------------------------------------------
     @property
     def kind(self) -> str:
-        return self.server["kind"]
+        return str(self.server["kind"])
 
     @property
     def host(self) -> str:
-        return self.server["host"]
+        return str(self.server["host"])
 
     @property
     def port(self) -> int:
-        return self.server["port"]
+        return int(self.server["port"])
 
     @property
     def connect_host(self) -> str:
@@ -158,7 +158,7 @@ class Profile:
             if preview is None:
                 raise
             preview.append(str(err))
-            return self.server["python"]
+            return str(self.server["python"])
 
     def _python(self) -> str:
         py = self.server["python"]
@@ -170,7 +170,7 @@ class Profile:
             if not (p.is_file() and os.access(p, os.X_OK)):
                 raise self._err("[server] python", f"{p} is not an executable file")
             return str(p)
-        found = shutil.which(expanded)
+        found: str | None = shutil.which(expanded)
         if not found:
             raise self._err("[server] python", f"{py!r} not found on PATH")
         return found

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -23,11 +24,11 @@ class RestartPolicy:
     burst: int = 5
     window_s: float = 60.0
     enabled: bool = True
-    starts: deque = field(default_factory=deque)
+    starts: deque[Any] = field(default_factory=deque)
     consecutive_crashes: int = 0
 
     @classmethod
-    def from_profile(cls, restart: dict) -> "RestartPolicy":
+    def from_profile(cls, restart: dict[str, Any]) -> RestartPolicy:
         return cls(initial_s=restart["backoff_initial_s"], max_s=restart["backoff_max_s"],
                    burst=restart["burst"], window_s=restart["window_s"], enabled=restart["enabled"])
 
@@ -41,7 +42,7 @@ class RestartPolicy:
 
     def delay_for(self, n: int) -> float:
         """Backoff before the restart that follows the n-th consecutive crash (n >= 1)."""
-        return min(self.initial_s * (2 ** max(0, n - 1)), self.max_s)
+        return float(min(self.initial_s * (2 ** max(0, n - 1)), self.max_s))
 
     def after_crash(self, now: float, ran_for_s: float | None = None) -> tuple[str, float | str]:
         if ran_for_s is not None and ran_for_s >= self.window_s:

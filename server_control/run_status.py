@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from server_control.json_read import _bool, _int, _list, _num, _obj, _str
 
@@ -18,11 +19,11 @@ class SupervisorInfo:
     kind: str          # console | supervise | handoff
     since: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"pid": self.pid, "kind": self.kind, "since": self.since}
 
     @classmethod
-    def from_json(cls, raw: object) -> "SupervisorInfo | None":
+    def from_json(cls, raw: object) -> SupervisorInfo | None:
         r = _obj(raw)
         pid, kind = _int(r.get("pid")), _str(r.get("kind"))
         return cls(pid, kind, _str(r.get("since"))) if pid is not None and kind is not None else None
@@ -52,8 +53,8 @@ class RunStatus:
     runtime_note: str | None = None   # at runtime, kept across restarts (server_control/runtime_settings.py)
     supervisor: SupervisorInfo | None = None   # who restarts crashes (None: nobody)
 
-    def to_json(self) -> dict:
-        out = {"state": self.state, "pid": self.pid, "pgid": self.pgid, "started_at": self.started_at,
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": self.state, "pid": self.pid, "pgid": self.pgid, "started_at": self.started_at,
                "uptime_s": self.uptime_s, "port": self.port, "restarts": self.restarts,
                "log_path": self.log_path, "exit_code": self.exit_code, "fatal_reason": self.fatal_reason,
                "processes": list(self.processes)}

@@ -19,21 +19,26 @@ import datetime as _dt
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import psutil
 
 from server_control.identity import RunIdentity, verified_leader
-from server_control.state_dir import StateDirError, private_dir, resolve_state_dir  # noqa: F401
-from server_control.state_files import FileLock, LockTimeout, atomic_write  # noqa: F401
+from server_control.state_dir import StateDirError as StateDirError  # re-exported
+from server_control.state_dir import private_dir as private_dir  # re-exported
+from server_control.state_dir import resolve_state_dir as resolve_state_dir  # re-exported
+from server_control.state_files import FileLock as FileLock  # re-exported
+from server_control.state_files import LockTimeout as LockTimeout  # re-exported
+from server_control.state_files import atomic_write as atomic_write  # re-exported
 
 
 class RunConflict(RuntimeError):
     """A live run already holds this profile or its port (``.record`` is that run)."""
 
-    def __init__(self, message: str, record: "RunRecord"):
+    def __init__(self, message: str, record: RunRecord) -> None:
         super().__init__(message)
         self.record = record
 
@@ -67,19 +72,19 @@ class RunRecord:
     log_paths: list[str] = field(default_factory=list)   # earlier logs of this run (restarts)
     exit_code: int | None = None       # set when the run ended FATAL (leader dead)
     fatal_reason: str | None = None
-    members: list = field(default_factory=list)   # [pid, start time] of the run's other processes
-    titles: list = field(default_factory=list)    # command lines the leader later gave itself
+    members: list[Any] = field(default_factory=list)   # [pid, start time] of the run's other processes
+    titles: list[Any] = field(default_factory=list)    # command lines the leader later gave itself
     ready_at: str | None = None        # first time /health answered 200
     health: str | None = None          # ready | unhealthy, as the supervising process sees it
-    supervisor: dict | None = None     # {pid, create_time, kind, since}: who restarts crashes
-    runtime: dict = field(default_factory=dict)   # settings changed at runtime (server_control/runtime_settings.py)
+    supervisor: dict[str, Any] | None = None     # {pid, create_time, kind, since}: who restarts crashes
+    runtime: dict[str, Any] = field(default_factory=dict)   # settings changed at runtime (server_control/runtime_settings.py)
     runtime_pending: bool = False      # a restart carried them: re-apply once the server is ready
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_dict(cls, data: dict, where: str = "<record>") -> "RunRecord":
+    def from_dict(cls, data: dict[str, Any], where: str = "<record>") -> RunRecord:
         if not isinstance(data, dict):
             raise RunRecordError(f"{where}: expected a JSON object")
         names = {f.name for f in fields(cls)}
@@ -155,7 +160,7 @@ def save_record(rec: RunRecord, state_dir: str | Path | None = None) -> Path:
     return atomic_write(record_path(rec.name, state_dir), rec.to_json())
 
 
-def _update(name: str, state_dir, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
+def _update(name: str, state_dir: str | Path | None, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
     try:
         rec = load_record(name, state_dir)
     except RunRecordError:
@@ -167,14 +172,15 @@ def _update(name: str, state_dir, pid: int, change: Callable[[RunRecord], None])
     return rec
 
 
-async def update_record(name: str, state_dir, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
+async def update_record(name: str, state_dir: str | Path | None, pid: int,
+                        change: Callable[[RunRecord], None]) -> RunRecord | None:
     """Load, ``change(rec)`` and save the record under the profile lock, if it still belongs
     to ``pid``. Returns the saved record (None: no record of that pid)."""
     async with profile_lock(name, state_dir):
         return _update(name, state_dir, pid, change)
 
 
-def try_update_record(name: str, state_dir, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
+def try_update_record(name: str, state_dir: str | Path | None, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
     """``update_record`` if the profile lock is free now; None (nothing done) if it is busy."""
     lock = profile_lock(name, state_dir)
     if not lock.try_acquire():

@@ -10,10 +10,16 @@ in which case it says that the server is back on the profile's values.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from server_control import decision as d
 from server_control import runs
 from server_control.control import VALIDATE, Control
+from server_control.supervised import SupervisorParts
+
+if TYPE_CHECKING:
+    from server_control.snapshot import SettingChange
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +28,7 @@ PROFILE_KEY = {d.THRESHOLD_KEY: "threshold", d.HYSTERESIS_KEY: "hysteresis",
                d.DWELL_KEY: "min_dwell_steps", d.FORCE_KEY: "force_mode"}
 
 
-def remember(runtime: dict, key: str, value: object, profile_dynamic: dict) -> None:
+def remember(runtime: dict[str, Any], key: str, value: object, profile_dynamic: dict[str, Any]) -> None:
     """Keep ``key = value`` in ``runtime`` (validated); a value equal to the profile's is dropped."""
     if key not in VALIDATE:
         return
@@ -33,18 +39,19 @@ def remember(runtime: dict, key: str, value: object, profile_dynamic: dict) -> N
         runtime[key] = value
 
 
-def describe(runtime: dict, profile_dynamic: dict) -> str:
+def describe(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
     """``threshold 8 (profile 5), force_mode target_only (profile auto)``."""
     return ", ".join(f"{PROFILE_KEY[k]} {runtime[k]} (profile {profile_dynamic.get(PROFILE_KEY[k])})"
                      for k in ORDER if k in runtime)
 
 
-def not_reapplied(runtime: dict, profile_dynamic: dict) -> str:
+def not_reapplied(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
     return ("runtime settings NOT re-applied after the restart ([restart] reapply_runtime = false): "
             f"the server runs the profile's values again instead of {describe(runtime, profile_dynamic)}")
 
 
-async def reapply(control: Control, runtime: dict, profile_dynamic: dict, on_result=None) -> tuple[bool, str]:
+async def reapply(control: Control, runtime: dict[str, Any], profile_dynamic: dict[str, Any],
+                  on_result: Callable[[str, Any, SettingChange], None] | None = None) -> tuple[bool, str]:
     """Set every kept value on the new server, read back on every rank. (all ok, what was
     done). ``on_result(key, value, change)`` after each setting."""
     failed = []
@@ -61,10 +68,10 @@ async def reapply(control: Control, runtime: dict, profile_dynamic: dict, on_res
     return True, f"re-applied runtime settings after the restart: {what}"
 
 
-class RuntimeSettings:
+class RuntimeSettings(SupervisorParts):
     """Mixin of ``Supervisor`` (server_control/supervisor.py): the run's runtime settings."""
 
-    def current_runtime(self) -> dict:
+    def current_runtime(self) -> dict[str, Any]:
         disk = self._load_disk()
         rec = disk if disk is not None and (self.record is None or disk.pid == self.record.pid) else self.record
         return dict(rec.runtime) if rec is not None else {}
@@ -84,7 +91,7 @@ class RuntimeSettings:
         rec = self.record
         if rec is None or not rec.runtime_pending:
             return
-        claimed: list = []
+        claimed: list[Any] = []
 
         def claim(r: runs.RunRecord) -> None:
             if r.runtime_pending:

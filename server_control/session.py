@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable
+from typing import TYPE_CHECKING, Any
 
 from server_control import decision as d
 from server_control import verify as v
@@ -23,13 +24,29 @@ from server_control.logs import LogPipeline, LogStore
 from server_control.operation import DONE, OperationResult
 from server_control.session_runs import AttachedRun, ProfileRun, RunLike
 from server_control.setting_guard import SettingGuard, shown
-from server_control.snapshot import (MODES, LiveLoad, LogStatus, ModeShare, Series, ServerStatus, SessionSnapshot,
-                                     SettingChange, SpecStatus, Switch, Timeline)
+from server_control.snapshot import (
+    MODES,
+    LiveLoad,
+    LogStatus,
+    ModeShare,
+    Series,
+    ServerStatus,
+    SessionSnapshot,
+    SettingChange,
+    SpecStatus,
+    Switch,
+    Timeline,
+)
+from server_control.subscribers import Subscribers
 from server_control.telemetry.flapping import SwitchRate, switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
 from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
+
+if TYPE_CHECKING:
+    from server_control.profile import Profile
+
 
 log = logging.getLogger(__name__)
 KEEP_INIT_RECORDS = 512
@@ -37,9 +54,9 @@ SWITCHES_SHOWN = 200
 
 
 class Session:
-    def __init__(self, url: str, run: RunLike, *, profile=None, api_key: str | None = None,
+    def __init__(self, url: str, run: RunLike, *, profile: Profile | None = None, api_key: str | None = None,
                  admin_api_key: str | None = None, poll_interval_s: float = DEFAULT_INTERVAL_S,
-                 nvml=None, store: LogStore | None = None) -> None:
+                 nvml: Any = None, store: LogStore | None = None) -> None:
         self.url = url.rstrip("/")
         self.profile = profile
         self.run = run
@@ -63,27 +80,28 @@ class Session:
         self._runtime_note: str | None = None
         self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
         self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
-        self._subs: list[Callable[[str], None]] = []
-        self._tasks: list[asyncio.Task] = []
+        self._subs = Subscribers()   # silent: the console's screen has no place for a traceback
+        self._tasks: list[asyncio.Task[Any]] = []
         self._pipeline: LogPipeline | None = None
         self._log_path: Path | None = None
         self._seen_seq = 0
-        self._init: list = []
-        self._not_active: list = []
-        self._ready: list = []
+        self._init: list[Any] = []
+        self._not_active: list[Any] = []
+        self._ready: list[Any] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
-    def for_profile(cls, profile, state_dir=None, *, supervise: bool = True, **kw) -> "Session":
+    def for_profile(cls, profile: Profile, state_dir: str | Path | None = None, *, supervise: bool = True,
+                    **kw: Any) -> Session:
         run = ProfileRun(profile, state_dir, supervise)
         return cls(profile.url, run, profile=profile, api_key=profile.api_key(),
                    admin_api_key=profile.admin_api_key(), **kw)
 
     @classmethod
-    def attach(cls, url: str, log_path=None, api_key: str | None = None,
-               admin_api_key: str | None = None, **kw) -> "Session":
+    def attach(cls, url: str, log_path: str | Path | None = None, api_key: str | None = None,
+               admin_api_key: str | None = None, **kw: Any) -> Session:
         return cls(url, AttachedRun(log_path), api_key=api_key, admin_api_key=admin_api_key, **kw)
 
     # -- life cycle -----------------------------------------------------------------------
@@ -135,15 +153,10 @@ class Session:
     # -- subscribers ----------------------------------------------------------------------
     def subscribe(self, callback: Callable[[str], None]) -> Callable[[], None]:
         """``callback(topic)`` on the event loop; returns a function that unsubscribes."""
-        self._subs.append(callback)
-        return lambda: self._subs.remove(callback) if callback in self._subs else None
+        return self._subs.subscribe(callback)
 
     def _publish(self, topic: str) -> None:
-        for cb in list(self._subs):
-            try:
-                cb(topic)
-            except Exception:  # noqa: BLE001 - a subscriber's bug must not stop the session
-                pass
+        self._subs.publish(topic)
 
     def _on_nvml_thread(self) -> None:
         loop = self._loop
@@ -154,7 +167,7 @@ class Session:
                 pass
 
     # -- logs -----------------------------------------------------------------------------
-    def _follow(self, path) -> None:
+    def _follow(self, path: str | Path | None) -> None:
         """Follow ``path`` (a new run's log); a different path restarts the follower."""
         path = Path(path) if path else None
         if path == self._log_path:
@@ -263,7 +276,8 @@ class Session:
                            threshold=g.threshold if g else None, hysteresis=r0.hysteresis if r0 else None,
                            dwell=r0.min_dwell_steps if r0 else None)
 
-    async def _change(self, requested, action, key: str) -> SettingChange:
+    async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]],
+                      key: str) -> SettingChange:
         self.threshold_change = replace(change(requested, "pending", "sent; waiting for every DP rank to read back"),
                                         key=key)
         self._publish("snapshot")

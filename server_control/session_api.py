@@ -33,7 +33,8 @@ NVML updates come from the sampler thread and reach subscribers on the event loo
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 from server_control.logs.store import LogStore
 from server_control.operation import OperationResult

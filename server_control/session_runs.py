@@ -9,12 +9,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from server_control.operation import DONE, FAILED, REFUSED, OperationResult
 from server_control.snapshot import RunStatus
 from server_control.telemetry.sample import Sample
+
+if TYPE_CHECKING:
+    from server_control.profile import Profile
+
 
 log = logging.getLogger(__name__)
 NOT_OWNED = "attached to a server this console does not own: launch, stop and restart need a profile"
@@ -86,13 +91,13 @@ class ProfileRun:
     profile's restart lock); without it (headless read-only commands) it only adopts, and
     the run state is judged from the leader process and the HTTP poll."""
 
-    def __init__(self, profile, state_dir=None, supervise: bool = True) -> None:
+    def __init__(self, profile: Profile, state_dir: str | Path | None = None, supervise: bool = True) -> None:
         from server_control.supervisor import Supervisor  # noqa: PLC0415 - heavy, profile case only
 
         self.sup = Supervisor(profile, state_dir=state_dir)
         self.supervise = supervise
         self.needs_handoff = False   # set by close(): we supervised a run that goes on without us
-        self._watch: asyncio.Task | None = None
+        self._watch: asyncio.Task[Any] | None = None
         self._pids: list[int] = []
         self._reachable = False
 
@@ -143,7 +148,7 @@ class ProfileRun:
     async def restart(self) -> OperationResult:
         return await self._start("restart", self.sup.restart)
 
-    async def _start(self, operation: str, action) -> OperationResult:
+    async def _start(self, operation: str, action: Callable[[], Awaitable[object]]) -> OperationResult:
         from server_control.profile import ProfileError  # noqa: PLC0415
         from server_control.runs import RunConflict  # noqa: PLC0415
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from server_control import decision as d
 from server_control import journal
@@ -36,7 +38,7 @@ LABEL = {d.THRESHOLD_KEY: "N", d.FORCE_KEY: "forced mode", d.HYSTERESIS_KEY: "hy
          d.DWELL_KEY: "min_dwell_steps"}
 
 
-def shown(sample: Sample) -> dict:
+def shown(sample: Sample) -> dict[str, object]:
     """The settings a poll shows (DP rank 0), by server-argument name."""
     r0 = sample.ranks[0] if sample.ranks else None
     if r0 is None:
@@ -46,20 +48,21 @@ def shown(sample: Sample) -> dict:
 
 
 class SettingGuard:
-    def __init__(self, control: Control, target: str, state_dir=None, profile: str | None = None) -> None:
+    def __init__(self, control: Control, target: str, state_dir: str | Path | None = None, profile: str | None = None) -> None:
         self.control = control
         self.target = target
         self.state_dir = state_dir
         self.profile = profile
         self._mine: dict[str, object] = {}       # the last value this session set, per key
         self._busy: set[str] = set()             # keys this session is changing now
-        self._seen: dict | None = None           # the settings at the previous reachable poll
+        self._seen: dict[str, object] | None = None           # the settings at the previous reachable poll
 
-    def _record(self, key: str, result: str, **kw) -> None:
+    def _record(self, key: str, result: str, **kw: object) -> None:
         journal.record(self.state_dir, ACTION[key], target=self.target, profile=self.profile, key=key,
                        result=result, **kw)
 
-    async def change(self, key: str, requested: object, action, old: object = None) -> SettingChange:
+    async def change(self, key: str, requested: object, action: Callable[[object], Awaitable[SettingChange]],
+                     old: object = None) -> SettingChange:
         op, started = journal.new_op(), time.time()
         self._busy.add(key)
         try:
@@ -87,7 +90,7 @@ class SettingGuard:
                        op: str, started: float) -> SettingChange:
         await asyncio.sleep(SETTLE_S)
         deadline = time.monotonic() + CONFIRM_WAIT_S
-        ops: dict = {}
+        ops: dict[str, list[journal.Entry]] = {}
         while time.monotonic() < deadline:
             ops = self._others(key, op, started - LOOKBACK_S)
             if not any(all(e.result == journal.PENDING for e in es) for es in ops.values()):

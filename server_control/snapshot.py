@@ -17,20 +17,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from server_control.json_read import _bool, _counts, _int, _list, _num, _obj, _str  # noqa: F401 (tolerant readers)
+from server_control.run_status import RunStatus, SupervisorInfo
 from server_control.telemetry.flapping import SwitchRate
-from server_control.verify import VerifyLayer, Verification
+from server_control.verify import Verification, VerifyLayer
 
 Point = tuple[float, float]
 MODES = ("speculative", "target_only")
 SERIES = ("batch", "gen_throughput", "accept_len", "threshold", "mode")
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 
-__all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LiveLoad", "LogStatus", "ModeShare", "RunStatus", "Series", "ServerStatus",
-           "SessionSnapshot", "SettingChange", "SpecStatus", "Switch", "Timeline", "Verification", "VerifyLayer"]
-
-
-from server_control.json_read import _bool, _counts, _int, _list, _num, _obj, _str  # noqa: F401 (tolerant readers)
-from server_control.run_status import RunStatus, SupervisorInfo  # noqa: F401 (a part of the snapshot)
+__all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LiveLoad", "LogStatus", "ModeShare", "RunStatus", "Series",
+           "ServerStatus", "SessionSnapshot", "SettingChange", "SpecStatus", "SupervisorInfo", "Switch", "Timeline",
+           "Verification", "VerifyLayer"]
 
 
 # ---- the parts -------------------------------------------------------------------------
@@ -43,7 +42,7 @@ class ServerStatus:
     dp_size: int | None = None
     version: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"reachable": self.reachable, "error": self.error, "model": self.model,
                 "tp_size": self.tp_size, "dp_size": self.dp_size, "version": self.version}
 
@@ -72,7 +71,7 @@ class SpecStatus:
     supports_runtime_threshold: bool | None = None
     switch_rate: SwitchRate = SwitchRate()   # rule-made switches lately; flapping (telemetry/flapping.py)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "threshold": self.threshold, "low_mark": self.low_mark,
                 "hysteresis": self.hysteresis, "min_dwell_steps": self.min_dwell_steps, "force": self.force,
                 "switch_count": self.switch_count, "steps": dict(self.steps), "seconds": dict(self.seconds),
@@ -104,7 +103,7 @@ class SettingChange:
     ranks: tuple[bool, ...] = ()
     key: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"requested": self.requested, "state": self.state, "detail": self.detail, "ranks": list(self.ranks),
                 "key": self.key}
 
@@ -129,7 +128,7 @@ class LiveLoad:
     accept_rate: float | None = None
     ts: float | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"batch": self.batch, "queue": self.queue, "token_usage": self.token_usage,
                 "gen_throughput": self.gen_throughput, "accept_len": self.accept_len,
                 "accept_rate": self.accept_rate, "ts": self.ts}
@@ -160,7 +159,7 @@ class Series:
     threshold: tuple[Point, ...] = ()
     mode: tuple[Point, ...] = ()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {name: [list(p) for p in getattr(self, name)] for name in SERIES}
 
     @classmethod
@@ -178,7 +177,7 @@ class Switch:
     rank: str | None = None
     forced: bool = False  # made by a forced mode, not by the threshold rule
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"ts": self.ts, "mode": self.mode, "batch": self.batch, "threshold": self.threshold,
                 "rank": self.rank, "forced": self.forced}
 
@@ -197,7 +196,7 @@ class ModeShare:
     share: float | None = None  # of the time
     tok_s: float | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"share": self.share, "tok_s": self.tok_s}
 
 
@@ -228,7 +227,7 @@ class GpuDevice:
     temp_c: float | None = None
     pids: tuple[int, ...] = ()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "name": self.name, "util": self.util, "mem_used_mb": self.mem_used_mb,
                 "mem_total_mb": self.mem_total_mb, "power_w": self.power_w, "temp_c": self.temp_c,
                 "pids": list(self.pids)}
@@ -250,7 +249,7 @@ class GpuStatus:
     reason: str | None = "not sampled yet"
     devices: tuple[GpuDevice, ...] = ()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"available": self.available, "reason": self.reason, "devices": [d.to_json() for d in self.devices]}
 
     @classmethod
@@ -267,7 +266,7 @@ class LogStatus:
     truncated: int = 0
     path: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"total": self.total, "dropped": self.dropped, "truncated": self.truncated, "path": self.path}
 
     @classmethod
@@ -304,7 +303,7 @@ class SessionSnapshot:
         """The server answers and has nothing to decode: decode batch 0, nothing queued."""
         return self.server.reachable and self.live.batch == 0 and not self.live.queue
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "profile": self.profile, "url": self.url, "attached": self.attached,
             "run": self.run.to_json(), "server": self.server.to_json(), "spec": self.spec.to_json(),

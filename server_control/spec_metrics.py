@@ -15,11 +15,14 @@ and the verifies / accepted / proposed drafts of the steps that drafted.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from server_control import decision as d
 
 PREFIX = "sglang:spec_disable_"
 
-GAUGES = (
+GAUGES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
     ("batch_threshold", "Dynamic speculation: speculate while the decode batch <= N, "
      "target-only above (0 = never disable).", lambda s: s["threshold"]),
     ("hysteresis", "Dynamic speculation: back to speculative at batch <= max(1, N - H).",
@@ -40,7 +43,7 @@ GAUGES = (
 )
 
 # (name, documentation, label, value): label None = one series; else one per mode.
-COUNTERS = (
+COUNTERS: tuple[tuple[str, str, str | None, Callable[[dict[str, Any]], Any]], ...] = (
     ("switches", "Dynamic speculation mode switches, by the mode switched to.", "to",
      lambda s: s["switches"]),
     ("decode_steps", "Decode steps, by dynamic speculation mode.", "mode", lambda s: s["steps"]),
@@ -61,7 +64,7 @@ class SpecMetrics:
     """The metric objects for one label set; ``publish(snapshot)`` sets the gauges and
     advances the counters by what the snapshot's cumulative values gained."""
 
-    def __init__(self, gauge_cls, counter_cls, labels: dict, *, registry=None,
+    def __init__(self, gauge_cls: Any, counter_cls: Any, labels: dict[str, Any], *, registry: Any = None,
                  multiprocess: bool = False) -> None:
         self.labels = {k: str(v) for k, v in labels.items()}
         names = list(self.labels)
@@ -72,9 +75,9 @@ class SpecMetrics:
         self.counters = [(counter_cls(PREFIX + key + "_total", doc,
                                       names + ([label] if label else []), **extra), label, value)
                          for key, doc, label, value in COUNTERS]
-        self._sent: dict = {}
+        self._sent: dict[tuple[Any, Any], Any] = {}
 
-    def publish(self, snapshot: dict | None) -> None:
+    def publish(self, snapshot: dict[str, Any] | None) -> None:
         if not snapshot or "threshold" not in snapshot:
             return
         for gauge, value in self.gauges:

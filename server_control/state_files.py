@@ -85,8 +85,8 @@ class FileLock:
         self._fd = fd
         return True
 
-    async def acquire(self, timeout: float = LOCK_WAIT_S) -> "FileLock":
-        import asyncio   # here: the keeper imports this module and must start fast
+    async def acquire(self, timeout: float = LOCK_WAIT_S) -> FileLock:
+        import asyncio  # here: the keeper imports this module and must start fast
         deadline = time.monotonic() + timeout
         while not self.try_acquire():
             if time.monotonic() >= deadline:
@@ -95,7 +95,7 @@ class FileLock:
             await asyncio.sleep(LOCK_POLL_S)
         return self
 
-    def acquire_sync(self, timeout: float = LOCK_WAIT_S) -> "FileLock":
+    def acquire_sync(self, timeout: float = LOCK_WAIT_S) -> FileLock:
         deadline = time.monotonic() + timeout
         while not self.try_acquire():
             if time.monotonic() >= deadline:
@@ -118,14 +118,14 @@ class FileLock:
             os.close(self._fd)
             self._fd = None
 
-    async def __aenter__(self) -> "FileLock":
+    async def __aenter__(self) -> FileLock:
         return await self.acquire()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.release()
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         return self.acquire_sync()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()

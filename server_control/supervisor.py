@@ -31,31 +31,46 @@ import dataclasses
 import logging
 import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 from types import MappingProxyType
-from typing import Callable
+from typing import Any
 
 import httpx
 import psutil
 
 from server_control import identity, journal, process, run_logs, runs, runtime_settings
-from server_control.supervisor_role import HANDOFF, ROLES, SupervisorRole  # noqa: F401 (re-exported)
 from server_control.process import ProcInfo, StopResult
-from server_control.profile import Profile
 from server_control.restart_policy import RestartPolicy
-from server_control.runs import RunConflict, iso_time
+from server_control.run_status import SupervisorInfo
+from server_control.runs import RunConflict as RunConflict  # re-exported
+from server_control.runs import iso_time
 from server_control.snapshot import RunStatus
-from server_control.supervisor_watch import (CRASHED, FATAL, READY, STARTING, STATES, STOPPED,  # noqa: F401
-                                             TAIL_LINES, UNHEALTHY, WatchLoop, exit_words)
+from server_control.state_dir import resolve_state_dir
+from server_control.supervised import SupervisedProfile
+from server_control.supervisor_role import HANDOFF as HANDOFF  # re-exported
+from server_control.supervisor_role import ROLES as ROLES  # re-exported
+from server_control.supervisor_role import SupervisorRole
+from server_control.supervisor_watch import CRASHED as CRASHED  # re-exported
+from server_control.supervisor_watch import FATAL as FATAL  # re-exported
+from server_control.supervisor_watch import READY as READY  # re-exported
+from server_control.supervisor_watch import STARTING as STARTING  # re-exported
+from server_control.supervisor_watch import STATES as STATES  # re-exported
+from server_control.supervisor_watch import STOPPED as STOPPED  # re-exported
+from server_control.supervisor_watch import TAIL_LINES as TAIL_LINES  # re-exported
+from server_control.supervisor_watch import UNHEALTHY as UNHEALTHY  # re-exported
+from server_control.supervisor_watch import WatchLoop
+from server_control.supervisor_watch import exit_words as exit_words  # re-exported
 
 log = logging.getLogger(__name__)
 MAX_MEMBERS = 512
 
 
 class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
-    def __init__(self, profile: Profile, state_dir=None,
-                 on_change: Callable[["Supervisor"], None] | None = None, role: str = "console"):
+    def __init__(self, profile: SupervisedProfile, state_dir: str | Path | None = None,
+                 on_change: Callable[[Supervisor], None] | None = None, role: str = "console") -> None:
         self.profile = profile
-        self.state_dir = runs.resolve_state_dir(state_dir)
+        self.state_dir = resolve_state_dir(state_dir)
         self.on_change = on_change
         self.role = role
         self.state = STOPPED
@@ -77,10 +92,10 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
         self._fails = 0
         self._procs_cache: tuple[float, list[ProcInfo]] = (0.0, [])
         self._seen: set[tuple[int, float]] = set()   # leaders this process launched or verified
-        self._sup_cache: tuple[float, dict | None] = (0.0, None)
+        self._sup_cache: tuple[float, SupervisorInfo | None] = (0.0, None)
 
     # -- state ------------------------------------------------------------------------------
-    def _set(self, state: str | None = None, **attrs) -> None:
+    def _set(self, state: str | None = None, **attrs: Any) -> None:
         changed = state is not None and state != self.state
         if state is not None:
             self.state = state
@@ -94,11 +109,11 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
                 log.exception("on_change callback failed")
 
     @property
-    def _dynamic(self) -> dict:
-        return getattr(self.profile, "dynamic", {})   # a gateway has no speculation settings
+    def _dynamic(self) -> dict[str, Any]:
+        return self.profile.dynamic   # a gateway's is empty: no speculation settings
 
     @property
-    def exit_file(self):
+    def exit_file(self) -> Path:
         return runs.exit_file(self.profile.name, self.state_dir)
 
     def _load_disk(self) -> runs.RunRecord | None:
@@ -175,7 +190,7 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
             runtime=MappingProxyType(dict(rec.runtime) if rec else {}), runtime_note=self.runtime_note,
             supervisor=self.supervisor_of())
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """``status()`` as JSON (`specconsole supervise --json`)."""
         return self.status().to_json()
 
@@ -212,7 +227,7 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
         return None
 
     # -- launch -----------------------------------------------------------------------------
-    async def launch(self, runtime: dict | None = None) -> runs.RunRecord:
+    async def launch(self, runtime: dict[str, Any] | None = None) -> runs.RunRecord:
         """Start the server. ``runtime``: settings to re-apply once it is ready (a restart)."""
         async with self._op_lock:
             self._epoch += 1
@@ -227,12 +242,12 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
                 self.journal("launch", "failed", str(exc))
                 raise
 
-    def journal(self, action: str, result: str, detail: str = "", **kw) -> None:
+    def journal(self, action: str, result: str, detail: str = "", **kw: Any) -> None:
         """One entry in the operator journal (server_control/journal.py) for this run."""
         journal.record(self.state_dir, action, target=self.profile.url, profile=self.profile.name,
                        result=result, detail=detail, **kw)
 
-    async def _start(self, previous_logs: list[str], runtime: dict | None = None) -> runs.RunRecord:
+    async def _start(self, previous_logs: list[str], runtime: dict[str, Any] | None = None) -> runs.RunRecord:
         name, sd = self.profile.name, self.state_dir
         async with runs.profile_lock(name, sd), runs.port_lock(self.profile.port, sd):
             disk = self._load_disk()

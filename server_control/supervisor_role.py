@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import psutil
 
 from server_control import identity, runs
 from server_control.run_status import SupervisorInfo
 from server_control.runs import iso_time
+from server_control.supervised import SupervisorParts
 
 log = logging.getLogger(__name__)
 HANDOFF = "handoff"
@@ -26,10 +28,10 @@ ROLE_WORDS = {"console": "a console", "supervise": "specconsole supervise",
               HANDOFF: "specconsole supervise (handed over by a console that quit)"}
 
 
-class SupervisorRole:
+class SupervisorRole(SupervisorParts):
     """Mixin of ``Supervisor`` (server_control/supervisor.py)."""
 
-    def supervisor_info(self) -> dict:
+    def supervisor_info(self) -> dict[str, Any]:
         me = psutil.Process()
         return {"pid": me.pid, "create_time": me.create_time(), "kind": self.role,
                 "since": iso_time(time.time())}
@@ -45,7 +47,7 @@ class SupervisorRole:
             self._sup_cache = (now, self._read_supervisor())
         return self._sup_cache[1]
 
-    def _recorded_supervisor(self) -> tuple[dict, psutil.Process | None]:
+    def _recorded_supervisor(self) -> tuple[dict[str, Any], psutil.Process | None]:
         disk = self._load_disk()
         info = (disk.supervisor if disk is not None else None) or {}
         try:

@@ -20,6 +20,7 @@ import httpx
 
 from server_control import process, runs
 from server_control.sanitize import strip_controls
+from server_control.supervised import SupervisorParts
 
 STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL = (
     "starting", "ready", "unhealthy", "crashed", "stopped", "fatal")
@@ -36,8 +37,8 @@ def exit_words(code: int | None) -> str:
     return f"exit code {code}"
 
 
-class WatchLoop:
-    """Mixin: the attributes it uses are set by ``Supervisor.__init__``."""
+class WatchLoop(SupervisorParts):
+    """The supervision loop; a part of ``Supervisor`` (its state: ``SupervisorParts``)."""
 
     # -- the restart lock and what the record says about us --------------------------------
     def _try_lock(self) -> None:
@@ -147,6 +148,8 @@ class WatchLoop:
 
     async def _watchdog(self) -> None:
         rec = self.record
+        if rec is None:   # nothing runs: nothing to stop
+            return
         why = (f"watchdog: {self._fails} health checks failed in a row ({self.health_error}); "
                f"stopping pid {rec.pid} to restart it")
         self._set(last_error=why)
@@ -224,7 +227,7 @@ class WatchLoop:
                     self._set(last_error=str(exc), next_restart_at=None)
                     self.adopt()
                     return
-                except Exception as exc:     # busy port, bad python...: counts as a failed start
+                except Exception as exc:  # noqa: BLE001 - busy port, bad python...: counts as a failed start
                     self.policy.record_start(time.monotonic())
                     self._set(CRASHED, next_restart_at=None, last_error=f"restart failed: {exc}")
                     decision, value = self.policy.after_crash(time.monotonic())

@@ -16,11 +16,16 @@ Each layer is a ``VerifyLayer(name, status: pass|fail|pending, evidence, cause)`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from server_control import decision as d
 from server_control import tp_ranks
 from server_control.telemetry.sample import Sample, intval
 from server_control.telemetry.series import is_forced
+
+if TYPE_CHECKING:
+    from server_control.logs.record import Record
+
 
 PASS, FAIL, PENDING = "pass", "fail", "pending"
 LAYERS = ("configuration", "initialisation", "runtime")
@@ -43,7 +48,7 @@ class VerifyLayer:
     evidence: str | None = None
     cause: str | None = None  # the likely cause of a failure
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "evidence": self.evidence, "cause": self.cause}
 
     @classmethod
@@ -67,13 +72,13 @@ class Verification:
         """0 all pass, 1 a failure, 3 pending (documented for `specconsole verify`)."""
         return {PASS: 0, FAIL: 1}.get(self.summary, 3)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"summary": self.summary, "layers": [x.to_json() for x in self.layers]}
 
     @classmethod
     def from_json(cls, raw: object) -> Verification:
         r = raw if isinstance(raw, dict) else {}
-        layers = r.get("layers") if isinstance(r.get("layers"), list) else []
+        layers: list[Any] = r["layers"] if isinstance(r.get("layers"), list) else []
         summary = r.get("summary")
         return cls(summary if isinstance(summary, str) else PENDING,
                    tuple(x for x in map(VerifyLayer.from_json, layers) if x is not None))
@@ -89,7 +94,7 @@ def summary(layers: list[VerifyLayer]) -> Verification:
     return Verification(overall, tuple(layers))
 
 
-def _where(rec) -> str:
+def _where(rec: Record) -> str:
     line = getattr(rec, "line", None)
     text = getattr(rec, "text", "")
     return f"log line {line}: {text}" if line is not None else text
@@ -141,7 +146,8 @@ def switch_off(sample: Sample | None) -> tuple[str, str] | None:
     return None
 
 
-def initialisation(init_records: list, not_active: list, ready_records: list, *, ranks_expected: int,
+def initialisation(init_records: list[Record], not_active: list[Record], ready_records: list[Record], *,
+                   ranks_expected: int,
                    server_ready: bool, log_attached: bool, sample: Sample | None = None) -> VerifyLayer:
     name = "initialisation"
     if not_active:
@@ -152,9 +158,9 @@ def initialisation(init_records: list, not_active: list, ready_records: list, *,
     off = switch_off(sample)
     if off is not None:
         return layer(name, FAIL, *off)
-    by_rank: dict[str, object] = {}
+    by_rank: dict[str, Record] = {}
     for rec in init_records:
-        by_rank.setdefault(getattr(rec, "rank", None) or "", rec)
+        by_rank.setdefault(rec.rank or "", rec)
     seen = len(by_rank)
     if seen:
         thresholds = sorted({intval(getattr(r, "threshold", None)) for r in by_rank.values()},
@@ -236,7 +242,7 @@ class RuntimeWatch:
         else:  # speculative, or a batch above the low mark: the switch back is not due
             self.back_due_s, self._back_prev = 0.0, None
 
-    def status(self, events: list[dict]) -> VerifyLayer:
+    def status(self, events: list[dict[str, Any]]) -> VerifyLayer:
         name = "runtime"
         s = self.last
         force = s.ranks[0].force if s and s.ranks else None
@@ -264,7 +270,7 @@ class RuntimeWatch:
         return layer(name, PENDING, f"the batch exceeded the threshold (max {self.max_batch}); waiting for "
                      "the switch (minimum dwell)")
 
-    def _after_down(self, name: str, down: dict, grace: float) -> VerifyLayer:
+    def _after_down(self, name: str, down: dict[str, Any], grace: float) -> VerifyLayer:
         """Switched to target-only, not back yet: judged on decode steps at 1..low mark only."""
         low = self.low if self.low is not None else "?"
         if self.back_due_s > grace:
@@ -283,7 +289,7 @@ class RuntimeWatch:
                      f"drop to the low mark {low} and speculation to come back")
 
 
-def _event(e: dict) -> str:
+def _event(e: dict[str, Any]) -> str:
     if e.get("line") is not None:
         return f"log line {e['line']}: {e.get('text')}"
     return e.get("text") or f"{e['mode']} at batch {e.get('batch')} (threshold {e.get('threshold')})"

@@ -1,9 +1,14 @@
 """The shared per-step switch: rule, hysteresis, dwell, force, validation, wording."""
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from server_control.decision import (
-    SPECULATIVE, TARGET_ONLY, SpecSwitch, init_line, validate_threshold,
+    SPECULATIVE,
+    TARGET_ONLY,
+    SpecSwitch,
+    init_line,
+    validate_threshold,
 )
 
 

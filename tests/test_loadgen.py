@@ -2,8 +2,7 @@
 
 import httpx
 
-from server_control import decision
-from server_control import loadgen
+from server_control import decision, loadgen
 
 
 def test_crossover_and_suggested_threshold_from_rows():

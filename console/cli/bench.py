@@ -18,6 +18,7 @@ import sys
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, add_key_env_arguments, error
 from server_control import decision
+from server_control.sim.args import positive_seconds
 
 
 def _levels(text: str) -> list[int]:
@@ -40,16 +41,6 @@ def _modes(text: str) -> list[str]:
     return modes
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
-
-
 def register(subparsers) -> None:
     p = subparsers.add_parser("bench", help="concurrency sweep: per-mode throughput and the crossover",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -59,11 +50,11 @@ def register(subparsers) -> None:
     p.add_argument("--levels", type=_levels, default=[1, 2, 4, 8, 16, 32], help="concurrencies (default 1,2,4,8,16,32)")
     p.add_argument("--modes", type=_modes, default=[decision.SPECULATIVE, decision.TARGET_ONLY],
                    help="modes to force, comma-separated (default speculative,target_only; auto = as configured)")
-    p.add_argument("--warmup", type=_positive, default=3.0, help="seconds before measuring (default 3)")
-    p.add_argument("--measure", type=_positive, default=10.0, help="measuring window in seconds (default 10)")
+    p.add_argument("--warmup", type=positive_seconds, default=3.0, help="seconds before measuring (default 3)")
+    p.add_argument("--measure", type=positive_seconds, default=10.0, help="measuring window in seconds (default 10)")
     p.add_argument("--max-tokens", type=int, default=256, help="tokens per request (default 256)")
     add_key_env_arguments(p)
-    p.add_argument("--sim-time-scale", type=_positive, default=1.0,
+    p.add_argument("--sim-time-scale", type=positive_seconds, default=1.0,
                    help="with --sim: simulated seconds per second; figures are reported in simulated time")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)

@@ -8,8 +8,9 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from server_control.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
 from server_control.sanitize import strip_controls
@@ -103,7 +104,7 @@ def key_from_env(var: str | None, flag: str, required: bool = False) -> str | No
     return value
 
 
-def load_profile_arg(name: str | None) -> "Profile":
+def load_profile_arg(name: str | None) -> Profile:
     """The profile named by --profile (path or shipped name); a bad one is a UsageError
     naming the file and the key."""
     from server_control.profile import ProfileError, find_profile, load_profile  # noqa: PLC0415
@@ -121,7 +122,7 @@ def wants_demo(args: argparse.Namespace) -> bool:
     return not (getattr(args, "profile", None) or getattr(args, "url", None) or os.environ.get("SPECCONSOLE_PROFILE"))
 
 
-def target_profile(args: argparse.Namespace) -> "tuple[Profile, Path | None]":
+def target_profile(args: argparse.Namespace) -> tuple[Profile, Path | None]:
     """The profile and its state dir: --profile F (and --state-dir), or the demo's run."""
     from console.cli.demo_target import demo_state_dir, demo_target  # noqa: PLC0415
 
@@ -132,7 +133,7 @@ def target_profile(args: argparse.Namespace) -> "tuple[Profile, Path | None]":
     return load_profile_arg(args.profile), Path(state) if state else None
 
 
-def open_session(args: argparse.Namespace, poll_interval_s: float = 0.25) -> "Session":
+def open_session(args: argparse.Namespace, poll_interval_s: float = 0.25) -> Session:
     """A Session for --url, --profile or --demo (read-only: it never takes over supervision)."""
     from server_control.session import Session  # noqa: PLC0415 - heavy, only when needed
 
@@ -157,7 +158,7 @@ def unreachable_hint(url: str) -> str:
             "or --demo (the run of `specconsole demo`)")
 
 
-async def settle(session: "Session", timeout_s: float = 5.0) -> None:
+async def settle(session: Session, timeout_s: float = 5.0) -> None:
     """Wait for one poll and for the log to be read up to where it was when we began."""
     deadline = time.monotonic() + timeout_s
     path = session.snapshot().logs.path

@@ -18,8 +18,17 @@ import asyncio
 import json
 import time
 
-from console.cli.common import (EXIT_FAILED, EXIT_OK, UsageError, add_target_arguments, error, open_session,
-                                run_async, settle, unreachable_hint)
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_target_arguments,
+    error,
+    open_session,
+    run_async,
+    settle,
+    unreachable_hint,
+)
 from console.cli.status import verification_text
 from server_control.decision import validate_force, validate_threshold
 from server_control.operation import OperationResult

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DemoTarget:
-    profile: "Profile"
+    profile: Profile
     state_dir: Path
     note: str = ""      # why the port is not the profile's own ("" when it is, or was asked for)
 
@@ -69,5 +69,5 @@ def demo_target(state_dir: Path, port: int | None = None, time_scale: float = 1.
     return DemoTarget(profile, Path(state_dir), note)
 
 
-def demo_profile(state_dir: Path, port: int | None = None, time_scale: float = 1.0) -> "Profile":
+def demo_profile(state_dir: Path, port: int | None = None, time_scale: float = 1.0) -> Profile:
     return demo_target(state_dir, port, time_scale).profile

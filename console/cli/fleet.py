@@ -129,7 +129,10 @@ def demo_app(args):
     state_dir = demo_state_dir(args.state_dir)
     spec = demo_fleet(state_dir, args.time_scale)
     fleet = Fleet(spec, state_dir)
-    traffic = GatewayTraffic(spec.gateway.url, spec.members[0].profile.server["model_path"])
+    first = spec.members[0].profile
+    if spec.gateway is None or first is None:   # the demo fleet always has both
+        raise UsageError("the demo fleet needs a gateway and a local member")
+    traffic = GatewayTraffic(spec.gateway.url, first.server["model_path"])
 
     async def start(app) -> None:
         results = await fleet.act("launch", wait_s=60)

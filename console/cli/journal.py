@@ -15,8 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from console.cli.common import EXIT_OK, UsageError, add_demo_arguments, add_profile_argument, check_url, \
-    target_profile, usage_error
+from console.cli.common import (
+    EXIT_OK,
+    UsageError,
+    add_demo_arguments,
+    add_profile_argument,
+    check_url,
+    target_profile,
+    usage_error,
+)
 from server_control import journal
 
 EPILOG = "Exit codes: 0 printed, 2 bad arguments, 130 interrupted."

@@ -21,13 +21,22 @@ import signal
 import sys
 import time
 
-from console.cli.common import (EXIT_CONFLICT, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE,
-                                UsageError, add_demo_arguments, add_profile_argument, error, target_profile)
+from console.cli.common import (
+    EXIT_CONFLICT,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    UsageError,
+    add_demo_arguments,
+    add_profile_argument,
+    error,
+    target_profile,
+)
 from server_control import process, runs
 from server_control.interpreter import check_sglang
 from server_control.profile import ProfileError
-from server_control.supervisor import (FATAL, HANDOFF, READY, STARTING, STOPPED, UNHEALTHY, RunConflict, Supervisor,
-                                       exit_words)
+from server_control.supervisor import FATAL, HANDOFF, READY, STARTING, STOPPED, UNHEALTHY, RunConflict, Supervisor, exit_words
 from server_control.supervisor_role import ROLE_WORDS
 
 EPILOGS = {
@@ -256,7 +265,7 @@ async def _supervise(args, profile) -> int:
                 stopped_since = None
             try:
                 await asyncio.wait_for(detach.wait(), 0.25)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if detach.is_set() and sup.record is not None:
             running = sup.state in (STARTING, READY, UNHEALTHY)

@@ -15,8 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from console.cli.common import (EXIT_FAILED, EXIT_OK, add_target_arguments, error, open_session, run_async, settle,
-                                unreachable_hint)
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_target_arguments,
+    error,
+    open_session,
+    run_async,
+    settle,
+    unreachable_hint,
+)
 from server_control.snapshot import RunStatus, SessionSnapshot, Verification
 from server_control.supervisor_role import ROLE_WORDS
 

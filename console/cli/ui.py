@@ -22,11 +22,18 @@ Exit codes: 0 normal quit; 2 bad profile, arguments or missing API-key variable.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 
-from console.cli.common import (EXIT_OK, UsageError, add_key_env_arguments, add_profile_argument, check_url,
-                                key_from_env, load_profile_arg, usage_error)
+from console.cli.common import (
+    EXIT_OK,
+    UsageError,
+    add_key_env_arguments,
+    add_profile_argument,
+    check_url,
+    key_from_env,
+    load_profile_arg,
+    usage_error,
+)
 from console.cli.demo_target import demo_state_dir, demo_target
 
 
@@ -84,14 +91,16 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
 def run_ui(args) -> int:
     from server_control.profile import ProfileError
     from server_control.session import Session
+    from server_control.state_dir import resolve_state_dir
 
     try:
         profile = load_profile_arg(args.profile)
         session = Session.for_profile(profile, state_dir=args.state_dir)
+        state_dir = resolve_state_dir(args.state_dir)   # the one the session's run uses
     except (ProfileError, OSError, UsageError) as exc:
         return usage_error(str(exc))
     return _run_app(session, args, what="server", quit_stops=False, launch="offer",
-                    handoff=["--profile", str(profile.path), "--state-dir", str(session.run.sup.state_dir)])
+                    handoff=["--profile", str(profile.path), "--state-dir", str(state_dir)])
 
 
 def run_demo(args) -> int:

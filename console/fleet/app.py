@@ -8,6 +8,8 @@ started and closed by the ``Fleet``, not by the screen.
 """
 from __future__ import annotations
 
+from typing import cast
+
 from textual.binding import Binding
 
 from console.app import OUR_ACTIONS, SpecConsoleApp
@@ -86,7 +88,7 @@ class FleetApp(SpecConsoleApp):
 
     @property
     def fleet_screen(self) -> FleetScreen:
-        return self.get_screen(FLEET_SCREEN)
+        return cast(FleetScreen, self.get_screen(FLEET_SCREEN))
 
     def show_fleet(self) -> None:
         self.proxy.muted = True

@@ -1,7 +1,9 @@
 """The fleet table's columns, cells, sorting and filtering: pure functions over ``MemberRow``."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 
@@ -16,10 +18,10 @@ class Column:
     key: str
     title: str
     width: int
-    sort_key: object   # callable(MemberRow) -> comparable
+    sort_key: Callable[[MemberRow], Any]   # -> comparable
 
 
-def _num(v, fmt="{:.0f}") -> str:
+def _num(v, fmt: str="{:.0f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
@@ -65,7 +67,7 @@ def matches(row: MemberRow, text: str) -> bool:
     return True
 
 
-def arrange(rows, sort: str = "name", reverse: bool = False, filter_text: str = "") -> list[MemberRow]:
+def arrange(rows: Iterable[MemberRow], sort: str = "name", reverse: bool = False, filter_text: str = "") -> list[MemberRow]:
     column = next(c for c in COLUMNS if c.key == sort)
     shown = [r for r in rows if matches(r, filter_text)]
     return sorted(shown, key=column.sort_key, reverse=reverse)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -75,7 +75,7 @@ class FleetScreen(Screen):
         self.last_rows: dict = {}
         self.painted_at = 0.0     # monotonic time of the last table paint (benchmarks read it)
         self._header = ""
-        self._workers = None
+        self._workers: Text | None = None
         self.rows_cache: tuple = ()
 
     def compose(self) -> ComposeResult:
@@ -178,9 +178,11 @@ class FleetScreen(Screen):
 
     def action_set_n(self) -> None:
         names = self.targets()
+        def apply(n: int | None) -> None:
+            if n is not None:
+                self.act("threshold", {m: n for m in names})
         self.app.push_screen(PromptScreen(f"Set N (speculation off above this batch) on {len(names)} "
-                                          f"member(s): {', '.join(names)}", validate_threshold),
-                             lambda n: n is not None and self.act("threshold", {m: n for m in names}))
+                                          f"member(s): {', '.join(names)}", validate_threshold), apply)
 
     def action_step_n(self, delta: int) -> None:
         rows = {r.name: r for r in self.rows_cache}
@@ -192,9 +194,13 @@ class FleetScreen(Screen):
 
     def action_force(self) -> None:
         names = self.targets()
-        choices = [("a", "auto", "auto"), ("s", "speculative", "speculative"), ("t", "target-only", "target_only")]
-        self.app.push_screen(ChoiceScreen(f"Force the mode of {len(names)} member(s)", choices),
-                             lambda mode: mode is not None and self.act("force", {m: mode for m in names}))
+        choices: list[tuple[str, str, object]] = [("a", "auto", "auto"), ("s", "speculative", "speculative"),
+                                                  ("t", "target-only", "target_only")]
+
+        def apply(mode: object) -> None:
+            if mode is not None:
+                self.act("force", {m: mode for m in names})
+        self.app.push_screen(ChoiceScreen(f"Force the mode of {len(names)} member(s)", choices), apply)
 
     def action_verify(self) -> None:
         self.act("verify", {m: None for m in self.targets()})
@@ -207,7 +213,11 @@ class FleetScreen(Screen):
         from console.screens.confirm import confirm
         self.app.push_screen(confirm(f"Stop {len(names)} member(s): {', '.join(names)}"
                                      + (" and the gateway?" if self._everyone(names) and self.fleet.gateway else "?")),
-                             lambda yes: yes and self.life_cycle("stop"))
+                             self._stop_answer)
+
+    def _stop_answer(self, yes: object) -> None:
+        if yes:
+            self.life_cycle("stop")
 
     def _everyone(self, names) -> bool:
         return set(names) == set(self.fleet.members)

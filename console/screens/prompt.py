@@ -1,7 +1,7 @@
 """A one-line prompt with validation: the error shows under the input, nothing crashes."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from rich.style import Style
 
-from server_control.logs.pattern import compile_pattern as operator_regex
 from server_control.decision import NOT_ACTIVE_PREFIX
+from server_control.logs.pattern import compile_pattern as operator_regex
 from server_control.logs.record import DISPLAY_CAP, ERROR, Record
 from server_control.logs.store import rank_matches
 from server_control.sanitize import strip_controls
@@ -88,7 +88,7 @@ class LineFilter:
     rank: str | None = None
 
     @classmethod
-    def parse(cls, text: str, base: "LineFilter | None" = None) -> "LineFilter":
+    def parse(cls, text: str, base: LineFilter | None = None) -> LineFilter:
         """`/` input: regex, a leading `!` inverts, empty clears. Raises ValueError."""
         base = base or cls()
         text = text.strip()

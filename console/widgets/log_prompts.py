@@ -2,7 +2,8 @@
 how they check the answer (the error shows under the input), and what they do with it."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from console.screens.prompt import PromptScreen
 from console.widgets.log_format import LineFilter, compile_pattern
@@ -11,20 +12,29 @@ if TYPE_CHECKING:
     from console.widgets.log_view import LogView
 
 
-def filter_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], object]]:
+def filter_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], None]]:
     f = view.filter
     current = ("!" if f.invert else "") + f.text if f.pattern else ""
-    return (PromptScreen("Filter: regex (leading ! inverts, empty clears)", lambda s: (LineFilter.parse(s), s)[1],
-                         current),
-            lambda s: s is not None and view.set_filter_text(s))
+
+    def checked(s: str) -> str:
+        LineFilter.parse(s)   # raises ValueError: the prompt shows why and stays
+        return s
+
+    def done(s: str | None) -> None:
+        if s is not None:
+            view.set_filter_text(s)
+    return PromptScreen("Filter: regex (leading ! inverts, empty clears)", checked, current), done
 
 
-def search_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], object]]:
+def search_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], None]]:
     def done(s: str | None) -> None:
         if s is not None and not view.search_for(s) and s:
             view.notify(f"no line matches /{s}/", severity="warning")
-    return (PromptScreen("Search: regex (n next, N previous, esc clears)",
-                         lambda s: (compile_pattern(s) if s else None, s)[1], view.search_text), done)
+    def checked(s: str) -> str:
+        if s:
+            compile_pattern(s)   # raises ValueError: the prompt shows why and stays
+        return s
+    return PromptScreen("Search: regex (n next, N previous, esc clears)", checked, view.search_text), done
 
 
 def save_prompt(view: LogView) -> tuple[PromptScreen, None]:

@@ -7,8 +7,13 @@ import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from console.widgets.log_format import record_lines
+
+if TYPE_CHECKING:
+    from server_control.logs.record import Record
+
 
 SUB_BITS = 20  # a line's key: seq << SUB_BITS | line index within the record
 
@@ -34,7 +39,7 @@ class Rows:
                 del arr[:cut]
         return cut
 
-    def add(self, records: Iterable, accepts: Callable[[object], bool] | None, wrap_width: int,
+    def add(self, records: Iterable[Record], accepts: Callable[[Record], bool] | None, wrap_width: int,
             pattern: re.Pattern | None) -> list[int]:
         """Append the rows of ``records`` (those ``accepts`` takes; wrapped at ``wrap_width``
         when > 0); returns the keys of the lines ``pattern`` matches."""
@@ -48,13 +53,19 @@ class Rows:
                 n = len(line)
                 if pattern is not None and pattern.search(line):
                     hits.append(seq << SUB_BITS | i)
-                if wrap_width <= 0 or n <= wrap_width:
-                    seqs.append(seq), subs.append(i), starts.append(0), ends.append(n)
+                cuts = [(0, n)] if wrap_width <= 0 or n <= wrap_width else \
+                    [(s, min(n, s + wrap_width)) for s in range(0, n, wrap_width)]
+                if len(cuts) == 1:
                     widest = max(widest, n)
-                else:
-                    for s in range(0, n, wrap_width):
-                        seqs.append(seq), subs.append(i), starts.append(s), ends.append(min(n, s + wrap_width))
-        self.seq.extend(seqs), self.sub.extend(subs), self.start.extend(starts), self.end.extend(ends)
+                for start, end in cuts:
+                    seqs.append(seq)
+                    subs.append(i)
+                    starts.append(start)
+                    ends.append(end)
+        self.seq.extend(seqs)
+        self.sub.extend(subs)
+        self.start.extend(starts)
+        self.end.extend(ends)
         self.widest = widest
         return hits
 

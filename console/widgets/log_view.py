@@ -25,7 +25,13 @@ from textual.strip import Strip
 from console.bindings import bindings_for
 from console.messages import LogViewChanged, LogViewStatus
 from console.widgets.log_format import (
-    CURRENT_MATCH_STYLE, CURRENT_ROW_STYLE, MATCH_STYLE, LineFilter, record_lines, record_text, style_for,
+    CURRENT_MATCH_STYLE,
+    CURRENT_ROW_STYLE,
+    MATCH_STYLE,
+    LineFilter,
+    record_lines,
+    record_text,
+    style_for,
 )
 from console.widgets.log_prompts import filter_prompt, save_prompt, search_prompt
 from console.widgets.log_rows import SUB_BITS, Rows

@@ -12,7 +12,6 @@ from console.widgets.fmt import clock, num
 from console.widgets.snapshot_view import SnapshotView
 from server_control.snapshot import ModeShare, SessionSnapshot, Switch, Timeline
 
-
 COMPACT_BELOW = 44  # content width under which the panel uses short labels (80x24)
 SHORT = {"speculative": "spec", "target_only": "target"}
 
@@ -70,7 +69,7 @@ def switches_table(timeline: Timeline, rows: int, compact: bool = False) -> Tabl
         sw = row.switch
         style = "bright_blue" if sw.mode == "target_only" else "bright_green"
         name = SHORT.get(sw.mode, sw.mode) if compact else sw.mode.replace("_", "-")
-        cells = [clock(sw.ts), Text(name, style), "-" if sw.batch is None else str(sw.batch),
+        cells: list[Text | str] = [clock(sw.ts), Text(name, style), "-" if sw.batch is None else str(sw.batch),
                  "-" if sw.threshold is None else str(sw.threshold), row.rank]
         table.add_row(*cells[:len(cols)])
     if not switches:

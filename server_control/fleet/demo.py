@@ -15,12 +15,14 @@ import asyncio
 import dataclasses
 import math
 import time
+from pathlib import Path
+from typing import Any
 
 import httpx
 
 from server_control import runs
-from server_control.ports import free_port
 from server_control.fleet.spec import FleetSpec, load_fleet
+from server_control.ports import free_port
 
 DEMO_FLEET = "demo"
 
@@ -40,7 +42,7 @@ def _usable_port(host: str, port: int, taken: set[int]) -> int:
     return port
 
 
-def demo_fleet(state_dir=None, time_scale: float = 1.0) -> FleetSpec:
+def demo_fleet(state_dir: str | Path | None = None, time_scale: float = 1.0) -> FleetSpec:
     """The shipped demo fleet; a replica keeps the port of its live run (adopted), other
     busy ports (and the gateway's) are replaced by free ones."""
     spec = load_fleet(DEMO_FLEET)
@@ -78,7 +80,7 @@ class GatewayTraffic:
         self.sent = 0
         self.errors = 0
         self.last_error: str | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[Any]] = []
         self._t0 = 0.0
 
     def active(self, now: float | None = None) -> int:

@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 from server_control.fleet.gateway import Gateway, GatewayStatus
 from server_control.fleet.member import FAILED, OK, Member, MemberResult, MemberRow
 from server_control.fleet.spec import FleetSpec
+from server_control.subscribers import Subscribers
 
 log = logging.getLogger(__name__)
 GATEWAY = "gateway"
 
 
 class Fleet:
-    def __init__(self, spec: FleetSpec, state_dir=None, *, supervise: bool = True) -> None:
+    def __init__(self, spec: FleetSpec, state_dir: str | Path | None = None, *, supervise: bool = True) -> None:
         self.spec = spec
         self.state_dir = state_dir
         self.supervise = supervise
@@ -36,15 +39,15 @@ class Fleet:
                                            for m in spec.members}
         self.gateway = Gateway(spec, state_dir, supervise=supervise) if spec.gateway else None
         self.gateway_status: GatewayStatus | None = None
-        self._subs: list[Callable[[str], None]] = []
-        self._tasks: list[asyncio.Task] = []
+        self._subs = Subscribers(log)
+        self._tasks: list[asyncio.Task[Any]] = []
         self._unsubs: list[Callable[[], None]] = []
 
     # -- life cycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         await asyncio.gather(*(m.start() for m in self.members.values()))
         for m in self.members.values():
-            self._unsubs.append(m.session.subscribe(lambda topic, name=m.name: self._publish(f"member:{name}")))
+            self._unsubs.append(m.session.subscribe(self._forwarder(m.name)))
         if self.gateway is not None:
             self.gateway.set_members(self._worker_urls())
             self.gateway.adopt()
@@ -93,21 +96,23 @@ class Fleet:
     # -- subscribers ----------------------------------------------------------------------------
     def subscribe(self, callback: Callable[[str], None]) -> Callable[[], None]:
         """``callback(topic)``: "member:NAME" (its session changed) or "gateway"."""
-        self._subs.append(callback)
-        return lambda: self._subs.remove(callback) if callback in self._subs else None
+        return self._subs.subscribe(callback)
 
     def _publish(self, topic: str) -> None:
-        for cb in list(self._subs):
-            try:
-                cb(topic)
-            except Exception:  # noqa: BLE001 - a subscriber's bug must not stop the fleet
-                log.exception("fleet subscriber failed")
+        self._subs.publish(topic)
 
     # -- reading --------------------------------------------------------------------------------
+    def _forwarder(self, name: str) -> Callable[[str], None]:
+        """A member's session events, published as ``member:<name>``."""
+        def forward(_topic: str) -> None:
+            self._publish(f"member:{name}")
+        return forward
+
     def rows(self) -> tuple[MemberRow, ...]:
         return tuple(m.row() for m in self.members.values())
 
-    def select(self, names=None) -> list[Member]:
+    def select(self, names: Iterable[str] | None = None) -> list[Member]:
+        names = list(names or [])
         if not names:
             return list(self.members.values())
         unknown = [n for n in names if n not in self.members]
@@ -120,9 +125,11 @@ class Fleet:
         await asyncio.gather(*(m.settle(timeout_s) for m in self.members.values()))
 
     # -- actions --------------------------------------------------------------------------------
-    async def act(self, action: str, value=None, names=None, *, wait_s: float | None = None) -> tuple[MemberResult, ...]:
+    async def act(self, action: str, value: object = None, names: Iterable[str] | None = None, *,
+                  wait_s: float | None = None) -> tuple[MemberResult, ...]:
         """Run ``action`` on every selected member at once; one result each, in file order.
         ``launch`` launches the gateway after the members, ``stop`` stops it first."""
+        names = list(names or [])
         members = self.select(names)
         if action == "stop" and not names and self.gateway is not None:
             gw = await self._gateway_action("stop")
@@ -141,8 +148,9 @@ class Fleet:
             if action == "stop":
                 res = await gw.stop()
                 return MemberResult(GATEWAY, action, OK if res.ok else FAILED, res.message, res.to_dict())
-            if gw.adopt() is not None:
-                return MemberResult(GATEWAY, action, OK, f"already running (pid {gw.sup.record.pid})")
+            adopted = gw.adopt()
+            if adopted is not None:
+                return MemberResult(GATEWAY, action, OK, f"already running (pid {adopted.pid})")
             rec = await gw.launch()
             if wait_s:
                 state = await gw.wait_ready(wait_s)

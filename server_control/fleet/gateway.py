@@ -17,12 +17,14 @@ is 0.0.0.0:29000).
 """
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -31,6 +33,11 @@ from server_control.ports import free_port
 from server_control.profile import LaunchSpec, Profile, ProfileError
 from server_control.sanitize import clean_json
 from server_control.state_dir import resolve_state_dir
+
+if TYPE_CHECKING:
+    from server_control.process import StopResult
+    from server_control.runs import RunRecord
+
 
 SMG_MODULE = "smg"
 HEALTH = {"path": "/health", "interval_s": 1.0, "timeout_s": 5.0, "failures": 3}
@@ -47,8 +54,8 @@ class GatewayProfile:
     worker_urls: tuple[str, ...]
     path: Path | None = None
     kind: str = "smg"
-    health: dict = field(default_factory=lambda: dict(HEALTH))
-    restart: dict = field(default_factory=lambda: dict(RESTART))
+    health: dict[str, Any] = field(default_factory=lambda: dict(HEALTH))
+    restart: dict[str, Any] = field(default_factory=lambda: dict(RESTART))
 
     @property
     def host(self) -> str:
@@ -65,6 +72,16 @@ class GatewayProfile:
     @property
     def stop_grace_s(self) -> float:
         return self.spec.stop_grace_s
+
+    @property
+    def dynamic(self) -> dict[str, Any]:
+        return {}   # no speculation settings: nothing to re-apply after a restart
+
+    def api_key(self, preview: list[str] | None = None) -> str | None:
+        return None
+
+    def admin_api_key(self, preview: list[str] | None = None) -> str | None:
+        return None
 
     def python(self) -> str:
         if not self.spec.python:
@@ -89,7 +106,7 @@ class GatewayProfile:
         d = self.spec.log_dir
         return Path(os.path.expanduser(d)) if d else Path(state_dir) / "logs" / self.name
 
-    def launch_spec(self, state_dir=None, preview=None) -> LaunchSpec:
+    def launch_spec(self, state_dir: str | Path | None = None, preview: list[str] | None = None) -> LaunchSpec:
         sd = resolve_state_dir(state_dir)
         overrides = {"PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "RUST_LOG_STYLE": "never"}
         port = self.spec.prometheus_port or free_port()
@@ -131,7 +148,7 @@ class GatewayStatus:
     def healthy_workers(self) -> int:
         return sum(1 for w in self.workers if w.healthy)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"url": self.url, "state": self.state, "reachable": self.reachable, "error": self.error,
                 "pid": self.pid, "restarts": self.restarts, "log_path": self.log_path,
                 "healthy_workers": self.healthy_workers, "total_workers": len(self.workers),
@@ -155,7 +172,7 @@ def parse_workers(body: object, members_by_url: dict[str, str]) -> tuple[Gateway
 
 
 class Gateway:
-    def __init__(self, fleet: FleetSpec, state_dir=None, *, supervise: bool = True) -> None:
+    def __init__(self, fleet: FleetSpec, state_dir: str | Path | None = None, *, supervise: bool = True) -> None:
         from server_control.supervisor import Supervisor  # noqa: PLC0415 - heavy, gateway case only
 
         assert fleet.gateway is not None
@@ -168,7 +185,7 @@ class Gateway:
         # no keep-alive: an idle connection of ours would hold smg's graceful shutdown
         self._client = httpx.AsyncClient(timeout=3.0, trust_env=False,
                                          limits=httpx.Limits(max_keepalive_connections=0))
-        self._watch = None
+        self._watch: asyncio.Task[None] | None = None
         self._added: dict[str, float] = {}   # url -> when we asked smg to add it
 
     @property
@@ -180,21 +197,20 @@ class Gateway:
         self.members_by_url = {u.rstrip("/"): n for u, n in members_by_url.items()}
         self.sup.profile = GatewayProfile(self.name, self.spec, tuple(self.members_by_url))
 
-    def adopt(self):
+    def adopt(self) -> RunRecord | None:
         return self.sup.adopt()
 
     async def start(self) -> None:
         """Adopt a live gateway run, else launch one; then supervise it (if asked)."""
-        import asyncio
         if self.sup.adopt() is None:
             await self.sup.launch()
         if self.supervise and self._watch is None:
             self._watch = asyncio.create_task(self.sup.watch(), name="gateway-supervise")
 
-    async def launch(self):
+    async def launch(self) -> RunRecord:
         return await self.sup.launch()
 
-    async def stop(self):
+    async def stop(self) -> StopResult:
         return await self.sup.stop()
 
     async def close(self) -> None:
@@ -212,16 +228,18 @@ class Gateway:
 
     async def read(self) -> GatewayStatus:
         run = self.sup.status()
-        base = dict(url=self.url, state=run.state, pid=run.pid, restarts=run.restarts, log_path=run.log_path)
+        state = run.state or "unknown"
         try:
             resp = await self._client.get(self.url + "/workers")
             resp.raise_for_status()
             workers = parse_workers(clean_json(resp.json()), self.members_by_url)
         except (httpx.HTTPError, ValueError) as exc:
-            return GatewayStatus(reachable=False, error=f"{self.url}/workers: {type(exc).__name__}: {exc}", **base)
-        if base["state"] == "starting" and not self.supervise:
-            base["state"] = "ready"   # nobody here runs the health checks: it answered, it is up
-        return GatewayStatus(reachable=True, workers=workers, **base)
+            return GatewayStatus(self.url, state, False, f"{self.url}/workers: {type(exc).__name__}: {exc}",
+                                 pid=run.pid, restarts=run.restarts, log_path=run.log_path)
+        if state == "starting" and not self.supervise:
+            state = "ready"   # nobody here runs the health checks: it answered, it is up
+        return GatewayStatus(self.url, state, True, workers=workers, pid=run.pid, restarts=run.restarts,
+                             log_path=run.log_path)
 
     async def reconcile(self, status: GatewayStatus | None = None) -> list[str]:
         """Make the gateway's worker list the fleet's: POST /workers for a member it lacks

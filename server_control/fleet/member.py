@@ -16,12 +16,20 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
 from server_control.operation import OperationResult
 from server_control.snapshot import GpuStatus, SettingChange, Verification
 from server_control.state_dir import resolve_state_dir
+
+if TYPE_CHECKING:
+    from server_control.fleet.remote import RemoteRun
+    from server_control.session import Session
+
 
 OK, PENDING, FAILED, REFUSED, NO_ANSWER = "ok", "pending", "failed", "refused", "no-answer"
 OUTCOMES = (OK, PENDING, FAILED, REFUSED, NO_ANSWER)
@@ -52,7 +60,7 @@ class MemberRow:
     url: str = ""
     last_change: str | None = None   # the state of the last threshold/force change
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -62,18 +70,18 @@ class MemberResult:
     action: str
     outcome: str
     detail: str
-    data: dict = field(default_factory=dict, compare=False)
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def stands_out(self) -> bool:
         return self.outcome in (REFUSED, NO_ANSWER, FAILED)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"member": self.member, "action": self.action, "outcome": self.outcome,
                 "detail": self.detail, "data": self.data}
 
 
-def exit_code(results) -> int:
+def exit_code(results: Iterable[MemberResult]) -> int:
     """0 all ok, 1 any refusal / no answer / failure, 3 any pending (and no failure)."""
     outcomes = {r.outcome for r in results}
     if outcomes & {FAILED, REFUSED, NO_ANSWER}:
@@ -108,7 +116,7 @@ def _gpu_util(gpus: GpuStatus) -> float | None:
 
 
 class Member:
-    def __init__(self, spec: MemberSpec, session, remote=None) -> None:
+    def __init__(self, spec: MemberSpec, session: Session, remote: RemoteRun | None = None) -> None:
         self.spec = spec
         self.session = session
         self.remote = remote          # RemoteRun for ssh members
@@ -127,19 +135,20 @@ class Member:
         return self.spec.worker_url or self.session.url
 
     @classmethod
-    def build(cls, spec: MemberSpec, fleet: FleetSpec, state_dir=None, *, supervise: bool = True) -> "Member":
-        from server_control.session import Session   # noqa: PLC0415 - heavy
+    def build(cls, spec: MemberSpec, fleet: FleetSpec, state_dir: str | Path | None = None, *,
+              supervise: bool = True) -> Member:
+        from server_control.session import Session  # noqa: PLC0415 - heavy
 
         poll = fleet.poll_interval_s
-        if spec.kind == LOCAL:
+        if spec.kind == LOCAL and spec.profile is not None:
             return cls(spec, Session.for_profile(spec.profile, state_dir, supervise=supervise, poll_interval_s=poll))
         key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         admin = os.environ.get(spec.admin_api_key_env) if spec.admin_api_key_env else None
         if spec.kind == URL:
             return cls(spec, Session.attach(spec.url, log_path=spec.log, api_key=key, admin_api_key=admin,
                                             poll_interval_s=poll))
-        from server_control.ports import free_port  # noqa: PLC0415
         from server_control.fleet.remote import RemoteRun  # noqa: PLC0415
+        from server_control.ports import free_port  # noqa: PLC0415
         port = free_port()
         mirrors = resolve_state_dir(state_dir) / "fleet" / fleet.name / spec.name
         remote = RemoteRun(spec, port, mirrors, status_interval_s=fleet.status_interval_s)
@@ -186,25 +195,26 @@ class Member:
                 break
             await asyncio.sleep(0.02)
 
-    async def act(self, action: str, value=None, *, wait_s: float | None = None) -> MemberResult:
+    async def act(self, action: str, value: object = None, *, wait_s: float | None = None) -> MemberResult:
         try:
-            return await getattr(self, f"_{action}")(value, wait_s)
+            result: MemberResult = await getattr(self, f"_{action}")(value, wait_s)
+            return result
         except AttributeError:
             raise ValueError(f"unknown action {action!r} (known: {', '.join(ACTIONS)})") from None
         except Exception as exc:  # noqa: BLE001 - one member's trouble is its own result
             return MemberResult(self.name, action, FAILED, f"{type(exc).__name__}: {exc}")
 
-    async def _threshold(self, value, wait_s):
+    async def _threshold(self, value: object, wait_s: float | None) -> MemberResult:
         result = await self.session.set_threshold(value)
         return MemberResult(self.name, "threshold", change_outcome(result.change),
                             result.change.detail if result.change else result.message, result.to_json())
 
-    async def _force(self, value, wait_s):
+    async def _force(self, value: object, wait_s: float | None) -> MemberResult:
         result = await self.session.set_force(value)
         return MemberResult(self.name, "force", change_outcome(result.change),
                             result.change.detail if result.change else result.message, result.to_json())
 
-    async def _verify(self, value, wait_s):
+    async def _verify(self, value: object, wait_s: float | None) -> MemberResult:
         deadline = time.monotonic() + (wait_s or 0.0)
         result = (await self.session.verify()).verification or Verification()
         while result.summary == "pending" and time.monotonic() < deadline:
@@ -216,7 +226,7 @@ class Member:
         worst = next((x for x in result.layers if x.status == result.summary), result.layers[0])
         return MemberResult(self.name, "verify", outcome, f"{worst.name}: {worst.evidence}", result.to_json())
 
-    async def _status(self, value, wait_s):
+    async def _status(self, value: object, wait_s: float | None) -> MemberResult:
         row = self.row()
         outcome = OK if row.reachable else (NO_ANSWER if row.state not in ("stopped", "fatal", "crashed") else FAILED)
         return MemberResult(self.name, "status", outcome, row.error or row.state, row.to_json())
@@ -224,7 +234,7 @@ class Member:
     def _live(self) -> bool:
         return self.session.snapshot().run.state in ("starting", "ready", "unhealthy")
 
-    async def _launch(self, value, wait_s):
+    async def _launch(self, value: object, wait_s: float | None) -> MemberResult:
         if self.spec.kind == URL:
             return MemberResult(self.name, "launch", REFUSED, "attached by URL: launch it where it runs")
         if self.spec.kind == LOCAL and self._live():
@@ -247,13 +257,13 @@ class Member:
             await asyncio.sleep(0.1)
         return False
 
-    async def _stop(self, value, wait_s):
+    async def _stop(self, value: object, wait_s: float | None) -> MemberResult:
         if self.spec.kind == URL:
             return MemberResult(self.name, "stop", REFUSED, "attached by URL: stop it where it runs")
         result = await self.session.stop()
         return MemberResult(self.name, "stop", run_outcome(result), result.message or "stopped", result.to_json())
 
-    async def _restart(self, value, wait_s):
+    async def _restart(self, value: object, wait_s: float | None) -> MemberResult:
         if self.spec.kind == URL:
             return MemberResult(self.name, "restart", REFUSED, "attached by URL: restart it where it runs")
         result = await self.session.restart()

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from server_control.fleet.spec import MemberSpec
@@ -49,7 +50,7 @@ class RemoteRun:
         self.statuses = 0                     # answers received
         self._on_change: Callable[[], None] = lambda: None
         self._reachable = False
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._tunnel: asyncio.subprocess.Process | None = None
         self._tunnel_target: tuple[str, int] | None = None
         self._stream: asyncio.subprocess.Process | None = None
@@ -196,5 +197,5 @@ class RemoteRun:
         mirror.write_bytes(b"")   # `logs --follow` sends the file from its start again
         self._stream = await self.ssh.stream(["logs", "--follow", remote_log], mirror)
         self._mirror = mirror
-        from server_control.process import prune_logs
-        prune_logs(self.mirror_dir, KEEP_MIRRORS, protect=(mirror,))
+        from server_control.run_logs import prune_dir
+        prune_dir(self.mirror_dir, KEEP_MIRRORS, protect=(mirror,))

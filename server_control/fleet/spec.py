@@ -48,7 +48,7 @@ _WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "
 class FleetError(ValueError):
     """A fleet file is invalid. ``str(err)`` names the file, the member and the key."""
 
-    def __init__(self, message: str, path: str | Path | None = None, keys: tuple[str, ...] = ()):
+    def __init__(self, message: str, path: str | Path | None = None, keys: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.path = str(path) if path is not None else None
         self.keys = keys
@@ -145,7 +145,7 @@ def _check_type(tag: str, value: Any) -> bool:
     raise AssertionError(tag)
 
 
-def _table(raw: Any, schema: dict, where: str, errors: list[str]) -> dict[str, Any]:
+def _table(raw: Any, schema: dict[str, Any], where: str, errors: list[str]) -> dict[str, Any]:
     """Typed values of one table (defaults filled); problems appended as '<where> key: ...'."""
     out = {k: (list(d) if isinstance(d, list) else dict(d) if isinstance(d, dict) else d)
            for k, (_, d) in schema.items()}
@@ -191,7 +191,7 @@ def _member(name: str, raw: Any, base: Path, errors: list[str]) -> MemberSpec | 
     for key in ("api_key_env", "admin_api_key_env"):
         if v[key] and not ENV_RE.match(v[key]):
             errors.append(f"{where} {key}: must be the NAME of an environment variable, got {v[key]!r}")
-    for key, value in v["env"].items():
+    for key, _value in v["env"].items():
         if not ENV_RE.match(key):
             errors.append(f"{where} env: {key!r} is not a valid environment variable name")
     if kind == SSH and not v["command"]:
@@ -242,7 +242,8 @@ def _gateway(raw: Any, errors: list[str]) -> GatewaySpec:
 
 def _clashes(members: list[MemberSpec], gateway: GatewaySpec | None) -> list[str]:
     """Two local members (or a member and the gateway) on one host:port cannot both run."""
-    errors, seen = [], {}
+    errors: list[str] = []
+    seen: dict[tuple[str, int], str] = {}
     for m in members:
         if m.profile is None:
             continue

@@ -33,6 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from server_control.fleet.spec import MemberSpec
 from server_control.sanitize import clean_json
@@ -68,7 +69,7 @@ class SshResult:
         """ssh itself failed or the call timed out: the remote command gave no answer."""
         return self.rc in (SSH_FAILED, TIMED_OUT)
 
-    def json(self) -> dict | None:
+    def json(self) -> dict[str, Any] | None:
         """The remote command's --json answer: the whole stdout (``status`` prints indented
         JSON), else its last line that is a JSON object; None if neither."""
         for text in (self.stdout, *reversed(self.stdout.strip().splitlines())):
@@ -77,7 +78,7 @@ class SshResult:
             except ValueError:
                 continue
             if isinstance(value, dict):
-                return clean_json(value)   # a remote server's words: terminal-safe from here on
+                return cast("dict[str, Any]", clean_json(value))   # a remote server's words: terminal-safe from here on
         return None
 
     def why(self) -> str:
@@ -102,7 +103,7 @@ async def _end(proc: asyncio.subprocess.Process, grace_s: float = 2.0) -> None:
         try:
             await asyncio.wait_for(proc.wait(), grace_s)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue
 
 
@@ -136,7 +137,7 @@ class SshHost:
             return SshResult(tuple(argv), SSH_FAILED, "", f"cannot run {SSH}: {exc}", 0.0)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await _end(proc)
             return SshResult(tuple(argv), TIMED_OUT, "", "", time.monotonic() - t0)
         except asyncio.CancelledError:
@@ -180,7 +181,7 @@ class SshHost:
             proc.stdin.close()   # the remote side sees EOF and ends its command
             try:
                 await asyncio.wait_for(proc.wait(), 2.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await _end(proc)
         if proc in self._streams:
             self._streams.remove(proc)
@@ -195,5 +196,5 @@ class SshHost:
                     *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                     stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
                 await asyncio.wait_for(proc.wait(), 5.0)
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 pass

@@ -6,10 +6,10 @@
     task = asyncio.create_task(pipeline.run())
     new = store.since(seen)                  # Record objects, oldest first
 """
-from server_control.logs.pipeline import LogPipeline, iter_file
 from server_control.logs.parse import Parser, classify, parse_bytes, parse_text
-from server_control.logs.record import DISPLAY_CAP, JSON_KEYS, KINDS, Record
 from server_control.logs.pattern import compile_pattern
+from server_control.logs.pipeline import LogPipeline, iter_file
+from server_control.logs.record import DISPLAY_CAP, JSON_KEYS, KINDS, Record
 from server_control.logs.store import LogStore
 from server_control.logs.tail import Follower
 

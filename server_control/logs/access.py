@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from server_control.logs.record import Record
+
 # Read-only endpoints polled by specconsole (telemetry/http_poll.py, the supervisor's health
 # probe, control read-back), by SGLang's gateway (smg registers and monitors a worker through
 # /health, /v1/models[/{id}], /server_info, /model_info, /v1/loads) and by Prometheus.
@@ -50,7 +52,7 @@ def parse_access(raw: str) -> AccessLine | None:
     return AccessLine(method, target.split("?", 1)[0], int(status))
 
 
-def is_polling(rec) -> bool:
+def is_polling(rec: Record | str) -> bool:
     """True for a record (or a raw line) that is a successful poll of a read-only endpoint."""
     raw = rec if isinstance(rec, str) else getattr(rec, "raw", "")
     if isinstance(rec, str) or getattr(rec, "kind", "http") == "http":

@@ -12,10 +12,23 @@ first access (see ``record.Record``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from server_control.logs.record import (
-    DECODE, ERROR, HTTP, INIT_PREFIX, NOT_ACTIVE_PREFIX, OTHER, PREFILL, READY, SPEC_INIT,
-    SPEC_SWITCH, SWITCH_PREFIX, TRACEBACK, WARNING, Record,
+    DECODE,
+    ERROR,
+    HTTP,
+    INIT_PREFIX,
+    NOT_ACTIVE_PREFIX,
+    OTHER,
+    PREFILL,
+    READY,
+    SPEC_INIT,
+    SPEC_SWITCH,
+    SWITCH_PREFIX,
+    TRACEBACK,
+    WARNING,
+    Record,
 )
 
 TRACEBACK_HEAD = "Traceback (most recent call last)"
@@ -181,10 +194,12 @@ class Parser:
             i = j
         return nums, kinds, raws
 
-    def _continue(self, lines, i, nums, kinds, raws) -> int:
+    def _continue(self, lines: list[str], i: int, nums: list[int], kinds: list[str], raws: list[str]) -> int:
         """Take lines[i:] into the open traceback; return the index of the first line
         that does not belong (the traceback is then closed) or len(lines)."""
         tb = self._tb
+        if tb is None:
+            return i
         n = len(lines)
         while i < n:
             s = lines[i]
@@ -237,7 +252,7 @@ class Parser:
             i += 1
         return i
 
-    def _close(self, nums, kinds, raws) -> None:
+    def _close(self, nums: list[int], kinds: list[str], raws: list[str]) -> None:
         tb = self._tb
         if tb is None:
             return
@@ -252,7 +267,7 @@ class Parser:
             raws.append(s)
 
 
-def records_from_columns(nums, kinds, raws) -> list[Record]:
+def records_from_columns(nums: Sequence[int], kinds: Sequence[str], raws: Sequence[str]) -> list[Record]:
     return [Record(n, k, r) for n, k, r in zip(nums, kinds, raws)]
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from server_control.logs.lines import LineSplitter
 from server_control.logs.parse import Parser
@@ -16,7 +17,7 @@ Columns = tuple[list[int], list[str], list[str]]
 FILE_CHUNK = 4 << 20
 
 
-def iter_file(path, chunk_size: int = FILE_CHUNK) -> Iterator[Columns]:
+def iter_file(path: str | os.PathLike[str], chunk_size: int = FILE_CHUNK) -> Iterator[Columns]:
     """Parse a whole file from its start; yields column batches (see ``Parser.feed``).
     Raises OSError (FileNotFoundError, ...) when the file cannot be opened."""
     splitter = LineSplitter()
@@ -42,7 +43,7 @@ class LogPipeline:
     ``new_records`` event fire after each batch of new records; the console flushes
     ``store.since(seen)`` on its own clock (e.g. every 50 ms)."""
 
-    def __init__(self, path, store: LogStore | None = None,
+    def __init__(self, path: str | os.PathLike[str], store: LogStore | None = None,
                  on_records: Callable[[int], None] | None = None, *,
                  poll_interval: float = DEFAULT_POLL_S, chunk_size: int = DEFAULT_CHUNK,
                  idle_flush_s: float = 0.5) -> None:
@@ -91,7 +92,7 @@ class LogPipeline:
         if event is None:
             return False
         what, data = event
-        if what == "data":
+        if what == "data" and data is not None:
             lines, text = self._splitter.feed(data)
             if lines:
                 self._store(self._parser.feed(lines, text))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from server_control import decision
 
@@ -82,11 +83,11 @@ _BATCH = re.compile(r"decode batch (\d+)")
 _THRESHOLD = re.compile(r"threshold (\d+)")
 
 
-def parse_stats(text: str) -> dict:
+def parse_stats(text: str) -> dict[str, Any]:
     """The Decode/Prefill batch numbers in ``text``; keys from STAT_FIELDS only.
     Pieces are ", "-separated "key: value" pairs; the first key may carry the
     "Decode batch. " / "Prefill batch(mixed ...). " head in front of it."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     keys = _STAT_KEYS
     for part in text.split(", "):
         key, sep, value = part.rpartition(": ")
@@ -113,7 +114,7 @@ def parse_stats(text: str) -> dict:
     return out
 
 
-def parse_spec(kind: str, text: str) -> dict:
+def parse_spec(kind: str, text: str) -> dict[str, Any]:
     """threshold (spec_init); mode, batch, threshold (spec_switch)."""
     if kind == SPEC_INIT:
         m = _INIT_THRESHOLD.search(text)
@@ -162,7 +163,7 @@ class Record:
         self.kind = kind
         self.raw = raw
         self._at = -1
-        self._fields = None
+        self._fields: dict[str, Any] | None = None
 
     def _prefix(self) -> None:
         raw = self.raw
@@ -194,7 +195,7 @@ class Record:
         return is_long(self.raw)
 
     @property
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, Any]:
         """The parsed numeric/spec fields present in this record (absent ones left out)."""
         if self._fields is None:
             kind = self.kind
@@ -206,10 +207,10 @@ class Record:
                 self._fields = {}
         return self._fields
 
-    def get(self, name: str):
+    def get(self, name: str) -> Any:
         return self.fields.get(name)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """Exactly the contract keys, in contract order; absent fields are None."""
         out = {"line": self.line, "kind": self.kind, "ts": self.ts, "rank": self.rank,
                "text": self.text, **_NULLS}

@@ -7,9 +7,11 @@ and nothing to collect. ``Record`` objects are made on the way out (``since``, `
 """
 from __future__ import annotations
 
+import re
 from collections import deque
+from collections.abc import Callable, Iterable
 from itertools import islice
-from typing import Iterable
+from typing import Any
 
 from server_control.logs.pattern import compile_pattern
 from server_control.logs.record import CONSOLE, DISPLAY_CAP, KINDS, Record, is_long
@@ -17,7 +19,7 @@ from server_control.logs.record import CONSOLE, DISPLAY_CAP, KINDS, Record, is_l
 DEFAULT_CAPACITY = 100_000
 
 
-def check_kinds(kinds) -> frozenset[str] | None:
+def check_kinds(kinds: str | Iterable[str] | None) -> frozenset[str] | None:
     """Validate a kind filter ("decode", ["decode", "prefill"], "decode,http" or None)."""
     if kinds is None:
         return None
@@ -97,7 +99,7 @@ class LogStore:
         """Seq of the newest record (0 when nothing was ever stored)."""
         return self.total
 
-    def counters(self) -> dict:
+    def counters(self) -> dict[str, Any]:
         return {"total": self.total, "dropped": self.dropped, "truncated": self.truncated}
 
     def __len__(self) -> int:
@@ -136,7 +138,8 @@ class LogStore:
     def records(self) -> list[Record]:
         return self._newest(len(self._raws))
 
-    def filter(self, pattern=None, invert: bool = False, kinds=None,
+    def filter(self, pattern: str | re.Pattern[str] | None = None, invert: bool = False,
+               kinds: str | Iterable[str] | None = None,
                rank: str | None = None) -> list[Record]:
         """Records in memory that match: ``pattern`` (regex over the raw line, or not when
         ``invert``), of one of ``kinds``, from ``rank``. Raises ValueError on a bad pattern
@@ -144,7 +147,8 @@ class LogStore:
         rx = compile_pattern(pattern) if pattern not in (None, "") else None
         wanted = check_kinds(kinds)
         first = self.first_seq
-        rows = zip(range(first, first + len(self._raws)), self._lines, self._kinds, self._raws)
+        rows: Iterable[tuple[int, int, str, str]] = zip(range(first, first + len(self._raws)), self._lines,
+                                                        self._kinds, self._raws)
         if wanted is not None:
             rows = ((s, n, k, r) for s, n, k, r in rows if k in wanted)
         if rx is not None:
@@ -158,7 +162,7 @@ class LogStore:
             out = [rec for rec in out if rank_matches(rank, rec.rank)]
         return out
 
-    def search(self, pattern, start_seq: int, backwards: bool = False) -> Record | None:
+    def search(self, pattern: str | re.Pattern[str], start_seq: int, backwards: bool = False) -> Record | None:
         """The first record after ``start_seq`` (before it, when ``backwards``) whose raw
         text matches ``pattern``; None when there is none."""
         search = compile_pattern(pattern).search
@@ -181,7 +185,8 @@ class LogStore:
 
 
 
-def record_matcher(pattern=None, invert: bool = False, kinds=None, rank: str | None = None):
+def record_matcher(pattern: str | re.Pattern[str] | None = None, invert: bool = False,
+                   kinds: str | Iterable[str] | None = None, rank: str | None = None) -> Callable[[Record], bool]:
     """A predicate over ``Record`` with the semantics of ``LogStore.filter`` (for streams).
     Raises ValueError on a bad pattern or an unknown kind, before any record is seen."""
     rx = compile_pattern(pattern) if pattern not in (None, "") else None

@@ -13,14 +13,18 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import BinaryIO
 
 DEFAULT_CHUNK = 1 << 20
 DEFAULT_POLL_S = 0.1
 
 
+Event = tuple[str, bytes | None]  # ("opened" | "data" | "rotated" | "truncated", data)
+
 class Follower:
-    def __init__(self, path, chunk_size: int = DEFAULT_CHUNK,
+    def __init__(self, path: str | os.PathLike[str], chunk_size: int = DEFAULT_CHUNK,
                  poll_interval: float = DEFAULT_POLL_S) -> None:
         self.path = Path(path)
         self.chunk_size = chunk_size
@@ -29,7 +33,7 @@ class Follower:
         self.rotations = 0
         self.truncations = 0
         self.error: str | None = None  # why the path cannot be read now (None: fine/absent)
-        self._f = None
+        self._f: BinaryIO | None = None
         self._id: tuple[int, int] | None = None
         self._pos = 0
 
@@ -64,7 +68,7 @@ class Follower:
         self.opened += 1
         return True
 
-    def poll(self):
+    def poll(self) -> Event | None:
         if self._f is None:
             return ("opened", None) if self._open() else None
         try:
@@ -99,7 +103,7 @@ class Follower:
             return ("truncated", None)
         return None
 
-    async def events(self):
+    async def events(self) -> AsyncIterator[Event]:
         """Async iterator of poll events; sleeps ``poll_interval`` whenever idle and yields
         to the event loop between chunks."""
         try:

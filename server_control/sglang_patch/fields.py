@@ -11,6 +11,7 @@ asks of extension fields), on the command line (``add_cli_args_from_dataclass``)
 
 
 import argparse
+from typing import Any
 
 from server_control import decision
 from server_control.sglang_patch import gate
@@ -33,10 +34,10 @@ VALIDATORS = {
 _namespace_class = None
 
 
-def _cli_type(key: str):
+def _cli_type(key: str) -> Any:
     validator = VALIDATORS[key]
 
-    def parse(text: str):
+    def parse(text: str) -> Any:
         value: object = text
         if key != decision.FORCE_KEY:
             try:
@@ -52,7 +53,7 @@ def _cli_type(key: str):
     return parse
 
 
-def namespace_class():
+def namespace_class() -> Any:
     """``DynamicSpeculationArgs``: a msgspec Struct in SGLang's field style (built once)."""
     global _namespace_class
     if _namespace_class is not None:
@@ -95,7 +96,7 @@ def wrap_collect_input_fields() -> None:
         return
     extra = namespace_class()
 
-    def collect_input_fields(sources):
+    def collect_input_fields(sources: Any) -> Any:
         if extra in sources:
             return original(sources)
         try:
@@ -104,8 +105,8 @@ def wrap_collect_input_fields() -> None:
             gate.not_active(f"adding the server arguments failed: {exc!r}")
             return original(sources)
 
-    collect_input_fields._specconsole = True
-    collect_input_fields.__wrapped__ = original
+    collect_input_fields._specconsole = True  # type: ignore[attr-defined]
+    collect_input_fields.__wrapped__ = original  # type: ignore[attr-defined]
     collect_input_fields.__doc__ = original.__doc__
     fields_module.collect_input_fields = collect_input_fields
 
@@ -135,12 +136,12 @@ def drop_flags_from_argv(argv: list[str]) -> list[str]:
     return dropped
 
 
-def missing_fields(server_args_cls) -> list[str]:
+def missing_fields(server_args_cls: Any) -> list[str]:
     present = set(getattr(server_args_cls, "__struct_fields__", ()))
     return [name for name in NEW_FIELDS if name not in present]
 
 
-def check_server_args(module) -> bool:
+def check_server_args(module: Any) -> bool:
     """After server_args executed (or found already imported): the fields must be there."""
     missing = missing_fields(module.ServerArgs)
     if missing:

@@ -20,6 +20,7 @@ import importlib.util
 import logging
 import os
 import sys
+from typing import Any
 
 from server_control.decision import NOT_ACTIVE_PREFIX
 
@@ -107,7 +108,7 @@ def _module_names(path: str, classes: dict[str, list[str]]) -> dict[str, set[str
         tree = ast.parse(fh.read(), filename=path)
     found: dict[str, set[str]] = {"": set()}
 
-    def names_of(body) -> set[str]:
+    def names_of(body: Any) -> set[str]:
         out: set[str] = set()
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -32,6 +32,7 @@ import importlib.abc
 import importlib.util
 import sys
 import threading
+from typing import Any
 
 from server_control.sglang_patch import gate
 
@@ -45,7 +46,7 @@ METRICS = "sglang.srt.observability.metrics_collector"
 FULL, REPORT, OFF = "full", "report", "off"
 
 _lock = threading.RLock()
-_state = {"installed": False, "gate": None, "mode": None, "applied": set(),
+_state: dict[str, Any] = {"installed": False, "gate": None, "mode": None, "applied": set(),
           "serve_main": False}
 
 
@@ -90,7 +91,7 @@ def _before(name: str) -> None:
         fields.wrap_collect_input_fields()
 
 
-def _after(name: str, module) -> None:
+def _after(name: str, module: Any) -> None:
     if name == COMMON:
         _wrap_configure_logger(module)  # logging only: even when the gate says no
         return
@@ -119,36 +120,36 @@ def _after(name: str, module) -> None:
     _state["applied"].add(name)
 
 
-def _wrap_configure_logger(module) -> None:
+def _wrap_configure_logger(module: Any) -> None:
     original = getattr(module, "configure_logger", None)
     if original is None or getattr(original, "_specconsole", False):
         return
 
-    def configure_logger(*args, **kwargs):
+    def configure_logger(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
         gate.flush()
         return result
 
-    configure_logger._specconsole = True
-    configure_logger.__wrapped__ = original
+    configure_logger._specconsole = True  # type: ignore[attr-defined]
+    configure_logger.__wrapped__ = original  # type: ignore[attr-defined]
     configure_logger.__doc__ = original.__doc__
     module.configure_logger = configure_logger
 
 
 class _HookedLoader(importlib.abc.Loader):
-    def __init__(self, loader, name: str) -> None:
+    def __init__(self, loader: Any, name: str) -> None:
         self._loader = loader
         self._name = name
 
-    def create_module(self, spec):
+    def create_module(self, spec: Any) -> Any:
         return self._loader.create_module(spec)
 
-    def exec_module(self, module) -> None:
+    def exec_module(self, module: Any) -> None:
         _before(self._name)
         self._loader.exec_module(module)
         _after(self._name, module)
 
-    def __getattr__(self, item):  # get_source, get_code, is_package, ... for inspect
+    def __getattr__(self, item: Any) -> Any:  # get_source, get_code, is_package, ... for inspect
         return getattr(self._loader, item)
 
 
@@ -158,7 +159,7 @@ class PatchFinder(importlib.abc.MetaPathFinder):
     def __init__(self) -> None:
         self._busy: set[str] = set()
 
-    def find_spec(self, fullname, path, target=None):
+    def find_spec(self, fullname: Any, path: Any, target: Any=None) -> Any:
         if fullname not in self.TARGETS or fullname in self._busy:
             return None
         self._busy.add(fullname)
@@ -188,4 +189,4 @@ def install() -> bool:
 
 
 def installed() -> bool:
-    return _state["installed"]
+    return bool(_state["installed"])

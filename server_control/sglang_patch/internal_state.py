@@ -23,6 +23,7 @@ published and the four keys are refused with it.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from server_control import decision, tp_ranks
 from server_control.sglang_patch import gate, metrics, overrides, ranks
@@ -32,12 +33,12 @@ from server_control.sglang_patch.wrapping import wrap_methods
 logger = logging.getLogger("sglang.srt.managers.scheduler_components.internal_state")
 
 
-def find(scheduler):
+def find(scheduler: Any) -> Any:
     """The rank's DynamicSpeculation (held by its EAGLEWorkerV2), or None."""
     return getattr(getattr(scheduler, "draft_worker", None), "_dynspec", None)
 
 
-def _why_absent(scheduler) -> str:
+def _why_absent(scheduler: Any) -> str:
     algo = getattr(scheduler, "spec_algorithm", None)
     worker = getattr(scheduler, "draft_worker", None)
     if algo is None or (hasattr(algo, "is_none") and algo.is_none()):
@@ -49,7 +50,7 @@ def _why_absent(scheduler) -> str:
             "(only EAGLE/EAGLE3 have the steps=0 target-only path)")
 
 
-def force_value(value) -> str:
+def force_value(value: Any) -> str:
     """The force mode from a request. SGLang's HTTP layer types /set_internal_state values
     as numbers (a JSON string is answered 422 before it reaches a scheduler), so over HTTP
     the mode is its index in FORCE_CHOICES: 0 = auto, 1 = speculative, 2 = target_only.
@@ -64,7 +65,7 @@ def force_value(value) -> str:
     return decision.validate_force(value)
 
 
-def _check(key: str, value):
+def _check(key: str, value: Any) -> Any:
     if key == decision.FORCE_KEY:
         return force_value(value)
     return VALIDATORS[key](value)
@@ -78,7 +79,7 @@ def _leaf_known(key: str) -> bool:
         return False
 
 
-def _publish(state: dict, dyn, reason: str | None, live: list | None) -> None:
+def _publish(state: dict[str, Any], dyn: Any, reason: str | None, live: list[Any] | None) -> None:
     if dyn is not None and dyn.switch is not None:
         sw = dyn.switch
         state.update({decision.THRESHOLD_KEY: sw.threshold,
@@ -92,7 +93,7 @@ def _publish(state: dict, dyn, reason: str | None, live: list | None) -> None:
         state[decision.STATE_KEY] = {"enabled": False, "active": False, "reason": reason}
 
 
-def _check_ranks(dyn, output):
+def _check_ranks(dyn: Any, output: Any) -> Any:
     """After a set: every TP rank must hold the same values, else all turn the switch off."""
     rows = ranks.gather_live(dyn) if dyn is not None else None
     if not rows:
@@ -106,7 +107,7 @@ def _check_ranks(dyn, output):
     return type(output)(updated=False)
 
 
-def patch(module, off_reason: str | None = None) -> None:
+def patch(module: Any, off_reason: str | None = None) -> None:
     cls = module.SchedulerInternalStateController
     if getattr(cls, "_specconsole_patched", False):
         return
@@ -117,7 +118,7 @@ def patch(module, off_reason: str | None = None) -> None:
     orig_get = cls.get_internal_state
     orig_set = cls.set_internal_state
 
-    def why_off(self) -> str | None:
+    def why_off(self: Any) -> str | None:
         if off_reason is not None:
             return off_reason
         dyn = find(self.scheduler)
@@ -125,7 +126,7 @@ def patch(module, off_reason: str | None = None) -> None:
             return _why_absent(self.scheduler)
         return None if dyn.active else dyn.reason
 
-    def validate(self, key, value):
+    def validate(self: Any, key: Any, value: Any) -> None:
         reason = why_off(self)
         if reason is not None:
             raise rejected(f"Dynamic speculation: refused {key}={value}: "
@@ -135,7 +136,7 @@ def patch(module, off_reason: str | None = None) -> None:
         except ValueError as exc:
             raise rejected(f"Dynamic speculation: refused {key}={value}: {exc}") from None
 
-    def apply(self, key, value):
+    def apply(self: Any, key: Any, value: Any) -> Any:
         switch = find(self.scheduler).switch
         if key == decision.THRESHOLD_KEY:
             message = switch.set_threshold(value)
@@ -155,12 +156,12 @@ def patch(module, off_reason: str | None = None) -> None:
         logger.info(message)
         return {key: new} if _leaf_known(key) else None
 
-    def __init__(self, scheduler, *args, **kwargs):
+    def __init__(self: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
         orig_init(self, scheduler, *args, **kwargs)
         if off_reason is None and find(scheduler) is None:
             gate.not_active(_why_absent(scheduler))
 
-    def _update_handlers(self):
+    def _update_handlers(self: Any) -> Any:
         handlers = orig_handlers(self)
         for key in NEW_FIELDS:
             handlers[key] = handler_cls(
@@ -168,7 +169,7 @@ def patch(module, off_reason: str | None = None) -> None:
                 lambda k, v, _self=self: apply(_self, k, v))
         return handlers
 
-    def set_internal_state(self, recv_req):
+    def set_internal_state(self: Any, recv_req: Any) -> Any:
         output = orig_set(self, recv_req)
         overrides.compact()
         metrics.publish()
@@ -178,7 +179,7 @@ def patch(module, off_reason: str | None = None) -> None:
             output = _check_ranks(dyn, output)
         return output
 
-    def get_internal_state(self, recv_req):
+    def get_internal_state(self: Any, recv_req: Any) -> Any:
         output = orig_get(self, recv_req)
         state = getattr(output, "internal_state", None)
         dyn = find(self.scheduler) if off_reason is None else None

@@ -10,9 +10,11 @@ never per decode step (the per-step counting is plain integers in ``SpecSwitch``
 """
 from __future__ import annotations
 
+from typing import Any
+
 from server_control.sglang_patch.wrapping import wrap_methods
 
-_metrics: list = []  # one SpecMetrics per process (prometheus names are process-global)
+_metrics: list[Any] = []  # one SpecMetrics per process (prometheus names are process-global)
 
 
 def publish() -> None:
@@ -29,14 +31,14 @@ def publish() -> None:
         pass
 
 
-def patch(module) -> None:
+def patch(module: Any) -> None:
     cls = module.SchedulerMetricsCollector
     if not getattr(cls, "_specconsole_patched", False):
         _patch_collector(cls, cls.__init__, cls.log_stats)
 
 
-def _patch_collector(cls, orig_init, orig_log) -> None:
-    def __init__(self, labels, *args, **kwargs):
+def _patch_collector(cls: Any, orig_init: Any, orig_log: Any) -> None:
+    def __init__(self: Any, labels: Any, *args: Any, **kwargs: Any) -> None:
         orig_init(self, labels, *args, **kwargs)
         if not _metrics:
             from prometheus_client import Counter, Gauge
@@ -45,7 +47,7 @@ def _patch_collector(cls, orig_init, orig_log) -> None:
             _metrics.append(SpecMetrics(Gauge, Counter, dict(labels), multiprocess=True))
         publish()
 
-    def log_stats(self, stats):
+    def log_stats(self: Any, stats: Any) -> None:
         orig_log(self, stats)
         publish()
 

@@ -14,10 +14,12 @@ values is lost (``overrides_log()`` shows the latest source of each field).
 """
 from __future__ import annotations
 
+from typing import Any
 
-def compacted(log: list) -> list:
+
+def compacted(log: list[Any]) -> list[Any]:
     """``log`` without superseded fields (pure: a new list of new dicts)."""
-    seen: set = set()
+    seen: set[Any] = set()
     out = []
     for source, fields in reversed(log):
         kept = {k: v for k, v in fields.items() if k not in seen}
@@ -28,7 +30,7 @@ def compacted(log: list) -> list:
     return out
 
 
-def compact(context=None) -> int:
+def compact(context: Any=None) -> int:
     """Compact the process's runtime-context overrides log; returns its length."""
     if context is None:
         from sglang.srt.runtime_context import get_context

@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+from typing import Any
 
 from server_control import decision, tp_ranks
 from server_control.tp_ranks import Verdict, judge
@@ -39,7 +40,7 @@ TIMEOUT_ENV = "SPECCONSOLE_DYNSPEC_AGREE_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 120.0
 VERDICT_GRACE_S = 30.0  # ranks > 0 wait this much longer than TP0 for its verdict
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_version: list = []
+_version: list[Any] = []
 
 
 def patch_version() -> str:
@@ -53,14 +54,15 @@ def patch_version() -> str:
             with open(path, "rb") as fh:
                 digest.update(os.path.basename(path).encode() + b"\0" + fh.read())
         _version.append(digest.hexdigest()[:12])
-    return _version[0]
+    version: str = _version[0]
+    return version
 
 
-def settings_of(switch) -> list:
+def settings_of(switch: Any) -> list[Any]:
     return [switch.threshold, switch.hysteresis, switch.min_dwell_steps, switch.force]
 
 
-def facts(active: bool, reason: str | None, settings: list, sglang: str) -> dict:
+def facts(active: bool, reason: str | None, settings: list[Any], sglang: str) -> dict[str, Any]:
     return {"active": bool(active), "reason": reason, "settings": list(settings),
             "sglang": sglang, "patch": patch_version()}
 
@@ -72,11 +74,11 @@ def timeout_s() -> float:
         return DEFAULT_TIMEOUT_S
 
 
-def _key(group, what: str) -> str:
+def _key(group: Any, what: str) -> str:
     return f"specconsole/dynspec/{PROTOCOL}/tp{'-'.join(map(str, group.ranks))}/{what}"
 
 
-def agree(mine: dict, group, store, timeout: float) -> Verdict:
+def agree(mine: dict[str, Any], group: Any, store: Any, timeout: float) -> Verdict:
     """Exchange ``mine`` with the other ranks of ``group`` through ``store``."""
     store.set(_key(group, f"facts/{group.rank_in_group}"), json.dumps(mine))
     verdict_key = _key(group, "verdict")
@@ -100,7 +102,7 @@ def agree(mine: dict, group, store, timeout: float) -> Verdict:
                        False)
 
 
-def tp_group():
+def tp_group() -> Any:
     """SGLang's tensor-parallel GroupCoordinator, or None (not distributed, e.g. tests)."""
     try:
         import torch.distributed as dist
@@ -113,7 +115,7 @@ def tp_group():
     return group if getattr(group, "world_size", 1) > 1 else None
 
 
-def settle(dyn, local_failure: str | None) -> bool:
+def settle(dyn: Any, local_failure: str | None) -> bool:
     """After the build on this rank: agree with the other TP ranks. Returns whether this
     rank's switch is ready; otherwise it is off with one ``NOT active`` line."""
     from server_control.sglang_patch import gate
@@ -143,7 +145,7 @@ def settle(dyn, local_failure: str | None) -> bool:
     return True
 
 
-def encode_live(snapshot: dict) -> list[int]:
+def encode_live(snapshot: dict[str, Any]) -> list[int]:
     """One rank's live entry as integers, for the gather."""
     e = tp_ranks.live_entry(0, snapshot)
     steps = e["num_steps"]
@@ -152,10 +154,10 @@ def encode_live(snapshot: dict) -> list[int]:
             -1 if steps is None else steps, e["switch_count"], e["last_batch"]]
 
 
-def decode_live(rows: list[list[int]]) -> list[dict]:
+def decode_live(rows: list[list[int]]) -> list[dict[str, Any]]:
     out = []
     for rank, row in enumerate(rows):
-        item = dict(zip(tp_ranks.LIVE_KEYS, row))
+        item: dict[str, Any] = dict(zip(tp_ranks.LIVE_KEYS, row))
         item["active"] = bool(item["active"])
         item["force"] = decision.FORCE_CHOICES[item["force"]]
         item["mode"] = decision.MODES[item["mode"]]
@@ -164,7 +166,7 @@ def decode_live(rows: list[list[int]]) -> list[dict]:
     return out
 
 
-def gather_live(dyn) -> list[dict] | None:
+def gather_live(dyn: Any) -> list[dict[str, Any]] | None:
     """Every TP rank's live values (a collective: call it where every rank does), or None
     when the group is one rank or not every rank runs this patch."""
     verdict = dyn.verdict

@@ -9,27 +9,29 @@ Runs in the worker's ``__init__`` (after SGLang's own), on every rank.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def _env_on(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def worker_class(worker, worker_cls) -> str | None:
+def worker_class(worker: Any, worker_cls: Any) -> str | None:
     if type(worker) is not worker_cls:
         return (f"speculative worker {type(worker).__name__} is not EAGLEWorkerV2 "
                 "(only EAGLE/EAGLE3 on the standard worker have the steps=0 target-only path)")
     return None
 
 
-def adaptive_machinery(server_args) -> str | None:
+def adaptive_machinery(server_args: Any) -> str | None:
     """SGLang's own list (``adaptive_spec_params.adaptive_unsupported_reason``): EAGLE/EAGLE3,
     built-in worker, topk == 1, no attention DP, no multi-layer EAGLE, no TBO, no PDMux."""
     from sglang.srt.speculative.adaptive_spec_params import adaptive_unsupported_reason
-    return adaptive_unsupported_reason(server_args)
+    why: str | None = adaptive_unsupported_reason(server_args)
+    return why
 
 
-def lora(server_args) -> str | None:
+def lora(server_args: Any) -> str | None:
     """``arg_groups/lora_hook.py`` refuses LoRA with --speculative-adaptive."""
     from sglang.srt.arg_groups.overrides import resolving_view
     cfg = resolving_view(server_args)
@@ -41,7 +43,7 @@ def lora(server_args) -> str | None:
     return None
 
 
-def hisparse(server_args) -> str | None:
+def hisparse(server_args: Any) -> str | None:
     """``arg_groups/hisparse_hook.py`` refuses HiSparse with --speculative-adaptive."""
     from sglang.srt.arg_groups.overrides import resolving_view
     if getattr(resolving_view(server_args), "enable_hisparse", False):
@@ -50,7 +52,7 @@ def hisparse(server_args) -> str | None:
     return None
 
 
-def pipeline(worker) -> str | None:
+def pipeline(worker: Any) -> str | None:
     """Only the last PP stage hosts the draft; ``arg_groups/validation_hook.py`` refuses
     SGLANG_ENABLE_PP_SPEC with --speculative-adaptive (the PP relay slices results with
     the configured draft-token count)."""
@@ -66,7 +68,7 @@ def pipeline(worker) -> str | None:
     return None
 
 
-def qsa_index_share(worker) -> str | None:
+def qsa_index_share(worker: Any) -> str | None:
     """``speculative/eagle_worker_v2.py`` (``_configure_qsa_mtp_index_share``) turns QSA MTP
     index sharing off under --speculative-adaptive: the shared index buffers belong to one
     runtime state. Here SGLang has already turned it on, so the swap would break it."""
@@ -79,7 +81,7 @@ def qsa_index_share(worker) -> str | None:
     return None
 
 
-def reason(worker, server_args, worker_cls) -> str | None:
+def reason(worker: Any, server_args: Any, worker_cls: Any) -> str | None:
     """Why the steps=0 target-only path cannot serve this set-up, or None."""
     return (worker_class(worker, worker_cls) or adaptive_machinery(server_args)
             or lora(server_args) or hisparse(server_args) or pipeline(worker)

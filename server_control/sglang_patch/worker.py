@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import Any
 
 from server_control import decision
 from server_control.sglang_patch import gate, metrics, overrides, ranks, refusals
@@ -34,11 +35,11 @@ logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
 FAIL_BUILD_ENV = "SPECCONSOLE_DYNSPEC_TEST_FAIL_BUILD_RANKS"  # test only: TP ranks, "1,3"
 
-_current: list = [None]  # the process's DynamicSpeculation (one scheduler per process)
-_settling: list = [None]  # the verify result being settled (see patch_results)
+_current: list[Any] = [None]  # the process's DynamicSpeculation (one scheduler per process)
+_settling: list[Any] = [None]  # the verify result being settled (see patch_results)
 
 
-def current():
+def current() -> Any:
     """This process's DynamicSpeculation, or None (no patched worker here)."""
     return _current[0]
 
@@ -50,7 +51,7 @@ class DynamicSpeculation:
                  "verdict", "step_forced", "worker")
 
     def __init__(self, switch: decision.SpecSwitch | None, reason: str | None,
-                 worker=None) -> None:
+                 worker: Any=None) -> None:
         self.switch = switch
         self.active = reason is None and switch is not None
         self.reason = reason
@@ -77,9 +78,9 @@ class DynamicSpeculation:
         steps = getattr(self.worker, "speculative_num_steps", None)
         return steps if isinstance(steps, int) else None
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         if self.switch is None:
-            snap = {"enabled": False, "active": False, "reason": self.reason}
+            snap: dict[str, Any] = {"enabled": False, "active": False, "reason": self.reason}
         else:
             snap = self.switch.snapshot()
             snap["active"] = self.active
@@ -90,7 +91,7 @@ class DynamicSpeculation:
         return snap
 
 
-def read_settings(server_args) -> dict:
+def read_settings(server_args: Any) -> dict[str, Any]:
     """The four settings as published (``get_spec()``), else as on the record."""
     from server_control.sglang_patch.fields import DEFAULTS
     try:
@@ -107,7 +108,7 @@ def read_settings(server_args) -> dict:
     return out
 
 
-def _init_state(worker, server_args, worker_cls) -> DynamicSpeculation:
+def _init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpeculation:
     settings = read_settings(server_args)
     try:
         switch = decision.SpecSwitch(
@@ -115,7 +116,7 @@ def _init_state(worker, server_args, worker_cls) -> DynamicSpeculation:
             settings[decision.DWELL_KEY], settings[decision.FORCE_KEY])
     except ValueError as exc:
         dyn = DynamicSpeculation(None, f"bad setting: {exc}", worker)
-        gate.not_active(dyn.reason)
+        gate.not_active(f"bad setting: {exc}")
         return dyn
     try:
         reason = refusals.reason(worker, server_args, worker_cls)
@@ -130,6 +131,8 @@ def _init_state(worker, server_args, worker_cls) -> DynamicSpeculation:
 def announce(dyn: DynamicSpeculation) -> None:
     """The start-up lines of a rank whose switch is ready (after the ranks agreed)."""
     switch = dyn.switch
+    if switch is None:   # not active: its NOT active line was logged instead
+        return
     if switch.threshold > 0:
         logger.info(decision.init_line(switch.threshold, switch.hysteresis,
                                        switch.min_dwell_steps))
@@ -154,7 +157,7 @@ def _fail_for_test() -> None:
             raise RuntimeError(f"forced by {FAIL_BUILD_ENV} (test only)")
 
 
-def _covers_every_bucket(controller) -> bool:
+def _covers_every_bucket(controller: Any) -> bool:
     """Whether the adaptive controller's steps=0 state has a graph for every decode bucket
     (its own tiers may prune the buckets that cannot reach steps=0)."""
     params = controller.params
@@ -164,7 +167,7 @@ def _covers_every_bucket(controller) -> bool:
     return list(params.cuda_graph_bs_for_step(0) or []) == list(full)
 
 
-def build_states(worker, module) -> None:
+def build_states(worker: Any, module: Any) -> None:
     """Have the target-only (steps=0) runtime state on ``worker._dynspec``, and the normal
     one unless SGLang's adaptive controller owns the speculative states."""
     _fail_for_test()
@@ -196,7 +199,7 @@ def build_states(worker, module) -> None:
             speculative_num_steps=0, speculative_num_draft_tokens=1, cuda_graph_bs=None)
 
 
-def on_decode_step(worker, batch_size: int, original) -> None:
+def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
     """The per-step decision (wraps ``activate_step_by_batch``)."""
     dyn = worker.__dict__.get("_dynspec")
     if dyn is None or not dyn.ready:
@@ -222,7 +225,7 @@ def on_decode_step(worker, batch_size: int, original) -> None:
         worker.apply_runtime_state(dyn.normal_state)
 
 
-def on_verified(worker, num_correct_drafts_per_req, batch_size, original):
+def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, original: Any) -> Any:
     """Count the settled verify result in the mode its step ran in; a step the patch forced
     target-only never feeds SGLang's adaptive controller."""
     dyn = worker.__dict__.get("_dynspec")
@@ -241,7 +244,7 @@ def on_verified(worker, num_correct_drafts_per_req, batch_size, original):
     return original(worker, num_correct_drafts_per_req, batch_size=batch_size)
 
 
-def patch(module) -> None:
+def patch(module: Any) -> None:
     cls = module.EAGLEWorkerV2
     if getattr(cls, "_specconsole_patched", False):
         return
@@ -252,7 +255,7 @@ def patch(module) -> None:
     orig_verified = cls.on_verify_complete_cpu
     orig_apply = cls.apply_runtime_state
 
-    def __init__(self, server_args, *args, **kwargs):
+    def __init__(self: Any, server_args: Any, *args: Any, **kwargs: Any) -> None:
         orig_init(self, server_args, *args, **kwargs)
         try:
             self._dynspec = _init_state(self, server_args, cls)
@@ -261,7 +264,7 @@ def patch(module) -> None:
             gate.not_active(self._dynspec.reason)
         _current[0] = self._dynspec
 
-    def init_cuda_graphs(self):
+    def init_cuda_graphs(self: Any) -> None:
         orig_graphs(self)
         dyn = self.__dict__.get("_dynspec")
         if dyn is None:
@@ -275,10 +278,10 @@ def patch(module) -> None:
         if ranks.settle(dyn, failure):
             announce(dyn)
 
-    def activate_step_by_batch(self, batch_size):
+    def activate_step_by_batch(self: Any, batch_size: Any) -> None:
         on_decode_step(self, batch_size, orig_activate)
 
-    def forward_batch_generation(self, batch, *args, **kwargs):
+    def forward_batch_generation(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
         out = orig_forward(self, batch, *args, **kwargs)
         dyn = self.__dict__.get("_dynspec")
         if dyn is not None and dyn.step_forced is not None:
@@ -289,10 +292,10 @@ def patch(module) -> None:
             dyn.step_forced = None
         return out
 
-    def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size=0):
+    def on_verify_complete_cpu(self: Any, num_correct_drafts_per_req: Any, batch_size: int=0) -> Any:
         return on_verified(self, num_correct_drafts_per_req, batch_size, orig_verified)
 
-    def apply_runtime_state(self, state):
+    def apply_runtime_state(self: Any, state: Any) -> None:
         orig_apply(self, state)
         overrides.compact()
 
@@ -303,7 +306,7 @@ def patch(module) -> None:
                        (apply_runtime_state, orig_apply)))
 
 
-def patch_results(module) -> None:
+def patch_results(module: Any) -> None:
     """``_resolve_spec_v2_tokens(result, batch)`` calls ``on_verify_complete_cpu`` with the
     per-request counts only; expose the result it is settling so the worker can tell
     which step (forced or not, how many draft tokens) the counts belong to."""
@@ -312,7 +315,7 @@ def patch_results(module) -> None:
         return
     orig = cls._resolve_spec_v2_tokens
 
-    def _resolve_spec_v2_tokens(self, result, batch):
+    def _resolve_spec_v2_tokens(self: Any, result: Any, batch: Any) -> Any:
         previous, _settling[0] = _settling[0], result
         try:
             return orig(self, result, batch)

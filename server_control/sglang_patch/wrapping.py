@@ -1,8 +1,10 @@
 """Replace methods of an SGLang class by wrappers that keep the original reachable."""
 from __future__ import annotations
 
+from typing import Any
 
-def wrap_methods(cls, pairs) -> None:
+
+def wrap_methods(cls: Any, pairs: Any) -> None:
     """``pairs``: (wrapper, original) functions. Each wrapper takes the original's name,
     docstring and qualified name, and ``__wrapped__`` points at the original. Marks the
     class patched (``_specconsole_patched``) so a second call can be skipped."""

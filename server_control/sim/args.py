@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, TypeVar
 
 from server_control import decision
 from server_control.keys import take_key_flags
 
+T = TypeVar("T")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 VERSION = "0.5.23"
 
 
-def _int_at_least(lo: int):
+def _int_at_least(lo: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -27,8 +29,8 @@ def _int_at_least(lo: int):
     return parse
 
 
-def _validated(fn):
-    def parse(text: str):
+def _validated(fn: Callable[[str], T]) -> Callable[[str], T]:
+    def parse(text: str) -> T:
         try:
             return fn(text)
         except ValueError as exc:
@@ -44,6 +46,14 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"invalid number of seconds {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"seconds must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds > 0 (argparse type; also `specconsole bench`'s)."""
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
     return value
 
 
@@ -159,7 +169,7 @@ FAIL_BUILD_WHY = ("could not build the target-only (steps=0) runtime state: "
                   "RuntimeError('simulated by --sim-fail-build-rank')")
 
 
-def off_reason(a) -> str | None:
+def off_reason(a: argparse.Namespace) -> str | None:
     """Why the switch is off on every rank from the start (``--sim-fail-build-rank``), in the
     SGLang patch's words (``tp_ranks.judge``), or None."""
     failed = a.sim_fail_build_rank
@@ -251,7 +261,7 @@ def parse_args(argv: list[str], prog: str = PROG) -> tuple[argparse.Namespace, l
 SECRET_FIELDS = ("api_key", "admin_api_key")
 
 
-def flat_server_args(args: argparse.Namespace) -> dict:
+def flat_server_args(args: argparse.Namespace) -> dict[str, Any]:
     """The resolved server args as /server_info shows them (secrets hidden, no sim flags)."""
     out = {}
     for key, value in vars(args).items():

@@ -12,22 +12,32 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from server_control.sim import args as simargs
+
+if TYPE_CHECKING:
+    from server_control.sim.http_app import AppState
+
+
+RouteMaker = Callable[..., Route]
 
 LOAD_SECTIONS = frozenset({"core", "memory", "spec", "lora", "disagg", "queues", "all"})
 GET_MODEL_INFO_DEPRECATED = ("Endpoint '/get_model_info' is deprecated and will be removed in a future "
                              "version. Please use '/model_info' instead.")
 
 
-def model_card(state, model: str) -> dict:
+def model_card(state: AppState, model: str) -> dict[str, Any]:
     return {"id": model, "object": "model", "created": int(state.started), "owned_by": "sglang",
             "root": model, "parent": None, "max_model_len": state.args.context_length}
 
 
-def model_info(state) -> dict:
+def model_info(state: AppState) -> dict[str, Any]:
     a = state.args
     return {"model_path": a.model_path, "served_model_name": state.model_name,
             "tokenizer_path": a.tokenizer_path or a.model_path, "is_generation": True,
@@ -37,7 +47,7 @@ def model_info(state) -> dict:
             "model_type": "llama", "architectures": ["LlamaForCausalLM"]}
 
 
-def load_entry(state, rank: int, include: set[str] | None) -> dict:
+def load_entry(state: AppState, rank: int, include: set[str] | None) -> dict[str, Any]:
     """One DP rank's ``LoadSnapshot.to_dict(include)``: every core key, then the sections asked for."""
     a, s = state.args, state.scheduler.stats
     snap = state.scheduler.snapshot_switch()
@@ -77,19 +87,19 @@ def parse_include(raw: str | None) -> set[str] | None:
     return wanted
 
 
-def loads_body(state, include: set[str] | None, dp_rank: int | None) -> dict:
+def loads_body(state: AppState, include: set[str] | None, dp_rank: int | None) -> dict[str, Any]:
     ranks = range(state.args.dp_size) if dp_rank is None else [dp_rank]
-    return {"timestamp": dt.datetime.now(dt.timezone.utc).isoformat(), "version": simargs.VERSION,
+    return {"timestamp": dt.datetime.now(dt.UTC).isoformat(), "version": simargs.VERSION,
             "accelerator": None, "num_accelerators": state.args.tp_size,
             "loads": [load_entry(state, r, include) for r in ranks]}
 
 
-def routes(state, route) -> list:
+def routes(state: AppState, route: RouteMaker) -> list[Route]:
     """The catalog routes, wrapped by the app's ``route`` (auth as SGLang)."""
-    async def v1_models(request):
+    async def v1_models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [model_card(state, state.model_name)]})
 
-    async def v1_model(request):
+    async def v1_model(request: Request) -> Response:
         model = request.path_params["model"]
         if model != state.model_name:
             return JSONResponse({"error": {"message": f"The model '{model}' does not exist",
@@ -97,14 +107,14 @@ def routes(state, route) -> list:
                                            "code": "model_not_found"}}, status_code=404)
         return JSONResponse(model_card(state, model))
 
-    async def get_model_info(request):
+    async def get_model_info(request: Request) -> Response:
         state.log.warning(GET_MODEL_INFO_DEPRECATED)
         return JSONResponse(model_info(state))
 
-    async def info(request):
+    async def info(request: Request) -> Response:
         return JSONResponse(model_info(state))
 
-    async def flush_cache(request):
+    async def flush_cache(request: Request) -> Response:
         s = state.scheduler.stats  # SGLang flushes only a fully idle scheduler
         if s.running or s.waiting:
             state.log.warning(f"Cache not flushed because there are pending requests. "

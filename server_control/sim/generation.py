@@ -9,8 +9,16 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+if TYPE_CHECKING:
+    from server_control.sim.http_app import AppState
+    from server_control.sim.scheduler import Request as SimRequest
+
 
 WORDS = ("the", "model", "drafts", "tokens", "and", "the", "target", "verifies", "them",
          "in", "one", "pass", "so", "that", "each", "step", "yields", "more", "text", "when",
@@ -31,7 +39,7 @@ def token_text(rid: str, start: int, end: int) -> str:
     return "".join(" " + WORDS[(seed + i * 7) % len(WORDS)] for i in range(start, end))
 
 
-def count_prompt_tokens(value) -> int:
+def count_prompt_tokens(value: object) -> int:
     if isinstance(value, str):
         return max(1, len(value) // 4)
     if isinstance(value, list) and all(isinstance(v, int) for v in value):
@@ -39,7 +47,7 @@ def count_prompt_tokens(value) -> int:
     raise BadRequest("prompt must be a string or a list of token ids")
 
 
-def positive_int(body: dict, *names: str, default: int) -> int:
+def positive_int(body: dict[str, Any], *names: str, default: int) -> int:
     for name in names:
         if body.get(name) is not None:
             value = body[name]
@@ -49,7 +57,7 @@ def positive_int(body: dict, *names: str, default: int) -> int:
     return default
 
 
-async def read_json(request) -> dict:
+async def read_json(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body() or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -62,23 +70,25 @@ async def read_json(request) -> dict:
 class Generator:
     """Runs requests through the scheduler for the HTTP layer."""
 
-    def __init__(self, state) -> None:
+    def __init__(self, state: AppState) -> None:
         self.state = state
         self.sched = state.scheduler
 
-    def start(self, *reqs) -> None:
+    def start(self, *reqs: SimRequest) -> None:
         """Hand requests to the scheduler as one unit (a batched /generate is admitted in
         one prefill step); each gets the event its token stream waits on."""
         for req in reqs:
             req.waiter = asyncio.Event()
         self.sched.submit(*reqs)
 
-    async def tokens(self, req):
+    async def tokens(self, req: SimRequest) -> AsyncIterator[tuple[int, int]]:
         """Yields (old_count, new_count) after each step that produced tokens. Starts
         ``req`` unless ``start`` already did."""
         if req.waiter is None:
             self.start(req)
         event = req.waiter
+        if event is None:   # start() gave it one
+            return
         sent = 0
         try:
             while True:
@@ -104,7 +114,7 @@ class Generator:
             raise BadRequest(f"The input ({prompt_tokens} tokens) is longer than the model's "
                              f"context length ({limit} tokens).")
 
-    def meta_info(self, req, started: float) -> dict:
+    def meta_info(self, req: SimRequest, started: float) -> dict[str, Any]:
         return {"id": req.rid, "finish_reason": {"type": "length", "length": req.generated},
                 "prompt_tokens": req.prompt_tokens, "completion_tokens": req.generated,
                 "cached_tokens": 0, "spec_verify_ct": req.spec_steps,
@@ -112,7 +122,7 @@ class Generator:
                 "e2e_latency": round(time.monotonic() - started, 4)}
 
     # ---- native /generate --------------------------------------------------------
-    async def generate(self, body: dict):
+    async def generate(self, body: dict[str, Any]) -> Response:
         text = body.get("text", body.get("input_ids"))
         if text is None:
             raise BadRequest("either text or input_ids must be given")
@@ -143,18 +153,18 @@ class Generator:
                for r in reqs]
         return JSONResponse(out if batch else out[0])
 
-    async def _drain(self, req) -> None:
+    async def _drain(self, req: SimRequest) -> None:
         async for _ in self.tokens(req):
             pass
 
-    async def _stream_native(self, req, started):
+    async def _stream_native(self, req: SimRequest, started: float) -> AsyncIterator[str]:
         async for _old, new in self.tokens(req):
             chunk = {"text": token_text(req.rid, 0, new), "meta_info": self.meta_info(req, started)}
             yield f"data: {json.dumps(chunk)}\n\n"
         yield "data: [DONE]\n\n"
 
     # ---- OpenAI-compatible -------------------------------------------------------
-    async def openai(self, body: dict, chat: bool):
+    async def openai(self, body: dict[str, Any], chat: bool) -> Response:
         model = body.get("model") or self.state.model_name
         if chat:
             messages = body.get("messages")
@@ -180,7 +190,7 @@ class Generator:
             return StreamingResponse(gen, media_type="text/event-stream")
         await self._drain(req)
         text = token_text(req.rid, 0, req.generated)
-        choice = {"index": 0, "logprobs": None, "finish_reason": "length", "matched_stop": None}
+        choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": "length", "matched_stop": None}
         if chat:
             choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None,
                                  "tool_calls": None}
@@ -191,15 +201,16 @@ class Generator:
                              "usage": self._usage(req)})
 
     @staticmethod
-    def _usage(req, generated: int | None = None) -> dict:
+    def _usage(req: SimRequest, generated: int | None = None) -> dict[str, Any]:
         n = req.generated if generated is None else generated
         return {"prompt_tokens": req.prompt_tokens, "completion_tokens": n,
                 "total_tokens": req.prompt_tokens + n, "prompt_tokens_details": None}
 
-    async def _stream_openai(self, req, rid, created, model, chat, usage, continuous=False):
+    async def _stream_openai(self, req: SimRequest, rid: str, created: int, model: str, chat: bool, usage: bool,
+                             continuous: bool = False) -> AsyncIterator[str]:
         obj = "chat.completion.chunk" if chat else "text_completion"
 
-        def event(choice: dict, extra: dict | None = None) -> str:
+        def event(choice: dict[str, Any], extra: dict[str, Any] | None = None) -> str:
             chunk = {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]}
             if extra:
                 chunk.update(extra)

@@ -1,12 +1,16 @@
 """The HTTP surface of SGLang 0.5.23 as the simulator serves it (Starlette)."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hmac
 import random
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -16,12 +20,19 @@ from server_control.sim import catalog
 from server_control.sim.generation import BadRequest, Generator, error_response, read_json
 from server_control.sim.metrics import Metrics
 
+if TYPE_CHECKING:
+    from server_control.sim.logfmt import Logger
+    from server_control.sim.scheduler import Scheduler
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
 NORMAL, ADMIN_OPTIONAL = "normal", "admin_optional"
 UNAUTHENTICATED_PATHS = ("/health", "/health_generate", "/metrics", "/ready")
 
 
 class AppState:
-    def __init__(self, args, scheduler, log, launch_command: str) -> None:
+    def __init__(self, args: argparse.Namespace, scheduler: Scheduler, log: Logger, launch_command: str) -> None:
         self.args = args
         self.scheduler = scheduler
         self.log = log
@@ -40,7 +51,7 @@ class AppState:
         at = self.args.sim_health_fail_after
         return self.ready and at is not None and self.scheduler.serving_seconds() >= at
 
-    def internal_state(self) -> dict:
+    def internal_state(self) -> dict[str, Any]:
         sched = self.scheduler
         snap = sched.snapshot_switch()
         live = snap if snap and "threshold" in snap else None
@@ -60,17 +71,18 @@ class AppState:
         return entry
 
 
-def _bearer(request) -> str | None:
-    value = request.headers.get("authorization", "")
+def _bearer(request: Request) -> str | None:
+    value = str(request.headers.get("authorization", ""))
     if value.lower().startswith("bearer "):
         return value[7:].strip()
     return None
 
 
-def _allowed(state: AppState, request, level: str) -> bool:
+def _allowed(state: AppState, request: Request, level: str) -> bool:
     a = state.args
     token = _bearer(request)
-    same = lambda key: token is not None and hmac.compare_digest(token, key)
+    def same(key: str) -> bool:
+        return token is not None and hmac.compare_digest(token, str(key))
     if level == ADMIN_OPTIONAL and a.admin_api_key:
         return same(a.admin_api_key)
     if a.api_key:
@@ -78,8 +90,9 @@ def _allowed(state: AppState, request, level: str) -> bool:
     return True
 
 
-def route(state: AppState, path: str, fn, methods=("GET",), level: str = NORMAL):
-    async def endpoint(request):
+def route(state: AppState, path: str, fn: Handler, methods: tuple[str, ...] = ("GET",),
+          level: str = NORMAL) -> Route:
+    async def endpoint(request: Request) -> Response:
         if path not in UNAUTHENTICATED_PATHS and not _allowed(state, request, level):
             return JSONResponse({"error": "Unauthorized"}, status_code=401)
         try:
@@ -93,34 +106,34 @@ def build_app(state: AppState) -> Starlette:
     sched = state.scheduler
     a = state.args
 
-    async def health(request):
+    async def health(request: Request) -> Response:
         if state.health_failing():
             if a.sim_health_fail_mode == "hang":
                 await asyncio.Event().wait()
             return Response(status_code=503)
         return Response(status_code=200 if state.ready else 503)
 
-    async def health_generate(request):
+    async def health_generate(request: Request) -> Response:
         if not state.ready or state.health_failing():
             return await health(request)
         req = sched.new_request(1, 1)
         try:
             await asyncio.wait_for(state.generator._drain(req), timeout=20)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return Response(status_code=503)
         return Response(status_code=200)
 
-    async def ready(request):
+    async def ready(request: Request) -> Response:
         ok = state.ready and not state.health_failing()
         return JSONResponse({"status": "ready" if ok else "not ready"}, status_code=200 if ok else 503)
 
-    async def server_info(request):
+    async def server_info(request: Request) -> Response:
         info = simargs.flat_server_args(a)
         info.update({"launch_command": state.launch_command, "version": simargs.VERSION,
                      "internal_states": [state.internal_state() for _ in range(a.dp_size)]})
         return JSONResponse(info)
 
-    async def set_internal_state(request):
+    async def set_internal_state(request: Request) -> Response:
         body = await read_json(request)
         updates = body.get("server_args")
         if not isinstance(updates, dict) or not updates:
@@ -139,7 +152,7 @@ def build_app(state: AppState) -> Starlette:
             ok = ok and applied
         return JSONResponse([ok] * a.dp_size)
 
-    async def loads(request):
+    async def loads(request: Request) -> Response:
         raw_rank = request.query_params.get("dp_rank")
         if raw_rank is not None and not raw_rank.isdigit():  # FastAPI's typed query parameter
             return JSONResponse({"detail": [{"type": "int_parsing", "loc": ["query", "dp_rank"],
@@ -157,14 +170,14 @@ def build_app(state: AppState) -> Starlette:
             return PlainTextResponse(state.metrics.loads_text(body["loads"]))
         return JSONResponse(body)
 
-    async def metrics(request):
+    async def metrics(request: Request) -> Response:
         if not a.enable_metrics:
             return PlainTextResponse("Not Found", status_code=404)
         body, ctype = state.metrics.render()
         return Response(body, media_type=ctype)
 
-    def generation(chat: bool | None):
-        async def handler(request):
+    def generation(chat: bool | None) -> Handler:
+        async def handler(request: Request) -> Response:
             if not state.ready:
                 return error_response(503, "The server is not ready yet.", "ServiceUnavailableError")
             if a.sim_http_5xx_rate and state.rng.random() < a.sim_http_5xx_rate:
@@ -176,7 +189,7 @@ def build_app(state: AppState) -> Starlette:
             return await state.generator.openai(body, chat)
         return handler
 
-    async def sim_stats(request):
+    async def sim_stats(request: Request) -> Response:
         timing = sched.timing.summary()
         if request.query_params.get("reset"):
             sched.timing.reset()

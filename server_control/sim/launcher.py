@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -60,7 +61,7 @@ def sim_argv(port: int, *extra_args: str, tp: int = 2, threshold: int = 5, traff
 class SimProcess:
     url: str
     port: int
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     pgid: int
     log_path: Path
     argv: list[str] = field(default_factory=list)
@@ -71,7 +72,7 @@ class SimProcess:
         except FileNotFoundError:
             return ""
 
-    def wait_ready(self, timeout: float = 60) -> "SimProcess":
+    def wait_ready(self, timeout: float = 60) -> SimProcess:
         """Poll /health until 200; raises with the log tail if the process dies or times out."""
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=2.0, trust_env=False) as client:
@@ -130,16 +131,16 @@ class SimProcess:
             time.sleep(0.05)  # zombies of the group are reaped by init
         return self.proc.returncode
 
-    def __enter__(self) -> "SimProcess":
+    def __enter__(self) -> SimProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def start_sim(*extra_args: str, port: int | None = None, log_path: str | os.PathLike | None = None,
-              env: dict | None = None, argv: list[str] | None = None, cwd: str | os.PathLike | None = None,
-              **argv_options) -> SimProcess:
+def start_sim(*extra_args: str, port: int | None = None, log_path: str | os.PathLike[str] | None = None,
+              env: dict[str, Any] | None = None, argv: list[str] | None = None, cwd: str | os.PathLike[str] | None = None,
+              **argv_options: Any) -> SimProcess:
     """Start the simulator (not waiting for ready). ``argv`` replaces the whole command;
     ``argv_options`` go to ``sim_argv`` (tp, threshold, traffic, lifetime, time_scale, seed)."""
     port = free_port() if port is None else port

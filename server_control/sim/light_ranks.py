@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any
 
 from server_control.sim.logfmt import Logger, rank_tag
 from server_control.sim.ranks import RankError
@@ -16,9 +17,9 @@ from server_control.sim.worker import CRASH_TRACEBACK, handle, make_switch, star
 
 
 class LightRankGroup:
-    def __init__(self, tp_size: int, cfg: dict) -> None:
+    def __init__(self, tp_size: int, cfg: dict[str, Any]) -> None:
         self.logs = [Logger(rank_tag(r, cfg["tp_size"])) for r in range(tp_size)]
-        self.switches: list = [None] * tp_size
+        self.switches: list[Any] = [None] * tp_size
         self._cfg = cfg
         self._error: BaseException | None = None
         self._threads = [threading.Thread(target=self._init_rank, args=(r,), name=f"sim-TP{r}", daemon=True)
@@ -50,9 +51,10 @@ class LightRankGroup:
                  for r, (sw, log) in enumerate(zip(self.switches, self.logs))]
         if any(m != modes[0] for m in modes):
             raise RankError(f"TP ranks disagree on the mode of step {step_no}: {modes}")
-        return modes[0]
+        mode: str | None = modes[0]
+        return mode
 
-    def apply(self, key: str, value) -> tuple[bool, str]:
+    def apply(self, key: str, value: object) -> tuple[bool, str]:
         replies = [handle(r, sw, log, ("set", key, value), self._cfg.get("off_reason"))
                    for r, (sw, log) in enumerate(zip(self.switches, self.logs))]
         return all(r[1] for r in replies), replies[0][2]

@@ -1,23 +1,30 @@
 """Prometheus text for /metrics (and /v1/loads?format=prometheus), SGLang's `sglang:` names."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from server_control.spec_metrics import SpecMetrics
 
-prometheus_client.disable_created_metrics()
+if TYPE_CHECKING:
+    from server_control.sim.http_app import AppState
+
+
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank")
 
 
 class Metrics:
-    def __init__(self, state) -> None:
+    def __init__(self, state: AppState) -> None:
         self.state = state
         self.registry = r = CollectorRegistry(auto_describe=True)
         self.labels = {"model_name": state.model_name, "engine_type": "unified",
                        "tp_rank": "0", "pp_rank": "0"}
-        g = lambda name, doc: Gauge(name, doc, LABELS, registry=r)
+        def g(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, LABELS, registry=r)
         self.gauges = {
             "num_running_reqs": g("sglang:num_running_reqs", "The number of running requests."),
             "num_queue_reqs": g("sglang:num_queue_reqs", "The number of requests in the waiting queue."),
@@ -60,7 +67,7 @@ class Metrics:
         self._update()
         return generate_latest(self.registry), prometheus_client.CONTENT_TYPE_LATEST
 
-    def loads_text(self, entries: list[dict]) -> str:
+    def loads_text(self, entries: list[dict[str, Any]]) -> str:
         lines = []
         for key in ("num_running_reqs", "num_waiting_reqs", "token_usage", "gen_throughput"):
             lines.append(f"# TYPE sglang:{key} gauge")

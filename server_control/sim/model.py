@@ -39,7 +39,7 @@ DEFAULT = Calibration()
 
 
 def _curve(t0: float, c: float, batch: int, power: float) -> float:
-    return (t0 ** power + (batch * c) ** power) ** (1.0 / power)
+    return float((t0 ** power + (batch * c) ** power) ** (1.0 / power))
 
 
 def plain_step_ms(batch: int, cal: Calibration = DEFAULT) -> float:

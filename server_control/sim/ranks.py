@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
+from typing import Any
 
 from server_control.sim.worker import run_rank
 
@@ -12,7 +13,7 @@ class RankError(RuntimeError):
 
 
 class RankGroup:
-    def __init__(self, tp_size: int, cfg: dict) -> None:
+    def __init__(self, tp_size: int, cfg: dict[str, Any]) -> None:
         ctx = mp.get_context("spawn")  # as SGLang: mp.set_start_method("spawn")
         self.conns = []
         self.procs = []
@@ -27,7 +28,7 @@ class RankGroup:
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
+        return [p.pid for p in self.procs if p.pid is not None]
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -39,14 +40,14 @@ class RankGroup:
             if msg[0] != "ready":
                 raise RankError(f"TP{rank} sent {msg!r} instead of ready")
 
-    def _recv(self, rank: int):
+    def _recv(self, rank: int) -> Any:
         try:
             return self.conns[rank].recv()
         except (EOFError, OSError) as exc:
             code = self.procs[rank].exitcode
             raise RankError(f"TP{rank} exited unexpectedly (exit code {code})") from exc
 
-    def _send_all(self, msg) -> None:
+    def _send_all(self, msg: tuple[Any, ...]) -> None:
         for rank, conn in enumerate(self.conns):
             try:
                 conn.send(msg)
@@ -63,9 +64,10 @@ class RankGroup:
         modes = [self._recv(rank)[2] for rank in range(len(self.conns))]
         if any(m != modes[0] for m in modes):
             raise RankError(f"TP ranks disagree on the mode of step {step_no}: {modes}")
-        return modes[0]
+        mode: str | None = modes[0]
+        return mode
 
-    def apply(self, key: str, value) -> tuple[bool, str]:
+    def apply(self, key: str, value: object) -> tuple[bool, str]:
         """Apply one setting on every rank. Returns (ok, message of TP0)."""
         self._send_all(("set", key, value))
         replies = [self._recv(rank) for rank in range(len(self.conns))]

@@ -6,19 +6,29 @@ All TP ranks take part in every step (see ranks.py).
 """
 from __future__ import annotations
 
+import argparse
+import asyncio
 import collections
 import concurrent.futures
 import itertools
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from server_control import decision, tp_ranks
 from server_control.sim import args as simargs
 from server_control.sim import model
 from server_control.sim.stats import Stats, StepTiming
 from server_control.sim.traffic import target_concurrency
+
+if TYPE_CHECKING:
+    from server_control.sim.light_ranks import LightRankGroup
+    from server_control.sim.logfmt import Logger
+    from server_control.sim.ranks import RankGroup
+
 
 
 class SimClock:
@@ -48,7 +58,7 @@ class Request:
     first_token_at: float | None = None
     finished: bool = False
     error: str | None = None
-    waiter: object = None         # set by the HTTP layer; passed to the deliver callback
+    waiter: asyncio.Event | None = None   # set by the HTTP layer; passed to the deliver callback
 
     @property
     def spec_accept_length(self) -> float:
@@ -56,7 +66,8 @@ class Request:
 
 
 class Scheduler:
-    def __init__(self, args, ranks, log, deliver, on_fatal) -> None:
+    def __init__(self, args: argparse.Namespace, ranks: RankGroup | LightRankGroup, log: Logger,
+                 deliver: Callable[[list[asyncio.Event]], None], on_fatal: Callable[[int, str], None]) -> None:
         self.args = args
         self.ranks = ranks
         self.log = log
@@ -76,7 +87,7 @@ class Scheduler:
         self.cond = threading.Condition()
         self.waiting: collections.deque[Request] = collections.deque()
         self.running: list[Request] = []
-        self.settings: collections.deque = collections.deque()
+        self.settings: collections.deque[Any] = collections.deque()
         self.stats = Stats()
         self.timing = StepTiming()
         self.spec_steps_total = 0
@@ -124,8 +135,8 @@ class Scheduler:
             if req in self.waiting:
                 self.waiting.remove(req)
 
-    def apply_setting(self, key: str, value) -> concurrent.futures.Future:
-        fut: concurrent.futures.Future = concurrent.futures.Future()
+    def apply_setting(self, key: str, value: object) -> concurrent.futures.Future[Any]:
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self.cond:
             self.settings.append((key, value, fut))
             self.cond.notify()
@@ -138,7 +149,7 @@ class Scheduler:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(5.0)
 
-    def snapshot_switch(self) -> dict | None:
+    def snapshot_switch(self) -> dict[str, Any] | None:
         """The patch's ``dynamic_speculation`` entry: the switch's snapshot + active, reason,
         the draft steps really run and, with TP > 1, every rank (the ranks agree every step,
         or the simulator stops). None without speculative decoding."""
@@ -156,7 +167,7 @@ class Scheduler:
             snap["ranks"] = [tp_ranks.live_entry(r, snap) for r in range(tp)]
         return snap
 
-    def _tp_ranks(self) -> list[dict]:
+    def _tp_ranks(self) -> list[dict[str, Any]]:
         failed = self.args.sim_fail_build_rank
         return [{"rank": r, "active": r != failed,
                  "reason": simargs.FAIL_BUILD_WHY if r == failed else None}
@@ -170,7 +181,7 @@ class Scheduler:
     def _run(self) -> None:
         try:
             self._loop()
-        except Exception as exc:  # a rank died or disagreed: the server is broken
+        except Exception as exc:  # noqa: BLE001 - a rank died or disagreed: the server is broken
             self.on_fatal(1, f"Scheduler failed: {exc}")
 
     def _fault_due(self) -> bool:
@@ -224,7 +235,7 @@ class Scheduler:
             if last_vend is None:
                 self._interval["t"] = vstart  # a fresh interval starts with this step
             back_to_back = last_end is not None and now <= last_end + 0.5 * self.clock.scale
-            start = last_end if back_to_back else now
+            start = last_end if back_to_back and last_end is not None else now
             mode = self.ranks.step(step_no, batch, lines)
             if self.switch is not None and batch:
                 self.switch.decide(batch, vstart)
@@ -301,7 +312,7 @@ class Scheduler:
         self._vnow = self.clock.now()
         self._interval = {"t": self._vnow, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
-    def _produce(self, new: list[Request], decoding: list[Request], step_mode: str) -> list:
+    def _produce(self, new: list[Request], decoding: list[Request], step_mode: str) -> list[Any]:
         touched = []
         spec = step_mode == model.SPECULATIVE
         iv = self._interval

@@ -1,6 +1,7 @@
 """The simulator's main process: parse flags, spawn the TP ranks, serve HTTP."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import errno
@@ -11,9 +12,15 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from server_control.sim import args as simargs
 from server_control.sim.logfmt import Logger
+
+if TYPE_CHECKING:
+    from server_control.sim.light_ranks import LightRankGroup
+    from server_control.sim.ranks import RankGroup
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -42,7 +49,7 @@ def port_in_use(host: str, port: int) -> str:
 RANK_GRACE_S = 5.0
 
 
-def rank_config(a, deadline: float | None) -> dict:
+def rank_config(a: argparse.Namespace, deadline: float | None) -> dict[str, Any]:
     return {"tp_size": a.tp_size, "time_scale": a.sim_time_scale, "load_time": a.sim_load_time,
             "spec": bool(a.speculative_algorithm), "max_total_tokens": a.max_total_tokens,
             "max_running_requests": a.max_running_requests, "context_length": a.context_length,
@@ -56,14 +63,15 @@ def rank_config(a, deadline: float | None) -> dict:
             "deadline": None if deadline is None else deadline + RANK_GRACE_S}
 
 
-def uvicorn_log_config(level: str) -> dict:
+def uvicorn_log_config(level: str) -> dict[str, Any]:
     from uvicorn.config import LOGGING_CONFIG
     cfg = {k: (dict(v) if isinstance(v, dict) else v) for k, v in LOGGING_CONFIG.items()}
     cfg["formatters"] = {k: dict(v, use_colors=False) for k, v in LOGGING_CONFIG["formatters"].items()}
     return cfg
 
 
-async def serve(a, sock, ranks, log: Logger, deadline: float | None, argv: list[str]) -> int:
+async def serve(a: argparse.Namespace, sock: socket.socket, ranks: RankGroup | LightRankGroup, log: Logger,
+                deadline: float | None, argv: list[str]) -> int:
     import uvicorn
 
     from server_control.sim.http_app import AppState, build_app
@@ -78,11 +86,11 @@ async def serve(a, sock, ranks, log: Logger, deadline: float | None, argv: list[
         exit_code = exit_code or code
         stopping.set()
 
-    def deliver(waiters) -> None:
+    def deliver(waiters: list[asyncio.Event]) -> None:
         loop.call_soon_threadsafe(_set_all, waiters)
 
     def on_fatal(code: int, message: str) -> None:
-        def fatal():
+        def fatal() -> None:
             log.error(message)
             stop(code)
         loop.call_soon_threadsafe(fatal)
@@ -94,7 +102,7 @@ async def serve(a, sock, ranks, log: Logger, deadline: float | None, argv: list[
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
-        def capture_signals(self):  # our own handlers below; no re-raise after shutdown
+        def capture_signals(self) -> Iterator[None]:  # our own handlers below; no re-raise after shutdown
             yield
 
     config = uvicorn.Config(app, log_config=uvicorn_log_config(a.log_level), log_level=a.log_level,
@@ -114,7 +122,7 @@ async def serve(a, sock, ranks, log: Logger, deadline: float | None, argv: list[
     sched.start()
     serve_task = asyncio.create_task(server.serve(sockets=[sock]))
 
-    async def warm_up():
+    async def warm_up() -> None:
         while not server.started:
             if serve_task.done():
                 return
@@ -131,14 +139,14 @@ async def serve(a, sock, ranks, log: Logger, deadline: float | None, argv: list[
         sched.mark_ready()
         log.info("The server is fired up and ready to roll!")
 
-    async def lifetime():
+    async def lifetime(deadline: float) -> None:
         await asyncio.sleep(max(0.0, deadline - time.time()))
         log.info(f"Simulator reached --sim-max-lifetime ({a.sim_max_lifetime:g} s); shutting down.")
         stop(0)
 
     tasks = [asyncio.create_task(warm_up())]
     if deadline is not None:
-        tasks.append(asyncio.create_task(lifetime()))
+        tasks.append(asyncio.create_task(lifetime(deadline)))
     stop_wait = asyncio.create_task(stopping.wait())
     await asyncio.wait([serve_task, stop_wait], return_when=asyncio.FIRST_COMPLETED)
     server.should_exit = True
@@ -151,7 +159,7 @@ async def serve(a, sock, ranks, log: Logger, deadline: float | None, argv: list[
     return exit_code
 
 
-def _set_all(waiters) -> None:
+def _set_all(waiters: list[asyncio.Event]) -> None:
     for w in waiters:
         w.set()
 
@@ -169,6 +177,7 @@ def main(argv: list[str] | None = None, prog: str = simargs.PROG) -> int:
     logging.getLogger("asyncio").setLevel(logging.ERROR)
 
     from server_control.sim.ranks import RankError, RankGroup
+    ranks: RankGroup | LightRankGroup
     if a.sim_light:
         from server_control.sim.light_ranks import LightRankGroup
         ranks = LightRankGroup(a.tp_size, rank_config(a, deadline))

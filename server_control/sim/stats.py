@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -23,7 +24,7 @@ class Stats:
 @dataclass
 class StepTiming:
     """Actual wall interval of back-to-back steps against the model (time-scaled)."""
-    errors: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4096))
+    errors: collections.deque[Any] = field(default_factory=lambda: collections.deque(maxlen=4096))
     count: int = 0
     lag_s: float = 0.0
 
@@ -36,12 +37,13 @@ class StepTiming:
         self.errors.clear()
         self.count = 0
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         errs = sorted(abs(e) for e in self.errors)
         if not errs:
             return {"steps": 0, "mean_abs_error": None, "p50": None, "p99": None,
                     "max": None, "mean_error": None, "lag_s": round(self.lag_s, 4)}
-        pick = lambda q: errs[min(len(errs) - 1, int(q * len(errs)))]
+        def pick(q: float) -> float:
+            return float(errs[min(len(errs) - 1, int(q * len(errs)))])
         return {"steps": self.count, "mean_abs_error": sum(errs) / len(errs),
                 "mean_error": sum(self.errors) / len(self.errors),
                 "p50": pick(0.5), "p99": pick(0.99), "max": errs[-1], "lag_s": round(self.lag_s, 4)}

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from multiprocessing.connection import Connection
+from typing import Any
 
 from server_control import decision
 from server_control.sim.logfmt import Logger, rank_tag
@@ -32,11 +34,11 @@ def _sleep_scaled(sim_seconds: float, scale: float) -> None:
         time.sleep(sim_seconds / scale)
 
 
-def startup_lines(cfg: dict, log: Logger) -> None:
+def startup_lines(cfg: dict[str, Any], log: Logger) -> None:
     """SGLang-like model loading, KV cache and CUDA graph lines, paced in simulated time."""
     scale = cfg["time_scale"]
     load = cfg["load_time"]
-    log.info(f"Load weight begin. avail mem=78.51 GB")
+    log.info("Load weight begin. avail mem=78.51 GB")
     _sleep_scaled(load * 0.5, scale)
     log.info("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
              "avail mem=70.32 GB, mem usage=8.19 GB.")
@@ -56,7 +58,7 @@ def startup_lines(cfg: dict, log: Logger) -> None:
              f"context_len={cfg['context_length']}, available_gpu_mem=36.10 GB")
 
 
-def make_switch(cfg: dict, log: Logger) -> decision.SpecSwitch | None:
+def make_switch(cfg: dict[str, Any], log: Logger) -> decision.SpecSwitch | None:
     if cfg["spec"] and cfg.get("off_reason"):  # --sim-fail-build-rank: every rank turns off
         log.warning(decision.NOT_ACTIVE_PREFIX + cfg["off_reason"])
         return None
@@ -73,7 +75,7 @@ def make_switch(cfg: dict, log: Logger) -> decision.SpecSwitch | None:
 SETTING_KEYS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY)
 
 
-def apply_setting(sw: decision.SpecSwitch, key: str, value) -> str:
+def apply_setting(sw: decision.SpecSwitch, key: str, value: object) -> str:
     if key == decision.THRESHOLD_KEY:
         return sw.set_threshold(value)
     if key == decision.FORCE_KEY:
@@ -95,8 +97,8 @@ def _idle_until(deadline: float | None) -> None:
         time.sleep(3600 if left is None else min(left, 3600))
 
 
-def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple,
-           off_reason: str | None = None) -> tuple:
+def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple[Any, ...],
+           off_reason: str | None = None) -> tuple[Any, ...]:
     """One "step" or "set" message of the main process -> the rank's reply. Shared by the
     spawned rank processes and the in-process ranks of ``--sim-light`` (light_ranks.py).
     ``off_reason``: why the switch is off on this rank (the refusal of a runtime change)."""
@@ -118,6 +120,8 @@ def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple,
             raise ValueError(f"dynamic speculation disable is not active on this rank ({off_reason})"
                              if off_reason else
                              "speculative decoding is not enabled (no --speculative-algorithm)")
+        if sw is None:
+            raise KeyError(key)  # not one of our settings: SGLang's own answer
         text = apply_setting(sw, key, value)
     except KeyError:
         text = f"Updating {key} is not supported."
@@ -131,7 +135,7 @@ def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple,
     return ("set", False, text)
 
 
-def run_rank(rank: int, cfg: dict, conn) -> None:
+def run_rank(rank: int, cfg: dict[str, Any], conn: Connection) -> None:
     """Entry point of a spawned TP rank."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process decides
     log = Logger(rank_tag(rank, cfg["tp_size"]))

@@ -15,6 +15,7 @@ Forced switches (the operator's `F`) are not counted. Pure: times in, a frozen v
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from server_control import decision as d
 from server_control.json_read import _int, _num, _obj, _str
@@ -38,12 +39,12 @@ class Suggestion:
         return f"{self.name} {self.current} -> {self.value} ({self.effect})"
 
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "name": self.name, "value": self.value, "current": self.current,
                 "effect": self.effect}
 
     @classmethod
-    def from_json(cls, raw: object) -> "Suggestion | None":
+    def from_json(cls, raw: object) -> Suggestion | None:
         r = _obj(raw)
         key, value, current = _str(r.get("key")), _int(r.get("value")), _int(r.get("current"))
         if key not in (d.HYSTERESIS_KEY, d.DWELL_KEY) or value is None or current is None:
@@ -59,12 +60,12 @@ class SwitchRate:
     flapping: bool = False
     suggestion: Suggestion | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"per_min": self.per_min, "count": self.count, "window_s": self.window_s, "flapping": self.flapping,
                 "suggestion": self.suggestion.to_json() if self.suggestion else None}
 
     @classmethod
-    def from_json(cls, raw: object) -> "SwitchRate":
+    def from_json(cls, raw: object) -> SwitchRate:
         r = _obj(raw)
         return cls(float(_num(r.get("per_min")) or 0.0), _int(r.get("count")) or 0,
                    float(_num(r.get("window_s")) or WINDOW_S), r.get("flapping") is True,

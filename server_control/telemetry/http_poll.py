@@ -16,13 +16,21 @@ import asyncio
 import json
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 
 from server_control.sanitize import clean_json, strip_controls
-from server_control.telemetry.sample import (Load, Sample, fresh_decode_load, load_from_loads,
-                                             load_from_metrics, load_from_records, sample_from_server_info)
+from server_control.telemetry.sample import (
+    Load,
+    Sample,
+    fresh_decode_load,
+    load_from_loads,
+    load_from_metrics,
+    load_from_records,
+    sample_from_server_info,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +68,7 @@ class HttpPoller:
 
     def __init__(self, url: str, api_key: str | None = None, *,
                  interval_s: float = DEFAULT_INTERVAL_S, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 records_fn: Callable[[], list] | None = None,
+                 records_fn: Callable[[], list[Any]] | None = None,
                  on_sample: Callable[[Sample], None] | None = None) -> None:
         self.url = url.rstrip("/")
         self.api_key = api_key
@@ -101,7 +109,7 @@ class HttpPoller:
         resp = await self.get(path)
         return clean_json(json.loads(resp.content.decode("utf-8")))   # shown later: terminal-safe now
 
-    async def server_info(self) -> dict:
+    async def server_info(self) -> dict[str, Any]:
         try:
             body = await self.get_json("/server_info")
         except httpx.HTTPStatusError as exc:
@@ -112,7 +120,7 @@ class HttpPoller:
             raise ValueError(f"/server_info: expected a JSON object, got {type(body).__name__}")
         return body
 
-    async def _load(self, records: list) -> Load | None:
+    async def _load(self, records: list[Any]) -> Load | None:
         retry = self.polls % 30 == 0
         if self._loads_ok or retry:
             try:
@@ -133,7 +141,7 @@ class HttpPoller:
                 self._metrics_ok = False
         return load_from_records(records) if records else None
 
-    def _records(self) -> list:
+    def _records(self) -> list[Any]:
         if self.records_fn is None:
             return []
         try:
@@ -141,7 +149,7 @@ class HttpPoller:
         except Exception:  # noqa: BLE001 - the store is someone else's; never crash here
             return []
 
-    def _fresh_log_load(self, records: list) -> Load | None:
+    def _fresh_log_load(self, records: list[Any]) -> Load | None:
         """The load from decode lines that reached the log since the last poll, stamped
         within ``fresh_s`` of now, when every DP group of the log has one; else None."""
         mark, primed = self._log_seq, self._log_primed
@@ -195,7 +203,7 @@ class HttpPoller:
                 if delay and not self._wake.is_set():
                     try:
                         await asyncio.wait_for(self._wake.wait(), delay)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
         finally:
             await self.aclose()

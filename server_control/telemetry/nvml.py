@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from server_control.snapshot import GpuDevice, GpuStatus
 
 MIN_INTERVAL_S = 0.25
 
 
-def load_pynvml():
+def load_pynvml() -> Any:
     """The pynvml module from nvidia-ml-py, or raise ImportError."""
     import pynvml  # noqa: PLC0415
 
@@ -46,7 +47,7 @@ class NvmlSampler:
 
     def __init__(self, pids_fn: Callable[[], Iterable[int]] | None = None, *,
                  util_interval_s: float = 1.0, proc_interval_s: float = 2.0,
-                 nvml=None, on_update: Callable[[], None] | None = None) -> None:
+                 nvml: Any = None, on_update: Callable[[], None] | None = None) -> None:
         self.pids_fn = pids_fn or (lambda: ())
         self.util_interval_s = max(MIN_INTERVAL_S, util_interval_s)
         self.proc_interval_s = max(MIN_INTERVAL_S, proc_interval_s)
@@ -57,9 +58,9 @@ class NvmlSampler:
         self._thread: threading.Thread | None = None
         self._available = False
         self._reason: str | None = "not started"
-        self._static: list[dict] = []
-        self._devices: list[dict] = []
-        self._handles: list = []
+        self._static: list[dict[str, Any]] = []
+        self._devices: list[dict[str, Any]] = []
+        self._handles: list[Any] = []
         self.samples = 0
 
     # -- public -------------------------------------------------------------------------
@@ -120,7 +121,7 @@ class NvmlSampler:
         """One unsupported query (MIG, vGPU) leaves its field None; if every query of every
         device fails, NVML itself is gone (GPU lost, driver unloaded): raise the last error."""
         nv = self._nvml
-        queries = {
+        queries: dict[str, Callable[[Any], Any]] = {
             "util": lambda h: int(nv.nvmlDeviceGetUtilizationRates(h).gpu),
             "mem_used_mb": lambda h: int(nv.nvmlDeviceGetMemoryInfo(h).used // 2**20),
             "power_w": lambda h: round(nv.nvmlDeviceGetPowerUsage(h) / 1000.0, 1),
@@ -150,7 +151,7 @@ class NvmlSampler:
             ours = {int(p) for p in self.pids_fn()}
         except Exception:  # noqa: BLE001 - the run vanished between lookups
             ours = set()
-        per_dev = []
+        per_dev: list[list[int]] = []
         for h in self._handles:
             pids: set[int] = set()
             for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
@@ -163,8 +164,8 @@ class NvmlSampler:
                     pass
             per_dev.append(sorted(pids & ours))
         with self._lock:
-            for dev, pids in zip(self._devices, per_dev):
-                dev["pids"] = pids
+            for dev, held in zip(self._devices, per_dev):
+                dev["pids"] = held
 
     def _run(self) -> None:
         if not self.init():

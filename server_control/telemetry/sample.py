@@ -6,9 +6,14 @@ becomes None, never an exception.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from server_control import decision as d
+
+if TYPE_CHECKING:
+    from server_control.logs.record import Record
+
 
 
 def num(value: object) -> float | None:
@@ -36,7 +41,7 @@ class RankState:
     hysteresis: int | None
     min_dwell_steps: int | None
     force: str | None
-    dynamic: dict | None  # SpecSwitch.snapshot() as published by the patch, if any
+    dynamic: dict[str, Any] | None  # SpecSwitch.snapshot() as published by the patch, if any
     last_gen_throughput: float | None
     avg_spec_accept_length: float | None
 
@@ -46,7 +51,7 @@ class RankState:
         return mode if mode in d.MODES else None
 
     @classmethod
-    def from_json(cls, index: int, raw: object) -> "RankState":
+    def from_json(cls, index: int, raw: object) -> RankState:
         raw = raw if isinstance(raw, dict) else {}
         dynamic = raw.get(d.STATE_KEY)
         force = raw.get(d.FORCE_KEY)
@@ -83,7 +88,7 @@ class Sample:
     error: str | None = None
     load: Load = field(default_factory=Load)
     ranks: list[RankState] = field(default_factory=list)
-    args: dict = field(default_factory=dict)  # the flat server args of /server_info
+    args: dict[str, Any] = field(default_factory=dict)  # the flat server args of /server_info
     model: str | None = None
     tp_size: int | None = None
     dp_size: int | None = None
@@ -124,7 +129,12 @@ def load_from_loads(body: object) -> Load | None:
     """/v1/loads?include=core,memory,spec JSON -> Load, or None if it is not that shape."""
     if not isinstance(body, dict) or not isinstance(body.get("loads"), list):
         return None
-    running, waiting, usage, thr, acc_len, acc_rate = [], [], [], [], [], []
+    running: list[float] = []
+    waiting: list[float] = []
+    usage: list[float] = []
+    thr: list[float] = []
+    acc_len: list[float] = []
+    acc_rate: list[float] = []
     for entry in body["loads"]:
         if not isinstance(entry, dict):
             continue
@@ -182,16 +192,16 @@ def load_from_metrics(text: str) -> Load | None:
     return load
 
 
-def _dp_group(rec) -> str:
+def _dp_group(rec: Record) -> str:
     rank = getattr(rec, "rank", None) or ""
     return rank.split(" ")[0] if rank.startswith("DP") else ""
 
 
-def _is_decode(rec) -> bool:
+def _is_decode(rec: Record) -> bool:
     return getattr(rec, "kind", None) == "decode" and getattr(rec, "running_req", None) is not None
 
 
-def record_age_s(ts, now: float) -> float | None:
+def record_age_s(ts: object, now: float) -> float | None:
     """Seconds from a log time stamp (local time, as SGLang writes it; a bare time is
     today's) to ``now``; None when there is no usable stamp."""
     if not isinstance(ts, str) or not ts:
@@ -206,10 +216,10 @@ def record_age_s(ts, now: float) -> float | None:
         return None
     if stamp.tzinfo is None:
         return now - stamp.timestamp()
-    return now - stamp.astimezone(timezone.utc).timestamp()
+    return now - stamp.astimezone(UTC).timestamp()
 
 
-def fresh_decode_load(records: list, after_seq: int, now: float, fresh_s: float) -> Load | None:
+def fresh_decode_load(records: list[Any], after_seq: int, now: float, fresh_s: float) -> Load | None:
     """The load from decode records newer than ``after_seq`` (store seq) and stamped within
     ``fresh_s`` seconds of ``now`` (a second of clock skew allowed), when every DP group
     that has decode records in ``records`` has a fresh one; else None (ask the server)."""
@@ -221,7 +231,7 @@ def fresh_decode_load(records: list, after_seq: int, now: float, fresh_s: float)
     return load_from_records(fresh)
 
 
-def load_from_records(records: list) -> Load | None:
+def load_from_records(records: list[Any]) -> Load | None:
     """Latest decode record per DP group (rank tag before ' TP') -> Load; None if none."""
     latest: dict[str, object] = {}
     for rec in records:
@@ -240,7 +250,7 @@ def load_from_records(records: list) -> Load | None:
                 source="logs")
 
 
-def sample_from_server_info(ts: float, info: dict) -> Sample:
+def sample_from_server_info(ts: float, info: dict[str, Any]) -> Sample:
     states = info.get("internal_states")
     ranks = [RankState.from_json(i, s) for i, s in enumerate(states)] if isinstance(states, list) else []
     model = info.get("served_model_name") or info.get("model_path")

@@ -9,18 +9,23 @@ n-th switch of a DP group is recorded once whichever rank or source reports it f
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING, Any
 
 from server_control import decision as d
 from server_control.telemetry.sample import Sample, intval, num
 
 PANELS = ("batch", "gen_throughput", "accept_len", "threshold", "mode")  # mode: 1 target-only
+if TYPE_CHECKING:
+    from server_control.logs.record import Record
+
+
 DEFAULT_POINTS = 600
 
 
 class PanelSeries:
     def __init__(self, maxlen: int = DEFAULT_POINTS) -> None:
         self.maxlen = maxlen
-        self.series: dict[str, deque] = {name: deque(maxlen=maxlen) for name in PANELS}
+        self.series: dict[str, deque[Any]] = {name: deque(maxlen=maxlen) for name in PANELS}
         self.version = 0  # grows with every point added (consumers rebuild only on a change)
 
     def add(self, name: str, t: float, value: float | None) -> None:
@@ -38,7 +43,7 @@ class PanelSeries:
         self.add("threshold", sample.ts, sample.threshold)
         self.add("mode", sample.ts, None if sample.mode is None else int(sample.mode == d.TARGET_ONLY))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {name: [[round(t, 3), v] for t, v in pts] for name, pts in self.series.items()}
 
 
@@ -53,9 +58,9 @@ def dp_group(rank: str | None) -> int:
 
 class ModeTimeline:
     def __init__(self, maxlen: int = 1000) -> None:
-        self.events: deque[dict] = deque(maxlen=maxlen)
+        self.events: deque[dict[str, Any]] = deque(maxlen=maxlen)
         self._seen: set[tuple[int, int]] = set()
-        self._by_key: dict[tuple[int, int], dict] = {}  # this run's events by (DP group, ordinal)
+        self._by_key: dict[tuple[int, int], dict[str, Any]] = {}  # this run's events by (DP group, ordinal)
         self._ordinal: dict[str, int] = {}  # per log rank: switches seen since its init line
         self._polled: dict[int, int] = {}  # per DP rank: last polled switch_count
         self.total = 0
@@ -71,7 +76,7 @@ class ModeTimeline:
         self._polled.clear()
         self.run += 1
 
-    def current(self) -> list[dict]:
+    def current(self) -> list[dict[str, Any]]:
         """The switches of the current server run, oldest first."""
         return [e for e in self.events if e.get("run", 0) == self.run]
 
@@ -79,7 +84,7 @@ class ModeTimeline:
     def mode(self) -> str | None:
         return self.events[-1]["mode"] if self.events else None
 
-    def _add(self, key: tuple[int, int], event: dict) -> bool:
+    def _add(self, key: tuple[int, int], event: dict[str, Any]) -> bool:
         if key in self._seen:
             first = self._by_key.get(key)
             if first is not None and first["source"] == "poll" and event["source"] == "log":
@@ -96,7 +101,7 @@ class ModeTimeline:
         self.version += 1
         return True
 
-    def add_record(self, rec, now: float) -> bool:
+    def add_record(self, rec: Record, now: float) -> bool:
         """Feed one log record; True if it added a switch."""
         kind = getattr(rec, "kind", None)
         rank = getattr(rec, "rank", None) or ""
@@ -134,7 +139,7 @@ class ModeTimeline:
             self._polled[r.dp_rank] = count
             if count == 0 or count == before:
                 continue
-            last = dyn.get("last_switch") if isinstance(dyn.get("last_switch"), dict) else {}
+            last: dict[str, Any] = dyn["last_switch"] if isinstance(dyn.get("last_switch"), dict) else {}
             mode = last.get("to") or r.mode
             if mode not in d.MODES:
                 continue
@@ -145,7 +150,7 @@ class ModeTimeline:
                 "text": polled_text(r.dp_rank, count, mode, intval(last.get("batch")), intval(last.get("threshold")))})
         return added
 
-    def to_json(self, limit: int = 200) -> list[dict]:
+    def to_json(self, limit: int = 200) -> list[dict[str, Any]]:
         """The newest switches; ``forced``: made by a forced mode, not by the threshold rule
         (such rows have no batch crossing to show)."""
         return [{**{k: e[k] for k in ("ts", "mode", "batch", "threshold", "rank")}, "forced": is_forced(e)}
@@ -159,7 +164,7 @@ def polled_text(dp_rank: int, count: int, mode: str, batch: int | None, threshol
     return f"polled internal_states[{dp_rank}].{d.STATE_KEY}: switch {count} to {d.mode_label(mode)}{at}{n}"
 
 
-def is_forced(event: dict) -> bool:
+def is_forced(event: dict[str, Any]) -> bool:
     """A switch the threshold rule did not make. Log lines say "(forced)"; a polled
     ``last_switch`` does not, so one that the rule could not have made (to target-only at a
     batch <= threshold, back to speculative at a batch > threshold) counts as forced."""
@@ -168,10 +173,10 @@ def is_forced(event: dict) -> bool:
     batch, n = event.get("batch"), event.get("threshold")
     if event.get("source") != "poll" or batch is None or not n:
         return False
-    return batch <= n if event.get("mode") == d.TARGET_ONLY else batch > n
+    return bool(batch <= n if event.get("mode") == d.TARGET_ONLY else batch > n)
 
 
-def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries) -> dict:
+def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries) -> dict[str, Any]:
     """Share of time and tok/s per mode.
 
     From the servers' own counters (dynamic_speculation seconds and tokens, summed over DP
@@ -195,10 +200,10 @@ def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries)
                 "tok_s": round(toks[m] / secs[m], 1) if secs[m] > 0 else None} for m in d.MODES}
 
 
-def _per_mode_from_series(timeline: ModeTimeline, panels: PanelSeries) -> dict:
+def _per_mode_from_series(timeline: ModeTimeline, panels: PanelSeries) -> dict[str, Any]:
     events = sorted(timeline.events, key=lambda e: e["t"])
     pts = list(panels.series["gen_throughput"])
-    out = {m: {"share": None, "tok_s": None} for m in d.MODES}
+    out: dict[str, dict[str, float | None]] = {m: {"share": None, "tok_s": None} for m in d.MODES}
     if not pts:
         return out
     counts = {m: 0 for m in d.MODES}

@@ -12,7 +12,6 @@ import httpx
 import psutil
 
 from server_control import process, runs
-
 from tests.support.wait import wait_for
 
 

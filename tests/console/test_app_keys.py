@@ -10,9 +10,9 @@ from rich.console import Console
 from textual.widgets import Input, Label
 
 from console.bindings import ACTIONS, PALETTE_EXCLUDE, key_text
+from console.palette import ConsoleCommands
 from console.screens.confirm import ChoiceScreen
 from console.screens.help import HelpScreen, help_table
-from console.palette import ConsoleCommands
 from console.screens.prompt import PromptScreen
 from server_control.operation import OperationResult
 from server_control.snapshot import SettingChange, Switch

@@ -19,8 +19,8 @@ from server_control.profile import load_profile
 from server_control.session import Session
 from tests.cli.test_runs import cli
 from tests.console.screen_text import screen_text, wait_for
-from tests.support.wait import wait_for as wait_until
 from tests.runs.conftest import groups, make_profile, state_dir  # noqa: F401 (fixtures)
+from tests.support.wait import wait_for as wait_until
 
 
 def status(path) -> dict:

@@ -47,7 +47,7 @@ def start_stand(tmp_path: Path, mode: str, port: int | None = None) -> Stand:
             return stand
         except httpx.HTTPError:
             if proc.poll() is not None:
-                raise RuntimeError(f"stand-in server exited: {log_path.read_text()}")
+                raise RuntimeError(f"stand-in server exited: {log_path.read_text()}") from None
             time.sleep(0.1)
     stand.stop()
     raise RuntimeError("stand-in server did not start within 30 s")

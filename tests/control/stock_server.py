@@ -43,7 +43,7 @@ from starlette.routing import Route
 
 def log(msg: str) -> None:
     ts = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-    sys.stdout.buffer.write(f"[{ts}] {msg}\n".encode("utf-8"))   # whatever the locale
+    sys.stdout.buffer.write(f"[{ts}] {msg}\n".encode())   # whatever the locale
     sys.stdout.buffer.flush()
 
 

@@ -6,8 +6,8 @@ import asyncio
 
 from server_control.control import UNSUPPORTED, Control
 from server_control.logs import LogPipeline, LogStore
-from server_control.telemetry.http_poll import HttpPoller
 from server_control.ports import free_port
+from server_control.telemetry.http_poll import HttpPoller
 
 
 async def test_stock_sglang_says_unsupported_with_its_log_line(stand):

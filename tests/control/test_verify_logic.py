@@ -4,8 +4,17 @@ from __future__ import annotations
 from types import SimpleNamespace as Rec
 
 from server_control.telemetry.sample import Load, Sample, sample_from_server_info
-from server_control.verify import (CAUSE_NO_INIT, CAUSE_NO_SWITCH, CAUSE_NOT_PATCHED, RuntimeWatch,
-                                   configuration, expected_ranks, initialisation, layer, summary)
+from server_control.verify import (
+    CAUSE_NO_INIT,
+    CAUSE_NO_SWITCH,
+    CAUSE_NOT_PATCHED,
+    RuntimeWatch,
+    configuration,
+    expected_ranks,
+    initialisation,
+    layer,
+    summary,
+)
 
 K = "speculative_disable_batch_threshold"
 

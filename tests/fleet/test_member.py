@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from server_control.fleet.member import (FAILED, NO_ANSWER, OK, PENDING, REFUSED, MemberResult,
-                                         change_outcome, exit_code)
+from server_control.fleet.member import FAILED, NO_ANSWER, OK, PENDING, REFUSED, MemberResult, change_outcome, exit_code
 from server_control.snapshot import SettingChange
 
 

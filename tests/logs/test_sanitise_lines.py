@@ -33,7 +33,7 @@ def test_any_chunking_cuts_the_sequence_at_its_line(tmp_path, hostile):
     path.write_bytes(text.encode())
     for chunk in (1, 7, 64, 1 << 20):
         raws = []
-        for _, kinds, raw in iter_file(path, chunk_size=chunk):
+        for _, _kinds, raw in iter_file(path, chunk_size=chunk):
             raws += raw
         joined = "\n".join(raws)
         assert "RuntimeError: boom" in joined and joined.splitlines()[-1] == "z", (chunk, raws)

@@ -52,7 +52,7 @@ async def test_threshold_keys_move_the_real_server_and_the_badge_follows(served)
     def load():
         try:
             served.server.generate_batch(6, LOAD_TOKENS)
-        except Exception as exc:  # the server is stopped under it at the end: ignored then
+        except Exception as exc:  # noqa: BLE001 - the server is stopped under it at the end: ignored then
             errors.append(exc)
 
     threading.Thread(target=load, daemon=True).start()

@@ -13,7 +13,6 @@ import pytest
 from server_control import runs
 from server_control.ports import free_port
 
-
 PROFILE_TEMPLATE = """\
 name = "{name}"
 [server]

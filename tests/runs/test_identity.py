@@ -14,9 +14,8 @@ import psutil
 import pytest
 
 from server_control import runs
-
-from tests.support.wait import wait_for
 from tests.cli.test_runs import cli
+from tests.support.wait import wait_for
 
 
 def stranger(groups, *, double_fork: bool = False) -> tuple[int, psutil.Process]:

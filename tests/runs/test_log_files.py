@@ -12,7 +12,6 @@ from server_control import process
 from server_control.logs import LogPipeline, LogStore
 from server_control.profile import LaunchSpec, load_profile
 from server_control.supervisor import Supervisor
-
 from tests.support.wait import wait_for
 
 

@@ -14,7 +14,6 @@ from server_control import process, run_logs, runs
 from server_control.identity import RunIdentity
 from server_control.profile import LaunchSpec
 from server_control.restart_policy import RestartPolicy
-
 from tests.support.wait import wait_for
 
 # A leader with three children: one stays in the group, one moves to its own process group

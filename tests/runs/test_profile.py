@@ -9,8 +9,7 @@ import sys
 import pytest
 
 from server_control.assets import profile_path
-from server_control.profile import (MASK, ProfileError, find_profile, load_profile,
-                                    parse_profile)
+from server_control.profile import MASK, ProfileError, find_profile, load_profile, parse_profile
 
 
 def write(tmp_path, text: str, name: str = "p.toml"):

@@ -12,8 +12,8 @@ from server_control import runs
 from server_control.control import Control
 from server_control.profile import load_profile
 from server_control.supervisor import READY, Supervisor
-
 from tests.cli.test_runs import cli
+
 from .test_supervisor import until
 
 

@@ -14,8 +14,7 @@ import pytest
 
 from server_control import process, runs
 from server_control.profile import ProfileError, load_profile
-from server_control.supervisor import (CRASHED, FATAL, READY, STARTING, STOPPED, UNHEALTHY, RunConflict,
-                                       Supervisor)
+from server_control.supervisor import CRASHED, FATAL, READY, STARTING, STOPPED, UNHEALTHY, RunConflict, Supervisor
 
 
 async def until(cond, timeout=60.0, what="condition"):

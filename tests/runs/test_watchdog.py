@@ -11,8 +11,8 @@ import signal
 from server_control import runs
 from server_control.profile import load_profile
 from server_control.supervisor import READY, UNHEALTHY, Supervisor
-
 from tests.cli.test_runs import cli
+
 from .test_supervisor import alive, until
 
 

@@ -39,7 +39,7 @@ async def test_concurrent_changes_give_one_applied_and_one_overridden(sim_factor
         for i, offset in enumerate(OFFSETS_S):
             va, vb = 10 + 2 * i, 11 + 2 * i
 
-            async def later():
+            async def later(offset: float = offset, vb: int = vb) -> object:   # bound now (B023)
                 await asyncio.sleep(offset)
                 return await b.set_threshold(vb)
             ra, rb = await asyncio.gather(a.set_threshold(va), later())

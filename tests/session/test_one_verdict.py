@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 
 from console.app import SpecConsoleApp
-from console.cli import build_parser
-from console.cli import ui
+from console.cli import build_parser, ui
 from console.cli.common import open_session
 from server_control import decision as d
 from server_control.telemetry.sample import Load, sample_from_server_info

@@ -43,7 +43,7 @@ def grandchild(queue, server_args) -> None:
         out["values"] = {k: getattr(server_args, k, "MISSING") for k in KEYS}
         out["launch_command"] = server_args.launch_command
         queue.put(out)
-    except BaseException as exc:  # report, never hang the parent
+    except BaseException as exc:  # noqa: BLE001 - report, never hang the parent
         queue.put({"error": repr(exc)})
 
 
@@ -73,5 +73,5 @@ def child(queue) -> None:
             if proc.is_alive():
                 proc.kill()
         queue.put(out)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - any failure of the probe is reported, not raised
         queue.put({"error": repr(exc)})

@@ -13,8 +13,7 @@ pytest.importorskip("sglang", reason="needs the real sglang==0.5.23 package")
 pytestmark = pytest.mark.sglang
 
 import torch  # noqa: E402
-from sglang.srt.managers.scheduler_components.batch_result_processor import (  # noqa: E402
-    SchedulerBatchResultProcessor)
+from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor  # noqa: E402
 from sglang.srt.managers.utils import GenerationBatchResult  # noqa: E402
 from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController  # noqa: E402
 from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams  # noqa: E402

@@ -18,8 +18,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 from server_control.sglang_patch import gate  # noqa: E402
 from server_control.sglang_patch import worker as patch_worker  # noqa: E402
-from tests.sglang.objects import (  # noqa: E402
-    Recorder, build_worker, decode_batch, require_patched_server_args, scheduler_for)
+from tests.sglang.objects import Recorder, build_worker, decode_batch, require_patched_server_args, scheduler_for  # noqa: E402
 
 KEY = "speculative_disable_batch_threshold"
 

@@ -30,8 +30,7 @@ def scrape() -> dict:
 
 
 def test_collector_publishes_the_switch(publish):
-    from sglang.srt.observability.metrics_collector import (
-        SchedulerMetricsCollector, SchedulerStats)
+    from sglang.srt.observability.metrics_collector import SchedulerMetricsCollector, SchedulerStats
     server_args = publish(speculative_disable_batch_threshold=4,
                           speculative_disable_min_dwell_steps=0)
     worker = started_worker(server_args, Recorder())

@@ -48,8 +48,7 @@ def test_ten_thousand_flips_leave_the_log_and_the_readback_flat(publish, caplog)
 
 
 def test_runtime_changes_leave_the_log_flat(publish):
-    from sglang.srt.managers.scheduler_components.internal_state import (
-        SchedulerInternalStateController)
+    from sglang.srt.managers.scheduler_components.internal_state import SchedulerInternalStateController
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from tests.sglang.objects import scheduler_for

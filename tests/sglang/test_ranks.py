@@ -12,8 +12,8 @@ pytestmark = pytest.mark.sglang
 
 from torch.distributed import TCPStore  # noqa: E402
 
-from server_control.sglang_patch import ranks  # noqa: E402
 from server_control.ports import free_port  # noqa: E402
+from server_control.sglang_patch import ranks  # noqa: E402
 
 SETTINGS = [4, 1, 10, "auto"]
 

@@ -12,8 +12,7 @@ import sglang.srt.speculative.eagle_worker_v2 as ew  # noqa: E402
 
 from server_control.sglang_patch import worker as patch_worker  # noqa: E402
 from tests.sglang.conftest import lines  # noqa: E402
-from tests.sglang.objects import (  # noqa: E402
-    Recorder, build_worker, decode_batch, server_info_entry, started_worker)
+from tests.sglang.objects import Recorder, build_worker, decode_batch, server_info_entry, started_worker  # noqa: E402
 
 NOT_ACTIVE = "Dynamic speculation disable NOT active: "
 ON = dict(speculative_disable_batch_threshold=4, speculative_disable_min_dwell_steps=0)
@@ -103,10 +102,9 @@ def test_pipeline_parallelism_is_refused(publish, caplog, monkeypatch, pp_spec, 
 def _qsa_draft_worker(steps: int):
     """An EagleDraftWorker whose draft model asks for QSA MTP index sharing, with SGLang's
     real QSA backend classes (constructed bare) so its own check can turn sharing on."""
-    from sglang.srt.layers.attention.qsa.qsa_indexer import QSAIndexer
-    from sglang.srt.layers.attention.qwen_sparse_attn_backend import (
-        QwenSparseAttnBackend, QwenSparseMultiStepDraftBackend)
     import torch
+    from sglang.srt.layers.attention.qsa.qsa_indexer import QSAIndexer
+    from sglang.srt.layers.attention.qwen_sparse_attn_backend import QwenSparseAttnBackend, QwenSparseMultiStepDraftBackend
     per_step = [object.__new__(QwenSparseAttnBackend) for _ in range(steps)]
     multi = object.__new__(QwenSparseMultiStepDraftBackend)
     multi.attn_backends = per_step
@@ -148,8 +146,7 @@ def test_qsa_index_sharing_is_refused_when_sglang_turned_it_on(publish, caplog, 
 
 def test_refused_rank_answers_false_to_the_runtime_keys(publish, caplog):
     from sglang.srt.managers.io_struct import SetInternalStateReq
-    from sglang.srt.managers.scheduler_components.internal_state import (
-        SchedulerInternalStateController)
+    from sglang.srt.managers.scheduler_components.internal_state import SchedulerInternalStateController
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from tests.sglang.objects import scheduler_for

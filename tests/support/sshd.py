@@ -77,7 +77,7 @@ class Sshd:
             except subprocess.TimeoutExpired:
                 continue
 
-    def __enter__(self) -> "Sshd":
+    def __enter__(self) -> Sshd:
         return self
 
     def __exit__(self, *exc) -> None:

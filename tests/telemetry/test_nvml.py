@@ -25,7 +25,7 @@ def real_nvml_available() -> bool:
         pynvml.nvmlInit()
         pynvml.nvmlShutdown()
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure means no real NVML here
         return False
 
 

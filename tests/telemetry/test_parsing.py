@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace as Rec
 
-from server_control.telemetry.sample import (load_from_loads, load_from_metrics, load_from_records,
-                                             sample_from_server_info)
+from server_control.telemetry.sample import (
+    load_from_loads,
+    load_from_metrics,
+    load_from_records,
+    sample_from_server_info,
+)
 
 LOADS = {"timestamp": 1.0, "version": "0.5.23", "loads": [
     {"dp_rank": 0, "num_running_reqs": 5, "num_waiting_reqs": 1, "token_usage": 0.1, "gen_throughput": 100.0,

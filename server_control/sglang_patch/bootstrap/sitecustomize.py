@@ -42,6 +42,7 @@ def _register_package() -> None:
     spec = importlib.util.spec_from_file_location(
         "server_control", os.path.join(_PACKAGE, "__init__.py"),
         submodule_search_locations=[_PACKAGE])
+    assert spec is not None and spec.loader is not None   # a file location always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules["server_control"] = module
     try:

@@ -88,7 +88,7 @@ class RigServer:
 
     @classmethod
     def start(cls, argv: list[str], env: dict, log_path: Path, port: int,
-              lifetime_s: int = 1200) -> "RigServer":
+              lifetime_s: int = 1200) -> RigServer:
         """Run ``argv`` (a full command line) under a watchdog in a new session."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
@@ -148,7 +148,7 @@ class RigServer:
         def one(i: int) -> None:
             try:
                 results[i] = self.generate(f"request {i} the quick brown fox", max_new_tokens)
-            except Exception as exc:  # reported below, with the request index
+            except Exception as exc:  # noqa: BLE001 - reported below, with the request index
                 results[i] = exc
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
