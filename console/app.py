@@ -56,7 +56,10 @@ class SpecConsoleApp(App):
 
     def __init__(self, session: SessionLike, *, what: str = "server", quit_stops: bool = False,
                  launch: str = "never", start_session: bool = True, notice: str = "") -> None:
-        super().__init__()
+        # Named colours go to the terminal as its own ANSI colours: red stays red in 16
+        # colours (TERM=xterm) and in 256 (Textual's default turns them into theme RGB, where
+        # magenta and red both became 197 and a dim green check mark grey on grey).
+        super().__init__(ansi_color=True)
         self.session = session
         self.what = what                # "server" or "simulator" (wording of questions)
         self.quit_stops = quit_stops    # default answer of the quit question

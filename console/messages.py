@@ -20,14 +20,19 @@ class LogViewStatus:
 
     follow: bool
     new: int        # lines arrived while paused
-    shown: int      # rows shown (after filters)
-    total: int
-    dropped: int
-    truncated: int
+    shown: int      # records shown (after filters; a folded event counts once)
+    total: int      # records ever read
+    dropped: int    # records that left memory (the store keeps the newest 100k)
+    truncated: int  # records with a line longer than the display cap (shown cut; the file keeps it)
     filter: str
     search: str
     hits: int
     wrap: bool
+    position: tuple[int, int] | None = None   # (n, of): the current search match
+    polls_hidden: int = 0                     # polling access lines kept back (`a` shows them)
+    show_polls: bool = False
+    folded: int = 0                           # TP ranks' copies folded into one row (`t` unfolds)
+    fold: bool = True
 
 
 class LogViewChanged(Message):

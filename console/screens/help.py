@@ -12,7 +12,7 @@ from console.bindings import ACTIONS, key_text
 
 GROUPS = (("threshold", "Threshold and mode"), ("server", "Server"), ("log", "Log view"),
           ("console", "Console"))
-EXTRA = (("log", "up/down pgup/pgdn", "Scroll the log (scrolling up pauses following)"),
+EXTRA = (("log", "up/down pgup/pgdn", "Scroll the log (scrolling up pauses following; the end resumes it)"),
          ("console", "ctrl+p", "Command palette: every action by name"),
          ("console", "up/down", "With the verification checklist focused: choose a layer, "
                                 "read its evidence"))

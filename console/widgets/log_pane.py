@@ -12,6 +12,8 @@ from server_control.logs.store import LogStore
 
 
 def status_text(st: LogViewStatus) -> Text:
+    """FOLLOW/PAUSED, what is shown of what was read, what is kept back (and the key that
+    shows it), the filter, the search (n/of), and only the counters that are not zero."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if st.follow:
         t.append(" FOLLOW ", "bold black on green")
@@ -19,21 +21,28 @@ def status_text(st: LogViewStatus) -> Text:
         t.append(" PAUSED ", "bold black on yellow")
         if st.new:
             t.append(f" {st.new} new lines", "bold yellow")
-    t.append(f"  {st.shown} shown")
+    t.append(f"  {st.shown} of {st.total} shown")
+    if st.show_polls:
+        t.append("  polls shown (a hides)", "dim")
+    elif st.polls_hidden:
+        t.append(f"  {st.polls_hidden} polls hidden (a)", "dim")
+    if not st.fold:
+        t.append("  TP ranks unfolded (t)", "dim")
+    elif st.folded:
+        t.append(f"  {st.folded} folded (t)", "dim")
     if st.filter:
         t.append("  filter: ", "dim")
         t.append(st.filter, "bold cyan")
     if st.search:
         t.append("  search: ", "dim")
-        t.append(f"/{st.search}/ {st.hits} hits", "bold yellow")
+        where = f"{st.position[0]}/{st.position[1]}" if st.position else f"{st.hits} hits"
+        t.append(f"/{st.search}/ {where}", "bold yellow")
     if st.wrap:
         t.append("  wrap", "cyan")
-    t.append(f"  total {st.total}", "dim")
-    dropped, truncated = st.dropped, st.truncated
-    t.append("  dropped ", "dim")
-    t.append(str(dropped), "bold red" if dropped else "dim")
-    t.append("  cut ", "dim")
-    t.append(str(truncated), "bold yellow" if truncated else "dim")
+    if st.dropped:
+        t.append(f"  {st.dropped} oldest left memory", "bold red")
+    if st.truncated:
+        t.append(f"  {st.truncated} long line{'' if st.truncated == 1 else 's'} cut for display", "yellow")
     return t
 
 

@@ -40,6 +40,12 @@ class LogSearch:
         self.current = self.hits[idx % len(self.hits)]
         return self.current
 
+    def position(self) -> tuple[int, int] | None:
+        """(n, of): the current match is the n-th of ``of`` (for "3/20"); None without one."""
+        if self.current is None or not self.hits:
+            return None
+        return bisect_left(self.hits, self.current) + 1, len(self.hits)
+
     def step(self, forward: bool) -> int | None:
         """From the current match to the next / previous one (wrapping around)."""
         if not self.hits or self.current is None:

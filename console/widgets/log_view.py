@@ -5,15 +5,17 @@ schedules one flush ~50 ms later, so a burst of thousands of lines costs one rep
 ``follow`` (a reactive) sticks to the end; scrolling up pauses and counts new lines;
 reaching the bottom again (or `f` / `end`) resumes. Filter (hide) and search (highlight and
 jump: ``search_for``, ``search_next``, ``search_previous``) are separate. ``wrap`` (a
-reactive) wraps long lines; long lines are capped for display only.
+reactive) wraps long lines; long lines are capped for display only. Polling access lines
+are kept back unless ``show_polls`` (`a`), the copies of one event that every TP rank logs
+are folded into one row unless ``fold`` is off (`t``): both counted on the status line
+(console/widgets/log_select.py). The keys move like less and k9s (j k g G space b ctrl+d
+ctrl+u); esc clears; a key that filters says so on the status line.
 """
 from __future__ import annotations
 
 from bisect import bisect_left
-from pathlib import Path
 
 from rich.cells import cell_len
-from rich.text import Text
 from textual.actions import SkipAction
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -24,18 +26,11 @@ from textual.strip import Strip
 
 from console.bindings import bindings_for
 from console.messages import LogViewChanged, LogViewStatus
-from console.widgets.log_format import (
-    CURRENT_MATCH_STYLE,
-    CURRENT_ROW_STYLE,
-    MATCH_STYLE,
-    LineFilter,
-    record_lines,
-    record_text,
-    style_for,
-)
+from console.widgets.log_format import LineFilter, render_row
 from console.widgets.log_prompts import filter_prompt, save_prompt, search_prompt
 from console.widgets.log_rows import SUB_BITS, Rows
 from console.widgets.log_search import LogSearch
+from console.widgets.log_select import Selection
 from server_control.logs.store import LogStore
 
 FLUSH_S = 0.05
@@ -54,13 +49,16 @@ class LogView(ScrollView, can_focus=True):
 
     follow: var[bool] = var(True, init=False)
     wrap: var[bool] = var(False, init=False)
+    show_polls: var[bool] = var(False, init=False)
+    fold: var[bool] = var(True, init=False)
 
     def __init__(self, store: LogStore | None = None, *, save_name: str = "log", id: str | None = None) -> None:
         super().__init__(id=id)
         self.store = store
-        self.save_name = save_name        # default file name of ctrl+s: specconsole-<name>-shown.log
+        self.save_name = save_name        # ctrl+s offers ~/specconsole-<name>-<time>.log
         self.new_while_paused = 0
         self.filter = LineFilter()
+        self.selection = Selection(self.filter)
         self.search = LogSearch()
         self.ranks: list[str] = []
         self.rows = Rows()
@@ -85,8 +83,8 @@ class LogView(ScrollView, can_focus=True):
 
     def search_for(self, text: str) -> bool:
         """Highlight the lines matching ``text`` (the operator's regex rule) and jump to the
-        first at or below the top of the view; empty clears. Raises ValueError on a bad
-        regex. Returns whether anything matched."""
+        nearest: the first at or below the top of the view, or, while following the end, the
+        last one; empty clears. Raises ValueError on a bad regex. Returns whether anything matched."""
         self.search.set(text)
         self._gen += 1
         if not text:
@@ -95,6 +93,8 @@ class LogView(ScrollView, can_focus=True):
             self._post_status()
             return False
         self._rebuild()
+        if self.follow and self.rows:   # at the end: the nearest match is the last one above it
+            return self._show_match(self.search.jump(self.rows.key(len(self.rows) - 1) + 1, forward=False))
         top = int(self.scroll_y)
         return self._show_match(self.search.jump(self.rows.key(top) if top < len(self.rows) else 0))
 
@@ -170,8 +170,8 @@ class LogView(ScrollView, can_focus=True):
         return added
 
     def _add_rows(self, records) -> None:
-        hits = self.rows.add(records, self.filter.accepts if self.filter.active else None,
-                             self._wrap_width if self.wrap else 0, self.search.pattern)
+        hits = self.rows.add(self.selection.take(records), None, self._wrap_width if self.wrap else 0,
+                             self.search.pattern)
         self.search.hits.extend(hits)
 
     def known_records(self) -> list:
@@ -191,6 +191,7 @@ class LogView(ScrollView, can_focus=True):
         top = self.rows.seq[top_y] if top_y < len(self.rows) else None
         self._wrap_width = max(10, self.scrollable_content_region.width or self.size.width or 80)
         self.rows.clear()
+        self.selection = Selection(self.filter, self.show_polls, self.fold)
         del self.search.hits[:]
         self._add_rows(self.known_records())
         self._cache.clear()
@@ -212,6 +213,12 @@ class LogView(ScrollView, can_focus=True):
         self._post_status()
 
     def watch_wrap(self) -> None:
+        self._rebuild()
+
+    def watch_show_polls(self) -> None:
+        self._rebuild()
+
+    def watch_fold(self) -> None:
         self._rebuild()
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
@@ -259,6 +266,12 @@ class LogView(ScrollView, can_focus=True):
     def action_page_down(self) -> None:
         self.scroll_page_down(animate=False)
 
+    def action_half_page(self, direction: int) -> None:
+        """ctrl+d / ctrl+u: half a screen down / up (less, vi)."""
+        step = max(1, (self.scrollable_content_region.height or 2) // 2)
+        self.scroll_to(y=max(0, min(self.max_scroll_y, self.scroll_y + direction * step)), animate=False,
+                       immediate=True)
+
     def on_resize(self, event) -> None:
         if self.wrap:
             self._rebuild()
@@ -271,15 +284,7 @@ class LogView(ScrollView, can_focus=True):
         self.filter = LineFilter.parse(text, self.filter)
         self._rebuild()
 
-    def toggle_errors_only(self) -> None:
-        self.filter.errors_only = not self.filter.errors_only
-        self._rebuild()
-
-    def toggle_hide_stats(self) -> None:
-        self.filter.hide_stats = not self.filter.hide_stats
-        self._rebuild()
-
-    def cycle_rank(self) -> None:
+    def action_log_rank(self) -> None:
         """One rank at a time: none -> each rank seen in the records (TP0, TP1, ...) -> none."""
         seen = {rec.rank.split()[-1] for rec in self.known_records() if rec.rank}
         self.ranks = sorted(seen)
@@ -287,6 +292,8 @@ class LogView(ScrollView, can_focus=True):
         pos = choices.index(self.filter.rank) if self.filter.rank in choices else 0
         self.filter.rank = choices[(pos + 1) % len(choices)]
         self._rebuild()
+        self.notify(f"rank filter: {self.filter.rank} only (R: next rank, esc clears)" if self.filter.rank
+                    else "rank filter off", timeout=3)
 
     def clear_all(self) -> None:
         self.filter = LineFilter()
@@ -329,13 +336,18 @@ class LogView(ScrollView, can_focus=True):
         self.clear_all()
 
     def action_log_errors(self) -> None:
-        self.toggle_errors_only()
+        self.filter.errors_only = not self.filter.errors_only
+        self._rebuild()
 
     def action_log_hide_stats(self) -> None:
-        self.toggle_hide_stats()
+        self.filter.hide_stats = not self.filter.hide_stats
+        self._rebuild()
 
-    def action_log_rank(self) -> None:
-        self.cycle_rank()
+    def action_log_polls(self) -> None:
+        self.show_polls = not self.show_polls
+
+    def action_log_fold(self) -> None:
+        self.fold = not self.fold
 
     def action_log_wrap(self) -> None:
         self.wrap = not self.wrap
@@ -343,19 +355,10 @@ class LogView(ScrollView, can_focus=True):
     def action_log_save(self) -> None:
         self.app.push_screen(*save_prompt(self))
 
-    # ---- save ----------------------------------------------------------------------
     def shown_records(self) -> list:
-        """The records shown (after filters), oldest first."""
-        shown = set(self.rows.seq)
-        return [r for r in self.known_records() if r.seq in shown]
-
-    def save(self, path: str | Path) -> int:
-        """Write the records shown (after filters) to ``path``; returns the record count."""
-        recs = self.shown_records()
-        with Path(path).expanduser().open("w", encoding="utf-8") as fh:
-            for rec in recs:
-                fh.write(record_text(rec) + "\n")
-        return len(recs)
+        """The records shown (after the filter, without the polls kept back), oldest first;
+        each TP rank's copy of a folded event too (ctrl+s writes them)."""
+        return Selection(self.filter, self.show_polls, fold=False).take(self.known_records())
 
     # ---- rendering -----------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
@@ -374,37 +377,23 @@ class LogView(ScrollView, can_focus=True):
             rec = self.store.get(seq)
             if rec is None:
                 return Strip.blank(width, rich_style)
-            strip = self._render_row(rec, sub, start, rows.end[idx], current)
+            text = render_row(rec, sub, start, rows.end[idx], current=current, pattern=self.search.pattern,
+                              base=rich_style, label=self.selection.label(seq) if sub == 0 else None)
+            strip = Strip(text.render(self.app.console), cell_len(text.plain))
             self._cache[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, rich_style)
-
-    def _render_row(self, rec, sub: int, s: int, e: int, current: bool) -> Strip:
-        lines = record_lines(rec)
-        full = lines[sub] if sub < len(lines) else ""
-        line = full[s:e]
-        text = Text(line, no_wrap=True, end="")
-        text.stylize(self.rich_style)
-        style = style_for(rec)
-        if style is not None:
-            text.stylize(style)
-        if current:
-            text.stylize(CURRENT_ROW_STYLE)
-        if self.search.pattern is not None:
-            hit = CURRENT_MATCH_STYLE if current else MATCH_STYLE
-            for m in self.search.pattern.finditer(full):
-                a, b = max(m.start(), s) - s, min(m.end(), e) - s
-                if b > a:
-                    text.stylize(hit, a, b)
-        return Strip(text.render(self.app.console), cell_len(line))
 
     # ---- status ----------------------------------------------------------------------
     def status(self) -> LogViewStatus:
         store = self.store
+        sel = self.selection
         return LogViewStatus(
-            follow=self.follow, new=self.new_while_paused, shown=len(self.rows),
+            follow=self.follow, new=self.new_while_paused, shown=sel.shown,
             total=store.total if store is not None else 0, dropped=store.dropped if store is not None else 0,
             truncated=store.truncated if store is not None else 0, filter=self.filter.describe(),
-            search=self.search.text, hits=len(self.search.hits), wrap=self.wrap)
+            search=self.search.text, hits=len(self.search.hits), wrap=self.wrap,
+            position=self.search.position(), polls_hidden=sel.polls_hidden, show_polls=self.show_polls,
+            folded=sel.folded, fold=self.fold)
 
     def _post_status(self) -> None:
         self.post_message(LogViewChanged(self.status()))

@@ -18,3 +18,21 @@ async def wait_for(pilot, cond, what: str = "condition", timeout: float = 30.0, 
             return
         await pilot.pause(every)
     raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")
+
+
+async def settle_log(pilot, app) -> None:
+    """Let the log view take in what the fake session's store holds (its flush is timed)."""
+    await pilot.pause(0.12)
+    app.log_view.flush()
+    await pilot.pause()
+
+
+async def answer_prompt(pilot, app, text: str) -> None:
+    """Type ``text`` into the open prompt and press enter."""
+    from textual.widgets import Input
+
+    from console.screens.prompt import PromptScreen
+    assert isinstance(app.screen, PromptScreen), app.screen
+    app.screen.query_one(Input).value = text
+    await pilot.press("enter")
+    await pilot.pause()

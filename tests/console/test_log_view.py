@@ -80,7 +80,7 @@ async def test_filter_invert_and_bad_regex(fake, make_app):
         assert "bad regex" in str(app.screen.query_one("#error", Label).render())
         await pilot.press("escape")
         await pilot.pause()
-        assert app.log_view.filter.text == "!Decode batch"  # old filter kept
+        assert app.log_view.filter.prompt_text == "!Decode batch"  # old filter kept
         await pilot.press("escape")  # clears everything
         await pilot.pause()
         assert "Decode batch" in shown(app) and "filter:" not in screen_text(app)
@@ -129,12 +129,12 @@ async def test_quick_filters_wrap_and_save(fake, make_app, tmp_path):
         assert kinds == {"traceback"} or kinds <= {"error", "traceback"} and kinds
         await pilot.press("e", "d")
         assert not {r.kind for r in view.shown_records()} & {"decode", "prefill"}
-        await pilot.press("d", "k")
+        await pilot.press("d", "R")
         assert view.filter.rank == "TP0"
         assert all(r.rank == "TP0" for r in view.shown_records())
-        await pilot.press("k")
+        await pilot.press("R")
         assert view.filter.rank == "TP1"
-        await pilot.press("k")
+        await pilot.press("R")
         assert view.filter.rank is None
         rows = view.row_count
         await pilot.press("w")
@@ -165,7 +165,7 @@ async def test_ansi_stripped_long_lines_capped_and_highlighted(fake, make_app):
         assert "red words here" in text and "\x1b" not in text
         view = app.log_view
         assert view.rows.end[-1] - view.rows.start[-1] < 2100
-        assert fake.store.truncated == 1 and "cut 1" in text
+        assert fake.store.truncated == 1 and "1 long line cut for display" in text
         # the init line gets its own strong style, distinct from switch/warning lines
         from console.widgets.log_format import KIND_STYLES, style_for
         init = next(r for r in view.shown_records() if r.kind == "spec_init")
