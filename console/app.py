@@ -56,10 +56,7 @@ class SpecConsoleApp(App):
 
     def __init__(self, session: SessionLike, *, what: str = "server", quit_stops: bool = False,
                  launch: str = "never", start_session: bool = True, notice: str = "") -> None:
-        # Named colours go to the terminal as its own ANSI colours: red stays red in 16
-        # colours (TERM=xterm) and in 256 (Textual's default turns them into theme RGB, where
-        # magenta and red both became 197 and a dim green check mark grey on grey).
-        super().__init__(ansi_color=True)
+        super().__init__(ansi_color=True)   # named colours = the terminal's own 16 (TERM=xterm)
         self.session = session
         self.what = what                # "server" or "simulator" (wording of questions)
         self.quit_stops = quit_stops    # default answer of the quit question
