@@ -7,7 +7,9 @@ a warm-up, so throughput is the steady state at that concurrency.
 
 A sweep runs each concurrency once per mode (speculative, target-only; forced through
 /set_internal_state) and reports per-mode throughput and the crossover: the smallest
-concurrency at which target-only out-produces speculation.
+concurrency at which target-only out-produces speculation. Where the server publishes
+the patch's metrics (``--enable-metrics``), each level also says what the server did in
+the window: decode steps per mode, switches, and the accept length over speculative steps.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from server_control import decision
+from server_control import decision, spec_metrics
 
 PROMPT = "Summarise the trade-offs of speculative decoding under heavy load. " * 4
 
@@ -39,6 +41,7 @@ class LevelResult:
     ttft_p50_s: float | None = None
     ttft_p99_s: float | None = None
     chunk_gap_p50_s: float | None = None
+    server: dict[str, Any] | None = None  # the patch's /metrics over the window (spec_metrics.window)
     ttfts: list[Any] = field(default_factory=list, repr=False)
     gaps: list[Any] = field(default_factory=list, repr=False)
 
@@ -118,7 +121,10 @@ async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measur
                     result.error_sample = result.error_sample or f"{type(exc).__name__}: {exc}"
                     await asyncio.sleep(0.2)
         tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+        await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
+        before = await server_totals(client, url)
         await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
+        result.server = spec_metrics.window(before, await server_totals(client, url))
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -128,6 +134,15 @@ async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measur
     result.ttft_p99_s = _quantile(result.ttfts, 0.99)
     result.chunk_gap_p50_s = statistics.median(result.gaps) if result.gaps else None
     return result
+
+
+async def server_totals(client: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
+    """The patch's counters on the server's /metrics, or None (no metrics, stock SGLang)."""
+    try:
+        resp = await client.get(url + "/metrics", timeout=5.0)
+    except httpx.HTTPError:
+        return None
+    return spec_metrics.read_totals(resp.text) if resp.status_code == 200 else None
 
 
 async def set_force(url: str, mode: str, api_key: str | None = None) -> bool:

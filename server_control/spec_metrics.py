@@ -92,3 +92,47 @@ class SpecMetrics:
                     series = dict(self.labels, **({label: mode} if label else {}))
                     counter.labels(**series).inc(gain)
                     self._sent[key] = total
+
+
+def read_totals(text: str) -> dict | None:
+    """The counters of a ``/metrics`` exposition (TP0 of each DP group: the rank SGLang
+    publishes at its own cadence), summed over DP groups: ``{"decode_steps": {mode: n},
+    "generated_tokens": {...}, "switches": {to: n}, "spec_verifies": n, "accepted_drafts":
+    n, "proposed_drafts": n}``; None when the server publishes none of them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = {PREFIX + key + "_total": (key, label) for key, _doc, label, _value in COUNTERS}
+    totals: dict = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                spec = wanted.get(s.name)
+                if spec is None or s.labels.get("tp_rank", "0") != "0":
+                    continue
+                key, label = spec
+                if label:
+                    slot = totals.setdefault(key, {})
+                    slot[s.labels.get(label)] = slot.get(s.labels.get(label), 0) + s.value
+                else:
+                    totals[key] = totals.get(key, 0) + s.value
+    except Exception:  # noqa: BLE001 - garbage exposition: nothing read
+        return None
+    return totals or None
+
+
+def window(before: dict | None, after: dict | None) -> dict | None:
+    """What the server did between two ``read_totals``: decode steps per mode, the share
+    of them target-only, switches, and the accept length over the steps that drafted."""
+    if not before or not after:
+        return None
+
+    def gain(key: str, sub: str | None = None) -> float:
+        a, b = after.get(key, {} if sub else 0), before.get(key, {} if sub else 0)
+        return (a.get(sub, 0) - b.get(sub, 0)) if sub else a - b
+    steps = {m: gain("decode_steps", m) for m in d.MODES}
+    total = sum(steps.values())
+    verifies = gain("spec_verifies")
+    return {"decode_steps": steps,
+            "target_only_share": steps[d.TARGET_ONLY] / total if total else None,
+            "switches": sum(gain("switches", m) for m in d.MODES),
+            "accept_length": 1 + gain("accepted_drafts") / verifies if verifies else None}

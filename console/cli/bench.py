@@ -3,7 +3,10 @@
 For each mode (speculative, target-only: forced through /set_internal_state) and each
 concurrency level, closed-loop streaming clients run for a warm-up and a measuring window;
 the table shows tok/s per mode and the crossover (the first level where target-only wins),
-i.e. the threshold to set. `--sim` benchmarks a freshly started simulator instead of a URL.
+i.e. the threshold to set. Where the server publishes the patch's metrics
+(`--enable-metrics`), each level also shows what the server did: the share of decode steps
+that ran target-only, switches, and the accept length over speculative steps.
+`--sim` benchmarks a freshly started simulator (with metrics) instead of a URL.
 
 Exit codes: 0 measured; 1 the server failed (unreachable, errors, refused to force a mode);
 2 bad arguments; 130 interrupted.
@@ -77,8 +80,27 @@ def render(result: dict) -> str:
                      f"suggested --speculative-disable-batch-threshold {result['suggested_threshold']}")
     if errors:
         lines.append(f"errors: {errors} failed requests")
+    lines.extend(_server_lines(per_mode))
     lines.extend(f"note: {n}" for n in result["notes"])
     return "\n".join(lines)
+
+
+def _server_lines(per_mode: dict) -> list[str]:
+    """What the server said it did in each window (the patch's metrics), where it did."""
+    lines = []
+    for mode, rows in per_mode.items():
+        for r in rows:
+            srv = r.get("server")
+            if not srv:
+                continue
+            share, acc = srv["target_only_share"], srv["accept_length"]
+            lines.append(f"server c={r['concurrency']} {mode}: "
+                         + (f"{share:.0%} of decode steps target-only" if share is not None else "no decode step")
+                         + f", {srv['switches']:.0f} switches"
+                         + (f", accept length {acc:.2f} over speculative steps" if acc is not None else ""))
+    if lines:
+        lines.insert(0, "server (/metrics, sglang:spec_disable_*):")
+    return lines
 
 
 async def _measure(args, url: str) -> dict:
@@ -102,7 +124,7 @@ def run(args) -> int:
             from server_control.sim.launcher import start_sim
             scale = args.sim_time_scale
             budget = len(args.levels) * len(args.modes) * (args.warmup + args.measure + 5) + 120
-            with start_sim(tp=2, threshold=5, time_scale=scale, lifetime=budget) as sim:
+            with start_sim("--enable-metrics", tp=2, threshold=5, time_scale=scale, lifetime=budget) as sim:
                 sim.wait_ready()
                 result = asyncio.run(_measure(args, sim.url))
         else:
