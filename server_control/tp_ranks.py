@@ -49,7 +49,7 @@ def disagreement(rows: list[Any]) -> str | None:
 class Verdict:
     agreed: bool  # every rank active, same settings and versions: the switch may run
     reason: str | None  # why not, the same text on every rank
-    uniform: bool  # every rank answered with this patch version: per-rank gathers are safe
+    uniform: bool  # every rank answered, same versions, plain set-up: per-rank gathers are safe
     ranks: tuple[Any, ...] = ()  # per rank: {"active", "reason"} or None (no answer)
 
     def summary(self) -> list[Any]:
@@ -82,6 +82,9 @@ def judge(got: Sequence[dict[str, Any] | None], timeout_s: float) -> Verdict:
     """Rank 0's verdict over every rank's facts (None: no answer within the timeout)."""
     per_rank = tuple({"active": g["active"], "reason": g["reason"]} if g else None for g in got)
     off = "; the switch is off on every rank"
+    # per-rank gathers need every rank answering, on this patch, in a plain set-up (no
+    # attention DP, no PP: there the TP ranks do not all handle each request in step)
+    setups = all(g is None or g.get("setup_ok", True) for g in got)
     missing = [i for i, g in enumerate(got) if g is None]
     if missing:
         return Verdict(False, f"{_names(missing)} did not report to TP0 within {timeout_s:.0f} s "
@@ -96,17 +99,17 @@ def judge(got: Sequence[dict[str, Any] | None], timeout_s: float) -> Verdict:
     diff = _differ(facts, "settings")
     if diff is not None:
         return Verdict(False, "TP ranks were started with different settings "
-                       f"[threshold, hysteresis, dwell, force] ({diff})" + off, True, per_rank)
+                       f"[threshold, hysteresis, dwell, force] ({diff})" + off, setups, per_rank)
     inactive = [i for i, g in enumerate(facts) if not g["active"]]
     if not inactive:
-        return Verdict(True, None, True, per_rank)
+        return Verdict(True, None, setups, per_rank)
     reasons = {facts[i]["reason"] for i in inactive}
     if len(inactive) == len(facts) and len(reasons) == 1:
-        return Verdict(False, reasons.pop(), True, per_rank)  # the same refusal everywhere
+        return Verdict(False, reasons.pop(), setups, per_rank)  # the same refusal everywhere
     why = "; ".join(f"TP{i}: {facts[i]['reason']}" for i in inactive)
     ready = [i for i, g in enumerate(facts) if g["active"]]
     return Verdict(False, f"TP ranks disagree: {why}; ready: {_names(ready) or 'none'}" + off,
-                   True, per_rank)
+                   setups, per_rank)
 
 
 FIELD_OF_KEY = {d.THRESHOLD_KEY: "threshold", d.HYSTERESIS_KEY: "hysteresis",

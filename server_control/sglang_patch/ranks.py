@@ -16,7 +16,9 @@ group's sequence out of step with SGLang's next ``broadcast_pyobj`` on the same 
 Rank 0 writes one verdict; the others wait for it (a little longer), so every rank that
 answers reads the same verdict; a rank that gets none turns off.
 
-Once the verdict says every rank runs this patch (``uniform``), the live per-rank values
+Once the verdict says every rank runs this patch in a set-up it was not refused for
+(``uniform``: no attention DP or PP, where the TP ranks do not all handle each request in
+step), the live per-rank values
 are gathered over the CPU group at points every rank reaches in the same order (each
 ``/server_info`` and ``/set_internal_state`` request is broadcast to every TP rank and
 handled at the same point of its loop): ``gather_live``.
@@ -62,9 +64,11 @@ def settings_of(switch: Any) -> list[Any]:
     return [switch.threshold, switch.hysteresis, switch.min_dwell_steps, switch.force]
 
 
-def facts(active: bool, reason: str | None, settings: list[Any], sglang: str) -> dict[str, Any]:
+def facts(active: bool, reason: str | None, settings: list[Any], sglang: str,
+          setup_ok: bool = True) -> dict[str, Any]:
+    """One rank's report. ``setup_ok``: no refusal of the set-up (refusals.py) on this rank."""
     return {"active": bool(active), "reason": reason, "settings": list(settings),
-            "sglang": sglang, "patch": patch_version()}
+            "sglang": sglang, "patch": patch_version(), "setup_ok": bool(setup_ok)}
 
 
 def timeout_s() -> float:
@@ -127,7 +131,8 @@ def settle(dyn: Any, local_failure: str | None) -> bool:
     else:
         import torch.distributed.distributed_c10d as c10d
         settings = settings_of(dyn.switch) if dyn.switch is not None else []
-        mine = facts(active, reason, settings, gate.sglang_version())
+        mine = facts(active, reason, settings, gate.sglang_version(),
+                     setup_ok=dyn.active)
         try:
             dyn.verdict = agree(mine, group, c10d._get_default_store(), timeout_s())
         except Exception as exc:  # noqa: BLE001

@@ -91,10 +91,12 @@ def test_mixed_versions_or_settings_are_named(other, words):
     assert verdicts[0].reason.startswith(words)
 
 
-def test_the_same_refusal_everywhere_is_that_refusal():
-    reason = "speculative_eagle_topk=4 (only topk=1 is supported)"
-    verdict = ranks.judge([mine(False, reason), mine(False, reason)], 5.0)
-    assert verdict.reason == reason and verdict.uniform and not verdict.agreed
+def test_the_same_refusal_everywhere_is_that_refusal_and_gathers_nothing():
+    reason = "attention DP is not supported (adaptive tier decisions are not synchronized ...)"
+    refused = ranks.facts(False, reason, SETTINGS, "0.5.23", setup_ok=False)
+    verdict = ranks.judge([refused, dict(refused)], 5.0)
+    assert verdict.reason == reason and not verdict.agreed
+    assert not verdict.uniform  # attention DP / PP: TP ranks do not handle requests in step
 
 
 def test_live_values_round_trip_and_a_disagreement_is_named():
