@@ -35,6 +35,7 @@ from server_control.snapshot import (
     SettingChange,
     SpecStatus,
     Switch,
+    SwitchHealth,
     Timeline,
 )
 from server_control.subscribers import Subscribers
@@ -341,7 +342,9 @@ class Session:
                "force": r0.force if r0 else None, "switch_count": count, "steps": dyn.get("steps"),
                "seconds": dyn.get("seconds"), "tokens": dyn.get("tokens"),
                "supports_runtime_threshold": s.supports_runtime_threshold if s else None}
-        return replace(SpecStatus.from_json(raw), switch_rate=self.switch_rate())  # counters read tolerantly
+        health = SwitchHealth.from_states([r.dynamic for r in ranks])
+        return replace(SpecStatus.from_json(raw), switch_rate=self.switch_rate(),
+                       health=health)  # counters read tolerantly
 
     def _series_now(self) -> Series:
         version, built = self._series

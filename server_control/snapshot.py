@@ -20,6 +20,7 @@ from typing import Any
 from server_control.json_read import _bool, _counts, _int, _list, _num, _obj, _str  # noqa: F401 (tolerant readers)
 from server_control.run_status import RunStatus, SupervisorInfo
 from server_control.telemetry.flapping import SwitchRate
+from server_control.switch_health import SwitchHealth
 from server_control.verify import Verification, VerifyLayer
 
 Point = tuple[float, float]
@@ -28,8 +29,8 @@ SERIES = ("batch", "gen_throughput", "accept_len", "threshold", "mode")
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 
 __all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LiveLoad", "LogStatus", "ModeShare", "RunStatus", "Series",
-           "ServerStatus", "SessionSnapshot", "SettingChange", "SpecStatus", "SupervisorInfo", "Switch", "Timeline",
-           "Verification", "VerifyLayer"]
+           "ServerStatus", "SessionSnapshot", "SettingChange", "SpecStatus", "SupervisorInfo", "Switch", "SwitchHealth",
+           "Timeline", "Verification", "VerifyLayer"]
 
 
 # ---- the parts -------------------------------------------------------------------------
@@ -70,13 +71,14 @@ class SpecStatus:
     tokens: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     supports_runtime_threshold: bool | None = None
     switch_rate: SwitchRate = SwitchRate()   # rule-made switches lately; flapping (telemetry/flapping.py)
+    health: SwitchHealth = SwitchHealth()  # active / reason / TP rank disagreement / real steps
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "threshold": self.threshold, "low_mark": self.low_mark,
                 "hysteresis": self.hysteresis, "min_dwell_steps": self.min_dwell_steps, "force": self.force,
                 "switch_count": self.switch_count, "steps": dict(self.steps), "seconds": dict(self.seconds),
                 "tokens": dict(self.tokens), "supports_runtime_threshold": self.supports_runtime_threshold,
-                "switch_rate": self.switch_rate.to_json()}
+                "switch_rate": self.switch_rate.to_json(), "health": self.health.to_json()}
 
     @classmethod
     def from_json(cls, raw: object) -> SpecStatus:
@@ -88,7 +90,8 @@ class SpecStatus:
                    force=_str(r.get("force")), switch_count=_int(r.get("switch_count")) or 0,
                    steps=_counts(r.get("steps")), seconds=_counts(r.get("seconds")), tokens=_counts(r.get("tokens")),
                    supports_runtime_threshold=_bool(r.get("supports_runtime_threshold")),
-                   switch_rate=SwitchRate.from_json(r.get("switch_rate")))
+                   switch_rate=SwitchRate.from_json(r.get("switch_rate")),
+                   health=SwitchHealth.from_json(r.get("health")))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Live panel: decode batch sparkline with the threshold N drawn across it, and the
-current tok/s, accept length, queue and token usage."""
+current tok/s, accept length (and, where the patch reports it, the accept length over
+speculative steps only: ``spec``), queue and token usage."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ class LiveView:
     batch: tuple[Point, ...]
     threshold: int | None
     mode: str | None
+    spec_accept: float | None = None  # over the speculative steps only (the patch's count)
 
 
 def batch_chart(values: list[float], n: int | None, width: int, height: int) -> list[Text]:
@@ -58,6 +60,7 @@ def numbers_line(view: LiveView) -> Text:
     for name, value in (("batch", num(live.batch, "{:.0f}")),
                         ("tok/s", num(live.gen_throughput, "{:.0f}")),
                         ("accept", num(live.accept_len, "{:.2f}")),
+                        *((("spec", num(view.spec_accept, "{:.2f}")),) if view.spec_accept is not None else ()),
                         ("queue", num(live.queue, "{:.0f}")),
                         ("kv", num(live.token_usage, "{:.0%}"))):
         t.append(f" {name} ", "dim")
@@ -73,7 +76,8 @@ class LivePanel(SnapshotView):
         self.border_title = "live"
 
     def pick(self, snap: SessionSnapshot) -> LiveView:
-        return LiveView(snap.live, snap.series.batch, snap.spec.threshold, snap.spec.mode)
+        return LiveView(snap.live, snap.series.batch, snap.spec.threshold, snap.spec.mode,
+                        snap.spec.health.accept_len)
 
     def render(self) -> Group:
         width, height = self.content_size.width, self.content_size.height

@@ -1,4 +1,5 @@
-"""Two status lines: mode, threshold and verification first; then the run's facts."""
+"""Two status lines: mode, threshold and verification first (and, when the server says so,
+that the switch is off and why, or that its TP ranks disagree); then the run's facts."""
 from __future__ import annotations
 
 from rich.console import Group
@@ -53,12 +54,19 @@ def line_one(snap: SessionSnapshot) -> Text:
     label, style = mode_badge(spec.mode, idle=snap.idle)
     if not snap.server.reachable and spec.mode:
         label, style = f"{label.rstrip()}? ", "bold black on grey50"  # last known, not live
+    health = spec.health
+    if health.active is False:
+        label, style = " SWITCH OFF ", "bold white on red"  # the server speculates at every batch
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(label, style)
     t.append_text(threshold_text(snap))
     t.append(f"  switches {spec.switch_count}", "dim")
     t.append(" ")
     t.append_text(verify_text(snap.verify))
+    if health.rank_fault:
+        t.append(f"  TP ranks disagree: {health.rank_fault}", "bold red")
+    if health.active is False and health.reason:
+        t.append(f"  off: {health.reason}", "bold red")
     return t
 
 
