@@ -19,8 +19,8 @@ from typing import Any
 
 from server_control.json_read import _bool, _counts, _int, _list, _num, _obj, _str  # noqa: F401 (tolerant readers)
 from server_control.run_status import RunStatus, SupervisorInfo
-from server_control.telemetry.flapping import SwitchRate
 from server_control.switch_health import SwitchHealth
+from server_control.telemetry.flapping import SwitchRate
 from server_control.verify import Verification, VerifyLayer
 
 Point = tuple[float, float]

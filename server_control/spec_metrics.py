@@ -94,7 +94,7 @@ class SpecMetrics:
                     self._sent[key] = total
 
 
-def read_totals(text: str) -> dict | None:
+def read_totals(text: str) -> dict[str, Any] | None:
     """The counters of a ``/metrics`` exposition (TP0 of each DP group: the rank SGLang
     publishes at its own cadence), summed over DP groups: ``{"decode_steps": {mode: n},
     "generated_tokens": {...}, "switches": {to: n}, "spec_verifies": n, "accepted_drafts":
@@ -102,7 +102,7 @@ def read_totals(text: str) -> dict | None:
     from prometheus_client.parser import text_string_to_metric_families
 
     wanted = {PREFIX + key + "_total": (key, label) for key, _doc, label, _value in COUNTERS}
-    totals: dict = {}
+    totals: dict[str, Any] = {}
     try:
         for family in text_string_to_metric_families(text):
             for s in family.samples:
@@ -120,7 +120,7 @@ def read_totals(text: str) -> dict | None:
     return totals or None
 
 
-def window(before: dict | None, after: dict | None) -> dict | None:
+def window(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the server did between two ``read_totals``: decode steps per mode, the share
     of them target-only, switches, and the accept length over the steps that drafted."""
     if not before or not after:
@@ -128,7 +128,7 @@ def window(before: dict | None, after: dict | None) -> dict | None:
 
     def gain(key: str, sub: str | None = None) -> float:
         a, b = after.get(key, {} if sub else 0), before.get(key, {} if sub else 0)
-        return (a.get(sub, 0) - b.get(sub, 0)) if sub else a - b
+        return float((a.get(sub, 0) - b.get(sub, 0)) if sub else a - b)
     steps = {m: gain("decode_steps", m) for m in d.MODES}
     total = sum(steps.values())
     verifies = gain("spec_verifies")

@@ -11,6 +11,7 @@ own accept length reads 1 while target-only). A frozen part of the session snaps
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from server_control import tp_ranks
 from server_control.json_read import _bool, _int, _num, _obj, _str
@@ -24,7 +25,7 @@ class SwitchHealth:
     num_steps: int | None = None  # draft steps the worker runs now (DP rank 0)
     accept_len: float | None = None  # tokens per request per verify over speculative steps
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"active": self.active, "reason": self.reason, "rank_fault": self.rank_fault,
                 "num_steps": self.num_steps, "accept_len": self.accept_len}
 
@@ -36,7 +37,7 @@ class SwitchHealth:
                    accept_len=_num(r.get("accept_len")))
 
     @classmethod
-    def from_states(cls, dynamics: list) -> SwitchHealth:
+    def from_states(cls, dynamics: list[Any]) -> SwitchHealth:
         """From each DP rank's ``dynamic_speculation`` dict (None where absent)."""
         dyns = [d for d in dynamics if isinstance(d, dict)]
         if not dyns:
