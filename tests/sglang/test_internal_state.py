@@ -120,6 +120,26 @@ def test_internal_state_carries_the_live_state(rank):
     assert state["avg_spec_accept_length"] == 3.0  # SGLang's own entries are still there
 
 
+def test_tp_ranks_that_disagree_after_a_set_turn_the_switch_off(rank, caplog, monkeypatch):
+    """After a set, the ranks' live values are gathered (a gloo collective: the other rank is
+    what one process cannot have, so the gather returns TP0's real encoded row and a TP1
+    that kept the old threshold); a disagreement turns the switch off and TP0 answers false."""
+    from server_control.sglang_patch import ranks
+
+    def gather(dyn):
+        mine = ranks.encode_live(dyn.snapshot())
+        return ranks.decode_live([mine, [*mine[:1], 5, *mine[2:]]])
+    monkeypatch.setattr(ranks, "gather_live", gather)
+    assert set_state(rank.controller, **{KEY: 8}) is False
+    assert messages(caplog, "NOT active") == [
+        "Dynamic speculation disable NOT active: TP ranks disagree after /set_internal_state: "
+        "TP1 threshold=5 (TP0: threshold=8); the switch is off on every rank"]
+    rank.worker.forward_batch_generation(decode_batch(32))
+    assert rank.worker.speculative_num_steps == 3  # off: plain speculation at any batch
+    live = rank.controller.get_internal_state(GetInternalStateReq()).internal_state["dynamic_speculation"]
+    assert live["active"] is False and live["reason"].startswith("TP ranks disagree after")
+
+
 def test_rank_without_an_eagle_worker_says_why(caplog):
     caplog.set_level(logging.INFO)
     gate._reported = None
