@@ -12,9 +12,15 @@ run is wholly gone its numbers may go to anybody (after a reboot, at once). So:
   verified it (``titles``);
 * while the leader is verified, its process group, its session and its descendants are
   the run (the numbers cannot have been reused while it lives);
-* ``members`` are (pid, start time) pairs recorded while the leader was verified. They
-  are what identifies orphaned ranks once the leader is gone; a group or session whose
-  leader is gone is never taken for the run (a daemon's orphaned group looks the same).
+* ``members`` are (pid, start time, start ticks) recorded while the leader was verified.
+  They are what identifies orphaned ranks once the leader is gone; a group or session
+  whose leader is gone is never taken for the run (a daemon's orphaned group looks the same).
+
+"Start time" is the clock-independent ``ProcStart`` (server_control/proc_start.py: boot id
++ start ticks since boot; the leader's and its members' share the boot). psutil's epoch
+``create_time`` moves whenever the wall clock is stepped, so it is compared only for a
+record written before start ticks were recorded (``start`` None), within
+``LEGACY_TOLERANCE_S``; a supervisor that verifies such a leader records its ``ProcStart``.
 """
 from __future__ import annotations
 
@@ -24,7 +30,12 @@ from dataclasses import dataclass
 
 import psutil
 
-CREATE_TIME_TOLERANCE_S = 0.05
+from server_control.proc_start import ProcStart, proc_start, start_ticks
+
+# Only for records without start ticks: psutil's epoch start time of one process moves by
+# whole seconds as the wall clock is stepped (its boot time, /proc/stat btime, moves).
+LEGACY_TOLERANCE_S = 1.5   # a 1 s step of btime, plus float rounding at ~1.8e9 s
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MASK = "****"   # a masked argument matches anything (keys never reach a command line)
 
 
@@ -33,8 +44,14 @@ class RunIdentity:
     pid: int
     create_time: float
     argv: tuple[str, ...]
-    members: tuple[tuple[int, float], ...] = ()
+    members: tuple[tuple[int, float, int | None], ...] = ()   # (pid, create_time, start ticks)
     titles: tuple[str, ...] = ()   # command lines the leader took later (setproctitle), as seen
+    start: ProcStart | None = None  # None: a record of an earlier version (epoch time only)
+
+    def member_start(self, ticks: int | None) -> ProcStart | None:
+        """A member's ``ProcStart``: its ticks in the leader's boot (members are recorded
+        only while the leader is verified, so they started in that boot)."""
+        return ProcStart(self.start.boot_id, ticks) if self.start is not None and ticks is not None else None
 
 
 def _args(argv: Sequence[str]) -> list[str]:
@@ -59,12 +76,27 @@ def cmdline_matches(actual: Sequence[str], expected: Sequence[str]) -> bool:
     return all(x == y or y == MASK for x, y in zip(actual[len(actual) - len(e):], e))
 
 
-def same_process(p: psutil.Process, create_time: float) -> bool:
+def same_process(p: psutil.Process, create_time: float, start: ProcStart | None = None) -> bool:
+    """``p`` (a pid now) is the recorded process and not a zombie: its ``ProcStart`` is the
+    recorded one, whatever the wall clock did since; without a recorded ``start`` (an
+    earlier version's record) its epoch start time is within ``LEGACY_TOLERANCE_S``."""
     try:
-        return abs(p.create_time() - create_time) <= CREATE_TIME_TOLERANCE_S \
-            and p.status() != psutil.STATUS_ZOMBIE
+        if start is not None:
+            same = proc_start(p.pid) == start
+        else:
+            same = abs(p.create_time() - create_time) <= LEGACY_TOLERANCE_S
+        return same and p.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return False
+
+
+def started_at(p: psutil.Process) -> float:
+    """When ``p`` started in seconds since boot, comparable between live processes however
+    the wall clock moves: its start ticks (Linux), else psutil's epoch start minus boot time."""
+    ticks = start_ticks(p.pid)
+    if ticks is not None:
+        return ticks / CLOCK_TICKS
+    return p.create_time() - psutil.boot_time()
 
 
 def title(cmdline: Sequence[str]) -> str:
@@ -76,7 +108,7 @@ def verified_leader(ident: RunIdentity) -> psutil.Process | None:
     launched one, or a title the leader was seen to take by a process that verified it)."""
     try:
         p = psutil.Process(ident.pid)
-        if not same_process(p, ident.create_time):
+        if not same_process(p, ident.create_time, ident.start):
             return None
         cmdline = p.cmdline()
         if not cmdline_matches(cmdline, ident.argv) and title(cmdline) not in ident.titles:
@@ -91,7 +123,7 @@ def retitled_leader(ident: RunIdentity) -> psutil.Process | None:
     for the process that launched the run or verified it before (it saw the same process)."""
     try:
         p = psutil.Process(ident.pid)
-        return p if same_process(p, ident.create_time) else None
+        return p if same_process(p, ident.create_time, ident.start) else None
     except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return None
 
@@ -126,26 +158,29 @@ def run_processes(ident: RunIdentity) -> list[psutil.Process]:
             pgid, sid = os.getpgid(leader.pid), os.getsid(leader.pid)
         except OSError:
             pgid = sid = None
-        earliest = ident.create_time - CREATE_TIME_TOLERANCE_S
+        try:
+            earliest = started_at(leader)   # nothing older than the leader is of its run
+        except psutil.Error:
+            pgid = None
         if pgid is not None:
-            for p in psutil.process_iter(["create_time"]):
+            for p in psutil.process_iter():
                 if p.pid in found:
                     continue
                 try:
-                    if (p.info["create_time"] or 0) < earliest:
+                    if started_at(p) < earliest:
                         continue
                     if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid:
                         found[p.pid] = p
-                except (ProcessLookupError, PermissionError, OSError):
+                except (psutil.Error, OSError):
                     continue
-    for pid, ct in ident.members:
+    for pid, ct, ticks in ident.members:
         if pid in found:
             continue
         try:
             p = psutil.Process(pid)
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             continue
-        if same_process(p, ct):
+        if same_process(p, ct, ident.member_start(ticks)):
             found[pid] = p
             for c in _descendants(p):
                 found.setdefault(c.pid, c)
@@ -153,14 +188,15 @@ def run_processes(ident: RunIdentity) -> list[psutil.Process]:
     return sorted((p for p in found.values() if p.pid != me and alive(p)), key=lambda p: p.pid)
 
 
-def member_pairs(procs: list[psutil.Process], leader_pid: int) -> list[tuple[int, float]]:
-    """(pid, start time) of the non-leader processes, to record as the run's members."""
+def member_pairs(procs: list[psutil.Process], leader_pid: int) -> list[tuple[int, float, int | None]]:
+    """(pid, epoch start time, start ticks) of the non-leader processes, to record as the
+    run's members."""
     out = []
     for p in procs:
         if p.pid == leader_pid:
             continue
         try:
-            out.append((p.pid, p.create_time()))
+            out.append((p.pid, p.create_time(), start_ticks(p.pid)))
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             continue
     return out

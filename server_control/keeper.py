@@ -8,8 +8,9 @@ The launcher writes one JSON object on the keeper's stdin::
 
 The keeper forks once (so the launcher never has a child to reap), starts the server in
 a new session (its own process group: the run's leader) with stdout+stderr into a pipe,
-answers ``{"pid": N, "create_time": T}`` (or ``{"error": "..."}``) on stdout and closes
-it. Then it copies the pipe into the log file, rotating it by size at a line boundary
+answers ``{"pid": N, "create_time": T, "boot_id": B, "start_ticks": K}`` (the epoch start
+time, and the clock-independent one of server_control/proc_start.py) or ``{"error":
+"..."}`` on stdout and closes it. Then it copies the pipe into the log file, rotating it by size at a line boundary
 (``<log>`` -> ``<log>.1`` -> ... ``<log>.<keep_rotated>``, the oldest deleted; a follower
 of ``<log>`` sees a rename and reads on), and writes ``{"pid", "create_time",
 "returncode", "ended_at"}`` to ``exit_file`` the moment the server's process exits
@@ -31,6 +32,7 @@ from typing import Any
 
 import psutil
 
+from server_control.proc_start import proc_start
 from server_control.state_files import atomic_write, open_private
 
 READ_CHUNK = 1 << 16
@@ -139,8 +141,10 @@ def serve(spec: dict[str, Any]) -> int:
         ct = psutil.Process(proc.pid).create_time()
     except psutil.Error:
         ct = time.time()
+    start = proc_start(proc.pid)   # the clock-independent identity (server_control/proc_start.py)
     spec.pop("env", None)   # the keys in it are not needed any more
-    _reply({"pid": proc.pid, "create_time": ct})
+    _reply({"pid": proc.pid, "create_time": ct, "boot_id": start.boot_id if start else None,
+            "start_ticks": start.ticks if start else None})
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     writer = LogWriter(log_fd, spec["log_path"], spec.get("log_mode", 0o600),

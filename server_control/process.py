@@ -27,6 +27,7 @@ import psutil
 from server_control import identity, run_logs
 from server_control.identity import RunIdentity as RunIdentity  # re-exported
 from server_control.identity import run_processes as run_processes  # re-exported
+from server_control.proc_start import ProcStart, recorded
 from server_control.profile import LaunchSpec
 from server_control.run_logs import tail_lines as tail_lines  # re-exported
 from server_control.sanitize import strip_controls
@@ -45,9 +46,10 @@ class Launched:
     sid: int
     log_path: Path
     argv: tuple[str, ...] = ()
+    start: ProcStart | None = None     # None only where /proc could not be read
 
     def identity(self) -> RunIdentity:
-        return RunIdentity(self.pid, self.create_time, self.argv)
+        return RunIdentity(self.pid, self.create_time, self.argv, start=self.start)
 
 
 @dataclass
@@ -108,7 +110,8 @@ def launch(spec: LaunchSpec) -> Launched:
         raise OSError(answer.get("error") or f"the keeper did not start the server (see {log_path})")
     pid = int(answer["pid"])
     return Launched(pid=pid, create_time=float(answer["create_time"]), pgid=pid, sid=pid,
-                    log_path=log_path, argv=tuple(spec.argv))
+                    log_path=log_path, argv=tuple(spec.argv),
+                    start=recorded(answer.get("boot_id"), answer.get("start_ticks")))
 
 
 def exit_status(exit_file: str | Path | None, pid: int, create_time: float,

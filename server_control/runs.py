@@ -4,6 +4,10 @@ One JSON file per profile, ``<state dir>/runs/<name>.json``, mode 0600, written 
 (server_control/state_files.py). A record is *live* only if a process with its pid exists
 AND that process's start time and command line are the recorded ones (so a reused PID is
 never mistaken for the server) AND it is not a zombie (server_control/identity.py).
+The start time that identifies is ``boot_id`` + ``start_ticks`` (ticks since boot: the wall
+clock cannot move it, server_control/proc_start.py); ``create_time`` (epoch) is for display
+and uptime. A record without them (written by an earlier version) is matched by
+``create_time`` within ``identity.LEGACY_TOLERANCE_S`` until a supervisor adds them.
 
 Locks in ``runs/``: ``<name>.op.lock`` (``profile_lock``) is held by whoever reads, decides
 and rewrites the record (launch: from the "already running?" check to the saved record;
@@ -27,6 +31,7 @@ from typing import Any
 import psutil
 
 from server_control.identity import RunIdentity, verified_leader
+from server_control.proc_start import ProcStart, recorded
 from server_control.state_dir import StateDirError as StateDirError  # re-exported
 from server_control.state_dir import private_dir as private_dir  # re-exported
 from server_control.state_dir import resolve_state_dir as resolve_state_dir  # re-exported
@@ -47,6 +52,10 @@ def iso_time(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
 
 
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 class RunRecordError(ValueError):
     """A run record file exists but cannot be read (names the file and the reason)."""
 
@@ -57,7 +66,7 @@ class RunRecord:
     profile_path: str | None
     kind: str                 # sim | sglang
     pid: int
-    create_time: float        # psutil create_time of pid
+    create_time: float        # psutil create_time of pid (epoch: display, uptime)
     pgid: int
     sid: int
     argv: list[str]           # secrets masked
@@ -72,13 +81,15 @@ class RunRecord:
     log_paths: list[str] = field(default_factory=list)   # earlier logs of this run (restarts)
     exit_code: int | None = None       # set when the run ended FATAL (leader dead)
     fatal_reason: str | None = None
-    members: list[Any] = field(default_factory=list)   # [pid, start time] of the run's other processes
+    members: list[Any] = field(default_factory=list)   # [pid, create_time, start_ticks] of the run's other processes
     titles: list[Any] = field(default_factory=list)    # command lines the leader later gave itself
     ready_at: str | None = None        # first time /health answered 200
     health: str | None = None          # ready | unhealthy, as the supervising process sees it
-    supervisor: dict[str, Any] | None = None     # {pid, create_time, kind, since}: who restarts crashes
+    supervisor: dict[str, Any] | None = None     # {pid, create_time, boot_id, start_ticks, kind, since}: who restarts crashes
     runtime: dict[str, Any] = field(default_factory=dict)   # settings changed at runtime (server_control/runtime_settings.py)
     runtime_pending: bool = False      # a restart carried them: re-apply once the server is ready
+    boot_id: str | None = None         # the leader's identity (None: an earlier version's record)
+    start_ticks: int | None = None     # /proc/<pid>/stat starttime: ticks since that boot
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -96,26 +107,34 @@ class RunRecord:
         kw = {k: v for k, v in data.items() if k in names}
         kw.setdefault("profile_path", None)
         for k in ("pid", "pgid", "sid", "port", "restarts"):
-            if k in kw and (isinstance(kw[k], bool) or not isinstance(kw[k], int)):
+            if k in kw and not _is_int(kw[k]):
                 raise RunRecordError(f"{where}: {k} must be an integer, got {kw[k]!r}")
         if isinstance(kw["create_time"], bool) or not isinstance(kw["create_time"], (int, float)):
             raise RunRecordError(f"{where}: create_time must be a number")
         if not isinstance(kw["argv"], list):
             raise RunRecordError(f"{where}: argv must be a list")
+        if kw.get("boot_id") is not None and not isinstance(kw["boot_id"], str):
+            raise RunRecordError(f"{where}: boot_id must be a string")
+        if kw.get("start_ticks") is not None and not _is_int(kw["start_ticks"]):
+            raise RunRecordError(f"{where}: start_ticks must be an integer")
         members = kw.get("members", [])
         if not isinstance(members, list) or not all(
-                isinstance(m, list) and len(m) == 2 and all(isinstance(x, (int, float)) for x in m)
-                for m in members):
-            raise RunRecordError(f"{where}: members must be a list of [pid, start time]")
+                isinstance(m, list) and len(m) in (2, 3) and all(isinstance(x, (int, float)) for x in m[:2])
+                and (len(m) == 2 or m[2] is None or _is_int(m[2])) for m in members):
+            raise RunRecordError(f"{where}: members must be a list of [pid, create_time, start_ticks]")
         if not isinstance(kw.get("runtime", {}), dict):
             raise RunRecordError(f"{where}: runtime must be an object")
         return cls(**kw)
 
     # -- liveness ---------------------------------------------------------------------------
+    @property
+    def start(self) -> ProcStart | None:
+        return recorded(self.boot_id, self.start_ticks)
+
     def identity(self) -> RunIdentity:
         return RunIdentity(self.pid, self.create_time, tuple(self.argv),
-                           tuple((int(p), float(t)) for p, t in self.members),
-                           tuple(str(t) for t in self.titles))
+                           tuple((int(m[0]), float(m[1]), m[2] if len(m) > 2 else None) for m in self.members),
+                           tuple(str(t) for t in self.titles), self.start)
 
     def leader(self) -> psutil.Process | None:
         """The server's main process if it is this run's (pid + start time + command line)."""

@@ -40,6 +40,7 @@ import httpx
 import psutil
 
 from server_control import identity, journal, process, run_logs, runs, runtime_settings
+from server_control.proc_start import proc_start
 from server_control.process import ProcInfo, StopResult
 from server_control.restart_policy import RestartPolicy
 from server_control.run_status import SupervisorInfo
@@ -131,6 +132,8 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
         key = (rec.pid, rec.create_time)
         if rec.leader() is not None:
             self._seen.add(key)
+            if rec.start is None:
+                self._record_start(rec)
             return True
         if key not in self._seen or (p := identity.retitled_leader(rec.identity())) is None:
             return False
@@ -143,6 +146,19 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
             runs.try_update_record(self.profile.name, self.state_dir, rec.pid,
                                    lambda r: r.titles.append(t) if t not in r.titles else None)
         return True
+
+    def _record_start(self, rec: runs.RunRecord) -> None:
+        """An earlier version's record names its verified leader by epoch start time only,
+        which steps of the wall clock move: add its clock-independent start."""
+        start = proc_start(rec.pid)
+        if start is None:
+            return
+
+        def add(r: runs.RunRecord) -> None:
+            if r.create_time == rec.create_time and r.start is None:
+                r.boot_id, r.start_ticks = start.boot_id, start.ticks
+        rec.boot_id, rec.start_ticks = start.boot_id, start.ticks
+        runs.try_update_record(self.profile.name, self.state_dir, rec.pid, add)
 
     def processes(self) -> list[ProcInfo]:
         rec = self.record
@@ -158,19 +174,17 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
 
     def _remember_members(self, rec: runs.RunRecord, procs: list[psutil.Process]) -> None:
         """Record the run's other processes while its leader is verified: after the leader is
-        gone they are the only way to tell its orphaned ranks from strangers."""
+        gone they are the only way to tell its orphaned ranks from strangers. Rewritten when
+        one is new, or was recorded without start ticks (an earlier version's record)."""
         if not any(p.pid == rec.pid for p in procs):
             return
-        pairs = identity.member_pairs(procs, rec.pid)
-        known = {int(p) for p, _ in rec.members}
-        if all(pid in known for pid, _ in pairs):
+        fresh = [[pid, ct, ticks] for pid, ct, ticks in identity.member_pairs(procs, rec.pid)][-MAX_MEMBERS:]
+        known = {(int(m[0]), m[2] if len(m) > 2 else None) for m in rec.members}
+        if all((m[0], m[2]) in known for m in fresh):
             return
-        alive = {pid for pid, _ in pairs}
 
         def merge(r: runs.RunRecord) -> None:
-            kept = [m for m in r.members if int(m[0]) in alive]
-            have = {int(m[0]) for m in kept}
-            r.members = (kept + [[pid, ct] for pid, ct in pairs if pid not in have])[-MAX_MEMBERS:]
+            r.members = fresh
         saved = runs.try_update_record(self.profile.name, self.state_dir, rec.pid, merge)
         if saved is not None and self.record is rec:
             self.record = saved
@@ -274,6 +288,8 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
             rec = runs.RunRecord(
                 name=name, profile_path=str(self.profile.path) if self.profile.path else None,
                 kind=self.profile.kind, pid=started.pid, create_time=started.create_time,
+                boot_id=started.start.boot_id if started.start else None,
+                start_ticks=started.start.ticks if started.start else None,
                 pgid=started.pgid, sid=started.sid, argv=spec.masked_argv(), host=self.profile.host,
                 port=self.profile.port, log_path=str(started.log_path), cwd=str(spec.cwd),
                 started_at=iso_time(started.create_time), restarts=self.restarts,

@@ -1,10 +1,12 @@
 """Who supervises a run, and the hand-over between a leaving console and the next one.
 
-The process that holds a profile's restart lock writes ``{pid, create_time, kind, since}``
-into the run record (``supervisor``); ``kind`` is its role: ``console`` (the TUI),
-``supervise`` (`specconsole supervise`) or ``handoff`` (the detached `specconsole
-supervise` a console starts when it quits leaving the server running). ``supervisor_of()``
-says who it is, checked (the lock is held, that pid has that start time). The next
+The process that holds a profile's restart lock writes ``{pid, create_time, boot_id,
+start_ticks, kind, since}`` into the run record (``supervisor``); ``kind`` is its role:
+``console`` (the TUI), ``supervise`` (`specconsole supervise`) or ``handoff`` (the
+detached `specconsole supervise` a console starts when it quits leaving the server
+running). ``supervisor_of()`` says who it is, checked (the lock is held, that pid has that
+start: boot id + start ticks, server_control/proc_start.py; ``create_time`` only in an
+earlier version's record). The next
 console takes a handed-off run back (``reclaim_from_handoff``): the `supervise` gets
 SIGTERM, detaches, and the console's watch loop takes the lock.
 """
@@ -17,6 +19,7 @@ from typing import Any
 import psutil
 
 from server_control import identity, runs
+from server_control.proc_start import proc_start, recorded
 from server_control.run_status import SupervisorInfo
 from server_control.runs import iso_time
 from server_control.supervised import SupervisorParts
@@ -33,8 +36,9 @@ class SupervisorRole(SupervisorParts):
 
     def supervisor_info(self) -> dict[str, Any]:
         me = psutil.Process()
-        return {"pid": me.pid, "create_time": me.create_time(), "kind": self.role,
-                "since": iso_time(time.time())}
+        start = proc_start(me.pid)
+        return {"pid": me.pid, "create_time": me.create_time(), "boot_id": start.boot_id if start else None,
+                "start_ticks": start.ticks if start else None, "kind": self.role, "since": iso_time(time.time())}
 
     def supervisor_of(self) -> SupervisorInfo | None:
         """Who restarts this run's crashes: the process holding the restart lock (as the
@@ -52,7 +56,8 @@ class SupervisorRole(SupervisorParts):
         info = (disk.supervisor if disk is not None else None) or {}
         try:
             p = psutil.Process(int(info["pid"]))
-            return info, p if identity.same_process(p, float(info["create_time"])) else None
+            start = recorded(info.get("boot_id"), info.get("start_ticks"))
+            return info, p if identity.same_process(p, float(info["create_time"]), start) else None
         except (psutil.Error, KeyError, TypeError, ValueError):
             return info, None
 
