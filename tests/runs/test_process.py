@@ -12,6 +12,7 @@ import pytest
 
 from server_control import process, run_logs, runs
 from server_control.identity import RunIdentity
+from server_control.proc_start import proc_start
 from server_control.profile import LaunchSpec
 from server_control.restart_policy import RestartPolicy
 from tests.support.wait import wait_for
@@ -119,8 +120,12 @@ def test_tail_lines_and_prune_logs(tmp_path):
 
 # ---- run records --------------------------------------------------------------------------
 def own_record(**kw) -> runs.RunRecord:
+    """A record of this test process, as the current version writes it (with its start
+    ticks: server_control/proc_start.py); ``boot_id=None, start_ticks=None`` for an old one."""
     me = psutil.Process()
+    start = proc_start(me.pid)
     base = dict(name="r", profile_path=None, kind="sim", pid=me.pid, create_time=me.create_time(),
+                boot_id=start.boot_id, start_ticks=start.ticks,
                 pgid=os.getpgid(0), sid=os.getsid(0), argv=me.cmdline(), host="127.0.0.1", port=1,
                 log_path="/nonexistent.log", cwd="/", started_at="2026-01-01T00:00:00+00:00")
     base.update(kw)
@@ -134,7 +139,7 @@ def test_record_roundtrip_mode_0600_and_liveness(state_dir):
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]   # no temp file left
     back = runs.load_record("r")
     assert back == rec and back.is_live()
-    assert not own_record(create_time=rec.create_time - 100).is_live()   # reused PID
+    assert not own_record(create_time=rec.create_time - 100, start_ticks=rec.start_ticks - 1).is_live()   # reused PID
     assert not own_record(argv=["python", "-m", "other"]).is_live()     # not the recorded command
     assert runs.live_record_on_port(1) == rec and runs.live_record_on_port(1, exclude="r") is None
     assert runs.delete_record("r", pid=rec.pid + 1) is False and runs.delete_record("r") is True
