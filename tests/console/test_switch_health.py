@@ -58,3 +58,16 @@ async def test_the_live_panel_shows_acceptance_over_speculative_steps(tmp_path):
             assert "SWITCH OFF" not in screen_text(app)
     finally:
         handle.stop()
+
+
+def test_the_status_line_names_tp_ranks_whose_live_values_disagree():
+    from console.widgets.status_bar import line_one
+    from server_control.snapshot import SessionSnapshot
+    from tests.console.fakes import sample_snapshot
+
+    raw = sample_snapshot()
+    fault = "TP1 threshold=4 (TP0: threshold=8)"
+    raw["spec"]["health"] = {"active": True, "reason": None, "rank_fault": fault}
+    assert f"TP ranks disagree: {fault}" in line_one(SessionSnapshot.from_json(raw)).plain
+    raw["spec"]["health"]["rank_fault"] = None
+    assert "disagree" not in line_one(SessionSnapshot.from_json(raw)).plain
