@@ -11,23 +11,24 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from pathlib import Path
 
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
 from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer
 
 from console.bindings import ACTIONS, bindings_for
+from console.control_actions import ControlActions
 from console.messages import SessionEvent
-from console.palette import ConsoleCommands
+from console.palette import ConsoleCommands, system_commands
+from console.prefs import load_theme, save_theme
 from console.screens.confirm import confirm, quit_choice
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
-from console.screens.prompt import PromptScreen
+from console.widgets.footer import KeysFooter
 from console.widgets.gpu_table import GpuTable
 from console.widgets.live_panel import LivePanel
 from console.widgets.log_pane import LogPane
@@ -35,34 +36,34 @@ from console.widgets.log_view import LogView
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import ModeTimeline
 from console.widgets.verify_panel import VerifyPanel
-from server_control.decision import FORCE_CHOICES, validate_threshold
 from server_control.operation import OperationResult
 from server_control.session_api import SessionLike
 from server_control.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
 
 CSS_FILE = Path(__file__).with_name("specconsole.tcss")
 OUR_ACTIONS = {a.action for a in ACTIONS if a.target == "app"}
+OWNER_ACTIONS = {"start_server", "stop_server", "restart_server"}
 
 
-class SpecConsoleApp(App):
+class SpecConsoleApp(ControlActions, App):
     TITLE = "specconsole"
     CSS_PATH = str(CSS_FILE)
     BINDINGS = bindings_for("app")
     COMMANDS = App.COMMANDS | {ConsoleCommands}
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide"), (180, "-very-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
     snapshot: var[SessionSnapshot] = var(EMPTY_SNAPSHOT)
 
-    def __init__(self, session: SessionLike, *, what: str = "server", quit_stops: bool = False,
-                 launch: str = "never", start_session: bool = True, notice: str = "") -> None:
+    def __init__(self, session: SessionLike, *, what: str = "server", launch: str = "never",
+                 start_session: bool = True, notice: str = "", remember_theme: bool = False) -> None:
         super().__init__(ansi_color=True)   # named colours = the terminal's own 16 (TERM=xterm)
         self.session = session
         self.what = what                # "server" or "simulator" (wording of questions)
-        self.quit_stops = quit_stops    # default answer of the quit question
         self.launch_mode = launch       # no live run at start: "never", "offer" (ask), "auto"
         self.start_session = start_session
         self.notice = notice            # shown as a warning once the screen is up
+        self.remember_theme = remember_theme   # load / save the theme (console/prefs.py)
         self.farewell = ""              # printed by the command after the screen closes
         self._desired: int | None = None
         self._control_lock = asyncio.Lock()
@@ -77,10 +78,13 @@ class SpecConsoleApp(App):
             yield VerifyPanel(id="verify").data_bind(SpecConsoleApp.snapshot)
         yield GpuTable(id="gpus").data_bind(SpecConsoleApp.snapshot)
         yield LogPane(self.session.store, id="logs")
-        yield Footer()
+        yield KeysFooter()
 
     def get_default_screen(self) -> Screen:
         return MainScreen(id="_default")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        return system_commands(self, super().get_system_commands(screen))
 
     @property
     def log_view(self) -> LogView:
@@ -92,6 +96,11 @@ class SpecConsoleApp(App):
 
     async def on_mount(self) -> None:
         self._loop_thread = threading.get_ident()
+        if self.remember_theme:
+            theme = load_theme()
+            if theme in self.available_themes:
+                self.theme = theme
+            self.theme_changed_signal.subscribe(self, lambda t: save_theme(t.name))
         self.log_view.focus()
         self.session.subscribe(self._on_session)
         self.refresh_snapshot()
@@ -143,13 +152,17 @@ class SpecConsoleApp(App):
         except Exception as exc:  # noqa: BLE001
             self.notify(f"snapshot failed: {exc}", severity="error")
 
-    def watch_snapshot(self, snap: SessionSnapshot) -> None:
+    def watch_snapshot(self, old: SessionSnapshot, snap: SessionSnapshot) -> None:
         for view in self.query(LogView):   # ctrl+s names its file after the profile
             view.save_name = snap.profile or "log"
+        if old.attached != snap.attached:
+            self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action in OUR_ACTIONS and isinstance(self.screen, ModalScreen):
             return False
+        if action in OWNER_ACTIONS and self.snapshot.attached:
+            return False   # not this console's server: the footer does not offer them
         return True
 
     async def _call(self, what: str, call: Awaitable[OperationResult]) -> OperationResult | None:
@@ -165,95 +178,6 @@ class SpecConsoleApp(App):
             self.notify(f"{what} {result.outcome}: {result.message or 'no reason given'}", severity="error",
                         timeout=10)
         return result
-
-    # ---- threshold and force ---------------------------------------------------------
-    def _current_threshold(self) -> int | None:
-        if self._desired is not None:
-            return self._desired
-        change = self.snapshot.threshold_change
-        if change is not None and change.state == "pending" and isinstance(change.requested, int):
-            return change.requested
-        return self.snapshot.spec.threshold
-
-    def request_threshold(self, value: object) -> None:
-        try:
-            n = validate_threshold(value)
-        except ValueError as exc:
-            self.notify(str(exc), severity="error")
-            return
-        self._desired = n
-        self.run_worker(self._apply_threshold(n), group="control")
-
-    async def _apply_threshold(self, n: int) -> None:
-        async with self._control_lock:
-            if self._desired != n:
-                return  # superseded by a later key press
-            await self._call(f"threshold {n}", self.session.set_threshold(n))
-            if self._desired == n:
-                self._desired = None
-
-    def _step_threshold(self, delta: int) -> None:
-        n = self._current_threshold()
-        if n is None:
-            self.notify("threshold unknown yet (server not read)", severity="warning")
-            return
-        self.request_threshold(max(0, n + delta))
-
-    def action_threshold_up(self) -> None:
-        self._step_threshold(+1)
-
-    def action_threshold_down(self) -> None:
-        self._step_threshold(-1)
-
-    def action_threshold_prompt(self) -> None:
-        n = self._current_threshold()
-        self.push_screen(PromptScreen("Threshold N (speculate while decode batch <= N; 0 = never disable)",
-                                      validate_threshold, "" if n is None else str(n),
-                                      hint="enter applies, escape cancels"),
-                         self._threshold_answer)
-
-    def _threshold_answer(self, value: int | None) -> None:
-        if value is not None:
-            self.request_threshold(value)
-
-    def action_cycle_force(self) -> None:
-        force = self.snapshot.spec.force or "auto"
-        nxt = FORCE_CHOICES[(FORCE_CHOICES.index(force) + 1) % len(FORCE_CHOICES)] \
-            if force in FORCE_CHOICES else "auto"
-        self.run_worker(self._force(nxt), group="control")
-
-    async def _force(self, mode: str) -> None:
-        result = await self._call(f"force {mode}", self.session.set_force(mode))
-        if result is not None and result.done:
-            self.notify(f"force mode: {mode.replace('_', '-')}")
-
-    # ---- server ----------------------------------------------------------------------
-    def _owned(self) -> bool:
-        if self.snapshot.attached:
-            self.notify("attached to a server this console does not own: start/stop/restart "
-                        "are not available", severity="warning")
-            return False
-        return True
-
-    def action_start_server(self) -> None:
-        if self._owned():
-            self.run_worker(self._call("launch", self.session.launch()), group="server")
-
-    def action_stop_server(self) -> None:
-        if self._owned():
-            self.push_screen(confirm(f"Stop the {self.what}?"), self._stop_answer)
-
-    def action_restart_server(self) -> None:
-        if self._owned():
-            self.push_screen(confirm(f"Restart the {self.what}?"), self._restart_answer)
-
-    def _stop_answer(self, yes: object) -> None:
-        if yes:
-            self.run_worker(self._call("stop", self.session.stop()), group="server")
-
-    def _restart_answer(self, yes: object) -> None:
-        if yes:
-            self.run_worker(self._call("restart", self.session.restart()), group="server")
 
     def action_verify(self) -> None:
         async def run() -> None:
@@ -277,7 +201,7 @@ class SpecConsoleApp(App):
         if self.snapshot.attached:
             self.run_worker(self._quit(False), group="quit")
             return
-        self.push_screen(quit_choice(self.what, self.quit_stops),
+        self.push_screen(quit_choice(self.what),
                          self._quit_answer)
 
     def _quit_answer(self, choice: object) -> None:

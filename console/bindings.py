@@ -38,6 +38,9 @@ ACTIONS: tuple[Action, ...] = (
            "Set an exact threshold N (validated, read back on every rank)", "threshold", display="="),
     Action("F", "cycle_force", "Force",
            "Cycle the forced mode: auto -> speculative -> target-only", "threshold", display="F"),
+    Action("H", "apply_suggestion", "Apply hint",
+           "Against flapping: apply the suggested hysteresis (else dwell), read back like N", "threshold",
+           show=False),
     # server
     Action("s", "start_server", "Start", "Launch the server of this profile", "server"),
     Action("x", "stop_server", "Stop", "Stop the server (asks first)", "server"),

@@ -1,9 +1,12 @@
 """Command palette provider (`ctrl+p`): every console action by name."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from textual.app import App, SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from console.bindings import ACTIONS, PALETTE_EXCLUDE, Action, key_text
@@ -33,3 +36,21 @@ class ConsoleCommands(Provider):
             score = matcher.match(text)
             if score > 0:
                 yield Hit(score, matcher.highlight(text), partial(self._run, a), help=a.title)
+
+
+def system_commands(app: App, found: Iterable[SystemCommand]) -> Iterable[SystemCommand]:
+    """Textual's own palette entries, less its "Quit" (ours asks what happens to the server)
+    and with a "Screenshot" that saves into the home directory and says where."""
+    def screenshot() -> None:
+        try:
+            path = app.save_screenshot(path=str(Path.home()))
+        except OSError as exc:
+            app.notify(f"screenshot failed: {exc}", severity="error")
+            return
+        app.notify(f"screenshot saved: {path}")
+    for cmd in found:
+        if cmd.title == "Screenshot":
+            yield SystemCommand("Screenshot", "Save an SVG screenshot of the screen in your home directory",
+                                lambda: app.set_timer(0.1, screenshot))
+        elif cmd.title != "Quit":
+            yield cmd

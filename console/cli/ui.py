@@ -78,7 +78,7 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
     from console.app import SpecConsoleApp  # noqa: PLC0415 - textual only when a screen is wanted
     from console.handoff import hand_off  # noqa: PLC0415
 
-    app = SpecConsoleApp(session, **kwargs)
+    app = SpecConsoleApp(session, remember_theme=True, **kwargs)
     app.run(mouse=not args.no_mouse)
     handed = hand_off(session, handoff) if handoff is not None else None
     if app.farewell:
@@ -99,7 +99,7 @@ def run_ui(args) -> int:
         state_dir = resolve_state_dir(args.state_dir)   # the one the session's run uses
     except (ProfileError, OSError, UsageError) as exc:
         return usage_error(str(exc))
-    return _run_app(session, args, what="server", quit_stops=False, launch="offer",
+    return _run_app(session, args, what="server", launch="offer",
                     handoff=["--profile", str(profile.path), "--state-dir", str(state_dir)])
 
 
@@ -120,7 +120,7 @@ def run_demo(args) -> int:
     except (ProfileError, OSError) as exc:
         return usage_error(str(exc))
     notice = "; ".join(filter(None, [target.note, f"demo state dir {target.state_dir}; headless: {target.hint()}"]))
-    return _run_app(session, args, what="simulator", quit_stops=True, launch="auto", notice=notice,
+    return _run_app(session, args, what="simulator", launch="auto", notice=notice,
                     after=f"stop it with: {target.hint().replace('status', 'stop')}",
                     handoff=["--demo", "--state-dir", str(target.state_dir)])
 
@@ -135,7 +135,7 @@ def run_attach(args) -> int:
     except UsageError as exc:
         return usage_error(str(exc))
     session = Session.attach(args.url, log_path=args.log, **keys)
-    return _run_app(session, args, what="server", quit_stops=False, launch="never",
+    return _run_app(session, args, what="server", launch="never",
                     notice=log_notice(args.log))
 
 

@@ -62,9 +62,12 @@ def confirm(question: str, default_yes: bool = False) -> ChoiceScreen:
                         default=0 if default_yes else 1, cancel_value=False)
 
 
-def quit_choice(what: str, default_stop: bool) -> ChoiceScreen:
-    """Quit: leave the server running ("leave"), stop it ("stop"), or stay (None)."""
+def quit_choice(what: str) -> ChoiceScreen:
+    """Quit: leave the server running ("leave", the default: Enter never stops a server),
+    stop it ("stop"), or stay (None)."""
     return ChoiceScreen(
-        f"Quit the console. Leave the {what} running?",
+        f"Quit the console. Leave the {what} running?\n\nLeave: it keeps serving; supervision "
+        "passes to a detached `specconsole supervise` (it restarts a crash) until the next "
+        f"console takes it back.\nStop: stop the {what} and all its processes now.",
         [("l", f"Leave {what} running", "leave"), ("s", f"Stop {what}", "stop"), ("c", "Cancel", None)],
-        default=1 if default_stop else 0, cancel_value=None)
+        default=0, cancel_value=None)

@@ -1,6 +1,8 @@
-"""GPU table: utilisation, memory, power, temperature and the run's PIDs per GPU; one N/A
-row with the reason when NVML is unavailable."""
+"""GPU table: utilisation, memory, power, temperature and the run's PIDs per GPU; without
+NVML one line (no border, no header) with the reason."""
 from __future__ import annotations
+
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -14,10 +16,6 @@ def gpu_table(gpus: GpuStatus) -> Table:
     table = Table(box=None, padding=(0, 1), expand=True, show_edge=False, header_style="dim")
     for col in ("gpu", "name", "util", "memory", "power", "temp", "pids"):
         table.add_column(col, no_wrap=True)
-    if not gpus.available or not gpus.devices:
-        reason = gpus.reason or ("no GPU reported" if gpus.available else "NVML unavailable")
-        table.add_row("N/A", Text(str(reason), "yellow"), "", "", "", "", "")
-        return table
     for d in gpus.devices:
         util_style = "bold red" if d.util is not None and d.util >= 90 else ""
         mem = f"{num(d.mem_used_mb, '{:.0f}')}/{num(d.mem_total_mb, '{:.0f}')} MB"
@@ -38,5 +36,18 @@ class GpuTable(SnapshotView):
     def pick(self, snap: SessionSnapshot) -> GpuStatus:
         return snap.gpus
 
-    def render(self) -> Table:
-        return gpu_table(self.part)
+    def watch_part(self, part: Any = None) -> None:
+        self.set_class(not_available(part), "-na")
+        super().watch_part(part)
+
+    def render(self) -> Table | Text:
+        gpus = self.part
+        if not_available(gpus):
+            reason = gpus.reason or ("no GPU reported" if gpus.available else "NVML unavailable")
+            return Text.assemble(("GPUs ", "dim"), ("N/A", "bold"), (f": {reason}", "yellow"), no_wrap=True,
+                                 overflow="ellipsis")
+        return gpu_table(gpus)
+
+
+def not_available(gpus: GpuStatus | None) -> bool:
+    return gpus is None or not gpus.available or not gpus.devices

@@ -1,8 +1,14 @@
-"""Live panel: decode batch sparkline with the threshold N drawn across it, and the
-current tok/s, accept length (and, where the patch reports it, the accept length over
-speculative steps only: ``spec``), queue and token usage."""
+"""Live panel: decode batch chart with the threshold N drawn across it and a time axis,
+and the current tok/s, accept length (and, where the patch reports it, the accept length
+over speculative steps only: ``spec``), queue and token usage.
+
+Each bar is drawn in the mode the server was in at that poll (``series.mode``), by colour
+and by glyph: speculative bars solid, target-only bars hatched, so the modes stay apart in
+16 colours and with NO_COLOR. While the server does not answer, the numbers are those of
+the last poll it answered, dimmed, with their age; the bars keep their colours."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from rich.console import Group
@@ -13,7 +19,10 @@ from console.widgets.snapshot_view import SnapshotView
 from server_control.snapshot import LiveLoad, Point, SessionSnapshot
 
 BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
+HATCH = "\u2592"            # the full cells of a target-only bar
 LABEL_W = 7
+AXIS_MIN_H = 5              # content rows needed before a row goes to the time axis
+MODE_STYLE = {0: "green", 1: "bright_blue"}   # series.mode: 0 speculative, 1 target-only
 
 
 @dataclass(frozen=True)
@@ -24,47 +33,92 @@ class LiveView:
     batch: tuple[Point, ...]
     threshold: int | None
     mode: str | None
+    modes: tuple[Point, ...] = ()
+    stale_s: int | None = None      # the server does not answer: age of the last sample (s)
     spec_accept: float | None = None  # over the speculative steps only (the patch's count)
 
 
-def batch_chart(values: list[float], n: int | None, width: int, height: int) -> list[Text]:
-    """Rows of a bar chart, top row first; N as a dashed line, bars above N in red."""
+def mode_at(modes: tuple[Point, ...] | list[Point], ts: list[float]) -> list[int | None]:
+    """The mode (0/1) of the poll at or just before each time in ``ts`` (sorted)."""
+    out: list[int | None] = []
+    j, cur = 0, None
+    for t in ts:
+        while j < len(modes) and modes[j][0] <= t:
+            cur = int(modes[j][1])
+            j += 1
+        out.append(cur)
+    return out
+
+
+def batch_chart(values: list[float], n: int | None, width: int, height: int,
+                modes: list[int | None] | None = None) -> list[Text]:
+    """Rows of a bar chart, top row first; N as a dashed line. A bar's mode (``modes``: 1
+    target-only, 0 speculative) gives its colour and glyph; without it a bar above N counts
+    as target-only."""
     width, height = max(1, width), max(1, height)
     values = values[-width:]
+    modes = (modes or [])[-width:]
     top = max([*values, (n * 1.25 if n else 0), 1.0])
     eighths = [round(v / top * height * 8) for v in values]
     n_row = min(height - 1, int((n / top) * height)) if n else None
+    kinds = [m if i < len(modes) and (m := modes[i]) is not None else int(n is not None and n > 0 and v > n)
+             for i, v in enumerate(values)]
     rows = []
     for r in range(height - 1, -1, -1):
         # N's label wins over the scale's when both fall on the top row (short panels).
         label = f"N={n:<3}" if r == n_row else (f"{top:>5.0f} " if r == height - 1 else "")
         t = Text(f"{label:<{LABEL_W}}"[:LABEL_W], "yellow" if r == n_row else "dim", no_wrap=True)
-        for i, e in enumerate(eighths):
+        for e, kind in zip(eighths, kinds):
             fill = max(0, min(8, e - r * 8))
             if fill == 0 and r == n_row:
                 t.append("\u254c", "yellow")
             else:
-                over = n is not None and n > 0 and values[i] > n
-                t.append(BLOCKS[fill], "bright_red" if over else "green")
+                glyph = HATCH if kind == 1 and fill == 8 else BLOCKS[fill]
+                t.append(glyph, MODE_STYLE[kind])
         if r == n_row and len(eighths) < width:
             t.append("\u254c" * (width - len(eighths)), "yellow")
         rows.append(t)
     return rows
 
 
+def time_axis(ts: list[float], width: int) -> Text:
+    """Under the bars: the age of the poll under a tick every ~15 columns, 'now' at the right."""
+    t = Text(" " * LABEL_W, "dim", no_wrap=True)
+    ts = ts[-width:]
+    if not ts:
+        return t
+    cells = [" "] * len(ts)
+    last = ts[-1]
+    i = len(ts) - 1
+    labels: list[tuple[int, str]] = []
+    while i >= 0:
+        age = last - ts[i]
+        labels.append((i, "now" if age < 0.5 else f"-{age:.0f}s"))
+        i -= 15
+    for i, word in labels:
+        start = max(0, i - len(word) + 1)
+        if all(c == " " for c in cells[start:i + 1]) and (start == 0 or cells[start - 1] == " "):
+            cells[start:i + 1] = list(word)[:i + 1 - start]
+    t.append("".join(cells), "dim")
+    return t
+
+
 def numbers_line(view: LiveView) -> Text:
     live = view.live
     t = Text(no_wrap=True, overflow="ellipsis")
     label, style = mode_badge(view.mode)
-    t.append(label.strip()[:4], style)
+    stale = view.stale_s is not None
+    if stale:   # first, so a narrow panel cuts the numbers, not the age
+        t.append(f"last sample {view.stale_s} s ago: ", "bold yellow")
+    t.append(label.strip()[:4], "dim" if stale else style)
     for name, value in (("batch", num(live.batch, "{:.0f}")),
                         ("tok/s", num(live.gen_throughput, "{:.0f}")),
-                        ("accept", num(live.accept_len, "{:.2f}")),
+                        ("acc", num(live.accept_len, "{:.2f}")),
                         *((("spec", num(view.spec_accept, "{:.2f}")),) if view.spec_accept is not None else ()),
                         ("queue", num(live.queue, "{:.0f}")),
                         ("kv", num(live.token_usage, "{:.0%}"))):
         t.append(f" {name} ", "dim")
-        t.append(value, "bold")
+        t.append(value, "dim" if stale else "bold")
     return t
 
 
@@ -76,13 +130,21 @@ class LivePanel(SnapshotView):
         self.border_title = "live"
 
     def pick(self, snap: SessionSnapshot) -> LiveView:
-        return LiveView(snap.live, snap.series.batch, snap.spec.threshold, snap.spec.mode,
+        stale = None
+        if not snap.server.reachable and snap.live.ts:
+            stale = max(0, int(time.time() - snap.live.ts))
+        return LiveView(snap.live, snap.series.batch, snap.spec.threshold, snap.spec.mode, snap.series.mode, stale,
                         snap.spec.health.accept_len)
 
     def render(self) -> Group:
         width, height = self.content_size.width, self.content_size.height
         view: LiveView = self.part
+        ts = [float(t) for t, _ in view.batch]
         values = [max(0.0, float(v)) for _, v in view.batch]
-        chart_h = max(0, height - 1)
-        rows = batch_chart(values, view.threshold, width - LABEL_W, chart_h) if chart_h else []
+        axis = height >= AXIS_MIN_H
+        chart_h = max(0, height - 1 - int(axis))
+        modes = mode_at(view.modes, ts) if view.modes else None
+        rows = batch_chart(values, view.threshold, width - LABEL_W, chart_h, modes) if chart_h else []
+        if axis:
+            rows.append(time_axis(ts, width - LABEL_W))
         return Group(*rows, numbers_line(view))

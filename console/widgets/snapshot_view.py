@@ -24,5 +24,5 @@ class SnapshotView(Widget):
     def compute_part(self) -> Any:
         return self.pick(self.snapshot)
 
-    def watch_part(self) -> None:
+    def watch_part(self, part: Any = None) -> None:
         self.refresh(layout=self.LAYOUT)

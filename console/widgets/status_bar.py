@@ -26,6 +26,8 @@ def threshold_text(snap: SessionSnapshot) -> Text:
     t = Text()
     t.append(" N=", "bold")
     t.append("?" if spec.threshold is None else str(spec.threshold), "bold cyan")
+    if spec.threshold == 0:
+        t.append(" never disable", "bold yellow")   # the rule is off: speculate at every batch
     state = change.state if change else None
     if change is not None and state == "pending":
         t.append(f" \u2192 {change.requested} pending", CHANGE_STYLES["pending"])
@@ -33,7 +35,7 @@ def threshold_text(snap: SessionSnapshot) -> Text:
         t.append(" applied", CHANGE_STYLES["applied"])
     elif change is not None and state in CHANGE_STYLES:
         t.append(f" {state}{': ' + change.detail if change.detail else ''}", CHANGE_STYLES[state])
-    if spec.low_mark is not None:
+    if spec.low_mark is not None and spec.threshold:
         t.append(f" (resume \u2264{spec.low_mark})", "dim")
     if spec.force and spec.force != "auto":
         t.append(f" forced {spec.force.replace('_', '-')}", "bold magenta")
@@ -49,18 +51,35 @@ def verify_text(ver: Verification) -> Text:
     return t
 
 
+def switches_text(snap: SessionSnapshot) -> Text:
+    """The switch count, the rate lately; flapping said loudly, with the suggestion and its key."""
+    spec, rate = snap.spec, snap.spec.switch_rate
+    t = Text(f"  switches {spec.switch_count}", "dim")
+    if rate.count:
+        t.append(f" ({rate.per_min:.1f}/min)", "dim")
+    if rate.flapping:
+        t.append(f"  FLAPPING {rate.per_min:.0f}/min", "bold black on yellow")
+        if rate.suggestion is not None:
+            t.append(f" H: {rate.suggestion.name} {rate.suggestion.current}\u2192{rate.suggestion.value}",
+                     "bold yellow")
+    return t
+
+
 def line_one(snap: SessionSnapshot) -> Text:
     spec = snap.spec
     label, style = mode_badge(spec.mode, idle=snap.idle)
-    if not snap.server.reachable and spec.mode:
-        label, style = f"{label.rstrip()}? ", "bold black on grey50"  # last known, not live
     health = spec.health
     if health.active is False:
         label, style = " SWITCH OFF ", "bold white on red"  # the server speculates at every batch
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(label, style)
+    if not snap.server.reachable and snap.server.error and snap.server.error != "not polled yet":
+        t.append(" UNREACHABLE ", "bold bright_white on red")
+        if spec.mode:   # last known, not live
+            t.append(f" last {label.strip()}", "dim")
+    else:
+        t.append(label, style)
     t.append_text(threshold_text(snap))
-    t.append(f"  switches {spec.switch_count}", "dim")
+    t.append_text(switches_text(snap))
     t.append(" ")
     t.append_text(verify_text(snap.verify))
     if health.rank_fault:

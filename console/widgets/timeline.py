@@ -1,5 +1,5 @@
-"""Mode timeline: each switch (time, mode, batch, threshold) and, per mode, the share of
-time and the tok/s measured in it."""
+"""Mode timeline: each switch (time, mode, batch, threshold; a forced one marked
+'(forced)') and, per mode, the share of time and the tok/s measured in it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -69,6 +69,8 @@ def switches_table(timeline: Timeline, rows: int, compact: bool = False) -> Tabl
         sw = row.switch
         style = "bright_blue" if sw.mode == "target_only" else "bright_green"
         name = SHORT.get(sw.mode, sw.mode) if compact else sw.mode.replace("_", "-")
+        if sw.forced:   # made by F (a forced mode), not by the threshold rule
+            name = f"{name} F" if compact else f"{name} (forced)"
         cells: list[Text | str] = [clock(sw.ts), Text(name, style), "-" if sw.batch is None else str(sw.batch),
                  "-" if sw.threshold is None else str(sw.threshold), row.rank]
         table.add_row(*cells[:len(cols)])

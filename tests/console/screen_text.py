@@ -10,6 +10,11 @@ def screen_text(app) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
 
 
+def toasts(app) -> str:
+    """The messages of the notifications shown so far, one per line."""
+    return "\n".join(n.message for n in app._notifications)
+
+
 async def wait_for(pilot, cond, what: str = "condition", timeout: float = 30.0, every: float = 0.1) -> None:
     """Let the app run until ``cond()`` holds; on timeout fail with what the screen shows."""
     deadline = time.monotonic() + timeout

@@ -106,9 +106,9 @@ async def test_stop_and_restart_confirm_and_modal_blocks_keys(fake, make_app):
         await pilot.press("r")
         await pilot.press("enter")  # default answer is No
         await pilot.pause()
-        await pilot.press("r", "y", "s", "v")
+        await pilot.press("r", "y", "s", "v")   # s: the fake's server is running, nothing to launch
         await pilot.pause()
-        assert fake.calls == [("stop",), ("restart",), ("launch",), ("verify",)]
+        assert fake.calls == [("stop",), ("restart",), ("verify",)]
 
 
 async def test_quit_defaults_to_leaving_the_server_running(fake, make_app):
@@ -125,10 +125,10 @@ async def test_quit_defaults_to_leaving_the_server_running(fake, make_app):
     assert "left running: pid 4242" in app.farewell
 
 
-async def test_demo_quit_defaults_to_stopping(fake, make_app):
-    app = make_app(what="simulator", quit_stops=True)
+async def test_demo_quit_stops_with_s(fake, make_app):
+    app = make_app(what="simulator")
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("q", "enter")
+        await pilot.press("q", "s")
         await pilot.pause()
     assert fake.closed_with is True and "stopped" in app.farewell
 
@@ -262,7 +262,7 @@ async def test_unreachable_server_mode_is_marked_stale(fake, make_app):
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause()
         text = screen_text(app)
-        assert "TARGET-ONLY?" in text and "unreachable: connection refused" in text
+        assert "UNREACHABLE  last TARGET-ONLY" in text and "unreachable: connection refused" in text
 
 
 async def test_gpu_rows_with_nvml(fake, make_app):

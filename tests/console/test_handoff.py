@@ -60,7 +60,7 @@ async def test_quit_hands_supervision_over_and_the_next_console_takes_it_back(ma
     assert new.restarts == 1
 
     session2 = Session.for_profile(profile, state_dir=state_dir, poll_interval_s=0.25)
-    app2 = SpecConsoleApp(session2, launch="auto", quit_stops=True)
+    app2 = SpecConsoleApp(session2, launch="auto")
     async with app2.run_test(size=(120, 30)) as pilot:
         await wait_for(pilot, lambda: session2.run.sup.supervising, timeout=30, what="the console supervising again")
         await wait_for(pilot, lambda: not psutil.pid_exists(handed.pid)
@@ -68,7 +68,7 @@ async def test_quit_hands_supervision_over_and_the_next_console_takes_it_back(ma
         await wait_for(pilot, lambda: (runs.load_record("ho").supervisor or {}).get("kind") == "console",
                        what="the console named in the record")
         assert (await asyncio.to_thread(status, path))["supervisor"]["kind"] == "console"
-        await pilot.press("q", "enter")                                    # default here: stop
+        await pilot.press("q", "s")                                        # stop
         await wait_for(pilot, lambda: app2.return_code is not None, timeout=30, what="exit")
     assert hand_off(session2, ["--profile", str(path)]) is None           # stopped: nothing to hand over
     assert "detached; server left running" in handed.log_path.read_text()

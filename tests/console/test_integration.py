@@ -158,10 +158,10 @@ async def test_quit_leaves_server_running_and_next_console_adopts(tmp_path):
         assert "left running" in app.farewell
         # a second console adopts the same run (no second launch), quits and stops it
         app2 = SpecConsoleApp(Session.for_profile(profile, state_dir=state, poll_interval_s=0.25),
-                              launch="auto", quit_stops=True)
+                              launch="auto")
         async with app2.run_test(size=(120, 30)) as pilot:
             await wait_for(pilot, lambda: f"pid {rec.pid}" in screen_text(app2), timeout=30, what="adopted")
-            await pilot.press("q", "enter")  # default here: stop
+            await pilot.press("q", "s")  # stop
             await wait_for(pilot, lambda: app2.return_code is not None, timeout=30, what="exit")
         deadline = time.monotonic() + 15
         while rec.is_live() and time.monotonic() < deadline:

@@ -62,11 +62,11 @@ def test_demo_in_tmux(tmp_path):
         assert "switches" in text
         keys("q")
         wait(lambda s: "Leave simulator running" in s, what="quit question")
-        keys("Enter")  # the demo's default: stop the simulator
+        keys("s")  # stop the simulator (Enter would leave it running, as for a real server)
         deadline = time.monotonic() + 30
         while rec.is_live() and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not rec.is_live(), "quitting the demo with the default answer stops the simulator"
+        assert not rec.is_live(), "quitting the demo with s stops the simulator"
     finally:
         subprocess.run([*tmux, "kill-server"], env=env, timeout=10, capture_output=True)
         if rec is not None and rec.is_live():

@@ -1,0 +1,163 @@
+"""The app's keys that change the server: threshold N (`+` `-` `=`), forced mode (`F`),
+the flapping suggestion (`H`), start / stop / restart (`s` `x` `r`).
+
+Each key becomes a session call in a worker; a question comes first where the answer
+matters: N=0 ("never disable") only through `=` and a yes, `-` stops at 1; a restart says
+what happens to the settings changed at runtime. A mixin of ``SpecConsoleApp`` (it uses the
+app's ``session``, ``snapshot``, ``_call`` and ``_desired``)."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from console.screens.confirm import confirm
+from console.screens.prompt import PromptScreen
+from server_control.decision import FORCE_CHOICES, validate_threshold
+from server_control.operation import OperationResult
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from server_control.session_api import SessionLike
+    from server_control.snapshot import SessionSnapshot
+
+    _Base = App[Any]
+else:
+    _Base = object
+
+NEVER = "N=0 means never disable: speculate at every decode batch, however large"
+LIVE_STATES = ("ready", "starting", "unhealthy", "external")
+
+
+class ControlActions(_Base):
+    session: SessionLike
+    snapshot: SessionSnapshot
+    what: str
+    _desired: int | None
+    _control_lock: asyncio.Lock
+
+    async def _call(self, what: str, call: Awaitable[OperationResult]) -> OperationResult | None:
+        raise NotImplementedError
+
+    # ---- threshold and force ---------------------------------------------------------
+    def _current_threshold(self) -> int | None:
+        if self._desired is not None:
+            return self._desired
+        change = self.snapshot.threshold_change
+        if change is not None and change.state == "pending" and isinstance(change.requested, int):
+            return change.requested
+        return self.snapshot.spec.threshold
+
+    def request_threshold(self, value: object) -> None:
+        try:
+            n = validate_threshold(value)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self._desired = n
+        self.run_worker(self._apply_threshold(n), group="control")
+
+    async def _apply_threshold(self, n: int) -> None:
+        async with self._control_lock:
+            if self._desired != n:
+                return  # superseded by a later key press
+            await self._call(f"threshold {n}", self.session.set_threshold(n))
+            if self._desired == n:
+                self._desired = None
+
+    def _step_threshold(self, delta: int) -> None:
+        n = self._current_threshold()
+        if n is None:
+            self.notify("threshold unknown yet (server not read)", severity="warning")
+        elif delta < 0 and n + delta < 1:
+            self.notify(f"N={n}: `-` stops at 1. {NEVER}; set it with `=` 0 (asks first).", severity="warning",
+                        timeout=8)
+        else:
+            self.request_threshold(n + delta)
+
+    def action_threshold_up(self) -> None:
+        self._step_threshold(+1)
+
+    def action_threshold_down(self) -> None:
+        self._step_threshold(-1)
+
+    def action_threshold_prompt(self) -> None:
+        n = self._current_threshold()
+        self.push_screen(PromptScreen("Threshold N (speculate while decode batch <= N; 0 = never disable)",
+                                      validate_threshold, "" if n is None else str(n),
+                                      hint="enter applies, escape cancels"),
+                         self._threshold_answer)
+
+    def _threshold_answer(self, value: int | None) -> None:
+        if value == 0:
+            self.push_screen(confirm(f"{NEVER} (the threshold rule is off). Set N=0?"), self._zero_answer)
+        elif value is not None:
+            self.request_threshold(value)
+
+    def _zero_answer(self, yes: object) -> None:
+        if yes:
+            self.request_threshold(0)
+
+    def action_cycle_force(self) -> None:
+        force = self.snapshot.spec.force or "auto"
+        nxt = FORCE_CHOICES[(FORCE_CHOICES.index(force) + 1) % len(FORCE_CHOICES)] \
+            if force in FORCE_CHOICES else "auto"
+        self.run_worker(self._force(nxt), group="control")
+
+    async def _force(self, mode: str) -> None:
+        result = await self._call(f"force {mode}", self.session.set_force(mode))
+        if result is not None and result.done:
+            self.notify(f"force mode: {mode.replace('_', '-')}")
+
+    def action_apply_suggestion(self) -> None:
+        """`H`: apply the flapping suggestion (more hysteresis, else a longer dwell), read back like N."""
+        hint = self.snapshot.spec.switch_rate.suggestion
+        if hint is None:
+            self.notify("no suggestion: the mode is not flapping", severity="information")
+            return
+        self.run_worker(self._call(f"{hint.name} {hint.value}", self.session.set_setting(hint.key, hint.value)),
+                        group="control")
+
+    # ---- server ----------------------------------------------------------------------
+    def _owned(self) -> bool:
+        if self.snapshot.attached:
+            self.notify("attached to a server this console does not own: start/stop/restart "
+                        "are not available", severity="warning")
+            return False
+        return True
+
+    def action_start_server(self) -> None:
+        run = self.snapshot.run
+        if not self._owned():
+            return
+        if run.state in LIVE_STATES and run.pid:
+            self.notify(f"the {self.what} is already running ({run.state}, pid {run.pid}): "
+                        "r restarts it, x stops it", severity="information")
+            return
+        self.run_worker(self._call("launch", self.session.launch()), group="server")
+
+    def action_stop_server(self) -> None:
+        if self._owned():
+            self.push_screen(confirm(f"Stop the {self.what}?"), self._stop_answer)
+
+    def action_restart_server(self) -> None:
+        if self._owned():
+            self.push_screen(confirm(f"Restart the {self.what}? {self._runtime_fate()}"), self._restart_answer)
+
+    def _runtime_fate(self) -> str:
+        """What a restart does to the settings changed at runtime (server_control/runtime_settings.py)."""
+        changed = ", ".join(f"{k.removeprefix('speculative_disable_')}={v}"
+                            for k, v in self.snapshot.run.runtime.items())
+        if not changed:
+            return "It starts with the profile's settings (none were changed at runtime)."
+        return (f"Changed at runtime: {changed}. They are re-applied once it is ready (lost, back to the "
+                "profile's, only if the profile sets [restart] reapply_runtime = false).")
+
+    def _stop_answer(self, yes: object) -> None:
+        if yes:
+            self.run_worker(self._call("stop", self.session.stop()), group="server")
+
+    def _restart_answer(self, yes: object) -> None:
+        if yes:
+            self.run_worker(self._call("restart", self.session.restart()), group="server")

@@ -1,0 +1,99 @@
+"""Issue 14 in a real terminal: `specconsole demo` in tmux at 120x40 (TERM=xterm, 16
+colours), keys by send-keys, the screen by capture-pane. One demo for all the checks (CI
+time); stops what it started: the tmux server on its own socket, the simulator by the
+pgid of its run record."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from server_control import runs
+
+pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240),
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+REPO = Path(__file__).resolve().parents[2]
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+class Term:
+    def __init__(self, tmp_path: Path, term: str = "xterm", size=(120, 40)) -> None:
+        self.sock = f"specconsole-i14-{os.getpid()}"
+        self.state = tmp_path / "state"
+        self.env = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "TMUX", "NO_COLOR")}
+        self.env.update(TERM=term, PYTHONPATH=str(REPO), SPECCONSOLE_STATE_DIR=str(self.state))
+        self.size = size
+
+    def tmux(self, *args, **kw):
+        return subprocess.run(["tmux", "-L", self.sock, *args], env=self.env, timeout=10, **kw)
+
+    def start(self, cmd: str) -> None:
+        self.tmux("new-session", "-d", "-s", "t", "-x", str(self.size[0]), "-y", str(self.size[1]), cmd,
+                  check=True)
+
+    def screen(self, escapes: bool = False) -> str:
+        return self.tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "t",
+                         capture_output=True, text=True).stdout
+
+    def keys(self, *k: str, literal: bool = False) -> None:
+        self.tmux("send-keys", "-t", "t", *(["-l"] if literal else []), *k, check=True)
+
+    def wait(self, cond, timeout=60.0, what="condition") -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if cond(text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}:\n{self.screen()}")
+
+    def close(self) -> None:
+        self.tmux("kill-server", capture_output=True)
+
+
+def test_operator_screen_in_a_16_colour_terminal(tmp_path):
+    t = Term(tmp_path)
+    cmd = f"{sys.executable} -m console demo --time-scale 5 --no-mouse; sleep 30"
+    rec = None
+    t.start(cmd)
+    try:
+        t.wait(lambda s: "READY" in s and "N=5" in s, what="READY and N=5")
+        rec = runs.load_record("demo", t.state / "demo")
+        # 1: polling lines hidden and counted
+        text = t.wait(lambda s: "polls hidden" in s, what="the hidden-polls count")
+        assert "GET /server_info" not in text and "GET /v1/loads" not in text
+        # 11: in 16 colours the verification marks are not grey on grey
+        first = t.screen(escapes=True).splitlines()[0]
+        assert "\u2713" in first
+        # 12: the chart has a time axis at 120x40
+        assert re.search(r"-\d+s", text), "a time axis under the chart"
+        # 2: - stops at 1
+        for _ in range(6):
+            t.keys("-", literal=True)
+            time.sleep(0.3)
+        text = t.wait(lambda s: "N=1 applied" in s, what="N=1 applied")
+        assert "N=0" not in text
+        # 7: k moves, never filters
+        t.keys("k")
+        time.sleep(0.5)
+        assert "rank TP" not in t.screen()
+        # 9: Enter in the quit dialog leaves the simulator running, in the demo too
+        t.keys("q")
+        t.wait(lambda s: "Leave" in s and "supervis" in s, what="the quit question")
+        t.keys("Enter")
+        t.wait(lambda s: "left running" in s, what="the farewell line")
+        assert rec is not None and rec.is_live()
+    finally:
+        t.close()
+        if rec is not None and rec.is_live():
+            try:
+                os.killpg(rec.pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
