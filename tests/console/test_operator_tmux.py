@@ -62,6 +62,7 @@ def test_operator_screen_in_a_16_colour_terminal(tmp_path):
     t = Term(tmp_path)
     cmd = f"{sys.executable} -m console demo --time-scale 5 --no-mouse; sleep 30"
     rec = None
+    supervise = None
     t.start(cmd)
     try:
         t.wait(lambda s: "READY" in s and "N=5" in s, what="READY and N=5")
@@ -88,10 +89,21 @@ def test_operator_screen_in_a_16_colour_terminal(tmp_path):
         t.keys("q")
         t.wait(lambda s: "Leave" in s and "supervis" in s, what="the quit question")
         t.keys("Enter")
-        t.wait(lambda s: "left running" in s, what="the farewell line")
+        text = t.wait(lambda s: "left running" in s and "supervision handed" in s, what="the farewell lines")
         assert rec is not None and rec.is_live()
+        found = re.search(r"supervise` \(pid (\d+)", text.replace("\n", ""))
+        supervise = int(found.group(1)) if found else None
     finally:
+        # what Enter left running: the simulator (stopped as an operator would) and the
+        # detached supervise it was handed to (stopped by the pid it printed)
+        subprocess.run([sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
+                       env=t.env, timeout=60, capture_output=True)
         t.close()
+        for pid in [supervise] if supervise else []:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         if rec is not None and rec.is_live():
             try:
                 os.killpg(rec.pgid, signal.SIGTERM)
