@@ -125,3 +125,28 @@ async def test_less_keys_move_and_k_filters_nothing(make_app, fake):
         assert view.scroll_y == y
         await pilot.press("G")
         assert view.follow and view.scroll_y == view.max_scroll_y
+
+
+# ---- 13. ctrl+s: a full path in the home directory, never a silent overwrite -----------------
+async def test_save_offers_a_path_in_home_and_asks_before_overwriting(make_app, fake, tmp_path, monkeypatch):
+    from console.screens.confirm import ChoiceScreen
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    app = make_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle_log(pilot, app)
+        await pilot.press("ctrl+s")
+        offered = app.screen.query_one(Input).value
+        assert offered.startswith(f"{tmp_path}/specconsole-demo-") and offered.endswith(".log")
+        target = tmp_path / "kept.log"
+        target.write_text("the operator's own notes\n")
+        await answer_prompt(pilot, app, str(target))
+        assert isinstance(app.screen, ChoiceScreen) and "exists" in screen_text(app)
+        await pilot.press("n")
+        await pilot.pause()
+        assert target.read_text() == "the operator's own notes\n"
+        await pilot.press("ctrl+s")
+        await answer_prompt(pilot, app, str(target))
+        await pilot.press("y")
+        await pilot.pause()
+        assert "Dynamic speculation disable enabled" in target.read_text()
