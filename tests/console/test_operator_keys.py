@@ -7,7 +7,7 @@ import time
 
 from console.screens.confirm import ChoiceScreen
 from tests.console.fakes import FakeSession
-from tests.console.screen_text import answer_prompt, screen_text, toasts
+from tests.console.screen_text import answer_prompt, screen_text, settle_log, toasts
 
 
 # ---- 2. N=0 only through = with a confirmation ------------------------------------------
@@ -54,6 +54,17 @@ async def test_unreachable_server_greys_stale_data_with_its_age():
         assert "UNREACHABLE" in text.splitlines()[0]
         assert "last sample 12 s ago" in text or "last sample 13 s ago" in text
 
+
+
+async def test_the_log_says_where_the_server_stopped_answering_and_no_quick_filter_hides_it(make_app, fake):
+    fake.store.add_console_line("\u2500\u2500 specconsole 10:00:09: the server stopped answering (connection refused) \u2500\u2500")
+    app = make_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle_log(pilot, app)
+        assert "the server stopped answering" in screen_text(app)
+        await pilot.press("e")          # errors only: the console's own line stays as context
+        await settle_log(pilot, app)
+        assert "the server stopped answering" in screen_text(app) and "Decode batch" not in screen_text(app)
 
 # ---- 7. s on a running server ---------------------------------------------------------
 async def test_start_on_a_running_server_says_it_is_running(make_app, fake):
