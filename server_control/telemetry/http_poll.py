@@ -58,6 +58,21 @@ def describe_error(exc: BaseException, what: str) -> str:
     return strip_controls(f"{what}: {type(exc).__name__}: {exc}")
 
 
+IDLE_RECHECK = 5  # an idle server's load is asked again at least every this many polls
+
+
+def decode_steps(sample: Sample) -> int | None:
+    """Decode steps the server has taken (summed over ranks and modes, from the patch's
+    ``dynamic_speculation.steps``); None when the server does not publish them."""
+    total, seen = 0, False
+    for rank in sample.ranks:
+        steps = (rank.dynamic or {}).get("steps")
+        if isinstance(steps, dict):
+            seen = True
+            total += sum(int(v) for v in steps.values() if isinstance(v, (int, float)))
+    return total if seen else None
+
+
 class HttpPoller:
     """``await poller.poll_once()`` -> Sample; ``await poller.run()`` loops until ``stop()``.
 
@@ -85,6 +100,7 @@ class HttpPoller:
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._loads_ok = True  # flips to False after a 404, re-tried every 30 polls
+        self._idle: tuple[Load, int, int] | None = None   # (idle load, decode steps then, polls since)
         self._metrics_ok = True
 
     # -- HTTP ------------------------------------------------------------------------
@@ -161,6 +177,26 @@ class HttpPoller:
         fresh_s = max(FRESH_LOG_S, 3 * self.interval_s)
         return fresh_decode_load(records, mark, time.time(), fresh_s)
 
+    def _still_idle(self, sample: Sample) -> Load | None:
+        """The last load asked for was idle (nothing running or queued) and the server has
+        taken no decode step since: still idle, no need to ask (re-asked every IDLE_RECHECK
+        polls, and at once when a step is taken)."""
+        if self._idle is None:
+            return None
+        load, steps, since = self._idle
+        if since + 1 >= IDLE_RECHECK or decode_steps(sample) != steps:
+            self._idle = None
+            return None
+        self._idle = (load, steps, since + 1)
+        return load
+
+    def _remember_idle(self, sample: Sample, fresh: Load | None) -> None:
+        load, steps = sample.load, decode_steps(sample)
+        if fresh is not None or steps is None or load.batch != 0 or (load.queue or 0) != 0:
+            self._idle = None
+        elif self._idle is None or self._idle[0] is not load:
+            self._idle = (load, steps, 0)
+
     async def poll_once(self) -> Sample:
         t0 = time.monotonic()
         records = self._records()
@@ -168,7 +204,8 @@ class HttpPoller:
         try:
             info = await self.server_info()
             sample = sample_from_server_info(time.time(), info)
-            sample.load = fresh or await self._load(records) or Load()
+            sample.load = fresh or self._still_idle(sample) or await self._load(records) or Load()
+            self._remember_idle(sample, fresh)
         except Exception as exc:  # noqa: BLE001 - whatever the server did, it is a state, not a crash
             sample = Sample(ts=time.time(), reachable=False,
                             error=describe_error(exc, f"{self.url}/server_info"))
