@@ -7,7 +7,7 @@ Builds the rig (tests/real_sglang/rig: tiny target + draft trained on a period-1
 so the draft accepts ~3 tokens per step while its KV cache is warm), then measures with
 the real ``specconsole bench --url`` (closed-loop streaming clients, tok/s in a window
 after a warm-up):
-(each ``--repeat`` times, every cell the median of its runs):
+(level by level, ``--repeat`` rounds of every mode, each cell the median of its rounds):
   1. a plain SGLang server (the target alone, no speculation)          -> plain
   2. the patched server, forced speculative and forced target-only       -> crossover,
      suggested threshold (the largest level below the crossover)
@@ -35,16 +35,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192")
 
 
-def bench(url: str, modes: list[str], opts: argparse.Namespace) -> dict:
+def bench(url: str, modes: list[str], opts: argparse.Namespace,
+          levels: list[int] | None = None) -> dict:
     """``specconsole bench --url ... --json`` (the real command line); its JSON result."""
+    levels = levels or opts.levels
     cmd = [sys.executable, "-m", "console", "bench", "--url", url, "--modes", ",".join(modes),
-           "--levels", ",".join(map(str, opts.levels)), "--warmup", str(opts.warmup),
+           "--levels", ",".join(map(str, levels)), "--warmup", str(opts.warmup),
            "--measure", str(opts.measure), "--max-tokens", str(opts.max_tokens), "--json"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env,
-                         timeout=len(opts.levels) * len(modes) * (opts.warmup + opts.measure
-                                                                  + 60) + 120)
+                         timeout=len(levels) * len(modes) * (opts.warmup + opts.measure + 60)
+                         + 120)
     if res.returncode != 0:
         raise RuntimeError(f"specconsole bench failed ({res.returncode}): "
                            f"{(res.stderr + res.stdout)[-3000:]}")
@@ -52,18 +54,23 @@ def bench(url: str, modes: list[str], opts: argparse.Namespace) -> dict:
 
 
 def repeated(url: str, modes: list[str], opts: argparse.Namespace) -> dict:
-    """``bench`` ``opts.repeat`` times; each cell the median tok/s of the runs (a loaded
-    machine drifts: one 10 s window per cell is noise), errors summed, crossover redone."""
-    runs = [bench(url, modes, opts) for _ in range(opts.repeat)]
-    per_mode = {}
-    for mode in modes:
-        per_mode[mode] = []
-        for i, c in enumerate(opts.levels):
-            cells = [run["per_mode"][mode][i] for run in runs]
-            values = sorted(cell["tok_s"] for cell in cells)
-            per_mode[mode].append({"concurrency": c, "tok_s": statistics.median(values),
-                                   "tok_s_runs": values,
-                                   "errors": sum(cell["errors"] for cell in cells)})
+    """Each level in turn: ``opts.repeat`` rounds of every mode (one short ``specconsole
+    bench`` each), so the drifts of a shared machine hit every mode alike; each cell is
+    the median of its rounds. A discarded round at the top level warms the server first."""
+    try:  # a cold server may stream nothing in a short window: that is what warming is for
+        bench(url, modes[:1], opts, [max(opts.levels)])
+    except RuntimeError:
+        pass
+    per_mode: dict[str, list[dict]] = {m: [] for m in modes}
+    for c in opts.levels:
+        rounds: dict[str, list[dict]] = {m: [] for m in modes}
+        for _ in range(opts.repeat):
+            for m in modes:
+                rounds[m].append(bench(url, [m], opts, [c])["per_mode"][m][0])
+        for m in modes:
+            values = sorted(r["tok_s"] for r in rounds[m])
+            per_mode[m].append({"concurrency": c, "tok_s": statistics.median(values),
+                                "tok_s_runs": values, "errors": sum(r["errors"] for r in rounds[m])})
     cross = loadgen.crossover(per_mode)
     return {"per_mode": per_mode, "crossover": cross, "suggested_threshold":
             None if cross is None else max(1, loadgen.previous_level(opts.levels, cross))}
@@ -96,15 +103,24 @@ def measure_patched(url: str, opts) -> dict:
     return {"fixed": fixed, "auto": auto, "threshold": threshold}
 
 
+def _runs(result: dict, mode: str, c: int) -> list[float]:
+    return next((r.get("tok_s_runs", [r["tok_s"]]) for r in result["per_mode"][mode]
+                 if r["concurrency"] == c), [])
+
+
 def summarise(plain: dict, patched: dict, levels: list[int]) -> dict:
     spec = tok_s(patched["fixed"], decision.SPECULATIVE)
     target = tok_s(patched["fixed"], decision.TARGET_ONLY)
     auto, base = tok_s(patched["auto"], decision.AUTO), tok_s(plain, decision.AUTO)
+    sources = {"speculative": (patched["fixed"], decision.SPECULATIVE),
+               "target_only": (patched["fixed"], decision.TARGET_ONLY),
+               "plain": (plain, decision.AUTO), "auto": (patched["auto"], decision.AUTO)}
     rows = []
     for c in levels:
         best = max(spec[c], target[c])
         rows.append({"concurrency": c, "speculative": spec[c], "target_only": target[c],
                      "plain": base[c], "auto": auto[c],
+                     "runs": {name: _runs(res, mode, c) for name, (res, mode) in sources.items()},
                      "target_only_over_plain": target[c] / base[c] if base[c] else None,
                      "auto_over_best_fixed": auto[c] / best if best else None})
     errors = sum(r["errors"] for res in (plain, patched["fixed"], patched["auto"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import sys
 import time
@@ -20,11 +21,30 @@ SERVER_LIFETIME_S = int(os.environ.get("SPECCONSOLE_RIG_SERVER_LIFETIME", "1500"
 
 @pytest.fixture(scope="session")
 def rig():
+    """The built rig. At the end of the run its figures say whether this run found the
+    rig and its model pairs in the cache or built them (CI: a cold cache pays the training)."""
     if SGLANG_MISSING:
         pytest.skip("sglang is not importable: cannot build the rig's tiny models")
-    from tests.real_sglang.rig.build import ensure_rig
+    from tests.real_sglang.rig.build import MODEL_KINDS, ensure_rig
 
-    return ensure_rig()
+    t0 = time.monotonic()
+    built = ensure_rig()
+    rig_s = time.monotonic() - t0
+    cached = {k for k in MODEL_KINDS if _facts(built.root, k) is not None}
+    yield built
+    pairs: dict[str, object] = {}
+    for kind in MODEL_KINDS:
+        facts = _facts(built.root, kind)
+        if facts is not None:
+            pairs[kind] = "cached" if kind in cached else "built in this run"
+            if kind not in cached and "train_s" in facts:  # the training's wall time
+                pairs[f"{kind}_train_s"] = float(facts["train_s"])
+    report(f"rig build ({built.root})", rig_s=rig_s, **pairs)
+
+
+def _facts(root: Path, kind: str) -> dict | None:
+    path = root / "models" / kind / "facts.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 @pytest.fixture(scope="session")
