@@ -69,8 +69,7 @@ def cmdline_matches(actual: Sequence[str], expected: Sequence[str]) -> bool:
     actual, e = list(actual), _args(expected)
     if not e:
         e = list(expected)
-        if len(actual) != len(e):
-            return False
+        return len(actual) == len(e) and all(x == y or y == MASK for x, y in zip(actual, e))
     if len(actual) < len(e) + 1:
         return False
     return all(x == y or y == MASK for x, y in zip(actual[len(actual) - len(e):], e))

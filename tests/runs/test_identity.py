@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from server_control import runs
+from server_control import identity, runs
 from tests.cli.test_runs import cli
 from tests.support.wait import wait_for
 
@@ -84,3 +84,18 @@ def test_forged_record_never_signals_a_stranger(case, make_profile, groups, stat
     assert cli("stop", "--profile", str(path)).returncode == 0
     assert alive(victim)
     wait_for(lambda: runs.load_record("forged") is None, what="the record removed")
+
+
+@pytest.mark.parametrize(("actual", "recorded", "matches"), [
+    # `python -m pytest` with no arguments (how CI runs the suite): equal lines match
+    (["py", "-m", "pytest"], ["py", "-m", "pytest"], True),
+    (["py", "-m", "pytest"], ["py", "-m", "other"], False),
+    (["py", "-m", "pytest", "x"], ["py", "-m", "pytest"], False),
+    (["py", "-m", "srv", "--key", "s3cret"], ["py", "-m", "srv", "--key", "****"], True),
+    # recorded arguments end the actual line (re-exec as another module, a wrapper in front)
+    (["timeout", "9", "py", "-m", "sglang.launch_server", "--port", "1"],
+     ["py", "-m", "serve", "--port", "1"], True),
+    (["py", "-m", "srv", "--port", "2"], ["py", "-m", "srv", "--port", "1"], False),
+])
+def test_command_line_match(actual, recorded, matches):
+    assert identity.cmdline_matches(actual, recorded) is matches

@@ -52,10 +52,18 @@ def kids_of(launched) -> list[int]:
     return [int(x) for x in line.split("kids")[1].split()]
 
 
+def _cmdline(p: psutil.Process) -> list[str]:
+    """A child's command line; an exited, not yet reaped one (another test's) has none."""
+    try:
+        return p.cmdline()
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return []
+
+
 def test_launch_detaches_and_logs_both_streams(tmp_path, groups):
     lc = spawn(tmp_path, groups)
     assert os.getsid(lc.pid) == lc.pid == os.getpgid(lc.pid) != os.getsid(0)
-    ours = {c.pid: " ".join(c.cmdline()) for c in psutil.Process().children()}
+    ours = {c.pid: " ".join(_cmdline(c)) for c in psutil.Process().children()}
     assert lc.pid not in ours and not any("server_control.keeper" in c for c in ours.values())
     assert stat.S_IMODE(lc.log_path.stat().st_mode) == 0o600
     kids = kids_of(lc)
