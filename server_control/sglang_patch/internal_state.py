@@ -93,9 +93,12 @@ def _publish(state: dict[str, Any], dyn: Any, reason: str | None, live: list[Any
         state[decision.STATE_KEY] = {"enabled": False, "active": False, "reason": reason}
 
 
-def _check_ranks(dyn: Any, output: Any) -> Any:
-    """After a set: every TP rank must hold the same values, else all turn the switch off."""
-    rows = ranks.gather_live(dyn) if dyn is not None else None
+def _check_ranks(dyn: Any, output: Any, failure: BaseException | None = None) -> Any:
+    """After a set: every TP rank must hold the same values, else all turn the switch off.
+    ``failure``: SGLang's own set failed on this rank (it still takes part, then raises)."""
+    rows = ranks.gather_live(dyn, failure) if dyn is not None else None
+    if failure is not None:
+        raise failure
     if not rows:
         return output
     problem = tp_ranks.disagreement(rows)
@@ -105,6 +108,13 @@ def _check_ranks(dyn: Any, output: Any) -> Any:
         dyn.deactivate(f"TP ranks disagree after /set_internal_state: {problem}; "
                        "the switch is off on every rank")
     return type(output)(updated=False)
+
+
+def _cache(controller: Any) -> ranks.LiveCache:
+    cache = controller.__dict__.get("_specconsole_live")
+    if cache is None:
+        cache = controller._specconsole_live = ranks.LiveCache()
+    return cache
 
 
 def patch(module: Any, off_reason: str | None = None) -> None:
@@ -170,22 +180,42 @@ def patch(module: Any, off_reason: str | None = None) -> None:
         return handlers
 
     def set_internal_state(self: Any, recv_req: Any) -> Any:
-        output = orig_set(self, recv_req)
-        overrides.compact()
-        metrics.publish()
         keys = getattr(recv_req, "server_args", None) or {}
         dyn = find(self.scheduler) if off_reason is None else None
-        if any(k in NEW_FIELDS for k in keys) and dyn is not None and dyn.switch is not None:
+        gathers = any(k in NEW_FIELDS for k in keys) and dyn is not None
+        try:
+            output = orig_set(self, recv_req)
+            overrides.compact()
+            metrics.publish()
+        except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
+            if not gathers:
+                raise
+            _check_ranks(dyn, None, exc)
+        if gathers:
+            _cache(self).rows = None  # the next /server_info gathers the new values
             output = _check_ranks(dyn, output)
         return output
 
     def get_internal_state(self: Any, recv_req: Any) -> Any:
-        output = orig_get(self, recv_req)
-        state = getattr(output, "internal_state", None)
         dyn = find(self.scheduler) if off_reason is None else None
-        live = ranks.gather_live(dyn) if dyn is not None and dyn.switch is not None else None
+        failure: BaseException | None = None
+        output = None
+        try:
+            output = orig_get(self, recv_req)
+        except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
+            failure = exc
+        live = _cache(self).rows_for(dyn, failure) if dyn is not None else None
+        if failure is not None:
+            raise failure
+        state = getattr(output, "internal_state", None)
         if isinstance(state, dict):
-            _publish(state, dyn, why_off(self), live)
+            try:
+                _publish(state, dyn, why_off(self), live)
+                if live is not None:  # requests since the rows were gathered (0: this one)
+                    state[decision.STATE_KEY]["ranks_age"] = _cache(self).age
+            except Exception as exc:  # noqa: BLE001 - SGLang's answer still goes out
+                state[decision.STATE_KEY] = {"enabled": False, "active": False,
+                                             "reason": f"cannot publish: {exc!r}"}
         return output
 
     wrap_methods(cls, ((__init__, orig_init), (_update_handlers, orig_handlers),

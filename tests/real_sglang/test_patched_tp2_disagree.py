@@ -1,27 +1,42 @@
-"""Ranks never diverge, on the tp 2 CPU rig: TP1's steps=0 build is forced to fail
-(``SPECCONSOLE_DYNSPEC_TEST_FAIL_BUILD_RANKS=1``, a test-only variable of the patch). Both
-ranks turn the switch off together with the same NOT active line naming TP1 and why; the
-server serves correctly (speculating at every batch); /server_info shows every rank."""
+"""Ranks never diverge and never hang, on the tp 2 CPU rig with a real gloo barrier inside
+the steps=0 build (``SPECCONSOLE_RIG_TP_FAULTS=barrier``, as each CUDA-graph capture of
+the build does on a GPU; tests/real_sglang/rig/tp_faults.py):
+
+* TP1 refuses for a rank-local reason: the ranks agree BEFORE the build, no rank builds,
+  both log the same NOT active line naming TP1, and the server serves speculating;
+* the negative control: the same fault with the old order (build first, then agree):
+  TP0 waits in the build's barrier for TP1, which never comes; the server never gets
+  ready (bounded: the test gives up after ``HANG_WAIT_S`` and stops it);
+* TP1's build fails after the ranks agreed to build: the server stops at once, the
+  failure named on both ranks (a rank that fails inside a build may leave the others in
+  one of its collectives, so "switch off and serve" is not offered).
+"""
 from __future__ import annotations
 
 import re
+import sys
+import time
 
 import pytest
 
-from tests.real_sglang.conftest import SKIP_NO_SGLANG, cli_server
+from server_control.ports import free_port
+from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, cli_server, report
+from tests.real_sglang.rig.build import omp_bind, server_args, server_env
+from tests.real_sglang.rig.server import RigServer
+from tests.real_sglang.rig.tp_faults import REFUSED
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
-FAILURE = ("could not build the target-only (steps=0) runtime state: RuntimeError('forced by "
-           "SPECCONSOLE_DYNSPEC_TEST_FAIL_BUILD_RANKS (test only)')")
-REASON = f"TP ranks disagree: TP1: {FAILURE}; ready: TP0; the switch is off on every rank"
+REASON = f"TP ranks disagree: TP1: {REFUSED}; ready: TP0; the switch is off on every rank"
+HANG_WAIT_S = 75  # the old order: TP1 waits 5 s + 30 s for a verdict; give it more than that
+ENTERED, LEFT = "rig tp_faults: build barrier entered", "rig tp_faults: build barrier left"
 
 
 @pytest.fixture(scope="module")
 def run(rig, tmp_path_factory):
-    with cli_server(rig, tmp_path_factory.mktemp("tp2fail"),
-                    "tp 2, TP1 build forced to fail, via specconsole launch",
+    with cli_server(rig, tmp_path_factory.mktemp("tp2refuse"),
+                    "tp 2, TP1 refuses, a barrier in the build, via specconsole launch",
                     ready_timeout_s=150, tp=2, threshold=2, name="rig-tp2-disagree",
-                    env={"SPECCONSOLE_DYNSPEC_TEST_FAIL_BUILD_RANKS": "1"}) as run:
+                    env={"SPECCONSOLE_RIG_TP_FAULTS": "barrier,refuse=1"}) as run:
         yield run
 
 
@@ -33,23 +48,33 @@ def _lines(text: str, needle: str) -> dict[str, list[str]]:
     return out
 
 
+def _start(rig, work, faults: str) -> RigServer:
+    port = free_port()
+    env = server_env(rig)
+    env.update({"SPECCONSOLE_RIG_TP_FAULTS": faults, "SPECCONSOLE_DYNSPEC_AGREE_TIMEOUT_S": "5",
+                "SGLANG_CPU_OMP_THREADS_BIND": omp_bind(2)})
+    args = server_args(rig, port, tp=2, extra=["--speculative-disable-batch-threshold", "2"])
+    return RigServer.start([sys.executable, "-m", "server_control.sglang_patch.serve", *args],
+                           env, work / "server.log", port, lifetime_s=SERVER_LIFETIME_S)
+
+
 def test_both_ranks_turn_off_together_with_one_line_naming_tp1(run):
     log = run.server.log_text()
     assert _lines(log, "NOT active") == {
         "TP0": ["Dynamic speculation disable NOT active: " + REASON],
         "TP1": ["Dynamic speculation disable NOT active: " + REASON]}
     assert not _lines(log, "Dynamic speculation disable enabled")
-    assert not _lines(log, "target-only runtime state ready")
+    assert not _lines(log, ENTERED)  # agreed before the build: no rank built
 
 
 def test_server_info_shows_every_rank(run):
     (state,) = run.server.request("/server_info")["internal_states"]
     live = state["dynamic_speculation"]
     assert live["active"] is False and live["reason"] == REASON
-    assert live["tp_ranks"] == [{"rank": 0, "active": True, "reason": None},
-                                {"rank": 1, "active": False, "reason": FAILURE}]
-    assert [(r["rank"], r["active"], r["threshold"]) for r in live["ranks"]] == [
-        (0, False, 2), (1, False, 2)]
+    ranks = live["tp_ranks"]
+    assert [(r["rank"], r["active"], r["reason"]) for r in ranks] == [
+        (0, True, None), (1, False, REFUSED)]
+    assert all(r["memory"]["free_gib"] > 0 for r in ranks)  # each rank's free memory
 
 
 def test_it_serves_correctly_speculating_at_every_batch(run):
@@ -67,4 +92,38 @@ def test_a_runtime_change_is_refused_on_both_ranks(run):
         "server_args": {"speculative_disable_batch_threshold": 8}}) == [False]
     refused = _lines(run.server.log_text(), "refused speculative_disable_batch_threshold=8")
     assert set(refused) == {"TP0", "TP1"}
-    assert refused["TP1"][0].endswith(f"not active on this rank ({REASON})")
+
+
+def test_negative_control_the_old_order_hangs_the_group(rig, tmp_path):
+    """Build first, then agree: TP0 enters the build's barrier, TP1 (refused) never does."""
+    server = _start(rig, tmp_path, "barrier,refuse=1,old_order")
+    try:
+        deadline = time.monotonic() + HANG_WAIT_S
+        with pytest.raises(TimeoutError):
+            server.wait_ready(timeout_s=HANG_WAIT_S)
+        assert time.monotonic() >= deadline - 1
+        log = server.log_text()
+        assert set(_lines(log, ENTERED)) == {"TP0"} and not _lines(log, LEFT)
+        assert server.processes(), "the hung server should still be there (it hangs, not exits)"
+        report("tp 2 old order, TP1 skips the build: still not ready", seconds=HANG_WAIT_S)
+    finally:
+        assert server.stop(grace_s=5) == []
+
+
+def test_a_build_failing_after_the_agreement_stops_the_server_naming_it(rig, tmp_path):
+    server = _start(rig, tmp_path, "barrier,fail_build=1")
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match="exited"):
+            server.wait_ready(timeout_s=300)
+        log = server.log_text()
+        failure = ("the target-only (steps=0) build failed after every TP rank agreed to "
+                   "build (TP1: could not build the target-only (steps=0) runtime state: "
+                   "RuntimeError('forced by rig tp_faults fail_build (test only)'))")
+        assert set(_lines(log, ENTERED)) == {"TP0", "TP1"} == set(_lines(log, LEFT))
+        assert set(_lines(log, failure)) == {"TP0", "TP1"}  # the reason on every rank
+        assert "The server is fired up" not in log
+        report("tp 2, TP1's build fails after the agreement: server gone",
+               seconds=time.monotonic() - t0)
+    finally:
+        assert server.stop(grace_s=5) == []

@@ -103,12 +103,74 @@ def test_live_values_round_trip_and_a_disagreement_is_named():
     from server_control import decision, tp_ranks
     sw = decision.SpecSwitch(4, 1, 0)
     sw.decide(9)
-    row = ranks.encode_live(dict(sw.snapshot(), active=True, num_steps=0))
-    other = list(row)
-    other[1] = 8  # TP1 holds another threshold
-    rows = ranks.decode_live([row, other])
+    row = ranks.encode_live(dict(sw.snapshot(), active=True, num_steps=0,
+                                 state_memory={"used_gib": 0.5}))
+    other = dict(row, threshold=8)  # TP1 holds another threshold
+    rows = ranks.decode_live([ranks._pack(row), ranks._pack(other)])
     assert rows[0] == {"rank": 0, "active": True, "threshold": 4, "hysteresis": 1,
                        "min_dwell_steps": 0, "force": "auto", "mode": "target_only",
-                       "num_steps": 0, "switch_count": 1, "last_batch": 9}
+                       "num_steps": 0, "switch_count": 1, "last_batch": 9,
+                       "state_memory": {"used_gib": 0.5}}
     assert tp_ranks.disagreement(rows) == "TP1 threshold=8 (TP0: threshold=4)"
     assert tp_ranks.disagreement(rows[:1] * 2) is None
+
+
+def test_a_failed_rank_is_a_row_that_names_it():
+    from server_control import tp_ranks
+    rows = ranks.decode_live([ranks._pack({"failed": "RuntimeError('boom')"}),
+                              ranks._pack({"failed": "x" * 5000})])
+    assert rows[0] == {"rank": 0, "failed": "rank failed: RuntimeError('boom')"}
+    assert rows[1]["failed"].startswith("rank failed: xxx")  # cut to fit the row
+    ok = tp_ranks.live_entry(0, {"active": True, "threshold": 4, "mode": "speculative"})
+    assert tp_ranks.disagreement([ok, dict(rows[0], rank=1)]) == (
+        "TP1 rank failed: RuntimeError('boom')")
+
+
+def test_a_second_run_never_reads_the_previous_verdict():
+    """Keys are per run: run 2 of a group whose run 1 agreed must judge afresh."""
+    port = free_port()
+    store = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+    group = SimpleNamespace(rank_in_group=1, world_size=2, ranks=[0, 1])
+    head = SimpleNamespace(rank_in_group=0, world_size=2, ranks=[0, 1])
+    store.set(ranks._key(head, "facts/0", 1), __import__("json").dumps(mine()))
+    first = ranks.judge([mine(), mine()], 1.0)
+    store.set(ranks._key(head, "verdict", 1), first.to_json())
+    assert first.agreed
+    verdict = ranks.agree(mine(), group, store, 0.5, run=2)  # TP0 never answers run 2
+    assert not verdict.agreed and verdict.reason.startswith("no verdict from TP0")
+
+
+def test_a_build_failure_on_one_rank_stops_every_rank_naming_it(monkeypatch):
+    port = free_port()
+    master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+    monkeypatch.setattr(ranks, "SEEN_WAIT_S", 5.0)
+    errors: list = [None, None]
+
+    # tp_group is looked up per call: give each thread its own via a thread-local
+    import threading as th
+    local = th.local()
+    monkeypatch.setattr(ranks, "tp_group", lambda: local.group)
+    monkeypatch.setattr(ranks, "default_store", lambda: local.store)
+
+    def body(i, failure):
+        local.group = SimpleNamespace(rank_in_group=i, world_size=2, ranks=[0, 1])
+        local.store = master if i == 0 else TCPStore("127.0.0.1", port, is_master=False)
+        try:
+            ranks.confirm_built(SimpleNamespace(run=7), failure)
+        except ranks.BuildFailed as exc:
+            errors[i] = str(exc)
+
+    threads = [th.Thread(target=body, args=(0, None)), th.Thread(target=body, args=(1, "oom"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors[0] == errors[1]
+    assert errors[0].startswith("the target-only (steps=0) build failed after every TP rank "
+                                "agreed to build (TP1: oom); stopping the server")
+
+
+def test_every_rank_building_passes():
+    assert ranks.confirm_built(SimpleNamespace(run=1), None) is None  # TP 1: nothing to ask
+    with pytest.raises(ranks.BuildFailed, match="oom"):
+        ranks.confirm_built(SimpleNamespace(run=1), "oom")
