@@ -2,7 +2,10 @@
 
 Each layer is a ``VerifyLayer(name, status: pass|fail|pending, evidence, cause)``:
   configuration   /server_info (flat args and internal_states) holds the threshold asked
-                  for (the profile's), or any threshold > 0 when attached;
+                  for (the profile's), or any threshold > 0 when attached; a threshold at
+                  or above the server's running-request cap fails (it can never trigger),
+                  one at or above the largest decode CUDA-graph bucket passes with a
+                  warning (target-only above it runs eager);
   initialisation  every scheduler rank logged ``Dynamic speculation disable enabled:
                   threshold=N``; a ``... NOT active: <reason>`` line, /server_info saying
                   ``active: false`` (with the patch's reason) or TP ranks that disagree,
@@ -101,7 +104,45 @@ def _where(rec: Record) -> str:
 
 
 # -- 1. configuration ---------------------------------------------------------------------
+def limit_warnings(sample: Sample, threshold: int | None) -> list[str]:
+    """Why ``threshold`` cannot work as asked on this server (decision.limit_warnings):
+    the caps the patch publishes (``dynamic_speculation.limits``), else the flat resolved
+    ``max_running_requests`` of /server_info."""
+    if threshold is None or threshold <= 0:
+        return []
+    limits: dict[str, Any] = {}
+    for r in sample.ranks:
+        got = (r.dynamic or {}).get("limits")
+        if isinstance(got, dict):
+            limits = got
+            break
+    running = intval(limits.get("max_running_requests"))
+    if running is None:
+        running = intval(sample.args.get("max_running_requests"))
+    return d.limit_warnings(threshold, running, intval(limits.get("cuda_graph_max_bs")))
+
+
+def _with_limits(result: VerifyLayer, sample: Sample, threshold: int | None) -> VerifyLayer:
+    warnings = limit_warnings(sample, threshold)
+    if result.status != PASS or not warnings:
+        return result
+    evidence = f"{result.evidence}; warning: " + "; warning: ".join(warnings)
+    never = [w for w in warnings if d.NEVER_TRIGGERS in w]
+    if never:  # the switch is a no-op on this server
+        return layer(result.name, FAIL, evidence, never[0])
+    return layer(result.name, PASS, evidence)
+
+
 def configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
+    result = _configuration(sample, expected)
+    if sample is None or not sample.reachable:
+        return result
+    live = [r.threshold for r in sample.ranks if r.threshold is not None]
+    threshold = live[0] if live else intval(sample.args.get(d.THRESHOLD_KEY))
+    return _with_limits(result, sample, threshold)
+
+
+def _configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
     name = "configuration"
     if sample is None or not sample.reachable:
         why = sample.error if sample else "not polled yet"

@@ -112,7 +112,7 @@ def _check_ranks(dyn: Any, output: Any, failure: BaseException | None = None) ->
 
 def _cache(controller: Any) -> ranks.LiveCache:
     cache = controller.__dict__.get("_specconsole_live")
-    if cache is None:
+    if not isinstance(cache, ranks.LiveCache):
         cache = controller._specconsole_live = ranks.LiveCache()
     return cache
 
@@ -164,6 +164,9 @@ def patch(module: Any, off_reason: str | None = None) -> None:
             new = switch.min_dwell_steps
             message = f"Dynamic speculation: min_dwell_steps changed {old} -> {new}"
         logger.info(message)
+        if key == decision.THRESHOLD_KEY:
+            from server_control.sglang_patch import startup
+            startup.warn_limits(find(self.scheduler))
         return {key: new} if _leaf_known(key) else None
 
     def __init__(self: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:

@@ -92,7 +92,7 @@ def facts(active: bool, reason: str | None, settings: list[Any], sglang: str,
           setup_ok: bool = True, memory: dict[str, Any] | None = None) -> dict[str, Any]:
     """One rank's report. ``active``: it will build; ``setup_ok``: no refusal of the
     set-up (refusals.py) on this rank; ``memory``: its free memory and the estimate."""
-    out = {"active": bool(active), "reason": reason, "settings": list(settings),
+    out: dict[str, Any] = {"active": bool(active), "reason": reason, "settings": list(settings),
            "sglang": sglang, "patch": patch_version(), "setup_ok": bool(setup_ok)}
     if memory is not None:
         out["memory"] = dict(memory)

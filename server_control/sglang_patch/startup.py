@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from server_control import decision
 from server_control.sglang_patch import ranks
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
@@ -62,6 +63,34 @@ def memory_refusal(plan: dict[str, Any]) -> str | None:
     return None
 
 
+def server_limits() -> dict[str, Any]:
+    """The effective caps N is measured against: ``max_running_requests`` (after SGLang's
+    resolution: 48 for an EAGLE server unless set, ``arg_groups/speculative_hook.py``) and
+    the largest decode CUDA-graph bucket (None with decode graphs off)."""
+    from sglang.srt.model_executor.cuda_graph_config import (
+        Backend,
+        Phase,
+        check_cuda_graph_backend,
+    )
+    from sglang.srt.runtime_context import get_exec, get_schedule
+    running = get_schedule().max_running_requests
+    max_bs = None
+    if not check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED):
+        max_bs = get_exec().graph.cuda_graph_config.decode.max_bs
+    return {"max_running_requests": running if isinstance(running, int) else None,
+            "cuda_graph_max_bs": max_bs if isinstance(max_bs, int) else None}
+
+
+def warn_limits(dyn: Any) -> None:
+    """Log why N cannot work as asked on this server (start-up and each runtime change)."""
+    if dyn.switch is None or not dyn.limits:
+        return
+    for line in decision.limit_warnings(dyn.switch.threshold,
+                                        dyn.limits.get("max_running_requests"),
+                                        dyn.limits.get("cuda_graph_max_bs")):
+        logger.warning(f"Dynamic speculation: {line}")
+
+
 def prepare(worker: Any, module: Any, free_before: float | None) -> None:
     """After SGLang's ``init_cuda_graphs``: agree, then build where every rank said yes."""
     from server_control.sglang_patch import worker as worker_mod
@@ -87,3 +116,9 @@ def prepare(worker: Any, module: Any, free_before: float | None) -> None:
         logger.info(f"Dynamic speculation: target-only (steps=0) state took {used:.3f} GiB "
                     f"(estimate {plan['estimate_gib']} GiB, free before {before:.2f} GiB)")
     worker_mod.announce(dyn)
+    try:
+        dyn.limits = server_limits()
+    except Exception as exc:  # noqa: BLE001 - an anchor moved: say so, keep serving
+        logger.warning(f"Dynamic speculation: cannot read max_running_requests / "
+                       f"cuda_graph_max_bs ({exc!r})")
+    warn_limits(dyn)

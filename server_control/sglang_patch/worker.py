@@ -46,7 +46,7 @@ class DynamicSpeculation:
     """The per-rank live state held by the worker as ``worker._dynspec``."""
 
     __slots__ = ("switch", "active", "reason", "normal_state", "target_only_state",
-                 "verdict", "step_forced", "worker", "run", "state_memory", "forwards")
+                 "verdict", "step_forced", "worker", "run", "state_memory", "forwards", "limits")
 
     def __init__(self, switch: decision.SpecSwitch | None, reason: str | None,
                  worker: Any=None) -> None:
@@ -61,6 +61,7 @@ class DynamicSpeculation:
         self.run = 0  # the agreement's run number (ranks.settle)
         self.state_memory: dict[str, Any] | None = None  # startup.prepare: GiB, this rank
         self.forwards: dict[str, Any] | None = None  # graph / eager counts per mode
+        self.limits: dict[str, Any] | None = None  # startup.server_limits()
 
     @property
     def ready(self) -> bool:
@@ -91,6 +92,8 @@ class DynamicSpeculation:
             snap["tp_ranks"] = self.verdict.summary()
         if self.state_memory is not None:
             snap["state_memory"] = dict(self.state_memory)
+        if self.limits is not None:
+            snap["limits"] = dict(self.limits)
         if self.forwards is not None:
             snap["forwards"] = {mode: dict(c) for mode, c in self.forwards.items()}
         return snap
@@ -156,12 +159,21 @@ def announce(dyn: DynamicSpeculation) -> None:
 
 def _covers_every_bucket(controller: Any) -> bool:
     """Whether the adaptive controller's steps=0 state has a graph for every decode bucket
-    (its own tiers may prune the buckets that cannot reach steps=0)."""
-    params = controller.params
-    full = getattr(params, "_cuda_graph_bs", None)
-    if full is None:
+    (its own tiers may prune the buckets that cannot reach steps=0). Public names only:
+    the buckets SGLang hands the controller (``get_exec().graph.cuda_graph_bs_decode``,
+    as ``init_cuda_graphs`` does) against ``params.cuda_graph_bs_for_step(0)``. With
+    decode graphs off a state has no buckets and serves every batch."""
+    from sglang.srt.model_executor.cuda_graph_config import (
+        Backend,
+        Phase,
+        check_cuda_graph_backend,
+    )
+    from sglang.srt.runtime_context import get_exec
+    if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED):
         return True
-    return list(params.cuda_graph_bs_for_step(0) or []) == list(full)
+    full = sorted(get_exec().graph.cuda_graph_bs_decode or [])
+    reach = controller.params.cuda_graph_bs_for_step(0)
+    return reach is not None and sorted(reach) == full
 
 
 def build_states(worker: Any, module: Any) -> None:

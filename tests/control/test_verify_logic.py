@@ -30,6 +30,36 @@ def info(flat=5, per_rank=(5,), batch=0, mode="speculative", force="auto", ts=0.
     return s
 
 
+def _capped(threshold, running=48, max_bs=None, flat_running=None):
+    body = {"internal_states": [{K: threshold, "dynamic_speculation": {
+        "mode": "speculative", "limits": {"max_running_requests": running,
+                                          "cuda_graph_max_bs": max_bs}}}], K: threshold}
+    if flat_running is not None:
+        body["internal_states"][0]["dynamic_speculation"].pop("limits")
+        body["max_running_requests"] = flat_running
+    return sample_from_server_info(0, body)
+
+
+def test_a_threshold_at_the_running_cap_can_never_trigger():
+    never = configuration(_capped(48), 48)
+    assert never.status == "fail"
+    assert never.cause == ("threshold 48 can never trigger: the decode batch never exceeds "
+                           "max_running_requests=48 (SGLang caps an EAGLE server at 48 running "
+                           "requests unless --max-running-requests is set)")
+    assert configuration(_capped(47), 47).status == "pass"
+    assert "can never trigger" in configuration(_capped(64, running=None, flat_running=64),
+                                                64).cause  # the flat resolved arg
+    assert configuration(_capped(100, running=128), 100).status == "pass"
+
+
+def test_a_threshold_at_the_graph_cap_warns_that_target_only_runs_eager():
+    eager = configuration(_capped(32, running=256, max_bs=32), 32)
+    assert eager.status == "pass"
+    assert ("warning: threshold 32 >= cuda_graph_max_bs 32: target-only above 32 runs "
+            "without CUDA graphs") in eager.evidence
+    assert "warning" not in configuration(_capped(31, running=256, max_bs=32), 31).evidence
+
+
 def test_configuration_layer():
     assert configuration(None, 5).status == "pending"
     assert configuration(Sample(ts=0, reachable=False, error="refused"), 5).status == "pending"
