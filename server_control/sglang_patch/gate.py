@@ -57,8 +57,11 @@ SWITCH_ANCHORS: Anchors = {
         "EagleDraftWorker": ["_configure_qsa_mtp_index_share"],
         "": ["draft_tp_context", "speculative_moe_backend_context",
              "speculative_moe_a2a_backend_context", "SpecRuntimeState",
-             "_qsa_index_share_requested"],
+             "_qsa_index_share_requested", "EAGLEDraftExtendCudaGraphRunner"],
     },
+    "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner": {
+        "EAGLEDraftExtendCudaGraphRunner": ["execute"]},
+    "sglang.srt.managers.utils": {"GenerationBatchResult": ["can_run_cuda_graph"]},
     "sglang.srt.speculative.adaptive_runtime_state": {"SpecRuntimeState": [],
                                                       "AdaptiveController": ["_states"]},
     "sglang.srt.speculative.adaptive_spec_params": {"": ["adaptive_unsupported_reason"],

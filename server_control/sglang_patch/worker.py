@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from server_control import decision
-from server_control.sglang_patch import gate, metrics, overrides, refusals
+from server_control.sglang_patch import forwards, gate, metrics, overrides, refusals
 from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
@@ -159,21 +159,24 @@ def announce(dyn: DynamicSpeculation) -> None:
 
 def _covers_every_bucket(controller: Any) -> bool:
     """Whether the adaptive controller's steps=0 state has a graph for every decode bucket
-    (its own tiers may prune the buckets that cannot reach steps=0). Public names only:
-    the buckets SGLang hands the controller (``get_exec().graph.cuda_graph_bs_decode``,
-    as ``init_cuda_graphs`` does) against ``params.cuda_graph_bs_for_step(0)``. With
-    decode graphs off a state has no buckets and serves every batch."""
+    (its own tiers may prune the buckets that cannot reach steps=0). SGLang builds that
+    state with ``cuda_graph_bs=params.cuda_graph_bs_for_step(0)`` (``init_states``): None
+    (graphs off, or no bucket list handed) builds every bucket (``_override_worker_state``
+    leaves the buckets alone for None); a list covers every bucket only when it is the
+    whole list SGLang handed the controller (``init_cuda_graphs``: None with decode graphs
+    off, else ``get_exec().graph.cuda_graph_bs_decode``). Public names only."""
     from sglang.srt.model_executor.cuda_graph_config import (
         Backend,
         Phase,
         check_cuda_graph_backend,
     )
     from sglang.srt.runtime_context import get_exec
-    if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED):
-        return True
-    full = sorted(get_exec().graph.cuda_graph_bs_decode or [])
     reach = controller.params.cuda_graph_bs_for_step(0)
-    return reach is not None and sorted(reach) == full
+    if reach is None:
+        return True
+    handed = (None if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
+              else get_exec().graph.cuda_graph_bs_decode)
+    return handed is not None and sorted(reach) == sorted(handed)
 
 
 def build_states(worker: Any, module: Any) -> None:
@@ -256,6 +259,7 @@ def patch(module: Any) -> None:
     cls = module.EAGLEWorkerV2
     if getattr(cls, "_specconsole_patched", False):
         return
+    forwards.patch_runner(module.EAGLEDraftExtendCudaGraphRunner)
     orig_init = cls.__init__
     orig_graphs = cls.init_cuda_graphs
     orig_activate = cls.activate_step_by_batch
@@ -283,9 +287,11 @@ def patch(module: Any) -> None:
         on_decode_step(self, batch_size, orig_activate)
 
     def forward_batch_generation(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        replays = forwards.replays()
         out = orig_forward(self, batch, *args, **kwargs)
         dyn = self.__dict__.get("_dynspec")
         if dyn is not None and dyn.step_forced is not None:
+            forwards.count(dyn, dyn.step_forced, out, replays)
             try:
                 out._specconsole_forced = dyn.step_forced
             except AttributeError:

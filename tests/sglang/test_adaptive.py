@@ -145,5 +145,7 @@ def test_a_pruned_zero_tier_is_not_reused(publish, tmp_path):
     everywhere.set_cuda_graph_bs(buckets)
     assert everywhere.cuda_graph_bs_for_step(0) == buckets
     assert patch_worker._covers_every_bucket(SimpleNamespace(params=everywhere))
-    everywhere.set_cuda_graph_bs(None)  # the controller was told of no buckets: no pass
+    params.set_cuda_graph_bs(None)  # no buckets handed: SGLang built its 0 for every bucket
+    assert patch_worker._covers_every_bucket(SimpleNamespace(params=params))
+    publish(cuda_graph_bs_decode=[1, 2, 4, 8])  # another list than the controller's
     assert not patch_worker._covers_every_bucket(SimpleNamespace(params=everywhere))

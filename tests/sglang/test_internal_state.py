@@ -126,9 +126,9 @@ def test_tp_ranks_that_disagree_after_a_set_turn_the_switch_off(rank, caplog, mo
     that kept the old threshold); a disagreement turns the switch off and TP0 answers false."""
     from server_control.sglang_patch import ranks
 
-    def gather(dyn):
+    def gather(dyn, failure=None):
         mine = ranks.encode_live(dyn.snapshot())
-        return ranks.decode_live([mine, [*mine[:1], 5, *mine[2:]]])
+        return ranks.decode_live([ranks._pack(mine), ranks._pack(dict(mine, threshold=5))])
     monkeypatch.setattr(ranks, "gather_live", gather)
     assert set_state(rank.controller, **{KEY: 8}) is False
     assert messages(caplog, "NOT active") == [
@@ -155,3 +155,22 @@ def test_rank_without_an_eagle_worker_says_why(caplog):
         state = controller.get_internal_state(GetInternalStateReq()).internal_state
         assert state["dynamic_speculation"]["active"] is False
     gate._reported = None
+
+
+def test_a_rank_whose_readback_raises_still_takes_part_in_the_gather(rank, monkeypatch):
+    """SGLang's own get_internal_state failing on this rank must not leave the other ranks
+    in the gather: the rank takes part (its failure is its row), then raises."""
+    from server_control.sglang_patch import ranks
+    seen = []
+
+    def gather(dyn, failure=None):
+        seen.append(repr(failure))
+        return []
+    monkeypatch.setattr(ranks, "gather_live", gather)
+
+    def boom(state):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(rank.controller, "_add_memory_usage", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        rank.controller.get_internal_state(GetInternalStateReq())
+    assert seen == ["RuntimeError('boom')"]
