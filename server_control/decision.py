@@ -103,7 +103,7 @@ def limit_warnings(threshold: int, max_running_requests: int | None,
     """What makes N useless or costly on this server (empty: none). ``max_running_requests``
     is the effective cap (SGLang sets 48 for an EAGLE server unless the operator sets it);
     ``cuda_graph_max_bs`` the largest decode CUDA-graph bucket (None: graphs off)."""
-    out = []
+    out: list[str] = []
     if threshold <= 0:
         return out
     if max_running_requests is not None and threshold >= max_running_requests:
