@@ -5,12 +5,13 @@ in PY's site-packages. PY is a fresh venv that sees the installed sglang (a .pth
 the site-packages of the interpreter running the tests)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
-import sysconfig
 import venv
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,9 @@ def test_a_plain_launch_server_loads_the_installed_patch(rig, tmp_path):
     python = str(tmp_path / "venv" / "bin" / "python")
     site = install.site_dir(python)
     assert site.is_relative_to(tmp_path / "venv")  # never a shared interpreter
-    (site / "zz_sglang.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    spec = importlib.util.find_spec("sglang")
+    assert spec is not None and spec.origin
+    (site / "zz_sglang.pth").write_text(str(Path(spec.origin).parents[1]) + "\n")
     res = subprocess.run([sys.executable, "-m", "console", "patch", "install", "--python",
                           python, "--json"], capture_output=True, text=True, timeout=120,
                          cwd=str(REPO_ROOT))
