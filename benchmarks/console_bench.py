@@ -33,7 +33,7 @@ import psutil
 
 from server_control.model.operation import REFUSED, OperationResult
 from server_control.model.snapshot import LogStatus, RunStatus, SessionSnapshot, SpecStatus
-from server_control.sim.launcher import start_sim
+from server_control.proc.sim_launcher import start_sim
 
 REPO = Path(__file__).resolve().parent.parent
 COLS, ROWS = 200, 60

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from server_control.protocol import decision
-from server_control.sim.args import SIM_FLAG_BY_KEY
+from server_control.protocol.sim_flags import SIM_FLAG_BY_KEY
 
 KINDS = ("sim", "sglang")
 SPEC_ALGORITHMS = ("", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
