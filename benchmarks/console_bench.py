@@ -32,7 +32,8 @@ from pathlib import Path
 import psutil
 
 from server_control.model.operation import REFUSED, OperationResult
-from server_control.model.snapshot import LogStatus, RunStatus, SessionSnapshot, SpecStatus
+from server_control.model.run_status import RunStatus
+from server_control.model.snapshot import LogStatus, SessionSnapshot, SpecStatus
 from server_control.proc.sim_launcher import start_sim
 
 REPO = Path(__file__).resolve().parent.parent

@@ -25,7 +25,9 @@ from console.cli.common import (
     settle,
     unreachable_hint,
 )
-from server_control.model.snapshot import RunStatus, SessionSnapshot, Verification
+from server_control.model.run_status import RunStatus
+from server_control.model.snapshot import SessionSnapshot
+from server_control.model.verification import Verification
 from server_control.supervision.ownership import ROLE_WORDS
 
 EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason), "

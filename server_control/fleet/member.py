@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
 from server_control.model.operation import OperationResult
-from server_control.model.snapshot import GpuStatus, SettingChange, Verification
+from server_control.model.snapshot import GpuStatus, SettingChange
+from server_control.model.verification import Verification
 from server_control.state.state_dir import resolve_state_dir
 
 if TYPE_CHECKING:

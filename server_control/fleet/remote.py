@@ -25,7 +25,8 @@ from urllib.parse import urlsplit
 from server_control.fleet.spec import MemberSpec
 from server_control.fleet.ssh import SshHost, SshResult
 from server_control.model.operation import DONE, FAILED, OperationResult
-from server_control.model.snapshot import GpuStatus, RunStatus, SessionSnapshot
+from server_control.model.run_status import RunStatus
+from server_control.model.snapshot import GpuStatus, SessionSnapshot
 from server_control.telemetry.sample import Sample
 
 log = logging.getLogger(__name__)

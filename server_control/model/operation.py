@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from server_control.control.verify import Verification
-from server_control.model.snapshot import RunStatus, SettingChange
+from server_control.model.run_status import RunStatus
+from server_control.model.snapshot import SettingChange
+from server_control.model.verification import Verification
 
 Outcome = Literal["done", "refused", "failed"]
 DONE: Final = "done"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from server_control.model.operation import DONE, FAILED, REFUSED, OperationResult
-from server_control.model.snapshot import RunStatus
+from server_control.model.run_status import RunStatus
 from server_control.telemetry.sample import Sample
 
 if TYPE_CHECKING:

@@ -33,13 +33,15 @@ from server_control.model.snapshot import (
     SettingChange,
     SpecStatus,
     Switch,
-    SwitchHealth,
     Timeline,
 )
+from server_control.model.switch_health import SwitchHealth
+from server_control.model.switch_rate import SwitchRate
+from server_control.model.verification import Verification
 from server_control.protocol import decision as d
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
 from server_control.session.subscribers import Subscribers
-from server_control.telemetry.flapping import SwitchRate, switch_rate
+from server_control.telemetry.flapping import switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
@@ -293,7 +295,7 @@ class Session:
         return result
 
     # -- verification ---------------------------------------------------------------------
-    def verification(self) -> v.Verification:
+    def verification(self) -> Verification:
         s = self.last
         expected = self.profile.dynamic.get("threshold") if self.profile is not None else None
         args = s.args if s else {}

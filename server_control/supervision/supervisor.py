@@ -39,8 +39,7 @@ from typing import Any
 import httpx
 import psutil
 
-from server_control.model.run_status import SupervisorInfo
-from server_control.model.snapshot import RunStatus
+from server_control.model.run_status import RunStatus, SupervisorInfo
 from server_control.proc import identity, process
 from server_control.proc.process import ProcInfo, StopResult
 from server_control.proc.start_ticks import proc_start

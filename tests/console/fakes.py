@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import copy
 
-from server_control.control.verify import Verification
 from server_control.logs.parse import parse_text
 from server_control.logs.store import LogStore
 from server_control.model.operation import DONE, OperationResult
 from server_control.model.snapshot import SessionSnapshot, SettingChange
+from server_control.model.verification import Verification
 
 
 def sample_snapshot() -> dict:
