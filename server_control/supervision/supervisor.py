@@ -40,12 +40,12 @@ import httpx
 import psutil
 
 from server_control.model.run_status import RunStatus, SupervisorInfo
-from server_control.proc import identity, process
+from server_control.proc import process
 from server_control.proc.process import ProcInfo, StopResult
-from server_control.proc.start_ticks import proc_start
-from server_control.state import journal, run_logs, runs
+from server_control.state import identity, journal, run_logs, runs
 from server_control.state.runs import RunConflict as RunConflict  # re-exported
 from server_control.state.runs import iso_time
+from server_control.state.start_ticks import proc_start
 from server_control.state.state_dir import resolve_state_dir
 from server_control.supervision import carried_settings
 from server_control.supervision.health_watch import CRASHED as CRASHED  # re-exported

@@ -13,8 +13,7 @@ import time
 import psutil
 import pytest
 
-from server_control.proc import identity
-from server_control.state import runs
+from server_control.state import identity, runs
 from tests.cli.test_runs import cli
 from tests.support.wait import wait_for
 
