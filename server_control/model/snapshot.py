@@ -287,7 +287,7 @@ class SessionSnapshot:
     run: RunStatus = RunStatus()
     server: ServerStatus = ServerStatus()
     spec: SpecStatus = SpecStatus()
-    threshold_change: SettingChange | None = None
+    last_change: SettingChange | None = None   # the last runtime setting change, of any key
     live: LiveLoad = LiveLoad()
     series: Series = Series()
     timeline: Timeline = Timeline()
@@ -306,10 +306,12 @@ class SessionSnapshot:
         return self.server.reachable and self.live.batch == 0 and not self.live.queue
 
     def to_json(self) -> dict[str, Any]:
+        change = self.last_change.to_json() if self.last_change else None
         return {
             "profile": self.profile, "url": self.url, "attached": self.attached,
             "run": self.run.to_json(), "server": self.server.to_json(), "spec": self.spec.to_json(),
-            "threshold_change": self.threshold_change.to_json() if self.threshold_change else None,
+            "last_change": change,
+            "threshold_change": change,   # the old name of last_change: an alias for one release (docs/architecture.md)
             "live": self.live.to_json(), "series": self.series.to_json(),
             "switches": [s.to_json() for s in self.timeline.switches],
             "per_mode": {m: s.to_json() for m, s in self.timeline.per_mode.items()},
@@ -322,7 +324,7 @@ class SessionSnapshot:
         return cls(url=as_str(r.get("url")) or "", profile=as_str(r.get("profile")), attached=r.get("attached") is True,
                    run=RunStatus.from_json(r.get("run")), server=ServerStatus.from_json(r.get("server")),
                    spec=SpecStatus.from_json(r.get("spec")),
-                   threshold_change=SettingChange.from_json(r.get("threshold_change")),
+                   last_change=SettingChange.from_json(r.get("last_change", r.get("threshold_change"))),
                    live=LiveLoad.from_json(r.get("live")), series=Series.from_json(r.get("series")),
                    timeline=Timeline.from_json(r.get("switches"), r.get("per_mode")),
                    gpus=GpuStatus.from_json(r.get("gpus")), verify=Verification.from_json(r.get("verify")),

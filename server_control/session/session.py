@@ -21,7 +21,7 @@ from server_control.control import verify as v
 from server_control.control.guard import SettingGuard, shown
 from server_control.control.settings import Control, change
 from server_control.logs import LogPipeline, LogStore
-from server_control.model.operation import DONE, OperationResult
+from server_control.model.operation import OperationResult
 from server_control.model.snapshot import (
     MODES,
     LiveLoad,
@@ -38,6 +38,7 @@ from server_control.model.snapshot import (
 from server_control.model.switch_health import SwitchHealth
 from server_control.model.switch_rate import SwitchRate
 from server_control.model.verification import Verification
+from server_control.model.vocabulary import ChangeState, Outcome
 from server_control.protocol import decision as d
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
 from server_control.session.subscribers import Subscribers
@@ -74,7 +75,7 @@ class Session:
         self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
         self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
                                log_seq=lambda: self.store.last_seq)
-        self.threshold_change: SettingChange | None = None
+        self.last_change: SettingChange | None = None
         self.guard = SettingGuard(self.control, self.url, getattr(getattr(run, "sup", None), "state_dir", None),
                                   profile.name if profile is not None else None)
         self.last: Sample | None = None
@@ -241,7 +242,7 @@ class Session:
         if sample.reachable:
             self.last_good = sample
         for key, old, new, who in self.guard.elsewhere(sample):   # a change this session did not make
-            self.threshold_change = replace(change(new, "elsewhere", self.guard.words(key, old, new, who)), key=key)
+            self.last_change = replace(change(new, ChangeState.ELSEWHERE, self.guard.words(key, old, new, who)), key=key)
         self.panels.add_sample(sample)
         self.timeline.add_sample(sample)
         self.runtime.observe(sample)
@@ -281,15 +282,15 @@ class Session:
 
     async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]],
                       key: str) -> SettingChange:
-        self.threshold_change = replace(change(requested, "pending", "sent; waiting for every DP rank to read back"),
+        self.last_change = replace(change(requested, ChangeState.PENDING, "sent; waiting for every DP rank to read back"),
                                         key=key)
         self._publish("snapshot")
         old = shown(self.last).get(key) if self.last is not None and self.last.reachable else None
         # journaled; a concurrent change that wins makes it "overridden"
         result = replace(await self.guard.change(key, requested, action, old), key=key)
-        if result.state == "applied":
+        if result.state == ChangeState.APPLIED:
             await self.run.remember_runtime(key, requested)   # re-applied after a restart
-        self.threshold_change = result
+        self.last_change = result
         self.poller.poke()
         self._publish("snapshot")
         return result
@@ -310,7 +311,7 @@ class Session:
 
     async def verify(self) -> OperationResult:
         result = self.verification()
-        return OperationResult("verify", DONE, f"verification: {result.summary}", verification=result)
+        return OperationResult("verify", Outcome.DONE, f"verification: {result.summary}", verification=result)
 
     # -- the snapshot ---------------------------------------------------------------------
     def snapshot(self) -> SessionSnapshot:
@@ -325,7 +326,7 @@ class Session:
             server=ServerStatus(reachable=bool(s and s.reachable), error=s.error if s else "not polled yet",
                                 model=s.model if s else None, tp_size=s.tp_size if s else None,
                                 dp_size=s.dp_size if s else None, version=s.version if s else None),
-            spec=self._spec(g), threshold_change=self.threshold_change,
+            spec=self._spec(g), last_change=self.last_change,
             live=LiveLoad(batch=load.batch, queue=load.queue, token_usage=load.token_usage,
                           gen_throughput=load.gen_throughput, accept_len=load.accept_len,
                           accept_rate=load.accept_rate, ts=g.ts) if g and load else LiveLoad(),

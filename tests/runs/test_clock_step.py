@@ -15,9 +15,10 @@ import signal
 import psutil
 
 from server_control.config.profile import load_profile
+from server_control.model.vocabulary import RunState
 from server_control.proc import process
 from server_control.state import runs
-from server_control.supervision.supervisor import CRASHED, Supervisor
+from server_control.supervision.supervisor import Supervisor
 from tests.runs.test_supervisor import alive, until
 from tests.support.wait import wait_for
 
@@ -52,7 +53,7 @@ async def test_a_live_run_and_its_orphans_are_still_known_after_the_clock_steps(
         assert disk.is_live(), f"a {step:+g} s step of the wall clock: the live run taken for gone"
         assert before <= {p.pid for p in process.run_processes(disk.identity())}, f"{step:+g} s"
         other = Supervisor(profile)          # another console, `stop`, `supervise`
-        assert other.adopt() is not None and other.state != CRASHED, (step, other.last_error)
+        assert other.adopt() is not None and other.state != RunState.CRASHED, (step, other.last_error)
 
     # the leader dies; its ranks are known only by their recorded (pid, start) pairs
     os.kill(rec.pid, signal.SIGKILL)
