@@ -9,6 +9,7 @@ session layer and every headless command module and must not have loaded Textual
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -58,3 +59,12 @@ def test_sim_and_patch_are_forbidden_everything_but_protocol() -> None:
     everything = (_subpackages() | loose) - {"server_control.protocol", "server_control.sim", "server_control.sglang_patch"}
     assert everything <= forbidden
     assert "console" in forbidden
+
+
+def test_one_import_path_per_name_no_reexport_lines() -> None:
+    """No ``from a import X as X`` (mypy's explicit re-export): every name is imported from
+    the module that defines it."""
+    pattern = re.compile(r"^\s*from [\w.]+ import .*\b(\w+) as \1\b", re.M)
+    found = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for top in ("server_control", "console", "tests", "benchmarks")
+             for p in sorted((ROOT / top).rglob("*.py")) for m in pattern.finditer(p.read_text())]
+    assert found == []

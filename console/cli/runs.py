@@ -36,15 +36,11 @@ from console.cli.common import (
 from server_control.config.interpreter import check_sglang
 from server_control.config.profile import ProfileError
 from server_control.model.vocabulary import LIVE_STATES, RunState
-from server_control.proc import process
-from server_control.state import runs
-from server_control.supervision.ownership import ROLE_WORDS
-from server_control.supervision.supervisor import (
-    HANDOFF,
-    RunConflict,
-    Supervisor,
-    exit_words,
-)
+from server_control.state import run_logs, runs
+from server_control.state.runs import RunConflict
+from server_control.supervision.health_watch import exit_words
+from server_control.supervision.ownership import HANDOFF, ROLE_WORDS
+from server_control.supervision.supervisor import Supervisor
 
 EPILOGS = {
     "launch": "Exit codes: 0 launched (with --wait: ready), 1 failed, 2 bad profile/arguments, 3 a live run "
@@ -146,7 +142,7 @@ async def _launch(args, profile) -> int:
     if args.wait is None or state == RunState.READY:
         return EXIT_OK
     if state != RunState.STARTING and not args.json:
-        tail = process.tail_lines(rec.log_path, 20)
+        tail = run_logs.tail_lines(rec.log_path, 20)
         print(f"--- last {len(tail)} lines of {rec.log_path} ---", *tail, sep="\n", file=sys.stderr)
     return EXIT_TIMEOUT if state == RunState.STARTING else EXIT_FAILED
 

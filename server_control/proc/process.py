@@ -27,9 +27,7 @@ import psutil
 from server_control.config.profile import LaunchSpec
 from server_control.sanitize import strip_controls
 from server_control.state import identity, run_logs
-from server_control.state.identity import RunIdentity as RunIdentity  # re-exported
-from server_control.state.identity import run_processes as run_processes  # re-exported
-from server_control.state.run_logs import tail_lines as tail_lines  # re-exported
+from server_control.state.identity import RunIdentity
 from server_control.state.start_ticks import ProcStart, recorded
 
 POLL_S = 0.1

@@ -31,13 +31,9 @@ from typing import Any
 import psutil
 
 from server_control.state.identity import RunIdentity, verified_leader
-from server_control.state.private_files import FileLock as FileLock  # re-exported
-from server_control.state.private_files import LockTimeout as LockTimeout  # re-exported
-from server_control.state.private_files import atomic_write as atomic_write  # re-exported
+from server_control.state.private_files import FileLock, atomic_write
 from server_control.state.start_ticks import ProcStart, recorded
-from server_control.state.state_dir import StateDirError as StateDirError  # re-exported
-from server_control.state.state_dir import private_dir as private_dir  # re-exported
-from server_control.state.state_dir import resolve_state_dir as resolve_state_dir  # re-exported
+from server_control.state.state_dir import private_dir, resolve_state_dir
 
 
 class RunConflict(RuntimeError):

@@ -21,7 +21,7 @@ import httpx
 from server_control.model.vocabulary import FINAL_STATES, LIVE_STATES, RunState
 from server_control.proc import process
 from server_control.sanitize import strip_controls
-from server_control.state import runs
+from server_control.state import identity, run_logs, runs
 from server_control.supervision.supervised import SupervisorParts
 
 TAIL_LINES = 50
@@ -179,7 +179,7 @@ class WatchLoop(SupervisorParts):
         self._set(RunState.CRASHED, record=disk, exit_code=code, last_error=f"server pid {rec.pid} exited: {how}")
         if not self.supervising:
             return
-        if process.run_processes(disk.identity()):   # orphaned ranks still hold GPUs/ports
+        if identity.run_processes(disk.identity()):   # orphaned ranks still hold GPUs/ports
             res = await process.stop_run(disk.identity(), self.profile.stop_grace_s, self.exit_file)
             if not res.ok:
                 self._set(last_error=f"server pid {rec.pid} exited: {how}; {res.message}")
@@ -195,7 +195,7 @@ class WatchLoop(SupervisorParts):
             def fatal(r: runs.RunRecord) -> None:
                 r.exit_code, r.fatal_reason = code, reason
             await runs.update_record(self.profile.name, self.state_dir, rec.pid, fatal)
-            self._set(RunState.FATAL, fatal_reason=reason, fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
+            self._set(RunState.FATAL, fatal_reason=reason, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
             return
         await self._restart_after(float(value), rec)
 
@@ -232,6 +232,6 @@ class WatchLoop(SupervisorParts):
                     decision, value = self.policy.after_crash(time.monotonic())
                     if decision == RunState.FATAL:
                         self._set(RunState.FATAL, fatal_reason=f"{value}; last start failed: {exc}",
-                                  fatal_tail=process.tail_lines(dead.log_path, TAIL_LINES))
+                                  fatal_tail=run_logs.tail_lines(dead.log_path, TAIL_LINES))
                         return
                     delay = float(value)

@@ -44,16 +44,11 @@ from server_control.model.vocabulary import STOPPED_STATES, Outcome, RunState, c
 from server_control.proc import process
 from server_control.proc.process import ProcInfo, StopResult
 from server_control.state import identity, journal, run_logs, runs
-from server_control.state.runs import RunConflict as RunConflict  # re-exported
-from server_control.state.runs import iso_time
+from server_control.state.runs import RunConflict, iso_time
 from server_control.state.start_ticks import proc_start
 from server_control.state.state_dir import resolve_state_dir
 from server_control.supervision import carried_settings
-from server_control.supervision.health_watch import TAIL_LINES as TAIL_LINES  # re-exported
-from server_control.supervision.health_watch import WatchLoop
-from server_control.supervision.health_watch import exit_words as exit_words  # re-exported
-from server_control.supervision.ownership import HANDOFF as HANDOFF  # re-exported
-from server_control.supervision.ownership import ROLES as ROLES  # re-exported
+from server_control.supervision.health_watch import TAIL_LINES, WatchLoop, exit_words
 from server_control.supervision.ownership import SupervisorRole
 from server_control.supervision.restart_policy import RestartPolicy
 from server_control.supervision.supervised import SupervisedProfile
@@ -165,7 +160,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         now = time.monotonic()
         if now - self._procs_cache[0] > 1.0:
             self._live(rec)
-            procs = process.run_processes(rec.identity())
+            procs = identity.run_processes(rec.identity())
             self._procs_cache = (now, process.describe(procs))
             self._remember_members(rec, procs)
         return self._procs_cache[1]
@@ -216,7 +211,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             self._set(RunState.UNHEALTHY if rec.health == RunState.UNHEALTHY else RunState.STARTING, record=rec,
                       restarts=rec.restarts, exit_code=None, fatal_reason=None, last_error=None)
             return rec
-        left = process.run_processes(rec.identity())
+        left = identity.run_processes(rec.identity())
         if left:
             names = "; ".join(f"pid {p.pid}: {p.cmdline}" for p in process.describe(left))
             self._set(RunState.CRASHED, record=rec, last_error=(
@@ -225,7 +220,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             return None
         if rec.fatal_reason:    # kept for the next console, which reads the reason once
             self._set(RunState.FATAL, record=rec, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code,
-                      restarts=rec.restarts, fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
+                      restarts=rec.restarts, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
             if not self.supervising and not runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
                 runs.delete_record(self.profile.name, self.state_dir, pid=rec.pid)
             return None
@@ -268,7 +263,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
                     raise RunConflict(f"profile {name!r} is already running: pid {disk.pid} on "
                                       f"{disk.host}:{disk.port} since {disk.started_at} (log {disk.log_path})",
                                       disk)
-                if process.run_processes(disk.identity()):   # orphans of a dead run: clean them first
+                if identity.run_processes(disk.identity()):   # orphans of a dead run: clean them first
                     res = await process.stop_run(disk.identity(), self.profile.stop_grace_s, self.exit_file)
                     if not res.ok:
                         raise RuntimeError(f"cannot launch: {res.message}")

@@ -11,8 +11,7 @@ import sys
 import httpx
 import psutil
 
-from server_control.proc import process
-from server_control.state import runs
+from server_control.state import identity, runs
 from tests.support.wait import wait_for
 
 
@@ -47,7 +46,7 @@ def read_until(p: subprocess.Popen, needle: str) -> list[str]:
 
 
 def run_pids(rec: runs.RunRecord) -> set[int]:
-    return {p.pid for p in process.run_processes(rec.identity())}
+    return {p.pid for p in identity.run_processes(rec.identity())}
 
 
 def test_supervisor_killed_server_survives_and_is_adopted(make_profile, groups, state_dir):

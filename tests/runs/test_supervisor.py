@@ -14,9 +14,9 @@ import pytest
 
 from server_control.config.profile import ProfileError, load_profile
 from server_control.model.vocabulary import RunState
-from server_control.proc import process
-from server_control.state import runs
-from server_control.supervision.supervisor import RunConflict, Supervisor
+from server_control.state import identity, runs
+from server_control.state.runs import RunConflict
+from server_control.supervision.supervisor import Supervisor
 
 
 async def until(cond, timeout=60.0, what="condition"):
@@ -104,7 +104,7 @@ async def test_killed_server_is_restarted_with_backoff_and_new_log(make_profile,
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
     res = await sup.stop()
-    assert res.ok and process.run_processes(second.identity()) == []
+    assert res.ok and identity.run_processes(second.identity()) == []
 
 
 async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, groups):
@@ -129,7 +129,7 @@ async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, 
     seq = [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
     assert seq == [RunState.STARTING, RunState.CRASHED, RunState.STARTING, RunState.CRASHED, RunState.STARTING, RunState.CRASHED, RunState.FATAL], seq
     last = sup.record
-    assert process.run_processes(last.identity()) == []  # no orphans
+    assert identity.run_processes(last.identity()) == []  # no orphans
     logs = sorted(Path(rec.log_path).parent.glob("*.log"))
     assert len(logs) == 3                                  # each start its own log
     # the FATAL record is kept for the next console, which reads the reason once
