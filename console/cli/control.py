@@ -71,7 +71,7 @@ async def _threshold(args) -> int:
     await session.start()
     try:
         if args.value is None and args.force is None:
-            got = await session.control.get()
+            got = await session.read_settings()
             if args.json:
                 print(json.dumps(got, indent=1))
             elif "error" in got:

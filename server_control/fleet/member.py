@@ -162,7 +162,7 @@ class Member:
         await self.session.start()
         # an HTTP client costs ~35 ms to make (its TLS context): make the control client now,
         # so that the first fleet-wide change does not pay it once per member
-        self.session.control.client()
+        self.session.prepare_control()
 
     async def close(self) -> None:
         await self.session.close()
@@ -255,7 +255,7 @@ class Member:
         while time.monotonic() < deadline:
             if self.row().reachable and self.row().state not in STOPPED_STATES:
                 return True
-            self.session.poller.poke()
+            self.session.poke()
             await asyncio.sleep(0.1)
         return False
 

@@ -120,6 +120,11 @@ class ProfileRun:
                 pass
             self._watch = None
 
+    def handoff_log_dir(self) -> Path:
+        """Where the detached `specconsole supervise` that a quitting console hands this run
+        to writes its log."""
+        return Path(self.sup.state_dir) / "logs" / self.sup.profile.name
+
     def log_path(self) -> Path | None:
         rec = self.sup.record
         return Path(rec.log_path) if rec else None

@@ -295,6 +295,24 @@ class Session:
         self._publish("snapshot")
         return result
 
+    # -- what the headless commands and the fleet ask beyond the screen ----------------------
+    @property
+    def polls(self) -> int:
+        """HTTP polls finished so far."""
+        return self.poller.polls
+
+    def poke(self) -> None:
+        """Poll now (not at the next interval)."""
+        self.poller.poke()
+
+    async def read_settings(self) -> dict[str, Any]:
+        """The runtime settings of every rank as the server shows them now (``Control.get``)."""
+        return await self.control.get()
+
+    def prepare_control(self) -> None:
+        """Make the setting client now (its TLS context costs ~35 ms), not at the first change."""
+        self.control.client()
+
     # -- verification ---------------------------------------------------------------------
     def verification(self) -> Verification:
         s = self.last

@@ -91,7 +91,7 @@ class FakeSession:
         self.url = self.snap.get("url", "http://127.0.0.1:30000")
         self.store = LogStore()
         self.store.extend(parse_text("\n".join(lines) + "\n"))
-        self.subscribers = []
+        self.subscribers: list = []
         self.calls: list[tuple] = []
         self.started = False
         self.closed_with: bool | None = None
@@ -153,3 +153,23 @@ class FakeSession:
 
     async def close(self, stop_server: bool = False) -> None:
         self.closed_with = stop_server
+
+    def verification(self) -> Verification:
+        return Verification.from_json(self.snap["verify"])
+
+    @property
+    def polls(self) -> int:
+        return 1   # the fixed snapshot stands for one poll
+
+    def poke(self) -> None:
+        self.calls.append(("poke",))
+
+    async def read_settings(self) -> dict:
+        spec = self.snap["spec"]
+        return {"thresholds": [spec["threshold"]], "force": [spec["force"]], "supported": True}
+
+    def prepare_control(self) -> None:
+        self.calls.append(("prepare_control",))
+
+    def log_caught_up(self, size_at: int | None = None) -> bool:
+        return True
