@@ -68,3 +68,11 @@ def test_one_import_path_per_name_no_reexport_lines() -> None:
     found = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for top in ("server_control", "console", "tests", "benchmarks")
              for p in sorted((ROOT / top).rglob("*.py")) for m in pattern.finditer(p.read_text())]
     assert found == []
+
+
+def test_no_test_module_imports_another_test_modules_helpers() -> None:
+    """Shared test helpers live in tests/support/ (fixtures in conftest.py files)."""
+    pattern = re.compile(r"^\s*(?:from (?:tests\.[\w.]*\.|\.+)test_\w+ import|import tests\.[\w.]*\btest_\w+)", re.M)
+    found = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for p in sorted((ROOT / "tests").rglob("*.py"))
+             for m in pattern.finditer(p.read_text())]
+    assert found == []

@@ -10,7 +10,7 @@ import signal
 
 from server_control.state import runs
 from server_control.state.state_dir import resolve_state_dir
-from tests.cli.test_runs import cli, read_until, start_cli
+from tests.support.cli import cli, read_until, start_cli
 from tests.support.wait import wait_for
 
 

@@ -18,17 +18,11 @@ from server_control.config.profile import load_profile
 from server_control.model.vocabulary import RunState
 from server_control.state import identity, runs
 from server_control.supervision.supervisor import Supervisor
-from tests.runs.test_supervisor import alive, until
-from tests.support.wait import wait_for
+from tests.support.clock import step_wall_clock
+from tests.support.procs import alive
+from tests.support.wait import until, wait_for
 
-EPOCH_START = psutil.Process.create_time
-BOOT_TIME = psutil.boot_time
 STEPS_S = (1.0, -1.0, 3600.0)
-
-
-def step_wall_clock(monkeypatch, by_s: float) -> None:
-    monkeypatch.setattr(psutil.Process, "create_time", lambda self: EPOCH_START(self) + by_s)
-    monkeypatch.setattr(psutil, "boot_time", lambda: BOOT_TIME() + by_s)
 
 
 async def launch_with_ranks(name: str, make_profile, groups):

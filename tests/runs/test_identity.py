@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from server_control.state import identity, runs
-from tests.cli.test_runs import cli
+from tests.support.cli import cli
 from tests.support.wait import wait_for
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from server_control.state import identity, runs, start_ticks
 from server_control.state.identity import RunIdentity
-from tests.runs.test_clock_step import EPOCH_START, step_wall_clock
-from tests.runs.test_process import own_record
+from tests.support.clock import EPOCH_START, step_wall_clock
+from tests.support.records import own_record
 from tests.support.wait import wait_for
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")

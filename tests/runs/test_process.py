@@ -14,8 +14,8 @@ from server_control.config.profile import LaunchSpec
 from server_control.proc import process
 from server_control.state import identity, run_logs, runs
 from server_control.state.identity import RunIdentity
-from server_control.state.start_ticks import proc_start
 from server_control.supervision.restart_policy import RestartPolicy
+from tests.support.records import own_record
 from tests.support.wait import wait_for
 
 # A leader with three children: one stays in the group, one moves to its own process group
@@ -128,19 +128,6 @@ def test_tail_lines_and_prune_logs(tmp_path):
 
 
 # ---- run records --------------------------------------------------------------------------
-def own_record(**kw) -> runs.RunRecord:
-    """A record of this test process, as the current version writes it (with its start
-    ticks: server_control/state/start_ticks.py); ``boot_id=None, start_ticks=None`` for an old one."""
-    me = psutil.Process()
-    start = proc_start(me.pid)
-    base = dict(name="r", profile_path=None, kind="sim", pid=me.pid, create_time=me.create_time(),
-                boot_id=start.boot_id, start_ticks=start.ticks,
-                pgid=os.getpgid(0), sid=os.getsid(0), argv=me.cmdline(), host="127.0.0.1", port=1,
-                log_path="/nonexistent.log", cwd="/", started_at="2026-01-01T00:00:00+00:00")
-    base.update(kw)
-    return runs.RunRecord(**base)
-
-
 def test_record_roundtrip_mode_0600_and_liveness(state_dir):
     rec = own_record()
     path = runs.save_record(rec)

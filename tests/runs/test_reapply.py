@@ -13,9 +13,8 @@ from server_control.control.settings import Control
 from server_control.model.vocabulary import RunState
 from server_control.state import runs
 from server_control.supervision.supervisor import Supervisor
-from tests.cli.test_runs import cli
-
-from .test_supervisor import until
+from tests.support.cli import cli
+from tests.support.wait import until
 
 
 async def thresholds(url: str) -> list:
@@ -94,7 +93,7 @@ async def test_reapply_off_says_the_profile_values_are_back(make_profile, groups
 
 
 def test_supervise_and_the_log_view_say_the_settings_were_reapplied(make_profile, groups, state_dir):
-    from tests.cli.test_runs import read_until, start_cli
+    from tests.support.cli import read_until, start_cli
     path = make_profile("rs", tp=1, backoff=0.2)
     sup = start_cli("supervise", "--profile", str(path), groups=groups)
     read_until(sup, "rs: ready")

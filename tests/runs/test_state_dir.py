@@ -11,8 +11,7 @@ from server_control.config.profile import ProfileError, load_profile
 from server_control.state import private_files, runs
 from server_control.state.state_dir import StateDirError, resolve_state_dir
 from server_control.supervision.supervisor import Supervisor
-
-from .test_process import own_record
+from tests.support.records import own_record
 
 
 def test_a_symlink_at_the_temp_name_is_never_written_through(state_dir, tmp_path, monkeypatch):

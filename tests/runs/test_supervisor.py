@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
 from server_control.config.profile import ProfileError, load_profile
@@ -17,25 +15,8 @@ from server_control.model.vocabulary import RunState
 from server_control.state import identity, runs
 from server_control.state.runs import RunConflict
 from server_control.supervision.supervisor import Supervisor
-
-
-async def until(cond, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-def alive(pids) -> list[int]:
-    out = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
+from tests.support.procs import alive
+from tests.support.wait import until
 
 
 async def test_launch_ready_refusals_and_stop_leaves_nothing(make_profile, groups, state_dir):

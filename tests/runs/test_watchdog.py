@@ -12,9 +12,9 @@ from server_control.config.profile import load_profile
 from server_control.model.vocabulary import RunState
 from server_control.state import runs
 from server_control.supervision.supervisor import Supervisor
-from tests.cli.test_runs import cli
-
-from .test_supervisor import alive, until
+from tests.support.cli import cli
+from tests.support.procs import alive
+from tests.support.wait import until
 
 
 async def test_sigstopped_server_is_restarted_by_the_watchdog(make_profile, groups):

@@ -9,8 +9,8 @@ import asyncio
 from server_control.config.profile import load_profile
 from server_control.protocol import decision as d
 from server_control.session.session import Session
-from tests.session.test_session_sim import WAVE, until
-from tests.support.sim import start_sim
+from tests.support.sim import WAVE, start_sim
+from tests.support.wait import until
 
 
 def console_lines(session) -> list[str]:

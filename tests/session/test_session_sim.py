@@ -3,25 +3,15 @@ under traffic that crosses the threshold; a threshold change is applied and read
 every rank; bad values are refused with the reason; the snapshot has the documented shape."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from server_control.session.session import Session
-from tests.support.sim import start_sim
+from tests.support.sim import WAVE, start_sim
+from tests.support.wait import until
 
-WAVE = "wave:12:20"  # 1..12 requests and back every 20 simulated seconds (1 s at x20)
-SNAPSHOT_KEYS = ["profile", "url", "attached", "run", "server", "spec", "last_change", "live", "series",
+SNAPSHOT_KEYS = ["profile", "url", "attached", "run", "server", "spec", "last_change", "threshold_change", "live", "series",
                  "switches", "per_mode", "gpus", "verify", "logs"]
 
-
-async def until(cond, timeout=45.0, what="condition"):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture

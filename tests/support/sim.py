@@ -22,6 +22,7 @@ __all__ = ["DEFAULT_LIFETIME_S", "DEFAULT_TIME_SCALE", "REPO_ROOT", "SimHandle",
 REPO_ROOT = launcher.PACKAGE_ROOT
 DEFAULT_TIME_SCALE = 20.0
 SimHandle = SimProcess
+WAVE = "wave:12:20"  # 1..12 requests and back every 20 simulated seconds (1 s at x20)
 
 
 def sim_argv(port: int, *extra_args: str, time_scale: float = DEFAULT_TIME_SCALE, **options) -> list[str]:
