@@ -194,7 +194,7 @@ async def _supervise(args, profile) -> int:
         if last.get("key") == key:
             return
         last["key"] = key
-        snap = sup.snapshot()
+        snap = sup.status_json()
         if args.json:
             print(json.dumps({"event": "state", "profile": profile.name, "time": time.time(), **snap}),
                   flush=True)

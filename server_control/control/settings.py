@@ -29,7 +29,7 @@ import httpx
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
 from server_control.protocol import decision as d
-from server_control.protocol import tp_ranks
+from server_control.protocol import rank_verdict
 from server_control.sanitize import clean_json, strip_controls
 from server_control.telemetry.http_poll import auth_headers, describe_error
 from server_control.telemetry.sample import intval
@@ -202,7 +202,7 @@ class Control:
                 if states and all(key not in s for s in states):
                     return change(requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
                 seen = [(_where(i, label, len(states)), _named(key, v))
-                        for i, s in enumerate(states) for label, v in tp_ranks.values_by_rank(s, key)]
+                        for i, s in enumerate(states) for label, v in rank_verdict.values_by_rank(s, key)]
                 if states and all(v == value for _, v in seen):
                     tp = len(seen) // len(states)
                     on = f"{len(states)} DP rank(s)" + (f" x {tp} TP ranks" if tp > 1 else "")

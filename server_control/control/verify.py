@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from server_control.model.verification import FAIL, PASS, PENDING, Verification, VerifyLayer
 from server_control.protocol import decision as d
-from server_control.protocol import tp_ranks
+from server_control.protocol import rank_verdict
 from server_control.telemetry.sample import Sample, intval
 from server_control.telemetry.series import is_forced
 
@@ -95,7 +95,7 @@ def switch_off(sample: Sample | None) -> tuple[str, str] | None:
         if dyn.get("active") is False and dyn.get("reason"):
             return f"{where}: active false", str(dyn["reason"])
         rows = dyn.get("ranks")
-        problem = tp_ranks.disagreement(rows) if isinstance(rows, list) else None
+        problem = rank_verdict.disagreement(rows) if isinstance(rows, list) else None
         if problem:
             return f"{where}.ranks: {problem}", f"TP ranks disagree: {problem}"
     return None
@@ -140,8 +140,9 @@ def initialisation(init_records: list[Record], not_active: list[Record], ready_r
 
 
 # -- 3. runtime ---------------------------------------------------------------------------
-class RuntimeWatch:
-    """Fed every poll (``observe``); judged against the switch timeline (``status``).
+class SwitchWatch:
+    """The runtime layer's watch (is the switch really taken?): fed every poll (``observe``);
+    judged against the switch timeline (``status``).
 
     The verdict is a function of the samples and switch events fed in, never of the wall
     clock or of the observer's poll interval: the screen and `specconsole verify` reach one

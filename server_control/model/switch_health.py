@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server_control.model.json_read import as_bool, as_int, as_num, as_obj, as_str
-from server_control.protocol import tp_ranks
+from server_control.protocol import rank_verdict
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class SwitchHealth:
         faults = []
         for i, d in enumerate(dynamics):
             rows = d.get("ranks") if isinstance(d, dict) else None
-            fault = tp_ranks.disagreement(rows) if isinstance(rows, list) else None
+            fault = rank_verdict.disagreement(rows) if isinstance(rows, list) else None
             if fault:
                 faults.append(f"DP{i} {fault}" if len(dynamics) > 1 else fault)
         verifies = sum(as_num(d.get("verifies")) or 0 for d in dyns)

@@ -69,7 +69,7 @@ class Session:
         self.store = store if store is not None else LogStore()
         self.panels = PanelSeries()
         self.timeline = ModeTimeline()
-        self.runtime = v.RuntimeWatch()
+        self.runtime = v.SwitchWatch()
         self.poller = HttpPoller(self.url, api_key, interval_s=poll_interval_s,
                                  records_fn=lambda: self.store.tail(400), on_sample=self._on_sample)
         self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
@@ -182,7 +182,7 @@ class Session:
             self._init.clear()
             self._not_active.clear()
             self._ready.clear()
-            self.runtime = v.RuntimeWatch()
+            self.runtime = v.SwitchWatch()
         self._log_path = path
         self._pipeline = None
         if path is None:

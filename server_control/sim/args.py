@@ -19,17 +19,17 @@ FAIL_BUILD_WHY = ("could not build the target-only (steps=0) runtime state: "
 
 def off_reason(a: argparse.Namespace) -> str | None:
     """Why the switch is off on every rank from the start (``--sim-fail-build-rank``), in the
-    SGLang patch's words (``tp_ranks.judge``), or None."""
+    SGLang patch's words (``rank_verdict.judge``), or None."""
     failed = a.sim_fail_build_rank
     if failed is None or not a.speculative_algorithm:
         return None
-    from server_control.protocol import tp_ranks
+    from server_control.protocol import rank_verdict
     settings = [a.speculative_disable_batch_threshold, a.speculative_disable_hysteresis,
                 a.speculative_disable_min_dwell_steps, a.speculative_disable_force_mode]
     facts = [{"active": r != failed, "reason": FAIL_BUILD_WHY if r == failed else None,
               "settings": settings,
               "sglang": SGLANG_VERSION, "patch": "sim"} for r in range(a.tp_size)]
-    return tp_ranks.judge(facts, 0).reason
+    return rank_verdict.judge(facts, 0).reason
 
 
 PROG = "python -m server_control.sim"

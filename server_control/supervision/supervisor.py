@@ -16,7 +16,7 @@ API (used by server_control.session.session and the headless commands)::
     sup.state        # starting | ready | unhealthy | crashed | stopped | fatal
     sup.restarts, sup.record, sup.exit_code, sup.fatal_reason, sup.fatal_tail (last 50 lines),
     sup.last_error, sup.backoff_history, sup.processes() -> [ProcInfo], sup.status() -> RunStatus,
-    sup.snapshot() -> dict (its JSON)
+    sup.status_json() -> dict (its JSON)
     (the "run" part of the session snapshot, docs/architecture.md).
 
 A launch holds the profile's record lock (and its port's) from the "already running?"
@@ -197,7 +197,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             runtime=MappingProxyType(dict(rec.runtime) if rec else {}), runtime_note=self.runtime_note,
             supervisor=self.supervisor_of())
 
-    def snapshot(self) -> dict[str, Any]:
+    def status_json(self) -> dict[str, Any]:
         """``status()`` as JSON (`specconsole supervise --json`)."""
         return self.status().to_json()
 

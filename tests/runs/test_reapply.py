@@ -59,7 +59,7 @@ async def test_runtime_settings_are_reapplied_after_a_crash_and_a_console_restar
         await settled(sup.profile.url, [8, "target_only"], "after the crash restart")
         assert sup.runtime_note == ("re-applied runtime settings after the restart: threshold 8 (profile 5), "
                                     "force_mode target_only (profile auto)")
-        assert sup.snapshot()["runtime_note"] == sup.runtime_note
+        assert sup.status_json()["runtime_note"] == sup.runtime_note
         assert not runs.load_record("ra").runtime_pending
         await sup.restart()                                                    # the console's restart
         groups.add(sup.record.pgid)

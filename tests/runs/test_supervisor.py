@@ -34,7 +34,7 @@ async def test_launch_ready_refusals_and_stop_leaves_nothing(make_profile, group
     # the sim's TP ranks are spawned children: the run has leader + 2 ranks (+ helpers)
     await until(lambda: len(sup.processes()) >= 3, what="leader and two TP ranks")
     pids = [p.pid for p in sup.processes()]
-    assert sup.snapshot()["state"] == RunState.READY and sup.snapshot()["pid"] == rec.pid
+    assert sup.status_json()["state"] == RunState.READY and sup.status_json()["pid"] == rec.pid
 
     with pytest.raises(RunConflict, match="already running: pid"):
         await Supervisor(profile).launch()
