@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import copy
 
+from server_control.model.load import Load
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot, SettingChange
 from server_control.model.vocabulary import Outcome
 from server_control.session.api import SessionLike
 from server_control.session.session import Session
-from server_control.telemetry.sample import Load, sample_from_server_info
+from server_control.telemetry.sample import sample_from_server_info
 from tests.cli.status_schema import RUN, problems, snapshot_schema
 from tests.console.fakes import FakeSession, sample_snapshot
 

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from server_control.model.json_read import as_bool, as_counts, as_int, as_list, as_num, as_obj, as_str
+from server_control.model.load import Load
 from server_control.model.run_status import RunStatus
 from server_control.model.switch_health import SwitchHealth
 from server_control.model.switch_rate import SwitchRate
@@ -28,7 +29,7 @@ MODES = ("speculative", "target_only")
 SERIES = ("batch", "gen_throughput", "accept_len", "threshold", "mode")
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 
-__all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LiveLoad", "LogStatus", "ModeShare", "Series",
+__all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LogStatus", "ModeShare", "Series",
            "ServerStatus", "SessionSnapshot", "SettingChange", "SpecStatus", "Switch", "Timeline"]
 
 
@@ -118,29 +119,6 @@ class SettingChange:
                    detail=as_str(raw.get("detail")) or "", ranks=tuple(x for x in as_list(raw.get("ranks"))
                                                                      if isinstance(x, bool)),
                    key=as_str(raw.get("key")))
-
-
-@dataclass(frozen=True)
-class LiveLoad:
-    batch: int | None = None
-    queue: int | None = None
-    token_usage: float | None = None
-    gen_throughput: float | None = None
-    accept_len: float | None = None
-    accept_rate: float | None = None
-    ts: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"batch": self.batch, "queue": self.queue, "token_usage": self.token_usage,
-                "gen_throughput": self.gen_throughput, "accept_len": self.accept_len,
-                "accept_rate": self.accept_rate, "ts": self.ts}
-
-    @classmethod
-    def from_json(cls, raw: object) -> LiveLoad:
-        r = as_obj(raw)
-        return cls(batch=as_int(r.get("batch")), queue=as_int(r.get("queue")), token_usage=as_num(r.get("token_usage")),
-                   gen_throughput=as_num(r.get("gen_throughput")), accept_len=as_num(r.get("accept_len")),
-                   accept_rate=as_num(r.get("accept_rate")), ts=as_num(r.get("ts")))
 
 
 def _points(raw: object) -> tuple[Point, ...]:
@@ -288,7 +266,7 @@ class SessionSnapshot:
     server: ServerStatus = ServerStatus()
     spec: SpecStatus = SpecStatus()
     last_change: SettingChange | None = None   # the last runtime setting change, of any key
-    live: LiveLoad = LiveLoad()
+    live: Load = Load()   # the load of the last poll the server answered (its ts)
     series: Series = Series()
     timeline: Timeline = Timeline()
     gpus: GpuStatus = GpuStatus()
@@ -325,7 +303,7 @@ class SessionSnapshot:
                    run=RunStatus.from_json(r.get("run")), server=ServerStatus.from_json(r.get("server")),
                    spec=SpecStatus.from_json(r.get("spec")),
                    last_change=SettingChange.from_json(r.get("last_change", r.get("threshold_change"))),
-                   live=LiveLoad.from_json(r.get("live")), series=Series.from_json(r.get("series")),
+                   live=Load.from_json(r.get("live")), series=Series.from_json(r.get("series")),
                    timeline=Timeline.from_json(r.get("switches"), r.get("per_mode")),
                    gpus=GpuStatus.from_json(r.get("gpus")), verify=Verification.from_json(r.get("verify")),
                    logs=LogStatus.from_json(r.get("logs")))

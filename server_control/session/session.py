@@ -21,10 +21,10 @@ from server_control.control import verify as v
 from server_control.control.guard import SettingGuard, shown
 from server_control.control.settings import Control, change
 from server_control.logs import LogPipeline, LogStore
+from server_control.model.load import Load
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import (
     MODES,
-    LiveLoad,
     LogStatus,
     ModeShare,
     Series,
@@ -345,9 +345,7 @@ class Session:
                                 model=s.model if s else None, tp_size=s.tp_size if s else None,
                                 dp_size=s.dp_size if s else None, version=s.version if s else None),
             spec=self._spec(g), last_change=self.last_change,
-            live=LiveLoad(batch=load.batch, queue=load.queue, token_usage=load.token_usage,
-                          gen_throughput=load.gen_throughput, accept_len=load.accept_len,
-                          accept_rate=load.accept_rate, ts=g.ts) if g and load else LiveLoad(),
+            live=replace(load, source=None, ts=g.ts) if g and load else Load(),   # source: not in the JSON
             series=self._series_now(), timeline=self._timeline_now(s), gpus=self.nvml.snapshot(),
             verify=self.verification(),
             logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None))

@@ -14,7 +14,8 @@ from server_control.control.verify import (
     layer,
     summary,
 )
-from server_control.telemetry.sample import Load, Sample, sample_from_server_info
+from server_control.model.load import Load
+from server_control.telemetry.sample import Sample, sample_from_server_info
 
 K = "speculative_disable_batch_threshold"
 

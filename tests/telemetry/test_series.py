@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace as Rec
 
-from server_control.telemetry.sample import Load, Sample, sample_from_server_info
+from server_control.model.load import Load
+from server_control.telemetry.sample import Sample, sample_from_server_info
 from server_control.telemetry.series import ModeTimeline, PanelSeries, dp_group, per_mode
 
 
