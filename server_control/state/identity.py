@@ -143,6 +143,32 @@ def _descendants(p: psutil.Process) -> list[psutil.Process]:
         return []
 
 
+def _add_group_and_session(leader: psutil.Process, found: dict[int, psutil.Process]) -> None:
+    """Add the processes of the leader's process group or session started after it."""
+    pgid: int | None
+    sid: int | None
+    try:
+        pgid, sid = os.getpgid(leader.pid), os.getsid(leader.pid)
+    except OSError:
+        pgid = sid = None
+    try:
+        earliest = started_at(leader)   # nothing older than the leader is of its run
+    except psutil.Error:
+        pgid = None
+    if pgid is None:
+        return
+    for p in psutil.process_iter():
+        if p.pid in found:
+            continue
+        try:
+            if started_at(p) < earliest:
+                continue
+            if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid:
+                found[p.pid] = p
+        except (psutil.Error, OSError):
+            continue
+
+
 def run_processes(ident: RunIdentity) -> list[psutil.Process]:
     """Every live process of the run (never our own process), sorted by pid."""
     found: dict[int, psutil.Process] = {}
@@ -151,27 +177,7 @@ def run_processes(ident: RunIdentity) -> list[psutil.Process]:
         found[leader.pid] = leader
         for c in _descendants(leader):
             found.setdefault(c.pid, c)
-        pgid: int | None
-        sid: int | None
-        try:
-            pgid, sid = os.getpgid(leader.pid), os.getsid(leader.pid)
-        except OSError:
-            pgid = sid = None
-        try:
-            earliest = started_at(leader)   # nothing older than the leader is of its run
-        except psutil.Error:
-            pgid = None
-        if pgid is not None:
-            for p in psutil.process_iter():
-                if p.pid in found:
-                    continue
-                try:
-                    if started_at(p) < earliest:
-                        continue
-                    if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid:
-                        found[p.pid] = p
-                except (psutil.Error, OSError):
-                    continue
+        _add_group_and_session(leader, found)
     for pid, ct, ticks in ident.members:
         if pid in found:
             continue
