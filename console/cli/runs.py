@@ -185,7 +185,7 @@ def cmd_supervise(args) -> int:
     return _with_profile(args, _supervise)
 
 
-async def _supervise(args, profile) -> int:
+async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split (issue 18)
     last: dict = {}
 
     def report(sup: Supervisor) -> None:

@@ -107,7 +107,7 @@ def _check_ranks(dyn: Any, output: Any) -> Any:
     return type(output)(updated=False)
 
 
-def patch(module: Any, off_reason: str | None = None) -> None:
+def patch(module: Any, off_reason: str | None = None) -> None:  # noqa: C901 - over 15: to be split (issue 18)
     cls = module.SchedulerInternalStateController
     if getattr(cls, "_specconsole_patched", False):
         return
