@@ -24,11 +24,12 @@ def top_k_renorm_prob(probs, top_k):
 
 
 def top_p_renorm_prob(probs, top_p):
-    """Keep the smallest prefix (by descending probability) whose mass reaches top_p."""
+    """Drop each token whose higher-ranked mass already exceeds top_p (SGLang's pytorch
+    sampler: the top token always stays), renormalise."""
     p = _as_col(top_p, probs).to(probs.dtype)
     sorted_p, order = probs.sort(dim=-1, descending=True)
     before = sorted_p.cumsum(dim=-1) - sorted_p
-    sorted_p = torch.where(before < p, sorted_p, torch.zeros_like(sorted_p))
+    sorted_p = torch.where(before > p, torch.zeros_like(sorted_p), sorted_p)  # as sampler.py
     kept = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
     return kept / kept.sum(dim=-1, keepdim=True)
 
