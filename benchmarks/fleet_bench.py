@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.console_bench import PtyConsole
-from server_control.sim.launcher import start_sim
+from server_control.proc.sim_launcher import start_sim
 
 SORT_CYCLE = ("host", "state", "mode", "threshold", "batch", "tok_s", "accept_len", "marks", "restarts",
               "gpu_util", "name", "host")
@@ -140,7 +140,7 @@ def bench(members: int, seconds: float, kind: str, tmp: Path, traffic: str = "wa
 
 
 def _ports(n: int) -> list[int]:
-    from server_control.ports import free_port
+    from server_control.proc.ports import free_port
     ports: list[int] = []
     while len(ports) < n:
         p = free_port()

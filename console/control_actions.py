@@ -13,21 +13,22 @@ from typing import TYPE_CHECKING, Any
 
 from console.screens.confirm import confirm
 from console.screens.prompt import PromptScreen
-from server_control.decision import FORCE_CHOICES, validate_threshold
-from server_control.operation import OperationResult
+from server_control.model import vocabulary
+from server_control.model.operation import OperationResult
+from server_control.protocol.decision import FORCE_CHOICES, validate_threshold
 
 if TYPE_CHECKING:
     from textual.app import App
 
-    from server_control.session_api import SessionLike
-    from server_control.snapshot import SessionSnapshot
+    from server_control.model.snapshot import SessionSnapshot
+    from server_control.session.api import SessionLike
 
     _Base = App[Any]
 else:
     _Base = object
 
 NEVER = "N=0 means never disable: speculate at every decode batch, however large"
-LIVE_STATES = ("ready", "starting", "unhealthy", "external")
+LIVE_STATES = (*vocabulary.LIVE_STATES, vocabulary.EXTERNAL_STATE)
 
 
 class ControlActions(_Base):
@@ -44,7 +45,7 @@ class ControlActions(_Base):
     def _current_threshold(self) -> int | None:
         if self._desired is not None:
             return self._desired
-        change = self.snapshot.threshold_change
+        change = self.snapshot.last_change
         if change is not None and change.state == "pending" and isinstance(change.requested, int):
             return change.requested
         return self.snapshot.spec.threshold
@@ -146,7 +147,7 @@ class ControlActions(_Base):
             self.push_screen(confirm(f"Restart the {self.what}? {self._runtime_fate()}"), self._restart_answer)
 
     def _runtime_fate(self) -> str:
-        """What a restart does to the settings changed at runtime (server_control/runtime_settings.py)."""
+        """What a restart does to the settings changed at runtime (server_control/supervision/carried_settings.py)."""
         changed = ", ".join(f"{k.removeprefix('speculative_disable_')}={v}"
                             for k, v in self.snapshot.run.runtime.items())
         if not changed:

@@ -2,7 +2,7 @@
 `specconsole supervise --handed-off` of that run: its own session (no terminal, so a
 closed SSH link does not end it), its output in ``<state dir>/logs/<name>/supervise-*.log``.
 It records itself in the run record (``supervisor``, kind ``handoff``); `status` names it;
-the next console takes the run back from it (server_control/supervisor_role.py).
+the next console takes the run back from it (server_control/supervision/ownership.py).
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from server_control.session_runs import ProfileRun
-from server_control.state_files import open_private
+from server_control.session.run_backends import ProfileRun
+from server_control.state.private_files import open_private
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,7 @@ def hand_off(session, target_args: list[str]) -> HandOff | None:
     run = getattr(session, "run", None)
     if not isinstance(run, ProfileRun) or not run.needs_handoff:
         return None
-    sup = run.sup
-    log_dir = Path(sup.state_dir) / "logs" / sup.profile.name
+    log_dir = run.handoff_log_dir()
     log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     log_path = log_dir / f"supervise-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     fd = open_private(log_path)

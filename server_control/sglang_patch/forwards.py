@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from server_control import decision
+from server_control.protocol import decision
+from server_control.protocol.spec_metrics import FORWARD_PARTS
 from server_control.sglang_patch.wrapping import wrap_methods
-from server_control.spec_metrics import FORWARD_PARTS
 
 _replays = [0]  # draft-extend graph replays in this process
 

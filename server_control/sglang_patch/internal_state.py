@@ -8,7 +8,7 @@
     rank handles the broadcast request at the same point of its loop) and returns the
     value for SGLang's ``get_context().override`` so readbacks show it.
   * ``set_internal_state``: after SGLang's own, the overrides log is compacted; with
-    TP > 1 every rank's values are gathered (``ranks.gather_live``): the answer (TP0's)
+    TP > 1 every rank's values are gathered (``rank_agreement.gather_live``): the answer (TP0's)
     is ``true`` only when every rank holds the same values, and ranks that disagree turn
     the switch off on every rank (one ``NOT active`` line naming them).
   * ``get_internal_state``: each entry of ``/server_info`` ``internal_states`` gets the
@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from server_control import decision, tp_ranks
-from server_control.sglang_patch import gate, metrics, overrides, ranks
+from server_control.protocol import decision, rank_verdict
+from server_control.sglang_patch import gate, metrics, overrides, rank_agreement
 from server_control.sglang_patch.fields import NEW_FIELDS, VALIDATORS
 from server_control.sglang_patch.wrapping import wrap_methods
 
@@ -96,12 +96,12 @@ def _publish(state: dict[str, Any], dyn: Any, reason: str | None, live: list[Any
 def _check_ranks(dyn: Any, output: Any, failure: BaseException | None = None) -> Any:
     """After a set: every TP rank must hold the same values, else all turn the switch off.
     ``failure``: SGLang's own set failed on this rank (it still takes part, then raises)."""
-    rows = ranks.gather_live(dyn, failure) if dyn is not None else None
+    rows = rank_agreement.gather_live(dyn, failure) if dyn is not None else None
     if failure is not None:
         raise failure
     if not rows:
         return output
-    problem = tp_ranks.disagreement(rows)
+    problem = rank_verdict.disagreement(rows)
     if problem is None:
         return output
     if dyn.active:
@@ -110,14 +110,14 @@ def _check_ranks(dyn: Any, output: Any, failure: BaseException | None = None) ->
     return type(output)(updated=False)
 
 
-def _cache(controller: Any) -> ranks.LiveCache:
+def _cache(controller: Any) -> rank_agreement.LiveCache:
     cache = controller.__dict__.get("_specconsole_live")
-    if not isinstance(cache, ranks.LiveCache):
-        cache = controller._specconsole_live = ranks.LiveCache()
+    if not isinstance(cache, rank_agreement.LiveCache):
+        cache = controller._specconsole_live = rank_agreement.LiveCache()
     return cache
 
 
-def patch(module: Any, off_reason: str | None = None) -> None:
+def patch(module: Any, off_reason: str | None = None) -> None:  # noqa: C901 - over 15: to be split (issue 18)
     cls = module.SchedulerInternalStateController
     if getattr(cls, "_specconsole_patched", False):
         return

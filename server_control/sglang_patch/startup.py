@@ -4,12 +4,12 @@
 
   1. this rank's plan: whether it will build (its set-up refusal, if any) and its free
      memory against an estimate of the steps=0 state (``memory_plan``);
-  2. the TP group agrees (``ranks.settle``: the TCPStore, no collective) BEFORE any rank
+  2. the TP group agrees (``rank_agreement.settle``: the TCPStore, no collective) BEFORE any rank
      builds; unless every rank said yes, no rank builds and every rank logs the same
      ``NOT active`` line naming the ranks and why;
   3. the build (``worker.build_states``), measured (free memory before and after, per
      rank: GPU memory on a GPU, host memory on the CPU);
-  4. every rank confirms its build (``ranks.confirm_built``). A build that fails on one
+  4. every rank confirms its build (``rank_agreement.confirm_built``). A build that fails on one
      rank after the agreement stops the server, with the failure named on every rank
      that gets there: with CUDA graphs the build runs collectives (a ``barrier()`` per
      captured bucket and all-reduces in warm-up), so the other ranks may be waiting in
@@ -28,8 +28,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from server_control import decision
-from server_control.sglang_patch import ranks
+from server_control.protocol import decision
+from server_control.sglang_patch import rank_agreement
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 GIB = 1024 ** 3
@@ -97,7 +97,7 @@ def prepare(worker: Any, module: Any, free_before: float | None) -> None:
     dyn = worker._dynspec
     plan = memory_plan(free_before, free_gib(worker))
     refusal = memory_refusal(plan) if dyn.active else None
-    if not ranks.settle(dyn, refusal, memory=plan):
+    if not rank_agreement.settle(dyn, refusal, memory=plan):
         return
     before = free_gib(worker)
     failure = None
@@ -108,10 +108,10 @@ def prepare(worker: Any, module: Any, free_before: float | None) -> None:
     after = free_gib(worker)
     used = None if before is None or after is None else round(before - after, 3)
     dyn.state_memory = dict(plan, used_gib=used)
-    if failure is not None and ranks.tp_group() is None:
+    if failure is not None and rank_agreement.tp_group() is None:
         dyn.deactivate(failure)  # one rank: nobody waits in a collective of the build
         return
-    ranks.confirm_built(dyn, failure)  # raises BuildFailed when any rank failed
+    rank_agreement.confirm_built(dyn, failure)  # raises BuildFailed when any rank failed
     if used is not None:
         logger.info(f"Dynamic speculation: target-only (steps=0) state took {used:.3f} GiB "
                     f"(estimate {plan['estimate_gib']} GiB, free before {before:.2f} GiB)")

@@ -27,7 +27,7 @@ import os
 import time
 from typing import Any
 
-from server_control import decision
+from server_control.protocol import decision
 from server_control.sglang_patch import forwards, gate, metrics, overrides, refusals
 from server_control.sglang_patch.wrapping import wrap_methods
 
@@ -55,10 +55,10 @@ class DynamicSpeculation:
         self.reason = reason
         self.normal_state = None
         self.target_only_state = None
-        self.verdict = None  # ranks.Verdict once the TP group agreed
+        self.verdict = None  # rank_agreement.Verdict once the TP group agreed
         self.step_forced: bool | None = None  # this decode step forced target-only?
         self.worker = worker
-        self.run = 0  # the agreement's run number (ranks.settle)
+        self.run = 0  # the agreement's run number (rank_agreement.settle)
         self.state_memory: dict[str, Any] | None = None  # startup.prepare: GiB, this rank
         self.forwards: dict[str, Any] | None = None  # graph / eager counts per mode
         self.limits: dict[str, Any] | None = None  # startup.server_limits()

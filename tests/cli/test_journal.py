@@ -6,8 +6,8 @@ import getpass
 import json
 import socket
 
-from server_control import runs
-from tests.cli.test_runs import cli
+from server_control.state import runs
+from tests.support.cli import cli
 
 
 def test_journal_lists_changes_and_lifecycle_with_who(make_profile, groups, state_dir):

@@ -16,15 +16,16 @@ import signal
 
 import psutil
 
-from server_control import process, runs
+from server_control.state import identity, runs
 
 PAIRS = 50
 
 
 def _worker(profile_path: str, state_dir: str, barrier, results, rounds: int) -> None:
     os.environ["SPECCONSOLE_STATE_DIR"] = state_dir
-    from server_control.profile import load_profile
-    from server_control.supervisor import RunConflict, Supervisor
+    from server_control.config.profile import load_profile
+    from server_control.state.runs import RunConflict
+    from server_control.supervision.supervisor import Supervisor
     profile = load_profile(profile_path)
     for _ in range(rounds):
         barrier.wait()
@@ -70,7 +71,7 @@ def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, group
             if kinds.count("launched") != 1:
                 tally["double launch"] += 1
             rec = runs.load_record("race")
-            tracked = {p.pid for p in process.run_processes(rec.identity())} if rec else set()
+            tracked = {p.pid for p in identity.run_processes(rec.identity())} if rec else set()
             stray = [p for p in _servers_on(port) if p.pid not in tracked]
             tally["untracked servers"] += len(stray)
             for p in stray:
@@ -78,8 +79,8 @@ def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, group
                 os.killpg(os.getpgid(p.pid), signal.SIGKILL)
             if rec is not None:
                 groups.add(rec.pgid)
-                from server_control.profile import load_profile
-                from server_control.supervisor import Supervisor
+                from server_control.config.profile import load_profile
+                from server_control.supervision.supervisor import Supervisor
                 sup = Supervisor(load_profile(path))
                 sup.adopt()
                 res = asyncio.run(sup.stop(grace=2.0))

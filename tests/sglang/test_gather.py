@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs torch (installed with sglang)")
 pytestmark = pytest.mark.sglang
 
-from server_control.ports import free_port  # noqa: E402
+from server_control.proc.ports import free_port  # noqa: E402
 
 SNAP = {"active": True, "threshold": 4, "hysteresis": 1, "min_dwell_steps": 10,
         "force": "auto", "mode": "speculative", "num_steps": 3, "switch_count": 0,
@@ -24,18 +24,18 @@ def _rank(rank: int, port: int, out) -> None:
 
     import torch.distributed as dist
 
-    from server_control.sglang_patch import ranks
-    from server_control.tp_ranks import Verdict
-    os.environ[ranks.GATHER_EVERY_ENV] = "3"
+    from server_control.protocol.rank_verdict import Verdict
+    from server_control.sglang_patch import rank_agreement
+    os.environ[rank_agreement.GATHER_EVERY_ENV] = "3"
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2)
-    ranks.tp_group = lambda: SimpleNamespace(world_size=2, cpu_group=dist.group.WORLD)
+    rank_agreement.tp_group = lambda: SimpleNamespace(world_size=2, cpu_group=dist.group.WORLD)
     dyn = SimpleNamespace(verdict=Verdict(True, None, True), snapshot=lambda: dict(SNAP))
     failure = RuntimeError("boom") if rank == 1 else None
-    first = ranks.gather_live(dyn, failure)  # TP1's own readback failed before this
+    first = rank_agreement.gather_live(dyn, failure)  # TP1's own readback failed before this
     broken = SimpleNamespace(verdict=dyn.verdict, snapshot=lambda: 1 / 0)
-    second = ranks.gather_live(broken if rank == 0 else dyn)  # TP0's snapshot raises
-    cache = ranks.LiveCache()
+    second = rank_agreement.gather_live(broken if rank == 0 else dyn)  # TP0's snapshot raises
+    cache = rank_agreement.LiveCache()
     gathered = []
     for _ in range(7):  # requests 0..6: gathers at 0, 3, 6 on both ranks
         before = cache.rows

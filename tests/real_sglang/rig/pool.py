@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from server_control.ports import free_port
+from server_control.proc.ports import free_port
 
 from .build import Rig, ensure_models, omp_bind, server_args, server_env
 from .server import RigServer, plain_launch_argv
@@ -83,6 +83,7 @@ class OneAtATime:
             self.server = self.launcher(self.rig, spec, self.log_dir, self.lifetime_s)
             self.server.wait_ready(timeout_s=900)
             self.ready_s[spec.name] = time.monotonic() - t0
+        assert self.server is not None
         return self.server
 
     def close(self) -> None:

@@ -38,7 +38,7 @@ def install() -> None:
     wanted = faults()
     if not wanted:
         return
-    from server_control.sglang_patch import ranks, refusals, startup, worker
+    from server_control.sglang_patch import rank_agreement, refusals, startup, worker
 
     if "refuse" in wanted:
         orig_reason = refusals.reason
@@ -74,7 +74,7 @@ def install() -> None:
                     worker.build_states(w, module)
                 except Exception as exc:  # noqa: BLE001
                     failure = f"could not build the target-only (steps=0) runtime state: {exc!r}"
-            if ranks.settle(dyn, failure):
+            if rank_agreement.settle(dyn, failure):
                 worker.announce(dyn)
 
         startup.prepare = prepare
