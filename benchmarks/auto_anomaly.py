@@ -3,8 +3,8 @@
     python -m benchmarks.auto_anomaly [--levels 8] [--rounds 3] [--warmup 3] [--measure 10]
                                       [--models trained] [--url URL] [--json] [--out FILE]
 
-One patched server (the rig's trained pair, ``--enable-metrics``, threshold = the top
-level so auto speculates at every level), and in every round, in this order:
+One patched server (the rig's trained pair, ``--enable-metrics``, threshold = twice the
+top level so auto speculates at every level), and in every round, in this order:
 
   target_only_a        forced target-only (what the old harness ran before each
                        forced-speculative cell)
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                                 Path(tmp), 7200)
                 server.wait_ready(timeout_s=900)
                 url = server.url
-            mode_cost.set_threshold(url, max(opts.levels))
+            mode_cost.set_threshold(url, 2 * max(opts.levels))
             result = asyncio.run(run(url, opts))
         finally:
             if server is not None:

@@ -12,8 +12,11 @@ rotated each round:
   plain        the plain server
   speculative  the patched server, forced speculative
   target_only  the patched server, forced target-only
-  auto         the patched server, force auto, threshold ``--auto-threshold`` (default the
-               top level: auto then speculates at every level and must equal speculative)
+  auto         the patched server, force auto, threshold ``--auto-threshold`` (default twice
+               the top level: auto then speculates at every level and must equal speculative;
+               at c = N a closed loop briefly holds c + 1 requests, a finished one not yet
+               freed beside its successor, which switches auto to target-only, and the
+               hysteresis keeps it there while the batch stays at N)
 
 The server not being measured is paused (SIGSTOP of its process group; SIGCONT before its
 own window), so the two never share the CPU. Before each window the server is drained
@@ -67,8 +70,9 @@ def _signal(group: int | None, sig: int) -> None:
 
 
 def _expected_problem(arm: Arm, row: dict, threshold: int | None) -> str | None:
-    """Auto at or below its threshold never exceeds N: every step must be speculative."""
-    if arm.force != AUTO or threshold is None or row["concurrency"] > threshold:
+    """Auto with c clients holds at most 2c requests (each client's finished request not yet
+    freed beside its next one): at 2c <= N every step must be speculative."""
+    if arm.force != AUTO or threshold is None or 2 * row["concurrency"] > threshold:
         return None
     steps = (row.get("steps") or {}).get("steps")
     if steps and steps.get(decision.TARGET_ONLY):
@@ -205,9 +209,9 @@ def measure_plain(url: str, opts: argparse.Namespace) -> dict:
 
 
 def measure_patched(url: str, opts: argparse.Namespace) -> dict:
-    """The three patched arms interleaved, auto at the top level's threshold."""
-    set_threshold(url, max(opts.levels))
-    return asyncio.run(interleaved(patched_arms(url), opts, max(opts.levels)))
+    """The three patched arms interleaved, auto at twice the top level's threshold."""
+    set_threshold(url, 2 * max(opts.levels))
+    return asyncio.run(interleaved(patched_arms(url), opts, 2 * max(opts.levels)))
 
 
 def _levels(text: str) -> list[int]:
@@ -222,7 +226,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--measure", type=float, default=10.0)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3, help="rounds of every arm per level")
-    p.add_argument("--auto-threshold", type=int, help="auto's threshold (default: top level)")
+    p.add_argument("--auto-threshold", type=int, help="auto's threshold (default: 2 x top level)")
     p.add_argument("--plain-url", help="a running plain server (else one is started)")
     p.add_argument("--url", help="a running patched server (else one is started)")
     p.add_argument("--models", default="trained", help="the rig pair (default trained)")
@@ -238,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.real_sglang.rig.build import ensure_rig
     from tests.real_sglang.rig.pool import Spec, launch
 
-    threshold = opts.auto_threshold or max(opts.levels)
+    threshold = opts.auto_threshold or 2 * max(opts.levels)
     servers = []
     with tempfile.TemporaryDirectory(prefix="mode-cost-") as tmp:
         rig = ensure_rig()

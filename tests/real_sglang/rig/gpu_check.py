@@ -159,7 +159,7 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
 def _mode_cost(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict]:
     patched = mode_cost.measure_patched(url, opts)
     both = {"per_mode": {**pool.cache["plain"]["per_mode"], **patched["per_mode"]}}
-    summary = mode_cost.summarise(both, opts.levels, max(opts.levels))
+    summary = mode_cost.summarise(both, opts.levels, 2 * max(opts.levels))
     pool.cache["mode_cost"] = summary
     assert summary["errors"] == 0, f"{summary['errors']} failed requests"
     assert not summary["problems"], summary["problems"]
