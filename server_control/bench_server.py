@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from server_control import decision
+from server_control.protocol import decision
 
 MAX_BODY = 4 * 1024 * 1024  # bytes read from /metrics or /server_info, at most
 PASSES = "sglang:cuda_graph_passes_total"

@@ -29,7 +29,8 @@ from typing import Any
 
 import httpx
 
-from server_control import bench_server, decision, spec_metrics
+from server_control import bench_server
+from server_control.protocol import decision, spec_metrics
 
 PROMPT = "Summarise the trade-offs of speculative decoding under heavy load. " * 4
 
@@ -209,7 +210,15 @@ def level_cell(concurrency: int, mode: str, rounds: list[dict[str, Any]]) -> dic
                                   if total else None),
             "errors": sum(r["errors"] for r in rounds), "tokens": sum(r["tokens"] for r in rounds),
             "problems": [r["problem"] for r in rounds if r.get("problem")],
-            "server": rounds[-1].get("server"), "rounds": rounds}
+            "server": _published(rounds), "rounds": rounds}
+
+
+def _published(rounds: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The patch's /metrics window of the last round that saw them published (they are
+    published every --decode-log-interval steps: a short window may see none)."""
+    with_steps = [r["server"] for r in rounds
+                  if r.get("server") and r["server"].get("target_only_share") is not None]
+    return with_steps[-1] if with_steps else rounds[-1].get("server")
 
 
 async def sweep(url: str, levels: list[int], *, modes: Sequence[str] = (decision.SPECULATIVE, decision.TARGET_ONLY),

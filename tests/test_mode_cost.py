@@ -6,7 +6,8 @@ import threading
 from pathlib import Path
 
 from benchmarks import mode_cost
-from server_control import decision, loadgen
+from server_control import loadgen
+from server_control.protocol import decision
 
 
 def _state(pid: int) -> str:

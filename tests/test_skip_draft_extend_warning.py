@@ -1,7 +1,7 @@
 """The warning for SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND says what it costs, with a number."""
 import logging
 
-from server_control import decision
+from server_control.protocol import decision
 from server_control.sglang_patch import worker
 
 
