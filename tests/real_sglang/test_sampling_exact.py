@@ -11,7 +11,8 @@ while the requests run; the plain server (the target alone) gives the reference.
 * JSON-schema constrained generation (xgrammar) under flips: valid JSON of the schema,
   and the same tokens as the plain server (greedy);
 * sampled (temperature 1.0, top_p 0.9): the first token (sampled by the prefill) and the
-  second and fourth (sampled by decode steps, the ones a mode changes) of 2,000 requests,
+  second and third (sampled by decode steps, the ones a mode changes) of 2,000 requests
+  (all in one batch: the servers get a KV pool for 40,000 tokens),
   a chi-square homogeneity test against the plain server's 2,000. Negative control: the
   same test against the plain server sampling at temperature 0.7 (a deliberately skewed
   sampler) must reject. Target-only steps must pass (``sglang_patch/target_only_sampling.py``;
@@ -21,7 +22,8 @@ while the requests run; the plain server (the target alone) gives the reference.
   speculative and flips (half their steps speculative) therefore differ from plain on
   this rig. On a GPU the sampling kernel samples; the CPU rig cannot show that.
 
-One server at a time (rig/pool.py): the plain server's references first, then the patched.
+One server at a time (rig/pool.py), in file order: the plain server's greedy references,
+the patched server's greedy checks, the plain server's samples, the patched server's.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import time
 
 import pytest
 
-from server_control import decision
+from server_control.protocol import decision
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import switching as sw
 from tests.real_sglang.rig.pool import OneAtATime, Spec
@@ -38,6 +40,7 @@ from tests.real_sglang.rig.pool import OneAtATime, Spec
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1800)]
 
 MODELS = "random"
+KV = ("--max-total-tokens", "40000")  # 2,000 requests of 15 tokens decode as one batch
 PROMPTS = [[(7 * i + 3 * k) % 400 + 20 for k in range(12 + i)] for i in range(4)]
 PENALTIES = {"frequency_penalty": 0.6, "presence_penalty": 0.4, "repetition_penalty": 1.3}
 SAMPLES = 2000
@@ -92,7 +95,7 @@ def under(server, mode: str, fn):
         sw.force(server, decision.AUTO)
 
 
-POSITIONS = (0, 1, 3)  # the prefill's token, the first and the third decode step's
+POSITIONS = (0, 1, 2)  # the prefill's token, the first and the second decode step's
 
 
 def tokens_at(outs: list[dict]) -> list[list[int]]:
@@ -116,35 +119,35 @@ def chi_square_p(a: list[int], b: list[int]) -> float:
 
 
 def references(pool: OneAtATime) -> dict:
+    """The plain server's greedy references (penalties, logprobs, json schema)."""
     if "plain" not in pool.cache:
-        plain = pool.get(Spec(MODELS, patched=False))
-        sampled = generate(plain, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 4, **SAMPLED})
-        skewed = generate(plain, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 4, **SKEWED})
+        plain = pool.get(Spec(MODELS, patched=False, extra=KV))
+        json_outs = generate(plain, PROMPTS, {"max_new_tokens": 48, "temperature": 0,
+                                              "json_schema": json.dumps(SCHEMA)})
         pool.cache["plain"] = {
             "penalties": [o["output_ids"] for o in generate(
                 plain, PROMPTS, {"max_new_tokens": 40, "temperature": 0, **PENALTIES})],
             "logprobs": generate(plain, PROMPTS, {"max_new_tokens": 24, "temperature": 0},
                                  return_logprob=True, top_logprobs_num=5),
-            "json": [o["output_ids"] for o in generate(
-                plain, PROMPTS, {"max_new_tokens": 48, "temperature": 0,
-                                 "json_schema": json.dumps(SCHEMA)})],
-            "json_text": [o["text"] for o in generate(
-                plain, PROMPTS, {"max_new_tokens": 48, "temperature": 0,
-                                 "json_schema": json.dumps(SCHEMA)})],
-            "sampled": tokens_at(sampled), "skewed": tokens_at(skewed)}
+            "json": [o["output_ids"] for o in json_outs],
+            "json_text": [o["text"] for o in json_outs]}
     return pool.cache["plain"]
 
 
+def sampled_references(pool: OneAtATime) -> dict:
+    """The plain server's 2,000 samples at temperature 1.0 and at 0.7 (the control)."""
+    if "plain sampled" not in pool.cache:
+        plain = pool.get(Spec(MODELS, patched=False, extra=KV))
+        pool.cache["plain sampled"] = {
+            "sampled": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES,
+                                          {"max_new_tokens": 3, **SAMPLED})),
+            "skewed": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES,
+                                         {"max_new_tokens": 3, **SKEWED}))}
+    return pool.cache["plain sampled"]
+
+
 def patched(pool: OneAtATime):
-    return pool.get(Spec(MODELS))
-
-
-def test_the_chi_square_test_catches_a_skewed_sampler(pool):
-    """Negative control first: plain at temperature 1.0 vs plain at 0.7, 2,000 each."""
-    ref = references(pool)
-    ps = [chi_square_p(a, b) for a, b in zip(ref["sampled"], ref["skewed"], strict=True)]
-    report("sampling: skewed control", **{f"p_token{k}": p for k, p in zip(POSITIONS, ps)})
-    assert all(p < P_REJECT for p in ps), ps
+    return pool.get(Spec(MODELS, extra=KV))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -192,12 +195,20 @@ def test_json_schema_under_flips_is_valid_and_equal_plain(pool):
     report("json schema under flips", flips=flips)
 
 
+def test_the_chi_square_test_catches_a_skewed_sampler(pool):
+    """Negative control first: plain at temperature 1.0 vs plain at 0.7, 2,000 each."""
+    ref = sampled_references(pool)
+    ps = [chi_square_p(a, b) for a, b in zip(ref["sampled"], ref["skewed"], strict=True)]
+    report("sampling: skewed control", **{f"p_token{k}": p for k, p in zip(POSITIONS, ps)})
+    assert all(p < P_REJECT for p in ps), ps
+
+
 @pytest.mark.parametrize("mode", [decision.TARGET_ONLY, "flips", decision.SPECULATIVE])
 def test_sampled_distribution(pool, mode):
-    ref = references(pool)
+    ref = sampled_references(pool)
     server = patched(pool)
     outs, flips = under(server, mode, lambda: generate(
-        server, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 4, **SAMPLED}))
+        server, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 3, **SAMPLED}))
     got = tokens_at(outs)
     ps = [chi_square_p(a, b) for a, b in zip(ref["sampled"], got, strict=True)]
     report(f"sampling {mode}", flips=flips, **{f"p_token{k}": p for k, p in zip(POSITIONS, ps)},
