@@ -1,84 +1,192 @@
 """What each mode really costs on the real server: the CPU rig's trained EAGLE-3 pair.
 
-    python -m benchmarks.mode_cost [--levels 1,2,4,8,16] [--warmup 3] [--measure 10]
-                                   [--max-tokens 64] [--json] [--out FILE]
+    python -m benchmarks.mode_cost [--levels 1,2,4,8,16] [--rounds 3] [--warmup 3]
+                                   [--measure 10] [--max-tokens 64] [--auto-threshold N]
+                                   [--json] [--out FILE]
 
-Builds the rig (tests/real_sglang/rig: tiny target + draft trained on a period-12 language,
-so the draft accepts ~3 tokens per step while its KV cache is warm), then measures with
-the real ``specconsole bench --url`` (closed-loop streaming clients, tok/s in a window
-after a warm-up):
-(level by level, ``--repeat`` rounds of every mode, each cell the median of its rounds):
-  1. a plain SGLang server (the target alone, no speculation)          -> plain
-  2. the patched server, forced speculative and forced target-only       -> crossover,
-     suggested threshold (the largest level below the crossover)
-  3. the same server in auto at the suggested threshold                  -> auto
-and prints tok/s per mode and level, the crossover, target-only / plain (what keeping the
-draft warm costs: target-only still runs a one-token verify and a draft-extend per step)
-and auto / max(speculative, target-only) (the envelope: what the switch loses to the
-better fixed mode). One server at a time; each stopped by its process group.
-Figures go in docs/cpu-rig.md. ``--plain-url``/``--url`` measure running servers instead.
+Starts a plain SGLang server (the target alone) and the patched server (the trained
+EAGLE-3 pair of tests/real_sglang/rig), both with ``--enable-metrics``, and measures four
+arms level by level, ``--rounds`` rounds each, every arm once per round, the order
+rotated each round:
+
+  plain        the plain server
+  speculative  the patched server, forced speculative
+  target_only  the patched server, forced target-only
+  auto         the patched server, force auto, threshold ``--auto-threshold`` (default twice
+               the top level: auto then speculates at every level and must equal speculative;
+               at c = N a closed loop briefly holds c + 1 requests, a finished one not yet
+               freed beside its successor, which switches auto to target-only, and the
+               hysteresis keeps it there while the batch stays at N)
+
+The server not being measured is paused (SIGSTOP of its process group; SIGCONT before its
+own window), so the two never share the CPU. Before each window the server is drained
+(``/v1/loads``: no running or waiting request), and each window records the server's own
+decode-pass counter (milliseconds per decode step beside client tok/s) and the patch's
+step counters: a forced arm whose window did not run every step in its mode, or an auto
+window below the threshold that ran any step target-only, fails the run. Each cell is the
+median of its rounds; every round is kept in the JSON. Prints tok/s and ms per step per
+arm, target-only / plain (per step and tok/s) and auto / max(speculative, target-only).
+``--plain-url``/``--url`` measure running servers instead (not paused). Figures go in
+docs/cpu-rig.md.
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
-import statistics
-import subprocess
+import signal
 import sys
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from server_control import loadgen
 from server_control.protocol import decision
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192")
+SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192", "--enable-metrics")
+PLAIN, SPEC, TARGET, AUTO = "plain", decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO
+ARMS = (PLAIN, SPEC, TARGET, AUTO)
 
 
-def bench(url: str, modes: list[str], opts: argparse.Namespace,
-          levels: list[int] | None = None) -> dict:
-    """``specconsole bench --url ... --json`` (the real command line); its JSON result."""
-    levels = levels or opts.levels
-    cmd = [sys.executable, "-m", "console", "bench", "--url", url, "--modes", ",".join(modes),
-           "--levels", ",".join(map(str, levels)), "--warmup", str(opts.warmup),
-           "--measure", str(opts.measure), "--max-tokens", str(opts.max_tokens), "--json"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env,
-                         timeout=len(levels) * len(modes) * (opts.warmup + opts.measure + 60)
-                         + 120)
-    if res.returncode != 0:
-        raise RuntimeError(f"specconsole bench failed ({res.returncode}): "
-                           f"{(res.stderr + res.stdout)[-3000:]}")
-    return json.loads(res.stdout)
+@dataclass
+class Arm:
+    """One arm: the server it runs on, the force mode it sets (None: sets nothing), and
+    the process group to resume for its window (None: not ours to pause)."""
+    name: str
+    url: str
+    force: str | None
+    group: int | None = None
+    drain: bool = True
 
 
-def repeated(url: str, modes: list[str], opts: argparse.Namespace) -> dict:
-    """Each level in turn: ``opts.repeat`` rounds of every mode (one short ``specconsole
-    bench`` each), so the drifts of a shared machine hit every mode alike; each cell is
-    the median of its rounds. A discarded round at the top level warms the server first."""
-    try:  # a cold server may stream nothing in a short window: that is what warming is for
-        bench(url, modes[:1], opts, [max(opts.levels)])
-    except RuntimeError:
-        pass
-    per_mode: dict[str, list[dict]] = {m: [] for m in modes}
+def _signal(group: int | None, sig: int) -> None:
+    if group is not None:
+        try:
+            os.killpg(group, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _expected_problem(arm: Arm, row: dict, threshold: int | None) -> str | None:
+    """Auto with c clients holds at most 2c requests (each client's finished request not yet
+    freed beside its next one): at 2c <= N every step must be speculative."""
+    if arm.force != AUTO or threshold is None or 2 * row["concurrency"] > threshold:
+        return None
+    steps = (row.get("steps") or {}).get("steps")
+    if steps and steps.get(decision.TARGET_ONLY):
+        return (f"auto at c={row['concurrency']} <= threshold {threshold} ran "
+                f"{steps[decision.TARGET_ONLY]} steps target-only")
+    return None
+
+
+async def _window(arm: Arm, arms: list[Arm], c: int, opts: argparse.Namespace,
+                  threshold: int | None) -> dict:
+    for other in arms:
+        if other.group is not None and other.group != arm.group:
+            _signal(other.group, signal.SIGSTOP)
+    _signal(arm.group, signal.SIGCONT)
+    if arm.force is not None and not await loadgen.set_force(arm.url, arm.force):
+        raise RuntimeError(f"{arm.name}: the server refused {decision.FORCE_KEY}={arm.force}")
+    r = await loadgen.run_level(arm.url, c, warmup_s=opts.warmup, measure_s=opts.measure,
+                                max_tokens=opts.max_tokens, mode=arm.force or AUTO,
+                                drain=arm.drain)
+    row = r.summary()
+    row["mode"] = arm.name
+    row["problem"] = row["problem"] or _expected_problem(arm, row, threshold)
+    return row
+
+
+async def interleaved(arms: list[Arm], opts: argparse.Namespace, threshold: int | None = None,
+                      progress: Callable[[str], None] | None = None) -> dict:
+    """Level by level, ``opts.rounds`` rounds of every arm (order rotated each round); a
+    discarded window of each arm at the top level warms every server first."""
+    names = [a.name for a in arms]
+    by_name = {a.name: a for a in arms}
+    for arm in arms:  # a cold server may stream nothing in its first window
+        await _window(arm, arms, max(opts.levels), opts, None)
+    per_mode: dict[str, list[dict]] = {n: [] for n in names}
+    rounds = getattr(opts, "rounds", None) or getattr(opts, "repeat", 1)
     for c in opts.levels:
-        rounds: dict[str, list[dict]] = {m: [] for m in modes}
-        for _ in range(opts.repeat):
-            for m in modes:
-                rounds[m].append(bench(url, [m], opts, [c])["per_mode"][m][0])
-        for m in modes:
-            values = sorted(r["tok_s"] for r in rounds[m])
-            per_mode[m].append({"concurrency": c, "tok_s": statistics.median(values),
-                                "tok_s_runs": values, "errors": sum(r["errors"] for r in rounds[m])})
-    cross = loadgen.crossover(per_mode)
-    return {"per_mode": per_mode, "crossover": cross, "suggested_threshold":
-            None if cross is None else max(1, loadgen.previous_level(opts.levels, cross))}
+        done: dict[str, list[dict]] = {n: [] for n in names}
+        for k in range(rounds):
+            for name in loadgen.rotated(names, k):
+                row = await _window(by_name[name], arms, c, opts, threshold)
+                row["round"] = k
+                done[name].append(row)
+                if progress:
+                    ms = (row.get("steps") or {}).get("ms_per_step")
+                    progress(f"c={c} round {k} {name:>12}: {row['tok_s']:8.1f} tok/s"
+                             + (f", {ms:.2f} ms/step" if ms else "")
+                             + (f", {row['leftover']} left over" if row.get("leftover") else "")
+                             + (f"  PROBLEM {row['problem']}" if row.get("problem") else ""))
+        for name in names:
+            per_mode[name].append(loadgen.level_cell(c, name, done[name]))
+    for arm in arms:
+        _signal(arm.group, signal.SIGCONT)
+    return {"per_mode": per_mode}
 
 
-def tok_s(result: dict, mode: str) -> dict[int, float]:
-    return {r["concurrency"]: r["tok_s"] for r in result["per_mode"][mode]}
+def _cell(result: dict, arm: str, c: int) -> dict | None:
+    return next((r for r in result["per_mode"].get(arm, []) if r["concurrency"] == c), None)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def summarise(result: dict, levels: list[int], threshold: int | None = None) -> dict:
+    rows = []
+    for c in levels:
+        cells = {arm: _cell(result, arm, c) for arm in ARMS}
+        tok = {arm: (cell["tok_s"] if cell else None) for arm, cell in cells.items()}
+        ms = {arm: (cell["ms_per_step"] if cell else None) for arm, cell in cells.items()}
+        best = max((v for v in (tok[SPEC], tok[TARGET]) if v is not None), default=None)
+        rows.append({"concurrency": c, "tok_s": tok, "ms_per_step": ms,
+                     "tok_s_runs": {a: cell["tok_s_runs"] for a, cell in cells.items() if cell},
+                     "ms_per_step_runs": {a: cell["ms_per_step_runs"]
+                                          for a, cell in cells.items() if cell},
+                     "target_only_share": {a: cell["target_only_share"]
+                                           for a, cell in cells.items() if cell},
+                     "leftover": {a: [r.get("leftover") for r in cell["rounds"]]
+                                  for a, cell in cells.items() if cell},
+                     "target_only_over_plain_tok_s": _ratio(tok[TARGET], tok[PLAIN]),
+                     "plain_over_target_only_ms": _ratio(ms[PLAIN], ms[TARGET]),
+                     "auto_over_best_fixed": _ratio(tok[AUTO], best)})
+    cells = [cell for rows_ in result["per_mode"].values() for cell in rows_]
+    per_spec = {c: _cell(result, SPEC, c) for c in levels}
+    cross = loadgen.crossover({SPEC: [x for x in per_spec.values() if x],
+                               TARGET: [x for x in (_cell(result, TARGET, c) for c in levels) if x]})
+    return {"levels": levels, "rows": rows, "crossover": cross, "auto_threshold": threshold,
+            "errors": sum(cell["errors"] for cell in cells),
+            "problems": [p for cell in cells for p in cell["problems"]],
+            "rounds": result["per_mode"]}
+
+
+def _f(v: float | None, fmt: str = ".1f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def render(summary: dict) -> str:
+    head = ("| c | plain | speculative | target-only | auto | t-o / plain (per step) "
+            "| t-o / plain (tok/s) | auto / max(spec, t-o) |")
+    lines = [head, "| " + " | ".join("---" for _ in range(8)) + " |"]
+    for r in summary["rows"]:
+        cells = [f"{_f(r['tok_s'][a])} ({_f(r['ms_per_step'][a], '.2f')} ms)" for a in ARMS]
+        lines.append(f"| {r['concurrency']} | " + " | ".join(cells) + " | "
+                     + " | ".join(_f(r[k], ".2f") for k in ("plain_over_target_only_ms",
+                                                            "target_only_over_plain_tok_s",
+                                                            "auto_over_best_fixed")) + " |")
+    cross = summary["crossover"]
+    lines.append("tok/s (ms per decode step, the server's decode-pass counter), median of the "
+                 "rounds; crossover: " + (f"target-only wins from concurrency {cross}"
+                                          if cross else "none (speculation never lost)")
+                 + f"; auto at threshold {summary['auto_threshold']}"
+                 + (f"; {summary['errors']} failed requests" if summary["errors"] else ""))
+    lines.extend(f"PROBLEM: {p}" for p in summary["problems"])
+    return "\n".join(lines)
 
 
 def set_threshold(url: str, n: int) -> None:
@@ -91,96 +199,84 @@ def set_threshold(url: str, n: int) -> None:
         raise RuntimeError(f"threshold {n} refused: {resp.status_code} {resp.text[:200]}")
 
 
-def measure_plain(url: str, opts) -> dict:
-    return repeated(url, [decision.AUTO], opts)
+def patched_arms(url: str, group: int | None = None) -> list[Arm]:
+    return [Arm(SPEC, url, SPEC, group), Arm(TARGET, url, TARGET, group),
+            Arm(AUTO, url, AUTO, group)]
 
 
-def measure_patched(url: str, opts) -> dict:
-    """Forced speculative and target-only, then auto at the suggested threshold."""
-    fixed = repeated(url, [decision.SPECULATIVE, decision.TARGET_ONLY], opts)
-    threshold = fixed["suggested_threshold"] or max(opts.levels)
-    set_threshold(url, threshold)
-    auto = repeated(url, [decision.AUTO], opts)
-    return {"fixed": fixed, "auto": auto, "threshold": threshold}
+def measure_plain(url: str, opts: argparse.Namespace) -> dict:
+    """The plain arm alone (scripts/gpu-check: one server at a time)."""
+    return asyncio.run(interleaved([Arm(PLAIN, url, None)], opts))
 
 
-def _runs(result: dict, mode: str, c: int) -> list[float]:
-    return next((r.get("tok_s_runs", [r["tok_s"]]) for r in result["per_mode"][mode]
-                 if r["concurrency"] == c), [])
-
-
-def summarise(plain: dict, patched: dict, levels: list[int]) -> dict:
-    spec = tok_s(patched["fixed"], decision.SPECULATIVE)
-    target = tok_s(patched["fixed"], decision.TARGET_ONLY)
-    auto, base = tok_s(patched["auto"], decision.AUTO), tok_s(plain, decision.AUTO)
-    sources = {"speculative": (patched["fixed"], decision.SPECULATIVE),
-               "target_only": (patched["fixed"], decision.TARGET_ONLY),
-               "plain": (plain, decision.AUTO), "auto": (patched["auto"], decision.AUTO)}
-    rows = []
-    for c in levels:
-        best = max(spec[c], target[c])
-        rows.append({"concurrency": c, "speculative": spec[c], "target_only": target[c],
-                     "plain": base[c], "auto": auto[c],
-                     "runs": {name: _runs(res, mode, c) for name, (res, mode) in sources.items()},
-                     "target_only_over_plain": target[c] / base[c] if base[c] else None,
-                     "auto_over_best_fixed": auto[c] / best if best else None})
-    errors = sum(r["errors"] for res in (plain, patched["fixed"], patched["auto"])
-                 for rows_ in res["per_mode"].values() for r in rows_)
-    return {"levels": levels, "rows": rows, "crossover": patched["fixed"]["crossover"],
-            "auto_threshold": patched["threshold"], "errors": errors}
-
-
-def render(summary: dict) -> str:
-    head = ("| concurrency | speculative | target-only | plain | auto | target-only / plain "
-            "| auto / max(spec, t-o) |")
-    lines = [head, "| " + " | ".join("---" for _ in range(7)) + " |"]
-    for r in summary["rows"]:
-        ratios = [f"{v:.2f}" if v is not None else "-"
-                  for v in (r["target_only_over_plain"], r["auto_over_best_fixed"])]
-        lines.append(f"| {r['concurrency']} | {r['speculative']:.1f} | {r['target_only']:.1f} | "
-                     f"{r['plain']:.1f} | {r['auto']:.1f} | {ratios[0]} | {ratios[1]} |")
-    cross = summary["crossover"]
-    lines.append("tok/s; crossover: " + (f"target-only wins from concurrency {cross}"
-                                         if cross else "none (speculation never lost)")
-                 + f"; auto ran at threshold {summary['auto_threshold']}"
-                 + (f"; {summary['errors']} failed requests" if summary["errors"] else ""))
-    return "\n".join(lines)
+def measure_patched(url: str, opts: argparse.Namespace) -> dict:
+    """The three patched arms interleaved, auto at twice the top level's threshold."""
+    set_threshold(url, 2 * max(opts.levels))
+    return asyncio.run(interleaved(patched_arms(url), opts, 2 * max(opts.levels)))
 
 
 def _levels(text: str) -> list[int]:
     return sorted({int(x) for x in text.split(",") if x.strip()})
 
 
-def main(argv: list[str] | None = None) -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.mode_cost", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--levels", type=_levels, default=[1, 2, 4, 8, 16])
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--measure", type=float, default=10.0)
     p.add_argument("--max-tokens", type=int, default=64)
-    p.add_argument("--repeat", type=int, default=3, help="sweeps per mode; cells are medians")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of every arm per level")
+    p.add_argument("--auto-threshold", type=int, help="auto's threshold (default: 2 x top level)")
     p.add_argument("--plain-url", help="a running plain server (else one is started)")
     p.add_argument("--url", help="a running patched server (else one is started)")
+    p.add_argument("--models", default="trained", help="the rig pair (default trained)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path, help="also write the JSON summary here")
     opts = p.parse_args(argv)
-    from tests.real_sglang.rig.build import ensure_rig
-    from tests.real_sglang.rig.pool import OneAtATime, Spec
+    opts.repeat = opts.rounds  # the name scripts/gpu-check's options use
+    return opts
 
+
+def main(argv: list[str] | None = None) -> int:
+    opts = options(argv)
+    from tests.real_sglang.rig.build import ensure_rig
+    from tests.real_sglang.rig.pool import Spec, launch
+
+    threshold = opts.auto_threshold or 2 * max(opts.levels)
+    servers = []
     with tempfile.TemporaryDirectory(prefix="mode-cost-") as tmp:
-        pool = OneAtATime(ensure_rig(), Path(tmp), lifetime_s=3600)
+        rig = ensure_rig()
         try:
-            plain = measure_plain(opts.plain_url or pool.get(
-                Spec("trained", patched=False, extra=SERVER_EXTRA)).url, opts)
-            patched = measure_patched(opts.url or pool.get(
-                Spec("trained", extra=SERVER_EXTRA)).url, opts)
+            arms: list[Arm] = []
+            for url, spec in ((opts.plain_url, Spec(opts.models, patched=False, extra=SERVER_EXTRA)),
+                              (opts.url, Spec(opts.models, extra=SERVER_EXTRA))):
+                group = None
+                if url is None:
+                    server = launch(rig, spec, Path(tmp), 7200)
+                    servers.append(server)
+                    server.wait_ready(timeout_s=900)
+                    url, group = server.url, server.pgid
+                    _signal(group, signal.SIGSTOP)
+                if spec.patched:
+                    _signal(group, signal.SIGCONT)
+                    set_threshold(url, threshold)
+                    arms += patched_arms(url, group)
+                else:
+                    arms.insert(0, Arm(PLAIN, url, None, group))
+            result = asyncio.run(interleaved(arms, opts, threshold,
+                                             lambda line: print(line, file=sys.stderr)))
         finally:
-            pool.close()
-    summary = summarise(plain, patched, opts.levels)
+            left = []
+            for server in servers:
+                _signal(server.pgid, signal.SIGCONT)
+                left += server.stop()
+    summary = summarise(result, opts.levels, threshold)
+    summary["processes_left"] = left
     if opts.out:
         opts.out.write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1) if opts.json else render(summary))
-    return 0 if summary["errors"] == 0 and pool.left == [] else 1
+    return 0 if summary["errors"] == 0 and not summary["problems"] and not left else 1
 
 
 if __name__ == "__main__":

@@ -5,11 +5,17 @@ back. Tokens are counted as they arrive (from `usage` in every chunk when the se
 continuous usage stats, else one per chunk) and only inside the measuring window, after
 a warm-up, so throughput is the steady state at that concurrency.
 
-A sweep runs each concurrency once per mode (speculative, target-only; forced through
-/set_internal_state) and reports per-mode throughput and the crossover: the smallest
-concurrency at which target-only out-produces speculation. Where the server publishes
-the patch's metrics (``--enable-metrics``), each level also says what the server did in
-the window: decode steps per mode, switches, and the accept length over speculative steps.
+A sweep measures, level by level, ``rounds`` rounds in which every mode runs one window
+(speculative, target-only, auto; forced through /set_internal_state), the order rotated
+each round, so a shared machine's drift and whatever one arm leaves behind fall on every
+arm alike. Before each window the server is drained (``bench_server.drain``: no running or
+waiting request left from the arm before). Each window also records what the server says
+it did (``bench_server``): its decode passes and milliseconds per decode step, the share
+of steps target-only (a forced arm that did not run all its steps in its mode is a
+problem, reported, never a figure), and, with the patch's metrics, switches and the
+accept length over speculative steps. Each level's cell is the median of its rounds;
+every round is kept. The crossover is the smallest concurrency at which target-only
+out-produces speculation.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from server_control import bench_server
 from server_control.protocol import decision, spec_metrics
 
 PROMPT = "Summarise the trade-offs of speculative decoding under heavy load. " * 4
@@ -42,6 +49,10 @@ class LevelResult:
     ttft_p99_s: float | None = None
     chunk_gap_p50_s: float | None = None
     server: dict[str, Any] | None = None  # the patch's /metrics over the window (spec_metrics.window)
+    steps: dict[str, Any] | None = None   # the server's step counters (bench_server.window)
+    leftover: int | None = None           # requests the server still ran when this window began
+    drain_s: float | None = None          # waited for the server to be idle (None: it cannot say)
+    problem: str | None = None            # the window is not what its mode claims
     ttfts: list[Any] = field(default_factory=list, repr=False)
     gaps: list[Any] = field(default_factory=list, repr=False)
 
@@ -99,19 +110,24 @@ async def _one_request(client: httpx.AsyncClient, url: str, body: dict[str, Any]
 
 async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measure_s: float = 10.0,
                     max_tokens: int = 256, api_key: str | None = None, mode: str = "auto",
-                    model: str | None = None, request_timeout_s: float = 600.0) -> LevelResult:
-    """Steady-state throughput at one concurrency."""
+                    model: str | None = None, request_timeout_s: float = 600.0,
+                    drain: bool = True) -> LevelResult:
+    """Steady-state throughput at one concurrency; ``drain``: wait first until the server
+    runs nothing (what an earlier window left behind would otherwise share this one)."""
     url = url.rstrip("/")
     result = LevelResult(concurrency, mode)
     body = {"prompt": PROMPT, "max_tokens": max_tokens, "stream": True, "ignore_eos": True,
             "temperature": 0.0, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     if model:
         body["model"] = model
-    t0 = time.monotonic()
-    window = (t0 + warmup_s, t0 + warmup_s + measure_s)
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(request_timeout_s, connect=10.0),
                                  limits=limits) as client:
+        result.leftover = await bench_server.idle(client, url)
+        if drain:
+            result.drain_s = await bench_server.drain(client, url)
+        t0 = time.monotonic()
+        window = (t0 + warmup_s, t0 + warmup_s + measure_s)
         async def worker() -> None:
             while time.monotonic() < window[1]:
                 try:
@@ -122,9 +138,13 @@ async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measur
                     await asyncio.sleep(0.2)
         tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
         await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
+        start = await bench_server.counters(client, url)
         before = await server_totals(client, url)
         await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
+        end = await bench_server.counters(client, url)
         result.server = spec_metrics.window(before, await server_totals(client, url))
+        result.steps = bench_server.window(start, end)
+        result.problem = bench_server.share_problem(mode, result.steps)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -169,34 +189,80 @@ def crossover(per_mode: dict[str, list[dict[str, Any]]]) -> int | None:
     return None
 
 
+def rotated(modes: Sequence[str], round_index: int) -> list[str]:
+    """The arms' order in round ``round_index``: each round starts one arm later."""
+    k = round_index % len(modes) if modes else 0
+    return [*modes[k:], *modes[:k]]
+
+
+def level_cell(concurrency: int, mode: str, rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One level of one mode over its rounds: the median tok/s and ms per decode step, the
+    target-only share of all its steps, every round kept."""
+    values = sorted(r["tok_s"] for r in rounds)
+    ms = sorted(r["steps"]["ms_per_step"] for r in rounds
+                if r.get("steps") and r["steps"].get("ms_per_step") is not None)
+    steps = [r["steps"]["steps"] for r in rounds if r.get("steps") and r["steps"].get("steps")]
+    total = sum(sum(s.values()) for s in steps)
+    return {"concurrency": concurrency, "mode": mode, "tok_s": statistics.median(values),
+            "tok_s_runs": values, "ms_per_step": statistics.median(ms) if ms else None,
+            "ms_per_step_runs": ms,
+            "target_only_share": (sum(s[decision.TARGET_ONLY] for s in steps) / total
+                                  if total else None),
+            "errors": sum(r["errors"] for r in rounds), "tokens": sum(r["tokens"] for r in rounds),
+            "problems": [r["problem"] for r in rounds if r.get("problem")],
+            "server": _published(rounds), "rounds": rounds}
+
+
+def _published(rounds: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The patch's /metrics window of the last round that saw them published (they are
+    published every --decode-log-interval steps: a short window may see none)."""
+    with_steps = [r["server"] for r in rounds
+                  if r.get("server") and r["server"].get("target_only_share") is not None]
+    return with_steps[-1] if with_steps else rounds[-1].get("server")
+
+
 async def sweep(url: str, levels: list[int], *, modes: Sequence[str] = (decision.SPECULATIVE, decision.TARGET_ONLY),
                 warmup_s: float = 3.0, measure_s: float = 10.0, max_tokens: int = 256,
-                api_key: str | None = None, admin_api_key: str | None = None,
+                api_key: str | None = None, admin_api_key: str | None = None, rounds: int = 1,
                 progress: Callable[[LevelResult], None] | None = None) -> dict[str, Any]:
-    """Per-mode throughput at each concurrency and the crossover. Restores force=auto."""
-    per_mode: dict[str, list[dict[str, Any]]] = {}
-    notes = []
+    """Per-mode throughput at each concurrency, arms interleaved in every round (order
+    rotated), the server drained before each window; the crossover. Restores force=auto."""
+    per_mode: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    notes: list[str] = []
+    refused: set[str] = set()
+    forcing = any(m != decision.AUTO for m in modes)
+    admin = admin_api_key or api_key
     try:
-        for mode in modes:
-            if mode != decision.AUTO and not await set_force(url, mode, admin_api_key or api_key):
-                notes.append(f"the server refused {decision.FORCE_KEY}={mode}; measured without forcing")
-                mode_label = f"{mode} (not forced)"
-            else:
-                mode_label = mode
-            rows = per_mode.setdefault(mode, [])
-            for c in levels:
-                r = await run_level(url, c, warmup_s=warmup_s, measure_s=measure_s, max_tokens=max_tokens,
-                                    api_key=api_key, mode=mode_label)
-                rows.append(r.summary())
-                if progress:
-                    progress(r)
+        for c in levels:
+            done: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+            for k in range(max(1, rounds)):
+                for mode in rotated(modes, k):
+                    label = mode
+                    if (forcing or mode != decision.AUTO) and not await set_force(url, mode, admin):
+                        if mode not in refused:
+                            notes.append(f"the server refused {decision.FORCE_KEY}={mode}; "
+                                         "measured without forcing")
+                        refused.add(mode)
+                        label = f"{mode} (not forced)"
+                    r = await run_level(url, c, warmup_s=warmup_s, measure_s=measure_s,
+                                        max_tokens=max_tokens, api_key=api_key, mode=label)
+                    row = r.summary()
+                    row["round"], row["mode"] = k, mode
+                    row["forced"] = label == mode
+                    done[mode].append(row)
+                    if progress:
+                        progress(r)
+            for mode in modes:
+                per_mode[mode].append(level_cell(c, mode, done[mode]))
     finally:
-        if any(m != decision.AUTO for m in modes):
-            await set_force(url, decision.AUTO, admin_api_key or api_key)
+        if forcing:
+            await set_force(url, decision.AUTO, admin)
     cross = crossover(per_mode)
-    return {"url": url, "levels": list(levels), "per_mode": per_mode, "crossover": cross,
+    problems = [p for rows in per_mode.values() for row in rows for p in row["problems"]]
+    return {"url": url, "levels": list(levels), "rounds": max(1, rounds), "per_mode": per_mode,
+            "crossover": cross,
             "suggested_threshold": None if cross is None else max(1, previous_level(levels, cross)),
-            "notes": notes}
+            "notes": notes, "problems": problems}
 
 
 def previous_level(levels: list[int], level: int) -> int:

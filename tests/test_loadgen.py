@@ -2,7 +2,7 @@
 
 import httpx
 
-from server_control import loadgen
+from server_control import bench_server, loadgen
 from server_control.protocol import decision
 
 
@@ -64,3 +64,85 @@ async def test_set_force_sends_the_index_when_the_server_refuses_a_string_with_4
     with _NumbersOnly() as server:
         assert await loadgen.set_force(server.url, decision.TARGET_ONLY)
         assert server.seen == [decision.TARGET_ONLY, decision.FORCE_CHOICES.index(decision.TARGET_ONLY)]
+
+
+def test_rotated_starts_each_round_one_arm_later():
+    arms = ["plain", "speculative", "target_only", "auto"]
+    assert [loadgen.rotated(arms, k) for k in range(5)] == [
+        arms, arms[1:] + arms[:1], arms[2:] + arms[:2], arms[3:] + arms[:3], arms]
+
+
+def test_share_problem_names_a_forced_window_that_ran_the_other_mode():
+    def win(spec, target, force):
+        return {"steps": {decision.SPECULATIVE: spec, decision.TARGET_ONLY: target},
+                "target_only_share": target / (spec + target) if spec + target else None,
+                "force": force}
+    assert bench_server.share_problem(decision.TARGET_ONLY, win(0, 50, decision.TARGET_ONLY)) is None
+    assert bench_server.share_problem(decision.SPECULATIVE, win(50, 0, decision.SPECULATIVE)) is None
+    assert "2.0% of the window" in bench_server.share_problem(decision.SPECULATIVE, win(49, 1, decision.SPECULATIVE))
+    assert "no decode step" in bench_server.share_problem(decision.TARGET_ONLY, win(0, 0, decision.TARGET_ONLY))
+    assert "force=auto" in bench_server.share_problem(decision.TARGET_ONLY, win(0, 9, decision.AUTO))
+    assert bench_server.share_problem(decision.AUTO, win(3, 9, decision.AUTO)) is None
+
+
+async def test_sweep_interleaves_every_arm_in_every_round_and_checks_the_server(sim_factory):
+    sim = sim_factory().wait_ready()
+    modes = [decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO]
+    order = []
+    result = await loadgen.sweep(sim.url, [2, 6], modes=modes, rounds=2, warmup_s=0.3, measure_s=1.5,
+                                 max_tokens=32, progress=lambda r: order.append((r.concurrency, r.mode)))
+    assert order == [(c, m) for c in (2, 6) for m in modes + modes[1:] + modes[:1]]
+    assert result["problems"] == [] and result["rounds"] == 2
+    cells = {m: result["per_mode"][m] for m in modes}
+    assert [len(cell["rounds"]) for rows in cells.values() for cell in rows] == [2] * 6
+    assert all(c["target_only_share"] == 0 for c in cells[decision.SPECULATIVE])
+    assert all(c["target_only_share"] == 1 for c in cells[decision.TARGET_ONLY])
+    assert all(r["steps"]["ms_per_step_by_mode"][decision.TARGET_ONLY] > 0
+               for c in cells[decision.TARGET_ONLY] for r in c["rounds"])
+    assert all(r["drain_s"] is not None for rows in cells.values() for c in rows for r in c["rounds"])
+    assert httpx.get(sim.url + "/server_info").json()["internal_states"][0][decision.FORCE_KEY] == decision.AUTO
+
+
+async def test_sweep_catches_a_force_the_server_never_applied(sim_factory, monkeypatch):
+    """The negative control of the share check: the harness believes a force that never
+    reached the server (set_force answers True and sends nothing); the server's own step
+    counters say the target-only window speculated, and the sweep reports it."""
+    sim = sim_factory().wait_ready()
+
+    async def believed(url, mode, api_key=None):
+        return True
+    monkeypatch.setattr(loadgen, "set_force", believed)
+    result = await loadgen.sweep(sim.url, [2], modes=[decision.SPECULATIVE, decision.TARGET_ONLY], rounds=1,
+                                 warmup_s=0.3, measure_s=0.8, max_tokens=32)
+    assert result["problems"] == [
+        "forced speculative: the server reports force=auto",
+        "forced target_only: 0.0% of the window's decode steps ran target-only (steps "
+        f"{result['per_mode'][decision.TARGET_ONLY][0]['rounds'][0]['steps']['steps']})"], result["problems"]
+
+
+async def test_a_window_waits_for_what_the_last_one_left_running(sim_factory):
+    """Requests still running when a window starts are counted (leftover) and, with drain,
+    waited for: the window then starts on an idle server; without drain it does not."""
+    import asyncio
+
+    sim = sim_factory(time_scale=1.0).wait_ready()  # real time: 400 tokens take seconds
+    body = {"prompt": "x", "max_tokens": 400, "ignore_eos": True, "temperature": 0}
+
+    async def leave_running(client):
+        tasks = [asyncio.create_task(client.post(sim.url + "/v1/completions", json=body)) for _ in range(4)]
+        for _ in range(100):
+            if (await bench_server.idle(client, sim.url)) == 4:
+                return tasks
+            await asyncio.sleep(0.05)
+        raise AssertionError("the 4 requests never ran")
+
+    async with httpx.AsyncClient(trust_env=False, timeout=120) as client:
+        tasks = await leave_running(client)
+        undrained = await loadgen.run_level(sim.url, 1, warmup_s=0.1, measure_s=0.3, max_tokens=8, drain=False)
+        assert undrained.leftover == 4 and undrained.drain_s is None
+        await asyncio.gather(*tasks)
+        tasks = await leave_running(client)
+        drained = await loadgen.run_level(sim.url, 1, warmup_s=0.1, measure_s=0.3, max_tokens=8)
+        assert drained.leftover == 4 and drained.drain_s > 0
+        assert all(t.done() for t in tasks)  # the window began only after they finished
+        await asyncio.gather(*tasks)

@@ -107,8 +107,9 @@ def _after(name: str, module: Any) -> None:
         elif current != FULL:
             return
         elif name == EAGLE:
-            from server_control.sglang_patch import worker
+            from server_control.sglang_patch import target_only_sampling, worker
             worker.patch(module)
+            target_only_sampling.patch()
         elif name == RESULTS:
             from server_control.sglang_patch import worker
             worker.patch_results(module)

@@ -33,6 +33,14 @@ from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
+SKIP_DRAFT_EXTEND_WARNING = (
+    "Dynamic speculation: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND is set: draft-extend is "
+    "skipped while target-only, so the draft's KV cache has a hole at every position "
+    "decoded target-only: an EAGLE-3 draft reads those slots (stale, possibly another "
+    "request's data) for the rest of each request. Measured on the CPU rig's trained pair "
+    "(docs/cpu-rig.md): accept length 1.00 instead of 3.00 for the 12 steps after "
+    "resuming; unset it unless you measure the loss on your model")
+
 _current: list[Any] = [None]  # the process's DynamicSpeculation (one scheduler per process)
 _settling: list[Any] = [None]  # the verify result being settled (see patch_results)
 
@@ -150,9 +158,7 @@ def announce(dyn: DynamicSpeculation) -> None:
     if switch.force != decision.AUTO:
         logger.info(f"Dynamic speculation: force mode set to {switch.force}")
     if os.environ.get("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "").lower() in ("1", "true", "yes"):
-        logger.warning("Dynamic speculation: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND is set: "
-                       "draft-extend is skipped while target-only, so acceptance is low "
-                       "for a while after speculation resumes")
+        logger.warning(SKIP_DRAFT_EXTEND_WARNING)
     logger.info("Dynamic speculation: target-only runtime state ready "
                 "(speculative_num_steps=0, draft-extend kept)")
 

@@ -59,3 +59,8 @@ def test_bench_without_metrics_says_nothing_of_the_server(sim_factory):
     r = bench("--url", sim.url, "--levels", "2", "--modes", "speculative", "--warmup", "0.2", "--measure", "0.5",
               "--max-tokens", "32", "--json")
     assert json.loads(r.stdout)["per_mode"][decision.SPECULATIVE][0]["server"] is None
+
+
+def test_bench_command_rejects_bad_rounds():
+    r = bench("--url", "http://127.0.0.1:9", "--rounds", "0")
+    assert r.returncode == 2 and "rounds must be an integer from 1 to 50, got '0'" in r.stderr

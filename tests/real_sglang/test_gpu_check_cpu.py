@@ -46,7 +46,7 @@ def test_gpu_check_passes_on_the_cpu_rig(rig, tmp_path):
     assert [r["name"] for r in results] == EXPECTED
     assert all(r["ok"] is True for r in results)
     assert "gpu-check: all passed (13/13 checks)" in res.stdout
-    assert "| concurrency | speculative | target-only | plain | auto |" in res.stdout
+    assert "| c | plain | speculative | target-only | auto |" in res.stdout
     by_name = {r["name"]: r for r in results}
     report("gpu-check --device cpu", **{k: v for k, v in by_name["start-up"]["figures"].items()},
            accept_after_resume=by_name["warm draft after target-only"]["figures"][

@@ -104,7 +104,7 @@ def _server(checks: gc.Checklist, pool: OneAtATime, spec: Spec) -> RigServer | N
 
 def _plain_tok_s(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict]:
     pool.cache["plain"] = mode_cost.measure_plain(url, opts)
-    rows = pool.cache["plain"]["per_mode"]["auto"]
+    rows = pool.cache["plain"]["per_mode"][mode_cost.PLAIN]
     return ", ".join(f"c={r['concurrency']}: {r['tok_s']:.0f}" for r in rows) + " tok/s", {}
 
 
@@ -157,12 +157,13 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
 
 
 def _mode_cost(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict]:
-    summary = mode_cost.summarise(pool.cache["plain"], mode_cost.measure_patched(url, opts),
-                                  opts.levels)
+    patched = mode_cost.measure_patched(url, opts)
+    both = {"per_mode": {**pool.cache["plain"]["per_mode"], **patched["per_mode"]}}
+    summary = mode_cost.summarise(both, opts.levels, 2 * max(opts.levels))
     pool.cache["mode_cost"] = summary
     assert summary["errors"] == 0, f"{summary['errors']} failed requests"
-    assert all(r[k] > 0 for r in summary["rows"] for k in ("speculative", "target_only",
-                                                          "plain", "auto"))
+    assert not summary["problems"], summary["problems"]
+    assert all((r["tok_s"][k] or 0) > 0 for r in summary["rows"] for k in mode_cost.ARMS)
     return "\n" + mode_cost.render(summary), {}
 
 

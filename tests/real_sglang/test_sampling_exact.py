@@ -1,0 +1,220 @@
+"""Exact beyond greedy: the patched server against a plain one, in every mode of sampling.
+
+The rig's random-weight pair (broad next-token distributions; drafts nearly always
+rejected), float32, the synchronous scheduler. The patched server runs each check forced
+target-only, forced speculative and with the forced mode flipped every 3 decode steps
+while the requests run; the plain server (the target alone) gives the reference.
+
+* penalties (frequency, presence, repetition) under greedy: the same tokens;
+* ``return_logprob`` with ``top_logprobs_num=5`` (greedy): the same tokens and top-5 ids,
+  every logprob within 1e-3;
+* JSON-schema constrained generation (xgrammar) under flips: valid JSON of the schema,
+  and the same tokens as the plain server (greedy);
+* sampled (temperature 1.0, top_p 0.9): the first token (sampled by the prefill) and the
+  second and third (sampled by decode steps, the ones a mode changes) of 2,000 requests
+  (all in one batch: the servers get a KV pool for 40,000 tokens),
+  a chi-square homogeneity test against the plain server's 2,000. Negative control: the
+  same test against the plain server sampling at temperature 0.7 (a deliberately skewed
+  sampler) must reject. Target-only steps must pass (``sglang_patch/target_only_sampling.py``;
+  without it SGLang commits the argmax there). Speculative steps on the CPU are REJECTED,
+  and asserted so: SGLang's ``_verify_uses_greedy`` commits the argmax of every verify on
+  the CPU (no speculative sampling kernel there), with or without the patch; forced
+  speculative and flips (half their steps speculative) therefore differ from plain on
+  this rig. On a GPU the sampling kernel samples; the CPU rig cannot show that.
+
+One server at a time (rig/pool.py), in file order: the plain server's greedy references,
+the patched server's greedy checks, the plain server's samples, the patched server's.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from server_control.protocol import decision
+from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
+from tests.real_sglang.rig import switching as sw
+from tests.real_sglang.rig.pool import OneAtATime, Spec
+
+pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1800)]
+
+MODELS = "random"
+KV = ("--max-total-tokens", "40000")  # 2,000 requests of 15 tokens decode as one batch
+PROMPTS = [[(7 * i + 3 * k) % 400 + 20 for k in range(12 + i)] for i in range(4)]
+PENALTIES = {"frequency_penalty": 0.6, "presence_penalty": 0.4, "repetition_penalty": 1.3}
+SAMPLES = 2000
+SAMPLED = {"temperature": 1.0, "top_p": 0.9}
+SKEWED = {"temperature": 0.7, "top_p": 0.9}
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                           "age": {"type": "integer"}},
+          "required": ["name", "age"], "additionalProperties": False}
+P_PASS = 1e-3      # a mode whose distribution equals plain's passes at this level
+P_REJECT = 1e-6    # the skewed control (and CPU speculative) must fall below it
+MODES = (decision.TARGET_ONLY, decision.SPECULATIVE, "flips")
+
+
+@pytest.fixture(scope="module")
+def pool(rig, tmp_path_factory):
+    pool = OneAtATime(rig, tmp_path_factory.mktemp("sampling-exact"), SERVER_LIFETIME_S)
+    yield pool
+    pool.close()
+    report("sampling-exact servers ready (s)", **{k.replace("-", "_"): v
+                                                  for k, v in pool.ready_s.items()})
+    assert pool.left == [], f"processes left: {pool.left}"
+
+
+def generate(server, prompts, params: dict, timeout: float = 900, **top) -> list[dict]:
+    body = {"input_ids": prompts, "sampling_params": {"ignore_eos": True, **params}, **top}
+    return server.request("/generate", body, timeout=timeout)
+
+
+def under(server, mode: str, fn):
+    """``fn()`` with the patched server forced into ``mode``, or flipping every 3 steps."""
+    if mode != "flips":
+        sw.force(server, mode)
+        try:
+            return fn(), None
+        finally:
+            sw.force(server, decision.AUTO)
+    win = sw.LogWindow(server)
+    job = sw.Background(fn)
+    mode_now, last, flips = decision.TARGET_ONLY, 0, 0
+    try:
+        while job.alive():
+            n = len(win.decodes())
+            if n >= last + 3:
+                sw.force(server, mode_now)
+                flips += 1
+                mode_now = (decision.SPECULATIVE if mode_now == decision.TARGET_ONLY
+                            else decision.TARGET_ONLY)
+                last = n
+            time.sleep(0.01)
+        return job.result(), flips
+    finally:
+        sw.force(server, decision.AUTO)
+
+
+POSITIONS = (0, 1, 2)  # the prefill's token, the first and the second decode step's
+
+
+def tokens_at(outs: list[dict]) -> list[list[int]]:
+    return [[o["output_ids"][k] for o in outs] for k in POSITIONS]
+
+
+def chi_square_p(a: list[int], b: list[int]) -> float:
+    """Homogeneity of two samples of tokens (bins with a pooled count < 10 lumped)."""
+    stats = pytest.importorskip("scipy.stats")
+    from collections import Counter
+    ca, cb = Counter(a), Counter(b)
+    pooled = ca + cb
+    keep = [t for t, n in pooled.items() if n >= 10]
+    rows = [[ca[t] for t in keep] + [sum(n for t, n in ca.items() if t not in keep)],
+            [cb[t] for t in keep] + [sum(n for t, n in cb.items() if t not in keep)]]
+    if rows[0][-1] + rows[1][-1] == 0:
+        rows = [r[:-1] for r in rows]
+    if len(rows[0]) < 2:
+        return 1.0 if ca == cb else 0.0
+    return float(stats.chi2_contingency(rows)[1])
+
+
+def references(pool: OneAtATime) -> dict:
+    """The plain server's greedy references (penalties, logprobs, json schema)."""
+    if "plain" not in pool.cache:
+        plain = pool.get(Spec(MODELS, patched=False, extra=KV))
+        json_outs = generate(plain, PROMPTS, {"max_new_tokens": 48, "temperature": 0,
+                                              "json_schema": json.dumps(SCHEMA)})
+        pool.cache["plain"] = {
+            "penalties": [o["output_ids"] for o in generate(
+                plain, PROMPTS, {"max_new_tokens": 40, "temperature": 0, **PENALTIES})],
+            "logprobs": generate(plain, PROMPTS, {"max_new_tokens": 24, "temperature": 0},
+                                 return_logprob=True, top_logprobs_num=5),
+            "json": [o["output_ids"] for o in json_outs],
+            "json_text": [o["text"] for o in json_outs]}
+    return pool.cache["plain"]
+
+
+def sampled_references(pool: OneAtATime) -> dict:
+    """The plain server's 2,000 samples at temperature 1.0 and at 0.7 (the control)."""
+    if "plain sampled" not in pool.cache:
+        plain = pool.get(Spec(MODELS, patched=False, extra=KV))
+        pool.cache["plain sampled"] = {
+            "sampled": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES,
+                                          {"max_new_tokens": 3, **SAMPLED})),
+            "skewed": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES,
+                                         {"max_new_tokens": 3, **SKEWED}))}
+    return pool.cache["plain sampled"]
+
+
+def patched(pool: OneAtATime):
+    return pool.get(Spec(MODELS, extra=KV))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_penalties_under_greedy_equal_plain(pool, mode):
+    want = references(pool)["penalties"]
+    server = patched(pool)
+    outs, _ = under(server, mode, lambda: generate(
+        server, PROMPTS, {"max_new_tokens": 40, "temperature": 0, **PENALTIES}))
+    assert [o["output_ids"] for o in outs] == want
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_logprobs_top5_equal_plain(pool, mode):
+    want = references(pool)["logprobs"]
+    server = patched(pool)
+    outs, _ = under(server, mode, lambda: generate(
+        server, PROMPTS, {"max_new_tokens": 24, "temperature": 0}, return_logprob=True,
+        top_logprobs_num=5))
+    worst = 0.0
+    for got, ref in zip(outs, want, strict=True):
+        assert got["output_ids"] == ref["output_ids"]
+        g, r = got["meta_info"], ref["meta_info"]
+        assert [t[1] for t in g["output_token_logprobs"]] == [t[1] for t in r["output_token_logprobs"]]
+        worst = max([worst, *(abs(a[0] - b[0]) for a, b in zip(g["output_token_logprobs"],
+                                                                r["output_token_logprobs"],
+                                                                strict=True))])
+        for gt, rt in zip(g["output_top_logprobs"], r["output_top_logprobs"], strict=True):
+            assert [t[1] for t in gt] == [t[1] for t in rt]
+            worst = max([worst, *(abs(a[0] - b[0]) for a, b in zip(gt, rt, strict=True))])
+    report(f"logprobs {mode}", max_abs_delta=worst)
+    assert worst < 1e-3
+
+
+def test_json_schema_under_flips_is_valid_and_equal_plain(pool):
+    ref = references(pool)
+    server = patched(pool)
+    outs, flips = under(server, "flips", lambda: generate(
+        server, PROMPTS, {"max_new_tokens": 48, "temperature": 0,
+                          "json_schema": json.dumps(SCHEMA)}))
+    for o in outs:
+        doc = json.loads(o["text"])
+        assert set(doc) == {"name", "age"} and isinstance(doc["age"], int), o["text"]
+    assert [o["output_ids"] for o in outs] == ref["json"]
+    assert [json.loads(t) for t in ref["json_text"]] == [json.loads(o["text"]) for o in outs]
+    report("json schema under flips", flips=flips)
+
+
+def test_the_chi_square_test_catches_a_skewed_sampler(pool):
+    """Negative control first: plain at temperature 1.0 vs plain at 0.7, 2,000 each."""
+    ref = sampled_references(pool)
+    ps = [chi_square_p(a, b) for a, b in zip(ref["sampled"], ref["skewed"], strict=True)]
+    report("sampling: skewed control", **{f"p_token{k}": p for k, p in zip(POSITIONS, ps)})
+    assert all(p < P_REJECT for p in ps), ps
+
+
+@pytest.mark.parametrize("mode", [decision.TARGET_ONLY, "flips", decision.SPECULATIVE])
+def test_sampled_distribution(pool, mode):
+    ref = sampled_references(pool)
+    server = patched(pool)
+    outs, flips = under(server, mode, lambda: generate(
+        server, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 3, **SAMPLED}))
+    got = tokens_at(outs)
+    ps = [chi_square_p(a, b) for a, b in zip(ref["sampled"], got, strict=True)]
+    report(f"sampling {mode}", flips=flips, **{f"p_token{k}": p for k, p in zip(POSITIONS, ps)},
+           distinct=[len(set(t)) for t in got])
+    assert ps[0] > P_PASS, ps  # the prefill samples with SGLang's plain sampler in every mode
+    if mode == decision.TARGET_ONLY:
+        assert ps[1] > P_PASS and ps[2] > P_PASS, ps
+    else:  # SGLang on the CPU: a verify with drafts commits the argmax (_verify_uses_greedy)
+        assert min(ps[1:]) < P_REJECT, ps

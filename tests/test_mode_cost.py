@@ -1,0 +1,64 @@
+"""benchmarks/mode_cost.py's harness against two real simulator processes (the plain arm on
+one, the patched arms on the other, the idle one paused by SIGSTOP of its group)."""
+import argparse
+import asyncio
+import threading
+from pathlib import Path
+
+from benchmarks import mode_cost
+from server_control import loadgen
+from server_control.protocol import decision
+
+
+def _state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rfind(")") + 2:].split()[0]
+
+
+def _opts(**kw):
+    return argparse.Namespace(**{"levels": [2], "rounds": 2, "warmup": 0.3, "measure": 1.0,
+                                 "max_tokens": 32, **kw})
+
+
+def test_interleaved_runs_every_arm_every_round_pausing_the_other_server(sim_factory):
+    plain, patched = sim_factory().wait_ready(), sim_factory().wait_ready()
+    arms = [mode_cost.Arm(mode_cost.PLAIN, plain.url, None, plain.pgid),
+            *mode_cost.patched_arms(patched.url, patched.pgid)]
+    mode_cost.set_threshold(patched.url, 4)
+    seen, stop = set(), threading.Event()
+
+    def watch():  # the plain server's state while the patched arms run
+        while not stop.is_set():
+            seen.add(_state(plain.proc.pid))
+            stop.wait(0.05)
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    lines = []
+    try:
+        result = asyncio.run(mode_cost.interleaved(arms, _opts(), 4, lines.append))
+    finally:
+        stop.set()
+        t.join()
+    assert "T" in seen, seen  # paused (SIGSTOP) while the other server was measured
+    assert _state(plain.proc.pid) != "T" and _state(patched.proc.pid) != "T"
+    names = [a.name for a in arms]
+    assert [line.split()[3].rstrip(":") for line in lines] == loadgen.rotated(names, 0) + loadgen.rotated(names, 1)
+    summary = mode_cost.summarise(result, [2], 4)
+    assert summary["problems"] == [] and summary["errors"] == 0
+    row = summary["rows"][0]
+    assert row["target_only_share"][decision.TARGET_ONLY] == 1.0
+    assert row["target_only_share"][decision.SPECULATIVE] == 0.0
+    assert row["target_only_share"][decision.AUTO] == 0.0
+    assert all(len(row["tok_s_runs"][a]) == 2 and row["tok_s"][a] > 0 for a in mode_cost.ARMS)
+    assert "| 2 |" in mode_cost.render(summary)
+
+
+def test_interleaved_reports_an_auto_window_that_left_speculation(sim_factory):
+    """Negative control of the auto check: auto at c=2 with N=1 runs target-only; told
+    that N is 4 (2c <= N), the harness must call that a problem."""
+    patched = sim_factory().wait_ready()
+    mode_cost.set_threshold(patched.url, 1)
+    arms = [mode_cost.Arm(mode_cost.AUTO, patched.url, decision.AUTO)]
+    result = asyncio.run(mode_cost.interleaved(arms, _opts(rounds=1), 4))
+    problems = mode_cost.summarise(result, [2], 4)["problems"]
+    assert len(problems) == 1 and problems[0].startswith("auto at c=2 <= threshold 4 ran"), problems
