@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from server_control import decision
 from server_control.keys import take_key_flags
+from server_control.sim.phases import Phase, PhaseError, parse_phases
 
 T = TypeVar("T")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
@@ -49,6 +50,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _kv_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid milliseconds {text!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"KV cost must be 0..100 ms per 1000 tokens, got {text!r}")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     """A finite number of seconds > 0 (argparse type; also `specconsole bench`'s)."""
     value = _seconds(text)
@@ -80,16 +91,22 @@ def _port(text: str) -> int:
 
 @dataclass(frozen=True)
 class Traffic:
-    kind: str          # idle | steady | ramp | wave
+    kind: str          # idle | steady | ramp | wave | phases
     peak: int = 0      # steady: concurrency; ramp/wave: highest concurrency (0 = from threshold)
     period_s: float = 60.0
+    phases: tuple[Phase, ...] = ()   # phases: server_control/sim/phases.py
 
 
 def parse_traffic(text: str) -> Traffic:
     """idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]"""
     parts = text.strip().lower().split(":")
     kind = parts[0]
-    usage = "expected idle, steady:C, ramp[:MAX[:PERIOD_S]] or wave[:MAX[:PERIOD_S]]"
+    usage = "expected idle, steady:C, ramp[:MAX[:PERIOD_S]], wave[:MAX[:PERIOD_S]] or phases:PHASE/..."
+    if kind == "phases":
+        try:
+            return Traffic("phases", phases=parse_phases(text.strip().partition(":")[2]))
+        except PhaseError as exc:
+            raise argparse.ArgumentTypeError(f"bad traffic {text!r}: {exc}") from None
     if kind not in ("idle", "steady", "ramp", "wave"):
         raise argparse.ArgumentTypeError(f"unknown traffic {text!r}: {usage}")
     try:
@@ -145,7 +162,10 @@ class SimFlag:
 
 # The one table of --sim-* flags: the parser below and the profile schema's [sim] keys.
 SIM_FLAGS: tuple[SimFlag, ...] = (
-    SimFlag("traffic", parse_traffic, Traffic("idle"), "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]"),
+    SimFlag("traffic", parse_traffic, Traffic("idle"),
+            "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]] | phases:s=S,c=LO-HI,ctx=T,p=P/..."),
+    SimFlag("kv_cost", _kv_ms, 0.0, "ms per request per decode step per 1000 context tokens "
+            "(KV reads; 0 = the short-context model)"),
     SimFlag("seed", int, 0),
     SimFlag("time_scale", _scale, 1.0, "simulated seconds per wall-clock second (tests use > 1)"),
     SimFlag("load_time", _seconds, 2.0, "simulated seconds of weight loading and graph capture"),

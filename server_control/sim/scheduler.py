@@ -10,59 +10,26 @@ import argparse
 import asyncio
 import collections
 import concurrent.futures
+import dataclasses
 import itertools
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from server_control import decision, tp_ranks
+from server_control import cost_curves, decision, tp_ranks
 from server_control.sim import args as simargs
 from server_control.sim import model
+from server_control.sim.requests import Request, SimClock
 from server_control.sim.stats import Stats, StepTiming
-from server_control.sim.traffic import target_concurrency
+from server_control.sim.traffic import current_phase, target_concurrency
 
 if TYPE_CHECKING:
     from server_control.sim.light_ranks import LightRankGroup
     from server_control.sim.logfmt import Logger
     from server_control.sim.ranks import RankGroup
 
-
-
-class SimClock:
-    """Simulated seconds since start = wall seconds * scale."""
-
-    def __init__(self, scale: float) -> None:
-        self.scale = scale
-        self.t0 = time.monotonic()
-
-    def now(self) -> float:
-        return (time.monotonic() - self.t0) * self.scale
-
-    def wall_delay(self, sim_t: float) -> float:
-        return max(0.0, (sim_t - self.now()) / self.scale)
-
-
-@dataclass(eq=False)
-class Request:
-    rid: str
-    prompt_tokens: int
-    max_new_tokens: int
-    internal: bool = False
-    created: float = 0.0          # simulated clock
-    generated: int = 0
-    spec_steps: int = 0           # speculative verify steps this request took part in
-    spec_tokens: int = 0          # tokens produced in those steps
-    first_token_at: float | None = None
-    finished: bool = False
-    error: str | None = None
-    waiter: asyncio.Event | None = None   # set by the HTTP layer; passed to the deliver callback
-
-    @property
-    def spec_accept_length(self) -> float:
-        return self.spec_tokens / self.spec_steps if self.spec_steps else 1.0
 
 
 class Scheduler:
@@ -83,7 +50,11 @@ class Scheduler:
                                            args.speculative_disable_force_mode)
                        if self.spec and self.off_reason is None else None)
         self.rng = random.Random(args.sim_seed)
-        self.accept_p = model.accept_probability()
+        self.accept_p = self._base_accept_p = model.accept_probability()
+        self.phase_index: int | None = None   # phased traffic: the phase now running
+        self.cal = dataclasses.replace(model.DEFAULT, kv_ms_per_ktoken=args.sim_kv_cost)
+        # per-mode, per-batch-bucket cost counters, as the patch keeps them (step clock)
+        self.curves = cost_curves.CostCounters() if self.switch is not None else None
         self.cond = threading.Condition()
         self.waiting: collections.deque[Request] = collections.deque()
         self.running: list[Request] = []
@@ -162,6 +133,8 @@ class Scheduler:
         snap = self.switch.snapshot()
         snap.update(active=True, reason=None,
                     num_steps=self.num_steps if snap["mode"] == decision.SPECULATIVE else 0)
+        if self.curves is not None:
+            snap[cost_curves.SNAPSHOT_KEY] = self.curves.snapshot()
         if tp > 1:
             snap["tp_ranks"] = self._tp_ranks()
             snap["ranks"] = [tp_ranks.live_entry(r, snap) for r in range(tp)]
@@ -237,12 +210,16 @@ class Scheduler:
             back_to_back = last_end is not None and now <= last_end + 0.5 * self.clock.scale
             start = last_end if back_to_back and last_end is not None else now
             mode = self.ranks.step(step_no, batch, lines)
+            context = (sum(r.prompt_tokens + r.generated for r in decoding) / batch) if batch else 0.0
             if self.switch is not None and batch:
                 self.switch.decide(batch, vstart)
                 if self.switch.mode != mode:
                     raise RuntimeError(f"main and TP ranks disagree: {self.switch.mode} vs {mode}")
+                if self.curves is not None:
+                    self.curves.step(self.switch.mode, batch, vstart, context)
             step_mode = (mode or model.SPECULATIVE) if self.spec else model.PLAIN
-            dt = (model.step_ms(step_mode, batch) + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
+            dt = (model.step_ms(step_mode, batch, self.cal, context)
+                  + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
             end = start + dt
             delay = self.clock.wall_delay(end)
             if delay > 0 and self._stop.wait(delay):
@@ -280,9 +257,16 @@ class Scheduler:
         t = self.serving_seconds()
         threshold = self.switch.threshold if self.switch else 0
         want = target_concurrency(self.args.sim_traffic, t, threshold)
+        now_phase = current_phase(self.args.sim_traffic, t)
+        phase = now_phase[1] if now_phase else None
+        self.phase_index = now_phase[0] if now_phase else None
+        p = phase.accept_p if phase and phase.accept_p is not None else None
+        self.accept_p = p if p is not None else self._base_accept_p
         have = sum(1 for r in itertools.chain(self.running, self.waiting) if r.internal)
         for _ in range(max(0, want - have)):
-            req = self.new_request(self.rng.randint(64, 1024), self.rng.randint(96, 512), internal=True)
+            prompt = (self.rng.randint(max(1, phase.ctx // 2), phase.ctx * 3 // 2) if phase
+                      else self.rng.randint(64, 1024))
+            req = self.new_request(prompt, self.rng.randint(96, 512), internal=True)
             self.waiting.append(req)
 
     def _admit(self) -> list[Request]:
@@ -310,6 +294,8 @@ class Scheduler:
         s.token_usage = 0.0
         s.gen_throughput = 0.0
         self._vnow = self.clock.now()
+        if self.curves is not None:
+            self.curves.idle()
         self._interval = {"t": self._vnow, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
     def _produce(self, new: list[Request], decoding: list[Request], step_mode: str) -> list[Any]:
@@ -344,6 +330,8 @@ class Scheduler:
         iv["tokens"] += produced
         if self.switch is not None and accepted:
             self.switch.record_verify(accepted, self.num_steps + 1 if spec else 1)
+            if self.curves is not None:
+                self.curves.commit(self.switch.mode, len(accepted), sum(accepted) + len(accepted))
         self.stats.generation_tokens_total += produced
         keep = []
         in_use = 0
