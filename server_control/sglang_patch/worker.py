@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from server_control import decision
-from server_control.sglang_patch import gate, metrics, overrides, ranks, refusals
+from server_control.sglang_patch import curves, gate, metrics, overrides, ranks, refusals
 from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
@@ -48,7 +48,7 @@ class DynamicSpeculation:
     """The per-rank live state held by the worker as ``worker._dynspec``."""
 
     __slots__ = ("switch", "active", "reason", "normal_state", "target_only_state",
-                 "verdict", "step_forced", "worker")
+                 "verdict", "step_forced", "worker", "curves")
 
     def __init__(self, switch: decision.SpecSwitch | None, reason: str | None,
                  worker: Any=None) -> None:
@@ -60,6 +60,7 @@ class DynamicSpeculation:
         self.verdict = None  # ranks.Verdict once the TP group agreed
         self.step_forced: bool | None = None  # this decode step forced target-only?
         self.worker = worker
+        self.curves = curves.new() if switch is not None else None  # cost per mode and batch
 
     @property
     def ready(self) -> bool:
@@ -86,6 +87,7 @@ class DynamicSpeculation:
             snap["active"] = self.active
             snap["reason"] = self.reason
             snap["num_steps"] = self.num_steps()  # the step count the worker really runs
+            curves.publish(snap, self.curves)
         if self.verdict is not None:
             snap["tp_ranks"] = self.verdict.summary()
         return snap
@@ -209,7 +211,9 @@ def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
         original(worker, batch_size)
         return
     switch = dyn.switch
-    message = switch.decide(batch_size, time.monotonic())
+    now = time.monotonic()
+    message = switch.decide(batch_size, now)
+    curves.on_step(dyn.curves, switch.mode, batch_size, now)
     if message is not None:
         logger.info(message)
         metrics.publish()
@@ -237,8 +241,10 @@ def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, o
         tokens = getattr(result, "speculative_num_draft_tokens", None)
         if not isinstance(tokens, int):
             tokens = worker.speculative_num_draft_tokens
-        dyn.switch.record_verify(num_correct_drafts_per_req, tokens,
-                                 decision.TARGET_ONLY if forced else decision.SPECULATIVE)
+        mode = decision.TARGET_ONLY if forced else decision.SPECULATIVE
+        dyn.switch.record_verify(num_correct_drafts_per_req, tokens, mode)
+        if dyn.ready:
+            curves.on_commit(dyn.curves, mode, num_correct_drafts_per_req)
     if forced:
         return None
     return original(worker, num_correct_drafts_per_req, batch_size=batch_size)

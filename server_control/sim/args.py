@@ -60,6 +60,14 @@ def _kv_ms(text: str) -> float:
     return value
 
 
+def _explore_share(text: str) -> float:
+    from server_control.explore import validate_share
+    try:
+        return validate_share(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def positive_seconds(text: str) -> float:
     """A finite number of seconds > 0 (argparse type; also `specconsole bench`'s)."""
     value = _seconds(text)
@@ -164,6 +172,8 @@ class SimFlag:
 SIM_FLAGS: tuple[SimFlag, ...] = (
     SimFlag("traffic", parse_traffic, Traffic("idle"),
             "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]] | phases:s=S,c=LO-HI,ctx=T,p=P/..."),
+    SimFlag("explore_share", _explore_share, 0.0, "share of decode steps (0..0.1) that run the other mode "
+            "near the threshold, so both cost curves exist there (0 = off)"),
     SimFlag("kv_cost", _kv_ms, 0.0, "ms per request per decode step per 1000 context tokens "
             "(KV reads; 0 = the short-context model)"),
     SimFlag("seed", int, 0),

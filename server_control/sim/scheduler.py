@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from server_control import cost_curves, decision, tp_ranks
+from server_control import cost_curves, decision, explore, tp_ranks
 from server_control.sim import args as simargs
 from server_control.sim import model
 from server_control.sim.requests import Request, SimClock
@@ -55,6 +55,7 @@ class Scheduler:
         self.cal = dataclasses.replace(model.DEFAULT, kv_ms_per_ktoken=args.sim_kv_cost)
         # per-mode, per-batch-bucket cost counters, as the patch keeps them (step clock)
         self.curves = cost_curves.CostCounters() if self.switch is not None else None
+        self.explorer = explore.Explorer(args.sim_explore_share)
         self.cond = threading.Condition()
         self.waiting: collections.deque[Request] = collections.deque()
         self.running: list[Request] = []
@@ -135,6 +136,9 @@ class Scheduler:
                     num_steps=self.num_steps if snap["mode"] == decision.SPECULATIVE else 0)
         if self.curves is not None:
             snap[cost_curves.SNAPSHOT_KEY] = self.curves.snapshot()
+        ex = self.explorer
+        snap["exploration"] = {"share": ex.share, "window": explore.window(snap["threshold"]),
+                               "explored_steps": ex.explored}
         if tp > 1:
             snap["tp_ranks"] = self._tp_ranks()
             snap["ranks"] = [tp_ranks.live_entry(r, snap) for r in range(tp)]
@@ -212,11 +216,14 @@ class Scheduler:
             mode = self.ranks.step(step_no, batch, lines)
             context = (sum(r.prompt_tokens + r.generated for r in decoding) / batch) if batch else 0.0
             if self.switch is not None and batch:
-                self.switch.decide(batch, vstart)
-                if self.switch.mode != mode:
-                    raise RuntimeError(f"main and TP ranks disagree: {self.switch.mode} vs {mode}")
+                sw = self.switch
+                sw.decide(batch, vstart)
+                ran = self.explorer.mode(sw.mode, sw.steps[decision.SPECULATIVE] + sw.steps[decision.TARGET_ONLY],
+                                         batch, sw.threshold, sw.force == decision.AUTO)
+                if ran != mode:
+                    raise RuntimeError(f"main and TP ranks disagree: {ran} vs {mode}")
                 if self.curves is not None:
-                    self.curves.step(self.switch.mode, batch, vstart, context)
+                    self.curves.step(ran, batch, vstart, context)
             step_mode = (mode or model.SPECULATIVE) if self.spec else model.PLAIN
             dt = (model.step_ms(step_mode, batch, self.cal, context)
                   + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
@@ -329,9 +336,10 @@ class Scheduler:
                 self.spec_tokens_total += n
         iv["tokens"] += produced
         if self.switch is not None and accepted:
-            self.switch.record_verify(accepted, self.num_steps + 1 if spec else 1)
+            ran = decision.SPECULATIVE if spec else decision.TARGET_ONLY
+            self.switch.record_verify(accepted, self.num_steps + 1 if spec else 1, ran)
             if self.curves is not None:
-                self.curves.commit(self.switch.mode, len(accepted), sum(accepted) + len(accepted))
+                self.curves.commit(ran, len(accepted), sum(accepted) + len(accepted))
         self.stats.generation_tokens_total += produced
         keep = []
         in_use = 0

@@ -57,4 +57,10 @@ def test_collector_publishes_the_switch(publish):
     assert got[("sglang:spec_disable_accept_length", ())] == 4.0
     assert got[("sglang:spec_disable_accepted_drafts_total", ())] == 6
     assert got[("sglang:spec_disable_proposed_drafts_total", ())] == 6
+    # the cost curves: tokens per mode and batch bucket; a step is timed when the next begins
+    assert got[("sglang:spec_disable_bucket_tokens_total", (("batch", "2"), ("mode", "speculative")))] == 8
+    assert got[("sglang:spec_disable_bucket_tokens_total", (("batch", "6"), ("mode", "target_only")))] == 12
+    assert got[("sglang:spec_disable_bucket_steps_total", (("batch", "2"), ("mode", "speculative")))] == 1
+    assert got[("sglang:spec_disable_bucket_steps_total", (("batch", "6"), ("mode", "target_only")))] == 1
+    assert got[("sglang:spec_disable_bucket_seconds_total", (("batch", "2"), ("mode", "speculative")))] > 0
     assert set(n for n, _ in got) == set(spec_metrics.NAMES)
