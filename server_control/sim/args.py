@@ -68,6 +68,14 @@ def _explore_share(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _tune_bounds(text: str) -> Any:
+    from server_control.advice.tuner import parse_bounds
+    try:
+        return parse_bounds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def positive_seconds(text: str) -> float:
     """A finite number of seconds > 0 (argparse type; also `specconsole bench`'s)."""
     value = _seconds(text)
@@ -174,6 +182,8 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
             "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]] | phases:s=S,c=LO-HI,ctx=T,p=P/..."),
     SimFlag("explore_share", _explore_share, 0.0, "share of decode steps (0..0.1) that run the other mode "
             "near the threshold, so both cost curves exist there (0 = off)"),
+    SimFlag("auto_tune", _tune_bounds, None, "LO-HI: the threshold follows the measured crossover within "
+            "LO..HI (moves logged with their evidence); an operator's threshold turns it off"),
     SimFlag("kv_cost", _kv_ms, 0.0, "ms per request per decode step per 1000 context tokens "
             "(KV reads; 0 = the short-context model)"),
     SimFlag("seed", int, 0),

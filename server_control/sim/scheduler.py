@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from server_control import cost_curves, decision, explore, tp_ranks
+from server_control import cost_curves, decision, explore
 from server_control.sim import args as simargs
 from server_control.sim import model
+from server_control.sim.autotune import AutoTune
 from server_control.sim.requests import Request, SimClock
 from server_control.sim.stats import Stats, StepTiming
 from server_control.sim.traffic import current_phase, target_concurrency
@@ -56,6 +57,8 @@ class Scheduler:
         # per-mode, per-batch-bucket cost counters, as the patch keeps them (step clock)
         self.curves = cost_curves.CostCounters() if self.switch is not None else None
         self.explorer = explore.Explorer(args.sim_explore_share)
+        self.autotune = (AutoTune(self, args.sim_auto_tune)
+                         if args.sim_auto_tune is not None and self.switch is not None else None)
         self.cond = threading.Condition()
         self.waiting: collections.deque[Request] = collections.deque()
         self.running: list[Request] = []
@@ -77,6 +80,8 @@ class Scheduler:
     def start(self) -> None:
         self._interval["t"] = self.clock.now()
         self._thread.start()
+        if self.autotune is not None:
+            self.autotune.start()
 
     def mark_ready(self) -> None:
         """Serving starts: built-in traffic and fault timers count from here."""
@@ -107,48 +112,26 @@ class Scheduler:
             if req in self.waiting:
                 self.waiting.remove(req)
 
-    def apply_setting(self, key: str, value: object) -> concurrent.futures.Future[Any]:
+    def apply_setting(self, key: str, value: object, origin: str = "operator") -> concurrent.futures.Future[Any]:
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self.cond:
-            self.settings.append((key, value, fut))
+            self.settings.append((key, value, fut, origin))
             self.cond.notify()
         return fut
 
     def stop(self) -> None:
         self._stop.set()
+        if self.autotune is not None:
+            self.autotune.stop()
         with self.cond:
             self.cond.notify()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(5.0)
 
     def snapshot_switch(self) -> dict[str, Any] | None:
-        """The patch's ``dynamic_speculation`` entry: the switch's snapshot + active, reason,
-        the draft steps really run and, with TP > 1, every rank (the ranks agree every step,
-        or the simulator stops). None without speculative decoding."""
-        tp = self.args.tp_size
-        if self.switch is None:
-            if not self.spec:
-                return None
-            return {"enabled": False, "active": False, "reason": self.off_reason,
-                    "tp_ranks": self._tp_ranks()}
-        snap = self.switch.snapshot()
-        snap.update(active=True, reason=None,
-                    num_steps=self.num_steps if snap["mode"] == decision.SPECULATIVE else 0)
-        if self.curves is not None:
-            snap[cost_curves.SNAPSHOT_KEY] = self.curves.snapshot()
-        ex = self.explorer
-        snap["exploration"] = {"share": ex.share, "window": explore.window(snap["threshold"]),
-                               "explored_steps": ex.explored}
-        if tp > 1:
-            snap["tp_ranks"] = self._tp_ranks()
-            snap["ranks"] = [tp_ranks.live_entry(r, snap) for r in range(tp)]
-        return snap
-
-    def _tp_ranks(self) -> list[dict[str, Any]]:
-        failed = self.args.sim_fail_build_rank
-        return [{"rank": r, "active": r != failed,
-                 "reason": simargs.FAIL_BUILD_WHY if r == failed else None}
-                for r in range(self.args.tp_size)]
+        """The patch's ``dynamic_speculation`` entry (live_state.py)."""
+        from server_control.sim.live_state import switch_snapshot
+        return switch_snapshot(self)
 
     @property
     def avg_spec_accept_length(self) -> float:
@@ -248,12 +231,21 @@ class Scheduler:
 
     def _apply_settings(self) -> None:
         while self.settings:
-            key, value, fut = self.settings.popleft()
+            key, value, fut, origin = self.settings.popleft()
             try:
+                tune = self.autotune
+                own = tune.on_setting(key, value, origin) if tune is not None else None
+                if own is not None:
+                    self.log.info(own[1])
+                    fut.set_result(own)
+                    continue
                 ok, text = self.ranks.apply(key, value)
                 if ok and self.switch is not None:
                     from server_control.sim.worker import apply_setting
                     apply_setting(self.switch, key, value)
+                    line = tune.applied(key, value, origin) if tune is not None else None
+                    if line:
+                        self.log.info(line)
                 fut.set_result((ok, text))
             except Exception as exc:  # noqa: BLE001 - report to the HTTP caller
                 fut.set_exception(exc)
