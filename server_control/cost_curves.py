@@ -8,7 +8,7 @@ only: it is loaded inside SGLang's scheduler processes.
 Buckets: exact decode batch sizes 1..cap (default 32), then powers of two (33..64 -> 64,
 65..128 -> 128, ... up to 4096, and one last bucket for anything larger). A bucket is
 named by its largest batch (``hi``); memory is fixed at construction (2 modes x
-``bucket_count(cap)`` slots of 7 numbers).
+``bucket_count(cap)`` slots of 8 numbers).
 
 Per bucket and mode:
   * timed steps, step seconds, step seconds squared, sum of the batch sizes: a decode
@@ -18,8 +18,9 @@ Per bucket and mode:
   * verified steps, committed tokens, committed tokens squared: from ``commit()`` when a
     step's result settles (under SGLang's overlap scheduler one step later), with the
     step's own batch size, in the mode it ran in.
-Per step the patch pays one ``step()`` (a clock read done by the caller, a bucket index,
-five adds) and one ``commit()`` (a bucket index, four adds).
+Per step the patch pays one ``step()`` (the clock value the switch already read, a bucket
+index, five adds) and one ``commit()`` (a bucket index, three adds): about 1 us together
+(benchmarks/curves_bench.py; docs/sglang-patch.md).
 """
 from __future__ import annotations
 
@@ -59,11 +60,15 @@ def bucket_bounds(index: int, cap: int = DEFAULT_CAP) -> tuple[int, int]:
 
 
 class CostCounters:
-    """The live counters of one rank (not thread-safe: one scheduler thread writes)."""
+    """The live counters of one rank (not thread-safe: one scheduler thread writes).
 
-    __slots__ = ("cap", "max_gap_s", "_steps", "_secs", "_secs2", "_batch", "_verified",
-                 "_tokens", "_tokens2", "_last_t", "_last_slot", "_last_mode", "dropped",
-                 "context", "_ctx", "_last_batch", "_last_ctx")
+    Storage per mode: one flat list of ``bucket_count(cap)`` x 5 timed-step numbers
+    (steps, seconds, seconds squared, batch sum, context sum) and one of x 3 committed
+    numbers (verified steps, tokens, tokens squared): one dict lookup and a few list adds
+    per call."""
+
+    __slots__ = ("cap", "max_gap_s", "_timed", "_done", "_last_t", "_last_slot", "_last_mode",
+                 "_last_batch", "_last_ctx", "dropped", "context")
 
     def __init__(self, cap: int = DEFAULT_CAP, max_gap_s: float = DEFAULT_MAX_GAP_S) -> None:
         if not 1 <= cap <= TOP:
@@ -71,16 +76,8 @@ class CostCounters:
         self.cap = cap
         self.max_gap_s = max_gap_s
         n = bucket_count(cap)
-        z = [0] * n
-        zf = [0.0] * n
-        self._steps = {m: list(z) for m in MODES}
-        self._secs = {m: list(zf) for m in MODES}
-        self._secs2 = {m: list(zf) for m in MODES}
-        self._batch = {m: list(z) for m in MODES}
-        self._verified = {m: list(z) for m in MODES}
-        self._tokens = {m: list(z) for m in MODES}
-        self._tokens2 = {m: list(z) for m in MODES}
-        self._ctx = {m: list(zf) for m in MODES}   # summed mean context per timed step
+        self._timed: dict[str, list[float]] = {m: [0.0] * (5 * n) for m in MODES}
+        self._done: dict[str, list[int]] = {m: [0] * (3 * n) for m in MODES}
         self._last_t: float | None = None
         self._last_slot = 0
         self._last_mode = SPECULATIVE
@@ -96,22 +93,25 @@ class CostCounters:
         if last is not None:
             dt = now - last
             if 0.0 <= dt <= self.max_gap_s:
-                m, i = self._last_mode, self._last_slot
-                self._steps[m][i] += 1
-                self._secs[m][i] += dt
-                self._secs2[m][i] += dt * dt
-                self._batch[m][i] += self._last_batch
+                a = self._timed[self._last_mode]
+                i = self._last_slot
+                a[i] += 1
+                a[i + 1] += dt
+                a[i + 2] += dt * dt
+                a[i + 3] += self._last_batch
                 if self._last_ctx is not None:
-                    self._ctx[m][i] += self._last_ctx
+                    a[i + 4] += self._last_ctx
             else:
                 self.dropped += 1
         self._last_t = now
         self._last_mode = mode
-        self._last_slot = batch - 1 if batch <= self.cap else bucket_index(batch, self.cap)
+        self._last_slot = 5 * (batch - 1 if batch <= self.cap else bucket_index(batch, self.cap))
         self._last_batch = batch
-        self._last_ctx = context
         if context is not None:
+            self._last_ctx = context
             self.context = True
+        elif self._last_ctx is not None:
+            self._last_ctx = None
 
     def idle(self) -> None:
         """No decode step follows (the server went idle): the last step is not timed."""
@@ -121,10 +121,11 @@ class CostCounters:
         """A settled step of ``batch`` decode requests committed ``tokens`` in ``mode``."""
         if batch <= 0:
             return
-        i = batch - 1 if batch <= self.cap else bucket_index(batch, self.cap)
-        self._verified[mode][i] += 1
-        self._tokens[mode][i] += tokens
-        self._tokens2[mode][i] += tokens * tokens
+        c = self._done[mode]
+        i = 3 * (batch - 1 if batch <= self.cap else bucket_index(batch, self.cap))
+        c[i] += 1
+        c[i + 1] += tokens
+        c[i + 2] += tokens * tokens
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready: ``{"cap", "dropped", "modes": {mode: [row, ...]}}``, rows only for
@@ -132,14 +133,14 @@ class CostCounters:
         tokens, tokens_sq, context_sum]`` (context_sum null when not measured)."""
         modes: dict[str, list[list[Any]]] = {}
         for m in MODES:
+            a, c = self._timed[m], self._done[m]
             rows = []
-            for i in range(bucket_count(self.cap)):
-                if self._steps[m][i] or self._verified[m][i]:
-                    lo, hi = bucket_bounds(i, self.cap)
-                    rows.append([lo, hi, self._steps[m][i], round(self._secs[m][i], 6),
-                                 round(self._secs2[m][i], 9), self._batch[m][i],
-                                 self._verified[m][i], self._tokens[m][i], self._tokens2[m][i],
-                                 round(self._ctx[m][i], 1) if self.context else None])
+            for k in range(bucket_count(self.cap)):
+                i, j = 5 * k, 3 * k
+                if a[i] or c[j]:
+                    lo, hi = bucket_bounds(k, self.cap)
+                    rows.append([lo, hi, int(a[i]), round(a[i + 1], 6), round(a[i + 2], 9), int(a[i + 3]),
+                                 c[j], c[j + 1], c[j + 2], round(a[i + 4], 1) if self.context else None])
             modes[m] = rows
         return {"cap": self.cap, "dropped": self.dropped, "modes": modes}
 

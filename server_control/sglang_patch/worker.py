@@ -213,7 +213,7 @@ def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
     switch = dyn.switch
     now = time.monotonic()
     message = switch.decide(batch_size, now)
-    curves.on_step(dyn.curves, switch.mode, batch_size, now)
+    dyn.curves.step(switch.mode, batch_size, now)   # cost curves (sglang_patch/curves.py)
     if message is not None:
         logger.info(message)
         metrics.publish()
@@ -242,9 +242,10 @@ def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, o
         if not isinstance(tokens, int):
             tokens = worker.speculative_num_draft_tokens
         mode = decision.TARGET_ONLY if forced else decision.SPECULATIVE
+        before = dyn.switch.tokens[mode]
         dyn.switch.record_verify(num_correct_drafts_per_req, tokens, mode)
-        if dyn.ready:
-            curves.on_commit(dyn.curves, mode, num_correct_drafts_per_req)
+        if dyn.ready:   # cost curves: the tokens record_verify just counted
+            dyn.curves.commit(mode, len(num_correct_drafts_per_req), dyn.switch.tokens[mode] - before)
     if forced:
         return None
     return original(worker, num_correct_drafts_per_req, batch_size=batch_size)

@@ -58,11 +58,12 @@ def test_an_idle_gap_is_dropped_not_counted_as_a_slow_step():
 
 def test_memory_is_fixed_whatever_the_batches():
     c = cc.CostCounters()
-    sizes = [len(v) for v in c._steps.values()]
+    sizes = [len(v) for v in c._timed.values()] + [len(v) for v in c._done.values()]
     for i, b in enumerate(range(1, 20000, 7)):
         c.step("target_only", b, i * 0.01)
         c.commit("target_only", b, b)
-    assert [len(v) for v in c._steps.values()] == sizes == [cc.bucket_count()] * 2
+    assert [len(v) for v in c._timed.values()] + [len(v) for v in c._done.values()] == sizes
+    assert sizes == [5 * cc.bucket_count()] * 2 + [3 * cc.bucket_count()] * 2
     assert len(c.snapshot()["modes"]["target_only"]) <= cc.bucket_count()
 
 
