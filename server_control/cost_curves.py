@@ -114,7 +114,8 @@ class CostCounters:
             self._last_ctx = None
 
     def idle(self) -> None:
-        """No decode step follows (the server went idle): the last step is not timed."""
+        """The last step is not timed: no decode step follows (the server went idle), or
+        it also did other work (the simulator's mixed prefill steps)."""
         self._last_t = None
 
     def commit(self, mode: str, batch: int, tokens: int) -> None:

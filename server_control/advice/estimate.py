@@ -120,7 +120,10 @@ def _fit(points: list[tuple[float, int, float, float]]) -> Fit | None:
     sxx = sum(n * (b - mb) ** 2 for b, n, _t, _k in points)
     sxy = sum(n * (b - mb) * (t - mt) for b, n, t, _k in points)
     slope = max(0.0, sxy / sxx) if sxx > 0 else 0.0
-    return Fit(mt - slope * mb, slope, per_request, min(p[0] for p in points), max(p[0] for p in points))
+    intercept = mt - slope * mb
+    if intercept < 0:   # a step never costs less than nothing: the line through the origin's side
+        slope, intercept = mt / mb, 0.0
+    return Fit(intercept, slope, per_request, min(p[0] for p in points), max(p[0] for p in points))
 
 
 def _shared(points: tuple[Point, ...]) -> set[tuple[int, int]]:

@@ -3,9 +3,10 @@
 Every ``interval_s`` the tuner estimates (``estimate``) from the cost curves of the last
 ``window_s`` seconds only (so a phase change is followed) and moves N toward the
 suggestion, within ``[lo, hi]``:
-  * hysteresis: no move while the current N lies inside the suggestion's 95 % interval;
+  * hysteresis: no move while the current N lies inside the suggestion's 95 % interval
+    (unless the crossover is extrapolated beyond the data: its interval then says little);
   * bounded rate: at most ``max_step`` per decision, and 1 when the crossover is
-    extrapolated beyond the data (moving one step lets exploration look there);
+    extrapolated beyond the data (one step toward it lets exploration look there);
   * one decision for the whole server: the caller (one process, never each rank) applies
     the move as any runtime change is applied, broadcast to every rank.
 Each move carries its evidence, the log line
@@ -114,10 +115,11 @@ class Tuner:
         if e.suggested is None or e.interval is None:
             return None
         lo, hi = e.interval
-        if lo <= threshold <= hi:
+        far = e.extrapolated > TRUSTED_EXTRAPOLATION
+        if lo <= threshold <= hi and not far:
             return None
         target = min(self.settings.hi, max(self.settings.lo, e.suggested or self.settings.hi))
-        step = 1 if e.extrapolated > TRUSTED_EXTRAPOLATION else self.settings.max_step
+        step = 1 if far else self.settings.max_step
         new = threshold + max(-step, min(step, target - threshold))
         if new == threshold:
             return None

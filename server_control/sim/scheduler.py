@@ -207,6 +207,8 @@ class Scheduler:
                     raise RuntimeError(f"main and TP ranks disagree: {ran} vs {mode}")
                 if self.curves is not None:
                     self.curves.step(ran, batch, vstart, context)
+                    if new:   # this step also prefills: its time is not a decode step's cost
+                        self.curves.idle()
             step_mode = (mode or model.SPECULATIVE) if self.spec else model.PLAIN
             dt = (model.step_ms(step_mode, batch, self.cal, context)
                   + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
