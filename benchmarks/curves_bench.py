@@ -19,7 +19,7 @@ import random
 import time
 from types import SimpleNamespace
 
-from server_control import cost_curves, decision
+from server_control.protocol import cost_curves, decision
 from server_control.sglang_patch import worker as patch_worker
 
 GOAL_NS = 1000.0

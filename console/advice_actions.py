@@ -10,7 +10,7 @@ from console.screens.advice import AdviceScreen
 if TYPE_CHECKING:
     from textual.app import App
 
-    from server_control.session_api import SessionLike
+    from server_control.session.api import SessionLike
 
     _Base = App[Any]
 else:

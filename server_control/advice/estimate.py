@@ -34,7 +34,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from server_control.cost_curves import SPECULATIVE, TARGET_ONLY, Bucket, Curves
+from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, Bucket, Curves
 
 MIN_STEPS = 8
 FIT_BUCKETS = 5

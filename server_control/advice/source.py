@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from server_control.cost_curves import SNAPSHOT_KEY, Curves, CurvesError, parse
+from server_control.protocol.cost_curves import SNAPSHOT_KEY, Curves, CurvesError, parse
 
 MAX_BYTES = 4 << 20
 

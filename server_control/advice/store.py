@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server_control.cost_curves import Bucket, Curves, CurvesError, parse
-from server_control.state_dir import resolve_state_dir
-from server_control.state_files import atomic_write
+from server_control.protocol.cost_curves import Bucket, Curves, CurvesError, parse
+from server_control.state.private_files import atomic_write
+from server_control.state.state_dir import resolve_state_dir
 
 VERSION = 1
 MAX_BYTES = 1 << 20

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from server_control.advice.estimate import Estimate, estimate
 from server_control.advice.words import TRUSTED_EXTRAPOLATION
-from server_control.cost_curves import SPECULATIVE, TARGET_ONLY, Curves
+from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, Curves
 
 MOVE_PREFIX = "Dynamic speculation: threshold "
 

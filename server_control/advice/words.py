@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server_control.advice.estimate import Estimate
-from server_control.cost_curves import SPECULATIVE, TARGET_ONLY
+from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY
 
 TRUSTED_EXTRAPOLATION = 2.0   # batches beyond the data a crossover may lie and still be advised
 

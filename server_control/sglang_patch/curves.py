@@ -1,4 +1,4 @@
-"""The cost curves of a patched rank (``server_control.cost_curves``), fed by the worker.
+"""The cost curves of a patched rank (``server_control.protocol.cost_curves``), fed by the worker.
 
 ``worker.on_decode_step`` calls the counters' ``step`` with the mode the switch chose and
 the clock value it gave the switch; ``worker.on_verified`` calls ``commit`` with the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server_control.cost_curves import SNAPSHOT_KEY, CostCounters
+from server_control.protocol.cost_curves import SNAPSHOT_KEY, CostCounters
 
 
 def new() -> CostCounters:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from server_control import cost_curves, decision
 from server_control.advice.tuner import Tuner, TuneSettings
+from server_control.protocol import cost_curves, decision
 
 if TYPE_CHECKING:
     from server_control.sim.scheduler import Scheduler

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from server_control import cost_curves, decision, explore, tp_ranks
+from server_control.protocol import cost_curves, decision, explore, tp_ranks
 from server_control.sim import args as simargs
 
 if TYPE_CHECKING:

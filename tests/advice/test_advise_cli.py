@@ -67,7 +67,7 @@ def test_advise_suggests_from_the_curves_and_keeps_them(sim_factory, tmp_path):
 
 
 def test_a_restarted_server_adds_to_what_was_saved(tmp_path):
-    from server_control import cost_curves as cc
+    from server_control.protocol import cost_curves as cc
 
     def reading(steps):
         c = cc.CostCounters()

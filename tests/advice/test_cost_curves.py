@@ -1,7 +1,7 @@
-"""The per-mode, per-batch-bucket cost counters (server_control.cost_curves), pure."""
+"""The per-mode, per-batch-bucket cost counters (server_control.protocol.cost_curves), pure."""
 import pytest
 
-from server_control import cost_curves as cc
+from server_control.protocol import cost_curves as cc
 
 
 def test_buckets_are_exact_to_the_cap_then_powers_of_two():

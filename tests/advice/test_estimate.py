@@ -4,10 +4,10 @@ import random
 
 import pytest
 
-from server_control import cost_curves as cc
 from server_control.advice.estimate import estimate
 from server_control.advice.words import advise
-from server_control.explore import Explorer, window
+from server_control.protocol import cost_curves as cc
+from server_control.protocol.explore import Explorer, window
 from server_control.sim import model
 
 

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from server_control import cost_curves
+from server_control.protocol import cost_curves
 from server_control.sim import model
 from server_control.sim.args import parse_traffic
 from server_control.sim.phases import PhaseError, parse_phases, phase_at

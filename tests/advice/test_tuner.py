@@ -5,8 +5,8 @@ import time
 import httpx
 import pytest
 
-from server_control import cost_curves as cc
 from server_control.advice.tuner import MOVE_PREFIX, Tuner, TuneSettings, parse_bounds
+from server_control.protocol import cost_curves as cc
 from tests.advice.test_estimate import curves
 
 
