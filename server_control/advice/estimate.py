@@ -21,7 +21,8 @@ line is needed: each such bucket gives z = (tok/s target-only - tok/s speculativ
 and the crossover is the step c that fits the signs best, the c minimising
     sum over buckets below c of max(0, z)  +  sum over buckets from c of max(0, -z)
 (a noisy bucket on the wrong side costs little, a clear one much). If c is the lowest such
-bucket, target-only may win lower still: the estimate says so (``extrapolated`` = 1).
+bucket, target-only may win lower still: then the lines' crossover is taken when it lies
+lower, and the estimate says how far below the shared buckets it is (``extrapolated``).
 
 The 95 % interval comes from a parametric bootstrap (seeded, so the same curves give the
 same interval): each bucket's step time and tokens per step are drawn from normals with
@@ -197,6 +198,18 @@ def _measured(points: tuple[Point, ...], draw: dict[tuple[int, int], float] | No
     return "crossover", cross, 1.0 if best == 0 else 0.0
 
 
+def _lowered(measured: tuple[str, int | None, float] | None, fits: dict[str, Fit]
+             ) -> tuple[str, int | None, float] | None:
+    """Target-only already wins at the lowest shared bucket: the lines may put it lower."""
+    if measured is None or measured[2] == 0.0 or measured[1] is None:
+        return measured
+    c = measured[1]
+    verdict, line = _crossover(fits)
+    if line is not None and line < c:
+        return verdict, line, float(c - line + 1)
+    return measured
+
+
 def _draw_diffs(points: tuple[Point, ...], rng: random.Random) -> dict[tuple[int, int], float]:
     by = {(p.mode, p.lo, p.hi): p for p in points}
     out = {}
@@ -226,13 +239,13 @@ def estimate(curves: Curves, seed: int = 0) -> Estimate:
         return Estimate(points, None, None, None, "insufficient", 0.0, accept, mean_ctx, busy,
                         f"no {' or '.join(m.replace('_', '-') for m in missing)} steps measured yet "
                         f"(at least {MIN_STEPS} steps in each of 2 batch buckets)")
-    measured = _measured(points)
+    measured = _lowered(_measured(points), fits)
     verdict, cross = measured[:2] if measured else _crossover(fits)
     suggested = _suggest(verdict, cross)
     rng = random.Random(seed)
     draws_n = []
     for _ in range(RESAMPLES):
-        again = _measured(points, _draw_diffs(points, rng)) if measured else None
+        again = _lowered(_measured(points, _draw_diffs(points, rng)), fits) if measured else None
         if again is not None:
             v, c = again[0], again[1]
         else:
