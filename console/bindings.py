@@ -39,7 +39,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("F", "cycle_force", "Force",
            "Cycle the forced mode: auto -> speculative -> target-only", "threshold", display="F"),
     Action("A", "apply_advice", "Advice",
-           "The advisor: N from the server's cost curves; a applies it (asks first; read back, journaled)",
+           "The advisor: N from the server's cost curves; enter applies it (asks first; read back, journaled)",
            "threshold", show=False),
     Action("H", "apply_suggestion", "Apply hint",
            "Against flapping: apply the suggested hysteresis (else dwell), read back like N", "threshold",

@@ -1,5 +1,5 @@
 """The advisor's full-screen view (`A`): the suggested N from the server's cost curves,
-refreshed every ``EVERY_S`` seconds while open; `a` applies it after a yes, through the
+refreshed every ``EVERY_S`` seconds while open; enter applies it after a yes, through the
 same call as `=` (read back on every rank, journaled); escape closes."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def read_advice(url: str, key: str | None) -> Advice:
 
 
 class AdviceScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("a", "apply", "Apply N")]
+    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("enter", "apply", "Apply N")]
     DEFAULT_CSS = """
     AdviceScreen { align: center middle; }
     AdviceScreen > Vertical { width: 96; height: auto; border: thick $accent; background: $surface; }
@@ -55,7 +55,7 @@ class AdviceScreen(ModalScreen[None]):
                 panel.note = f"advisor: {exc}"
             else:
                 self.advice = adv
-                panel.note = "a applies the suggested N (asks first), escape closes"
+                panel.note = "enter applies the suggested N (asks first), escape closes"
                 panel.advice = adv
             await asyncio.sleep(EVERY_S)
 

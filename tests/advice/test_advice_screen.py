@@ -1,5 +1,5 @@
 """`A` in the console against a real simulator through the real Session: the advisor's
-view shows the suggestion; `a` asks, then applies it through the same path as `=` (read
+view shows the suggestion; enter asks, then applies it through the same path as `=` (read
 back on every rank, journaled)."""
 import httpx
 import pytest
@@ -28,7 +28,7 @@ async def test_the_advice_view_applies_the_suggestion_after_a_yes(sim_factory, t
         n = adv.suggested
         assert n is not None and abs(n - 4) <= 1 and f"N={n} would give" in screen_text(app)
         await wait_for(pilot, lambda: "accept length" in screen_text(app), what="acceptance shown")
-        await pilot.press("a")
+        await pilot.press("enter")
         await wait_for(pilot, lambda: f"Set N={n}" in screen_text(app), what="the question")
         await pilot.press("y")
         await wait_for(pilot, lambda: f"N={n} applied" in screen_text(app), what="applied and read back")
