@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from server_control.protocol import cost_curves, decision, explore, tp_ranks
+from server_control.protocol import cost_curves, decision, explore, rank_verdict
 from server_control.sim import args as simargs
 
 if TYPE_CHECKING:
@@ -39,5 +39,5 @@ def switch_snapshot(sched: Scheduler) -> dict[str, Any] | None:
         snap["auto_tune"] = sched.autotune.snapshot()
     if tp > 1:
         snap["tp_ranks"] = tp_rank_rows(sched)
-        snap["ranks"] = [tp_ranks.live_entry(r, snap) for r in range(tp)]
+        snap["ranks"] = [rank_verdict.live_entry(r, snap) for r in range(tp)]
     return snap

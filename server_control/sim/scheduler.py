@@ -2,7 +2,7 @@
 the throughput model on a (time-scaled) simulated clock, and hands out tokens.
 
 It runs in one thread. With no work it blocks on a condition variable (no CPU).
-All TP ranks take part in every step (see ranks.py).
+All TP ranks take part in every step (see rank_processes.py).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from server_control.advice.tuner import TuneSettings
 from server_control.protocol import cost_curves, decision, explore
 from server_control.sim import args as simargs
 from server_control.sim import model
@@ -27,9 +28,9 @@ from server_control.sim.stats import Stats, StepTiming
 from server_control.sim.traffic import current_phase, target_concurrency
 
 if TYPE_CHECKING:
-    from server_control.sim.light_ranks import LightRankGroup
     from server_control.sim.logfmt import Logger
-    from server_control.sim.ranks import RankGroup
+    from server_control.sim.rank_objects import LightRankGroup
+    from server_control.sim.rank_processes import RankGroup
 
 
 
@@ -57,7 +58,7 @@ class Scheduler:
         # per-mode, per-batch-bucket cost counters, as the patch keeps them (step clock)
         self.curves = cost_curves.CostCounters() if self.switch is not None else None
         self.explorer = explore.Explorer(args.sim_explore_share)
-        self.autotune = (AutoTune(self, args.sim_auto_tune)
+        self.autotune = (AutoTune(self, TuneSettings(*args.sim_auto_tune))
                          if args.sim_auto_tune is not None and self.switch is not None else None)
         self.cond = threading.Condition()
         self.waiting: collections.deque[Request] = collections.deque()
@@ -199,16 +200,7 @@ class Scheduler:
             mode = self.ranks.step(step_no, batch, lines)
             context = (sum(r.prompt_tokens + r.generated for r in decoding) / batch) if batch else 0.0
             if self.switch is not None and batch:
-                sw = self.switch
-                sw.decide(batch, vstart)
-                ran = self.explorer.mode(sw.mode, sw.steps[decision.SPECULATIVE] + sw.steps[decision.TARGET_ONLY],
-                                         batch, sw.threshold, sw.force == decision.AUTO)
-                if ran != mode:
-                    raise RuntimeError(f"main and TP ranks disagree: {ran} vs {mode}")
-                if self.curves is not None:
-                    self.curves.step(ran, batch, vstart, context)
-                    if new:   # this step also prefills: its time is not a decode step's cost
-                        self.curves.idle()
+                self._decide(batch, vstart, context, bool(new), mode)
             step_mode = (mode or model.SPECULATIVE) if self.spec else model.PLAIN
             dt = (model.step_ms(step_mode, batch, self.cal, context)
                   + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
@@ -230,6 +222,21 @@ class Scheduler:
         if self._fault_due() and not self._stop.is_set():
             self.ranks.crash()
             self.on_fatal(1, "Received sigquit from a child process. It usually means the child failed.")
+
+    def _decide(self, batch: int, vstart: float, context: float, prefills: bool, mode: str | None) -> None:
+        """The main process's copy of the step's decision (and exploration), checked against
+        the ranks' answer; the cost curves count the step in the mode it ran in."""
+        sw = self.switch
+        assert sw is not None
+        sw.decide(batch, vstart)
+        ran = self.explorer.mode(sw.mode, sw.steps[decision.SPECULATIVE] + sw.steps[decision.TARGET_ONLY],
+                                 batch, sw.threshold, sw.force == decision.AUTO)
+        if ran != mode:
+            raise RuntimeError(f"main and TP ranks disagree: {ran} vs {mode}")
+        if self.curves is not None:
+            self.curves.step(ran, batch, vstart, context)
+            if prefills:   # this step also prefills: its time is not a decode step's cost
+                self.curves.idle()
 
     def _apply_settings(self) -> None:
         while self.settings:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from server_control.sim.args import Traffic
-from server_control.sim.phases import Phase, phase_at
+from server_control.protocol.sim_flags import Traffic
+from server_control.protocol.sim_phases import Phase, phase_at
 
 
 def default_peak(threshold: int) -> int:

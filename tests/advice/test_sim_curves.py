@@ -7,9 +7,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from server_control.protocol import cost_curves
+from server_control.protocol.sim_flags import parse_traffic
+from server_control.protocol.sim_phases import PhaseError, parse_phases, phase_at
 from server_control.sim import model
-from server_control.sim.args import parse_traffic
-from server_control.sim.phases import PhaseError, parse_phases, phase_at
 
 
 def test_longer_context_and_higher_acceptance_move_the_crossover_up():
