@@ -20,6 +20,7 @@ from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
+from console.advice_actions import AdviceActions
 from console.bindings import ACTIONS, bindings_for
 from console.control_actions import ControlActions
 from console.messages import SessionEvent
@@ -46,7 +47,7 @@ OUR_ACTIONS = {a.action for a in ACTIONS if a.target == "app"}
 OWNER_ACTIONS = {"start_server", "stop_server", "restart_server"}
 
 
-class SpecConsoleApp(ControlActions, App):
+class SpecConsoleApp(ControlActions, AdviceActions, App):
     TITLE = "specconsole"
     CSS_PATH = str(CSS_FILE)
     BINDINGS = bindings_for("app")
