@@ -163,3 +163,13 @@ def test_preload_routes_the_jit_tree_kernels(mode, want):
                           timeout=300, cwd=str(REPO))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split()[0] == want
+
+
+def test_gpu_check_bundle_stops_while_a_part_is_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(run.READY, raising=False)
+    bundle = _bundle(tmp_path)
+    (bundle / "part2").rename(tmp_path / "later")
+    assert gpu_check.main(["--bundle", str(bundle)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL bundle: bundle parts not here yet: ['2']" in out
+    assert (bundle / "site" / "alpha_pkg.py").is_file()   # part1 installed meanwhile
