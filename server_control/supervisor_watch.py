@@ -21,6 +21,7 @@ import httpx
 from server_control import process, runs
 from server_control.sanitize import strip_controls
 from server_control.supervised import SupervisorParts
+from server_control.telemetry.http_poll import bounded_request
 
 STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL = (
     "starting", "ready", "unhealthy", "crashed", "stopped", "fatal")
@@ -126,7 +127,7 @@ class WatchLoop(SupervisorParts):
     async def _probe(self, client: httpx.AsyncClient) -> None:
         url = self.profile.url + self.profile.health["path"]
         try:
-            r = await client.get(url)
+            r = await bounded_request(client, "GET", url, deadline_s=self.profile.health["timeout_s"])
             ok, why = r.status_code == 200, f"HTTP {r.status_code}"
         except (httpx.HTTPError, OSError) as exc:
             ok, why = False, strip_controls(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
