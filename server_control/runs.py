@@ -254,6 +254,34 @@ def quarantine_record(name: str, state_dir: str | Path | None = None) -> Path | 
         return None
 
 
+def keeper_note(name: str, state_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """The keeper's start note in ``runs/<name>.exit`` while its server runs (``returncode``
+    null: server_control/keeper.py), or None."""
+    try:
+        note = json.loads(exit_file(name, state_dir).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(note, dict) or note.get("returncode", 0) is not None or not isinstance(note.get("record"), dict):
+        return None
+    return note
+
+
+def recover_record(name: str, state_dir: str | Path | None = None) -> tuple[RunRecord, int | None] | None:
+    """The live run of a profile whose record is missing or unreadable, from its keeper's
+    start note: (the record as launched, the keeper's pid), or None (no such live run)."""
+    note = keeper_note(name, state_dir)
+    if note is None:
+        return None
+    try:
+        rec = RunRecord.from_dict(note["record"], f"{exit_file(name, state_dir)} (record)")
+    except RunRecordError:
+        return None
+    if rec.name != name or not rec.is_live():
+        return None
+    keeper = note.get("keeper_pid")
+    return rec, keeper if _is_int(keeper) else None
+
+
 def list_records(state_dir: str | Path | None = None) -> list[RunRecord]:
     """Every readable record (unreadable ones are skipped)."""
     out = []
