@@ -125,6 +125,14 @@ def _pump(rfd: int, writer: LogWriter) -> None:
     os.close(rfd)
 
 
+def _say(log_fd: int, msg: str) -> None:
+    """A line of the keeper's own in the run's log (best effort: the disk may be full)."""
+    try:
+        os.write(log_fd, f"specconsole: {msg}\n".encode())
+    except OSError:
+        pass
+
+
 def _reply(obj: dict[str, Any]) -> None:
     os.write(1, (json.dumps(obj) + "\n").encode())
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -145,7 +153,7 @@ def _started_record(spec: dict[str, Any], pid: int, ct: float, start: Any) -> di
     return rec
 
 
-def _write_record(spec: dict[str, Any], proc: subprocess.Popen, ct: float, start: Any) -> dict[str, Any] | str | None:
+def _write_record(spec: dict[str, Any], proc: subprocess.Popen[bytes], ct: float, start: Any) -> dict[str, Any] | str | None:
     """Write the start note and the run record; the record (None: none asked) or the error."""
     rec = _started_record(spec, proc.pid, ct, start)
     if rec is None:
@@ -178,7 +186,7 @@ def serve(spec: dict[str, Any]) -> int:
                                 env=spec["env"], cwd=spec["cwd"], start_new_session=True, close_fds=True)
     except OSError as exc:
         msg = f"cannot start {spec['argv'][0]}: {exc.strerror or exc}"
-        os.write(log_fd, f"specconsole: {msg}\n".encode())
+        _say(log_fd, msg)
         _reply({"error": msg})
         return 1
     finally:
@@ -191,7 +199,7 @@ def serve(spec: dict[str, Any]) -> int:
     spec.pop("env", None)   # the keys in it are not needed any more
     rec = _write_record(spec, proc, ct, start)
     if isinstance(rec, str):
-        os.write(log_fd, f"specconsole: {rec}\n".encode())
+        _say(log_fd, rec)
         _reply({"error": rec})
         return 1
     _reply({"pid": proc.pid, "create_time": ct, "boot_id": start.boot_id if start else None,

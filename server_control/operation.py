@@ -21,7 +21,8 @@ REFUSED: Final = "refused"
 FAILED: Final = "failed"
 # A setting change's state -> the operation's outcome.
 CHANGE_OUTCOME: dict[str, Outcome] = {"applied": DONE, "refused": REFUSED, "unsupported": REFUSED,
-                                      "error": FAILED, "pending": FAILED, "overridden": FAILED}
+                                      "error": FAILED, "pending": FAILED, "overridden": FAILED,
+                                      "not kept": FAILED}
 
 
 @dataclass(frozen=True)

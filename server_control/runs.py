@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -38,6 +39,8 @@ from server_control.state_dir import resolve_state_dir as resolve_state_dir  # r
 from server_control.state_files import FileLock as FileLock  # re-exported
 from server_control.state_files import LockTimeout as LockTimeout  # re-exported
 from server_control.state_files import atomic_write as atomic_write  # re-exported
+
+log = logging.getLogger(__name__)
 
 
 class RunConflict(RuntimeError):
@@ -200,12 +203,19 @@ async def update_record(name: str, state_dir: str | Path | None, pid: int,
 
 
 def try_update_record(name: str, state_dir: str | Path | None, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
-    """``update_record`` if the profile lock is free now; None (nothing done) if it is busy."""
+    """``update_record`` if the profile lock is free now; None (nothing done) if it is busy
+    or the record cannot be written now (a full disk: these updates are best effort)."""
     lock = profile_lock(name, state_dir)
-    if not lock.try_acquire():
+    try:
+        if not lock.try_acquire():
+            return None
+    except OSError:
         return None
     try:
         return _update(name, state_dir, pid, change)
+    except OSError as exc:
+        log.warning("run record of %s not updated: %s", name, exc)
+        return None
     finally:
         lock.release()
 

@@ -286,7 +286,10 @@ class Session:
         # journaled; a concurrent change that wins makes it "overridden"
         result = replace(await self.guard.change(key, requested, action, old), key=key)
         if result.state == "applied":
-            await self.run.remember_runtime(key, requested)   # re-applied after a restart
+            lost = await self.run.remember_runtime(key, requested)   # re-applied after a restart
+            if lost:
+                result = replace(result, state="not kept",
+                                 detail=f"applied now, NOT kept across a restart: {lost} ({result.detail})")
         self.threshold_change = result
         self.poller.poke()
         self._publish("snapshot")

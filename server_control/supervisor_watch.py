@@ -28,6 +28,7 @@ STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL = (
 STATES = (STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL)
 TAIL_LINES = 50
 IDLE_POLL_S = 1.0
+DISK_BACKOFF_MAX_S = 30.0
 
 
 def exit_words(code: int | None) -> str:
@@ -82,6 +83,20 @@ class WatchLoop(SupervisorParts):
 
     # -- the loop ---------------------------------------------------------------------------
     async def watch(self) -> None:
+        """Supervise until cancelled. A state dir that cannot be written (a full disk) never
+        ends it: the step is retried with a backoff of 1 s doubling to 30 s, and said."""
+        backoff = 0.0
+        while True:
+            try:
+                await self._watch()
+                return
+            except OSError as exc:
+                backoff = min(DISK_BACKOFF_MAX_S, backoff * 2 or 1.0)
+                self._set(last_error=f"supervision step failed: {exc.strerror or exc} ({exc.filename or ''}); "
+                          f"still supervising, retrying in {backoff:g} s")
+                await asyncio.sleep(backoff)
+
+    async def _watch(self) -> None:
         hl = self.profile.health
         tick = min(0.25, hl["interval_s"])
         next_probe = 0.0
@@ -196,7 +211,10 @@ class WatchLoop(SupervisorParts):
 
             def fatal(r: runs.RunRecord) -> None:
                 r.exit_code, r.fatal_reason = code, reason
-            await runs.update_record(self.profile.name, self.state_dir, rec.pid, fatal)
+            try:
+                await runs.update_record(self.profile.name, self.state_dir, rec.pid, fatal)
+            except OSError as exc:
+                reason += f" (not kept in the run record: {exc.strerror or exc})"
             self._set(FATAL, fatal_reason=reason, fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
             return
         await self._restart_after(float(value), rec)

@@ -17,7 +17,7 @@ STATE_STYLES = {
     "external": "bold black on cyan",
 }
 CHANGE_STYLES = {"pending": "bold yellow", "applied": "green", "refused": "bold red",
-                 "unsupported": "bold red", "error": "bold red", "overridden": "bold red",
+                 "unsupported": "bold red", "error": "bold red", "overridden": "bold red", "not kept": "bold red",
                  "elsewhere": "bold yellow"}   # elsewhere: a change this console did not make
 
 

@@ -118,8 +118,8 @@ class RemoteRun:
         await self.refresh()
         return out
 
-    async def remember_runtime(self, key: str, value: object) -> None:
-        pass   # the host's own run record keeps it (the host's console applied it)
+    async def remember_runtime(self, key: str, value: object) -> str | None:
+        return None   # the host's own run record keeps it (the host's console applied it)
 
     # -- the host's status --------------------------------------------------------------------
     def _result(self, operation: str, res: SshResult, conflict_ok: bool = False) -> OperationResult:

@@ -58,21 +58,32 @@ def mount_tmpfs(path: Path, size: str) -> str | None:
 
 
 def fill(path: Path) -> None:
-    """Fill the filesystem of ``path`` to the last byte."""
-    with open(path / "filler", "wb") as f:
-        try:
+    """Fill the filesystem of ``path`` to the last byte (it may be full already)."""
+    try:
+        with open(path / "filler", "ab") as f:
             while True:
                 f.write(b"\0" * 4096)
                 f.flush()
-        except OSError:
-            pass
+    except OSError:
+        pass
+    probe = path / "probe"
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"x" * 8192)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        return
+    finally:
+        probe.unlink(missing_ok=True)
+    raise AssertionError(f"{path} is not full")
 
 
 @pytest.fixture
 def full_fs(tmp_path) -> Iterator[Path]:
     """A directory on its own small tmpfs (unmounted at teardown); fill it with ``fill``."""
     where = tmp_path / "small-fs"
-    why = mount_tmpfs(where, "2m")
+    why = mount_tmpfs(where, "4m")
     if why:
         pytest.skip(why)
     try:

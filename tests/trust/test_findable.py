@@ -14,7 +14,6 @@ import psutil
 import pytest
 
 from server_control import runs
-from server_control.ports import listeners
 from tests.support.sim import REPO_ROOT
 
 
@@ -31,6 +30,11 @@ def run_pids(port: int) -> list[int]:
         if "--port" in cmd and str(port) in cmd and "server_control.sim" in " ".join(cmd):
             out.append(p.pid)
     return out
+
+
+def listeners(port: int) -> list[int]:
+    return [c.pid for c in psutil.net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
 
 
 def port_of(profile) -> int:
