@@ -18,10 +18,13 @@ knows.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import psutil
 
 from server_control import decision as d
 from server_control import journal
@@ -79,6 +82,14 @@ class SettingGuard:
         finally:
             self._busy.discard(key)
 
+    def _in_flight(self, entries: list[journal.Entry]) -> bool:
+        """Another client's change still in flight: only pending steps, written by a process
+        that still runs (one of this host killed mid-change is not waited for)."""
+        if not all(e.result == journal.PENDING for e in entries):
+            return False
+        e = entries[-1]
+        return e.host != socket.gethostname() or psutil.pid_exists(e.pid)
+
     def _others(self, key: str, op: str, since: float) -> dict[str, list[journal.Entry]]:
         ops: dict[str, list[journal.Entry]] = defaultdict(list)
         for e in journal.read(self.state_dir, target=self.target, since=since):
@@ -93,7 +104,7 @@ class SettingGuard:
         ops: dict[str, list[journal.Entry]] = {}
         while time.monotonic() < deadline:
             ops = self._others(key, op, started - LOOKBACK_S)
-            if not any(all(e.result == journal.PENDING for e in es) for es in ops.values()):
+            if not any(self._in_flight(es) for es in ops.values()):
                 break   # no other client's change of this setting is still in flight
             await asyncio.sleep(0.05)
         try:

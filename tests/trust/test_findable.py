@@ -41,19 +41,37 @@ def port_of(profile) -> int:
     return int(next(line.split("=")[1] for line in profile.read_text().splitlines() if line.startswith("port")))
 
 
-@pytest.mark.parametrize("delay_s", [0.3, 0.5, 0.7, 0.9, 1.2])
-def test_a_launcher_killed_at_any_moment_leaves_a_run_that_stop_finds(make_profile, state_dir, groups, delay_s):
-    profile = make_profile(name=f"k{int(delay_s * 10)}")
+def _kill_when_the_server_exists(launcher: subprocess.Popen, port: int, timeout_s: float = 60) -> None:
+    """SIGKILL the launcher at the first moment its server process exists: the launcher is
+    stopped (SIGSTOP) while each look is taken, so it cannot have gone further meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and launcher.poll() is None:
+        launcher.send_signal(signal.SIGSTOP)
+        if run_pids(port):
+            launcher.send_signal(signal.SIGKILL)
+            return
+        launcher.send_signal(signal.SIGCONT)
+        time.sleep(0.002)
+    launcher.send_signal(signal.SIGKILL)
+
+
+@pytest.mark.parametrize("when", ["server-appears", 0.4, 0.8])
+def test_a_launcher_killed_at_any_moment_leaves_a_run_that_stop_finds(make_profile, state_dir, groups, when):
+    profile = make_profile(name=f"k{str(when).replace('.', '').replace('-', '')[:8]}")
     port = port_of(profile)
     launcher = subprocess.Popen([sys.executable, "-m", "console", "launch", "--profile", str(profile)],
                                 cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(delay_s)
-    launcher.send_signal(signal.SIGKILL)
+    if when == "server-appears":
+        _kill_when_the_server_exists(launcher, port)
+    else:
+        time.sleep(float(when))
+        launcher.send_signal(signal.SIGKILL)
     launcher.wait(10)
     time.sleep(0.5)   # a keeper that got the request starts its server now
     before = run_pids(port)
+    if when == "server-appears":
+        assert before, "the launcher was killed once its server existed"
     res = cli("stop", "--profile", str(profile))
-    assert res.returncode == 0, res.stdout + res.stderr
     deadline = time.monotonic() + 10
     while run_pids(port) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -61,6 +79,7 @@ def test_a_launcher_killed_at_any_moment_leaves_a_run_that_stop_finds(make_profi
     for pid in left:   # never leave them behind, even when the assertion fails
         os.kill(pid, signal.SIGKILL)
     assert not left, f"server processes left after stop ({res.stdout.strip()}); before stop: {before}"
+    assert res.returncode == 0, res.stdout + res.stderr
     if before:
         assert "stopped" in res.stdout, res.stdout
 
@@ -92,7 +111,7 @@ def test_an_unreadable_record_without_a_note_names_what_listens(make_profile, st
     rec = _launched(profile)
     groups.add(rec.pgid)
     runs.record_path("lost").write_text("{")
-    runs.exit_file("lost").unlink()
+    runs.exit_file("lost").unlink(missing_ok=True)
     res = cli("stop", "--profile", str(profile))
     assert res.returncode == 1, res.stdout + res.stderr
     assert "NOT stopped" in res.stdout and f"still listening on port {rec.port}" in res.stdout
