@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -57,6 +58,45 @@ def iso_time(ts: float) -> str:
 
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _short(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _strlist(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _member(m: object) -> bool:
+    return (isinstance(m, list) and len(m) in (2, 3) and _is_int(m[0])
+            and isinstance(m[1], (int, float)) and not isinstance(m[1], bool)
+            and (len(m) == 2 or m[2] is None or _is_int(m[2])))
+
+
+# every field of a run record: (check, what it must be); None allowed where the type says
+_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    **{k: (lambda v: isinstance(v, str), "must be a string") for k in
+       ("name", "kind", "host", "log_path", "cwd", "started_at")},
+    **{k: (lambda v: v is None or isinstance(v, str), "must be a string or null") for k in
+       ("profile_path", "fatal_reason", "ready_at", "health", "boot_id")},
+    **{k: (_is_int, "must be an integer") for k in ("pid", "pgid", "sid", "port", "restarts", "launcher_pid")},
+    **{k: (lambda v: v is None or _is_int(v), "must be an integer or null") for k in ("exit_code", "start_ticks")},
+    **{k: (lambda v: isinstance(v, bool), "must be true or false") for k in ("stopping", "runtime_pending")},
+    **{k: (_strlist, "must be a list of strings") for k in ("argv", "log_paths", "titles")},
+    "create_time": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                    "must be a number"),
+    "members": (lambda v: isinstance(v, list) and all(_member(m) for m in v),
+                "must be a list of [pid, create_time, start_ticks]"),
+    "supervisor": (lambda v: v is None or isinstance(v, dict), "must be an object or null"),
+    "runtime": (lambda v: isinstance(v, dict), "must be an object"),
+}
+
+
+def _field_problem(key: str, value: object) -> str | None:
+    check = _FIELDS.get(key)
+    return None if check is None or check[0](value) else check[1]
 
 
 class RunRecordError(ValueError):
@@ -109,24 +149,10 @@ class RunRecord:
             raise RunRecordError(f"{where}: missing {', '.join(missing)}")
         kw = {k: v for k, v in data.items() if k in names}
         kw.setdefault("profile_path", None)
-        for k in ("pid", "pgid", "sid", "port", "restarts"):
-            if k in kw and not _is_int(kw[k]):
-                raise RunRecordError(f"{where}: {k} must be an integer, got {kw[k]!r}")
-        if isinstance(kw["create_time"], bool) or not isinstance(kw["create_time"], (int, float)):
-            raise RunRecordError(f"{where}: create_time must be a number")
-        if not isinstance(kw["argv"], list):
-            raise RunRecordError(f"{where}: argv must be a list")
-        if kw.get("boot_id") is not None and not isinstance(kw["boot_id"], str):
-            raise RunRecordError(f"{where}: boot_id must be a string")
-        if kw.get("start_ticks") is not None and not _is_int(kw["start_ticks"]):
-            raise RunRecordError(f"{where}: start_ticks must be an integer")
-        members = kw.get("members", [])
-        if not isinstance(members, list) or not all(
-                isinstance(m, list) and len(m) in (2, 3) and all(isinstance(x, (int, float)) for x in m[:2])
-                and (len(m) == 2 or m[2] is None or _is_int(m[2])) for m in members):
-            raise RunRecordError(f"{where}: members must be a list of [pid, create_time, start_ticks]")
-        if not isinstance(kw.get("runtime", {}), dict):
-            raise RunRecordError(f"{where}: runtime must be an object")
+        for k, v in kw.items():
+            problem = _field_problem(k, v)
+            if problem:
+                raise RunRecordError(f"{where}: {k} {problem}, got {_short(v)}")
         return cls(**kw)
 
     # -- liveness ---------------------------------------------------------------------------
