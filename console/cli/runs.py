@@ -127,7 +127,7 @@ async def _launch(args, profile) -> int:
     except RunConflict as exc:
         error(f"refused: {exc}")
         return EXIT_CONFLICT
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, ValueError) as exc:
         error(f"launch failed: {exc}")
         return EXIT_FAILED
     state = sup.state
@@ -227,12 +227,16 @@ async def _supervise(args, profile) -> int:
             rec = await sup.launch()
             how = "launched"
         except RunConflict as exc:
-            error(f"refused: {exc}")
-            return EXIT_CONFLICT
+            # a lost launch race (another launch or supervise of this profile won): watch
+            # that run, as a supervise started a moment later would
+            rec = sup.adopt() if exc.record.name == profile.name else None
+            if rec is None:
+                error(f"refused: {exc}")
+                return EXIT_CONFLICT
         except ProfileError as exc:
             error(str(exc))
             return EXIT_USAGE
-        except (OSError, RuntimeError) as exc:
+        except (OSError, RuntimeError, ValueError) as exc:
             error(f"launch failed: {exc}")
             return EXIT_FAILED
     loop = asyncio.get_running_loop()
