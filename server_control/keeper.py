@@ -147,7 +147,8 @@ def _started_record(spec: dict[str, Any], pid: int, ct: float, start: Any) -> di
     if not isinstance(rec, dict):
         return None
     rec = dict(rec)
-    rec.update(pid=pid, create_time=ct, pgid=pid, sid=pid,
+    me = proc_start(os.getpid())
+    rec.update(keeper_pid=os.getpid(), keeper_ticks=me.ticks if me else None, pid=pid, create_time=ct, pgid=pid, sid=pid,
                boot_id=start.boot_id if start else None, start_ticks=start.ticks if start else None,
                started_at=_dt.datetime.fromtimestamp(ct).astimezone().isoformat(timespec="seconds"))
     return rec

@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 
 from server_control.identity import RunIdentity, verified_leader
-from server_control.proc_start import ProcStart, recorded
+from server_control.proc_start import ProcStart, proc_start, recorded
 from server_control.state_dir import StateDirError as StateDirError  # re-exported
 from server_control.state_dir import private_dir as private_dir  # re-exported
 from server_control.state_dir import resolve_state_dir as resolve_state_dir  # re-exported
@@ -82,7 +82,8 @@ _FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
     **{k: (lambda v: v is None or isinstance(v, str), "must be a string or null") for k in
        ("profile_path", "fatal_reason", "ready_at", "health", "boot_id")},
     **{k: (_is_int, "must be an integer") for k in ("pid", "pgid", "sid", "port", "restarts", "launcher_pid")},
-    **{k: (lambda v: v is None or _is_int(v), "must be an integer or null") for k in ("exit_code", "start_ticks")},
+    **{k: (lambda v: v is None or _is_int(v), "must be an integer or null") for k in
+       ("exit_code", "start_ticks", "keeper_pid", "keeper_ticks")},
     **{k: (lambda v: isinstance(v, bool), "must be true or false") for k in ("stopping", "runtime_pending")},
     **{k: (_strlist, "must be a list of strings") for k in ("argv", "log_paths", "titles")},
     "create_time": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
@@ -133,6 +134,8 @@ class RunRecord:
     runtime_pending: bool = False      # a restart carried them: re-apply once the server is ready
     boot_id: str | None = None         # the leader's identity (None: an earlier version's record)
     start_ticks: int | None = None     # /proc/<pid>/stat starttime: ticks since that boot
+    keeper_pid: int | None = None      # the keeper that copies the log and records the exit code
+    keeper_ticks: int | None = None    # its start ticks (a reused pid is not the keeper)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -171,6 +174,19 @@ class RunRecord:
 
     def is_live(self) -> bool:
         return self.leader() is not None
+
+    def keeper_gone(self) -> bool:
+        """The run's keeper (recorded) no longer runs: its log stops growing and its exit
+        code will not be known. False when no keeper is recorded (an earlier version)."""
+        if self.keeper_pid is None or self.keeper_ticks is None:
+            return False
+        now = proc_start(self.keeper_pid)
+        if now is None or now.ticks != self.keeper_ticks or (self.boot_id is not None and now.boot_id != self.boot_id):
+            return True
+        try:   # killed and not yet reaped (its parent is init, or a container's pid 1 that never reaps)
+            return psutil.Process(self.keeper_pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return True
 
     @property
     def uptime_s(self) -> float:

@@ -64,6 +64,7 @@ from server_control.supervisor_watch import exit_words as exit_words  # re-expor
 
 log = logging.getLogger(__name__)
 MAX_MEMBERS = 512
+KEEPER_GONE = "the run's keeper is gone"
 
 
 class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
@@ -170,6 +171,12 @@ class Supervisor(WatchLoop, runtime_settings.RuntimeSettings, SupervisorRole):
             procs = process.run_processes(rec.identity())
             self._procs_cache = (now, process.describe(procs))
             self._remember_members(rec, procs)
+            if any(p.pid == rec.pid for p in procs) and rec.keeper_gone() and not (
+                    self.last_error or "").startswith(KEEPER_GONE):
+                self.last_error = (f"{KEEPER_GONE} (pid {rec.keeper_pid}) while the server runs: its log no "
+                                   "longer grows (the log view and the verification are blind from now on) and "
+                                   "its exit code will not be known; restart the run to get them back")
+                log.warning("%s: %s", self.profile.name, self.last_error)
         return self._procs_cache[1]
 
     def _remember_members(self, rec: runs.RunRecord, procs: list[psutil.Process]) -> None:
