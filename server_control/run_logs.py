@@ -24,7 +24,9 @@ _ROTATED = re.compile(r"\.\d+$")
 
 
 def open_new_log(path: Path, mode: int = 0o600) -> tuple[Path, int]:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for d in reversed(path.parents):   # every directory this creates is 0700 (logs/ too)
+        if not d.exists():
+            d.mkdir(mode=0o700, exist_ok=True)
     candidate, stem, n = path, path.stem, 0
     while True:
         try:

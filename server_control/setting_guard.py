@@ -67,17 +67,21 @@ class SettingGuard:
     async def change(self, key: str, requested: object, action: Callable[[object], Awaitable[SettingChange]],
                      old: object = None) -> SettingChange:
         op, started = journal.new_op(), time.time()
+        try:   # " 5" or "+5" is journaled as the value applied: 5
+            shown_new: object = VALIDATE[key](requested)
+        except (ValueError, KeyError):
+            shown_new = requested
         self._busy.add(key)
         try:
-            self._record(key, journal.PENDING, old=old, new=requested, op=op)
+            self._record(key, journal.PENDING, old=old, new=shown_new, op=op)
             result = await action(requested)
-            self._record(key, journal.READ_BACK, old=old, new=requested, detail=result.state, op=op)
+            self._record(key, journal.READ_BACK, old=old, new=shown_new, detail=result.state, op=op)
             accepted = result.state == "applied" or (result.state == "error" and result.ranks and all(result.ranks))
             if accepted:   # the server took it: is it still ours once concurrent changes are over?
                 result = await self._confirm(key, VALIDATE[key](requested), requested, old, result, op, started)
             if result.state == "applied":
                 self._mine[key] = VALIDATE[key](requested)
-            self._record(key, result.state, old=old, new=requested, detail=result.detail, op=op)
+            self._record(key, result.state, old=old, new=shown_new, detail=result.detail, op=op)
             return result
         finally:
             self._busy.discard(key)

@@ -127,6 +127,8 @@ class RemoteRun:
         host = self.member.host
         if res.no_answer:
             return OperationResult(operation, FAILED, f"{host}: {res.why()}", no_answer=True)
+        if res.rc == 0 and res.json() is None and res.stdout.strip():   # garbage instead of the --json answer
+            return OperationResult(operation, FAILED, f"{host}: no JSON answer (exit 0)", no_answer=True)
         if res.rc == 0:
             return OperationResult(operation, DONE, str(body.get("message") or f"done on {host}"))
         if conflict_ok and res.rc == LAUNCH_CONFLICT:
@@ -140,8 +142,9 @@ class RemoteRun:
                                      timeout_s=STATUS_TIMEOUT_S)
             body = res.json()
             if res.no_answer or body is None or "run" not in body:
-                self.error = f"{self.member.host}: " + (res.why() if res.no_answer or body is None
-                                                        else "status printed no run")
+                self.error = f"{self.member.host}: " + (
+                    res.why() if res.no_answer else f"no JSON answer (exit {res.rc})" if body is None
+                    else "status printed no run")
             else:
                 self.remote, self.error = SessionSnapshot.from_json(body), None
                 self.statuses += 1
