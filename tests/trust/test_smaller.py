@@ -49,3 +49,32 @@ async def test_a_remote_status_that_is_not_json_says_so(sshd, tmp_path):
         assert out.outcome == "failed" and "no JSON answer" in out.message
     finally:
         await run.ssh.close()
+
+
+async def test_a_gateway_whose_port_is_taken_says_the_members_are_left_running(tmp_path, state_dir):
+    import socket
+
+    from server_control.fleet.fleet import Fleet
+    from server_control.fleet.spec import parse_fleet
+    from tests.fleet.conftest import write_profile
+
+    member = write_profile(tmp_path, "gm", lifetime=60)
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    spec = parse_fleet({"name": "gwbusy", "gateway": {"port": busy.getsockname()[1]},
+                        "members": {"a": {"profile": str(member)}}}, tmp_path / "f.toml")
+    fleet = Fleet(spec, state_dir, supervise=False)
+    await fleet.start()
+    try:
+        results = {r.member: r for r in await fleet.act("launch", wait_s=60)}
+        assert results["a"].outcome == "ok", results["a"].detail
+        gw = results["gateway"]
+        assert gw.outcome == "failed"
+        assert "the members launched (a) are left running without the gateway" in gw.detail, gw.detail
+    finally:
+        stopped = await fleet.act("stop")
+        await fleet.close()
+        busy.close()
+    assert all(r.outcome == "ok" for r in stopped if r.member == "a")
+    assert not run_pids(int(next(x.split("=")[1] for x in member.read_text().splitlines() if x.startswith("port"))))
