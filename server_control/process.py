@@ -97,7 +97,7 @@ def launch(spec: LaunchSpec, record: dict[str, Any] | None = None, record_path: 
     filled in, before it answers (and ends the server if it cannot). The new log is listed in
     ``manifest`` before the server starts (so it is pruned later whoever dies when)."""
     if any("\0" in a for a in spec.argv) or any("\0" in k or "\0" in v for k, v in spec.env.items()):
-        raise ValueError("a NUL character in the server's command line or environment: refused")
+        raise RuntimeError("a NUL character in the server's command line or environment: refused")
     log_path, log_fd = run_logs.open_new_log(Path(spec.log_path), spec.log_mode)
     if manifest is not None:
         try:

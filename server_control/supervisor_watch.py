@@ -142,7 +142,7 @@ class WatchLoop(SupervisorParts):
     async def _probe(self, client: httpx.AsyncClient) -> None:
         url = self.profile.url + self.profile.health["path"]
         try:
-            r = await bounded_request(client, "GET", url, deadline_s=self.profile.health["timeout_s"])
+            r = await bounded_request(client, "GET", url)   # overall: 2 x [health] timeout_s
             ok, why = r.status_code == 200, f"HTTP {r.status_code}"
         except (httpx.HTTPError, OSError) as exc:
             ok, why = False, strip_controls(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

@@ -127,7 +127,7 @@ async def _launch(args, profile) -> int:
     except RunConflict as exc:
         error(f"refused: {exc}")
         return EXIT_CONFLICT
-    except (OSError, RuntimeError, ValueError) as exc:
+    except (OSError, RuntimeError) as exc:
         error(f"launch failed: {exc}")
         return EXIT_FAILED
     state = sup.state
@@ -236,7 +236,7 @@ async def _supervise(args, profile) -> int:
         except ProfileError as exc:
             error(str(exc))
             return EXIT_USAGE
-        except (OSError, RuntimeError, ValueError) as exc:
+        except (OSError, RuntimeError) as exc:
             error(f"launch failed: {exc}")
             return EXIT_FAILED
     loop = asyncio.get_running_loop()
