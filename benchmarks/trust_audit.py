@@ -31,8 +31,8 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from server_control import runs  # noqa: E402
-from server_control.ports import free_port  # noqa: E402
+from server_control.proc.ports import free_port  # noqa: E402
+from server_control.state import runs  # noqa: E402
 
 HOSTILE = REPO / "tests" / "support" / "hostile_http.py"
 PROFILE = """\
@@ -283,7 +283,7 @@ class Audit:
         return ok and all(alive), f"both still supervising/watching: {alive}; {note}"
 
     def fault_long_last_line(self) -> tuple[bool, str]:
-        from server_control.run_logs import tail_lines
+        from server_control.state.run_logs import tail_lines
         log = self.root / "long.log"
         log.write_bytes(b"".join(f"line {i}\n".encode() for i in range(60)) + b"E" * 300_000 + b"\n")
         tail = tail_lines(log, 50)

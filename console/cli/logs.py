@@ -2,7 +2,7 @@
 
 Prints a server log's records, filtered; `--parse --json` prints one JSON object per
 record (the log record contract, docs/logs.md). FILE defaults to the newest run log under
-the state directory (server_control.state_dir: `$SPECCONSOLE_STATE_DIR` or the platform's
+the state directory (server_control.state.state_dir: `$SPECCONSOLE_STATE_DIR` or the platform's
 user state dir; `logs/<profile>/*.log`).
 
 Exit codes: 0 done (also when nothing matched), 1 the file cannot be read,
@@ -22,7 +22,7 @@ from console.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
 from server_control.logs import KINDS, LogPipeline, LogStore, iter_file
 from server_control.logs.parse import records_from_columns
 from server_control.logs.store import record_matcher
-from server_control.state_dir import resolve_state_dir
+from server_control.state.state_dir import resolve_state_dir
 
 PREFIX = "specconsole logs"
 

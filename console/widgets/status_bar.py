@@ -8,7 +8,7 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from console.widgets.fmt import duration, mark, mode_badge
-from server_control.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, Verification
+from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, Verification
 
 STATE_STYLES = {
     "ready": "bold black on green", "starting": "bold black on yellow",

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from server_control.control import Control
+from server_control.control.settings import Control
 from server_control.fleet.spec import MemberSpec
 from server_control.fleet.ssh import MAX_OUTPUT_BYTES, TOO_LARGE, SshHost
 from server_control.telemetry.http_poll import MAX_BODY_BYTES, HttpPoller

@@ -2,7 +2,7 @@
 longer hides the lines before it; it is shown cut, its length said."""
 from __future__ import annotations
 
-from server_control.run_logs import LINE_CAP, tail_lines
+from server_control.state.run_logs import LINE_CAP, tail_lines
 
 
 def test_a_huge_last_line_is_cut_and_the_lines_before_it_are_shown(tmp_path):

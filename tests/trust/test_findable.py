@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from server_control import runs
+from server_control.state import runs
 from tests.support.sim import REPO_ROOT
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from server_control import runs
+from server_control.state import runs
 from tests.support.sim import REPO_ROOT
 from tests.trust.conftest import fill
 from tests.trust.test_findable import cli, port_of, run_pids

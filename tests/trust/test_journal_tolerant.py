@@ -9,9 +9,9 @@ import subprocess
 import sys
 import time
 
-from server_control import journal, runs
-from server_control.control import Control
-from server_control.setting_guard import SettingGuard
+from server_control.control.guard import SettingGuard
+from server_control.control.settings import Control
+from server_control.state import journal, runs
 from tests.trust.test_findable import cli, port_of, run_pids
 
 BAD_LINES = ['{"time": "yesterday", "user": "x", "host": "h", "pid": 1, "program": "p", "action": "threshold"}',

@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from server_control import runs
+from server_control.state import runs
 from tests.trust.test_findable import cli, port_of, run_pids
 
 

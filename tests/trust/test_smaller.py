@@ -6,10 +6,10 @@ import stat
 
 import pytest
 
-from server_control import runs
 from server_control.fleet.remote import RemoteRun
 from server_control.fleet.spec import MemberSpec
 from server_control.sanitize import clean_bytes, clean_json, strip_controls
+from server_control.state import runs
 from tests.fleet.conftest import sshd  # noqa: F401 (fixture)
 from tests.trust.test_findable import cli, port_of, run_pids
 
