@@ -24,8 +24,8 @@ import httpx
 from server_control.advice.estimate import estimate
 from server_control.advice.source import read_server
 from server_control.advice.words import advise
+from server_control.proc.sim_launcher import start_sim
 from server_control.sim import model
-from server_control.sim.launcher import start_sim
 
 KV = 0.2
 WORKLOADS = (

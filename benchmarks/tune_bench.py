@@ -22,7 +22,7 @@ import time
 
 import httpx
 
-from server_control.sim.launcher import start_sim
+from server_control.proc.sim_launcher import start_sim
 
 KV = "0.2"
 FIXED = (4, 6, 8)

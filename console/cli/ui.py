@@ -32,6 +32,7 @@ from console.cli.common import (
     check_url,
     key_from_env,
     load_profile_arg,
+    positive,
     usage_error,
 )
 from console.cli.demo_target import demo_state_dir, demo_target
@@ -53,7 +54,7 @@ def register(subparsers) -> None:
     demo = subparsers.add_parser("demo", help="the console on the simulator with traffic that crosses the threshold",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("--port", type=int, metavar="N", help="port (default: the profile's, or a free one if busy)")
-    demo.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+    demo.add_argument("--time-scale", type=positive, default=1.0, metavar="X",
                       help="simulated seconds per wall-clock second (default 1; try 5 for a quick tour)")
     demo.add_argument("--state-dir", metavar="DIR", help="demo state dir (default <state dir>/demo)")
     demo.add_argument("--fleet", action="store_true",

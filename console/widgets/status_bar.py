@@ -22,6 +22,7 @@ CHANGE_STYLES: dict[str, str] = {
     ChangeState.PENDING: "bold yellow", ChangeState.APPLIED: "green", ChangeState.REFUSED: "bold red",
     ChangeState.UNSUPPORTED: "bold red", ChangeState.ERROR: "bold red", ChangeState.OVERRIDDEN: "bold red",
     ChangeState.ELSEWHERE: "bold yellow",   # elsewhere: a change this console did not make
+    ChangeState.NOT_KEPT: "bold red",
 }
 
 
