@@ -34,7 +34,7 @@ from console.widgets.live_panel import LivePanel
 from console.widgets.log.pane import LogPane
 from console.widgets.log.view import LogView
 from console.widgets.status_bar import StatusBar
-from console.widgets.timeline import ModeTimeline
+from console.widgets.timeline import SwitchTimeline
 from console.widgets.verify_panel import VerifyPanel
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
@@ -74,7 +74,7 @@ class SpecConsoleApp(ControlActions, App):
         yield StatusBar(id="status").data_bind(SpecConsoleApp.snapshot)
         with Horizontal(id="top"):
             yield LivePanel(id="live").data_bind(SpecConsoleApp.snapshot)
-            yield ModeTimeline(id="timeline").data_bind(SpecConsoleApp.snapshot)
+            yield SwitchTimeline(id="timeline").data_bind(SpecConsoleApp.snapshot)
             yield VerifyPanel(id="verify").data_bind(SpecConsoleApp.snapshot)
         yield GpuTable(id="gpus").data_bind(SpecConsoleApp.snapshot)
         yield LogPane(self.session.store, id="logs")
