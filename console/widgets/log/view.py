@@ -13,6 +13,7 @@ ctrl+u); esc clears; a key that filters says so on the status line.
 """
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 
 from rich.cells import cell_len
@@ -33,7 +34,9 @@ from console.widgets.log.search import LogSearch
 from console.widgets.log.select import Selection
 from server_control.logs.store import LogStore
 
-FLUSH_S = 0.05
+FLUSH_S = 0.05          # a burst of lines is one flush
+FOLLOW_FLUSH_S = 0.5    # while following, the view scrolls at most twice a second (each scroll
+                        # repaints every row shown: over ssh that is the console's traffic)
 
 
 class LogView(ScrollView, can_focus=True):
@@ -66,6 +69,8 @@ class LogView(ScrollView, can_focus=True):
         self._wrap_width = 0
         self._gen = 0                     # bumps when highlighting changes
         self._flush_pending = False
+        self._last_scroll = 0.0           # monotonic time of the last flush that scrolled
+        self._status: LogViewStatus | None = None
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
 
     @property
@@ -137,13 +142,17 @@ class LogView(ScrollView, can_focus=True):
         self.notify_new()
 
     def notify_new(self) -> None:
-        """New records may be in the store: flush them in one batch shortly."""
+        """New records may be in the store: flush them in one batch shortly (FLUSH_S), and
+        no sooner than FOLLOW_FLUSH_S after the last flush that scrolled the view."""
         if not self._flush_pending and self.store is not None:
             self._flush_pending = True
-            self.set_timer(FLUSH_S, self.flush)
+            wait = max(FLUSH_S, self._last_scroll + FOLLOW_FLUSH_S - time.monotonic())
+            self.set_timer(wait, self.flush)
 
     def flush(self) -> int:
-        """Pull new records from the store now; returns how many rows were added."""
+        """Pull new records from the store now; returns how many rows were added. Only rows
+        that reach the screen repaint it: records kept back (polls) or rows added below a
+        paused view change the counters and the scroll bar, not the lines shown."""
         self._flush_pending = False
         if self.store is None:
             return 0
@@ -158,14 +167,19 @@ class LogView(ScrollView, can_focus=True):
         before = len(self.rows)
         self._add_rows(new)
         added = len(self.rows) - before
-        self._update_virtual_size()
-        if self.follow:
-            self._stick()
-        else:
-            self.new_while_paused += added
-            if removed:
-                self.scroll_to(y=max(0, self.scroll_y - removed), animate=False, immediate=True)
-        self.refresh()
+        if added or removed:
+            visible = before < int(self.scroll_y) + (self.scrollable_content_region.height or 0)
+            self._update_virtual_size()
+            if self.follow:
+                self._stick()
+                self._last_scroll = time.monotonic()
+                self.refresh()
+            else:
+                self.new_while_paused += added
+                if removed:
+                    self.scroll_to(y=max(0, self.scroll_y - removed), animate=False, immediate=True)
+                if removed or visible:
+                    self.refresh()
         self._post_status()
         return added
 
@@ -182,8 +196,13 @@ class LogView(ScrollView, can_focus=True):
         return [r for r in self.store.since(0) if r.seq <= last]
 
     def _update_virtual_size(self) -> None:
+        """The scroll bars follow the rows; the rows shown repaint only where the caller
+        refreshes (Textual's ``virtual_size`` reactive would repaint every row shown)."""
         width = self._wrap_width if self.wrap else self.rows.widest + 1
-        self.virtual_size = Size(width, len(self.rows))
+        size = Size(width, len(self.rows))
+        if size != self.virtual_size:
+            self.set_reactive(LogView.virtual_size, size)
+            self.refresh(repaint=False, layout=True)
 
     def _rebuild(self) -> None:
         """Recompute rows after a filter/wrap/size/search change, keeping the top record in view."""
@@ -396,4 +415,7 @@ class LogView(ScrollView, can_focus=True):
             folded=sel.folded, fold=self.fold)
 
     def _post_status(self) -> None:
-        self.post_message(LogViewChanged(self.status()))
+        status = self.status()
+        if status != self._status:   # the status line redraws only when what it says changed
+            self._status = status
+            self.post_message(LogViewChanged(status))
