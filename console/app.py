@@ -1,7 +1,7 @@
 """The specconsole Textual app: one screen over one session (``SessionLike``).
 
 The app subscribes to the session (callbacks arrive on the app's loop and are re-posted as
-``SessionEvent`` messages) and keeps its typed snapshot in one reactive, ``snapshot``; the
+``SnapshotChanged`` / ``LogsAppended`` messages, which coalesce) and keeps its typed snapshot in one reactive, ``snapshot``; the
 panels are bound to it and redraw the part they show when that part changes. Keys become
 session calls in workers so the UI never blocks; the log keys live on the log view.
 Widgets never talk HTTP or read files.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import time
 from collections.abc import Awaitable, Iterable
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from textual.screen import ModalScreen, Screen
 
 from console.bindings import ACTIONS, bindings_for
 from console.control_actions import ControlActions
-from console.messages import SessionEvent
+from console.messages import LogsAppended, SnapshotChanged
 from console.palette import ConsoleCommands, system_commands
 from console.prefs import load_theme, save_theme
 from console.screens.confirm import confirm, quit_choice
@@ -43,6 +44,7 @@ from server_control.session.api import SessionLike
 CSS_FILE = Path(__file__).with_name("specconsole.tcss")
 OUR_ACTIONS = {a.action for a in ACTIONS if a.target == "app"}
 OWNER_ACTIONS = {"start_server", "stop_server", "restart_server"}
+SNAPSHOT_EVERY_S = 0.25   # at most four snapshot builds a second, however many events
 
 
 class SpecConsoleApp(ControlActions, App):
@@ -68,6 +70,8 @@ class SpecConsoleApp(ControlActions, App):
         self._desired: int | None = None
         self._control_lock = asyncio.Lock()
         self._loop_thread = threading.get_ident()
+        self._built_at = 0.0            # monotonic time of the last snapshot build
+        self._snapshot_due = False      # a build is scheduled (on_snapshot_changed)
 
     # ---- layout and session wiring ---------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -134,19 +138,31 @@ class SpecConsoleApp(ControlActions, App):
             self.action_start_server()
 
     def _on_session(self, topic: str) -> None:
+        message = LogsAppended() if topic == "logs" else SnapshotChanged()
         if threading.get_ident() != self._loop_thread:
-            self.call_from_thread(self.post_message, SessionEvent(topic))
+            self.call_from_thread(self.post_message, message)
         else:
-            self.post_message(SessionEvent(topic))
+            self.post_message(message)
 
-    def on_session_event(self, event: SessionEvent) -> None:
-        if event.topic == "logs":
-            self.log_view.notify_new()
-        else:
+    def on_logs_appended(self, _message: LogsAppended) -> None:
+        self.log_view.notify_new()
+
+    def on_snapshot_changed(self, _message: SnapshotChanged) -> None:
+        """Build the snapshot now, or, within SNAPSHOT_EVERY_S of the last build, once at the
+        end of that interval: a burst of polls, NVML samples and run changes is one build."""
+        if self._snapshot_due:
+            return
+        wait = self._built_at + SNAPSHOT_EVERY_S - time.monotonic()
+        if wait <= 0:
             self.refresh_snapshot()
+        else:
+            self._snapshot_due = True
+            self.set_timer(wait, self.refresh_snapshot)
 
     def refresh_snapshot(self) -> None:
         """Read the session's snapshot into the ``snapshot`` reactive (the panels follow)."""
+        self._snapshot_due = False
+        self._built_at = time.monotonic()
         try:
             self.snapshot = self.session.snapshot()
         except Exception as exc:  # noqa: BLE001
