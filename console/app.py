@@ -23,6 +23,7 @@ from textual.screen import ModalScreen, Screen
 
 from console.bindings import ACTIONS, bindings_for
 from console.control_actions import ControlActions
+from console.driver import driver_class
 from console.messages import LogsAppended, SnapshotChanged
 from console.palette import ConsoleCommands, system_commands
 from console.prefs import load_theme, save_theme
@@ -58,8 +59,10 @@ class SpecConsoleApp(ControlActions, App):
     snapshot: var[SessionSnapshot] = var(EMPTY_SNAPSHOT)
 
     def __init__(self, session: SessionLike, *, what: str = "server", launch: str = "never",
-                 start_session: bool = True, notice: str = "", remember_theme: bool = False) -> None:
-        super().__init__(ansi_color=True)   # named colours = the terminal's own 16 (TERM=xterm)
+                 start_session: bool = True, notice: str = "", remember_theme: bool = False,
+                 mouse_motion: bool = False) -> None:
+        # named colours = the terminal's own 16 (TERM=xterm); the mouse: clicks and wheel only
+        super().__init__(ansi_color=True, driver_class=driver_class(mouse_motion))
         self.session = session
         self.what = what                # "server" or "simulator" (wording of questions)
         self.launch_mode = launch       # no live run at start: "never", "offer" (ask), "auto"
