@@ -21,7 +21,7 @@ from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
-from console.bindings import ACTIONS, bindings_for
+from console.bindings import ACTIONS, NEEDS_OWNER, bindings_for
 from console.control_actions import ControlActions
 from console.driver import driver_class
 from console.messages import LogsAppended, SnapshotChanged
@@ -43,8 +43,7 @@ from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
 from server_control.session.api import SessionLike
 
 CSS_FILE = Path(__file__).with_name("specconsole.tcss")
-OUR_ACTIONS = {a.action for a in ACTIONS if a.target == "app"}
-OWNER_ACTIONS = {"start_server", "stop_server", "restart_server"}
+OUR_ACTIONS = {a.action for a in ACTIONS if a.owner == "app"}
 SNAPSHOT_EVERY_S = 0.25   # at most four snapshot builds a second, however many events
 
 
@@ -97,9 +96,9 @@ class SpecConsoleApp(ControlActions, App):
     def log_view(self) -> LogView:
         return self.query_one(LogView)
 
-    def action_target(self, target: str) -> DOMNode:
-        """The widget that owns the actions of ``target`` (console/bindings.py)."""
-        return self.log_view if target == "log" else self
+    def action_owner(self, owner: str) -> DOMNode:
+        """The widget that runs the actions of ``owner`` (console/bindings.py)."""
+        return self.log_view if owner == "log" else self
 
     async def on_mount(self) -> None:
         self._loop_thread = threading.get_ident()
@@ -180,7 +179,7 @@ class SpecConsoleApp(ControlActions, App):
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action in OUR_ACTIONS and isinstance(self.screen, ModalScreen):
             return False
-        if action in OWNER_ACTIONS and self.snapshot.attached:
+        if action in NEEDS_OWNER and self.snapshot.attached:
             return False   # not this console's server: the footer does not offer them
         return True
 

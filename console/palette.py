@@ -16,14 +16,14 @@ if TYPE_CHECKING:
 
 
 class ConsoleCommands(Provider):
-    """Runs each action on the widget that owns it (``app.action_target(target)``)."""
+    """Runs each action on the widget that owns it (``app.action_owner(owner)``)."""
 
     def _actions(self) -> list[Action]:
         return [a for a in ACTIONS if a.action not in PALETTE_EXCLUDE]
 
     def _run(self, action: Action) -> None:
         app = cast("SpecConsoleApp", self.app)
-        app.call_later(app.run_action, action.action, app.action_target(action.target))
+        app.call_later(app.run_action, action.action, app.action_owner(action.owner))
 
     async def discover(self) -> Hits:
         for a in self._actions():
