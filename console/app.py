@@ -21,12 +21,12 @@ from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
-from console.bindings import ACTIONS, NEEDS_OWNER, bindings_for
+from console.bindings import ACTIONS, BINDING_IDS, NEEDS_OWNER, bindings_for
 from console.control_actions import ControlActions
 from console.driver import driver_class
 from console.messages import LogsAppended, SnapshotChanged
 from console.palette import ConsoleCommands, system_commands
-from console.prefs import load_theme, save_theme
+from console.prefs import load_keymap, load_theme, save_theme
 from console.screens.confirm import confirm, quit_choice
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
@@ -67,7 +67,7 @@ class SpecConsoleApp(ControlActions, App):
         self.launch_mode = launch       # no live run at start: "never", "offer" (ask), "auto"
         self.start_session = start_session
         self.notice = notice            # shown as a warning once the screen is up
-        self.remember_theme = remember_theme   # load / save the theme (console/prefs.py)
+        self.remember_theme = remember_theme   # the user's preferences: theme, keymap (console/prefs.py)
         self.farewell = ""              # printed by the command after the screen closes
         self._desired: int | None = None
         self._control_lock = asyncio.Lock()
@@ -107,6 +107,10 @@ class SpecConsoleApp(ControlActions, App):
             if theme in self.available_themes:
                 self.theme = theme
             self.theme_changed_signal.subscribe(self, lambda t: save_theme(t.name))
+            keymap, problems = load_keymap(BINDING_IDS)
+            self.set_keymap(keymap)
+            if problems:
+                self.notify("; ".join(problems), severity="warning", timeout=20)
         self.log_view.focus()
         self.session.subscribe(self._on_session)
         self.refresh_snapshot()
