@@ -21,8 +21,8 @@ from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
-from console.bindings import ACTIONS, BINDING_IDS, NEEDS_OWNER, bindings_for
-from console.control_actions import ControlActions
+from console.actions.server import ControlActions
+from console.actions.table import ACTIONS, BINDING_IDS, NEEDS_OWNER, bindings_for
 from console.driver import driver_class
 from console.messages import LogsAppended, SnapshotChanged
 from console.palette import ConsoleCommands, system_commands
@@ -97,7 +97,7 @@ class SpecConsoleApp(ControlActions, App):
         return self.query_one(LogView)
 
     def action_owner(self, owner: str) -> DOMNode:
-        """The widget that runs the actions of ``owner`` (console/bindings.py)."""
+        """The widget that runs the actions of ``owner`` (console/actions/table.py)."""
         return self.log_view if owner == "log" else self
 
     async def on_mount(self) -> None:

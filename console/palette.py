@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, cast
 from textual.app import App, SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from console.bindings import ACTIONS, PALETTE_EXCLUDE, Action, key_text
+from console.actions.table import ACTIONS, PALETTE_EXCLUDE, Action, key_text
 
 if TYPE_CHECKING:
     from console.app import SpecConsoleApp

@@ -25,7 +25,7 @@ from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.bindings import bindings_for
+from console.actions.table import bindings_for
 from console.messages import LogViewChanged, LogViewStatus
 from console.widgets.log.format import LineFilter, render_row
 from console.widgets.log.prompts import filter_prompt, save_prompt, search_prompt
@@ -42,7 +42,7 @@ FOLLOW_FLUSH_S = 0.5    # while following, the view scrolls at most twice a seco
 class LogView(ScrollView, can_focus=True):
     """Rows are integer arrays (``log_rows.Rows``); text comes from the store
     (``store.get(seq)``) only for the rows on screen. The log keys are bound here, from
-    the one actions table (console/bindings.py)."""
+    the one actions table (console/actions/table.py)."""
 
     BINDINGS = bindings_for("log")
     DEFAULT_CSS = """
@@ -320,7 +320,7 @@ class LogView(ScrollView, can_focus=True):
         self._gen += 1
         self._rebuild()
 
-    # ---- the log keys (console/bindings.py, target "log") ---------------------------
+    # ---- the log keys (console/actions/table.py, target "log") ---------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """Under a modal screen (a prompt, the help) the log keys are off, as the app's are."""
         return not isinstance(self.app.screen, ModalScreen)
