@@ -35,8 +35,9 @@ from console.widgets.log.select import Selection
 from server_control.logs.store import LogStore
 
 FLUSH_S = 0.05          # a burst of lines is one flush
-FOLLOW_FLUSH_S = 0.5    # while following, the view scrolls at most twice a second (each scroll
-                        # repaints every row shown: over ssh that is the console's traffic)
+REDRAW_S = 0.5          # new rows reach the view at most twice a second: following, each scroll
+                        # repaints every row shown; paused, the scroll bar and the counter move
+                        # (over ssh that is the console's traffic)
 
 
 class LogView(ScrollView, can_focus=True):
@@ -69,7 +70,7 @@ class LogView(ScrollView, can_focus=True):
         self._wrap_width = 0
         self._gen = 0                     # bumps when highlighting changes
         self._flush_pending = False
-        self._last_scroll = 0.0           # monotonic time of the last flush that scrolled
+        self._last_rows = 0.0             # monotonic time of the last flush that added rows
         self._status: LogViewStatus | None = None
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
 
@@ -143,10 +144,10 @@ class LogView(ScrollView, can_focus=True):
 
     def notify_new(self) -> None:
         """New records may be in the store: flush them in one batch shortly (FLUSH_S), and
-        no sooner than FOLLOW_FLUSH_S after the last flush that scrolled the view."""
+        no sooner than REDRAW_S after the last flush that added rows."""
         if not self._flush_pending and self.store is not None:
             self._flush_pending = True
-            wait = max(FLUSH_S, self._last_scroll + FOLLOW_FLUSH_S - time.monotonic())
+            wait = max(FLUSH_S, self._last_rows + REDRAW_S - time.monotonic())
             self.set_timer(wait, self.flush)
 
     def flush(self) -> int:
@@ -168,11 +169,11 @@ class LogView(ScrollView, can_focus=True):
         self._add_rows(new)
         added = len(self.rows) - before
         if added or removed:
+            self._last_rows = time.monotonic()
             visible = before < int(self.scroll_y) + (self.scrollable_content_region.height or 0)
             self._update_virtual_size()
             if self.follow:
                 self._stick()
-                self._last_scroll = time.monotonic()
                 self.refresh()
             else:
                 self.new_while_paused += added
