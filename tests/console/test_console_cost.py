@@ -134,3 +134,29 @@ def test_the_mouse_reports_clicks_not_motion_unless_asked():
     assert b"\x1b[?1003h" not in out, "motion tracking is off by default"
     out = _terminal_output("attach", url, "--mouse-motion")
     assert b"\x1b[?1003h" in out, "--mouse-motion turns it on"
+
+
+
+async def test_an_idle_poll_that_changes_nothing_drawn_repaints_no_panel(fake, make_app, monkeypatch):
+    from console.widgets.live_panel import LivePanel
+    series = fake.snap["series"]
+    n = len(series["batch"])
+    for name in ("batch", "mode"):
+        series[name] = [[100.0 + i, 0] for i in range(n)]   # an idle server: batch 0, speculative
+    fake.snap["live"]["ts"] = 100.0 + n
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await shows(pilot, app, "tok/s")
+        renders = []
+        render = LivePanel.render
+        monkeypatch.setattr(LivePanel, "render", lambda self: renders.append(1) or render(self))
+        for name in ("batch", "mode"):   # the next poll: every time one second later, the same picture
+            series[name] = [[101.0 + i, 0] for i in range(n)]
+        fake.snap["live"]["ts"] = 101.0 + n
+        fake.publish("snapshot")
+        await pilot.pause(0.8)
+        assert renders == [], "the live panel repainted a picture that did not change"
+        series["batch"][-1][1] = 3   # a decode batch: the picture changes
+        fake.publish("snapshot")
+        await pilot.pause(0.8)
+        assert renders, "a new bar must be drawn"
