@@ -33,7 +33,7 @@ class LiveView:
     moves every time stamp, not the picture."""
 
     live: LiveLoad                  # the numbers line (its time stamp left out)
-    values: tuple[float, ...]       # batch per poll, oldest first
+    values: tuple[float, ...]       # batch per poll, oldest first (as many as fit, once laid out)
     threshold: int | None
     mode: str | None
     modes: tuple[int | None, ...] = ()   # the mode of each poll (0 speculative, 1 target-only)
@@ -139,9 +139,9 @@ class LivePanel(SnapshotView):
         stale = None
         if not snap.server.reachable and snap.live.ts:
             stale = max(0, int(time.time() - snap.live.ts))
-        batch = snap.series.batch
-        ts = tuple(float(t) for t, _ in batch)
         width = max(0, self.content_size.width - LABEL_W)
+        batch = snap.series.batch[-width:] if width else snap.series.batch   # the bars that fit
+        ts = tuple(float(t) for t, _ in batch)
         modes = tuple(mode_at(snap.series.mode, list(ts))) if snap.series.mode else ()
         return LiveView(replace(snap.live, ts=None), tuple(max(0.0, float(v)) for _, v in batch), snap.spec.threshold,
                         snap.spec.mode, modes, stale, snap.spec.health.accept_len,

@@ -141,18 +141,18 @@ async def test_an_idle_poll_that_changes_nothing_drawn_repaints_no_panel(fake, m
     from console.widgets.live_panel import LivePanel
     series = fake.snap["series"]
     n = len(series["batch"])
-    for name in ("batch", "mode"):
-        series[name] = [[100.0 + i, 0] for i in range(n)]   # an idle server: batch 0, speculative
-    fake.snap["live"]["ts"] = 100.0 + n
+    for name in ("batch", "mode"):   # an idle server: batch 0, speculative, more polls than fit
+        series[name] = [[100.0 + i, 0] for i in range(n + 200)]
+    fake.snap["live"]["ts"] = 300.0 + n
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await shows(pilot, app, "tok/s")
         renders = []
         render = LivePanel.render
         monkeypatch.setattr(LivePanel, "render", lambda self: renders.append(1) or render(self))
-        for name in ("batch", "mode"):   # the next poll: every time one second later, the same picture
-            series[name] = [[101.0 + i, 0] for i in range(n)]
-        fake.snap["live"]["ts"] = 101.0 + n
+        for name in ("batch", "mode"):   # the next poll: one more point of batch 0, a second later
+            series[name] = [[100.0 + i, 0] for i in range(n + 201)]
+        fake.snap["live"]["ts"] = 301.0 + n
         fake.publish("snapshot")
         await pilot.pause(0.8)
         assert renders == [], "the live panel repainted a picture that did not change"
