@@ -11,7 +11,9 @@ it wrote per second:
   busy:  `specconsole demo --time-scale 2` (the simulator with wave traffic, supervised by
          the console); phases "following" (the log view follows the end) and "paused"
          (`f` pressed: the view stays, the lines arrive).
-  idle:  the demo profile with `traffic = "idle"`, launched by the console; phase "idle".
+  idle:  the demo profile with `traffic = "idle"`, launched by the console; phase "idle",
+         after --idle-warmup (120 s) so the batch chart is full (until then each poll draws a
+         new bar: a change on screen).
   fleet: 32 simulators (`--sim-light`, TP 1, wave traffic) attached by URL with their logs,
          the fleet screen (`specconsole fleet`) polling each at 1 Hz; phase "fleet".
 `--tree DIR` (repeatable) runs the console from another checkout (e.g. a worktree of the
@@ -220,7 +222,7 @@ def bench_busy(tree: Path, seconds: float, rss_minutes: float, profile: bool, ou
         return [{"arm": "busy", **f} for f in figs]
 
 
-def bench_idle(tree: Path, seconds: float, profile: bool, out: Path) -> list[dict]:
+def bench_idle(tree: Path, seconds: float, profile: bool, out: Path, warmup: float = 120.0) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="specconsole-cost-") as d:
         tmp = Path(d)
         demo = (REPO / "assets" / "profiles" / "demo.toml").read_text()
@@ -235,7 +237,7 @@ def bench_idle(tree: Path, seconds: float, profile: bool, out: Path) -> list[dic
             if not arm.ready:
                 return [{"arm": "idle", "error": "the launch question did not show"}]
             os.write(arm.con.master, b"y")
-            time.sleep(20.0)
+            time.sleep(warmup)   # until the batch chart is full: before, each poll adds a bar
             figs.append(arm.phase("idle", seconds, profile, out))
         finally:
             _quit_stopping(arm)
@@ -291,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--rss-minutes", type=float, default=0.0)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--idle-warmup", type=float, default=120.0,
+                   help="seconds before the idle phase (the batch chart fills: until then each poll adds a bar)")
     args = p.parse_args(argv)
     trees = [t.resolve() for t in (args.tree or [REPO])]
     arms = args.arms.split(",")
@@ -309,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                         if arm == "busy":
                             figs = bench_busy(tree, args.seconds, args.rss_minutes, args.profile, out)
                         elif arm == "idle":
-                            figs = bench_idle(tree, args.seconds, args.profile, out)
+                            figs = bench_idle(tree, args.seconds, args.profile, out, args.idle_warmup)
                         else:
                             assert fleet_path is not None
                             figs = bench_fleet(tree, fleet_path, args.members, args.seconds, args.profile, out)
