@@ -41,6 +41,8 @@ from console.cli.demo_target import demo_state_dir, demo_target
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-mouse", action="store_true",
                    help="do not capture the mouse (less traffic over SSH; every action has a key)")
+    p.add_argument("--mouse-motion", action="store_true",
+                   help="also report mouse motion (hover); off by default: clicks and the wheel only")
 
 
 def register(subparsers) -> None:
@@ -79,7 +81,7 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
     from console.app import SpecConsoleApp  # noqa: PLC0415 - textual only when a screen is wanted
     from console.handoff import hand_off  # noqa: PLC0415
 
-    app = SpecConsoleApp(session, remember_theme=True, **kwargs)
+    app = SpecConsoleApp(session, remember_theme=True, mouse_motion=args.mouse_motion, **kwargs)
     app.run(mouse=not args.no_mouse)
     handed = hand_off(session, handoff) if handoff is not None else None
     if app.farewell:

@@ -137,4 +137,4 @@ class StatusBar(Static):
         return line_one(self.snapshot), line_two(self.snapshot)
 
     def watch_lines(self, lines: tuple[Text, Text]) -> None:
-        self.update(Group(*lines))
+        self.update(Group(*lines), layout=False)   # two lines, always: no re-layout of the screen
