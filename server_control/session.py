@@ -41,6 +41,7 @@ from server_control.snapshot import (
 from server_control.subscribers import Subscribers
 from server_control.telemetry.flapping import SwitchRate, switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
+from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
 from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 KEEP_INIT_RECORDS = 512
 SWITCHES_SHOWN = 200
+DAMPING_CHANGES = ("Dynamic speculation: threshold changed", "Dynamic speculation: hysteresis changed",
+                   "Dynamic speculation: min_dwell_steps changed")   # a new regime for the switch rate
 
 
 class Session:
@@ -89,6 +92,8 @@ class Session:
         self._init: list[Any] = []
         self._not_active: list[Any] = []
         self._ready: list[Any] = []
+        self._log_began: float | None = None    # the time stamp of this log's first record
+        self._damping_at: float | None = None   # the last change of N / hysteresis / dwell
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
 
@@ -179,6 +184,7 @@ class Session:
             self._init.clear()
             self._not_active.clear()
             self._ready.clear()
+            self._log_began = self._damping_at = None
             self.runtime = v.RuntimeWatch()
         self._log_path = path
         self._pipeline = None
@@ -211,7 +217,11 @@ class Session:
         now = time.time()
         for rec in self.store.since(self._seen_seq):
             kind = rec.kind
-            if kind in ("spec_switch", "spec_init"):
+            if self._log_began is None and kind != "console":
+                self._log_began = record_epoch(rec.ts, now)
+            if kind == "other" and rec.text.startswith(DAMPING_CHANGES):
+                self._damping(record_epoch(rec.ts, now) or now)
+            elif kind in ("spec_switch", "spec_init"):
                 self.timeline.add_record(rec, now)
                 if kind == "spec_init" and len(self._init) < KEEP_INIT_RECORDS:
                     self._init.append(rec)
@@ -240,6 +250,8 @@ class Session:
             self.last_good = sample
         for key, old, new, who in self.guard.elsewhere(sample):   # a change this session did not make
             self.threshold_change = replace(change(new, "elsewhere", self.guard.words(key, old, new, who)), key=key)
+            if key != d.FORCE_KEY:
+                self._damping(sample.ts)
         self.panels.add_sample(sample)
         self.timeline.add_sample(sample)
         self.runtime.observe(sample)
@@ -269,13 +281,24 @@ class Session:
         suggestion), validated and read back on every rank like N."""
         return OperationResult.of_change(key, await self._change(value, lambda v: self.control.set_setting(key, v), key))
 
+    def _damping(self, at: float) -> None:
+        if self._damping_at is None or at > self._damping_at:
+            self._damping_at = at
+
     def switch_rate(self) -> SwitchRate:
-        """Rule-made switches per minute lately: flapping and what to do (telemetry/flapping.py)."""
+        """Rule-made switches per minute lately, from their own times: flapping and what to do
+        (telemetry/flapping.py). Measured from the earliest time known (the run's start, its
+        log's first line, this session's start) and from the last change of N / hysteresis /
+        dwell, so that every observer of the run says the same."""
         g = self.last_good
         r0 = g.ranks[0] if g and g.ranks else None
-        return switch_rate([e["t"] for e in self.timeline.current() if not is_forced(e)], time.time(), self._started_at,
+        now = time.time()
+        up = self.run.status().uptime_s
+        since = min(t for t in (self._started_at, self._log_began, now - up if up is not None else None)
+                    if t is not None)
+        return switch_rate([e["t"] for e in self.timeline.current() if not is_forced(e)], now, since,
                            threshold=g.threshold if g else None, hysteresis=r0.hysteresis if r0 else None,
-                           dwell=r0.min_dwell_steps if r0 else None)
+                           dwell=r0.min_dwell_steps if r0 else None, changed_at=self._damping_at)
 
     async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]],
                       key: str) -> SettingChange:
@@ -287,6 +310,8 @@ class Session:
         result = replace(await self.guard.change(key, requested, action, old), key=key)
         if result.state == "applied":
             await self.run.remember_runtime(key, requested)   # re-applied after a restart
+            if key != d.FORCE_KEY:
+                self._damping(time.time())
         self.threshold_change = result
         self.poller.poke()
         self._publish("snapshot")
