@@ -198,8 +198,9 @@ class SpecConsoleApp(ControlActions, App):
         self.action_quit_console()
 
     def action_quit_console(self) -> None:
-        if self.snapshot.attached:
-            self.run_worker(self._quit(False), group="quit")
+        run = self.snapshot.run
+        if self.snapshot.attached or not run.pid or run.state in ("stopped", "fatal", None):
+            self.run_worker(self._quit(False), group="quit")   # nothing of ours runs: nothing to ask
             return
         self.push_screen(quit_choice(self.what),
                          self._quit_answer)

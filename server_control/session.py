@@ -80,6 +80,7 @@ class Session:
                                   profile.name if profile is not None else None)
         self.last: Sample | None = None
         self.last_good: Sample | None = None   # the last poll the server answered (stale data, greyed)
+        self.foreign: str | None = None   # why what answers is not this run's server (steering off)
         self._started_at = time.time()
         self._runtime_note: str | None = None
         self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
@@ -239,9 +240,33 @@ class Session:
         self.store.add_console_line(f"\u2500\u2500 specconsole {time.strftime('%H:%M:%S')}: {what} \u2500\u2500")
         self._publish("logs")
 
+    def _ours(self, sample: Sample) -> Sample:
+        """``sample`` as this session may use it: a server that answers but is not this
+        run's (server_control/listener.py) counts as not answering, with who holds the port;
+        nothing it says reaches the panels, the timeline or the verification."""
+        if not sample.reachable:
+            self.foreign = None   # nobody answers now: said as any outage
+            return sample
+        if self.run.owns_server() is not False:
+            if self.foreign is not None:
+                self.foreign = None
+                self.mark("this run's server answers")
+            return sample
+        if self.foreign is None:
+            from server_control.listener import holder  # noqa: PLC0415 - a scan of every process, once
+
+            port = self.profile.port if self.profile is not None else None
+            self.foreign = (f"not this run's server: port {port} answers, but from {holder(port) if port else '?'}, "
+                            "not a process of this run; steering is off")
+            self.mark(self.foreign)
+        return Sample(ts=sample.ts, reachable=False, error=self.foreign, poll_s=sample.poll_s)
+
     def _on_sample(self, sample: Sample) -> None:
+        sample = self._ours(sample)
         was = self.last.reachable if self.last else None
-        if was and not sample.reachable:
+        if self.foreign is not None:
+            pass   # said once by _ours
+        elif was and not sample.reachable:
             self.mark(f"the server stopped answering ({sample.error})")
         elif was is False and sample.reachable and self.last_good is not None:
             self.mark("the server answers again")
@@ -302,6 +327,10 @@ class Session:
 
     async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]],
                       key: str) -> SettingChange:
+        if self.foreign is None and self.last is not None and self.last.reachable:
+            self._ours(self.last)   # the port may have changed hands since the last poll
+        if self.foreign is not None:
+            return replace(change(requested, "refused", self.foreign), key=key)
         self.threshold_change = replace(change(requested, "pending", "sent; waiting for every DP rank to read back"),
                                         key=key)
         self._publish("snapshot")
@@ -347,7 +376,8 @@ class Session:
             attached=self.attached, run=self.run.status(),
             server=ServerStatus(reachable=bool(s and s.reachable), error=s.error if s else "not polled yet",
                                 model=s.model if s else None, tp_size=s.tp_size if s else None,
-                                dp_size=s.dp_size if s else None, version=s.version if s else None),
+                                dp_size=s.dp_size if s else None, version=s.version if s else None,
+                                foreign=self.foreign is not None),
             spec=self._spec(g), threshold_change=self.threshold_change,
             live=LiveLoad(batch=load.batch, queue=load.queue, token_usage=load.token_usage,
                           gen_throughput=load.gen_throughput, accept_len=load.accept_len,

@@ -49,7 +49,7 @@ def snapshot_schema(run: dict) -> dict:
         "profile": opt(str), "url": STR, "attached": (bool,),
         "run": run,
         "server": {"reachable": (bool,), "error": opt(str), "model": opt(str), "tp_size": opt(int),
-                   "dp_size": opt(int), "version": opt(str)},
+                   "dp_size": opt(int), "version": opt(str), "foreign": (bool,)},
         "spec": {"mode": opt(str), "threshold": opt(int), "low_mark": opt(int), "hysteresis": opt(int),
                  "min_dwell_steps": opt(int), "force": opt(str), "switch_count": INT, "steps": MapOf(NUM),
                  "seconds": MapOf(NUM), "tokens": MapOf(NUM), "supports_runtime_threshold": opt(bool),

@@ -73,3 +73,20 @@ def test_dry_run_checks_that_the_interpreter_can_import_sglang(tmp_path, state_d
     venv = cli("launch", "--dry-run", "--profile", str(tmp_path / "venv.toml"))
     assert venv.returncode == 0 and "sglang" not in venv.stderr, venv.stderr
     assert "# sglang 0.5.23" in venv.stdout
+
+
+def test_demo_without_a_run_says_so_and_probes_nothing(state_dir):
+    """Issue 23 item 1: with no demo run, `status --demo` and `threshold --demo` probed a
+    port picked for a run that is not there (30000, or a random free one)."""
+    for args in (("status", "--demo"), ("threshold", "--demo"), ("threshold", "7", "--demo"), ("verify", "--demo")):
+        r = cli(*args)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert "no demo run in" in r.stderr and "specconsole demo" in r.stderr, (args, r.stderr)
+        assert "127.0.0.1" not in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+
+
+def test_status_of_a_run_stopped_on_purpose_says_not_running(state_dir, sim_profile):
+    """Issue 23 item 10: exit 1 and a hint to pass `--demo`; now: exit 3, "not running"."""
+    r = cli("status", "--profile", str(sim_profile), "--state-dir", str(state_dir))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "is not running (stopped" in r.stderr and "--demo" not in r.stderr, r.stderr
