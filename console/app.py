@@ -20,6 +20,7 @@ from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
+from console import hangup
 from console.bindings import ACTIONS, bindings_for
 from console.control_actions import ControlActions
 from console.messages import SessionEvent
@@ -66,6 +67,7 @@ class SpecConsoleApp(ControlActions, App):
         self.remember_theme = remember_theme   # load / save the theme (console/prefs.py)
         self.farewell = ""              # printed by the command after the screen closes
         self._desired: int | None = None
+        self.hung_up = False            # the terminal went away (SIGHUP): left as `q` + Enter
         self._control_lock = asyncio.Lock()
         self._loop_thread = threading.get_ident()
 
@@ -103,6 +105,7 @@ class SpecConsoleApp(ControlActions, App):
             self.theme_changed_signal.subscribe(self, lambda t: save_theme(t.name))
         self.log_view.focus()
         self.session.subscribe(self._on_session)
+        hangup.install(self._hang_up)
         self.refresh_snapshot()
         if self.notice:
             self.notify(self.notice, severity="warning", timeout=20)
@@ -204,6 +207,12 @@ class SpecConsoleApp(ControlActions, App):
             return
         self.push_screen(quit_choice(self.what),
                          self._quit_answer)
+
+    def _hang_up(self) -> None:
+        """SIGHUP: the terminal is gone. Leave the server running, as `q` + Enter does."""
+        if not self.hung_up:
+            self.hung_up = True
+            self.run_worker(self._quit(False), group="quit")
 
     def _quit_answer(self, choice: object) -> None:
         if choice:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from console.cli.common import (
     EXIT_OK,
@@ -79,12 +80,20 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
     from console.handoff import hand_off  # noqa: PLC0415
 
     app = SpecConsoleApp(session, remember_theme=True, **kwargs)
-    app.run(mouse=not args.no_mouse)
-    handed = hand_off(session, handoff) if handoff is not None else None
+    try:
+        app.run(mouse=not args.no_mouse)
+    finally:   # also when the terminal went away (SIGHUP: console/hangup.py) and drawing failed
+        handed = hand_off(session, handoff) if handoff is not None else None
+    lines = []
     if app.farewell:
-        print(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""))
+        lines.append(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""))
     if handed is not None:
-        print(f"specconsole: {handed.words()}")
+        lines.append(f"specconsole: {handed.words()}")
+    try:
+        for line in lines:
+            print(line, flush=True)
+    except OSError:   # no terminal left to say it on: the hand-off is in its log and the run record
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter's final flush must not fail
     return app.return_code or EXIT_OK
 
 
