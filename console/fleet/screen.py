@@ -236,6 +236,28 @@ class FleetScreen(Screen):
         self.refresh_rows()
 
     def action_quit_fleet(self) -> None:
+        """q: leave the fleet running (members handed to a detached supervise each), stop it,
+        or stay (console/fleet/leaving.py); a demo fleet that stops on quit only confirms."""
+        from console.fleet.leaving import quit_question  # noqa: PLC0415
+        from console.screens.confirm import confirm  # noqa: PLC0415
+
+        if getattr(self.app, "stops_on_quit", False):
+            self.app.push_screen(confirm("Quit and stop the demo fleet (started without --keep)?", default_yes=True),
+                                 lambda yes: self.app.exit() if yes else None)
+            return
+        self.app.push_screen(quit_question(self.fleet), self._quit_answer)
+
+    def _quit_answer(self, choice: object) -> None:
+        if choice == "leave":
+            self.app.leaving = True   # type: ignore[attr-defined]  # FleetApp: hand off after the fleet closed
+            self.app.exit()
+        elif choice == "stop":
+            self.query_one(ResultsPanel).pending("stop", list(self.fleet.members))
+            self.run_worker(self._stop_and_quit(), group="fleet-action")
+
+    async def _stop_and_quit(self) -> None:
+        results = await self.fleet.act("stop")
+        self.query_one(ResultsPanel).show("stop", results)
         self.app.exit()
 
     # ---- actions --------------------------------------------------------------------------

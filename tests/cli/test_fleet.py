@@ -11,6 +11,7 @@ import pytest
 
 from console.cli.fleet import demo_app
 from console.fleet.screen import FleetScreen
+from console.screens.confirm import ChoiceScreen
 from server_control.profile import load_profile
 from server_control.runs import list_records
 from tests.console.screen_text import wait_for
@@ -95,5 +96,9 @@ async def test_demo_fleet_sends_traffic_through_the_gateway_and_stops_on_quit(tm
         assert isinstance(app.screen, FleetScreen) and len(app.fleet_screen.order) == 4 and modes
         pgids = [r.pgid for r in list_records(tmp_path / "demo")]
         await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ChoiceScreen)   # the demo's q confirms that it stops everything
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.return_code is not None, "exit", 60)
     assert len(pgids) == 5 and all(group_pids(pg) == [] for pg in pgids)
     assert not list_records(tmp_path / "demo")
