@@ -23,7 +23,7 @@ from server_control.control import Control, change
 from server_control.logs import LogPipeline, LogStore
 from server_control.operation import DONE, OperationResult
 from server_control.session_runs import AttachedRun, ProfileRun, RunLike
-from server_control.setting_guard import SettingGuard, shown
+from server_control.setting_guard import REAPPLY, SettingGuard, shown
 from server_control.snapshot import (
     MODES,
     LiveLoad,
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 KEEP_INIT_RECORDS = 512
 SWITCHES_SHOWN = 200
+ELSEWHERE_SHOWN_S = 60.0   # how long "N changed elsewhere: ..." stays on the status line
 DAMPING_CHANGES = ("Dynamic speculation: threshold changed", "Dynamic speculation: hysteresis changed",
                    "Dynamic speculation: min_dwell_steps changed")   # a new regime for the switch rate
 
@@ -76,6 +77,7 @@ class Session:
         self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
                                log_seq=lambda: self.store.last_seq)
         self.threshold_change: SettingChange | None = None
+        self._elsewhere_at = 0.0   # monotonic time of the last "changed elsewhere" (shown ELSEWHERE_SHOWN_S)
         self.guard = SettingGuard(self.control, self.url, getattr(getattr(run, "sup", None), "state_dir", None),
                                   profile.name if profile is not None else None)
         self.last: Sample | None = None
@@ -274,7 +276,12 @@ class Session:
         if sample.reachable:
             self.last_good = sample
         for key, old, new, who in self.guard.elsewhere(sample):   # a change this session did not make
-            self.threshold_change = replace(change(new, "elsewhere", self.guard.words(key, old, new, who)), key=key)
+            if who == REAPPLY:   # the restart carried the run's runtime value back: ours, not another client's
+                self.threshold_change = replace(change(new, "applied", "re-applied after the restart"), key=key)
+            else:
+                self.threshold_change = replace(change(new, "elsewhere", self.guard.words(key, old, new, who)),
+                                                key=key)
+                self._elsewhere_at = time.monotonic()
             if key != d.FORCE_KEY:
                 self._damping(sample.ts)
         self.panels.add_sample(sample)
@@ -371,6 +378,11 @@ class Session:
         s = self.last
         g = s if s and s.reachable else self.last_good
         load = g.load if g else None
+        tc = self.threshold_change
+        if tc is not None and tc.state == "elsewhere" and (
+                time.monotonic() - self._elsewhere_at > ELSEWHERE_SHOWN_S
+                or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))):
+            self.threshold_change = None   # old news, or no longer what the server shows
         return SessionSnapshot(
             url=self.url, profile=self.profile.name if self.profile is not None else None,
             attached=self.attached, run=self.run.status(),
@@ -416,3 +428,7 @@ class Session:
             self._switches = (self.timeline.version, switches)
         shares = per_mode(s, self.timeline, self.panels)
         return Timeline(switches, MappingProxyType({m: ModeShare(**shares[m]) for m in MODES}))
+
+
+def _same_value(a: object, b: object) -> bool:
+    return a == b or str(a) == str(b)

@@ -14,8 +14,9 @@ Demo choices: its runs live in `<state dir>/demo` (so they never collide with a 
 profile's run record, lock or logs); if the profile's port is busy it takes a free one and
 says so; an already running demo simulator is adopted on its own port; the screen names
 the demo's state dir and how headless commands reach it (`specconsole status --demo`);
-quitting asks whether to leave the simulator running with "stop it" as the default (for
-`ui`, the default is to leave the server running).
+quitting asks whether to leave the simulator running, and Enter leaves it running (as for
+`ui`: Enter never stops a server; `s` stops it), handed to a detached `specconsole
+supervise`; `specconsole stop --demo` stops it later. A closed terminal (SIGHUP) does the same.
 
 Exit codes: 0 normal quit; 2 bad profile, arguments or missing API-key variable.
 """

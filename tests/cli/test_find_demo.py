@@ -90,3 +90,9 @@ def test_status_of_a_run_stopped_on_purpose_says_not_running(state_dir, sim_prof
     r = cli("status", "--profile", str(sim_profile), "--state-dir", str(state_dir))
     assert r.returncode == 3, r.stdout + r.stderr
     assert "is not running (stopped" in r.stderr and "--demo" not in r.stderr, r.stderr
+
+
+def test_demo_help_says_what_quitting_does():
+    """Issue 23 item 4: `demo --help` said quitting defaults to stopping (Enter leaves it running)."""
+    text = " ".join(cli("demo", "--help").stdout.split())
+    assert "Enter leaves it running" in text and '"stop it" as the default' not in text
