@@ -90,6 +90,7 @@ class RunRecord:
     runtime_pending: bool = False      # a restart carried them: re-apply once the server is ready
     boot_id: str | None = None         # the leader's identity (None: an earlier version's record)
     start_ticks: int | None = None     # /proc/<pid>/stat starttime: ticks since that boot
+    last_exit: str | None = None       # how the previous server of this run ended on its own (a restart's record)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)

@@ -85,6 +85,8 @@ class Session:
         self.foreign: str | None = None   # why what answers is not this run's server (steering off)
         self._started_at = time.time()
         self._runtime_note: str | None = None
+        self._last_exit: str | None = None   # the run's last exit already said in the log view
+        self._restarts: int | None = None   # the run's restart count last seen (None: not yet)
         self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
         self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
         self._subs = Subscribers()   # silent: the console's screen has no place for a traceback
@@ -293,6 +295,14 @@ class Session:
 
     def _on_run_change(self) -> None:
         if self._started:
+            st = self.run.status()
+            if st.last_exit and st.last_exit != self._last_exit:   # a crash: said where the log goes on
+                self.mark(f"the server exited: {st.last_exit}"
+                          + (f"; restart in {st.next_restart_in_s:g} s" if st.next_restart_in_s is not None else ""))
+            self._last_exit = st.last_exit
+            if self._restarts is not None and st.restarts > self._restarts and st.pid:
+                self.mark(f"restarted (restart {st.restarts}): pid {st.pid}")
+            self._restarts = st.restarts
             self._follow(self.run.log_path())
             note = self.run.status().runtime_note
             if note and note != self._runtime_note:   # re-applied (or not) after a restart: said in the log view

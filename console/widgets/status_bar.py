@@ -145,7 +145,29 @@ def line_two(snap: SessionSnapshot) -> Text:
         if value is not None:
             t.append(f"  {name} ", "dim")
             t.append(str(value), "bold red" if name == "restarts" and value else "")
+            if name == "restarts" and run.last_exit:   # why it restarted: stays until an operator's launch
+                t.append("  last exit ", "dim")
+                t.append(exit_short(run.last_exit), "bold red")
     return t
+
+
+def exit_short(words: str) -> str:
+    """``pid 42 exit code -9, killed by signal 9 at 10:00:02`` -> ``-9 SIGKILL 10:00:02 (pid 42)``."""
+    import re
+    import signal
+
+    m = re.match(r"pid (\d+) exit code (-?\d+)(?:, killed by signal (\d+))?(.*?)(?: at (\d\d:\d\d:\d\d))?$", words)
+    if m is None:
+        return _short(words, 60)
+    pid, code, sig, rest, at = m.groups()
+    name = ""
+    if sig:
+        try:
+            name = " " + signal.Signals(int(sig)).name
+        except ValueError:
+            name = f" signal {sig}"
+    extra = _short(rest.strip(" ;,"), 24) if rest and rest.strip(" ;,") else ""
+    return f"{code}{name}{' ' + extra if extra else ''}{' ' + at if at else ''} (pid {pid})"
 
 
 class StatusBar(Static):
