@@ -7,9 +7,11 @@ import asyncio
 import dataclasses
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 
 from console.cli.demo_target import demo_state_dir, demo_target
 from server_control.ports import free_port
@@ -96,3 +98,38 @@ def test_demo_help_says_what_quitting_does():
     """Issue 23 item 4: `demo --help` said quitting defaults to stopping (Enter leaves it running)."""
     text = " ".join(cli("demo", "--help").stdout.split())
     assert "Enter leaves it running" in text and '"stop it" as the default' not in text
+
+
+def test_logs_of_the_demo_and_of_a_profile(state_dir):
+    """Issue 23 item 8: `specconsole logs --demo|--profile P [-f]` like the other commands
+    (before: rc 2, and with no FILE it looked where the demo does not write)."""
+    target = demo_target(demo_state_dir(), port=free_port())
+    profile = dataclasses.replace(target.profile, sim={**target.profile.sim, "max_lifetime": 120.0,
+                                                       "time_scale": 20.0})
+    rec = asyncio.run(Supervisor(profile, state_dir=target.state_dir).launch())
+    follow = None
+    try:
+        init = "Dynamic speculation disable enabled"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and init not in open(rec.log_path, errors="replace").read():
+            time.sleep(0.2)
+        r = cli("logs", "--demo")
+        assert r.returncode == 0 and init in r.stdout, r.stdout[-500:] + r.stderr
+        r = cli("logs")                                   # no FILE: the demo's log is found too
+        assert r.returncode == 0 and init in r.stdout, r.stderr
+        r = cli("logs", "--demo", "--kind", "spec_init", "--parse", "--json")
+        assert r.returncode == 0 and json.loads(r.stdout.splitlines()[0])["kind"] == "spec_init"
+        follow = subprocess.Popen([sys.executable, "-m", "console", "logs", "--demo", "-f", "--kind", "decode"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+        line = follow.stdout.readline()
+        assert "Decode batch" in line, line
+        follow.send_signal(signal.SIGTERM)
+        follow.communicate(timeout=20)                    # drained: a full pipe would block its writes
+        assert follow.returncode == 0
+    finally:
+        if follow is not None and follow.poll() is None:
+            follow.kill()
+        subprocess.run([sys.executable, "-m", "console", "stop", "--demo"], capture_output=True, timeout=60,
+                       env=dict(os.environ))
+    r = cli("logs", "--demo", "--kind", "spec_init")        # stopped: the last run's log still reads
+    assert r.returncode == 0 and "Dynamic speculation disable enabled" in r.stdout, r.stderr
