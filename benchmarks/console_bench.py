@@ -31,9 +31,9 @@ from pathlib import Path
 
 import psutil
 
-from server_control.operation import REFUSED, OperationResult
+from server_control.model.operation import REFUSED, OperationResult
+from server_control.model.snapshot import LogStatus, RunStatus, SessionSnapshot, SpecStatus
 from server_control.sim.launcher import start_sim
-from server_control.snapshot import LogStatus, RunStatus, SessionSnapshot, SpecStatus
 
 REPO = Path(__file__).resolve().parent.parent
 COLS, ROWS = 200, 60

@@ -17,7 +17,7 @@ import random
 import time
 from types import SimpleNamespace
 
-from server_control import decision
+from server_control.protocol import decision
 from server_control.sglang_patch import worker as patch_worker
 
 GOAL_NS = 2000.0

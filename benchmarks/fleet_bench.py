@@ -140,7 +140,7 @@ def bench(members: int, seconds: float, kind: str, tmp: Path, traffic: str = "wa
 
 
 def _ports(n: int) -> list[int]:
-    from server_control.ports import free_port
+    from server_control.proc.ports import free_port
     ports: list[int] = []
     while len(ports) < n:
         p = free_port()

@@ -29,7 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from server_control import decision, loadgen
+from server_control import loadgen
+from server_control.protocol import decision
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192")

@@ -23,7 +23,8 @@ import time
 import httpx
 import psutil
 
-from server_control import decision, loadgen
+from server_control import loadgen
+from server_control.protocol import decision
 from server_control.sim import model
 from server_control.sim.launcher import SimProcess, group_pids, start_sim
 

@@ -1,5 +1,5 @@
 """Threshold set -> read-back latency: POST /set_internal_state, then GET /server_info until
-every DP rank shows the new value (exactly what ``server_control.control.Control`` does).
+every DP rank shows the new value (exactly what ``server_control.control.settings.Control`` does).
 
     python -m benchmarks.threshold_bench [--iterations 200] [--tp 2] [--traffic wave]
     python -m benchmarks.threshold_bench --url http://127.0.0.1:30000   # a live server
@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 
-from server_control.control import Control
+from server_control.control.settings import Control
 from server_control.sim.launcher import start_sim
 
 GOAL_P99_MS = 250.0

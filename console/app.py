@@ -32,14 +32,14 @@ from console.screens.main import MainScreen
 from console.widgets.footer import KeysFooter
 from console.widgets.gpu_table import GpuTable
 from console.widgets.live_panel import LivePanel
-from console.widgets.log_pane import LogPane
-from console.widgets.log_view import LogView
+from console.widgets.log.pane import LogPane
+from console.widgets.log.view import LogView
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import ModeTimeline
 from console.widgets.verify_panel import VerifyPanel
-from server_control.operation import OperationResult
-from server_control.session_api import SessionLike
-from server_control.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
+from server_control.model.operation import OperationResult
+from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
+from server_control.session.api import SessionLike
 
 CSS_FILE = Path(__file__).with_name("specconsole.tcss")
 OUR_ACTIONS = {a.action for a in ACTIONS if a.target == "app"}

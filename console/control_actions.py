@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from console.screens.confirm import confirm
 from console.screens.prompt import PromptScreen
-from server_control.decision import FORCE_CHOICES, validate_threshold
-from server_control.operation import OperationResult
+from server_control.model.operation import OperationResult
+from server_control.protocol.decision import FORCE_CHOICES, validate_threshold
 
 if TYPE_CHECKING:
     from textual.app import App
 
-    from server_control.session_api import SessionLike
-    from server_control.snapshot import SessionSnapshot
+    from server_control.model.snapshot import SessionSnapshot
+    from server_control.session.api import SessionLike
 
     _Base = App[Any]
 else:
@@ -146,7 +146,7 @@ class ControlActions(_Base):
             self.push_screen(confirm(f"Restart the {self.what}? {self._runtime_fate()}"), self._restart_answer)
 
     def _runtime_fate(self) -> str:
-        """What a restart does to the settings changed at runtime (server_control/runtime_settings.py)."""
+        """What a restart does to the settings changed at runtime (server_control/supervision/carried_settings.py)."""
         changed = ", ".join(f"{k.removeprefix('speculative_disable_')}={v}"
                             for k, v in self.snapshot.run.runtime.items())
         if not changed:

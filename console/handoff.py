@@ -2,7 +2,7 @@
 `specconsole supervise --handed-off` of that run: its own session (no terminal, so a
 closed SSH link does not end it), its output in ``<state dir>/logs/<name>/supervise-*.log``.
 It records itself in the run record (``supervisor``, kind ``handoff``); `status` names it;
-the next console takes the run back from it (server_control/supervisor_role.py).
+the next console takes the run back from it (server_control/supervision/ownership.py).
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from server_control.session_runs import ProfileRun
-from server_control.state_files import open_private
+from server_control.session.run_backends import ProfileRun
+from server_control.state.private_files import open_private
 
 
 @dataclass(frozen=True)

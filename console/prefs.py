@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from server_control.state_dir import resolve_state_dir
-from server_control.state_files import atomic_write
+from server_control.state.private_files import atomic_write
+from server_control.state.state_dir import resolve_state_dir
 
 FILE = "console.json"
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from server_control import decision, spec_metrics
+from server_control.protocol import decision, spec_metrics
 
 PROMPT = "Summarise the trade-offs of speculative decoding under heavy load. " * 4
 

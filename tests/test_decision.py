@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server_control.decision import (
+from server_control.protocol.decision import (
     SPECULATIVE,
     TARGET_ONLY,
     SpecSwitch,

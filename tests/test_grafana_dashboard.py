@@ -1,11 +1,11 @@
 """The shipped Grafana dashboard plots what the patch publishes: every sglang: metric its
-queries name exists (the patch's own, from server_control/spec_metrics.py, or SGLang's),
+queries name exists (the patch's own, from server_control/protocol/spec_metrics.py, or SGLang's),
 and mode, N and the decode batch are there."""
 import json
 import re
 from pathlib import Path
 
-from server_control import spec_metrics
+from server_control.protocol import spec_metrics
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "assets" / "grafana-dynamic-speculation.json"
 SGLANG_OWN = {"sglang:num_running_reqs", "sglang:spec_accept_length"}

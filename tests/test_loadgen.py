@@ -2,7 +2,8 @@
 
 import httpx
 
-from server_control import decision, loadgen
+from server_control import loadgen
+from server_control.protocol import decision
 
 
 def test_crossover_and_suggested_threshold_from_rows():

@@ -1,14 +1,14 @@
-"""The typed session snapshot (server_control/snapshot.py): the JSON edge round-trips, bad
+"""The typed session snapshot (server_control/model/snapshot.py): the JSON edge round-trips, bad
 JSON is read tolerantly, the real session and the console's fake satisfy ``SessionLike``,
 and a snapshot's long parts are rebuilt only when they change."""
 from __future__ import annotations
 
 import copy
 
-from server_control.operation import DONE, FAILED, REFUSED, OperationResult
-from server_control.session import Session
-from server_control.session_api import SessionLike
-from server_control.snapshot import SessionSnapshot, SettingChange
+from server_control.model.operation import DONE, FAILED, REFUSED, OperationResult
+from server_control.model.snapshot import SessionSnapshot, SettingChange
+from server_control.session.api import SessionLike
+from server_control.session.session import Session
 from server_control.telemetry.sample import Load, sample_from_server_info
 from tests.cli.status_schema import RUN, problems, snapshot_schema
 from tests.console.fakes import FakeSession, sample_snapshot

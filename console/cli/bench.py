@@ -20,7 +20,7 @@ import os
 import sys
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, add_key_env_arguments, error
-from server_control import decision
+from server_control.protocol import decision
 from server_control.sim.args import positive_seconds
 
 

@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server_control.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
+from server_control.protocol.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
 from server_control.sanitize import strip_controls
 
 if TYPE_CHECKING:
-    from server_control.profile import Profile
-    from server_control.session import Session
+    from server_control.config.profile import Profile
+    from server_control.session.session import Session
 
 EXIT_OK = 0
 EXIT_FAILED = 1          # the server or the operation failed
@@ -107,7 +107,7 @@ def key_from_env(var: str | None, flag: str, required: bool = False) -> str | No
 def load_profile_arg(name: str | None) -> Profile:
     """The profile named by --profile (path or shipped name); a bad one is a UsageError
     naming the file and the key."""
-    from server_control.profile import ProfileError, find_profile, load_profile  # noqa: PLC0415
+    from server_control.config.profile import ProfileError, find_profile, load_profile  # noqa: PLC0415
 
     try:
         return load_profile(find_profile(name))
@@ -143,7 +143,7 @@ def target_profile(args: argparse.Namespace, existing: bool = False) -> tuple[Pr
 
 def open_session(args: argparse.Namespace, poll_interval_s: float = 0.25) -> Session:
     """A Session for --url, --profile or --demo (read-only: it never takes over supervision)."""
-    from server_control.session import Session  # noqa: PLC0415 - heavy, only when needed
+    from server_control.session.session import Session  # noqa: PLC0415 - heavy, only when needed
 
     if getattr(args, "log", None) and not args.url:
         raise UsageError("--log goes with --url (a profile knows its own log)")

@@ -30,9 +30,9 @@ from console.cli.common import (
     unreachable_hint,
 )
 from console.cli.status import verification_text
-from server_control.decision import validate_force, validate_threshold
-from server_control.operation import OperationResult
-from server_control.verify import Verification
+from server_control.control.verify import Verification
+from server_control.model.operation import OperationResult
+from server_control.protocol.decision import validate_force, validate_threshold
 
 THRESHOLD_EPILOG = ("Exit codes: 0 read/applied, 1 refused by the server/unsupported/error, 2 bad arguments "
                     "(an invalid N or MODE: nothing is sent), 130 interrupted.")

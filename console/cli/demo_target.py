@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from server_control.ports import free_port
-from server_control.state_dir import resolve_state_dir
+from server_control.proc.ports import free_port
+from server_control.state.state_dir import resolve_state_dir
 
 if TYPE_CHECKING:
-    from server_control.profile import Profile
+    from server_control.config.profile import Profile
 
 
 class NoDemoRun(LookupError):
@@ -47,9 +47,9 @@ def demo_target(state_dir: Path, port: int | None = None, time_scale: float = 1.
     """The shipped demo profile on a usable port (see the module docstring). ``existing``
     (the headless commands that read or steer a run): the port of the demo's run record,
     live or not; no record raises NoDemoRun (never a port picked for a run that is not there)."""
-    from server_control import runs
-    from server_control.assets import profile_path
-    from server_control.profile import ProfileError, load_profile
+    from server_control.config.assets import profile_path
+    from server_control.config.profile import ProfileError, load_profile
+    from server_control.state import runs
 
     profile = load_profile(profile_path("demo"))
     sim = dict(profile.sim)

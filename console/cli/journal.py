@@ -1,4 +1,4 @@
-"""`specconsole journal`: the operator journal of the state dir (server_control/journal.py):
+"""`specconsole journal`: the operator journal of the state dir (server_control/state/journal.py):
 who changed what on which server, and how it went, oldest first.
 
     specconsole journal [--profile F | --url URL | --demo] [--state-dir DIR] [-n N] [--json]
@@ -24,7 +24,7 @@ from console.cli.common import (
     target_profile,
     usage_error,
 )
-from server_control import journal
+from server_control.state import journal
 
 EPILOG = "Exit codes: 0 printed, 2 bad arguments, 130 interrupted."
 STEPS = journal.STEPS

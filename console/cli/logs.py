@@ -4,7 +4,7 @@ Prints a server log's records, filtered; `--parse --json` prints one JSON object
 record (the log record contract, docs/logs.md). `--profile F` / `--demo` (with
 `--state-dir`, as the other commands): that run's log (the run record's, else the newest
 log the profile's runs wrote). Without any of them: the newest run log under the state
-directory (server_control.state_dir: `$SPECCONSOLE_STATE_DIR` or the platform's user state
+directory (server_control.state.state_dir: `$SPECCONSOLE_STATE_DIR` or the platform's user state
 dir; `logs/<profile>/*.log`, and the demo's `demo/logs/demo/*.log`).
 
 Exit codes: 0 done (also when nothing matched), 1 the file cannot be read,
@@ -32,7 +32,7 @@ from console.cli.common import (
 from server_control.logs import KINDS, LogPipeline, LogStore, iter_file
 from server_control.logs.parse import records_from_columns
 from server_control.logs.store import record_matcher
-from server_control.state_dir import resolve_state_dir
+from server_control.state.state_dir import resolve_state_dir
 
 PREFIX = "specconsole logs"
 
@@ -57,8 +57,8 @@ def profile_log(args) -> Path | None:
     """The log of --profile F / --demo: the run record's (live or not), else the newest log
     its runs left (the run-log manifest), else None."""
     from console.cli.common import target_profile  # noqa: PLC0415
-    from server_control import runs  # noqa: PLC0415
-    from server_control.run_logs import read_manifest  # noqa: PLC0415
+    from server_control.state import runs  # noqa: PLC0415
+    from server_control.state.run_logs import read_manifest  # noqa: PLC0415
 
     profile, sd = target_profile(args)
     try:

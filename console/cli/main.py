@@ -13,7 +13,7 @@ import os
 import sys
 
 from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, error
-from server_control.state_dir import StateDirError
+from server_control.state.state_dir import StateDirError
 
 COMMAND_MODULES = (
     "console.cli.ui",        # (default) the TUI on a profile, `demo`, `attach`

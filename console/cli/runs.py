@@ -33,11 +33,23 @@ from console.cli.common import (
     error,
     target_profile,
 )
-from server_control import process, runs, runtime_settings
-from server_control.interpreter import check_sglang
-from server_control.profile import ProfileError
-from server_control.supervisor import FATAL, HANDOFF, READY, STARTING, STOPPED, UNHEALTHY, RunConflict, Supervisor, exit_words
-from server_control.supervisor_role import ROLE_WORDS
+from server_control.config.interpreter import check_sglang
+from server_control.config.profile import ProfileError
+from server_control.proc import process
+from server_control.state import runs
+from server_control.supervision import carried_settings as runtime_settings
+from server_control.supervision.ownership import ROLE_WORDS
+from server_control.supervision.supervisor import (
+    FATAL,
+    HANDOFF,
+    READY,
+    STARTING,
+    STOPPED,
+    UNHEALTHY,
+    RunConflict,
+    Supervisor,
+    exit_words,
+)
 
 EPILOGS = {
     "launch": "Exit codes: 0 launched (with --wait: ready), 1 failed, 2 bad profile/arguments, 3 a live run "

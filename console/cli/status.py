@@ -27,8 +27,8 @@ from console.cli.common import (
     settle,
     unreachable_hint,
 )
-from server_control.snapshot import RunStatus, SessionSnapshot, Verification
-from server_control.supervisor_role import ROLE_WORDS
+from server_control.model.snapshot import RunStatus, SessionSnapshot, Verification
+from server_control.supervision.ownership import ROLE_WORDS
 
 EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason) or it is not "
           "this run's server, 2 bad profile/arguments, 3 not running (stopped on purpose), 130 interrupted.")

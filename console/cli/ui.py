@@ -99,9 +99,9 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
 
 
 def run_ui(args) -> int:
-    from server_control.profile import ProfileError
-    from server_control.session import Session
-    from server_control.state_dir import resolve_state_dir
+    from server_control.config.profile import ProfileError
+    from server_control.session.session import Session
+    from server_control.state.state_dir import resolve_state_dir
 
     try:
         profile = load_profile_arg(args.profile)
@@ -114,8 +114,8 @@ def run_ui(args) -> int:
 
 
 def run_demo(args) -> int:
-    from server_control.profile import ProfileError
-    from server_control.session import Session
+    from server_control.config.profile import ProfileError
+    from server_control.session.session import Session
 
     if args.time_scale <= 0:
         return usage_error(f"--time-scale must be > 0, got {args.time_scale}")
@@ -136,7 +136,7 @@ def run_demo(args) -> int:
 
 
 def run_attach(args) -> int:
-    from server_control.session import Session
+    from server_control.session.session import Session
 
     try:
         check_url(args.url, "URL")

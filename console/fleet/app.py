@@ -109,7 +109,7 @@ class FleetApp(SpecConsoleApp):
         self.log_view.focus()
 
     def action_back_to_fleet(self) -> None:
-        """escape: the log view clears its filter or search first (console/widgets/log_view.py);
+        """escape: the log view clears its filter or search first (console/widgets/log/view.py);
         with nothing left to clear the key comes here."""
         if not isinstance(self.screen, FleetScreen):
             self.show_fleet()

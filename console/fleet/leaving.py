@@ -41,7 +41,7 @@ def quit_question(fleet) -> ChoiceScreen:
 def hand_off_fleet(fleet) -> list[MemberHandOff]:
     """After the fleet closed: hand each local member that this console supervised and that
     runs on to a detached supervise of its profile file."""
-    from server_control.profile import ProfileError, load_profile  # noqa: PLC0415
+    from server_control.config.profile import ProfileError, load_profile  # noqa: PLC0415
 
     out = []
     for m in fleet.members.values():

@@ -21,7 +21,7 @@ from console.fleet.rows import SORTABLE, arrange, cells
 from console.fleet.table import FleetTable
 from console.screens.confirm import ChoiceScreen
 from console.screens.prompt import PromptScreen
-from server_control.decision import validate_threshold
+from server_control.protocol.decision import validate_threshold
 
 REFRESH_S = 1.0
 

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from console.widgets.fmt import num
 from console.widgets.snapshot_view import SnapshotView
-from server_control.snapshot import GpuStatus, SessionSnapshot
+from server_control.model.snapshot import GpuStatus, SessionSnapshot
 
 
 def gpu_table(gpus: GpuStatus) -> Table:

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from console.widgets.fmt import mode_badge, num
 from console.widgets.snapshot_view import SnapshotView
-from server_control.snapshot import LiveLoad, Point, SessionSnapshot
+from server_control.model.snapshot import LiveLoad, Point, SessionSnapshot
 
 BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 HATCH = "\u2592"            # the full cells of a target-only bar

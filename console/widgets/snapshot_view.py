@@ -8,7 +8,7 @@ from typing import Any
 from textual.reactive import var
 from textual.widget import Widget
 
-from server_control.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
+from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
 
 
 class SnapshotView(Widget):

@@ -8,8 +8,8 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from console.widgets.fmt import duration, mark, mode_badge
-from server_control import decision as d
-from server_control.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, SettingChange, Verification
+from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, SettingChange, Verification
+from server_control.protocol import decision as d
 
 STATE_STYLES = {
     "ready": "bold black on green", "starting": "bold black on yellow",

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from console.widgets.fmt import clock, num
 from console.widgets.snapshot_view import SnapshotView
-from server_control.snapshot import ModeShare, SessionSnapshot, Switch, Timeline
+from server_control.model.snapshot import ModeShare, SessionSnapshot, Switch, Timeline
 
 COMPACT_BELOW = 44  # content width under which the panel uses short labels (80x24)
 SHORT = {"speculative": "spec", "target_only": "target"}

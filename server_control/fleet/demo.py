@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-from server_control import runs
 from server_control.fleet.spec import FleetSpec, load_fleet
-from server_control.ports import free_port
+from server_control.proc.ports import free_port
+from server_control.state import runs
 
 DEMO_FLEET = "demo"
 

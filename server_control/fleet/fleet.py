@@ -24,7 +24,7 @@ from typing import Any
 from server_control.fleet.gateway import Gateway, GatewayStatus
 from server_control.fleet.member import FAILED, OK, Member, MemberResult, MemberRow
 from server_control.fleet.spec import FleetSpec
-from server_control.subscribers import Subscribers
+from server_control.session.subscribers import Subscribers
 
 log = logging.getLogger(__name__)
 GATEWAY = "gateway"

@@ -8,7 +8,7 @@
 
 The gateway is a process like a server: launched in its own session with its log in the
 state dir, a run record (adopted by the next console), crash restart with backoff, and
-a clean stop of its process group, all by ``server_control.supervisor.Supervisor``, which
+a clean stop of its process group, all by ``server_control.supervision.supervisor.Supervisor``, which
 gets a ``GatewayProfile`` in place of a server profile. smg is started as
 ``python -m smg launch`` on 127.0.0.1-only ports, with ``--disable-tokenizer-autoload`` (a
 router that load-balances needs no tokenizer, and without it smg would try to download
@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from server_control.config.profile import LaunchSpec, Profile, ProfileError
 from server_control.fleet.spec import FleetSpec, GatewaySpec
-from server_control.ports import free_port
-from server_control.profile import LaunchSpec, Profile, ProfileError
+from server_control.proc.ports import free_port
 from server_control.sanitize import clean_json
-from server_control.state_dir import resolve_state_dir
+from server_control.state.state_dir import resolve_state_dir
 
 if TYPE_CHECKING:
-    from server_control.process import StopResult
-    from server_control.runs import RunRecord
+    from server_control.proc.process import StopResult
+    from server_control.state.runs import RunRecord
 
 
 SMG_MODULE = "smg"
@@ -173,7 +173,7 @@ def parse_workers(body: object, members_by_url: dict[str, str]) -> tuple[Gateway
 
 class Gateway:
     def __init__(self, fleet: FleetSpec, state_dir: str | Path | None = None, *, supervise: bool = True) -> None:
-        from server_control.supervisor import Supervisor  # noqa: PLC0415 - heavy, gateway case only
+        from server_control.supervision.supervisor import Supervisor  # noqa: PLC0415 - heavy, gateway case only
 
         assert fleet.gateway is not None
         self.spec = fleet.gateway

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
-from server_control.operation import OperationResult
-from server_control.snapshot import GpuStatus, SettingChange, Verification
-from server_control.state_dir import resolve_state_dir
+from server_control.model.operation import OperationResult
+from server_control.model.snapshot import GpuStatus, SettingChange, Verification
+from server_control.state.state_dir import resolve_state_dir
 
 if TYPE_CHECKING:
     from server_control.fleet.remote import RemoteRun
-    from server_control.session import Session
+    from server_control.session.session import Session
 
 
 OK, PENDING, FAILED, REFUSED, NO_ANSWER = "ok", "pending", "failed", "refused", "no-answer"
@@ -137,7 +137,7 @@ class Member:
     @classmethod
     def build(cls, spec: MemberSpec, fleet: FleetSpec, state_dir: str | Path | None = None, *,
               supervise: bool = True) -> Member:
-        from server_control.session import Session  # noqa: PLC0415 - heavy
+        from server_control.session.session import Session  # noqa: PLC0415 - heavy
 
         poll = fleet.poll_interval_s
         if spec.kind == LOCAL and spec.profile is not None:
@@ -148,7 +148,7 @@ class Member:
             return cls(spec, Session.attach(spec.url, log_path=spec.log, api_key=key, admin_api_key=admin,
                                             poll_interval_s=poll))
         from server_control.fleet.remote import RemoteRun  # noqa: PLC0415
-        from server_control.ports import free_port  # noqa: PLC0415
+        from server_control.proc.ports import free_port  # noqa: PLC0415
         port = free_port()
         mirrors = resolve_state_dir(state_dir) / "fleet" / fleet.name / spec.name
         remote = RemoteRun(spec, port, mirrors, status_interval_s=fleet.status_interval_s)

@@ -1,4 +1,4 @@
-"""A remote member's run, for ``server_control.session.Session``: the headless CLI on the
+"""A remote member's run, for ``server_control.session.session.Session``: the headless CLI on the
 member's host, over SSH (server_control/fleet/ssh.py).
 
 What a session needs of a run, and where it comes from here:
@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 
 from server_control.fleet.spec import MemberSpec
 from server_control.fleet.ssh import SshHost, SshResult
-from server_control.operation import DONE, FAILED, OperationResult
-from server_control.snapshot import GpuStatus, RunStatus, SessionSnapshot
+from server_control.model.operation import DONE, FAILED, OperationResult
+from server_control.model.snapshot import GpuStatus, RunStatus, SessionSnapshot
 from server_control.telemetry.sample import Sample
 
 log = logging.getLogger(__name__)
@@ -200,5 +200,5 @@ class RemoteRun:
         mirror.write_bytes(b"")   # `logs --follow` sends the file from its start again
         self._stream = await self.ssh.stream(["logs", "--follow", remote_log], mirror)
         self._mirror = mirror
-        from server_control.run_logs import prune_dir
+        from server_control.state.run_logs import prune_dir
         prune_dir(self.mirror_dir, KEEP_MIRRORS, protect=(mirror,))

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server_control.profile import Profile, ProfileError, find_profile, load_profile
-from server_control.profile_schema import ENV_RE, NAME_RE
+from server_control.config.profile import Profile, ProfileError, find_profile, load_profile
+from server_control.config.schema import ENV_RE, NAME_RE
 
 LOCAL, SSH, URL = "local", "ssh", "url"
 MEMBER_KINDS = (LOCAL, SSH, URL)
@@ -300,7 +300,7 @@ def load_fleet(path: str | Path) -> FleetSpec:
     """Read and validate a fleet file: a path, or the name of a shipped one (assets/fleets)."""
     p = Path(os.path.expanduser(str(path)))
     if not p.exists() and os.sep not in str(path) and not str(path).endswith(".toml"):
-        from server_control.assets import assets_dir
+        from server_control.config.assets import assets_dir
         shipped = assets_dir() / "fleets" / f"{path}.toml"
         p = shipped if shipped.exists() else p
     try:

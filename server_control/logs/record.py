@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from server_control import decision
+from server_control.protocol import decision
 
 DECODE = "decode"
 PREFILL = "prefill"

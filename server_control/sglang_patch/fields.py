@@ -13,7 +13,7 @@ asks of extension fields), on the command line (``add_cli_args_from_dataclass``)
 import argparse
 from typing import Any
 
-from server_control import decision
+from server_control.protocol import decision
 from server_control.sglang_patch import gate
 
 NEW_FIELDS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY,

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from server_control.decision import NOT_ACTIVE_PREFIX
+from server_control.protocol.decision import NOT_ACTIVE_PREFIX
 
 SUPPORTED_VERSION = "0.5.23"
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from server_control import decision, tp_ranks
+from server_control.protocol import decision, tp_ranks
 from server_control.sglang_patch import gate, metrics, overrides, ranks
 from server_control.sglang_patch.fields import NEW_FIELDS, VALIDATORS
 from server_control.sglang_patch.wrapping import wrap_methods

@@ -1,7 +1,7 @@
 """The patch's metrics on SGLang's ``/metrics`` (with ``--enable-metrics``).
 
 ``SchedulerMetricsCollector.__init__`` (each scheduler rank whose metrics SGLang collects)
-also creates the ``server_control.spec_metrics`` gauges and counters, with SGLang's own
+also creates the ``server_control.protocol.spec_metrics`` gauges and counters, with SGLang's own
 labels (model_name, engine_type, tp_rank, pp_rank, ...) and its prometheus multiprocess
 registry, so the HTTP server's ``/metrics`` shows them next to SGLang's. They are
 published when SGLang publishes its scheduler stats (``log_stats``, every
@@ -43,7 +43,7 @@ def _patch_collector(cls: Any, orig_init: Any, orig_log: Any) -> None:
         if not _metrics:
             from prometheus_client import Counter, Gauge
 
-            from server_control.spec_metrics import SpecMetrics
+            from server_control.protocol.spec_metrics import SpecMetrics
             _metrics.append(SpecMetrics(Gauge, Counter, dict(labels), multiprocess=True))
         publish()
 

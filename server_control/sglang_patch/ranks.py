@@ -32,8 +32,8 @@ import logging
 import os
 from typing import Any
 
-from server_control import decision, tp_ranks
-from server_control.tp_ranks import Verdict, judge
+from server_control.protocol import decision, tp_ranks
+from server_control.protocol.tp_ranks import Verdict, judge
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
@@ -46,7 +46,7 @@ _version: list[Any] = []
 
 
 def patch_version() -> str:
-    """A digest of the code that decides (this package and decision.py)."""
+    """A digest of the code that decides (this package and protocol/decision.py)."""
     if not _version:
         digest = hashlib.sha256()
         files = sorted(f for f in os.listdir(_PACKAGE_DIR) if f.endswith(".py"))

@@ -27,7 +27,7 @@ import os
 import time
 from typing import Any
 
-from server_control import decision
+from server_control.protocol import decision
 from server_control.sglang_patch import gate, metrics, overrides, ranks, refusals
 from server_control.sglang_patch.wrapping import wrap_methods
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from server_control import decision
-from server_control.keys import take_key_flags
+from server_control.protocol import decision
+from server_control.protocol.keys import take_key_flags
 
 T = TypeVar("T")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
@@ -175,7 +175,7 @@ def off_reason(a: argparse.Namespace) -> str | None:
     failed = a.sim_fail_build_rank
     if failed is None or not a.speculative_algorithm:
         return None
-    from server_control import tp_ranks
+    from server_control.protocol import tp_ranks
     settings = [a.speculative_disable_batch_threshold, a.speculative_disable_hysteresis,
                 a.speculative_disable_min_dwell_steps, a.speculative_disable_force_mode]
     facts = [{"active": r != failed, "reason": FAIL_BUILD_WHY if r == failed else None,

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from server_control import decision
+from server_control.protocol import decision
 from server_control.sim import args as simargs
 from server_control.sim import catalog
 from server_control.sim.generation import BadRequest, Generator, error_response, read_json

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from server_control.spec_metrics import SpecMetrics
+from server_control.protocol.spec_metrics import SpecMetrics
 
 if TYPE_CHECKING:
     from server_control.sim.http_app import AppState
@@ -36,7 +36,7 @@ class Metrics:
             "spec_num_steps": g("sglang:spec_num_steps", "The number of speculative steps."),
             "is_cuda_graph": g("sglang:is_cuda_graph", "Whether the batch is using CUDA graph."),
         }
-        # the patch's own metrics, defined once (server_control/spec_metrics.py)
+        # the patch's own metrics, defined once (server_control/protocol/spec_metrics.py)
         self.spec = SpecMetrics(Gauge, Counter, self.labels, registry=r)
         self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.", LABELS, registry=r)
         self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.",

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from server_control import decision, tp_ranks
+from server_control.protocol import decision, tp_ranks
 from server_control.sim import args as simargs
 from server_control.sim import model
 from server_control.sim.stats import Stats, StepTiming

@@ -3,7 +3,7 @@
 Every rank takes part in every decode step: the main process sends it the step's batch
 size, the rank runs its own ``SpecSwitch`` and answers the mode it chose. TP0 also writes
 the `Prefill batch` / `Decode batch` lines. Imports only the standard library and
-``server_control.decision`` so that spawning stays cheap.
+``server_control.protocol.decision`` so that spawning stays cheap.
 
 If the main process dies (SIGKILL), the rank logs one error line and idles until its
 own deadline or a signal, as SGLang's scheduler processes outlive a killed parent.
@@ -16,7 +16,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from server_control import decision
+from server_control.protocol import decision
 from server_control.sim.logfmt import Logger, rank_tag
 
 CRASH_TRACEBACK = """Scheduler hit an exception: Traceback (most recent call last):

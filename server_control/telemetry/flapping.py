@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server_control import decision as d
-from server_control.json_read import _int, _num, _obj, _str
+from server_control.model.json_read import _int, _num, _obj, _str
+from server_control.protocol import decision as d
 
 WINDOW_S = 120.0        # the rate is measured over the last two minutes
 LIMIT_PER_MIN = 6.0     # more than one switch per 10 s on average is flapping

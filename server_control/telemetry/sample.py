@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from server_control import decision as d
+from server_control.protocol import decision as d
 
 if TYPE_CHECKING:
     from server_control.logs.record import Record

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from server_control import decision as d
+from server_control.protocol import decision as d
 from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.sample import Sample, intval, num
 

@@ -5,7 +5,7 @@ import sys
 
 import httpx
 
-from server_control import decision
+from server_control.protocol import decision
 from tests.support.sim import REPO_ROOT
 
 

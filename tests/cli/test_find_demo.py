@@ -14,8 +14,8 @@ import sys
 import time
 
 from console.cli.demo_target import demo_state_dir, demo_target
-from server_control.ports import free_port
-from server_control.supervisor import Supervisor
+from server_control.proc.ports import free_port
+from server_control.supervision.supervisor import Supervisor
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -12,8 +12,8 @@ import pytest
 from console.cli.fleet import demo_app
 from console.fleet.screen import FleetScreen
 from console.screens.confirm import ChoiceScreen
-from server_control.profile import load_profile
-from server_control.runs import list_records
+from server_control.config.profile import load_profile
+from server_control.state.runs import list_records
 from tests.console.screen_text import wait_for
 from tests.fleet.conftest import remote_member, sshd, write_profile  # noqa: F401 (fixture)
 from tests.support.sim import REPO_ROOT, free_port, group_pids

@@ -6,7 +6,7 @@ import getpass
 import json
 import socket
 
-from server_control import runs
+from server_control.state import runs
 from tests.cli.test_runs import cli
 
 

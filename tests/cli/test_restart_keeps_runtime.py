@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from server_control import journal
+from server_control.state import journal
 from tests.cli.test_runs import cli
 
 

@@ -11,7 +11,8 @@ import sys
 import httpx
 import psutil
 
-from server_control import process, runs
+from server_control.proc import process
+from server_control.state import runs
 from tests.support.wait import wait_for
 
 

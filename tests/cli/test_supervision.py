@@ -8,7 +8,7 @@ import json
 import os
 import signal
 
-from server_control import runs
+from server_control.state import runs
 from tests.cli.test_runs import cli, read_until, start_cli
 from tests.support.wait import wait_for
 

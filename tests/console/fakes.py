@@ -1,6 +1,6 @@
 """Deterministic stand-ins for widget unit tests and snapshot tests ONLY.
 
-``FakeSession`` satisfies ``SessionLike`` (server_control/session_api.py) over a fixed
+``FakeSession`` satisfies ``SessionLike`` (server_control/session/api.py) over a fixed
 snapshot kept as the JSON `status --json` prints (``fake.snap``, which tests edit) and read
 back through ``SessionSnapshot.from_json``; integration tests use the real Session.
 """
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import copy
 
+from server_control.control.verify import Verification
 from server_control.logs.parse import parse_text
 from server_control.logs.store import LogStore
-from server_control.operation import DONE, OperationResult
-from server_control.snapshot import SessionSnapshot, SettingChange
-from server_control.verify import Verification
+from server_control.model.operation import DONE, OperationResult
+from server_control.model.snapshot import SessionSnapshot, SettingChange
 
 
 def sample_snapshot() -> dict:

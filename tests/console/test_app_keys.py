@@ -14,8 +14,8 @@ from console.palette import ConsoleCommands
 from console.screens.confirm import ChoiceScreen
 from console.screens.help import HelpScreen, help_table
 from console.screens.prompt import PromptScreen
-from server_control.operation import OperationResult
-from server_control.snapshot import SettingChange, Switch
+from server_control.model.operation import OperationResult
+from server_control.model.snapshot import SettingChange, Switch
 from tests.console.screen_text import screen_text
 
 

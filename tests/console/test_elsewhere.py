@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from console.app import SpecConsoleApp
-from server_control.control import Control
-from server_control.session import Session
+from server_control.control.settings import Control
+from server_control.session.session import Session
 from tests.console.screen_text import screen_text, wait_for
 
 

@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from server_control import runs
+from server_control.state import runs
 from tests.console.test_operator_tmux import Term
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240)]

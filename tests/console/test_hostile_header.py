@@ -3,7 +3,7 @@ lines (CSI, OSC title / OSC 52 / OSC 8, DCS, C1) as their visible text only."""
 from __future__ import annotations
 
 from console.app import SpecConsoleApp
-from server_control.session import Session
+from server_control.session.session import Session
 from tests.cli.test_hostile_text import assert_clean
 from tests.console.screen_text import screen_text, wait_for
 from tests.control.conftest import start_stand

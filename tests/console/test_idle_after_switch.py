@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from console.app import SpecConsoleApp
-from server_control.session import Session
+from server_control.session.session import Session
 from tests.console.screen_text import screen_text, wait_for
 from tests.support.sim import REPO_ROOT, start_sim
 

@@ -17,8 +17,8 @@ from textual.widgets import Input
 
 from console.app import SpecConsoleApp
 from console.cli.demo_target import demo_profile
-from server_control import runs
-from server_control.session import Session
+from server_control.session.session import Session
+from server_control.state import runs
 from tests.console.screen_text import screen_text, wait_for
 from tests.support.sim import start_sim
 

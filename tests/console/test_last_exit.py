@@ -8,9 +8,9 @@ import os
 import signal
 
 from console.app import SpecConsoleApp
-from server_control import runs
-from server_control.profile import load_profile
-from server_control.session import Session
+from server_control.config.profile import load_profile
+from server_control.session.session import Session
+from server_control.state import runs
 from tests.console.screen_text import screen_text, wait_for
 from tests.runs.conftest import groups, make_profile, state_dir  # noqa: F401 (fixtures)
 

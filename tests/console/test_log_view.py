@@ -167,7 +167,7 @@ async def test_ansi_stripped_long_lines_capped_and_highlighted(fake, make_app):
         assert view.rows.end[-1] - view.rows.start[-1] < 2100
         assert fake.store.truncated == 1 and "1 long line cut for display" in text
         # the init line gets its own strong style, distinct from switch/warning lines
-        from console.widgets.log_format import KIND_STYLES, style_for
+        from console.widgets.log.format import KIND_STYLES, style_for
         init = next(r for r in view.shown_records() if r.kind == "spec_init")
         assert style_for(init) == KIND_STYLES["spec_init"]
         assert len({str(KIND_STYLES[k]) for k in ("spec_init", "spec_switch", "error", "warning")}) == 4
@@ -176,7 +176,7 @@ async def test_ansi_stripped_long_lines_capped_and_highlighted(fake, make_app):
 async def test_not_active_line_is_white_on_red_on_screen(fake, make_app):
     """The patch's NOT active line is classified an error; its own loudest style must still
     win over the plain error style (it never applied while only "other" lines were checked)."""
-    from console.widgets.log_format import KIND_STYLES, NOT_ACTIVE_STYLE, style_for
+    from console.widgets.log.format import KIND_STYLES, NOT_ACTIVE_STYLE, style_for
     line = "[2026-11-29 10:00:11 TP0] Dynamic speculation disable NOT active: worker class EAGLEWorker has no hook"
     app = make_app()
     async with app.run_test(size=(120, 24)) as pilot:

@@ -15,7 +15,7 @@ async def test_prompt_title_and_error_wrap_instead_of_being_cut(make_app):
     from textual.widgets import Input
 
     from console.screens.prompt import PromptScreen
-    from server_control.decision import validate_threshold
+    from server_control.protocol.decision import validate_threshold
     from tests.console.screen_text import screen_text
 
     app = make_app()

@@ -48,14 +48,14 @@ async def test_switch_lines_fold_across_tp_ranks_and_t_unfolds(make_app, fake):
 
 
 def test_a_switch_is_not_styled_like_an_error_and_not_active_is_loudest():
-    from console.widgets.log_format import KIND_STYLES, NOT_ACTIVE_STYLE
+    from console.widgets.log.format import KIND_STYLES, NOT_ACTIVE_STYLE
     from server_control.logs import parse_text
 
     switch, error, not_active = parse_text(
         "[2026-11-29 10:00:06 TP0] Dynamic speculation: switched to target-only (decode batch 7 > threshold 5)\n"
         "[2026-11-29 10:00:07 TP0] ERROR: CUDA out of memory\n"
         "[2026-11-29 10:00:08 TP0] Dynamic speculation disable NOT active: no draft worker\n")
-    from console.widgets.log_format import style_for
+    from console.widgets.log.format import style_for
     assert style_for(switch).color != style_for(error).color and not style_for(switch).color.name.endswith("red")
     assert style_for(not_active) == NOT_ACTIVE_STYLE and NOT_ACTIVE_STYLE.bgcolor is not None
     assert KIND_STYLES["error"].bold and "red" in KIND_STYLES["error"].color.name

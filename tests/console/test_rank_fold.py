@@ -1,7 +1,7 @@
 """Folding the same event logged by every TP rank (pure part of the log view's `t`)."""
 from __future__ import annotations
 
-from console.widgets.rank_fold import RankFolder, rank_label, relabel, split_rank
+from console.widgets.log.rank_fold import RankFolder, rank_label, relabel, split_rank
 from server_control.logs import parse_text
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from console.app import SpecConsoleApp
-from server_control.session import Session
-from server_control.switch_health import SwitchHealth
+from server_control.model.switch_health import SwitchHealth
+from server_control.session.session import Session
 from tests.console.screen_text import screen_text, wait_for
 from tests.support.sim import start_sim
 
@@ -62,7 +62,7 @@ async def test_the_live_panel_shows_acceptance_over_speculative_steps(tmp_path):
 
 def test_the_status_line_names_tp_ranks_whose_live_values_disagree():
     from console.widgets.status_bar import line_one
-    from server_control.snapshot import SessionSnapshot
+    from server_control.model.snapshot import SessionSnapshot
     from tests.console.fakes import sample_snapshot
 
     raw = sample_snapshot()

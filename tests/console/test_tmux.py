@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from server_control import runs
+from server_control.state import runs
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]

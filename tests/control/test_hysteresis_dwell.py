@@ -2,8 +2,8 @@
 then read back on every rank (the flapping suggestion of the console applies them)."""
 from __future__ import annotations
 
-from server_control import decision as d
-from server_control.control import Control
+from server_control.control.settings import Control
+from server_control.protocol import decision as d
 from tests.support.sim import start_sim
 
 

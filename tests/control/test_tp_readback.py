@@ -3,8 +3,8 @@ read-back also checks each TP rank the server publishes (dynamic_speculation.ran
 verification fails on a rank that disagrees or on the patch's own "not active" reason."""
 from __future__ import annotations
 
-from server_control import verify as v
-from server_control.control import Control
+from server_control.control import verify as v
+from server_control.control.settings import Control
 from server_control.telemetry.sample import sample_from_server_info
 
 

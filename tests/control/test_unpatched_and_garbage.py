@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from server_control.control import UNSUPPORTED, Control
+from server_control.control.settings import UNSUPPORTED, Control
 from server_control.logs import LogPipeline, LogStore
-from server_control.ports import free_port
+from server_control.proc.ports import free_port
 from server_control.telemetry.http_poll import HttpPoller
 
 
@@ -150,8 +150,8 @@ async def test_load_falls_back_to_log_records(stand):
 
 
 async def test_gate_missing_fails_initialisation_and_runtime_with_causes(stand):
-    from server_control.session import Session
-    from server_control.verify import CAUSE_NO_INIT, CAUSE_NO_SWITCH
+    from server_control.control.verify import CAUSE_NO_INIT, CAUSE_NO_SWITCH
+    from server_control.session.session import Session
 
     srv = stand("nogate")
     session = Session.attach(srv.url, log_path=srv.log_path, poll_interval_s=0.1)

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace as Rec
 
-from server_control.telemetry.sample import Load, Sample, sample_from_server_info
-from server_control.verify import (
+from server_control.control.verify import (
     CAUSE_NO_INIT,
     CAUSE_NO_SWITCH,
     CAUSE_NOT_PATCHED,
@@ -15,6 +14,7 @@ from server_control.verify import (
     layer,
     summary,
 )
+from server_control.telemetry.sample import Load, Sample, sample_from_server_info
 
 K = "speculative_disable_batch_threshold"
 

@@ -11,7 +11,7 @@ import pytest
 from server_control.fleet.fleet import Fleet
 from server_control.fleet.member import FAILED, NO_ANSWER, OK, REFUSED, exit_code
 from server_control.fleet.spec import parse_fleet
-from server_control.runs import list_records
+from server_control.state.runs import list_records
 from tests.fleet.conftest import remote_member, write_profile
 from tests.support.sim import free_port, group_pids
 

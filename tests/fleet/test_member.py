@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from server_control.fleet.member import FAILED, NO_ANSWER, OK, PENDING, REFUSED, MemberResult, change_outcome, exit_code
-from server_control.snapshot import SettingChange
+from server_control.model.snapshot import SettingChange
 
 
 @pytest.mark.parametrize("change, outcome", [

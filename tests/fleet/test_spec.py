@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from server_control.assets import assets_dir
+from server_control.config.assets import assets_dir
 from server_control.fleet.spec import LOCAL, SSH, URL, FleetError, load_fleet, parse_fleet
 from tests.fleet.conftest import write_profile
 

@@ -2,7 +2,7 @@
 `specconsole logs --grep`, the store and the console's `/` filter."""
 import pytest
 
-from console.widgets.log_format import LineFilter
+from console.widgets.log.format import LineFilter
 from server_control.logs import LogStore, compile_pattern, parse_text
 from server_control.logs.pattern import is_case_sensitive
 from server_control.logs.store import record_matcher

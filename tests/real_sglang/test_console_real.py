@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900
 textual = pytest.importorskip("textual", reason="the console needs textual")
 
 from console.app import SpecConsoleApp  # noqa: E402
-from server_control.profile import load_profile  # noqa: E402
-from server_control.session import Session  # noqa: E402
+from server_control.config.profile import load_profile  # noqa: E402
+from server_control.session.session import Session  # noqa: E402
 from tests.console.screen_text import screen_text  # noqa: E402
 from tests.console.screen_text import wait_for as wait_on_screen  # noqa: E402
 

@@ -101,8 +101,8 @@ async def test_idle_after_the_burst_is_pending_then_c1_speculates_and_runtime_pa
     brings speculation back and the runtime layer passes."""
     pytest.importorskip("textual", reason="the console needs textual")
     from console.app import SpecConsoleApp
-    from server_control.profile import load_profile
-    from server_control.session import Session
+    from server_control.config.profile import load_profile
+    from server_control.session.session import Session
     from tests.console.screen_text import screen_text, wait_for
 
     assert _state(run.server)["dynamic_speculation"]["mode"] == "target_only"

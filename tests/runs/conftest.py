@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from server_control import runs
-from server_control.ports import free_port
+from server_control.proc.ports import free_port
+from server_control.state import runs
 
 PROFILE_TEMPLATE = """\
 name = "{name}"

@@ -14,9 +14,10 @@ import signal
 
 import psutil
 
-from server_control import process, runs
-from server_control.profile import load_profile
-from server_control.supervisor import CRASHED, Supervisor
+from server_control.config.profile import load_profile
+from server_control.proc import process
+from server_control.state import runs
+from server_control.supervision.supervisor import CRASHED, Supervisor
 from tests.runs.test_supervisor import alive, until
 from tests.support.wait import wait_for
 

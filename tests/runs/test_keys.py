@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import psutil
 
-from server_control.keys import API_KEY_ENV, take_key_flags
-from server_control.profile import load_profile
-from server_control.supervisor import Supervisor
+from server_control.config.profile import load_profile
+from server_control.protocol.keys import API_KEY_ENV, take_key_flags
+from server_control.supervision.supervisor import Supervisor
 
 SECRET = "sk-test-4f1c"
 

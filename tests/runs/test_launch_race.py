@@ -16,15 +16,16 @@ import signal
 
 import psutil
 
-from server_control import process, runs
+from server_control.proc import process
+from server_control.state import runs
 
 PAIRS = 50
 
 
 def _worker(profile_path: str, state_dir: str, barrier, results, rounds: int) -> None:
     os.environ["SPECCONSOLE_STATE_DIR"] = state_dir
-    from server_control.profile import load_profile
-    from server_control.supervisor import RunConflict, Supervisor
+    from server_control.config.profile import load_profile
+    from server_control.supervision.supervisor import RunConflict, Supervisor
     profile = load_profile(profile_path)
     for _ in range(rounds):
         barrier.wait()
@@ -78,8 +79,8 @@ def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, group
                 os.killpg(os.getpgid(p.pid), signal.SIGKILL)
             if rec is not None:
                 groups.add(rec.pgid)
-                from server_control.profile import load_profile
-                from server_control.supervisor import Supervisor
+                from server_control.config.profile import load_profile
+                from server_control.supervision.supervisor import Supervisor
                 sup = Supervisor(load_profile(path))
                 sup.adopt()
                 res = asyncio.run(sup.stop(grace=2.0))

@@ -8,10 +8,10 @@ import os
 import sys
 import textwrap
 
-from server_control import process
+from server_control.config.profile import LaunchSpec, load_profile
 from server_control.logs import LogPipeline, LogStore
-from server_control.profile import LaunchSpec, load_profile
-from server_control.supervisor import Supervisor
+from server_control.proc import process
+from server_control.supervision.supervisor import Supervisor
 from tests.support.wait import wait_for
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from server_control.ports import free_port
+from server_control.proc.ports import free_port
 from tests.cli.test_runs import read_until
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,8 +13,9 @@ import uuid
 import psutil
 import pytest
 
-from server_control import identity, proc_start, runs
-from server_control.identity import RunIdentity
+from server_control.proc import identity, start_ticks
+from server_control.proc.identity import RunIdentity
+from server_control.state import runs
 from tests.runs.test_clock_step import EPOCH_START, step_wall_clock
 from tests.runs.test_process import own_record
 from tests.support.wait import wait_for
@@ -37,22 +38,22 @@ def child():
 
 
 def test_start_ticks_and_boot_id_from_proc(child):
-    ticks = proc_start.start_ticks(child.pid)
+    ticks = start_ticks.start_ticks(child.pid)
     # psutil's epoch start is exactly ticks / CLK_TCK + btime (its boot_time)
     assert ticks / CLK_TCK == pytest.approx(child.create_time() - psutil.boot_time(), abs=1e-6)
     with open(f"/proc/{child.pid}/stat") as f:   # splitting at spaces would read another field
         assert int(f.read().split()[21]) != ticks
-    assert re.fullmatch(r"[0-9a-f-]{36}", proc_start.boot_id())
-    assert proc_start.proc_start(child.pid) == proc_start.ProcStart(proc_start.boot_id(), ticks)
+    assert re.fullmatch(r"[0-9a-f-]{36}", start_ticks.boot_id())
+    assert start_ticks.proc_start(child.pid) == start_ticks.ProcStart(start_ticks.boot_id(), ticks)
     gone = subprocess.Popen(["true"])
     gone.wait()
-    assert proc_start.start_ticks(gone.pid) is None and proc_start.proc_start(gone.pid) is None
-    assert proc_start.recorded(None, None) is None and proc_start.recorded("b", True) is None
+    assert start_ticks.start_ticks(gone.pid) is None and start_ticks.proc_start(gone.pid) is None
+    assert start_ticks.recorded(None, None) is None and start_ticks.recorded("b", True) is None
 
 
 def test_record_matched_by_ticks_and_boot_not_by_the_wall_clock(state_dir, monkeypatch):
     me = psutil.Process()
-    start = proc_start.proc_start(me.pid)
+    start = start_ticks.proc_start(me.pid)
     rec = own_record()                     # with its start ticks, as records are written now
     runs.save_record(rec)
     assert runs.load_record("r") == rec and rec.identity().start == start
@@ -76,13 +77,13 @@ def test_earlier_versions_record_matched_by_epoch_within_the_tolerance(state_dir
 def test_members_found_by_ticks_in_the_leaders_boot(child, monkeypatch):
     gone = subprocess.Popen(["true"])      # the leader: dead, so only members identify the run
     gone.wait()
-    start = proc_start.proc_start(child.pid)
+    start = start_ticks.proc_start(child.pid)
     ident = RunIdentity(gone.pid, 0.0, ("x",), members=((child.pid, EPOCH_START(child), start.ticks),),
-                        start=proc_start.ProcStart(start.boot_id, 1))
+                        start=start_ticks.ProcStart(start.boot_id, 1))
     step_wall_clock(monkeypatch, 3600.0)
     assert [p.pid for p in identity.run_processes(ident)] == [child.pid]
     wrong_ticks = dataclasses.replace(ident, members=((child.pid, EPOCH_START(child), start.ticks + 1),))
-    other_boot = dataclasses.replace(ident, start=proc_start.ProcStart(str(uuid.uuid4()), 1))
+    other_boot = dataclasses.replace(ident, start=start_ticks.ProcStart(str(uuid.uuid4()), 1))
     assert identity.run_processes(wrong_ticks) == [] and identity.run_processes(other_boot) == []
     # an earlier version's member: [pid, epoch start] only, within the tolerance
     legacy = dataclasses.replace(ident, members=((child.pid, EPOCH_START(child), None),))

@@ -10,11 +10,12 @@ import textwrap
 import psutil
 import pytest
 
-from server_control import process, run_logs, runs
-from server_control.identity import RunIdentity
-from server_control.proc_start import proc_start
-from server_control.profile import LaunchSpec
-from server_control.restart_policy import RestartPolicy
+from server_control.config.profile import LaunchSpec
+from server_control.proc import process
+from server_control.proc.identity import RunIdentity
+from server_control.proc.start_ticks import proc_start
+from server_control.state import run_logs, runs
+from server_control.supervision.restart_policy import RestartPolicy
 from tests.support.wait import wait_for
 
 # A leader with three children: one stays in the group, one moves to its own process group
@@ -129,7 +130,7 @@ def test_tail_lines_and_prune_logs(tmp_path):
 # ---- run records --------------------------------------------------------------------------
 def own_record(**kw) -> runs.RunRecord:
     """A record of this test process, as the current version writes it (with its start
-    ticks: server_control/proc_start.py); ``boot_id=None, start_ticks=None`` for an old one."""
+    ticks: server_control/proc/start_ticks.py); ``boot_id=None, start_ticks=None`` for an old one."""
     me = psutil.Process()
     start = proc_start(me.pid)
     base = dict(name="r", profile_path=None, kind="sim", pid=me.pid, create_time=me.create_time(),

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from server_control.assets import profile_path
-from server_control.profile import MASK, ProfileError, find_profile, load_profile, parse_profile
+from server_control.config.assets import profile_path
+from server_control.config.profile import MASK, ProfileError, find_profile, load_profile, parse_profile
 
 
 def write(tmp_path, text: str, name: str = "p.toml"):
@@ -175,8 +175,8 @@ def test_dry_run_shows_the_command_even_with_an_unset_key_variable(tmp_path, mon
     import subprocess
     import sys
 
-    from server_control.assets import profile_path
-    from server_control.profile import ProfileError, load_profile
+    from server_control.config.assets import profile_path
+    from server_control.config.profile import ProfileError, load_profile
 
     monkeypatch.delenv("SGLANG_API_KEY", raising=False)
     path = profile_path("eagle3-tp8")

@@ -8,10 +8,10 @@ import asyncio
 import os
 import signal
 
-from server_control import runs
-from server_control.control import Control
-from server_control.profile import load_profile
-from server_control.supervisor import READY, Supervisor
+from server_control.config.profile import load_profile
+from server_control.control.settings import Control
+from server_control.state import runs
+from server_control.supervision.supervisor import READY, Supervisor
 from tests.cli.test_runs import cli
 
 from .test_supervisor import until
@@ -110,7 +110,7 @@ def test_supervise_and_the_log_view_say_the_settings_were_reapplied(make_profile
 
 
 async def test_the_console_log_view_says_the_settings_were_reapplied(make_profile, groups, state_dir):
-    from server_control.session import Session
+    from server_control.session.session import Session
     path = make_profile("rv", tp=1, backoff=0.2)
     session = Session.for_profile(load_profile(path), poll_interval_s=0.25)
     await session.start()

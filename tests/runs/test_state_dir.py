@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from server_control import runs, state_files
-from server_control.profile import ProfileError, load_profile
-from server_control.supervisor import Supervisor
+from server_control.config.profile import ProfileError, load_profile
+from server_control.state import private_files, runs
+from server_control.supervision.supervisor import Supervisor
 
 from .test_process import own_record
 
@@ -24,7 +24,7 @@ def test_a_symlink_at_the_temp_name_is_never_written_through(state_dir, tmp_path
     assert target.read_text() == "keep me"
     assert runs.load_record("r").pid == os.getpid()
 
-    monkeypatch.setattr(state_files, "_token", lambda: "fixed")
+    monkeypatch.setattr(private_files, "_token", lambda: "fixed")
     (runs_d / ".r.json.fixed.tmp").symlink_to(target)
     with pytest.raises(FileExistsError, match="private temporary file"):
         runs.save_record(own_record(port=2))

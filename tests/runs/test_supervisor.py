@@ -12,9 +12,10 @@ import httpx
 import psutil
 import pytest
 
-from server_control import process, runs
-from server_control.profile import ProfileError, load_profile
-from server_control.supervisor import CRASHED, FATAL, READY, STARTING, STOPPED, UNHEALTHY, RunConflict, Supervisor
+from server_control.config.profile import ProfileError, load_profile
+from server_control.proc import process
+from server_control.state import runs
+from server_control.supervision.supervisor import CRASHED, FATAL, READY, STARTING, STOPPED, UNHEALTHY, RunConflict, Supervisor
 
 
 async def until(cond, timeout=60.0, what="condition"):

@@ -8,9 +8,9 @@ import json
 import os
 import signal
 
-from server_control import runs
-from server_control.profile import load_profile
-from server_control.supervisor import READY, UNHEALTHY, Supervisor
+from server_control.config.profile import load_profile
+from server_control.state import runs
+from server_control.supervision.supervisor import READY, UNHEALTHY, Supervisor
 from tests.cli.test_runs import cli
 
 from .test_supervisor import alive, until

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from server_control import runs
-from server_control.ports import free_port
+from server_control.proc.ports import free_port
+from server_control.state import runs
 
 PROFILE = """\
 name = "{name}"

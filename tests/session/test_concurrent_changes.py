@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from server_control import journal
-from server_control.session import Session
+from server_control.session.session import Session
+from server_control.state import journal
 
 OFFSETS_S = (0.0, 0.01, 0.03, 0.06, 0.1)   # B starts this long after A: always inside A's operation
 

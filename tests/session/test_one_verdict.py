@@ -14,7 +14,7 @@ import time
 from console.app import SpecConsoleApp
 from console.cli import build_parser, ui
 from console.cli.common import open_session
-from server_control import decision as d
+from server_control.protocol import decision as d
 from server_control.telemetry.sample import Load, sample_from_server_info
 from tests.console.screen_text import screen_text
 

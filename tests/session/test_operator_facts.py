@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from server_control import decision as d
-from server_control.profile import load_profile
-from server_control.session import Session
+from server_control.config.profile import load_profile
+from server_control.protocol import decision as d
+from server_control.session.session import Session
 from tests.session.test_session_sim import WAVE, until
 from tests.support.sim import start_sim
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import psutil
 
-from server_control.profile import load_profile
-from server_control.session import Session
+from server_control.config.profile import load_profile
+from server_control.session.session import Session
 from tests.session.test_session_sim import until
 
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from server_control.session import Session
+from server_control.session.session import Session
 from tests.support.sim import start_sim
 
 WAVE = "wave:12:20"  # 1..12 requests and back every 20 simulated seconds (1 s at x20)

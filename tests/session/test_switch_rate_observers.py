@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from server_control.ports import free_port
-from server_control.session import Session
+from server_control.proc.ports import free_port
+from server_control.session.session import Session
 from server_control.telemetry.flapping import COOL_DOWN_S, switch_rate
 
 

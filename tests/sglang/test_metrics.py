@@ -10,7 +10,7 @@ pytestmark = pytest.mark.sglang
 from prometheus_client import REGISTRY, generate_latest  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from server_control import spec_metrics  # noqa: E402
+from server_control.protocol import spec_metrics  # noqa: E402
 from server_control.sglang_patch import worker as patch_worker  # noqa: E402
 from tests.sglang.objects import Recorder, decode_batch, started_worker  # noqa: E402
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.sglang
 
 from torch.distributed import TCPStore  # noqa: E402
 
-from server_control.ports import free_port  # noqa: E402
+from server_control.proc.ports import free_port  # noqa: E402
 from server_control.sglang_patch import ranks  # noqa: E402
 
 SETTINGS = [4, 1, 10, "auto"]
@@ -100,7 +100,7 @@ def test_the_same_refusal_everywhere_is_that_refusal_and_gathers_nothing():
 
 
 def test_live_values_round_trip_and_a_disagreement_is_named():
-    from server_control import decision, tp_ranks
+    from server_control.protocol import decision, tp_ranks
     sw = decision.SpecSwitch(4, 1, 0)
     sw.decide(9)
     row = ranks.encode_live(dict(sw.snapshot(), active=True, num_steps=0))

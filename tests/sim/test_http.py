@@ -5,7 +5,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from server_control import decision
+from server_control.protocol import decision
 from tests.support.sim import start_sim
 
 UNKNOWN = ("--enable-torch-compile", "--cuda-graph-max-bs", "16")

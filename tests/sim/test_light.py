@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import httpx
 
-from server_control import decision
+from server_control.protocol import decision
 
 
 def test_light_ranks_are_one_process_that_logs_for_every_rank(sim_factory):

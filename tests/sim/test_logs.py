@@ -1,7 +1,7 @@
 """Every log line in SGLang's format; switch lines on every rank; determinism by seed."""
 import re
 
-from server_control import decision
+from server_control.protocol import decision
 
 PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<tag> TP\d+)?\] (?P<msg>.+)$")
 UVICORN = re.compile(r'^(INFO|WARNING|ERROR):     (\S+:\d+ - "[A-Z]+ \S+ HTTP/1\.1" \d{3}( \w[\w ]*)?|.+)$')

@@ -10,7 +10,7 @@ import sys
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from server_control import spec_metrics
+from server_control.protocol import spec_metrics
 
 REASON = ("TP ranks disagree: TP1: could not build the target-only (steps=0) runtime state: "
           "RuntimeError('simulated by --sim-fail-build-rank'); ready: TP0; "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server_control.ports import free_port
+from server_control.proc.ports import free_port
 from server_control.sim import launcher
 from server_control.sim.launcher import DEFAULT_LIFETIME_S, SimProcess, group_pids
 

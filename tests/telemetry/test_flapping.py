@@ -1,7 +1,7 @@
 """Switch rate, the flapping verdict and the suggestion against it."""
 from __future__ import annotations
 
-from server_control import decision as d
+from server_control.protocol import decision as d
 from server_control.telemetry.flapping import suggest, switch_rate
 
 

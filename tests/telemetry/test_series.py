@@ -82,7 +82,7 @@ def test_per_mode_from_series_when_no_counters():
 
 def test_a_new_run_starts_the_evidence_afresh_but_keeps_history_for_display():
     """After a restart the previous run's switches must not pass the runtime layer."""
-    from server_control.verify import RuntimeWatch
+    from server_control.control.verify import RuntimeWatch
 
     t = ModeTimeline()
     t.add_record(switch("TP0", "target-only", 7, 1), now=1.0)

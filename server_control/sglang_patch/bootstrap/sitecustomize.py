@@ -10,7 +10,7 @@ there; SGLang's spawned scheduler/detokenizer processes inherit the environment)
    place, so a chained sitecustomize (or a ``.pth`` file it processes, e.g. through
    ``site.addsitedir``) that imports SGLang's server args still gets the new fields.
 3. In the launch_server process that ``serve`` started (marked by ``SPECCONSOLE_SERVE_MAIN``),
-   moves the API keys from the environment to ``sys.argv`` (``keys.py``), so they never
+   moves the API keys from the environment to ``sys.argv`` (``protocol/keys.py``), so they never
    appear on a command line and spawned children do not inherit them.
 4. Imports the modules named in ``SPECCONSOLE_SGLANG_PRELOAD`` (comma-separated), after
    the hook and before any SGLang code of the process runs. The project root is on
@@ -99,7 +99,7 @@ def _main() -> None:
         try:
             from server_control.sglang_patch import hook
             hook.mark_serve_main()
-            from server_control.keys import take_key_flags
+            from server_control.protocol.keys import take_key_flags
             sys.argv[:] = take_key_flags(sys.argv)
         except Exception as exc:  # noqa: BLE001
             sys.stderr.write(f"specconsole bootstrap: could not pass the API keys: {exc!r}\n")

@@ -14,9 +14,9 @@ import psutil
 from console.fleet.app import FleetApp
 from console.fleet.leaving import hand_off_fleet
 from console.screens.confirm import ChoiceScreen
-from server_control import runs
 from server_control.fleet.fleet import Fleet
 from server_control.fleet.spec import parse_fleet
+from server_control.state import runs
 from tests.console.screen_text import screen_text, wait_for
 from tests.fleet.conftest import write_profile
 

@@ -79,7 +79,7 @@ def preflight(device: str) -> tuple[str, dict]:
 def cuda_launch(rig, spec: Spec, log_dir: Path, lifetime_s: int, *,
                 opts: argparse.Namespace) -> RigServer:
     """A server on the GPU(s): CUDA graphs and the overlap scheduler on (SGLang's defaults)."""
-    from server_control.ports import free_port
+    from server_control.proc.ports import free_port
 
     pair, port = ensure_models(rig, spec.models), free_port()
     args = ["--model-path", str(pair.target), "--tp-size", str(spec.tp), "--host", "127.0.0.1",

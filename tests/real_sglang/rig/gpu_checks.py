@@ -11,7 +11,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from server_control import decision
+from server_control.protocol import decision
 
 from . import switching as sw
 from .server import RigServer

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from server_control.ports import free_port
+from server_control.proc.ports import free_port
 
 from .build import Rig, ensure_models, omp_bind, server_args, server_env
 from .server import RigServer, plain_launch_argv

@@ -91,7 +91,7 @@ class CliRun:
     def __init__(self, rig: Rig, work: Path, *, tp: int = 1, threshold: int = 2,
                  lifetime_s: int = 1500, name: str = "rig-e2e", env: dict | None = None,
                  extra_args: tuple = ()):
-        from server_control.ports import free_port
+        from server_control.proc.ports import free_port
 
         from .server import RigServer
 

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from server_control import decision
+from server_control.protocol import decision
 
 from .server import DECODE_RE, RigServer
 

@@ -1,0 +1,157 @@
+"""Runtime changes and other clients: a change is only "applied" if the server still shows
+the value THIS client set once concurrent changes are over; a change nobody here made is
+said ("N changed elsewhere: 5 -> 8, by root@host pid 42 (specconsole threshold)").
+
+``SettingGuard.change(key, requested, action, old)`` journals the change (server_control/
+state/journal.py: pending, read back, result), then confirms an applied one: it waits
+``SETTLE_S`` (a change another client sends at the same moment lands in that window),
+waits for the other clients' changes of the same setting on the same server that are in
+flight (their journal entries are pending and not yet read back), and reads the server
+again. Another value there -> ``overridden``: "overridden by another client (now N=8, by
+...)" (exit 1 in `specconsole threshold`). A client on another host, or curl, has no
+entry here: the settle and the second read still catch what it did before that read.
+
+``SettingGuard.elsewhere(sample)``: the settings a poll shows changed since the previous
+reachable poll that this session did not set itself, with who did it when the journal
+knows; a value re-applied after a restart (journal action ``reapply``: the run carrying its
+own runtime settings, whoever supervises it) comes with ``who == REAPPLY``: not news from
+another client.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from server_control.control.settings import READBACK_TIMEOUT_S, VALIDATE, Control, change
+from server_control.model.snapshot import SettingChange
+from server_control.protocol import decision as d
+from server_control.state import journal
+from server_control.telemetry.sample import Sample
+
+REAPPLY = "reapply"   # the journal's action for a setting re-applied after a restart (runtime_settings.py)
+SETTLE_S = 0.3
+CONFIRM_WAIT_S = READBACK_TIMEOUT_S + 1.0
+LOOKBACK_S = 5.0
+ACTION = {d.THRESHOLD_KEY: "threshold", d.FORCE_KEY: "force", d.HYSTERESIS_KEY: "hysteresis",
+          d.DWELL_KEY: "dwell"}
+LABEL = {d.THRESHOLD_KEY: "N", d.FORCE_KEY: "forced mode", d.HYSTERESIS_KEY: "hysteresis",
+         d.DWELL_KEY: "min_dwell_steps"}
+
+
+def shown(sample: Sample) -> dict[str, object]:
+    """The settings a poll shows (DP rank 0), by server-argument name."""
+    r0 = sample.ranks[0] if sample.ranks else None
+    if r0 is None:
+        return {}
+    return {d.THRESHOLD_KEY: r0.threshold, d.FORCE_KEY: r0.force, d.HYSTERESIS_KEY: r0.hysteresis,
+            d.DWELL_KEY: r0.min_dwell_steps}
+
+
+class SettingGuard:
+    def __init__(self, control: Control, target: str, state_dir: str | Path | None = None, profile: str | None = None) -> None:
+        self.control = control
+        self.target = target
+        self.state_dir = state_dir
+        self.profile = profile
+        self._mine: dict[str, object] = {}       # the last value this session set, per key
+        self._busy: set[str] = set()             # keys this session is changing now
+        self._seen: dict[str, object] | None = None           # the settings at the previous reachable poll
+
+    def _record(self, key: str, result: str, **kw: object) -> None:
+        journal.record(self.state_dir, ACTION[key], target=self.target, profile=self.profile, key=key,
+                       result=result, **kw)
+
+    async def change(self, key: str, requested: object, action: Callable[[object], Awaitable[SettingChange]],
+                     old: object = None) -> SettingChange:
+        op, started = journal.new_op(), time.time()
+        self._busy.add(key)
+        try:
+            self._record(key, journal.PENDING, old=old, new=requested, op=op)
+            result = await action(requested)
+            self._record(key, journal.READ_BACK, old=old, new=requested, detail=result.state, op=op)
+            accepted = result.state == "applied" or (result.state == "error" and result.ranks and all(result.ranks))
+            if accepted:   # the server took it: is it still ours once concurrent changes are over?
+                result = await self._confirm(key, VALIDATE[key](requested), requested, old, result, op, started)
+            if result.state == "applied":
+                self._mine[key] = VALIDATE[key](requested)
+            self._record(key, result.state, old=old, new=requested, detail=result.detail, op=op)
+            return result
+        finally:
+            self._busy.discard(key)
+
+    def _others(self, key: str, op: str, since: float) -> dict[str, list[journal.Entry]]:
+        ops: dict[str, list[journal.Entry]] = defaultdict(list)
+        for e in journal.read(self.state_dir, target=self.target, since=since):
+            if e.key == key and e.op and e.op != op:
+                ops[e.op].append(e)
+        return ops
+
+    async def _confirm(self, key: str, value: object, requested: object, old: object, result: SettingChange,
+                       op: str, started: float) -> SettingChange:
+        await asyncio.sleep(SETTLE_S)
+        deadline = time.monotonic() + CONFIRM_WAIT_S
+        ops: dict[str, list[journal.Entry]] = {}
+        while time.monotonic() < deadline:
+            ops = self._others(key, op, started - LOOKBACK_S)
+            if not any(all(e.result == journal.PENDING for e in es) for es in ops.values()):
+                break   # no other client's change of this setting is still in flight
+            await asyncio.sleep(0.05)
+        try:
+            values = await self.control.values(key)
+        except Exception:  # noqa: BLE001 - the first read-back stands
+            return result
+        if values and all(v == value for v in values):
+            return change(requested, "applied", result.detail if result.state == "applied"
+                          else f"{key}={value} read back after a concurrent change", result.ranks)
+        if values and all(v == values[0] for v in values) and (ops or not _same(key, values[0], old)):
+            by = self._by(key, values[0], op, started - LOOKBACK_S)
+            return change(requested, "overridden", f"overridden by another client (now {LABEL[key]}={values[0]}"
+                          + (f", by {by}" if by else "") + ")", result.ranks)
+        return result
+
+    def _last(self, key: str, value: object, op: str | None, since: float) -> journal.Entry | None:
+        """The journal entry that set ``key`` to ``value`` last (another op than ``op``)."""
+        for e in reversed(journal.read(self.state_dir, target=self.target, since=since)):
+            if e.key == key and e.op != op and e.result not in (journal.PENDING,) and _same(key, e.new, value):
+                return e
+        return None
+
+    def _by(self, key: str, value: object, op: str | None, since: float) -> str:
+        """Who set ``key`` to ``value`` last, as the journal knows it (another op than ``op``)."""
+        e = self._last(key, value, op, since)
+        return e.who if e is not None else ""
+
+    def elsewhere(self, sample: Sample) -> list[tuple[str, object, object, str]]:
+        """(key, old, new, who) for each setting that changed since the previous reachable
+        poll without this session setting it."""
+        if not sample.reachable:
+            self._seen = None   # a restart in between: the new server's first values are no news
+            return []
+        now = shown(sample)
+        before, self._seen = self._seen, now
+        out = []
+        for key, new in now.items():
+            old = (before or {}).get(key)
+            if before is None or new is None or old is None or new == old or key in self._busy:
+                continue
+            if key in self._mine and _same(key, self._mine[key], new):
+                continue
+            e = self._last(key, new, None, time.time() - 600)
+            if e is not None and e.action == REAPPLY:   # a restart carried it back: the run's own value
+                out.append((key, old, new, REAPPLY))
+                continue
+            out.append((key, old, new, e.who if e is not None else ""))
+        return out
+
+    def words(self, key: str, old: object, new: object, who: str) -> str:
+        return f"{LABEL[key]} changed elsewhere: {old} -> {new}" + (f", by {who}" if who else "")
+
+
+def _same(key: str, a: object, b: object) -> bool:
+    try:
+        return VALIDATE[key](a) == VALIDATE[key](b)
+    except (ValueError, KeyError):
+        return a == b

@@ -1,0 +1,253 @@
+"""Get and set the dynamic speculation settings of a running server: the threshold, the
+forced mode, the hysteresis and the minimum dwell.
+
+``POST /set_internal_state {"server_args": {KEY: value}}`` answers one boolean per DP
+rank (SGLang answers from TP rank 0 of each). A change counts as applied only when a
+read-back of /server_info shows the new value in EVERY DP rank's internal state and, where
+the server publishes them (``dynamic_speculation.ranks``: the patch with TP > 1, the
+simulator), on EVERY TP rank; a rank that reads another value is named. Outcomes
+(``SettingChange.state``; the ``threshold_change`` of the session snapshot):
+
+  pending      sent, not yet confirmed
+  applied      every rank reads back the new value
+  refused      the value is invalid (checked here first) or the server said false
+  unsupported  the server does not know the key (stock SGLang: "Updating ... is not
+               supported." and no such key in internal_states)
+  error        the request failed (unreachable, HTTP error, read-back never matched)
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+
+from server_control.model.snapshot import SettingChange
+from server_control.protocol import decision as d
+from server_control.protocol import tp_ranks
+from server_control.sanitize import clean_json, strip_controls
+from server_control.telemetry.http_poll import auth_headers, describe_error
+from server_control.telemetry.sample import intval
+
+UNSUPPORTED = "this server does not support runtime threshold changes"
+VALIDATE: dict[str, Callable[[object], object]] = {d.THRESHOLD_KEY: d.validate_threshold, d.HYSTERESIS_KEY: d.validate_hysteresis,
+            d.DWELL_KEY: d.validate_dwell, d.FORCE_KEY: d.validate_force}   # the runtime settings
+READBACK_TIMEOUT_S = 3.0
+READBACK_PERIOD_S = 0.02
+
+
+def change(requested: object, state: str, detail: str, ranks: Sequence[bool] | None = None) -> SettingChange:
+    return SettingChange(requested, state, detail, tuple(ranks or ()))
+
+
+def rank_results(body: object) -> list[bool] | None:
+    """The /set_internal_state answer as one bool per rank, whatever its exact shape."""
+    if isinstance(body, bool):
+        return [body]
+    if isinstance(body, dict):
+        for key in ("updated", "success"):
+            if isinstance(body.get(key), bool):
+                return [body[key]]
+        return None
+    if isinstance(body, list) and body:
+        out = []
+        for item in body:
+            if isinstance(item, bool):
+                out.append(item)
+            elif isinstance(item, dict) and isinstance(item.get("updated", item.get("success")), bool):
+                out.append(bool(item.get("updated", item.get("success"))))
+            else:
+                return None
+        return out
+    return None
+
+
+def _where(dp: int, tp_label: str, dp_count: int) -> str:
+    """'TP1', 'DP0 TP1', 'DP1' or '' for one read-back value."""
+    return " ".join(p for p in (f"DP{dp}" if dp_count > 1 else "", tp_label) if p)
+
+
+def _named(key: str, value: object) -> object:
+    """A force mode read back as its numeric code -> its name; anything else as it is."""
+    if key == d.FORCE_KEY and isinstance(value, int) and not isinstance(value, bool) \
+            and 0 <= value < len(d.FORCE_CHOICES):
+        return d.FORCE_CHOICES[value]
+    return value
+
+
+class Control:
+    """``records_fn()`` returns log records newer than a store sequence number (or None),
+    so a refusal can quote the server's own reason."""
+
+    def __init__(self, url: str, api_key: str | None = None, admin_api_key: str | None = None, *,
+                 timeout_s: float = 5.0, records_since: Callable[[int], list[Any]] | None = None,
+                 log_seq: Callable[[], int] | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.admin_api_key = admin_api_key
+        self.timeout_s = timeout_s
+        self.records_since = records_since
+        self.log_seq = log_seq
+        self._client: httpx.AsyncClient | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None or self._client.is_closed:
+            self._client = httpx.AsyncClient(trust_env=False, timeout=self.timeout_s)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _headers(self) -> dict[str, Any]:
+        return auth_headers(self.admin_api_key or self.api_key)
+
+    async def internal_states(self) -> list[dict[str, Any]]:
+        resp = await self.client().get(self.url + "/server_info", headers=self._headers())
+        resp.raise_for_status()
+        body = clean_json(json.loads(resp.content.decode("utf-8")))   # shown later: terminal-safe now
+        states = body.get("internal_states") if isinstance(body, dict) else None
+        if not isinstance(states, list):
+            raise ValueError("/server_info has no internal_states list")
+        return [s if isinstance(s, dict) else {} for s in states]
+
+    async def values(self, key: str) -> list[Any]:
+        """``key`` as each DP rank reads it now (a forced mode by its name)."""
+        return [_named(key, s.get(key)) for s in await self.internal_states()]
+
+    async def get(self) -> dict[str, Any]:
+        """{"thresholds": [per rank], "force": [...], "supported": bool} or {"error": ...}."""
+        try:
+            states = await self.internal_states()
+        except (httpx.HTTPError, ValueError) as exc:
+            return {"error": describe_error(exc, f"{self.url}/server_info")}
+        return {"thresholds": [intval(s.get(d.THRESHOLD_KEY)) for s in states],
+                "force": [s.get(d.FORCE_KEY) for s in states],
+                "supported": bool(states) and all(d.THRESHOLD_KEY in s for s in states)}
+
+    async def set_threshold(self, value: object) -> SettingChange:
+        return await self._set_valid(d.THRESHOLD_KEY, d.validate_threshold, value)
+
+    async def set_force(self, value: object) -> SettingChange:
+        return await self._set_valid(d.FORCE_KEY, d.validate_force, value)
+
+    async def set_hysteresis(self, value: object) -> SettingChange:
+        """Resume speculating at batch <= max(1, N - H); validated, then read back per rank."""
+        return await self._set_valid(d.HYSTERESIS_KEY, d.validate_hysteresis, value)
+
+    async def set_dwell(self, value: object) -> SettingChange:
+        """Decode steps a mode is held before the next switch; validated, read back per rank."""
+        return await self._set_valid(d.DWELL_KEY, d.validate_dwell, value)
+
+    async def _set_valid(self, key: str, validate: Callable[[object], object], value: object) -> SettingChange:
+        """Refused here with the reason when ``validate`` says no; else sent and read back."""
+        try:
+            n = validate(value)
+        except ValueError as exc:
+            return change(value, "refused", str(exc))
+        return await self._set(key, n, value)
+
+    async def set_setting(self, key: str, value: object) -> SettingChange:
+        """Any of the four runtime settings by its server-argument name (validated here first)."""
+        validate = VALIDATE.get(key)
+        if validate is None:
+            return change(value, "refused", f"{key} is not a runtime setting")
+        return await self._set_valid(key, validate, value)
+
+    async def _post(self, key: str, value: object) -> httpx.Response:
+        if key == d.FORCE_KEY and isinstance(value, str):
+            # SGLang's HTTP layer types these values as numbers (a string gets 400/422 before
+            # any scheduler sees it): the patch and the simulator take the index in FORCE_CHOICES.
+            value = d.FORCE_CHOICES.index(value)
+        return await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
+                                        json={"server_args": {key: value}})
+
+    async def _set(self, key: str, value: object, requested: object) -> SettingChange:
+        seq = self._seq()
+        try:
+            resp = await self._post(key, value)
+        except httpx.HTTPError as exc:
+            return change(requested, "error", describe_error(exc, f"{self.url}/set_internal_state"))
+        if resp.status_code in (401, 403):
+            return change(requested, "error", f"/set_internal_state: HTTP {resp.status_code}: not authorised "
+                          "(give the admin or API key: admin_api_key_env / api_key_env in the profile)")
+        if resp.status_code == 404:
+            return change(requested, "unsupported", f"{UNSUPPORTED} (/set_internal_state: HTTP 404)")
+        try:
+            resp.raise_for_status()
+            ranks = rank_results(json.loads(resp.content.decode("utf-8")))
+        except (httpx.HTTPError, ValueError, UnicodeDecodeError) as exc:
+            return change(requested, "error", describe_error(exc, f"{self.url}/set_internal_state"))
+        if ranks is None:
+            return change(requested, "error",
+                          f"/set_internal_state: unexpected answer {strip_controls(resp.text[:200])!r}")
+        if not all(ranks):
+            return await self._explain_false(key, requested, ranks, seq)
+        return await self._read_back(key, value, requested, ranks)
+
+    async def _read_back(self, key: str, value: object, requested: object, ranks: list[bool]) -> SettingChange:
+        """Every DP rank's entry and, where the server publishes them, every TP rank within
+        it must read the new value back (SGLang answers /set_internal_state from TP0 only)."""
+        deadline = time.monotonic() + READBACK_TIMEOUT_S
+        seen: list[Any] = []
+        while True:
+            try:
+                states = await self.internal_states()
+                if states and all(key not in s for s in states):
+                    return change(requested, "unsupported", f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
+                seen = [(_where(i, label, len(states)), _named(key, v))
+                        for i, s in enumerate(states) for label, v in tp_ranks.values_by_rank(s, key)]
+                if states and all(v == value for _, v in seen):
+                    tp = len(seen) // len(states)
+                    on = f"{len(states)} DP rank(s)" + (f" x {tp} TP ranks" if tp > 1 else "")
+                    return change(requested, "applied", f"{key}={value} read back on {on}", ranks)
+            except (httpx.HTTPError, ValueError) as exc:
+                seen = [("", describe_error(exc, "read-back"))]
+            if time.monotonic() >= deadline:
+                wrong = [(w, v) for w, v in seen if v != value] or seen
+                shown = "; ".join(f"{w} reads {key}={v}" if w else f"{key}={v}" for w, v in wrong)
+                return change(requested, "error", f"server said true but {shown} (want {value})", ranks)
+            await asyncio.sleep(READBACK_PERIOD_S)
+
+    async def _explain_false(self, key: str, requested: object, ranks: list[bool], seq: int | None) -> SettingChange:
+        reason = await self._log_reason(key, seq)
+        if reason and "not supported" in reason:
+            return change(requested, "unsupported", f"{UNSUPPORTED}: {reason}", ranks)
+        try:
+            states = await self.internal_states()
+            if states and all(key not in s for s in states):
+                detail = f"{UNSUPPORTED} (the server answered false and has no {key} in internal_states)"
+                return change(requested, "unsupported", detail + (f": {reason}" if reason else ""), ranks)
+        except (httpx.HTTPError, ValueError):
+            pass
+        detail = f"the server refused {key}={requested}"
+        return change(requested, "refused", f"{detail}: {reason}" if reason else detail, ranks)
+
+    def _seq(self) -> int | None:
+        try:
+            return self.log_seq() if self.log_seq else None
+        except Exception:  # noqa: BLE001
+            return None
+
+    async def _log_reason(self, key: str, seq: int | None, wait_s: float = 1.0) -> str | None:
+        """The server's own words for a refusal, from log records logged after ``seq``."""
+        if self.records_since is None or seq is None:
+            return None
+        pattern = re.compile(rf"(refused {re.escape(key)}=.*|Updating {re.escape(key)} is not supported\.?)")
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                for rec in self.records_since(seq):
+                    m = pattern.search(getattr(rec, "text", "") or "")
+                    if m:
+                        return m.group(1)
+            except Exception:  # noqa: BLE001
+                return None
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(0.05)

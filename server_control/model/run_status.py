@@ -1,0 +1,83 @@
+"""The run part of the session snapshot (server_control/model/snapshot.py): the server's
+process, its supervision and who supervises it."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from server_control.model.json_read import _bool, _int, _list, _num, _obj, _str
+
+_EMPTY_SETTINGS: Mapping[str, int | str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class SupervisorInfo:
+    """The process that restarts the run's crashes (server_control/supervision/ownership.py)."""
+    pid: int
+    kind: str          # console | supervise | handoff
+    since: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "kind": self.kind, "since": self.since}
+
+    @classmethod
+    def from_json(cls, raw: object) -> SupervisorInfo | None:
+        r = _obj(raw)
+        pid, kind = _int(r.get("pid")), _str(r.get("kind"))
+        return cls(pid, kind, _str(r.get("since"))) if pid is not None and kind is not None else None
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """The server's run. The supervision facts (``supervising``, ``last_error``,
+    ``next_restart_in_s``) exist only where a supervisor does (a profile's run), so an
+    attached server's JSON has none of their keys."""
+
+    state: str | None = None  # starting|ready|unhealthy|crashed|stopped|fatal|external
+    pid: int | None = None
+    pgid: int | None = None
+    started_at: str | None = None
+    uptime_s: float | None = None
+    port: int | None = None
+    restarts: int = 0
+    log_path: str | None = None
+    exit_code: int | None = None
+    fatal_reason: str | None = None
+    processes: tuple[int, ...] = ()
+    supervising: bool | None = None  # None: no supervisor (attached)
+    last_error: str | None = None
+    next_restart_in_s: float | None = None
+    runtime: Mapping[str, int | str] = field(default_factory=lambda: _EMPTY_SETTINGS)  # settings changed
+    runtime_note: str | None = None   # at runtime, kept across restarts (server_control/supervision/carried_settings.py)
+    supervisor: SupervisorInfo | None = None   # who restarts crashes (None: nobody)
+    last_exit: str | None = None   # how the server last ended on its own (crash, watchdog): kept across restarts
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": self.state, "pid": self.pid, "pgid": self.pgid, "started_at": self.started_at,
+               "uptime_s": self.uptime_s, "port": self.port, "restarts": self.restarts,
+               "log_path": self.log_path, "exit_code": self.exit_code, "fatal_reason": self.fatal_reason,
+               "processes": list(self.processes)}
+        if self.supervising is not None:
+            out.update(supervising=self.supervising, last_error=self.last_error,
+                       next_restart_in_s=self.next_restart_in_s, runtime=dict(self.runtime),
+                       runtime_note=self.runtime_note,
+                       supervisor=self.supervisor.to_json() if self.supervisor else None, last_exit=self.last_exit)
+        return out
+
+    @classmethod
+    def from_json(cls, raw: object) -> RunStatus:
+        r = _obj(raw)
+        return cls(state=_str(r.get("state")), pid=_int(r.get("pid")), pgid=_int(r.get("pgid")),
+                   started_at=_str(r.get("started_at")), uptime_s=_num(r.get("uptime_s")),
+                   port=_int(r.get("port")), restarts=_int(r.get("restarts")) or 0,
+                   log_path=_str(r.get("log_path")), exit_code=_int(r.get("exit_code")),
+                   fatal_reason=_str(r.get("fatal_reason")),
+                   processes=tuple(p for p in map(_int, _list(r.get("processes"))) if p is not None),
+                   supervising=_bool(r.get("supervising")), last_error=_str(r.get("last_error")),
+                   next_restart_in_s=_num(r.get("next_restart_in_s")),
+                   runtime=MappingProxyType({k: v for k, v in _obj(r.get("runtime")).items()
+                                             if isinstance(v, (int, str)) and not isinstance(v, bool)}),
+                   runtime_note=_str(r.get("runtime_note")), supervisor=SupervisorInfo.from_json(r.get("supervisor")),
+                   last_exit=_str(r.get("last_exit")))

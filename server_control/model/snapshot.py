@@ -1,0 +1,335 @@
+"""The session snapshot: what one server looks like right now, as frozen dataclasses.
+
+``Session.snapshot()`` returns a ``SessionSnapshot``; the screen, the headless commands and
+the fleet read its typed parts. JSON exists only at the edge: ``to_json()`` gives exactly
+the schema `specconsole status --json` prints (docs/architecture.md), and ``from_json()``
+reads it back, tolerantly (a value of the wrong type becomes None or empty, never an
+exception), e.g. from a remote member's `status --json`.
+
+Cheap to consume in numbers: every part is immutable, so a consumer keeps the last part it
+drew and redraws only when the new one differs (``!=`` on identical objects is a pointer
+check); the session rebuilds the long parts (series, switches) only when they changed.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from server_control.control.verify import Verification, VerifyLayer
+from server_control.model.json_read import _bool, _counts, _int, _list, _num, _obj, _str  # noqa: F401 (tolerant readers)
+from server_control.model.run_status import RunStatus, SupervisorInfo
+from server_control.model.switch_health import SwitchHealth
+from server_control.telemetry.flapping import SwitchRate
+
+Point = tuple[float, float]
+MODES = ("speculative", "target_only")
+SERIES = ("batch", "gen_throughput", "accept_len", "threshold", "mode")
+_EMPTY: Mapping[str, float] = MappingProxyType({})
+
+__all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LiveLoad", "LogStatus", "ModeShare", "RunStatus", "Series",
+           "ServerStatus", "SessionSnapshot", "SettingChange", "SpecStatus", "SupervisorInfo", "Switch", "SwitchHealth",
+           "Timeline", "Verification", "VerifyLayer"]
+
+
+# ---- the parts -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServerStatus:
+    reachable: bool = False
+    error: str | None = "not polled yet"
+    model: str | None = None
+    tp_size: int | None = None
+    dp_size: int | None = None
+    version: str | None = None
+    foreign: bool = False   # something answers at the URL, but it is not this run's server (``error`` says who)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reachable": self.reachable, "error": self.error, "model": self.model,
+                "tp_size": self.tp_size, "dp_size": self.dp_size, "version": self.version, "foreign": self.foreign}
+
+    @classmethod
+    def from_json(cls, raw: object) -> ServerStatus:
+        r = _obj(raw)
+        return cls(reachable=r.get("reachable") is True, error=_str(r.get("error")), model=_str(r.get("model")),
+                   tp_size=_int(r.get("tp_size")), dp_size=_int(r.get("dp_size")), version=_str(r.get("version")),
+                   foreign=r.get("foreign") is True)
+
+
+@dataclass(frozen=True)
+class SpecStatus:
+    """Dynamic speculation as the server reports it (``mode`` falls back to the last
+    logged switch); steps/seconds/tokens are per mode, summed over DP ranks."""
+
+    mode: str | None = None
+    threshold: int | None = None
+    low_mark: int | None = None
+    hysteresis: int | None = None
+    min_dwell_steps: int | None = None
+    force: str | None = None
+    switch_count: int = 0
+    steps: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    seconds: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    tokens: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    supports_runtime_threshold: bool | None = None
+    switch_rate: SwitchRate = SwitchRate()   # rule-made switches lately; flapping (telemetry/flapping.py)
+    health: SwitchHealth = SwitchHealth()  # active / reason / TP rank disagreement / real steps
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "threshold": self.threshold, "low_mark": self.low_mark,
+                "hysteresis": self.hysteresis, "min_dwell_steps": self.min_dwell_steps, "force": self.force,
+                "switch_count": self.switch_count, "steps": dict(self.steps), "seconds": dict(self.seconds),
+                "tokens": dict(self.tokens), "supports_runtime_threshold": self.supports_runtime_threshold,
+                "switch_rate": self.switch_rate.to_json(), "health": self.health.to_json()}
+
+    @classmethod
+    def from_json(cls, raw: object) -> SpecStatus:
+        r = _obj(raw)
+        mode = r.get("mode")
+        return cls(mode=mode if mode in MODES else None, threshold=_int(r.get("threshold")),
+                   low_mark=_int(r.get("low_mark")), hysteresis=_int(r.get("hysteresis")),
+                   min_dwell_steps=_int(r.get("min_dwell_steps")),
+                   force=_str(r.get("force")), switch_count=_int(r.get("switch_count")) or 0,
+                   steps=_counts(r.get("steps")), seconds=_counts(r.get("seconds")), tokens=_counts(r.get("tokens")),
+                   supports_runtime_threshold=_bool(r.get("supports_runtime_threshold")),
+                   switch_rate=SwitchRate.from_json(r.get("switch_rate")),
+                   health=SwitchHealth.from_json(r.get("health")))
+
+
+@dataclass(frozen=True)
+class SettingChange:
+    """A runtime setting change (threshold, force mode, hysteresis, dwell) and how it went:
+    pending | applied | refused | unsupported | error (server_control/control/settings.py). ``key``:
+    which setting (its server-argument name; None when not said)."""
+
+    requested: object
+    state: str
+    detail: str = ""
+    ranks: tuple[bool, ...] = ()
+    key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requested": self.requested, "state": self.state, "detail": self.detail, "ranks": list(self.ranks),
+                "key": self.key}
+
+    @classmethod
+    def from_json(cls, raw: object) -> SettingChange | None:
+        if not isinstance(raw, dict) or not isinstance(raw.get("state"), str):
+            return None
+        req = raw.get("requested")
+        return cls(requested=req if isinstance(req, (int, str)) else None, state=raw["state"],
+                   detail=_str(raw.get("detail")) or "", ranks=tuple(x for x in _list(raw.get("ranks"))
+                                                                     if isinstance(x, bool)),
+                   key=_str(raw.get("key")))
+
+
+@dataclass(frozen=True)
+class LiveLoad:
+    batch: int | None = None
+    queue: int | None = None
+    token_usage: float | None = None
+    gen_throughput: float | None = None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    ts: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"batch": self.batch, "queue": self.queue, "token_usage": self.token_usage,
+                "gen_throughput": self.gen_throughput, "accept_len": self.accept_len,
+                "accept_rate": self.accept_rate, "ts": self.ts}
+
+    @classmethod
+    def from_json(cls, raw: object) -> LiveLoad:
+        r = _obj(raw)
+        return cls(batch=_int(r.get("batch")), queue=_int(r.get("queue")), token_usage=_num(r.get("token_usage")),
+                   gen_throughput=_num(r.get("gen_throughput")), accept_len=_num(r.get("accept_len")),
+                   accept_rate=_num(r.get("accept_rate")), ts=_num(r.get("ts")))
+
+
+def _points(raw: object) -> tuple[Point, ...]:
+    out = []
+    for p in _list(raw):
+        if isinstance(p, (list, tuple)) and len(p) == 2 and _num(p[0]) is not None and _num(p[1]) is not None:
+            out.append((p[0], p[1]))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Series:
+    """Recent (time, value) points for the live panel; ``mode``: 1 target-only, 0 speculative."""
+
+    batch: tuple[Point, ...] = ()
+    gen_throughput: tuple[Point, ...] = ()
+    accept_len: tuple[Point, ...] = ()
+    threshold: tuple[Point, ...] = ()
+    mode: tuple[Point, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: [list(p) for p in getattr(self, name)] for name in SERIES}
+
+    @classmethod
+    def from_json(cls, raw: object) -> Series:
+        r = _obj(raw)
+        return cls(*(_points(r.get(n)) for n in SERIES))
+
+
+@dataclass(frozen=True)
+class Switch:
+    ts: str | None
+    mode: str
+    batch: int | None = None
+    threshold: int | None = None
+    rank: str | None = None
+    forced: bool = False  # made by a forced mode, not by the threshold rule
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ts": self.ts, "mode": self.mode, "batch": self.batch, "threshold": self.threshold,
+                "rank": self.rank, "forced": self.forced}
+
+    @classmethod
+    def from_json(cls, raw: object) -> Switch | None:
+        r = _obj(raw)
+        mode = r.get("mode")
+        if mode not in MODES:
+            return None
+        return cls(ts=_str(r.get("ts")), mode=mode, batch=_int(r.get("batch")), threshold=_int(r.get("threshold")),
+                   rank=_str(r.get("rank")), forced=r.get("forced") is True)
+
+
+@dataclass(frozen=True)
+class ModeShare:
+    share: float | None = None  # of the time
+    tok_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"share": self.share, "tok_s": self.tok_s}
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every switch (newest last) and, per mode, the share of time and tok/s in it."""
+
+    switches: tuple[Switch, ...] = ()
+    per_mode: Mapping[str, ModeShare] = field(
+        default_factory=lambda: MappingProxyType({m: ModeShare() for m in MODES}))
+
+    @classmethod
+    def from_json(cls, switches: object, per_mode: object) -> Timeline:
+        pm = _obj(per_mode)
+        return cls(switches=tuple(s for s in map(Switch.from_json, _list(switches)) if s is not None),
+                   per_mode=MappingProxyType({m: ModeShare(_num(_obj(pm.get(m)).get("share")),
+                                                           _num(_obj(pm.get(m)).get("tok_s"))) for m in MODES}))
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    name: str
+    util: float | None = None
+    mem_used_mb: float | None = None
+    mem_total_mb: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    pids: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "util": self.util, "mem_used_mb": self.mem_used_mb,
+                "mem_total_mb": self.mem_total_mb, "power_w": self.power_w, "temp_c": self.temp_c,
+                "pids": list(self.pids)}
+
+    @classmethod
+    def from_json(cls, raw: object) -> GpuDevice | None:
+        r = _obj(raw)
+        if _int(r.get("index")) is None:
+            return None
+        return cls(index=_int(r.get("index")) or 0, name=_str(r.get("name")) or "?", util=_num(r.get("util")),
+                   mem_used_mb=_num(r.get("mem_used_mb")), mem_total_mb=_num(r.get("mem_total_mb")),
+                   power_w=_num(r.get("power_w")), temp_c=_num(r.get("temp_c")),
+                   pids=tuple(p for p in map(_int, _list(r.get("pids"))) if p is not None))
+
+
+@dataclass(frozen=True)
+class GpuStatus:
+    available: bool = False
+    reason: str | None = "not sampled yet"
+    devices: tuple[GpuDevice, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"available": self.available, "reason": self.reason, "devices": [d.to_json() for d in self.devices]}
+
+    @classmethod
+    def from_json(cls, raw: object) -> GpuStatus:
+        r = _obj(raw)
+        return cls(available=r.get("available") is True, reason=_str(r.get("reason")),
+                   devices=tuple(d for d in map(GpuDevice.from_json, _list(r.get("devices"))) if d is not None))
+
+
+@dataclass(frozen=True)
+class LogStatus:
+    total: int = 0
+    dropped: int = 0
+    truncated: int = 0
+    path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total": self.total, "dropped": self.dropped, "truncated": self.truncated, "path": self.path}
+
+    @classmethod
+    def from_json(cls, raw: object) -> LogStatus:
+        r = _obj(raw)
+        return cls(_int(r.get("total")) or 0, _int(r.get("dropped")) or 0, _int(r.get("truncated")) or 0,
+                   _str(r.get("path")))
+
+
+# ---- the whole -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SessionSnapshot:
+    url: str
+    profile: str | None = None
+    attached: bool = False
+    run: RunStatus = RunStatus()
+    server: ServerStatus = ServerStatus()
+    spec: SpecStatus = SpecStatus()
+    threshold_change: SettingChange | None = None
+    live: LiveLoad = LiveLoad()
+    series: Series = Series()
+    timeline: Timeline = Timeline()
+    gpus: GpuStatus = GpuStatus()
+    verify: Verification = Verification()
+    logs: LogStatus = LogStatus()
+
+    @property
+    def name(self) -> str:
+        """How to call this server in one word: its profile, else its URL."""
+        return self.profile or self.url
+
+    @property
+    def idle(self) -> bool:
+        """The server answers and has nothing to decode: decode batch 0, nothing queued."""
+        return self.server.reachable and self.live.batch == 0 and not self.live.queue
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile, "url": self.url, "attached": self.attached,
+            "run": self.run.to_json(), "server": self.server.to_json(), "spec": self.spec.to_json(),
+            "threshold_change": self.threshold_change.to_json() if self.threshold_change else None,
+            "live": self.live.to_json(), "series": self.series.to_json(),
+            "switches": [s.to_json() for s in self.timeline.switches],
+            "per_mode": {m: s.to_json() for m, s in self.timeline.per_mode.items()},
+            "gpus": self.gpus.to_json(), "verify": self.verify.to_json(), "logs": self.logs.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> SessionSnapshot:
+        r = _obj(raw)
+        return cls(url=_str(r.get("url")) or "", profile=_str(r.get("profile")), attached=r.get("attached") is True,
+                   run=RunStatus.from_json(r.get("run")), server=ServerStatus.from_json(r.get("server")),
+                   spec=SpecStatus.from_json(r.get("spec")),
+                   threshold_change=SettingChange.from_json(r.get("threshold_change")),
+                   live=LiveLoad.from_json(r.get("live")), series=Series.from_json(r.get("series")),
+                   timeline=Timeline.from_json(r.get("switches"), r.get("per_mode")),
+                   gpus=GpuStatus.from_json(r.get("gpus")), verify=Verification.from_json(r.get("verify")),
+                   logs=LogStatus.from_json(r.get("logs")))
+
+
+EMPTY_SNAPSHOT = SessionSnapshot(url="")  # nothing known yet (a screen before its first snapshot)

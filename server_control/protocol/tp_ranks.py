@@ -1,0 +1,126 @@
+"""Every tensor-parallel rank of a DP group: the start-up verdict and the live values.
+
+* ``judge`` / ``Verdict``: TP0's verdict over every rank's start-up facts (the SGLang patch
+  exchanges them between ranks; the simulator judges its own ranks with the same words).
+  Unless every rank is active with the same settings and versions, every rank turns the
+  switch off with the same reason.
+* ``internal_states[i]["dynamic_speculation"]["ranks"]``: one live entry per TP rank of DP
+  group ``i`` (``live_entry``); clients compare them (``disagreement``, ``values_by_rank``).
+Shared by the patch, the simulator and the clients. Standard library only.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from server_control.protocol import decision as d
+
+LIVE_KEYS = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode",
+             "num_steps", "switch_count", "last_batch")
+COMPARED = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode")
+
+
+def live_entry(rank: int, snapshot: dict[str, Any]) -> dict[str, Any]:
+    """One rank's entry from its snapshot (``SpecSwitch.snapshot()`` + active, num_steps)."""
+    entry = {key: snapshot.get(key) for key in LIVE_KEYS}
+    entry["rank"] = rank
+    entry["active"] = bool(snapshot.get("active", True))
+    return entry
+
+
+def disagreement(rows: list[Any]) -> str | None:
+    """Which ranks hold other settings or another mode than TP0, or None."""
+    rows = [r for r in rows if isinstance(r, dict)]
+    if len(rows) < 2:
+        return None
+    first = rows[0]
+    parts = []
+    for row in rows[1:]:
+        keys = [k for k in COMPARED if row.get(k) != first.get(k)]
+        if keys:
+            parts.append(f"TP{row.get('rank')} " + ", ".join(f"{k}={row.get(k)}" for k in keys)
+                         + " (TP0: " + ", ".join(f"{k}={first.get(k)}" for k in keys) + ")")
+    return "; ".join(parts) or None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    agreed: bool  # every rank active, same settings and versions: the switch may run
+    reason: str | None  # why not, the same text on every rank
+    uniform: bool  # every rank answered, same versions, plain set-up: per-rank gathers are safe
+    ranks: tuple[Any, ...] = ()  # per rank: {"active", "reason"} or None (no answer)
+
+    def summary(self) -> list[Any]:
+        return [dict(r, rank=i) if r else {"rank": i, "active": False, "reason": "no answer"}
+                for i, r in enumerate(self.ranks)]
+
+    def to_json(self) -> str:
+        return json.dumps({"agreed": self.agreed, "reason": self.reason,
+                           "uniform": self.uniform, "ranks": list(self.ranks)})
+
+    @classmethod
+    def from_json(cls, text: str) -> Verdict:
+        raw = json.loads(text)
+        return cls(bool(raw["agreed"]), raw.get("reason"), bool(raw.get("uniform")),
+                   tuple(raw.get("ranks") or ()))
+
+
+def _names(indices: Sequence[int]) -> str:
+    return ", ".join(f"TP{i}" for i in indices)
+
+
+def _differ(got: list[dict[str, Any]], key: str) -> str | None:
+    values = [g[key] for g in got]
+    if all(v == values[0] for v in values):
+        return None
+    return "; ".join(f"TP{i} {v}" for i, v in enumerate(values))
+
+
+def judge(got: Sequence[dict[str, Any] | None], timeout_s: float) -> Verdict:
+    """Rank 0's verdict over every rank's facts (None: no answer within the timeout)."""
+    per_rank = tuple({"active": g["active"], "reason": g["reason"]} if g else None for g in got)
+    off = "; the switch is off on every rank"
+    # per-rank gathers need every rank answering, on this patch, in a plain set-up (no
+    # attention DP, no PP: there the TP ranks do not all handle each request in step)
+    setups = all(g is None or g.get("setup_ok", True) for g in got)
+    missing = [i for i, g in enumerate(got) if g is None]
+    if missing:
+        return Verdict(False, f"{_names(missing)} did not report to TP0 within {timeout_s:.0f} s "
+                       "(no patch there, another version of it or of sglang, or the rank failed "
+                       "before its speculative worker was ready)" + off, False, per_rank)
+    facts = [g for g in got if g is not None]   # every rank answered
+    for key, what in (("patch", "different versions of the patch"),
+                      ("sglang", "different sglang versions")):
+        diff = _differ(facts, key)
+        if diff is not None:
+            return Verdict(False, f"TP ranks run {what} ({diff})" + off, False, per_rank)
+    diff = _differ(facts, "settings")
+    if diff is not None:
+        return Verdict(False, "TP ranks were started with different settings "
+                       f"[threshold, hysteresis, dwell, force] ({diff})" + off, setups, per_rank)
+    inactive = [i for i, g in enumerate(facts) if not g["active"]]
+    if not inactive:
+        return Verdict(True, None, setups, per_rank)
+    reasons = {facts[i]["reason"] for i in inactive}
+    if len(inactive) == len(facts) and len(reasons) == 1:
+        return Verdict(False, reasons.pop(), setups, per_rank)  # the same refusal everywhere
+    why = "; ".join(f"TP{i}: {facts[i]['reason']}" for i in inactive)
+    ready = [i for i, g in enumerate(facts) if g["active"]]
+    return Verdict(False, f"TP ranks disagree: {why}; ready: {_names(ready) or 'none'}" + off,
+                   setups, per_rank)
+
+
+FIELD_OF_KEY = {d.THRESHOLD_KEY: "threshold", d.HYSTERESIS_KEY: "hysteresis",
+                d.DWELL_KEY: "min_dwell_steps", d.FORCE_KEY: "force"}
+
+
+def values_by_rank(state: dict[str, Any], key: str) -> list[tuple[str, object]]:
+    """(rank label, value of ``key``) for every TP rank an ``internal_states`` entry covers:
+    each gathered rank where the patch published them, else the entry's own (TP0's) value."""
+    rows = (state.get(d.STATE_KEY) or {}).get("ranks") if isinstance(state, dict) else None
+    field = FIELD_OF_KEY.get(key)
+    if isinstance(rows, list) and rows and field is not None:
+        return [(f"TP{r.get('rank')}", r.get(field)) for r in rows if isinstance(r, dict)]
+    return [("", state.get(key) if isinstance(state, dict) else None)]

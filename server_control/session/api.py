@@ -1,0 +1,71 @@
+"""The Session API, in one place: what the screen, the headless commands and the fleet
+may use of a session. ``server_control.session.session.Session`` implements it over a real
+server; the console's tests implement it over fixed data.
+
+    session = Session.for_profile(profile, state_dir=None, supervise=True)  # adopts a live run
+    session = Session.attach(url, log_path=None, api_key=None, admin_api_key=None)
+    await session.start()            # follow the log, poll HTTP, sample NVML, supervise (if owned)
+    unsubscribe = session.subscribe(callback)   # callback(topic) on the event loop:
+                                     #   "snapshot" (a poll, an NVML sample, a run or setting change)
+                                     #   "logs" (new records in session.store)
+    session.snapshot()               # SessionSnapshot (server_control/model/snapshot.py); .to_json()
+                                     #   is what `specconsole status --json` prints
+    session.store                    # LogStore (server_control/logs/store.py)
+    await session.launch() | stop() | restart() | set_threshold(n) | set_force(mode) | verify()
+    await session.set_setting(key, value)   # any runtime setting by its server-argument name
+                                     #   (hysteresis, dwell: the flapping suggestion), like N
+                                     # -> OperationResult (server_control/model/operation.py):
+                                     #   outcome done | refused | failed, message, details
+    await session.close(stop_server=False)   # the server keeps running unless asked
+
+An attached session (no profile) refuses launch/stop/restart: it does not own the server.
+Headless commands pass ``supervise=False`` so they never take over restarting a run (the run
+state is then judged from the leader process and the HTTP poll); ``poll_interval_s``
+(default 1.0) sets the poll period of either kind.
+
+Beyond the protocol, ``Session`` (not the fakes) offers to the headless commands and the
+fleet: ``session.verification()`` (the ``Verification`` now, synchronously),
+``session.control`` (``Control``: ``get()``, ``set_threshold/set_force/set_hysteresis/
+set_dwell`` -> ``SettingChange``, validated and read back on every rank),
+``session.poller`` (``HttpPoller``: ``polls``, ``last``, ``poke()``), ``session.nvml``,
+``session.timeline``, ``session.panels`` and ``session.log_caught_up(size=None)``.
+NVML updates come from the sampler thread and reach subscribers on the event loop.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from server_control.logs.store import LogStore
+from server_control.model.operation import OperationResult
+from server_control.model.snapshot import SessionSnapshot
+
+Topic = str  # "snapshot" | "logs"
+
+
+@runtime_checkable
+class SessionLike(Protocol):
+    url: str
+    store: LogStore
+
+    def subscribe(self, callback: Callable[[Topic], None]) -> Callable[[], None]: ...
+
+    def snapshot(self) -> SessionSnapshot: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self, stop_server: bool = False) -> None: ...
+
+    async def launch(self) -> OperationResult: ...
+
+    async def stop(self) -> OperationResult: ...
+
+    async def restart(self) -> OperationResult: ...
+
+    async def set_threshold(self, n: object) -> OperationResult: ...
+
+    async def set_force(self, mode: object) -> OperationResult: ...
+
+    async def set_setting(self, key: str, value: object) -> OperationResult: ...
+
+    async def verify(self) -> OperationResult: ...

@@ -1,0 +1,206 @@
+"""The run behind a session: what launches, stops and reports the server process.
+
+``Session`` talks to one of these (``RunLike``): ``ProfileRun`` (a profile's run through
+the supervisor), ``AttachedRun`` (a server someone else runs: refuses to launch or stop
+it), or the fleet's ``RemoteRun`` (a profile's run on another host, over SSH).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from server_control.model.operation import DONE, FAILED, REFUSED, OperationResult
+from server_control.model.snapshot import RunStatus
+from server_control.telemetry.sample import Sample
+
+if TYPE_CHECKING:
+    from server_control.config.profile import Profile
+
+
+log = logging.getLogger(__name__)
+NOT_OWNED = "attached to a server this console does not own: launch, stop and restart need a profile"
+
+
+class RunLike(Protocol):
+    async def start(self, on_change: Callable[[], None]) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def log_path(self) -> Path | None: ...
+
+    def pids(self) -> list[int]: ...
+
+    def on_sample(self, sample: Sample) -> None: ...
+
+    def status(self) -> RunStatus: ...
+
+    async def launch(self) -> OperationResult: ...
+
+    async def stop(self) -> OperationResult: ...
+
+    async def restart(self) -> OperationResult: ...
+
+    async def remember_runtime(self, key: str, value: object) -> None:
+        """Keep an applied runtime setting where a restart finds it (runs with a record)."""
+
+    def owns_server(self) -> bool | None:
+        """Is what answers on the run's port this run's server? None: cannot tell (no
+        claim: an attached server, a remote host)."""
+
+
+OWNER_TTL_S = 5.0   # how long an answer to "is it ours?" is kept (the same leader pid)
+GONE_STATES = ("stopped", "fatal", "crashed")
+
+
+class AttachedRun:
+    """No process of ours: a server someone else runs (state "external")."""
+
+    def __init__(self, log_path: str | Path | None = None) -> None:
+        self._log_path = Path(log_path) if log_path else None
+
+    async def start(self, on_change: Callable[[], None]) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def log_path(self) -> Path | None:
+        return self._log_path
+
+    def pids(self) -> list[int]:
+        return []
+
+    def on_sample(self, sample: Sample) -> None:
+        pass
+
+    def status(self) -> RunStatus:
+        return RunStatus(state="external", log_path=str(self._log_path) if self._log_path else None)
+
+    async def launch(self) -> OperationResult:
+        return OperationResult("launch", REFUSED, NOT_OWNED)
+
+    async def stop(self) -> OperationResult:
+        return OperationResult("stop", REFUSED, NOT_OWNED)
+
+    async def restart(self) -> OperationResult:
+        return OperationResult("restart", REFUSED, NOT_OWNED)
+
+    async def remember_runtime(self, key: str, value: object) -> None:
+        pass  # not ours to restart: nothing to re-apply
+
+    def owns_server(self) -> bool | None:
+        return None   # whoever answers at the URL is the server asked for
+
+
+class ProfileRun:
+    """The profile's run through server_control.supervision.supervisor.Supervisor. With ``supervise``
+    the session runs ``Supervisor.watch()`` (health, crash restart while it holds the
+    profile's restart lock); without it (headless read-only commands) it only adopts, and
+    the run state is judged from the leader process and the HTTP poll."""
+
+    def __init__(self, profile: Profile, state_dir: str | Path | None = None, supervise: bool = True) -> None:
+        from server_control.supervision.supervisor import Supervisor  # noqa: PLC0415 - heavy, profile case only
+
+        self.sup = Supervisor(profile, state_dir=state_dir)
+        self.supervise = supervise
+        self.needs_handoff = False   # set by close(): we supervised a run that goes on without us
+        self._watch: asyncio.Task[Any] | None = None
+        self._pids: list[int] = []
+        self._reachable = False
+        self._owner: tuple[float, int | None, bool | None] = (0.0, None, None)   # (when, leader pid, answer)
+
+    async def start(self, on_change: Callable[[], None]) -> None:
+        self.sup.on_change = lambda _sup: on_change()
+        self.sup.adopt()
+        if self.supervise:
+            self.sup.reclaim_from_handoff()   # a console that quit handed it to `supervise`: take it back
+            self._watch = asyncio.create_task(self.sup.watch(), name="supervise")
+
+    async def close(self) -> None:
+        self.needs_handoff = bool(self.sup.supervising and self.sup.record is not None
+                                  and self.sup.state not in ("stopped", "fatal"))
+        if self._watch is not None:
+            self._watch.cancel()
+            try:
+                await self._watch
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+            self._watch = None
+
+    def log_path(self) -> Path | None:
+        rec = self.sup.record
+        return Path(rec.log_path) if rec else None
+
+    def pids(self) -> list[int]:
+        return list(self._pids)  # read by the NVML thread: a copy made on the loop
+
+    def on_sample(self, sample: Sample) -> None:
+        self._reachable = sample.reachable
+        self._pids = [p.pid for p in self.sup.processes()]
+
+    def owns_server(self) -> bool | None:
+        """Whether a process of this run (the recorded, verified leader or one of its
+        processes) holds the listening socket of the profile's port. False when the run is
+        not live (stopped, crashed, fatal, no record): then whatever answers is another's."""
+        from server_control.proc.listener import listening_pid  # noqa: PLC0415
+
+        rec = self.sup.record
+        if rec is None or self.sup.state in GONE_STATES:
+            return False
+        when, pid, answer = self._owner
+        now = time.monotonic()
+        if pid == rec.pid and now - when < OWNER_TTL_S:
+            return answer
+        pids = [rec.pid] + [p.pid for p in self.sup.processes() if p.pid != rec.pid]
+        try:
+            answer = listening_pid(pids, self.sup.profile.port) is not None
+        except PermissionError:
+            answer = None
+        self._owner = (now, rec.pid, answer)
+        return answer
+
+    def status(self) -> RunStatus:
+        st = self.sup.status()
+        rec = self.sup.record
+        if not self.supervise and rec is not None and st.state in ("starting", "unhealthy"):
+            if not rec.is_live():
+                st = dataclasses.replace(st, state="crashed")
+            elif self._reachable:
+                st = dataclasses.replace(st, state="ready")
+            elif rec.health == "unhealthy" or rec.ready_at:   # it answered before: not starting
+                st = dataclasses.replace(st, state="unhealthy")
+        return st
+
+    async def launch(self) -> OperationResult:
+        return await self._start("launch", self.sup.launch)
+
+    async def restart(self) -> OperationResult:
+        return await self._start("restart", self.sup.restart)
+
+    async def _start(self, operation: str, action: Callable[[], Awaitable[object]]) -> OperationResult:
+        from server_control.config.profile import ProfileError  # noqa: PLC0415
+        from server_control.state.runs import RunConflict  # noqa: PLC0415
+
+        try:
+            await action()
+        except (RunConflict, ProfileError) as exc:  # a live run, a busy port, a bad profile
+            return OperationResult(operation, REFUSED, str(exc), run=self.status())
+        except Exception as exc:  # noqa: BLE001 - OSError, RuntimeError, ...: all reported
+            return OperationResult(operation, FAILED, str(exc), run=self.status())
+        return OperationResult(operation, DONE, "launched" if operation == "launch" else "restarted",
+                               run=self.status())
+
+    async def remember_runtime(self, key: str, value: object) -> None:
+        try:
+            await self.sup.remember_runtime(key, value)
+        except Exception:  # noqa: BLE001 - the change is applied; only its memory is lost
+            log.exception("keeping the runtime setting in the run record failed")
+
+    async def stop(self) -> OperationResult:
+        res = await self.sup.stop()
+        return OperationResult("stop", DONE if res.ok else FAILED, res.message, run=self.status())

@@ -1,0 +1,444 @@
+"""One object per server: ties the run, logs, telemetry, control and verification together.
+Its API (``SessionLike``) is described in one place: server_control/session/api.py.
+
+Wiring only: the parts live in server_control.{session_runs,supervisor,logs,telemetry,
+control,verify}. Subscribers are called on the event loop with a topic: "snapshot" (after a
+poll, an NVML sample, a run-state or setting change) or "logs" (new records in
+``session.store``). ``snapshot()`` is a ``SessionSnapshot`` (server_control/model/snapshot.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from server_control.control import verify as v
+from server_control.control.guard import REAPPLY, SettingGuard, shown
+from server_control.control.settings import Control, change
+from server_control.logs import LogPipeline, LogStore
+from server_control.model.operation import DONE, OperationResult
+from server_control.model.snapshot import (
+    MODES,
+    LiveLoad,
+    LogStatus,
+    ModeShare,
+    Series,
+    ServerStatus,
+    SessionSnapshot,
+    SettingChange,
+    SpecStatus,
+    Switch,
+    SwitchHealth,
+    Timeline,
+)
+from server_control.protocol import decision as d
+from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
+from server_control.session.subscribers import Subscribers
+from server_control.telemetry.flapping import SwitchRate, switch_rate
+from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
+from server_control.telemetry.log_time import record_epoch
+from server_control.telemetry.nvml import NvmlSampler
+from server_control.telemetry.sample import Sample
+from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
+
+if TYPE_CHECKING:
+    from server_control.config.profile import Profile
+
+
+log = logging.getLogger(__name__)
+KEEP_INIT_RECORDS = 512
+SWITCHES_SHOWN = 200
+ELSEWHERE_SHOWN_S = 60.0   # how long "N changed elsewhere: ..." stays on the status line
+DAMPING_CHANGES = ("Dynamic speculation: threshold changed", "Dynamic speculation: hysteresis changed",
+                   "Dynamic speculation: min_dwell_steps changed")   # a new regime for the switch rate
+
+
+class Session:
+    def __init__(self, url: str, run: RunLike, *, profile: Profile | None = None, api_key: str | None = None,
+                 admin_api_key: str | None = None, poll_interval_s: float = DEFAULT_INTERVAL_S,
+                 nvml: Any = None, store: LogStore | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.profile = profile
+        self.run = run
+        self.attached = profile is None
+        self.poll_interval_s = poll_interval_s
+        self.store = store if store is not None else LogStore()
+        self.panels = PanelSeries()
+        self.timeline = ModeTimeline()
+        self.runtime = v.RuntimeWatch()
+        self.poller = HttpPoller(self.url, api_key, interval_s=poll_interval_s,
+                                 records_fn=lambda: self.store.tail(400), on_sample=self._on_sample)
+        self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
+        self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
+                               log_seq=lambda: self.store.last_seq)
+        self.threshold_change: SettingChange | None = None
+        self._elsewhere_at = 0.0   # monotonic time of the last "changed elsewhere" (shown ELSEWHERE_SHOWN_S)
+        self.guard = SettingGuard(self.control, self.url, getattr(getattr(run, "sup", None), "state_dir", None),
+                                  profile.name if profile is not None else None)
+        self.last: Sample | None = None
+        self.last_good: Sample | None = None   # the last poll the server answered (stale data, greyed)
+        self.foreign: str | None = None   # why what answers is not this run's server (steering off)
+        self._started_at = time.time()
+        self._runtime_note: str | None = None
+        self._last_exit: str | None = None   # the run's last exit already said in the log view
+        self._restarts: int | None = None   # the run's restart count last seen (None: not yet)
+        self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
+        self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
+        self._subs = Subscribers()   # silent: the console's screen has no place for a traceback
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._pipeline: LogPipeline | None = None
+        self._log_path: Path | None = None
+        self._seen_seq = 0
+        self._init: list[Any] = []
+        self._not_active: list[Any] = []
+        self._ready: list[Any] = []
+        self._log_began: float | None = None    # the time stamp of this log's first record
+        self._damping_at: float | None = None   # the last change of N / hysteresis / dwell
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def for_profile(cls, profile: Profile, state_dir: str | Path | None = None, *, supervise: bool = True,
+                    **kw: Any) -> Session:
+        run = ProfileRun(profile, state_dir, supervise)
+        return cls(profile.url, run, profile=profile, api_key=profile.api_key(),
+                   admin_api_key=profile.admin_api_key(), **kw)
+
+    @classmethod
+    def attach(cls, url: str, log_path: str | Path | None = None, api_key: str | None = None,
+               admin_api_key: str | None = None, **kw: Any) -> Session:
+        return cls(url, AttachedRun(log_path), api_key=api_key, admin_api_key=admin_api_key, **kw)
+
+    # -- life cycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._loop = asyncio.get_running_loop()
+        self._started_at = time.time()
+        await self.run.start(self._on_run_change)
+        self._follow(self.run.log_path())
+        self._tasks.append(asyncio.create_task(self.poller.run(), name="http-poll"))
+        self.nvml.start()
+
+    async def close(self, stop_server: bool = False) -> None:
+        if stop_server:
+            await self.stop()
+        self.poller.stop()
+        if self._pipeline is not None:
+            self._pipeline.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
+                pass
+        self._tasks.clear()
+        await asyncio.to_thread(self.nvml.stop)
+        await self.control.aclose()
+        await self.run.close()
+        self._started = False
+
+    async def launch(self) -> OperationResult:
+        result = await self.run.launch()
+        self._on_run_change()
+        return result
+
+    async def stop(self) -> OperationResult:
+        result = await self.run.stop()
+        self._on_run_change()
+        return result
+
+    async def restart(self) -> OperationResult:
+        result = await self.run.restart()
+        self._on_run_change()
+        return result
+
+    # -- subscribers ----------------------------------------------------------------------
+    def subscribe(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """``callback(topic)`` on the event loop; returns a function that unsubscribes."""
+        return self._subs.subscribe(callback)
+
+    def _publish(self, topic: str) -> None:
+        self._subs.publish(topic)
+
+    def _on_nvml_thread(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._publish, "snapshot")
+            except RuntimeError:  # loop closing
+                pass
+
+    # -- logs -----------------------------------------------------------------------------
+    def _follow(self, path: str | Path | None) -> None:
+        """Follow ``path`` (a new run's log); a different path restarts the follower."""
+        path = Path(path) if path else None
+        if path == self._log_path:
+            return
+        if self._pipeline is not None:
+            self._pipeline.stop()
+            self.timeline.reset()
+            self._init.clear()
+            self._not_active.clear()
+            self._ready.clear()
+            self._log_began = self._damping_at = None
+            self.runtime = v.RuntimeWatch()
+        self._log_path = path
+        self._pipeline = None
+        if path is None:
+            return
+        if self.store.total:   # a divider between runs (before: the new log just went on)
+            self.mark(f"a new run's log begins: {path}")
+        self._pipeline = LogPipeline(path, self.store, on_records=self._on_records)
+        self._tasks.append(asyncio.create_task(self._pipeline.run(), name="log-follow"))
+
+    def log_caught_up(self, size_at: int | None = None) -> bool:
+        """True when the follower has read the log up to ``size_at`` (default: its size now),
+        or there is no log to read."""
+        if self._pipeline is None or self._log_path is None:
+            return True
+        try:
+            size = self._log_path.stat().st_size if size_at is None else size_at
+        except OSError:
+            return True
+        return self._pipeline.follower.is_open and self._pipeline.follower.position >= size
+
+    def _on_records(self, last_seq: int) -> None:
+        try:
+            self._scan_records(last_seq)
+        except Exception:  # noqa: BLE001 - never stop the log pipeline over our bookkeeping
+            log.exception("scanning new log records failed")
+        self._publish("logs")
+
+    def _scan_records(self, last_seq: int) -> None:
+        now = time.time()
+        for rec in self.store.since(self._seen_seq):
+            kind = rec.kind
+            if self._log_began is None and kind != "console":
+                self._log_began = record_epoch(rec.ts, now)
+            if kind == "other" and rec.text.startswith(DAMPING_CHANGES):
+                self._damping(record_epoch(rec.ts, now) or now)
+            elif kind in ("spec_switch", "spec_init"):
+                self.timeline.add_record(rec, now)
+                if kind == "spec_init" and len(self._init) < KEEP_INIT_RECORDS:
+                    self._init.append(rec)
+            elif kind == "ready":
+                self._ready.append(rec)
+                del self._ready[:-4]
+            elif kind == "error" and d.NOT_ACTIVE_PREFIX in rec.text:
+                self._not_active.append(rec)
+                del self._not_active[:-8]
+        self._seen_seq = last_seq
+
+    # -- telemetry ------------------------------------------------------------------------
+    def mark(self, what: str) -> None:
+        """A line of the console's own in the log view (kind "console"; never in a file)."""
+        self.store.add_console_line(f"\u2500\u2500 specconsole {time.strftime('%H:%M:%S')}: {what} \u2500\u2500")
+        self._publish("logs")
+
+    def _ours(self, sample: Sample) -> Sample:
+        """``sample`` as this session may use it: a server that answers but is not this
+        run's (server_control/listener.py) counts as not answering, with who holds the port;
+        nothing it says reaches the panels, the timeline or the verification."""
+        if not sample.reachable:
+            self.foreign = None   # nobody answers now: said as any outage
+            return sample
+        if self.run.owns_server() is not False:
+            if self.foreign is not None:
+                self.foreign = None
+                self.mark("this run's server answers")
+            return sample
+        if self.foreign is None:
+            from server_control.proc.listener import holder  # noqa: PLC0415 - a scan of every process, once
+
+            port = self.profile.port if self.profile is not None else None
+            self.foreign = (f"not this run's server: port {port} answers, but from {holder(port) if port else '?'}, "
+                            "not a process of this run; steering is off")
+            self.mark(self.foreign)
+        return Sample(ts=sample.ts, reachable=False, error=self.foreign, poll_s=sample.poll_s)
+
+    def _on_sample(self, sample: Sample) -> None:
+        sample = self._ours(sample)
+        was = self.last.reachable if self.last else None
+        if self.foreign is not None:
+            pass   # said once by _ours
+        elif was and not sample.reachable:
+            self.mark(f"the server stopped answering ({sample.error})")
+        elif was is False and sample.reachable and self.last_good is not None:
+            self.mark("the server answers again")
+        self.last = sample
+        if sample.reachable:
+            self.last_good = sample
+        for key, old, new, who in self.guard.elsewhere(sample):   # a change this session did not make
+            if who == REAPPLY:   # the restart carried the run's runtime value back: ours, not another client's
+                self.threshold_change = replace(change(new, "applied", "re-applied after the restart"), key=key)
+            else:
+                self.threshold_change = replace(change(new, "elsewhere", self.guard.words(key, old, new, who)),
+                                                key=key)
+                self._elsewhere_at = time.monotonic()
+            if key != d.FORCE_KEY:
+                self._damping(sample.ts)
+        self.panels.add_sample(sample)
+        self.timeline.add_sample(sample)
+        self.runtime.observe(sample)
+        self.run.on_sample(sample)
+        self._follow(self.run.log_path())
+        self._publish("snapshot")
+
+    def _on_run_change(self) -> None:
+        if self._started:
+            st = self.run.status()
+            if st.last_exit and st.last_exit != self._last_exit:   # a crash: said where the log goes on
+                self.mark(f"the server exited: {st.last_exit}"
+                          + (f"; restart in {st.next_restart_in_s:g} s" if st.next_restart_in_s is not None else ""))
+            self._last_exit = st.last_exit
+            if self._restarts is not None and st.restarts > self._restarts and st.pid:
+                self.mark(f"restarted (restart {st.restarts}): pid {st.pid}")
+            self._restarts = st.restarts
+            self._follow(self.run.log_path())
+            note = self.run.status().runtime_note
+            if note and note != self._runtime_note:   # re-applied (or not) after a restart: said in the log view
+                self.mark(note)
+            self._runtime_note = note
+        self._publish("snapshot")
+
+    # -- control --------------------------------------------------------------------------
+    async def set_threshold(self, n: object) -> OperationResult:
+        return OperationResult.of_change("threshold", await self._change(n, self.control.set_threshold,
+                                                                          d.THRESHOLD_KEY))
+
+    async def set_force(self, mode: object) -> OperationResult:
+        return OperationResult.of_change("force", await self._change(mode, self.control.set_force, d.FORCE_KEY))
+
+    async def set_setting(self, key: str, value: object) -> OperationResult:
+        """Any runtime setting by its server-argument name (hysteresis, dwell: the flapping
+        suggestion), validated and read back on every rank like N."""
+        return OperationResult.of_change(key, await self._change(value, lambda v: self.control.set_setting(key, v), key))
+
+    def _damping(self, at: float) -> None:
+        if self._damping_at is None or at > self._damping_at:
+            self._damping_at = at
+
+    def switch_rate(self) -> SwitchRate:
+        """Rule-made switches per minute lately, from their own times: flapping and what to do
+        (telemetry/flapping.py). Measured from the earliest time known (the run's start, its
+        log's first line, this session's start) and from the last change of N / hysteresis /
+        dwell, so that every observer of the run says the same."""
+        g = self.last_good
+        r0 = g.ranks[0] if g and g.ranks else None
+        now = time.time()
+        up = self.run.status().uptime_s
+        since = min(t for t in (self._started_at, self._log_began, now - up if up is not None else None)
+                    if t is not None)
+        return switch_rate([e["t"] for e in self.timeline.current() if not is_forced(e)], now, since,
+                           threshold=g.threshold if g else None, hysteresis=r0.hysteresis if r0 else None,
+                           dwell=r0.min_dwell_steps if r0 else None, changed_at=self._damping_at)
+
+    async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]],
+                      key: str) -> SettingChange:
+        if self.foreign is None and self.last is not None and self.last.reachable:
+            self._ours(self.last)   # the port may have changed hands since the last poll
+        if self.foreign is not None:
+            return replace(change(requested, "refused", self.foreign), key=key)
+        self.threshold_change = replace(change(requested, "pending", "sent; waiting for every DP rank to read back"),
+                                        key=key)
+        self._publish("snapshot")
+        old = shown(self.last).get(key) if self.last is not None and self.last.reachable else None
+        # journaled; a concurrent change that wins makes it "overridden"
+        result = replace(await self.guard.change(key, requested, action, old), key=key)
+        if result.state == "applied":
+            await self.run.remember_runtime(key, requested)   # re-applied after a restart
+            if key != d.FORCE_KEY:
+                self._damping(time.time())
+        self.threshold_change = result
+        self.poller.poke()
+        self._publish("snapshot")
+        return result
+
+    # -- verification ---------------------------------------------------------------------
+    def verification(self) -> v.Verification:
+        s = self.last
+        expected = self.profile.dynamic.get("threshold") if self.profile is not None else None
+        args = s.args if s else {}
+        tp = s.tp_size if s and s.tp_size else (self.profile.server.get("tp_size") if self.profile else None)
+        dp = s.dp_size if s and s.dp_size else (self.profile.server.get("dp_size") if self.profile else None)
+        init = v.initialisation(
+            self._init, self._not_active, self._ready,
+            ranks_expected=v.expected_ranks(tp, dp, bool(args.get("enable_dp_attention"))),
+            server_ready=bool(s and s.reachable), log_attached=self._log_path is not None, sample=s)
+        return v.summary([v.configuration(s, expected), init,
+                          self.runtime.status(self.timeline.current())])
+
+    async def verify(self) -> OperationResult:
+        result = self.verification()
+        return OperationResult("verify", DONE, f"verification: {result.summary}", verification=result)
+
+    # -- the snapshot ---------------------------------------------------------------------
+    def snapshot(self) -> SessionSnapshot:
+        """While the server does not answer, spec and live are the last answered poll's (its
+        time in ``live.ts``), for the screen to grey with their age."""
+        s = self.last
+        g = s if s and s.reachable else self.last_good
+        load = g.load if g else None
+        tc = self.threshold_change
+        if tc is not None and tc.state == "elsewhere" and (
+                time.monotonic() - self._elsewhere_at > ELSEWHERE_SHOWN_S
+                or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))):
+            self.threshold_change = None   # old news, or no longer what the server shows
+        return SessionSnapshot(
+            url=self.url, profile=self.profile.name if self.profile is not None else None,
+            attached=self.attached, run=self.run.status(),
+            server=ServerStatus(reachable=bool(s and s.reachable), error=s.error if s else "not polled yet",
+                                model=s.model if s else None, tp_size=s.tp_size if s else None,
+                                dp_size=s.dp_size if s else None, version=s.version if s else None,
+                                foreign=self.foreign is not None),
+            spec=self._spec(g), threshold_change=self.threshold_change,
+            live=LiveLoad(batch=load.batch, queue=load.queue, token_usage=load.token_usage,
+                          gen_throughput=load.gen_throughput, accept_len=load.accept_len,
+                          accept_rate=load.accept_rate, ts=g.ts) if g and load else LiveLoad(),
+            series=self._series_now(), timeline=self._timeline_now(s), gpus=self.nvml.snapshot(),
+            verify=self.verification(),
+            logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None))
+
+    def _spec(self, s: Sample | None) -> SpecStatus:
+        ranks = s.ranks if s else []
+        dyn = next((r.dynamic for r in ranks if r.dynamic), None) or {}
+        r0 = ranks[0] if ranks else None
+        count = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else self.timeline.total
+        raw = {"mode": (s.mode if s else None) or self.timeline.mode, "threshold": s.threshold if s else None,
+               "low_mark": dyn.get("low_mark"), "hysteresis": r0.hysteresis if r0 else None,
+               "min_dwell_steps": r0.min_dwell_steps if r0 else None,
+               "force": r0.force if r0 else None, "switch_count": count, "steps": dyn.get("steps"),
+               "seconds": dyn.get("seconds"), "tokens": dyn.get("tokens"),
+               "supports_runtime_threshold": s.supports_runtime_threshold if s else None}
+        health = SwitchHealth.from_states([r.dynamic for r in ranks])
+        return replace(SpecStatus.from_json(raw), switch_rate=self.switch_rate(),
+                       health=health)  # counters read tolerantly
+
+    def _series_now(self) -> Series:
+        version, built = self._series
+        if version != self.panels.version:
+            built = Series(*(tuple((round(t, 3), v) for t, v in self.panels.series[name]) for name in PANELS))
+            self._series = (self.panels.version, built)
+        return built
+
+    def _timeline_now(self, s: Sample | None) -> Timeline:
+        version, switches = self._switches
+        if version != self.timeline.version:
+            switches = tuple(Switch(e["ts"], e["mode"], e["batch"], e["threshold"], e["rank"], is_forced(e))
+                             for e in list(self.timeline.events)[-SWITCHES_SHOWN:])
+            self._switches = (self.timeline.version, switches)
+        shares = per_mode(s, self.timeline, self.panels)
+        return Timeline(switches, MappingProxyType({m: ModeShare(**shares[m]) for m in MODES}))
+
+
+def _same_value(a: object, b: object) -> bool:
+    return a == b or str(a) == str(b)

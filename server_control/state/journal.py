@@ -1,0 +1,138 @@
+"""The operator journal: every runtime change and lifecycle action, one JSON object per line
+in ``<state dir>/journal.jsonl`` (0600; over 10 MB it moves to ``journal.jsonl.1``).
+
+An entry says when, who (user@host, pid, which program), what (``action``: threshold,
+force, hysteresis, dwell, launch, stop, restart, crash restart, watchdog restart, reapply,
+fatal), on which server (``target`` URL, ``profile``), ``old`` -> ``new`` and the
+``result``. A runtime change writes three entries with one ``op`` id: ``pending`` (before
+it is sent), ``read back`` (the server answered and was read back) and its result: other
+clients of the same host use them to tell a concurrent change (server_control/control/
+guard.py). Writing never fails an operation: a journal that cannot be written is
+skipped (logged).
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+import socket
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from server_control.sanitize import strip_controls
+from server_control.state.state_dir import resolve_state_dir
+
+log = logging.getLogger(__name__)
+JOURNAL_NAME = "journal.jsonl"
+MAX_BYTES = 10_000_000
+PENDING, READ_BACK = "pending", "read back"
+STEPS = (PENDING, READ_BACK)   # the steps of a runtime change before its result
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class Entry:
+    time: float
+    user: str
+    host: str
+    pid: int
+    program: str
+    action: str
+    target: str = ""
+    profile: str | None = None
+    key: str | None = None
+    old: object = None
+    new: object = None
+    result: str = ""
+    detail: str = ""
+    op: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: object) -> Entry | None:
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
+        except TypeError:
+            return None
+
+    @property
+    def who(self) -> str:
+        return f"{self.user}@{self.host} pid {self.pid} ({self.program})"
+
+    def words(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.time))
+        what = f"{self.old} -> {self.new}" if self.key or self.old is not None or self.new is not None else ""
+        return strip_controls("  ".join(x for x in (
+            when, f"{self.user}@{self.host}", f"pid {self.pid}", self.program, self.profile or self.target,
+            self.action, what, self.result, self.detail) if x))
+
+
+def journal_path(state_dir: str | Path | None = None) -> Path:
+    return resolve_state_dir(state_dir) / JOURNAL_NAME
+
+
+def program() -> str:
+    """What wrote the entry: ``specconsole threshold``, ``specconsole supervise``, ``console``."""
+    args = [a for a in sys.argv[1:3] if not a.startswith("-")]
+    name = os.path.basename(sys.argv[0] or "python")
+    if name in ("__main__.py", "main.py", "-c") or name.startswith("python"):
+        name = "specconsole"
+    return f"{name} {args[0]}" if args else name
+
+
+def new_op() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def record(state_dir: str | Path | None, action: str, **fields: Any) -> Entry | None:
+    """Append an entry (best effort). ``state_dir`` None: the default state dir."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in a container
+        user = str(os.getuid())
+    entry = Entry(time=time.time(), user=user, host=socket.gethostname(), pid=os.getpid(), program=program(),
+                  action=action, **fields)
+    try:
+        path = journal_path(state_dir)
+        if path.exists() and path.stat().st_size > MAX_BYTES:
+            os.replace(path, path.with_name(JOURNAL_NAME + ".1"))
+        fd = os.open(path, _APPEND, 0o600)
+        try:
+            os.write(fd, (json.dumps(entry.to_json(), default=str) + "\n").encode("utf-8"))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as exc:   # ValueError: StateDirError
+        log.warning("operator journal not written: %s", exc)
+        return None
+    return entry
+
+
+def read(state_dir: str | Path | None = None, *, target: str | None = None, profile: str | None = None,
+         since: float | None = None, limit: int | None = None) -> list[Entry]:
+    """Entries oldest first, filtered by server URL and/or profile name and time."""
+    try:
+        path = journal_path(state_dir)
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
+    except (OSError, ValueError):
+        return []
+    out: list[Entry] = []
+    for line in lines:
+        try:
+            e = Entry.from_json(json.loads(line))
+        except ValueError:
+            continue
+        if e is None or (target and e.target != target) or (profile and e.profile != profile):
+            continue
+        if since is not None and e.time < since:
+            continue
+        out.append(e)
+    return out[-limit:] if limit else out

@@ -1,0 +1,131 @@
+"""The private files specconsole keeps in its state directory (server_control/state/state_dir.py).
+
+* ``atomic_write(path, data)``: a temporary file opened ``O_CREAT | O_EXCL | O_NOFOLLOW``
+  under an unpredictable name (a symlink planted at that name is never followed), fsync,
+  rename over ``path``. Mode 0600 unless told.
+* ``FileLock(path)``: an ``flock`` on a lock file (opened ``O_NOFOLLOW``); the kernel
+  releases it when its holder dies. ``try_acquire()`` never waits; ``await acquire()``
+  polls (never blocking an event loop), so two holders in one process cannot deadlock.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import time
+from pathlib import Path
+
+LOCK_POLL_S = 0.02
+LOCK_WAIT_S = 60.0
+_PRIVATE_OPEN = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class LockTimeout(RuntimeError):
+    """A FileLock stayed held by someone else for longer than the caller waits."""
+
+
+def _token() -> str:
+    return secrets.token_hex(8)
+
+
+def open_private(path: str | Path, mode: int = 0o600) -> int:
+    """A new file at ``path``: never an existing one, never through a symlink; exact mode."""
+    fd = os.open(path, _PRIVATE_OPEN, mode)
+    os.fchmod(fd, mode)   # the umask does not decide
+    return fd
+
+
+def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o600) -> Path:
+    """Write ``data`` to ``path`` atomically through an unpredictable O_EXCL|O_NOFOLLOW temp file."""
+    path = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    for _ in range(8):
+        tmp = path.with_name(f".{path.name}.{_token()}.tmp")
+        try:
+            fd = open_private(tmp, mode)
+            break
+        except FileExistsError:   # something sits at that name (a planted symlink?): another name
+            continue
+    else:
+        raise FileExistsError(f"{path}: could not create a private temporary file beside it")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+class FileLock:
+    def __init__(self, path: str | Path, what: str = "lock") -> None:
+        self.path = Path(path)
+        self.what = what
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        if self._fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    async def acquire(self, timeout: float = LOCK_WAIT_S) -> FileLock:
+        import asyncio  # here: the keeper imports this module and must start fast
+        deadline = time.monotonic() + timeout
+        while not self.try_acquire():
+            if time.monotonic() >= deadline:
+                raise LockTimeout(f"{self.what} is still held by another specconsole process after "
+                                  f"{timeout:g} s ({self.path})")
+            await asyncio.sleep(LOCK_POLL_S)
+        return self
+
+    def acquire_sync(self, timeout: float = LOCK_WAIT_S) -> FileLock:
+        deadline = time.monotonic() + timeout
+        while not self.try_acquire():
+            if time.monotonic() >= deadline:
+                raise LockTimeout(f"{self.what} is still held by another specconsole process after "
+                                  f"{timeout:g} s ({self.path})")
+            time.sleep(LOCK_POLL_S)
+        return self
+
+    def is_held_elsewhere(self) -> bool:
+        """True when another open file (another process, or another FileLock) holds it."""
+        if self._fd is not None:
+            return False
+        if self.try_acquire():
+            self.release()
+            return False
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    async def __aenter__(self) -> FileLock:
+        return await self.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def __enter__(self) -> FileLock:
+        return self.acquire_sync()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

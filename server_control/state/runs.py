@@ -1,0 +1,291 @@
+"""Run records: what a console needs to find (adopt) a server it did not start.
+
+One JSON file per profile, ``<state dir>/runs/<name>.json``, mode 0600, written atomically
+(server_control/state/private_files.py). A record is *live* only if a process with its pid exists
+AND that process's start time and command line are the recorded ones (so a reused PID is
+never mistaken for the server) AND it is not a zombie (server_control/proc/identity.py).
+The start time that identifies is ``boot_id`` + ``start_ticks`` (ticks since boot: the wall
+clock cannot move it, server_control/proc/start_ticks.py); ``create_time`` (epoch) is for display
+and uptime. A record without them (written by an earlier version) is matched by
+``create_time`` within ``identity.LEGACY_TOLERANCE_S`` until a supervisor adds them.
+
+Locks in ``runs/``: ``<name>.op.lock`` (``profile_lock``) is held by whoever reads, decides
+and rewrites the record (launch: from the "already running?" check to the saved record;
+stop; every update), ``port-<port>.op.lock`` by a launch for its port, and
+``<name>.lock`` (``RestartLock``) by the one process that restarts crashes.
+
+State dir: ``server_control.state.state_dir.resolve_state_dir`` (refused when group- or
+world-writable: ``StateDirError``).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from server_control.proc.identity import RunIdentity, verified_leader
+from server_control.proc.start_ticks import ProcStart, recorded
+from server_control.state.private_files import FileLock as FileLock  # re-exported
+from server_control.state.private_files import LockTimeout as LockTimeout  # re-exported
+from server_control.state.private_files import atomic_write as atomic_write  # re-exported
+from server_control.state.state_dir import StateDirError as StateDirError  # re-exported
+from server_control.state.state_dir import private_dir as private_dir  # re-exported
+from server_control.state.state_dir import resolve_state_dir as resolve_state_dir  # re-exported
+
+
+class RunConflict(RuntimeError):
+    """A live run already holds this profile or its port (``.record`` is that run)."""
+
+    def __init__(self, message: str, record: RunRecord) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+def iso_time(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class RunRecordError(ValueError):
+    """A run record file exists but cannot be read (names the file and the reason)."""
+
+
+@dataclass
+class RunRecord:
+    name: str                 # profile name
+    profile_path: str | None
+    kind: str                 # sim | sglang
+    pid: int
+    create_time: float        # psutil create_time of pid (epoch: display, uptime)
+    pgid: int
+    sid: int
+    argv: list[str]           # secrets masked
+    host: str
+    port: int
+    log_path: str
+    cwd: str
+    started_at: str           # ISO-8601, local time with offset
+    restarts: int = 0
+    stopping: bool = False    # set by `stop` before it signals, so a supervisor does not restart
+    launcher_pid: int = 0     # the process that launched it (informational)
+    log_paths: list[str] = field(default_factory=list)   # earlier logs of this run (restarts)
+    exit_code: int | None = None       # set when the run ended FATAL (leader dead)
+    fatal_reason: str | None = None
+    members: list[Any] = field(default_factory=list)   # [pid, create_time, start_ticks] of the run's other processes
+    titles: list[Any] = field(default_factory=list)    # command lines the leader later gave itself
+    ready_at: str | None = None        # first time /health answered 200
+    health: str | None = None          # ready | unhealthy, as the supervising process sees it
+    supervisor: dict[str, Any] | None = None     # {pid, create_time, boot_id, start_ticks, kind, since}: who restarts crashes
+    runtime: dict[str, Any] = field(default_factory=dict)   # settings changed at runtime (supervision/carried_settings.py)
+    runtime_pending: bool = False      # a restart carried them: re-apply once the server is ready
+    boot_id: str | None = None         # the leader's identity (None: an earlier version's record)
+    start_ticks: int | None = None     # /proc/<pid>/stat starttime: ticks since that boot
+    last_exit: str | None = None       # how the previous server of this run ended on its own (a restart's record)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "<record>") -> RunRecord:
+        if not isinstance(data, dict):
+            raise RunRecordError(f"{where}: expected a JSON object")
+        names = {f.name for f in fields(cls)}
+        required = {"name", "kind", "pid", "create_time", "pgid", "sid", "argv", "host", "port",
+                    "log_path", "cwd", "started_at"}
+        missing = sorted(required - data.keys())
+        if missing:
+            raise RunRecordError(f"{where}: missing {', '.join(missing)}")
+        kw = {k: v for k, v in data.items() if k in names}
+        kw.setdefault("profile_path", None)
+        for k in ("pid", "pgid", "sid", "port", "restarts"):
+            if k in kw and not _is_int(kw[k]):
+                raise RunRecordError(f"{where}: {k} must be an integer, got {kw[k]!r}")
+        if isinstance(kw["create_time"], bool) or not isinstance(kw["create_time"], (int, float)):
+            raise RunRecordError(f"{where}: create_time must be a number")
+        if not isinstance(kw["argv"], list):
+            raise RunRecordError(f"{where}: argv must be a list")
+        if kw.get("boot_id") is not None and not isinstance(kw["boot_id"], str):
+            raise RunRecordError(f"{where}: boot_id must be a string")
+        if kw.get("start_ticks") is not None and not _is_int(kw["start_ticks"]):
+            raise RunRecordError(f"{where}: start_ticks must be an integer")
+        members = kw.get("members", [])
+        if not isinstance(members, list) or not all(
+                isinstance(m, list) and len(m) in (2, 3) and all(isinstance(x, (int, float)) for x in m[:2])
+                and (len(m) == 2 or m[2] is None or _is_int(m[2])) for m in members):
+            raise RunRecordError(f"{where}: members must be a list of [pid, create_time, start_ticks]")
+        if not isinstance(kw.get("runtime", {}), dict):
+            raise RunRecordError(f"{where}: runtime must be an object")
+        return cls(**kw)
+
+    # -- liveness ---------------------------------------------------------------------------
+    @property
+    def start(self) -> ProcStart | None:
+        return recorded(self.boot_id, self.start_ticks)
+
+    def identity(self) -> RunIdentity:
+        return RunIdentity(self.pid, self.create_time, tuple(self.argv),
+                           tuple((int(m[0]), float(m[1]), m[2] if len(m) > 2 else None) for m in self.members),
+                           tuple(str(t) for t in self.titles), self.start)
+
+    def leader(self) -> psutil.Process | None:
+        """The server's main process if it is this run's (pid + start time + command line)."""
+        return verified_leader(self.identity())
+
+    def is_live(self) -> bool:
+        return self.leader() is not None
+
+    @property
+    def uptime_s(self) -> float:
+        return max(0.0, time.time() - self.create_time)
+
+
+def runs_dir(state_dir: str | Path | None = None) -> Path:
+    return private_dir(resolve_state_dir(state_dir) / "runs")
+
+
+def record_path(name: str, state_dir: str | Path | None = None) -> Path:
+    return runs_dir(state_dir) / f"{name}.json"
+
+
+def exit_file(name: str, state_dir: str | Path | None = None) -> Path:
+    """Where the keeper of a profile's run records how the server ended."""
+    return runs_dir(state_dir) / f"{name}.exit"
+
+
+def log_manifest(name: str, state_dir: str | Path | None = None) -> Path:
+    """The list of log files this profile's runs created (server_control/state/run_logs.py)."""
+    return runs_dir(state_dir) / f"{name}.logs"
+
+
+def profile_lock(name: str, state_dir: str | Path | None = None) -> FileLock:
+    return FileLock(runs_dir(state_dir) / f"{name}.op.lock", f"the run record lock of profile {name!r}")
+
+
+def port_lock(port: int, state_dir: str | Path | None = None) -> FileLock:
+    return FileLock(runs_dir(state_dir) / f"port-{port}.op.lock", f"the launch lock of port {port}")
+
+
+def save_record(rec: RunRecord, state_dir: str | Path | None = None) -> Path:
+    """Atomic write, mode 0600 (never through a symlink)."""
+    return atomic_write(record_path(rec.name, state_dir), rec.to_json())
+
+
+def _update(name: str, state_dir: str | Path | None, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
+    try:
+        rec = load_record(name, state_dir)
+    except RunRecordError:
+        return None
+    if rec is None or rec.pid != pid:
+        return None
+    change(rec)
+    save_record(rec, state_dir)
+    return rec
+
+
+async def update_record(name: str, state_dir: str | Path | None, pid: int,
+                        change: Callable[[RunRecord], None]) -> RunRecord | None:
+    """Load, ``change(rec)`` and save the record under the profile lock, if it still belongs
+    to ``pid``. Returns the saved record (None: no record of that pid)."""
+    async with profile_lock(name, state_dir):
+        return _update(name, state_dir, pid, change)
+
+
+def try_update_record(name: str, state_dir: str | Path | None, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
+    """``update_record`` if the profile lock is free now; None (nothing done) if it is busy."""
+    lock = profile_lock(name, state_dir)
+    if not lock.try_acquire():
+        return None
+    try:
+        return _update(name, state_dir, pid, change)
+    finally:
+        lock.release()
+
+
+def load_record(name: str, state_dir: str | Path | None = None) -> RunRecord | None:
+    """The record for a profile name, or None if there is none. Raises RunRecordError if bad."""
+    path = record_path(name, state_dir)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RunRecordError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunRecordError(f"{path}: not valid JSON ({exc})") from None
+    return RunRecord.from_dict(data, str(path))
+
+
+def delete_record(name: str, state_dir: str | Path | None = None, pid: int | None = None) -> bool:
+    """Remove a record (only if it still belongs to ``pid`` when given). True if removed."""
+    path = record_path(name, state_dir)
+    if pid is not None:
+        try:
+            current = load_record(name, state_dir)
+        except RunRecordError:
+            current = None
+        if current is not None and current.pid != pid:
+            return False
+    try:
+        path.unlink()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def quarantine_record(name: str, state_dir: str | Path | None = None) -> Path | None:
+    """Move an unreadable record aside (``<name>.json.bad``) so it never blocks a launch."""
+    path = record_path(name, state_dir)
+    bad = path.with_name(path.name + ".bad")
+    try:
+        os.replace(path, bad)
+        return bad
+    except OSError:
+        return None
+
+
+def list_records(state_dir: str | Path | None = None) -> list[RunRecord]:
+    """Every readable record (unreadable ones are skipped)."""
+    out = []
+    for p in sorted(runs_dir(state_dir).glob("*.json")):
+        try:
+            rec = load_record(p.stem, state_dir)
+        except RunRecordError:
+            continue
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def live_record_on_port(port: int, state_dir: str | Path | None = None,
+                        exclude: str | None = None) -> RunRecord | None:
+    """A live run of another profile that holds ``port``."""
+    for rec in list_records(state_dir):
+        if rec.port == port and rec.name != exclude and rec.is_live():
+            return rec
+    return None
+
+
+class RestartLock:
+    """``runs/<name>.lock``, flock'ed by the one process that restarts crashes of a run.
+    The kernel releases it when that process dies, however it dies."""
+
+    @staticmethod
+    def acquire(name: str, state_dir: str | Path | None = None) -> FileLock | None:
+        lock = FileLock(runs_dir(state_dir) / f"{name}.lock", f"the restart lock of profile {name!r}")
+        return lock if lock.try_acquire() else None
+
+    @staticmethod
+    def held_elsewhere(name: str, state_dir: str | Path | None = None) -> bool:
+        return FileLock(runs_dir(state_dir) / f"{name}.lock").is_held_elsewhere()

@@ -1,0 +1,117 @@
+"""Runtime settings that must survive a restart: N, hysteresis, dwell and forced mode.
+
+A change applied at runtime (``specconsole threshold 8``, a key in the console) is kept
+in the run record (``runtime``: only values that differ from the profile's). When the
+server is restarted (crash, watchdog, a restart from the console) the new record carries
+them with ``runtime_pending``; the process that sees the new server ready re-applies them
+(``reapply``) and says so, unless the profile says ``[restart] reapply_runtime = false``,
+in which case it says that the server is back on the profile's values.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from server_control.control.settings import VALIDATE, Control
+from server_control.protocol import decision as d
+from server_control.state import runs
+from server_control.supervision.supervised import SupervisorParts
+
+if TYPE_CHECKING:
+    from server_control.model.snapshot import SettingChange
+
+log = logging.getLogger(__name__)
+
+ORDER = (d.THRESHOLD_KEY, d.HYSTERESIS_KEY, d.DWELL_KEY, d.FORCE_KEY)
+PROFILE_KEY = {d.THRESHOLD_KEY: "threshold", d.HYSTERESIS_KEY: "hysteresis",
+               d.DWELL_KEY: "min_dwell_steps", d.FORCE_KEY: "force_mode"}
+
+
+def remember(runtime: dict[str, Any], key: str, value: object, profile_dynamic: dict[str, Any]) -> None:
+    """Keep ``key = value`` in ``runtime`` (validated); a value equal to the profile's is dropped."""
+    if key not in VALIDATE:
+        return
+    value = VALIDATE[key](value)
+    if value == profile_dynamic.get(PROFILE_KEY[key]):
+        runtime.pop(key, None)
+    else:
+        runtime[key] = value
+
+
+def describe(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
+    """``threshold 8 (profile 5), force_mode target_only (profile auto)``."""
+    return ", ".join(f"{PROFILE_KEY[k]} {runtime[k]} (profile {profile_dynamic.get(PROFILE_KEY[k])})"
+                     for k in ORDER if k in runtime)
+
+
+def not_reapplied(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
+    return ("runtime settings NOT re-applied after the restart ([restart] reapply_runtime = false): "
+            f"the server runs the profile's values again instead of {describe(runtime, profile_dynamic)}")
+
+
+async def reapply(control: Control, runtime: dict[str, Any], profile_dynamic: dict[str, Any],
+                  on_result: Callable[[str, Any, SettingChange], None] | None = None) -> tuple[bool, str]:
+    """Set every kept value on the new server, read back on every rank. (all ok, what was
+    done). ``on_result(key, value, change)`` after each setting."""
+    failed = []
+    for key in ORDER:
+        if key in runtime:
+            res = await control.set_setting(key, runtime[key])
+            if on_result is not None:
+                on_result(key, runtime[key], res)
+            if res.state != "applied":
+                failed.append(f"{PROFILE_KEY[key]} {runtime[key]}: {res.state}: {res.detail}")
+    what = describe(runtime, profile_dynamic)
+    if failed:
+        return False, f"could not re-apply runtime settings after the restart ({'; '.join(failed)})"
+    return True, f"re-applied runtime settings after the restart: {what}"
+
+
+class RuntimeSettings(SupervisorParts):
+    """Mixin of ``Supervisor`` (server_control/supervision/supervisor.py): the run's runtime settings."""
+
+    def current_runtime(self) -> dict[str, Any]:
+        disk = self._load_disk()
+        rec = disk if disk is not None and (self.record is None or disk.pid == self.record.pid) else self.record
+        return dict(rec.runtime) if rec is not None else {}
+
+    async def remember_runtime(self, key: str, value: object) -> None:
+        """A runtime setting was applied to this run: keep it for the next restart."""
+        rec = self.record
+        if rec is None:
+            return
+        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, lambda r: remember(
+            r.runtime, key, value, self._dynamic))
+        if saved is not None and self.record is rec:
+            self.record = saved
+
+    async def reapply_runtime(self) -> None:
+        """Once the restarted server is ready: set what was changed at runtime before."""
+        rec = self.record
+        if rec is None or not rec.runtime_pending:
+            return
+        claimed: list[Any] = []
+
+        def claim(r: runs.RunRecord) -> None:
+            if r.runtime_pending:
+                claimed.append(dict(r.runtime))
+            r.runtime_pending = False
+        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, claim)
+        if saved is not None and self.record is rec:
+            self.record = saved
+        if not claimed:   # another process got there first
+            return
+        try:
+            control = Control(self.profile.url, self.profile.api_key(), self.profile.admin_api_key(),
+                              timeout_s=self.profile.health["timeout_s"])
+        except ValueError as exc:   # ProfileError: a key variable went missing
+            self._set(runtime_note=f"could not re-apply runtime settings after the restart: {exc}")
+            return
+        try:
+            ok, note = await reapply(control, claimed[0], self._dynamic, lambda key, value, res: self.journal(
+                "reapply", res.state, res.detail, key=key, old=self._dynamic.get(PROFILE_KEY[key]), new=value))
+        finally:
+            await control.aclose()
+        (log.info if ok else log.warning)("%s: %s", self.profile.name, note)
+        self._set(runtime_note=note, last_error=None if ok else note)

@@ -1,0 +1,85 @@
+"""Who supervises a run, and the hand-over between a leaving console and the next one.
+
+The process that holds a profile's restart lock writes ``{pid, create_time, boot_id,
+start_ticks, kind, since}`` into the run record (``supervisor``); ``kind`` is its role:
+``console`` (the TUI), ``supervise`` (`specconsole supervise`) or ``handoff`` (the
+detached `specconsole supervise` a console starts when it quits leaving the server
+running). ``supervisor_of()`` says who it is, checked (the lock is held, that pid has that
+start: boot id + start ticks, server_control/proc/start_ticks.py; ``create_time`` only in an
+earlier version's record). The next
+console takes a handed-off run back (``reclaim_from_handoff``): the `supervise` gets
+SIGTERM, detaches, and the console's watch loop takes the lock.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import psutil
+
+from server_control.model.run_status import SupervisorInfo
+from server_control.proc import identity
+from server_control.proc.start_ticks import proc_start, recorded
+from server_control.state import runs
+from server_control.state.runs import iso_time
+from server_control.supervision.supervised import SupervisorParts
+
+log = logging.getLogger(__name__)
+HANDOFF = "handoff"
+ROLES = ("console", "supervise", HANDOFF)
+ROLE_WORDS = {"console": "a console", "supervise": "specconsole supervise",
+              HANDOFF: "specconsole supervise (handed over by a console that quit)"}
+
+
+class SupervisorRole(SupervisorParts):
+    """Mixin of ``Supervisor`` (server_control/supervision/supervisor.py)."""
+
+    def supervisor_info(self) -> dict[str, Any]:
+        me = psutil.Process()
+        start = proc_start(me.pid)
+        return {"pid": me.pid, "create_time": me.create_time(), "boot_id": start.boot_id if start else None,
+                "start_ticks": start.ticks if start else None, "kind": self.role, "since": iso_time(time.time())}
+
+    def supervisor_of(self) -> SupervisorInfo | None:
+        """Who restarts this run's crashes: the process holding the restart lock (as the
+        record names it, its pid and start time checked), or None."""
+        if self.supervising:
+            info = self.supervisor_info()
+            return SupervisorInfo(info["pid"], info["kind"], info["since"])
+        now = time.monotonic()
+        if now - self._sup_cache[0] > 1.0:
+            self._sup_cache = (now, self._read_supervisor())
+        return self._sup_cache[1]
+
+    def _recorded_supervisor(self) -> tuple[dict[str, Any], psutil.Process | None]:
+        disk = self._load_disk()
+        info = (disk.supervisor if disk is not None else None) or {}
+        try:
+            p = psutil.Process(int(info["pid"]))
+            start = recorded(info.get("boot_id"), info.get("start_ticks"))
+            return info, p if identity.same_process(p, float(info["create_time"]), start) else None
+        except (psutil.Error, KeyError, TypeError, ValueError):
+            return info, None
+
+    def _read_supervisor(self) -> SupervisorInfo | None:
+        info, proc = self._recorded_supervisor()
+        if proc is None or not runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
+            return None
+        return SupervisorInfo.from_json(info)
+
+    def reclaim_from_handoff(self) -> int | None:
+        """Take the run back from the `supervise` a leaving console handed it to: that
+        process (pid, start time and a `supervise` command line checked) gets SIGTERM. Its
+        pid, or None if the run was not handed off."""
+        info, proc = self._recorded_supervisor()
+        if info.get("kind") != HANDOFF or proc is None:
+            return None
+        try:
+            if "supervise" not in proc.cmdline():
+                return None
+            proc.terminate()
+        except psutil.Error:
+            return None
+        log.info("%s: took supervision back from the handed-off supervise pid %s", self.profile.name, proc.pid)
+        return proc.pid
