@@ -79,9 +79,11 @@ async def _run(args) -> int:
     spec, names = _spec(args)
     action = args.fleet_command
     value = None
-    if action == "threshold":
-        if (args.value is None) == (args.force is None):
-            raise UsageError("give either N or --force MODE")
+    if action == "threshold" and args.value is None and args.force is None:
+        action = "status"   # no N: read every member's (as `threshold` without N reads)
+    elif action == "threshold":
+        if args.value is not None and args.force is not None:
+            raise UsageError("give either N or --force MODE, not both")
         value = args.force if args.force is not None else args.value
         action = "force" if args.force is not None else "threshold"
         if action == "threshold":

@@ -32,8 +32,20 @@ def test_bad_fleet_file_and_unknown_member_exit_2(tmp_path):
     assert res.returncode == 2 and f"{bad}: [members.r1] url: must be an http" in res.stderr
     res = cli("fleet", "verify", "--fleet", "example", "--members", "node2,zz", state_dir=tmp_path)
     assert res.returncode == 2 and "--members: no member 'zz'" in res.stderr
-    res = cli("fleet", "threshold", "--fleet", "example", state_dir=tmp_path)
-    assert res.returncode == 2 and "give either N or --force MODE" in res.stderr
+    res = cli("fleet", "threshold", "5", "--force", "auto", "--fleet", "example", state_dir=tmp_path)
+    assert res.returncode == 2 and "give either N or --force MODE, not both" in res.stderr
+
+
+def test_fleet_threshold_without_n_reads(tmp_path, sim_factory):
+    """Issue 23 item 10: `fleet threshold` without N was rc 2 while `threshold` without N reads."""
+    sim = sim_factory(tp=1, threshold=6)
+    sim.wait_ready()
+    fleet = tmp_path / "one.toml"
+    fleet.write_text(f'name = "one"\n[members.s]\nurl = "{sim.url}"\ngateway = false\n')
+    res = cli("fleet", "threshold", "--fleet", str(fleet), "--json", state_dir=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    member = json.loads(res.stdout)["members"][0]
+    assert member["member"] == "s" and member["data"]["threshold"] == 6, member
 
 
 @pytest.mark.ssh
