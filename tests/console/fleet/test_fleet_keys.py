@@ -1,0 +1,41 @@
+"""Fleet screen basics (issue 23 item 6): `?` shows the fleet's own keys (it did nothing),
+`j`/`k` move the cursor (they did not move), `g`/`G` jump. Pilot over fixed rows."""
+from __future__ import annotations
+
+from textual.app import App
+
+from console.fleet.help import FleetHelpScreen
+from console.fleet.screen import FleetScreen
+from tests.console.fleet.test_screen import _row, _RowsOnly
+from tests.console.screen_text import screen_text
+
+
+async def test_help_and_j_k_on_the_fleet_screen():
+    rows = [_row(n, threshold=4) for n in ("a", "b", "c", "d")]
+
+    class Host(App):
+        def on_mount(self):
+            self.push_screen(FleetScreen(_RowsOnly(rows)))
+
+    app = Host()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert screen.table.cursor_row == 0
+        await pilot.press("j", "j")
+        assert screen.cursor_name() == "c"
+        await pilot.press("k")
+        assert screen.cursor_name() == "b"
+        await pilot.press("G")
+        assert screen.cursor_name() == "d"
+        await pilot.press("g")
+        assert screen.cursor_name() == "a"
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetHelpScreen)
+        text = screen_text(app)
+        assert "Set threshold N" in text and "Force a mode" in text and "j / down" in text
+        assert "Fold" not in text            # not the single-server screen's keys
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen
