@@ -228,7 +228,10 @@ class Member:
 
     async def _status(self, value: object, wait_s: float | None) -> MemberResult:
         row = self.row()
-        outcome = OK if row.reachable else (NO_ANSWER if row.state not in ("stopped", "fatal", "crashed") else FAILED)
+        if row.reachable or (row.state == "stopped" and not self.session.snapshot().server.foreign):
+            outcome = OK   # stopped on purpose (or never launched): a state, not a failure
+        else:
+            outcome = NO_ANSWER if row.state not in ("fatal", "crashed") else FAILED
         return MemberResult(self.name, "status", outcome, row.error or row.state, row.to_json())
 
     def _live(self) -> bool:

@@ -114,3 +114,13 @@ async def test_demo_fleet_sends_traffic_through_the_gateway_and_stops_on_quit(tm
         await wait_for(pilot, lambda: app.return_code is not None, "exit", 60)
     assert len(pgids) == 5 and all(group_pids(pg) == [] for pg in pgids)
     assert not list_records(tmp_path / "demo")
+
+
+def test_fleet_status_of_a_member_stopped_on_purpose_is_not_a_failure(tmp_path):
+    """Issue 23 item 10: `fleet status` exited 1 for members stopped on purpose."""
+    fleet = tmp_path / "stopped.toml"
+    fleet.write_text(f'name = "stopped"\n[members.a]\nprofile = "{write_profile(tmp_path, "st", tp=1)}"\n')
+    res = cli("fleet", "status", "--fleet", str(fleet), "--json", state_dir=tmp_path / "state")
+    assert res.returncode == 0, res.stdout + res.stderr
+    member = json.loads(res.stdout)["members"][0]
+    assert member["outcome"] == "ok" and member["data"]["state"] == "stopped", member
