@@ -39,3 +39,15 @@ async def test_help_and_j_k_on_the_fleet_screen():
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is screen
+
+
+def test_one_verify_glyph_set_and_stale_rows_dimmed():
+    """Issue 23 item 6: VERIFY read `++.` on the fleet screen and ✓✓… elsewhere; a crashed
+    or starting member kept live-looking numbers."""
+    from console.fleet.rows import cells
+
+    live = cells(_row("a", marks="++.", batch=7, tok_s=512.0), False)
+    assert live["marks"].plain == "\u2713\u2713\u2026" and live["batch"] == "7"
+    dead = cells(_row("b", state="crashed", marks="+x.", batch=7, tok_s=512.0), False)
+    assert dead["marks"].plain == "\u2713\u2717\u2026"
+    assert dead["batch"].style == "dim" and dead["tok_s"].style == "dim"
