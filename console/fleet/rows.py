@@ -8,10 +8,11 @@ from typing import Any
 from rich.text import Text
 
 from console.widgets.fmt import mark
-from server_control.fleet.member import MemberRow
+from server_control.fleet.member import NO_ANSWER, MemberRow
+from server_control.model.vocabulary import RunState
 
 MODE_WORD = {"speculative": "SPEC", "target_only": "TARGET", None: "-"}
-BAD_STATES = ("crashed", "fatal", "unhealthy", "no-answer")
+BAD_STATES = (RunState.CRASHED, RunState.FATAL, RunState.UNHEALTHY, NO_ANSWER)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def stale(row: MemberRow) -> bool:
 
 def cells(row: MemberRow, selected: bool) -> dict[str, Text | str]:
     state = Text(row.state, style="bold red" if row.state in BAD_STATES else
-                 "green" if row.state == "ready" else "yellow")
+                 "green" if row.state == RunState.READY else "yellow")
     n = _num(row.threshold) + ("F" if row.force not in (None, "auto") else "")   # F: forced (* marks selection)
     dim = stale(row)
 

@@ -8,18 +8,22 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from console.widgets.fmt import duration, mark, mode_badge
-from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, SettingChange, Verification
+from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, SettingChange
+from server_control.model.verification import Verification
+from server_control.model.vocabulary import EXTERNAL_STATE, ChangeState, RunState
 from server_control.protocol import decision as d
 
-STATE_STYLES = {
-    "ready": "bold black on green", "starting": "bold black on yellow",
-    "unhealthy": "bold black on dark_orange", "crashed": "bold white on red",
-    "fatal": "bold white on red", "stopped": "bold white on grey42",
-    "external": "bold black on cyan",
+STATE_STYLES: dict[str, str] = {
+    RunState.READY: "bold black on green", RunState.STARTING: "bold black on yellow",
+    RunState.UNHEALTHY: "bold black on dark_orange", RunState.CRASHED: "bold white on red",
+    RunState.FATAL: "bold white on red", RunState.STOPPED: "bold white on grey42",
+    EXTERNAL_STATE: "bold black on cyan",
 }
-CHANGE_STYLES = {"pending": "bold yellow", "applied": "green", "refused": "bold red",
-                 "unsupported": "bold red", "error": "bold red", "overridden": "bold red",
-                 "elsewhere": "bold yellow"}   # elsewhere: a change this console did not make
+CHANGE_STYLES: dict[str, str] = {
+    ChangeState.PENDING: "bold yellow", ChangeState.APPLIED: "green", ChangeState.REFUSED: "bold red",
+    ChangeState.UNSUPPORTED: "bold red", ChangeState.ERROR: "bold red", ChangeState.OVERRIDDEN: "bold red",
+    ChangeState.ELSEWHERE: "bold yellow",   # elsewhere: a change this console did not make
+}
 
 
 SETTING_WORDS = {d.HYSTERESIS_KEY: "hysteresis", d.DWELL_KEY: "dwell", d.FORCE_KEY: "force"}
@@ -40,7 +44,7 @@ def change_text(change: SettingChange | None, name: str = "") -> Text:
 
 
 def threshold_text(snap: SessionSnapshot) -> Text:
-    spec, change = snap.spec, snap.threshold_change
+    spec, change = snap.spec, snap.last_change
     other = change is not None and change.key in SETTING_WORDS   # hysteresis, dwell, force: not in the N slot
     t = Text()
     t.append(" N=", "bold")
@@ -122,7 +126,7 @@ def _short(text: object, limit: int = 48) -> str:
 
 def line_two(snap: SessionSnapshot) -> Text:
     run, server = snap.run, snap.server
-    state = run.state or ("external" if snap.attached else "stopped")
+    state = run.state or (EXTERNAL_STATE if snap.attached else RunState.STOPPED)
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f" {state.upper()} ", STATE_STYLES.get(state, "bold reverse"))
     t.append(f" {snap.profile or snap.url or '-'}", "bold")

@@ -21,10 +21,10 @@ from server_control.control import verify as v
 from server_control.control.guard import REAPPLY, SettingGuard, shown
 from server_control.control.settings import Control, change
 from server_control.logs import LogPipeline, LogStore
-from server_control.model.operation import DONE, OperationResult
+from server_control.model.load import Load
+from server_control.model.operation import OperationResult
 from server_control.model.snapshot import (
     MODES,
-    LiveLoad,
     LogStatus,
     ModeShare,
     Series,
@@ -33,13 +33,16 @@ from server_control.model.snapshot import (
     SettingChange,
     SpecStatus,
     Switch,
-    SwitchHealth,
     Timeline,
 )
+from server_control.model.switch_health import SwitchHealth
+from server_control.model.switch_rate import SwitchRate
+from server_control.model.verification import Verification
+from server_control.model.vocabulary import ChangeState, Outcome
 from server_control.protocol import decision as d
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
 from server_control.session.subscribers import Subscribers
-from server_control.telemetry.flapping import SwitchRate, switch_rate
+from server_control.telemetry.flapping import switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.nvml import NvmlSampler
@@ -70,13 +73,13 @@ class Session:
         self.store = store if store is not None else LogStore()
         self.panels = PanelSeries()
         self.timeline = ModeTimeline()
-        self.runtime = v.RuntimeWatch()
+        self.runtime = v.SwitchWatch()
         self.poller = HttpPoller(self.url, api_key, interval_s=poll_interval_s,
                                  records_fn=lambda: self.store.tail(400), on_sample=self._on_sample)
         self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
         self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
                                log_seq=lambda: self.store.last_seq)
-        self.threshold_change: SettingChange | None = None
+        self.last_change: SettingChange | None = None
         self._elsewhere_at = 0.0   # monotonic time of the last "changed elsewhere" (shown ELSEWHERE_SHOWN_S)
         self.guard = SettingGuard(self.control, self.url, getattr(getattr(run, "sup", None), "state_dir", None),
                                   profile.name if profile is not None else None)
@@ -190,7 +193,7 @@ class Session:
             self._not_active.clear()
             self._ready.clear()
             self._log_began = self._damping_at = None
-            self.runtime = v.RuntimeWatch()
+            self.runtime = v.SwitchWatch()
         self._log_path = path
         self._pipeline = None
         if path is None:
@@ -279,10 +282,10 @@ class Session:
             self.last_good = sample
         for key, old, new, who in self.guard.elsewhere(sample):   # a change this session did not make
             if who == REAPPLY:   # the restart carried the run's runtime value back: ours, not another client's
-                self.threshold_change = replace(change(new, "applied", "re-applied after the restart"), key=key)
+                self.last_change = replace(change(new, ChangeState.APPLIED, "re-applied after the restart"), key=key)
             else:
-                self.threshold_change = replace(change(new, "elsewhere", self.guard.words(key, old, new, who)),
-                                                key=key)
+                self.last_change = replace(change(new, ChangeState.ELSEWHERE, self.guard.words(key, old, new, who)),
+                                           key=key)
                 self._elsewhere_at = time.monotonic()
             if key != d.FORCE_KEY:
                 self._damping(sample.ts)
@@ -347,24 +350,42 @@ class Session:
         if self.foreign is None and self.last is not None and self.last.reachable:
             self._ours(self.last)   # the port may have changed hands since the last poll
         if self.foreign is not None:
-            return replace(change(requested, "refused", self.foreign), key=key)
-        self.threshold_change = replace(change(requested, "pending", "sent; waiting for every DP rank to read back"),
+            return replace(change(requested, ChangeState.REFUSED, self.foreign), key=key)
+        self.last_change = replace(change(requested, ChangeState.PENDING, "sent; waiting for every DP rank to read back"),
                                         key=key)
         self._publish("snapshot")
         old = shown(self.last).get(key) if self.last is not None and self.last.reachable else None
         # journaled; a concurrent change that wins makes it "overridden"
         result = replace(await self.guard.change(key, requested, action, old), key=key)
-        if result.state == "applied":
+        if result.state == ChangeState.APPLIED:
             await self.run.remember_runtime(key, requested)   # re-applied after a restart
             if key != d.FORCE_KEY:
                 self._damping(time.time())
-        self.threshold_change = result
+        self.last_change = result
         self.poller.poke()
         self._publish("snapshot")
         return result
 
+    # -- what the headless commands and the fleet ask beyond the screen ----------------------
+    @property
+    def polls(self) -> int:
+        """HTTP polls finished so far."""
+        return self.poller.polls
+
+    def poke(self) -> None:
+        """Poll now (not at the next interval)."""
+        self.poller.poke()
+
+    async def read_settings(self) -> dict[str, Any]:
+        """The runtime settings of every rank as the server shows them now (``Control.get``)."""
+        return await self.control.get()
+
+    def prepare_control(self) -> None:
+        """Make the setting client now (its TLS context costs ~35 ms), not at the first change."""
+        self.control.client()
+
     # -- verification ---------------------------------------------------------------------
-    def verification(self) -> v.Verification:
+    def verification(self) -> Verification:
         s = self.last
         expected = self.profile.dynamic.get("threshold") if self.profile is not None else None
         args = s.args if s else {}
@@ -379,7 +400,7 @@ class Session:
 
     async def verify(self) -> OperationResult:
         result = self.verification()
-        return OperationResult("verify", DONE, f"verification: {result.summary}", verification=result)
+        return OperationResult("verify", Outcome.DONE, f"verification: {result.summary}", verification=result)
 
     # -- the snapshot ---------------------------------------------------------------------
     def snapshot(self) -> SessionSnapshot:
@@ -388,11 +409,11 @@ class Session:
         s = self.last
         g = s if s and s.reachable else self.last_good
         load = g.load if g else None
-        tc = self.threshold_change
+        tc = self.last_change
         if tc is not None and tc.state == "elsewhere" and (
                 time.monotonic() - self._elsewhere_at > ELSEWHERE_SHOWN_S
                 or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))):
-            self.threshold_change = None   # old news, or no longer what the server shows
+            self.last_change = None   # old news, or no longer what the server shows
         return SessionSnapshot(
             url=self.url, profile=self.profile.name if self.profile is not None else None,
             attached=self.attached, run=self.run.status(),
@@ -400,10 +421,8 @@ class Session:
                                 model=s.model if s else None, tp_size=s.tp_size if s else None,
                                 dp_size=s.dp_size if s else None, version=s.version if s else None,
                                 foreign=self.foreign is not None),
-            spec=self._spec(g), threshold_change=self.threshold_change,
-            live=LiveLoad(batch=load.batch, queue=load.queue, token_usage=load.token_usage,
-                          gen_throughput=load.gen_throughput, accept_len=load.accept_len,
-                          accept_rate=load.accept_rate, ts=g.ts) if g and load else LiveLoad(),
+            spec=self._spec(g), last_change=self.last_change,
+            live=replace(load, source=None, ts=g.ts) if g and load else Load(),   # source: not in the JSON
             series=self._series_now(), timeline=self._timeline_now(s), gpus=self.nvml.snapshot(),
             verify=self.verification(),
             logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None))

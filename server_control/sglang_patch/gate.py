@@ -23,8 +23,7 @@ import sys
 from typing import Any
 
 from server_control.protocol.decision import NOT_ACTIVE_PREFIX
-
-SUPPORTED_VERSION = "0.5.23"
+from server_control.protocol.sglang_version import SGLANG_VERSION
 
 # module -> {class name or "" for module level: [attribute names]}
 Anchors = dict[str, dict[str, list[str]]]
@@ -183,8 +182,8 @@ def check(version: str | None = None) -> str | None:
         version = version if version is not None else sglang_version()
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot verify"
         return f"cannot read the sglang version ({exc!r})"
-    if version != SUPPORTED_VERSION:
-        return (f"sglang {version} is not the supported {SUPPORTED_VERSION}; "
+    if version != SGLANG_VERSION:
+        return (f"sglang {version} is not the supported {SGLANG_VERSION}; "
                 "the patch is gated to that exact version")
     stamp = _source_stamp(version)
     if stamp is not None and os.environ.get(VERIFIED_ENV) == stamp:

@@ -8,7 +8,7 @@
     rank handles the broadcast request at the same point of its loop) and returns the
     value for SGLang's ``get_context().override`` so readbacks show it.
   * ``set_internal_state``: after SGLang's own, the overrides log is compacted; with
-    TP > 1 every rank's values are gathered (``ranks.gather_live``): the answer (TP0's)
+    TP > 1 every rank's values are gathered (``rank_agreement.gather_live``): the answer (TP0's)
     is ``true`` only when every rank holds the same values, and ranks that disagree turn
     the switch off on every rank (one ``NOT active`` line naming them).
   * ``get_internal_state``: each entry of ``/server_info`` ``internal_states`` gets the
@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from server_control.protocol import decision, tp_ranks
-from server_control.sglang_patch import gate, metrics, overrides, ranks
+from server_control.protocol import decision, rank_verdict
+from server_control.sglang_patch import gate, metrics, overrides, rank_agreement
 from server_control.sglang_patch.fields import NEW_FIELDS, VALIDATORS
 from server_control.sglang_patch.wrapping import wrap_methods
 
@@ -95,10 +95,10 @@ def _publish(state: dict[str, Any], dyn: Any, reason: str | None, live: list[Any
 
 def _check_ranks(dyn: Any, output: Any) -> Any:
     """After a set: every TP rank must hold the same values, else all turn the switch off."""
-    rows = ranks.gather_live(dyn) if dyn is not None else None
+    rows = rank_agreement.gather_live(dyn) if dyn is not None else None
     if not rows:
         return output
-    problem = tp_ranks.disagreement(rows)
+    problem = rank_verdict.disagreement(rows)
     if problem is None:
         return output
     if dyn.active:
@@ -107,7 +107,7 @@ def _check_ranks(dyn: Any, output: Any) -> Any:
     return type(output)(updated=False)
 
 
-def patch(module: Any, off_reason: str | None = None) -> None:
+def patch(module: Any, off_reason: str | None = None) -> None:  # noqa: C901 - over 15: to be split (issue 18)
     cls = module.SchedulerInternalStateController
     if getattr(cls, "_specconsole_patched", False):
         return
@@ -183,7 +183,7 @@ def patch(module: Any, off_reason: str | None = None) -> None:
         output = orig_get(self, recv_req)
         state = getattr(output, "internal_state", None)
         dyn = find(self.scheduler) if off_reason is None else None
-        live = ranks.gather_live(dyn) if dyn is not None and dyn.switch is not None else None
+        live = rank_agreement.gather_live(dyn) if dyn is not None and dyn.switch is not None else None
         if isinstance(state, dict):
             _publish(state, dyn, why_off(self), live)
         return output

@@ -5,7 +5,7 @@
   * ``init_cuda_graphs``: after SGLang's own, have the normal runtime state and the
     target-only one (``speculative_num_steps=0, draft_tokens=1``), built the way the
     adaptive controller builds its states (``build_adaptive_runtime_state``); then every
-    rank of the tensor-parallel group agrees (``ranks.settle``) before any switches.
+    rank of the tensor-parallel group agrees (``rank_agreement.settle``) before any switches.
   * ``activate_step_by_batch(bs)``: SGLang calls it at the top of every decode step
     (never for prefill/extend batches) with the number of decode requests. We run
     ``SpecSwitch.decide(bs)`` and swap the runtime state with ``apply_runtime_state``.
@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from server_control.protocol import decision
-from server_control.sglang_patch import gate, metrics, overrides, ranks, refusals
+from server_control.sglang_patch import gate, metrics, overrides, rank_agreement, refusals
 from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
@@ -57,7 +57,7 @@ class DynamicSpeculation:
         self.reason = reason
         self.normal_state = None
         self.target_only_state = None
-        self.verdict = None  # ranks.Verdict once the TP group agreed
+        self.verdict = None  # rank_verdict.Verdict once the TP group agreed
         self.step_forced: bool | None = None  # this decode step forced target-only?
         self.worker = worker
 
@@ -275,7 +275,7 @@ def patch(module: Any) -> None:
                 build_states(self, module)
             except Exception as exc:  # noqa: BLE001 - serve speculatively rather than crash
                 failure = f"could not build the target-only (steps=0) runtime state: {exc!r}"
-        if ranks.settle(dyn, failure):
+        if rank_agreement.settle(dyn, failure):
             announce(dyn)
 
     def activate_step_by_batch(self: Any, batch_size: Any) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from server_control.state import journal
-from tests.cli.test_runs import cli
+from tests.support.cli import cli
 
 
 def test_restart_reapplies_the_runtime_threshold(make_profile, groups, state_dir):

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from server_control.state import runs
-from tests.console.test_operator_tmux import Term
+from tests.support.tmux import Term
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240)]
 

@@ -38,14 +38,14 @@ async def test_a_run_stopped_on_purpose_reads_stopped_and_quits_without_a_questi
 
 
 async def test_a_hysteresis_change_is_not_drawn_in_the_n_slot(fake, make_app):
-    fake.snap["threshold_change"] = {"requested": 2, "state": "pending", "detail": "sent", "ranks": [],
+    fake.snap["last_change"] = {"requested": 2, "state": "pending", "detail": "sent", "ranks": [],
                                      "key": "speculative_disable_hysteresis"}
     app = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause()
         first = screen_text(app).splitlines()[0]
         assert "N=5 \u2192 2" not in first and "hysteresis \u2192 2 pending" in first, first
-        fake.snap["threshold_change"] = {"requested": "speculative", "state": "pending", "detail": "sent",
+        fake.snap["last_change"] = {"requested": "speculative", "state": "pending", "detail": "sent",
                                          "ranks": [], "key": "speculative_disable_force_mode"}
         app.refresh_snapshot()
         await pilot.pause()

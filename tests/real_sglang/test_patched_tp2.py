@@ -116,7 +116,7 @@ def test_metrics_carry_the_switch_of_every_rank(tp2):
     assert got[("sglang:spec_disable_accept_length", "0", None)] == pytest.approx(3.0)
 
 
-def test_runtime_threshold_change_reaches_both_ranks(tp2):
+def test_runtime_last_change_reaches_both_ranks(tp2):
     server, profile, state = tp2
     res = specconsole(["threshold", "8", "--profile", str(profile), "--json"], state)
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"

@@ -11,8 +11,8 @@ import httpx
 
 from server_control.config.profile import load_profile
 from server_control.session.session import Session
-from tests.session.test_session_sim import until
 from tests.support.sim import start_sim
+from tests.support.wait import until
 
 
 async def test_a_stranger_on_our_port_is_not_shown_or_steered(sim_profile, tmp_path):

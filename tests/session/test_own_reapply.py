@@ -11,7 +11,7 @@ import sys
 
 from server_control.config.profile import load_profile
 from server_control.session.session import Session
-from tests.session.test_session_sim import until
+from tests.support.wait import until
 
 
 async def test_a_reapply_after_restart_is_the_runs_own(sim_profile):

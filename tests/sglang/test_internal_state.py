@@ -124,12 +124,12 @@ def test_tp_ranks_that_disagree_after_a_set_turn_the_switch_off(rank, caplog, mo
     """After a set, the ranks' live values are gathered (a gloo collective: the other rank is
     what one process cannot have, so the gather returns TP0's real encoded row and a TP1
     that kept the old threshold); a disagreement turns the switch off and TP0 answers false."""
-    from server_control.sglang_patch import ranks
+    from server_control.sglang_patch import rank_agreement
 
     def gather(dyn):
-        mine = ranks.encode_live(dyn.snapshot())
-        return ranks.decode_live([mine, [*mine[:1], 5, *mine[2:]]])
-    monkeypatch.setattr(ranks, "gather_live", gather)
+        mine = rank_agreement.encode_live(dyn.snapshot())
+        return rank_agreement.decode_live([mine, [*mine[:1], 5, *mine[2:]]])
+    monkeypatch.setattr(rank_agreement, "gather_live", gather)
     assert set_state(rank.controller, **{KEY: 8}) is False
     assert messages(caplog, "NOT active") == [
         "Dynamic speculation disable NOT active: TP ranks disagree after /set_internal_state: "

@@ -6,8 +6,27 @@ from textual.app import App
 
 from console.fleet.help import FleetHelpScreen
 from console.fleet.screen import FleetScreen
-from tests.console.fleet.test_screen import _row, _RowsOnly
+from server_control.fleet.member import MemberRow
+from server_control.fleet.spec import parse_fleet
 from tests.console.screen_text import screen_text
+
+
+def _row(name, **kw):
+    return MemberRow(name=name, kind="local", host=kw.pop("host", "local"), state=kw.pop("state", "ready"),
+                     reachable=kw.pop("reachable", True), **kw)
+
+
+class _RowsOnly:
+    """The part of a Fleet the screen reads: fixed rows, names, no gateway."""
+
+    def __init__(self, rows):
+        self._rows = tuple(rows)
+        self.members = {r.name: None for r in rows}
+        self.spec = parse_fleet({"name": "rows", "members": {"x": {"url": "http://127.0.0.1:9"}}})
+        self.gateway = self.gateway_status = None
+
+    def rows(self):
+        return self._rows
 
 
 async def test_help_and_j_k_on_the_fleet_screen():

@@ -32,8 +32,8 @@ import logging
 import os
 from typing import Any
 
-from server_control.protocol import decision, tp_ranks
-from server_control.protocol.tp_ranks import Verdict, judge
+from server_control.protocol import decision, rank_verdict
+from server_control.protocol.rank_verdict import Verdict, judge
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
@@ -152,7 +152,7 @@ def settle(dyn: Any, local_failure: str | None) -> bool:
 
 def encode_live(snapshot: dict[str, Any]) -> list[int]:
     """One rank's live entry as integers, for the gather."""
-    e = tp_ranks.live_entry(0, snapshot)
+    e = rank_verdict.live_entry(0, snapshot)
     steps = e["num_steps"]
     return [int(e["active"]), e["threshold"], e["hysteresis"], e["min_dwell_steps"],
             decision.FORCE_CHOICES.index(e["force"]), decision.MODES.index(e["mode"]),
@@ -162,12 +162,12 @@ def encode_live(snapshot: dict[str, Any]) -> list[int]:
 def decode_live(rows: list[list[int]]) -> list[dict[str, Any]]:
     out = []
     for rank, row in enumerate(rows):
-        item: dict[str, Any] = dict(zip(tp_ranks.LIVE_KEYS, row))
+        item: dict[str, Any] = dict(zip(rank_verdict.LIVE_KEYS, row))
         item["active"] = bool(item["active"])
         item["force"] = decision.FORCE_CHOICES[item["force"]]
         item["mode"] = decision.MODES[item["mode"]]
         item["num_steps"] = None if item["num_steps"] < 0 else item["num_steps"]
-        out.append(tp_ranks.live_entry(rank, item))
+        out.append(rank_verdict.live_entry(rank, item))
     return out
 
 

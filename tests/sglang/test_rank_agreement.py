@@ -13,20 +13,21 @@ pytestmark = pytest.mark.sglang
 from torch.distributed import TCPStore  # noqa: E402
 
 from server_control.proc.ports import free_port  # noqa: E402
-from server_control.sglang_patch import ranks  # noqa: E402
+from server_control.protocol import rank_verdict  # noqa: E402
+from server_control.sglang_patch import rank_agreement  # noqa: E402
 
 SETTINGS = [4, 1, 10, "auto"]
 
 
 def mine(active=True, reason=None, settings=SETTINGS, sglang="0.5.23", patch=None) -> dict:
-    out = ranks.facts(active, reason, settings, sglang)
+    out = rank_agreement.facts(active, reason, settings, sglang)
     if patch is not None:
         out["patch"] = patch
     return out
 
 
 def run_group(per_rank: list, timeout: float = 5.0) -> list:
-    """Each rank (a thread with its own store client) runs ``ranks.agree``; a rank whose
+    """Each rank (a thread with its own store client) runs ``rank_agreement.agree``; a rank whose
     facts are None stays silent (an unpatched rank). Returns the verdicts by rank."""
     port = free_port()
     master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
@@ -36,7 +37,7 @@ def run_group(per_rank: list, timeout: float = 5.0) -> list:
     def one(i: int) -> None:
         store = master if i == 0 else TCPStore("127.0.0.1", port, is_master=False)
         group = SimpleNamespace(rank_in_group=i, world_size=len(per_rank), ranks=group_ranks)
-        verdicts[i] = ranks.agree(per_rank[i], group, store, timeout)
+        verdicts[i] = rank_agreement.agree(per_rank[i], group, store, timeout)
 
     threads = [threading.Thread(target=one, args=(i,)) for i, f in enumerate(per_rank)
                if f is not None]
@@ -73,7 +74,7 @@ def test_a_silent_rank_turns_the_others_off_after_the_timeout():
 
 
 def test_a_silent_rank_0_leaves_no_rank_switching(monkeypatch):
-    monkeypatch.setattr(ranks, "VERDICT_GRACE_S", 1.0)
+    monkeypatch.setattr(rank_agreement, "VERDICT_GRACE_S", 1.0)
     verdicts = run_group([None, mine(), mine()], timeout=1.0)
     assert [v.agreed for v in verdicts[1:]] == [False, False]
     assert verdicts[1].reason.startswith("no verdict from TP0 within 2 s")
@@ -93,22 +94,22 @@ def test_mixed_versions_or_settings_are_named(other, words):
 
 def test_the_same_refusal_everywhere_is_that_refusal_and_gathers_nothing():
     reason = "attention DP is not supported (adaptive tier decisions are not synchronized ...)"
-    refused = ranks.facts(False, reason, SETTINGS, "0.5.23", setup_ok=False)
-    verdict = ranks.judge([refused, dict(refused)], 5.0)
+    refused = rank_agreement.facts(False, reason, SETTINGS, "0.5.23", setup_ok=False)
+    verdict = rank_verdict.judge([refused, dict(refused)], 5.0)
     assert verdict.reason == reason and not verdict.agreed
     assert not verdict.uniform  # attention DP / PP: TP ranks do not handle requests in step
 
 
 def test_live_values_round_trip_and_a_disagreement_is_named():
-    from server_control.protocol import decision, tp_ranks
+    from server_control.protocol import decision, rank_verdict
     sw = decision.SpecSwitch(4, 1, 0)
     sw.decide(9)
-    row = ranks.encode_live(dict(sw.snapshot(), active=True, num_steps=0))
+    row = rank_agreement.encode_live(dict(sw.snapshot(), active=True, num_steps=0))
     other = list(row)
     other[1] = 8  # TP1 holds another threshold
-    rows = ranks.decode_live([row, other])
+    rows = rank_agreement.decode_live([row, other])
     assert rows[0] == {"rank": 0, "active": True, "threshold": 4, "hysteresis": 1,
                        "min_dwell_steps": 0, "force": "auto", "mode": "target_only",
                        "num_steps": 0, "switch_count": 1, "last_batch": 9}
-    assert tp_ranks.disagreement(rows) == "TP1 threshold=8 (TP0: threshold=4)"
-    assert tp_ranks.disagreement(rows[:1] * 2) is None
+    assert rank_verdict.disagreement(rows) == "TP1 threshold=8 (TP0: threshold=4)"
+    assert rank_verdict.disagreement(rows[:1] * 2) is None
