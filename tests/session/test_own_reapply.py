@@ -29,10 +29,10 @@ async def test_a_reapply_after_restart_is_the_runs_own(sim_profile):
         await until(lambda: session.snapshot().spec.threshold == 7, what="N=7 seen")
         assert (await session.restart()).done
         await until(lambda: session.snapshot().run.state == "ready", what="ready again")
-        await until(lambda: session.snapshot().spec.threshold == 7 and session.threshold_change is not None
-                    and session.threshold_change.requested == 7, what="7 re-applied and seen", timeout=60)
+        await until(lambda: session.snapshot().spec.threshold == 7 and session.last_change is not None
+                    and session.last_change.requested == 7, what="7 re-applied and seen", timeout=60)
         await asyncio.sleep(0.5)
-        change = session.snapshot().threshold_change
+        change = session.snapshot().last_change
         assert change is not None and change.state == "applied", change     # before: "elsewhere", by our pid
         assert "re-applied after the restart" in change.detail
     finally:
