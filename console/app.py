@@ -21,6 +21,7 @@ from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
+from console import hangup
 from console.actions.advice import AdviceActions
 from console.actions.server import ControlActions
 from console.actions.table import ACTIONS, BINDING_IDS, NEEDS_OWNER, bindings_for
@@ -72,6 +73,7 @@ class SpecConsoleApp(ControlActions, AdviceActions, App):
         self.remember_theme = remember_theme   # the user's preferences: theme, keymap (console/prefs.py)
         self.farewell = ""              # printed by the command after the screen closes
         self._desired: int | None = None
+        self.hung_up = False            # the terminal went away (SIGHUP): left as `q` + Enter
         self._control_lock = asyncio.Lock()
         self._loop_thread = threading.get_ident()
         self._built_at = 0.0            # monotonic time of the last snapshot build
@@ -115,6 +117,7 @@ class SpecConsoleApp(ControlActions, AdviceActions, App):
                 self.notify("; ".join(problems), severity="warning", timeout=20)
         self.log_view.focus()
         self.session.subscribe(self._on_session)
+        hangup.install(self._hang_up)
         self.refresh_snapshot()
         if self.notice:
             self.notify(self.notice, severity="warning", timeout=20)
@@ -222,11 +225,18 @@ class SpecConsoleApp(ControlActions, AdviceActions, App):
         self.action_quit_console()
 
     def action_quit_console(self) -> None:
-        if self.snapshot.attached:
-            self.run_worker(self._quit(False), group="quit")
+        run = self.snapshot.run
+        if self.snapshot.attached or not run.pid or run.state in ("stopped", "fatal", None):
+            self.run_worker(self._quit(False), group="quit")   # nothing of ours runs: nothing to ask
             return
         self.push_screen(quit_choice(self.what),
                          self._quit_answer)
+
+    def _hang_up(self) -> None:
+        """SIGHUP: the terminal is gone. Leave the server running, as `q` + Enter does."""
+        if not self.hung_up:
+            self.hung_up = True
+            self.run_worker(self._quit(False), group="quit")
 
     def _quit_answer(self, choice: object) -> None:
         if choice:

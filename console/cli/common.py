@@ -147,12 +147,20 @@ def wants_demo(args: argparse.Namespace) -> bool:
     return not (getattr(args, "profile", None) or getattr(args, "url", None) or os.environ.get("SPECCONSOLE_PROFILE"))
 
 
-def target_profile(args: argparse.Namespace) -> tuple[Profile, Path | None]:
-    """The profile and its state dir: --profile F (and --state-dir), or the demo's run."""
-    from console.cli.demo_target import demo_state_dir, demo_target  # noqa: PLC0415
+class NoRun(Exception):
+    """The command needs a run and there is none (`--demo` without a demo run): said, exit 1."""
+
+
+def target_profile(args: argparse.Namespace, existing: bool = False) -> tuple[Profile, Path | None]:
+    """The profile and its state dir: --profile F (and --state-dir), or the demo's run
+    (``existing``: its recorded run; none raises NoRun)."""
+    from console.cli.demo_target import NoDemoRun, demo_state_dir, demo_target  # noqa: PLC0415
 
     if wants_demo(args):
-        target = demo_target(demo_state_dir(getattr(args, "state_dir", None)))
+        try:
+            target = demo_target(demo_state_dir(getattr(args, "state_dir", None)), existing=existing)
+        except NoDemoRun as exc:
+            raise NoRun(str(exc)) from None
         return target.profile, target.state_dir
     state = getattr(args, "state_dir", None)
     return load_profile_arg(args.profile), Path(state) if state else None
@@ -171,14 +179,21 @@ def open_session(args: argparse.Namespace, poll_interval_s: float = 0.25) -> Ses
                               admin_api_key=key_from_env(args.admin_api_key_env, "--admin-api-key-env"),
                               poll_interval_s=poll_interval_s)
     try:
-        profile, state_dir = target_profile(args)
+        profile, state_dir = target_profile(args, existing=True)
         return Session.for_profile(profile, state_dir=state_dir, supervise=False, poll_interval_s=poll_interval_s)
     except OSError as exc:
         raise UsageError(str(exc)) from None
 
 
-def unreachable_hint(url: str) -> str:
-    """Printed under every connection error: which server was asked, how to choose another."""
+def unreachable_hint(url: str, session: Session | None = None) -> str:
+    """Printed under every connection error: which server was asked, how to choose another;
+    a run that is not running, or a port that another server holds, is said as such."""
+    if session is not None and session.foreign is not None:
+        return f"{url}: {session.foreign}"
+    if session is not None and session.profile is not None:
+        run = session.run.status()
+        if run.state in ("stopped", None):
+            return f"{session.profile.name} is not running (stopped; nothing answers at {url})"
     return (f"no answer from {url}; choose the server with --url URL, --profile F, "
             "or --demo (the run of `specconsole demo`)")
 
@@ -201,3 +216,6 @@ def run_async(coro_fn: Callable[[argparse.Namespace], Awaitable[int]], args: arg
         return asyncio.run(coro_fn(args))  # type: ignore[arg-type]
     except UsageError as exc:
         return usage_error(str(exc))
+    except NoRun as exc:
+        error(str(exc))
+        return EXIT_FAILED

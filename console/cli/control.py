@@ -72,12 +72,16 @@ async def _threshold(args) -> int:
     await session.start()
     try:
         if args.value is None and args.force is None:
+            await settle(session, timeout_s=2.0)   # one poll: is what answers this run's server?
+            if session.foreign is not None:
+                error(unreachable_hint(session.url, session))
+                return EXIT_FAILED
             got = await session.read_settings()
             if args.json:
                 print(json.dumps(got, indent=1))
             elif "error" in got:
                 print(f"error: {got['error']}")
-                error(unreachable_hint(session.url))
+                error(unreachable_hint(session.url, session))
             else:
                 print(f"threshold per DP rank: {got['thresholds']}  force: {got['force']}  runtime changes "
                       + ("supported" if got["supported"] else "NOT supported (stock SGLang?)"))
@@ -90,7 +94,7 @@ async def _threshold(args) -> int:
         _print_change(args, result)
         if (result.change is not None and result.change.state == ChangeState.ERROR
                 and not (session.last and session.last.reachable)):
-            error(unreachable_hint(session.url))
+            error(unreachable_hint(session.url, session))
         return EXIT_OK if result.done else EXIT_FAILED
     finally:
         await session.close()
@@ -109,13 +113,14 @@ async def _verify(args) -> int:
             await asyncio.sleep(0.25)
             result = (await session.verify()).verification
         reachable, url = bool(session.last and session.last.reachable), session.url
+        hint = unreachable_hint(url, session)
     finally:
         await session.close()
     result = result or Verification()
     print(json.dumps(result.to_json(), indent=1) if args.json
           else verification_text(result, "verification", "likely cause"))
     if not reachable:
-        error(unreachable_hint(url))
+        error(hint)
     return result.exit_code
 
 

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from server_control.config.profile import Profile
 
 
+class NoDemoRun(LookupError):
+    """`specconsole demo` has no run in this state dir (a headless command has nothing to reach)."""
+
+
 @dataclass(frozen=True)
 class DemoTarget:
     profile: Profile
@@ -38,8 +42,11 @@ def demo_state_dir(arg: str | Path | None = None) -> Path:
     return resolve_state_dir(None) / "demo"
 
 
-def demo_target(state_dir: Path, port: int | None = None, time_scale: float = 1.0) -> DemoTarget:
-    """The shipped demo profile on a usable port (see the module docstring)."""
+def demo_target(state_dir: Path, port: int | None = None, time_scale: float = 1.0,
+                existing: bool = False) -> DemoTarget:
+    """The shipped demo profile on a usable port (see the module docstring). ``existing``
+    (the headless commands that read or steer a run): the port of the demo's run record,
+    live or not; no record raises NoDemoRun (never a port picked for a run that is not there)."""
     from server_control.config.assets import profile_path
     from server_control.config.profile import ProfileError, load_profile
     from server_control.state import runs
@@ -56,6 +63,10 @@ def demo_target(state_dir: Path, port: int | None = None, time_scale: float = 1.
     if rec is not None and rec.is_live():
         chosen = rec.port
         note = f"the demo simulator left running (pid {rec.pid}) is adopted on port {chosen}"
+    elif existing:
+        if rec is None:
+            raise NoDemoRun(f"no demo run in {state_dir} (stopped, or never started): `specconsole demo` starts one")
+        chosen = rec.port
     elif port is not None:
         chosen = port
     else:

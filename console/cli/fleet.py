@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from console.cli.common import UsageError, run_async, seconds, usage_error
 from server_control.model.vocabulary import RunState
@@ -79,9 +80,11 @@ async def _run(args) -> int:
     spec, names = _spec(args)
     action = args.fleet_command
     value = None
-    if action == "threshold":
-        if (args.value is None) == (args.force is None):
-            raise UsageError("give either N or --force MODE")
+    if action == "threshold" and args.value is None and args.force is None:
+        action = "status"   # no N: read every member's (as `threshold` without N reads)
+    elif action == "threshold":
+        if args.value is not None and args.force is not None:
+            raise UsageError("give either N or --force MODE, not both")
         value = args.force if args.force is not None else args.value
         action = "force" if args.force is not None else "threshold"
         if action == "threshold":
@@ -114,8 +117,19 @@ def run_ui(args) -> int:
     except UsageError as exc:
         return usage_error(str(exc))
     from console.fleet.app import FleetApp  # noqa: PLC0415 - textual only when a screen is wanted
+    from console.fleet.leaving import hand_off_fleet  # noqa: PLC0415
     app = FleetApp(Fleet(spec, args.state_dir))
-    app.run(mouse=not args.no_mouse)
+    try:
+        app.run(mouse=not args.no_mouse)
+    finally:
+        handed = hand_off_fleet(app.fleet) if app.leaving else []
+    try:
+        for h in handed:
+            print(f"specconsole: {h.words()}", flush=True)
+        if app.leaving:
+            print("specconsole: the fleet was left running", flush=True)
+    except OSError:   # the terminal went away (SIGHUP): the hand-offs are in their logs and run records
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
     return app.return_code or 0
 
 
@@ -145,7 +159,7 @@ def demo_app(args):
         if not args.keep:
             await fleet.act("stop")
 
-    return FleetApp(fleet, on_start=start, on_exit=stop), traffic
+    return FleetApp(fleet, on_start=start, on_exit=stop, stops_on_quit=not args.keep), traffic
 
 
 def run_demo(args) -> int:

@@ -1,9 +1,11 @@
-"""`specconsole logs [FILE] [--follow] [--grep RE] [--invert] [--kind K] [--rank R] [--parse] [--json]`
+"""`specconsole logs [FILE | --profile F | --demo] [--follow] [--grep RE] [--invert] [--kind K] [--rank R] [--parse] [--json]`
 
 Prints a server log's records, filtered; `--parse --json` prints one JSON object per
-record (the log record contract, docs/logs.md). FILE defaults to the newest run log under
-the state directory (server_control.state.state_dir: `$SPECCONSOLE_STATE_DIR` or the platform's
-user state dir; `logs/<profile>/*.log`).
+record (the log record contract, docs/logs.md). `--profile F` / `--demo` (with
+`--state-dir`, as the other commands): that run's log (the run record's, else the newest
+log the profile's runs wrote). Without any of them: the newest run log under the state
+directory (server_control.state.state_dir: `$SPECCONSOLE_STATE_DIR` or the platform's user state
+dir; `logs/<profile>/*.log`, and the demo's `demo/logs/demo/*.log`).
 
 Exit codes: 0 done (also when nothing matched), 1 the file cannot be read,
 2 bad arguments (bad regex, unknown kind, no FILE and no run log found), 130 interrupted.
@@ -18,7 +20,15 @@ import signal
 import sys
 from pathlib import Path
 
-from console.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_demo_arguments,
+    add_profile_argument,
+    error,
+)
 from server_control.logs import KINDS, LogPipeline, LogStore, iter_file
 from server_control.logs.parse import records_from_columns
 from server_control.logs.store import record_matcher
@@ -32,13 +42,33 @@ def state_dir() -> Path:
 
 
 def latest_run_log(base: Path | None = None) -> Path | None:
-    """The most recently modified ``logs/*/*.log`` under the state dir, or None."""
-    logs = (base or state_dir()) / "logs"
+    """The most recently modified ``logs/*/*.log`` under the state dir (and under the demo's
+    own state dir, ``demo/``), or None."""
+    root = base or state_dir()
     try:
-        candidates = [p for p in logs.glob("*/*.log") if p.is_file()]
+        candidates = [p for d in (root / "logs", root / "demo" / "logs") for p in d.glob("*/*.log") if p.is_file()
+                      and not p.name.startswith("supervise-")]
     except OSError:
         return None
     return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def profile_log(args) -> Path | None:
+    """The log of --profile F / --demo: the run record's (live or not), else the newest log
+    its runs left (the run-log manifest), else None."""
+    from console.cli.common import target_profile  # noqa: PLC0415
+    from server_control.state import runs  # noqa: PLC0415
+    from server_control.state.run_logs import read_manifest  # noqa: PLC0415
+
+    profile, sd = target_profile(args)
+    try:
+        rec = runs.load_record(profile.name, sd)
+    except runs.RunRecordError:
+        rec = None
+    if rec is not None:
+        return Path(rec.log_path)
+    listed = [Path(p) for p in read_manifest(runs.log_manifest(profile.name, sd)) if Path(p).is_file()]
+    return max(listed, key=lambda p: p.stat().st_mtime, default=None)
 
 
 def register(subparsers) -> None:
@@ -48,6 +78,9 @@ def register(subparsers) -> None:
         epilog="Exit codes: 0 done, 1 file cannot be read, 2 bad arguments, 130 interrupted.")
     p.add_argument("file", nargs="?", metavar="FILE",
                    help="log file (default: the newest run log in the state directory)")
+    target = p.add_mutually_exclusive_group()
+    add_profile_argument(target)
+    add_demo_arguments(p, target)
     p.add_argument("-f", "--follow", action="store_true",
                    help="keep following (tail -F: waits for the file, survives rotation and truncation)")
     p.add_argument("--grep", metavar="RE", help="only records whose line matches this regex")
@@ -62,12 +95,27 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def json_lines_encoder():
+    """``encode(list of dicts) -> bytes``: one JSON object per line, UTF-8 (not \\u-escaped).
+    msgspec's encoder in C (7x the standard library's here: docs/logs.md); the standard
+    library's where msgspec is missing."""
+    try:
+        if os.environ.get("SPECCONSOLE_JSON") == "std":   # the benchmark's "before" arm
+            raise ImportError("the standard library's encoder asked for")
+        import msgspec  # noqa: PLC0415
+    except ImportError:
+        std = json.JSONEncoder(ensure_ascii=False).encode
+        return lambda objs: "".join(std(o) + "\n" for o in objs).encode("utf-8", "replace")
+    return msgspec.json.Encoder().encode_lines
+
+
 class _Printer:
     def __init__(self, args, out) -> None:
         self.out = out
         self.json = args.json
         self.parse = args.parse or args.json
         self.encode = json.JSONEncoder(ensure_ascii=False).encode
+        self.encode_lines = json_lines_encoder()
 
     def format(self, rec) -> str:
         if self.json:
@@ -77,7 +125,10 @@ class _Printer:
         return rec.raw
 
     def write(self, records) -> None:
-        if records:
+        if records and self.json:
+            self.out.write(self.encode_lines([r.to_json() for r in records]))
+            self.out.flush()
+        elif records:
             self.out.write(("\n".join(map(self.format, records)) + "\n").encode("utf-8", "replace"))
             self.out.flush()
 
@@ -92,7 +143,21 @@ def run(args) -> int:
     except ValueError as exc:
         error(str(exc), PREFIX)
         return EXIT_USAGE
-    path = Path(args.file) if args.file else latest_run_log()
+    if args.file and (args.profile or args.demo):
+        error("give FILE or --profile F / --demo, not both", PREFIX)
+        return EXIT_USAGE
+    if args.profile or args.demo:
+        try:
+            path = profile_log(args)
+        except (UsageError, OSError) as exc:
+            error(str(exc), PREFIX)
+            return EXIT_USAGE
+        if path is None:
+            error(f"no log of {'the demo' if args.demo else args.profile} yet (never launched in this state dir)",
+                  PREFIX)
+            return EXIT_FAILED
+    else:
+        path = Path(args.file) if args.file else latest_run_log()
     if path is None:
         error(f"no FILE given and no run log found under {state_dir() / 'logs'}", PREFIX)
         return EXIT_USAGE

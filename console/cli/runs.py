@@ -39,6 +39,7 @@ from server_control.config.profile import ProfileError
 from server_control.model.vocabulary import LIVE_STATES, RunState
 from server_control.state import run_logs, runs
 from server_control.state.runs import RunConflict
+from server_control.supervision import carried_settings as runtime_settings
 from server_control.supervision.health_watch import exit_words
 from server_control.supervision.ownership import HANDOFF, ROLE_WORDS
 from server_control.supervision.supervisor import Supervisor
@@ -123,10 +124,15 @@ def cmd_launch(args) -> int:
         return EXIT_USAGE
 
 
-async def _launch(args, profile) -> int:
-    sup = _supervisor(args, profile)
+REAPPLY_WAIT_S = 600.0   # restart with runtime settings and no --wait: wait this long to re-apply them
+
+
+async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | None = None) -> int:
+    """Launch (``runtime``: the settings a restart carries, re-applied once ready: waited for
+    even without --wait when no supervisor runs to do it)."""
+    sup = sup or _supervisor(args, profile)
     try:
-        rec = await sup.launch()
+        rec = await sup.launch(runtime=runtime)
     except RunConflict as exc:
         error(f"refused: {exc}")
         return EXIT_CONFLICT
@@ -134,14 +140,21 @@ async def _launch(args, profile) -> int:
         error(f"launch failed: {exc}")
         return EXIT_FAILED
     state = sup.state
-    if args.wait is not None:
-        state = await sup.wait_ready(args.wait)
+    wait = args.wait
+    if wait is None and rec.runtime_pending and not runs.RestartLock.held_elsewhere(profile.name, sup.state_dir):
+        wait = REAPPLY_WAIT_S   # nobody else would re-apply them: wait for ready and do it here
+        if not args.json:
+            print(f"{profile.name}: waiting until ready to re-apply the runtime settings "
+                  f"({runtime_settings.describe(rec.runtime, profile.dynamic)})", flush=True)
+    if wait is not None:
+        state = await sup.wait_ready(wait)
     _out(args, {"profile": profile.name, "state": state, "run": _run_dict(rec),
-                "exit_code": sup.exit_code, "error": sup.last_error},
+                "exit_code": sup.exit_code, "error": sup.last_error, "runtime_note": sup.runtime_note},
          f"launched {profile.name}: pid {rec.pid} (group {rec.pgid}) on {profile.url}, "
-         f"state {state}\nlog: {rec.log_path}" + (f"\n{sup.last_error}" if sup.last_error else ""))
-    if args.wait is None or state == RunState.READY:
-        return EXIT_OK
+         f"state {state}\nlog: {rec.log_path}" + (f"\n{sup.last_error}" if sup.last_error else "")
+         + (f"\n{sup.runtime_note}" if sup.runtime_note and sup.runtime_note != sup.last_error else ""))
+    if wait is None or state == RunState.READY:
+        return EXIT_OK if not (runtime and sup.last_error and "re-apply" in sup.last_error) else EXIT_FAILED
     if state != RunState.STARTING and not args.json:
         tail = run_logs.tail_lines(rec.log_path, 20)
         print(f"--- last {len(tail)} lines of {rec.log_path} ---", *tail, sep="\n", file=sys.stderr)
@@ -168,6 +181,7 @@ def cmd_restart(args) -> int:
 async def _restart(args, profile) -> int:
     sup = _supervisor(args, profile)
     sup.adopt()
+    carry = sup.current_runtime()   # N etc. changed at runtime: carried to the new server, as the console's `r`
     res = await sup.stop(grace=args.grace)
     if not res.ok:
         error(f"restart aborted: {res.message}")
@@ -175,7 +189,7 @@ async def _restart(args, profile) -> int:
     if not args.json:
         print(f"{profile.name}: {res.message}", flush=True)
     try:
-        return await _launch(args, profile)
+        return await _launch(args, profile, sup, runtime=carry)
     except ProfileError as exc:
         error(str(exc))
         return EXIT_USAGE

@@ -8,7 +8,9 @@ named by `--api-key-env` / `--admin-api-key-env` (default SPECCONSOLE_API_KEY an
 SPECCONSOLE_ADMIN_API_KEY); profiles name their own variables.
 
 Exit codes: 0 the server answered; 1 it did not (the snapshot is still printed, with the
-reason); 2 bad profile or arguments; 130 interrupted.
+reason), or what answers is not this run's server, or `--demo` has no run; 2 bad profile or
+arguments; 3 not running: the profile's run was stopped on purpose (or never launched), so
+nothing should answer; 130 interrupted.
 """
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ from server_control.model.verification import Verification
 from server_control.model.vocabulary import RunState
 from server_control.supervision.ownership import ROLE_WORDS
 
-EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason), "
-          "2 bad profile/arguments, 130 interrupted.")
+EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason) or it is not "
+          "this run's server, 2 bad profile/arguments, 3 not running (stopped on purpose), 130 interrupted.")
+EXIT_NOT_RUNNING = 3
 
 
 def _fmt(v) -> str:
@@ -112,12 +115,14 @@ async def _status(args) -> int:
     try:
         await settle(session)
         snap = session.snapshot()
+        hint = unreachable_hint(snap.url, session)
     finally:
         await session.close()
     print(json.dumps(snap.to_json(), indent=1) if args.json else render_text(snap))
     if not snap.server.reachable:
-        error(unreachable_hint(snap.url))
-        return EXIT_FAILED
+        error(hint)
+        stopped = snap.run.state == "stopped" and not snap.attached and not snap.server.foreign
+        return EXIT_NOT_RUNNING if stopped else EXIT_FAILED
     return EXIT_OK
 
 

@@ -14,8 +14,9 @@ Demo choices: its runs live in `<state dir>/demo` (so they never collide with a 
 profile's run record, lock or logs); if the profile's port is busy it takes a free one and
 says so; an already running demo simulator is adopted on its own port; the screen names
 the demo's state dir and how headless commands reach it (`specconsole status --demo`);
-quitting asks whether to leave the simulator running with "stop it" as the default (for
-`ui`, the default is to leave the server running).
+quitting asks whether to leave the simulator running, and Enter leaves it running (as for
+`ui`: Enter never stops a server; `s` stops it), handed to a detached `specconsole
+supervise`; `specconsole stop --demo` stops it later. A closed terminal (SIGHUP) does the same.
 
 Exit codes: 0 normal quit; 2 bad profile, arguments or missing API-key variable.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from console.cli.common import (
     EXIT_OK,
@@ -82,12 +84,20 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
     from console.handoff import hand_off  # noqa: PLC0415
 
     app = SpecConsoleApp(session, remember_theme=True, mouse_motion=args.mouse_motion, **kwargs)
-    app.run(mouse=not args.no_mouse)
-    handed = hand_off(session, handoff) if handoff is not None else None
+    try:
+        app.run(mouse=not args.no_mouse)
+    finally:   # also when the terminal went away (SIGHUP: console/hangup.py) and drawing failed
+        handed = hand_off(session, handoff) if handoff is not None else None
+    lines = []
     if app.farewell:
-        print(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""))
+        lines.append(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""))
     if handed is not None:
-        print(f"specconsole: {handed.words()}")
+        lines.append(f"specconsole: {handed.words()}")
+    try:
+        for line in lines:
+            print(line, flush=True)
+    except OSError:   # no terminal left to say it on: the hand-off is in its log and the run record
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter's final flush must not fail
     return app.return_code or EXIT_OK
 
 

@@ -55,11 +55,14 @@ class FleetApp(SpecConsoleApp):
 
     BINDINGS = [*SpecConsoleApp.BINDINGS, Binding("escape", "back_to_fleet", "Fleet", show=False)]
 
-    def __init__(self, fleet, *, start_fleet: bool = True, notice: str = "", on_start=None, on_exit=None) -> None:
+    def __init__(self, fleet, *, start_fleet: bool = True, notice: str = "", on_start=None, on_exit=None,
+                 stops_on_quit: bool = False) -> None:
         self.fleet = fleet
         self.proxy = SessionProxy(fleet)
         super().__init__(self.proxy, start_session=False, launch="never", notice=notice)
         self.start_fleet = start_fleet
+        self.stops_on_quit = stops_on_quit   # the demo without --keep: on_exit stops everything
+        self.leaving = False   # quit leaving the fleet running: hand its local members off (console/fleet/leaving.py)
         self.on_start, self.on_exit = on_start, on_exit
 
     async def on_mount(self) -> None:
@@ -118,6 +121,18 @@ class FleetApp(SpecConsoleApp):
 
     async def action_quit(self) -> None:
         if isinstance(self.screen, FleetScreen):
-            self.exit()
+            self.fleet_screen.action_quit_fleet()
         else:
             await super().action_quit()
+
+    def action_quit_console(self) -> None:
+        """`q` on a member's screen: the fleet's question (the fleet owns the sessions)."""
+        self.show_fleet()
+        self.fleet_screen.action_quit_fleet()
+
+    def _hang_up(self) -> None:
+        """SIGHUP: the terminal is gone; leave the fleet running, handed off (as `q` + Enter)."""
+        if not self.hung_up:
+            self.hung_up = True
+            self.leaving = True
+            self.exit()

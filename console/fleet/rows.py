@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
+from console.widgets.fmt import mark
 from server_control.fleet.member import NO_ANSWER, MemberRow
 from server_control.model.vocabulary import RunState
 
@@ -43,15 +44,35 @@ COLUMNS = (
 SORTABLE = tuple(c.key for c in COLUMNS if c.key != "sel")
 
 
+GLYPHS = {"+": "pass", "x": "fail", ".": "pending"}   # the row's marks -> the single screen's glyphs
+
+
+def verify_glyphs(marks: str) -> Text:
+    """``+x.`` as the single-server screen writes it: ✓ ✗ … in its colours (one glyph set)."""
+    t = Text()
+    for ch in marks:
+        glyph, style = mark(GLYPHS.get(ch, "?"))
+        t.append(glyph, style)
+    return t
+
+
+def stale(row: MemberRow) -> bool:
+    """Numbers that are not live: a member that does not answer, or is not serving."""
+    return not row.reachable or row.state not in ("ready", "unhealthy", "external")
+
+
 def cells(row: MemberRow, selected: bool) -> dict[str, Text | str]:
     state = Text(row.state, style="bold red" if row.state in BAD_STATES else
                  "green" if row.state == RunState.READY else "yellow")
-    marks = Text(row.marks, style="red" if "x" in row.marks else "green" if row.marks == "+++" else "")
-    n = _num(row.threshold) + ("*" if row.force not in (None, "auto") else "")
+    n = _num(row.threshold) + ("F" if row.force not in (None, "auto") else "")   # F: forced (* marks selection)
+    dim = stale(row)
+
+    def live(text: str) -> Text | str:
+        return Text(text, style="dim") if dim and text != "-" else text
     return {"sel": "*" if selected else " ", "name": row.name, "host": row.host, "state": state,
-            "mode": MODE_WORD.get(row.mode, row.mode or "-"), "threshold": n, "batch": _num(row.batch),
-            "tok_s": _num(row.tok_s, "{:.1f}"), "accept_len": _num(row.accept_len, "{:.2f}"), "marks": marks,
-            "restarts": str(row.restarts), "gpu_util": _num(row.gpu_util)}
+            "mode": live(MODE_WORD.get(row.mode, row.mode or "-")), "threshold": n, "batch": live(_num(row.batch)),
+            "tok_s": live(_num(row.tok_s, "{:.1f}")), "accept_len": live(_num(row.accept_len, "{:.2f}")),
+            "marks": verify_glyphs(row.marks), "restarts": str(row.restarts), "gpu_util": live(_num(row.gpu_util))}
 
 
 def matches(row: MemberRow, text: str) -> bool:

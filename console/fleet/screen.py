@@ -44,20 +44,21 @@ def gateway_workers(status) -> Text:
 
 class FleetScreen(Screen):
     BINDINGS = [
-        Binding("enter", "open_member", "Open"),
-        Binding("space", "toggle_select", "Select"),
-        Binding("equals_sign", "set_n", "Set N"),
-        Binding("plus,right_square_bracket", "step_n(1)", "N+1"),
-        Binding("minus,left_square_bracket", "step_n(-1)", "N-1"),
-        Binding("F", "force", "Force"),
-        Binding("v", "verify", "Verify"),
-        Binding("L", "launch", "Launch"),
-        Binding("X", "stop", "Stop"),
-        Binding("o", "sort", "Sort"),
-        Binding("O", "sort_reverse", "Reverse", show=False),
-        Binding("slash", "filter", "Filter"),
-        Binding("escape", "clear", "Clear", show=False),
-        Binding("q", "quit_fleet", "Quit"),
+        Binding("enter", "open_member", "Open", tooltip="The single-server screen of the member (escape comes back)"),
+        Binding("space", "toggle_select", "Select", tooltip="Mark / unmark the member (keys act on the marked ones)"),
+        Binding("equals_sign", "set_n", "Set N", tooltip="Set threshold N (asks; validated)"),
+        Binding("plus,right_square_bracket", "step_n(1)", "N+1", tooltip="N + 1 per member"),
+        Binding("minus,left_square_bracket", "step_n(-1)", "N-1", tooltip="N - 1 per member"),
+        Binding("F", "force", "Force", tooltip="Force a mode: (a)uto, (s)peculative, (t)arget-only"),
+        Binding("v", "verify", "Verify", tooltip="Run the three verification layers"),
+        Binding("L", "launch", "Launch", tooltip="Launch (nothing marked, no filter: the gateway too)"),
+        Binding("X", "stop", "Stop", tooltip="Stop (asks; nothing marked, no filter: the gateway too)"),
+        Binding("o", "sort", "Sort", tooltip="Sort by the next column"),
+        Binding("O", "sort_reverse", "Reverse", show=False, tooltip="Reverse the sort"),
+        Binding("slash", "filter", "Filter", tooltip="Filter rows (words; !word excludes)"),
+        Binding("escape", "clear", "Clear", show=False, tooltip="Clear the marks and the filter"),
+        Binding("question_mark", "fleet_help", "Help", tooltip="This help"),
+        Binding("q", "quit_fleet", "Quit", tooltip="Quit: leave the fleet running (handed off) or stop it (asks)"),
     ]
     DEFAULT_CSS = """
     FleetScreen #fleet-header { height: 1; padding: 0 1; background: $boost; }
@@ -143,6 +144,11 @@ class FleetScreen(Screen):
         return [n for n in self.order if n in self.selected] or list(self.order)
 
     # ---- keys -----------------------------------------------------------------------------
+    def action_fleet_help(self) -> None:
+        from console.fleet.help import FleetHelpScreen  # noqa: PLC0415
+
+        self.app.push_screen(FleetHelpScreen(self.BINDINGS))
+
     def action_open_member(self) -> None:
         name = self.cursor_name()
         if name is not None and self.open_member is not None:
@@ -236,6 +242,28 @@ class FleetScreen(Screen):
         self.refresh_rows()
 
     def action_quit_fleet(self) -> None:
+        """q: leave the fleet running (members handed to a detached supervise each), stop it,
+        or stay (console/fleet/leaving.py); a demo fleet that stops on quit only confirms."""
+        from console.fleet.leaving import quit_question  # noqa: PLC0415
+        from console.screens.confirm import confirm  # noqa: PLC0415
+
+        if getattr(self.app, "stops_on_quit", False):
+            self.app.push_screen(confirm("Quit and stop the demo fleet (started without --keep)?", default_yes=True),
+                                 lambda yes: self.app.exit() if yes else None)
+            return
+        self.app.push_screen(quit_question(self.fleet), self._quit_answer)
+
+    def _quit_answer(self, choice: object) -> None:
+        if choice == "leave":
+            self.app.leaving = True   # type: ignore[attr-defined]  # FleetApp: hand off after the fleet closed
+            self.app.exit()
+        elif choice == "stop":
+            self.query_one(ResultsPanel).pending("stop", list(self.fleet.members))
+            self.run_worker(self._stop_and_quit(), group="fleet-action")
+
+    async def _stop_and_quit(self) -> None:
+        results = await self.fleet.act("stop")
+        self.query_one(ResultsPanel).show("stop", results)
         self.app.exit()
 
     # ---- actions --------------------------------------------------------------------------

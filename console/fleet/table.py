@@ -37,9 +37,9 @@ def row_text(cells: dict) -> Text:
 
 class FleetTable(ScrollView, can_focus=True):
     BINDINGS = [
-        Binding("up", "move(-1)", show=False), Binding("down", "move(1)", show=False),
+        Binding("up,k", "move(-1)", show=False), Binding("down,j", "move(1)", show=False),
+        Binding("g,home", "move(-100000)", show=False), Binding("G,end", "move(100000)", show=False),
         Binding("pageup", "move(-10)", show=False), Binding("pagedown", "move(10)", show=False),
-        Binding("home", "move(-100000)", show=False), Binding("end", "move(100000)", show=False),
     ]
     DEFAULT_CSS = "FleetTable { height: 1fr; }"
     cursor_row = reactive(0, always_update=True)

@@ -8,9 +8,10 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from console.widgets.fmt import duration, mark, mode_badge
-from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
+from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, SettingChange
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import EXTERNAL_STATE, ChangeState, RunState
+from server_control.protocol import decision as d
 
 STATE_STYLES: dict[str, str] = {
     RunState.READY: "bold black on green", RunState.STARTING: "bold black on yellow",
@@ -26,24 +27,40 @@ CHANGE_STYLES: dict[str, str] = {
 }
 
 
+SETTING_WORDS = {d.HYSTERESIS_KEY: "hysteresis", d.DWELL_KEY: "dwell", d.FORCE_KEY: "force"}
+
+
+def change_text(change: SettingChange | None, name: str = "") -> Text:
+    """`` → 8 pending`` / `` applied`` / `` refused: why``; ``name`` for a setting other than N."""
+    t = Text()
+    state = change.state if change else None
+    lead = f" {name}" if name else ""
+    if change is not None and state == "pending":
+        t.append(f"{lead} \u2192 {change.requested} pending", CHANGE_STYLES["pending"])
+    elif change is not None and state == "applied":
+        t.append(f"{lead}{' ' + str(change.requested) if name else ''} applied", CHANGE_STYLES["applied"])
+    elif change is not None and state in CHANGE_STYLES:
+        t.append(f"{lead} {state}{': ' + change.detail if change.detail else ''}", CHANGE_STYLES[state])
+    return t
+
+
 def threshold_text(snap: SessionSnapshot) -> Text:
     spec, change = snap.spec, snap.last_change
+    other = change is not None and change.key in SETTING_WORDS   # hysteresis, dwell, force: not in the N slot
     t = Text()
     t.append(" N=", "bold")
     t.append("?" if spec.threshold is None else str(spec.threshold), "bold cyan")
     if spec.threshold == 0:
         t.append(" never disable", "bold yellow")   # the rule is off: speculate at every batch
-    state = change.state if change else None
-    if change is not None and state == "pending":
-        t.append(f" \u2192 {change.requested} pending", CHANGE_STYLES["pending"])
-    elif state == "applied":
-        t.append(" applied", CHANGE_STYLES["applied"])
-    elif change is not None and state in CHANGE_STYLES:
-        t.append(f" {state}{': ' + change.detail if change.detail else ''}", CHANGE_STYLES[state])
+    if not other:
+        t.append_text(change_text(change))
     if spec.low_mark is not None and spec.threshold:
         t.append(f" (resume \u2264{spec.low_mark})", "dim")
     if spec.force and spec.force != "auto":
         t.append(f" forced {spec.force.replace('_', '-')}", "bold magenta")
+    if other and change is not None:
+        t.append(" ")
+        t.append_text(change_text(change, SETTING_WORDS[change.key or ""]))
     return t
 
 
@@ -77,7 +94,16 @@ def line_one(snap: SessionSnapshot) -> Text:
     if health.active is False:
         label, style = " SWITCH OFF ", "bold white on red"  # the server speculates at every batch
     t = Text(no_wrap=True, overflow="ellipsis")
-    if not snap.server.reachable and snap.server.error and snap.server.error != "not polled yet":
+    if snap.server.foreign:   # something answers on the port, but not this run's server: nothing of it shown
+        t.append(" NOT THIS RUN'S SERVER ", "bold bright_white on magenta")
+        t.append(" steering off", "bold magenta")
+        t.append_text(verify_text(snap.verify))
+        return t
+    if not snap.server.reachable and snap.run.state == "stopped" and not snap.attached:
+        t.append(" STOPPED ", STATE_STYLES["stopped"])   # stopped on purpose: not an outage
+        if spec.mode:
+            t.append(f" last {label.strip()}", "dim")
+    elif not snap.server.reachable and snap.server.error and snap.server.error != "not polled yet":
         t.append(" UNREACHABLE ", "bold bright_white on red")
         if spec.mode:   # last known, not live
             t.append(f" last {label.strip()}", "dim")
@@ -107,7 +133,9 @@ def line_two(snap: SessionSnapshot) -> Text:
     t.append(f" {snap.profile or snap.url or '-'}", "bold")
     if snap.attached:
         t.append(" (attached)", "cyan")
-    if not server.reachable:
+    if server.foreign:
+        t.append(f"  {_short(server.error or '?', 96)}", "bold magenta")
+    elif not server.reachable and state != "stopped":
         t.append(f"  unreachable: {_short(server.error or '?')}", "bold red")
     if run.fatal_reason:
         t.append(f"  {_short(run.fatal_reason)}", "bold red")
@@ -122,7 +150,29 @@ def line_two(snap: SessionSnapshot) -> Text:
         if value is not None:
             t.append(f"  {name} ", "dim")
             t.append(str(value), "bold red" if name == "restarts" and value else "")
+            if name == "restarts" and run.last_exit:   # why it restarted: stays until an operator's launch
+                t.append("  last exit ", "dim")
+                t.append(exit_short(run.last_exit), "bold red")
     return t
+
+
+def exit_short(words: str) -> str:
+    """``pid 42 exit code -9, killed by signal 9 at 10:00:02`` -> ``-9 SIGKILL 10:00:02 (pid 42)``."""
+    import re
+    import signal
+
+    m = re.match(r"pid (\d+) exit code (-?\d+)(?:, killed by signal (\d+))?(.*?)(?: at (\d\d:\d\d:\d\d))?$", words)
+    if m is None:
+        return _short(words, 60)
+    pid, code, sig, rest, at = m.groups()
+    name = ""
+    if sig:
+        try:
+            name = " " + signal.Signals(int(sig)).name
+        except ValueError:
+            name = f" signal {sig}"
+    extra = _short(rest.strip(" ;,"), 24) if rest and rest.strip(" ;,") else ""
+    return f"{code}{name}{' ' + extra if extra else ''}{' ' + at if at else ''} (pid {pid})"
 
 
 class StatusBar(Static):

@@ -13,7 +13,9 @@ entry here: the settle and the second read still catch what it did before that r
 
 ``SettingGuard.elsewhere(sample)``: the settings a poll shows changed since the previous
 reachable poll that this session did not set itself, with who did it when the journal
-knows.
+knows; a value re-applied after a restart (journal action ``reapply``: the run carrying its
+own runtime settings, whoever supervises it) comes with ``who == REAPPLY``: not news from
+another client.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from server_control.protocol import decision as d
 from server_control.state import journal
 from server_control.telemetry.sample import Sample
 
+REAPPLY = "reapply"   # the journal's action for a setting re-applied after a restart (runtime_settings.py)
 SETTLE_S = 0.3
 CONFIRM_WAIT_S = READBACK_TIMEOUT_S + 1.0
 LOOKBACK_S = 5.0
@@ -126,12 +129,17 @@ class SettingGuard:
                           + (f", by {by}" if by else "") + ")", result.ranks)
         return result
 
-    def _by(self, key: str, value: object, op: str | None, since: float) -> str:
-        """Who set ``key`` to ``value`` last, as the journal knows it (another op than ``op``)."""
+    def _last(self, key: str, value: object, op: str | None, since: float) -> journal.Entry | None:
+        """The journal entry that set ``key`` to ``value`` last (another op than ``op``)."""
         for e in reversed(journal.read(self.state_dir, target=self.target, since=since)):
             if e.key == key and e.op != op and e.result not in (journal.PENDING,) and _same(key, e.new, value):
-                return e.who
-        return ""
+                return e
+        return None
+
+    def _by(self, key: str, value: object, op: str | None, since: float) -> str:
+        """Who set ``key`` to ``value`` last, as the journal knows it (another op than ``op``)."""
+        e = self._last(key, value, op, since)
+        return e.who if e is not None else ""
 
     def elsewhere(self, sample: Sample) -> list[tuple[str, object, object, str]]:
         """(key, old, new, who) for each setting that changed since the previous reachable
@@ -148,7 +156,11 @@ class SettingGuard:
                 continue
             if key in self._mine and _same(key, self._mine[key], new):
                 continue
-            out.append((key, old, new, self._by(key, new, None, time.time() - 600)))
+            e = self._last(key, new, None, time.time() - 600)
+            if e is not None and e.action == REAPPLY:   # a restart carried it back: the run's own value
+                out.append((key, old, new, REAPPLY))
+                continue
+            out.append((key, old, new, e.who if e is not None else ""))
         return out
 
     def words(self, key: str, old: object, new: object, who: str) -> str:

@@ -245,18 +245,18 @@ class SwitchWatch:
         force = s.ranks[0].force if s and s.ranks else None
         if force and force != d.AUTO:
             return layer(name, PENDING, f"forced mode {force}: the threshold rule is not in control")
-        down = next((e for e in events if e["mode"] == d.TARGET_ONLY and not is_forced(e)), None)
+        down = next((e for e in events if e["mode"] == d.TARGET_ONLY and batch_driven(e)), None)
         back = None
         if down is not None:
             later = [e for e in events if e["t"] >= down["t"] and e is not down]
-            back = next((e for e in later if e["mode"] == d.SPECULATIVE and not is_forced(e)), None)
-        if down and back:
-            return layer(name, PASS, f"to target-only: {_event(down)}; back to speculative: {_event(back)}")
+            back = next((e for e in later if e["mode"] == d.SPECULATIVE and batch_driven(e)), None)
         grace = self.grace_s()
-        if self.stuck_since is not None and self.stuck_s > grace:
+        if self.stuck_since is not None and self.stuck_s > grace:   # first: an earlier pass masks no later failure
             return layer(name, FAIL, f"batch {self.stuck_batch} > threshold {s.threshold if s else '?'} for "
                          f"{self.stuck_s:.1f} s (> {grace:.1f} s: {POLL_MARGIN_S:.0f} s + dwell) while "
                          f"internal_states report mode=speculative and no switch was logged", CAUSE_NO_SWITCH)
+        if down and back:
+            return layer(name, PASS, f"to target-only: {_event(down)}; back to speculative: {_event(back)}")
         if down is not None:
             return self._after_down(name, down, grace)
         if self.crossed_at is None:
@@ -284,6 +284,14 @@ class SwitchWatch:
                          "decode step")
         return layer(name, PENDING, f"switched to target-only ({_event(down)}); waiting for the batch to "
                      f"drop to the low mark {low} and speculation to come back")
+
+
+def batch_driven(e: dict[str, Any]) -> bool:
+    """A switch the batch crossing made: not a forced mode's, not an operator's N=0 ("threshold
+    0: never disable" switches back at any batch; a polled one shows threshold 0)."""
+    if is_forced(e):
+        return False
+    return "never disable" not in (e.get("text") or "") and e.get("threshold") != 0
 
 
 def _event(e: dict[str, Any]) -> str:

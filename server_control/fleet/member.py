@@ -25,7 +25,7 @@ from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import GpuStatus, SettingChange
 from server_control.model.verification import Verification
-from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState
+from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, RunState
 from server_control.state.state_dir import resolve_state_dir
 
 if TYPE_CHECKING:
@@ -230,7 +230,10 @@ class Member:
 
     async def _status(self, value: object, wait_s: float | None) -> MemberResult:
         row = self.row()
-        outcome = OK if row.reachable else (NO_ANSWER if row.state not in STOPPED_STATES else FAILED)
+        if row.reachable or (row.state == RunState.STOPPED and not self.session.snapshot().server.foreign):
+            outcome = OK   # stopped on purpose (or never launched): a state, not a failure
+        else:
+            outcome = NO_ANSWER if row.state not in STOPPED_STATES else FAILED
         return MemberResult(self.name, "status", outcome, row.error or row.state, row.to_json())
 
     def _live(self) -> bool:

@@ -86,6 +86,9 @@ class RemoteRun:
     def on_sample(self, sample: Sample) -> None:
         self._reachable = sample.reachable
 
+    def owns_server(self) -> bool | None:
+        return None   # its processes are on another host: the host's own status says
+
     def status(self) -> RunStatus:
         run = self.remote.run if self.remote is not None else RunStatus()
         st = replace(run, state=run.state or "unknown", log_path=str(self._mirror) if self._mirror else None,

@@ -52,6 +52,7 @@ class RunStatus:
     runtime: Mapping[str, int | str] = field(default_factory=lambda: _EMPTY_SETTINGS)  # settings changed
     runtime_note: str | None = None   # at runtime, kept across restarts (server_control/supervision/carried_settings.py)
     supervisor: SupervisorInfo | None = None   # who restarts crashes (None: nobody)
+    last_exit: str | None = None   # how the server last ended on its own (crash, watchdog): kept across restarts
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "pid": self.pid, "pgid": self.pgid, "started_at": self.started_at,
@@ -62,7 +63,7 @@ class RunStatus:
             out.update(supervising=self.supervising, last_error=self.last_error,
                        next_restart_in_s=self.next_restart_in_s, runtime=dict(self.runtime),
                        runtime_note=self.runtime_note,
-                       supervisor=self.supervisor.to_json() if self.supervisor else None)
+                       supervisor=self.supervisor.to_json() if self.supervisor else None, last_exit=self.last_exit)
         return out
 
     @classmethod
@@ -78,4 +79,5 @@ class RunStatus:
                    next_restart_in_s=as_num(r.get("next_restart_in_s")),
                    runtime=MappingProxyType({k: v for k, v in as_obj(r.get("runtime")).items()
                                              if isinstance(v, (int, str)) and not isinstance(v, bool)}),
-                   runtime_note=as_str(r.get("runtime_note")), supervisor=SupervisorInfo.from_json(r.get("supervisor")))
+                   runtime_note=as_str(r.get("runtime_note")), supervisor=SupervisorInfo.from_json(r.get("supervisor")),
+                   last_exit=as_str(r.get("last_exit")))

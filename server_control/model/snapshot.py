@@ -42,16 +42,18 @@ class ServerStatus:
     tp_size: int | None = None
     dp_size: int | None = None
     version: str | None = None
+    foreign: bool = False   # something answers at the URL, but it is not this run's server (``error`` says who)
 
     def to_json(self) -> dict[str, Any]:
         return {"reachable": self.reachable, "error": self.error, "model": self.model,
-                "tp_size": self.tp_size, "dp_size": self.dp_size, "version": self.version}
+                "tp_size": self.tp_size, "dp_size": self.dp_size, "version": self.version, "foreign": self.foreign}
 
     @classmethod
     def from_json(cls, raw: object) -> ServerStatus:
         r = as_obj(raw)
         return cls(reachable=r.get("reachable") is True, error=as_str(r.get("error")), model=as_str(r.get("model")),
-                   tp_size=as_int(r.get("tp_size")), dp_size=as_int(r.get("dp_size")), version=as_str(r.get("version")))
+                   tp_size=as_int(r.get("tp_size")), dp_size=as_int(r.get("dp_size")), version=as_str(r.get("version")),
+                   foreign=r.get("foreign") is True)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ Log wording (the parser in ``server_control.logs`` and verification depend on it
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 SPECULATIVE = "speculative"
@@ -199,7 +200,8 @@ class SpecSwitch:
         self._dwell = 0
         self.switches[mode] += 1
         self.last_switch = {"to": mode, "batch": batch, "threshold": self.threshold,
-                            "step": self.steps[SPECULATIVE] + self.steps[TARGET_ONLY]}
+                            "step": self.steps[SPECULATIVE] + self.steps[TARGET_ONLY],
+                            "at": round(time.time(), 3)}   # wall clock: observers agree on the rate
         return f"{SWITCH_PREFIX}{mode_label(mode)} {why}"
 
     def add_tokens(self, n: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -49,6 +50,14 @@ class RunLike(Protocol):
         """Keep an applied runtime setting where a restart finds it (runs with a record).
         None: kept (or nothing to keep); else why it could not be kept."""
 
+    def owns_server(self) -> bool | None:
+        """Is what answers on the run's port this run's server? None: cannot tell (no
+        claim: an attached server, a remote host)."""
+
+
+OWNER_TTL_S = 5.0   # how long an answer to "is it ours?" is kept (the same leader pid)
+GONE_STATES = ("stopped", "fatal", "crashed")
+
 
 class AttachedRun:
     """No process of ours: a server someone else runs (state "external")."""
@@ -86,6 +95,9 @@ class AttachedRun:
     async def remember_runtime(self, key: str, value: object) -> str | None:
         return None  # not ours to restart: nothing to re-apply
 
+    def owns_server(self) -> bool | None:
+        return None   # whoever answers at the URL is the server asked for
+
 
 class ProfileRun:
     """The profile's run through server_control.supervision.supervisor.Supervisor. With ``supervise``
@@ -102,6 +114,7 @@ class ProfileRun:
         self._watch: asyncio.Task[Any] | None = None
         self._pids: list[int] = []
         self._reachable = False
+        self._owner: tuple[float, int | None, bool | None] = (0.0, None, None)   # (when, leader pid, answer)
 
     async def start(self, on_change: Callable[[], None]) -> None:
         self.sup.on_change = lambda _sup: on_change()
@@ -136,6 +149,27 @@ class ProfileRun:
     def on_sample(self, sample: Sample) -> None:
         self._reachable = sample.reachable
         self._pids = [p.pid for p in self.sup.processes()]
+
+    def owns_server(self) -> bool | None:
+        """Whether a process of this run (the recorded, verified leader or one of its
+        processes) holds the listening socket of the profile's port. False when the run is
+        not live (stopped, crashed, fatal, no record): then whatever answers is another's."""
+        from server_control.proc.listener import listening_pid  # noqa: PLC0415
+
+        rec = self.sup.record
+        if rec is None or self.sup.state in GONE_STATES:
+            return False
+        when, pid, answer = self._owner
+        now = time.monotonic()
+        if pid == rec.pid and now - when < OWNER_TTL_S:
+            return answer
+        pids = [rec.pid] + [p.pid for p in self.sup.processes() if p.pid != rec.pid]
+        try:
+            answer = listening_pid(pids, self.sup.profile.port) is not None
+        except PermissionError:
+            answer = None
+        self._owner = (now, rec.pid, answer)
+        return answer
 
     def status(self) -> RunStatus:
         st = self.sup.status()

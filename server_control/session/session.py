@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from server_control.control import verify as v
-from server_control.control.guard import SettingGuard, shown
+from server_control.control.guard import REAPPLY, SettingGuard, shown
 from server_control.control.settings import Control, change
 from server_control.logs import LogPipeline, LogStore
 from server_control.model.load import Load
@@ -44,6 +44,7 @@ from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
 from server_control.session.subscribers import Subscribers
 from server_control.telemetry.flapping import switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
+from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
 from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 KEEP_INIT_RECORDS = 512
 SWITCHES_SHOWN = 200
+ELSEWHERE_SHOWN_S = 60.0   # how long "N changed elsewhere: ..." stays on the status line
+DAMPING_CHANGES = ("Dynamic speculation: threshold changed", "Dynamic speculation: hysteresis changed",
+                   "Dynamic speculation: min_dwell_steps changed")   # a new regime for the switch rate
 
 
 class Session:
@@ -76,12 +80,16 @@ class Session:
         self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
                                log_seq=lambda: self.store.last_seq)
         self.last_change: SettingChange | None = None
+        self._elsewhere_at = 0.0   # monotonic time of the last "changed elsewhere" (shown ELSEWHERE_SHOWN_S)
         self.guard = SettingGuard(self.control, self.url, getattr(getattr(run, "sup", None), "state_dir", None),
                                   profile.name if profile is not None else None)
         self.last: Sample | None = None
         self.last_good: Sample | None = None   # the last poll the server answered (stale data, greyed)
+        self.foreign: str | None = None   # why what answers is not this run's server (steering off)
         self._started_at = time.time()
         self._runtime_note: str | None = None
+        self._last_exit: str | None = None   # the run's last exit already said in the log view
+        self._restarts: int | None = None   # the run's restart count last seen (None: not yet)
         self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
         self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
         self._subs = Subscribers()   # silent: the console's screen has no place for a traceback
@@ -92,6 +100,8 @@ class Session:
         self._init: list[Any] = []
         self._not_active: list[Any] = []
         self._ready: list[Any] = []
+        self._log_began: float | None = None    # the time stamp of this log's first record
+        self._damping_at: float | None = None   # the last change of N / hysteresis / dwell
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
 
@@ -182,6 +192,7 @@ class Session:
             self._init.clear()
             self._not_active.clear()
             self._ready.clear()
+            self._log_began = self._damping_at = None
             self.runtime = v.SwitchWatch()
         self._log_path = path
         self._pipeline = None
@@ -214,7 +225,11 @@ class Session:
         now = time.time()
         for rec in self.store.since(self._seen_seq):
             kind = rec.kind
-            if kind in ("spec_switch", "spec_init"):
+            if self._log_began is None and kind != "console":
+                self._log_began = record_epoch(rec.ts, now)
+            if kind == "other" and rec.text.startswith(DAMPING_CHANGES):
+                self._damping(record_epoch(rec.ts, now) or now)
+            elif kind in ("spec_switch", "spec_init"):
                 self.timeline.add_record(rec, now)
                 if kind == "spec_init" and len(self._init) < KEEP_INIT_RECORDS:
                     self._init.append(rec)
@@ -232,9 +247,33 @@ class Session:
         self.store.add_console_line(f"\u2500\u2500 specconsole {time.strftime('%H:%M:%S')}: {what} \u2500\u2500")
         self._publish("logs")
 
+    def _ours(self, sample: Sample) -> Sample:
+        """``sample`` as this session may use it: a server that answers but is not this
+        run's (server_control/listener.py) counts as not answering, with who holds the port;
+        nothing it says reaches the panels, the timeline or the verification."""
+        if not sample.reachable:
+            self.foreign = None   # nobody answers now: said as any outage
+            return sample
+        if self.run.owns_server() is not False:
+            if self.foreign is not None:
+                self.foreign = None
+                self.mark("this run's server answers")
+            return sample
+        if self.foreign is None:
+            from server_control.proc.listener import holder  # noqa: PLC0415 - a scan of every process, once
+
+            port = self.profile.port if self.profile is not None else None
+            self.foreign = (f"not this run's server: port {port} answers, but from {holder(port) if port else '?'}, "
+                            "not a process of this run; steering is off")
+            self.mark(self.foreign)
+        return Sample(ts=sample.ts, reachable=False, error=self.foreign, poll_s=sample.poll_s)
+
     def _on_sample(self, sample: Sample) -> None:
+        sample = self._ours(sample)
         was = self.last.reachable if self.last else None
-        if was and not sample.reachable:
+        if self.foreign is not None:
+            pass   # said once by _ours
+        elif was and not sample.reachable:
             self.mark(f"the server stopped answering ({sample.error})")
         elif was is False and sample.reachable and self.last_good is not None:
             self.mark("the server answers again")
@@ -242,7 +281,14 @@ class Session:
         if sample.reachable:
             self.last_good = sample
         for key, old, new, who in self.guard.elsewhere(sample):   # a change this session did not make
-            self.last_change = replace(change(new, ChangeState.ELSEWHERE, self.guard.words(key, old, new, who)), key=key)
+            if who == REAPPLY:   # the restart carried the run's runtime value back: ours, not another client's
+                self.last_change = replace(change(new, ChangeState.APPLIED, "re-applied after the restart"), key=key)
+            else:
+                self.last_change = replace(change(new, ChangeState.ELSEWHERE, self.guard.words(key, old, new, who)),
+                                           key=key)
+                self._elsewhere_at = time.monotonic()
+            if key != d.FORCE_KEY:
+                self._damping(sample.ts)
         self.panels.add_sample(sample)
         self.timeline.add_sample(sample)
         self.runtime.observe(sample)
@@ -252,6 +298,14 @@ class Session:
 
     def _on_run_change(self) -> None:
         if self._started:
+            st = self.run.status()
+            if st.last_exit and st.last_exit != self._last_exit:   # a crash: said where the log goes on
+                self.mark(f"the server exited: {st.last_exit}"
+                          + (f"; restart in {st.next_restart_in_s:g} s" if st.next_restart_in_s is not None else ""))
+            self._last_exit = st.last_exit
+            if self._restarts is not None and st.restarts > self._restarts and st.pid:
+                self.mark(f"restarted (restart {st.restarts}): pid {st.pid}")
+            self._restarts = st.restarts
             self._follow(self.run.log_path())
             note = self.run.status().runtime_note
             if note and note != self._runtime_note:   # re-applied (or not) after a restart: said in the log view
@@ -272,16 +326,31 @@ class Session:
         suggestion), validated and read back on every rank like N."""
         return OperationResult.of_change(key, await self._change(value, lambda v: self.control.set_setting(key, v), key))
 
+    def _damping(self, at: float) -> None:
+        if self._damping_at is None or at > self._damping_at:
+            self._damping_at = at
+
     def switch_rate(self) -> SwitchRate:
-        """Rule-made switches per minute lately: flapping and what to do (telemetry/flapping.py)."""
+        """Rule-made switches per minute lately, from their own times: flapping and what to do
+        (telemetry/flapping.py). Measured from the earliest time known (the run's start, its
+        log's first line, this session's start) and from the last change of N / hysteresis /
+        dwell, so that every observer of the run says the same."""
         g = self.last_good
         r0 = g.ranks[0] if g and g.ranks else None
-        return switch_rate([e["t"] for e in self.timeline.current() if not is_forced(e)], time.time(), self._started_at,
+        now = time.time()
+        up = self.run.status().uptime_s
+        since = min(t for t in (self._started_at, self._log_began, now - up if up is not None else None)
+                    if t is not None)
+        return switch_rate([e["t"] for e in self.timeline.current() if not is_forced(e)], now, since,
                            threshold=g.threshold if g else None, hysteresis=r0.hysteresis if r0 else None,
-                           dwell=r0.min_dwell_steps if r0 else None)
+                           dwell=r0.min_dwell_steps if r0 else None, changed_at=self._damping_at)
 
     async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]],
                       key: str) -> SettingChange:
+        if self.foreign is None and self.last is not None and self.last.reachable:
+            self._ours(self.last)   # the port may have changed hands since the last poll
+        if self.foreign is not None:
+            return replace(change(requested, ChangeState.REFUSED, self.foreign), key=key)
         self.last_change = replace(change(requested, ChangeState.PENDING, "sent; waiting for every DP rank to read back"),
                                         key=key)
         self._publish("snapshot")
@@ -293,6 +362,8 @@ class Session:
             if lost:
                 result = replace(result, state=ChangeState.NOT_KEPT,
                                  detail=f"applied now, NOT kept across a restart: {lost} ({result.detail})")
+            if key != d.FORCE_KEY:
+                self._damping(time.time())
         self.last_change = result
         self.poller.poke()
         self._publish("snapshot")
@@ -341,12 +412,18 @@ class Session:
         s = self.last
         g = s if s and s.reachable else self.last_good
         load = g.load if g else None
+        tc = self.last_change
+        if tc is not None and tc.state == "elsewhere" and (
+                time.monotonic() - self._elsewhere_at > ELSEWHERE_SHOWN_S
+                or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))):
+            self.last_change = None   # old news, or no longer what the server shows
         return SessionSnapshot(
             url=self.url, profile=self.profile.name if self.profile is not None else None,
             attached=self.attached, run=self.run.status(),
             server=ServerStatus(reachable=bool(s and s.reachable), error=s.error if s else "not polled yet",
                                 model=s.model if s else None, tp_size=s.tp_size if s else None,
-                                dp_size=s.dp_size if s else None, version=s.version if s else None),
+                                dp_size=s.dp_size if s else None, version=s.version if s else None,
+                                foreign=self.foreign is not None),
             spec=self._spec(g), last_change=self.last_change,
             live=replace(load, source=None, ts=g.ts) if g and load else Load(),   # source: not in the JSON
             series=self._series_now(), timeline=self._timeline_now(s), gpus=self.nvml.snapshot(),
@@ -383,3 +460,7 @@ class Session:
             self._switches = (self.timeline.version, switches)
         shares = per_mode(s, self.timeline, self.panels)
         return Timeline(switches, MappingProxyType({m: ModeShare(**shares[m]) for m in MODES}))
+
+
+def _same_value(a: object, b: object) -> bool:
+    return a == b or str(a) == str(b)

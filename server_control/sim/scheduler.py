@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 
 
+STOP_WAIT_S = 1.5   # a rank gone: how long to wait for the server's own stop before it is a failure
+
+
 class Scheduler:
     def __init__(self, args: argparse.Namespace, ranks: RankGroup | LightRankGroup, log: Logger,
                  deliver: Callable[[list[asyncio.Event]], None], on_fatal: Callable[[int, str], None]) -> None:
@@ -143,7 +146,19 @@ class Scheduler:
         try:
             self._loop()
         except Exception as exc:  # noqa: BLE001 - a rank died or disagreed: the server is broken
+            # A clean stop signals the whole group: a rank may die of it before the main
+            # process has handled its own SIGTERM. Not a failure then (it would put a clean
+            # stop into every errors-only view): wait for that stop before calling it fatal.
+            if self._stop.wait(STOP_WAIT_S):
+                self.log.info(f"Scheduler stopped: the server is shutting down ({exc})")
+                return
             self.on_fatal(1, f"Scheduler failed: {exc}")
+
+    def request_stop(self) -> None:
+        """The server is shutting down (SIGTERM/SIGINT): the ranks may go first; no join."""
+        self._stop.set()
+        with self.cond:
+            self.cond.notify()
 
     def _fault_due(self) -> bool:
         at = self.args.sim_crash_after

@@ -109,8 +109,12 @@ async def serve(a: argparse.Namespace, sock: socket.socket, ranks: RankGroup | L
     config = uvicorn.Config(app, log_config=uvicorn_log_config(a.log_level), log_level=a.log_level,
                             access_log=True, timeout_graceful_shutdown=2, lifespan="on")
     server = Server(config)
+    def stop_signal() -> None:
+        sched.request_stop()   # the ranks go down with the group: the scheduler must not call it a failure
+        stop()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop)
+        loop.add_signal_handler(sig, stop_signal)
     try:
         # SO_REUSEADDR lets two not-yet-listening sockets bind one port: whoever listens
         # second loses, so a server started at the same time on the same port ends here

@@ -76,7 +76,7 @@ _FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
     **{k: (lambda v: isinstance(v, str), "must be a string") for k in
        ("name", "kind", "host", "log_path", "cwd", "started_at")},
     **{k: (lambda v: v is None or isinstance(v, str), "must be a string or null") for k in
-       ("profile_path", "fatal_reason", "ready_at", "health", "boot_id")},
+       ("profile_path", "fatal_reason", "ready_at", "health", "boot_id", "last_exit")},
     **{k: (_is_int, "must be an integer") for k in ("pid", "pgid", "sid", "port", "restarts", "launcher_pid")},
     **{k: (lambda v: v is None or _is_int(v), "must be an integer or null") for k in
        ("exit_code", "start_ticks", "keeper_pid", "keeper_ticks")},
@@ -132,6 +132,7 @@ class RunRecord:
     start_ticks: int | None = None     # /proc/<pid>/stat starttime: ticks since that boot
     keeper_pid: int | None = None      # the keeper that copies the log and records the exit code
     keeper_ticks: int | None = None    # its start ticks (a reused pid is not the keeper)
+    last_exit: str | None = None       # how the previous server of this run ended on its own (a restart's record)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)

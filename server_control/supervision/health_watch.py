@@ -202,6 +202,7 @@ class WatchLoop(SupervisorParts):
         await self._after_failure(disk, code, how)
 
     async def _after_failure(self, rec: runs.RunRecord, code: int | None, how: str) -> None:
+        self._set(last_exit=f"pid {rec.pid} {how} at {time.strftime('%H:%M:%S')}")
         decision, value = self.policy.after_crash(time.monotonic(), ran_for_s=rec.uptime_s)
         self.journal("watchdog restart" if "watchdog" in how else "crash", RunState.FATAL if decision == RunState.FATAL
                      else f"restart in {float(value):g} s", f"pid {rec.pid}: {how}")

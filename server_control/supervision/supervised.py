@@ -79,6 +79,7 @@ class SupervisorParts:
         on_change: Callable[[Any], None] | None
         role: str
         runtime_note: str | None
+        last_exit: str | None
         last_error: str | None
         _sup_cache: tuple[float, SupervisorInfo | None]
 

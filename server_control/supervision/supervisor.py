@@ -41,9 +41,9 @@ import psutil
 
 from server_control.model.run_status import RunStatus, SupervisorInfo
 from server_control.model.vocabulary import STOPPED_STATES, Outcome, RunState, check_transition
-from server_control.proc import process
+from server_control.proc import process, run_recovery
 from server_control.proc.process import ProcInfo, StopResult
-from server_control.state import identity, journal, run_logs, run_recovery, runs
+from server_control.state import identity, journal, run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.state.start_ticks import proc_start
 from server_control.state.state_dir import resolve_state_dir
@@ -76,6 +76,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         self.backoff_history: list[float] = []
         self.next_restart_at: float | None = None   # time.time() of the pending restart
         self.runtime_note: str | None = None   # what became of the runtime settings at the last restart
+        self.last_exit: str | None = None      # how the server last ended on its own (kept across restarts)
         self.supervising = False
         self.policy = RestartPolicy.from_profile(profile.restart)
         self._epoch = 0            # bumped by launch/stop: a pending restart of an old epoch aborts
@@ -203,7 +204,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             next_restart_in_s=(round(max(0.0, self.next_restart_at - time.time()), 1)
                                if self.next_restart_at else None),
             runtime=MappingProxyType(dict(rec.runtime) if rec else {}), runtime_note=self.runtime_note,
-            supervisor=self.supervisor_of())
+            supervisor=self.supervisor_of(), last_exit=self.last_exit)
 
     def status_json(self) -> dict[str, Any]:
         """``status()`` as JSON (`specconsole supervise --json`)."""
@@ -217,7 +218,8 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         if self._live(rec):
             self._fails = 0
             self._set(RunState.UNHEALTHY if rec.health == RunState.UNHEALTHY else RunState.STARTING, record=rec,
-                      restarts=rec.restarts, exit_code=None, fatal_reason=None, last_error=None)
+                      restarts=rec.restarts, exit_code=None, fatal_reason=None, last_error=None,
+                      last_exit=rec.last_exit or self.last_exit)
             return rec
         left = identity.run_processes(rec.identity())
         if left:
@@ -247,7 +249,8 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         async with self._op_lock:
             self._epoch += 1
             self.policy = RestartPolicy.from_profile(self.profile.restart)
-            self._set(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[], runtime_note=None)
+            self._set(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[], runtime_note=None,
+                      last_exit=None)
             try:
                 return await self._start(previous_logs=[], runtime=runtime)
             except RunConflict as exc:
@@ -291,7 +294,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
                 started_at="", restarts=self.restarts,
                 launcher_pid=os.getpid(), log_paths=previous_logs[-(keep - 1):] if keep > 1 else [],
                 supervisor=self.supervisor_info() if self.supervising else None,
-                runtime=carry, runtime_pending=bool(carry))
+                runtime=carry, runtime_pending=bool(carry), last_exit=self.last_exit)
             manifest = runs.log_manifest(name, sd)
             started = await asyncio.to_thread(process.launch, spec, dataclasses.asdict(template),
                                               runs.record_path(name, sd), manifest)

@@ -12,6 +12,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from server_control.protocol import decision as d
+from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.sample import Sample, intval, num
 
 PANELS = ("batch", "gen_throughput", "accept_len", "threshold", "mode")  # mode: 1 target-only
@@ -121,7 +122,7 @@ class ModeTimeline:
             "ts": ts if isinstance(ts, str) else None, "mode": mode,
             "batch": intval(getattr(rec, "batch", None)),
             "threshold": intval(getattr(rec, "threshold", None)),
-            "rank": rank or None, "t": now, "line": getattr(rec, "line", None),
+            "rank": rank or None, "t": record_epoch(ts, now) or now, "line": getattr(rec, "line", None),
             "text": getattr(rec, "text", None), "source": "log"})
 
     def add_sample(self, sample: Sample) -> bool:
@@ -146,7 +147,8 @@ class ModeTimeline:
             added |= self._add((r.dp_rank, count), {
                 "ts": None, "mode": mode, "batch": intval(last.get("batch")),
                 "threshold": intval(last.get("threshold")), "rank": f"DP{r.dp_rank}",
-                "t": sample.ts, "line": None, "source": "poll",
+                "t": at if isinstance(at := num(last.get("at")), float) and 0 < at <= sample.ts + 60 else sample.ts,
+                "line": None, "source": "poll",
                 "text": polled_text(r.dp_rank, count, mode, intval(last.get("batch")), intval(last.get("threshold")))})
         return added
 

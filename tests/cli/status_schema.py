@@ -34,7 +34,7 @@ RUN = {"state": STR, "pid": opt(int), "pgid": opt(int), "started_at": opt(str), 
        "fatal_reason": opt(str), "processes": ListOf(INT)}
 RUN_SUPERVISED = {**RUN, "supervising": (bool,), "last_error": opt(str), "next_restart_in_s": opt(*NUM),
                   "runtime": MapOf((int, str)), "runtime_note": opt(str),
-                  "supervisor": opt({"pid": INT, "kind": STR, "since": STR})}
+                  "supervisor": opt({"pid": INT, "kind": STR, "since": STR}), "last_exit": opt(str)}
 CHANGE = {"requested": opt(int, str), "state": STR, "detail": STR, "ranks": ListOf((bool,)), "key": opt(str)}
 SUGGESTION = {"key": STR, "name": STR, "value": INT, "current": INT, "effect": STR}
 SWITCH_RATE = {"per_min": NUM, "count": INT, "window_s": NUM, "flapping": (bool,), "suggestion": (SUGGESTION, NONE)}
@@ -49,7 +49,7 @@ def snapshot_schema(run: dict) -> dict:
         "profile": opt(str), "url": STR, "attached": (bool,),
         "run": run,
         "server": {"reachable": (bool,), "error": opt(str), "model": opt(str), "tp_size": opt(int),
-                   "dp_size": opt(int), "version": opt(str)},
+                   "dp_size": opt(int), "version": opt(str), "foreign": (bool,)},
         "spec": {"mode": opt(str), "threshold": opt(int), "low_mark": opt(int), "hysteresis": opt(int),
                  "min_dwell_steps": opt(int), "force": opt(str), "switch_count": INT, "steps": MapOf(NUM),
                  "seconds": MapOf(NUM), "tokens": MapOf(NUM), "supports_runtime_threshold": opt(bool),

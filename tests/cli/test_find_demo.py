@@ -7,9 +7,11 @@ import asyncio
 import dataclasses
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 
 from console.cli.demo_target import demo_state_dir, demo_target
 from server_control.proc.ports import free_port
@@ -73,3 +75,61 @@ def test_dry_run_checks_that_the_interpreter_can_import_sglang(tmp_path, state_d
     venv = cli("launch", "--dry-run", "--profile", str(tmp_path / "venv.toml"))
     assert venv.returncode == 0 and "sglang" not in venv.stderr, venv.stderr
     assert "# sglang 0.5.23" in venv.stdout
+
+
+def test_demo_without_a_run_says_so_and_probes_nothing(state_dir):
+    """Issue 23 item 1: with no demo run, `status --demo` and `threshold --demo` probed a
+    port picked for a run that is not there (30000, or a random free one)."""
+    for args in (("status", "--demo"), ("threshold", "--demo"), ("threshold", "7", "--demo"), ("verify", "--demo")):
+        r = cli(*args)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert "no demo run in" in r.stderr and "specconsole demo" in r.stderr, (args, r.stderr)
+        assert "127.0.0.1" not in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+
+
+def test_status_of_a_run_stopped_on_purpose_says_not_running(state_dir, sim_profile):
+    """Issue 23 item 10: exit 1 and a hint to pass `--demo`; now: exit 3, "not running"."""
+    r = cli("status", "--profile", str(sim_profile), "--state-dir", str(state_dir))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "is not running (stopped" in r.stderr and "--demo" not in r.stderr, r.stderr
+
+
+def test_demo_help_says_what_quitting_does():
+    """Issue 23 item 4: `demo --help` said quitting defaults to stopping (Enter leaves it running)."""
+    text = " ".join(cli("demo", "--help").stdout.split())
+    assert "Enter leaves it running" in text and '"stop it" as the default' not in text
+
+
+def test_logs_of_the_demo_and_of_a_profile(state_dir):
+    """Issue 23 item 8: `specconsole logs --demo|--profile P [-f]` like the other commands
+    (before: rc 2, and with no FILE it looked where the demo does not write)."""
+    target = demo_target(demo_state_dir(), port=free_port())
+    profile = dataclasses.replace(target.profile, sim={**target.profile.sim, "max_lifetime": 120.0,
+                                                       "time_scale": 20.0})
+    rec = asyncio.run(Supervisor(profile, state_dir=target.state_dir).launch())
+    follow = None
+    try:
+        init = "Dynamic speculation disable enabled"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and init not in open(rec.log_path, errors="replace").read():
+            time.sleep(0.2)
+        r = cli("logs", "--demo")
+        assert r.returncode == 0 and init in r.stdout, r.stdout[-500:] + r.stderr
+        r = cli("logs")                                   # no FILE: the demo's log is found too
+        assert r.returncode == 0 and init in r.stdout, r.stderr
+        r = cli("logs", "--demo", "--kind", "spec_init", "--parse", "--json")
+        assert r.returncode == 0 and json.loads(r.stdout.splitlines()[0])["kind"] == "spec_init"
+        follow = subprocess.Popen([sys.executable, "-m", "console", "logs", "--demo", "-f", "--kind", "decode"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+        line = follow.stdout.readline()
+        assert "Decode batch" in line, line
+        follow.send_signal(signal.SIGTERM)
+        follow.communicate(timeout=20)                    # drained: a full pipe would block its writes
+        assert follow.returncode == 0
+    finally:
+        if follow is not None and follow.poll() is None:
+            follow.kill()
+        subprocess.run([sys.executable, "-m", "console", "stop", "--demo"], capture_output=True, timeout=60,
+                       env=dict(os.environ))
+    r = cli("logs", "--demo", "--kind", "spec_init")        # stopped: the last run's log still reads
+    assert r.returncode == 0 and "Dynamic speculation disable enabled" in r.stdout, r.stderr

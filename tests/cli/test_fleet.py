@@ -11,6 +11,7 @@ import pytest
 
 from console.cli.fleet import demo_app
 from console.fleet.screen import FleetScreen
+from console.screens.confirm import ChoiceScreen
 from server_control.config.profile import load_profile
 from server_control.state.runs import list_records
 from tests.console.screen_text import wait_for
@@ -31,8 +32,20 @@ def test_bad_fleet_file_and_unknown_member_exit_2(tmp_path):
     assert res.returncode == 2 and f"{bad}: [members.r1] url: must be an http" in res.stderr
     res = cli("fleet", "verify", "--fleet", "example", "--members", "node2,zz", state_dir=tmp_path)
     assert res.returncode == 2 and "--members: no member 'zz'" in res.stderr
-    res = cli("fleet", "threshold", "--fleet", "example", state_dir=tmp_path)
-    assert res.returncode == 2 and "give either N or --force MODE" in res.stderr
+    res = cli("fleet", "threshold", "5", "--force", "auto", "--fleet", "example", state_dir=tmp_path)
+    assert res.returncode == 2 and "give either N or --force MODE, not both" in res.stderr
+
+
+def test_fleet_threshold_without_n_reads(tmp_path, sim_factory):
+    """Issue 23 item 10: `fleet threshold` without N was rc 2 while `threshold` without N reads."""
+    sim = sim_factory(tp=1, threshold=6)
+    sim.wait_ready()
+    fleet = tmp_path / "one.toml"
+    fleet.write_text(f'name = "one"\n[members.s]\nurl = "{sim.url}"\ngateway = false\n')
+    res = cli("fleet", "threshold", "--fleet", str(fleet), "--json", state_dir=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    member = json.loads(res.stdout)["members"][0]
+    assert member["member"] == "s" and member["data"]["threshold"] == 6, member
 
 
 @pytest.mark.ssh
@@ -95,5 +108,19 @@ async def test_demo_fleet_sends_traffic_through_the_gateway_and_stops_on_quit(tm
         assert isinstance(app.screen, FleetScreen) and len(app.fleet_screen.order) == 4 and modes
         pgids = [r.pgid for r in list_records(tmp_path / "demo")]
         await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ChoiceScreen)   # the demo's q confirms that it stops everything
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.return_code is not None, "exit", 60)
     assert len(pgids) == 5 and all(group_pids(pg) == [] for pg in pgids)
     assert not list_records(tmp_path / "demo")
+
+
+def test_fleet_status_of_a_member_stopped_on_purpose_is_not_a_failure(tmp_path):
+    """Issue 23 item 10: `fleet status` exited 1 for members stopped on purpose."""
+    fleet = tmp_path / "stopped.toml"
+    fleet.write_text(f'name = "stopped"\n[members.a]\nprofile = "{write_profile(tmp_path, "st", tp=1)}"\n')
+    res = cli("fleet", "status", "--fleet", str(fleet), "--json", state_dir=tmp_path / "state")
+    assert res.returncode == 0, res.stdout + res.stderr
+    member = json.loads(res.stdout)["members"][0]
+    assert member["outcome"] == "ok" and member["data"]["state"] == "stopped", member

@@ -25,7 +25,7 @@ def sample_snapshot() -> dict:
                 "uptime_s": 3725.0, "port": 30000, "restarts": 1, "log_path": "/tmp/x.log",
                 "exit_code": None, "fatal_reason": None, "processes": [4242, 4243, 4244]},
         "server": {"reachable": True, "error": None, "model": "meta-llama/Llama-3.1-8B-Instruct",
-                   "tp_size": 2, "dp_size": 1, "version": "0.5.23"},
+                   "tp_size": 2, "dp_size": 1, "version": "0.5.23", "foreign": False},
         "spec": {"mode": "target_only", "threshold": 5, "low_mark": 4, "hysteresis": 1, "min_dwell_steps": 10,
                  "force": "auto", "switch_count": 3, "steps": {}, "seconds": {}, "tokens": {},
                  "supports_runtime_threshold": True,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from server_control.state import runs
+from tests.support.tmux import Term
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
@@ -23,39 +24,6 @@ REPO = Path(__file__).resolve().parents[2]
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
 
 
-class Term:
-    def __init__(self, tmp_path: Path, term: str = "xterm", size=(120, 40)) -> None:
-        self.sock = f"specconsole-i14-{os.getpid()}"
-        self.state = tmp_path / "state"
-        self.env = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "TMUX", "NO_COLOR")}
-        self.env.update(TERM=term, PYTHONPATH=str(REPO), SPECCONSOLE_STATE_DIR=str(self.state))
-        self.size = size
-
-    def tmux(self, *args, **kw):
-        return subprocess.run(["tmux", "-L", self.sock, *args], env=self.env, timeout=10, **kw)
-
-    def start(self, cmd: str) -> None:
-        self.tmux("new-session", "-d", "-s", "t", "-x", str(self.size[0]), "-y", str(self.size[1]), cmd,
-                  check=True)
-
-    def screen(self, escapes: bool = False) -> str:
-        return self.tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "t",
-                         capture_output=True, text=True).stdout
-
-    def keys(self, *k: str, literal: bool = False) -> None:
-        self.tmux("send-keys", "-t", "t", *(["-l"] if literal else []), *k, check=True)
-
-    def wait(self, cond, timeout=60.0, what="condition") -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if cond(text):
-                return text
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}:\n{self.screen()}")
-
-    def close(self) -> None:
-        self.tmux("kill-server", capture_output=True)
 
 
 def test_operator_screen_in_a_16_colour_terminal(tmp_path):

@@ -231,3 +231,23 @@ def test_runtime_counts_only_decode_time_at_or_below_the_low_mark():
     # a batch between the low mark and N (hysteresis band) makes the switch back not due
     w.observe(info(batch=5, mode="target_only", ts=64.0))
     assert w.status(down).status == "pending"
+
+
+def test_runtime_an_operators_n0_is_not_a_switch_back():
+    """Issue 23 item 10: N=0 switches back at any batch ("threshold 0: never disable"): not
+    evidence that the rule brings speculation back."""
+    w = SwitchWatch()
+    w.observe(info(batch=8, ts=1.0))
+    n0 = {"mode": "speculative", "t": 3.0, "line": 61, "batch": 8, "threshold": 0,
+          "text": "Dynamic speculation: switched to speculative (threshold 0: never disable)"}
+    r = w.status([ev("target_only", 2.0, 50), n0])
+    assert r.status == "pending", r                     # before: pass, citing the N=0 switch
+
+
+def test_runtime_a_later_stuck_failure_is_not_masked_by_an_earlier_pass():
+    w = SwitchWatch(step_s=0.1)                        # grace 4 s
+    events = [ev("target_only", 0.5, 50), ev("speculative", 1.0, 60)]
+    for t in range(2, 9):
+        w.observe(info(batch=9, ts=float(t)))           # later: above N in speculative, no switch
+    r = w.status(events)
+    assert r.status == "fail" and r.cause == CAUSE_NO_SWITCH, r   # before: pass from the first pair

@@ -41,7 +41,7 @@ async def test_all_layers_pass_and_snapshot_shape(sim):
                for part in runtime.split("; back to speculative: ")), runtime
     assert snap["attached"] is True and snap["run"]["state"] == "external"
     assert snap["server"] == {"reachable": True, "error": None, "model": "sim/Llama-3.1-8B-Instruct",
-                              "tp_size": 2, "dp_size": 1, "version": "0.5.23"}
+                              "tp_size": 2, "dp_size": 1, "version": "0.5.23", "foreign": False}
     spec = snap["spec"]
     assert spec["threshold"] == 5 and spec["low_mark"] == 4 and spec["force"] == "auto"
     assert spec["supports_runtime_threshold"] is True and spec["switch_count"] >= 1

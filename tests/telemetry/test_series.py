@@ -8,8 +8,8 @@ from server_control.telemetry.sample import Sample, sample_from_server_info
 from server_control.telemetry.series import ModeTimeline, PanelSeries, dp_group, per_mode
 
 
-def switch(rank, mode, batch, line):
-    return Rec(kind="spec_switch", rank=rank, mode=mode, batch=batch, threshold=5, ts="2026-11-29 10:00:00",
+def switch(rank, mode, batch, line, ts="2026-11-29 10:00:00"):
+    return Rec(kind="spec_switch", rank=rank, mode=mode, batch=batch, threshold=5, ts=ts,
                line=line, text=f"Dynamic speculation: switched to {mode}")
 
 
@@ -76,7 +76,7 @@ def test_per_mode_from_series_when_no_counters():
     t, p = ModeTimeline(), PanelSeries()
     for i, v in enumerate([100.0, 100.0, 300.0, 500.0]):
         p.add("gen_throughput", float(i), v)
-    t.add_record(switch("TP0", "target-only", 7, 1), now=2.0)
+    t.add_record(switch("TP0", "target-only", 7, 1, ts=None), now=2.0)   # no time stamp: when it was read
     out = per_mode(None, t, p)
     assert out == {"speculative": {"share": 0.5, "tok_s": 100.0}, "target_only": {"share": 0.5, "tok_s": 400.0}}
 
@@ -119,3 +119,17 @@ def test_polled_switch_evidence_is_words_not_a_python_repr():
     t.add_sample(info(1, "target_only", 7))
     text = t.events[-1]["text"]
     assert text == "polled internal_states[0].dynamic_speculation: switch 1 to target-only at decode batch 7 (threshold 5)"
+
+
+def test_a_switch_keeps_its_own_time_not_when_it_was_read():
+    import datetime
+    t = ModeTimeline()
+    t.add_record(switch("TP0", "target-only", 7, 1, ts="2026-11-29T10:00:00"), now=9e9)
+    assert t.events[0]["t"] == datetime.datetime(2026, 11, 29, 10, 0, 0).timestamp()
+    now = 1.8e9
+    s = sample_from_server_info(now, {"internal_states": [{"dynamic_speculation": {
+        "mode": "target_only", "switch_count": 1,
+        "last_switch": {"to": "target_only", "batch": 7, "threshold": 5, "at": now - 30.0}}}]})
+    t2 = ModeTimeline()
+    t2.add_sample(s)
+    assert t2.events[0]["t"] == now - 30.0      # the patch's own time of the switch, not the poll's

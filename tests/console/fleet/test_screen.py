@@ -30,7 +30,7 @@ def test_sort_filter_and_cells_are_plain_functions():
     assert [r.name for r in arrange(rows, filter_text="!gpu-7")] == ["a", "b"]
     assert not matches(rows[2], "!no-answer") and matches(rows[2], "gpu")
     c = cells(_row("x", threshold=5, force="target_only", mode=None), selected=True)
-    assert (c["sel"], c["threshold"], c["mode"], c["tok_s"]) == ("*", "5*", "-", "-")
+    assert (c["sel"], c["threshold"], c["mode"], c["tok_s"]) == ("*", "5F", "-", "-")   # F forced, * selected
     assert cells(rows[2], False)["state"].style == "bold red"
 
 

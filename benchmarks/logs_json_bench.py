@@ -1,0 +1,74 @@
+"""`specconsole logs FILE --parse --json` against grep on the same file (issue 23 item 8).
+
+    python -m benchmarks.logs_json_bench [--lines 1000000] [--rounds 3] [--file LOG]
+
+Generates the logs benchmark's TP2 EAGLE-3 log (benchmarks/logs_bench.py) unless --file is
+given, then runs, round by round and interleaved (a shared machine's drift hits every arm
+alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json`, the same with the
+standard library's JSON encoder (`SPECCONSOLE_JSON=std`, the encoder before), and
+`--kind decode`; stdout goes to /dev/null. Prints wall and CPU seconds (the child's user +
+system) per arm and the ratio to grep, per round and the median.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.logs_bench import generate
+
+ARMS = {
+    "grep -c": lambda f: ["grep", "-c", "Decode batch", str(f)],
+    "logs --parse --json": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
+    "... (stdlib json)": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
+    "logs --kind decode": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--kind", "decode"],
+}
+
+
+def run_arm(name: str, argv: list[str]) -> tuple[float, float]:
+    env = dict(os.environ, SPECCONSOLE_JSON="std") if "stdlib" in name else dict(os.environ)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, check=True, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--lines", type=int, default=1_000_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--file", type=Path)
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.file or Path(tmp) / "bench.log"
+        if args.file is None:
+            generate(path, args.lines)
+        lines = sum(1 for _ in open(path, "rb"))
+        print(f"{path}: {lines} lines, {path.stat().st_size / 1e6:.0f} MB; load average {os.getloadavg()}")
+        got: dict[str, list[tuple[float, float]]] = {a: [] for a in ARMS}
+        for r in range(args.rounds):
+            for name, make in ARMS.items():
+                got[name].append(run_arm(name, make(path)))
+            print(f"round {r + 1}: " + "  ".join(f"{n} {w:.2f}s/{c:.2f}cpu" for n, ((w, c),) in
+                                                   ((n, v[-1:]) for n, v in got.items())), flush=True)
+        g_wall = statistics.median(w for w, _ in got["grep -c"])
+        g_cpu = statistics.median(c for _, c in got["grep -c"])
+        for name, vals in got.items():
+            wall, cpu = statistics.median(w for w, _ in vals), statistics.median(c for _, c in vals)
+            ratio = f"  1/{wall / g_wall:.0f} of grep (wall), 1/{cpu / max(g_cpu, 1e-3):.0f} (cpu)" \
+                if name != "grep -c" else ""
+            print(f"{name:22s} wall {wall:6.2f} s ({lines / wall / 1e3:7.0f}k lines/s)  cpu {cpu:6.2f} s{ratio}")
+        print(f"load average after: {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

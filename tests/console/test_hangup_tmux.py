@@ -1,0 +1,66 @@
+"""An SSH drop is a quit that leaves the server supervised (issue 23 item 2): `tmux
+kill-session` (the terminal goes away, the console gets SIGHUP) hands the run to a detached
+`specconsole supervise`, as `q` then Enter does; before, the console died and `status` said
+"supervisor: none". Real tmux, the real demo, the run record read from disk; everything
+started is stopped by the pids and groups recorded (the simulator's group, the supervise)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from server_control.state import runs
+from tests.support.tmux import Term
+
+pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240)]
+
+
+def demo_status(t: Term) -> dict:
+    r = subprocess.run([sys.executable, "-m", "console", "status", "--demo", "--state-dir", str(t.state / "demo"),
+                        "--json"], env=t.env, timeout=60, capture_output=True, text=True)
+    return json.loads(r.stdout)
+
+
+def test_kill_session_hands_the_run_to_a_detached_supervise(tmp_path):
+    t = Term(tmp_path)
+    t.sock = f"specconsole-hup-{os.getpid()}"
+    t.start(f"{sys.executable} -m console demo --time-scale 5 --no-mouse")
+    rec = sup_pid = None
+    try:
+        t.wait(lambda s: "READY" in s and "N=5" in s, what="READY and N=5")
+        rec = runs.load_record("demo", t.state / "demo")
+        assert rec is not None and rec.is_live()
+        t.tmux("kill-session", "-t", "t", check=True)          # the terminal goes away: SIGHUP
+        deadline = time.monotonic() + 45
+        who = None
+        while time.monotonic() < deadline:
+            disk = runs.load_record("demo", t.state / "demo")
+            who = disk.supervisor if disk is not None else None
+            if who and who.get("kind") == "handoff":
+                break
+            time.sleep(0.3)
+        assert who and who.get("kind") == "handoff", who       # before: no supervisor at all
+        sup_pid = who["pid"]
+        assert psutil.pid_exists(sup_pid) and rec.is_live()    # the server runs on, supervised
+        st = demo_status(t)
+        assert st["run"]["supervisor"]["pid"] == sup_pid and st["run"]["supervisor"]["kind"] == "handoff"
+    finally:
+        subprocess.run([sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
+                       env=t.env, timeout=60, capture_output=True)
+        t.close()
+        if sup_pid:
+            try:
+                os.kill(sup_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        if rec is not None and rec.is_live():
+            try:
+                os.killpg(rec.pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
