@@ -21,10 +21,10 @@ import time
 
 import httpx
 
-from server_control.advice.estimate import estimate
 from server_control.advice.source import read_server
 from server_control.advice.words import advise
 from server_control.proc.sim_launcher import start_sim
+from server_control.protocol.crossover import estimate
 from server_control.sim import model
 
 KV = 0.2

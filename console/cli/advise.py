@@ -33,9 +33,9 @@ from console.cli.common import (
     usage_error,
 )
 from server_control.advice import store
-from server_control.advice.estimate import Point, estimate
 from server_control.advice.source import SourceError, read_server
 from server_control.advice.words import Advice, advise, duration
+from server_control.protocol.crossover import Point, estimate
 
 
 def register(subparsers) -> None:

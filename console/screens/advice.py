@@ -13,9 +13,9 @@ from textual.screen import ModalScreen
 
 from console.screens.confirm import confirm
 from console.widgets.advice_panel import AdvicePanel
-from server_control.advice.estimate import estimate
 from server_control.advice.source import SourceError, read_server
 from server_control.advice.words import Advice, advise
+from server_control.protocol.crossover import estimate
 
 EVERY_S = 10.0
 

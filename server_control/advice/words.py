@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server_control.advice.estimate import Estimate
 from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY
-
-TRUSTED_EXTRAPOLATION = 2.0   # batches beyond the data a crossover may lie and still be advised
+from server_control.protocol.crossover import TRUSTED_EXTRAPOLATION, Estimate
 
 
 @dataclass(frozen=True)

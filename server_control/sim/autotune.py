@@ -1,7 +1,7 @@
 """The simulator's self-tuning threshold (``--sim-auto-tune LO-HI``), decided once.
 
 A thread of the main process reads the scheduler's cost curves every second of simulated
-time and gives them to ``advice.tuner.Tuner``; a move goes through the scheduler's
+time and gives them to ``protocol.tuner.Tuner``; a move goes through the scheduler's
 settings queue as a runtime change does (``apply_setting``), so every TP rank applies it
 at the same step, and is logged once with its evidence:
     Dynamic speculation: threshold 8 -> 10 (auto: target-only faster from batch 10, ...)
@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from server_control.advice.tuner import Tuner, TuneSettings
 from server_control.protocol import cost_curves, decision
+from server_control.protocol.tuner import Tuner, TuneSettings
 
 if TYPE_CHECKING:
     from server_control.sim.scheduler import Scheduler

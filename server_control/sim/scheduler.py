@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from server_control.advice.tuner import TuneSettings
 from server_control.protocol import cost_curves, decision, explore
+from server_control.protocol.tuner import TuneSettings
 from server_control.sim import args as simargs
 from server_control.sim import model
 from server_control.sim.autotune import AutoTune

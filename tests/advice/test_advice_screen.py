@@ -7,8 +7,8 @@ import pytest
 from console.app import SpecConsoleApp
 from server_control.session.session import Session
 from server_control.state import journal
-from tests.advice.test_advise_cli import wait_steps
 from tests.console.screen_text import screen_text, wait_for
+from tests.support.advice import wait_steps
 
 pytestmark = pytest.mark.timeout(150)
 

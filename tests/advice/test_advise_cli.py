@@ -4,27 +4,14 @@ bad saved file refused by name and kept."""
 import json
 import subprocess
 import sys
-import time
-
-import httpx
 
 from server_control.advice import store
+from tests.support.advice import wait_steps
 
 
 def advise(*args, timeout=60):
     return subprocess.run([sys.executable, "-m", "console.cli.main", "advise", *args],
                           capture_output=True, text=True, timeout=timeout)
-
-
-def wait_steps(url, modes=("speculative", "target_only"), steps=200, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        (state,) = httpx.get(url + "/server_info", timeout=5).json()["internal_states"]
-        rows = state["dynamic_speculation"]["cost_curves"]["modes"]
-        if all(sum(r[2] for r in rows.get(m, [])) >= steps for m in modes):
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"fewer than {steps} steps per mode after {timeout} s")
 
 
 def test_advise_suggests_from_the_curves_and_keeps_them(sim_factory, tmp_path):

@@ -1,31 +1,12 @@
 """The advisor's estimate and words on curves drawn from the simulator's model (pure)."""
-import dataclasses
-import random
 
 import pytest
 
-from server_control.advice.estimate import estimate
 from server_control.advice.words import advise
-from server_control.protocol import cost_curves as cc
+from server_control.protocol.crossover import estimate
 from server_control.protocol.explore import Explorer, window
 from server_control.sim import model
-
-
-def curves(n, kv=0.0, ctx=500.0, p=0.777, lo=1, hi=20, steps=4000, seed=1, share=0.0):
-    """Counters fed by the model: auto mode at threshold n, batches uniform lo..hi."""
-    cal = dataclasses.replace(model.DEFAULT, kv_ms_per_ktoken=kv)
-    rng = random.Random(seed)
-    ex = Explorer(share)
-    c = cc.CostCounters()
-    t = 0.0
-    for i in range(steps):
-        b = rng.randint(lo, hi)
-        mode = ex.mode("speculative" if b <= n else "target_only", i, b, n)
-        c.step(mode, b, t, ctx)
-        t += model.step_ms(mode, b, cal, ctx) / 1000 * (1 + rng.gauss(0, 0.03))
-        c.commit(mode, b, sum(model.sample_accept(rng, p, 3) for _ in range(b)) if mode == "speculative" else b)
-    truth = model.crossover(cal, context=ctx, accept_length=model.expected_accept(p, 3))
-    return cc.parse(c.snapshot()), truth
+from tests.support.advice import curves
 
 
 @pytest.mark.parametrize("n, kv, ctx, p", [(8, 0.0, 500, 0.777), (2, 0.0, 500, 0.777),

@@ -5,9 +5,9 @@ import time
 import httpx
 import pytest
 
-from server_control.advice.tuner import MOVE_PREFIX, Tuner, TuneSettings, parse_bounds
 from server_control.protocol import cost_curves as cc
-from tests.advice.test_estimate import curves
+from server_control.protocol.tuner import MOVE_PREFIX, Tuner, TuneSettings, parse_bounds
+from tests.support.advice import curves
 
 
 def test_moves_toward_the_crossover_at_a_bounded_rate_then_holds():

@@ -10,7 +10,7 @@ import pytest
 from server_control.config.profile import ProfileError, load_profile
 from server_control.config.schema import SCHEMA
 from server_control.state import runs
-from tests.trust.test_findable import cli, port_of, run_pids
+from tests.support.trust import cli, port_of, run_pids
 
 FLOAT_KEYS = [(s, k) for s, keys in SCHEMA.items() for k, (tag, _) in keys.items() if tag == "float"]
 

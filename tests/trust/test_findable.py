@@ -10,35 +10,11 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
 from server_control.state import runs
 from tests.support.sim import REPO_ROOT
-
-
-def cli(*args: str, timeout_s: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", *args], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=timeout_s)
-
-
-def run_pids(port: int) -> list[int]:
-    """Every process whose command line serves ``port`` (the simulator's ranks included)."""
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if "--port" in cmd and str(port) in cmd and "server_control.sim" in " ".join(cmd):
-            out.append(p.pid)
-    return out
-
-
-def listeners(port: int) -> list[int]:
-    return [c.pid for c in psutil.net_connections(kind="tcp")
-            if c.pid is not None and c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
-
-
-def port_of(profile) -> int:
-    return int(next(line.split("=")[1] for line in profile.read_text().splitlines() if line.startswith("port")))
+from tests.support.trust import cli, listeners, port_of, run_pids
 
 
 def _kill_when_the_server_exists(launcher: subprocess.Popen, port: int, timeout_s: float = 60) -> None:

@@ -16,8 +16,8 @@ import pytest
 
 from server_control.state import runs
 from tests.support.sim import REPO_ROOT
+from tests.support.trust import cli, port_of, run_pids
 from tests.trust.conftest import fill
-from tests.trust.test_findable import cli, port_of, run_pids
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 from server_control.control.guard import SettingGuard
 from server_control.control.settings import Control
 from server_control.state import journal, runs
-from tests.trust.test_findable import cli, port_of, run_pids
+from tests.support.trust import cli, port_of, run_pids
 
 BAD_LINES = ['{"time": "yesterday", "user": "x", "host": "h", "pid": 1, "program": "p", "action": "threshold"}',
              '{"time": 1e999, "pid": "one"}', "not json at all", "[1, 2]",

@@ -7,7 +7,7 @@ import signal
 import time
 
 from server_control.state import runs
-from tests.trust.test_findable import cli, port_of, run_pids
+from tests.support.trust import cli, port_of, run_pids
 
 
 def test_status_says_the_keeper_is_gone(make_profile, state_dir, groups):

@@ -11,7 +11,7 @@ from server_control.fleet.spec import MemberSpec
 from server_control.sanitize import clean_bytes, clean_json, strip_controls
 from server_control.state import runs
 from tests.fleet.conftest import sshd  # noqa: F401 (fixture)
-from tests.trust.test_findable import cli, port_of, run_pids
+from tests.support.trust import cli, port_of, run_pids
 
 BIDI = "\u202e\u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 

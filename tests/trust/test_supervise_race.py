@@ -10,7 +10,7 @@ import threading
 import time
 
 from tests.support.sim import REPO_ROOT
-from tests.trust.test_findable import cli, port_of, run_pids
+from tests.support.trust import cli, port_of, run_pids
 
 
 def test_two_supervise_at_once_one_supervises_the_other_watches(make_profile, state_dir, groups):

@@ -19,9 +19,8 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
-from server_control.advice.estimate import Estimate, estimate
-from server_control.advice.words import TRUSTED_EXTRAPOLATION
 from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, Curves
+from server_control.protocol.crossover import TRUSTED_EXTRAPOLATION, Estimate, estimate
 
 MOVE_PREFIX = "Dynamic speculation: threshold "
 

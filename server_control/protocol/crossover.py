@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, Bucket, Curves
 
+TRUSTED_EXTRAPOLATION = 2.0   # batches beyond the data a crossover may lie and still be advised
+
 MIN_STEPS = 8
 FIT_BUCKETS = 5
 RESAMPLES = 300
