@@ -10,6 +10,7 @@ test_patched_tp2_build_order.py.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -70,5 +71,10 @@ def test_it_serves_correctly_speculating_at_every_batch(run):
 def test_a_runtime_change_is_refused_on_both_ranks(run):
     assert run.server.request("/set_internal_state", {
         "server_args": {"speculative_disable_batch_threshold": 8}}) == [False]
-    refused = _lines(run.server.log_text(), "refused speculative_disable_batch_threshold=8")
-    assert set(refused) == {"TP0", "TP1"}
+    deadline = time.monotonic() + 20  # TP0 answers; TP1's line may reach the log after
+    while True:
+        refused = _lines(run.server.log_text(), "refused speculative_disable_batch_threshold=8")
+        if set(refused) == {"TP0", "TP1"} or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert set(refused) == {"TP0", "TP1"}, run.server.log_tail(60)
