@@ -40,15 +40,17 @@ from tests.real_sglang.rig.pool import OneAtATime, Spec
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1800)]
 
 MODELS = "random"
-KV = ("--max-total-tokens", "40000")  # 2,000 requests of 15 tokens decode as one batch
+KV = ("--max-total-tokens", "40000",  # 2,000 requests of 15 tokens decode as one batch
+      "--constrained-json-disable-any-whitespace")
 PROMPTS = [[(7 * i + 3 * k) % 400 + 20 for k in range(12 + i)] for i in range(4)]
 PENALTIES = {"frequency_penalty": 0.6, "presence_penalty": 0.4, "repetition_penalty": 1.3}
 SAMPLES = 2000
 SAMPLED = {"temperature": 1.0, "top_p": 0.9}
 SKEWED = {"temperature": 0.7, "top_p": 0.9}
-SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
-                                           "age": {"type": "integer"}},
-          "required": ["name", "age"], "additionalProperties": False}
+# bounded: a random model would otherwise fill any budget with whitespace or digits
+SCHEMA = {"type": "object", "properties": {"name": {"enum": ["ann", "bob", "cy"]},
+                                           "ok": {"type": "boolean"}},
+          "required": ["name", "ok"], "additionalProperties": False}
 P_PASS = 1e-3      # a mode whose distribution equals plain's passes at this level
 P_REJECT = 1e-6    # the skewed control (and CPU speculative) must fall below it
 MODES = (decision.TARGET_ONLY, decision.SPECULATIVE, "flips")
@@ -122,7 +124,7 @@ def references(pool: OneAtATime) -> dict:
     """The plain server's greedy references (penalties, logprobs, json schema)."""
     if "plain" not in pool.cache:
         plain = pool.get(Spec(MODELS, patched=False, extra=KV))
-        json_outs = generate(plain, PROMPTS, {"max_new_tokens": 48, "temperature": 0,
+        json_outs = generate(plain, PROMPTS, {"max_new_tokens": 64, "temperature": 0,
                                               "json_schema": json.dumps(SCHEMA)})
         pool.cache["plain"] = {
             "penalties": [o["output_ids"] for o in generate(
@@ -185,11 +187,14 @@ def test_json_schema_under_flips_is_valid_and_equal_plain(pool):
     ref = references(pool)
     server = patched(pool)
     outs, flips = under(server, "flips", lambda: generate(
-        server, PROMPTS, {"max_new_tokens": 48, "temperature": 0,
+        server, PROMPTS, {"max_new_tokens": 64, "temperature": 0,
                           "json_schema": json.dumps(SCHEMA)}))
+    for text in ref["json_text"]:  # the reference itself is a complete document
+        doc = json.loads(text)
+        assert set(doc) == {"name", "ok"}, text
     for o in outs:
         doc = json.loads(o["text"])
-        assert set(doc) == {"name", "age"} and isinstance(doc["age"], int), o["text"]
+        assert doc["name"] in ("ann", "bob", "cy") and isinstance(doc["ok"], bool), o["text"]
     assert [o["output_ids"] for o in outs] == ref["json"]
     assert [json.loads(t) for t in ref["json_text"]] == [json.loads(o["text"]) for o in outs]
     report("json schema under flips", flips=flips)
