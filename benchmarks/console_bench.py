@@ -31,9 +31,11 @@ from pathlib import Path
 
 import psutil
 
-from server_control.model.operation import REFUSED, OperationResult
-from server_control.model.snapshot import LogStatus, RunStatus, SessionSnapshot, SpecStatus
-from server_control.sim.launcher import start_sim
+from server_control.model.operation import OperationResult
+from server_control.model.run_status import RunStatus
+from server_control.model.snapshot import LogStatus, SessionSnapshot, SpecStatus
+from server_control.model.vocabulary import Outcome
+from server_control.proc.sim_launcher import start_sim
 
 REPO = Path(__file__).resolve().parent.parent
 COLS, ROWS = 200, 60
@@ -144,7 +146,7 @@ class LogOnlySession:
             self._task.cancel()
 
     async def _refuse(self, *_args) -> OperationResult:
-        return OperationResult("bench", REFUSED, "a log file only")
+        return OperationResult("bench", Outcome.REFUSED, "a log file only")
 
     launch = stop = restart = verify = set_threshold = set_force = _refuse
 

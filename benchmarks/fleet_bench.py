@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.console_bench import PtyConsole
-from server_control.sim.launcher import start_sim
+from server_control.proc.sim_launcher import start_sim
 
 SORT_CYCLE = ("host", "state", "mode", "threshold", "batch", "tok_s", "accept_len", "marks", "restarts",
               "gpu_util", "name", "host")

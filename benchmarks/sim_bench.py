@@ -24,9 +24,9 @@ import httpx
 import psutil
 
 from server_control import loadgen
+from server_control.proc.sim_launcher import SimProcess, group_pids, start_sim
 from server_control.protocol import decision
 from server_control.sim import model
-from server_control.sim.launcher import SimProcess, group_pids, start_sim
 
 MODEL_MODE = {decision.SPECULATIVE: model.SPECULATIVE, decision.TARGET_ONLY: model.TARGET_ONLY}
 

@@ -19,7 +19,7 @@ import sys
 import time
 
 from server_control.control.settings import Control
-from server_control.sim.launcher import start_sim
+from server_control.proc.sim_launcher import start_sim
 
 GOAL_P99_MS = 250.0
 

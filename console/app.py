@@ -38,6 +38,7 @@ from console.widgets.timeline import ModeTimeline
 from console.widgets.verify_panel import VerifyPanel
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
+from server_control.model.vocabulary import FINAL_STATES, STOPPED_STATES
 from server_control.session.api import SessionLike
 
 CSS_FILE = Path(__file__).with_name("specconsole.tcss")
@@ -122,7 +123,7 @@ class SpecConsoleApp(ControlActions, App):
         # it out of the collector's full passes, which otherwise stall the UI ~50-150 ms.
         gc.freeze()
         snap = self.snapshot
-        if snap.run.state in (None, "stopped", "crashed", "fatal") and not snap.attached:
+        if (snap.run.state is None or snap.run.state in STOPPED_STATES) and not snap.attached:
             if self.launch_mode == "auto":
                 self.action_start_server()
             elif self.launch_mode == "offer":
@@ -216,7 +217,7 @@ class SpecConsoleApp(ControlActions, App):
             self.notify(f"close failed: {exc}", severity="error", timeout=8)
         if stop:
             self.farewell = f"specconsole: {self.what} stopped."
-        elif run.pid and run.state not in ("stopped", "fatal", None):
+        elif run.pid and run.state is not None and run.state not in FINAL_STATES:
             self.farewell = (f"specconsole: {self.what} left running: pid {run.pid}, port "
                              f"{run.port}, log {run.log_path}")
         self.exit(return_code=0)

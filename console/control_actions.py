@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.screens.confirm import confirm
 from console.screens.prompt import PromptScreen
+from server_control.model import vocabulary
 from server_control.model.operation import OperationResult
 from server_control.protocol.decision import FORCE_CHOICES, validate_threshold
 
@@ -27,7 +28,7 @@ else:
     _Base = object
 
 NEVER = "N=0 means never disable: speculate at every decode batch, however large"
-LIVE_STATES = ("ready", "starting", "unhealthy", "external")
+LIVE_STATES = (*vocabulary.LIVE_STATES, vocabulary.EXTERNAL_STATE)
 
 
 class ControlActions(_Base):
@@ -44,7 +45,7 @@ class ControlActions(_Base):
     def _current_threshold(self) -> int | None:
         if self._desired is not None:
             return self._desired
-        change = self.snapshot.threshold_change
+        change = self.snapshot.last_change
         if change is not None and change.state == "pending" and isinstance(change.requested, int):
             return change.requested
         return self.snapshot.spec.threshold

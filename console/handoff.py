@@ -33,8 +33,7 @@ def hand_off(session, target_args: list[str]) -> HandOff | None:
     run = getattr(session, "run", None)
     if not isinstance(run, ProfileRun) or not run.needs_handoff:
         return None
-    sup = run.sup
-    log_dir = Path(sup.state_dir) / "logs" / sup.profile.name
+    log_dir = run.handoff_log_dir()
     log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     log_path = log_dir / f"supervise-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     fd = open_private(log_path)

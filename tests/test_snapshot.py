@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import copy
 
-from server_control.model.operation import DONE, FAILED, REFUSED, OperationResult
+from server_control.model.load import Load
+from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot, SettingChange
+from server_control.model.vocabulary import Outcome
 from server_control.session.api import SessionLike
 from server_control.session.session import Session
-from server_control.telemetry.sample import Load, sample_from_server_info
+from server_control.telemetry.sample import sample_from_server_info
 from tests.cli.status_schema import RUN, problems, snapshot_schema
 from tests.console.fakes import FakeSession, sample_snapshot
 
@@ -41,8 +43,8 @@ def test_the_session_and_the_fake_are_session_like():
 
 
 def test_one_result_type_says_done_refused_or_failed():
-    assert OperationResult.of_change("threshold", SettingChange(8, "applied", "read back")).outcome == DONE
-    for state, outcome in (("refused", REFUSED), ("unsupported", REFUSED), ("error", FAILED)):
+    assert OperationResult.of_change("threshold", SettingChange(8, "applied", "read back")).outcome == Outcome.DONE
+    for state, outcome in (("refused", Outcome.REFUSED), ("unsupported", Outcome.REFUSED), ("error", Outcome.FAILED)):
         result = OperationResult.of_change("threshold", SettingChange(8, state, "why"))
         assert result.outcome == outcome and not result.done and result.message == "why"
         assert result.change.state == state  # the setting's own state stays in the details
@@ -65,3 +67,18 @@ def test_long_parts_are_rebuilt_only_when_they_change():
     session.poller.on_sample(_sample(101.0, 4))
     c = session.snapshot()
     assert c.series is not a.series and c.series.batch[-1] == (101.0, 4) and c.live.batch == 4
+
+
+def test_status_json_has_last_change_and_its_old_name_threshold_change():
+    snap = SessionSnapshot.from_json(sample_snapshot())
+    assert snap.last_change is not None
+    out = snap.to_json()
+    assert out["last_change"] == out["threshold_change"] == snap.last_change.to_json()
+    assert list(out).index("threshold_change") == list(out).index("last_change") + 1
+    # a status written by the previous version (only the old key) is still read
+    old = {k: v for k, v in out.items() if k != "last_change"}
+    assert SessionSnapshot.from_json(old).last_change == snap.last_change
+    # the new key wins where both are there
+    both = {**out, "threshold_change": None}
+    assert SessionSnapshot.from_json(both).last_change == snap.last_change
+    assert SessionSnapshot.from_json({**out, "last_change": None, "threshold_change": None}).last_change is None

@@ -26,7 +26,7 @@ import sys
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, add_key_env_arguments, error
 from server_control.protocol import decision
-from server_control.sim.args import positive_seconds
+from server_control.protocol.sim_flags import positive_seconds
 
 
 def _levels(text: str) -> list[int]:
@@ -149,7 +149,7 @@ def run(args) -> int:
     scale = 1.0
     try:
         if args.sim:
-            from server_control.sim.launcher import start_sim
+            from server_control.proc.sim_launcher import start_sim
             scale = args.sim_time_scale
             budget = (len(args.levels) * len(args.modes) * args.rounds
                       * (args.warmup + args.measure + 5) + 120)

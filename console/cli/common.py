@@ -164,7 +164,7 @@ async def settle(session: Session, timeout_s: float = 5.0) -> None:
     path = session.snapshot().logs.path
     size = os.path.getsize(path) if path and os.path.exists(path) else None
     while time.monotonic() < deadline:
-        if session.poller.polls >= 1 and session.log_caught_up(size):
+        if session.polls >= 1 and session.log_caught_up(size):
             break
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.05)  # the records of the last chunk reach the listeners

@@ -30,8 +30,9 @@ from console.cli.common import (
     unreachable_hint,
 )
 from console.cli.status import verification_text
-from server_control.control.verify import Verification
 from server_control.model.operation import OperationResult
+from server_control.model.verification import Verification
+from server_control.model.vocabulary import ChangeState
 from server_control.protocol.decision import validate_force, validate_threshold
 
 THRESHOLD_EPILOG = ("Exit codes: 0 read/applied, 1 refused by the server/unsupported/error, 2 bad arguments "
@@ -70,7 +71,7 @@ async def _threshold(args) -> int:
     await session.start()
     try:
         if args.value is None and args.force is None:
-            got = await session.control.get()
+            got = await session.read_settings()
             if args.json:
                 print(json.dumps(got, indent=1))
             elif "error" in got:
@@ -86,7 +87,8 @@ async def _threshold(args) -> int:
         else:
             result = await session.set_threshold(value)
         _print_change(args, result)
-        if result.change is not None and result.change.state == "error" and not (session.last and session.last.reachable):
+        if (result.change is not None and result.change.state == ChangeState.ERROR
+                and not (session.last and session.last.reachable)):
             error(unreachable_hint(session.url))
         return EXIT_OK if result.done else EXIT_FAILED
     finally:

@@ -22,6 +22,7 @@ import json
 import os
 
 from console.cli.common import UsageError, run_async, usage_error
+from server_control.model.vocabulary import RunState
 
 EPILOG = ("Exit codes: 0 all ok, 1 any refused/failed/no answer, 3 any pending, 2 bad fleet file or "
           "arguments, 130 interrupted.")
@@ -65,7 +66,7 @@ def _print(args, fleet, action: str, results, code: int) -> None:
     else:
         for r in results:
             print(f"{r.member:14s} {r.outcome:9s} {r.detail}")
-    if gw is not None and gw.state == "stopped":
+    if gw is not None and gw.state == RunState.STOPPED:
         print(f"gateway {gw.url}: stopped")
     elif gw is not None:
         print(f"gateway {gw.url}: {gw.state}, {gw.healthy_workers}/{len(gw.workers)} workers healthy"

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "console.cli.bench",     # bench
     "console.cli.fleet",     # fleet: status, threshold, verify, launch, stop; the fleet screen
     "console.cli.journal",   # journal: who changed what, when, and how it went
+    "console.cli.patch",     # patch install / uninstall / status (a .pth in an SGLang env)
 )
 
 

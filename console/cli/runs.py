@@ -35,20 +35,12 @@ from console.cli.common import (
 )
 from server_control.config.interpreter import check_sglang
 from server_control.config.profile import ProfileError
-from server_control.proc import process
-from server_control.state import runs
-from server_control.supervision.ownership import ROLE_WORDS
-from server_control.supervision.supervisor import (
-    FATAL,
-    HANDOFF,
-    READY,
-    STARTING,
-    STOPPED,
-    UNHEALTHY,
-    RunConflict,
-    Supervisor,
-    exit_words,
-)
+from server_control.model.vocabulary import LIVE_STATES, RunState
+from server_control.state import run_logs, runs
+from server_control.state.runs import RunConflict
+from server_control.supervision.health_watch import exit_words
+from server_control.supervision.ownership import HANDOFF, ROLE_WORDS
+from server_control.supervision.supervisor import Supervisor
 
 EPILOGS = {
     "launch": "Exit codes: 0 launched (with --wait: ready), 1 failed, 2 bad profile/arguments, 3 a live run "
@@ -147,12 +139,12 @@ async def _launch(args, profile) -> int:
                 "exit_code": sup.exit_code, "error": sup.last_error},
          f"launched {profile.name}: pid {rec.pid} (group {rec.pgid}) on {profile.url}, "
          f"state {state}\nlog: {rec.log_path}" + (f"\n{sup.last_error}" if sup.last_error else ""))
-    if args.wait is None or state == READY:
+    if args.wait is None or state == RunState.READY:
         return EXIT_OK
-    if state != "starting" and not args.json:
-        tail = process.tail_lines(rec.log_path, 20)
+    if state != RunState.STARTING and not args.json:
+        tail = run_logs.tail_lines(rec.log_path, 20)
         print(f"--- last {len(tail)} lines of {rec.log_path} ---", *tail, sep="\n", file=sys.stderr)
-    return EXIT_TIMEOUT if state == "starting" else EXIT_FAILED
+    return EXIT_TIMEOUT if state == RunState.STARTING else EXIT_FAILED
 
 
 # ---- stop / restart -----------------------------------------------------------------------
@@ -193,7 +185,7 @@ def cmd_supervise(args) -> int:
     return _with_profile(args, _supervise)
 
 
-async def _supervise(args, profile) -> int:
+async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split (issue 18)
     last: dict = {}
 
     def report(sup: Supervisor) -> None:
@@ -202,7 +194,7 @@ async def _supervise(args, profile) -> int:
         if last.get("key") == key:
             return
         last["key"] = key
-        snap = sup.snapshot()
+        snap = sup.status_json()
         if args.json:
             print(json.dumps({"event": "state", "profile": profile.name, "time": time.time(), **snap}),
                   flush=True)
@@ -259,17 +251,17 @@ async def _supervise(args, profile) -> int:
     code = EXIT_OK
     try:
         while not detach.is_set() and not watch.done():
-            if sup.state == FATAL:
+            if sup.state == RunState.FATAL:
                 tail = "\n".join(sup.fatal_tail)
-                _out(args, {"event": "fatal", "profile": profile.name, "reason": sup.fatal_reason,
+                _out(args, {"event": RunState.FATAL, "profile": profile.name, "reason": sup.fatal_reason,
                             "exit_code": sup.exit_code, "tail": sup.fatal_tail},
                      f"FATAL: {sup.fatal_reason}\n--- last {len(sup.fatal_tail)} log lines ---\n{tail}")
                 code = EXIT_FAILED
                 break
-            if sup.state == STOPPED:   # stopped from elsewhere: wait a little for a relaunch
+            if sup.state == RunState.STOPPED:   # stopped from elsewhere: wait a little for a relaunch
                 stopped_since = stopped_since or time.monotonic()
                 if time.monotonic() - stopped_since > args.linger:
-                    _out(args, {"event": "stopped", "profile": profile.name},
+                    _out(args, {"event": RunState.STOPPED, "profile": profile.name},
                          f"{profile.name}: stopped; nothing left to supervise")
                     break
             else:
@@ -279,7 +271,7 @@ async def _supervise(args, profile) -> int:
             except TimeoutError:
                 pass
         if detach.is_set() and sup.record is not None:
-            running = sup.state in (STARTING, READY, UNHEALTHY)
+            running = sup.state in LIVE_STATES
             _out(args, {"event": "detached", "profile": profile.name, "pid": sup.record.pid,
                         "server_running": running, "state": sup.state, "exit_code": sup.exit_code},
                  f"detached; server left running (pid {sup.record.pid})" if running else

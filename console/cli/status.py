@@ -25,7 +25,10 @@ from console.cli.common import (
     settle,
     unreachable_hint,
 )
-from server_control.model.snapshot import RunStatus, SessionSnapshot, Verification
+from server_control.model.run_status import RunStatus
+from server_control.model.snapshot import SessionSnapshot
+from server_control.model.verification import Verification
+from server_control.model.vocabulary import RunState
 from server_control.supervision.ownership import ROLE_WORDS
 
 EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason), "
@@ -43,7 +46,7 @@ def _fmt(v) -> str:
 def _run_state(run: RunStatus) -> str:
     """``crashed (exit 3)``, ``crashed (exit -9, signal 9)``: how a dead run ended."""
     state, code = run.state, run.exit_code
-    if state not in ("crashed", "fatal"):
+    if state not in (RunState.CRASHED, RunState.FATAL):
         return str(state)
     if code is None:
         return f"{state} (exit code unknown)"

@@ -7,10 +7,11 @@ from typing import Any
 
 from rich.text import Text
 
-from server_control.fleet.member import MemberRow
+from server_control.fleet.member import NO_ANSWER, MemberRow
+from server_control.model.vocabulary import RunState
 
 MODE_WORD = {"speculative": "SPEC", "target_only": "TARGET", None: "-"}
-BAD_STATES = ("crashed", "fatal", "unhealthy", "no-answer")
+BAD_STATES = (RunState.CRASHED, RunState.FATAL, RunState.UNHEALTHY, NO_ANSWER)
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ SORTABLE = tuple(c.key for c in COLUMNS if c.key != "sel")
 
 def cells(row: MemberRow, selected: bool) -> dict[str, Text | str]:
     state = Text(row.state, style="bold red" if row.state in BAD_STATES else
-                 "green" if row.state == "ready" else "yellow")
+                 "green" if row.state == RunState.READY else "yellow")
     marks = Text(row.marks, style="red" if "x" in row.marks else "green" if row.marks == "+++" else "")
     n = _num(row.threshold) + ("*" if row.force not in (None, "auto") else "")
     return {"sel": "*" if selected else " ", "name": row.name, "host": row.host, "state": state,

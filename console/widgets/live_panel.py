@@ -16,7 +16,8 @@ from rich.text import Text
 
 from console.widgets.fmt import mode_badge, num
 from console.widgets.snapshot_view import SnapshotView
-from server_control.model.snapshot import LiveLoad, Point, SessionSnapshot
+from server_control.model.load import Load
+from server_control.model.snapshot import Point, SessionSnapshot
 
 BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 HATCH = "\u2592"            # the full cells of a target-only bar
@@ -29,7 +30,7 @@ MODE_STYLE = {0: "green", 1: "bright_blue"}   # series.mode: 0 speculative, 1 ta
 class LiveView:
     """What the live panel shows of a snapshot."""
 
-    live: LiveLoad
+    live: Load
     batch: tuple[Point, ...]
     threshold: int | None
     mode: str | None

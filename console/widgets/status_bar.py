@@ -8,21 +8,25 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from console.widgets.fmt import duration, mark, mode_badge
-from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, Verification
+from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
+from server_control.model.verification import Verification
+from server_control.model.vocabulary import EXTERNAL_STATE, ChangeState, RunState
 
-STATE_STYLES = {
-    "ready": "bold black on green", "starting": "bold black on yellow",
-    "unhealthy": "bold black on dark_orange", "crashed": "bold white on red",
-    "fatal": "bold white on red", "stopped": "bold white on grey42",
-    "external": "bold black on cyan",
+STATE_STYLES: dict[str, str] = {
+    RunState.READY: "bold black on green", RunState.STARTING: "bold black on yellow",
+    RunState.UNHEALTHY: "bold black on dark_orange", RunState.CRASHED: "bold white on red",
+    RunState.FATAL: "bold white on red", RunState.STOPPED: "bold white on grey42",
+    EXTERNAL_STATE: "bold black on cyan",
 }
-CHANGE_STYLES = {"pending": "bold yellow", "applied": "green", "refused": "bold red",
-                 "unsupported": "bold red", "error": "bold red", "overridden": "bold red",
-                 "elsewhere": "bold yellow"}   # elsewhere: a change this console did not make
+CHANGE_STYLES: dict[str, str] = {
+    ChangeState.PENDING: "bold yellow", ChangeState.APPLIED: "green", ChangeState.REFUSED: "bold red",
+    ChangeState.UNSUPPORTED: "bold red", ChangeState.ERROR: "bold red", ChangeState.OVERRIDDEN: "bold red",
+    ChangeState.ELSEWHERE: "bold yellow",   # elsewhere: a change this console did not make
+}
 
 
 def threshold_text(snap: SessionSnapshot) -> Text:
-    spec, change = snap.spec, snap.threshold_change
+    spec, change = snap.spec, snap.last_change
     t = Text()
     t.append(" N=", "bold")
     t.append("?" if spec.threshold is None else str(spec.threshold), "bold cyan")
@@ -96,7 +100,7 @@ def _short(text: object, limit: int = 48) -> str:
 
 def line_two(snap: SessionSnapshot) -> Text:
     run, server = snap.run, snap.server
-    state = run.state or ("external" if snap.attached else "stopped")
+    state = run.state or (EXTERNAL_STATE if snap.attached else RunState.STOPPED)
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f" {state.upper()} ", STATE_STYLES.get(state, "bold reverse"))
     t.append(f" {snap.profile or snap.url or '-'}", "bold")

@@ -9,7 +9,8 @@ from textual.reactive import reactive
 
 from console.widgets.fmt import mark
 from console.widgets.snapshot_view import SnapshotView
-from server_control.model.snapshot import SessionSnapshot, Verification, VerifyLayer
+from server_control.model.snapshot import SessionSnapshot
+from server_control.model.verification import Verification, VerifyLayer
 
 LAYERS = ("configuration", "initialisation", "runtime")
 

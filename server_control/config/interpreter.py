@@ -1,12 +1,12 @@
 """Can a profile's interpreter run the patched server? Asked of the interpreter itself,
 without importing SGLang (that takes 20+ s): the package must be findable and its version
-the one the patch targets (server_control/sglang_patch/gate.py SUPPORTED_VERSION)."""
+the one the patch targets (server_control/protocol/sglang_version.py)."""
 from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass
 
-from server_control.sglang_patch.gate import SUPPORTED_VERSION
+from server_control.protocol.sglang_version import SGLANG_VERSION
 
 _PROBE = ("import importlib.util as u, importlib.metadata as m\n"
           "s = u.find_spec('sglang')\n"
@@ -34,8 +34,8 @@ def check_sglang(python: str, timeout_s: float = 30.0) -> SglangCheck:
         if out.returncode == 0:
             why = "no module named 'sglang'"
         return SglangCheck(python, None, f"{python} cannot import sglang ({why})")
-    if version != SUPPORTED_VERSION:
+    if version != SGLANG_VERSION:
         return SglangCheck(python, version, f"{python} has sglang {version}; the patch is gated to "
-                                            f"{SUPPORTED_VERSION} (the server would run without dynamic "
+                                            f"{SGLANG_VERSION} (the server would run without dynamic "
                                             "speculation disable)")
     return SglangCheck(python, version, None)

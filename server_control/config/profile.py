@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server_control.config.schema import KINDS, SIM_KEYS, log_mode, validate  # noqa: F401 (re-exported)
+from server_control.config.schema import log_mode, validate
 from server_control.protocol import decision
 from server_control.protocol.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
 from server_control.state.run_logs import log_dir_problem

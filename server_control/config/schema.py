@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from server_control.protocol import decision
-from server_control.sim.args import SIM_FLAG_BY_KEY
+from server_control.protocol.sim_flags import SIM_FLAG_BY_KEY
 
 KINDS = ("sim", "sglang")
 SPEC_ALGORITHMS = ("", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
@@ -87,49 +87,64 @@ def validate(data: dict[str, Any], stem: str) -> tuple[dict[str, Any], list[str]
         errors.append(f"name: must be letters, digits, '.', '_' or '-', got {name!r}")
     out["name"] = name
     for section, keys in SCHEMA.items():
-        raw = data.get(section, {})
-        vals = {k: (list(d) if isinstance(d, list) else d) for k, (_, d) in keys.items()}
-        if not isinstance(raw, dict):
-            errors.append(f"{section}: must be a table [{section}], got {type(raw).__name__}")
-            raw = {}
-        for k, v in raw.items():
-            if k not in keys:
-                errors.append(f"[{section}] {k}: unknown key (known: {', '.join(keys)})")
-                continue
-            tag = keys[k][0]
-            ok, conv = _typed(tag, v)
-            if not ok:
-                errors.append(f"[{section}] {k}: expected {_TAG_WORDS[tag]}, got {v!r}")
-                continue
-            vals[k] = conv
-        if isinstance(vals.get("extra_args"), list):
-            vals["extra_args"] = tuple(vals["extra_args"])
-        out[section] = vals
+        out[section] = _typed_section(section, keys, _table(data, section, errors), errors)
     for section in FREE_SECTIONS:
-        raw = data.get(section, {})
-        if not isinstance(raw, dict):
-            errors.append(f"{section}: must be a table [{section}], got {type(raw).__name__}")
-            raw = {}
-        out[section] = {}
-        for k, v in raw.items():
-            if section == "env":
-                if not ENV_RE.match(k):
-                    errors.append(f"[env] {k}: not a valid environment variable name")
-                elif isinstance(v, bool) or not isinstance(v, (str, int, float)):
-                    errors.append(f"[env] {k}: expected a string or a number, got {v!r}")
-                else:
-                    out["env"][k] = str(v)
-            else:
-                if k not in SIM_KEYS:
-                    errors.append(f"[sim] {k}: unknown key (known: {', '.join(SIM_KEYS)})")
-                elif not isinstance(v, (str, int, float, bool)):
-                    errors.append(f"[sim] {k}: expected a string, number or boolean, got {v!r}")
-                elif (problem := sim_value_problem(k, v)) is not None:
-                    errors.append(f"[sim] {k}: {problem}")
-                else:
-                    out["sim"][k] = v
+        raw = _table(data, section, errors)
+        out[section] = _env_section(raw, errors) if section == "env" else _sim_section(raw, errors)
     errors += _check_values(out)
     return out, errors
+
+
+def _table(data: dict[str, Any], section: str, errors: list[str]) -> dict[str, Any]:
+    raw = data.get(section, {})
+    if not isinstance(raw, dict):
+        errors.append(f"{section}: must be a table [{section}], got {type(raw).__name__}")
+        return {}
+    return raw
+
+
+def _typed_section(section: str, keys: dict[str, tuple[str, Any]], raw: dict[str, Any],
+                   errors: list[str]) -> dict[str, Any]:
+    vals = {k: (list(d) if isinstance(d, list) else d) for k, (_, d) in keys.items()}
+    for k, v in raw.items():
+        if k not in keys:
+            errors.append(f"[{section}] {k}: unknown key (known: {', '.join(keys)})")
+            continue
+        tag = keys[k][0]
+        ok, conv = _typed(tag, v)
+        if not ok:
+            errors.append(f"[{section}] {k}: expected {_TAG_WORDS[tag]}, got {v!r}")
+            continue
+        vals[k] = conv
+    if isinstance(vals.get("extra_args"), list):
+        vals["extra_args"] = tuple(vals["extra_args"])
+    return vals
+
+
+def _env_section(raw: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        if not ENV_RE.match(k):
+            errors.append(f"[env] {k}: not a valid environment variable name")
+        elif isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            errors.append(f"[env] {k}: expected a string or a number, got {v!r}")
+        else:
+            out[k] = str(v)
+    return out
+
+
+def _sim_section(raw: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        if k not in SIM_KEYS:
+            errors.append(f"[sim] {k}: unknown key (known: {', '.join(SIM_KEYS)})")
+        elif not isinstance(v, (str, int, float, bool)):
+            errors.append(f"[sim] {k}: expected a string, number or boolean, got {v!r}")
+        elif (problem := sim_value_problem(k, v)) is not None:
+            errors.append(f"[sim] {k}: {problem}")
+        else:
+            out[k] = v
+    return out
 
 
 def log_mode(text: str) -> int:
@@ -159,8 +174,13 @@ def _log_problems(s: dict[str, Any]) -> list[str]:
 
 
 def _check_values(p: dict[str, Any]) -> list[str]:
-    e: list[str] = []
     s, sp, dy, rs, hl = p["server"], p["speculative"], p["dynamic"], p["restart"], p["health"]
+    return [*_server_problems(s), *_speculative_problems(s, sp), *_dynamic_problems(dy),
+            *_restart_problems(rs), *_health_problems(hl)]
+
+
+def _server_problems(s: dict[str, Any]) -> list[str]:
+    e: list[str] = []
     if s["kind"] not in KINDS:
         e.append(f"[server] kind: must be one of {', '.join(KINDS)}, got {s['kind']!r}")
     if isinstance(s["port"], int) and not 1 <= s["port"] <= 65535:
@@ -176,6 +196,11 @@ def _check_values(p: dict[str, Any]) -> list[str]:
             e.append(f"[server] {k}: must be the NAME of an environment variable, got {s[k]!r}")
     if s["kind"] == "sglang" and not s["model_path"]:
         e.append("[server] model_path: required for kind = \"sglang\"")
+    return e
+
+
+def _speculative_problems(s: dict[str, Any], sp: dict[str, Any]) -> list[str]:
+    e: list[str] = []
     if sp["algorithm"] not in SPEC_ALGORITHMS:
         choices = ", ".join(repr(a) for a in SPEC_ALGORITHMS)
         e.append(f"[speculative] algorithm: must be one of {choices}, got {sp['algorithm']!r}")
@@ -185,12 +210,23 @@ def _check_values(p: dict[str, Any]) -> list[str]:
     for k, lo in (("num_steps", 0), ("eagle_topk", 1), ("num_draft_tokens", 1)):
         if isinstance(sp[k], int) and sp[k] < lo:
             e.append(f"[speculative] {k}: must be >= {lo}, got {sp[k]}")
+    return e
+
+
+def _dynamic_problems(dy: dict[str, Any]) -> list[str]:
+    """Also normalises each value (``dy[k] = check(dy[k])``)."""
+    e: list[str] = []
     for k, check in (("threshold", decision.validate_threshold), ("hysteresis", decision.validate_hysteresis),
                      ("min_dwell_steps", decision.validate_dwell), ("force_mode", decision.validate_force)):
         try:
             dy[k] = check(dy[k])
         except ValueError as exc:
             e.append(f"[dynamic] {k}: {exc}")
+    return e
+
+
+def _restart_problems(rs: dict[str, Any]) -> list[str]:
+    e: list[str] = []
     for k in ("backoff_initial_s", "backoff_max_s", "window_s"):
         if isinstance(rs[k], float) and rs[k] <= 0:
             e.append(f"[restart] {k}: must be > 0, got {rs[k]}")
@@ -202,6 +238,11 @@ def _check_values(p: dict[str, Any]) -> list[str]:
             e.append(f"[restart] {k}: must be >= 1, got {rs[k]}")
     if isinstance(rs["stop_grace_s"], float) and rs["stop_grace_s"] < 0:
         e.append(f"[restart] stop_grace_s: must be >= 0, got {rs['stop_grace_s']}")
+    return e
+
+
+def _health_problems(hl: dict[str, Any]) -> list[str]:
+    e: list[str] = []
     if isinstance(hl["path"], str) and not hl["path"].startswith("/"):
         e.append(f"[health] path: must start with '/', got {hl['path']!r}")
     for k in ("interval_s", "timeout_s"):

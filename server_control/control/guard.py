@@ -25,6 +25,7 @@ from pathlib import Path
 
 from server_control.control.settings import READBACK_TIMEOUT_S, VALIDATE, Control, change
 from server_control.model.snapshot import SettingChange
+from server_control.model.vocabulary import ChangeState
 from server_control.protocol import decision as d
 from server_control.state import journal
 from server_control.telemetry.sample import Sample
@@ -69,10 +70,11 @@ class SettingGuard:
             self._record(key, journal.PENDING, old=old, new=requested, op=op)
             result = await action(requested)
             self._record(key, journal.READ_BACK, old=old, new=requested, detail=result.state, op=op)
-            accepted = result.state == "applied" or (result.state == "error" and result.ranks and all(result.ranks))
+            accepted = result.state == ChangeState.APPLIED or (
+                result.state == ChangeState.ERROR and result.ranks and all(result.ranks))
             if accepted:   # the server took it: is it still ours once concurrent changes are over?
                 result = await self._confirm(key, VALIDATE[key](requested), requested, old, result, op, started)
-            if result.state == "applied":
+            if result.state == ChangeState.APPLIED:
                 self._mine[key] = VALIDATE[key](requested)
             self._record(key, result.state, old=old, new=requested, detail=result.detail, op=op)
             return result
@@ -101,11 +103,11 @@ class SettingGuard:
         except Exception:  # noqa: BLE001 - the first read-back stands
             return result
         if values and all(v == value for v in values):
-            return change(requested, "applied", result.detail if result.state == "applied"
+            return change(requested, ChangeState.APPLIED, result.detail if result.state == ChangeState.APPLIED
                           else f"{key}={value} read back after a concurrent change", result.ranks)
         if values and all(v == values[0] for v in values) and (ops or not _same(key, values[0], old)):
             by = self._by(key, values[0], op, started - LOOKBACK_S)
-            return change(requested, "overridden", f"overridden by another client (now {LABEL[key]}={values[0]}"
+            return change(requested, ChangeState.OVERRIDDEN, f"overridden by another client (now {LABEL[key]}={values[0]}"
                           + (f", by {by}" if by else "") + ")", result.ranks)
         return result
 

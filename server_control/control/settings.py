@@ -6,7 +6,7 @@ rank (SGLang answers from TP rank 0 of each). A change counts as applied only wh
 read-back of /server_info shows the new value in EVERY DP rank's internal state and, where
 the server publishes them (``dynamic_speculation.ranks``: the patch with TP > 1, the
 simulator), on EVERY TP rank; a rank that reads another value is named. Outcomes
-(``SettingChange.state``; the ``threshold_change`` of the session snapshot):
+(``SettingChange.state``; the ``last_change`` of the session snapshot):
 
   pending      sent, not yet confirmed
   applied      every rank reads back the new value
@@ -27,8 +27,9 @@ from typing import Any
 import httpx
 
 from server_control.model.snapshot import SettingChange
+from server_control.model.vocabulary import ChangeState
 from server_control.protocol import decision as d
-from server_control.protocol import tp_ranks
+from server_control.protocol import rank_verdict
 from server_control.sanitize import clean_json, strip_controls
 from server_control.telemetry.http_poll import auth_headers, describe_error
 from server_control.telemetry.sample import intval
@@ -40,7 +41,7 @@ READBACK_TIMEOUT_S = 3.0
 READBACK_PERIOD_S = 0.02
 
 
-def change(requested: object, state: str, detail: str, ranks: Sequence[bool] | None = None) -> SettingChange:
+def change(requested: object, state: ChangeState, detail: str, ranks: Sequence[bool] | None = None) -> SettingChange:
     return SettingChange(requested, state, detail, tuple(ranks or ()))
 
 
@@ -149,14 +150,14 @@ class Control:
         try:
             n = validate(value)
         except ValueError as exc:
-            return change(value, "refused", str(exc))
+            return change(value, ChangeState.REFUSED, str(exc))
         return await self._set(key, n, value)
 
     async def set_setting(self, key: str, value: object) -> SettingChange:
         """Any of the four runtime settings by its server-argument name (validated here first)."""
         validate = VALIDATE.get(key)
         if validate is None:
-            return change(value, "refused", f"{key} is not a runtime setting")
+            return change(value, ChangeState.REFUSED, f"{key} is not a runtime setting")
         return await self._set_valid(key, validate, value)
 
     async def _post(self, key: str, value: object) -> httpx.Response:
@@ -172,19 +173,19 @@ class Control:
         try:
             resp = await self._post(key, value)
         except httpx.HTTPError as exc:
-            return change(requested, "error", describe_error(exc, f"{self.url}/set_internal_state"))
+            return change(requested, ChangeState.ERROR, describe_error(exc, f"{self.url}/set_internal_state"))
         if resp.status_code in (401, 403):
-            return change(requested, "error", f"/set_internal_state: HTTP {resp.status_code}: not authorised "
+            return change(requested, ChangeState.ERROR, f"/set_internal_state: HTTP {resp.status_code}: not authorised "
                           "(give the admin or API key: admin_api_key_env / api_key_env in the profile)")
         if resp.status_code == 404:
-            return change(requested, "unsupported", f"{UNSUPPORTED} (/set_internal_state: HTTP 404)")
+            return change(requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED} (/set_internal_state: HTTP 404)")
         try:
             resp.raise_for_status()
             ranks = rank_results(json.loads(resp.content.decode("utf-8")))
         except (httpx.HTTPError, ValueError, UnicodeDecodeError) as exc:
-            return change(requested, "error", describe_error(exc, f"{self.url}/set_internal_state"))
+            return change(requested, ChangeState.ERROR, describe_error(exc, f"{self.url}/set_internal_state"))
         if ranks is None:
-            return change(requested, "error",
+            return change(requested, ChangeState.ERROR,
                           f"/set_internal_state: unexpected answer {strip_controls(resp.text[:200])!r}")
         if not all(ranks):
             return await self._explain_false(key, requested, ranks, seq)
@@ -199,34 +200,34 @@ class Control:
             try:
                 states = await self.internal_states()
                 if states and all(key not in s for s in states):
-                    return change(requested, "unsupported", f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
+                    return change(requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
                 seen = [(_where(i, label, len(states)), _named(key, v))
-                        for i, s in enumerate(states) for label, v in tp_ranks.values_by_rank(s, key)]
+                        for i, s in enumerate(states) for label, v in rank_verdict.values_by_rank(s, key)]
                 if states and all(v == value for _, v in seen):
                     tp = len(seen) // len(states)
                     on = f"{len(states)} DP rank(s)" + (f" x {tp} TP ranks" if tp > 1 else "")
-                    return change(requested, "applied", f"{key}={value} read back on {on}", ranks)
+                    return change(requested, ChangeState.APPLIED, f"{key}={value} read back on {on}", ranks)
             except (httpx.HTTPError, ValueError) as exc:
                 seen = [("", describe_error(exc, "read-back"))]
             if time.monotonic() >= deadline:
                 wrong = [(w, v) for w, v in seen if v != value] or seen
                 shown = "; ".join(f"{w} reads {key}={v}" if w else f"{key}={v}" for w, v in wrong)
-                return change(requested, "error", f"server said true but {shown} (want {value})", ranks)
+                return change(requested, ChangeState.ERROR, f"server said true but {shown} (want {value})", ranks)
             await asyncio.sleep(READBACK_PERIOD_S)
 
     async def _explain_false(self, key: str, requested: object, ranks: list[bool], seq: int | None) -> SettingChange:
         reason = await self._log_reason(key, seq)
         if reason and "not supported" in reason:
-            return change(requested, "unsupported", f"{UNSUPPORTED}: {reason}", ranks)
+            return change(requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED}: {reason}", ranks)
         try:
             states = await self.internal_states()
             if states and all(key not in s for s in states):
                 detail = f"{UNSUPPORTED} (the server answered false and has no {key} in internal_states)"
-                return change(requested, "unsupported", detail + (f": {reason}" if reason else ""), ranks)
+                return change(requested, ChangeState.UNSUPPORTED, detail + (f": {reason}" if reason else ""), ranks)
         except (httpx.HTTPError, ValueError):
             pass
         detail = f"the server refused {key}={requested}"
-        return change(requested, "refused", f"{detail}: {reason}" if reason else detail, ranks)
+        return change(requested, ChangeState.REFUSED, f"{detail}: {reason}" if reason else detail, ranks)
 
     def _seq(self) -> int | None:
         try:

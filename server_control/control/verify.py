@@ -2,7 +2,10 @@
 
 Each layer is a ``VerifyLayer(name, status: pass|fail|pending, evidence, cause)``:
   configuration   /server_info (flat args and internal_states) holds the threshold asked
-                  for (the profile's), or any threshold > 0 when attached;
+                  for (the profile's), or any threshold > 0 when attached; a threshold at
+                  or above the server's running-request cap fails (it can never trigger),
+                  one at or above the largest decode CUDA-graph bucket passes with a
+                  warning (target-only above it runs eager);
   initialisation  every scheduler rank logged ``Dynamic speculation disable enabled:
                   threshold=N``; a ``... NOT active: <reason>`` line, /server_info saying
                   ``active: false`` (with the patch's reason) or TP ranks that disagree,
@@ -15,11 +18,11 @@ Each layer is a ``VerifyLayer(name, status: pass|fail|pending, evidence, cause)`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from server_control.model.verification import FAIL, PASS, PENDING, Verification, VerifyLayer
 from server_control.protocol import decision as d
-from server_control.protocol import tp_ranks
+from server_control.protocol import rank_verdict
 from server_control.telemetry.sample import Sample, intval
 from server_control.telemetry.series import is_forced
 
@@ -27,8 +30,6 @@ if TYPE_CHECKING:
     from server_control.logs.record import Record
 
 
-PASS, FAIL, PENDING = "pass", "fail", "pending"
-LAYERS = ("configuration", "initialisation", "runtime")
 DEFAULT_STEP_S = 0.1  # a conservative decode step time, to turn the dwell (steps) into seconds
 POLL_MARGIN_S = 3.0  # how far a poll's view may lag the server (3 polls at the default 1 s);
 #                      fixed, so every observer (screen, `specconsole verify`) judges alike
@@ -39,49 +40,6 @@ CAUSE_NOT_PATCHED = ("the server does not know the flag: not launched through "
 CAUSE_NO_INIT = ("the patch was not loaded in the scheduler processes (PYTHONPATH/launcher), the "
                  "speculative worker is another class than EAGLEWorkerV2, or the log goes elsewhere")
 CAUSE_NO_SWITCH = "the gate is not on the decode path (the switch is never consulted per decode step)"
-
-
-@dataclass(frozen=True)
-class VerifyLayer:
-    name: str
-    status: str  # pass | fail | pending
-    evidence: str | None = None
-    cause: str | None = None  # the likely cause of a failure
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "evidence": self.evidence, "cause": self.cause}
-
-    @classmethod
-    def from_json(cls, raw: object) -> VerifyLayer | None:
-        r = raw if isinstance(raw, dict) else {}
-        name, status = r.get("name"), r.get("status")
-        if not isinstance(name, str) or not isinstance(status, str):
-            return None
-        evidence, cause = r.get("evidence"), r.get("cause")
-        return cls(name, status, evidence if isinstance(evidence, str) else None,
-                   cause if isinstance(cause, str) else None)
-
-
-@dataclass(frozen=True)
-class Verification:
-    summary: str = PENDING  # fail if any layer fails, else pending if any is pending, else pass
-    layers: tuple[VerifyLayer, ...] = ()
-
-    @property
-    def exit_code(self) -> int:
-        """0 all pass, 1 a failure, 3 pending (documented for `specconsole verify`)."""
-        return {PASS: 0, FAIL: 1}.get(self.summary, 3)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"summary": self.summary, "layers": [x.to_json() for x in self.layers]}
-
-    @classmethod
-    def from_json(cls, raw: object) -> Verification:
-        r = raw if isinstance(raw, dict) else {}
-        layers: list[Any] = r["layers"] if isinstance(r.get("layers"), list) else []
-        summary = r.get("summary")
-        return cls(summary if isinstance(summary, str) else PENDING,
-                   tuple(x for x in map(VerifyLayer.from_json, layers) if x is not None))
 
 
 def layer(name: str, status: str, evidence: str, cause: str | None = None) -> VerifyLayer:
@@ -101,7 +59,45 @@ def _where(rec: Record) -> str:
 
 
 # -- 1. configuration ---------------------------------------------------------------------
+def limit_warnings(sample: Sample, threshold: int | None) -> list[str]:
+    """Why ``threshold`` cannot work as asked on this server (decision.limit_warnings):
+    the caps the patch publishes (``dynamic_speculation.limits``), else the flat resolved
+    ``max_running_requests`` of /server_info."""
+    if threshold is None or threshold <= 0:
+        return []
+    limits: dict[str, Any] = {}
+    for r in sample.ranks:
+        got = (r.dynamic or {}).get("limits")
+        if isinstance(got, dict):
+            limits = got
+            break
+    running = intval(limits.get("max_running_requests"))
+    if running is None:
+        running = intval(sample.args.get("max_running_requests"))
+    return d.limit_warnings(threshold, running, intval(limits.get("cuda_graph_max_bs")))
+
+
+def _with_limits(result: VerifyLayer, sample: Sample, threshold: int | None) -> VerifyLayer:
+    warnings = limit_warnings(sample, threshold)
+    if result.status != PASS or not warnings:
+        return result
+    evidence = f"{result.evidence}; warning: " + "; warning: ".join(warnings)
+    never = [w for w in warnings if d.NEVER_TRIGGERS in w]
+    if never:  # the switch is a no-op on this server
+        return layer(result.name, FAIL, evidence, never[0])
+    return layer(result.name, PASS, evidence)
+
+
 def configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
+    result = _configuration(sample, expected)
+    if sample is None or not sample.reachable:
+        return result
+    live = [r.threshold for r in sample.ranks if r.threshold is not None]
+    threshold = live[0] if live else intval(sample.args.get(d.THRESHOLD_KEY))
+    return _with_limits(result, sample, threshold)
+
+
+def _configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
     name = "configuration"
     if sample is None or not sample.reachable:
         why = sample.error if sample else "not polled yet"
@@ -140,7 +136,7 @@ def switch_off(sample: Sample | None) -> tuple[str, str] | None:
         if dyn.get("active") is False and dyn.get("reason"):
             return f"{where}: active false", str(dyn["reason"])
         rows = dyn.get("ranks")
-        problem = tp_ranks.disagreement(rows) if isinstance(rows, list) else None
+        problem = rank_verdict.disagreement(rows) if isinstance(rows, list) else None
         if problem:
             return f"{where}.ranks: {problem}", f"TP ranks disagree: {problem}"
     return None
@@ -185,8 +181,9 @@ def initialisation(init_records: list[Record], not_active: list[Record], ready_r
 
 
 # -- 3. runtime ---------------------------------------------------------------------------
-class RuntimeWatch:
-    """Fed every poll (``observe``); judged against the switch timeline (``status``).
+class SwitchWatch:
+    """The runtime layer's watch (is the switch really taken?): fed every poll (``observe``);
+    judged against the switch timeline (``status``).
 
     The verdict is a function of the samples and switch events fed in, never of the wall
     clock or of the observer's poll interval: the screen and `specconsole verify` reach one

@@ -23,6 +23,7 @@ import httpx
 from server_control.fleet.spec import FleetSpec, load_fleet
 from server_control.proc.ports import free_port
 from server_control.state import runs
+from server_control.state.state_dir import resolve_state_dir
 
 DEMO_FLEET = "demo"
 
@@ -46,7 +47,7 @@ def demo_fleet(state_dir: str | Path | None = None, time_scale: float = 1.0) -> 
     """The shipped demo fleet; a replica keeps the port of its live run (adopted), other
     busy ports (and the gateway's) are replaced by free ones."""
     spec = load_fleet(DEMO_FLEET)
-    sd = runs.resolve_state_dir(state_dir)
+    sd = resolve_state_dir(state_dir)
     taken: set[int] = set()
     members = []
     for m in spec.members:

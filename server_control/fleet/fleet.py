@@ -24,6 +24,7 @@ from typing import Any
 from server_control.fleet.gateway import Gateway, GatewayStatus
 from server_control.fleet.member import FAILED, OK, Member, MemberResult, MemberRow
 from server_control.fleet.spec import FleetSpec
+from server_control.model.vocabulary import RunState
 from server_control.session.subscribers import Subscribers
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ class Fleet:
             rec = await gw.launch()
             if wait_s:
                 state = await gw.wait_ready(wait_s)
-                if state != "ready":
+                if state != RunState.READY:
                     return MemberResult(GATEWAY, action, FAILED, f"gateway {state}: {gw.sup.last_error}")
             return MemberResult(GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url}")
         except Exception as exc:  # noqa: BLE001 - reported like any member's trouble

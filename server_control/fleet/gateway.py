@@ -30,6 +30,7 @@ import httpx
 
 from server_control.config.profile import LaunchSpec, Profile, ProfileError
 from server_control.fleet.spec import FleetSpec, GatewaySpec
+from server_control.model.vocabulary import RunState
 from server_control.proc.ports import free_port
 from server_control.sanitize import clean_json
 from server_control.state.state_dir import resolve_state_dir
@@ -236,8 +237,8 @@ class Gateway:
         except (httpx.HTTPError, ValueError) as exc:
             return GatewayStatus(self.url, state, False, f"{self.url}/workers: {type(exc).__name__}: {exc}",
                                  pid=run.pid, restarts=run.restarts, log_path=run.log_path)
-        if state == "starting" and not self.supervise:
-            state = "ready"   # nobody here runs the health checks: it answered, it is up
+        if state == RunState.STARTING and not self.supervise:
+            state = RunState.READY   # nobody here runs the health checks: it answered, it is up
         return GatewayStatus(self.url, state, True, workers=workers, pid=run.pid, restarts=run.restarts,
                              log_path=run.log_path)
 

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
 from server_control.model.operation import OperationResult
-from server_control.model.snapshot import GpuStatus, SettingChange, Verification
+from server_control.model.snapshot import GpuStatus, SettingChange
+from server_control.model.verification import Verification
+from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState
 from server_control.state.state_dir import resolve_state_dir
 
 if TYPE_CHECKING:
@@ -96,11 +98,11 @@ def _no_answer(detail: str) -> bool:
 
 def change_outcome(change: SettingChange | None) -> str:
     state = change.state if change is not None else None
-    if state == "applied":
+    if state == ChangeState.APPLIED:
         return OK
-    if state == "pending":
+    if state == ChangeState.PENDING:
         return PENDING
-    if state in ("refused", "unsupported"):
+    if state in (ChangeState.REFUSED, ChangeState.UNSUPPORTED):
         return REFUSED
     return NO_ANSWER if _no_answer(change.detail if change is not None else "") else FAILED
 
@@ -160,7 +162,7 @@ class Member:
         await self.session.start()
         # an HTTP client costs ~35 ms to make (its TLS context): make the control client now,
         # so that the first fleet-wide change does not pay it once per member
-        self.session.control.client()
+        self.session.prepare_control()
 
     async def close(self) -> None:
         await self.session.close()
@@ -180,7 +182,7 @@ class Member:
             force=spec.force, batch=live.batch, tok_s=live.gen_throughput, accept_len=live.accept_len,
             verify=ver.summary, marks="".join(MARK.get(x.status, "?") for x in ver.layers),
             restarts=run.restarts, gpu_util=_gpu_util(gpus), error=error, url=self.url,
-            last_change=snap.threshold_change.state if snap.threshold_change else None)
+            last_change=snap.last_change.state if snap.last_change else None)
 
     # -- actions ------------------------------------------------------------------------------
     async def settle(self, timeout_s: float = 5.0) -> None:
@@ -228,11 +230,11 @@ class Member:
 
     async def _status(self, value: object, wait_s: float | None) -> MemberResult:
         row = self.row()
-        outcome = OK if row.reachable else (NO_ANSWER if row.state not in ("stopped", "fatal", "crashed") else FAILED)
+        outcome = OK if row.reachable else (NO_ANSWER if row.state not in STOPPED_STATES else FAILED)
         return MemberResult(self.name, "status", outcome, row.error or row.state, row.to_json())
 
     def _live(self) -> bool:
-        return self.session.snapshot().run.state in ("starting", "ready", "unhealthy")
+        return self.session.snapshot().run.state in LIVE_STATES
 
     async def _launch(self, value: object, wait_s: float | None) -> MemberResult:
         if self.spec.kind == URL:
@@ -251,9 +253,9 @@ class Member:
     async def _wait_reachable(self, wait_s: float) -> bool:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            if self.row().reachable and self.row().state not in ("crashed", "fatal", "stopped"):
+            if self.row().reachable and self.row().state not in STOPPED_STATES:
                 return True
-            self.session.poller.poke()
+            self.session.poke()
             await asyncio.sleep(0.1)
         return False
 

@@ -24,8 +24,10 @@ from urllib.parse import urlsplit
 
 from server_control.fleet.spec import MemberSpec
 from server_control.fleet.ssh import SshHost, SshResult
-from server_control.model.operation import DONE, FAILED, OperationResult
-from server_control.model.snapshot import GpuStatus, RunStatus, SessionSnapshot
+from server_control.model.operation import OperationResult
+from server_control.model.run_status import RunStatus
+from server_control.model.snapshot import GpuStatus, SessionSnapshot
+from server_control.model.vocabulary import Outcome, RunState
 from server_control.telemetry.sample import Sample
 
 log = logging.getLogger(__name__)
@@ -90,8 +92,8 @@ class RemoteRun:
                      supervising=bool(run.supervising))
         if self.remote is None or self.error:
             st = replace(st, last_error=self.error)
-        if st.state == "starting" and self._reachable:
-            st = replace(st, state="ready")   # the host's status is older than our last poll
+        if st.state == RunState.STARTING and self._reachable:
+            st = replace(st, state=RunState.READY)   # the host's status is older than our last poll
         return st
 
     def gpus(self) -> GpuStatus:
@@ -126,12 +128,12 @@ class RemoteRun:
         body = res.json() or {}
         host = self.member.host
         if res.no_answer:
-            return OperationResult(operation, FAILED, f"{host}: {res.why()}", no_answer=True)
+            return OperationResult(operation, Outcome.FAILED, f"{host}: {res.why()}", no_answer=True)
         if res.rc == 0:
-            return OperationResult(operation, DONE, str(body.get("message") or f"done on {host}"))
+            return OperationResult(operation, Outcome.DONE, str(body.get("message") or f"done on {host}"))
         if conflict_ok and res.rc == LAUNCH_CONFLICT:
-            return OperationResult(operation, DONE, f"already running on {host}: {res.why()}")
-        return OperationResult(operation, FAILED, str(body.get("error") or body.get("message") or res.why()))
+            return OperationResult(operation, Outcome.DONE, f"already running on {host}: {res.why()}")
+        return OperationResult(operation, Outcome.FAILED, str(body.get("error") or body.get("message") or res.why()))
 
     async def refresh(self) -> None:
         """Ask the host for its status; keep the tunnel and the log stream on target."""

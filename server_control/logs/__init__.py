@@ -5,6 +5,8 @@
     pipeline = LogPipeline(path, store, on_records=lambda last_seq: ...)
     task = asyncio.create_task(pipeline.run())
     new = store.since(seen)                  # Record objects, oldest first
+
+Imports protocol and sanitize only.
 """
 from server_control.logs.parse import Parser, classify, parse_bytes, parse_text
 from server_control.logs.pattern import compile_pattern

@@ -194,7 +194,7 @@ class Parser:
             i = j
         return nums, kinds, raws
 
-    def _continue(self, lines: list[str], i: int, nums: list[int], kinds: list[str], raws: list[str]) -> int:
+    def _continue(self, lines: list[str], i: int, nums: list[int], kinds: list[str], raws: list[str]) -> int:  # noqa: C901 - over 15: to be split (issue 18)
         """Take lines[i:] into the open traceback; return the index of the first line
         that does not belong (the traceback is then closed) or len(lines)."""
         tb = self._tb

@@ -10,18 +10,12 @@ One type with one way to say how it went (``outcome``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any
 
-from server_control.control.verify import Verification
-from server_control.model.snapshot import RunStatus, SettingChange
-
-Outcome = Literal["done", "refused", "failed"]
-DONE: Final = "done"
-REFUSED: Final = "refused"
-FAILED: Final = "failed"
-# A setting change's state -> the operation's outcome.
-CHANGE_OUTCOME: dict[str, Outcome] = {"applied": DONE, "refused": REFUSED, "unsupported": REFUSED,
-                                      "error": FAILED, "pending": FAILED, "overridden": FAILED}
+from server_control.model.run_status import RunStatus
+from server_control.model.snapshot import SettingChange
+from server_control.model.verification import Verification
+from server_control.model.vocabulary import CHANGE_OUTCOME, Outcome
 
 
 @dataclass(frozen=True)
@@ -36,11 +30,11 @@ class OperationResult:
 
     @property
     def done(self) -> bool:
-        return self.outcome == DONE
+        return self.outcome == Outcome.DONE
 
     @classmethod
     def of_change(cls, operation: str, change: SettingChange) -> OperationResult:
-        return cls(operation, CHANGE_OUTCOME.get(change.state, FAILED), change.detail or change.state, change=change)
+        return cls(operation, CHANGE_OUTCOME.get(change.state, Outcome.FAILED), change.detail or change.state, change=change)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"operation": self.operation, "outcome": self.outcome, "message": self.message}

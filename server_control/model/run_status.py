@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from server_control.model.json_read import _bool, _int, _list, _num, _obj, _str
+from server_control.model.json_read import as_bool, as_int, as_list, as_num, as_obj, as_str
 
 _EMPTY_SETTINGS: Mapping[str, int | str] = MappingProxyType({})
 
@@ -24,9 +24,9 @@ class SupervisorInfo:
 
     @classmethod
     def from_json(cls, raw: object) -> SupervisorInfo | None:
-        r = _obj(raw)
-        pid, kind = _int(r.get("pid")), _str(r.get("kind"))
-        return cls(pid, kind, _str(r.get("since"))) if pid is not None and kind is not None else None
+        r = as_obj(raw)
+        pid, kind = as_int(r.get("pid")), as_str(r.get("kind"))
+        return cls(pid, kind, as_str(r.get("since"))) if pid is not None and kind is not None else None
 
 
 @dataclass(frozen=True)
@@ -67,15 +67,15 @@ class RunStatus:
 
     @classmethod
     def from_json(cls, raw: object) -> RunStatus:
-        r = _obj(raw)
-        return cls(state=_str(r.get("state")), pid=_int(r.get("pid")), pgid=_int(r.get("pgid")),
-                   started_at=_str(r.get("started_at")), uptime_s=_num(r.get("uptime_s")),
-                   port=_int(r.get("port")), restarts=_int(r.get("restarts")) or 0,
-                   log_path=_str(r.get("log_path")), exit_code=_int(r.get("exit_code")),
-                   fatal_reason=_str(r.get("fatal_reason")),
-                   processes=tuple(p for p in map(_int, _list(r.get("processes"))) if p is not None),
-                   supervising=_bool(r.get("supervising")), last_error=_str(r.get("last_error")),
-                   next_restart_in_s=_num(r.get("next_restart_in_s")),
-                   runtime=MappingProxyType({k: v for k, v in _obj(r.get("runtime")).items()
+        r = as_obj(raw)
+        return cls(state=as_str(r.get("state")), pid=as_int(r.get("pid")), pgid=as_int(r.get("pgid")),
+                   started_at=as_str(r.get("started_at")), uptime_s=as_num(r.get("uptime_s")),
+                   port=as_int(r.get("port")), restarts=as_int(r.get("restarts")) or 0,
+                   log_path=as_str(r.get("log_path")), exit_code=as_int(r.get("exit_code")),
+                   fatal_reason=as_str(r.get("fatal_reason")),
+                   processes=tuple(p for p in map(as_int, as_list(r.get("processes"))) if p is not None),
+                   supervising=as_bool(r.get("supervising")), last_error=as_str(r.get("last_error")),
+                   next_restart_in_s=as_num(r.get("next_restart_in_s")),
+                   runtime=MappingProxyType({k: v for k, v in as_obj(r.get("runtime")).items()
                                              if isinstance(v, (int, str)) and not isinstance(v, bool)}),
-                   runtime_note=_str(r.get("runtime_note")), supervisor=SupervisorInfo.from_json(r.get("supervisor")))
+                   runtime_note=as_str(r.get("runtime_note")), supervisor=SupervisorInfo.from_json(r.get("supervisor")))

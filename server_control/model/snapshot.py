@@ -17,20 +17,20 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from server_control.control.verify import Verification, VerifyLayer
-from server_control.model.json_read import _bool, _counts, _int, _list, _num, _obj, _str  # noqa: F401 (tolerant readers)
-from server_control.model.run_status import RunStatus, SupervisorInfo
+from server_control.model.json_read import as_bool, as_counts, as_int, as_list, as_num, as_obj, as_str
+from server_control.model.load import Load
+from server_control.model.run_status import RunStatus
 from server_control.model.switch_health import SwitchHealth
-from server_control.telemetry.flapping import SwitchRate
+from server_control.model.switch_rate import SwitchRate
+from server_control.model.verification import Verification
 
 Point = tuple[float, float]
 MODES = ("speculative", "target_only")
 SERIES = ("batch", "gen_throughput", "accept_len", "threshold", "mode")
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 
-__all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LiveLoad", "LogStatus", "ModeShare", "RunStatus", "Series",
-           "ServerStatus", "SessionSnapshot", "SettingChange", "SpecStatus", "SupervisorInfo", "Switch", "SwitchHealth",
-           "Timeline", "Verification", "VerifyLayer"]
+__all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LogStatus", "ModeShare", "Series",
+           "ServerStatus", "SessionSnapshot", "SettingChange", "SpecStatus", "Switch", "Timeline"]
 
 
 # ---- the parts -------------------------------------------------------------------------
@@ -49,9 +49,9 @@ class ServerStatus:
 
     @classmethod
     def from_json(cls, raw: object) -> ServerStatus:
-        r = _obj(raw)
-        return cls(reachable=r.get("reachable") is True, error=_str(r.get("error")), model=_str(r.get("model")),
-                   tp_size=_int(r.get("tp_size")), dp_size=_int(r.get("dp_size")), version=_str(r.get("version")))
+        r = as_obj(raw)
+        return cls(reachable=r.get("reachable") is True, error=as_str(r.get("error")), model=as_str(r.get("model")),
+                   tp_size=as_int(r.get("tp_size")), dp_size=as_int(r.get("dp_size")), version=as_str(r.get("version")))
 
 
 @dataclass(frozen=True)
@@ -82,14 +82,14 @@ class SpecStatus:
 
     @classmethod
     def from_json(cls, raw: object) -> SpecStatus:
-        r = _obj(raw)
+        r = as_obj(raw)
         mode = r.get("mode")
-        return cls(mode=mode if mode in MODES else None, threshold=_int(r.get("threshold")),
-                   low_mark=_int(r.get("low_mark")), hysteresis=_int(r.get("hysteresis")),
-                   min_dwell_steps=_int(r.get("min_dwell_steps")),
-                   force=_str(r.get("force")), switch_count=_int(r.get("switch_count")) or 0,
-                   steps=_counts(r.get("steps")), seconds=_counts(r.get("seconds")), tokens=_counts(r.get("tokens")),
-                   supports_runtime_threshold=_bool(r.get("supports_runtime_threshold")),
+        return cls(mode=mode if mode in MODES else None, threshold=as_int(r.get("threshold")),
+                   low_mark=as_int(r.get("low_mark")), hysteresis=as_int(r.get("hysteresis")),
+                   min_dwell_steps=as_int(r.get("min_dwell_steps")),
+                   force=as_str(r.get("force")), switch_count=as_int(r.get("switch_count")) or 0,
+                   steps=as_counts(r.get("steps")), seconds=as_counts(r.get("seconds")), tokens=as_counts(r.get("tokens")),
+                   supports_runtime_threshold=as_bool(r.get("supports_runtime_threshold")),
                    switch_rate=SwitchRate.from_json(r.get("switch_rate")),
                    health=SwitchHealth.from_json(r.get("health")))
 
@@ -116,38 +116,15 @@ class SettingChange:
             return None
         req = raw.get("requested")
         return cls(requested=req if isinstance(req, (int, str)) else None, state=raw["state"],
-                   detail=_str(raw.get("detail")) or "", ranks=tuple(x for x in _list(raw.get("ranks"))
+                   detail=as_str(raw.get("detail")) or "", ranks=tuple(x for x in as_list(raw.get("ranks"))
                                                                      if isinstance(x, bool)),
-                   key=_str(raw.get("key")))
-
-
-@dataclass(frozen=True)
-class LiveLoad:
-    batch: int | None = None
-    queue: int | None = None
-    token_usage: float | None = None
-    gen_throughput: float | None = None
-    accept_len: float | None = None
-    accept_rate: float | None = None
-    ts: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"batch": self.batch, "queue": self.queue, "token_usage": self.token_usage,
-                "gen_throughput": self.gen_throughput, "accept_len": self.accept_len,
-                "accept_rate": self.accept_rate, "ts": self.ts}
-
-    @classmethod
-    def from_json(cls, raw: object) -> LiveLoad:
-        r = _obj(raw)
-        return cls(batch=_int(r.get("batch")), queue=_int(r.get("queue")), token_usage=_num(r.get("token_usage")),
-                   gen_throughput=_num(r.get("gen_throughput")), accept_len=_num(r.get("accept_len")),
-                   accept_rate=_num(r.get("accept_rate")), ts=_num(r.get("ts")))
+                   key=as_str(raw.get("key")))
 
 
 def _points(raw: object) -> tuple[Point, ...]:
     out = []
-    for p in _list(raw):
-        if isinstance(p, (list, tuple)) and len(p) == 2 and _num(p[0]) is not None and _num(p[1]) is not None:
+    for p in as_list(raw):
+        if isinstance(p, (list, tuple)) and len(p) == 2 and as_num(p[0]) is not None and as_num(p[1]) is not None:
             out.append((p[0], p[1]))
     return tuple(out)
 
@@ -167,7 +144,7 @@ class Series:
 
     @classmethod
     def from_json(cls, raw: object) -> Series:
-        r = _obj(raw)
+        r = as_obj(raw)
         return cls(*(_points(r.get(n)) for n in SERIES))
 
 
@@ -186,12 +163,12 @@ class Switch:
 
     @classmethod
     def from_json(cls, raw: object) -> Switch | None:
-        r = _obj(raw)
+        r = as_obj(raw)
         mode = r.get("mode")
         if mode not in MODES:
             return None
-        return cls(ts=_str(r.get("ts")), mode=mode, batch=_int(r.get("batch")), threshold=_int(r.get("threshold")),
-                   rank=_str(r.get("rank")), forced=r.get("forced") is True)
+        return cls(ts=as_str(r.get("ts")), mode=mode, batch=as_int(r.get("batch")), threshold=as_int(r.get("threshold")),
+                   rank=as_str(r.get("rank")), forced=r.get("forced") is True)
 
 
 @dataclass(frozen=True)
@@ -213,10 +190,10 @@ class Timeline:
 
     @classmethod
     def from_json(cls, switches: object, per_mode: object) -> Timeline:
-        pm = _obj(per_mode)
-        return cls(switches=tuple(s for s in map(Switch.from_json, _list(switches)) if s is not None),
-                   per_mode=MappingProxyType({m: ModeShare(_num(_obj(pm.get(m)).get("share")),
-                                                           _num(_obj(pm.get(m)).get("tok_s"))) for m in MODES}))
+        pm = as_obj(per_mode)
+        return cls(switches=tuple(s for s in map(Switch.from_json, as_list(switches)) if s is not None),
+                   per_mode=MappingProxyType({m: ModeShare(as_num(as_obj(pm.get(m)).get("share")),
+                                                           as_num(as_obj(pm.get(m)).get("tok_s"))) for m in MODES}))
 
 
 @dataclass(frozen=True)
@@ -237,13 +214,13 @@ class GpuDevice:
 
     @classmethod
     def from_json(cls, raw: object) -> GpuDevice | None:
-        r = _obj(raw)
-        if _int(r.get("index")) is None:
+        r = as_obj(raw)
+        if as_int(r.get("index")) is None:
             return None
-        return cls(index=_int(r.get("index")) or 0, name=_str(r.get("name")) or "?", util=_num(r.get("util")),
-                   mem_used_mb=_num(r.get("mem_used_mb")), mem_total_mb=_num(r.get("mem_total_mb")),
-                   power_w=_num(r.get("power_w")), temp_c=_num(r.get("temp_c")),
-                   pids=tuple(p for p in map(_int, _list(r.get("pids"))) if p is not None))
+        return cls(index=as_int(r.get("index")) or 0, name=as_str(r.get("name")) or "?", util=as_num(r.get("util")),
+                   mem_used_mb=as_num(r.get("mem_used_mb")), mem_total_mb=as_num(r.get("mem_total_mb")),
+                   power_w=as_num(r.get("power_w")), temp_c=as_num(r.get("temp_c")),
+                   pids=tuple(p for p in map(as_int, as_list(r.get("pids"))) if p is not None))
 
 
 @dataclass(frozen=True)
@@ -257,9 +234,9 @@ class GpuStatus:
 
     @classmethod
     def from_json(cls, raw: object) -> GpuStatus:
-        r = _obj(raw)
-        return cls(available=r.get("available") is True, reason=_str(r.get("reason")),
-                   devices=tuple(d for d in map(GpuDevice.from_json, _list(r.get("devices"))) if d is not None))
+        r = as_obj(raw)
+        return cls(available=r.get("available") is True, reason=as_str(r.get("reason")),
+                   devices=tuple(d for d in map(GpuDevice.from_json, as_list(r.get("devices"))) if d is not None))
 
 
 @dataclass(frozen=True)
@@ -274,9 +251,9 @@ class LogStatus:
 
     @classmethod
     def from_json(cls, raw: object) -> LogStatus:
-        r = _obj(raw)
-        return cls(_int(r.get("total")) or 0, _int(r.get("dropped")) or 0, _int(r.get("truncated")) or 0,
-                   _str(r.get("path")))
+        r = as_obj(raw)
+        return cls(as_int(r.get("total")) or 0, as_int(r.get("dropped")) or 0, as_int(r.get("truncated")) or 0,
+                   as_str(r.get("path")))
 
 
 # ---- the whole -------------------------------------------------------------------------
@@ -288,8 +265,8 @@ class SessionSnapshot:
     run: RunStatus = RunStatus()
     server: ServerStatus = ServerStatus()
     spec: SpecStatus = SpecStatus()
-    threshold_change: SettingChange | None = None
-    live: LiveLoad = LiveLoad()
+    last_change: SettingChange | None = None   # the last runtime setting change, of any key
+    live: Load = Load()   # the load of the last poll the server answered (its ts)
     series: Series = Series()
     timeline: Timeline = Timeline()
     gpus: GpuStatus = GpuStatus()
@@ -307,10 +284,12 @@ class SessionSnapshot:
         return self.server.reachable and self.live.batch == 0 and not self.live.queue
 
     def to_json(self) -> dict[str, Any]:
+        change = self.last_change.to_json() if self.last_change else None
         return {
             "profile": self.profile, "url": self.url, "attached": self.attached,
             "run": self.run.to_json(), "server": self.server.to_json(), "spec": self.spec.to_json(),
-            "threshold_change": self.threshold_change.to_json() if self.threshold_change else None,
+            "last_change": change,
+            "threshold_change": change,   # the old name of last_change: an alias for one release (docs/architecture.md)
             "live": self.live.to_json(), "series": self.series.to_json(),
             "switches": [s.to_json() for s in self.timeline.switches],
             "per_mode": {m: s.to_json() for m, s in self.timeline.per_mode.items()},
@@ -319,12 +298,12 @@ class SessionSnapshot:
 
     @classmethod
     def from_json(cls, raw: Any) -> SessionSnapshot:
-        r = _obj(raw)
-        return cls(url=_str(r.get("url")) or "", profile=_str(r.get("profile")), attached=r.get("attached") is True,
+        r = as_obj(raw)
+        return cls(url=as_str(r.get("url")) or "", profile=as_str(r.get("profile")), attached=r.get("attached") is True,
                    run=RunStatus.from_json(r.get("run")), server=ServerStatus.from_json(r.get("server")),
                    spec=SpecStatus.from_json(r.get("spec")),
-                   threshold_change=SettingChange.from_json(r.get("threshold_change")),
-                   live=LiveLoad.from_json(r.get("live")), series=Series.from_json(r.get("series")),
+                   last_change=SettingChange.from_json(r.get("last_change", r.get("threshold_change"))),
+                   live=Load.from_json(r.get("live")), series=Series.from_json(r.get("series")),
                    timeline=Timeline.from_json(r.get("switches"), r.get("per_mode")),
                    gpus=GpuStatus.from_json(r.get("gpus")), verify=Verification.from_json(r.get("verify")),
                    logs=LogStatus.from_json(r.get("logs")))

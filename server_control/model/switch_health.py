@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server_control.model.json_read import _bool, _int, _num, _obj, _str
-from server_control.protocol import tp_ranks
+from server_control.model.json_read import as_bool, as_int, as_num, as_obj, as_str
+from server_control.protocol import rank_verdict
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,10 @@ class SwitchHealth:
 
     @classmethod
     def from_json(cls, raw: object) -> SwitchHealth:
-        r = _obj(raw)
-        return cls(active=_bool(r.get("active")), reason=_str(r.get("reason")),
-                   rank_fault=_str(r.get("rank_fault")), num_steps=_int(r.get("num_steps")),
-                   accept_len=_num(r.get("accept_len")))
+        r = as_obj(raw)
+        return cls(active=as_bool(r.get("active")), reason=as_str(r.get("reason")),
+                   rank_fault=as_str(r.get("rank_fault")), num_steps=as_int(r.get("num_steps")),
+                   accept_len=as_num(r.get("accept_len")))
 
     @classmethod
     def from_states(cls, dynamics: list[Any]) -> SwitchHealth:
@@ -47,12 +47,12 @@ class SwitchHealth:
         faults = []
         for i, d in enumerate(dynamics):
             rows = d.get("ranks") if isinstance(d, dict) else None
-            fault = tp_ranks.disagreement(rows) if isinstance(rows, list) else None
+            fault = rank_verdict.disagreement(rows) if isinstance(rows, list) else None
             if fault:
                 faults.append(f"DP{i} {fault}" if len(dynamics) > 1 else fault)
-        verifies = sum(_num(d.get("verifies")) or 0 for d in dyns)
-        accepted = sum(_num(d.get("accepted_drafts")) or 0 for d in dyns)
+        verifies = sum(as_num(d.get("verifies")) or 0 for d in dyns)
+        accepted = sum(as_num(d.get("accepted_drafts")) or 0 for d in dyns)
         return cls(active=False if off is not None else (True if all(f is True for f in flags) else None),
-                   reason=_str(off.get("reason")) if off is not None else None,
-                   rank_fault="; ".join(faults) or None, num_steps=_int(dyns[0].get("num_steps")),
+                   reason=as_str(off.get("reason")) if off is not None else None,
+                   rank_fault="; ".join(faults) or None, num_steps=as_int(dyns[0].get("num_steps")),
                    accept_len=1 + accepted / verifies if verifies else None)

@@ -1,2 +1,2 @@
-"""Processes: launch through the keeper, a run's identity (boot id + start ticks), stopping a
-run's processes, free ports. Imports protocol, model, state and config."""
+"""Processes: launch through the keeper, stopping a run's processes, free ports, the
+simulator started as a process. Imports state, config and sanitize."""

@@ -3,7 +3,7 @@
 * ``launch(spec)``: a keeper (server_control/proc/keeper.py) starts the server in a new session
   with stdout+stderr into the run's own new log file (the console is never in the pipe),
   stdin from /dev/null, and records its exit status in ``spec.exit_file``.
-* ``run_processes(ident)`` (server_control/proc/identity.py): the verified leader (pid + start
+* ``run_processes(ident)`` (server_control/state/identity.py): the verified leader (pid + start
   time + command line) with its group, session and descendants, plus recorded members.
   Nothing else, ever: a group whose leader is gone is not taken for the run.
 * ``stop_run(ident, ...)``: SIGTERM (+ SIGCONT) to the run's processes, a grace period,
@@ -25,13 +25,10 @@ from typing import Any
 import psutil
 
 from server_control.config.profile import LaunchSpec
-from server_control.proc import identity
-from server_control.proc.identity import RunIdentity as RunIdentity  # re-exported
-from server_control.proc.identity import run_processes as run_processes  # re-exported
-from server_control.proc.start_ticks import ProcStart, recorded
 from server_control.sanitize import strip_controls
-from server_control.state import run_logs
-from server_control.state.run_logs import tail_lines as tail_lines  # re-exported
+from server_control.state import identity, run_logs
+from server_control.state.identity import RunIdentity
+from server_control.state.start_ticks import ProcStart, recorded
 
 POLL_S = 0.1
 KILL_CONFIRM_S = 10.0

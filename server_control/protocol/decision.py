@@ -93,6 +93,32 @@ def validate_force(value: object) -> str:
     raise ValueError(f"{FORCE_KEY} must be one of {', '.join(FORCE_CHOICES)}, got {value!r}")
 
 
+NEVER_TRIGGERS = "can never trigger"
+EAGER_ABOVE = "runs without CUDA graphs"
+SGLANG_EAGLE_RUNNING_CAP = 48  # SGLang's max_running_requests for EAGLE unless set
+
+
+def limit_warnings(threshold: int, max_running_requests: int | None,
+                   cuda_graph_max_bs: int | None) -> list[str]:
+    """What makes N useless or costly on this server (empty: none). ``max_running_requests``
+    is the effective cap (SGLang sets 48 for an EAGLE server unless the operator sets it);
+    ``cuda_graph_max_bs`` the largest decode CUDA-graph bucket (None: graphs off)."""
+    out: list[str] = []
+    if threshold <= 0:
+        return out
+    if max_running_requests is not None and threshold >= max_running_requests:
+        why = (f" (SGLang caps an EAGLE server at {SGLANG_EAGLE_RUNNING_CAP} running requests "
+               "unless --max-running-requests is set)"
+               if max_running_requests == SGLANG_EAGLE_RUNNING_CAP else "")
+        out.append(f"threshold {threshold} {NEVER_TRIGGERS}: the decode batch never exceeds "
+                   f"max_running_requests={max_running_requests}{why}")
+    if cuda_graph_max_bs is not None and threshold >= cuda_graph_max_bs:
+        out.append(f"threshold {threshold} >= cuda_graph_max_bs {cuda_graph_max_bs}: target-only "
+                   f"above {cuda_graph_max_bs} {EAGER_ABOVE} (target verify and draft-extend "
+                   "eager); raise --cuda-graph-max-bs or lower the threshold")
+    return out
+
+
 def init_line(threshold: int, hysteresis: int, min_dwell_steps: int) -> str:
     low = max(1, threshold - hysteresis)
     return f"{INIT_PREFIX}{threshold}, resume_at<={low}, min_dwell_steps={min_dwell_steps}"

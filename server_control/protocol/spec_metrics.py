@@ -11,7 +11,9 @@ current mode (0 speculative, 1 target-only), active, last decode batch, and the 
 length over the verify steps that drafted (SGLang's own ``sglang:spec_accept_rate`` and
 ``spec_accept_length`` follow the current draft count and read 0 / 1 while target-only).
 Counters: switches by the mode switched to, decode steps and generated tokens by mode,
-and the verifies / accepted / proposed drafts of the steps that drafted.
+the verifies / accepted / proposed drafts of the steps that drafted, and (the patch only)
+decode steps whose target forward and whose draft-extend replayed a CUDA graph or ran
+eager, by mode. Gauge ``state_memory_bytes``: what the steps=0 state took on the rank.
 """
 from __future__ import annotations
 
@@ -40,7 +42,18 @@ GAUGES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
     ("accept_length", "Mean tokens per request per verify over the verify steps that drafted "
      "(target-only steps excluded); 0 until one has.",
      lambda s: 1 + s["accepted_drafts"] / s["verifies"] if s.get("verifies") else 0.0),
+    ("state_memory_bytes", "Memory the target-only (steps=0) state took on this rank at "
+     "start-up (device memory; host memory on a CPU server); 0 until built.",
+     lambda s: int(((s.get("state_memory") or {}).get("used_gib") or 0) * 1024 ** 3)),
 )
+
+FORWARD_PARTS = ("target_graph", "target_eager", "draft_extend_graph", "draft_extend_eager")
+
+
+def _forwards(part: str) -> Callable[[dict[str, Any]], Any]:
+    """Decode forwards by mode of one part (``snapshot["forwards"][mode][part]``)."""
+    return lambda s: {m: int(((s.get("forwards") or {}).get(m) or {}).get(part, 0))
+                      for m in d.MODES}
 
 # (name, documentation, label, value): label None = one series; else one per mode.
 COUNTERS: tuple[tuple[str, str, str | None, Callable[[dict[str, Any]], Any]], ...] = (
@@ -55,9 +68,19 @@ COUNTERS: tuple[tuple[str, str, str | None, Callable[[dict[str, Any]], Any]], ..
      lambda s: s["accepted_drafts"]),
     ("proposed_drafts", "Draft tokens proposed in decode steps that drafted.", None,
      lambda s: s["proposed_drafts"]),
+    ("target_graph_forwards", "Decode steps whose target forward replayed a CUDA graph, "
+     "by mode.", "mode", _forwards("target_graph")),
+    ("target_eager_forwards", "Decode steps whose target forward ran eager, by mode.", "mode",
+     _forwards("target_eager")),
+    ("draft_extend_graph_forwards", "Decode steps whose draft-extend replayed a CUDA graph, "
+     "by mode.", "mode", _forwards("draft_extend_graph")),
+    ("draft_extend_eager_forwards", "Decode steps whose draft-extend ran eager, by mode.",
+     "mode", _forwards("draft_extend_eager")),
 )
 
 NAMES = tuple(PREFIX + g[0] for g in GAUGES) + tuple(PREFIX + c[0] + "_total" for c in COUNTERS)
+# counted by the SGLang patch only (the simulator runs no graphs)
+PATCH_ONLY = tuple(PREFIX + part + "_forwards_total" for part in FORWARD_PARTS)
 
 
 class SpecMetrics:

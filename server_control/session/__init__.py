@@ -1,2 +1,3 @@
 """One object per server tying the layers together (the Session API, the session, the run
-behind it, subscribers). Imports every layer below; never console or textual."""
+behind it, subscribers). Imports supervision and every layer below it; never fleet, console
+or textual."""

@@ -23,22 +23,27 @@ Headless commands pass ``supervise=False`` so they never take over restarting a 
 state is then judged from the leader process and the HTTP poll); ``poll_interval_s``
 (default 1.0) sets the poll period of either kind.
 
-Beyond the protocol, ``Session`` (not the fakes) offers to the headless commands and the
-fleet: ``session.verification()`` (the ``Verification`` now, synchronously),
-``session.control`` (``Control``: ``get()``, ``set_threshold/set_force/set_hysteresis/
-set_dwell`` -> ``SettingChange``, validated and read back on every rank),
-``session.poller`` (``HttpPoller``: ``polls``, ``last``, ``poke()``), ``session.nvml``,
-``session.timeline``, ``session.panels`` and ``session.log_caught_up(size=None)``.
+What the headless commands and the fleet ask beyond the screen is in the protocol too (no
+caller reaches into ``session.control`` or ``session.poller``):
+
+    session.verification()           # the Verification now, synchronously
+    session.polls                    # HTTP polls finished so far
+    session.poke()                   # poll now
+    await session.read_settings()    # every rank's runtime settings as the server shows them
+    session.prepare_control()        # make the setting client now (the fleet, before a change)
+    session.log_caught_up(size_at=None)   # the log read up to that size
+
 NVML updates come from the sampler thread and reach subscribers on the event loop.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from server_control.logs.store import LogStore
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot
+from server_control.model.verification import Verification
 
 Topic = str  # "snapshot" | "logs"
 
@@ -69,3 +74,16 @@ class SessionLike(Protocol):
     async def set_setting(self, key: str, value: object) -> OperationResult: ...
 
     async def verify(self) -> OperationResult: ...
+
+    def verification(self) -> Verification: ...
+
+    @property
+    def polls(self) -> int: ...
+
+    def poke(self) -> None: ...
+
+    async def read_settings(self) -> dict[str, Any]: ...
+
+    def prepare_control(self) -> None: ...
+
+    def log_caught_up(self, size_at: int | None = None) -> bool: ...

@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from server_control.model.operation import DONE, FAILED, REFUSED, OperationResult
-from server_control.model.snapshot import RunStatus
+from server_control.model.operation import OperationResult
+from server_control.model.run_status import RunStatus
+from server_control.model.vocabulary import EXTERNAL_STATE, FINAL_STATES, Outcome, RunState
 from server_control.telemetry.sample import Sample
 
 if TYPE_CHECKING:
@@ -70,16 +71,16 @@ class AttachedRun:
         pass
 
     def status(self) -> RunStatus:
-        return RunStatus(state="external", log_path=str(self._log_path) if self._log_path else None)
+        return RunStatus(state=EXTERNAL_STATE, log_path=str(self._log_path) if self._log_path else None)
 
     async def launch(self) -> OperationResult:
-        return OperationResult("launch", REFUSED, NOT_OWNED)
+        return OperationResult("launch", Outcome.REFUSED, NOT_OWNED)
 
     async def stop(self) -> OperationResult:
-        return OperationResult("stop", REFUSED, NOT_OWNED)
+        return OperationResult("stop", Outcome.REFUSED, NOT_OWNED)
 
     async def restart(self) -> OperationResult:
-        return OperationResult("restart", REFUSED, NOT_OWNED)
+        return OperationResult("restart", Outcome.REFUSED, NOT_OWNED)
 
     async def remember_runtime(self, key: str, value: object) -> None:
         pass  # not ours to restart: nothing to re-apply
@@ -110,7 +111,7 @@ class ProfileRun:
 
     async def close(self) -> None:
         self.needs_handoff = bool(self.sup.supervising and self.sup.record is not None
-                                  and self.sup.state not in ("stopped", "fatal"))
+                                  and self.sup.state not in FINAL_STATES)
         if self._watch is not None:
             self._watch.cancel()
             try:
@@ -118,6 +119,11 @@ class ProfileRun:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
             self._watch = None
+
+    def handoff_log_dir(self) -> Path:
+        """Where the detached `specconsole supervise` that a quitting console hands this run
+        to writes its log."""
+        return Path(self.sup.state_dir) / "logs" / self.sup.profile.name
 
     def log_path(self) -> Path | None:
         rec = self.sup.record
@@ -133,13 +139,13 @@ class ProfileRun:
     def status(self) -> RunStatus:
         st = self.sup.status()
         rec = self.sup.record
-        if not self.supervise and rec is not None and st.state in ("starting", "unhealthy"):
+        if not self.supervise and rec is not None and st.state in (RunState.STARTING, RunState.UNHEALTHY):
             if not rec.is_live():
-                st = dataclasses.replace(st, state="crashed")
+                st = dataclasses.replace(st, state=RunState.CRASHED)
             elif self._reachable:
-                st = dataclasses.replace(st, state="ready")
-            elif rec.health == "unhealthy" or rec.ready_at:   # it answered before: not starting
-                st = dataclasses.replace(st, state="unhealthy")
+                st = dataclasses.replace(st, state=RunState.READY)
+            elif rec.health == RunState.UNHEALTHY or rec.ready_at:   # it answered before: not starting
+                st = dataclasses.replace(st, state=RunState.UNHEALTHY)
         return st
 
     async def launch(self) -> OperationResult:
@@ -155,10 +161,10 @@ class ProfileRun:
         try:
             await action()
         except (RunConflict, ProfileError) as exc:  # a live run, a busy port, a bad profile
-            return OperationResult(operation, REFUSED, str(exc), run=self.status())
+            return OperationResult(operation, Outcome.REFUSED, str(exc), run=self.status())
         except Exception as exc:  # noqa: BLE001 - OSError, RuntimeError, ...: all reported
-            return OperationResult(operation, FAILED, str(exc), run=self.status())
-        return OperationResult(operation, DONE, "launched" if operation == "launch" else "restarted",
+            return OperationResult(operation, Outcome.FAILED, str(exc), run=self.status())
+        return OperationResult(operation, Outcome.DONE, "launched" if operation == "launch" else "restarted",
                                run=self.status())
 
     async def remember_runtime(self, key: str, value: object) -> None:
@@ -169,4 +175,4 @@ class ProfileRun:
 
     async def stop(self) -> OperationResult:
         res = await self.sup.stop()
-        return OperationResult("stop", DONE if res.ok else FAILED, res.message, run=self.status())
+        return OperationResult("stop", Outcome.DONE if res.ok else Outcome.FAILED, res.message, run=self.status())

@@ -21,10 +21,10 @@ from server_control.control import verify as v
 from server_control.control.guard import SettingGuard, shown
 from server_control.control.settings import Control, change
 from server_control.logs import LogPipeline, LogStore
-from server_control.model.operation import DONE, OperationResult
+from server_control.model.load import Load
+from server_control.model.operation import OperationResult
 from server_control.model.snapshot import (
     MODES,
-    LiveLoad,
     LogStatus,
     ModeShare,
     Series,
@@ -33,13 +33,16 @@ from server_control.model.snapshot import (
     SettingChange,
     SpecStatus,
     Switch,
-    SwitchHealth,
     Timeline,
 )
+from server_control.model.switch_health import SwitchHealth
+from server_control.model.switch_rate import SwitchRate
+from server_control.model.verification import Verification
+from server_control.model.vocabulary import ChangeState, Outcome
 from server_control.protocol import decision as d
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
 from server_control.session.subscribers import Subscribers
-from server_control.telemetry.flapping import SwitchRate, switch_rate
+from server_control.telemetry.flapping import switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
@@ -66,13 +69,13 @@ class Session:
         self.store = store if store is not None else LogStore()
         self.panels = PanelSeries()
         self.timeline = ModeTimeline()
-        self.runtime = v.RuntimeWatch()
+        self.runtime = v.SwitchWatch()
         self.poller = HttpPoller(self.url, api_key, interval_s=poll_interval_s,
                                  records_fn=lambda: self.store.tail(400), on_sample=self._on_sample)
         self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
         self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
                                log_seq=lambda: self.store.last_seq)
-        self.threshold_change: SettingChange | None = None
+        self.last_change: SettingChange | None = None
         self.guard = SettingGuard(self.control, self.url, getattr(getattr(run, "sup", None), "state_dir", None),
                                   profile.name if profile is not None else None)
         self.last: Sample | None = None
@@ -179,7 +182,7 @@ class Session:
             self._init.clear()
             self._not_active.clear()
             self._ready.clear()
-            self.runtime = v.RuntimeWatch()
+            self.runtime = v.SwitchWatch()
         self._log_path = path
         self._pipeline = None
         if path is None:
@@ -239,7 +242,7 @@ class Session:
         if sample.reachable:
             self.last_good = sample
         for key, old, new, who in self.guard.elsewhere(sample):   # a change this session did not make
-            self.threshold_change = replace(change(new, "elsewhere", self.guard.words(key, old, new, who)), key=key)
+            self.last_change = replace(change(new, ChangeState.ELSEWHERE, self.guard.words(key, old, new, who)), key=key)
         self.panels.add_sample(sample)
         self.timeline.add_sample(sample)
         self.runtime.observe(sample)
@@ -279,21 +282,39 @@ class Session:
 
     async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]],
                       key: str) -> SettingChange:
-        self.threshold_change = replace(change(requested, "pending", "sent; waiting for every DP rank to read back"),
+        self.last_change = replace(change(requested, ChangeState.PENDING, "sent; waiting for every DP rank to read back"),
                                         key=key)
         self._publish("snapshot")
         old = shown(self.last).get(key) if self.last is not None and self.last.reachable else None
         # journaled; a concurrent change that wins makes it "overridden"
         result = replace(await self.guard.change(key, requested, action, old), key=key)
-        if result.state == "applied":
+        if result.state == ChangeState.APPLIED:
             await self.run.remember_runtime(key, requested)   # re-applied after a restart
-        self.threshold_change = result
+        self.last_change = result
         self.poller.poke()
         self._publish("snapshot")
         return result
 
+    # -- what the headless commands and the fleet ask beyond the screen ----------------------
+    @property
+    def polls(self) -> int:
+        """HTTP polls finished so far."""
+        return self.poller.polls
+
+    def poke(self) -> None:
+        """Poll now (not at the next interval)."""
+        self.poller.poke()
+
+    async def read_settings(self) -> dict[str, Any]:
+        """The runtime settings of every rank as the server shows them now (``Control.get``)."""
+        return await self.control.get()
+
+    def prepare_control(self) -> None:
+        """Make the setting client now (its TLS context costs ~35 ms), not at the first change."""
+        self.control.client()
+
     # -- verification ---------------------------------------------------------------------
-    def verification(self) -> v.Verification:
+    def verification(self) -> Verification:
         s = self.last
         expected = self.profile.dynamic.get("threshold") if self.profile is not None else None
         args = s.args if s else {}
@@ -308,7 +329,7 @@ class Session:
 
     async def verify(self) -> OperationResult:
         result = self.verification()
-        return OperationResult("verify", DONE, f"verification: {result.summary}", verification=result)
+        return OperationResult("verify", Outcome.DONE, f"verification: {result.summary}", verification=result)
 
     # -- the snapshot ---------------------------------------------------------------------
     def snapshot(self) -> SessionSnapshot:
@@ -323,10 +344,8 @@ class Session:
             server=ServerStatus(reachable=bool(s and s.reachable), error=s.error if s else "not polled yet",
                                 model=s.model if s else None, tp_size=s.tp_size if s else None,
                                 dp_size=s.dp_size if s else None, version=s.version if s else None),
-            spec=self._spec(g), threshold_change=self.threshold_change,
-            live=LiveLoad(batch=load.batch, queue=load.queue, token_usage=load.token_usage,
-                          gen_throughput=load.gen_throughput, accept_len=load.accept_len,
-                          accept_rate=load.accept_rate, ts=g.ts) if g and load else LiveLoad(),
+            spec=self._spec(g), last_change=self.last_change,
+            live=replace(load, source=None, ts=g.ts) if g and load else Load(),   # source: not in the JSON
             series=self._series_now(), timeline=self._timeline_now(s), gpus=self.nvml.snapshot(),
             verify=self.verification(),
             logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None))

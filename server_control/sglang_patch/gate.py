@@ -23,8 +23,7 @@ import sys
 from typing import Any
 
 from server_control.protocol.decision import NOT_ACTIVE_PREFIX
-
-SUPPORTED_VERSION = "0.5.23"
+from server_control.protocol.sglang_version import SGLANG_VERSION
 
 # module -> {class name or "" for module level: [attribute names]}
 Anchors = dict[str, dict[str, list[str]]]
@@ -57,15 +56,24 @@ SWITCH_ANCHORS: Anchors = {
         "EagleDraftWorker": ["_configure_qsa_mtp_index_share"],
         "": ["draft_tp_context", "speculative_moe_backend_context",
              "speculative_moe_a2a_backend_context", "SpecRuntimeState",
-             "_qsa_index_share_requested"],
+             "_qsa_index_share_requested", "EAGLEDraftExtendCudaGraphRunner"],
     },
+    "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner": {
+        "EAGLEDraftExtendCudaGraphRunner": ["execute"]},
+    "sglang.srt.managers.utils": {"GenerationBatchResult": ["can_run_cuda_graph"]},
     "sglang.srt.speculative.adaptive_runtime_state": {"SpecRuntimeState": [],
                                                       "AdaptiveController": ["_states"]},
-    "sglang.srt.speculative.adaptive_spec_params": {"": ["adaptive_unsupported_reason"]},
+    "sglang.srt.speculative.adaptive_spec_params": {"": ["adaptive_unsupported_reason"],
+                                                    "AdaptiveSpeculativeParams": [
+                                                        "cuda_graph_bs_for_step"]},
     "sglang.srt.arg_groups.overrides": {"": ["resolving_view"]},
     "sglang.srt.runtime_context": {"RuntimeContext": ["_overrides_log", "override",
                                                       "resolved_server_args_dict"],
-                                   "": ["get_context", "get_parallel", "get_spec"]},
+                                   "": ["get_context", "get_parallel", "get_spec", "get_exec",
+                                        "get_schedule", "get_disagg"]},
+    "sglang.srt.model_executor.cuda_graph_config": {"": ["check_cuda_graph_backend", "Phase",
+                                                         "Backend"]},
+    "sglang.srt.utils.common": {"": ["get_available_gpu_memory"]},
     "sglang.srt.managers.scheduler_components.batch_result_processor": {
         "SchedulerBatchResultProcessor": ["_resolve_spec_v2_tokens"]},
     "sglang.srt.distributed.parallel_state": {"GroupCoordinator": ["ranks", "rank_in_group",
@@ -183,8 +191,8 @@ def check(version: str | None = None) -> str | None:
         version = version if version is not None else sglang_version()
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot verify"
         return f"cannot read the sglang version ({exc!r})"
-    if version != SUPPORTED_VERSION:
-        return (f"sglang {version} is not the supported {SUPPORTED_VERSION}; "
+    if version != SGLANG_VERSION:
+        return (f"sglang {version} is not the supported {SGLANG_VERSION}; "
                 "the patch is gated to that exact version")
     stamp = _source_stamp(version)
     if stamp is not None and os.environ.get(VERIFIED_ENV) == stamp:

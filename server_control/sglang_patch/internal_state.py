@@ -8,7 +8,7 @@
     rank handles the broadcast request at the same point of its loop) and returns the
     value for SGLang's ``get_context().override`` so readbacks show it.
   * ``set_internal_state``: after SGLang's own, the overrides log is compacted; with
-    TP > 1 every rank's values are gathered (``ranks.gather_live``): the answer (TP0's)
+    TP > 1 every rank's values are gathered (``rank_agreement.gather_live``): the answer (TP0's)
     is ``true`` only when every rank holds the same values, and ranks that disagree turn
     the switch off on every rank (one ``NOT active`` line naming them).
   * ``get_internal_state``: each entry of ``/server_info`` ``internal_states`` gets the
@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from server_control.protocol import decision, tp_ranks
-from server_control.sglang_patch import gate, metrics, overrides, ranks
+from server_control.protocol import decision, rank_verdict
+from server_control.sglang_patch import gate, metrics, overrides, rank_agreement
 from server_control.sglang_patch.fields import NEW_FIELDS, VALIDATORS
 from server_control.sglang_patch.wrapping import wrap_methods
 
@@ -93,12 +93,15 @@ def _publish(state: dict[str, Any], dyn: Any, reason: str | None, live: list[Any
         state[decision.STATE_KEY] = {"enabled": False, "active": False, "reason": reason}
 
 
-def _check_ranks(dyn: Any, output: Any) -> Any:
-    """After a set: every TP rank must hold the same values, else all turn the switch off."""
-    rows = ranks.gather_live(dyn) if dyn is not None else None
+def _check_ranks(dyn: Any, output: Any, failure: BaseException | None = None) -> Any:
+    """After a set: every TP rank must hold the same values, else all turn the switch off.
+    ``failure``: SGLang's own set failed on this rank (it still takes part, then raises)."""
+    rows = rank_agreement.gather_live(dyn, failure) if dyn is not None else None
+    if failure is not None:
+        raise failure
     if not rows:
         return output
-    problem = tp_ranks.disagreement(rows)
+    problem = rank_verdict.disagreement(rows)
     if problem is None:
         return output
     if dyn.active:
@@ -107,7 +110,14 @@ def _check_ranks(dyn: Any, output: Any) -> Any:
     return type(output)(updated=False)
 
 
-def patch(module: Any, off_reason: str | None = None) -> None:
+def _cache(controller: Any) -> rank_agreement.LiveCache:
+    cache = controller.__dict__.get("_specconsole_live")
+    if not isinstance(cache, rank_agreement.LiveCache):
+        cache = controller._specconsole_live = rank_agreement.LiveCache()
+    return cache
+
+
+def patch(module: Any, off_reason: str | None = None) -> None:  # noqa: C901 - over 15: to be split (issue 18)
     cls = module.SchedulerInternalStateController
     if getattr(cls, "_specconsole_patched", False):
         return
@@ -154,6 +164,9 @@ def patch(module: Any, off_reason: str | None = None) -> None:
             new = switch.min_dwell_steps
             message = f"Dynamic speculation: min_dwell_steps changed {old} -> {new}"
         logger.info(message)
+        if key == decision.THRESHOLD_KEY:
+            from server_control.sglang_patch import startup
+            startup.warn_limits(find(self.scheduler))
         return {key: new} if _leaf_known(key) else None
 
     def __init__(self: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
@@ -170,22 +183,42 @@ def patch(module: Any, off_reason: str | None = None) -> None:
         return handlers
 
     def set_internal_state(self: Any, recv_req: Any) -> Any:
-        output = orig_set(self, recv_req)
-        overrides.compact()
-        metrics.publish()
         keys = getattr(recv_req, "server_args", None) or {}
         dyn = find(self.scheduler) if off_reason is None else None
-        if any(k in NEW_FIELDS for k in keys) and dyn is not None and dyn.switch is not None:
+        gathers = any(k in NEW_FIELDS for k in keys) and dyn is not None
+        try:
+            output = orig_set(self, recv_req)
+            overrides.compact()
+            metrics.publish()
+        except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
+            if not gathers:
+                raise
+            _check_ranks(dyn, None, exc)
+        if gathers:
+            _cache(self).rows = None  # the next /server_info gathers the new values
             output = _check_ranks(dyn, output)
         return output
 
     def get_internal_state(self: Any, recv_req: Any) -> Any:
-        output = orig_get(self, recv_req)
-        state = getattr(output, "internal_state", None)
         dyn = find(self.scheduler) if off_reason is None else None
-        live = ranks.gather_live(dyn) if dyn is not None and dyn.switch is not None else None
+        failure: BaseException | None = None
+        output = None
+        try:
+            output = orig_get(self, recv_req)
+        except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
+            failure = exc
+        live = _cache(self).rows_for(dyn, failure) if dyn is not None else None
+        if failure is not None:
+            raise failure
+        state = getattr(output, "internal_state", None)
         if isinstance(state, dict):
-            _publish(state, dyn, why_off(self), live)
+            try:
+                _publish(state, dyn, why_off(self), live)
+                if live is not None:  # requests since the rows were gathered (0: this one)
+                    state[decision.STATE_KEY]["ranks_age"] = _cache(self).age
+            except Exception as exc:  # noqa: BLE001 - SGLang's answer still goes out
+                state[decision.STATE_KEY] = {"enabled": False, "active": False,
+                                             "reason": f"cannot publish: {exc!r}"}
         return output
 
     wrap_methods(cls, ((__init__, orig_init), (_update_handlers, orig_handlers),

@@ -81,8 +81,20 @@ def qsa_index_share(worker: Any) -> str | None:
     return None
 
 
+def disaggregation_decode() -> str | None:
+    """A PD-disaggregation decode server settles its first token through
+    ``process_batch_result_prebuilt`` (the prefill server's result), a path the patch's
+    per-mode accounting and the TP agreement were never run on: refused, not untested."""
+    from sglang.srt.runtime_context import get_disagg
+    if getattr(get_disagg(), "disaggregation_mode", None) == "decode":
+        return ("PD disaggregation decode server (--disaggregation-mode decode): its results "
+                "arrive through process_batch_result_prebuilt, which the patch does not "
+                "cover (not tested)")
+    return None
+
+
 def reason(worker: Any, server_args: Any, worker_cls: Any) -> str | None:
     """Why the steps=0 target-only path cannot serve this set-up, or None."""
     return (worker_class(worker, worker_cls) or adaptive_machinery(server_args)
             or lora(server_args) or hisparse(server_args) or pipeline(worker)
-            or qsa_index_share(worker))
+            or qsa_index_share(worker) or disaggregation_decode())

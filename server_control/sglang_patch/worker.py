@@ -2,10 +2,10 @@
 
   * ``__init__``: read the four settings, check the set-up is one the steps=0 state can
     serve (``refusals.py``), or log one ``NOT active`` line with the reason.
-  * ``init_cuda_graphs``: after SGLang's own, have the normal runtime state and the
-    target-only one (``speculative_num_steps=0, draft_tokens=1``), built the way the
-    adaptive controller builds its states (``build_adaptive_runtime_state``); then every
-    rank of the tensor-parallel group agrees (``ranks.settle``) before any switches.
+  * ``init_cuda_graphs``: after SGLang's own, every rank of the tensor-parallel group
+    agrees whether to build (``startup.prepare``), then each builds the normal runtime
+    state and the target-only one (``speculative_num_steps=0, draft_tokens=1``) the way
+    the adaptive controller builds its states (``build_adaptive_runtime_state``).
   * ``activate_step_by_batch(bs)``: SGLang calls it at the top of every decode step
     (never for prefill/extend batches) with the number of decode requests. We run
     ``SpecSwitch.decide(bs)`` and swap the runtime state with ``apply_runtime_state``.
@@ -28,12 +28,11 @@ import time
 from typing import Any
 
 from server_control.protocol import decision
-from server_control.sglang_patch import gate, metrics, overrides, ranks, refusals
+from server_control.sglang_patch import forwards, gate, metrics, overrides, refusals
 from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
-FAIL_BUILD_ENV = "SPECCONSOLE_DYNSPEC_TEST_FAIL_BUILD_RANKS"  # test only: TP ranks, "1,3"
 SKIP_DRAFT_EXTEND_WARNING = (
     "Dynamic speculation: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND is set: draft-extend is "
     "skipped while target-only, so the draft's KV cache has a hole at every position "
@@ -55,7 +54,7 @@ class DynamicSpeculation:
     """The per-rank live state held by the worker as ``worker._dynspec``."""
 
     __slots__ = ("switch", "active", "reason", "normal_state", "target_only_state",
-                 "verdict", "step_forced", "worker")
+                 "verdict", "step_forced", "worker", "run", "state_memory", "forwards", "limits")
 
     def __init__(self, switch: decision.SpecSwitch | None, reason: str | None,
                  worker: Any=None) -> None:
@@ -64,9 +63,13 @@ class DynamicSpeculation:
         self.reason = reason
         self.normal_state = None
         self.target_only_state = None
-        self.verdict = None  # ranks.Verdict once the TP group agreed
+        self.verdict = None  # rank_agreement.Verdict once the TP group agreed
         self.step_forced: bool | None = None  # this decode step forced target-only?
         self.worker = worker
+        self.run = 0  # the agreement's run number (rank_agreement.settle)
+        self.state_memory: dict[str, Any] | None = None  # startup.prepare: GiB, this rank
+        self.forwards: dict[str, Any] | None = None  # graph / eager counts per mode
+        self.limits: dict[str, Any] | None = None  # startup.server_limits()
 
     @property
     def ready(self) -> bool:
@@ -95,6 +98,12 @@ class DynamicSpeculation:
             snap["num_steps"] = self.num_steps()  # the step count the worker really runs
         if self.verdict is not None:
             snap["tp_ranks"] = self.verdict.summary()
+        if self.state_memory is not None:
+            snap["state_memory"] = dict(self.state_memory)
+        if self.limits is not None:
+            snap["limits"] = dict(self.limits)
+        if self.forwards is not None:
+            snap["forwards"] = {mode: dict(c) for mode, c in self.forwards.items()}
         return snap
 
 
@@ -154,28 +163,31 @@ def announce(dyn: DynamicSpeculation) -> None:
                 "(speculative_num_steps=0, draft-extend kept)")
 
 
-def _fail_for_test() -> None:
-    wanted = {r.strip() for r in os.environ.get(FAIL_BUILD_ENV, "").split(",") if r.strip()}
-    if wanted:
-        from sglang.srt.runtime_context import get_parallel
-        if str(get_parallel().tp_rank) in wanted:
-            raise RuntimeError(f"forced by {FAIL_BUILD_ENV} (test only)")
-
-
 def _covers_every_bucket(controller: Any) -> bool:
     """Whether the adaptive controller's steps=0 state has a graph for every decode bucket
-    (its own tiers may prune the buckets that cannot reach steps=0)."""
-    params = controller.params
-    full = getattr(params, "_cuda_graph_bs", None)
-    if full is None:
+    (its own tiers may prune the buckets that cannot reach steps=0). SGLang builds that
+    state with ``cuda_graph_bs=params.cuda_graph_bs_for_step(0)`` (``init_states``): None
+    (graphs off, or no bucket list handed) builds every bucket (``_override_worker_state``
+    leaves the buckets alone for None); a list covers every bucket only when it is the
+    whole list SGLang handed the controller (``init_cuda_graphs``: None with decode graphs
+    off, else ``get_exec().graph.cuda_graph_bs_decode``). Public names only."""
+    from sglang.srt.model_executor.cuda_graph_config import (
+        Backend,
+        Phase,
+        check_cuda_graph_backend,
+    )
+    from sglang.srt.runtime_context import get_exec
+    reach = controller.params.cuda_graph_bs_for_step(0)
+    if reach is None:
         return True
-    return list(params.cuda_graph_bs_for_step(0) or []) == list(full)
+    handed = (None if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
+              else get_exec().graph.cuda_graph_bs_decode)
+    return handed is not None and sorted(reach) == sorted(handed)
 
 
 def build_states(worker: Any, module: Any) -> None:
     """Have the target-only (steps=0) runtime state on ``worker._dynspec``, and the normal
     one unless SGLang's adaptive controller owns the speculative states."""
-    _fail_for_test()
     dyn = worker._dynspec
     controller = getattr(worker, "adaptive_controller", None)
     dw = worker._draft_worker
@@ -253,6 +265,7 @@ def patch(module: Any) -> None:
     cls = module.EAGLEWorkerV2
     if getattr(cls, "_specconsole_patched", False):
         return
+    forwards.patch_runner(module.EAGLEDraftExtendCudaGraphRunner)
     orig_init = cls.__init__
     orig_graphs = cls.init_cuda_graphs
     orig_activate = cls.activate_step_by_batch
@@ -270,26 +283,21 @@ def patch(module: Any) -> None:
         _current[0] = self._dynspec
 
     def init_cuda_graphs(self: Any) -> None:
+        from server_control.sglang_patch import startup
+        free_before = startup.free_gib(self) if "_dynspec" in self.__dict__ else None
         orig_graphs(self)
-        dyn = self.__dict__.get("_dynspec")
-        if dyn is None:
-            return
-        failure = None
-        if dyn.active:
-            try:
-                build_states(self, module)
-            except Exception as exc:  # noqa: BLE001 - serve speculatively rather than crash
-                failure = f"could not build the target-only (steps=0) runtime state: {exc!r}"
-        if ranks.settle(dyn, failure):
-            announce(dyn)
+        if self.__dict__.get("_dynspec") is not None:
+            startup.prepare(self, module, free_before)  # agree, then build (or stop)
 
     def activate_step_by_batch(self: Any, batch_size: Any) -> None:
         on_decode_step(self, batch_size, orig_activate)
 
     def forward_batch_generation(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        replays = forwards.replays()
         out = orig_forward(self, batch, *args, **kwargs)
         dyn = self.__dict__.get("_dynspec")
         if dyn is not None and dyn.step_forced is not None:
+            forwards.count(dyn, dyn.step_forced, out, replays)
             try:
                 out._specconsole_forced = dyn.step_forced
             except AttributeError:

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from server_control.sim import args as simargs
+from server_control.protocol.sglang_version import SGLANG_VERSION
 
 if TYPE_CHECKING:
     from server_control.sim.http_app import AppState
@@ -89,7 +89,7 @@ def parse_include(raw: str | None) -> set[str] | None:
 
 def loads_body(state: AppState, include: set[str] | None, dp_rank: int | None) -> dict[str, Any]:
     ranks = range(state.args.dp_size) if dp_rank is None else [dp_rank]
-    return {"timestamp": dt.datetime.now(dt.UTC).isoformat(), "version": simargs.VERSION,
+    return {"timestamp": dt.datetime.now(dt.UTC).isoformat(), "version": SGLANG_VERSION,
             "accelerator": None, "num_accelerators": state.args.tp_size,
             "loads": [load_entry(state, r, include) for r in ranks]}
 

@@ -2,7 +2,7 @@
 the throughput model on a (time-scaled) simulated clock, and hands out tokens.
 
 It runs in one thread. With no work it blocks on a condition variable (no CPU).
-All TP ranks take part in every step (see ranks.py).
+All TP ranks take part in every step (see rank_processes.py).
 """
 from __future__ import annotations
 
@@ -18,16 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from server_control.protocol import decision, tp_ranks
+from server_control.protocol import decision, rank_verdict
 from server_control.sim import args as simargs
 from server_control.sim import model
 from server_control.sim.stats import Stats, StepTiming
 from server_control.sim.traffic import target_concurrency
 
 if TYPE_CHECKING:
-    from server_control.sim.light_ranks import LightRankGroup
     from server_control.sim.logfmt import Logger
-    from server_control.sim.ranks import RankGroup
+    from server_control.sim.rank_objects import LightRankGroup
+    from server_control.sim.rank_processes import RankGroup
 
 
 
@@ -164,7 +164,7 @@ class Scheduler:
                     num_steps=self.num_steps if snap["mode"] == decision.SPECULATIVE else 0)
         if tp > 1:
             snap["tp_ranks"] = self._tp_ranks()
-            snap["ranks"] = [tp_ranks.live_entry(r, snap) for r in range(tp)]
+            snap["ranks"] = [rank_verdict.live_entry(r, snap) for r in range(tp)]
         return snap
 
     def _tp_ranks(self) -> list[dict[str, Any]]:

@@ -19,8 +19,8 @@ from server_control.sim import args as simargs
 from server_control.sim.logfmt import Logger
 
 if TYPE_CHECKING:
-    from server_control.sim.light_ranks import LightRankGroup
-    from server_control.sim.ranks import RankGroup
+    from server_control.sim.rank_objects import LightRankGroup
+    from server_control.sim.rank_processes import RankGroup
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -176,10 +176,10 @@ def main(argv: list[str] | None = None, prog: str = simargs.PROG) -> int:
     log.info(f"server_args={simargs.server_args_repr(a)}")
     logging.getLogger("asyncio").setLevel(logging.ERROR)
 
-    from server_control.sim.ranks import RankError, RankGroup
+    from server_control.sim.rank_processes import RankError, RankGroup
     ranks: RankGroup | LightRankGroup
     if a.sim_light:
-        from server_control.sim.light_ranks import LightRankGroup
+        from server_control.sim.rank_objects import LightRankGroup
         ranks = LightRankGroup(a.tp_size, rank_config(a, deadline))
     else:
         ranks = RankGroup(a.tp_size, rank_config(a, deadline))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from server_control.sim.args import Traffic
+from server_control.protocol.sim_flags import Traffic
 
 
 def default_peak(threshold: int) -> int:

@@ -100,7 +100,7 @@ def _idle_until(deadline: float | None) -> None:
 def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple[Any, ...],
            off_reason: str | None = None) -> tuple[Any, ...]:
     """One "step" or "set" message of the main process -> the rank's reply. Shared by the
-    spawned rank processes and the in-process ranks of ``--sim-light`` (light_ranks.py).
+    spawned rank processes and the in-process ranks of ``--sim-light`` (rank_objects.py).
     ``off_reason``: why the switch is off on this rank (the refusal of a runtime change)."""
     if msg[0] == "step":
         _, step_no, batch, lines = msg

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from server_control.control.settings import VALIDATE, Control
+from server_control.model.vocabulary import ChangeState
 from server_control.protocol import decision as d
 from server_control.state import runs
 from server_control.supervision.supervised import SupervisorParts
@@ -60,7 +61,7 @@ async def reapply(control: Control, runtime: dict[str, Any], profile_dynamic: di
             res = await control.set_setting(key, runtime[key])
             if on_result is not None:
                 on_result(key, runtime[key], res)
-            if res.state != "applied":
+            if res.state != ChangeState.APPLIED:
                 failed.append(f"{PROFILE_KEY[key]} {runtime[key]}: {res.state}: {res.detail}")
     what = describe(runtime, profile_dynamic)
     if failed:

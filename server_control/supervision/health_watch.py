@@ -18,14 +18,12 @@ import time
 
 import httpx
 
+from server_control.model.vocabulary import FINAL_STATES, LIVE_STATES, RunState
 from server_control.proc import process
 from server_control.sanitize import strip_controls
-from server_control.state import runs
+from server_control.state import identity, run_logs, runs
 from server_control.supervision.supervised import SupervisorParts
 
-STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL = (
-    "starting", "ready", "unhealthy", "crashed", "stopped", "fatal")
-STATES = (STARTING, READY, UNHEALTHY, CRASHED, STOPPED, FATAL)
 TAIL_LINES = 50
 IDLE_POLL_S = 1.0
 
@@ -63,11 +61,11 @@ class WatchLoop(SupervisorParts):
     def _sync_record(self) -> None:
         """Write who supervises and the health seen into the record (when they changed)."""
         rec = self.record
-        if not self.supervising or rec is None or self.state not in (STARTING, READY, UNHEALTHY):
+        if not self.supervising or rec is None or self.state not in LIVE_STATES:
             return
         mine = self.supervisor_info()
-        health = self.state if self.state in (READY, UNHEALTHY) else rec.health
-        ready_at = rec.ready_at or (runs.iso_time(time.time()) if self.state == READY else None)
+        health = self.state if self.state in (RunState.READY, RunState.UNHEALTHY) else rec.health
+        ready_at = rec.ready_at or (runs.iso_time(time.time()) if self.state == RunState.READY else None)
         if (rec.supervisor or {}).get("pid") == mine["pid"] and rec.health == health \
                 and rec.ready_at == ready_at:
             return
@@ -89,8 +87,8 @@ class WatchLoop(SupervisorParts):
         try:
             while True:
                 self._try_lock()
-                if self.record is None or self.state in (STOPPED, FATAL) or (
-                        self.state == CRASHED and not self.supervising):
+                if self.record is None or self.state in FINAL_STATES or (
+                        self.state == RunState.CRASHED and not self.supervising):
                     await self._idle()
                     continue
                 dead, code = await self._exit_status()
@@ -102,7 +100,7 @@ class WatchLoop(SupervisorParts):
                     next_probe = time.monotonic() + hl["interval_s"]
                     self.processes()
                     await self._probe(client)
-                    if self.state == READY and self.supervising and self.record.runtime_pending:
+                    if self.state == RunState.READY and self.supervising and self.record.runtime_pending:
                         await self.reapply_runtime()
                     if self._watchdog_due():
                         await self._watchdog()
@@ -131,20 +129,20 @@ class WatchLoop(SupervisorParts):
             ok, why = r.status_code == 200, f"HTTP {r.status_code}"
         except (httpx.HTTPError, OSError) as exc:
             ok, why = False, strip_controls(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        if self.state not in (STARTING, READY, UNHEALTHY):
+        if self.state not in LIVE_STATES:
             return
         if ok:
             self._fails = 0
-            self._set(READY, health_error=None)
+            self._set(RunState.READY, health_error=None)
             return
         self._fails += 1
         self._set(health_error=f"GET {url}: {why}")
-        if self.state == READY and self._fails >= self.profile.health["failures"]:
-            self._set(UNHEALTHY)
+        if self.state == RunState.READY and self._fails >= self.profile.health["failures"]:
+            self._set(RunState.UNHEALTHY)
 
     # -- failures ---------------------------------------------------------------------------
     def _watchdog_due(self) -> bool:
-        return (self.state == UNHEALTHY and self.supervising and self.profile.health.get("watchdog", True)
+        return (self.state == RunState.UNHEALTHY and self.supervising and self.profile.health.get("watchdog", True)
                 and self._fails >= self.profile.health["failures"] and not self._op_lock.locked())
 
     async def _watchdog(self) -> None:
@@ -161,7 +159,7 @@ class WatchLoop(SupervisorParts):
         how = f"unhealthy, stopped by the watchdog ({exit_words(res.exit_code)})"
         if not res.ok:
             how += f"; {res.message}"
-        self._set(CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {how}")
+        self._set(RunState.CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {how}")
         await self._after_failure(rec, res.exit_code, how)
 
     async def _on_exit(self, code: int | None) -> None:
@@ -172,16 +170,16 @@ class WatchLoop(SupervisorParts):
             return
         disk = self._load_disk()
         if disk is None or disk.stopping:
-            self._set(STOPPED, record=None, exit_code=code)
+            self._set(RunState.STOPPED, record=None, exit_code=code)
             return
         if disk.pid != rec.pid and self._live(disk):
             self.adopt()
             return
         how = exit_words(code)
-        self._set(CRASHED, record=disk, exit_code=code, last_error=f"server pid {rec.pid} exited: {how}")
+        self._set(RunState.CRASHED, record=disk, exit_code=code, last_error=f"server pid {rec.pid} exited: {how}")
         if not self.supervising:
             return
-        if process.run_processes(disk.identity()):   # orphaned ranks still hold GPUs/ports
+        if identity.run_processes(disk.identity()):   # orphaned ranks still hold GPUs/ports
             res = await process.stop_run(disk.identity(), self.profile.stop_grace_s, self.exit_file)
             if not res.ok:
                 self._set(last_error=f"server pid {rec.pid} exited: {how}; {res.message}")
@@ -189,15 +187,15 @@ class WatchLoop(SupervisorParts):
 
     async def _after_failure(self, rec: runs.RunRecord, code: int | None, how: str) -> None:
         decision, value = self.policy.after_crash(time.monotonic(), ran_for_s=rec.uptime_s)
-        self.journal("watchdog restart" if "watchdog" in how else "crash", "fatal" if decision == "fatal"
+        self.journal("watchdog restart" if "watchdog" in how else "crash", RunState.FATAL if decision == RunState.FATAL
                      else f"restart in {float(value):g} s", f"pid {rec.pid}: {how}")
-        if decision == "fatal":
+        if decision == RunState.FATAL:
             reason = f"{value}; last {how}"
 
             def fatal(r: runs.RunRecord) -> None:
                 r.exit_code, r.fatal_reason = code, reason
             await runs.update_record(self.profile.name, self.state_dir, rec.pid, fatal)
-            self._set(FATAL, fatal_reason=reason, fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
+            self._set(RunState.FATAL, fatal_reason=reason, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
             return
         await self._restart_after(float(value), rec)
 
@@ -212,7 +210,7 @@ class WatchLoop(SupervisorParts):
                     return
                 disk = self._load_disk()
                 if disk is None or disk.stopping:      # stopped from elsewhere meanwhile
-                    self._set(STOPPED, record=None, next_restart_at=None)
+                    self._set(RunState.STOPPED, record=None, next_restart_at=None)
                     return
                 if disk.pid != dead.pid and self._live(disk):   # relaunched elsewhere
                     self._set(next_restart_at=None)
@@ -230,10 +228,10 @@ class WatchLoop(SupervisorParts):
                     return
                 except Exception as exc:  # noqa: BLE001 - busy port, bad python...: counts as a failed start
                     self.policy.record_start(time.monotonic())
-                    self._set(CRASHED, next_restart_at=None, last_error=f"restart failed: {exc}")
+                    self._set(RunState.CRASHED, next_restart_at=None, last_error=f"restart failed: {exc}")
                     decision, value = self.policy.after_crash(time.monotonic())
-                    if decision == "fatal":
-                        self._set(FATAL, fatal_reason=f"{value}; last start failed: {exc}",
-                                  fatal_tail=process.tail_lines(dead.log_path, TAIL_LINES))
+                    if decision == RunState.FATAL:
+                        self._set(RunState.FATAL, fatal_reason=f"{value}; last start failed: {exc}",
+                                  fatal_tail=run_logs.tail_lines(dead.log_path, TAIL_LINES))
                         return
                     delay = float(value)

@@ -5,7 +5,7 @@ start_ticks, kind, since}`` into the run record (``supervisor``); ``kind`` is it
 ``console`` (the TUI), ``supervise`` (`specconsole supervise`) or ``handoff`` (the
 detached `specconsole supervise` a console starts when it quits leaving the server
 running). ``supervisor_of()`` says who it is, checked (the lock is held, that pid has that
-start: boot id + start ticks, server_control/proc/start_ticks.py; ``create_time`` only in an
+start: boot id + start ticks, server_control/state/start_ticks.py; ``create_time`` only in an
 earlier version's record). The next
 console takes a handed-off run back (``reclaim_from_handoff``): the `supervise` gets
 SIGTERM, detaches, and the console's watch loop takes the lock.
@@ -19,10 +19,9 @@ from typing import Any
 import psutil
 
 from server_control.model.run_status import SupervisorInfo
-from server_control.proc import identity
-from server_control.proc.start_ticks import proc_start, recorded
-from server_control.state import runs
+from server_control.state import identity, runs
 from server_control.state.runs import iso_time
+from server_control.state.start_ticks import proc_start, recorded
 from server_control.supervision.supervised import SupervisorParts
 
 log = logging.getLogger(__name__)

@@ -16,6 +16,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from server_control.model.vocabulary import RunState
+
 
 @dataclass
 class RestartPolicy:
@@ -45,15 +47,16 @@ class RestartPolicy:
         return float(min(self.initial_s * (2 ** max(0, n - 1)), self.max_s))
 
     def after_crash(self, now: float, ran_for_s: float | None = None) -> tuple[str, float | str]:
+        """(RunState.FATAL, why) or ("restart", delay_s)."""
         if ran_for_s is not None and ran_for_s >= self.window_s:
             self.consecutive_crashes = 0
         self.consecutive_crashes += 1
         if not self.enabled:
-            return "fatal", "restart disabled in the profile ([restart] enabled = false)"
+            return RunState.FATAL, "restart disabled in the profile ([restart] enabled = false)"
         delay = self.delay_for(self.consecutive_crashes)
         # The restart would happen at now + delay: count the starts in the window ending then.
         self._trim(now + delay)
         if len(self.starts) >= self.burst:
-            return "fatal", (f"start limit hit: {len(self.starts)} starts within "
+            return RunState.FATAL, (f"start limit hit: {len(self.starts)} starts within "
                              f"{self.window_s:g} s (burst {self.burst})")
         return "restart", delay

@@ -15,6 +15,7 @@ from server_control.state import runs
 if TYPE_CHECKING:
     from server_control.config.profile import LaunchSpec
     from server_control.model.run_status import SupervisorInfo
+    from server_control.model.vocabulary import RunState
     from server_control.proc.process import ProcInfo
     from server_control.state.private_files import FileLock
     from server_control.supervision.restart_policy import RestartPolicy
@@ -64,7 +65,7 @@ class SupervisorParts:
     if TYPE_CHECKING:
         profile: SupervisedProfile
         state_dir: Path
-        state: str
+        state: RunState
         restarts: int
         record: runs.RunRecord | None
         supervising: bool
@@ -87,7 +88,7 @@ class SupervisorParts:
         @property
         def exit_file(self) -> Path: ...
 
-        def _set(self, state: str | None = None, **attrs: Any) -> None: ...
+        def _set(self, state: RunState | None = None, **attrs: Any) -> None: ...
 
         def journal(self, action: str, result: str, detail: str = "", **kw: Any) -> None: ...
 

@@ -16,7 +16,7 @@ API (used by server_control.session.session and the headless commands)::
     sup.state        # starting | ready | unhealthy | crashed | stopped | fatal
     sup.restarts, sup.record, sup.exit_code, sup.fatal_reason, sup.fatal_tail (last 50 lines),
     sup.last_error, sup.backoff_history, sup.processes() -> [ProcInfo], sup.status() -> RunStatus,
-    sup.snapshot() -> dict (its JSON)
+    sup.status_json() -> dict (its JSON)
     (the "run" part of the session snapshot, docs/architecture.md).
 
 A launch holds the profile's record lock (and its port's) from the "already running?"
@@ -39,28 +39,16 @@ from typing import Any
 import httpx
 import psutil
 
-from server_control.model.run_status import SupervisorInfo
-from server_control.model.snapshot import RunStatus
-from server_control.proc import identity, process
+from server_control.model.run_status import RunStatus, SupervisorInfo
+from server_control.model.vocabulary import STOPPED_STATES, Outcome, RunState, check_transition
+from server_control.proc import process
 from server_control.proc.process import ProcInfo, StopResult
-from server_control.proc.start_ticks import proc_start
-from server_control.state import journal, run_logs, runs
-from server_control.state.runs import RunConflict as RunConflict  # re-exported
-from server_control.state.runs import iso_time
+from server_control.state import identity, journal, run_logs, runs
+from server_control.state.runs import RunConflict, iso_time
+from server_control.state.start_ticks import proc_start
 from server_control.state.state_dir import resolve_state_dir
 from server_control.supervision import carried_settings
-from server_control.supervision.health_watch import CRASHED as CRASHED  # re-exported
-from server_control.supervision.health_watch import FATAL as FATAL  # re-exported
-from server_control.supervision.health_watch import READY as READY  # re-exported
-from server_control.supervision.health_watch import STARTING as STARTING  # re-exported
-from server_control.supervision.health_watch import STATES as STATES  # re-exported
-from server_control.supervision.health_watch import STOPPED as STOPPED  # re-exported
-from server_control.supervision.health_watch import TAIL_LINES as TAIL_LINES  # re-exported
-from server_control.supervision.health_watch import UNHEALTHY as UNHEALTHY  # re-exported
-from server_control.supervision.health_watch import WatchLoop
-from server_control.supervision.health_watch import exit_words as exit_words  # re-exported
-from server_control.supervision.ownership import HANDOFF as HANDOFF  # re-exported
-from server_control.supervision.ownership import ROLES as ROLES  # re-exported
+from server_control.supervision.health_watch import TAIL_LINES, WatchLoop, exit_words
 from server_control.supervision.ownership import SupervisorRole
 from server_control.supervision.restart_policy import RestartPolicy
 from server_control.supervision.supervised import SupervisedProfile
@@ -76,7 +64,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         self.state_dir = resolve_state_dir(state_dir)
         self.on_change = on_change
         self.role = role
-        self.state = STOPPED
+        self.state = RunState.STOPPED
         self.restarts = 0
         self.record: runs.RunRecord | None = None
         self.exit_code: int | None = None
@@ -98,9 +86,12 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         self._sup_cache: tuple[float, SupervisorInfo | None] = (0.0, None)
 
     # -- state ------------------------------------------------------------------------------
-    def _set(self, state: str | None = None, **attrs: Any) -> None:
+    def _set(self, state: RunState | None = None, **attrs: Any) -> None:
+        """Set the run state (checked against vocabulary.TRANSITIONS: a change the state
+        machine does not allow raises TransitionError) and other attributes; tell on_change."""
         changed = state is not None and state != self.state
         if state is not None:
+            check_transition(self.state, state)
             self.state = state
         for k, v in attrs.items():
             changed |= getattr(self, k) != v
@@ -169,7 +160,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         now = time.monotonic()
         if now - self._procs_cache[0] > 1.0:
             self._live(rec)
-            procs = process.run_processes(rec.identity())
+            procs = identity.run_processes(rec.identity())
             self._procs_cache = (now, process.describe(procs))
             self._remember_members(rec, procs)
         return self._procs_cache[1]
@@ -196,7 +187,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         return RunStatus(
             state=self.state, pid=rec.pid if rec else None, pgid=rec.pgid if rec else None,
             started_at=rec.started_at if rec else None,
-            uptime_s=(round(rec.uptime_s, 1) if rec and self.state not in (STOPPED, FATAL, CRASHED) else None),
+            uptime_s=(round(rec.uptime_s, 1) if rec and self.state not in STOPPED_STATES else None),
             port=self.profile.port, restarts=self.restarts, log_path=rec.log_path if rec else None,
             exit_code=self.exit_code, fatal_reason=self.fatal_reason,
             processes=tuple(p.pid for p in self.processes()), supervising=self.supervising,
@@ -206,7 +197,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             runtime=MappingProxyType(dict(rec.runtime) if rec else {}), runtime_note=self.runtime_note,
             supervisor=self.supervisor_of())
 
-    def snapshot(self) -> dict[str, Any]:
+    def status_json(self) -> dict[str, Any]:
         """``status()`` as JSON (`specconsole supervise --json`)."""
         return self.status().to_json()
 
@@ -217,19 +208,19 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             return None
         if self._live(rec):
             self._fails = 0
-            self._set(UNHEALTHY if rec.health == UNHEALTHY else STARTING, record=rec, restarts=rec.restarts,
-                      exit_code=None, fatal_reason=None, last_error=None)
+            self._set(RunState.UNHEALTHY if rec.health == RunState.UNHEALTHY else RunState.STARTING, record=rec,
+                      restarts=rec.restarts, exit_code=None, fatal_reason=None, last_error=None)
             return rec
-        left = process.run_processes(rec.identity())
+        left = identity.run_processes(rec.identity())
         if left:
             names = "; ".join(f"pid {p.pid}: {p.cmdline}" for p in process.describe(left))
-            self._set(CRASHED, record=rec, last_error=(
+            self._set(RunState.CRASHED, record=rec, last_error=(
                 f"server pid {rec.pid} is gone but {len(left)} process(es) of its run remain "
                 f"({names}); stop or launch cleans them up"))
             return None
         if rec.fatal_reason:    # kept for the next console, which reads the reason once
-            self._set(FATAL, record=rec, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code,
-                      restarts=rec.restarts, fatal_tail=process.tail_lines(rec.log_path, TAIL_LINES))
+            self._set(RunState.FATAL, record=rec, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code,
+                      restarts=rec.restarts, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
             if not self.supervising and not runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
                 runs.delete_record(self.profile.name, self.state_dir, pid=rec.pid)
             return None
@@ -238,7 +229,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             who = "the process supervising it restarts it"
         else:
             who = "nobody supervises it: `specconsole launch` or `supervise` starts it again"
-        self._set(CRASHED, record=rec, exit_code=code, restarts=rec.restarts,
+        self._set(RunState.CRASHED, record=rec, exit_code=code, restarts=rec.restarts,
                   last_error=f"server pid {rec.pid} exited ({exit_words(code)}); {who}")
         return None
 
@@ -252,10 +243,10 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             try:
                 return await self._start(previous_logs=[], runtime=runtime)
             except RunConflict as exc:
-                self.journal("launch", "refused", str(exc))
+                self.journal("launch", Outcome.REFUSED, str(exc))
                 raise
             except Exception as exc:
-                self.journal("launch", "failed", str(exc))
+                self.journal("launch", Outcome.FAILED, str(exc))
                 raise
 
     def journal(self, action: str, result: str, detail: str = "", **kw: Any) -> None:
@@ -272,7 +263,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
                     raise RunConflict(f"profile {name!r} is already running: pid {disk.pid} on "
                                       f"{disk.host}:{disk.port} since {disk.started_at} (log {disk.log_path})",
                                       disk)
-                if process.run_processes(disk.identity()):   # orphans of a dead run: clean them first
+                if identity.run_processes(disk.identity()):   # orphans of a dead run: clean them first
                     res = await process.stop_run(disk.identity(), self.profile.stop_grace_s, self.exit_file)
                     if not res.ok:
                         raise RuntimeError(f"cannot launch: {res.message}")
@@ -305,12 +296,12 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         self.policy.record_start(time.monotonic())
         self._fails = 0
         self._procs_cache = (0.0, [])
-        self.journal("launch", "done", f"pid {rec.pid}, log {rec.log_path}"
+        self.journal("launch", Outcome.DONE, f"pid {rec.pid}, log {rec.log_path}"
                      + (f", restart {self.restarts}" if self.restarts else ""))
         if runtime and not carry:
             self._set(runtime_note=carried_settings.not_reapplied(runtime, self._dynamic))
             log.warning("%s: %s", name, self.runtime_note)
-        self._set(STARTING, record=rec, exit_code=None, last_error=None, health_error=None,
+        self._set(RunState.STARTING, record=rec, exit_code=None, last_error=None, health_error=None,
                   next_restart_at=None)
         return rec
 
@@ -328,18 +319,18 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
                     runs.save_record(disk, sd)
                     rec = disk
             if rec is None:
-                self._set(STOPPED, next_restart_at=None)
+                self._set(RunState.STOPPED, next_restart_at=None)
                 return StopResult(ok=True, was_running=False, message="not running")
             self._live(rec)   # a title it took since it was last seen
             res = await process.stop_run(rec.identity(), grace, self.exit_file)
-            self.journal("stop", "done" if res.ok else "failed", f"pid {rec.pid}: {res.message}")
+            self.journal("stop", Outcome.DONE if res.ok else Outcome.FAILED, f"pid {rec.pid}: {res.message}")
             if res.ok:
                 async with runs.profile_lock(name, sd):
                     runs.delete_record(name, sd, pid=rec.pid)
-                self._set(STOPPED, record=None, exit_code=res.exit_code, next_restart_at=None,
+                self._set(RunState.STOPPED, record=None, exit_code=res.exit_code, next_restart_at=None,
                           last_error=None)
             else:
-                self._set(STOPPED, exit_code=res.exit_code, last_error=res.message)
+                self._set(RunState.STOPPED, exit_code=res.exit_code, last_error=res.message)
             return res
 
     async def restart(self) -> runs.RunRecord:
@@ -350,7 +341,7 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             raise RuntimeError(f"restart aborted: {res.message}")
         return await self.launch(runtime=carry)
 
-    async def wait_ready(self, timeout: float) -> str:
+    async def wait_ready(self, timeout: float) -> RunState:
         """Probe health until ready (no restarts); returns the state reached: ready, crashed
         (the server exited first) or starting (timeout)."""
         deadline = time.monotonic() + timeout
@@ -358,10 +349,10 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             while self.record is not None:
                 dead, code = await self._exit_status()
                 if dead:
-                    self._set(CRASHED, exit_code=code, last_error=f"server exited before ready: {exit_words(code)}")
+                    self._set(RunState.CRASHED, exit_code=code, last_error=f"server exited before ready: {exit_words(code)}")
                     break
                 await self._probe(c)
-                if self.state == READY:
+                if self.state == RunState.READY:
                     self._procs_cache = (0.0, [])
                     self.processes()   # records the run's members now that they all run
                     await self.reapply_runtime()

@@ -14,62 +14,13 @@ Forced switches (the operator's `F`) are not counted. Pure: times in, a frozen v
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from server_control.model.json_read import _int, _num, _obj, _str
+from server_control.model.switch_rate import WINDOW_S, Suggestion, SwitchRate
 from server_control.protocol import decision as d
 
-WINDOW_S = 120.0        # the rate is measured over the last two minutes
 LIMIT_PER_MIN = 6.0     # more than one switch per 10 s on average is flapping
 MIN_SWITCHES = 4        # and never judged on fewer switches than this
 MIN_SPAN_S = 60.0       # a console up for 20 s does not extrapolate 3 switches to 9/min
 MAX_SUGGESTED_DWELL = 10_000
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    key: str      # decision.HYSTERESIS_KEY or decision.DWELL_KEY
-    name: str     # "hysteresis" or "min dwell"
-    value: int
-    current: int
-    effect: str   # what it changes, in the operator's words
-
-    def describe(self) -> str:
-        return f"{self.name} {self.current} -> {self.value} ({self.effect})"
-
-
-    def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "name": self.name, "value": self.value, "current": self.current,
-                "effect": self.effect}
-
-    @classmethod
-    def from_json(cls, raw: object) -> Suggestion | None:
-        r = _obj(raw)
-        key, value, current = _str(r.get("key")), _int(r.get("value")), _int(r.get("current"))
-        if key not in (d.HYSTERESIS_KEY, d.DWELL_KEY) or value is None or current is None:
-            return None
-        return cls(key, _str(r.get("name")) or key, value, current, _str(r.get("effect")) or "")
-
-
-@dataclass(frozen=True)
-class SwitchRate:
-    per_min: float = 0.0
-    count: int = 0          # rule-made switches in the window
-    window_s: float = WINDOW_S
-    flapping: bool = False
-    suggestion: Suggestion | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"per_min": self.per_min, "count": self.count, "window_s": self.window_s, "flapping": self.flapping,
-                "suggestion": self.suggestion.to_json() if self.suggestion else None}
-
-    @classmethod
-    def from_json(cls, raw: object) -> SwitchRate:
-        r = _obj(raw)
-        return cls(float(_num(r.get("per_min")) or 0.0), _int(r.get("count")) or 0,
-                   float(_num(r.get("window_s")) or WINDOW_S), r.get("flapping") is True,
-                   Suggestion.from_json(r.get("suggestion")))
 
 
 def suggest(threshold: int | None, hysteresis: int | None, dwell: int | None) -> Suggestion | None:

@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 
+from server_control.model.load import Load
 from server_control.sanitize import clean_json, strip_controls
 from server_control.telemetry.sample import (
-    Load,
     Sample,
     fresh_decode_load,
     load_from_loads,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from server_control.model.load import Load
 from server_control.protocol import decision as d
 
 if TYPE_CHECKING:
@@ -66,19 +67,6 @@ class RankState:
             last_gen_throughput=num(raw.get("last_gen_throughput")),
             avg_spec_accept_length=num(raw.get("avg_spec_accept_length")),
         )
-
-
-@dataclass
-class Load:
-    """Aggregate load over DP ranks: batch is num_running_reqs summed over ranks."""
-
-    batch: int | None = None
-    queue: int | None = None
-    token_usage: float | None = None
-    gen_throughput: float | None = None
-    accept_len: float | None = None
-    accept_rate: float | None = None
-    source: str | None = None  # "loads" | "metrics" | "logs"
 
 
 @dataclass
@@ -182,14 +170,12 @@ def load_from_metrics(text: str) -> Load | None:
         return None
     if "sglang:num_running_reqs" not in values:
         return None
-    load = Load(source="metrics")
+    got: dict[str, Any] = {}
     for name, (attr, how) in _METRIC_FIELDS.items():
         vs = values.get(name)
         if vs:
-            setattr(load, attr, _sum(vs) if how == "sum" else _mean(vs))
-    load.batch = intval(load.batch)
-    load.queue = intval(load.queue)
-    return load
+            got[attr] = _sum(vs) if how == "sum" else _mean(vs)
+    return Load(source="metrics", **{**got, "batch": intval(got.get("batch")), "queue": intval(got.get("queue"))})
 
 
 def _dp_group(rec: Record) -> str:

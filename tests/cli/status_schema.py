@@ -56,7 +56,8 @@ def snapshot_schema(run: dict) -> dict:
                  "switch_rate": SWITCH_RATE,
                  "health": {"active": opt(bool), "reason": opt(str), "rank_fault": opt(str),
                             "num_steps": opt(int), "accept_len": opt(*NUM)}},
-        "threshold_change": (CHANGE, NONE),
+        "last_change": (CHANGE, NONE),
+        "threshold_change": (CHANGE, NONE),   # alias of last_change for one release
         "live": {"batch": opt(int), "queue": opt(int), "token_usage": opt(*NUM), "gen_throughput": opt(*NUM),
                  "accept_len": opt(*NUM), "accept_rate": opt(*NUM), "ts": opt(*NUM)},
         "series": {"batch": SERIES, "gen_throughput": SERIES, "accept_len": SERIES, "threshold": SERIES,

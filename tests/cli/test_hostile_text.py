@@ -8,18 +8,11 @@ import json
 import os
 import stat
 
-from tests.cli.test_runs import cli, start_cli
 from tests.control.conftest import start_stand
 from tests.control.stock_server import HOSTILE, VISIBLE
+from tests.support.cli import cli, start_cli
+from tests.support.hostile import assert_clean
 from tests.support.wait import wait_for
-
-PAYLOADS = ("pwned-title", "aGVsbG8=", "evil.example", "1$qm")   # what the sequences carried
-
-
-def assert_clean(text: str, where: str) -> None:
-    raw = sorted({f"U+{ord(c):04X}" for c in text if c in "\x1b\x07" or "\x80" <= c <= "\x9f"})
-    assert not raw, f"{where}: raw control characters {raw} reach the terminal:\n{text!r}"
-    assert not [p for p in PAYLOADS if p in text], f"{where}: a sequence's payload is shown:\n{text!r}"
 
 
 def strings(obj):

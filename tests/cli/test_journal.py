@@ -7,7 +7,7 @@ import json
 import socket
 
 from server_control.state import runs
-from tests.cli.test_runs import cli
+from tests.support.cli import cli
 
 
 def test_journal_lists_changes_and_lifecycle_with_who(make_profile, groups, state_dir):

@@ -5,29 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import httpx
 import psutil
 
-from server_control.proc import process
-from server_control.state import runs
+from server_control.state import identity, runs
+from tests.support.cli import cli, read_until, start_cli
 from tests.support.wait import wait_for
-
-
-def cli(*args, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
-
-
-def start_cli(*args, groups) -> subprocess.Popen:
-    """A console process in its own group (so the finalizer can kill it by that group)."""
-    p = subprocess.Popen([sys.executable, "-m", "console", *args], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                         env=dict(os.environ))
-    groups.add(p.pid)
-    return p
 
 
 def health(url: str) -> int | None:
@@ -37,17 +21,8 @@ def health(url: str) -> int | None:
         return None
 
 
-def read_until(p: subprocess.Popen, needle: str) -> list[str]:
-    seen = []
-    for line in p.stdout:   # blocks per line; the child prints as it goes
-        seen.append(line.rstrip("\n"))
-        if needle in line:
-            return seen
-    raise AssertionError(f"{needle!r} never printed; output: {seen}")
-
-
 def run_pids(rec: runs.RunRecord) -> set[int]:
-    return {p.pid for p in process.run_processes(rec.identity())}
+    return {p.pid for p in identity.run_processes(rec.identity())}
 
 
 def test_supervisor_killed_server_survives_and_is_adopted(make_profile, groups, state_dir):

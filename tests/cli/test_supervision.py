@@ -9,7 +9,8 @@ import os
 import signal
 
 from server_control.state import runs
-from tests.cli.test_runs import cli, read_until, start_cli
+from server_control.state.state_dir import resolve_state_dir
+from tests.support.cli import cli, read_until, start_cli
 from tests.support.wait import wait_for
 
 
@@ -82,7 +83,7 @@ def test_unusable_log_dir_is_named_by_dry_run_and_refused_by_launch(make_profile
 
 def test_a_loose_state_dir_is_refused_by_every_command(make_profile, state_dir):
     path = make_profile("loose", tp=1)
-    runs.resolve_state_dir()
+    resolve_state_dir()
     os.chmod(state_dir, 0o777)
     try:
         for args in (("launch",), ("stop",), ("status",), ("supervise",)):

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import copy
 
-from server_control.control.verify import Verification
 from server_control.logs.parse import parse_text
 from server_control.logs.store import LogStore
-from server_control.model.operation import DONE, OperationResult
+from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot, SettingChange
+from server_control.model.verification import Verification
+from server_control.model.vocabulary import Outcome
 
 
 def sample_snapshot() -> dict:
@@ -32,8 +33,10 @@ def sample_snapshot() -> dict:
                                  "suggestion": None},
                  "health": {"active": True, "reason": None, "rank_fault": None, "num_steps": 0,
                             "accept_len": None}},
+        "last_change": {"requested": 5, "state": "applied", "detail": "", "ranks": [True],
+                        "key": "speculative_disable_batch_threshold"},
         "threshold_change": {"requested": 5, "state": "applied", "detail": "", "ranks": [True],
-                             "key": "speculative_disable_batch_threshold"},
+                             "key": "speculative_disable_batch_threshold"},   # last_change's old name
         "live": {"batch": 7, "queue": 2, "token_usage": 0.12, "gen_throughput": 512.3,
                  "accept_len": 2.8, "accept_rate": 0.45, "ts": 0.0},
         "series": {"batch": [[i, v] for i, v in enumerate(batch)],
@@ -88,7 +91,7 @@ class FakeSession:
         self.url = self.snap.get("url", "http://127.0.0.1:30000")
         self.store = LogStore()
         self.store.extend(parse_text("\n".join(lines) + "\n"))
-        self.subscribers = []
+        self.subscribers: list = []
         self.calls: list[tuple] = []
         self.started = False
         self.closed_with: bool | None = None
@@ -114,10 +117,10 @@ class FakeSession:
     async def set_threshold(self, n: object) -> OperationResult:
         self.calls.append(("set_threshold", n))
         self.snap["spec"]["threshold"] = n
-        self.snap["threshold_change"] = {"requested": n, "state": "applied", "detail": "", "ranks": [True],
+        self.snap["last_change"] = {"requested": n, "state": "applied", "detail": "", "ranks": [True],
                                          "key": "speculative_disable_batch_threshold"}
         self.publish("snapshot")
-        return OperationResult.of_change("threshold", SettingChange.from_json(self.snap["threshold_change"]))
+        return OperationResult.of_change("threshold", SettingChange.from_json(self.snap["last_change"]))
 
     async def set_force(self, mode: object) -> OperationResult:
         self.calls.append(("set_force", mode))
@@ -126,27 +129,47 @@ class FakeSession:
 
     async def set_setting(self, key: str, value: object) -> OperationResult:
         self.calls.append(("set_setting", key, value))
-        self.snap["threshold_change"] = {"requested": value, "state": "applied", "detail": "", "ranks": [True],
+        self.snap["last_change"] = {"requested": value, "state": "applied", "detail": "", "ranks": [True],
                                          "key": key}
         self.publish("snapshot")
-        return OperationResult.of_change(key, SettingChange.from_json(self.snap["threshold_change"]))
+        return OperationResult.of_change(key, SettingChange.from_json(self.snap["last_change"]))
 
     async def launch(self) -> OperationResult:
         self.calls.append(("launch",))
-        return OperationResult("launch", DONE, "launched")
+        return OperationResult("launch", Outcome.DONE, "launched")
 
     async def stop(self) -> OperationResult:
         self.calls.append(("stop",))
-        return OperationResult("stop", DONE, "stopped")
+        return OperationResult("stop", Outcome.DONE, "stopped")
 
     async def restart(self) -> OperationResult:
         self.calls.append(("restart",))
-        return OperationResult("restart", DONE, "restarted")
+        return OperationResult("restart", Outcome.DONE, "restarted")
 
     async def verify(self) -> OperationResult:
         self.calls.append(("verify",))
         ver = Verification.from_json(self.snap["verify"])
-        return OperationResult("verify", DONE, f"verification: {ver.summary}", verification=ver)
+        return OperationResult("verify", Outcome.DONE, f"verification: {ver.summary}", verification=ver)
 
     async def close(self, stop_server: bool = False) -> None:
         self.closed_with = stop_server
+
+    def verification(self) -> Verification:
+        return Verification.from_json(self.snap["verify"])
+
+    @property
+    def polls(self) -> int:
+        return 1   # the fixed snapshot stands for one poll
+
+    def poke(self) -> None:
+        self.calls.append(("poke",))
+
+    async def read_settings(self) -> dict:
+        spec = self.snap["spec"]
+        return {"thresholds": [spec["threshold"]], "force": [spec["force"]], "supported": True}
+
+    def prepare_control(self) -> None:
+        self.calls.append(("prepare_control",))
+
+    def log_caught_up(self, size_at: int | None = None) -> bool:
+        return True

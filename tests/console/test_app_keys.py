@@ -56,9 +56,9 @@ async def test_exact_threshold_prompt_validates(fake, make_app):
 
 async def test_refused_change_is_shown(fake, make_app):
     async def refuse(n):
-        fake.snap["threshold_change"] = {"requested": n, "state": "refused",
+        fake.snap["last_change"] = {"requested": n, "state": "refused",
                                          "detail": "server said no", "ranks": [False]}
-        return OperationResult.of_change("threshold", SettingChange.from_json(fake.snap["threshold_change"]))
+        return OperationResult.of_change("threshold", SettingChange.from_json(fake.snap["last_change"]))
     fake.set_threshold = refuse
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
@@ -68,7 +68,7 @@ async def test_refused_change_is_shown(fake, make_app):
 
 
 async def test_pending_shows_until_read_back(fake, make_app):
-    fake.snap["threshold_change"] = {"requested": 8, "state": "pending", "detail": "", "ranks": None}
+    fake.snap["last_change"] = {"requested": 8, "state": "pending", "detail": "", "ranks": None}
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause()

@@ -17,9 +17,9 @@ from console.handoff import hand_off
 from server_control.config.profile import load_profile
 from server_control.session.session import Session
 from server_control.state import runs
-from tests.cli.test_runs import cli
 from tests.console.screen_text import screen_text, wait_for
 from tests.runs.conftest import groups, make_profile, state_dir  # noqa: F401 (fixtures)
+from tests.support.cli import cli
 from tests.support.wait import wait_for as wait_until
 
 

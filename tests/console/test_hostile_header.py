@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from console.app import SpecConsoleApp
 from server_control.session.session import Session
-from tests.cli.test_hostile_text import assert_clean
 from tests.console.screen_text import screen_text, wait_for
 from tests.control.conftest import start_stand
 from tests.control.stock_server import VISIBLE
+from tests.support.hostile import assert_clean
 
 
 async def test_header_and_log_show_only_the_visible_text(tmp_path):

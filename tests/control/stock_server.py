@@ -54,7 +54,7 @@ HOSTILE = ("A\x1b[31mB\x1b]0;pwned-title\x07C\x1b]52;c;aGVsbG8=\x07D\x1b]8;;http
 VISIBLE = "ABCDEFGHI"
 
 
-def build(mode: str) -> Starlette:
+def build(mode: str) -> Starlette:  # noqa: C901 - over 15: to be split (issue 18)
     state = {"speculative_disable_batch_threshold": 5, "speculative_disable_force_mode": "auto"}
     async def server_info(request: Request):
         if mode == "garbage":

@@ -7,14 +7,15 @@ from server_control.control.verify import (
     CAUSE_NO_INIT,
     CAUSE_NO_SWITCH,
     CAUSE_NOT_PATCHED,
-    RuntimeWatch,
+    SwitchWatch,
     configuration,
     expected_ranks,
     initialisation,
     layer,
     summary,
 )
-from server_control.telemetry.sample import Load, Sample, sample_from_server_info
+from server_control.model.load import Load
+from server_control.telemetry.sample import Sample, sample_from_server_info
 
 K = "speculative_disable_batch_threshold"
 
@@ -28,6 +29,36 @@ def info(flat=5, per_rank=(5,), batch=0, mode="speculative", force="auto", ts=0.
     s = sample_from_server_info(ts, body)
     s.load = Load(batch=batch)
     return s
+
+
+def _capped(threshold, running=48, max_bs=None, flat_running=None):
+    body = {"internal_states": [{K: threshold, "dynamic_speculation": {
+        "mode": "speculative", "limits": {"max_running_requests": running,
+                                          "cuda_graph_max_bs": max_bs}}}], K: threshold}
+    if flat_running is not None:
+        body["internal_states"][0]["dynamic_speculation"].pop("limits")
+        body["max_running_requests"] = flat_running
+    return sample_from_server_info(0, body)
+
+
+def test_a_threshold_at_the_running_cap_can_never_trigger():
+    never = configuration(_capped(48), 48)
+    assert never.status == "fail"
+    assert never.cause == ("threshold 48 can never trigger: the decode batch never exceeds "
+                           "max_running_requests=48 (SGLang caps an EAGLE server at 48 running "
+                           "requests unless --max-running-requests is set)")
+    assert configuration(_capped(47), 47).status == "pass"
+    assert "can never trigger" in configuration(_capped(64, running=None, flat_running=64),
+                                                64).cause  # the flat resolved arg
+    assert configuration(_capped(100, running=128), 100).status == "pass"
+
+
+def test_a_threshold_at_the_graph_cap_warns_that_target_only_runs_eager():
+    eager = configuration(_capped(32, running=256, max_bs=32), 32)
+    assert eager.status == "pass"
+    assert ("warning: threshold 32 >= cuda_graph_max_bs 32: target-only above 32 runs "
+            "without CUDA graphs") in eager.evidence
+    assert "warning" not in configuration(_capped(31, running=256, max_bs=32), 31).evidence
 
 
 def test_configuration_layer():
@@ -83,7 +114,7 @@ def ev(mode, t, line, forced=False):
 
 
 def test_runtime_pass_needs_down_then_back():
-    w = RuntimeWatch()
+    w = SwitchWatch()
     w.observe(info(batch=2))
     assert w.status([]).status == "pending"
     assert "not exceeded" in w.status([]).evidence
@@ -97,14 +128,14 @@ def test_runtime_pass_needs_down_then_back():
 
 
 def test_runtime_forced_switches_do_not_count():
-    w = RuntimeWatch()
+    w = SwitchWatch()
     w.observe(info(batch=8))
     events = [ev("target_only", 1.0, 5, forced=True), ev("speculative", 2.0, 6, forced=True)]
     assert w.status(events).status == "pending"
 
 
 def test_runtime_fails_when_batch_stays_above_without_switch():
-    w = RuntimeWatch(step_s=0.1)  # grace = 3 + 10 * 0.1 = 4 s
+    w = SwitchWatch(step_s=0.1)  # grace = 3 + 10 * 0.1 = 4 s
     for t in range(0, 4):
         w.observe(info(batch=9, ts=float(t)))
     assert w.status([]).status == "pending"
@@ -118,7 +149,7 @@ def test_runtime_fails_when_batch_stays_above_without_switch():
 
 
 def test_runtime_fails_when_it_never_switches_back():
-    w = RuntimeWatch(step_s=0.1)
+    w = SwitchWatch(step_s=0.1)
     down = [ev("target_only", 0.5, 50)]
     for t in range(0, 7):
         w.observe(info(batch=2, mode="target_only", ts=float(t)))
@@ -127,7 +158,7 @@ def test_runtime_fails_when_it_never_switches_back():
 
 
 def test_runtime_forced_mode_pending():
-    w = RuntimeWatch()
+    w = SwitchWatch()
     w.observe(info(batch=9, force="target_only", mode="target_only"))
     assert "forced" in w.status([]).evidence
 
@@ -135,7 +166,7 @@ def test_runtime_forced_mode_pending():
 def test_runtime_polled_forced_switch_does_not_pass():
     """`threshold --force target_only` then `--force auto` at batch 1: the poll sees the
     forced switch only as last_switch (no "(forced)" text); the rule's switch back is logged."""
-    w = RuntimeWatch()
+    w = SwitchWatch()
     w.observe(info(batch=1))
     down = {"mode": "target_only", "t": 1.0, "line": None, "source": "poll", "batch": 1, "threshold": 5,
             "text": "internal_states[0].dynamic_speculation: switch_count=1, last_switch={'to': 'target_only'}"}
@@ -154,7 +185,7 @@ def test_summary_and_exit_codes():
 
 
 def test_runtime_pending_before_any_live_sample_says_so_without_none():
-    w = RuntimeWatch()
+    w = SwitchWatch()
     r = w.status([])
     assert r.status == "pending" and "None" not in r.evidence
     assert "read from the server yet" in r.evidence
@@ -166,7 +197,7 @@ def test_runtime_idle_after_the_switch_is_pending_not_fail():
     """Issue 15: a batched request of 6 crosses N (5 here), the worker switches to target-only and
     all six sequences end on the same step (6 -> 0). Nothing decodes afterwards, so nothing
     can switch back: idle time is not evidence against the switch."""
-    w = RuntimeWatch(step_s=0.1)
+    w = SwitchWatch(step_s=0.1)
     down = [ev("target_only", 1.0, 50)]
     w.observe(info(batch=6, mode="speculative", ts=0.0))
     w.observe(info(batch=6, mode="target_only", ts=1.0))
@@ -181,7 +212,7 @@ def test_runtime_idle_after_the_switch_is_pending_not_fail():
 def test_runtime_counts_only_decode_time_at_or_below_the_low_mark():
     """Grace 4 s (3 s + 10 steps x 0.1 s) of DECODE time with 1 <= batch <= low mark while
     target-only; idle polls in between neither count nor reset that evidence."""
-    w = RuntimeWatch(step_s=0.1)
+    w = SwitchWatch(step_s=0.1)
     down = [ev("target_only", 0.5, 50)]
     for t in (0, 1, 2):              # 2 s at batch 2 (low mark 4)
         w.observe(info(batch=2, mode="target_only", ts=float(t)))

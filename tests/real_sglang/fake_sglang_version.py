@@ -5,6 +5,6 @@ import sys
 import types
 
 fake = types.ModuleType("sglang.version")
-fake.__version__ = "0.5.22"
-fake.__version_tuple__ = (0, 5, 22)
+fake.__version__ = "0.5.22"  # type: ignore[attr-defined]
+fake.__version_tuple__ = (0, 5, 22)  # type: ignore[attr-defined]
 sys.modules.setdefault("sglang.version", fake)

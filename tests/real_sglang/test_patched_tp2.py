@@ -54,8 +54,16 @@ def test_every_rank_is_read_back(tp2):
     (state,) = server.request("/server_info")["internal_states"]  # one entry: TP0's
     live = state["dynamic_speculation"]
     assert live["active"] is True and live["reason"] is None
-    assert live["tp_ranks"] == [{"rank": 0, "active": True, "reason": None},
-                                {"rank": 1, "active": True, "reason": None}]
+    assert [{k: r[k] for k in ("rank", "active", "reason")} for r in live["tp_ranks"]] == [
+        {"rank": 0, "active": True, "reason": None}, {"rank": 1, "active": True, "reason": None}]
+    # each rank's free (host) memory and estimate, reported before the build ...
+    assert all(r["memory"]["free_gib"] > 0 and r["memory"]["estimate_gib"] >= 0
+               for r in live["tp_ranks"])
+    # ... and, per rank after it, what the steps=0 state took, and the forwards per mode
+    for row in live["ranks"]:
+        assert set(row["state_memory"]) == {"free_gib", "estimate_gib", "used_gib"}
+        assert set(row["forwards"]) == {"speculative", "target_only"}
+    assert live["limits"] == {"max_running_requests": 48, "cuda_graph_max_bs": None}
     assert [(r["rank"], r["active"], r["threshold"], r["mode"]) for r in live["ranks"]] == [
         (0, True, 2, "speculative"), (1, True, 2, "speculative")]
     t0 = time.monotonic()
@@ -116,7 +124,7 @@ def test_metrics_carry_the_switch_of_every_rank(tp2):
     assert got[("sglang:spec_disable_accept_length", "0", None)] == pytest.approx(3.0)
 
 
-def test_runtime_threshold_change_reaches_both_ranks(tp2):
+def test_runtime_last_change_reaches_both_ranks(tp2):
     server, profile, state = tp2
     res = specconsole(["threshold", "8", "--profile", str(profile), "--json"], state)
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"

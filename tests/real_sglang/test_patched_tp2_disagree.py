@@ -1,7 +1,12 @@
-"""Ranks never diverge, on the tp 2 CPU rig: TP1's steps=0 build is forced to fail
-(``SPECCONSOLE_DYNSPEC_TEST_FAIL_BUILD_RANKS=1``, a test-only variable of the patch). Both
-ranks turn the switch off together with the same NOT active line naming TP1 and why; the
-server serves correctly (speculating at every batch); /server_info shows every rank."""
+"""Ranks never diverge and never hang, on the tp 2 CPU rig with a real gloo barrier inside
+the steps=0 build (``SPECCONSOLE_RIG_TP_FAULTS=barrier``, as each CUDA-graph capture of
+the build does on a GPU; tests/real_sglang/rig/tp_faults.py):
+
+TP1 refuses for a rank-local reason: the ranks agree BEFORE the build, no rank builds,
+TP0 logs the NOT active line naming TP1 (TP1 logged its own reason at its set-up), and the
+server serves speculating. The old order's hang and a build failing after the agreement:
+test_patched_tp2_build_order.py.
+"""
 from __future__ import annotations
 
 import re
@@ -9,19 +14,19 @@ import re
 import pytest
 
 from tests.real_sglang.conftest import SKIP_NO_SGLANG, cli_server
+from tests.real_sglang.rig.tp_faults import REFUSED
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
-FAILURE = ("could not build the target-only (steps=0) runtime state: RuntimeError('forced by "
-           "SPECCONSOLE_DYNSPEC_TEST_FAIL_BUILD_RANKS (test only)')")
-REASON = f"TP ranks disagree: TP1: {FAILURE}; ready: TP0; the switch is off on every rank"
+REASON = f"TP ranks disagree: TP1: {REFUSED}; ready: TP0; the switch is off on every rank"
+ENTERED = "rig tp_faults: build barrier entered"
 
 
 @pytest.fixture(scope="module")
 def run(rig, tmp_path_factory):
-    with cli_server(rig, tmp_path_factory.mktemp("tp2fail"),
-                    "tp 2, TP1 build forced to fail, via specconsole launch",
+    with cli_server(rig, tmp_path_factory.mktemp("tp2refuse"),
+                    "tp 2, TP1 refuses, a barrier in the build, via specconsole launch",
                     ready_timeout_s=150, tp=2, threshold=2, name="rig-tp2-disagree",
-                    env={"SPECCONSOLE_DYNSPEC_TEST_FAIL_BUILD_RANKS": "1"}) as run:
+                    env={"SPECCONSOLE_RIG_TP_FAULTS": "barrier,refuse=1"}) as run:
         yield run
 
 
@@ -33,23 +38,23 @@ def _lines(text: str, needle: str) -> dict[str, list[str]]:
     return out
 
 
-def test_both_ranks_turn_off_together_with_one_line_naming_tp1(run):
+def test_both_ranks_turn_off_together_one_line_each_naming_tp1(run):
     log = run.server.log_text()
-    assert _lines(log, "NOT active") == {
+    assert _lines(log, "NOT active") == {  # TP1 said why at its set-up; TP0 names TP1
         "TP0": ["Dynamic speculation disable NOT active: " + REASON],
-        "TP1": ["Dynamic speculation disable NOT active: " + REASON]}
+        "TP1": ["Dynamic speculation disable NOT active: " + REFUSED]}
     assert not _lines(log, "Dynamic speculation disable enabled")
-    assert not _lines(log, "target-only runtime state ready")
+    assert not _lines(log, ENTERED)  # agreed before the build: no rank built
 
 
 def test_server_info_shows_every_rank(run):
     (state,) = run.server.request("/server_info")["internal_states"]
     live = state["dynamic_speculation"]
     assert live["active"] is False and live["reason"] == REASON
-    assert live["tp_ranks"] == [{"rank": 0, "active": True, "reason": None},
-                                {"rank": 1, "active": False, "reason": FAILURE}]
-    assert [(r["rank"], r["active"], r["threshold"]) for r in live["ranks"]] == [
-        (0, False, 2), (1, False, 2)]
+    ranks = live["tp_ranks"]
+    assert [(r["rank"], r["active"], r["reason"]) for r in ranks] == [
+        (0, True, None), (1, False, REFUSED)]
+    assert all(r["memory"]["free_gib"] > 0 for r in ranks)  # each rank's free memory
 
 
 def test_it_serves_correctly_speculating_at_every_batch(run):
@@ -67,4 +72,3 @@ def test_a_runtime_change_is_refused_on_both_ranks(run):
         "server_args": {"speculative_disable_batch_threshold": 8}}) == [False]
     refused = _lines(run.server.log_text(), "refused speculative_disable_batch_threshold=8")
     assert set(refused) == {"TP0", "TP1"}
-    assert refused["TP1"][0].endswith(f"not active on this rank ({REASON})")

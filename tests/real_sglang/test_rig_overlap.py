@@ -45,7 +45,7 @@ def test_gather_of_no_rows_and_of_a_strided_index():
     assert gather_spec_extras(strided, *bufs)[2].tolist() == [4, 1]
 
 
-def _hooked(overlap: bool) -> str:
+def _hooked(overlap: bool) -> list[str]:
     code = ("import tests.real_sglang.rig.preload\n"
             "import sglang.srt.arg_groups.speculative_hook as h\n"
             "import sglang.srt.managers.overlap_utils as o\n"

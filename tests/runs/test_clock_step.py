@@ -15,20 +15,14 @@ import signal
 import psutil
 
 from server_control.config.profile import load_profile
-from server_control.proc import process
-from server_control.state import runs
-from server_control.supervision.supervisor import CRASHED, Supervisor
-from tests.runs.test_supervisor import alive, until
-from tests.support.wait import wait_for
+from server_control.model.vocabulary import RunState
+from server_control.state import identity, runs
+from server_control.supervision.supervisor import Supervisor
+from tests.support.clock import step_wall_clock
+from tests.support.procs import alive
+from tests.support.wait import until, wait_for
 
-EPOCH_START = psutil.Process.create_time
-BOOT_TIME = psutil.boot_time
 STEPS_S = (1.0, -1.0, 3600.0)
-
-
-def step_wall_clock(monkeypatch, by_s: float) -> None:
-    monkeypatch.setattr(psutil.Process, "create_time", lambda self: EPOCH_START(self) + by_s)
-    monkeypatch.setattr(psutil, "boot_time", lambda: BOOT_TIME() + by_s)
 
 
 async def launch_with_ranks(name: str, make_profile, groups):
@@ -45,19 +39,19 @@ async def launch_with_ranks(name: str, make_profile, groups):
 async def test_a_live_run_and_its_orphans_are_still_known_after_the_clock_steps(
         make_profile, groups, state_dir, monkeypatch):
     profile, rec = await launch_with_ranks("c", make_profile, groups)
-    before = {p.pid for p in process.run_processes(rec.identity())}
+    before = {p.pid for p in identity.run_processes(rec.identity())}
     for step in STEPS_S:
         step_wall_clock(monkeypatch, step)
         disk = runs.load_record("c")
         assert disk.is_live(), f"a {step:+g} s step of the wall clock: the live run taken for gone"
-        assert before <= {p.pid for p in process.run_processes(disk.identity())}, f"{step:+g} s"
+        assert before <= {p.pid for p in identity.run_processes(disk.identity())}, f"{step:+g} s"
         other = Supervisor(profile)          # another console, `stop`, `supervise`
-        assert other.adopt() is not None and other.state != CRASHED, (step, other.last_error)
+        assert other.adopt() is not None and other.state != RunState.CRASHED, (step, other.last_error)
 
     # the leader dies; its ranks are known only by their recorded (pid, start) pairs
     os.kill(rec.pid, signal.SIGKILL)
     wait_for(lambda: not alive([rec.pid]), what="the leader gone")
-    ranks = {p.pid for p in process.run_processes(runs.load_record("c").identity())}
+    ranks = {p.pid for p in identity.run_processes(runs.load_record("c").identity())}
     assert ranks and rec.pid not in ranks and ranks <= before
     res = await Supervisor(profile).stop()
     assert res.ok and res.was_running and ranks <= set(res.signalled), res.message

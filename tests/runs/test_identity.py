@@ -13,9 +13,8 @@ import time
 import psutil
 import pytest
 
-from server_control.proc import identity
-from server_control.state import runs
-from tests.cli.test_runs import cli
+from server_control.state import identity, runs
+from tests.support.cli import cli
 from tests.support.wait import wait_for
 
 

@@ -16,8 +16,7 @@ import signal
 
 import psutil
 
-from server_control.proc import process
-from server_control.state import runs
+from server_control.state import identity, runs
 
 PAIRS = 50
 
@@ -25,7 +24,8 @@ PAIRS = 50
 def _worker(profile_path: str, state_dir: str, barrier, results, rounds: int) -> None:
     os.environ["SPECCONSOLE_STATE_DIR"] = state_dir
     from server_control.config.profile import load_profile
-    from server_control.supervision.supervisor import RunConflict, Supervisor
+    from server_control.state.runs import RunConflict
+    from server_control.supervision.supervisor import Supervisor
     profile = load_profile(profile_path)
     for _ in range(rounds):
         barrier.wait()
@@ -71,7 +71,7 @@ def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, group
             if kinds.count("launched") != 1:
                 tally["double launch"] += 1
             rec = runs.load_record("race")
-            tracked = {p.pid for p in process.run_processes(rec.identity())} if rec else set()
+            tracked = {p.pid for p in identity.run_processes(rec.identity())} if rec else set()
             stray = [p for p in _servers_on(port) if p.pid not in tracked]
             tally["untracked servers"] += len(stray)
             for p in stray:

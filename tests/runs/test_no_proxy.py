@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from server_control.proc.ports import free_port
-from tests.cli.test_runs import read_until
+from tests.support.cli import read_until
 
 REPO = Path(__file__).resolve().parents[2]
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")

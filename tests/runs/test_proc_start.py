@@ -13,11 +13,10 @@ import uuid
 import psutil
 import pytest
 
-from server_control.proc import identity, start_ticks
-from server_control.proc.identity import RunIdentity
-from server_control.state import runs
-from tests.runs.test_clock_step import EPOCH_START, step_wall_clock
-from tests.runs.test_process import own_record
+from server_control.state import identity, runs, start_ticks
+from server_control.state.identity import RunIdentity
+from tests.support.clock import EPOCH_START, step_wall_clock
+from tests.support.records import own_record
 from tests.support.wait import wait_for
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")

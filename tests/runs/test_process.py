@@ -12,10 +12,10 @@ import pytest
 
 from server_control.config.profile import LaunchSpec
 from server_control.proc import process
-from server_control.proc.identity import RunIdentity
-from server_control.proc.start_ticks import proc_start
-from server_control.state import run_logs, runs
+from server_control.state import identity, run_logs, runs
+from server_control.state.identity import RunIdentity
 from server_control.supervision.restart_policy import RestartPolicy
+from tests.support.records import own_record
 from tests.support.wait import wait_for
 
 # A leader with three children: one stays in the group, one moves to its own process group
@@ -70,7 +70,7 @@ def test_launch_detaches_and_logs_both_streams(tmp_path, groups):
     kids = kids_of(lc)
     wait_for(lambda: "to stderr" in lc.log_path.read_text(), what="stderr in the log")
     found = wait_for(lambda: (lambda s: s if set(kids) <= s else None)(
-        {p.pid for p in process.run_processes(lc.identity())}), what="all three children")
+        {p.pid for p in identity.run_processes(lc.identity())}), what="all three children")
     assert lc.pid in found and os.getpid() not in found
 
 
@@ -83,13 +83,13 @@ def test_second_launch_gets_a_new_log_file(tmp_path, groups):
 async def test_stop_terminates_every_process_of_the_run(tmp_path, groups):
     lc = spawn(tmp_path, groups)
     kids = kids_of(lc)
-    wait_for(lambda: len(process.run_processes(lc.identity())) == 4, what="4 processes")
+    wait_for(lambda: len(identity.run_processes(lc.identity())) == 4, what="4 processes")
     res = await process.stop_run(lc.identity(), grace_s=10, exit_file=tmp_path / "exit")
     assert res.ok and res.was_running and not res.remaining and not res.killed
     assert res.exit_code == -15          # from the keeper: we are not the server's parent
     for pid in [lc.pid, *kids]:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert process.run_processes(lc.identity()) == []
+    assert identity.run_processes(lc.identity()) == []
 
 
 async def test_stop_escalates_to_sigkill_after_grace(tmp_path, groups):
@@ -111,9 +111,9 @@ async def test_stop_of_nothing_and_reused_pid_is_not_ours(tmp_path, groups):
 def test_tail_lines_and_prune_logs(tmp_path):
     log = tmp_path / "x.log"
     log.write_bytes(b"".join(b"line %d\n" % i for i in range(200)) + b"bad \xff end\n")
-    tail = process.tail_lines(log, 3)
+    tail = run_logs.tail_lines(log, 3)
     assert tail == ["line 198", "line 199", "bad \ufffd end"]
-    assert process.tail_lines(tmp_path / "missing.log") == []
+    assert run_logs.tail_lines(tmp_path / "missing.log") == []
     manifest = tmp_path / "manifest"
     for i in range(6):
         p = tmp_path / f"{i}.log"
@@ -128,19 +128,6 @@ def test_tail_lines_and_prune_logs(tmp_path):
 
 
 # ---- run records --------------------------------------------------------------------------
-def own_record(**kw) -> runs.RunRecord:
-    """A record of this test process, as the current version writes it (with its start
-    ticks: server_control/proc/start_ticks.py); ``boot_id=None, start_ticks=None`` for an old one."""
-    me = psutil.Process()
-    start = proc_start(me.pid)
-    base = dict(name="r", profile_path=None, kind="sim", pid=me.pid, create_time=me.create_time(),
-                boot_id=start.boot_id, start_ticks=start.ticks,
-                pgid=os.getpgid(0), sid=os.getsid(0), argv=me.cmdline(), host="127.0.0.1", port=1,
-                log_path="/nonexistent.log", cwd="/", started_at="2026-01-01T00:00:00+00:00")
-    base.update(kw)
-    return runs.RunRecord(**base)
-
-
 def test_record_roundtrip_mode_0600_and_liveness(state_dir):
     rec = own_record()
     path = runs.save_record(rec)

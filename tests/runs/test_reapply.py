@@ -10,11 +10,11 @@ import signal
 
 from server_control.config.profile import load_profile
 from server_control.control.settings import Control
+from server_control.model.vocabulary import RunState
 from server_control.state import runs
-from server_control.supervision.supervisor import READY, Supervisor
-from tests.cli.test_runs import cli
-
-from .test_supervisor import until
+from server_control.supervision.supervisor import Supervisor
+from tests.support.cli import cli
+from tests.support.wait import until
 
 
 async def thresholds(url: str) -> list:
@@ -39,7 +39,7 @@ async def crash_and_restart(sup: Supervisor, groups) -> None:
     os.killpg(rec.pgid, signal.SIGKILL)
     await until(lambda: sup.record is not None and sup.record.pid != rec.pid, what="restart")
     groups.add(sup.record.pgid)
-    await until(lambda: sup.state == READY, what="ready again")
+    await until(lambda: sup.state == RunState.READY, what="ready again")
 
 
 async def test_runtime_settings_are_reapplied_after_a_crash_and_a_console_restart(make_profile, groups):
@@ -49,7 +49,7 @@ async def test_runtime_settings_are_reapplied_after_a_crash_and_a_console_restar
     groups.add(rec.pgid)
     watch = asyncio.create_task(sup.watch())
     try:
-        await until(lambda: sup.state == READY, what="ready")
+        await until(lambda: sup.state == RunState.READY, what="ready")
         for args in (("threshold", "8"), ("threshold", "--force", "target_only")):   # another terminal
             r = await asyncio.to_thread(cli, *args, "--profile", str(path))
             assert r.returncode == 0, r.stdout + r.stderr
@@ -59,11 +59,11 @@ async def test_runtime_settings_are_reapplied_after_a_crash_and_a_console_restar
         await settled(sup.profile.url, [8, "target_only"], "after the crash restart")
         assert sup.runtime_note == ("re-applied runtime settings after the restart: threshold 8 (profile 5), "
                                     "force_mode target_only (profile auto)")
-        assert sup.snapshot()["runtime_note"] == sup.runtime_note
+        assert sup.status_json()["runtime_note"] == sup.runtime_note
         assert not runs.load_record("ra").runtime_pending
         await sup.restart()                                                    # the console's restart
         groups.add(sup.record.pgid)
-        await until(lambda: sup.state == READY, what="ready after restart")
+        await until(lambda: sup.state == RunState.READY, what="ready after restart")
         await settled(sup.profile.url, [8, "target_only"], "after a restart from the console")
     finally:
         watch.cancel()
@@ -79,7 +79,7 @@ async def test_reapply_off_says_the_profile_values_are_back(make_profile, groups
     groups.add(rec.pgid)
     watch = asyncio.create_task(sup.watch())
     try:
-        await until(lambda: sup.state == READY, what="ready")
+        await until(lambda: sup.state == RunState.READY, what="ready")
         r = await asyncio.to_thread(cli, "threshold", "8", "--profile", str(path))
         assert r.returncode == 0, r.stdout + r.stderr
         await crash_and_restart(sup, groups)
@@ -93,7 +93,7 @@ async def test_reapply_off_says_the_profile_values_are_back(make_profile, groups
 
 
 def test_supervise_and_the_log_view_say_the_settings_were_reapplied(make_profile, groups, state_dir):
-    from tests.cli.test_runs import read_until, start_cli
+    from tests.support.cli import read_until, start_cli
     path = make_profile("rs", tp=1, backoff=0.2)
     sup = start_cli("supervise", "--profile", str(path), groups=groups)
     read_until(sup, "rs: ready")
@@ -118,7 +118,7 @@ async def test_the_console_log_view_says_the_settings_were_reapplied(make_profil
         assert (await session.launch()).done
         sup = session.run.sup
         groups.add(sup.record.pgid)
-        await until(lambda: sup.state == READY, what="ready")
+        await until(lambda: sup.state == RunState.READY, what="ready")
         assert (await session.set_threshold(7)).done
         await crash_and_restart(sup, groups)
         await until(lambda: any("re-applied runtime settings after the restart: threshold 7 (profile 5)" in r.raw

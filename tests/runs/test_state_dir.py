@@ -9,9 +9,9 @@ import pytest
 
 from server_control.config.profile import ProfileError, load_profile
 from server_control.state import private_files, runs
+from server_control.state.state_dir import StateDirError, resolve_state_dir
 from server_control.supervision.supervisor import Supervisor
-
-from .test_process import own_record
+from tests.support.records import own_record
 
 
 def test_a_symlink_at_the_temp_name_is_never_written_through(state_dir, tmp_path, monkeypatch):
@@ -33,24 +33,24 @@ def test_a_symlink_at_the_temp_name_is_never_written_through(state_dir, tmp_path
 
 @pytest.mark.parametrize("mode", [0o770, 0o757, 0o777])
 def test_group_or_world_writable_state_dir_is_refused(state_dir, mode):
-    runs.resolve_state_dir()
+    resolve_state_dir()
     os.chmod(state_dir, mode)
-    with pytest.raises(runs.StateDirError, match=rf"group- or world-writable \(mode {mode:04o}\).*chmod go-w"):
+    with pytest.raises(StateDirError, match=rf"group- or world-writable \(mode {mode:04o}\).*chmod go-w"):
         runs.save_record(own_record())
     os.chmod(state_dir, 0o700)
-    runs.resolve_state_dir()
+    resolve_state_dir()
 
 
 def test_loose_runs_dir_and_foreign_owner_are_refused(state_dir):
     d = runs.runs_dir()
     os.chmod(d, 0o777)
-    with pytest.raises(runs.StateDirError, match="runs is group- or world-writable"):
+    with pytest.raises(StateDirError, match="runs is group- or world-writable"):
         runs.load_record("r")
     os.chmod(d, 0o700)
     if os.geteuid() == 0:
         os.chown(state_dir, 65534, -1)
-        with pytest.raises(runs.StateDirError, match="belongs to uid 65534"):
-            runs.resolve_state_dir()
+        with pytest.raises(StateDirError, match="belongs to uid 65534"):
+            resolve_state_dir()
         os.chown(state_dir, 0, -1)
 
 

@@ -5,36 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
 from server_control.config.profile import ProfileError, load_profile
-from server_control.proc import process
-from server_control.state import runs
-from server_control.supervision.supervisor import CRASHED, FATAL, READY, STARTING, STOPPED, UNHEALTHY, RunConflict, Supervisor
-
-
-async def until(cond, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-def alive(pids) -> list[int]:
-    out = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
+from server_control.model.vocabulary import RunState
+from server_control.state import identity, runs
+from server_control.state.runs import RunConflict
+from server_control.supervision.supervisor import Supervisor
+from tests.support.procs import alive
+from tests.support.wait import until
 
 
 async def test_launch_ready_refusals_and_stop_leaves_nothing(make_profile, groups, state_dir):
@@ -43,16 +25,16 @@ async def test_launch_ready_refusals_and_stop_leaves_nothing(make_profile, group
     sup = Supervisor(profile, on_change=lambda s: changes.append(s.state))
     rec = await sup.launch()
     groups.add(rec.pgid)
-    assert sup.state == STARTING and rec.pid == rec.pgid == rec.sid
+    assert sup.state == RunState.STARTING and rec.pid == rec.pgid == rec.sid
     assert runs.load_record("a") == rec
     assert (state_dir / "runs" / "a.json").stat().st_mode & 0o777 == 0o600
-    assert await sup.wait_ready(60) == READY
+    assert await sup.wait_ready(60) == RunState.READY
     async with httpx.AsyncClient(trust_env=False) as c:
         assert (await c.get(profile.url + "/health")).status_code == 200
     # the sim's TP ranks are spawned children: the run has leader + 2 ranks (+ helpers)
     await until(lambda: len(sup.processes()) >= 3, what="leader and two TP ranks")
     pids = [p.pid for p in sup.processes()]
-    assert sup.snapshot()["state"] == READY and sup.snapshot()["pid"] == rec.pid
+    assert sup.status_json()["state"] == RunState.READY and sup.status_json()["pid"] == rec.pid
 
     with pytest.raises(RunConflict, match="already running: pid"):
         await Supervisor(profile).launch()
@@ -64,8 +46,8 @@ async def test_launch_ready_refusals_and_stop_leaves_nothing(make_profile, group
     res = await sup.stop()
     assert res.ok and res.was_running and not res.remaining, res.message
     assert set(pids) <= set(res.signalled)
-    assert alive(pids) == [] and sup.state == STOPPED and runs.load_record("a") is None
-    assert changes[0] == STARTING and READY in changes and changes[-1] == STOPPED
+    assert alive(pids) == [] and sup.state == RunState.STOPPED and runs.load_record("a") is None
+    assert changes[0] == RunState.STARTING and RunState.READY in changes and changes[-1] == RunState.STOPPED
     again = await sup.stop()
     assert again.ok and not again.was_running
 
@@ -88,13 +70,13 @@ async def test_killed_server_is_restarted_with_backoff_and_new_log(make_profile,
     groups.add(first.pgid)
     watch = asyncio.create_task(sup.watch())
     try:
-        await until(lambda: sup.state == READY, what="ready")
+        await until(lambda: sup.state == RunState.READY, what="ready")
         assert sup.supervising
         os.killpg(first.pgid, signal.SIGKILL)             # the crash
         await until(lambda: sup.record is not None and sup.record.pid != first.pid, what="restart")
         second = sup.record
         groups.add(second.pgid)
-        await until(lambda: sup.state == READY, what="ready again")
+        await until(lambda: sup.state == RunState.READY, what="ready again")
         assert sup.restarts == 1 and sup.exit_code is None and sup.backoff_history == [0.2]
         assert second.log_path != first.log_path and Path(first.log_path).exists()
         assert second.log_paths == [first.log_path] and second.restarts == 1
@@ -103,7 +85,7 @@ async def test_killed_server_is_restarted_with_backoff_and_new_log(make_profile,
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
     res = await sup.stop()
-    assert res.ok and process.run_processes(second.identity()) == []
+    assert res.ok and identity.run_processes(second.identity()) == []
 
 
 async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, groups):
@@ -115,7 +97,7 @@ async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, 
     groups.add(rec.pgid)
     watch = asyncio.create_task(sup.watch())
     try:
-        await until(lambda: sup.state == FATAL, timeout=90, what="FATAL")
+        await until(lambda: sup.state == RunState.FATAL, timeout=90, what="FATAL")
     finally:
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
@@ -124,16 +106,16 @@ async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, 
     assert "start limit hit: 3 starts within 60 s" in sup.fatal_reason
     assert f"exit code {sup.exit_code}" in sup.fatal_reason
     assert 0 < len(sup.fatal_tail) <= 50 and any("Traceback" in ln for ln in sup.fatal_tail)
-    states = [s for s in states if s != READY]     # it may serve briefly before the crash
+    states = [s for s in states if s != RunState.READY]     # it may serve briefly before the crash
     seq = [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
-    assert seq == [STARTING, CRASHED, STARTING, CRASHED, STARTING, CRASHED, FATAL], seq
+    assert seq == [RunState.STARTING, RunState.CRASHED, RunState.STARTING, RunState.CRASHED, RunState.STARTING, RunState.CRASHED, RunState.FATAL], seq
     last = sup.record
-    assert process.run_processes(last.identity()) == []  # no orphans
+    assert identity.run_processes(last.identity()) == []  # no orphans
     logs = sorted(Path(rec.log_path).parent.glob("*.log"))
     assert len(logs) == 3                                  # each start its own log
     # the FATAL record is kept for the next console, which reads the reason once
     later = Supervisor(profile)
-    assert later.adopt() is None and later.state == FATAL and later.fatal_reason == sup.fatal_reason
+    assert later.adopt() is None and later.state == RunState.FATAL and later.fatal_reason == sup.fatal_reason
     assert later.restarts == sup.restarts > 0 and later.exit_code == sup.exit_code
     assert runs.load_record("f") is None
     assert (await sup.stop()).ok
@@ -146,13 +128,13 @@ async def test_stop_during_backoff_cancels_the_restart(make_profile, groups):
     groups.add(rec.pgid)
     watch = asyncio.create_task(sup.watch())
     try:
-        await until(lambda: sup.state == READY, what="ready")
+        await until(lambda: sup.state == RunState.READY, what="ready")
         os.killpg(rec.pgid, signal.SIGKILL)
         await until(lambda: sup.next_restart_at is not None, what="a pending restart")
         res = await sup.stop()
-        assert res.ok and sup.state == STOPPED
+        assert res.ok and sup.state == RunState.STOPPED
         await asyncio.sleep(2.0)        # past the backoff: no restart may happen
-        assert sup.state == STOPPED and runs.load_record("s") is None and sup.restarts == 0
+        assert sup.state == RunState.STOPPED and runs.load_record("s") is None and sup.restarts == 0
     finally:
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
@@ -178,10 +160,10 @@ async def test_failing_health_turns_ready_into_unhealthy_without_restart(make_pr
     groups.add(rec.pgid)
     watch = asyncio.create_task(sup.watch())
     try:
-        await until(lambda: sup.state == READY, what="ready")
-        await until(lambda: sup.state == UNHEALTHY, what="unhealthy")
+        await until(lambda: sup.state == RunState.READY, what="ready")
+        await until(lambda: sup.state == RunState.UNHEALTHY, what="unhealthy")
         await asyncio.sleep(1.0)   # several more failed checks: the watchdog is off
-        assert sup.state == UNHEALTHY and "HTTP 503" in sup.health_error
+        assert sup.state == RunState.UNHEALTHY and "HTTP 503" in sup.health_error
         assert sup.restarts == 0 and sup.record.pid == rec.pid
     finally:
         watch.cancel()
@@ -208,14 +190,14 @@ async def test_stop_from_another_process_during_backoff_wins(make_profile, group
     groups.add(rec.pgid)
     watch = asyncio.create_task(sup.watch())
     try:
-        await until(lambda: sup.state == READY, what="ready")
+        await until(lambda: sup.state == RunState.READY, what="ready")
         os.killpg(rec.pgid, signal.SIGKILL)
         await until(lambda: sup.next_restart_at is not None, what="a pending restart")
         other = Supervisor(profile)            # e.g. `specconsole stop` in another terminal
-        assert other.adopt() is None and other.state == CRASHED   # a restart is pending: kept
+        assert other.adopt() is None and other.state == RunState.CRASHED   # a restart is pending: kept
         assert runs.load_record("o") is not None
         assert (await other.stop()).ok and runs.load_record("o") is None
-        await until(lambda: sup.state == STOPPED, timeout=30, what="stopped after the backoff")
+        await until(lambda: sup.state == RunState.STOPPED, timeout=30, what="stopped after the backoff")
         assert runs.load_record("o") is None and sup.restarts == 0
     finally:
         watch.cancel()

@@ -69,7 +69,7 @@ async def test_a_session_shows_a_change_it_did_not_make(sim_factory, private_sta
     try:
         assert (await other.set_threshold(8)).done
         for _ in range(100):
-            change = watcher.snapshot().threshold_change
+            change = watcher.snapshot().last_change
             if change is not None and change.state == "elsewhere":
                 break
             await asyncio.sleep(0.05)
@@ -77,7 +77,7 @@ async def test_a_session_shows_a_change_it_did_not_make(sim_factory, private_sta
         assert change.detail.startswith("N changed elsewhere: 5 -> 8, by ") and " pid " in change.detail
         assert (await watcher.set_threshold(6)).done     # its own change is not "elsewhere"
         await asyncio.sleep(1.0)
-        assert watcher.snapshot().threshold_change.state == "applied"
+        assert watcher.snapshot().last_change.state == "applied"
     finally:
         await watcher.close()
         await other.close()

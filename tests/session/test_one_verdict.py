@@ -14,8 +14,9 @@ import time
 from console.app import SpecConsoleApp
 from console.cli import build_parser, ui
 from console.cli.common import open_session
+from server_control.model.load import Load
 from server_control.protocol import decision as d
-from server_control.telemetry.sample import Load, sample_from_server_info
+from server_control.telemetry.sample import sample_from_server_info
 from tests.console.screen_text import screen_text
 
 URL = "http://127.0.0.1:9"  # never contacted: neither session is started, the test feeds them

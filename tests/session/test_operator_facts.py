@@ -9,8 +9,8 @@ import asyncio
 from server_control.config.profile import load_profile
 from server_control.protocol import decision as d
 from server_control.session.session import Session
-from tests.session.test_session_sim import WAVE, until
-from tests.support.sim import start_sim
+from tests.support.sim import WAVE, start_sim
+from tests.support.wait import until
 
 
 def console_lines(session) -> list[str]:
@@ -58,7 +58,7 @@ async def test_switch_rate_and_settings_changes_name_their_key(tmp_path):
         assert session.snapshot().spec.hysteresis == 1
         result = await session.set_setting(d.HYSTERESIS_KEY, 3)
         assert result.done and result.change.key == d.HYSTERESIS_KEY, result
-        assert session.snapshot().threshold_change.key == d.HYSTERESIS_KEY
+        assert session.snapshot().last_change.key == d.HYSTERESIS_KEY
         await until(lambda: session.snapshot().spec.hysteresis == 3, what="hysteresis 3 polled")
         assert session.snapshot().spec.low_mark == 2
         n = await session.set_threshold(6)

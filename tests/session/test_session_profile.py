@@ -6,7 +6,7 @@ import psutil
 
 from server_control.config.profile import load_profile
 from server_control.session.session import Session
-from tests.session.test_session_sim import until
+from tests.support.wait import until
 
 
 async def test_profile_session_launch_verify_stop(sim_profile):

@@ -3,25 +3,15 @@ under traffic that crosses the threshold; a threshold change is applied and read
 every rank; bad values are refused with the reason; the snapshot has the documented shape."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from server_control.session.session import Session
-from tests.support.sim import start_sim
+from tests.support.sim import WAVE, start_sim
+from tests.support.wait import until
 
-WAVE = "wave:12:20"  # 1..12 requests and back every 20 simulated seconds (1 s at x20)
-SNAPSHOT_KEYS = ["profile", "url", "attached", "run", "server", "spec", "threshold_change", "live", "series",
+SNAPSHOT_KEYS = ["profile", "url", "attached", "run", "server", "spec", "last_change", "threshold_change", "live", "series",
                  "switches", "per_mode", "gpus", "verify", "logs"]
 
-
-async def until(cond, timeout=45.0, what="condition"):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -67,7 +57,7 @@ async def test_all_layers_pass_and_snapshot_shape(sim):
     assert "snapshot" in topics and "logs" in topics
 
 
-async def test_threshold_change_applied_and_read_back(sim):
+async def test_last_change_applied_and_read_back(sim):
     session = Session.attach(sim.url, log_path=sim.log_path, poll_interval_s=0.2)
     await session.start()
     try:
@@ -81,7 +71,7 @@ async def test_threshold_change_applied_and_read_back(sim):
         assert got["thresholds"] == [8] and got["supported"] is True
         await until(lambda: session.snapshot().to_json()["spec"]["threshold"] == 8, what="poll to see 8")
         await until(lambda: "threshold changed 5 -> 8" in sim.log_text(), what="the rank log line")
-        assert session.snapshot().to_json()["threshold_change"]["state"] == "applied"
+        assert session.snapshot().to_json()["last_change"]["state"] == "applied"
         # bad values: refused locally, with the reason, and nothing sent
         for bad, words in [(-3, ">= 0"), ("eight", "integer"), (100000, "absurd")]:
             op = await session.set_threshold(bad)

@@ -130,10 +130,22 @@ def test_the_snapshot_reports_the_controllers_own_zero_steps(publish, tmp_path):
 
 def test_a_pruned_zero_tier_is_not_reused(publish, tmp_path):
     """SGLang captures its steps=0 tier only for the graph buckets whose tier can reach 0;
-    above N every bucket may run target-only, so the patch builds its own then."""
+    above N every bucket may run target-only, so the patch builds its own then. The
+    buckets are SGLang's public ones (``get_exec().graph.cuda_graph_bs_decode``, what
+    init_cuda_graphs hands the controller) against ``cuda_graph_bs_for_step(0)``."""
+    buckets = [1, 2, 4, 8, 16, 32, 64]
+    publish(cuda_graph_bs_decode=buckets)
     params = AdaptiveSpeculativeParams(initial_steps=3)  # SGLang's default tiers
-    params.set_cuda_graph_bs([1, 2, 4, 8, 16, 32, 64])
+    params.set_cuda_graph_bs(buckets)
     assert params.cuda_graph_bs_for_step(0) == [8, 16, 32, 64]
     assert not patch_worker._covers_every_bucket(SimpleNamespace(params=params))
-    params.set_cuda_graph_bs(None)  # graphs off: nothing pruned
+    cfg = tmp_path / "zero_everywhere.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [0, 1]}, "8": {"candidate_steps": [0]}}))
+    everywhere = AdaptiveSpeculativeParams(initial_steps=1, cfg_path=str(cfg))
+    everywhere.set_cuda_graph_bs(buckets)
+    assert everywhere.cuda_graph_bs_for_step(0) == buckets
+    assert patch_worker._covers_every_bucket(SimpleNamespace(params=everywhere))
+    params.set_cuda_graph_bs(None)  # no buckets handed: SGLang built its 0 for every bucket
     assert patch_worker._covers_every_bucket(SimpleNamespace(params=params))
+    publish(cuda_graph_bs_decode=[1, 2, 4, 8])  # another list than the controller's
+    assert not patch_worker._covers_every_bucket(SimpleNamespace(params=everywhere))

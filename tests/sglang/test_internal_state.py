@@ -124,12 +124,12 @@ def test_tp_ranks_that_disagree_after_a_set_turn_the_switch_off(rank, caplog, mo
     """After a set, the ranks' live values are gathered (a gloo collective: the other rank is
     what one process cannot have, so the gather returns TP0's real encoded row and a TP1
     that kept the old threshold); a disagreement turns the switch off and TP0 answers false."""
-    from server_control.sglang_patch import ranks
+    from server_control.sglang_patch import rank_agreement
 
-    def gather(dyn):
-        mine = ranks.encode_live(dyn.snapshot())
-        return ranks.decode_live([mine, [*mine[:1], 5, *mine[2:]]])
-    monkeypatch.setattr(ranks, "gather_live", gather)
+    def gather(dyn, failure=None):
+        mine = rank_agreement.encode_live(dyn.snapshot())
+        return rank_agreement.decode_live([rank_agreement._pack(mine), rank_agreement._pack(dict(mine, threshold=5))])
+    monkeypatch.setattr(rank_agreement, "gather_live", gather)
     assert set_state(rank.controller, **{KEY: 8}) is False
     assert messages(caplog, "NOT active") == [
         "Dynamic speculation disable NOT active: TP ranks disagree after /set_internal_state: "
@@ -155,3 +155,22 @@ def test_rank_without_an_eagle_worker_says_why(caplog):
         state = controller.get_internal_state(GetInternalStateReq()).internal_state
         assert state["dynamic_speculation"]["active"] is False
     gate._reported = None
+
+
+def test_a_rank_whose_readback_raises_still_takes_part_in_the_gather(rank, monkeypatch):
+    """SGLang's own get_internal_state failing on this rank must not leave the other ranks
+    in the gather: the rank takes part (its failure is its row), then raises."""
+    from server_control.sglang_patch import rank_agreement
+    seen = []
+
+    def gather(dyn, failure=None):
+        seen.append(repr(failure))
+        return []
+    monkeypatch.setattr(rank_agreement, "gather_live", gather)
+
+    def boom(state):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(rank.controller, "_add_memory_usage", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        rank.controller.get_internal_state(GetInternalStateReq())
+    assert seen == ["RuntimeError('boom')"]

@@ -57,4 +57,11 @@ def test_collector_publishes_the_switch(publish):
     assert got[("sglang:spec_disable_accept_length", ())] == 4.0
     assert got[("sglang:spec_disable_accepted_drafts_total", ())] == 6
     assert got[("sglang:spec_disable_proposed_drafts_total", ())] == 6
-    assert set(n for n, _ in got) == set(spec_metrics.NAMES)
+    # graphs off (no GPU here): every target forward and draft-extend ran eager, per mode
+    for part in ("target_eager", "draft_extend_eager"):
+        name = f"sglang:spec_disable_{part}_forwards_total"
+        assert got[(name, (("mode", "speculative"),))] == 1
+        assert got[(name, (("mode", "target_only"),))] == 2
+    graph = {"sglang:spec_disable_target_graph_forwards_total",
+             "sglang:spec_disable_draft_extend_graph_forwards_total"}  # no replay: no series
+    assert set(n for n, _ in got) == set(spec_metrics.NAMES) - graph

@@ -82,6 +82,21 @@ def test_hisparse_is_refused(publish, caplog):
                    "arg_groups/hisparse_hook.py)")
 
 
+def test_a_pd_disaggregation_decode_server_is_refused(publish, caplog):
+    server_args = publish(disaggregation_mode="decode", **ON)
+    rec = Recorder()
+    assert_refused(started_worker(server_args, rec), rec, caplog,
+                   "PD disaggregation decode server (--disaggregation-mode decode): its results "
+                   "arrive through process_batch_result_prebuilt, which the patch does not "
+                   "cover (not tested)")
+
+
+def test_a_pd_disaggregation_prefill_server_is_not_refused_for_it(publish, caplog):
+    server_args = publish(disaggregation_mode="prefill", **ON)
+    worker = started_worker(server_args, Recorder())
+    assert "disaggregation" not in str(worker._dynspec.reason)
+
+
 @pytest.mark.parametrize("pp_spec, reason", [
     ("0", "pipeline parallelism (pp_size=2) is not supported (only the last stage hosts "
           "the draft model)"),

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from server_control.protocol import sim_flags
 from server_control.sim import args as simargs
 from tests.support.sim import REPO_ROOT
 
@@ -53,9 +54,9 @@ def test_invalid_values_exit_2_naming_the_flag(argv, flag, capsys):
 
 
 def test_traffic_patterns_parse():
-    assert simargs.parse_traffic("steady:8") == simargs.Traffic("steady", 8)
-    assert simargs.parse_traffic("wave:12:30") == simargs.Traffic("wave", 12, 30.0)
-    assert simargs.parse_traffic("ramp") == simargs.Traffic("ramp", 0, 60.0)
+    assert sim_flags.parse_traffic("steady:8") == sim_flags.Traffic("steady", 8)
+    assert sim_flags.parse_traffic("wave:12:30") == sim_flags.Traffic("wave", 12, 30.0)
+    assert sim_flags.parse_traffic("ramp") == sim_flags.Traffic("ramp", 0, 60.0)
 
 
 def test_secrets_are_not_printed_in_server_args():

@@ -3,8 +3,8 @@ import random
 
 import pytest
 
+from server_control.protocol.sim_flags import Traffic
 from server_control.sim import model
-from server_control.sim.args import Traffic
 from server_control.sim.traffic import default_peak, target_concurrency
 
 

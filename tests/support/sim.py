@@ -1,4 +1,4 @@
-"""Start the simulator as a real process for tests (server_control.sim.launcher with test
+"""Start the simulator as a real process for tests (server_control.proc.sim_launcher with test
 defaults: time scale 20, idle traffic, the log in the test's tmp dir).
 
     with start_sim(tmp_path, "--enable-metrics", tp=2, threshold=5) as sim:
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from server_control.proc import sim_launcher as launcher
 from server_control.proc.ports import free_port
-from server_control.sim import launcher
-from server_control.sim.launcher import DEFAULT_LIFETIME_S, SimProcess, group_pids
+from server_control.proc.sim_launcher import DEFAULT_LIFETIME_S, SimProcess, group_pids
 
 __all__ = ["DEFAULT_LIFETIME_S", "DEFAULT_TIME_SCALE", "REPO_ROOT", "SimHandle", "free_port", "group_pids",
            "sim_argv", "start_sim"]
@@ -22,6 +22,7 @@ __all__ = ["DEFAULT_LIFETIME_S", "DEFAULT_TIME_SCALE", "REPO_ROOT", "SimHandle",
 REPO_ROOT = launcher.PACKAGE_ROOT
 DEFAULT_TIME_SCALE = 20.0
 SimHandle = SimProcess
+WAVE = "wave:12:20"  # 1..12 requests and back every 20 simulated seconds (1 s at x20)
 
 
 def sim_argv(port: int, *extra_args: str, time_scale: float = DEFAULT_TIME_SCALE, **options) -> list[str]:

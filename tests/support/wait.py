@@ -1,6 +1,8 @@
-"""Polling helpers for tests: wait for a condition with a deadline, fail naming it."""
+"""Polling helpers for tests: wait for a condition with a deadline, fail naming it (``wait_for``
+blocking, ``until`` on the event loop)."""
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -18,3 +20,12 @@ def wait_for(cond: Callable[[], T], timeout: float = 60.0, interval: float = 0.0
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+async def until(cond: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> None:
+    """``wait_for`` on the event loop: await until ``cond()`` is truthy."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(0.05)

@@ -85,8 +85,9 @@ async def test_busy_server_one_request_per_poll_idle_mostly_one(tmp_path):
 
 
 def test_an_idle_load_is_asked_again_when_a_decode_step_is_taken():
+    from server_control.model.load import Load
     from server_control.telemetry.http_poll import IDLE_RECHECK, decode_steps
-    from server_control.telemetry.sample import Load, RankState, Sample
+    from server_control.telemetry.sample import RankState, Sample
 
     def sample(steps: int) -> Sample:
         rank = RankState(0, True, 5, 1, 10, "auto", {"steps": {"speculative": steps, "target_only": 0}}, None, None)

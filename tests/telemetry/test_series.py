@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace as Rec
 
-from server_control.telemetry.sample import Load, Sample, sample_from_server_info
+from server_control.model.load import Load
+from server_control.telemetry.sample import Sample, sample_from_server_info
 from server_control.telemetry.series import ModeTimeline, PanelSeries, dp_group, per_mode
 
 
@@ -82,15 +83,15 @@ def test_per_mode_from_series_when_no_counters():
 
 def test_a_new_run_starts_the_evidence_afresh_but_keeps_history_for_display():
     """After a restart the previous run's switches must not pass the runtime layer."""
-    from server_control.control.verify import RuntimeWatch
+    from server_control.control.verify import SwitchWatch
 
     t = ModeTimeline()
     t.add_record(switch("TP0", "target-only", 7, 1), now=1.0)
     t.add_record(switch("TP0", "speculative", 3, 2), now=2.0)
-    assert RuntimeWatch().status(t.current()).status == "pass"
+    assert SwitchWatch().status(t.current()).status == "pass"
     t.reset()  # the session follows the new run's log
     assert t.current() == [] and len(t.to_json()) == 2
-    assert RuntimeWatch().status(t.current()).status == "pending"
+    assert SwitchWatch().status(t.current()).status == "pending"
     # the same switches logged again by the new run count for it (ordinals restarted)
     assert t.add_record(switch("TP0", "target-only", 7, 1), now=5.0) is True
     assert [e["mode"] for e in t.current()] == ["target_only"]

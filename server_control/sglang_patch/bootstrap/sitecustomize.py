@@ -18,6 +18,9 @@ there; SGLang's spawned scheduler/detokenizer processes inherit the environment)
 Paths are compared after ``realpath`` and a re-entry guard stops this file from running
 twice in one process (the directory twice on PYTHONPATH, or reached through a symlink).
 Never raises: a failure is written to stderr as one line naming what failed.
+The same file is run by the ``.pth`` that ``specconsole patch install`` writes into an
+SGLang environment's site-packages (``install.py``); then step 2 is skipped (``site``
+imports the real sitecustomize itself afterwards).
 """
 import importlib
 import importlib.machinery
@@ -92,7 +95,8 @@ def _main() -> None:
         sys.stderr.write("Dynamic speculation disable NOT active: "
                          f"the specconsole import hook could not be installed: {exc!r}\n")
     try:
-        _chain_previous()
+        if not globals().get("_SPECCONSOLE_FROM_PTH"):  # from a .pth: site imports it next
+            _chain_previous()
     except Exception as exc:  # noqa: BLE001
         sys.stderr.write(f"specconsole bootstrap: the previous sitecustomize failed: {exc!r}\n")
     if os.environ.pop("SPECCONSOLE_SERVE_MAIN", None) == "1":

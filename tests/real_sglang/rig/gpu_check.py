@@ -205,11 +205,29 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--lifetime", type=float, default=1800, help="watchdog per server, seconds")
     p.add_argument("--logs", type=Path, help="keep the server logs here")
     p.add_argument("--json", type=Path, help="write the results as JSON here")
-    return p.parse_args(argv)
+    p.add_argument("--bundle", type=Path, help="a bare image: install this built bundle "
+                   "(scripts/build-gpu-bundle) and run with it (gpu_bundle/run.py)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --bundle: install and import everything, start no server")
+    opts = p.parse_args(argv)
+    if opts.dry_run and opts.bundle is None:
+        p.error("--dry-run needs --bundle")
+    return opts
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    opts = parse(argv)
+    if opts.bundle is not None and not os.environ.get("SPECCONSOLE_GPU_BUNDLE_READY"):
+        from gpu_bundle import run as bundle_run
+
+        if opts.dry_run:
+            return bundle_run.dry_run(opts.bundle, opts.json)
+        try:
+            bundle_run.reexec(opts.bundle, argv)  # does not return
+        except bundle_run.BundleError as exc:
+            print(f"FAIL bundle: {exc}")
+            return 1
     if opts.tp is None:
         opts.tp = _gpu_count() if opts.device == "cuda" else 1
         opts.tp = 2 if opts.tp >= 2 else 1

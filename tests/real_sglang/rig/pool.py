@@ -83,6 +83,7 @@ class OneAtATime:
             self.server = self.launcher(self.rig, spec, self.log_dir, self.lifetime_s)
             self.server.wait_ready(timeout_s=900)
             self.ready_s[spec.name] = time.monotonic() - t0
+        assert self.server is not None
         return self.server
 
     def close(self) -> None:

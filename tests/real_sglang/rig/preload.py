@@ -10,7 +10,8 @@ process started with its PYTHONPATH) or imported by ``launch.py``. Once SGLang's
      the override; layer code keeps its plain torch paths.
 Processes that never import SGLang (multiprocessing's resource tracker, tools) pay
 nothing: no torch import happens here. With ``SPECCONSOLE_RIG_OVERLAP=1`` it also lets the
-overlap scheduler run speculative decoding on the CPU (``overlap.py``).
+overlap scheduler run speculative decoding on the CPU (``overlap.py``). With
+``SPECCONSOLE_RIG_TP_FAULTS`` it installs the tp rig's faults (``tp_faults.py``).
 
 At import it also loads the stand-in ``libcuda.so.1`` (``RTLD_GLOBAL``) named by
 ``SPECCONSOLE_RIG_LIB`` (default: ``<rig cache>/current/lib/libcuda.so.1``), unless a
@@ -109,3 +110,8 @@ if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
     for _name in [n for n in _HOOKS if n in sys.modules]:
         _HOOKS.pop(_name)(sys.modules[_name])
     sys.meta_path.insert(0, _AfterImport(_HOOKS))
+
+if os.environ.get("SPECCONSOLE_RIG_TP_FAULTS"):
+    from tests.real_sglang.rig import tp_faults
+
+    tp_faults.install()

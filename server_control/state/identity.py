@@ -16,7 +16,7 @@ run is wholly gone its numbers may go to anybody (after a reboot, at once). So:
   They are what identifies orphaned ranks once the leader is gone; a group or session
   whose leader is gone is never taken for the run (a daemon's orphaned group looks the same).
 
-"Start time" is the clock-independent ``ProcStart`` (server_control/proc/start_ticks.py: boot id
+"Start time" is the clock-independent ``ProcStart`` (server_control/state/start_ticks.py: boot id
 + start ticks since boot; the leader's and its members' share the boot). psutil's epoch
 ``create_time`` moves whenever the wall clock is stepped, so it is compared only for a
 record written before start ticks were recorded (``start`` None), within
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from server_control.proc.start_ticks import ProcStart, proc_start, start_ticks
+from server_control.state.start_ticks import ProcStart, proc_start, start_ticks
 
 # Only for records without start ticks: psutil's epoch start time of one process moves by
 # whole seconds as the wall clock is stepped (its boot time, /proc/stat btime, moves).
@@ -143,6 +143,32 @@ def _descendants(p: psutil.Process) -> list[psutil.Process]:
         return []
 
 
+def _add_group_and_session(leader: psutil.Process, found: dict[int, psutil.Process]) -> None:
+    """Add the processes of the leader's process group or session started after it."""
+    pgid: int | None
+    sid: int | None
+    try:
+        pgid, sid = os.getpgid(leader.pid), os.getsid(leader.pid)
+    except OSError:
+        pgid = sid = None
+    try:
+        earliest = started_at(leader)   # nothing older than the leader is of its run
+    except psutil.Error:
+        pgid = None
+    if pgid is None:
+        return
+    for p in psutil.process_iter():
+        if p.pid in found:
+            continue
+        try:
+            if started_at(p) < earliest:
+                continue
+            if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid:
+                found[p.pid] = p
+        except (psutil.Error, OSError):
+            continue
+
+
 def run_processes(ident: RunIdentity) -> list[psutil.Process]:
     """Every live process of the run (never our own process), sorted by pid."""
     found: dict[int, psutil.Process] = {}
@@ -151,27 +177,7 @@ def run_processes(ident: RunIdentity) -> list[psutil.Process]:
         found[leader.pid] = leader
         for c in _descendants(leader):
             found.setdefault(c.pid, c)
-        pgid: int | None
-        sid: int | None
-        try:
-            pgid, sid = os.getpgid(leader.pid), os.getsid(leader.pid)
-        except OSError:
-            pgid = sid = None
-        try:
-            earliest = started_at(leader)   # nothing older than the leader is of its run
-        except psutil.Error:
-            pgid = None
-        if pgid is not None:
-            for p in psutil.process_iter():
-                if p.pid in found:
-                    continue
-                try:
-                    if started_at(p) < earliest:
-                        continue
-                    if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid:
-                        found[p.pid] = p
-                except (psutil.Error, OSError):
-                    continue
+        _add_group_and_session(leader, found)
     for pid, ct, ticks in ident.members:
         if pid in found:
             continue

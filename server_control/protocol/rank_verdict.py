@@ -20,6 +20,9 @@ from server_control.protocol import decision as d
 LIVE_KEYS = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode",
              "num_steps", "switch_count", "last_batch")
 COMPARED = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode")
+# also gathered when a rank has them: the steps=0 state's memory on the rank (GiB, see
+# the patch's startup.py) and its graph / eager forward counts per mode
+EXTRA_LIVE_KEYS = ("state_memory", "forwards")
 
 
 def live_entry(rank: int, snapshot: dict[str, Any]) -> dict[str, Any]:
@@ -37,7 +40,12 @@ def disagreement(rows: list[Any]) -> str | None:
         return None
     first = rows[0]
     parts = []
+    if "failed" in first:
+        return f"TP{first.get('rank')} {first['failed']}"
     for row in rows[1:]:
+        if "failed" in row:
+            parts.append(f"TP{row.get('rank')} {row['failed']}")
+            continue
         keys = [k for k in COMPARED if row.get(k) != first.get(k)]
         if keys:
             parts.append(f"TP{row.get('rank')} " + ", ".join(f"{k}={row.get(k)}" for k in keys)
@@ -78,9 +86,16 @@ def _differ(got: list[dict[str, Any]], key: str) -> str | None:
     return "; ".join(f"TP{i} {v}" for i, v in enumerate(values))
 
 
+def _rank_summary(got: dict[str, Any]) -> dict[str, Any]:
+    out = {"active": got["active"], "reason": got["reason"]}
+    if isinstance(got.get("memory"), dict):
+        out["memory"] = got["memory"]  # free memory and the steps=0 estimate, before the build
+    return out
+
+
 def judge(got: Sequence[dict[str, Any] | None], timeout_s: float) -> Verdict:
     """Rank 0's verdict over every rank's facts (None: no answer within the timeout)."""
-    per_rank = tuple({"active": g["active"], "reason": g["reason"]} if g else None for g in got)
+    per_rank = tuple(_rank_summary(g) if g else None for g in got)
     off = "; the switch is off on every rank"
     # per-rank gathers need every rank answering, on this patch, in a plain set-up (no
     # attention DP, no PP: there the TP ranks do not all handle each request in step)

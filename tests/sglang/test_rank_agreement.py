@@ -13,20 +13,20 @@ pytestmark = pytest.mark.sglang
 from torch.distributed import TCPStore  # noqa: E402
 
 from server_control.proc.ports import free_port  # noqa: E402
-from server_control.sglang_patch import ranks  # noqa: E402
+from server_control.sglang_patch import rank_agreement  # noqa: E402
 
 SETTINGS = [4, 1, 10, "auto"]
 
 
 def mine(active=True, reason=None, settings=SETTINGS, sglang="0.5.23", patch=None) -> dict:
-    out = ranks.facts(active, reason, settings, sglang)
+    out = rank_agreement.facts(active, reason, settings, sglang)
     if patch is not None:
         out["patch"] = patch
     return out
 
 
 def run_group(per_rank: list, timeout: float = 5.0) -> list:
-    """Each rank (a thread with its own store client) runs ``ranks.agree``; a rank whose
+    """Each rank (a thread with its own store client) runs ``rank_agreement.agree``; a rank whose
     facts are None stays silent (an unpatched rank). Returns the verdicts by rank."""
     port = free_port()
     master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
@@ -36,7 +36,7 @@ def run_group(per_rank: list, timeout: float = 5.0) -> list:
     def one(i: int) -> None:
         store = master if i == 0 else TCPStore("127.0.0.1", port, is_master=False)
         group = SimpleNamespace(rank_in_group=i, world_size=len(per_rank), ranks=group_ranks)
-        verdicts[i] = ranks.agree(per_rank[i], group, store, timeout)
+        verdicts[i] = rank_agreement.agree(per_rank[i], group, store, timeout)
 
     threads = [threading.Thread(target=one, args=(i,)) for i, f in enumerate(per_rank)
                if f is not None]
@@ -73,7 +73,7 @@ def test_a_silent_rank_turns_the_others_off_after_the_timeout():
 
 
 def test_a_silent_rank_0_leaves_no_rank_switching(monkeypatch):
-    monkeypatch.setattr(ranks, "VERDICT_GRACE_S", 1.0)
+    monkeypatch.setattr(rank_agreement, "VERDICT_GRACE_S", 1.0)
     verdicts = run_group([None, mine(), mine()], timeout=1.0)
     assert [v.agreed for v in verdicts[1:]] == [False, False]
     assert verdicts[1].reason.startswith("no verdict from TP0 within 2 s")
@@ -93,22 +93,84 @@ def test_mixed_versions_or_settings_are_named(other, words):
 
 def test_the_same_refusal_everywhere_is_that_refusal_and_gathers_nothing():
     reason = "attention DP is not supported (adaptive tier decisions are not synchronized ...)"
-    refused = ranks.facts(False, reason, SETTINGS, "0.5.23", setup_ok=False)
-    verdict = ranks.judge([refused, dict(refused)], 5.0)
+    refused = rank_agreement.facts(False, reason, SETTINGS, "0.5.23", setup_ok=False)
+    verdict = rank_agreement.judge([refused, dict(refused)], 5.0)
     assert verdict.reason == reason and not verdict.agreed
     assert not verdict.uniform  # attention DP / PP: TP ranks do not handle requests in step
 
 
 def test_live_values_round_trip_and_a_disagreement_is_named():
-    from server_control.protocol import decision, tp_ranks
+    from server_control.protocol import decision, rank_verdict
     sw = decision.SpecSwitch(4, 1, 0)
     sw.decide(9)
-    row = ranks.encode_live(dict(sw.snapshot(), active=True, num_steps=0))
-    other = list(row)
-    other[1] = 8  # TP1 holds another threshold
-    rows = ranks.decode_live([row, other])
+    row = rank_agreement.encode_live(dict(sw.snapshot(), active=True, num_steps=0,
+                                 state_memory={"used_gib": 0.5}))
+    other = dict(row, threshold=8)  # TP1 holds another threshold
+    rows = rank_agreement.decode_live([rank_agreement._pack(row), rank_agreement._pack(other)])
     assert rows[0] == {"rank": 0, "active": True, "threshold": 4, "hysteresis": 1,
                        "min_dwell_steps": 0, "force": "auto", "mode": "target_only",
-                       "num_steps": 0, "switch_count": 1, "last_batch": 9}
-    assert tp_ranks.disagreement(rows) == "TP1 threshold=8 (TP0: threshold=4)"
-    assert tp_ranks.disagreement(rows[:1] * 2) is None
+                       "num_steps": 0, "switch_count": 1, "last_batch": 9,
+                       "state_memory": {"used_gib": 0.5}}
+    assert rank_verdict.disagreement(rows) == "TP1 threshold=8 (TP0: threshold=4)"
+    assert rank_verdict.disagreement(rows[:1] * 2) is None
+
+
+def test_a_failed_rank_is_a_row_that_names_it():
+    from server_control.protocol import rank_verdict
+    rows = rank_agreement.decode_live([rank_agreement._pack({"failed": "RuntimeError('boom')"}),
+                              rank_agreement._pack({"failed": "x" * 5000})])
+    assert rows[0] == {"rank": 0, "failed": "rank failed: RuntimeError('boom')"}
+    assert rows[1]["failed"].startswith("rank failed: xxx")  # cut to fit the row
+    ok = rank_verdict.live_entry(0, {"active": True, "threshold": 4, "mode": "speculative"})
+    assert rank_verdict.disagreement([ok, dict(rows[0], rank=1)]) == (
+        "TP1 rank failed: RuntimeError('boom')")
+
+
+def test_a_second_run_never_reads_the_previous_verdict():
+    """Keys are per run: run 2 of a group whose run 1 agreed must judge afresh."""
+    port = free_port()
+    store = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+    group = SimpleNamespace(rank_in_group=1, world_size=2, ranks=[0, 1])
+    head = SimpleNamespace(rank_in_group=0, world_size=2, ranks=[0, 1])
+    store.set(rank_agreement._key(head, "facts/0", 1), __import__("json").dumps(mine()))
+    first = rank_agreement.judge([mine(), mine()], 1.0)
+    store.set(rank_agreement._key(head, "verdict", 1), first.to_json())
+    assert first.agreed
+    verdict = rank_agreement.agree(mine(), group, store, 0.5, run=2)  # TP0 never answers run 2
+    assert not verdict.agreed and verdict.reason.startswith("no verdict from TP0")
+
+
+def test_a_build_failure_on_one_rank_stops_every_rank_naming_it(monkeypatch):
+    port = free_port()
+    master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+    monkeypatch.setattr(rank_agreement, "SEEN_WAIT_S", 5.0)
+    errors: list = [None, None]
+
+    # tp_group is looked up per call: give each thread its own via a thread-local
+    import threading as th
+    local = th.local()
+    monkeypatch.setattr(rank_agreement, "tp_group", lambda: local.group)
+    monkeypatch.setattr(rank_agreement, "default_store", lambda: local.store)
+
+    def body(i, failure):
+        local.group = SimpleNamespace(rank_in_group=i, world_size=2, ranks=[0, 1])
+        local.store = master if i == 0 else TCPStore("127.0.0.1", port, is_master=False)
+        try:
+            rank_agreement.confirm_built(SimpleNamespace(run=7), failure)
+        except rank_agreement.BuildFailed as exc:
+            errors[i] = str(exc)
+
+    threads = [th.Thread(target=body, args=(0, None)), th.Thread(target=body, args=(1, "oom"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors[0] == errors[1]
+    assert errors[0].startswith("the target-only (steps=0) build failed after every TP rank "
+                                "agreed to build (TP1: oom); stopping the server")
+
+
+def test_every_rank_building_passes():
+    assert rank_agreement.confirm_built(SimpleNamespace(run=1), None) is None  # TP 1: nothing to ask
+    with pytest.raises(rank_agreement.BuildFailed, match="oom"):
+        rank_agreement.confirm_built(SimpleNamespace(run=1), "oom")

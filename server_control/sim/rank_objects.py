@@ -1,7 +1,7 @@
 """``--sim-light``: the TP ranks as objects inside the main process instead of spawned
 processes, for fleets of many simulated replicas (one process each, ~40 MB, no spawn).
 
-Same interface as ``ranks.RankGroup`` and the same per-rank logic (``worker.handle``):
+Same interface as ``rank_processes.RankGroup`` and the same per-rank logic (``worker.handle``):
 every rank runs its own ``SpecSwitch`` and logs its own lines with its rank tag; only the
 process model differs (no orphaned ranks after a SIGKILL, ``rank_pids`` is the main pid).
 """
@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from server_control.sim.logfmt import Logger, rank_tag
-from server_control.sim.ranks import RankError
+from server_control.sim.rank_processes import RankError
 from server_control.sim.worker import CRASH_TRACEBACK, handle, make_switch, startup_lines
 
 

@@ -1,0 +1,52 @@
+"""The verdict of the three verification layers (server_control/control/verify.py judges
+them): one ``VerifyLayer`` per layer and the ``Verification`` that sums them up."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+PASS, FAIL, PENDING = "pass", "fail", "pending"
+LAYERS = ("configuration", "initialisation", "runtime")
+
+
+@dataclass(frozen=True)
+class VerifyLayer:
+    name: str
+    status: str  # pass | fail | pending
+    evidence: str | None = None
+    cause: str | None = None  # the likely cause of a failure
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "evidence": self.evidence, "cause": self.cause}
+
+    @classmethod
+    def from_json(cls, raw: object) -> VerifyLayer | None:
+        r = raw if isinstance(raw, dict) else {}
+        name, status = r.get("name"), r.get("status")
+        if not isinstance(name, str) or not isinstance(status, str):
+            return None
+        evidence, cause = r.get("evidence"), r.get("cause")
+        return cls(name, status, evidence if isinstance(evidence, str) else None,
+                   cause if isinstance(cause, str) else None)
+
+
+@dataclass(frozen=True)
+class Verification:
+    summary: str = PENDING  # fail if any layer fails, else pending if any is pending, else pass
+    layers: tuple[VerifyLayer, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """0 all pass, 1 a failure, 3 pending (documented for `specconsole verify`)."""
+        return {PASS: 0, FAIL: 1}.get(self.summary, 3)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"summary": self.summary, "layers": [x.to_json() for x in self.layers]}
+
+    @classmethod
+    def from_json(cls, raw: object) -> Verification:
+        r = raw if isinstance(raw, dict) else {}
+        layers: list[Any] = r["layers"] if isinstance(r.get("layers"), list) else []
+        summary = r.get("summary")
+        return cls(summary if isinstance(summary, str) else PENDING,
+                   tuple(x for x in map(VerifyLayer.from_json, layers) if x is not None))

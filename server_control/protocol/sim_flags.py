@@ -1,0 +1,162 @@
+"""The simulator's ``--sim-*`` flags: the one table that the simulator's parser
+(server_control/sim/args.py) and the profile schema's ``[sim]`` keys
+(server_control/config/schema.py) both read, with the argparse value types they share.
+Standard library only."""
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def int_at_least(lo: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {value}")
+        return value
+    parse.__name__ = f"int>={lo}"
+    return parse
+
+
+def validated(fn: Callable[[str], T]) -> Callable[[str], T]:
+    def parse(text: str) -> T:
+        try:
+            return fn(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = fn.__name__
+    return parse
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"seconds must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds > 0 (argparse type; also `specconsole bench`'s)."""
+    value = seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def time_scale(text: str) -> float:
+    value = seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"time scale must be > 0, got {text!r}")
+    return value
+
+
+def rate(text: str) -> float:
+    value = seconds(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"rate must be between 0 and 1, got {text!r}")
+    return value
+
+
+def port_number(text: str) -> int:
+    value = int_at_least(0)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Traffic:
+    kind: str          # idle | steady | ramp | wave
+    peak: int = 0      # steady: concurrency; ramp/wave: highest concurrency (0 = from threshold)
+    period_s: float = 60.0
+
+
+def parse_traffic(text: str) -> Traffic:
+    """idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]"""
+    parts = text.strip().lower().split(":")
+    kind = parts[0]
+    usage = "expected idle, steady:C, ramp[:MAX[:PERIOD_S]] or wave[:MAX[:PERIOD_S]]"
+    if kind not in ("idle", "steady", "ramp", "wave"):
+        raise argparse.ArgumentTypeError(f"unknown traffic {text!r}: {usage}")
+    try:
+        nums = [float(p) for p in parts[1:]]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad number in traffic {text!r}: {usage}") from None
+    if kind == "idle":
+        if nums:
+            raise argparse.ArgumentTypeError(f"idle takes no parameters: {text!r}")
+        return Traffic("idle")
+    if kind == "steady":
+        if len(nums) != 1 or nums[0] < 1 or not nums[0].is_integer() or nums[0] > 4096:
+            raise argparse.ArgumentTypeError(f"steady needs a concurrency 1..4096: {text!r}")
+        return Traffic("steady", int(nums[0]))
+    if len(nums) > 2 or (nums and (nums[0] < 1 or not nums[0].is_integer() or nums[0] > 4096)):
+        raise argparse.ArgumentTypeError(f"bad traffic {text!r}: {usage}")
+    if len(nums) == 2 and not (nums[1] > 0 and math.isfinite(nums[1])):
+        raise argparse.ArgumentTypeError(f"traffic period must be > 0 seconds: {text!r}")
+    peak = int(nums[0]) if nums else 0
+    period = nums[1] if len(nums) == 2 else 60.0
+    return Traffic(kind, peak, period)
+
+
+@dataclass(frozen=True)
+class SimFlag:
+    """A simulator-only flag ``--sim-<key>``; profiles set it as ``[sim] key = value``."""
+
+    key: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str = ""
+    choices: tuple[str, ...] | None = None
+    switch: bool = False  # a bare flag: [sim] key = true passes it, false leaves it out
+
+    @property
+    def flag(self) -> str:
+        return "--sim-" + self.key.replace("_", "-")
+
+    def problem(self, value: Any) -> str | None:
+        """What the parser would refuse in ``--sim-<key> <value>`` (a profile's value), or None."""
+        if self.switch:
+            return None if isinstance(value, bool) else f"{self.flag} is a switch: true or false, got {value!r}"
+        if isinstance(value, bool):
+            return f"{self.flag} takes a value, got {value!r}"
+        try:
+            parsed = self.parse(str(value))
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            return f"invalid value {value!r} for {self.flag}: {exc}"
+        if self.choices is not None and parsed not in self.choices:
+            return f"must be one of {', '.join(self.choices)}, got {value!r}"
+        return None
+
+
+# The one table of --sim-* flags: the parser below and the profile schema's [sim] keys.
+SIM_FLAGS: tuple[SimFlag, ...] = (
+    SimFlag("traffic", parse_traffic, Traffic("idle"), "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]"),
+    SimFlag("seed", int, 0),
+    SimFlag("time_scale", time_scale, 1.0, "simulated seconds per wall-clock second (tests use > 1)"),
+    SimFlag("load_time", seconds, 2.0, "simulated seconds of weight loading and graph capture"),
+    SimFlag("slow_start", seconds, 0.0, "extra simulated seconds of warm-up while /health answers 503"),
+    SimFlag("crash_after", seconds, None, "scheduler raises after S simulated seconds of serving"),
+    SimFlag("health_fail_after", seconds, None,
+            "/health and /health_generate fail after S simulated seconds of serving"),
+    SimFlag("health_fail_mode", str, "503", choices=("503", "hang")),
+    SimFlag("http_5xx_rate", rate, 0.0, "share of generation requests answered with HTTP 500"),
+    SimFlag("max_lifetime", seconds, 0.0, "wall-clock seconds after which every process exits (0 = no limit)"),
+    SimFlag("fail_build_rank", int_at_least(0), None,
+            "TP rank whose steps=0 state fails to build at start-up: every rank turns the switch "
+            "off together with one NOT active line naming it, as the SGLang patch does"),
+    SimFlag("light", bool, False, "TP ranks inside the main process (one process per server; for big fleets)",
+            switch=True),
+)
+SIM_FLAG_BY_KEY = {f.key: f for f in SIM_FLAGS}

@@ -1,0 +1,146 @@
+"""gpu_bundle's build split, install (verified, once per part) and the stand-in
+``sgl_kernel`` package as SGLang imports it (in a child whose sys.path finds it first)."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from gpu_bundle import build, run
+from tests.real_sglang.rig import gpu_check
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _wheel(folder: Path, name: str, version: str = "1.0") -> Path:
+    """A minimal valid pure-Python wheel holding module ``name``."""
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}.py": f"VALUE = {name!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    for f, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{f},sha256={digest},{len(text)}")
+    record.append(f"{info}/RECORD,,")
+    with zipfile.ZipFile(path, "w") as z:
+        for f, text in files.items():
+            z.writestr(f, text)
+        z.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def _bundle(tmp: Path) -> Path:
+    out = tmp / "bundle"
+    entries = []
+    for part, name in ((1, "alpha_pkg"), (2, "beta_pkg")):
+        folder = out / f"part{part}"
+        folder.mkdir(parents=True)
+        w = _wheel(folder, name)
+        entries.append({"name": name, "version": "1.0", "file": w.name, "part": part,
+                        "bytes": w.stat().st_size, "sha256": build.sha256(w)})
+    (out / "manifest.json").write_text(json.dumps({"part_mib": 1, "parts": {"1": 1, "2": 1},
+                                                   "wheels": entries}))
+    return out
+
+
+def test_split_fills_two_parts_or_names_what_does_not_fit():
+    mib = build.MIB
+    parts = build.split({"a.whl": 40 * mib, "b.whl": 30 * mib, "c.whl": 20 * mib, "d.whl": 5 * mib}, 60 * mib)
+    sizes = {"a.whl": 40, "b.whl": 30, "c.whl": 20, "d.whl": 5}
+    assert sorted(parts[0] + parts[1]) == sorted(sizes)
+    assert all(sum(sizes[f] for f in p) <= 60 for p in parts)
+    with pytest.raises(SystemExit, match="c.whl"):
+        build.split({"a.whl": 50 * mib, "b.whl": 50 * mib, "c.whl": 20 * mib}, 60 * mib)
+
+
+def test_requirements_must_be_pinned(tmp_path):
+    f = tmp_path / "req.txt"
+    f.write_text("# c\nfoo==1\nbar\n")
+    with pytest.raises(ValueError, match="'bar' is not pinned"):
+        build.requirements(f)
+    assert "sglang==0.5.23" in build.requirements()
+
+
+def test_install_parts_once_each_and_check(tmp_path):
+    bundle = _bundle(tmp_path)
+    second = bundle / "part2"
+    second.rename(tmp_path / "later")                    # the second transfer not here yet
+    rep = run.install(bundle)
+    assert rep["installed_now"] == ["1"] and rep["absent"] == ["2"]
+    assert (bundle / "site" / "alpha_pkg.py").is_file()
+    (tmp_path / "later").rename(second)                  # it arrives
+    rep = run.install(bundle)
+    assert rep["installed_now"] == ["2"] and rep["already"] == ["1"] and rep["absent"] == []
+    assert (bundle / "site" / "beta_pkg.py").is_file()
+    assert build.check(bundle) == []
+
+
+def test_install_refuses_a_changed_wheel(tmp_path):
+    bundle = _bundle(tmp_path)
+    w = next((bundle / "part2").glob("*.whl"))
+    w.write_bytes(w.read_bytes() + b"x")
+    with pytest.raises(run.BundleError, match="sha256"):
+        run.install(bundle)
+    assert any("differs" in p for p in build.check(bundle))
+
+
+def test_environment_finds_stand_in_before_bundle(tmp_path):
+    env = run.environment(tmp_path, base={"PYTHONPATH": "/elsewhere"})
+    paths = env["PYTHONPATH"].split(os.pathsep)
+    assert paths[:2] == [str(REPO), str(REPO / "gpu_bundle" / "site")]
+    assert paths[-1] == "/elsewhere"
+    assert env["SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"] == "python"
+
+
+def test_dry_run_needs_bundle():
+    with pytest.raises(SystemExit) as exc:
+        gpu_check.parse(["--dry-run"])
+    assert exc.value.code == 2
+
+
+_FACADE = r"""
+import sys, torch
+import sgl_kernel
+assert sgl_kernel.STAND_IN, sgl_kernel.__file__
+from sgl_kernel import rmsnorm, silu_and_mul, flash_mla_decode
+from sgl_kernel.kvcacheio import transfer_kv_direct
+from sgl_kernel.scalar_type import scalar_types
+from sgl_kernel.utils import is_arch_support_pdl
+assert is_arch_support_pdl() is False
+gptq = [scalar_types.uint4b8, scalar_types.uint8b128]   # module-level use in SGLang
+x = torch.randn(2, 8)
+assert torch.allclose(silu_and_mul(x), torch.nn.functional.silu(x[:, :4]) * x[:, 4:])
+for stub in (flash_mla_decode, transfer_kv_direct):
+    try:
+        stub(1)
+    except NotImplementedError as exc:
+        assert "not implemented by the gpu_bundle" in str(exc)
+    else:
+        raise AssertionError("a stub returned")
+assert sgl_kernel.CALLED_STUBS == ["sgl_kernel.flash_mla_decode", "sgl_kernel.kvcacheio.transfer_kv_direct"]
+lib = torch.library.Library("sgl_kernel", "FRAGMENT")
+lib.define("probe_twice_cpu(Tensor x) -> Tensor")
+lib.impl("probe_twice_cpu", lambda t: t * 2, "CPU")
+from sgl_kernel import probe_twice_cpu
+assert torch.equal(probe_twice_cpu(torch.ones(2)), torch.full((2,), 2.0))
+w = torch.ones(3)
+assert sgl_kernel.weak_ref_tensor(w).data_ptr() == w.data_ptr()
+print("facade ok")
+"""
+
+
+def test_stand_in_sgl_kernel_package():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "gpu_bundle" / "site"), str(REPO)]))
+    proc = subprocess.run([sys.executable, "-c", _FACADE], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "facade ok" in proc.stdout

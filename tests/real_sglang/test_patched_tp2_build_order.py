@@ -1,0 +1,95 @@
+"""The steps=0 build runs collectives (on a GPU each CUDA-graph capture does a barrier on
+the TP CPU group per bucket); the tp 2 CPU rig puts a real gloo barrier inside the build
+(``SPECCONSOLE_RIG_TP_FAULTS=barrier``, tests/real_sglang/rig/tp_faults.py):
+
+* the negative control: TP1 refuses for a rank-local reason, with the old order (build
+  first, then agree): TP0 waits in the build's barrier for TP1, which never comes, and
+  the server never gets ready (bounded: the test waits ``HANG_WAIT_S`` past TP0 entering
+  the barrier, then stops it). The new order with the same fault serves:
+  test_patched_tp2_disagree.py;
+* TP1's build fails after the ranks agreed to build: the server stops, the failure named
+  on both ranks (a rank that fails inside a build may leave the others in one of its
+  collectives, so "switch off and serve" is not offered).
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import pytest
+
+from server_control.proc.ports import free_port
+from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
+from tests.real_sglang.rig.build import omp_bind, server_args, server_env
+from tests.real_sglang.rig.server import RigServer
+
+pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1500)]
+HANG_WAIT_S = 90  # TP1 waits 5 s + 30 s for TP0's verdict, then goes on; give it more
+START_S = 600  # a loaded 2-core machine takes minutes to load two ranks
+ENTERED, LEFT = "rig tp_faults: build barrier entered", "rig tp_faults: build barrier left"
+
+
+def _lines(text: str, needle: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for m in re.finditer(r"^\[[^\]]* (TP\d+)\] (.*)$", text, re.M):
+        if needle in m.group(2):
+            out.setdefault(m.group(1), []).append(m.group(2))
+    return out
+
+
+def _start(rig, work, faults: str) -> RigServer:
+    port = free_port()
+    env = server_env(rig)
+    env.update({"SPECCONSOLE_RIG_TP_FAULTS": faults, "SPECCONSOLE_DYNSPEC_AGREE_TIMEOUT_S": "5",
+                "SGLANG_CPU_OMP_THREADS_BIND": omp_bind(2)})
+    args = server_args(rig, port, tp=2, extra=["--speculative-disable-batch-threshold", "2"])
+    return RigServer.start([sys.executable, "-m", "server_control.sglang_patch.serve", *args],
+                           env, work / "server.log", port, lifetime_s=SERVER_LIFETIME_S)
+
+
+def _wait_for(server: RigServer, needle: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if needle in server.log_text():
+            return
+        assert server.processes(), f"server exited:\n{server.log_tail()}"
+        time.sleep(1)
+    raise TimeoutError(f"no {needle!r} within {timeout_s:.0f} s:\n{server.log_tail()}")
+
+
+def test_negative_control_the_old_order_hangs_the_group(rig, tmp_path):
+    """Build first, then agree: TP0 enters the build's barrier, TP1 (refused) never does."""
+    server = _start(rig, tmp_path, "barrier,refuse=1,old_order")
+    try:
+        _wait_for(server, ENTERED, START_S)
+        entered = time.monotonic()
+        with pytest.raises(TimeoutError):
+            server.wait_ready(timeout_s=HANG_WAIT_S)
+        log = server.log_text()
+        assert set(_lines(log, ENTERED)) == {"TP0"} and not _lines(log, LEFT)
+        assert server.processes(), "the hung server should still be there (it hangs, not exits)"
+        report("tp 2 old order, TP1 skips the build: TP0 still in the barrier",
+               seconds=time.monotonic() - entered)
+    finally:
+        assert server.stop(grace_s=5) == []
+
+
+def test_a_build_failing_after_the_agreement_stops_the_server_naming_it(rig, tmp_path):
+    server = _start(rig, tmp_path, "barrier,fail_build=1")
+    try:
+        _wait_for(server, ENTERED, START_S)
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="exited"):
+            server.wait_ready(timeout_s=300)
+        log = server.log_text()
+        failure = ("the target-only (steps=0) build failed after every TP rank agreed to "
+                   "build (TP1: could not build the target-only (steps=0) runtime state: "
+                   "RuntimeError('forced by rig tp_faults fail_build (test only)'))")
+        assert set(_lines(log, ENTERED)) == {"TP0", "TP1"} == set(_lines(log, LEFT))
+        assert set(_lines(log, failure)) == {"TP0", "TP1"}  # the reason on every rank
+        assert "The server is fired up" not in log
+        report("tp 2, TP1's build fails after the agreement: server gone",
+               seconds=time.monotonic() - t0)
+    finally:
+        assert server.stop(grace_s=5) == []
