@@ -40,7 +40,6 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
 
 from server_control import loadgen
@@ -109,8 +108,7 @@ async def interleaved(arms: list[Arm], opts: argparse.Namespace, threshold: int 
     for arm in arms:  # a cold server may stream nothing in its first window
         await _window(arm, arms, max(opts.levels), opts, None)
     per_mode: dict[str, list[dict]] = {n: [] for n in names}
-    wanted: Any = getattr(opts, "rounds", None) or getattr(opts, "repeat", 1)
-    rounds = int(wanted)
+    rounds = int(getattr(opts, "rounds", 0) or getattr(opts, "repeat", 1) or 1)
     for c in opts.levels:
         done: dict[str, list[dict]] = {n: [] for n in names}
         for k in range(rounds):
@@ -157,13 +155,13 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
                      "target_only_over_plain_tok_s": _ratio(tok[TARGET], tok[PLAIN]),
                      "plain_over_target_only_ms": _ratio(ms[PLAIN], ms[TARGET]),
                      "auto_over_best_fixed": _ratio(tok[AUTO], best)})
-    every: list[dict] = [cell for rows_ in result["per_mode"].values() for cell in rows_]
+    all_cells = [cell for rows_ in result["per_mode"].values() for cell in rows_]
     per_spec = {c: _cell(result, SPEC, c) for c in levels}
     cross = loadgen.crossover({SPEC: [x for x in per_spec.values() if x],
                                TARGET: [x for x in (_cell(result, TARGET, c) for c in levels) if x]})
     return {"levels": levels, "rows": rows, "crossover": cross, "auto_threshold": threshold,
-            "errors": sum(cell["errors"] for cell in every),
-            "problems": [p for cell in every for p in cell["problems"]],
+            "errors": sum(cell["errors"] for cell in all_cells),
+            "problems": [p for cell in all_cells for p in cell["problems"]],
             "rounds": result["per_mode"]}
 
 

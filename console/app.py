@@ -1,7 +1,7 @@
 """The specconsole Textual app: one screen over one session (``SessionLike``).
 
 The app subscribes to the session (callbacks arrive on the app's loop and are re-posted as
-``SessionEvent`` messages) and keeps its typed snapshot in one reactive, ``snapshot``; the
+``SnapshotChanged`` / ``LogsAppended`` messages, which coalesce) and keeps its typed snapshot in one reactive, ``snapshot``; the
 panels are bound to it and redraw the part they show when that part changes. Keys become
 session calls in workers so the UI never blocks; the log keys live on the log view.
 Widgets never talk HTTP or read files.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import time
 from collections.abc import Awaitable, Iterable
 from pathlib import Path
 
@@ -20,11 +21,13 @@ from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
-from console.bindings import ACTIONS, bindings_for
-from console.control_actions import ControlActions
-from console.messages import SessionEvent
+from console.actions.advice import AdviceActions
+from console.actions.server import ControlActions
+from console.actions.table import ACTIONS, BINDING_IDS, NEEDS_OWNER, bindings_for
+from console.driver import driver_class
+from console.messages import LogsAppended, SnapshotChanged
 from console.palette import ConsoleCommands, system_commands
-from console.prefs import load_theme, save_theme
+from console.prefs import load_keymap, load_theme, save_theme
 from console.screens.confirm import confirm, quit_choice
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
@@ -34,7 +37,7 @@ from console.widgets.live_panel import LivePanel
 from console.widgets.log.pane import LogPane
 from console.widgets.log.view import LogView
 from console.widgets.status_bar import StatusBar
-from console.widgets.timeline import ModeTimeline
+from console.widgets.timeline import SwitchTimeline
 from console.widgets.verify_panel import VerifyPanel
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
@@ -42,11 +45,11 @@ from server_control.model.vocabulary import FINAL_STATES, STOPPED_STATES
 from server_control.session.api import SessionLike
 
 CSS_FILE = Path(__file__).with_name("specconsole.tcss")
-OUR_ACTIONS = {a.action for a in ACTIONS if a.target == "app"}
-OWNER_ACTIONS = {"start_server", "stop_server", "restart_server"}
+OUR_ACTIONS = {a.action for a in ACTIONS if a.owner == "app"}
+SNAPSHOT_EVERY_S = 0.25   # at most four snapshot builds a second, however many events
 
 
-class SpecConsoleApp(ControlActions, App):
+class SpecConsoleApp(ControlActions, AdviceActions, App):
     TITLE = "specconsole"
     CSS_PATH = str(CSS_FILE)
     BINDINGS = bindings_for("app")
@@ -57,25 +60,29 @@ class SpecConsoleApp(ControlActions, App):
     snapshot: var[SessionSnapshot] = var(EMPTY_SNAPSHOT)
 
     def __init__(self, session: SessionLike, *, what: str = "server", launch: str = "never",
-                 start_session: bool = True, notice: str = "", remember_theme: bool = False) -> None:
-        super().__init__(ansi_color=True)   # named colours = the terminal's own 16 (TERM=xterm)
+                 start_session: bool = True, notice: str = "", remember_theme: bool = False,
+                 mouse_motion: bool = False) -> None:
+        # named colours = the terminal's own 16 (TERM=xterm); the mouse: clicks and wheel only
+        super().__init__(ansi_color=True, driver_class=driver_class(mouse_motion))
         self.session = session
         self.what = what                # "server" or "simulator" (wording of questions)
         self.launch_mode = launch       # no live run at start: "never", "offer" (ask), "auto"
         self.start_session = start_session
         self.notice = notice            # shown as a warning once the screen is up
-        self.remember_theme = remember_theme   # load / save the theme (console/prefs.py)
+        self.remember_theme = remember_theme   # the user's preferences: theme, keymap (console/prefs.py)
         self.farewell = ""              # printed by the command after the screen closes
         self._desired: int | None = None
         self._control_lock = asyncio.Lock()
         self._loop_thread = threading.get_ident()
+        self._built_at = 0.0            # monotonic time of the last snapshot build
+        self._snapshot_due = False      # a build is scheduled (on_snapshot_changed)
 
     # ---- layout and session wiring ---------------------------------------------------
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status").data_bind(SpecConsoleApp.snapshot)
         with Horizontal(id="top"):
             yield LivePanel(id="live").data_bind(SpecConsoleApp.snapshot)
-            yield ModeTimeline(id="timeline").data_bind(SpecConsoleApp.snapshot)
+            yield SwitchTimeline(id="timeline").data_bind(SpecConsoleApp.snapshot)
             yield VerifyPanel(id="verify").data_bind(SpecConsoleApp.snapshot)
         yield GpuTable(id="gpus").data_bind(SpecConsoleApp.snapshot)
         yield LogPane(self.session.store, id="logs")
@@ -91,9 +98,9 @@ class SpecConsoleApp(ControlActions, App):
     def log_view(self) -> LogView:
         return self.query_one(LogView)
 
-    def action_target(self, target: str) -> DOMNode:
-        """The widget that owns the actions of ``target`` (console/bindings.py)."""
-        return self.log_view if target == "log" else self
+    def action_owner(self, owner: str) -> DOMNode:
+        """The widget that runs the actions of ``owner`` (console/actions/table.py)."""
+        return self.log_view if owner == "log" else self
 
     async def on_mount(self) -> None:
         self._loop_thread = threading.get_ident()
@@ -102,6 +109,10 @@ class SpecConsoleApp(ControlActions, App):
             if theme in self.available_themes:
                 self.theme = theme
             self.theme_changed_signal.subscribe(self, lambda t: save_theme(t.name))
+            keymap, problems = load_keymap(BINDING_IDS)
+            self.set_keymap(keymap)
+            if problems:
+                self.notify("; ".join(problems), severity="warning", timeout=20)
         self.log_view.focus()
         self.session.subscribe(self._on_session)
         self.refresh_snapshot()
@@ -135,19 +146,31 @@ class SpecConsoleApp(ControlActions, App):
             self.action_start_server()
 
     def _on_session(self, topic: str) -> None:
+        message = LogsAppended() if topic == "logs" else SnapshotChanged()
         if threading.get_ident() != self._loop_thread:
-            self.call_from_thread(self.post_message, SessionEvent(topic))
+            self.call_from_thread(self.post_message, message)
         else:
-            self.post_message(SessionEvent(topic))
+            self.post_message(message)
 
-    def on_session_event(self, event: SessionEvent) -> None:
-        if event.topic == "logs":
-            self.log_view.notify_new()
-        else:
+    def on_logs_appended(self, _message: LogsAppended) -> None:
+        self.log_view.notify_new()
+
+    def on_snapshot_changed(self, _message: SnapshotChanged) -> None:
+        """Build the snapshot now, or, within SNAPSHOT_EVERY_S of the last build, once at the
+        end of that interval: a burst of polls, NVML samples and run changes is one build."""
+        if self._snapshot_due:
+            return
+        wait = self._built_at + SNAPSHOT_EVERY_S - time.monotonic()
+        if wait <= 0:
             self.refresh_snapshot()
+        else:
+            self._snapshot_due = True
+            self.set_timer(wait, self.refresh_snapshot)
 
     def refresh_snapshot(self) -> None:
         """Read the session's snapshot into the ``snapshot`` reactive (the panels follow)."""
+        self._snapshot_due = False
+        self._built_at = time.monotonic()
         try:
             self.snapshot = self.session.snapshot()
         except Exception as exc:  # noqa: BLE001
@@ -162,7 +185,7 @@ class SpecConsoleApp(ControlActions, App):
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action in OUR_ACTIONS and isinstance(self.screen, ModalScreen):
             return False
-        if action in OWNER_ACTIONS and self.snapshot.attached:
+        if action in NEEDS_OWNER and self.snapshot.attached:
             return False   # not this console's server: the footer does not offer them
         return True
 

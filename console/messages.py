@@ -1,4 +1,5 @@
-"""Messages the console posts between its parts (session events reach the app as these)."""
+"""Messages the console posts between its parts (a session's callbacks reach the app as
+``SnapshotChanged`` and ``LogsAppended``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,12 +7,20 @@ from dataclasses import dataclass
 from textual.message import Message
 
 
-class SessionEvent(Message):
-    """The session published a change; ``topic`` is "snapshot" or "logs"."""
+class SnapshotChanged(Message):
+    """The session's snapshot changed (a poll, an NVML sample, a run or setting change).
+    Carries nothing: the receiver reads the snapshot when it gets to it, so queued ones
+    coalesce into one (``can_replace``, as toolong's ``PendingLines``)."""
 
-    def __init__(self, topic: str) -> None:
-        super().__init__()
-        self.topic = topic
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SnapshotChanged)
+
+
+class LogsAppended(Message):
+    """New records are in the session's log store; queued ones coalesce into one."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LogsAppended)
 
 
 @dataclass(frozen=True)

@@ -9,21 +9,21 @@ from typing import TYPE_CHECKING, cast
 from textual.app import App, SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from console.bindings import ACTIONS, PALETTE_EXCLUDE, Action, key_text
+from console.actions.table import ACTIONS, PALETTE_EXCLUDE, Action, key_text
 
 if TYPE_CHECKING:
     from console.app import SpecConsoleApp
 
 
 class ConsoleCommands(Provider):
-    """Runs each action on the widget that owns it (``app.action_target(target)``)."""
+    """Runs each action on the widget that owns it (``app.action_owner(owner)``)."""
 
     def _actions(self) -> list[Action]:
         return [a for a in ACTIONS if a.action not in PALETTE_EXCLUDE]
 
     def _run(self, action: Action) -> None:
         app = cast("SpecConsoleApp", self.app)
-        app.call_later(app.run_action, action.action, app.action_target(action.target))
+        app.call_later(app.run_action, action.action, app.action_owner(action.owner))
 
     async def discover(self) -> Hits:
         for a in self._actions():

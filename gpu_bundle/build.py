@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements.txt"
@@ -96,7 +97,7 @@ def build(out: Path, part_mib: float) -> dict:
         raise SystemExit(f"downloaded {sorted(got ^ want)} unlike requirements.txt")
     sizes = {f: (wheels / f).stat().st_size for f in files}
     parts = split(sizes, int(part_mib * MIB))
-    entries = []
+    entries: list[dict[str, Any]] = []
     for i, names in enumerate(parts, start=1):
         (out / f"part{i}").mkdir()
         for f in names:

@@ -7,7 +7,8 @@ installed with ``pip install --no-index --no-deps --target DIR/site``; a part al
 installed (its name in ``DIR/site/.parts``) is not installed again, so part1 can arrive and
 be installed in one transfer and part2 in the next. The environment then puts the repo,
 ``gpu_bundle/site`` (the stand-in ``sgl_kernel``) and ``DIR/site`` on ``PYTHONPATH`` and
-sets the flags the image's torch needs (``BRIDGE_ENV``).
+sets the flags the image's torch needs (``BRIDGE_ENV``); the patched server's bootstrap
+imports ``gpu_bundle.preload`` in every process (the tree kernels' stand-ins).
 
 ``--dry-run`` stops before any server: it imports, in a child with that environment, what
 SGLang's server and gpu-check's configuration import (``DRY_IMPORTS``), checks the
@@ -103,6 +104,7 @@ def environment(bundle: Path, base: dict | None = None) -> dict:
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env.update(BRIDGE_ENV)
+    env.setdefault("SPECCONSOLE_SGLANG_PRELOAD", "gpu_bundle.preload")
     env.update({READY: "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1"})
     return env

@@ -5,7 +5,9 @@ Removed: CSI sequences (``ESC [ ... final`` and the one-byte C1 CSI ``\\x9b``), 
 sequences (OSC ``ESC ]``, DCS ``ESC P``, SOS ``ESC X``, PM ``ESC ^``, APC ``ESC _`` and
 their C1 forms) up to BEL or ST (``ESC \\``, ``\\x9c``) -- an unterminated one ends at
 the line's end and never hides the next lines --, other two-byte escapes, every C0
-control except tab and newline, DEL, and the C1 controls U+0080..U+009F. Tab and newline stay.
+control except tab and newline, DEL, the C1 controls U+0080..U+009F, and the bidirectional
+controls (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069: they reorder what a
+terminal shows, e.g. U+202E turns the rest of a line around). Tab and newline stay.
 """
 from __future__ import annotations
 
@@ -17,10 +19,10 @@ _ESCAPES = re.compile(
     r"|\x1b[ -/]*[0-~]"
     r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x9b[0-?]*[ -/]*[@-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(11, 32)) + b"\x7f"
-_C1 = re.compile(r"[\x80-\x9f]")
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_C1 = re.compile(r"[\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def strip_controls(text: str) -> str:
@@ -58,5 +60,5 @@ def clean_bytes(data: bytes) -> str:
 
 
 def _has_c1(text: str) -> bool:
-    # C1 controls can only come from bytes 0xC2 0x80..0x9F: skip the regex for pure ASCII.
+    # C1 and bidi controls are never ASCII: skip the regex for pure ASCII.
     return not text.isascii() and _C1.search(text) is not None

@@ -26,6 +26,7 @@ from console.cli.common import (
     error,
     open_session,
     run_async,
+    seconds,
     settle,
     unreachable_hint,
 )
@@ -139,5 +140,6 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("verify", formatter_class=fmt, epilog=VERIFY_EPILOG,
                               help="check configuration, initialisation and runtime switching")
     add_target_arguments(p)
-    p.add_argument("--wait", type=float, metavar="S", help="keep watching up to S seconds while pending")
+    p.add_argument("--wait", type=seconds("0 = look once"), metavar="S",
+                   help="keep watching up to S seconds while pending")
     p.set_defaults(func=cmd_verify)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from console.cli.common import (
     EXIT_OK,
@@ -52,7 +53,10 @@ def cmd_journal(args) -> int:
             filters["profile"] = profile.name
     except UsageError as exc:
         return usage_error(str(exc))
-    entries = journal.read(state_dir, **filters)
+    entries, bad = journal.read_counted(state_dir, **filters)
+    if bad:
+        print(f"specconsole: {bad} unreadable line(s) skipped in {journal.journal_path(state_dir)}",
+              file=sys.stderr)
     if not args.steps:
         entries = collapse(entries)
     if args.n:

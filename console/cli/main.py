@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "console.cli.status",    # status (the session snapshot)
     "console.cli.sim",       # sim (the simulated SGLang server)
     "console.cli.bench",     # bench
+    "console.cli.advise",    # advise: the threshold the cost curves suggest
     "console.cli.fleet",     # fleet: status, threshold, verify, launch, stop; the fleet screen
     "console.cli.journal",   # journal: who changed what, when, and how it went
     "console.cli.patch",     # patch install / uninstall / status (a .pth in an SGLang env)

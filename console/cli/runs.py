@@ -31,6 +31,7 @@ from console.cli.common import (
     add_demo_arguments,
     add_profile_argument,
     error,
+    seconds,
     target_profile,
 )
 from server_control.config.interpreter import check_sglang
@@ -229,8 +230,12 @@ async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split
             rec = await sup.launch()
             how = "launched"
         except RunConflict as exc:
-            error(f"refused: {exc}")
-            return EXIT_CONFLICT
+            # a lost launch race (another launch or supervise of this profile won): watch
+            # that run, as a supervise started a moment later would
+            rec = sup.adopt() if exc.record.name == profile.name else None
+            if rec is None:
+                error(f"refused: {exc}")
+                return EXIT_CONFLICT
         except ProfileError as exc:
             error(str(exc))
             return EXIT_USAGE
@@ -309,25 +314,27 @@ def register(subparsers) -> None:
                               help="start the server of a profile (it outlives this command)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the exact command and the environment the profile adds (keys masked)")
-    p.add_argument("--wait", type=float, metavar="S", nargs="?", const=600.0,
+    p.add_argument("--wait", type=seconds("0 = do not wait"), metavar="S", nargs="?", const=600.0,
                    help="wait up to S seconds (default 600) until /health answers")
     p.set_defaults(func=cmd_launch)
 
     p = subparsers.add_parser("stop", parents=[common], formatter_class=fmt, epilog=EPILOGS["stop"],
                               help="stop the run: SIGTERM the group, grace, SIGKILL, confirm")
-    p.add_argument("--grace", type=float, metavar="S", help="seconds before SIGKILL (default: profile)")
+    p.add_argument("--grace", type=seconds("0 = SIGKILL at once"), metavar="S",
+                   help="seconds before SIGKILL (default: profile)")
     p.set_defaults(func=cmd_stop)
 
     p = subparsers.add_parser("restart", parents=[common], formatter_class=fmt, epilog=EPILOGS["restart"],
                               help="stop, then launch")
-    p.add_argument("--grace", type=float, metavar="S", help="seconds before SIGKILL (default: profile)")
-    p.add_argument("--wait", type=float, metavar="S", nargs="?", const=600.0,
+    p.add_argument("--grace", type=seconds("0 = SIGKILL at once"), metavar="S",
+                   help="seconds before SIGKILL (default: profile)")
+    p.add_argument("--wait", type=seconds("0 = do not wait"), metavar="S", nargs="?", const=600.0,
                    help="wait up to S seconds (default 600) until /health answers")
     p.set_defaults(func=cmd_restart)
 
     p = subparsers.add_parser("supervise", parents=[common], formatter_class=fmt, epilog=EPILOGS["supervise"],
                               help="adopt or launch, then keep the server alive (no screen)")
-    p.add_argument("--linger", type=float, default=10.0, metavar="S",
+    p.add_argument("--linger", type=seconds("0 = exit at once"), default=10.0, metavar="S",
                    help="after a stop from elsewhere, wait S seconds for a relaunch before exiting")
     p.add_argument("--handed-off", action="store_true",
                    help="started by a console that quit leaving the server running (the next console takes over)")

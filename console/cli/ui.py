@@ -32,6 +32,7 @@ from console.cli.common import (
     check_url,
     key_from_env,
     load_profile_arg,
+    positive,
     usage_error,
 )
 from console.cli.demo_target import demo_state_dir, demo_target
@@ -40,6 +41,8 @@ from console.cli.demo_target import demo_state_dir, demo_target
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-mouse", action="store_true",
                    help="do not capture the mouse (less traffic over SSH; every action has a key)")
+    p.add_argument("--mouse-motion", action="store_true",
+                   help="also report mouse motion (hover); off by default: clicks and the wheel only")
 
 
 def register(subparsers) -> None:
@@ -53,7 +56,7 @@ def register(subparsers) -> None:
     demo = subparsers.add_parser("demo", help="the console on the simulator with traffic that crosses the threshold",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("--port", type=int, metavar="N", help="port (default: the profile's, or a free one if busy)")
-    demo.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+    demo.add_argument("--time-scale", type=positive, default=1.0, metavar="X",
                       help="simulated seconds per wall-clock second (default 1; try 5 for a quick tour)")
     demo.add_argument("--state-dir", metavar="DIR", help="demo state dir (default <state dir>/demo)")
     demo.add_argument("--fleet", action="store_true",
@@ -78,7 +81,7 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
     from console.app import SpecConsoleApp  # noqa: PLC0415 - textual only when a screen is wanted
     from console.handoff import hand_off  # noqa: PLC0415
 
-    app = SpecConsoleApp(session, remember_theme=True, **kwargs)
+    app = SpecConsoleApp(session, remember_theme=True, mouse_motion=args.mouse_motion, **kwargs)
     app.run(mouse=not args.no_mouse)
     handed = hand_off(session, handoff) if handoff is not None else None
     if app.farewell:

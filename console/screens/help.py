@@ -8,7 +8,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from console.bindings import ACTIONS, key_text
+from console.actions.table import ACTIONS, key_text
 
 GROUPS = (("threshold", "Threshold and mode"), ("server", "Server"), ("log", "Log view"),
           ("console", "Console"))

@@ -1,11 +1,11 @@
 """The main screen (the app's default screen): its footer lists the keys in the order of
-the actions table (console/bindings.py: what matters most first, so a narrow terminal still
+the actions table (console/actions/table.py: what matters most first, so a narrow terminal still
 shows it), whichever widget owns them; Textual would list the focused widget's first."""
 from __future__ import annotations
 
 from textual.screen import Screen
 
-from console.bindings import footer_rank
+from console.actions.table import footer_rank
 
 
 class MainScreen(Screen):

@@ -9,7 +9,7 @@ the last poll it answered, dimmed, with their age; the bars keep their colours."
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from rich.console import Group
 from rich.text import Text
@@ -28,15 +28,21 @@ MODE_STYLE = {0: "green", 1: "bright_blue"}   # series.mode: 0 speculative, 1 ta
 
 @dataclass(frozen=True)
 class LiveView:
-    """What the live panel shows of a snapshot."""
+    """What the live panel draws of a snapshot, and nothing else: two snapshots that draw
+    the same panel give equal views, so the panel repaints (and the terminal hears of it)
+    only when something on it changed. An idle server's poll adds a point of batch 0 and
+    moves every time stamp, not the picture."""
 
-    live: Load
-    batch: tuple[Point, ...]
+    live: Load                      # the numbers line (its time stamp left out)
+    values: tuple[float, ...]       # batch per poll, oldest first (as many as fit, once laid out)
     threshold: int | None
     mode: str | None
-    modes: tuple[Point, ...] = ()
+    modes: tuple[int | None, ...] = ()   # the mode of each poll (0 speculative, 1 target-only)
     stale_s: int | None = None      # the server does not answer: age of the last sample (s)
     spec_accept: float | None = None  # over the speculative steps only (the patch's count)
+    axis: Text = field(default_factory=Text)   # the time axis as drawn at ``width``
+    width: int = 0
+    ts: tuple[float, ...] = field(default=(), compare=False)   # poll times, for another width
 
 
 def mode_at(modes: tuple[Point, ...] | list[Point], ts: list[float]) -> list[int | None]:
@@ -134,18 +140,22 @@ class LivePanel(SnapshotView):
         stale = None
         if not snap.server.reachable and snap.live.ts:
             stale = max(0, int(time.time() - snap.live.ts))
-        return LiveView(snap.live, snap.series.batch, snap.spec.threshold, snap.spec.mode, snap.series.mode, stale,
-                        snap.spec.health.accept_len)
+        width = max(0, self.content_size.width - LABEL_W)
+        batch = snap.series.batch[-width:] if width else snap.series.batch   # the bars that fit
+        ts = tuple(float(t) for t, _ in batch)
+        modes = tuple(mode_at(snap.series.mode, list(ts))) if snap.series.mode else ()
+        return LiveView(replace(snap.live, ts=None), tuple(max(0.0, float(v)) for _, v in batch), snap.spec.threshold,
+                        snap.spec.mode, modes, stale, snap.spec.health.accept_len,
+                        axis=time_axis(list(ts), width) if width else Text(), width=width, ts=ts)
 
     def render(self) -> Group:
         width, height = self.content_size.width, self.content_size.height
         view: LiveView = self.part
-        ts = [float(t) for t, _ in view.batch]
-        values = [max(0.0, float(v)) for _, v in view.batch]
         axis = height >= AXIS_MIN_H
         chart_h = max(0, height - 1 - int(axis))
-        modes = mode_at(view.modes, ts) if view.modes else None
-        rows = batch_chart(values, view.threshold, width - LABEL_W, chart_h, modes) if chart_h else []
+        values = list(view.values)
+        rows = batch_chart(values, view.threshold, width - LABEL_W, chart_h, list(view.modes) or None) \
+            if chart_h else []
         if axis:
-            rows.append(time_axis(ts, width - LABEL_W))
+            rows.append(view.axis if view.width == width - LABEL_W else time_axis(list(view.ts), width - LABEL_W))
         return Group(*rows, numbers_line(view))

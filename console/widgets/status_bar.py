@@ -22,6 +22,7 @@ CHANGE_STYLES: dict[str, str] = {
     ChangeState.PENDING: "bold yellow", ChangeState.APPLIED: "green", ChangeState.REFUSED: "bold red",
     ChangeState.UNSUPPORTED: "bold red", ChangeState.ERROR: "bold red", ChangeState.OVERRIDDEN: "bold red",
     ChangeState.ELSEWHERE: "bold yellow",   # elsewhere: a change this console did not make
+    ChangeState.NOT_KEPT: "bold red",
 }
 
 
@@ -136,4 +137,4 @@ class StatusBar(Static):
         return line_one(self.snapshot), line_two(self.snapshot)
 
     def watch_lines(self, lines: tuple[Text, Text]) -> None:
-        self.update(Group(*lines))
+        self.update(Group(*lines), layout=False)   # two lines, always: no re-layout of the screen

@@ -79,8 +79,8 @@ def switches_table(timeline: Timeline, rows: int, compact: bool = False) -> Tabl
     return table
 
 
-class ModeTimeline(SnapshotView):
-    DEFAULT_CSS = "ModeTimeline { height: 12; }"
+class SwitchTimeline(SnapshotView):
+    DEFAULT_CSS = "SwitchTimeline { height: 12; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -305,6 +305,8 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(f"{p}: not UTF-8 text ({exc})", p) from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{p}: invalid TOML: {exc}", p) from None
+    except (RecursionError, MemoryError, ValueError) as exc:   # nested too deep, ...: still a bad file
+        raise ProfileError(f"{p}: invalid TOML: {type(exc).__name__}: {str(exc)[:200]}", p) from None
     return parse_profile(data, p, p.stem)
 
 

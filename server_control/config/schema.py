@@ -4,6 +4,8 @@ Used by ``server_control.config.profile``; each error is ``[section] key: what i
 """
 from __future__ import annotations
 
+import ipaddress
+import math
 import re
 from typing import Any
 
@@ -19,6 +21,41 @@ def sim_value_problem(key: str, value: Any) -> str | None:
     """What the simulator's own parser would refuse in ``[sim] key = value``, or None."""
     flag = SIM_FLAG_BY_KEY.get(key)
     return None if flag is None else flag.problem(value)
+
+
+MAX_TP_SIZE = 64   # [server] tp_size and dp_size: no node or cluster a profile drives has more
+MAX_DP_SIZE = 64
+HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOSTNAME_RE = re.compile(rf"^{HOST_LABEL}(?:\.{HOST_LABEL})*\.?$")
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is not a host name or an IP address (None: it is one)."""
+    try:
+        ipaddress.ip_address(host.strip("[]") if host.startswith("[") and host.endswith("]") else host)
+        return None
+    except ValueError:
+        pass
+    if len(host) <= 253 and HOSTNAME_RE.match(host):
+        return None
+    return "must be a host name or an IP address (no port, user, path or spaces)"
+
+
+def nul_problems(data: object, where: str = "") -> list[str]:
+    """Every string (key or value) with a NUL character: no argv or environment can carry one."""
+    out: list[str] = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            name = f"{where} {k}".strip() if where else str(k)
+            if isinstance(k, str) and "\0" in k:
+                out.append(f"{name!r}: a key must not contain a NUL character")
+            out += nul_problems(v, name)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            out += nul_problems(v, f"{where}[{i}]")
+    elif isinstance(data, str) and "\0" in data:
+        out.append(f"{where}: must not contain a NUL character")
+    return out
 
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -78,6 +115,8 @@ _TAG_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool
 def validate(data: dict[str, Any], stem: str) -> tuple[dict[str, Any], list[str]]:
     errors: list[str] = []
     out: dict[str, Any] = {}
+    for section, raw in data.items():   # "[server] extra_args[1]: must not contain a NUL character"
+        errors += nul_problems(raw, f"[{section}]" if isinstance(raw, dict) else section)
     for key in data:
         if key not in TOP_KEYS and key not in SCHEMA and key not in FREE_SECTIONS:
             known = ", ".join([*TOP_KEYS, *(f"[{s}]" for s in (*SCHEMA, *FREE_SECTIONS))])
@@ -115,6 +154,9 @@ def _typed_section(section: str, keys: dict[str, tuple[str, Any]], raw: dict[str
         if not ok:
             errors.append(f"[{section}] {k}: expected {_TAG_WORDS[tag]}, got {v!r}")
             continue
+        if tag == "float" and not math.isfinite(conv):
+            errors.append(f"[{section}] {k}: must be a finite number, got {v!r}")
+            continue   # the default stays: no second message about the same key
         vals[k] = conv
     if isinstance(vals.get("extra_args"), list):
         vals["extra_args"] = tuple(vals["extra_args"])
@@ -167,7 +209,7 @@ def _log_problems(s: dict[str, Any]) -> list[str]:
         except ValueError as exc:
             e.append(f"[server] log_mode: {exc}")
     if isinstance(s["log_rotate_mb"], float) and s["log_rotate_mb"] < 0:
-        e.append(f"[server] log_rotate_mb: must be >= 0 (0 = never rotate), got {s['log_rotate_mb']:g}")
+        e.append(f"[server] log_rotate_mb: must be a finite number >= 0 (0 = never rotate), got {s['log_rotate_mb']:g}")
     if isinstance(s["log_rotate_keep"], int) and s["log_rotate_keep"] < 0:
         e.append(f"[server] log_rotate_keep: must be >= 0, got {s['log_rotate_keep']}")
     return e
@@ -187,9 +229,11 @@ def _server_problems(s: dict[str, Any]) -> list[str]:
         e.append(f"[server] port: must be 1..65535, got {s['port']}")
     if not s["host"]:
         e.append("[server] host: must not be empty")
-    for k in ("tp_size", "dp_size"):
-        if isinstance(s[k], int) and s[k] < 1:
-            e.append(f"[server] {k}: must be >= 1, got {s[k]}")
+    elif isinstance(s["host"], str) and (why := host_problem(s["host"])):
+        e.append(f"[server] host: {why}, got {s['host']!r}")
+    for k, top in (("tp_size", MAX_TP_SIZE), ("dp_size", MAX_DP_SIZE)):
+        if isinstance(s[k], int) and not 1 <= s[k] <= top:
+            e.append(f"[server] {k}: must be 1..{top}, got {s[k]}")
     e += _log_problems(s)
     for k in ("api_key_env", "admin_api_key_env"):
         if s[k] and not ENV_RE.match(s[k]):
@@ -229,7 +273,7 @@ def _restart_problems(rs: dict[str, Any]) -> list[str]:
     e: list[str] = []
     for k in ("backoff_initial_s", "backoff_max_s", "window_s"):
         if isinstance(rs[k], float) and rs[k] <= 0:
-            e.append(f"[restart] {k}: must be > 0, got {rs[k]}")
+            e.append(f"[restart] {k}: must be a finite number > 0, got {rs[k]}")
     if isinstance(rs["backoff_max_s"], float) and isinstance(rs["backoff_initial_s"], float) \
             and rs["backoff_max_s"] < rs["backoff_initial_s"]:
         e.append("[restart] backoff_max_s: must be >= backoff_initial_s")
@@ -237,7 +281,8 @@ def _restart_problems(rs: dict[str, Any]) -> list[str]:
         if isinstance(rs[k], int) and rs[k] < 1:
             e.append(f"[restart] {k}: must be >= 1, got {rs[k]}")
     if isinstance(rs["stop_grace_s"], float) and rs["stop_grace_s"] < 0:
-        e.append(f"[restart] stop_grace_s: must be >= 0, got {rs['stop_grace_s']}")
+        e.append(f"[restart] stop_grace_s: must be a finite number >= 0 (0 = SIGKILL at once), "
+                 f"got {rs['stop_grace_s']}")
     return e
 
 
@@ -247,7 +292,7 @@ def _health_problems(hl: dict[str, Any]) -> list[str]:
         e.append(f"[health] path: must start with '/', got {hl['path']!r}")
     for k in ("interval_s", "timeout_s"):
         if isinstance(hl[k], float) and hl[k] <= 0:
-            e.append(f"[health] {k}: must be > 0, got {hl[k]}")
+            e.append(f"[health] {k}: must be a finite number > 0, got {hl[k]}")
     if isinstance(hl["failures"], int) and hl["failures"] < 1:
         e.append(f"[health] failures: must be >= 1, got {hl['failures']}")
     return e

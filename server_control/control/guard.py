@@ -18,10 +18,13 @@ knows.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import psutil
 
 from server_control.control.settings import READBACK_TIMEOUT_S, VALIDATE, Control, change
 from server_control.model.snapshot import SettingChange
@@ -65,21 +68,33 @@ class SettingGuard:
     async def change(self, key: str, requested: object, action: Callable[[object], Awaitable[SettingChange]],
                      old: object = None) -> SettingChange:
         op, started = journal.new_op(), time.time()
+        try:   # " 5" or "+5" is journaled as the value applied: 5
+            shown_new: object = VALIDATE[key](requested)
+        except (ValueError, KeyError):
+            shown_new = requested
         self._busy.add(key)
         try:
-            self._record(key, journal.PENDING, old=old, new=requested, op=op)
+            self._record(key, journal.PENDING, old=old, new=shown_new, op=op)
             result = await action(requested)
-            self._record(key, journal.READ_BACK, old=old, new=requested, detail=result.state, op=op)
+            self._record(key, journal.READ_BACK, old=old, new=shown_new, detail=result.state, op=op)
             accepted = result.state == ChangeState.APPLIED or (
                 result.state == ChangeState.ERROR and result.ranks and all(result.ranks))
             if accepted:   # the server took it: is it still ours once concurrent changes are over?
                 result = await self._confirm(key, VALIDATE[key](requested), requested, old, result, op, started)
             if result.state == ChangeState.APPLIED:
                 self._mine[key] = VALIDATE[key](requested)
-            self._record(key, result.state, old=old, new=requested, detail=result.detail, op=op)
+            self._record(key, result.state, old=old, new=shown_new, detail=result.detail, op=op)
             return result
         finally:
             self._busy.discard(key)
+
+    def _in_flight(self, entries: list[journal.Entry]) -> bool:
+        """Another client's change still in flight: only pending steps, written by a process
+        that still runs (one of this host killed mid-change is not waited for)."""
+        if not all(e.result == journal.PENDING for e in entries):
+            return False
+        e = entries[-1]
+        return e.host != socket.gethostname() or psutil.pid_exists(e.pid)
 
     def _others(self, key: str, op: str, since: float) -> dict[str, list[journal.Entry]]:
         ops: dict[str, list[journal.Entry]] = defaultdict(list)
@@ -95,7 +110,7 @@ class SettingGuard:
         ops: dict[str, list[journal.Entry]] = {}
         while time.monotonic() < deadline:
             ops = self._others(key, op, started - LOOKBACK_S)
-            if not any(all(e.result == journal.PENDING for e in es) for es in ops.values()):
+            if not any(self._in_flight(es) for es in ops.values()):
                 break   # no other client's change of this setting is still in flight
             await asyncio.sleep(0.05)
         try:

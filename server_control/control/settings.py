@@ -31,7 +31,7 @@ from server_control.model.vocabulary import ChangeState
 from server_control.protocol import decision as d
 from server_control.protocol import rank_verdict
 from server_control.sanitize import clean_json, strip_controls
-from server_control.telemetry.http_poll import auth_headers, describe_error
+from server_control.telemetry.http_poll import auth_headers, bounded_request, describe_error
 from server_control.telemetry.sample import intval
 
 UNSUPPORTED = "this server does not support runtime threshold changes"
@@ -109,7 +109,7 @@ class Control:
         return auth_headers(self.admin_api_key or self.api_key)
 
     async def internal_states(self) -> list[dict[str, Any]]:
-        resp = await self.client().get(self.url + "/server_info", headers=self._headers())
+        resp = await bounded_request(self.client(), "GET", self.url + "/server_info", headers=self._headers())
         resp.raise_for_status()
         body = clean_json(json.loads(resp.content.decode("utf-8")))   # shown later: terminal-safe now
         states = body.get("internal_states") if isinstance(body, dict) else None
@@ -165,8 +165,8 @@ class Control:
             # SGLang's HTTP layer types these values as numbers (a string gets 400/422 before
             # any scheduler sees it): the patch and the simulator take the index in FORCE_CHOICES.
             value = d.FORCE_CHOICES.index(value)
-        return await self.client().post(self.url + "/set_internal_state", headers=self._headers(),
-                                        json={"server_args": {key: value}})
+        return await bounded_request(self.client(), "POST", self.url + "/set_internal_state",
+                                     headers=self._headers(), json={"server_args": {key: value}})
 
     async def _set(self, key: str, value: object, requested: object) -> SettingChange:
         seq = self._seq()

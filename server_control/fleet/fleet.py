@@ -16,6 +16,7 @@ poll and kept equal to the members' worker URLs (``Gateway.reconcile``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -138,7 +139,12 @@ class Fleet:
         if action == "stop" and not names and self.gateway is not None:
             results.append(gw)
         if action == "launch" and not names and self.gateway is not None:
-            results.append(await self._gateway_action("launch", wait_s))
+            gw = await self._gateway_action("launch", wait_s)
+            launched = [r.member for r in results if r.outcome == OK]
+            if gw.outcome != OK and launched:   # not rolled back: said, with the way out
+                gw = dataclasses.replace(gw, detail=f"{gw.detail}; the members launched ({', '.join(launched)}) "
+                                         "are left running without the gateway (`specconsole fleet stop` stops them)")
+            results.append(gw)
         return tuple(results)
 
     async def _gateway_action(self, action: str, wait_s: float | None = None) -> MemberResult:

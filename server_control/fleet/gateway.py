@@ -34,6 +34,7 @@ from server_control.model.vocabulary import RunState
 from server_control.proc.ports import free_port
 from server_control.sanitize import clean_json
 from server_control.state.state_dir import resolve_state_dir
+from server_control.telemetry.http_poll import bounded_request
 
 if TYPE_CHECKING:
     from server_control.proc.process import StopResult
@@ -231,7 +232,7 @@ class Gateway:
         run = self.sup.status()
         state = run.state or "unknown"
         try:
-            resp = await self._client.get(self.url + "/workers")
+            resp = await bounded_request(self._client, "GET", self.url + "/workers")
             resp.raise_for_status()
             workers = parse_workers(clean_json(resp.json()), self.members_by_url)
         except (httpx.HTTPError, ValueError) as exc:
@@ -258,10 +259,10 @@ class Gateway:
             # does not answer yet) a second POST answers 409
             if url not in have and now - self._added.get(url, -ADD_RETRY_S) >= ADD_RETRY_S:
                 self._added[url] = now
-                resp = await self._client.post(self.url + "/workers", json={"url": url})
+                resp = await bounded_request(self._client, "POST", self.url + "/workers", json={"url": url})
                 done.append(f"add {member} {url}: HTTP {resp.status_code}")
         for url, w in have.items():
             if url not in self.members_by_url and w.worker_id:
-                resp = await self._client.delete(f"{self.url}/workers/{w.worker_id}")
+                resp = await bounded_request(self._client, "DELETE", f"{self.url}/workers/{w.worker_id}")
                 done.append(f"remove {url}: HTTP {resp.status_code}")
         return done

@@ -120,8 +120,8 @@ class RemoteRun:
         await self.refresh()
         return out
 
-    async def remember_runtime(self, key: str, value: object) -> None:
-        pass   # the host's own run record keeps it (the host's console applied it)
+    async def remember_runtime(self, key: str, value: object) -> str | None:
+        return None   # the host's own run record keeps it (the host's console applied it)
 
     # -- the host's status --------------------------------------------------------------------
     def _result(self, operation: str, res: SshResult, conflict_ok: bool = False) -> OperationResult:
@@ -129,6 +129,8 @@ class RemoteRun:
         host = self.member.host
         if res.no_answer:
             return OperationResult(operation, Outcome.FAILED, f"{host}: {res.why()}", no_answer=True)
+        if res.rc == 0 and res.json() is None and res.stdout.strip():   # garbage instead of the --json answer
+            return OperationResult(operation, Outcome.FAILED, f"{host}: no JSON answer (exit 0)", no_answer=True)
         if res.rc == 0:
             return OperationResult(operation, Outcome.DONE, str(body.get("message") or f"done on {host}"))
         if conflict_ok and res.rc == LAUNCH_CONFLICT:
@@ -142,8 +144,9 @@ class RemoteRun:
                                      timeout_s=STATUS_TIMEOUT_S)
             body = res.json()
             if res.no_answer or body is None or "run" not in body:
-                self.error = f"{self.member.host}: " + (res.why() if res.no_answer or body is None
-                                                        else "status printed no run")
+                self.error = f"{self.member.host}: " + (
+                    res.why() if res.no_answer else f"no JSON answer (exit {res.rc})" if body is None
+                    else "status printed no run")
             else:
                 self.remote, self.error = SessionSnapshot.from_json(body), None
                 self.statuses += 1

@@ -11,6 +11,7 @@ loaded and validated too, and its own errors are quoted under the member.
 """
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import tomllib
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from server_control.config.profile import Profile, ProfileError, find_profile, load_profile
-from server_control.config.schema import ENV_RE, NAME_RE
+from server_control.config.schema import ENV_RE, NAME_RE, nul_problems
 
 LOCAL, SSH, URL = "local", "ssh", "url"
 MEMBER_KINDS = (LOCAL, SSH, URL)
@@ -41,7 +42,7 @@ GATEWAY = {
     "python": ("str", ""), "prometheus_port": ("int", 0), "health_check_interval_s": ("int", 5),
     "extra_args": ("strlist", []), "log_dir": ("str", ""), "stop_grace_s": ("float", 5.0),
 }
-_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+_WORDS = {"str": "a string", "int": "an integer", "float": "a finite number", "bool": "true or false",
           "strlist": "a list of strings", "strmap": "a table of strings"}
 
 
@@ -133,8 +134,8 @@ def _check_type(tag: str, value: Any) -> bool:
         return isinstance(value, str)
     if tag == "int":
         return isinstance(value, int) and not isinstance(value, bool)
-    if tag == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tag == "float":   # nan / inf are no durations
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if tag == "bool":
         return isinstance(value, bool)
     if tag == "strlist":
@@ -263,7 +264,7 @@ def _clashes(members: list[MemberSpec], gateway: GatewaySpec | None) -> list[str
 def parse_fleet(data: dict[str, Any], path: str | Path | None = None, stem: str = "fleet") -> FleetSpec:
     where = str(path) if path is not None else "<fleet>"
     base = Path(path).resolve().parent if path is not None else Path.cwd()
-    errors: list[str] = []
+    errors: list[str] = nul_problems(data)
     for key in data:
         if key not in TOP and key not in ("members", "gateway"):
             errors.append(f"{key}: unknown key (known: {', '.join(TOP)}, [gateway], [members.NAME])")
@@ -311,4 +312,6 @@ def load_fleet(path: str | Path) -> FleetSpec:
         raise FleetError(f"{p}: not UTF-8 text ({exc})", p) from None
     except tomllib.TOMLDecodeError as exc:
         raise FleetError(f"{p}: invalid TOML: {exc}", p) from None
+    except (RecursionError, MemoryError, ValueError) as exc:   # nested too deep, ...: still a bad file
+        raise FleetError(f"{p}: invalid TOML: {type(exc).__name__}: {str(exc)[:200]}", p) from None
     return parse_fleet(data, p, p.stem)

@@ -41,6 +41,8 @@ from server_control.sanitize import clean_json
 SSH = "ssh"
 SSH_FAILED = 255
 TIMED_OUT = -1
+TOO_LARGE = -2
+MAX_OUTPUT_BYTES = 4 << 20   # a remote command's stdout (and stderr) is read up to this
 BASE_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
                 "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR")
 CONTROL_PERSIST_S = 30
@@ -67,7 +69,7 @@ class SshResult:
     @property
     def no_answer(self) -> bool:
         """ssh itself failed or the call timed out: the remote command gave no answer."""
-        return self.rc in (SSH_FAILED, TIMED_OUT)
+        return self.rc in (SSH_FAILED, TIMED_OUT, TOO_LARGE)
 
     def json(self) -> dict[str, Any] | None:
         """The remote command's --json answer: the whole stdout (``status`` prints indented
@@ -85,10 +87,28 @@ class SshResult:
         """One line for the operator: what failed."""
         if self.rc == TIMED_OUT:
             return f"no answer within {self.elapsed_s:.0f} s"
+        if self.rc == TOO_LARGE:
+            return f"answer too large (over {MAX_OUTPUT_BYTES} bytes): the remote command was ended"
         err = (self.stderr.strip().splitlines() or [""])[-1]
         if self.rc == SSH_FAILED:
             return f"ssh failed: {err or 'exit 255'}"
         return err or f"exit {self.rc}"
+
+
+async def _read_capped(stream: asyncio.StreamReader | None, cap: int) -> tuple[bytes, bool]:
+    """Everything up to EOF, or (the first ``cap`` bytes, True) once more than ``cap`` came."""
+    if stream is None:
+        return b"", False
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await stream.read(1 << 16)
+        if not chunk:
+            return b"".join(chunks), False
+        size += len(chunk)
+        if size > cap:
+            return b"".join(chunks), True
+        chunks.append(chunk)
 
 
 async def _end(proc: asyncio.subprocess.Process, grace_s: float = 2.0) -> None:
@@ -135,14 +155,30 @@ class SshHost:
                 stderr=asyncio.subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             return SshResult(tuple(argv), SSH_FAILED, "", f"cannot run {SSH}: {exc}", 0.0)
+        async def collect() -> tuple[bytes, bytes, bool]:
+            reads = [asyncio.ensure_future(_read_capped(s, MAX_OUTPUT_BYTES)) for s in (proc.stdout, proc.stderr)]
+            try:
+                pending = set(reads)
+                while pending:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    if any(t.result()[1] for t in done):
+                        return b"", b"", True     # one stream said too much: stop reading both
+            finally:
+                for t in reads:
+                    t.cancel()
+            await proc.wait()
+            return reads[0].result()[0], reads[1].result()[0], False
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+            out, err, too_large = await asyncio.wait_for(collect(), timeout_s)
         except TimeoutError:
             await _end(proc)
             return SshResult(tuple(argv), TIMED_OUT, "", "", time.monotonic() - t0)
         except asyncio.CancelledError:
             await _end(proc)
             raise
+        if too_large:
+            await _end(proc)
+            return SshResult(tuple(argv), TOO_LARGE, "", "", time.monotonic() - t0)
         return SshResult(tuple(argv), proc.returncode if proc.returncode is not None else SSH_FAILED,
                          out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
                          time.monotonic() - t0)

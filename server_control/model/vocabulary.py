@@ -68,6 +68,7 @@ class ChangeState(StrEnum):
     ERROR = "error"               # the request or the read-back failed
     OVERRIDDEN = "overridden"     # another client changed it since
     ELSEWHERE = "elsewhere"       # not ours: another client changed it (seen in a poll)
+    NOT_KEPT = "not kept"         # applied now, but could not be kept for a restart (record not written)
 
 
 class Outcome(StrEnum):
@@ -82,4 +83,5 @@ class Outcome(StrEnum):
 CHANGE_OUTCOME: dict[str, Outcome] = {
     ChangeState.APPLIED: Outcome.DONE, ChangeState.REFUSED: Outcome.REFUSED, ChangeState.UNSUPPORTED: Outcome.REFUSED,
     ChangeState.ERROR: Outcome.FAILED, ChangeState.PENDING: Outcome.FAILED, ChangeState.OVERRIDDEN: Outcome.FAILED,
+    ChangeState.NOT_KEPT: Outcome.FAILED,
 }

@@ -18,9 +18,18 @@ of ``<log>`` sees a rename and reads on), and writes ``{"pid", "create_time",
 (counted in the exit file), never blocks or breaks the server. The keeper ignores
 SIGINT, SIGTERM and SIGHUP: it ends when the server has exited and its output is drained.
 Its own environment carries no key: the server's environment arrives through the pipe.
+
+With ``"record": {...}, "record_path": "..."`` in the request (a launch of a profile), the
+keeper itself writes the run record (the template with the server's pid, start time,
+group and session filled in) and a start note in ``exit_file`` (``returncode`` null, its
+own pid, the record) the moment the server exists and before it answers: a launcher
+killed at any point after that leaves a run that the next command finds. A record that
+cannot be written (a full disk) ends the server at once and answers the error: no server
+runs without a record.
 """
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import signal
@@ -116,12 +125,58 @@ def _pump(rfd: int, writer: LogWriter) -> None:
     os.close(rfd)
 
 
+def _say(log_fd: int, msg: str) -> None:
+    """A line of the keeper's own in the run's log (best effort: the disk may be full)."""
+    try:
+        os.write(log_fd, f"specconsole: {msg}\n".encode())
+    except OSError:
+        pass
+
+
 def _reply(obj: dict[str, Any]) -> None:
     os.write(1, (json.dumps(obj) + "\n").encode())
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
+
+
+def _started_record(spec: dict[str, Any], pid: int, ct: float, start: Any) -> dict[str, Any] | None:
+    """The launcher's record template with this server's identity filled in."""
+    rec = spec.get("record")
+    if not isinstance(rec, dict):
+        return None
+    rec = dict(rec)
+    me = proc_start(os.getpid())
+    rec.update(keeper_pid=os.getpid(), keeper_ticks=me.ticks if me else None, pid=pid, create_time=ct, pgid=pid, sid=pid,
+               boot_id=start.boot_id if start else None, start_ticks=start.ticks if start else None,
+               started_at=_dt.datetime.fromtimestamp(ct).astimezone().isoformat(timespec="seconds"))
+    return rec
+
+
+def _write_record(spec: dict[str, Any], proc: subprocess.Popen[bytes], ct: float, start: Any) -> dict[str, Any] | str | None:
+    """Write the start note and the run record; the record (None: none asked) or the error."""
+    rec = _started_record(spec, proc.pid, ct, start)
+    if rec is None:
+        return None
+    note = {"pid": proc.pid, "create_time": ct, "boot_id": start.boot_id if start else None,
+            "start_ticks": start.ticks if start else None, "returncode": None, "keeper_pid": os.getpid(),
+            "record": rec}
+    try:
+        atomic_write(spec["exit_file"], json.dumps(note))
+    except OSError:
+        pass   # the record below is what counts; the note only helps to recover a lost record
+    try:
+        atomic_write(spec["record_path"], json.dumps(rec, indent=1))
+    except OSError as exc:
+        for sig in (signal.SIGKILL,):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        return f"cannot write the run record {spec['record_path']}: {exc.strerror or exc}; the server was ended"
+    return rec
 
 
 def serve(spec: dict[str, Any]) -> int:
@@ -132,7 +187,7 @@ def serve(spec: dict[str, Any]) -> int:
                                 env=spec["env"], cwd=spec["cwd"], start_new_session=True, close_fds=True)
     except OSError as exc:
         msg = f"cannot start {spec['argv'][0]}: {exc.strerror or exc}"
-        os.write(log_fd, f"specconsole: {msg}\n".encode())
+        _say(log_fd, msg)
         _reply({"error": msg})
         return 1
     finally:
@@ -143,8 +198,13 @@ def serve(spec: dict[str, Any]) -> int:
         ct = time.time()
     start = proc_start(proc.pid)   # the clock-independent identity (server_control/state/start_ticks.py)
     spec.pop("env", None)   # the keys in it are not needed any more
+    rec = _write_record(spec, proc, ct, start)
+    if isinstance(rec, str):
+        _say(log_fd, rec)
+        _reply({"error": rec})
+        return 1
     _reply({"pid": proc.pid, "create_time": ct, "boot_id": start.boot_id if start else None,
-            "start_ticks": start.ticks if start else None})
+            "start_ticks": start.ticks if start else None, "record": rec, "keeper_pid": os.getpid()})
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     writer = LogWriter(log_fd, spec["log_path"], spec.get("log_mode", 0o600),
@@ -152,7 +212,8 @@ def serve(spec: dict[str, Any]) -> int:
     pump = threading.Thread(target=_pump, args=(rfd, writer), daemon=True)
     pump.start()
     rc = proc.wait()
-    status = {"pid": proc.pid, "create_time": ct, "returncode": rc, "ended_at": time.time()}
+    status = {"pid": proc.pid, "create_time": ct, "returncode": rc, "ended_at": time.time(),
+              "keeper_pid": os.getpid()}
     try:
         atomic_write(spec["exit_file"], json.dumps(status))
     except OSError:

@@ -45,6 +45,8 @@ class Launched:
     log_path: Path
     argv: tuple[str, ...] = ()
     start: ProcStart | None = None     # None only where /proc could not be read
+    record: dict[str, Any] | None = None   # the run record the keeper wrote (launch(..., record=))
+    keeper_pid: int | None = None
 
     def identity(self) -> RunIdentity:
         return RunIdentity(self.pid, self.create_time, self.argv, start=self.start)
@@ -85,14 +87,27 @@ def _keeper_env() -> dict[str, str]:
     return env
 
 
-def launch(spec: LaunchSpec) -> Launched:
-    """Start the server through a keeper (server_control/proc/keeper.py) in a new session: it is
-    the leader of its own group; stdout+stderr go to a new log file of its own."""
+def launch(spec: LaunchSpec, record: dict[str, Any] | None = None, record_path: str | Path | None = None,
+           manifest: str | Path | None = None) -> Launched:
+    """Start the server through a keeper (server_control/keeper.py) in a new session: it is
+    the leader of its own group; stdout+stderr go to a new log file of its own. With
+    ``record`` (a run record template) the keeper writes it to ``record_path``, identity
+    filled in, before it answers (and ends the server if it cannot). The new log is listed in
+    ``manifest`` before the server starts (so it is pruned later whoever dies when)."""
+    if any("\0" in a for a in spec.argv) or any("\0" in k or "\0" in v for k, v in spec.env.items()):
+        raise RuntimeError("a NUL character in the server's command line or environment: refused")
     log_path, log_fd = run_logs.open_new_log(Path(spec.log_path), spec.log_mode)
+    if manifest is not None:
+        try:
+            run_logs.remember(manifest, log_path)
+        except OSError:
+            pass   # a full disk: the log is kept (never pruned) rather than the launch failing
     request = {"argv": list(spec.argv), "env": dict(spec.env), "cwd": str(spec.cwd), "log_fd": log_fd,
                "log_path": str(log_path), "log_mode": spec.log_mode, "max_bytes": spec.log_max_bytes,
                "keep_rotated": spec.log_keep_rotated,
                "exit_file": str(spec.exit_file or log_path.with_name(log_path.name + ".exit"))}
+    if record is not None and record_path is not None:
+        request.update(record=dict(record, log_path=str(log_path)), record_path=str(record_path))
     try:
         keeper = subprocess.Popen([sys.executable, "-m", "server_control.keeper"], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=log_fd, pass_fds=(log_fd,),
@@ -109,7 +124,9 @@ def launch(spec: LaunchSpec) -> Launched:
     pid = int(answer["pid"])
     return Launched(pid=pid, create_time=float(answer["create_time"]), pgid=pid, sid=pid,
                     log_path=log_path, argv=tuple(spec.argv),
-                    start=recorded(answer.get("boot_id"), answer.get("start_ticks")))
+                    start=recorded(answer.get("boot_id"), answer.get("start_ticks")),
+                    record=answer.get("record") if isinstance(answer.get("record"), dict) else None,
+                    keeper_pid=answer.get("keeper_pid") if isinstance(answer.get("keeper_pid"), int) else None)
 
 
 def exit_status(exit_file: str | Path | None, pid: int, create_time: float,
@@ -121,7 +138,8 @@ def exit_status(exit_file: str | Path | None, pid: int, create_time: float,
     while True:
         try:
             data = json.loads(Path(exit_file).read_text(encoding="utf-8"))
-            if data.get("pid") == pid and abs(float(data.get("create_time", 0)) - create_time) <= 1.0:
+            if data.get("pid") == pid and abs(float(data.get("create_time", 0)) - create_time) <= 1.0 \
+                    and data.get("returncode", 0) is not None:   # null: the keeper's start note
                 rc = data.get("returncode")
                 return rc if isinstance(rc, int) and not isinstance(rc, bool) else None
         except (OSError, ValueError, AttributeError):

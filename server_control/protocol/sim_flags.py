@@ -10,6 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from server_control.protocol.explore import validate_share
+from server_control.protocol.sim_phases import Phase, PhaseError, parse_phases
+
 T = TypeVar("T")
 
 
@@ -77,16 +80,51 @@ def port_number(text: str) -> int:
 
 @dataclass(frozen=True)
 class Traffic:
-    kind: str          # idle | steady | ramp | wave
+    kind: str          # idle | steady | ramp | wave | phases
     peak: int = 0      # steady: concurrency; ramp/wave: highest concurrency (0 = from threshold)
     period_s: float = 60.0
+    phases: tuple[Phase, ...] = ()   # phases: server_control/protocol/sim_phases.py
+
+
+def kv_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid milliseconds {text!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"KV cost must be 0..100 ms per 1000 tokens, got {text!r}")
+    return value
+
+
+def explore_share(text: str) -> float:
+    try:
+        return validate_share(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def tune_bounds(text: str) -> tuple[int, int]:
+    """``LO-HI`` auto-tune bounds, 1 <= LO <= HI <= 4096."""
+    lo_text, sep, hi_text = text.strip().partition("-")
+    try:
+        lo, hi = int(lo_text), int(hi_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"auto-tune bounds must be LO-HI integers, got {text!r}") from None
+    if not sep or not 1 <= lo <= hi <= 4096:
+        raise argparse.ArgumentTypeError(f"auto-tune bounds must be LO-HI with 1 <= LO <= HI <= 4096, got {text!r}")
+    return lo, hi
 
 
 def parse_traffic(text: str) -> Traffic:
     """idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]"""
     parts = text.strip().lower().split(":")
     kind = parts[0]
-    usage = "expected idle, steady:C, ramp[:MAX[:PERIOD_S]] or wave[:MAX[:PERIOD_S]]"
+    usage = "expected idle, steady:C, ramp[:MAX[:PERIOD_S]], wave[:MAX[:PERIOD_S]] or phases:PHASE/..."
+    if kind == "phases":
+        try:
+            return Traffic("phases", phases=parse_phases(text.strip().partition(":")[2]))
+        except PhaseError as exc:
+            raise argparse.ArgumentTypeError(f"bad traffic {text!r}: {exc}") from None
     if kind not in ("idle", "steady", "ramp", "wave"):
         raise argparse.ArgumentTypeError(f"unknown traffic {text!r}: {usage}")
     try:
@@ -142,7 +180,14 @@ class SimFlag:
 
 # The one table of --sim-* flags: the parser below and the profile schema's [sim] keys.
 SIM_FLAGS: tuple[SimFlag, ...] = (
-    SimFlag("traffic", parse_traffic, Traffic("idle"), "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]]"),
+    SimFlag("traffic", parse_traffic, Traffic("idle"),
+            "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]] | phases:s=S,c=LO-HI,ctx=T,p=P/..."),
+    SimFlag("explore_share", explore_share, 0.0, "share of decode steps (0..0.1) that run the other mode "
+            "near the threshold, so both cost curves exist there (0 = off)"),
+    SimFlag("auto_tune", tune_bounds, None, "LO-HI: the threshold follows the measured crossover within "
+            "LO..HI (moves logged with their evidence); an operator's threshold turns it off"),
+    SimFlag("kv_cost", kv_ms, 0.0, "ms per request per decode step per 1000 context tokens "
+            "(KV reads; 0 = the short-context model)"),
     SimFlag("seed", int, 0),
     SimFlag("time_scale", time_scale, 1.0, "simulated seconds per wall-clock second (tests use > 1)"),
     SimFlag("load_time", seconds, 2.0, "simulated seconds of weight loading and graph capture"),

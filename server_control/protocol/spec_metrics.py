@@ -14,6 +14,10 @@ Counters: switches by the mode switched to, decode steps and generated tokens by
 the verifies / accepted / proposed drafts of the steps that drafted, and (the patch only)
 decode steps whose target forward and whose draft-extend replayed a CUDA graph or ran
 eager, by mode. Gauge ``state_memory_bytes``: what the steps=0 state took on the rank.
+Cost curves (``server_control.protocol.cost_curves``): per mode and decode-batch bucket (label
+``batch``: the bucket's largest batch, ``+Inf`` for the last), timed decode steps, their
+seconds, and the tokens committed, so ``rate(seconds)/rate(steps)`` per bucket is the
+step time and ``rate(tokens)/rate(seconds)`` the tok/s curve of each mode.
 """
 from __future__ import annotations
 
@@ -78,7 +82,15 @@ COUNTERS: tuple[tuple[str, str, str | None, Callable[[dict[str, Any]], Any]], ..
      "mode", _forwards("draft_extend_eager")),
 )
 
-NAMES = tuple(PREFIX + g[0] for g in GAUGES) + tuple(PREFIX + c[0] + "_total" for c in COUNTERS)
+# (name, documentation, index into a cost_curves row)
+BUCKET_COUNTERS: tuple[tuple[str, str, int], ...] = (
+    ("bucket_steps", "Timed decode steps, by mode and decode batch bucket (le: largest batch).", 2),
+    ("bucket_seconds", "Seconds of timed decode steps, by mode and decode batch bucket.", 3),
+    ("bucket_tokens", "Tokens committed by decode steps, by mode and decode batch bucket.", 7),
+)
+
+NAMES = (tuple(PREFIX + g[0] for g in GAUGES) + tuple(PREFIX + c[0] + "_total" for c in COUNTERS)
+         + tuple(PREFIX + b[0] + "_total" for b in BUCKET_COUNTERS))
 # counted by the SGLang patch only (the simulator runs no graphs)
 PATCH_ONLY = tuple(PREFIX + part + "_forwards_total" for part in FORWARD_PARTS)
 
@@ -98,6 +110,8 @@ class SpecMetrics:
         self.counters = [(counter_cls(PREFIX + key + "_total", doc,
                                       names + ([label] if label else []), **extra), label, value)
                          for key, doc, label, value in COUNTERS]
+        self.buckets = [(counter_cls(PREFIX + key + "_total", doc, names + ["mode", "batch"], **extra), index)
+                        for key, doc, index in BUCKET_COUNTERS]
         self._sent: dict[tuple[Any, Any], Any] = {}
 
     def publish(self, snapshot: dict[str, Any] | None) -> None:
@@ -115,6 +129,20 @@ class SpecMetrics:
                     series = dict(self.labels, **({label: mode} if label else {}))
                     counter.labels(**series).inc(gain)
                     self._sent[key] = total
+        curves = snapshot.get("cost_curves")
+        if isinstance(curves, dict) and isinstance(curves.get("modes"), dict):
+            self._publish_buckets(curves["modes"])
+
+    def _publish_buckets(self, modes: dict[str, Any]) -> None:
+        for mode, rows in modes.items():
+            for row in rows:
+                batch = str(row[1]) if row[1] else "+Inf"
+                for counter, index in self.buckets:
+                    key = (counter, (mode, batch))
+                    gain = row[index] - self._sent.get(key, 0)
+                    if gain > 0:
+                        counter.labels(**dict(self.labels, mode=mode, batch=batch)).inc(gain)
+                        self._sent[key] = row[index]
 
 
 def read_totals(text: str) -> dict[str, Any] | None:

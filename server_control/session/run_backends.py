@@ -45,8 +45,9 @@ class RunLike(Protocol):
 
     async def restart(self) -> OperationResult: ...
 
-    async def remember_runtime(self, key: str, value: object) -> None:
-        """Keep an applied runtime setting where a restart finds it (runs with a record)."""
+    async def remember_runtime(self, key: str, value: object) -> str | None:
+        """Keep an applied runtime setting where a restart finds it (runs with a record).
+        None: kept (or nothing to keep); else why it could not be kept."""
 
 
 class AttachedRun:
@@ -82,8 +83,8 @@ class AttachedRun:
     async def restart(self) -> OperationResult:
         return OperationResult("restart", Outcome.REFUSED, NOT_OWNED)
 
-    async def remember_runtime(self, key: str, value: object) -> None:
-        pass  # not ours to restart: nothing to re-apply
+    async def remember_runtime(self, key: str, value: object) -> str | None:
+        return None  # not ours to restart: nothing to re-apply
 
 
 class ProfileRun:
@@ -167,11 +168,12 @@ class ProfileRun:
         return OperationResult(operation, Outcome.DONE, "launched" if operation == "launch" else "restarted",
                                run=self.status())
 
-    async def remember_runtime(self, key: str, value: object) -> None:
+    async def remember_runtime(self, key: str, value: object) -> str | None:
         try:
-            await self.sup.remember_runtime(key, value)
-        except Exception:  # noqa: BLE001 - the change is applied; only its memory is lost
+            return await self.sup.remember_runtime(key, value)
+        except Exception as exc:  # noqa: BLE001 - the change is applied; only its memory is lost
             log.exception("keeping the runtime setting in the run record failed")
+            return f"the run record could not be written ({exc})"
 
     async def stop(self) -> OperationResult:
         res = await self.sup.stop()

@@ -289,7 +289,10 @@ class Session:
         # journaled; a concurrent change that wins makes it "overridden"
         result = replace(await self.guard.change(key, requested, action, old), key=key)
         if result.state == ChangeState.APPLIED:
-            await self.run.remember_runtime(key, requested)   # re-applied after a restart
+            lost = await self.run.remember_runtime(key, requested)   # re-applied after a restart
+            if lost:
+                result = replace(result, state=ChangeState.NOT_KEPT,
+                                 detail=f"applied now, NOT kept across a restart: {lost} ({result.detail})")
         self.last_change = result
         self.poller.poke()
         self._publish("snapshot")

@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from server_control.protocol import decision
-from server_control.sglang_patch import forwards, gate, metrics, overrides, refusals
+from server_control.sglang_patch import curves, forwards, gate, metrics, overrides, refusals
 from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
@@ -54,7 +54,8 @@ class DynamicSpeculation:
     """The per-rank live state held by the worker as ``worker._dynspec``."""
 
     __slots__ = ("switch", "active", "reason", "normal_state", "target_only_state",
-                 "verdict", "step_forced", "worker", "run", "state_memory", "forwards", "limits")
+                 "verdict", "step_forced", "worker", "run", "state_memory", "forwards", "limits",
+                 "curves")
 
     def __init__(self, switch: decision.SpecSwitch | None, reason: str | None,
                  worker: Any=None) -> None:
@@ -70,6 +71,7 @@ class DynamicSpeculation:
         self.state_memory: dict[str, Any] | None = None  # startup.prepare: GiB, this rank
         self.forwards: dict[str, Any] | None = None  # graph / eager counts per mode
         self.limits: dict[str, Any] | None = None  # startup.server_limits()
+        self.curves = curves.new() if switch is not None else None  # cost per mode and batch
 
     @property
     def ready(self) -> bool:
@@ -96,6 +98,7 @@ class DynamicSpeculation:
             snap["active"] = self.active
             snap["reason"] = self.reason
             snap["num_steps"] = self.num_steps()  # the step count the worker really runs
+            curves.publish(snap, self.curves)
         if self.verdict is not None:
             snap["tp_ranks"] = self.verdict.summary()
         if self.state_memory is not None:
@@ -226,7 +229,9 @@ def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
         original(worker, batch_size)
         return
     switch = dyn.switch
-    message = switch.decide(batch_size, time.monotonic())
+    now = time.monotonic()
+    message = switch.decide(batch_size, now)
+    dyn.curves.step(switch.mode, batch_size, now)   # cost curves (sglang_patch/curves.py)
     if message is not None:
         logger.info(message)
         metrics.publish()
@@ -254,8 +259,11 @@ def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, o
         tokens = getattr(result, "speculative_num_draft_tokens", None)
         if not isinstance(tokens, int):
             tokens = worker.speculative_num_draft_tokens
-        dyn.switch.record_verify(num_correct_drafts_per_req, tokens,
-                                 decision.TARGET_ONLY if forced else decision.SPECULATIVE)
+        mode = decision.TARGET_ONLY if forced else decision.SPECULATIVE
+        before = dyn.switch.tokens[mode]
+        dyn.switch.record_verify(num_correct_drafts_per_req, tokens, mode)
+        if dyn.ready:   # cost curves: the tokens record_verify just counted
+            dyn.curves.commit(mode, len(num_correct_drafts_per_req), dyn.switch.tokens[mode] - before)
     if forced:
         return None
     return original(worker, num_correct_drafts_per_req, batch_size=batch_size)

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 if TYPE_CHECKING:
     from server_control.sim.http_app import AppState
-    from server_control.sim.scheduler import Request as SimRequest
+    from server_control.sim.requests import Request as SimRequest
 
 
 WORDS = ("the", "model", "drafts", "tokens", "and", "the", "target", "verifies", "them",

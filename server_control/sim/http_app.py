@@ -198,7 +198,11 @@ def build_app(state: AppState) -> Starlette:  # noqa: C901 - over 15: to be spli
                              "time_scale": a.sim_time_scale, "seed": a.sim_seed,
                              "serving_seconds": round(sched.serving_seconds(), 3),
                              "rank_pids": sched.ranks.pids,
-                             "finished_requests": sched.stats.finished_total})
+                             "finished_requests": sched.stats.finished_total,
+                             # the step clock (simulated seconds, exact under machine load)
+                             # and every generated token, prefill first tokens included
+                             "step_clock_s": round(sched._vnow, 6),
+                             "generation_tokens_total": sched.stats.generation_tokens_total})
 
     routes = [
         route(state, "/health", health), route(state, "/health_generate", health_generate),

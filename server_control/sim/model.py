@@ -9,6 +9,17 @@ fitted to the seed's measurements on the real server:
   * target-only inside the patched server: the plain step plus ~5 % draft-extend overhead
     (the draft KV is kept warm), accept length 1.0.
 The throughput curves cross near batch 4-5.
+
+Context length and acceptance move the crossover (``--sim-kv-cost``, phased traffic):
+each request reads its KV cache once per step, ``kv`` ms per 1000 context tokens, the
+same for a plain decode and for a verify of all draft tokens; the draft model's KV adds
+``draft_kv_share`` of it:
+    T_target(b, L) = plain(b) * (1 + overhead) + b * L/1000 * kv
+    T_spec(b, L)   = spec(b)                  + b * L/1000 * kv * (1 + draft_kv_share)
+    tok/s: target b / T_target, speculative b * A(p) / T_spec, A(p) = 1 + p + ... + p^steps
+so target-only wins from the smallest b with T_spec(b, L) > A(p) * T_target(b, L): a
+higher acceptance or a longer context (when A > 1 + draft_kv_share) moves it up.
+With ``kv`` = 0 (the default) the model is the short-context calibration above.
 """
 from __future__ import annotations
 
@@ -33,6 +44,8 @@ class Calibration:
     prefill_base_ms: float = 3.0      # per prefill batch
     prefill_per_token_ms: float = 0.015
     power: float = 4.0
+    kv_ms_per_ktoken: float = 0.0    # per request per step per 1000 context tokens
+    draft_kv_share: float = 0.1      # the draft model's KV reads, as a share of the target's
 
 
 DEFAULT = Calibration()
@@ -50,16 +63,23 @@ def spec_step_ms(batch: int, cal: Calibration = DEFAULT) -> float:
     return _curve(cal.spec_t0_ms, cal.spec_c_ms, batch, cal.power)
 
 
-def step_ms(mode: str, batch: int, cal: Calibration = DEFAULT) -> float:
-    """Decode step time of one step of ``batch`` requests in ``mode``."""
+def kv_ms(mode: str, batch: int, context: float, cal: Calibration = DEFAULT) -> float:
+    """KV-cache reads of one step: ``batch`` requests of mean ``context`` tokens."""
+    base = batch * context / 1000.0 * cal.kv_ms_per_ktoken
+    return base * (1.0 + cal.draft_kv_share) if mode == SPECULATIVE else base
+
+
+def step_ms(mode: str, batch: int, cal: Calibration = DEFAULT, context: float = 0.0) -> float:
+    """Decode step time of one step of ``batch`` requests (mean ``context`` tokens) in ``mode``."""
     if batch <= 0:
         return 0.0
+    kv = kv_ms(mode, batch, context, cal) if context > 0 and cal.kv_ms_per_ktoken else 0.0
     if mode == SPECULATIVE:
-        return spec_step_ms(batch, cal)
+        return spec_step_ms(batch, cal) + kv
     if mode == TARGET_ONLY:
-        return plain_step_ms(batch, cal) * (1.0 + cal.target_only_overhead)
+        return plain_step_ms(batch, cal) * (1.0 + cal.target_only_overhead) + kv
     if mode == PLAIN:
-        return plain_step_ms(batch, cal)
+        return plain_step_ms(batch, cal) + kv
     raise ValueError(f"unknown step mode {mode!r}; expected one of {', '.join(STEP_MODES)}")
 
 
@@ -74,17 +94,24 @@ def mean_accept_length(mode: str, cal: Calibration = DEFAULT) -> float:
     return cal.accept_length if mode == SPECULATIVE else 1.0
 
 
-def throughput(mode: str, batch: int, cal: Calibration = DEFAULT) -> float:
-    """Expected generated tokens per second at a steady decode batch."""
+def throughput(mode: str, batch: int, cal: Calibration = DEFAULT, context: float = 0.0,
+               accept_length: float | None = None) -> float:
+    """Expected generated tokens per second at a steady decode batch (``accept_length``:
+    mean tokens per request per speculative step, default the calibration's)."""
     if batch <= 0:
         return 0.0
-    return batch * mean_accept_length(mode, cal) / (step_ms(mode, batch, cal) / 1000.0)
+    a = mean_accept_length(mode, cal)
+    if accept_length is not None and mode == SPECULATIVE:
+        a = accept_length
+    return batch * a / (step_ms(mode, batch, cal, context) / 1000.0)
 
 
-def crossover(cal: Calibration = DEFAULT, other: str = TARGET_ONLY, limit: int = 4096) -> int | None:
+def crossover(cal: Calibration = DEFAULT, other: str = TARGET_ONLY, limit: int = 4096,
+              context: float = 0.0, accept_length: float | None = None) -> int | None:
     """Smallest batch at which ``other`` out-produces speculation (None if never)."""
     for b in range(1, limit + 1):
-        if throughput(other, b, cal) > throughput(SPECULATIVE, b, cal):
+        if (throughput(other, b, cal, context)
+                > throughput(SPECULATIVE, b, cal, context, accept_length)):
             return b
     return None
 

@@ -30,7 +30,7 @@ class LightRankGroup:
     def _init_rank(self, rank: int) -> None:
         try:
             startup_lines(self._cfg, self.logs[rank])
-            self.switches[rank] = make_switch(self._cfg, self.logs[rank])
+            self.switches[rank] = make_switch(self._cfg, self.logs[rank], rank)
         except BaseException as exc:  # noqa: BLE001 - reported by wait_ready
             self._error = exc
 

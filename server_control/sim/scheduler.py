@@ -10,59 +10,28 @@ import argparse
 import asyncio
 import collections
 import concurrent.futures
+import dataclasses
 import itertools
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from server_control.protocol import decision, rank_verdict
+from server_control.advice.tuner import TuneSettings
+from server_control.protocol import cost_curves, decision, explore
 from server_control.sim import args as simargs
 from server_control.sim import model
+from server_control.sim.autotune import AutoTune
+from server_control.sim.requests import Request, SimClock
 from server_control.sim.stats import Stats, StepTiming
-from server_control.sim.traffic import target_concurrency
+from server_control.sim.traffic import current_phase, target_concurrency
 
 if TYPE_CHECKING:
     from server_control.sim.logfmt import Logger
     from server_control.sim.rank_objects import LightRankGroup
     from server_control.sim.rank_processes import RankGroup
 
-
-
-class SimClock:
-    """Simulated seconds since start = wall seconds * scale."""
-
-    def __init__(self, scale: float) -> None:
-        self.scale = scale
-        self.t0 = time.monotonic()
-
-    def now(self) -> float:
-        return (time.monotonic() - self.t0) * self.scale
-
-    def wall_delay(self, sim_t: float) -> float:
-        return max(0.0, (sim_t - self.now()) / self.scale)
-
-
-@dataclass(eq=False)
-class Request:
-    rid: str
-    prompt_tokens: int
-    max_new_tokens: int
-    internal: bool = False
-    created: float = 0.0          # simulated clock
-    generated: int = 0
-    spec_steps: int = 0           # speculative verify steps this request took part in
-    spec_tokens: int = 0          # tokens produced in those steps
-    first_token_at: float | None = None
-    finished: bool = False
-    error: str | None = None
-    waiter: asyncio.Event | None = None   # set by the HTTP layer; passed to the deliver callback
-
-    @property
-    def spec_accept_length(self) -> float:
-        return self.spec_tokens / self.spec_steps if self.spec_steps else 1.0
 
 
 class Scheduler:
@@ -83,7 +52,14 @@ class Scheduler:
                                            args.speculative_disable_force_mode)
                        if self.spec and self.off_reason is None else None)
         self.rng = random.Random(args.sim_seed)
-        self.accept_p = model.accept_probability()
+        self.accept_p = self._base_accept_p = model.accept_probability()
+        self.phase_index: int | None = None   # phased traffic: the phase now running
+        self.cal = dataclasses.replace(model.DEFAULT, kv_ms_per_ktoken=args.sim_kv_cost)
+        # per-mode, per-batch-bucket cost counters, as the patch keeps them (step clock)
+        self.curves = cost_curves.CostCounters() if self.switch is not None else None
+        self.explorer = explore.Explorer(args.sim_explore_share)
+        self.autotune = (AutoTune(self, TuneSettings(*args.sim_auto_tune))
+                         if args.sim_auto_tune is not None and self.switch is not None else None)
         self.cond = threading.Condition()
         self.waiting: collections.deque[Request] = collections.deque()
         self.running: list[Request] = []
@@ -105,6 +81,8 @@ class Scheduler:
     def start(self) -> None:
         self._interval["t"] = self.clock.now()
         self._thread.start()
+        if self.autotune is not None:
+            self.autotune.start()
 
     def mark_ready(self) -> None:
         """Serving starts: built-in traffic and fault timers count from here."""
@@ -135,43 +113,26 @@ class Scheduler:
             if req in self.waiting:
                 self.waiting.remove(req)
 
-    def apply_setting(self, key: str, value: object) -> concurrent.futures.Future[Any]:
+    def apply_setting(self, key: str, value: object, origin: str = "operator") -> concurrent.futures.Future[Any]:
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self.cond:
-            self.settings.append((key, value, fut))
+            self.settings.append((key, value, fut, origin))
             self.cond.notify()
         return fut
 
     def stop(self) -> None:
         self._stop.set()
+        if self.autotune is not None:
+            self.autotune.stop()
         with self.cond:
             self.cond.notify()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(5.0)
 
     def snapshot_switch(self) -> dict[str, Any] | None:
-        """The patch's ``dynamic_speculation`` entry: the switch's snapshot + active, reason,
-        the draft steps really run and, with TP > 1, every rank (the ranks agree every step,
-        or the simulator stops). None without speculative decoding."""
-        tp = self.args.tp_size
-        if self.switch is None:
-            if not self.spec:
-                return None
-            return {"enabled": False, "active": False, "reason": self.off_reason,
-                    "tp_ranks": self._tp_ranks()}
-        snap = self.switch.snapshot()
-        snap.update(active=True, reason=None,
-                    num_steps=self.num_steps if snap["mode"] == decision.SPECULATIVE else 0)
-        if tp > 1:
-            snap["tp_ranks"] = self._tp_ranks()
-            snap["ranks"] = [rank_verdict.live_entry(r, snap) for r in range(tp)]
-        return snap
-
-    def _tp_ranks(self) -> list[dict[str, Any]]:
-        failed = self.args.sim_fail_build_rank
-        return [{"rank": r, "active": r != failed,
-                 "reason": simargs.FAIL_BUILD_WHY if r == failed else None}
-                for r in range(self.args.tp_size)]
+        """The patch's ``dynamic_speculation`` entry (live_state.py)."""
+        from server_control.sim.live_state import switch_snapshot
+        return switch_snapshot(self)
 
     @property
     def avg_spec_accept_length(self) -> float:
@@ -237,12 +198,12 @@ class Scheduler:
             back_to_back = last_end is not None and now <= last_end + 0.5 * self.clock.scale
             start = last_end if back_to_back and last_end is not None else now
             mode = self.ranks.step(step_no, batch, lines)
+            context = (sum(r.prompt_tokens + r.generated for r in decoding) / batch) if batch else 0.0
             if self.switch is not None and batch:
-                self.switch.decide(batch, vstart)
-                if self.switch.mode != mode:
-                    raise RuntimeError(f"main and TP ranks disagree: {self.switch.mode} vs {mode}")
+                self._decide(batch, vstart, context, bool(new), mode)
             step_mode = (mode or model.SPECULATIVE) if self.spec else model.PLAIN
-            dt = (model.step_ms(step_mode, batch) + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
+            dt = (model.step_ms(step_mode, batch, self.cal, context)
+                  + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
             end = start + dt
             delay = self.clock.wall_delay(end)
             if delay > 0 and self._stop.wait(delay):
@@ -262,14 +223,38 @@ class Scheduler:
             self.ranks.crash()
             self.on_fatal(1, "Received sigquit from a child process. It usually means the child failed.")
 
+    def _decide(self, batch: int, vstart: float, context: float, prefills: bool, mode: str | None) -> None:
+        """The main process's copy of the step's decision (and exploration), checked against
+        the ranks' answer; the cost curves count the step in the mode it ran in."""
+        sw = self.switch
+        assert sw is not None
+        sw.decide(batch, vstart)
+        ran = self.explorer.mode(sw.mode, sw.steps[decision.SPECULATIVE] + sw.steps[decision.TARGET_ONLY],
+                                 batch, sw.threshold, sw.force == decision.AUTO)
+        if ran != mode:
+            raise RuntimeError(f"main and TP ranks disagree: {ran} vs {mode}")
+        if self.curves is not None:
+            self.curves.step(ran, batch, vstart, context)
+            if prefills:   # this step also prefills: its time is not a decode step's cost
+                self.curves.idle()
+
     def _apply_settings(self) -> None:
         while self.settings:
-            key, value, fut = self.settings.popleft()
+            key, value, fut, origin = self.settings.popleft()
             try:
+                tune = self.autotune
+                own = tune.on_setting(key, value, origin) if tune is not None else None
+                if own is not None:
+                    self.log.info(own[1])
+                    fut.set_result(own)
+                    continue
                 ok, text = self.ranks.apply(key, value)
                 if ok and self.switch is not None:
                     from server_control.sim.worker import apply_setting
                     apply_setting(self.switch, key, value)
+                    line = tune.applied(key, value, origin) if tune is not None else None
+                    if line:
+                        self.log.info(line)
                 fut.set_result((ok, text))
             except Exception as exc:  # noqa: BLE001 - report to the HTTP caller
                 fut.set_exception(exc)
@@ -280,9 +265,16 @@ class Scheduler:
         t = self.serving_seconds()
         threshold = self.switch.threshold if self.switch else 0
         want = target_concurrency(self.args.sim_traffic, t, threshold)
+        now_phase = current_phase(self.args.sim_traffic, t)
+        phase = now_phase[1] if now_phase else None
+        self.phase_index = now_phase[0] if now_phase else None
+        p = phase.accept_p if phase and phase.accept_p is not None else None
+        self.accept_p = p if p is not None else self._base_accept_p
         have = sum(1 for r in itertools.chain(self.running, self.waiting) if r.internal)
         for _ in range(max(0, want - have)):
-            req = self.new_request(self.rng.randint(64, 1024), self.rng.randint(96, 512), internal=True)
+            prompt = (self.rng.randint(max(1, phase.ctx // 2), phase.ctx * 3 // 2) if phase
+                      else self.rng.randint(64, 1024))
+            req = self.new_request(prompt, self.rng.randint(96, 512), internal=True)
             self.waiting.append(req)
 
     def _admit(self) -> list[Request]:
@@ -310,6 +302,8 @@ class Scheduler:
         s.token_usage = 0.0
         s.gen_throughput = 0.0
         self._vnow = self.clock.now()
+        if self.curves is not None:
+            self.curves.idle()
         self._interval = {"t": self._vnow, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
     def _produce(self, new: list[Request], decoding: list[Request], step_mode: str) -> list[Any]:
@@ -343,7 +337,10 @@ class Scheduler:
                 self.spec_tokens_total += n
         iv["tokens"] += produced
         if self.switch is not None and accepted:
-            self.switch.record_verify(accepted, self.num_steps + 1 if spec else 1)
+            ran = decision.SPECULATIVE if spec else decision.TARGET_ONLY
+            self.switch.record_verify(accepted, self.num_steps + 1 if spec else 1, ran)
+            if self.curves is not None:
+                self.curves.commit(ran, len(accepted), sum(accepted) + len(accepted))
         self.stats.generation_tokens_total += produced
         keep = []
         in_use = 0

@@ -38,12 +38,15 @@ class StepTiming:
         self.count = 0
 
     def summary(self) -> dict[str, Any]:
-        errs = sorted(abs(e) for e in self.errors)
+        # the scheduler thread appends while HTTP reads: copy first (list() of a deque runs
+        # in C under the GIL, a generator over it does not)
+        raw = list(self.errors)
+        errs = sorted(abs(e) for e in raw)
         if not errs:
             return {"steps": 0, "mean_abs_error": None, "p50": None, "p99": None,
                     "max": None, "mean_error": None, "lag_s": round(self.lag_s, 4)}
         def pick(q: float) -> float:
             return float(errs[min(len(errs) - 1, int(q * len(errs)))])
         return {"steps": self.count, "mean_abs_error": sum(errs) / len(errs),
-                "mean_error": sum(self.errors) / len(self.errors),
+                "mean_error": sum(raw) / len(raw),
                 "p50": pick(0.5), "p99": pick(0.99), "max": errs[-1], "lag_s": round(self.lag_s, 4)}

@@ -17,6 +17,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from server_control.protocol import decision
+from server_control.protocol.explore import Explorer
 from server_control.sim.logfmt import Logger, rank_tag
 
 CRASH_TRACEBACK = """Scheduler hit an exception: Traceback (most recent call last):
@@ -58,7 +59,11 @@ def startup_lines(cfg: dict[str, Any], log: Logger) -> None:
              f"context_len={cfg['context_length']}, available_gpu_mem=36.10 GB")
 
 
-def make_switch(cfg: dict[str, Any], log: Logger) -> decision.SpecSwitch | None:
+_explorers: dict[int, Explorer] = {}   # per rank (the light ranks share a process)
+
+
+def make_switch(cfg: dict[str, Any], log: Logger, rank: int = 0) -> decision.SpecSwitch | None:
+    _explorers[rank] = Explorer(cfg.get("explore_share", 0.0))
     if cfg["spec"] and cfg.get("off_reason"):  # --sim-fail-build-rank: every rank turns off
         log.warning(decision.NOT_ACTIVE_PREFIX + cfg["off_reason"])
         return None
@@ -112,7 +117,9 @@ def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple[An
             text = sw.decide(batch)
             if text:
                 log.info(text)
-            mode = sw.mode
+            # exploration flips the same steps on every rank: step number, batch and N only
+            mode = _explorers[rank].mode(sw.mode, sw.steps[decision.SPECULATIVE] + sw.steps[decision.TARGET_ONLY],
+                                         batch, sw.threshold, sw.force == decision.AUTO)
         return ("mode", step_no, mode)
     _, key, value = msg
     try:
@@ -142,7 +149,7 @@ def run_rank(rank: int, cfg: dict[str, Any], conn: Connection) -> None:
     deadline = cfg["deadline"]
     try:
         startup_lines(cfg, log)
-        sw = make_switch(cfg, log)
+        sw = make_switch(cfg, log, rank)
         conn.send(("ready", rank, os.getpid()))
         while True:
             timeout = None if deadline is None else max(0.0, deadline - time.time())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import getpass
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -32,6 +33,7 @@ JOURNAL_NAME = "journal.jsonl"
 MAX_BYTES = 10_000_000
 PENDING, READ_BACK = "pending", "read back"
 STEPS = (PENDING, READ_BACK)   # the steps of a runtime change before its result
+_TEXT_FIELDS = ("user", "host", "program", "action", "target", "result", "detail", "op")
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -57,12 +59,23 @@ class Entry:
 
     @classmethod
     def from_json(cls, raw: object) -> Entry | None:
+        """An entry from one journal line; None when any field has the wrong type (a line
+        written by hand or by something else: ``"time": "yesterday"``)."""
         if not isinstance(raw, dict):
             return None
         try:
-            return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
+            e = cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
         except TypeError:
             return None
+        if isinstance(e.time, bool) or not isinstance(e.time, (int, float)) or not math.isfinite(e.time):
+            return None
+        if isinstance(e.pid, bool) or not isinstance(e.pid, int):
+            return None
+        if not all(isinstance(getattr(e, k), str) for k in _TEXT_FIELDS):
+            return None
+        if not all(getattr(e, k) is None or isinstance(getattr(e, k), str) for k in ("profile", "key")):
+            return None
+        return e
 
     @property
     def who(self) -> str:
@@ -110,7 +123,7 @@ def record(state_dir: str | Path | None, action: str, **fields: Any) -> Entry | 
             os.write(fd, (json.dumps(entry.to_json(), default=str) + "\n").encode("utf-8"))
         finally:
             os.close(fd)
-    except (OSError, ValueError) as exc:   # ValueError: StateDirError
+    except Exception as exc:  # noqa: BLE001 - writing the journal never fails an operation
         log.warning("operator journal not written: %s", exc)
         return None
     return entry
@@ -118,21 +131,34 @@ def record(state_dir: str | Path | None, action: str, **fields: Any) -> Entry | 
 
 def read(state_dir: str | Path | None = None, *, target: str | None = None, profile: str | None = None,
          since: float | None = None, limit: int | None = None) -> list[Entry]:
-    """Entries oldest first, filtered by server URL and/or profile name and time."""
+    """Entries oldest first, filtered by server URL and/or profile name and time (bad
+    lines skipped: ``read_counted`` says how many). Never raises."""
+    return read_counted(state_dir, target=target, profile=profile, since=since, limit=limit)[0]
+
+
+def read_counted(state_dir: str | Path | None = None, *, target: str | None = None, profile: str | None = None,
+                 since: float | None = None, limit: int | None = None) -> tuple[list[Entry], int]:
+    """(entries, lines skipped because they are not a valid entry)."""
     try:
         path = journal_path(state_dir)
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
     except (OSError, ValueError):
-        return []
+        return [], 0
     out: list[Entry] = []
+    bad = 0
     for line in lines:
+        if not line.strip():
+            continue
         try:
             e = Entry.from_json(json.loads(line))
-        except ValueError:
+        except (ValueError, RecursionError):
+            e = None
+        if e is None:
+            bad += 1
             continue
-        if e is None or (target and e.target != target) or (profile and e.profile != profile):
+        if (target and e.target != target) or (profile and e.profile != profile):
             continue
         if since is not None and e.time < since:
             continue
         out.append(e)
-    return out[-limit:] if limit else out
+    return (out[-limit:] if limit else out), bad

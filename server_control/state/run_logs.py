@@ -24,7 +24,9 @@ _ROTATED = re.compile(r"\.\d+$")
 
 
 def open_new_log(path: Path, mode: int = 0o600) -> tuple[Path, int]:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for d in reversed(path.parents):   # every directory this creates is 0700 (logs/ too)
+        if not d.exists():
+            d.mkdir(mode=0o700, exist_ok=True)
     candidate, stem, n = path, path.stem, 0
     while True:
         try:
@@ -49,21 +51,46 @@ def log_dir_problem(log_dir: Path) -> str | None:
     return None
 
 
-def tail_lines(path: str | Path, n: int = 50, max_bytes: int = 256 * 1024) -> list[str]:
+LINE_CAP = 8 * 1024            # a tail line longer than this is shown cut, its length said
+SCAN_CAP = 32 * 1024 * 1024    # at most this much of the file's end is looked through
+
+
+def tail_lines(path: str | Path, n: int = 50, max_bytes: int = SCAN_CAP, line_cap: int = LINE_CAP) -> list[str]:
     """The last ``n`` lines of a file, terminal-safe (invalid UTF-8 replaced, escape
-    sequences and control characters removed per line); [] if it cannot be read."""
+    sequences and control characters removed per line); [] if it cannot be read. A line
+    longer than ``line_cap`` bytes is cut (``... [N bytes cut]``), so one huge last line
+    never hides the lines before it; at most ``max_bytes`` of the end are looked through
+    (a line that starts before that is left out)."""
     try:
         with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            data = f.read()
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return []
+            newlines: list[int] = []       # offsets of '\n', from the end backwards
+            pos = size
+            while pos > 0 and len(newlines) <= n and size - pos < max_bytes:
+                step = min(1 << 16, pos, max_bytes - (size - pos))
+                pos -= step
+                f.seek(pos)
+                block = f.read(step)
+                i = len(block)
+                while len(newlines) <= n and (i := block.rfind(b"\n", 0, i)) >= 0:
+                    newlines.append(pos + i)
+            ends = [size] + newlines            # line k ends at ends[k], starts after ends[k + 1]
+            if size and newlines and newlines[0] == size - 1:
+                ends = ends[1:]                 # the file ends with a newline: no empty last line
+            starts = [e + 1 for e in ends[1:]]
+            if pos == 0 and len(starts) < len(ends):
+                starts.append(0)                # the first line of the file
+            out = []
+            for start, stop in zip(starts, ends, strict=False):
+                f.seek(start)
+                data = f.read(min(stop - start, line_cap))
+                text = " ".join(clean_lines(data))
+                out.append(text + (f" ... [{stop - start - len(data)} bytes cut]" if stop - start > line_cap else ""))
     except OSError:
         return []
-    lines = clean_lines(data)
-    if size > max_bytes and lines:
-        lines = lines[1:]  # first one is probably partial
-    return lines[-n:]
+    return list(reversed(out))[-n:]
 
 
 def read_manifest(manifest: str | Path) -> list[str]:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -32,8 +34,10 @@ import psutil
 
 from server_control.state.identity import RunIdentity, verified_leader
 from server_control.state.private_files import FileLock, atomic_write
-from server_control.state.start_ticks import ProcStart, recorded
+from server_control.state.start_ticks import ProcStart, proc_start, recorded
 from server_control.state.state_dir import private_dir, resolve_state_dir
+
+log = logging.getLogger(__name__)
 
 
 class RunConflict(RuntimeError):
@@ -50,6 +54,46 @@ def iso_time(ts: float) -> str:
 
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _short(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _strlist(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _member(m: object) -> bool:
+    return (isinstance(m, list) and len(m) in (2, 3) and _is_int(m[0])
+            and isinstance(m[1], (int, float)) and not isinstance(m[1], bool)
+            and (len(m) == 2 or m[2] is None or _is_int(m[2])))
+
+
+# every field of a run record: (check, what it must be); None allowed where the type says
+_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    **{k: (lambda v: isinstance(v, str), "must be a string") for k in
+       ("name", "kind", "host", "log_path", "cwd", "started_at")},
+    **{k: (lambda v: v is None or isinstance(v, str), "must be a string or null") for k in
+       ("profile_path", "fatal_reason", "ready_at", "health", "boot_id")},
+    **{k: (_is_int, "must be an integer") for k in ("pid", "pgid", "sid", "port", "restarts", "launcher_pid")},
+    **{k: (lambda v: v is None or _is_int(v), "must be an integer or null") for k in
+       ("exit_code", "start_ticks", "keeper_pid", "keeper_ticks")},
+    **{k: (lambda v: isinstance(v, bool), "must be true or false") for k in ("stopping", "runtime_pending")},
+    **{k: (_strlist, "must be a list of strings") for k in ("argv", "log_paths", "titles")},
+    "create_time": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                    "must be a number"),
+    "members": (lambda v: isinstance(v, list) and all(_member(m) for m in v),
+                "must be a list of [pid, create_time, start_ticks]"),
+    "supervisor": (lambda v: v is None or isinstance(v, dict), "must be an object or null"),
+    "runtime": (lambda v: isinstance(v, dict), "must be an object"),
+}
+
+
+def _field_problem(key: str, value: object) -> str | None:
+    check = _FIELDS.get(key)
+    return None if check is None or check[0](value) else check[1]
 
 
 class RunRecordError(ValueError):
@@ -86,6 +130,8 @@ class RunRecord:
     runtime_pending: bool = False      # a restart carried them: re-apply once the server is ready
     boot_id: str | None = None         # the leader's identity (None: an earlier version's record)
     start_ticks: int | None = None     # /proc/<pid>/stat starttime: ticks since that boot
+    keeper_pid: int | None = None      # the keeper that copies the log and records the exit code
+    keeper_ticks: int | None = None    # its start ticks (a reused pid is not the keeper)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -102,24 +148,10 @@ class RunRecord:
             raise RunRecordError(f"{where}: missing {', '.join(missing)}")
         kw = {k: v for k, v in data.items() if k in names}
         kw.setdefault("profile_path", None)
-        for k in ("pid", "pgid", "sid", "port", "restarts"):
-            if k in kw and not _is_int(kw[k]):
-                raise RunRecordError(f"{where}: {k} must be an integer, got {kw[k]!r}")
-        if isinstance(kw["create_time"], bool) or not isinstance(kw["create_time"], (int, float)):
-            raise RunRecordError(f"{where}: create_time must be a number")
-        if not isinstance(kw["argv"], list):
-            raise RunRecordError(f"{where}: argv must be a list")
-        if kw.get("boot_id") is not None and not isinstance(kw["boot_id"], str):
-            raise RunRecordError(f"{where}: boot_id must be a string")
-        if kw.get("start_ticks") is not None and not _is_int(kw["start_ticks"]):
-            raise RunRecordError(f"{where}: start_ticks must be an integer")
-        members = kw.get("members", [])
-        if not isinstance(members, list) or not all(
-                isinstance(m, list) and len(m) in (2, 3) and all(isinstance(x, (int, float)) for x in m[:2])
-                and (len(m) == 2 or m[2] is None or _is_int(m[2])) for m in members):
-            raise RunRecordError(f"{where}: members must be a list of [pid, create_time, start_ticks]")
-        if not isinstance(kw.get("runtime", {}), dict):
-            raise RunRecordError(f"{where}: runtime must be an object")
+        for k, v in kw.items():
+            problem = _field_problem(k, v)
+            if problem:
+                raise RunRecordError(f"{where}: {k} {problem}, got {_short(v)}")
         return cls(**kw)
 
     # -- liveness ---------------------------------------------------------------------------
@@ -138,6 +170,19 @@ class RunRecord:
 
     def is_live(self) -> bool:
         return self.leader() is not None
+
+    def keeper_gone(self) -> bool:
+        """The run's keeper (recorded) no longer runs: its log stops growing and its exit
+        code will not be known. False when no keeper is recorded (an earlier version)."""
+        if self.keeper_pid is None or self.keeper_ticks is None:
+            return False
+        now = proc_start(self.keeper_pid)
+        if now is None or now.ticks != self.keeper_ticks or (self.boot_id is not None and now.boot_id != self.boot_id):
+            return True
+        try:   # killed and not yet reaped (its parent is init, or a container's pid 1 that never reaps)
+            return psutil.Process(self.keeper_pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return True
 
     @property
     def uptime_s(self) -> float:
@@ -196,12 +241,19 @@ async def update_record(name: str, state_dir: str | Path | None, pid: int,
 
 
 def try_update_record(name: str, state_dir: str | Path | None, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
-    """``update_record`` if the profile lock is free now; None (nothing done) if it is busy."""
+    """``update_record`` if the profile lock is free now; None (nothing done) if it is busy
+    or the record cannot be written now (a full disk: these updates are best effort)."""
     lock = profile_lock(name, state_dir)
-    if not lock.try_acquire():
+    try:
+        if not lock.try_acquire():
+            return None
+    except OSError:
         return None
     try:
         return _update(name, state_dir, pid, change)
+    except OSError as exc:
+        log.warning("run record of %s not updated: %s", name, exc)
+        return None
     finally:
         lock.release()
 
@@ -248,6 +300,34 @@ def quarantine_record(name: str, state_dir: str | Path | None = None) -> Path | 
         return bad
     except OSError:
         return None
+
+
+def keeper_note(name: str, state_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """The keeper's start note in ``runs/<name>.exit`` while its server runs (``returncode``
+    null: server_control/keeper.py), or None."""
+    try:
+        note = json.loads(exit_file(name, state_dir).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(note, dict) or note.get("returncode", 0) is not None or not isinstance(note.get("record"), dict):
+        return None
+    return note
+
+
+def recover_record(name: str, state_dir: str | Path | None = None) -> tuple[RunRecord, int | None] | None:
+    """The live run of a profile whose record is missing or unreadable, from its keeper's
+    start note: (the record as launched, the keeper's pid), or None (no such live run)."""
+    note = keeper_note(name, state_dir)
+    if note is None:
+        return None
+    try:
+        rec = RunRecord.from_dict(note["record"], f"{exit_file(name, state_dir)} (record)")
+    except RunRecordError:
+        return None
+    if rec.name != name or not rec.is_live():
+        return None
+    keeper = note.get("keeper_pid")
+    return rec, keeper if _is_int(keeper) else None
 
 
 def list_records(state_dir: str | Path | None = None) -> list[RunRecord]:

@@ -77,15 +77,21 @@ class RuntimeSettings(SupervisorParts):
         rec = disk if disk is not None and (self.record is None or disk.pid == self.record.pid) else self.record
         return dict(rec.runtime) if rec is not None else {}
 
-    async def remember_runtime(self, key: str, value: object) -> None:
-        """A runtime setting was applied to this run: keep it for the next restart."""
+    async def remember_runtime(self, key: str, value: object) -> str | None:
+        """A runtime setting was applied to this run: keep it for the next restart. None:
+        kept (or no run to keep it for); else why it is NOT kept (a full disk...)."""
         rec = self.record
         if rec is None:
-            return
-        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, lambda r: remember(
-            r.runtime, key, value, self._dynamic))
+            return None
+        try:
+            saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, lambda r: remember(
+                r.runtime, key, value, self._dynamic))
+        except OSError as exc:
+            return f"the run record {runs.record_path(self.profile.name, self.state_dir)} could not be " \
+                   f"written: {exc.strerror or exc}"
         if saved is not None and self.record is rec:
             self.record = saved
+        return None
 
     async def reapply_runtime(self) -> None:
         """Once the restarted server is ready: set what was changed at runtime before."""

@@ -23,9 +23,11 @@ from server_control.proc import process
 from server_control.sanitize import strip_controls
 from server_control.state import identity, run_logs, runs
 from server_control.supervision.supervised import SupervisorParts
+from server_control.telemetry.http_poll import bounded_request
 
 TAIL_LINES = 50
 IDLE_POLL_S = 1.0
+DISK_BACKOFF_MAX_S = 30.0
 
 
 def exit_words(code: int | None) -> str:
@@ -80,6 +82,20 @@ class WatchLoop(SupervisorParts):
 
     # -- the loop ---------------------------------------------------------------------------
     async def watch(self) -> None:
+        """Supervise until cancelled. A state dir that cannot be written (a full disk) never
+        ends it: the step is retried with a backoff of 1 s doubling to 30 s, and said."""
+        backoff = 0.0
+        while True:
+            try:
+                await self._watch()
+                return
+            except OSError as exc:
+                backoff = min(DISK_BACKOFF_MAX_S, backoff * 2 or 1.0)
+                self._set(last_error=f"supervision step failed: {exc.strerror or exc} ({exc.filename or ''}); "
+                          f"still supervising, retrying in {backoff:g} s")
+                await asyncio.sleep(backoff)
+
+    async def _watch(self) -> None:
         hl = self.profile.health
         tick = min(0.25, hl["interval_s"])
         next_probe = 0.0
@@ -125,7 +141,7 @@ class WatchLoop(SupervisorParts):
     async def _probe(self, client: httpx.AsyncClient) -> None:
         url = self.profile.url + self.profile.health["path"]
         try:
-            r = await client.get(url)
+            r = await bounded_request(client, "GET", url)   # overall: 2 x [health] timeout_s
             ok, why = r.status_code == 200, f"HTTP {r.status_code}"
         except (httpx.HTTPError, OSError) as exc:
             ok, why = False, strip_controls(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
@@ -194,7 +210,10 @@ class WatchLoop(SupervisorParts):
 
             def fatal(r: runs.RunRecord) -> None:
                 r.exit_code, r.fatal_reason = code, reason
-            await runs.update_record(self.profile.name, self.state_dir, rec.pid, fatal)
+            try:
+                await runs.update_record(self.profile.name, self.state_dir, rec.pid, fatal)
+            except OSError as exc:
+                reason += f" (not kept in the run record: {exc.strerror or exc})"
             self._set(RunState.FATAL, fatal_reason=reason, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
             return
         await self._restart_after(float(value), rec)

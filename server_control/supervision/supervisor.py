@@ -43,8 +43,8 @@ from server_control.model.run_status import RunStatus, SupervisorInfo
 from server_control.model.vocabulary import STOPPED_STATES, Outcome, RunState, check_transition
 from server_control.proc import process
 from server_control.proc.process import ProcInfo, StopResult
-from server_control.state import identity, journal, run_logs, runs
-from server_control.state.runs import RunConflict, iso_time
+from server_control.state import identity, journal, run_logs, run_recovery, runs
+from server_control.state.runs import RunConflict
 from server_control.state.start_ticks import proc_start
 from server_control.state.state_dir import resolve_state_dir
 from server_control.supervision import carried_settings
@@ -55,6 +55,7 @@ from server_control.supervision.supervised import SupervisedProfile
 
 log = logging.getLogger(__name__)
 MAX_MEMBERS = 512
+KEEPER_GONE = "the run's keeper is gone"
 
 
 class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
@@ -111,12 +112,13 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         return runs.exit_file(self.profile.name, self.state_dir)
 
     def _load_disk(self) -> runs.RunRecord | None:
-        try:
-            return runs.load_record(self.profile.name, self.state_dir)
-        except runs.RunRecordError as exc:
-            runs.quarantine_record(self.profile.name, self.state_dir)
-            self.last_error = f"unreadable run record moved aside: {exc}"
-            return None
+        """The run record; a missing or unreadable one of a live run is recovered from its
+        keeper's start note (and said); an unreadable one that cannot be says what listens."""
+        rec, note = run_recovery.load_or_recover(self.profile.name, self.state_dir, self.profile.port)
+        if note:
+            self.last_error = note
+            log.warning("%s: %s", self.profile.name, note)
+        return rec
 
     def _live(self, rec: runs.RunRecord) -> bool:
         """Is the record's leader running? Verified by pid + start time + command line; a
@@ -163,6 +165,12 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             procs = identity.run_processes(rec.identity())
             self._procs_cache = (now, process.describe(procs))
             self._remember_members(rec, procs)
+            if any(p.pid == rec.pid for p in procs) and rec.keeper_gone() and not (
+                    self.last_error or "").startswith(KEEPER_GONE):
+                self.last_error = (f"{KEEPER_GONE} (pid {rec.keeper_pid}) while the server runs: its log no "
+                                   "longer grows (the log view and the verification are blind from now on) and "
+                                   "its exit code will not be known; restart the run to get them back")
+                log.warning("%s: %s", self.profile.name, self.last_error)
         return self._procs_cache[1]
 
     def _remember_members(self, rec: runs.RunRecord, procs: list[psutil.Process]) -> None:
@@ -274,25 +282,25 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
                                   f"(pid {other.pid})", other)
             self.profile.check_port()
             spec = dataclasses.replace(self.profile.launch_spec(sd), exit_file=self.exit_file)
-            started = await asyncio.to_thread(process.launch, spec)
-            self._seen.add((started.pid, started.create_time))
             keep = self.profile.restart["keep_logs"]
             carry = dict(runtime or {}) if self.profile.restart.get("reapply_runtime", True) else {}
-            rec = runs.RunRecord(
+            template = runs.RunRecord(   # the keeper fills in the server's identity and writes it
                 name=name, profile_path=str(self.profile.path) if self.profile.path else None,
-                kind=self.profile.kind, pid=started.pid, create_time=started.create_time,
-                boot_id=started.start.boot_id if started.start else None,
-                start_ticks=started.start.ticks if started.start else None,
-                pgid=started.pgid, sid=started.sid, argv=spec.masked_argv(), host=self.profile.host,
-                port=self.profile.port, log_path=str(started.log_path), cwd=str(spec.cwd),
-                started_at=iso_time(started.create_time), restarts=self.restarts,
+                kind=self.profile.kind, pid=0, create_time=0.0, pgid=0, sid=0, argv=spec.masked_argv(),
+                host=self.profile.host, port=self.profile.port, log_path="", cwd=str(spec.cwd),
+                started_at="", restarts=self.restarts,
                 launcher_pid=os.getpid(), log_paths=previous_logs[-(keep - 1):] if keep > 1 else [],
                 supervisor=self.supervisor_info() if self.supervising else None,
                 runtime=carry, runtime_pending=bool(carry))
-            runs.save_record(rec, sd)
             manifest = runs.log_manifest(name, sd)
-            run_logs.remember(manifest, started.log_path)
-            run_logs.prune_listed(manifest, keep, protect=(started.log_path,))
+            started = await asyncio.to_thread(process.launch, spec, dataclasses.asdict(template),
+                                              runs.record_path(name, sd), manifest)
+            self._seen.add((started.pid, started.create_time))
+            rec = runs.RunRecord.from_dict(started.record or {}, "the keeper's run record")
+            try:
+                run_logs.prune_listed(manifest, keep, protect=(started.log_path,))
+            except OSError as exc:
+                log.warning("%s: old logs not pruned: %s", name, exc)
         self.policy.record_start(time.monotonic())
         self._fails = 0
         self._procs_cache = (0.0, [])
@@ -311,22 +319,35 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             self._epoch += 1
             grace = self.profile.stop_grace_s if grace is None else grace
             name, sd = self.profile.name, self.state_dir
+            mark_error = ""
             async with runs.profile_lock(name, sd):
                 rec = self.record
                 disk = self._load_disk()
                 if disk is not None and (rec is None or disk.pid == rec.pid):
                     disk.stopping = True
-                    runs.save_record(disk, sd)
                     rec = disk
+                    try:
+                        runs.save_record(disk, sd)
+                    except OSError as exc:   # a full disk: stop it anyway, and say so
+                        mark_error = f"could not mark the record stopping ({exc.strerror or exc})"
             if rec is None:
                 self._set(RunState.STOPPED, next_restart_at=None)
+                if self.last_error and run_recovery.STILL_LISTENING in self.last_error:
+                    return StopResult(ok=False, was_running=True, message=(
+                        f"NOT stopped: {self.last_error} (without a readable record nothing is signalled: "
+                        "check that process and stop it by hand)"))
                 return StopResult(ok=True, was_running=False, message="not running")
             self._live(rec)   # a title it took since it was last seen
             res = await process.stop_run(rec.identity(), grace, self.exit_file)
+            if mark_error:
+                res.message += f"; {mark_error}"
             self.journal("stop", Outcome.DONE if res.ok else Outcome.FAILED, f"pid {rec.pid}: {res.message}")
             if res.ok:
                 async with runs.profile_lock(name, sd):
-                    runs.delete_record(name, sd, pid=rec.pid)
+                    try:
+                        runs.delete_record(name, sd, pid=rec.pid)
+                    except OSError as exc:
+                        res.message += f"; the run record could not be removed ({exc.strerror or exc})"
                 self._set(RunState.STOPPED, record=None, exit_code=res.exit_code, next_restart_at=None,
                           last_error=None)
             else:

@@ -38,6 +38,45 @@ DEFAULT_INTERVAL_S = 1.0
 DEFAULT_TIMEOUT_S = 2.0
 FRESH_LOG_S = 3.0  # a decode line stamped longer ago than this (or 3 intervals) is not live
 MIN_INTERVAL_S = 0.05
+MAX_BODY_BYTES = 4 << 20   # every answer a control-plane client reads is capped at this
+
+
+class AnswerTooLarge(httpx.RequestError):
+    """The server's answer (its body) is larger than the cap: not read further."""
+
+
+async def bounded_request(client: httpx.AsyncClient, method: str, url: str, *,
+                          max_bytes: int = MAX_BODY_BYTES, deadline_s: float | None = None,
+                          **kw: Any) -> httpx.Response:
+    """One request whose body is read up to ``max_bytes`` (more: ``AnswerTooLarge``) and
+    which ends within ``deadline_s`` overall (``httpx.ReadTimeout``), however the server
+    trickles its bytes; ``deadline_s`` None: the client's read timeout (at least 1 s) x 2.
+    Returns a complete ``httpx.Response`` (status, headers, content)."""
+    if deadline_s is None:
+        read = client.timeout.read
+        deadline_s = 2.0 * max(1.0, read if read is not None else 5.0)
+    request = client.build_request(method, url, **kw)
+    try:
+        async with asyncio.timeout(deadline_s):
+            resp = await client.send(request, stream=True)
+            try:
+                declared = resp.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > max_bytes:
+                    raise AnswerTooLarge(f"answer too large ({int(declared)} bytes, over {max_bytes})",
+                                         request=request)
+                chunks, size = [], 0
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise AnswerTooLarge(f"answer too large (over {max_bytes} bytes)", request=request)
+                    chunks.append(chunk)
+            finally:
+                await resp.aclose()
+    except TimeoutError:
+        raise httpx.ReadTimeout(f"no complete answer within {deadline_s:g} s", request=request) from None
+    headers = [(k, v) for k, v in resp.headers.multi_items()
+               if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")]
+    return httpx.Response(resp.status_code, headers=headers, content=b"".join(chunks), request=request)
 
 
 def auth_headers(key: str | None) -> dict[str, str]:
@@ -49,6 +88,8 @@ def describe_error(exc: BaseException, what: str) -> str:
     server said in it, a reason phrase or a body, is made terminal-safe)."""
     if isinstance(exc, httpx.TimeoutException):
         return f"{what}: timed out"
+    if isinstance(exc, AnswerTooLarge):
+        return f"{what}: {exc}"
     if isinstance(exc, httpx.ConnectError):
         return strip_controls(f"{what}: connection refused or host unreachable ({exc})")
     if isinstance(exc, httpx.HTTPStatusError):
@@ -117,7 +158,7 @@ class HttpPoller:
 
     async def get(self, path: str) -> httpx.Response:
         self.requests += 1
-        resp = await self.client().get(self.url + path)
+        resp = await bounded_request(self.client(), "GET", self.url + path)
         resp.raise_for_status()
         return resp
 

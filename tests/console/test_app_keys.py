@@ -9,7 +9,7 @@ from dataclasses import replace
 from rich.console import Console
 from textual.widgets import Input, Label
 
-from console.bindings import ACTIONS, PALETTE_EXCLUDE, key_text
+from console.actions.table import ACTIONS, PALETTE_EXCLUDE, key_text
 from console.palette import ConsoleCommands
 from console.screens.confirm import ChoiceScreen
 from console.screens.help import HelpScreen, help_table

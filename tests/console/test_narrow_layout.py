@@ -39,7 +39,7 @@ def test_help_descriptions_fit_one_line_at_80_columns():
 
     from rich.console import Console
 
-    from console.bindings import ACTIONS
+    from console.actions.table import ACTIONS
     from console.screens.help import help_table
 
     # The help box at 80 columns: 90% of the width less border and padding.

@@ -7,7 +7,7 @@ import time
 
 from console.screens.confirm import ChoiceScreen
 from tests.console.fakes import FakeSession
-from tests.console.screen_text import answer_prompt, screen_text, settle_log, toasts
+from tests.console.screen_text import answer_prompt, screen_text, settle_log, toasts, wait_for
 
 
 # ---- 2. N=0 only through = with a confirmation ------------------------------------------
@@ -182,8 +182,8 @@ async def test_palette_has_one_quit_and_a_screenshot_into_home(make_app, fake, t
         assert "Quit" not in titles and titles.count("Screenshot") == 1
         shot = next(c for c in app.get_system_commands(app.screen) if c.title == "Screenshot")
         shot.callback()
-        await pilot.pause(0.4)
-        assert list(tmp_path.glob("*.svg")) and str(tmp_path) in toasts(app)
+        await wait_for(pilot, lambda: str(tmp_path) in toasts(app), "the screenshot's toast", timeout=10)
+        assert list(tmp_path.glob("*.svg"))
 
 
 async def test_theme_is_remembered(fake, tmp_path, monkeypatch):

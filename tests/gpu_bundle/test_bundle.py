@@ -144,3 +144,32 @@ def test_stand_in_sgl_kernel_package():
                           timeout=120, cwd=str(REPO))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "facade ok" in proc.stdout
+
+
+_PRELOAD = r"""
+import gpu_bundle.preload as pre
+import sglang.kernels.ops.speculative.tree as tree
+from gpu_bundle.ops import spec_tree
+routed = tree.verify_tree_greedy is spec_tree.verify_tree_greedy and tree.build_tree_kernel_efficient is spec_tree.build_tree_kernel_efficient
+print("routed" if routed else "jit", pre.APPLIED)
+"""
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize("mode,want", [("torch", "routed"), ("jit", "jit")])
+def test_preload_routes_the_jit_tree_kernels(mode, want):
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPECCONSOLE_GPU_BUNDLE_TREE=mode)
+    proc = subprocess.run([sys.executable, "-c", _PRELOAD], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[0] == want
+
+
+def test_gpu_check_bundle_stops_while_a_part_is_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(run.READY, raising=False)
+    bundle = _bundle(tmp_path)
+    (bundle / "part2").rename(tmp_path / "later")
+    assert gpu_check.main(["--bundle", str(bundle)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL bundle: bundle parts not here yet: ['2']" in out
+    assert (bundle / "site" / "alpha_pkg.py").is_file()   # part1 installed meanwhile

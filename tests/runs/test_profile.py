@@ -64,7 +64,7 @@ def test_api_key_variable_unset_is_named(state_dir, monkeypatch):
     ('[server]\nprot = 30000\n', r"\[server\] prot: unknown key"),
     ('[server]\nport = "30000"\n', r"\[server\] port: expected an integer"),
     ('[server]\nport = 70000\n', r"\[server\] port: must be 1\.\.65535"),
-    ('[server]\ntp_size = 0\n', r"\[server\] tp_size: must be >= 1"),
+    ('[server]\ntp_size = 0\n', r"\[server\] tp_size: must be 1\.\.64"),
     ('[server]\nkind = "vllm"\n', r"\[server\] kind: must be one of sim, sglang"),
     ('[server]\nkind = "sglang"\n', r"\[server\] model_path: required"),
     ('[server]\nextra_args = "--foo"\n', r"\[server\] extra_args: expected a list of strings"),

@@ -64,4 +64,10 @@ def test_collector_publishes_the_switch(publish):
         assert got[(name, (("mode", "target_only"),))] == 2
     graph = {"sglang:spec_disable_target_graph_forwards_total",
              "sglang:spec_disable_draft_extend_graph_forwards_total"}  # no replay: no series
+    # the cost curves: tokens per mode and batch bucket; a step is timed when the next begins
+    assert got[("sglang:spec_disable_bucket_tokens_total", (("batch", "2"), ("mode", "speculative")))] == 8
+    assert got[("sglang:spec_disable_bucket_tokens_total", (("batch", "6"), ("mode", "target_only")))] == 12
+    assert got[("sglang:spec_disable_bucket_steps_total", (("batch", "2"), ("mode", "speculative")))] == 1
+    assert got[("sglang:spec_disable_bucket_steps_total", (("batch", "6"), ("mode", "target_only")))] == 1
+    assert got[("sglang:spec_disable_bucket_seconds_total", (("batch", "2"), ("mode", "speculative")))] > 0
     assert set(n for n, _ in got) == set(spec_metrics.NAMES) - graph

@@ -35,7 +35,11 @@ def test_every_rank_and_the_patch_metrics_are_reported(sim_factory):
                                       "sglang:spec_disable_spec_verifies_total",
                                       "sglang:spec_disable_accepted_drafts_total",
                                       "sglang:spec_disable_proposed_drafts_total",
-                                      *spec_metrics.PATCH_ONLY} <= names
+                                      *spec_metrics.PATCH_ONLY,
+                                      # per batch bucket: series appear with the first step
+                                      "sglang:spec_disable_bucket_steps_total",
+                                      "sglang:spec_disable_bucket_seconds_total",
+                                      "sglang:spec_disable_bucket_tokens_total"} <= names
     assert "sglang:spec_dynamic_target_only" not in names  # the ad-hoc names are gone
 
 

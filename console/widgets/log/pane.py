@@ -67,4 +67,4 @@ class LogPane(Vertical):
 
     def on_log_view_changed(self, message: LogViewChanged) -> None:
         message.stop()
-        self.query_one(LogStatus).update(status_text(message.status))
+        self.query_one(LogStatus).update(status_text(message.status), layout=False)   # one line, always

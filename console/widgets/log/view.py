@@ -13,6 +13,7 @@ ctrl+u); esc clears; a key that filters says so on the status line.
 """
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 
 from rich.cells import cell_len
@@ -24,7 +25,7 @@ from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.bindings import bindings_for
+from console.actions.table import bindings_for
 from console.messages import LogViewChanged, LogViewStatus
 from console.widgets.log.format import LineFilter, render_row
 from console.widgets.log.prompts import filter_prompt, save_prompt, search_prompt
@@ -33,13 +34,16 @@ from console.widgets.log.search import LogSearch
 from console.widgets.log.select import Selection
 from server_control.logs.store import LogStore
 
-FLUSH_S = 0.05
+FLUSH_S = 0.05          # a burst of lines is one flush
+REDRAW_S = 0.5          # new rows reach the view at most twice a second: following, each scroll
+                        # repaints every row shown; paused, the scroll bar and the counter move
+                        # (over ssh that is the console's traffic)
 
 
 class LogView(ScrollView, can_focus=True):
     """Rows are integer arrays (``log_rows.Rows``); text comes from the store
     (``store.get(seq)``) only for the rows on screen. The log keys are bound here, from
-    the one actions table (console/bindings.py)."""
+    the one actions table (console/actions/table.py)."""
 
     BINDINGS = bindings_for("log")
     DEFAULT_CSS = """
@@ -66,6 +70,8 @@ class LogView(ScrollView, can_focus=True):
         self._wrap_width = 0
         self._gen = 0                     # bumps when highlighting changes
         self._flush_pending = False
+        self._last_rows = 0.0             # monotonic time of the last flush that added rows
+        self._status: LogViewStatus | None = None
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
 
     @property
@@ -137,13 +143,17 @@ class LogView(ScrollView, can_focus=True):
         self.notify_new()
 
     def notify_new(self) -> None:
-        """New records may be in the store: flush them in one batch shortly."""
+        """New records may be in the store: flush them in one batch shortly (FLUSH_S), and
+        no sooner than REDRAW_S after the last flush that added rows."""
         if not self._flush_pending and self.store is not None:
             self._flush_pending = True
-            self.set_timer(FLUSH_S, self.flush)
+            wait = max(FLUSH_S, self._last_rows + REDRAW_S - time.monotonic())
+            self.set_timer(wait, self.flush)
 
     def flush(self) -> int:
-        """Pull new records from the store now; returns how many rows were added."""
+        """Pull new records from the store now; returns how many rows were added. Only rows
+        that reach the screen repaint it: records kept back (polls) or rows added below a
+        paused view change the counters and the scroll bar, not the lines shown."""
         self._flush_pending = False
         if self.store is None:
             return 0
@@ -158,14 +168,19 @@ class LogView(ScrollView, can_focus=True):
         before = len(self.rows)
         self._add_rows(new)
         added = len(self.rows) - before
-        self._update_virtual_size()
-        if self.follow:
-            self._stick()
-        else:
-            self.new_while_paused += added
-            if removed:
-                self.scroll_to(y=max(0, self.scroll_y - removed), animate=False, immediate=True)
-        self.refresh()
+        if added or removed:
+            self._last_rows = time.monotonic()
+            visible = before < int(self.scroll_y) + (self.scrollable_content_region.height or 0)
+            self._update_virtual_size()
+            if self.follow:
+                self._stick()
+                self.refresh()
+            else:
+                self.new_while_paused += added
+                if removed:
+                    self.scroll_to(y=max(0, self.scroll_y - removed), animate=False, immediate=True)
+                if removed or visible:
+                    self.refresh()
         self._post_status()
         return added
 
@@ -182,8 +197,13 @@ class LogView(ScrollView, can_focus=True):
         return [r for r in self.store.since(0) if r.seq <= last]
 
     def _update_virtual_size(self) -> None:
+        """The scroll bars follow the rows; the rows shown repaint only where the caller
+        refreshes (Textual's ``virtual_size`` reactive would repaint every row shown)."""
         width = self._wrap_width if self.wrap else self.rows.widest + 1
-        self.virtual_size = Size(width, len(self.rows))
+        size = Size(width, len(self.rows))
+        if size != self.virtual_size:
+            self.set_reactive(LogView.virtual_size, size)
+            self.refresh(repaint=False, layout=True)
 
     def _rebuild(self) -> None:
         """Recompute rows after a filter/wrap/size/search change, keeping the top record in view."""
@@ -301,7 +321,7 @@ class LogView(ScrollView, can_focus=True):
         self._gen += 1
         self._rebuild()
 
-    # ---- the log keys (console/bindings.py, target "log") ---------------------------
+    # ---- the log keys (console/actions/table.py, target "log") ---------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """Under a modal screen (a prompt, the help) the log keys are off, as the app's are."""
         return not isinstance(self.app.screen, ModalScreen)
@@ -396,4 +416,7 @@ class LogView(ScrollView, can_focus=True):
             folded=sel.folded, fold=self.fold)
 
     def _post_status(self) -> None:
-        self.post_message(LogViewChanged(self.status()))
+        status = self.status()
+        if status != self._status:   # the status line redraws only when what it says changed
+            self._status = status
+            self.post_message(LogViewChanged(status))

@@ -1,9 +1,13 @@
 """Every action of the console and its keys, as data.
 
 One table feeds the key bindings (footer), the help screen (`?`) and the command palette
-(`ctrl+p`), so the three can never disagree. Each action names its ``target``: the widget
-that owns the key and the action ("app", or "log": the log view), so a key is bound where
-it acts (``bindings_for(target)``) and the palette runs it there.
+(`ctrl+p`), so the three can never disagree. Each action names its ``owner``: the widget
+that owns the key and runs the action ("app", or "log": the log view), so a key is bound
+where it acts (``bindings_for(owner)``) and the palette runs it there (as harlequin's
+``target``); ``needs_owner`` marks the actions only the server's owner may take (start,
+stop, restart: off when the console is attached to a server it does not own; as k9s's
+``Dangerous``). The binding ids are the action names: a user keymap in the preferences
+(console/prefs.py) rebinds them.
 """
 from __future__ import annotations
 
@@ -21,11 +25,8 @@ class Action:
     group: str         # section of the help screen
     show: bool = True  # shown in the footer
     display: str = ""  # how the keys are written for humans ("+ ]")
-
-    @property
-    def target(self) -> str:
-        """Who owns the key and runs the action: "log" (the log view) or "app"."""
-        return "log" if self.group == "log" else "app"
+    owner: str = "app"          # who holds the key and runs the action: "app" or "log" (the log view)
+    needs_owner: bool = False   # only on a server this console owns (not when attached)
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -38,46 +39,49 @@ ACTIONS: tuple[Action, ...] = (
            "Set an exact threshold N (validated, read back on every rank)", "threshold", display="="),
     Action("F", "cycle_force", "Force",
            "Cycle the forced mode: auto -> speculative -> target-only", "threshold", display="F"),
+    Action("A", "apply_advice", "Advice",
+           "The advisor: N from the server's cost curves; enter applies it (asks first; read back, journaled)",
+           "threshold", show=False),
     Action("H", "apply_suggestion", "Apply hint",
            "Against flapping: apply the suggested hysteresis (else dwell), read back like N", "threshold",
            show=False),
     # server
-    Action("s", "start_server", "Start", "Launch the server of this profile", "server"),
-    Action("x", "stop_server", "Stop", "Stop the server (asks first)", "server"),
-    Action("r", "restart_server", "Restart", "Restart the server (asks first)", "server"),
+    Action("s", "start_server", "Start", "Launch the server of this profile", "server", needs_owner=True),
+    Action("x", "stop_server", "Stop", "Stop the server (asks first)", "server", needs_owner=True),
+    Action("r", "restart_server", "Restart", "Restart the server (asks first)", "server", needs_owner=True),
     Action("v", "verify", "Verify", "Re-run the three verification layers", "server"),
     # log view (keys as in less and k9s: they move; a key that filters says so)
-    Action("f", "log_follow", "Follow", "Toggle following the end of the log", "log"),
-    Action("j", "scroll_down", "Down", "One line down (also the down arrow)", "log", show=False),
-    Action("k", "scroll_up", "Up", "One line up (also the up arrow)", "log", show=False),
-    Action("space", "page_down", "Page down", "One screen down (also pgdn)", "log", show=False),
-    Action("b", "page_up", "Page up", "One screen up (also pgup)", "log", show=False),
-    Action("ctrl+d", "half_page(1)", "Half down", "Half a screen down", "log", show=False, display="ctrl+d"),
-    Action("ctrl+u", "half_page(-1)", "Half up", "Half a screen up", "log", show=False, display="ctrl+u"),
-    Action("end,G", "log_end", "End", "Jump to the end of the log and follow", "log", show=False, display="G end"),
-    Action("home,g", "log_home", "Top", "Jump to the start of the log", "log", show=False, display="g home"),
+    Action("f", "log_follow", "Follow", "Toggle following the end of the log", "log", owner="log"),
+    Action("j", "scroll_down", "Down", "One line down (also the down arrow)", "log", show=False, owner="log"),
+    Action("k", "scroll_up", "Up", "One line up (also the up arrow)", "log", show=False, owner="log"),
+    Action("space", "page_down", "Page down", "One screen down (also pgdn)", "log", show=False, owner="log"),
+    Action("b", "page_up", "Page up", "One screen up (also pgup)", "log", show=False, owner="log"),
+    Action("ctrl+d", "half_page(1)", "Half down", "Half a screen down", "log", show=False, display="ctrl+d", owner="log"),
+    Action("ctrl+u", "half_page(-1)", "Half up", "Half a screen up", "log", show=False, display="ctrl+u", owner="log"),
+    Action("end,G", "log_end", "End", "Jump to the end of the log and follow", "log", show=False, display="G end", owner="log"),
+    Action("home,g", "log_home", "Top", "Jump to the start of the log", "log", show=False, display="g home", owner="log"),
     Action("slash", "log_filter", "Filter",
-           "Filter lines by regex (a leading ! inverts; empty clears)", "log", display="/"),
+           "Filter lines by regex (a leading ! inverts; empty clears)", "log", display="/", owner="log"),
     Action("ctrl+f", "log_search", "Search",
            "Search by regex: highlight matches, jump to the nearest (n/N: next/previous)", "log",
-           display="ctrl+f"),
-    Action("n", "log_next", "Next", "Jump to the next search match", "log", show=False),
-    Action("N", "log_prev", "Prev", "Jump to the previous search match", "log", show=False),
+           display="ctrl+f", owner="log"),
+    Action("n", "log_next", "Next", "Jump to the next search match", "log", show=False, owner="log"),
+    Action("N", "log_prev", "Prev", "Jump to the previous search match", "log", show=False, owner="log"),
     Action("escape", "log_clear", "Clear",
-           "Clear the filter, the search and the quick filters", "log", show=False, display="esc"),
+           "Clear the filter, the search and the quick filters", "log", show=False, display="esc", owner="log"),
     Action("a", "log_polls", "Polls",
            "Show or hide polling access lines (GET /health, /server_info, /v1/loads, /metrics ...)", "log",
-           show=False),
+           show=False, owner="log"),
     Action("t", "log_fold", "Fold", "Fold or unfold one event logged by every TP rank (TP0-7)", "log",
-           show=False),
-    Action("e", "log_errors", "Errors", "Quick filter: errors and tracebacks only", "log", show=False),
+           show=False, owner="log"),
+    Action("e", "log_errors", "Errors", "Quick filter: errors and tracebacks only", "log", show=False, owner="log"),
     Action("d", "log_hide_stats", "Hide stats",
-           "Quick filter: hide decode/prefill stats lines", "log", show=False),
+           "Quick filter: hide decode/prefill stats lines", "log", show=False, owner="log"),
     Action("R", "log_rank", "Rank", "Quick filter: one TP rank at a time (cycles; esc clears)", "log",
-           show=False),
-    Action("w", "log_wrap", "Wrap", "Toggle wrapping long lines", "log", show=False),
+           show=False, owner="log"),
+    Action("w", "log_wrap", "Wrap", "Toggle wrapping long lines", "log", show=False, owner="log"),
     Action("ctrl+s", "log_save", "Save", "Save the lines shown (after filters) to a file (asks before "
-           "overwriting)", "log", show=False, display="ctrl+s"),
+           "overwriting)", "log", show=False, display="ctrl+s", owner="log"),
     # console
     Action("p", "toggle_panels", "Panels",
            "Show or hide the secondary panels (timeline, GPUs, verification)", "console", show=False),
@@ -90,6 +94,8 @@ ACTIONS: tuple[Action, ...] = (
 )
 
 PALETTE_EXCLUDE = {"focus_next", "suspend_process"}
+NEEDS_OWNER = frozenset(a.action for a in ACTIONS if a.needs_owner)
+BINDING_IDS = frozenset(a.action for a in ACTIONS)   # what a user keymap may rebind
 
 
 def key_text(action: Action) -> str:
@@ -109,8 +115,9 @@ def footer_rank(action: str) -> int:
     return FOOTER_ORDER.get(action, len(FOOTER_ORDER))
 
 
-def bindings_for(target: str) -> list[BindingType]:
-    """The key bindings of the widget ``target`` names ("app", "log"), in footer order."""
+def bindings_for(owner: str) -> list[BindingType]:
+    """The key bindings of the widget ``owner`` names ("app", "log"), in footer order; each
+    binding's id is its action's name (a user keymap rebinds it)."""
     return [Binding(a.keys, a.action, a.title, show=a.show, key_display=a.display or None, id=a.action)
-            for a in sorted((a for a in ACTIONS if a.target == target), key=lambda a: footer_rank(a.action))]
+            for a in sorted((a for a in ACTIONS if a.owner == owner), key=lambda a: footer_rank(a.action))]
 

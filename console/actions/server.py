@@ -3,13 +3,16 @@ the flapping suggestion (`H`), start / stop / restart (`s` `x` `r`).
 
 Each key becomes a session call in a worker; a question comes first where the answer
 matters: N=0 ("never disable") only through `=` and a yes, `-` stops at 1; a restart says
-what happens to the settings changed at runtime. A mixin of ``SpecConsoleApp`` (it uses the
+what happens to the settings changed at runtime. Each question is awaited in the action's
+own worker (``@work`` + ``push_screen_wait``): the flow reads top to bottom. A mixin of ``SpecConsoleApp`` (it uses the
 app's ``session``, ``snapshot``, ``_call`` and ``_desired``)."""
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
+
+from textual import work
 
 from console.screens.confirm import confirm
 from console.screens.prompt import PromptScreen
@@ -83,22 +86,17 @@ class ControlActions(_Base):
     def action_threshold_down(self) -> None:
         self._step_threshold(-1)
 
-    def action_threshold_prompt(self) -> None:
+    @work(group="control")
+    async def action_threshold_prompt(self) -> None:
+        """`=`: the exact N; N=0 only after a yes that says what it means."""
         n = self._current_threshold()
-        self.push_screen(PromptScreen("Threshold N (speculate while decode batch <= N; 0 = never disable)",
-                                      validate_threshold, "" if n is None else str(n),
-                                      hint="enter applies, escape cancels"),
-                         self._threshold_answer)
-
-    def _threshold_answer(self, value: int | None) -> None:
-        if value == 0:
-            self.push_screen(confirm(f"{NEVER} (the threshold rule is off). Set N=0?"), self._zero_answer)
-        elif value is not None:
+        value = await self.push_screen_wait(PromptScreen(
+            "Threshold N (speculate while decode batch <= N; 0 = never disable)", validate_threshold,
+            "" if n is None else str(n), hint="enter applies, escape cancels"))
+        if value == 0 and not await self.push_screen_wait(confirm(f"{NEVER} (the threshold rule is off). Set N=0?")):
+            return
+        if value is not None:
             self.request_threshold(value)
-
-    def _zero_answer(self, yes: object) -> None:
-        if yes:
-            self.request_threshold(0)
 
     def action_cycle_force(self) -> None:
         force = self.snapshot.spec.force or "auto"
@@ -138,13 +136,15 @@ class ControlActions(_Base):
             return
         self.run_worker(self._call("launch", self.session.launch()), group="server")
 
-    def action_stop_server(self) -> None:
-        if self._owned():
-            self.push_screen(confirm(f"Stop the {self.what}?"), self._stop_answer)
+    @work(group="server")
+    async def action_stop_server(self) -> None:
+        if self._owned() and await self.push_screen_wait(confirm(f"Stop the {self.what}?")):
+            await self._call("stop", self.session.stop())
 
-    def action_restart_server(self) -> None:
-        if self._owned():
-            self.push_screen(confirm(f"Restart the {self.what}? {self._runtime_fate()}"), self._restart_answer)
+    @work(group="server")
+    async def action_restart_server(self) -> None:
+        if self._owned() and await self.push_screen_wait(confirm(f"Restart the {self.what}? {self._runtime_fate()}")):
+            await self._call("restart", self.session.restart())
 
     def _runtime_fate(self) -> str:
         """What a restart does to the settings changed at runtime (server_control/supervision/carried_settings.py)."""
@@ -154,11 +154,3 @@ class ControlActions(_Base):
             return "It starts with the profile's settings (none were changed at runtime)."
         return (f"Changed at runtime: {changed}. They are re-applied once it is ready (lost, back to the "
                 "profile's, only if the profile sets [restart] reapply_runtime = false).")
-
-    def _stop_answer(self, yes: object) -> None:
-        if yes:
-            self.run_worker(self._call("stop", self.session.stop()), group="server")
-
-    def _restart_answer(self, yes: object) -> None:
-        if yes:
-            self.run_worker(self._call("restart", self.session.restart()), group="server")

@@ -1,0 +1,28 @@
+"""`A`: the advisor's view over the server's cost curves (console/screens/advice.py); its
+suggestion is applied through ``request_threshold``, as `=` applies N (read back on every
+rank, journaled). A mixin of ``SpecConsoleApp``."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from console.screens.advice import AdviceScreen
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from server_control.session.api import SessionLike
+
+    _Base = App[Any]
+else:
+    _Base = object
+
+
+class AdviceActions(_Base):
+    session: SessionLike
+
+    def request_threshold(self, value: object) -> None:
+        raise NotImplementedError
+
+    def action_apply_advice(self) -> None:
+        key = getattr(getattr(self.session, "poller", None), "api_key", None)
+        self.push_screen(AdviceScreen(self.session.url, key, self.request_threshold))

@@ -1,0 +1,268 @@
+"""The crossover and the threshold to set, from a server's cost curves (pure).
+
+Per mode, each bucket with at least ``MIN_STEPS`` timed steps gives a step time (mean and
+standard error from the summed squares) and tokens per step (likewise), i.e. tok/s at
+that batch. Each mode's step time is fitted as a line in the batch, ``t(b) = a + s*b``
+(weighted by steps): over the buckets both modes measured when there are at least two
+(exploration, hysteresis, forced runs: the fit interpolates), else over each mode's
+``FIT_BUCKETS`` buckets nearest the other mode (the speculative curve's highest batches,
+the target-only curve's lowest: the fit extrapolates, and the estimate says how far).
+Its tokens per request per step ``r`` (the accept length; 1 target-only) is pooled over
+the same buckets.
+Target-only out-produces speculation at batch b when
+    b * r_T / (a_T + s_T b)  >  b * r_S / (a_S + s_S b)
+    <=>  b * (r_T s_S - r_S s_T)  >  r_S a_T - r_T a_S
+so the crossover (the smallest such integer b) has a closed form, and the threshold to set
+is N = crossover - 1 (speculate at or below N). That is the estimate when fewer than two
+buckets were measured in both modes; it extrapolates, and says how far (``extrapolated``).
+
+Where both modes measured at least two buckets (exploration, hysteresis, forced runs) no
+line is needed: each such bucket gives z = (tok/s target-only - tok/s speculative) / se,
+and the crossover is the step c that fits the signs best, the c minimising
+    sum over buckets below c of max(0, z)  +  sum over buckets from c of max(0, -z)
+(a noisy bucket on the wrong side costs little, a clear one much). If c is the lowest such
+bucket, target-only may win lower still: then the lines' crossover is taken when it lies
+lower, and the estimate says how far below the shared buckets it is (``extrapolated``).
+
+The 95 % interval comes from a parametric bootstrap (seeded, so the same curves give the
+same interval): each bucket's step time and tokens per step are drawn from normals with
+their standard errors, the fit and the crossover are redone ``RESAMPLES`` times, and the
+2.5th and 97.5th percentiles of the suggested N are the interval.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, Bucket, Curves
+
+MIN_STEPS = 8
+FIT_BUCKETS = 5
+RESAMPLES = 300
+MAX_N = 4096
+
+
+@dataclass(frozen=True)
+class Point:
+    """One mode's measurement in one bucket."""
+    mode: str
+    lo: int
+    hi: int
+    batch: float          # mean batch of its steps
+    steps: int
+    step_s: float
+    step_se: float
+    tokens_per_step: float
+    tokens_se: float
+    tok_s: float
+    tok_s_se: float
+
+
+@dataclass(frozen=True)
+class Fit:
+    intercept_s: float
+    slope_s: float
+    per_request: float    # tokens per request per step
+    lo: float             # batches the fit saw
+    hi: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    points: tuple[Point, ...]
+    crossover: int | None          # first batch where target-only wins (None: not found)
+    suggested: int | None          # the threshold to set (None: not enough data)
+    interval: tuple[int, int] | None
+    verdict: str                   # crossover | speculation_wins | target_only_wins | insufficient
+    extrapolated: float            # batches between the crossover and the nearest data of the mode that lacks it
+    accept_length: float | None    # tokens per request per speculative step
+    mean_context: float | None
+    busy_seconds: float            # decode time the curves hold
+    missing: str | None = None     # what data is missing (insufficient)
+
+    def tok_s(self, mode: str, batch: float) -> float | None:
+        fit = _fits_from(self.points).get(mode)
+        return _predict(fit, batch) if fit else None
+
+
+def _points(curves: Curves) -> tuple[Point, ...]:
+    out = []
+    for b in curves.buckets:
+        p = _point(b)
+        if p is not None:
+            out.append(p)
+    return tuple(sorted(out, key=lambda p: (p.mode, p.batch)))
+
+
+def _point(b: Bucket) -> Point | None:
+    if b.steps < MIN_STEPS or b.verified < MIN_STEPS or b.seconds <= 0 or b.batch_sum <= 0:
+        return None
+    n, k = b.steps, b.verified
+    mean_t = b.seconds / n
+    var_t = max(0.0, b.seconds_sq / n - mean_t ** 2) * n / (n - 1)
+    mean_k = b.tokens / k
+    var_k = max(0.0, b.tokens_sq / k - mean_k ** 2) * k / (k - 1)
+    se_t, se_k = math.sqrt(var_t / n), math.sqrt(var_k / k)
+    tok_s = mean_k / mean_t
+    rel = math.sqrt((se_t / mean_t) ** 2 + ((se_k / mean_k) ** 2 if mean_k else 0.0))
+    return Point(b.mode, b.lo, b.hi, b.batch_sum / n, n, mean_t, se_t, mean_k, se_k, tok_s, tok_s * rel)
+
+
+def _fit(points: list[tuple[float, int, float, float]]) -> Fit | None:
+    """(batch, steps, step_s, tokens_per_step) -> the line and the pooled per-request rate."""
+    if len(points) < 2:   # one bucket tells no slope
+        return None
+    w = sum(n for _b, n, _t, _k in points)
+    tokens = sum(k * n for _b, n, _t, k in points)
+    per_request = tokens / sum(b * n for b, n, _t, _k in points)
+    mb = sum(b * n for b, n, _t, _k in points) / w
+    mt = sum(t * n for _b, n, t, _k in points) / w
+    sxx = sum(n * (b - mb) ** 2 for b, n, _t, _k in points)
+    sxy = sum(n * (b - mb) * (t - mt) for b, n, t, _k in points)
+    slope = max(0.0, sxy / sxx) if sxx > 0 else 0.0
+    intercept = mt - slope * mb
+    if intercept < 0:   # a step never costs less than nothing: the line through the origin's side
+        slope, intercept = mt / mb, 0.0
+    return Fit(intercept, slope, per_request, min(p[0] for p in points), max(p[0] for p in points))
+
+
+def _shared(points: tuple[Point, ...]) -> set[tuple[int, int]]:
+    his = {m: {(p.lo, p.hi) for p in points if p.mode == m} for m in (SPECULATIVE, TARGET_ONLY)}
+    return his[SPECULATIVE] & his[TARGET_ONLY]
+
+
+def _nearest(points: tuple[Point, ...], mode: str) -> list[Point]:
+    shared = _shared(points)
+    if len(shared) >= 2:
+        return [p for p in points if p.mode == mode and (p.lo, p.hi) in shared]
+    mine = [p for p in points if p.mode == mode]
+    mine.sort(key=lambda p: p.batch, reverse=(mode == SPECULATIVE))
+    return mine[:FIT_BUCKETS]
+
+
+def _fits_from(points: tuple[Point, ...], draws: dict[Point, tuple[float, float]] | None = None
+               ) -> dict[str, Fit]:
+    fits = {}
+    for mode in (SPECULATIVE, TARGET_ONLY):
+        rows = []
+        for p in _nearest(points, mode):
+            t, k = draws[p] if draws else (p.step_s, p.tokens_per_step)
+            rows.append((p.batch, p.steps, t, k))
+        fit = _fit(rows)
+        if fit is not None:
+            fits[mode] = fit
+    return fits
+
+
+def _predict(fit: Fit, batch: float) -> float:
+    t = fit.intercept_s + fit.slope_s * batch
+    return batch * fit.per_request / t if t > 0 else float("inf")
+
+
+def _crossover(fits: dict[str, Fit]) -> tuple[str, int | None]:
+    s, t = fits[SPECULATIVE], fits[TARGET_ONLY]
+    d = t.per_request * s.slope_s - s.per_request * t.slope_s
+    c = s.per_request * t.intercept_s - t.per_request * s.intercept_s
+    # target-only wins at b where b * d > c
+    if d > 0:
+        b = max(1, math.floor(c / d) + 1) if c > 0 else 1
+        if b > MAX_N + 1:
+            return "speculation_wins", None
+        return ("target_only_wins" if b == 1 else "crossover"), b
+    return ("target_only_wins", 1) if c < 0 else ("speculation_wins", None)
+
+
+def _measured(points: tuple[Point, ...], draw: dict[tuple[int, int], float] | None = None
+              ) -> tuple[str, int | None, float] | None:
+    """The sign-step crossover over the buckets both modes measured (see the module doc)."""
+    shared = sorted(_shared(points), key=lambda k: k[0])
+    if len(shared) < 2:
+        return None
+    by = {(p.mode, p.lo, p.hi): p for p in points}
+    zs = []
+    for lo, hi in shared:
+        s, t = by[(SPECULATIVE, lo, hi)], by[(TARGET_ONLY, lo, hi)]
+        diff = draw[(lo, hi)] if draw else t.tok_s - s.tok_s
+        zs.append((lo, diff / max(1e-9, math.hypot(s.tok_s_se, t.tok_s_se))))
+    best, best_cost = len(zs), float("inf")
+    for c in range(len(zs) + 1):
+        cost = sum(max(0.0, z) for _lo, z in zs[:c]) + sum(max(0.0, -z) for _lo, z in zs[c:])
+        if cost < best_cost - 1e-12:
+            best, best_cost = c, cost
+    if best == len(zs):   # speculation wins at every shared bucket: above them, the fit says
+        return None
+    cross = zs[best][0]
+    if cross == 1:
+        return "target_only_wins", 1, 0.0
+    return "crossover", cross, 1.0 if best == 0 else 0.0
+
+
+def _lowered(measured: tuple[str, int | None, float] | None, fits: dict[str, Fit]
+             ) -> tuple[str, int | None, float] | None:
+    """Target-only already wins at the lowest shared bucket: the lines may put it lower."""
+    if measured is None or measured[2] == 0.0 or measured[1] is None:
+        return measured
+    c = measured[1]
+    verdict, line = _crossover(fits)
+    if line is not None and line < c:
+        return verdict, line, float(c - line + 1)
+    return measured
+
+
+def _draw_diffs(points: tuple[Point, ...], rng: random.Random) -> dict[tuple[int, int], float]:
+    by = {(p.mode, p.lo, p.hi): p for p in points}
+    out = {}
+    for lo, hi in _shared(points):
+        s, t = by[(SPECULATIVE, lo, hi)], by[(TARGET_ONLY, lo, hi)]
+        out[(lo, hi)] = rng.gauss(t.tok_s - s.tok_s, math.hypot(s.tok_s_se, t.tok_s_se))
+    return out
+
+
+def _suggest(verdict: str, crossover: int | None) -> int:
+    if verdict == "speculation_wins" or crossover is None:
+        return 0                       # never disable
+    return max(1, crossover - 1)       # N = 1 is the least that still disables
+
+
+def estimate(curves: Curves, seed: int = 0) -> Estimate:
+    points = _points(curves)
+    busy = sum(b.seconds for b in curves.buckets)
+    spec = [p for p in points if p.mode == SPECULATIVE]
+    ctx_rows = [(b.context_sum, b.steps) for b in curves.buckets if b.context_sum is not None]
+    mean_ctx = (sum(c for c, _n in ctx_rows) / sum(n for _c, n in ctx_rows)
+                if ctx_rows and sum(n for _c, n in ctx_rows) else None)
+    fits = _fits_from(points)
+    accept = fits[SPECULATIVE].per_request if SPECULATIVE in fits else None
+    missing = [m for m in (SPECULATIVE, TARGET_ONLY) if m not in fits]
+    if missing:
+        return Estimate(points, None, None, None, "insufficient", 0.0, accept, mean_ctx, busy,
+                        f"no {' or '.join(m.replace('_', '-') for m in missing)} steps measured yet "
+                        f"(at least {MIN_STEPS} steps in each of 2 batch buckets)")
+    measured = _lowered(_measured(points), fits)
+    verdict, cross = measured[:2] if measured else _crossover(fits)
+    suggested = _suggest(verdict, cross)
+    rng = random.Random(seed)
+    draws_n = []
+    for _ in range(RESAMPLES):
+        again = _lowered(_measured(points, _draw_diffs(points, rng)), fits) if measured else None
+        if again is not None:
+            v, c = again[0], again[1]
+        else:
+            draws = {p: (max(1e-9, rng.gauss(p.step_s, p.step_se)),
+                         max(0.0, rng.gauss(p.tokens_per_step, p.tokens_se))) for p in points}
+            v, c = _crossover(_fits_from(points, draws))
+        draws_n.append(_suggest(v, c))
+    draws_n.sort()
+    interval = (draws_n[int(0.025 * (len(draws_n) - 1))], draws_n[math.ceil(0.975 * (len(draws_n) - 1))])
+    # how far the crossover (or the verdict) lies beyond the batches each mode measured
+    spec_top = max(p.batch for p in spec)
+    tgt_low = min(p.batch for p in points if p.mode == TARGET_ONLY)
+    data_top = max(p.batch for p in points)
+    if measured is not None:
+        extrapolated = measured[2]
+    elif cross is None:   # speculation wins everywhere: where target-only ran, spec is a guess
+        extrapolated = max(0.0, data_top - spec_top)
+    else:
+        extrapolated = max(0.0, cross - spec_top, tgt_low - cross + 1)
+    return Estimate(points, cross, suggested, interval, verdict, extrapolated, accept, mean_ctx, busy)

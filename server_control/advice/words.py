@@ -1,0 +1,103 @@
+"""The advice as the operator reads it, and as ``specconsole advise --json`` gives it.
+
+    N=12 would give +8% at batch 9-12 (measured over 40 min, 95% interval 10-14)
+
+The gain is the fitted tok/s of the mode the suggestion runs against the mode the current
+N runs, averaged over the batches where they differ (current N+1..suggested N when the
+suggestion is higher, suggested N+1..current N when lower).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from server_control.advice.estimate import Estimate
+from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY
+
+TRUSTED_EXTRAPOLATION = 2.0   # batches beyond the data a crossover may lie and still be advised
+
+
+@dataclass(frozen=True)
+class Advice:
+    current: int | None
+    suggested: int | None
+    interval: tuple[int, int] | None
+    gain: float | None              # relative, e.g. 0.08
+    batches: tuple[int, int] | None  # where the gain applies
+    sentence: str
+    confident: bool                 # worth applying: data near the crossover, current N outside the interval
+    estimate: Estimate
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.estimate
+        return {
+            "current": self.current, "suggested": self.suggested,
+            "interval": list(self.interval) if self.interval else None,
+            "crossover": e.crossover, "verdict": e.verdict, "gain": self.gain,
+            "batches": list(self.batches) if self.batches else None,
+            "sentence": self.sentence, "confident": self.confident,
+            "extrapolated_batches": round(e.extrapolated, 1),
+            "accept_length": e.accept_length, "mean_context": e.mean_context,
+            "busy_seconds": round(e.busy_seconds, 3), "missing": e.missing,
+            "curves": [{"mode": p.mode, "lo": p.lo, "hi": p.hi, "batch": round(p.batch, 2),
+                        "steps": p.steps, "step_ms": round(p.step_s * 1000, 3),
+                        "tok_s": round(p.tok_s, 2), "tok_s_se": round(p.tok_s_se, 2)}
+                       for p in e.points],
+        }
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _gain(e: Estimate, current: int, suggested: int) -> tuple[float, tuple[int, int]] | None:
+    if current == suggested:
+        return None
+    # N = 0 (never disable) speculates everywhere: compare up to the data's end
+    top = max((p.hi or p.lo for p in e.points), default=1)
+    cur, sug = (current or top), (suggested or top)
+    lo, hi = min(cur, sug) + 1, max(cur, sug)
+    if lo > hi:
+        return None
+    wins, loses = (SPECULATIVE, TARGET_ONLY) if sug > cur else (TARGET_ONLY, SPECULATIVE)
+    ratios = []
+    for b in range(lo, hi + 1):
+        a, c = e.tok_s(wins, b), e.tok_s(loses, b)
+        if a is None or c is None or c <= 0:
+            return None
+        ratios.append(a / c - 1.0)
+    return sum(ratios) / len(ratios), (lo, hi)
+
+
+def advise(e: Estimate, current: int | None) -> Advice:
+    over = duration(e.busy_seconds)
+    if e.suggested is None or e.interval is None:
+        return Advice(current, None, None, None, None,
+                      f"not enough data yet: {e.missing} (measured over {over})", False, e)
+    lo, hi = e.interval
+    span = f"95% interval {lo}-{hi}" if lo != hi else f"95% interval {lo}"
+    far = e.extrapolated > TRUSTED_EXTRAPOLATION
+    toward = f"nearer N={e.suggested}" if e.suggested else f"above N={current}"
+    where = (f"; extrapolated {e.extrapolated:.0f} batches beyond the data, explore {toward} "
+             "to confirm" if far else "")
+    if far and current is not None and lo <= current <= hi:
+        return Advice(current, e.suggested, e.interval, None, None,
+                      f"cannot tell yet whether N={current} is right: suggested N={e.suggested} "
+                      f"(measured over {over}, {span}){where}", False, e)
+    if current is not None and lo <= current <= hi:
+        return Advice(current, e.suggested, e.interval, 0.0, None,
+                      f"N={current} is right (suggested N={e.suggested}, measured over {over}, {span}){where}",
+                      False, e)
+    got = _gain(e, current, e.suggested) if current is not None else None
+    gain, batches = got if got else (None, None)
+    word = "N=0 (never disable)" if e.suggested == 0 else f"N={e.suggested}"
+    if gain is not None and batches is not None:
+        bat = f"batch {batches[0]}" if batches[0] == batches[1] else f"batch {batches[0]}-{batches[1]}"
+        text = f"{word} would give {gain * 100:+.0f}% at {bat} (measured over {over}, {span}){where}"
+    else:
+        text = f"suggested {word} (measured over {over}, {span}){where}"
+    return Advice(current, e.suggested, e.interval, gain, batches, text, not far and current is not None, e)

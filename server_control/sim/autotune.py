@@ -1,0 +1,73 @@
+"""The simulator's self-tuning threshold (``--sim-auto-tune LO-HI``), decided once.
+
+A thread of the main process reads the scheduler's cost curves every second of simulated
+time and gives them to ``advice.tuner.Tuner``; a move goes through the scheduler's
+settings queue as a runtime change does (``apply_setting``), so every TP rank applies it
+at the same step, and is logged once with its evidence:
+    Dynamic speculation: threshold 8 -> 10 (auto: target-only faster from batch 10, ...)
+A threshold set through ``/set_internal_state`` (the operator) turns tuning off, logged
+``Dynamic speculation: auto-tune off (threshold set to N by the operator)``; the key
+``speculative_disable_auto_tune`` (1 on, 0 off) turns it on or off again.
+"""
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from server_control.advice.tuner import Tuner, TuneSettings
+from server_control.protocol import cost_curves, decision
+
+if TYPE_CHECKING:
+    from server_control.sim.scheduler import Scheduler
+
+AUTO_TUNE_KEY = "speculative_disable_auto_tune"
+AUTO = "auto"   # the origin of the tuner's own changes
+
+
+class AutoTune:
+    def __init__(self, sched: Scheduler, settings: TuneSettings) -> None:
+        self.sched = sched
+        self.tuner = Tuner(settings)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sim-autotune", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        sched = self.sched
+        while not self._stop.wait(1.0 / sched.clock.scale):
+            with sched.cond:
+                if sched.curves is None or sched.switch is None or not sched.ready:
+                    continue
+                raw = sched.curves.snapshot()
+                threshold, now = sched.switch.threshold, sched._vnow
+            move = self.tuner.observe(now, cost_curves.parse(raw), threshold)
+            if move is not None:
+                sched.log.info(move.line)
+                sched.apply_setting(decision.THRESHOLD_KEY, move.new, origin=AUTO)
+
+    def on_setting(self, key: str, value: Any, origin: str) -> tuple[bool, str] | None:
+        """The auto-tune key itself: (applied, text); None for any other key."""
+        if key != AUTO_TUNE_KEY:
+            return None
+        if value in (1, 1.0, True):
+            self.tuner.turn_on()
+            return True, "Dynamic speculation: auto-tune on"
+        if value in (0, 0.0, False):
+            self.tuner.off("turned off through /set_internal_state")
+            return True, "Dynamic speculation: auto-tune off (asked)"
+        return False, f"Dynamic speculation: refused {key}={value}: 1 (on) or 0 (off)"
+
+    def applied(self, key: str, value: Any, origin: str) -> str | None:
+        """After a setting was applied: an operator's threshold turns tuning off (the line)."""
+        if key == decision.THRESHOLD_KEY and origin != AUTO and self.tuner.on:
+            self.tuner.off(f"threshold set to {value} by the operator")
+            return f"Dynamic speculation: auto-tune off (threshold set to {value} by the operator)"
+        return None
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.tuner.snapshot()

@@ -1,0 +1,90 @@
+"""The advisor's estimate and words on curves drawn from the simulator's model (pure)."""
+import dataclasses
+import random
+
+import pytest
+
+from server_control.advice.estimate import estimate
+from server_control.advice.words import advise
+from server_control.protocol import cost_curves as cc
+from server_control.protocol.explore import Explorer, window
+from server_control.sim import model
+
+
+def curves(n, kv=0.0, ctx=500.0, p=0.777, lo=1, hi=20, steps=4000, seed=1, share=0.0):
+    """Counters fed by the model: auto mode at threshold n, batches uniform lo..hi."""
+    cal = dataclasses.replace(model.DEFAULT, kv_ms_per_ktoken=kv)
+    rng = random.Random(seed)
+    ex = Explorer(share)
+    c = cc.CostCounters()
+    t = 0.0
+    for i in range(steps):
+        b = rng.randint(lo, hi)
+        mode = ex.mode("speculative" if b <= n else "target_only", i, b, n)
+        c.step(mode, b, t, ctx)
+        t += model.step_ms(mode, b, cal, ctx) / 1000 * (1 + rng.gauss(0, 0.03))
+        c.commit(mode, b, sum(model.sample_accept(rng, p, 3) for _ in range(b)) if mode == "speculative" else b)
+    truth = model.crossover(cal, context=ctx, accept_length=model.expected_accept(p, 3))
+    return cc.parse(c.snapshot()), truth
+
+
+@pytest.mark.parametrize("n, kv, ctx, p", [(8, 0.0, 500, 0.777), (2, 0.0, 500, 0.777),
+                                           (6, 0.2, 4000, 0.9), (12, 0.2, 4000, 0.9)])
+def test_with_exploration_the_crossover_is_found_within_one_bucket(n, kv, ctx, p):
+    got, truth = curves(n, kv, ctx, p, share=0.1)
+    e = estimate(got)
+    assert e.crossover is not None and abs(e.crossover - truth) <= 1, (e.crossover, truth)
+    assert e.suggested == e.crossover - 1
+    lo, hi = e.interval
+    assert lo <= e.suggested <= hi
+
+
+def test_without_exploration_far_from_the_truth_it_says_it_extrapolates():
+    got, truth = curves(12, 0.2, 4000, 0.9)   # truth 9, N = 12: no speculative data above 12
+    e = estimate(got)
+    assert e.extrapolated > 2
+    adv = advise(e, 12)
+    assert "extrapolated" in adv.sentence and not adv.confident
+
+
+def test_the_sentence_names_the_gain_the_batches_the_duration_and_the_interval():
+    got, _truth = curves(8, share=0.1)
+    e = estimate(got)
+    adv = advise(e, 8)
+    lo, hi = adv.interval
+    iv = f"{lo}-{hi}" if lo != hi else f"{lo}"
+    assert adv.sentence == (f"N={e.suggested} would give {adv.gain * 100:+.0f}% at batch "
+                            f"{e.suggested + 1}-8 (measured over {e.busy_seconds:.0f} s, 95% interval {iv})")
+    assert adv.gain > 0.05 and adv.confident
+    right = advise(e, e.suggested)
+    assert right.sentence.startswith(f"N={e.suggested} is right") and not right.confident
+
+
+def test_not_enough_data_says_what_is_missing():
+    got, _ = curves(30, steps=500)   # every batch <= 30: never target-only
+    e = estimate(got)
+    assert e.verdict == "insufficient" and "no target-only steps" in e.missing
+    assert advise(e, 30).sentence.startswith("not enough data yet: no target-only steps")
+
+
+def test_the_estimate_is_deterministic_and_acceptance_and_context_are_reported():
+    got, _ = curves(8, ctx=1200.0, share=0.1)
+    a, b = estimate(got), estimate(got)
+    assert a == b
+    assert a.accept_length == pytest.approx(model.DEFAULT.accept_length, rel=0.05)
+    assert a.mean_context == pytest.approx(1200.0)
+
+
+def test_exploration_flips_a_bounded_share_near_n_only():
+    ex = Explorer(0.02)
+    flips = sum(ex.mode("speculative", i, 8, 8) != "speculative" for i in range(100000))
+    assert 1800 <= flips <= 2200
+    assert all(ex.mode("speculative", i, 8 - window(8), 8) == "speculative" for i in range(5000))
+    assert all(ex.mode("target_only", i, 9 + window(8), 8) == "target_only" for i in range(5000))
+    assert all(ex.mode("speculative", i, 8, 8, auto=False) == "speculative" for i in range(5000))
+    assert not any(Explorer(0.0).mode("speculative", i, 8, 8) != "speculative" for i in range(5000))
+    other = Explorer(0.02)   # another rank: the same steps flip
+    assert [other.mode("speculative", i, 7, 8) for i in range(3000)] == [
+        Explorer(0.02).mode("speculative", i, 7, 8) for i in range(3000)]
+    with pytest.raises(ValueError, match="0..0.1"):
+        Explorer(0.5)

@@ -1,0 +1,90 @@
+"""The self-tuning threshold: the tuner's decisions (pure) and the simulator applying them
+once for every rank, logged with evidence; an operator's N turns it off."""
+import time
+
+import httpx
+import pytest
+
+from server_control.advice.tuner import MOVE_PREFIX, Tuner, TuneSettings, parse_bounds
+from server_control.protocol import cost_curves as cc
+from tests.advice.test_estimate import curves
+
+
+def test_moves_toward_the_crossover_at_a_bounded_rate_then_holds():
+    tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2))
+    got, truth = curves(12, 0.2, 4000, 0.9, share=0.1)      # truth N = 8
+    n, moves = 12, []
+    for t in range(0, 200, 5):
+        move = tuner.observe(float(t), got, n)
+        if move:
+            assert abs(move.new - move.old) <= 2 and move.old == n
+            assert move.line.startswith(f"{MOVE_PREFIX}{n} -> {move.new} (auto: target-only faster from batch ")
+            assert "tok/s, n=" in move.line
+            n = move.new
+            moves.append(move)
+    assert moves and abs(n - (truth - 1)) <= 1
+    assert tuner.observe(500.0, got, n) is None   # N inside the interval: it holds (hysteresis)
+
+
+def test_no_decision_more_often_than_the_interval_and_none_when_off():
+    tuner = Tuner(TuneSettings(1, 32, interval_s=10, window_s=1000))
+    got, _ = curves(12, 0.2, 4000, 0.9, share=0.1)
+    assert tuner.observe(0.0, got, 12) is None
+    assert tuner.observe(5.0, got, 12) is None       # before the interval
+    assert tuner.observe(10.0, got, 12) is not None
+    tuner.off("operator")
+    assert tuner.observe(100.0, got, 12) is None and tuner.snapshot()["on"] is False
+
+
+def test_only_the_window_counts_so_a_phase_change_is_followed():
+    a, _ = curves(6, 0.2, 4000, 0.9, share=0.1, seed=1)    # long context: N ~ 8
+    b, _ = curves(6, 0.0, 500, 0.777, share=0.1, seed=2)   # short: N ~ 4
+    both = cc.Curves(32, 0, a.buckets)
+    tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=20, max_step=8))
+    tuner.observe(0.0, cc.Curves(32, 0, ()), 6)
+    tuner.observe(30.0, both, 6)
+    from server_control.advice.store import add
+    later = add(both, b)
+    tuner.observe(60.0, later, 6)
+    move = tuner.observe(65.0, later, 6)
+    assert move is None or move.new < 6
+    assert tuner.observe(70.0, later, 9) is not None   # from 9 it moves down: the window is phase b
+
+
+@pytest.mark.parametrize("text", ["8", "9-2", "a-b", "0-4"])
+def test_bad_bounds_are_refused(text):
+    with pytest.raises(ValueError, match="bounds"):
+        parse_bounds(text)
+
+
+def _live(url):
+    (st,) = httpx.get(url + "/server_info", timeout=5).json()["internal_states"]
+    return st["dynamic_speculation"]
+
+
+def test_the_simulator_tunes_once_for_every_rank_and_the_operator_wins(sim_factory):
+    sim = sim_factory("--sim-auto-tune", "1-16", "--sim-explore-share", "0.1", threshold=10,
+                      traffic="phases:s=10000,c=1-14,period=12", time_scale=20)
+    sim.wait_ready()
+    sim.wait_for_log(f"{MOVE_PREFIX}10 -> ", count=1)
+    text = sim.log_path.read_text()
+    line = next(ln for ln in text.splitlines() if f"{MOVE_PREFIX}10 -> " in ln)
+    new = int(line.split(" -> ")[1].split(" ")[0])
+    assert "(auto: " in line and new < 10
+    # applied as a runtime change: every TP rank logs it
+    sim.wait_for_log(f"threshold changed 10 -> {new}", count=2)
+    assert "TP0]" in text or "TP0" in sim.log_path.read_text()
+    live = _live(sim.url)
+    assert live["auto_tune"]["on"] is True and live["auto_tune"]["moves"] >= 1
+    assert {r["threshold"] for r in live["ranks"]} == {live["threshold"]}
+    r = httpx.post(sim.url + "/set_internal_state",
+                   json={"server_args": {"speculative_disable_batch_threshold": 7}}, timeout=5)
+    assert r.json() == [True]
+    sim.wait_for_log("auto-tune off (threshold set to 7 by the operator)")
+    time.sleep(1.5)   # 30 simulated seconds: no more moves
+    live = _live(sim.url)
+    assert live["threshold"] == 7 and live["auto_tune"]["on"] is False
+    r = httpx.post(sim.url + "/set_internal_state",
+                   json={"server_args": {"speculative_disable_auto_tune": 1}}, timeout=5)
+    assert r.json() == [True]
+    assert _live(sim.url)["auto_tune"]["on"] is True

@@ -1,0 +1,119 @@
+"""A server this tool started is always findable (issue 22 item 1): the keeper writes the
+run record before it answers the launcher, a lost or unreadable record is recovered from
+the keeper's start note, and when even that is gone `stop` names what still listens
+instead of saying "not running". Real launches of the simulator, real SIGKILLs."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from server_control.state import runs
+from tests.support.sim import REPO_ROOT
+
+
+def cli(*args: str, timeout_s: float = 90) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "console", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=timeout_s)
+
+
+def run_pids(port: int) -> list[int]:
+    """Every process whose command line serves ``port`` (the simulator's ranks included)."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "--port" in cmd and str(port) in cmd and "server_control.sim" in " ".join(cmd):
+            out.append(p.pid)
+    return out
+
+
+def listeners(port: int) -> list[int]:
+    return [c.pid for c in psutil.net_connections(kind="tcp")
+            if c.pid is not None and c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
+
+
+def port_of(profile) -> int:
+    return int(next(line.split("=")[1] for line in profile.read_text().splitlines() if line.startswith("port")))
+
+
+def _kill_when_the_server_exists(launcher: subprocess.Popen, port: int, timeout_s: float = 60) -> None:
+    """SIGKILL the launcher at the first moment its server process exists: the launcher is
+    stopped (SIGSTOP) while each look is taken, so it cannot have gone further meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and launcher.poll() is None:
+        launcher.send_signal(signal.SIGSTOP)
+        if run_pids(port):
+            launcher.send_signal(signal.SIGKILL)
+            return
+        launcher.send_signal(signal.SIGCONT)
+        time.sleep(0.002)
+    launcher.send_signal(signal.SIGKILL)
+
+
+@pytest.mark.parametrize("when", ["server-appears", 0.4, 0.8])
+def test_a_launcher_killed_at_any_moment_leaves_a_run_that_stop_finds(make_profile, state_dir, groups, when):
+    profile = make_profile(name=f"k{str(when).replace('.', '').replace('-', '')[:8]}")
+    port = port_of(profile)
+    launcher = subprocess.Popen([sys.executable, "-m", "console", "launch", "--profile", str(profile)],
+                                cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if when == "server-appears":
+        _kill_when_the_server_exists(launcher, port)
+    else:
+        time.sleep(float(when))
+        launcher.send_signal(signal.SIGKILL)
+    launcher.wait(10)
+    time.sleep(0.5)   # a keeper that got the request starts its server now
+    before = run_pids(port)
+    if when == "server-appears":
+        assert before, "the launcher was killed once its server existed"
+    res = cli("stop", "--profile", str(profile))
+    deadline = time.monotonic() + 10
+    while run_pids(port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = run_pids(port)
+    for pid in left:   # never leave them behind, even when the assertion fails
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"server processes left after stop ({res.stdout.strip()}); before stop: {before}"
+    assert res.returncode == 0, res.stdout + res.stderr
+    if before:
+        assert "stopped" in res.stdout, res.stdout
+
+
+def _launched(profile) -> runs.RunRecord:
+    res = cli("launch", "--profile", str(profile), "--wait", "60")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rec = runs.load_record(profile.stem)
+    assert rec is not None
+    return rec
+
+
+def test_a_truncated_record_is_recovered_from_the_keeper_note(make_profile, state_dir, groups):
+    profile = make_profile(name="trunc")
+    rec = _launched(profile)
+    groups.add(rec.pgid)
+    path = runs.record_path("trunc")
+    path.write_text(path.read_text()[:40])
+    status = cli("status", "--profile", str(profile))
+    said = status.stdout + status.stderr
+    assert f"pid {rec.pid}" in said and "keeper's note" in said and "moved aside" in said, said
+    res = cli("stop", "--profile", str(profile))
+    assert res.returncode == 0 and "stopped" in res.stdout, res.stdout + res.stderr
+    assert not run_pids(rec.port)
+
+
+def test_an_unreadable_record_without_a_note_names_what_listens(make_profile, state_dir, groups):
+    profile = make_profile(name="lost")
+    rec = _launched(profile)
+    groups.add(rec.pgid)
+    runs.record_path("lost").write_text("{")
+    runs.exit_file("lost").unlink(missing_ok=True)
+    res = cli("stop", "--profile", str(profile))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "NOT stopped" in res.stdout and f"still listening on port {rec.port}" in res.stdout
+    assert f"pid {rec.pid}" in res.stdout, res.stdout
+    assert listeners(rec.port), "it still serves: nothing was signalled without a verified identity"
