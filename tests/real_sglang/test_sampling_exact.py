@@ -30,6 +30,7 @@ the patched server's greedy checks, the plain server's samples, the patched serv
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -202,6 +203,13 @@ def test_json_schema_under_flips_is_valid_and_equal_plain(pool):
     report("json schema under flips", flips=flips)
 
 
+# The 2,000-sample chi-square tests take over 10 minutes each on a 2-core machine (one such
+# batch did not finish there): they run by hand with SPECCONSOLE_HEAVY_TESTS=1, not in CI.
+HEAVY = pytest.mark.skipif(os.environ.get("SPECCONSOLE_HEAVY_TESTS") != "1",
+                           reason="2,000-sample chi-square: set SPECCONSOLE_HEAVY_TESTS=1 to run it (> 10 min)")
+
+
+@HEAVY
 def test_the_chi_square_test_catches_a_skewed_sampler(pool):
     """Negative control first: plain at temperature 1.0 vs plain at 0.7, 2,000 each."""
     ref = sampled_references(pool)
@@ -210,6 +218,7 @@ def test_the_chi_square_test_catches_a_skewed_sampler(pool):
     assert all(p < P_REJECT for p in ps), ps
 
 
+@HEAVY
 @pytest.mark.parametrize("mode", [decision.TARGET_ONLY, "flips", decision.SPECULATIVE])
 def test_sampled_distribution(pool, mode):
     ref = sampled_references(pool)
