@@ -413,7 +413,7 @@ class Session:
         g = s if s and s.reachable else self.last_good
         load = g.load if g else None
         tc = self.last_change
-        if tc is not None and tc.state == "elsewhere" and (
+        if tc is not None and tc.state == ChangeState.ELSEWHERE and (
                 time.monotonic() - self._elsewhere_at > ELSEWHERE_SHOWN_S
                 or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))):
             self.last_change = None   # old news, or no longer what the server shows

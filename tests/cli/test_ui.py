@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from console.cli import main
 from console.cli.demo_target import demo_profile, demo_state_dir, demo_target
 
@@ -30,7 +32,9 @@ def test_attach_errors(capsys, monkeypatch):
 
 
 def test_demo_argument_errors(capsys):
-    assert main(["demo", "--time-scale", "0"]) == 2
+    with pytest.raises(SystemExit) as refused:   # argparse refuses it: exit 2, the flag named
+        main(["demo", "--time-scale", "0"])
+    assert refused.value.code == 2
     assert "--time-scale" in capsys.readouterr().err
     assert main(["demo", "--port", "70000"]) == 2
     assert "--port" in capsys.readouterr().err
