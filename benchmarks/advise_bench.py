@@ -39,7 +39,7 @@ def wait_ready(url: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
+            if httpx.get(url + "/health", timeout=2, trust_env=False).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -48,7 +48,7 @@ def wait_ready(url: str, timeout: float = 60.0) -> None:
 
 
 def serving_s(url: str) -> float:
-    return float(httpx.get(url + "/sim/stats", timeout=5).json()["serving_seconds"])
+    return float(httpx.get(url + "/sim/stats", timeout=5, trust_env=False).json()["serving_seconds"])
 
 
 def truth(ctx: float | None, p: float) -> int | None:
@@ -80,7 +80,7 @@ def bench_advice(scale: float) -> list[dict]:
 
 
 def tok_s(url: str) -> tuple[float, float]:
-    (st,) = httpx.get(url + "/server_info", timeout=5).json()["internal_states"]
+    (st,) = httpx.get(url + "/server_info", timeout=5, trust_env=False).json()["internal_states"]
     d = st["dynamic_speculation"]
     return float(sum(d["tokens"].values())), float(sum(d["seconds"].values()))
 

@@ -29,12 +29,12 @@ FIXED = (4, 6, 8)
 
 
 def _live(url: str) -> dict:
-    (st,) = httpx.get(url + "/server_info", timeout=5).json()["internal_states"]
+    (st,) = httpx.get(url + "/server_info", timeout=5, trust_env=False).json()["internal_states"]
     return st["dynamic_speculation"]
 
 
 def _serving(url: str) -> float:
-    r = httpx.get(url + "/sim/stats", timeout=5)
+    r = httpx.get(url + "/sim/stats", timeout=5, trust_env=False)
     if r.status_code != 200:
         raise SystemExit(f"{url}/sim/stats: HTTP {r.status_code} {r.text[:200]!r} (another server on the port?)")
     return float(r.json()["serving_seconds"])
@@ -43,7 +43,7 @@ def _serving(url: str) -> float:
 def _totals(url: str) -> tuple[float, float]:
     """Every generated token (prefill's first ones too) and the step clock: tok/s that a
     faster mode's extra prefills do not bias."""
-    st = httpx.get(url + "/sim/stats", timeout=5).json()
+    st = httpx.get(url + "/sim/stats", timeout=5, trust_env=False).json()
     return float(st["generation_tokens_total"]), float(st["step_clock_s"])
 
 
@@ -51,7 +51,7 @@ def _wait_ready(url: str) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
+            if httpx.get(url + "/health", timeout=2, trust_env=False).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

@@ -29,7 +29,7 @@ def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) ->
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     where = url.rstrip("/") + "/server_info"
     try:
-        with httpx.Client(timeout=timeout_s) as client, client.stream("GET", where, headers=headers) as resp:
+        with httpx.Client(timeout=timeout_s, trust_env=False) as client, client.stream("GET", where, headers=headers) as resp:
             body = bytearray()
             for chunk in resp.iter_bytes():
                 body += chunk
