@@ -100,7 +100,7 @@ def test_threshold_against_stock_sglang(tmp_path):
 
 
 def test_bad_arguments_exit_2():
-    r = cli("status", "--url", "127.0.0.1:30000")
+    r = cli("status", "--url", f"127.0.0.1:{free_port()}")   # no scheme: refused before any request
     assert r.returncode == 2 and "http://" in r.stderr
     r = cli("verify", "--log", "x.log", "--profile", "demo")
     assert r.returncode == 2 and "--log goes with --url" in r.stderr
