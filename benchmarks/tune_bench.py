@@ -22,6 +22,7 @@ import time
 
 import httpx
 
+from benchmarks.advise_bench import wait_ready
 from server_control.proc.sim_launcher import start_sim
 
 KV = "0.2"
@@ -47,18 +48,6 @@ def _totals(url: str) -> tuple[float, float]:
     return float(st["generation_tokens_total"]), float(st["step_clock_s"])
 
 
-def _wait_ready(url: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=2, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"{url} not ready")
-
-
 def run_arm(n: int, tuned: bool, scale: float, phase_s: float) -> dict:
     traffic = (f"phases:s={phase_s},c=1-14,period=15,ctx=500,p=0.777"
                f"/s={phase_s},c=1-14,period=15,ctx=4000,p=0.9")
@@ -67,7 +56,7 @@ def run_arm(n: int, tuned: bool, scale: float, phase_s: float) -> dict:
         extra += ["--sim-auto-tune", "1-16", "--sim-explore-share", "0.02"]
     marks = {}
     with start_sim(*extra, threshold=n, traffic=traffic, time_scale=scale, lifetime=900) as sim:
-        _wait_ready(sim.url)
+        wait_ready(sim.url)
         for name, at in (("start", 0.5), ("a60", 60.0), ("a_end", phase_s), ("b60", phase_s + 60.0),
                          ("b_end", 2 * phase_s - 0.5)):
             while _serving(sim.url) < at:
