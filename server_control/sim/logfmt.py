@@ -8,6 +8,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from server_control.sim.stats import Stats
 
 
 def rank_tag(tp_rank: int | None, tp_size: int) -> str:
@@ -53,3 +57,17 @@ class Logger:
 
     def error(self, msg: str) -> None:
         self.info(msg)
+
+
+def prefill_line(new_seqs: int, new_tokens: int, s: Stats, queued: int) -> str:
+    """SGLang's prefill log line (the fields the console's parser reads)."""
+    return (f"Prefill batch, #new-seq: {new_seqs}, #new-token: {new_tokens}, #cached-token: 0, "
+            f"token usage: {s.token_usage:.2f}, #running-req: {s.running}, #queue-req: {queued}")
+
+
+def decode_line(s: Stats, queued: int, spec: bool) -> str:
+    """SGLang's decode log line; accept len/rate only for a speculative server."""
+    text = f"Decode batch, #running-req: {s.running}, #token: {s.tokens_in_use}, token usage: {s.token_usage:.2f}, "
+    if spec:
+        text += f"accept len: {s.accept_length:.2f}, accept rate: {s.accept_rate:.2f}, "
+    return text + f"cuda graph: True, gen throughput (token/s): {s.gen_throughput:.2f}, #queue-req: {queued}"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from server_control.protocol import cost_curves, decision, explore
 from server_control.protocol.tuner import TuneSettings
 from server_control.sim import args as simargs
-from server_control.sim import model
+from server_control.sim import logfmt, model
 from server_control.sim.autotune import AutoTune
 from server_control.sim.requests import Request, SimClock
 from server_control.sim.stats import Stats, StepTiming
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from server_control.sim.logfmt import Logger
     from server_control.sim.rank_objects import LightRankGroup
     from server_control.sim.rank_processes import RankGroup
-
-
 
 STOP_WAIT_S = 1.5   # a rank gone: how long to wait for the server's own stop before it is a failure
 
@@ -389,19 +387,9 @@ class Scheduler:
         s.accept_rate = model.accept_rate(s.accept_length, self.num_steps)
         self._interval = {"t": now, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
-    def _usage_fields(self) -> str:
-        s = self.stats
-        return f"token usage: {s.token_usage:.2f}, #running-req: {s.running}, #queue-req: {len(self.waiting)}"
-
     def _prefill_line(self, new: list[Request]) -> str:
-        tokens = sum(r.prompt_tokens for r in new)
-        return (f"Prefill batch, #new-seq: {len(new)}, #new-token: {tokens}, #cached-token: 0, "
-                + self._usage_fields())
+        return logfmt.prefill_line(len(new), sum(r.prompt_tokens for r in new), self.stats, len(self.waiting))
 
     def _decode_line(self) -> str:
         self._close_interval()
-        s = self.stats
-        text = f"Decode batch, #running-req: {s.running}, #token: {s.tokens_in_use}, token usage: {s.token_usage:.2f}, "
-        if self.spec:
-            text += f"accept len: {s.accept_length:.2f}, accept rate: {s.accept_rate:.2f}, "
-        return text + f"cuda graph: True, gen throughput (token/s): {s.gen_throughput:.2f}, #queue-req: {len(self.waiting)}"
+        return logfmt.decode_line(self.stats, len(self.waiting), bool(self.spec))
