@@ -17,10 +17,10 @@ from server_control.control.settings import VALIDATE, Control
 from server_control.model.vocabulary import ChangeState
 from server_control.protocol import decision as d
 from server_control.state import runs
-from server_control.supervision.supervised import SupervisorParts
 
 if TYPE_CHECKING:
     from server_control.model.snapshot import SettingChange
+    from server_control.supervision.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -69,33 +69,40 @@ async def reapply(control: Control, runtime: dict[str, Any], profile_dynamic: di
     return True, f"re-applied runtime settings after the restart: {what}"
 
 
-class RuntimeSettings(SupervisorParts):
-    """Mixin of ``Supervisor`` (server_control/supervision/supervisor.py): the run's runtime settings."""
+class CarriedSettings:
+    """A part of ``Supervisor`` (server_control/supervision/supervisor.py): the run's runtime
+    settings, kept in its record and re-applied to the next server."""
 
-    def current_runtime(self) -> dict[str, Any]:
-        disk = self._load_disk()
-        rec = disk if disk is not None and (self.record is None or disk.pid == self.record.pid) else self.record
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+
+    def current(self) -> dict[str, Any]:
+        sup = self.sup
+        disk = sup.load_disk()
+        rec = disk if disk is not None and (sup.record is None or disk.pid == sup.record.pid) else sup.record
         return dict(rec.runtime) if rec is not None else {}
 
-    async def remember_runtime(self, key: str, value: object) -> str | None:
+    async def remember(self, key: str, value: object) -> str | None:
         """A runtime setting was applied to this run: keep it for the next restart. None:
         kept (or no run to keep it for); else why it is NOT kept (a full disk...)."""
-        rec = self.record
+        sup = self.sup
+        rec = sup.record
         if rec is None:
             return None
         try:
-            saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, lambda r: remember(
-                r.runtime, key, value, self._dynamic))
+            saved = await runs.update_record(sup.profile.name, sup.state_dir, rec.pid, lambda r: remember(
+                r.runtime, key, value, sup.dynamic))
         except OSError as exc:
-            return f"the run record {runs.record_path(self.profile.name, self.state_dir)} could not be " \
+            return f"the run record {runs.record_path(sup.profile.name, sup.state_dir)} could not be " \
                    f"written: {exc.strerror or exc}"
-        if saved is not None and self.record is rec:
-            self.record = saved
+        if saved is not None and sup.record is rec:
+            sup.record = saved
         return None
 
-    async def reapply_runtime(self) -> None:
+    async def reapply(self) -> None:
         """Once the restarted server is ready: set what was changed at runtime before."""
-        rec = self.record
+        sup = self.sup
+        rec = sup.record
         if rec is None or not rec.runtime_pending:
             return
         claimed: list[Any] = []
@@ -104,21 +111,21 @@ class RuntimeSettings(SupervisorParts):
             if r.runtime_pending:
                 claimed.append(dict(r.runtime))
             r.runtime_pending = False
-        saved = await runs.update_record(self.profile.name, self.state_dir, rec.pid, claim)
-        if saved is not None and self.record is rec:
-            self.record = saved
+        saved = await runs.update_record(sup.profile.name, sup.state_dir, rec.pid, claim)
+        if saved is not None and sup.record is rec:
+            sup.record = saved
         if not claimed:   # another process got there first
             return
         try:
-            control = Control(self.profile.url, self.profile.api_key(), self.profile.admin_api_key(),
-                              timeout_s=self.profile.health["timeout_s"])
+            control = Control(sup.profile.url, sup.profile.api_key(), sup.profile.admin_api_key(),
+                              timeout_s=sup.profile.health["timeout_s"])
         except ValueError as exc:   # ProfileError: a key variable went missing
-            self._set(runtime_note=f"could not re-apply runtime settings after the restart: {exc}")
+            sup.update(runtime_note=f"could not re-apply runtime settings after the restart: {exc}")
             return
         try:
-            ok, note = await reapply(control, claimed[0], self._dynamic, lambda key, value, res: self.journal(
-                "reapply", res.state, res.detail, key=key, old=self._dynamic.get(PROFILE_KEY[key]), new=value))
+            ok, note = await reapply(control, claimed[0], sup.dynamic, lambda key, value, res: sup.journal(
+                "reapply", res.state, res.detail, key=key, old=sup.dynamic.get(PROFILE_KEY[key]), new=value))
         finally:
             await control.aclose()
-        (log.info if ok else log.warning)("%s: %s", self.profile.name, note)
-        self._set(runtime_note=note, last_error=None if ok else note)
+        (log.info if ok else log.warning)("%s: %s", sup.profile.name, note)
+        sup.update(runtime_note=note, last_error=None if ok else note)

@@ -4,25 +4,31 @@ The process that holds a profile's restart lock writes ``{pid, create_time, boot
 start_ticks, kind, since}`` into the run record (``supervisor``); ``kind`` is its role:
 ``console`` (the TUI), ``supervise`` (`specconsole supervise`) or ``handoff`` (the
 detached `specconsole supervise` a console starts when it quits leaving the server
-running). ``supervisor_of()`` says who it is, checked (the lock is held, that pid has that
+running). ``Ownership.of()`` says who it is, checked (the lock is held, that pid has that
 start: boot id + start ticks, server_control/state/start_ticks.py; ``create_time`` only in an
 earlier version's record). The next
 console takes a handed-off run back (``reclaim_from_handoff``): the `supervise` gets
 SIGTERM, detaches, and the console's watch loop takes the lock.
+
+``Ownership`` is a part of ``Supervisor`` (server_control/supervision/supervisor.py): it
+holds the restart lock and this process's role.
 """
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from server_control.model.run_status import SupervisorInfo
 from server_control.state import identity, runs
+from server_control.state.private_files import FileLock
 from server_control.state.runs import iso_time
 from server_control.state.start_ticks import proc_start, recorded
-from server_control.supervision.supervised import SupervisorParts
+
+if TYPE_CHECKING:
+    from server_control.supervision.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 HANDOFF = "handoff"
@@ -31,28 +37,59 @@ ROLE_WORDS = {"console": "a console", "supervise": "specconsole supervise",
               HANDOFF: "specconsole supervise (handed over by a console that quit)"}
 
 
-class SupervisorRole(SupervisorParts):
-    """Mixin of ``Supervisor`` (server_control/supervision/supervisor.py)."""
+class Ownership:
+    """The restart lock of one run and what this process says about itself as its supervisor."""
 
-    def supervisor_info(self) -> dict[str, Any]:
+    def __init__(self, sup: Supervisor, role: str) -> None:
+        self.sup = sup
+        self.role = role
+        self.lock: FileLock | None = None
+        self._cache: tuple[float, SupervisorInfo | None] = (0.0, None)   # (monotonic, who) of a read
+
+    @property
+    def supervising(self) -> bool:
+        """This process holds the restart lock: it restarts the run's crashes."""
+        return self.lock is not None
+
+    def try_lock(self) -> None:
+        if self.lock is None:
+            self.lock = runs.RestartLock.acquire(self.sup.profile.name, self.sup.state_dir)
+            if self.lock is not None:
+                self.sup.changed()
+
+    def unlock(self) -> None:
+        if self.lock is None:
+            return
+        rec = self.sup.record
+        if rec is not None:   # best effort: the next reader checks the pid anyway
+            me = self.info()["pid"]
+            runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid,
+                                   lambda r: setattr(r, "supervisor", None)
+                                   if (r.supervisor or {}).get("pid") == me else None)
+        self.lock.release()
+        self.lock = None
+        self.sup.changed()
+
+    def info(self) -> dict[str, Any]:
+        """This process as the record's ``supervisor``."""
         me = psutil.Process()
         start = proc_start(me.pid)
         return {"pid": me.pid, "create_time": me.create_time(), "boot_id": start.boot_id if start else None,
                 "start_ticks": start.ticks if start else None, "kind": self.role, "since": iso_time(time.time())}
 
-    def supervisor_of(self) -> SupervisorInfo | None:
+    def of(self) -> SupervisorInfo | None:
         """Who restarts this run's crashes: the process holding the restart lock (as the
         record names it, its pid and start time checked), or None."""
         if self.supervising:
-            info = self.supervisor_info()
+            info = self.info()
             return SupervisorInfo(info["pid"], info["kind"], info["since"])
         now = time.monotonic()
-        if now - self._sup_cache[0] > 1.0:
-            self._sup_cache = (now, self._read_supervisor())
-        return self._sup_cache[1]
+        if now - self._cache[0] > 1.0:
+            self._cache = (now, self._read())
+        return self._cache[1]
 
-    def _recorded_supervisor(self) -> tuple[dict[str, Any], psutil.Process | None]:
-        disk = self._load_disk()
+    def _recorded(self) -> tuple[dict[str, Any], psutil.Process | None]:
+        disk = self.sup.load_disk()
         info = (disk.supervisor if disk is not None else None) or {}
         try:
             p = psutil.Process(int(info["pid"]))
@@ -61,9 +98,9 @@ class SupervisorRole(SupervisorParts):
         except (psutil.Error, KeyError, TypeError, ValueError):
             return info, None
 
-    def _read_supervisor(self) -> SupervisorInfo | None:
-        info, proc = self._recorded_supervisor()
-        if proc is None or not runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
+    def _read(self) -> SupervisorInfo | None:
+        info, proc = self._recorded()
+        if proc is None or not runs.RestartLock.held_elsewhere(self.sup.profile.name, self.sup.state_dir):
             return None
         return SupervisorInfo.from_json(info)
 
@@ -71,7 +108,7 @@ class SupervisorRole(SupervisorParts):
         """Take the run back from the `supervise` a leaving console handed it to: that
         process (pid, start time and a `supervise` command line checked) gets SIGTERM. Its
         pid, or None if the run was not handed off."""
-        info, proc = self._recorded_supervisor()
+        info, proc = self._recorded()
         if info.get("kind") != HANDOFF or proc is None:
             return None
         try:
@@ -80,5 +117,5 @@ class SupervisorRole(SupervisorParts):
             proc.terminate()
         except psutil.Error:
             return None
-        log.info("%s: took supervision back from the handed-off supervise pid %s", self.profile.name, proc.pid)
+        log.info("%s: took supervision back from the handed-off supervise pid %s", self.sup.profile.name, proc.pid)
         return proc.pid

@@ -36,35 +36,33 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import httpx
-import psutil
-
 from server_control.model.run_status import RunStatus, SupervisorInfo
 from server_control.model.vocabulary import STOPPED_STATES, Outcome, RunState, check_transition
 from server_control.proc import process, run_recovery
 from server_control.proc.process import ProcInfo, StopResult
 from server_control.state import identity, journal, run_logs, runs
 from server_control.state.runs import RunConflict
-from server_control.state.start_ticks import proc_start
 from server_control.state.state_dir import resolve_state_dir
-from server_control.supervision import carried_settings
-from server_control.supervision.health_watch import TAIL_LINES, WatchLoop, exit_words
-from server_control.supervision.ownership import SupervisorRole
+from server_control.supervision.carried_settings import CarriedSettings, not_reapplied
+from server_control.supervision.health_watch import TAIL_LINES, HealthWatch, exit_words
+from server_control.supervision.ownership import Ownership
 from server_control.supervision.restart_policy import RestartPolicy
+from server_control.supervision.run_processes import RunProcesses
 from server_control.supervision.supervised import SupervisedProfile
 
 log = logging.getLogger(__name__)
-MAX_MEMBERS = 512
-KEEPER_GONE = "the run's keeper is gone"
 
 
-class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
+class Supervisor:
+    """The run's state and its operations; the machinery lives in its parts: ``health_watch``
+    (the watch loop), ``ownership`` (the restart lock and hand-over), ``procs`` (the run's
+    processes), ``carried`` (runtime settings kept over a restart), ``policy`` (restarts)."""
+
     def __init__(self, profile: SupervisedProfile, state_dir: str | Path | None = None,
                  on_change: Callable[[Supervisor], None] | None = None, role: str = "console") -> None:
         self.profile = profile
         self.state_dir = resolve_state_dir(state_dir)
         self.on_change = on_change
-        self.role = role
         self.state = RunState.STOPPED
         self.restarts = 0
         self.record: runs.RunRecord | None = None
@@ -77,18 +75,16 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         self.next_restart_at: float | None = None   # time.time() of the pending restart
         self.runtime_note: str | None = None   # what became of the runtime settings at the last restart
         self.last_exit: str | None = None      # how the server last ended on its own (kept across restarts)
-        self.supervising = False
         self.policy = RestartPolicy.from_profile(profile.restart)
-        self._epoch = 0            # bumped by launch/stop: a pending restart of an old epoch aborts
-        self._op_lock = asyncio.Lock()
-        self._lock = None
-        self._fails = 0
-        self._procs_cache: tuple[float, list[ProcInfo]] = (0.0, [])
-        self._seen: set[tuple[int, float]] = set()   # leaders this process launched or verified
-        self._sup_cache: tuple[float, SupervisorInfo | None] = (0.0, None)
+        self.epoch = 0            # bumped by launch/stop: a pending restart of an old epoch aborts
+        self.op_lock = asyncio.Lock()   # one launch, stop or restart at a time
+        self.health_watch = HealthWatch(self)
+        self.ownership = Ownership(self, role)
+        self.procs = RunProcesses(self)
+        self.carried = CarriedSettings(self)
 
     # -- state ------------------------------------------------------------------------------
-    def _set(self, state: RunState | None = None, **attrs: Any) -> None:
+    def update(self, state: RunState | None = None, **attrs: Any) -> None:
         """Set the run state (checked against vocabulary.TRANSITIONS: a change the state
         machine does not allow raises TransitionError) and other attributes; tell on_change."""
         changed = state is not None and state != self.state
@@ -98,21 +94,26 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         for k, v in attrs.items():
             changed |= getattr(self, k) != v
             setattr(self, k, v)
-        if changed and self.on_change is not None:
+        if changed:
+            self.changed()
+
+    def changed(self) -> None:
+        """Tell on_change that something it shows changed."""
+        if self.on_change is not None:
             try:
                 self.on_change(self)
             except Exception:  # a subscriber's bug must not stop supervision
                 log.exception("on_change callback failed")
 
     @property
-    def _dynamic(self) -> dict[str, Any]:
+    def dynamic(self) -> dict[str, Any]:
         return self.profile.dynamic   # a gateway's is empty: no speculation settings
 
     @property
     def exit_file(self) -> Path:
         return runs.exit_file(self.profile.name, self.state_dir)
 
-    def _load_disk(self) -> runs.RunRecord | None:
+    def load_disk(self) -> runs.RunRecord | None:
         """The run record; a missing or unreadable one of a live run is recovered from its
         keeper's start note (and said); an unreadable one that cannot be says what listens."""
         rec, note = run_recovery.load_or_recover(self.profile.name, self.state_dir, self.profile.port)
@@ -121,75 +122,9 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             log.warning("%s: %s", self.profile.name, note)
         return rec
 
-    def _live(self, rec: runs.RunRecord) -> bool:
-        """Is the record's leader running? Verified by pid + start time + command line; a
-        leader this process launched or verified before may have retitled itself (smg's
-        ``smg::router``): its new title is recorded so that other processes know it too."""
-        key = (rec.pid, rec.create_time)
-        if rec.leader() is not None:
-            self._seen.add(key)
-            if rec.start is None:
-                self._record_start(rec)
-            return True
-        if key not in self._seen or (p := identity.retitled_leader(rec.identity())) is None:
-            return False
-        try:
-            t = identity.title(p.cmdline())
-        except psutil.Error:
-            return False
-        if t not in rec.titles:
-            rec.titles.append(t)
-            runs.try_update_record(self.profile.name, self.state_dir, rec.pid,
-                                   lambda r: r.titles.append(t) if t not in r.titles else None)
-        return True
-
-    def _record_start(self, rec: runs.RunRecord) -> None:
-        """An earlier version's record names its verified leader by epoch start time only,
-        which steps of the wall clock move: add its clock-independent start."""
-        start = proc_start(rec.pid)
-        if start is None:
-            return
-
-        def add(r: runs.RunRecord) -> None:
-            if r.create_time == rec.create_time and r.start is None:
-                r.boot_id, r.start_ticks = start.boot_id, start.ticks
-        rec.boot_id, rec.start_ticks = start.boot_id, start.ticks
-        runs.try_update_record(self.profile.name, self.state_dir, rec.pid, add)
-
     def processes(self) -> list[ProcInfo]:
-        rec = self.record
-        if rec is None:
-            return []
-        now = time.monotonic()
-        if now - self._procs_cache[0] > 1.0:
-            self._live(rec)
-            procs = identity.run_processes(rec.identity())
-            self._procs_cache = (now, process.describe(procs))
-            self._remember_members(rec, procs)
-            if any(p.pid == rec.pid for p in procs) and rec.keeper_gone() and not (
-                    self.last_error or "").startswith(KEEPER_GONE):
-                self.last_error = (f"{KEEPER_GONE} (pid {rec.keeper_pid}) while the server runs: its log no "
-                                   "longer grows (the log view and the verification are blind from now on) and "
-                                   "its exit code will not be known; restart the run to get them back")
-                log.warning("%s: %s", self.profile.name, self.last_error)
-        return self._procs_cache[1]
-
-    def _remember_members(self, rec: runs.RunRecord, procs: list[psutil.Process]) -> None:
-        """Record the run's other processes while its leader is verified: after the leader is
-        gone they are the only way to tell its orphaned ranks from strangers. Rewritten when
-        one is new, or was recorded without start ticks (an earlier version's record)."""
-        if not any(p.pid == rec.pid for p in procs):
-            return
-        fresh = [[pid, ct, ticks] for pid, ct, ticks in identity.member_pairs(procs, rec.pid)][-MAX_MEMBERS:]
-        known = {(int(m[0]), m[2] if len(m) > 2 else None) for m in rec.members}
-        if all((m[0], m[2]) in known for m in fresh):
-            return
-
-        def merge(r: runs.RunRecord) -> None:
-            r.members = fresh
-        saved = runs.try_update_record(self.profile.name, self.state_dir, rec.pid, merge)
-        if saved is not None and self.record is rec:
-            self.record = saved
+        """The run's processes (server_control/supervision/run_processes.py)."""
+        return self.procs.current()
 
     def status(self) -> RunStatus:
         rec = self.record
@@ -212,24 +147,24 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
 
     # -- adopt ------------------------------------------------------------------------------
     def adopt(self) -> runs.RunRecord | None:
-        rec = self._load_disk()
+        rec = self.load_disk()
         if rec is None:
             return None
-        if self._live(rec):
-            self._fails = 0
-            self._set(RunState.UNHEALTHY if rec.health == RunState.UNHEALTHY else RunState.STARTING, record=rec,
+        if self.procs.live(rec):
+            self.health_watch.fails = 0
+            self.update(RunState.UNHEALTHY if rec.health == RunState.UNHEALTHY else RunState.STARTING, record=rec,
                       restarts=rec.restarts, exit_code=None, fatal_reason=None, last_error=None,
                       last_exit=rec.last_exit or self.last_exit)
             return rec
         left = identity.run_processes(rec.identity())
         if left:
             names = "; ".join(f"pid {p.pid}: {p.cmdline}" for p in process.describe(left))
-            self._set(RunState.CRASHED, record=rec, last_error=(
+            self.update(RunState.CRASHED, record=rec, last_error=(
                 f"server pid {rec.pid} is gone but {len(left)} process(es) of its run remain "
                 f"({names}); stop or launch cleans them up"))
             return None
         if rec.fatal_reason:    # kept for the next console, which reads the reason once
-            self._set(RunState.FATAL, record=rec, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code,
+            self.update(RunState.FATAL, record=rec, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code,
                       restarts=rec.restarts, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
             if not self.supervising and not runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
                 runs.delete_record(self.profile.name, self.state_dir, pid=rec.pid)
@@ -239,20 +174,20 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
             who = "the process supervising it restarts it"
         else:
             who = "nobody supervises it: `specconsole launch` or `supervise` starts it again"
-        self._set(RunState.CRASHED, record=rec, exit_code=code, restarts=rec.restarts,
+        self.update(RunState.CRASHED, record=rec, exit_code=code, restarts=rec.restarts,
                   last_error=f"server pid {rec.pid} exited ({exit_words(code)}); {who}")
         return None
 
     # -- launch -----------------------------------------------------------------------------
     async def launch(self, runtime: dict[str, Any] | None = None) -> runs.RunRecord:
         """Start the server. ``runtime``: settings to re-apply once it is ready (a restart)."""
-        async with self._op_lock:
-            self._epoch += 1
+        async with self.op_lock:
+            self.epoch += 1
             self.policy = RestartPolicy.from_profile(self.profile.restart)
-            self._set(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[], runtime_note=None,
+            self.update(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[], runtime_note=None,
                       last_exit=None)
             try:
-                return await self._start(previous_logs=[], runtime=runtime)
+                return await self.start(previous_logs=[], runtime=runtime)
             except RunConflict as exc:
                 self.journal("launch", Outcome.REFUSED, str(exc))
                 raise
@@ -265,12 +200,12 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         journal.record(self.state_dir, action, target=self.profile.url, profile=self.profile.name,
                        result=result, detail=detail, **kw)
 
-    async def _start(self, previous_logs: list[str], runtime: dict[str, Any] | None = None) -> runs.RunRecord:
+    async def start(self, previous_logs: list[str], runtime: dict[str, Any] | None = None) -> runs.RunRecord:
         name, sd = self.profile.name, self.state_dir
         async with runs.profile_lock(name, sd), runs.port_lock(self.profile.port, sd):
-            disk = self._load_disk()
+            disk = self.load_disk()
             if disk is not None:
-                if self._live(disk):
+                if self.procs.live(disk):
                     raise RunConflict(f"profile {name!r} is already running: pid {disk.pid} on "
                                       f"{disk.host}:{disk.port} since {disk.started_at} (log {disk.log_path})",
                                       disk)
@@ -293,39 +228,39 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
                 host=self.profile.host, port=self.profile.port, log_path="", cwd=str(spec.cwd),
                 started_at="", restarts=self.restarts,
                 launcher_pid=os.getpid(), log_paths=previous_logs[-(keep - 1):] if keep > 1 else [],
-                supervisor=self.supervisor_info() if self.supervising else None,
+                supervisor=self.ownership.info() if self.supervising else None,
                 runtime=carry, runtime_pending=bool(carry), last_exit=self.last_exit)
             manifest = runs.log_manifest(name, sd)
             started = await asyncio.to_thread(process.launch, spec, dataclasses.asdict(template),
                                               runs.record_path(name, sd), manifest)
-            self._seen.add((started.pid, started.create_time))
+            self.procs.launched(started.pid, started.create_time)
             rec = runs.RunRecord.from_dict(started.record or {}, "the keeper's run record")
             try:
                 run_logs.prune_listed(manifest, keep, protect=(started.log_path,))
             except OSError as exc:
                 log.warning("%s: old logs not pruned: %s", name, exc)
         self.policy.record_start(time.monotonic())
-        self._fails = 0
-        self._procs_cache = (0.0, [])
+        self.health_watch.fails = 0
+        self.procs.forget()
         self.journal("launch", Outcome.DONE, f"pid {rec.pid}, log {rec.log_path}"
                      + (f", restart {self.restarts}" if self.restarts else ""))
         if runtime and not carry:
-            self._set(runtime_note=carried_settings.not_reapplied(runtime, self._dynamic))
+            self.update(runtime_note=not_reapplied(runtime, self.dynamic))
             log.warning("%s: %s", name, self.runtime_note)
-        self._set(RunState.STARTING, record=rec, exit_code=None, last_error=None, health_error=None,
+        self.update(RunState.STARTING, record=rec, exit_code=None, last_error=None, health_error=None,
                   next_restart_at=None)
         return rec
 
     # -- stop / restart ---------------------------------------------------------------------
     async def stop(self, grace: float | None = None) -> StopResult:
-        async with self._op_lock:
-            self._epoch += 1
+        async with self.op_lock:
+            self.epoch += 1
             grace = self.profile.stop_grace_s if grace is None else grace
             name, sd = self.profile.name, self.state_dir
             mark_error = ""
             async with runs.profile_lock(name, sd):
                 rec = self.record
-                disk = self._load_disk()
+                disk = self.load_disk()
                 if disk is not None and (rec is None or disk.pid == rec.pid):
                     disk.stopping = True
                     rec = disk
@@ -334,13 +269,13 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
                     except OSError as exc:   # a full disk: stop it anyway, and say so
                         mark_error = f"could not mark the record stopping ({exc.strerror or exc})"
             if rec is None:
-                self._set(RunState.STOPPED, next_restart_at=None)
+                self.update(RunState.STOPPED, next_restart_at=None)
                 if self.last_error and run_recovery.STILL_LISTENING in self.last_error:
                     return StopResult(ok=False, was_running=True, message=(
                         f"NOT stopped: {self.last_error} (without a readable record nothing is signalled: "
                         "check that process and stop it by hand)"))
                 return StopResult(ok=True, was_running=False, message="not running")
-            self._live(rec)   # a title it took since it was last seen
+            self.procs.live(rec)   # a title it took since it was last seen
             res = await process.stop_run(rec.identity(), grace, self.exit_file)
             if mark_error:
                 res.message += f"; {mark_error}"
@@ -351,10 +286,10 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
                         runs.delete_record(name, sd, pid=rec.pid)
                     except OSError as exc:
                         res.message += f"; the run record could not be removed ({exc.strerror or exc})"
-                self._set(RunState.STOPPED, record=None, exit_code=res.exit_code, next_restart_at=None,
+                self.update(RunState.STOPPED, record=None, exit_code=res.exit_code, next_restart_at=None,
                           last_error=None)
             else:
-                self._set(RunState.STOPPED, exit_code=res.exit_code, last_error=res.message)
+                self.update(RunState.STOPPED, exit_code=res.exit_code, last_error=res.message)
             return res
 
     async def restart(self) -> runs.RunRecord:
@@ -366,30 +301,28 @@ class Supervisor(WatchLoop, carried_settings.RuntimeSettings, SupervisorRole):
         return await self.launch(runtime=carry)
 
     async def wait_ready(self, timeout: float) -> RunState:
-        """Probe health until ready (no restarts); returns the state reached: ready, crashed
-        (the server exited first) or starting (timeout)."""
-        deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient(trust_env=False, timeout=self.profile.health["timeout_s"]) as c:
-            while self.record is not None:
-                dead, code = await self._exit_status()
-                if dead:
-                    self._set(RunState.CRASHED, exit_code=code, last_error=f"server exited before ready: {exit_words(code)}")
-                    break
-                await self._probe(c)
-                if self.state == RunState.READY:
-                    self._procs_cache = (0.0, [])
-                    self.processes()   # records the run's members now that they all run
-                    await self.reapply_runtime()
-                    break
-                if time.monotonic() >= deadline:
-                    break
-                await asyncio.sleep(min(0.25, self.profile.health["interval_s"]))
-        return self.state
+        """Probe health until ready (no restarts): ready, crashed or starting (timeout)."""
+        return await self.health_watch.wait_ready(timeout)
 
-    async def _exit_status(self) -> tuple[bool, int | None]:
-        """(dead, exit code or None) for the current record's server process."""
-        rec = self.record
-        if rec is None or self._live(rec):
-            return False, None
-        code = await asyncio.to_thread(process.exit_status, self.exit_file, rec.pid, rec.create_time)
-        return True, code
+    # -- the parts' public faces ------------------------------------------------------------
+    async def watch(self) -> None:
+        """Supervise until cancelled (server_control/supervision/health_watch.py)."""
+        await self.health_watch.watch()
+
+    @property
+    def supervising(self) -> bool:
+        """This process holds the run's restart lock (server_control/supervision/ownership.py)."""
+        return self.ownership.supervising
+
+    def supervisor_of(self) -> SupervisorInfo | None:
+        return self.ownership.of()
+
+    def reclaim_from_handoff(self) -> int | None:
+        return self.ownership.reclaim_from_handoff()
+
+    def current_runtime(self) -> dict[str, Any]:
+        """Settings changed at runtime (server_control/supervision/carried_settings.py)."""
+        return self.carried.current()
+
+    async def remember_runtime(self, key: str, value: object) -> str | None:
+        return await self.carried.remember(key, value)

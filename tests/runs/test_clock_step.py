@@ -87,7 +87,7 @@ async def test_the_supervisor_is_known_after_the_clock_steps(make_profile, state
         name="s", profile_path=None, kind="sim", pid=me.pid, create_time=me.create_time(),
         pgid=os.getpgid(0), sid=os.getsid(0), argv=me.cmdline(), host="127.0.0.1", port=profile.port,
         log_path="/nonexistent.log", cwd="/", started_at="2026-01-01T00:00:00+00:00",
-        supervisor=sup.supervisor_info()))
+        supervisor=sup.ownership.info()))
     lock = runs.RestartLock.acquire("s")
     assert lock is not None
     try:

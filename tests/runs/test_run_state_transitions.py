@@ -1,6 +1,6 @@
 """The supervisor's state machine: every run-state transition, allowed ones taken and the
 others refused (server_control/model/vocabulary.py TRANSITIONS, checked in
-Supervisor._set). The JSON keeps the plain strings."""
+Supervisor.update). The JSON keeps the plain strings."""
 from __future__ import annotations
 
 import itertools
@@ -42,12 +42,12 @@ def test_every_transition_is_taken_or_refused_by_the_table(make_profile, old: Ru
     seen: list[RunState] = []
     sup.on_change = lambda s: seen.append(s.state)
     if old == new or new in TRANSITIONS[old]:
-        sup._set(new)
+        sup.update(new)
         assert sup.state == new
         assert seen == ([] if old == new else [new])
     else:
         with pytest.raises(TransitionError, match=f"{old} -> {new}"):
-            sup._set(new)
+            sup.update(new)
         assert sup.state == old and seen == []   # refused: nothing changed, nobody told
 
 

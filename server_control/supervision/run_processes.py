@@ -1,0 +1,114 @@
+"""The processes of a supervised run: is its leader alive, which processes are its own.
+
+``RunProcesses`` is a part of ``Supervisor`` (server_control/supervision/supervisor.py). It
+remembers the leaders this process launched or verified (a verified leader may retitle
+itself, as smg's ``smg::router`` does) and lists the run's processes at most once a second.
+While the leader is verified it writes the run's other processes into the record: after the
+leader is gone they are the only way to tell its orphaned ranks from strangers.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import psutil
+
+from server_control.proc import process
+from server_control.proc.process import ProcInfo
+from server_control.state import identity, runs
+from server_control.state.start_ticks import proc_start
+
+if TYPE_CHECKING:
+    from server_control.supervision.supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+MAX_MEMBERS = 512
+KEEPER_GONE = "the run's keeper is gone"
+
+
+class RunProcesses:
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+        self._seen: set[tuple[int, float]] = set()   # leaders this process launched or verified
+        self._cache: tuple[float, list[ProcInfo]] = (0.0, [])
+
+    def launched(self, pid: int, create_time: float) -> None:
+        """This process started that leader: it is ours even after it retitles itself."""
+        self._seen.add((pid, create_time))
+
+    def forget(self) -> None:
+        """The next ``current()`` reads the processes again."""
+        self._cache = (0.0, [])
+
+    def live(self, rec: runs.RunRecord) -> bool:
+        """Is the record's leader running? Verified by pid + start time + command line; a
+        leader this process launched or verified before may have retitled itself (smg's
+        ``smg::router``): its new title is recorded so that other processes know it too."""
+        key = (rec.pid, rec.create_time)
+        if rec.leader() is not None:
+            self._seen.add(key)
+            if rec.start is None:
+                self._record_start(rec)
+            return True
+        if key not in self._seen or (p := identity.retitled_leader(rec.identity())) is None:
+            return False
+        try:
+            t = identity.title(p.cmdline())
+        except psutil.Error:
+            return False
+        if t not in rec.titles:
+            rec.titles.append(t)
+            runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid,
+                                   lambda r: r.titles.append(t) if t not in r.titles else None)
+        return True
+
+    def _record_start(self, rec: runs.RunRecord) -> None:
+        """An earlier version's record names its verified leader by epoch start time only,
+        which steps of the wall clock move: add its clock-independent start."""
+        start = proc_start(rec.pid)
+        if start is None:
+            return
+
+        def add(r: runs.RunRecord) -> None:
+            if r.create_time == rec.create_time and r.start is None:
+                r.boot_id, r.start_ticks = start.boot_id, start.ticks
+        rec.boot_id, rec.start_ticks = start.boot_id, start.ticks
+        runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid, add)
+
+    def current(self) -> list[ProcInfo]:
+        """The current run's processes (read at most once a second); a keeper that died
+        while its server runs is said in the supervisor's ``last_error``."""
+        sup = self.sup
+        rec = sup.record
+        if rec is None:
+            return []
+        now = time.monotonic()
+        if now - self._cache[0] > 1.0:
+            self.live(rec)
+            procs = identity.run_processes(rec.identity())
+            self._cache = (now, process.describe(procs))
+            self._remember_members(rec, procs)
+            if any(p.pid == rec.pid for p in procs) and rec.keeper_gone() and not (
+                    sup.last_error or "").startswith(KEEPER_GONE):
+                sup.last_error = (f"{KEEPER_GONE} (pid {rec.keeper_pid}) while the server runs: its log no "
+                                  "longer grows (the log view and the verification are blind from now on) and "
+                                  "its exit code will not be known; restart the run to get them back")
+                log.warning("%s: %s", sup.profile.name, sup.last_error)
+        return self._cache[1]
+
+    def _remember_members(self, rec: runs.RunRecord, procs: list[psutil.Process]) -> None:
+        """Record the run's other processes while its leader is verified. Rewritten when
+        one is new, or was recorded without start ticks (an earlier version's record)."""
+        if not any(p.pid == rec.pid for p in procs):
+            return
+        fresh = [[pid, ct, ticks] for pid, ct, ticks in identity.member_pairs(procs, rec.pid)][-MAX_MEMBERS:]
+        known = {(int(m[0]), m[2] if len(m) > 2 else None) for m in rec.members}
+        if all((m[0], m[2]) in known for m in fresh):
+            return
+
+        def merge(r: runs.RunRecord) -> None:
+            r.members = fresh
+        saved = runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid, merge)
+        if saved is not None and self.sup.record is rec:
+            self.sup.record = saved
