@@ -1,10 +1,11 @@
 """One object per server: ties the run, logs, telemetry, control and verification together.
 Its API (``SessionLike``) is described in one place: server_control/session/api.py.
 
-Wiring only: the parts live in server_control.{session_runs,supervisor,logs,telemetry,
-control,verify}. Subscribers are called on the event loop with a topic: "snapshot" (after a
-poll, an NVML sample, a run-state or setting change) or "logs" (new records in
-``session.store``). ``snapshot()`` is a ``SessionSnapshot`` (server_control/model/snapshot.py).
+Wiring only: the parts live in server_control.session.{run_backends,log_facts,
+snapshot_parts} and the packages below (supervision, logs, telemetry, control). Subscribers
+are called on the event loop with a topic: "snapshot" (after a poll, an NVML sample, a
+run-state or setting change) or "logs" (new records in ``session.store``). ``snapshot()``
+is a ``SessionSnapshot`` (server_control/model/snapshot.py).
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from server_control.control import verify as v
@@ -23,42 +23,27 @@ from server_control.control.settings import Control, change
 from server_control.logs import LogPipeline, LogStore
 from server_control.model.load import Load
 from server_control.model.operation import OperationResult
-from server_control.model.snapshot import (
-    MODES,
-    LogStatus,
-    ModeShare,
-    Series,
-    ServerStatus,
-    SessionSnapshot,
-    SettingChange,
-    SpecStatus,
-    Switch,
-    Timeline,
-)
-from server_control.model.switch_health import SwitchHealth
+from server_control.model.snapshot import LogStatus, ServerStatus, SessionSnapshot, SettingChange
 from server_control.model.switch_rate import SwitchRate
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import ChangeState, Outcome
 from server_control.protocol import decision as d
+from server_control.session.log_facts import LogFacts
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
+from server_control.session.snapshot_parts import SnapshotParts
 from server_control.session.subscribers import Subscribers
 from server_control.telemetry.flapping import switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
-from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
-from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
+from server_control.telemetry.series import ModeTimeline, PanelSeries, is_forced
 
 if TYPE_CHECKING:
     from server_control.config.profile import Profile
 
 
 log = logging.getLogger(__name__)
-KEEP_INIT_RECORDS = 512
-SWITCHES_SHOWN = 200
 ELSEWHERE_SHOWN_S = 60.0   # how long "N changed elsewhere: ..." stays on the status line
-DAMPING_CHANGES = ("Dynamic speculation: threshold changed", "Dynamic speculation: hysteresis changed",
-                   "Dynamic speculation: min_dwell_steps changed")   # a new regime for the switch rate
 
 
 class Session:
@@ -73,6 +58,7 @@ class Session:
         self.store = store if store is not None else LogStore()
         self.panels = PanelSeries()
         self.timeline = ModeTimeline()
+        self.parts = SnapshotParts(self.panels, self.timeline)
         self.runtime = v.SwitchWatch()
         self.poller = HttpPoller(self.url, api_key, interval_s=poll_interval_s,
                                  records_fn=lambda: self.store.tail(400), on_sample=self._on_sample)
@@ -90,17 +76,11 @@ class Session:
         self._runtime_note: str | None = None
         self._last_exit: str | None = None   # the run's last exit already said in the log view
         self._restarts: int | None = None   # the run's restart count last seen (None: not yet)
-        self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
-        self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
         self._subs = Subscribers()   # silent: the console's screen has no place for a traceback
         self._tasks: list[asyncio.Task[Any]] = []
         self._pipeline: LogPipeline | None = None
         self._log_path: Path | None = None
-        self._seen_seq = 0
-        self._init: list[Any] = []
-        self._not_active: list[Any] = []
-        self._ready: list[Any] = []
-        self._log_began: float | None = None    # the time stamp of this log's first record
+        self.facts = LogFacts()
         self._damping_at: float | None = None   # the last change of N / hysteresis / dwell
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
@@ -189,10 +169,8 @@ class Session:
         if self._pipeline is not None:
             self._pipeline.stop()
             self.timeline.reset()
-            self._init.clear()
-            self._not_active.clear()
-            self._ready.clear()
-            self._log_began = self._damping_at = None
+            self.facts.reset()
+            self._damping_at = None
             self.runtime = v.SwitchWatch()
         self._log_path = path
         self._pipeline = None
@@ -222,24 +200,7 @@ class Session:
         self._publish("logs")
 
     def _scan_records(self, last_seq: int) -> None:
-        now = time.time()
-        for rec in self.store.since(self._seen_seq):
-            kind = rec.kind
-            if self._log_began is None and kind != "console":
-                self._log_began = record_epoch(rec.ts, now)
-            if kind == "other" and rec.text.startswith(DAMPING_CHANGES):
-                self._damping(record_epoch(rec.ts, now) or now)
-            elif kind in ("spec_switch", "spec_init"):
-                self.timeline.add_record(rec, now)
-                if kind == "spec_init" and len(self._init) < KEEP_INIT_RECORDS:
-                    self._init.append(rec)
-            elif kind == "ready":
-                self._ready.append(rec)
-                del self._ready[:-4]
-            elif kind == "error" and d.NOT_ACTIVE_PREFIX in rec.text:
-                self._not_active.append(rec)
-                del self._not_active[:-8]
-        self._seen_seq = last_seq
+        self.facts.scan(self.store.since(self.facts.seen_seq), last_seq, time.time(), self.timeline, self._damping)
 
     # -- telemetry ------------------------------------------------------------------------
     def mark(self, what: str) -> None:
@@ -339,7 +300,7 @@ class Session:
         r0 = g.ranks[0] if g and g.ranks else None
         now = time.time()
         up = self.run.status().uptime_s
-        since = min(t for t in (self._started_at, self._log_began, now - up if up is not None else None)
+        since = min(t for t in (self._started_at, self.facts.began, now - up if up is not None else None)
                     if t is not None)
         return switch_rate([e["t"] for e in self.timeline.current() if not is_forced(e)], now, since,
                            threshold=g.threshold if g else None, hysteresis=r0.hysteresis if r0 else None,
@@ -395,7 +356,7 @@ class Session:
         tp = s.tp_size if s and s.tp_size else (self.profile.server.get("tp_size") if self.profile else None)
         dp = s.dp_size if s and s.dp_size else (self.profile.server.get("dp_size") if self.profile else None)
         init = v.initialisation(
-            self._init, self._not_active, self._ready,
+            self.facts.init, self.facts.not_active, self.facts.ready,
             ranks_expected=v.expected_ranks(tp, dp, bool(args.get("enable_dp_attention"))),
             server_ready=bool(s and s.reachable), log_attached=self._log_path is not None, sample=s)
         return v.summary([v.configuration(s, expected), init,
@@ -424,42 +385,11 @@ class Session:
                                 model=s.model if s else None, tp_size=s.tp_size if s else None,
                                 dp_size=s.dp_size if s else None, version=s.version if s else None,
                                 foreign=self.foreign is not None),
-            spec=self._spec(g), last_change=self.last_change,
+            spec=self.parts.spec(g, self.switch_rate()), last_change=self.last_change,
             live=replace(load, source=None, ts=g.ts) if g and load else Load(),   # source: not in the JSON
-            series=self._series_now(), timeline=self._timeline_now(s), gpus=self.nvml.snapshot(),
+            series=self.parts.series(), timeline=self.parts.timeline_of(s), gpus=self.nvml.snapshot(),
             verify=self.verification(),
             logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None))
-
-    def _spec(self, s: Sample | None) -> SpecStatus:
-        ranks = s.ranks if s else []
-        dyn = next((r.dynamic for r in ranks if r.dynamic), None) or {}
-        r0 = ranks[0] if ranks else None
-        count = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else self.timeline.total
-        raw = {"mode": (s.mode if s else None) or self.timeline.mode, "threshold": s.threshold if s else None,
-               "low_mark": dyn.get("low_mark"), "hysteresis": r0.hysteresis if r0 else None,
-               "min_dwell_steps": r0.min_dwell_steps if r0 else None,
-               "force": r0.force if r0 else None, "switch_count": count, "steps": dyn.get("steps"),
-               "seconds": dyn.get("seconds"), "tokens": dyn.get("tokens"),
-               "supports_runtime_threshold": s.supports_runtime_threshold if s else None}
-        health = SwitchHealth.from_states([r.dynamic for r in ranks])
-        return replace(SpecStatus.from_json(raw), switch_rate=self.switch_rate(),
-                       health=health)  # counters read tolerantly
-
-    def _series_now(self) -> Series:
-        version, built = self._series
-        if version != self.panels.version:
-            built = Series(*(tuple((round(t, 3), v) for t, v in self.panels.series[name]) for name in PANELS))
-            self._series = (self.panels.version, built)
-        return built
-
-    def _timeline_now(self, s: Sample | None) -> Timeline:
-        version, switches = self._switches
-        if version != self.timeline.version:
-            switches = tuple(Switch(e["ts"], e["mode"], e["batch"], e["threshold"], e["rank"], is_forced(e))
-                             for e in list(self.timeline.events)[-SWITCHES_SHOWN:])
-            self._switches = (self.timeline.version, switches)
-        shares = per_mode(s, self.timeline, self.panels)
-        return Timeline(switches, MappingProxyType({m: ModeShare(**shares[m]) for m in MODES}))
 
 
 def _same_value(a: object, b: object) -> bool:

@@ -1,0 +1,54 @@
+"""What a session keeps from its server's log records beyond the store: the lines the
+verification reads (``Dynamic speculation`` init, NOT active, ready), the time of the log's
+first record, and the changes of N / hysteresis / dwell that begin a new switch-rate regime.
+Switch and init records also go to the mode timeline. One ``LogFacts`` per followed log:
+``reset()`` when a new run's log begins."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from server_control.logs.record import Record
+from server_control.protocol import decision as d
+from server_control.telemetry.log_time import record_epoch
+from server_control.telemetry.series import ModeTimeline
+
+KEEP_INIT_RECORDS = 512
+DAMPING_CHANGES = ("Dynamic speculation: threshold changed", "Dynamic speculation: hysteresis changed",
+                   "Dynamic speculation: min_dwell_steps changed")   # a new regime for the switch rate
+
+
+class LogFacts:
+    def __init__(self) -> None:
+        self.init: list[Record] = []
+        self.not_active: list[Record] = []
+        self.ready: list[Record] = []
+        self.began: float | None = None    # the time stamp of this log's first record
+        self.seen_seq = 0                  # the store's records up to here are scanned
+
+    def reset(self) -> None:
+        """A new run's log begins (the store's sequence goes on)."""
+        self.init.clear()
+        self.not_active.clear()
+        self.ready.clear()
+        self.began = None
+
+    def scan(self, records: Iterable[Record], last_seq: int, now: float, timeline: ModeTimeline,
+             on_damping: Callable[[float], None]) -> None:
+        """Take in the store's records since ``seen_seq`` (up to ``last_seq``)."""
+        for rec in records:
+            kind = rec.kind
+            if self.began is None and kind != "console":
+                self.began = record_epoch(rec.ts, now)
+            if kind == "other" and rec.text.startswith(DAMPING_CHANGES):
+                on_damping(record_epoch(rec.ts, now) or now)
+            elif kind in ("spec_switch", "spec_init"):
+                timeline.add_record(rec, now)
+                if kind == "spec_init" and len(self.init) < KEEP_INIT_RECORDS:
+                    self.init.append(rec)
+            elif kind == "ready":
+                self.ready.append(rec)
+                del self.ready[:-4]
+            elif kind == "error" and d.NOT_ACTIVE_PREFIX in rec.text:
+                self.not_active.append(rec)
+                del self.not_active[:-8]
+        self.seen_seq = last_seq

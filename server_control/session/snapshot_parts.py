@@ -1,0 +1,56 @@
+"""The parts of a session's snapshot built from its telemetry: the panels' series and the
+switch timeline (each rebuilt only when its source changed: the panels' and the timeline's
+``version``), and the speculation status of the last answered poll."""
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+from server_control.model.snapshot import MODES, ModeShare, Series, SpecStatus, Switch, Timeline
+from server_control.model.switch_health import SwitchHealth
+from server_control.model.switch_rate import SwitchRate
+from server_control.telemetry.sample import Sample
+from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
+
+SWITCHES_SHOWN = 200
+
+
+class SnapshotParts:
+    def __init__(self, panels: PanelSeries, timeline: ModeTimeline) -> None:
+        self.panels = panels
+        self.timeline = timeline
+        self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
+        self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
+
+    def series(self) -> Series:
+        version, built = self._series
+        if version != self.panels.version:
+            built = Series(*(tuple((round(t, 3), v) for t, v in self.panels.series[name]) for name in PANELS))
+            self._series = (self.panels.version, built)
+        return built
+
+    def timeline_of(self, s: Sample | None) -> Timeline:
+        """The last ``SWITCHES_SHOWN`` switches and the share of each mode (``s``: the last poll)."""
+        version, switches = self._switches
+        if version != self.timeline.version:
+            switches = tuple(Switch(e["ts"], e["mode"], e["batch"], e["threshold"], e["rank"], is_forced(e))
+                             for e in list(self.timeline.events)[-SWITCHES_SHOWN:])
+            self._switches = (self.timeline.version, switches)
+        shares = per_mode(s, self.timeline, self.panels)
+        return Timeline(switches, MappingProxyType({m: ModeShare(**shares[m]) for m in MODES}))
+
+    def spec(self, s: Sample | None, rate: SwitchRate) -> SpecStatus:
+        """Mode, N and the switch counters as the poll ``s`` shows them (the timeline's
+        where it has none); ``rate``: the session's switch rate."""
+        ranks = s.ranks if s else []
+        dyn = next((r.dynamic for r in ranks if r.dynamic), None) or {}
+        r0 = ranks[0] if ranks else None
+        count = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else self.timeline.total
+        raw = {"mode": (s.mode if s else None) or self.timeline.mode, "threshold": s.threshold if s else None,
+               "low_mark": dyn.get("low_mark"), "hysteresis": r0.hysteresis if r0 else None,
+               "min_dwell_steps": r0.min_dwell_steps if r0 else None,
+               "force": r0.force if r0 else None, "switch_count": count, "steps": dyn.get("steps"),
+               "seconds": dyn.get("seconds"), "tokens": dyn.get("tokens"),
+               "supports_runtime_threshold": s.supports_runtime_threshold if s else None}
+        health = SwitchHealth.from_states([r.dynamic for r in ranks])
+        return replace(SpecStatus.from_json(raw), switch_rate=rate, health=health)  # counters read tolerantly
