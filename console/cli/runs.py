@@ -20,6 +20,7 @@ import shlex
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from console.cli.common import (
     EXIT_CONFLICT,
@@ -200,9 +201,48 @@ def cmd_supervise(args) -> int:
     return _with_profile(args, _supervise)
 
 
-async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split (issue 18)
+async def _supervise(args, profile) -> int:
     last: dict = {}
+    sup = _supervisor(args, profile, on_change=_reporter(args, profile, last),
+                      role=HANDOFF if args.handed_off else "supervise")
+    got = await _adopt_or_launch(sup, profile)
+    if isinstance(got, int):
+        return got
+    rec, how = got
+    loop = asyncio.get_running_loop()
+    detach = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, detach.set)
+    watch = asyncio.create_task(sup.watch())
+    await asyncio.sleep(0)   # the loop's first step tries the restart lock
+    _out(args, {"event": how, "profile": profile.name, "run": _run_dict(rec), "supervising": sup.supervising,
+                "supervisor": (lambda w: w.to_json() if w else None)(sup.supervisor_of())},
+         f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + _role_line(sup))
+    last["supervising"] = sup.supervising
+    code = EXIT_OK
+    try:
+        code = await _until_done(args, profile, sup, detach, watch)
+        if detach.is_set() and sup.record is not None:
+            running = sup.state in LIVE_STATES
+            _out(args, {"event": "detached", "profile": profile.name, "pid": sup.record.pid,
+                        "server_running": running, "state": sup.state, "exit_code": sup.exit_code},
+                 f"detached; server left running (pid {sup.record.pid})" if running else
+                 f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})")
+    finally:
+        watch.cancel()
+        try:
+            await watch
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # noqa: BLE001 (report the loop's crash, keep the server)
+            error(f"supervision loop failed: {type(exc).__name__}: {exc}")
+            code = EXIT_FAILED
+    return code
 
+
+def _reporter(args, profile, last: dict) -> Callable[[Supervisor], None]:
+    """The supervisor's ``on_change``: a line (or a JSON event) per change worth saying;
+    ``last`` keeps what was said."""
     def report(sup: Supervisor) -> None:
         key = (sup.state, sup.restarts, sup.record.pid if sup.record else None, sup.supervising,
                sup.next_restart_at, sup.runtime_note)
@@ -227,84 +267,68 @@ async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split
         if last.get("line") != line:   # e.g. only `supervising` changed: said below
             last["line"] = line
             print(f"{time.strftime('%H:%M:%S')}  {line}", flush=True)
-        if sup.runtime_note and last.get("note") != sup.runtime_note:   # re-applied (or not) after a restart
-            last["note"] = sup.runtime_note
-            print(f"{time.strftime('%H:%M:%S')}  {profile.name}: {sup.runtime_note}", flush=True)
-        if "supervising" in last and last["supervising"] != sup.supervising:   # after the first words
-            last["supervising"] = sup.supervising
-            print(f"{time.strftime('%H:%M:%S')}  {profile.name}: "
-                  + ("now supervising (took over the restart lock)" if sup.supervising else "no longer supervising"),
-                  flush=True)
+        _report_note_and_role(sup, profile, last)
+    return report
 
-    sup = _supervisor(args, profile, on_change=report, role=HANDOFF if args.handed_off else "supervise")
+
+def _report_note_and_role(sup: Supervisor, profile, last: dict) -> None:
+    if sup.runtime_note and last.get("note") != sup.runtime_note:   # re-applied (or not) after a restart
+        last["note"] = sup.runtime_note
+        print(f"{time.strftime('%H:%M:%S')}  {profile.name}: {sup.runtime_note}", flush=True)
+    if "supervising" in last and last["supervising"] != sup.supervising:   # after the first words
+        last["supervising"] = sup.supervising
+        print(f"{time.strftime('%H:%M:%S')}  {profile.name}: "
+              + ("now supervising (took over the restart lock)" if sup.supervising else "no longer supervising"),
+              flush=True)
+
+
+async def _adopt_or_launch(sup: Supervisor, profile) -> tuple[runs.RunRecord, str] | int:
+    """(the run, "adopted" | "launched"), or the exit code of a refused or failed launch (said)."""
     rec = sup.adopt()
-    how = "adopted"
-    if rec is None:
-        try:
-            rec = await sup.launch()
-            how = "launched"
-        except RunConflict as exc:
-            # a lost launch race (another launch or supervise of this profile won): watch
-            # that run, as a supervise started a moment later would
-            rec = sup.adopt() if exc.record.name == profile.name else None
-            if rec is None:
-                error(f"refused: {exc}")
-                return EXIT_CONFLICT
-        except ProfileError as exc:
-            error(str(exc))
-            return EXIT_USAGE
-        except (OSError, RuntimeError) as exc:
-            error(f"launch failed: {exc}")
-            return EXIT_FAILED
-    loop = asyncio.get_running_loop()
-    detach = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, detach.set)
-    watch = asyncio.create_task(sup.watch())
-    await asyncio.sleep(0)   # the loop's first step tries the restart lock
-    _out(args, {"event": how, "profile": profile.name, "run": _run_dict(rec), "supervising": sup.supervising,
-                "supervisor": (lambda w: w.to_json() if w else None)(sup.supervisor_of())},
-         f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + _role_line(sup))
-    last["supervising"] = sup.supervising
-    stopped_since: float | None = None
-    code = EXIT_OK
+    if rec is not None:
+        return rec, "adopted"
     try:
-        while not detach.is_set() and not watch.done():
-            if sup.state == RunState.FATAL:
-                tail = "\n".join(sup.fatal_tail)
-                _out(args, {"event": RunState.FATAL, "profile": profile.name, "reason": sup.fatal_reason,
-                            "exit_code": sup.exit_code, "tail": sup.fatal_tail},
-                     f"FATAL: {sup.fatal_reason}\n--- last {len(sup.fatal_tail)} log lines ---\n{tail}")
-                code = EXIT_FAILED
-                break
-            if sup.state == RunState.STOPPED:   # stopped from elsewhere: wait a little for a relaunch
-                stopped_since = stopped_since or time.monotonic()
-                if time.monotonic() - stopped_since > args.linger:
-                    _out(args, {"event": RunState.STOPPED, "profile": profile.name},
-                         f"{profile.name}: stopped; nothing left to supervise")
-                    break
-            else:
-                stopped_since = None
-            try:
-                await asyncio.wait_for(detach.wait(), 0.25)
-            except TimeoutError:
-                pass
-        if detach.is_set() and sup.record is not None:
-            running = sup.state in LIVE_STATES
-            _out(args, {"event": "detached", "profile": profile.name, "pid": sup.record.pid,
-                        "server_running": running, "state": sup.state, "exit_code": sup.exit_code},
-                 f"detached; server left running (pid {sup.record.pid})" if running else
-                 f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})")
-    finally:
-        watch.cancel()
+        return await sup.launch(), "launched"
+    except RunConflict as exc:
+        # a lost launch race (another launch or supervise of this profile won): watch
+        # that run, as a supervise started a moment later would
+        rec = sup.adopt() if exc.record.name == profile.name else None
+        if rec is None:
+            error(f"refused: {exc}")
+            return EXIT_CONFLICT
+        return rec, "adopted"
+    except ProfileError as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    except (OSError, RuntimeError) as exc:
+        error(f"launch failed: {exc}")
+        return EXIT_FAILED
+
+
+async def _until_done(args, profile, sup: Supervisor, detach: asyncio.Event, watch: asyncio.Task) -> int:
+    """Wait until detached, FATAL (said, EXIT_FAILED), stopped for ``--linger`` s (said) or
+    the watch loop ends."""
+    stopped_since: float | None = None
+    while not detach.is_set() and not watch.done():
+        if sup.state == RunState.FATAL:
+            tail = "\n".join(sup.fatal_tail)
+            _out(args, {"event": RunState.FATAL, "profile": profile.name, "reason": sup.fatal_reason,
+                        "exit_code": sup.exit_code, "tail": sup.fatal_tail},
+                 f"FATAL: {sup.fatal_reason}\n--- last {len(sup.fatal_tail)} log lines ---\n{tail}")
+            return EXIT_FAILED
+        if sup.state == RunState.STOPPED:   # stopped from elsewhere: wait a little for a relaunch
+            stopped_since = stopped_since or time.monotonic()
+            if time.monotonic() - stopped_since > args.linger:
+                _out(args, {"event": RunState.STOPPED, "profile": profile.name},
+                     f"{profile.name}: stopped; nothing left to supervise")
+                return EXIT_OK
+        else:
+            stopped_since = None
         try:
-            await watch
-        except asyncio.CancelledError:
+            await asyncio.wait_for(detach.wait(), 0.25)
+        except TimeoutError:
             pass
-        except Exception as exc:  # noqa: BLE001 (report the loop's crash, keep the server)
-            error(f"supervision loop failed: {type(exc).__name__}: {exc}")
-            code = EXIT_FAILED
-    return code
+    return EXIT_OK
 
 
 def _role_line(sup: Supervisor) -> str:

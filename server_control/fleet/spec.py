@@ -169,7 +169,7 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
-def _member(name: str, raw: Any, base: Path, errors: list[str]) -> MemberSpec | None:  # noqa: C901 - over 15: to be split (issue 18)
+def _member(name: str, raw: Any, base: Path, errors: list[str]) -> MemberSpec | None:
     where = f"[members.{name}]"
     if not NAME_RE.match(name):
         errors.append(f"{where}: member names are letters, digits, '.', '_' or '-'")
@@ -182,6 +182,29 @@ def _member(name: str, raw: Any, base: Path, errors: list[str]) -> MemberSpec | 
                       "(attach only)")
         return None
     kind = URL if v["url"] else (SSH if v["host"] else LOCAL)
+    _kind_problems(where, kind, v, errors)
+    _value_problems(where, kind, v, errors)
+    profile = None
+    ref = v["profile"]
+    if kind == LOCAL:
+        profile = _local_profile(where, ref, base, errors)
+        if profile is None:
+            return None
+        ref = str(profile.path)
+    if len(errors) > n0:
+        return None
+    log = Path(os.path.expanduser(v["log"])) if v["log"] else None
+    if log is not None and not log.is_absolute():
+        log = base / log
+    return MemberSpec(name=name, kind=kind, profile_ref=ref, profile=profile, host=v["host"],
+                      url=v["url"].rstrip("/"), log=log, ssh_options=tuple(v["ssh_options"]),
+                      command=tuple(v["command"]), env=tuple((k, str(x)) for k, x in v["env"].items()),
+                      worker_url=v["worker_url"].rstrip("/"), gateway=v["gateway"],
+                      api_key_env=v["api_key_env"], admin_api_key_env=v["admin_api_key_env"])
+
+
+def _kind_problems(where: str, kind: str, v: dict[str, Any], errors: list[str]) -> None:
+    """Keys that belong to another kind of member (url, local, remote)."""
     if v["host"] and kind == URL:
         errors.append(f"{where} host: a url member is attached over HTTP; host goes with profile (SSH)")
     for key in SSH_ONLY:
@@ -189,6 +212,10 @@ def _member(name: str, raw: Any, base: Path, errors: list[str]) -> MemberSpec | 
             errors.append(f"{where} {key}: only for remote members (host + profile)")
     if v["log"] and kind != URL:
         errors.append(f"{where} log: only for url members (a profile knows its own log)")
+
+
+def _value_problems(where: str, kind: str, v: dict[str, Any], errors: list[str]) -> None:
+    """Variable names, a remote command and URLs that cannot be."""
     for key in ("api_key_env", "admin_api_key_env"):
         if v[key] and not ENV_RE.match(v[key]):
             errors.append(f"{where} {key}: must be the NAME of an environment variable, got {v[key]!r}")
@@ -202,28 +229,18 @@ def _member(name: str, raw: Any, base: Path, errors: list[str]) -> MemberSpec | 
     for key in ("url", "worker_url"):
         if v[key] and (problem := _url_problem(v[key])):
             errors.append(f"{where} {key}: {problem}")
-    profile = None
-    ref = v["profile"]
-    if kind == LOCAL:
-        candidate = Path(os.path.expanduser(ref))
-        path = find_profile(str(base / candidate) if not candidate.is_absolute() and (base / candidate).exists()
-                            else ref)
-        try:
-            profile = load_profile(path)
-        except ProfileError as exc:
-            errors.append(f"{where} profile: " + str(exc).replace("\n", "\n    "))
-            return None
-        ref = str(profile.path)
-    if len(errors) > n0:
+
+
+def _local_profile(where: str, ref: str, base: Path, errors: list[str]) -> Profile | None:
+    """A local member's profile (a relative path from the fleet file's folder first), or None (said)."""
+    candidate = Path(os.path.expanduser(ref))
+    path = find_profile(str(base / candidate) if not candidate.is_absolute() and (base / candidate).exists()
+                        else ref)
+    try:
+        return load_profile(path)
+    except ProfileError as exc:
+        errors.append(f"{where} profile: " + str(exc).replace("\n", "\n    "))
         return None
-    log = Path(os.path.expanduser(v["log"])) if v["log"] else None
-    if log is not None and not log.is_absolute():
-        log = base / log
-    return MemberSpec(name=name, kind=kind, profile_ref=ref, profile=profile, host=v["host"],
-                      url=v["url"].rstrip("/"), log=log, ssh_options=tuple(v["ssh_options"]),
-                      command=tuple(v["command"]), env=tuple((k, str(x)) for k, x in v["env"].items()),
-                      worker_url=v["worker_url"].rstrip("/"), gateway=v["gateway"],
-                      api_key_env=v["api_key_env"], admin_api_key_env=v["admin_api_key_env"])
 
 
 def _gateway(raw: Any, errors: list[str]) -> GatewaySpec:

@@ -194,7 +194,7 @@ class Parser:
             i = j
         return nums, kinds, raws
 
-    def _continue(self, lines: list[str], i: int, nums: list[int], kinds: list[str], raws: list[str]) -> int:  # noqa: C901 - over 15: to be split (issue 18)
+    def _continue(self, lines: list[str], i: int, nums: list[int], kinds: list[str], raws: list[str]) -> int:
         """Take lines[i:] into the open traceback; return the index of the first line
         that does not belong (the traceback is then closed) or len(lines)."""
         tb = self._tb
@@ -202,53 +202,9 @@ class Parser:
             return i
         n = len(lines)
         while i < n:
-            s = lines[i]
-            if len(tb.lines) >= MAX_TRACEBACK_LINES:
+            if len(tb.lines) >= MAX_TRACEBACK_LINES or not _TAKE[tb.state](tb, lines[i]):
                 self._close(nums, kinds, raws)
                 return i
-            if tb.state == "frames":
-                if s[:1] in (" ", "\t") or s.startswith("^"):
-                    tb.lines.append(s)
-                elif not s.strip() or _RECORD_START.match(s):
-                    self._close(nums, kinds, raws)
-                    return i
-                else:
-                    tb.lines.append(s)  # "ValueError: boom"
-                    tb.state, tb.tail = "exception", 0
-            elif tb.state == "exception":
-                if not s.strip():
-                    tb.held.append(s)
-                    tb.state = "blank"
-                elif s in _CHAIN_LINES:
-                    tb.lines.append(s)
-                    tb.state = "chain"
-                elif tb.tail < MAX_EXCEPTION_TAIL and not _RECORD_START.match(s) \
-                        and TRACEBACK_HEAD not in s:
-                    tb.lines.append(s)
-                    tb.tail += 1
-                else:
-                    self._close(nums, kinds, raws)
-                    return i
-            elif tb.state == "blank":
-                if not s.strip() and len(tb.held) < 3:
-                    tb.held.append(s)
-                elif s in _CHAIN_LINES:
-                    tb.lines.extend(tb.held)
-                    tb.held = []
-                    tb.lines.append(s)
-                    tb.state = "chain"
-                else:
-                    self._close(nums, kinds, raws)
-                    return i
-            else:  # chain: blank lines, then the next "Traceback ..." head
-                if not s.strip():
-                    tb.lines.append(s)
-                elif TRACEBACK_HEAD in s:
-                    tb.lines.append(s)
-                    tb.state = "frames"
-                else:
-                    self._close(nums, kinds, raws)
-                    return i
             i += 1
         return i
 
@@ -265,6 +221,63 @@ class Parser:
             nums.append(at + k)
             kinds.append(classify(s))
             raws.append(s)
+
+
+def _take_frame(tb: _Traceback, s: str) -> bool:
+    """In the frames: indented lines and carets, then the exception line."""
+    if s[:1] in (" ", "\t") or s.startswith("^"):
+        tb.lines.append(s)
+    elif not s.strip() or _RECORD_START.match(s):
+        return False
+    else:
+        tb.lines.append(s)  # "ValueError: boom"
+        tb.state, tb.tail = "exception", 0
+    return True
+
+
+def _take_exception(tb: _Traceback, s: str) -> bool:
+    """After the exception line: a few more lines of its message, a blank or a chain line."""
+    if not s.strip():
+        tb.held.append(s)
+        tb.state = "blank"
+    elif s in _CHAIN_LINES:
+        tb.lines.append(s)
+        tb.state = "chain"
+    elif tb.tail < MAX_EXCEPTION_TAIL and not _RECORD_START.match(s) and TRACEBACK_HEAD not in s:
+        tb.lines.append(s)
+        tb.tail += 1
+    else:
+        return False
+    return True
+
+
+def _take_blank(tb: _Traceback, s: str) -> bool:
+    """Blank lines held until a chain line says they belong."""
+    if not s.strip() and len(tb.held) < 3:
+        tb.held.append(s)
+    elif s in _CHAIN_LINES:
+        tb.lines.extend(tb.held)
+        tb.held = []
+        tb.lines.append(s)
+        tb.state = "chain"
+    else:
+        return False
+    return True
+
+
+def _take_chain(tb: _Traceback, s: str) -> bool:
+    """After a chain line: blank lines, then the next "Traceback ..." head."""
+    if not s.strip():
+        tb.lines.append(s)
+    elif TRACEBACK_HEAD in s:
+        tb.lines.append(s)
+        tb.state = "frames"
+    else:
+        return False
+    return True
+
+
+_TAKE = {"frames": _take_frame, "exception": _take_exception, "blank": _take_blank, "chain": _take_chain}
 
 
 def records_from_columns(nums: Sequence[int], kinds: Sequence[str], raws: Sequence[str]) -> list[Record]:

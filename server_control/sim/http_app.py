@@ -103,7 +103,13 @@ def route(state: AppState, path: str, fn: Handler, methods: tuple[str, ...] = ("
     return Route(path, endpoint, methods=list(methods))
 
 
-def build_app(state: AppState) -> Starlette:  # noqa: C901 - over 15: to be split (issue 18)
+def build_app(state: AppState) -> Starlette:
+    return Starlette(routes=[*_health_routes(state), *_state_routes(state), *catalog.routes(state, route),
+                             *_generation_routes(state), *_sim_routes(state)])
+
+
+def _health_routes(state: AppState) -> list[Route]:
+    """/health, /health_generate, /ready (with the simulated faults: failing, hanging)."""
     sched = state.scheduler
     a = state.args
 
@@ -127,6 +133,15 @@ def build_app(state: AppState) -> Starlette:  # noqa: C901 - over 15: to be spli
     async def ready(request: Request) -> Response:
         ok = state.ready and not state.health_failing()
         return JSONResponse({"status": "ready" if ok else "not ready"}, status_code=200 if ok else 503)
+
+    return [route(state, "/health", health), route(state, "/health_generate", health_generate),
+            route(state, "/ready", ready)]
+
+
+def _state_routes(state: AppState) -> list[Route]:
+    """/server_info, /set_internal_state, /v1/loads, /metrics."""
+    sched = state.scheduler
+    a = state.args
 
     async def server_info(request: Request) -> Response:
         info = simargs.flat_server_args(a)
@@ -177,6 +192,15 @@ def build_app(state: AppState) -> Starlette:  # noqa: C901 - over 15: to be spli
         body, ctype = state.metrics.render()
         return Response(body, media_type=ctype)
 
+    return [route(state, "/server_info", server_info), route(state, "/get_server_info", server_info),
+            route(state, "/set_internal_state", set_internal_state, ("POST",), ADMIN_OPTIONAL),
+            route(state, "/v1/loads", loads), route(state, "/metrics", metrics)]
+
+
+def _generation_routes(state: AppState) -> list[Route]:
+    """/generate, /v1/completions, /v1/chat/completions (with the simulated 5xx)."""
+    a = state.args
+
     def generation(chat: bool | None) -> Handler:
         async def handler(request: Request) -> Response:
             if not state.ready:
@@ -189,6 +213,16 @@ def build_app(state: AppState) -> Starlette:  # noqa: C901 - over 15: to be spli
                 return await state.generator.generate(body)
             return await state.generator.openai(body, chat)
         return handler
+
+    return [route(state, "/generate", generation(None), ("POST",)),
+            route(state, "/v1/completions", generation(False), ("POST",)),
+            route(state, "/v1/chat/completions", generation(True), ("POST",))]
+
+
+def _sim_routes(state: AppState) -> list[Route]:
+    """/sim/stats: the simulator's own counters (tests, benchmarks)."""
+    sched = state.scheduler
+    a = state.args
 
     async def sim_stats(request: Request) -> Response:
         timing = sched.timing.summary()
@@ -204,16 +238,4 @@ def build_app(state: AppState) -> Starlette:  # noqa: C901 - over 15: to be spli
                              "step_clock_s": round(sched._vnow, 6),
                              "generation_tokens_total": sched.stats.generation_tokens_total})
 
-    routes = [
-        route(state, "/health", health), route(state, "/health_generate", health_generate),
-        route(state, "/ready", ready),
-        route(state, "/server_info", server_info), route(state, "/get_server_info", server_info),
-        route(state, "/set_internal_state", set_internal_state, ("POST",), ADMIN_OPTIONAL),
-        route(state, "/v1/loads", loads), route(state, "/metrics", metrics),
-        *catalog.routes(state, route),
-        route(state, "/generate", generation(None), ("POST",)),
-        route(state, "/v1/completions", generation(False), ("POST",)),
-        route(state, "/v1/chat/completions", generation(True), ("POST",)),
-        route(state, "/sim/stats", sim_stats),
-    ]
-    return Starlette(routes=routes)
+    return [route(state, "/sim/stats", sim_stats)]

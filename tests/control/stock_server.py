@@ -54,43 +54,78 @@ HOSTILE = ("A\x1b[31mB\x1b]0;pwned-title\x07C\x1b]52;c;aGVsbG8=\x07D\x1b]8;;http
 VISIBLE = "ABCDEFGHI"
 
 
-def build(mode: str) -> Starlette:  # noqa: C901 - over 15: to be split (issue 18)
-    state = {"speculative_disable_batch_threshold": 5, "speculative_disable_force_mode": "auto"}
-    async def server_info(request: Request):
-        if mode == "garbage":
-            return PlainTextResponse('{"internal_states": [ not json', media_type="application/json")
-        if mode == "hang":
-            await asyncio.sleep(3600)
-        if mode == "nogate":
-            return JSONResponse({"model_path": "nogate-model", "tp_size": 1, "dp_size": 1,
-                                 "speculative_disable_batch_threshold": 5, "internal_states": [{
-                                     "speculative_disable_batch_threshold": 5,
-                                     "speculative_disable_min_dwell_steps": 10,
-                                     "speculative_disable_force_mode": "auto",
-                                     "dynamic_speculation": {"mode": "speculative", "switch_count": 0,
-                                                             "threshold": 5, "low_mark": 4}}]})
-        if mode == "typed":
-            return JSONResponse({"model_path": "typed-model", "speculative_disable_batch_threshold": 5,
-                                 "internal_states": [dict(state)]})
-        if mode == "stalerank":
-            ranks = [{"rank": r, "active": True, "threshold": state["speculative_disable_batch_threshold"]
-                      if r == 0 else 5, "force": "auto", "mode": "speculative"} for r in (0, 1)]
-            return JSONResponse({"model_path": "stale-model", "tp_size": 2, "internal_states": [
-                dict(state, dynamic_speculation={"mode": "speculative", "active": True, "ranks": ranks})]})
+async def _server_info(mode: str, state: dict):
+    """/server_info as the mode answers it."""
+    if mode == "garbage":
+        return PlainTextResponse('{"internal_states": [ not json', media_type="application/json")
+    if mode == "hang":
+        await asyncio.sleep(3600)
+    if mode == "nogate":
+        return JSONResponse({"model_path": "nogate-model", "tp_size": 1, "dp_size": 1,
+                             "speculative_disable_batch_threshold": 5, "internal_states": [{
+                                 "speculative_disable_batch_threshold": 5,
+                                 "speculative_disable_min_dwell_steps": 10,
+                                 "speculative_disable_force_mode": "auto",
+                                 "dynamic_speculation": {"mode": "speculative", "switch_count": 0,
+                                                         "threshold": 5, "low_mark": 4}}]})
+    if mode == "typed":
+        return JSONResponse({"model_path": "typed-model", "speculative_disable_batch_threshold": 5,
+                             "internal_states": [dict(state)]})
+    if mode == "stalerank":
+        ranks = [{"rank": r, "active": True, "threshold": state["speculative_disable_batch_threshold"]
+                  if r == 0 else 5, "force": "auto", "mode": "speculative"} for r in (0, 1)]
+        return JSONResponse({"model_path": "stale-model", "tp_size": 2, "internal_states": [
+            dict(state, dynamic_speculation={"mode": "speculative", "active": True, "ranks": ranks})]})
+    if mode == "hostile":
+        return JSONResponse({"model_path": f"model-{HOSTILE}", "version": f"v-{HOSTILE}", "tp_size": 1,
+                             "dp_size": 1, "speculative_algorithm": HOSTILE,
+                             "speculative_disable_batch_threshold": 5, "internal_states": [{
+                                 "speculative_disable_batch_threshold": 5,
+                                 "speculative_disable_min_dwell_steps": 10,
+                                 "speculative_disable_force_mode": f"auto{HOSTILE}",
+                                 "dynamic_speculation": {"mode": f"speculative{HOSTILE}", "switch_count": 1,
+                                                         "threshold": 5, "low_mark": 4,
+                                                         "last_switch": f"switched {HOSTILE}"}}]})
+    return JSONResponse({"model_path": "stock-model", "tp_size": 1, "dp_size": 1, "version": "0.5.23",
+                         "speculative_algorithm": "EAGLE3",
+                         "internal_states": [{"speculative_accept_threshold_single": 1.0,
+                                              "last_gen_throughput": 12.5, "avg_spec_accept_length": 2.1}]})
+
+
+def _set_internal_state(mode: str, state: dict, body: dict):
+    """/set_internal_state as the mode answers it (``state``: what typed modes keep)."""
+    if mode in ("typed", "stalerank"):
+        args = body.get("server_args") or {}
+        if any(not isinstance(v, (int, float)) for v in args.values()):
+            return JSONResponse({"detail": [{"msg": "Input should be a valid number"}]}, status_code=422)
+        for key, value in args.items():
+            state[key] = FORCE[int(value)] if key == "speculative_disable_force_mode" else int(value)
+        return JSONResponse([True])
+    for key, value in (body.get("server_args") or {}).items():
         if mode == "hostile":
-            return JSONResponse({"model_path": f"model-{HOSTILE}", "version": f"v-{HOSTILE}", "tp_size": 1,
-                                 "dp_size": 1, "speculative_algorithm": HOSTILE,
-                                 "speculative_disable_batch_threshold": 5, "internal_states": [{
-                                     "speculative_disable_batch_threshold": 5,
-                                     "speculative_disable_min_dwell_steps": 10,
-                                     "speculative_disable_force_mode": f"auto{HOSTILE}",
-                                     "dynamic_speculation": {"mode": f"speculative{HOSTILE}", "switch_count": 1,
-                                                             "threshold": 5, "low_mark": 4,
-                                                             "last_switch": f"switched {HOSTILE}"}}]})
-        return JSONResponse({"model_path": "stock-model", "tp_size": 1, "dp_size": 1, "version": "0.5.23",
-                             "speculative_algorithm": "EAGLE3",
-                             "internal_states": [{"speculative_accept_threshold_single": 1.0,
-                                                  "last_gen_throughput": 12.5, "avg_spec_accept_length": 2.1}]})
+            log(f"Dynamic speculation: refused {key}={value}: {HOSTILE}")
+        else:
+            log(f"Updating {key} is not supported.")
+    return JSONResponse([False])
+
+
+async def _decode_lines(mode: str):
+    """The log lines of the modes that write some (noload: a Decode batch line every 0.1 s)."""
+    if mode == "hostile":
+        for _ in range(3):
+            log(f"Prefill batch. #new-seq: 1, {HOSTILE}")
+            log(f"Unterminated title \x1b]0;{HOSTILE}")
+    while mode == "noload":
+        log("Decode batch, #running-req: 4, #token: 900, token usage: 0.02, accept len: 2.50, "
+            "accept rate: 0.50, cuda graph: True, gen throughput (token/s): 77.00, #queue-req: 1, ")
+        await asyncio.sleep(0.1)
+
+
+def build(mode: str) -> Starlette:
+    state = {"speculative_disable_batch_threshold": 5, "speculative_disable_force_mode": "auto"}
+
+    async def server_info(request: Request):
+        return await _server_info(mode, state)
 
     async def loads(request: Request):
         if mode in ("metrics", "noload"):
@@ -100,20 +135,7 @@ def build(mode: str) -> Starlette:  # noqa: C901 - over 15: to be split (issue 1
              "gen_throughput": 12.5, "speculative": {"accept_length": 2.1, "accept_rate": 0.5}}]})
 
     async def set_internal_state(request: Request):
-        body = await request.json()
-        if mode in ("typed", "stalerank"):
-            args = body.get("server_args") or {}
-            if any(not isinstance(v, (int, float)) for v in args.values()):
-                return JSONResponse({"detail": [{"msg": "Input should be a valid number"}]}, status_code=422)
-            for key, value in args.items():
-                state[key] = FORCE[int(value)] if key == "speculative_disable_force_mode" else int(value)
-            return JSONResponse([True])
-        for key, value in (body.get("server_args") or {}).items():
-            if mode == "hostile":
-                log(f"Dynamic speculation: refused {key}={value}: {HOSTILE}")
-            else:
-                log(f"Updating {key} is not supported.")
-        return JSONResponse([False])
+        return _set_internal_state(mode, state, await request.json())
 
     async def metrics(request: Request):
         if mode != "metrics":
@@ -125,19 +147,9 @@ def build(mode: str) -> Starlette:  # noqa: C901 - over 15: to be split (issue 1
             'sglang:gen_throughput{model_name="stock-model",tp_rank="0"} 321.5\n',
             media_type="text/plain; version=0.0.4")
 
-    async def decode_lines():
-        if mode == "hostile":
-            for _ in range(3):
-                log(f"Prefill batch. #new-seq: 1, {HOSTILE}")
-                log(f"Unterminated title \x1b]0;{HOSTILE}")
-        while mode == "noload":
-            log("Decode batch, #running-req: 4, #token: 900, token usage: 0.02, accept len: 2.50, "
-                "accept rate: 0.50, cuda graph: True, gen throughput (token/s): 77.00, #queue-req: 1, ")
-            await asyncio.sleep(0.1)
-
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        task = asyncio.get_running_loop().create_task(decode_lines()) if mode in ("noload", "hostile") else None
+        task = asyncio.get_running_loop().create_task(_decode_lines(mode)) if mode in ("noload", "hostile") else None
         yield
         if task:
             task.cancel()
