@@ -26,7 +26,7 @@ import sys
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, add_key_env_arguments, error
 from server_control.protocol import decision
-from server_control.protocol.sim_flags import positive_seconds
+from server_control.protocol.arg_types import positive_seconds
 
 
 def _levels(text: str) -> list[int]:

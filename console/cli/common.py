@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
 import sys
 import time
@@ -31,30 +30,6 @@ EXIT_BROKEN_PIPE = 141   # the reader of stdout left (`... | head`)
 
 PROFILE_HELP = "profile file or shipped name (default $SPECCONSOLE_PROFILE, else demo)"
 URL_SCHEMES = ("http://", "https://")
-
-
-def seconds(zero: str) -> Callable[[str], float]:
-    """An argparse type: a finite number of seconds >= 0 (``zero`` says what 0 means)."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise argparse.ArgumentTypeError(f"must be a finite number >= 0 ({zero}), got {text!r}")
-        return value
-    return parse
-
-
-def positive(text: str) -> float:
-    """An argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
 
 
 class UsageError(Exception):

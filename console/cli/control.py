@@ -26,7 +26,6 @@ from console.cli.common import (
     error,
     open_session,
     run_async,
-    seconds,
     settle,
     unreachable_hint,
 )
@@ -34,6 +33,7 @@ from console.cli.status import verification_text
 from server_control.model.operation import OperationResult
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import ChangeState
+from server_control.protocol.arg_types import seconds_where
 from server_control.protocol.decision import validate_force, validate_threshold
 
 THRESHOLD_EPILOG = ("Exit codes: 0 read/applied, 1 refused by the server/unsupported/error, 2 bad arguments "
@@ -145,6 +145,6 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("verify", formatter_class=fmt, epilog=VERIFY_EPILOG,
                               help="check configuration, initialisation and runtime switching")
     add_target_arguments(p)
-    p.add_argument("--wait", type=seconds("0 = look once"), metavar="S",
+    p.add_argument("--wait", type=seconds_where("0 = look once"), metavar="S",
                    help="keep watching up to S seconds while pending")
     p.set_defaults(func=cmd_verify)

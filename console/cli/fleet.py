@@ -22,8 +22,9 @@ import json
 import os
 import sys
 
-from console.cli.common import UsageError, run_async, seconds, usage_error
+from console.cli.common import UsageError, run_async, usage_error
 from server_control.model.vocabulary import RunState
+from server_control.protocol.arg_types import seconds_where
 
 EPILOG = ("Exit codes: 0 all ok, 1 any refused/failed/no answer, 3 any pending, 2 bad fleet file or "
           "arguments, 130 interrupted.")
@@ -196,5 +197,6 @@ def register(subparsers) -> None:
             q.add_argument("value", nargs="?", metavar="N", help="new threshold (0..4096)")
             q.add_argument("--force", metavar="MODE", help="auto | speculative | target_only")
         if name in ("verify", "launch"):
-            q.add_argument("--wait", type=seconds("0 = do not wait"), metavar="S", default=60.0 if name == "launch" else None,
+            q.add_argument("--wait", type=seconds_where("0 = do not wait"), metavar="S",
+                           default=60.0 if name == "launch" else None,
                            help="launch: until every member answers (default 60 s); verify: while pending")

@@ -32,12 +32,12 @@ from console.cli.common import (
     add_demo_arguments,
     add_profile_argument,
     error,
-    seconds,
     target_profile,
 )
 from server_control.config.interpreter import check_sglang
 from server_control.config.profile import ProfileError
 from server_control.model.vocabulary import LIVE_STATES, RunState
+from server_control.protocol.arg_types import seconds_where
 from server_control.state import run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.supervision import carried_settings as runtime_settings
@@ -352,27 +352,27 @@ def register(subparsers) -> None:
                               help="start the server of a profile (it outlives this command)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the exact command and the environment the profile adds (keys masked)")
-    p.add_argument("--wait", type=seconds("0 = do not wait"), metavar="S", nargs="?", const=600.0,
+    p.add_argument("--wait", type=seconds_where("0 = do not wait"), metavar="S", nargs="?", const=600.0,
                    help="wait up to S seconds (default 600) until /health answers")
     p.set_defaults(func=cmd_launch)
 
     p = subparsers.add_parser("stop", parents=[common], formatter_class=fmt, epilog=EPILOGS["stop"],
                               help="stop the run: SIGTERM the group, grace, SIGKILL, confirm")
-    p.add_argument("--grace", type=seconds("0 = SIGKILL at once"), metavar="S",
+    p.add_argument("--grace", type=seconds_where("0 = SIGKILL at once"), metavar="S",
                    help="seconds before SIGKILL (default: profile)")
     p.set_defaults(func=cmd_stop)
 
     p = subparsers.add_parser("restart", parents=[common], formatter_class=fmt, epilog=EPILOGS["restart"],
                               help="stop, then launch")
-    p.add_argument("--grace", type=seconds("0 = SIGKILL at once"), metavar="S",
+    p.add_argument("--grace", type=seconds_where("0 = SIGKILL at once"), metavar="S",
                    help="seconds before SIGKILL (default: profile)")
-    p.add_argument("--wait", type=seconds("0 = do not wait"), metavar="S", nargs="?", const=600.0,
+    p.add_argument("--wait", type=seconds_where("0 = do not wait"), metavar="S", nargs="?", const=600.0,
                    help="wait up to S seconds (default 600) until /health answers")
     p.set_defaults(func=cmd_restart)
 
     p = subparsers.add_parser("supervise", parents=[common], formatter_class=fmt, epilog=EPILOGS["supervise"],
                               help="adopt or launch, then keep the server alive (no screen)")
-    p.add_argument("--linger", type=seconds("0 = exit at once"), default=10.0, metavar="S",
+    p.add_argument("--linger", type=seconds_where("0 = exit at once"), default=10.0, metavar="S",
                    help="after a stop from elsewhere, wait S seconds for a relaunch before exiting")
     p.add_argument("--handed-off", action="store_true",
                    help="started by a console that quit leaving the server running (the next console takes over)")

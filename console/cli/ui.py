@@ -34,10 +34,10 @@ from console.cli.common import (
     check_url,
     key_from_env,
     load_profile_arg,
-    positive,
     usage_error,
 )
 from console.cli.demo_target import demo_state_dir, demo_target
+from server_control.protocol.arg_types import positive
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:

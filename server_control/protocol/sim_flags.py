@@ -1,81 +1,18 @@
 """The simulator's ``--sim-*`` flags: the one table that the simulator's parser
 (server_control/sim/args.py) and the profile schema's ``[sim]`` keys
-(server_control/config/schema.py) both read, with the argparse value types they share.
-Standard library only."""
+(server_control/config/schema.py) both read, and the value types only these flags take
+(the others: protocol/arg_types.py). Standard library only."""
 from __future__ import annotations
 
 import argparse
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
+from server_control.protocol.arg_types import int_at_least, positive, rate, seconds
 from server_control.protocol.explore import validate_share
 from server_control.protocol.sim_phases import Phase, PhaseError, parse_phases
-
-T = TypeVar("T")
-
-
-def int_at_least(lo: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-        if value < lo:
-            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {value}")
-        return value
-    parse.__name__ = f"int>={lo}"
-    return parse
-
-
-def validated(fn: Callable[[str], T]) -> Callable[[str], T]:
-    def parse(text: str) -> T:
-        try:
-            return fn(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    parse.__name__ = fn.__name__
-    return parse
-
-
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number of seconds {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"seconds must be a finite number >= 0, got {text!r}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """A finite number of seconds > 0 (argparse type; also `specconsole bench`'s)."""
-    value = seconds(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
-
-
-def time_scale(text: str) -> float:
-    value = seconds(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"time scale must be > 0, got {text!r}")
-    return value
-
-
-def rate(text: str) -> float:
-    value = seconds(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"rate must be between 0 and 1, got {text!r}")
-    return value
-
-
-def port_number(text: str) -> int:
-    value = int_at_least(0)(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -189,7 +126,7 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
     SimFlag("kv_cost", kv_ms, 0.0, "ms per request per decode step per 1000 context tokens "
             "(KV reads; 0 = the short-context model)"),
     SimFlag("seed", int, 0),
-    SimFlag("time_scale", time_scale, 1.0, "simulated seconds per wall-clock second (tests use > 1)"),
+    SimFlag("time_scale", positive, 1.0, "simulated seconds per wall-clock second (tests use > 1)"),
     SimFlag("load_time", seconds, 2.0, "simulated seconds of weight loading and graph capture"),
     SimFlag("slow_start", seconds, 0.0, "extra simulated seconds of warm-up while /health answers 503"),
     SimFlag("crash_after", seconds, None, "scheduler raises after S simulated seconds of serving"),

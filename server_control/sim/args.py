@@ -6,9 +6,10 @@ import argparse
 from typing import Any
 
 from server_control.protocol import decision
+from server_control.protocol.arg_types import int_at_least, port_number, validated
 from server_control.protocol.keys import take_key_flags
 from server_control.protocol.sglang_version import SGLANG_VERSION
-from server_control.protocol.sim_flags import SIM_FLAGS, int_at_least, port_number, validated
+from server_control.protocol.sim_flags import SIM_FLAGS
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 

@@ -178,20 +178,31 @@ class HealthWatch:
 
     # -- failures ---------------------------------------------------------------------------
     def _watchdog_due(self) -> bool:
-        return (self.sup.state == RunState.UNHEALTHY and self.sup.supervising and self.sup.profile.health.get("watchdog", True)
-                and self.fails >= self.sup.profile.health["failures"] and not self.sup.op_lock.locked())
+        sup = self.sup
+        return (sup.state == RunState.UNHEALTHY and sup.supervising and sup.profile.health.get("watchdog", True)
+                and self.fails >= sup.profile.health["failures"] and not sup.op_lock.locked()
+                and not self._stopped_elsewhere())
+
+    def _stopped_elsewhere(self) -> bool:
+        """A `stop` or `restart` elsewhere is under way (the record says ``stopping``) or done
+        (the record is gone or another run's): the server's silence is its shutdown, and its
+        exit is a stop (``_on_exit``), not a hang for the watchdog to kill and restart."""
+        rec, disk = self.sup.record, self.sup.load_disk()
+        return rec is None or disk is None or disk.stopping or disk.pid != rec.pid
 
     async def _watchdog(self) -> None:
         rec = self.sup.record
         if rec is None:   # nothing runs: nothing to stop
             return
-        why = (f"watchdog: {self.fails} health checks failed in a row ({self.sup.health_error}); "
-               f"stopping pid {rec.pid} to restart it")
-        self.sup.update(last_error=why)
         async with self.sup.op_lock:
-            if self.sup.record is not rec:
+            if self.sup.record is not rec or self._stopped_elsewhere():
                 return
+            self.sup.update(last_error=f"watchdog: {self.fails} health checks failed in a row "
+                            f"({self.sup.health_error}); stopping pid {rec.pid} to restart it")
             res = await process.stop_run(rec.identity(), self.sup.profile.stop_grace_s, self.sup.exit_file)
+            if self._stopped_elsewhere():   # a stop elsewhere began meanwhile: it is one
+                self.sup.update(RunState.STOPPED, record=None, exit_code=res.exit_code, last_error=None)
+                return
         how = f"unhealthy, stopped by the watchdog ({exit_words(res.exit_code)})"
         if not res.ok:
             how += f"; {res.message}"

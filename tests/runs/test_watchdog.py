@@ -62,3 +62,35 @@ async def test_status_elsewhere_says_unhealthy_for_a_hung_server(make_profile, g
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
     assert (await sup.stop()).ok
+
+
+async def test_a_stop_from_elsewhere_is_not_a_watchdog_crash(make_profile, groups, state_dir):
+    """`stop` (or `restart`) in another terminal marks the record stopping, then signals:
+    a server slow to exit stops answering /health first. The supervising process must not
+    call that a hang: no watchdog kill, no "crashed", no restart; the exit is a stop."""
+    profile = load_profile(make_profile("ws", tp=1, backoff=0.2))
+    states: list[RunState] = []
+    sup = Supervisor(profile, on_change=lambda s: states.append(s.state))
+    rec = await sup.launch()
+    groups.add(rec.pgid)
+    watch = asyncio.create_task(sup.watch())
+    try:
+        await until(lambda: sup.state == RunState.READY and sup.supervising, what="ready and supervising")
+        # the first step of `stop` elsewhere (supervisor.py: Supervisor.stop), then a server
+        # that takes its time to exit: SIGSTOPped, it neither answers nor exits
+        await runs.update_record("ws", state_dir, rec.pid, lambda r: setattr(r, "stopping", True))
+        os.killpg(rec.pgid, signal.SIGSTOP)
+        await until(lambda: sup.state == RunState.UNHEALTHY, timeout=30, what="unhealthy (it does not answer)")
+        await asyncio.sleep(3 * 0.2 * 2 + 1.0)        # well past [health] failures x interval_s
+        assert alive([rec.pid]) == [rec.pid], "the watchdog killed a server that was being stopped"
+        assert RunState.CRASHED not in states and sup.restarts == 0, states
+        other = Supervisor(profile)                   # `stop` elsewhere goes on: SIGTERM + SIGCONT
+        assert (await other.stop()).ok
+        await until(lambda: sup.state == RunState.STOPPED, timeout=30, what="stopped")
+        assert RunState.CRASHED not in states and sup.restarts == 0, states
+        assert runs.load_record("ws") is None
+    finally:
+        if alive([rec.pid]):
+            os.killpg(rec.pgid, signal.SIGCONT)
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
