@@ -22,7 +22,16 @@ API (used by server_control.session.session and the headless commands)::
 A launch holds the profile's record lock (and its port's) from the "already running?"
 check to the saved record, so two launches at the same moment give one run. Exit codes
 come from the run's keeper (server_control/proc/keeper.py), whoever launched it. `stop` marks
-the record ``stopping`` first, so a supervisor elsewhere reports "stopped", not a crash.
+the record ``stopping`` first, so a supervisor elsewhere reports "stopped", not a crash
+(and its watchdog leaves the server alone while it shuts down).
+
+Composition: the ``Supervisor`` holds the run's state (the fields above) and the parts that
+do the work, each with its own fields and a reference back to it: ``health_watch``
+(``HealthWatch``: the loop, health, watchdog, crash restart), ``ownership`` (``Ownership``:
+the restart lock, this process's role, the hand-over), ``procs`` (``RunProcesses``: the
+leader verified, the run's processes), ``carried`` (``CarriedSettings``: runtime settings
+kept over a restart) and ``policy`` (``RestartPolicy``). The parts change the run's state
+only through ``update()``, which checks each transition and tells ``on_change``.
 """
 from __future__ import annotations
 
