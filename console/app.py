@@ -48,7 +48,7 @@ class ConsoleApp(App[str]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         return system_commands(self, super().get_system_commands(screen))
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         if self.remember_theme:
             theme = load_theme()
             if theme in self.available_themes:

@@ -30,8 +30,8 @@ class FleetApp(ConsoleApp):
     def get_default_screen(self) -> Screen:
         return FleetScreen(self.fleet)
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    async def on_mount(self) -> None:
+        await super().on_mount()
         if self.start_fleet:
             self.run_worker(self._start_fleet(), group="fleet")
 
