@@ -41,9 +41,19 @@ def test_demo_argument_errors(capsys):
 
 
 def test_demo_state_dir_and_busy_port(tmp_path, monkeypatch):
+    from server_control.config import assets
+    from server_control.proc.ports import free_port
+
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path / "state"))
     state = demo_state_dir()
     assert state == tmp_path / "state" / "demo"
+    # the shipped profile with a free port in place of 30000 (other work may hold 30000)
+    shipped = assets.profile_path("demo").read_text()
+    assert "\nport = 30000\n" in shipped
+    own = tmp_path / "demo.toml"
+    own.write_text(shipped.replace("\nport = 30000\n", f"\nport = {free_port('127.0.0.1')}\n"))
+    shipped_path = assets.profile_path
+    monkeypatch.setattr(assets, "profile_path", lambda name: own if name == "demo" else shipped_path(name))
     profile = demo_profile(state)
     with socket.socket() as s:  # hold the port the demo would take
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
