@@ -65,7 +65,12 @@ async def test_screen_and_verify_command_give_one_verdict(monkeypatch):
         for s in sequence(time.time() - 8):
             session.poller.on_sample(s)       # what the screen's poller hands its session
             cli.poller.on_sample(s)           # what the command's poller hands its session
-            await pilot.pause(0.35)   # the screen builds its snapshot at most every 0.25 s (SNAPSHOT_EVERY_S)
+            # the screen builds its snapshot at most every 0.25 s (SNAPSHOT_EVERY_S): wait (bounded)
+            # until its snapshot holds this poll, however loaded the machine is
+            deadline = time.monotonic() + 10
+            while app.snapshot.live.ts != s.ts and time.monotonic() < deadline:
+                await pilot.pause(0.05)
+            assert app.snapshot.live.ts == s.ts, "the screen never took in the poll"
             on_screen = app.snapshot.verify
             by_command = (await cli.verify()).verification
             assert on_screen.layers[2] == by_command.layers[2], f"batch {s.load.batch}"
