@@ -26,7 +26,11 @@ from benchmarks.advise_bench import wait_ready
 from server_control.proc.sim_launcher import start_sim
 
 KV = "0.2"
-FIXED = (4, 6, 8)
+FIXED = (2, 5, 8, 14)
+PHASE_A = "ctx=500,p=0.65"
+PHASE_B = "ctx=12000,p=0.95"
+WAVE = "c=1-14,period=40"
+START_N = 5
 
 
 def _live(url: str) -> dict:
@@ -49,9 +53,8 @@ def _totals(url: str) -> tuple[float, float]:
 
 
 def run_arm(n: int, tuned: bool, scale: float, phase_s: float) -> dict:
-    traffic = (f"phases:s={phase_s},c=1-14,period=15,ctx=500,p=0.777"
-               f"/s={phase_s},c=1-14,period=15,ctx=4000,p=0.9")
-    extra = ["--sim-kv-cost", KV]
+    traffic = f"phases:s={phase_s},{WAVE},{PHASE_A}/s={phase_s},{WAVE},{PHASE_B}"
+    extra = ["--sim-kv-cost", KV, "--max-total-tokens", "400000"]
     if tuned:
         extra += ["--sim-auto-tune", "1-16", "--sim-explore-share", "0.02"]
     marks = {}
@@ -76,12 +79,12 @@ def run_arm(n: int, tuned: bool, scale: float, phase_s: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--time-scale", type=float, default=8.0)
-    ap.add_argument("--phase-s", type=float, default=120.0)
+    ap.add_argument("--phase-s", type=float, default=240.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     load = os.getloadavg()
     arms = [run_arm(n, False, args.time_scale, args.phase_s) for n in FIXED]
-    arms.append(run_arm(6, True, args.time_scale, args.phase_s))
+    arms.append(run_arm(START_N, True, args.time_scale, args.phase_s))
     fixed, tuned = arms[:-1], arms[-1]
     best_a = max(a["a_settled"] for a in fixed)
     best_b = max(a["b_settled"] for a in fixed)

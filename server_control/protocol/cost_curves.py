@@ -62,13 +62,14 @@ def bucket_bounds(index: int, cap: int = DEFAULT_CAP) -> tuple[int, int]:
 class CostCounters:
     """The live counters of one rank (not thread-safe: one scheduler thread writes).
 
-    Storage per mode: one flat list of ``bucket_count(cap)`` x 5 timed-step numbers
-    (steps, seconds, seconds squared, batch sum, context sum) and one of x 3 committed
-    numbers (verified steps, tokens, tokens squared): one dict lookup and a few list adds
-    per call."""
+    Storage, all preallocated: one flat list per mode of ``bucket_count(cap)`` x 5 timed-step
+    numbers (steps, seconds, seconds squared, batch sum, context sum) and one of x 3
+    committed numbers (verified steps, tokens, tokens squared), and a table from batch size
+    (0..TOP+1) to slot. A call is a dict lookup, a table lookup and a few list adds; no
+    allocation (benchmarks/curves_bench.py)."""
 
-    __slots__ = ("cap", "max_gap_s", "_timed", "_done", "_last_t", "_last_slot", "_last_mode",
-                 "_last_batch", "_last_ctx", "dropped", "context")
+    __slots__ = ("cap", "max_gap_s", "_timed", "_done", "_slot", "_last_t", "_last_slot",
+                 "_last_arr", "_last_batch", "_last_ctx", "dropped", "context")
 
     def __init__(self, cap: int = DEFAULT_CAP, max_gap_s: float = DEFAULT_MAX_GAP_S) -> None:
         if not 1 <= cap <= TOP:
@@ -78,9 +79,11 @@ class CostCounters:
         n = bucket_count(cap)
         self._timed: dict[str, list[float]] = {m: [0.0] * (5 * n) for m in MODES}
         self._done: dict[str, list[int]] = {m: [0] * (3 * n) for m in MODES}
+        # batch -> bucket index; batches above TOP share the last slot (TOP + 1)
+        self._slot = [0] + [bucket_index(b, cap) for b in range(1, TOP + 2)]
         self._last_t: float | None = None
         self._last_slot = 0
-        self._last_mode = SPECULATIVE
+        self._last_arr = self._timed[SPECULATIVE]
         self._last_batch = 0
         self._last_ctx: float | None = None
         self.dropped = 0
@@ -93,7 +96,7 @@ class CostCounters:
         if last is not None:
             dt = now - last
             if 0.0 <= dt <= self.max_gap_s:
-                a = self._timed[self._last_mode]
+                a = self._last_arr
                 i = self._last_slot
                 a[i] += 1
                 a[i + 1] += dt
@@ -104,8 +107,8 @@ class CostCounters:
             else:
                 self.dropped += 1
         self._last_t = now
-        self._last_mode = mode
-        self._last_slot = 5 * (batch - 1 if batch <= self.cap else bucket_index(batch, self.cap))
+        self._last_arr = self._timed[mode]
+        self._last_slot = 5 * (self._slot[batch] if batch <= TOP else self._slot[TOP + 1])
         self._last_batch = batch
         if context is not None:
             self._last_ctx = context
@@ -123,7 +126,7 @@ class CostCounters:
         if batch <= 0:
             return
         c = self._done[mode]
-        i = 3 * (batch - 1 if batch <= self.cap else bucket_index(batch, self.cap))
+        i = 3 * (self._slot[batch] if batch <= TOP else self._slot[TOP + 1])
         c[i] += 1
         c[i + 1] += tokens
         c[i + 2] += tokens * tokens
