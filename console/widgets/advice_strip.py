@@ -1,7 +1,9 @@
 """The advisor's always-visible strip on the single-server screen: one line with the
 suggestion's sentence (or what data is missing), refreshed every ``EVERY_S`` seconds from
 the server's cost curves in a thread (``read_advice``: the 4 MiB cap and 5 s deadline of
-``advice/source.py``). `A` opens the full view, which applies the suggestion."""
+``advice/source.py``). Hidden until the server has answered once (a server that is not up
+yet, or a port nothing listens on, leaves the screen as it was); after that a failed read
+is said on the strip. `A` opens the full view, which applies the suggestion."""
 from __future__ import annotations
 
 import asyncio
@@ -29,6 +31,7 @@ class AdviceStrip(Static):
         self.url, self.key, self.every_s = url, key, every_s
 
     def on_mount(self) -> None:
+        self.display = False
         self.run_worker(self._loop(), group="advice-strip", exclusive=True)
 
     async def _loop(self) -> None:
@@ -39,6 +42,7 @@ class AdviceStrip(Static):
                 self.note = f"advice: {exc}"
             else:
                 self.advice = adv
+                self.display = True
             await asyncio.sleep(self.every_s)
 
     def render(self) -> Text:
