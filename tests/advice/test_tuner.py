@@ -135,3 +135,17 @@ def test_a_move_decided_before_the_operator_set_n_is_dropped_not_applied():
     assert tune.applied(decision.THRESHOLD_KEY, 7, "operator")             # the operator's 7 ...
     ok, text = tune.on_setting(decision.THRESHOLD_KEY, 8, AUTO)            # ... then the queued 8
     assert ok is False and "dropped" in text and "operator" in text
+
+
+def test_a_context_shift_restarts_the_window():
+    from server_control.advice.store import add
+    long_ctx, _ = curves(8, 0.2, 8000, 0.95, share=0.1, seed=1)   # speculation wins everywhere
+    short, _ = curves(8, 0.0, 500, 0.65, share=0.1, seed=2)       # target-only from batch ~3
+    tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2))
+    tuner.observe(0.0, cc.Curves(32, 0, ()), 8)
+    tuner.observe(5.0, long_ctx, 8)
+    both = add(long_ctx, short)
+    tuner.observe(10.0, both, 8)   # the last 5 s: mean context 500 against 8000 before
+    assert tuner._history[0][1] is long_ctx    # the window now starts at the shift
+    move = tuner.observe(15.0, both, 8)
+    assert move is not None and move.new < 8   # decided on the short-context steps alone
