@@ -1,15 +1,16 @@
 """The self-tuning threshold against fixed thresholds on a two-phase workload (issue 21).
 
-    python -m benchmarks.tune_bench [--time-scale 8] [--phase-s 120] [--json]
+    python -m benchmarks.tune_bench [--time-scale 8] [--phase-s 240] [--json]
 
-The workload (simulator, KV cost 0.2 ms/1k tokens): phase A short chat (prompts ~500
-tokens, acceptance p 0.78: the model's crossover N=4), then phase B long-context
-summarising (prompts ~4000, p 0.9: N=8); built-in traffic a cosine wave 1..14 requests.
-Arms, one fresh simulator each, run in turn: fixed N = 4, 6, 8, and tuned
-(`--sim-auto-tune 1-16`, exploration 0.02, starting at N=6). Per arm and phase, the
+The workload (simulator, KV cost 0.2 ms/1k tokens, --max-total-tokens 400000): phase A
+short chat (prompts ~500 tokens, acceptance p 0.65: the model's crossover 3, N=2), then
+phase B long-context summarising (prompts ~12000, p 0.95: speculation faster at every
+batch the wave reaches, best N=14); built-in traffic a cosine wave of 1..14 requests with
+a 40 s period (longer than a request, so the batch follows the wave).
+Arms, one fresh simulator each, run in turn: fixed N = 2, 5, 8, 14, and tuned
+(`--sim-auto-tune 1-16`, exploration 0.02, starting at N=5). Per arm and phase, the
 server's own tok/s on its step clock (every generated token / step-clock seconds, from
-/sim/stats) over the
-phase after its first 60 s ("settled"), and over the whole run.
+/sim/stats) over the phase after its first 60 s ("settled"), and over the whole run.
 Goals: tuned >= 0.97 of the best fixed N in each phase once settled; over the whole run
 >= 1.05 of the best single fixed N.
 """
