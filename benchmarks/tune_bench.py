@@ -1,15 +1,16 @@
 """The self-tuning threshold against fixed thresholds on a two-phase workload (issue 21).
 
-    python -m benchmarks.tune_bench [--time-scale 8] [--phase-s 120] [--json]
+    python -m benchmarks.tune_bench [--time-scale 8] [--phase-s 240] [--json]
 
-The workload (simulator, KV cost 0.2 ms/1k tokens): phase A short chat (prompts ~500
-tokens, acceptance p 0.78: the model's crossover N=4), then phase B long-context
-summarising (prompts ~4000, p 0.9: N=8); built-in traffic a cosine wave 1..14 requests.
-Arms, one fresh simulator each, run in turn: fixed N = 4, 6, 8, and tuned
-(`--sim-auto-tune 1-16`, exploration 0.02, starting at N=6). Per arm and phase, the
+The workload (simulator, KV cost 0.2 ms/1k tokens, --max-total-tokens 400000): phase A
+short chat (prompts ~500 tokens, acceptance p 0.65: the model's crossover 3, N=2), then
+phase B long-context summarising (prompts ~12000, p 0.95: speculation faster at every
+batch the wave reaches, best N=14); built-in traffic a cosine wave of 1..14 requests with
+a 40 s period (longer than a request, so the batch follows the wave).
+Arms, one fresh simulator each, run in turn: fixed N = 2, 5, 8, 14, and tuned
+(`--sim-auto-tune 1-16`, exploration 0.02, starting at N=5). Per arm and phase, the
 server's own tok/s on its step clock (every generated token / step-clock seconds, from
-/sim/stats) over the
-phase after its first 60 s ("settled"), and over the whole run.
+/sim/stats) over the phase after its first 60 s ("settled"), and over the whole run.
 Goals: tuned >= 0.97 of the best fixed N in each phase once settled; over the whole run
 >= 1.05 of the best single fixed N.
 """
@@ -26,7 +27,11 @@ from benchmarks.advise_bench import wait_ready
 from server_control.proc.sim_launcher import start_sim
 
 KV = "0.2"
-FIXED = (4, 6, 8)
+FIXED = (2, 5, 8, 14)
+PHASE_A = "ctx=500,p=0.65"
+PHASE_B = "ctx=12000,p=0.95"
+WAVE = "c=1-14,period=40"
+START_N = 5
 
 
 def _live(url: str) -> dict:
@@ -49,9 +54,8 @@ def _totals(url: str) -> tuple[float, float]:
 
 
 def run_arm(n: int, tuned: bool, scale: float, phase_s: float) -> dict:
-    traffic = (f"phases:s={phase_s},c=1-14,period=15,ctx=500,p=0.777"
-               f"/s={phase_s},c=1-14,period=15,ctx=4000,p=0.9")
-    extra = ["--sim-kv-cost", KV]
+    traffic = f"phases:s={phase_s},{WAVE},{PHASE_A}/s={phase_s},{WAVE},{PHASE_B}"
+    extra = ["--sim-kv-cost", KV, "--max-total-tokens", "400000"]
     if tuned:
         extra += ["--sim-auto-tune", "1-16", "--sim-explore-share", "0.02"]
     marks = {}
@@ -76,12 +80,12 @@ def run_arm(n: int, tuned: bool, scale: float, phase_s: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--time-scale", type=float, default=8.0)
-    ap.add_argument("--phase-s", type=float, default=120.0)
+    ap.add_argument("--phase-s", type=float, default=240.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     load = os.getloadavg()
     arms = [run_arm(n, False, args.time_scale, args.phase_s) for n in FIXED]
-    arms.append(run_arm(6, True, args.time_scale, args.phase_s))
+    arms.append(run_arm(START_N, True, args.time_scale, args.phase_s))
     fixed, tuned = arms[:-1], arms[-1]
     best_a = max(a["a_settled"] for a in fixed)
     best_b = max(a["b_settled"] for a in fixed)

@@ -15,11 +15,12 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from console.fleet.advice import FleetAdvice
 from console.fleet.member_screen import QUIT, MemberScreen
 from console.fleet.results import ResultsPanel
 from console.fleet.rows import SORTABLE, arrange, cells
 from console.fleet.table import FleetTable
-from console.screens.confirm import ChoiceScreen
+from console.screens.confirm import ChoiceScreen, confirm
 from console.screens.prompt import PromptScreen
 from server_control.protocol.decision import validate_threshold
 
@@ -50,6 +51,7 @@ class FleetScreen(Screen):
         Binding("plus,right_square_bracket", "step_n(1)", "N+1", tooltip="N + 1 per member"),
         Binding("minus,left_square_bracket", "step_n(-1)", "N-1", tooltip="N - 1 per member"),
         Binding("F", "force", "Force", tooltip="Force a mode: (a)uto, (s)peculative, (t)arget-only"),
+        Binding("A", "apply_advice", "Advice", tooltip="Set each member's own suggested N (asks)"),
         Binding("v", "verify", "Verify", tooltip="Run the three verification layers"),
         Binding("L", "launch", "Launch", tooltip="Launch (nothing marked, no filter: the gateway too)"),
         Binding("X", "stop", "Stop", tooltip="Stop (asks; nothing marked, no filter: the gateway too)"),
@@ -82,6 +84,7 @@ class FleetScreen(Screen):
         yield Static(id="fleet-header")
         yield Static(id="fleet-gateway")
         yield FleetTable(id="fleet-table")
+        yield FleetAdvice(self._advice_members, id="fleet-advice")
         yield ResultsPanel("keys act on the selected members (space), or on every member shown; "
                            "enter opens one, / filters, o sorts", id="fleet-results")
         yield Footer()
@@ -142,7 +145,19 @@ class FleetScreen(Screen):
     def targets(self) -> list[str]:
         return [n for n in self.order if n in self.selected] or list(self.order)
 
+    def _advice_members(self) -> list[tuple[str, str, object]]:
+        return [(r.name, r.url, self.fleet.members.get(r.name)) for r in self.rows_cache if r.reachable]
+
     # ---- keys -----------------------------------------------------------------------------
+    def action_apply_advice(self) -> None:
+        plan = self.query_one(FleetAdvice).plan(self.targets())
+        if not plan:
+            self.app.notify("no member shown has a suggestion that differs from its N", severity="warning")
+            return
+        lines = "\n".join(f"{m}: N={a.current} -> {a.suggested}  {a.sentence}" for m, a in plan.items())
+        self.app.push_screen(confirm(f"Set each member's own suggested N?\n{lines}"),
+                             lambda yes: self.act("threshold", {m: a.suggested for m, a in plan.items()}) if yes else None)
+
     def action_fleet_help(self) -> None:
         from console.fleet.help import FleetHelpScreen  # noqa: PLC0415
 

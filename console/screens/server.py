@@ -30,6 +30,7 @@ from console.messages import LogsAppended, SnapshotChanged
 from console.palette import ConsoleCommands
 from console.screens.confirm import confirm, quit_choice
 from console.screens.help import HelpScreen
+from console.widgets.advice_strip import AdviceStrip
 from console.widgets.footer import KeysFooter
 from console.widgets.gpu_table import GpuTable
 from console.widgets.live_panel import LivePanel
@@ -74,6 +75,8 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
             yield SwitchTimeline(id="timeline").data_bind(ServerScreen.snapshot)
             yield VerifyPanel(id="verify").data_bind(ServerScreen.snapshot)
         yield GpuTable(id="gpus").data_bind(ServerScreen.snapshot)
+        yield AdviceStrip(self.session.url, getattr(getattr(self.session, "poller", None), "api_key", None),
+                          id="advice-strip")
         yield LogPane(self.session.store, id="logs")
         yield KeysFooter()
 

@@ -19,7 +19,8 @@ Per bucket and mode:
     step's result settles (under SGLang's overlap scheduler one step later), with the
     step's own batch size, in the mode it ran in.
 Per step the patch pays one ``step()`` (the clock value the switch already read, a bucket
-index, five adds) and one ``commit()`` (a bucket index, three adds): about 1 us together
+index from a preallocated table, five adds) and one ``commit()`` (the same index, three adds):
+about 0.5 us together at load 9 on a 2-core machine
 (benchmarks/curves_bench.py; docs/sglang-patch.md).
 """
 from __future__ import annotations
@@ -62,13 +63,14 @@ def bucket_bounds(index: int, cap: int = DEFAULT_CAP) -> tuple[int, int]:
 class CostCounters:
     """The live counters of one rank (not thread-safe: one scheduler thread writes).
 
-    Storage per mode: one flat list of ``bucket_count(cap)`` x 5 timed-step numbers
-    (steps, seconds, seconds squared, batch sum, context sum) and one of x 3 committed
-    numbers (verified steps, tokens, tokens squared): one dict lookup and a few list adds
-    per call."""
+    Storage, all preallocated: one flat list per mode of ``bucket_count(cap)`` x 5 timed-step
+    numbers (steps, seconds, seconds squared, batch sum, context sum) and one of x 3
+    committed numbers (verified steps, tokens, tokens squared), and a table from batch size
+    (0..TOP+1) to slot. A call is a dict lookup, a table lookup and a few list adds; no
+    allocation (benchmarks/curves_bench.py)."""
 
-    __slots__ = ("cap", "max_gap_s", "_timed", "_done", "_last_t", "_last_slot", "_last_mode",
-                 "_last_batch", "_last_ctx", "dropped", "context")
+    __slots__ = ("cap", "max_gap_s", "_timed", "_done", "_slot", "_last_t", "_last_slot",
+                 "_last_arr", "_last_batch", "_last_ctx", "dropped", "context")
 
     def __init__(self, cap: int = DEFAULT_CAP, max_gap_s: float = DEFAULT_MAX_GAP_S) -> None:
         if not 1 <= cap <= TOP:
@@ -78,9 +80,11 @@ class CostCounters:
         n = bucket_count(cap)
         self._timed: dict[str, list[float]] = {m: [0.0] * (5 * n) for m in MODES}
         self._done: dict[str, list[int]] = {m: [0] * (3 * n) for m in MODES}
+        # batch -> bucket index; batches above TOP share the last slot (TOP + 1)
+        self._slot = [0] + [bucket_index(b, cap) for b in range(1, TOP + 2)]
         self._last_t: float | None = None
         self._last_slot = 0
-        self._last_mode = SPECULATIVE
+        self._last_arr = self._timed[SPECULATIVE]
         self._last_batch = 0
         self._last_ctx: float | None = None
         self.dropped = 0
@@ -93,24 +97,24 @@ class CostCounters:
         if last is not None:
             dt = now - last
             if 0.0 <= dt <= self.max_gap_s:
-                a = self._timed[self._last_mode]
-                i = self._last_slot
+                a, i = self._last_arr, self._last_slot
                 a[i] += 1
                 a[i + 1] += dt
                 a[i + 2] += dt * dt
                 a[i + 3] += self._last_batch
-                if self._last_ctx is not None:
-                    a[i + 4] += self._last_ctx
+                ctx = self._last_ctx
+                if ctx is not None:
+                    a[i + 4] += ctx
             else:
                 self.dropped += 1
         self._last_t = now
-        self._last_mode = mode
-        self._last_slot = 5 * (batch - 1 if batch <= self.cap else bucket_index(batch, self.cap))
+        self._last_arr = self._timed[mode]
+        self._last_slot = 5 * self._slot[batch] if batch <= TOP else 5 * self._slot[TOP + 1]
         self._last_batch = batch
         if context is not None:
             self._last_ctx = context
             self.context = True
-        elif self._last_ctx is not None:
+        else:
             self._last_ctx = None
 
     def idle(self) -> None:
@@ -123,7 +127,7 @@ class CostCounters:
         if batch <= 0:
             return
         c = self._done[mode]
-        i = 3 * (batch - 1 if batch <= self.cap else bucket_index(batch, self.cap))
+        i = 3 * self._slot[batch] if batch <= TOP else 3 * self._slot[TOP + 1]
         c[i] += 1
         c[i + 1] += tokens
         c[i + 2] += tokens * tokens

@@ -6,7 +6,14 @@ suggestion, within ``[lo, hi]``:
   * hysteresis: no move while the current N lies inside the suggestion's 95 % interval
     (unless the crossover is extrapolated beyond the data: its interval then says little);
   * bounded rate: at most ``max_step`` per decision, and 1 when the crossover is
-    extrapolated beyond the data (one step toward it lets exploration look there);
+    extrapolated beyond the data (one step toward it lets exploration look there), but as
+    far as the measurement itself reaches: where both modes were measured (exploration) at
+    every bucket from N to a batch B and the same mode won at each, N moves to B at once;
+  * a reversal (a move against the direction of the last one) waits one more decision that
+    asks for it, so N does not swing between neighbours on noise;
+  * a phase change is followed: when the mean context of the last interval's steps is
+    more than ``CONTEXT_SHIFT`` times (or less than 1/CONTEXT_SHIFT of) the window's, the
+    window restarts there;
   * one decision for the whole server: the caller (one process, never each rank) applies
     the move as any runtime change is applied, broadcast to every rank.
 Each move carries its evidence, the log line
@@ -23,6 +30,7 @@ from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, Curves
 from server_control.protocol.crossover import TRUSTED_EXTRAPOLATION, Estimate, estimate
 
 MOVE_PREFIX = "Dynamic speculation: threshold "
+CONTEXT_SHIFT = 2.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,8 @@ class Tuner:
         self.last_move: Move | None = None
         self._history: collections.deque[tuple[float, Curves]] = collections.deque()
         self._last_decision: float | None = None
+        self._direction = 0        # of the last move: +1 up, -1 down
+        self._reversal_asked = False
 
     def off(self, reason: str) -> None:
         self.on, self.off_reason = False, reason
@@ -95,6 +105,7 @@ class Tuner:
         self.on, self.off_reason = True, None
         self._history.clear()
         self._last_decision = None
+        self._direction, self._reversal_asked = 0, False
 
     def observe(self, now: float, curves: Curves, threshold: int) -> Move | None:
         """A reading of the cumulative curves at ``now`` (seconds); a Move or None."""
@@ -108,6 +119,7 @@ class Tuner:
         if now - self._last_decision < self.settings.interval_s:
             return None
         self._last_decision = now
+        self._follow_phase(now, curves)
         base_t, base = self._history[0]
         window = curves.minus(base) if base is not curves else curves
         e = estimate(window)
@@ -116,16 +128,39 @@ class Tuner:
         lo, hi = e.interval
         far = e.extrapolated > TRUSTED_EXTRAPOLATION
         if lo <= threshold <= hi and not far:
+            self._reversal_asked = False
             return None
         target = min(self.settings.hi, max(self.settings.lo, e.suggested or self.settings.hi))
         step = 1 if far else self.settings.max_step
         new = threshold + max(-step, min(step, target - threshold))
+        reach = measured_reach(e, threshold, target)
+        if reach is not None:
+            new = max(new, reach) if target > threshold else min(new, reach)
         if new == threshold:
             return None
+        direction = 1 if new > threshold else -1
+        if direction == -self._direction and not self._reversal_asked:
+            self._reversal_asked = True
+            return None
+        self._direction, self._reversal_asked = direction, False
         move = Move(threshold, new, evidence(e, now - base_t))
         self.moves += 1
         self.last_move = move
         return move
+
+    def _follow_phase(self, now: float, curves: Curves) -> None:
+        """Restart the window where the mean context of the last interval left the window's."""
+        if len(self._history) < 3:
+            return
+        recent_t, recent = next(((t, c) for t, c in reversed(self._history)
+                                 if t <= now - self.settings.interval_s), self._history[0])
+        new, old = _mean_context(curves.minus(recent)), _mean_context(recent.minus(self._history[0][1]))
+        if new is None or old is None or old <= 0 or new <= 0:
+            return
+        if max(new / old, old / new) > CONTEXT_SHIFT:
+            while self._history[0][0] < recent_t:
+                self._history.popleft()
+
 
     def snapshot(self) -> dict[str, object]:
         s = self.settings
@@ -134,3 +169,32 @@ class Tuner:
                 "interval_s": s.interval_s, "window_s": s.window_s, "max_step": s.max_step,
                 "moves": self.moves,
                 "last_move": {"old": m.old, "new": m.new, "evidence": m.evidence} if m else None}
+
+
+def _mean_context(curves: Curves) -> float | None:
+    rows = [(b.context_sum, b.steps) for b in curves.buckets if b.context_sum is not None and b.steps > 0]
+    steps = sum(n for _c, n in rows)
+    return sum(c for c, _n in rows) / steps if steps else None
+
+
+def measured_reach(e: Estimate, threshold: int, target: int) -> int | None:
+    """How far N may move toward ``target`` on measurement alone: the last bucket of the
+    unbroken run of buckets, from N's side of the boundary on, that both modes measured
+    and the same mode won (speculation going up, target-only going down); None if none."""
+    by: dict[tuple[int, int], dict[str, float]] = {}
+    for p in e.points:
+        by.setdefault((p.lo, p.hi), {})[p.mode] = p.tok_s
+    shared = sorted((lo, hi, d[SPECULATIVE], d[TARGET_ONLY]) for (lo, hi), d in by.items()
+                    if SPECULATIVE in d and TARGET_ONLY in d and hi)
+    reach = None
+    if target > threshold:
+        for lo, hi, spec, tgt in (r for r in shared if r[1] > threshold):
+            if spec <= tgt or (reach is not None and lo > reach + 1) or (reach is None and lo > threshold + 1):
+                break
+            reach = min(hi, target)
+    elif target < threshold:
+        for lo, hi, spec, tgt in sorted((r for r in shared if r[0] <= threshold), reverse=True):
+            if tgt <= spec or (reach is not None and hi < reach) or (reach is None and hi < threshold):
+                break
+            reach = max(lo - 1, target)
+    return reach

@@ -29,6 +29,7 @@ class AutoTune:
         self.sched = sched
         self.tuner = Tuner(settings)
         self._stop = threading.Event()
+        self._lines: dict[int, str] = {}   # a queued move's log line, by its new N
         self._thread = threading.Thread(target=self._run, name="sim-autotune", daemon=True)
 
     def start(self) -> None:
@@ -47,11 +48,21 @@ class AutoTune:
                 threshold, now = sched.switch.threshold, sched._vnow
             move = self.tuner.observe(now, cost_curves.parse(raw), threshold)
             if move is not None:
-                sched.log.info(move.line)
+                with sched.cond:
+                    self._lines[move.new] = move.line
                 sched.apply_setting(decision.THRESHOLD_KEY, move.new, origin=AUTO)
 
     def on_setting(self, key: str, value: Any, origin: str) -> tuple[bool, str] | None:
-        """The auto-tune key itself: (applied, text); None for any other key."""
+        """The auto-tune key itself: (applied, text); None for any other key. The tuner's own
+        threshold move is logged here, as the scheduler applies it, or dropped when the
+        operator turned tuning off after the move was decided (the operator's N wins)."""
+        if key == decision.THRESHOLD_KEY and origin == AUTO:
+            line = self._lines.pop(value, None) if isinstance(value, int) else None
+            if not self.tuner.on:
+                return False, f"Dynamic speculation: auto-tune move to {value} dropped ({self.tuner.off_reason})"
+            if line:
+                self.sched.log.info(line)
+            return None
         if key != AUTO_TUNE_KEY:
             return None
         if value in (1, 1.0, True):

@@ -22,6 +22,8 @@ async def test_the_advice_view_applies_the_suggestion_after_a_yes(sim_factory, t
     app = SpecConsoleApp(Session.attach(sim.url, log_path=sim.log_path, poll_interval_s=0.25))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: "N=8" in screen_text(app), what="N=8 read from the server")
+        await wait_for(pilot, lambda: "advice: N=" in screen_text(app), what="the strip on the main screen",
+                       timeout=20)
         await pilot.press("A")
         await wait_for(pilot, lambda: "would give" in screen_text(app), what="the advice", timeout=20)
         adv = app.screen.advice

@@ -2,7 +2,7 @@
 
 import pytest
 
-from server_control.advice.words import advise
+from server_control.advice.words import advise, duration
 from server_control.protocol.crossover import estimate
 from server_control.protocol.explore import Explorer, window
 from server_control.sim import model
@@ -35,7 +35,7 @@ def test_the_sentence_names_the_gain_the_batches_the_duration_and_the_interval()
     lo, hi = adv.interval
     iv = f"{lo}-{hi}" if lo != hi else f"{lo}"
     assert adv.sentence == (f"N={e.suggested} would give {adv.gain * 100:+.0f}% at batch "
-                            f"{e.suggested + 1}-8 (measured over {e.busy_seconds:.0f} s, 95% interval {iv})")
+                            f"{e.suggested + 1}-8 (measured over {duration(e.busy_seconds)}, 95% interval {iv})")
     assert adv.gain > 0.05 and adv.confident
     right = advise(e, e.suggested)
     assert right.sentence.startswith(f"N={e.suggested} is right") and not right.confident
@@ -64,8 +64,23 @@ def test_exploration_flips_a_bounded_share_near_n_only():
     assert all(ex.mode("target_only", i, 9 + window(8), 8) == "target_only" for i in range(5000))
     assert all(ex.mode("speculative", i, 8, 8, auto=False) == "speculative" for i in range(5000))
     assert not any(Explorer(0.0).mode("speculative", i, 8, 8) != "speculative" for i in range(5000))
-    other = Explorer(0.02)   # another rank: the same steps flip
+    other, third = Explorer(0.02), Explorer(0.02)   # two more ranks: the same steps flip
     assert [other.mode("speculative", i, 7, 8) for i in range(3000)] == [
-        Explorer(0.02).mode("speculative", i, 7, 8) for i in range(3000)]
+        third.mode("speculative", i, 7, 8) for i in range(3000)]
     with pytest.raises(ValueError, match="0..0.1"):
         Explorer(0.5)
+
+
+def test_exploration_learns_fast_after_n_changes_then_falls_back_to_its_share():
+    ex = Explorer(0.02)
+    first = [ex.mode("speculative", i, 9, 8) != "speculative" for i in range(200)]
+    assert sum(first) >= 10            # 2% of 200 steps would be 4
+    assert sum(first[:150]) >= 10      # at about a fifth of the steps
+    later = sum(ex.mode("speculative", i, 9, 8) != "speculative" for i in range(200, 100200))
+    assert 1800 <= later <= 2200          # learnt: back to the share
+    moved = [ex.mode("speculative", i, 9, 7) != "speculative" for i in range(100200, 100400)]
+    assert sum(moved) >= 10               # N changed: batch 9 learns again
+    assert not any(Explorer(0.0).mode("speculative", i, 9, 8) != "speculative" for i in range(500))
+    a, b = Explorer(0.02), Explorer(0.02)   # two ranks: the same steps flip, learning included
+    seq = [(i, 5 + i % 7, 6 + (i // 300) % 3) for i in range(3000)]
+    assert [a.mode("speculative", i, bs, n) for i, bs, n in seq] == [b.mode("speculative", i, bs, n) for i, bs, n in seq]

@@ -6,7 +6,8 @@ import httpx
 import pytest
 
 from server_control.protocol import cost_curves as cc
-from server_control.protocol.tuner import MOVE_PREFIX, Tuner, TuneSettings, parse_bounds
+from server_control.protocol.crossover import estimate
+from server_control.protocol.tuner import MOVE_PREFIX, Tuner, TuneSettings, measured_reach, parse_bounds
 from tests.support.advice import curves
 
 
@@ -17,13 +18,44 @@ def test_moves_toward_the_crossover_at_a_bounded_rate_then_holds():
     for t in range(0, 200, 5):
         move = tuner.observe(float(t), got, n)
         if move:
-            assert abs(move.new - move.old) <= 2 and move.old == n
+            reach = measured_reach(estimate(got), n, move.new)
+            assert move.old == n and (abs(move.new - move.old) <= 2 or move.new == reach)
             assert move.line.startswith(f"{MOVE_PREFIX}{n} -> {move.new} (auto: target-only faster from batch ")
             assert "tok/s, n=" in move.line
             n = move.new
             moves.append(move)
     assert moves and abs(n - (truth - 1)) <= 1
     assert tuner.observe(500.0, got, n) is None   # N inside the interval: it holds (hysteresis)
+
+
+def test_where_exploration_measured_both_modes_n_jumps_to_the_measured_boundary():
+    got, truth = curves(12, 0.2, 4000, 0.9, share=0.1)      # truth N = 8, explored 7..18
+    e = estimate(got)
+    assert abs(measured_reach(e, 12, 1) - (truth - 1)) <= 1   # target-only won at every bucket 9..12
+    assert measured_reach(e, 12, 10) == 10               # never past the suggestion
+    assert measured_reach(e, 12, 16) is None             # upward: target-only won at 13
+    move = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2)).observe(5.0, got, 12)
+    assert move is None  # the first reading starts the clock
+    tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2))
+    tuner.observe(0.0, got, 12)
+    move = tuner.observe(5.0, got, 12)
+    assert move is not None and abs(move.new - (truth - 1)) <= 1 and move.old == 12
+
+
+def test_a_reversal_waits_for_a_second_decision_that_asks_for_it():
+    up, _ = curves(3, 0.2, 8000, 0.95, share=0.1)        # speculation wins everywhere: up
+    down, _ = curves(12, 0.0, 500, 0.65, share=0.1)      # target-only wins from batch ~3: down
+    tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=6, max_step=2))
+    tuner.observe(0.0, cc.Curves(32, 0, ()), 3)
+    first = tuner.observe(5.0, up, 3)
+    assert first is not None and first.new > 3
+    n = first.new
+    from server_control.advice.store import add
+    later = add(up, down)
+    tuner.observe(8.0, later, n)
+    assert tuner.observe(12.0, later, n) is None          # the first ask to go back down: held
+    again = tuner.observe(17.0, add(later, down), n)
+    assert again is not None and again.new < n            # asked twice: it goes
 
 
 def test_no_decision_more_often_than_the_interval_and_none_when_off():
@@ -88,3 +120,32 @@ def test_the_simulator_tunes_once_for_every_rank_and_the_operator_wins(sim_facto
                    json={"server_args": {"speculative_disable_auto_tune": 1}}, timeout=5)
     assert r.json() == [True]
     assert _live(sim.url)["auto_tune"]["on"] is True
+
+
+def test_a_move_decided_before_the_operator_set_n_is_dropped_not_applied():
+    import logging
+    import threading
+    from types import SimpleNamespace
+
+    from server_control.protocol import decision
+    from server_control.sim.autotune import AUTO, AutoTune
+    sched = SimpleNamespace(log=logging.getLogger("test-autotune"), cond=threading.Condition())
+    tune = AutoTune(sched, TuneSettings(1, 16))
+    assert tune.on_setting(decision.THRESHOLD_KEY, 8, AUTO) is None        # tuning on: applied
+    assert tune.applied(decision.THRESHOLD_KEY, 7, "operator")             # the operator's 7 ...
+    ok, text = tune.on_setting(decision.THRESHOLD_KEY, 8, AUTO)            # ... then the queued 8
+    assert ok is False and "dropped" in text and "operator" in text
+
+
+def test_a_context_shift_restarts_the_window():
+    from server_control.advice.store import add
+    long_ctx, _ = curves(8, 0.2, 8000, 0.95, share=0.1, seed=1)   # speculation wins everywhere
+    short, _ = curves(8, 0.0, 500, 0.65, share=0.1, seed=2)       # target-only from batch ~3
+    tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2))
+    tuner.observe(0.0, cc.Curves(32, 0, ()), 8)
+    tuner.observe(5.0, long_ctx, 8)
+    both = add(long_ctx, short)
+    tuner.observe(10.0, both, 8)   # the last 5 s: mean context 500 against 8000 before
+    assert tuner._history[0][1] is long_ctx    # the window now starts at the shift
+    move = tuner.observe(15.0, both, 8)
+    assert move is not None and move.new < 8   # decided on the short-context steps alone

@@ -1,0 +1,55 @@
+"""The advisor's always-visible strip on the single-server screen: one line with the
+suggestion's sentence (or what data is missing), refreshed every ``EVERY_S`` seconds from
+the server's cost curves in a thread (``read_advice``: the 4 MiB cap and 5 s deadline of
+``advice/source.py``). Hidden until the server has answered once (a server that is not up
+yet, or a port nothing listens on, leaves the screen as it was); after that a failed read
+is said on the strip. `A` opens the full view, which applies the suggestion."""
+from __future__ import annotations
+
+import asyncio
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from console.screens.advice import read_advice
+from server_control.advice.source import SourceError
+from server_control.advice.words import Advice
+
+EVERY_S = 30.0
+
+
+class AdviceStrip(Static):
+    DEFAULT_CSS = "AdviceStrip { height: 1; padding: 0 1; }"
+
+    advice: reactive[Advice | None] = reactive(None, always_update=True)
+    note: reactive[str] = reactive("advice: reading the server's cost curves")
+
+    def __init__(self, url: str, key: str | None = None, *, every_s: float = EVERY_S,
+                 id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.url, self.key, self.every_s = url, key, every_s
+
+    def on_mount(self) -> None:
+        self.display = False
+        self.run_worker(self._loop(), group="advice-strip", exclusive=True)
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                adv = await asyncio.to_thread(read_advice, self.url, self.key)
+            except SourceError as exc:
+                self.note = f"advice: {exc}"
+            else:
+                self.advice = adv
+                self.display = True
+            await asyncio.sleep(self.every_s)
+
+    def render(self) -> Text:
+        adv = self.advice
+        if adv is None:
+            return Text(self.note, style="dim", overflow="ellipsis", no_wrap=True)
+        out = Text("advice: ", style="dim", overflow="ellipsis", no_wrap=True)
+        out.append(adv.sentence, style="bold" if adv.confident else "")
+        out.append("  (A: view, apply)", style="dim")
+        return out

@@ -1,0 +1,44 @@
+"""The advisor's strip for the single-server screen (console/widgets/advice_strip.py) in a
+real Textual app via Pilot, against a real simulator over loopback HTTP, and against a
+port nothing listens on (the error is said, nothing raised)."""
+import pytest
+from textual.app import App
+
+from console.widgets.advice_strip import AdviceStrip
+from server_control.proc.ports import free_port
+from tests.console.screen_text import screen_text, wait_for
+from tests.support.advice import wait_steps
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class _Host(App[None]):
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def compose(self):
+        yield AdviceStrip(self.url, every_s=0.5)
+
+
+async def test_the_strip_says_the_servers_suggestion(sim_factory):
+    sim = sim_factory("--sim-explore-share", "0.1", threshold=8,
+                      traffic="phases:s=10000,c=1-14,period=12", time_scale=20)
+    sim.wait_ready()
+    wait_steps(sim.url, steps=1500)
+    app = _Host(sim.url)
+    async with app.run_test(size=(160, 5)) as pilot:
+        await wait_for(pilot, lambda: "would give" in screen_text(app), what="the sentence", timeout=30)
+        strip = app.query_one(AdviceStrip)
+        adv = strip.advice
+        assert adv is not None and adv.current == 8 and adv.suggested is not None
+        assert f"N={adv.suggested} would give" in screen_text(app)
+
+
+async def test_a_server_that_never_answered_leaves_the_strip_hidden():
+    app = _Host(f"http://127.0.0.1:{free_port()}")
+    async with app.run_test(size=(160, 5)) as pilot:
+        strip = app.query_one(AdviceStrip)
+        await wait_for(pilot, lambda: strip.note != "advice: reading the server's cost curves",
+                       what="the failed read", timeout=20)
+        assert strip.advice is None and not strip.display and "advice" not in screen_text(app)
