@@ -27,8 +27,9 @@ from textual.strip import Strip
 
 from console.actions.table import bindings_for
 from console.messages import LogViewChanged, LogViewStatus
-from console.widgets.log.format import LineFilter, render_row
-from console.widgets.log.prompts import filter_prompt, save_prompt, search_prompt
+from console.widgets.log.format import COLOR_MARKS, NO_COLOR_MARKS, LineFilter, render_row
+from console.widgets.log.lines import gutter, gutter_width, yank
+from console.widgets.log.prompts import filter_prompt, goto_prompt, save_prompt, search_prompt
 from console.widgets.log.rows import SUB_BITS, Rows
 from console.widgets.log.search import LogSearch
 from console.widgets.log.select import Selection
@@ -55,6 +56,7 @@ class LogView(ScrollView, can_focus=True):
     wrap: var[bool] = var(False, init=False)
     show_polls: var[bool] = var(False, init=False)
     fold: var[bool] = var(True, init=False)
+    numbers: var[bool] = var(False, init=False)   # `#`: file line numbers (console/widgets/log/lines.py)
 
     def __init__(self, store: LogStore | None = None, *, save_name: str = "log", id: str | None = None) -> None:
         super().__init__(id=id)
@@ -73,6 +75,7 @@ class LogView(ScrollView, can_focus=True):
         self._last_rows = 0.0             # monotonic time of the last flush that added rows
         self._status: LogViewStatus | None = None
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
+        self.mark: int | None = None      # the current line's key (`:` go-to-line marks it)
 
     @property
     def row_count(self) -> int:
@@ -92,6 +95,7 @@ class LogView(ScrollView, can_focus=True):
         nearest: the first at or below the top of the view, or, while following the end, the
         last one; empty clears. Raises ValueError on a bad regex. Returns whether anything matched."""
         self.search.set(text)
+        self.mark = None
         self._gen += 1
         if not text:
             self._cache.clear()
@@ -113,6 +117,7 @@ class LogView(ScrollView, can_focus=True):
     def _search_step(self, forward: bool) -> bool:
         if self.search.pattern is None or not self.search.hits:
             return False
+        self.mark = None
         if self.search.current is None:
             top = min(int(self.scroll_y), len(self.rows) - 1)
             return self._show_match(self.search.jump(self.rows.key(top), forward))
@@ -209,7 +214,7 @@ class LogView(ScrollView, can_focus=True):
         """Recompute rows after a filter/wrap/size/search change, keeping the top record in view."""
         top_y = int(self.scroll_y)
         top = self.rows.seq[top_y] if top_y < len(self.rows) else None
-        self._wrap_width = max(10, self.scrollable_content_region.width or self.size.width or 80)
+        self._wrap_width = max(10, (self.scrollable_content_region.width or self.size.width or 80) - self._gutter())
         self.rows.clear()
         self.selection = Selection(self.filter, self.show_polls, self.fold)
         del self.search.hits[:]
@@ -240,6 +245,18 @@ class LogView(ScrollView, can_focus=True):
 
     def watch_fold(self) -> None:
         self._rebuild()
+
+    def watch_numbers(self) -> None:
+        self._rebuild()
+
+    def _gutter(self) -> int:
+        return gutter_width(self.store) if self.numbers else 0
+
+    def show_row(self, row: int, key: int) -> None:
+        """Make ``key`` (at ``row``) the current line and scroll it a third of the way down."""
+        self.mark = key
+        self.search.current = None
+        self._show_match(key)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -318,6 +335,7 @@ class LogView(ScrollView, can_focus=True):
     def clear_all(self) -> None:
         self.filter = LineFilter()
         self.search.clear()
+        self.mark = None
         self._gen += 1
         self._rebuild()
 
@@ -351,7 +369,7 @@ class LogView(ScrollView, can_focus=True):
         self.search_previous()
 
     def action_log_clear(self) -> None:
-        if not self.filter.active and self.search.pattern is None:
+        if not self.filter.active and self.search.pattern is None and self.mark is None:
             raise SkipAction()  # nothing to clear: the key goes on to the screen and the app
         self.clear_all()
 
@@ -375,6 +393,15 @@ class LogView(ScrollView, can_focus=True):
     def action_log_save(self) -> None:
         self.app.push_screen(*save_prompt(self))
 
+    def action_log_numbers(self) -> None:
+        self.numbers = not self.numbers
+
+    def action_log_goto(self) -> None:
+        self.app.push_screen(*goto_prompt(self))
+
+    def action_log_yank(self) -> None:
+        yank(self)
+
     def shown_records(self) -> list:
         """The records shown (after the filter, without the polls kept back), oldest first;
         each TP rank's copy of a folded event too (ctrl+s writes them)."""
@@ -390,15 +417,22 @@ class LogView(ScrollView, can_focus=True):
         if idx >= len(rows) or self.store is None:
             return Strip.blank(width, rich_style)
         seq, sub, start = rows.seq[idx], rows.sub[idx], rows.start[idx]
-        current = self.search.current is not None and self.search.current == (seq << SUB_BITS | sub)
-        key = (seq, sub, start, self._gen if (current or self.search.pattern) else 0, current)
+        line_key = seq << SUB_BITS | sub
+        current = line_key in (self.search.current, self.mark)
+        numbers = self._gutter()
+        key = (seq, sub, start, self._gen if (current or self.search.pattern) else 0, current, numbers)
         strip = self._cache.get(key)
         if strip is None:
             rec = self.store.get(seq)
             if rec is None:
                 return Strip.blank(width, rich_style)
             text = render_row(rec, sub, start, rows.end[idx], current=current, pattern=self.search.pattern,
-                              base=rich_style, label=self.selection.label(seq) if sub == 0 else None)
+                              base=rich_style, label=self.selection.label(seq) if sub == 0 else None,
+                              marks=NO_COLOR_MARKS if self.app.no_color else COLOR_MARKS)
+            if numbers:
+                left = gutter(rec, sub, start, numbers, current)
+                left.stylize(rich_style)
+                text = left.append_text(text)
             strip = Strip(text.render(self.app.console), cell_len(text.plain))
             self._cache[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, rich_style)
