@@ -4,10 +4,12 @@
 
 Generates the logs benchmark's TP2 EAGLE-3 log (benchmarks/logs_bench.py) unless --file is
 given, then runs, round by round and interleaved (a shared machine's drift hits every arm
-alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json`, the same with the
-standard library's JSON encoder (`SPECCONSOLE_JSON=std`, the encoder before), and
-`--kind decode`; stdout goes to /dev/null. Prints wall and CPU seconds (the child's user +
-system) per arm and the ratio to grep, per round and the median.
+alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json` (SGLang's stats lines by
+one match and a template: server_control/logs/json_lines.py), the same every line by a
+Record and msgspec (`SPECCONSOLE_JSON=records`, the way before), the same with the
+standard library's JSON encoder (`SPECCONSOLE_JSON=std`), and `--kind decode`; stdout
+goes to /dev/null. Prints wall and CPU seconds (the child's user + system) per arm and the
+ratio to grep, per round and the median.
 """
 from __future__ import annotations
 
@@ -26,13 +28,18 @@ from benchmarks.logs_bench import generate
 ARMS = {
     "grep -c": lambda f: ["grep", "-c", "Decode batch", str(f)],
     "logs --parse --json": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
+    "... (Record way)": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
     "... (stdlib json)": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
     "logs --kind decode": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--kind", "decode"],
 }
 
 
 def run_arm(name: str, argv: list[str]) -> tuple[float, float]:
-    env = dict(os.environ, SPECCONSOLE_JSON="std") if "stdlib" in name else dict(os.environ)
+    env = dict(os.environ)
+    if "stdlib" in name:
+        env["SPECCONSOLE_JSON"] = "std"
+    elif "Record way" in name:
+        env["SPECCONSOLE_JSON"] = "records"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, check=True, env=env)
