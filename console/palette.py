@@ -19,6 +19,8 @@ class ConsoleCommands(Provider):
     """Runs each action on the widget that owns it (``app.action_owner(owner)``)."""
 
     def _actions(self) -> list[Action]:
+        if getattr(self.screen, "OWN_PALETTE", False):
+            return []   # the fleet screen offers its own actions (console/fleet/palette.py)
         return [a for a in ACTIONS if a.action not in PALETTE_EXCLUDE]
 
     def _run(self, action: Action) -> None:

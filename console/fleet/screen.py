@@ -16,6 +16,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from console.fleet.aggregate import Trends, aggregate_line
+from console.fleet.palette import FleetCommands
 from console.fleet.results import ResultsPanel
 from console.fleet.rows import SORTABLE, arrange, cells
 from console.fleet.table import FleetTable
@@ -43,6 +45,8 @@ def gateway_workers(status) -> Text:
 
 
 class FleetScreen(Screen):
+    COMMANDS = {FleetCommands}
+    OWN_PALETTE = True   # ctrl+p lists the fleet's actions, not the single server's
     BINDINGS = [
         Binding("enter", "open_member", "Open", tooltip="The single-server screen of the member (escape comes back)"),
         Binding("space", "toggle_select", "Select", tooltip="Mark / unmark the member (keys act on the marked ones)"),
@@ -63,6 +67,7 @@ class FleetScreen(Screen):
     DEFAULT_CSS = """
     FleetScreen #fleet-header { height: 1; padding: 0 1; background: $boost; }
     FleetScreen #fleet-gateway { height: 1; padding: 0 1; }
+    FleetScreen #fleet-aggregate { height: 1; padding: 0 1; }
     FleetScreen #fleet-table { height: 1fr; }
     """
 
@@ -78,9 +83,12 @@ class FleetScreen(Screen):
         self._header = ""
         self._workers: Text | None = None
         self.rows_cache: tuple = ()
+        self.trends = Trends()
+        self._aggregate: Text | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-header")
+        yield Static(id="fleet-aggregate")
         yield Static(id="fleet-gateway")
         yield FleetTable(id="fleet-table")
         yield ResultsPanel("keys act on the selected members (space), or on every member shown; "
@@ -100,6 +108,7 @@ class FleetScreen(Screen):
     def refresh_rows(self) -> None:
         """The timer's tick: read every member's row, then paint."""
         self.rows_cache = self.fleet.rows()
+        self.trends.add(self.rows_cache)
         self.paint()
 
     def paint(self) -> None:
@@ -107,7 +116,9 @@ class FleetScreen(Screen):
         rows = arrange(self.rows_cache, self.sort, self.reverse, self.filter_text)
         cursor = self.cursor_name()
         self.order = [r.name for r in rows]
-        self.last_rows = {r.name: cells(r, r.name in self.selected) for r in rows}
+        self.last_rows = {r.name: {**cells(r, r.name in self.selected), "trend": self.trends.line(r.name)}
+                          for r in rows}
+        self.table.sorted_by(self.sort, self.reverse)
         self.table.show(self.order, self.last_rows)
         if cursor in self.order and self.order.index(cursor) != self.table.cursor_row:
             self.table.move_cursor(self.order.index(cursor))
@@ -115,6 +126,10 @@ class FleetScreen(Screen):
         if header != self._header:   # an update re-lays the screen out: only when it changed
             self._header = header
             self.query_one("#fleet-header", Static).update(header)
+        aggregate = aggregate_line(self.rows_cache, self.fleet.gateway_status)
+        if aggregate != self._aggregate:
+            self._aggregate = aggregate
+            self.query_one("#fleet-aggregate", Static).update(aggregate)
         workers = gateway_workers(self.fleet.gateway_status)
         if workers != self._workers:
             self._workers = workers
@@ -122,20 +137,17 @@ class FleetScreen(Screen):
         self.painted_at = time.monotonic()
 
     def header(self, shown: int) -> str:
-        bits = [f"fleet {self.fleet.spec.name}: {len(self.fleet.members)} members"]
+        bits = [f"fleet {self.fleet.spec.name}: {len(self.fleet.members)} members"]   # short: 80 columns hold it
         if shown != len(self.fleet.members):
             bits.append(f"{shown} shown (/{self.filter_text})")
         if self.selected:
             bits.append(f"{len(self.selected)} selected")
         gw = self.fleet.gateway_status
         if gw is not None:
-            bits.append(f"gateway {gw.url} {gw.state}, {gw.healthy_workers}/{len(gw.workers)} workers healthy"
-                        + (f" ({gw.error})" if gw.error else ""))
+            bits.append(f"gateway {gw.url.removeprefix('http://')} {gw.state}" + (f" ({gw.error})" if gw.error else ""))
         elif self.fleet.gateway is not None:
-            bits.append(f"gateway {self.fleet.gateway.url}: not read yet")
-        arrow = "v" if self.reverse else "^"
-        bits.append(f"sort {self.sort}{arrow}")
-        return " | ".join(bits)
+            bits.append(f"gateway {self.fleet.gateway.url.removeprefix('http://')}: not read yet")
+        return " | ".join(bits)   # the sort: an arrow in the column's title (console/fleet/table.py)
 
     def cursor_name(self) -> str | None:
         return self.table.cursor_name
