@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from console.fleet.aggregate import Trends, aggregate_line
+from console.fleet.member_screen import QUIT, MemberScreen
 from console.fleet.palette import FleetCommands
 from console.fleet.results import ResultsPanel
 from console.fleet.rows import SORTABLE, arrange, cells
@@ -46,7 +46,6 @@ def gateway_workers(status) -> Text:
 
 class FleetScreen(Screen):
     COMMANDS = {FleetCommands}
-    OWN_PALETTE = True   # ctrl+p lists the fleet's actions, not the single server's
     BINDINGS = [
         Binding("enter", "open_member", "Open", tooltip="The single-server screen of the member (escape comes back)"),
         Binding("space", "toggle_select", "Select", tooltip="Mark / unmark the member (keys act on the marked ones)"),
@@ -71,10 +70,9 @@ class FleetScreen(Screen):
     FleetScreen #fleet-table { height: 1fr; }
     """
 
-    def __init__(self, fleet, open_member: Callable[[str], None] | None = None) -> None:
+    def __init__(self, fleet) -> None:
         super().__init__()
         self.fleet = fleet
-        self.open_member = open_member
         self.selected: set[str] = set()
         self.sort, self.reverse, self.filter_text = "name", False, ""
         self.order: list[str] = []
@@ -162,9 +160,11 @@ class FleetScreen(Screen):
         self.app.push_screen(FleetHelpScreen(self.BINDINGS))
 
     def action_open_member(self) -> None:
+        """enter: push the member's server screen; `q` there comes back with the fleet's question."""
         name = self.cursor_name()
-        if name is not None and self.open_member is not None:
-            self.open_member(name)
+        if name is not None:
+            screen = MemberScreen(name, self.fleet.members[name].session, self.fleet.spec.name)
+            self.app.push_screen(screen, lambda result: self.action_quit_fleet() if result == QUIT else None)
 
     def action_toggle_select(self) -> None:
         name = self.cursor_name()

@@ -1,4 +1,4 @@
-"""The panels' common base: a widget bound to the app's snapshot that redraws only when
+"""The panels' common base: a widget bound to the server screen's snapshot that redraws only when
 the part it shows changes (Textual's compute + watch: ``compute_part`` picks the part,
 the reactive compares it with the last one, ``watch_part`` refreshes)."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
 
 
 class SnapshotView(Widget):
-    """Bind with ``.data_bind(SpecConsoleApp.snapshot)``; subclasses define ``pick``."""
+    """Bind with ``.data_bind(ServerScreen.snapshot)``; subclasses define ``pick``."""
 
     snapshot: var[SessionSnapshot] = var(EMPTY_SNAPSHOT)
     part: var[Any] = var(None)

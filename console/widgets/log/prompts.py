@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from console.screens.confirm import confirm
 from console.screens.prompt import PromptScreen
 from console.widgets.log.format import LineFilter, compile_pattern, record_text
-from console.widgets.log.lines import find_line
+from console.widgets.log.line_numbers import find_line
 
 if TYPE_CHECKING:
     from console.widgets.log.view import LogView

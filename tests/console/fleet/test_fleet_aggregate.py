@@ -1,14 +1,13 @@
 """Fleet screen, issue 23 item 6: `ctrl+p` lists the fleet's actions (it listed the single
 server's), the aggregate line (total tok/s of live members, members per mode, who is down,
 the gateway's workers), a tok/s trend per row, the sorted column's arrow, and a header that
-fits at 120 and 80 columns. Pilot over fixed rows, the app's palette provider as FleetApp has it."""
+fits at 120 and 80 columns. Pilot over fixed rows."""
 from __future__ import annotations
 
 import pytest
 from textual.app import App
 
 from console.fleet.screen import FleetScreen
-from console.palette import ConsoleCommands
 from console.screens.prompt import PromptScreen
 from server_control.fleet.gateway import GatewayStatus, GatewayWorker
 from server_control.fleet.member import MemberRow
@@ -37,9 +36,7 @@ class _Rows:
 
 
 def _host(fleet):
-    class Host(App):
-        COMMANDS = App.COMMANDS | {ConsoleCommands}   # as FleetApp (SpecConsoleApp) has it
-
+    class Host(App):   # as FleetApp (ConsoleApp): the single server's actions are its ServerScreen's
         def on_mount(self):
             self.push_screen(FleetScreen(fleet))
     return Host()
