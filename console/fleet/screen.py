@@ -19,7 +19,7 @@ from console.fleet.aggregate import Trends, aggregate_line
 from console.fleet.member_screen import QUIT, MemberScreen
 from console.fleet.palette import FleetCommands
 from console.fleet.results import ResultsPanel
-from console.fleet.rows import SORTABLE, arrange, cells
+from console.fleet.rows import SORTABLE, arrange, cells, stale
 from console.fleet.table import FleetTable
 from console.screens.confirm import ChoiceScreen
 from console.screens.prompt import PromptScreen
@@ -28,8 +28,10 @@ from server_control.protocol.decision import validate_threshold
 REFRESH_S = 1.0
 
 
-def gateway_workers(status) -> Text:
-    """The gateway's worker list in one line: member (or URL), health, smg's status, load."""
+def gateway_workers(status, down: frozenset[str] = frozenset()) -> Text:
+    """The gateway's worker list in one line: member (or URL), health, smg's status, load. smg
+    keeps a worker "ready" until its own health checks fail it: a member in ``down`` (it does
+    not answer here, or is not serving) is said to be down whatever smg says."""
     if status is None:
         return Text("")
     if not status.reachable:
@@ -40,7 +42,10 @@ def gateway_workers(status) -> Text:
             line.append(" | ")
         who = w.member or f"{w.url} (no member)"
         load = f" load {w.load}" if w.load is not None else ""
-        line.append(f"{who} {w.status}{load}", style="green" if w.healthy else "bold red")
+        if w.member in down:
+            line.append(f"{who} DOWN (smg: {w.status})", style="bold red")
+        else:
+            line.append(f"{who} {w.status}{load}", style="green" if w.healthy else "bold red")
     return line
 
 
@@ -128,7 +133,7 @@ class FleetScreen(Screen):
         if aggregate != self._aggregate:
             self._aggregate = aggregate
             self.query_one("#fleet-aggregate", Static).update(aggregate)
-        workers = gateway_workers(self.fleet.gateway_status)
+        workers = gateway_workers(self.fleet.gateway_status, frozenset(r.name for r in self.rows_cache if stale(r)))
         if workers != self._workers:
             self._workers = workers
             self.query_one("#fleet-gateway", Static).update(workers)

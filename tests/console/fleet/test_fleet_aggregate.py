@@ -90,3 +90,13 @@ async def test_aggregate_trend_and_header(size):
         assert screen.trends.line("c").strip() == "", "no trend from numbers that are not live"
         if size[0] >= 120:
             assert "\u2582\u2585\u2588" in screen_text(app)
+
+
+async def test_a_member_down_is_down_in_the_gateway_line_whatever_smg_says():
+    gateway = GatewayStatus(url="http://127.0.0.1:30000", state="ready", reachable=True,
+                            workers=(*GATEWAY.workers, GatewayWorker("http://127.0.0.1:3", "c", True, "ready", 0)))
+    app = _host(_Rows(ROWS, gateway))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        line = next(x for x in screen_text(app).splitlines() if x.lstrip().startswith("gateway workers"))
+        assert "c DOWN (smg: ready)" in line and "a ready" in line, line
