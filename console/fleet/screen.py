@@ -64,6 +64,7 @@ class FleetScreen(Screen):
         Binding("o", "sort", "Sort", tooltip="Sort by the next column"),
         Binding("O", "sort_reverse", "Reverse", show=False, tooltip="Reverse the sort"),
         Binding("slash", "filter", "Filter", tooltip="Filter rows (words; !word excludes)"),
+        Binding("l", "gateway_log", "Gateway log", show=False, tooltip="The gateway's (smg's) own log, followed"),
         Binding("escape", "clear", "Clear", show=False, tooltip="Clear the marks and the filter"),
         Binding("question_mark", "fleet_help", "Help", tooltip="This help"),
         Binding("q", "quit_fleet", "Quit", tooltip="Quit: leave the fleet running (handed off) or stop it (asks)"),
@@ -163,6 +164,19 @@ class FleetScreen(Screen):
         from console.fleet.help import FleetHelpScreen  # noqa: PLC0415
 
         self.app.push_screen(FleetHelpScreen(self.BINDINGS))
+
+    def action_gateway_log(self) -> None:
+        from pathlib import Path  # noqa: PLC0415
+
+        from console.fleet.gateway_log import GatewayLogScreen  # noqa: PLC0415
+
+        status = self.fleet.gateway_status
+        path = status.log_path if status is not None else None
+        if not path:
+            self.app.notify("no gateway log here: the fleet has no gateway, or its run record names no log yet",
+                            severity="warning")
+            return
+        self.app.push_screen(GatewayLogScreen(Path(path)))
 
     def action_open_member(self) -> None:
         """enter: push the member's server screen; `q` there comes back with the fleet's question."""

@@ -100,3 +100,40 @@ async def test_a_member_down_is_down_in_the_gateway_line_whatever_smg_says():
         await pilot.pause()
         line = next(x for x in screen_text(app).splitlines() if x.lstrip().startswith("gateway workers"))
         assert "c DOWN (smg: ready)" in line and "a ready" in line, line
+
+
+async def test_l_shows_the_gateways_own_log_followed(tmp_path):
+    from console.fleet.gateway_log import GatewayLogScreen  # noqa: PLC0415
+
+    log = tmp_path / "smg.log"
+    log.write_text("2026-12-01T10:00:00Z INFO smg: starting router\n2026-12-01T10:00:01Z WARN worker added\n")
+    gateway = GatewayStatus(url="http://127.0.0.1:30000", state="ready", reachable=True, workers=GATEWAY.workers,
+                            log_path=str(log))
+    app = _host(_Rows(ROWS, gateway))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        fleet_screen = app.screen
+        await pilot.press("l")
+        await pilot.pause(0.8)
+        assert isinstance(app.screen, GatewayLogScreen)
+        assert "starting router" in screen_text(app) and "worker added" in screen_text(app)
+        with log.open("a") as fh:
+            fh.write("2026-12-01T10:00:02Z ERROR worker http://127.0.0.1:2 failed health check\n")
+        for _ in range(30):
+            await pilot.pause(0.2)
+            if "failed health check" in screen_text(app):
+                break
+        assert "failed health check" in screen_text(app), "followed while open"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is fleet_screen
+
+
+async def test_l_without_a_gateway_log_says_so():
+    app = _host(_Rows(ROWS, None))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("l")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert any("no gateway log" in n.message for n in app._notifications)
