@@ -75,5 +75,10 @@ async def test_enter_pushes_a_screen_over_that_members_session_and_escape_comes_
         assert isinstance(app.screen_stack[-2], FleetScreen) and _subscribed(fleet) == {"a": 0, "b": 0}
         await pilot.press("escape")   # stay
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet again")
+
+        await pilot.press("enter", "ctrl+q")   # Textual's quit asks the same, from a member's screen too
+        await wait_for(pilot, lambda: isinstance(app.screen, ChoiceScreen), "the fleet's quit question (ctrl+q)")
+        assert isinstance(app.screen_stack[-2], FleetScreen)
+        await pilot.press("escape")
     for m in fleet.members.values():   # the fleet's sessions are the fleet's to start and close
         assert not m.session.started and m.session.closed_with is None
