@@ -72,7 +72,9 @@ def switches_table(timeline: Timeline, rows: int, compact: bool = False, restart
         switches.insert(mark_index([r.switch.ts for r in switches if r is not None], started_at), None)
     for row in switches[-rows:][::-1] if rows > 0 else []:
         if row is None:
-            table.add_row(*[clock(local_clock(started_at)), Text((restart or "").replace("restart", "rst") if compact else restart or "", "bold yellow"), "", "", ""][:len(cols)])
+            word = (restart or "").replace("restart", "rst") if compact else restart or ""
+            mark: list[Text | str] = [clock(local_clock(started_at)), Text(word, "bold yellow"), "", "", ""]
+            table.add_row(*mark[:len(cols)])
             continue
         sw = row.switch
         style = "bright_blue" if sw.mode == "target_only" else "bright_green"
