@@ -4,10 +4,12 @@
 
 Generates the logs benchmark's TP2 EAGLE-3 log (benchmarks/logs_bench.py) unless --file is
 given, then runs, round by round and interleaved (a shared machine's drift hits every arm
-alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json`, the same with the
-standard library's JSON encoder (`SPECCONSOLE_JSON=std`, the encoder before), and
-`--kind decode`; stdout goes to /dev/null. Prints wall and CPU seconds (the child's user +
-system) per arm and the ratio to grep, per round and the median.
+alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json` (SGLang's stats lines by
+one match and a template: server_control/logs/json_lines.py), the same every line by a
+Record and msgspec (`SPECCONSOLE_JSON=records`, the way before), the same with the
+standard library's JSON encoder (`SPECCONSOLE_JSON=std`), and `--kind decode`; stdout
+goes to /dev/null. Prints wall and CPU seconds (the child's user + system) per arm and the
+ratio to grep, per round and the median.
 """
 from __future__ import annotations
 
@@ -25,17 +27,26 @@ from benchmarks.logs_bench import generate
 
 ARMS = {
     "grep -c": lambda f: ["grep", "-c", "Decode batch", str(f)],
+    "grep > file": lambda f: ["grep", "Decode batch", str(f)],
     "logs --parse --json": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
+    "... (Record way)": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
     "... (stdlib json)": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
     "logs --kind decode": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--kind", "decode"],
 }
 
 
-def run_arm(name: str, argv: list[str]) -> tuple[float, float]:
-    env = dict(os.environ, SPECCONSOLE_JSON="std") if "stdlib" in name else dict(os.environ)
+def run_arm(name: str, argv: list[str], sink: Path) -> tuple[float, float]:
+    """The arm's wall and CPU seconds. stdout to /dev/null, except grep's lines, which go to a
+    file: GNU grep stops at the first match when its output is /dev/null."""
+    env = dict(os.environ)
+    if "stdlib" in name:
+        env["SPECCONSOLE_JSON"] = "std"
+    elif "Record way" in name:
+        env["SPECCONSOLE_JSON"] = "records"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, check=True, env=env)
+    with open(sink if name == "grep > file" else os.devnull, "wb") as out:
+        subprocess.run(argv, stdout=out, check=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -46,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lines", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--file", type=Path)
+    p.add_argument("--skip", action="append", default=[], help="leave out the arms whose name contains this")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         path = args.file or Path(tmp) / "bench.log"
@@ -53,19 +65,18 @@ def main(argv: list[str] | None = None) -> int:
             generate(path, args.lines)
         lines = sum(1 for _ in open(path, "rb"))
         print(f"{path}: {lines} lines, {path.stat().st_size / 1e6:.0f} MB; load average {os.getloadavg()}")
-        got: dict[str, list[tuple[float, float]]] = {a: [] for a in ARMS}
+        arms = {a: m for a, m in ARMS.items() if not any(s in a for s in args.skip)}
+        got: dict[str, list[tuple[float, float]]] = {a: [] for a in arms}
         for r in range(args.rounds):
-            for name, make in ARMS.items():
-                got[name].append(run_arm(name, make(path)))
+            for name, make in arms.items():
+                got[name].append(run_arm(name, make(path), Path(tmp) / "grep.out"))
             print(f"round {r + 1}: " + "  ".join(f"{n} {w:.2f}s/{c:.2f}cpu" for n, ((w, c),) in
                                                    ((n, v[-1:]) for n, v in got.items())), flush=True)
-        g_wall = statistics.median(w for w, _ in got["grep -c"])
-        g_cpu = statistics.median(c for _, c in got["grep -c"])
-        for name, vals in got.items():
-            wall, cpu = statistics.median(w for w, _ in vals), statistics.median(c for _, c in vals)
-            ratio = f"  1/{wall / g_wall:.0f} of grep (wall), 1/{cpu / max(g_cpu, 1e-3):.0f} (cpu)" \
-                if name != "grep -c" else ""
-            print(f"{name:22s} wall {wall:6.2f} s ({lines / wall / 1e3:7.0f}k lines/s)  cpu {cpu:6.2f} s{ratio}")
+        med = {n: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for n, v in got.items()}
+        for name, (wall, cpu) in med.items():
+            ratio = "".join(f"  1/{wall / gw:.0f} of {g} (wall), 1/{cpu / max(gc, 1e-3):.0f} (cpu)"
+                            for g, (gw, gc) in med.items() if g.startswith("grep") and not name.startswith("grep"))
+            print(f"{name:22s} wall {wall:6.2f} s ({lines / wall / 1e3:7.0f}k lines/s)  cpu {cpu:6.3f} s{ratio}")
         print(f"load average after: {os.getloadavg()}")
     return 0
 

@@ -81,6 +81,14 @@ ACTIONS: tuple[Action, ...] = (
     Action("R", "log_rank", "Rank", "Quick filter: one TP rank at a time (cycles; esc clears)", "log",
            show=False, owner="log"),
     Action("w", "log_wrap", "Wrap", "Toggle wrapping long lines", "log", show=False, owner="log"),
+    Action("number_sign", "log_numbers", "Numbers", "Show or hide the log file's line numbers", "log",
+           show=False, display="#", owner="log"),
+    Action("colon", "log_goto", "Go to line",
+           "Go to a log line by its number (as verification cites it: \"log line 118\")", "log",
+           show=False, display=":", owner="log"),
+    Action("y", "log_yank", "Copy",
+           "Copy the current line (the one gone to, else the current match), else the lines on the screen",
+           "log", show=False, owner="log"),
     Action("ctrl+s", "log_save", "Save", "Save the lines shown (after filters) to a file (asks before "
            "overwriting)", "log", show=False, display="ctrl+s", owner="log"),
     # console

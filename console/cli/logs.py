@@ -30,6 +30,7 @@ from console.cli.common import (
     error,
 )
 from server_control.logs import KINDS, LogPipeline, LogStore, iter_file
+from server_control.logs.json_lines import json_lines
 from server_control.logs.parse import records_from_columns
 from server_control.logs.store import record_matcher
 from server_control.state.state_dir import resolve_state_dir
@@ -109,6 +110,17 @@ def json_lines_encoder():
     return msgspec.json.Encoder().encode_lines
 
 
+def msgspec_encoder():
+    """msgspec's ``encode(obj) -> bytes`` (None without msgspec, or in the benchmark's "before" arm)."""
+    if os.environ.get("SPECCONSOLE_JSON") in ("std", "records"):
+        return None
+    try:
+        import msgspec  # noqa: PLC0415
+    except ImportError:
+        return None
+    return msgspec.json.Encoder().encode
+
+
 class _Printer:
     def __init__(self, args, out) -> None:
         self.out = out
@@ -116,6 +128,7 @@ class _Printer:
         self.parse = args.parse or args.json
         self.encode = json.JSONEncoder(ensure_ascii=False).encode
         self.encode_lines = json_lines_encoder()
+        self.encode_one = msgspec_encoder()
 
     def format(self, rec) -> str:
         if self.json:
@@ -168,8 +181,7 @@ def run(args) -> int:
     try:
         if args.follow:
             return asyncio.run(_follow(path, matches, printer))
-        for columns in iter_file(path):
-            printer.write([r for r in records_from_columns(*columns) if matches(r)])
+        _print_file(path, printer, matches, filtered=bool(args.grep or kinds or args.rank))
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_OK
@@ -180,6 +192,18 @@ def run(args) -> int:
         error(f"cannot read {path}: {exc.strerror or exc}", PREFIX)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _print_file(path: Path, printer: _Printer, matches, filtered: bool) -> None:
+    """Every record of ``path`` that ``matches``; JSON with no filter by the fast JSON lines
+    (server_control/logs/json_lines.py)."""
+    if printer.json and not filtered and printer.encode_one is not None:
+        for chunk in json_lines(iter_file(path), printer.encode_one):
+            printer.out.write(chunk)
+        printer.out.flush()
+        return
+    for columns in iter_file(path):
+        printer.write([r for r in records_from_columns(*columns) if matches(r)])
 
 
 async def _follow(path: Path, matches, printer: _Printer) -> int:

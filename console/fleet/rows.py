@@ -32,16 +32,17 @@ COLUMNS = (
     Column("name", "MEMBER", 12, lambda r: r.name),
     Column("host", "HOST", 16, lambda r: r.host),
     Column("state", "STATE", 9, lambda r: r.state),
-    Column("mode", "MODE", 6, lambda r: r.mode or ""),
+    Column("mode", "MODE", 7, lambda r: r.mode or ""),
     Column("threshold", "N", 4, lambda r: -1 if r.threshold is None else r.threshold),
-    Column("batch", "BATCH", 5, lambda r: -1 if r.batch is None else r.batch),
+    Column("batch", "BATCH", 6, lambda r: -1 if r.batch is None else r.batch),
     Column("tok_s", "TOK/S", 7, lambda r: -1.0 if r.tok_s is None else r.tok_s),
     Column("accept_len", "ACC", 4, lambda r: -1.0 if r.accept_len is None else r.accept_len),
-    Column("marks", "VERIFY", 6, lambda r: r.marks),
-    Column("restarts", "RST", 3, lambda r: r.restarts),
-    Column("gpu_util", "GPU%", 4, lambda r: -1.0 if r.gpu_util is None else r.gpu_util),
+    Column("marks", "VERIFY", 7, lambda r: r.marks),
+    Column("restarts", "RST", 4, lambda r: r.restarts),
+    Column("gpu_util", "GPU%", 5, lambda r: -1.0 if r.gpu_util is None else r.gpu_util),
+    Column("trend", "TOK/S TREND", 11, lambda r: 0),   # the last readings (console/fleet/aggregate.py)
 )
-SORTABLE = tuple(c.key for c in COLUMNS if c.key != "sel")
+SORTABLE = tuple(c.key for c in COLUMNS if c.key not in ("sel", "trend"))
 
 
 GLYPHS = {"+": "pass", "x": "fail", ".": "pending"}   # the row's marks -> the single screen's glyphs

@@ -16,9 +16,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from console.fleet.advice import FleetAdvice
+from console.fleet.aggregate import Trends, aggregate_line
 from console.fleet.member_screen import QUIT, MemberScreen
+from console.fleet.palette import FleetCommands
 from console.fleet.results import ResultsPanel
-from console.fleet.rows import SORTABLE, arrange, cells
+from console.fleet.rows import SORTABLE, arrange, cells, stale
 from console.fleet.table import FleetTable
 from console.screens.confirm import ChoiceScreen, confirm
 from console.screens.prompt import PromptScreen
@@ -27,8 +29,10 @@ from server_control.protocol.decision import validate_threshold
 REFRESH_S = 1.0
 
 
-def gateway_workers(status) -> Text:
-    """The gateway's worker list in one line: member (or URL), health, smg's status, load."""
+def gateway_workers(status, down: frozenset[str] = frozenset()) -> Text:
+    """The gateway's worker list in one line: member (or URL), health, smg's status, load. smg
+    keeps a worker "ready" until its own health checks fail it: a member in ``down`` (it does
+    not answer here, or is not serving) is said to be down whatever smg says."""
     if status is None:
         return Text("")
     if not status.reachable:
@@ -39,11 +43,15 @@ def gateway_workers(status) -> Text:
             line.append(" | ")
         who = w.member or f"{w.url} (no member)"
         load = f" load {w.load}" if w.load is not None else ""
-        line.append(f"{who} {w.status}{load}", style="green" if w.healthy else "bold red")
+        if w.member in down:
+            line.append(f"{who} DOWN (smg: {w.status})", style="bold red")
+        else:
+            line.append(f"{who} {w.status}{load}", style="green" if w.healthy else "bold red")
     return line
 
 
 class FleetScreen(Screen):
+    COMMANDS = {FleetCommands}
     BINDINGS = [
         Binding("enter", "open_member", "Open", tooltip="The single-server screen of the member (escape comes back)"),
         Binding("space", "toggle_select", "Select", tooltip="Mark / unmark the member (keys act on the marked ones)"),
@@ -58,6 +66,7 @@ class FleetScreen(Screen):
         Binding("o", "sort", "Sort", tooltip="Sort by the next column"),
         Binding("O", "sort_reverse", "Reverse", show=False, tooltip="Reverse the sort"),
         Binding("slash", "filter", "Filter", tooltip="Filter rows (words; !word excludes)"),
+        Binding("l", "gateway_log", "Gateway log", show=False, tooltip="The gateway's (smg's) own log, followed"),
         Binding("escape", "clear", "Clear", show=False, tooltip="Clear the marks and the filter"),
         Binding("question_mark", "fleet_help", "Help", tooltip="This help"),
         Binding("q", "quit_fleet", "Quit", tooltip="Quit: leave the fleet running (handed off) or stop it (asks)"),
@@ -65,6 +74,7 @@ class FleetScreen(Screen):
     DEFAULT_CSS = """
     FleetScreen #fleet-header { height: 1; padding: 0 1; background: $boost; }
     FleetScreen #fleet-gateway { height: 1; padding: 0 1; }
+    FleetScreen #fleet-aggregate { height: 1; padding: 0 1; }
     FleetScreen #fleet-table { height: 1fr; }
     """
 
@@ -79,9 +89,12 @@ class FleetScreen(Screen):
         self._header = ""
         self._workers: Text | None = None
         self.rows_cache: tuple = ()
+        self.trends = Trends()
+        self._aggregate: Text | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-header")
+        yield Static(id="fleet-aggregate")
         yield Static(id="fleet-gateway")
         yield FleetTable(id="fleet-table")
         yield FleetAdvice(self._advice_members, id="fleet-advice")
@@ -102,6 +115,7 @@ class FleetScreen(Screen):
     def refresh_rows(self) -> None:
         """The timer's tick: read every member's row, then paint."""
         self.rows_cache = self.fleet.rows()
+        self.trends.add(self.rows_cache)
         self.paint()
 
     def paint(self) -> None:
@@ -109,7 +123,9 @@ class FleetScreen(Screen):
         rows = arrange(self.rows_cache, self.sort, self.reverse, self.filter_text)
         cursor = self.cursor_name()
         self.order = [r.name for r in rows]
-        self.last_rows = {r.name: cells(r, r.name in self.selected) for r in rows}
+        self.last_rows = {r.name: {**cells(r, r.name in self.selected), "trend": self.trends.line(r.name)}
+                          for r in rows}
+        self.table.sorted_by(self.sort, self.reverse)
         self.table.show(self.order, self.last_rows)
         if cursor in self.order and self.order.index(cursor) != self.table.cursor_row:
             self.table.move_cursor(self.order.index(cursor))
@@ -117,27 +133,28 @@ class FleetScreen(Screen):
         if header != self._header:   # an update re-lays the screen out: only when it changed
             self._header = header
             self.query_one("#fleet-header", Static).update(header)
-        workers = gateway_workers(self.fleet.gateway_status)
+        aggregate = aggregate_line(self.rows_cache, self.fleet.gateway_status)
+        if aggregate != self._aggregate:
+            self._aggregate = aggregate
+            self.query_one("#fleet-aggregate", Static).update(aggregate)
+        workers = gateway_workers(self.fleet.gateway_status, frozenset(r.name for r in self.rows_cache if stale(r)))
         if workers != self._workers:
             self._workers = workers
             self.query_one("#fleet-gateway", Static).update(workers)
         self.painted_at = time.monotonic()
 
     def header(self, shown: int) -> str:
-        bits = [f"fleet {self.fleet.spec.name}: {len(self.fleet.members)} members"]
+        bits = [f"fleet {self.fleet.spec.name}: {len(self.fleet.members)} members"]   # short: 80 columns hold it
         if shown != len(self.fleet.members):
             bits.append(f"{shown} shown (/{self.filter_text})")
         if self.selected:
             bits.append(f"{len(self.selected)} selected")
         gw = self.fleet.gateway_status
         if gw is not None:
-            bits.append(f"gateway {gw.url} {gw.state}, {gw.healthy_workers}/{len(gw.workers)} workers healthy"
-                        + (f" ({gw.error})" if gw.error else ""))
+            bits.append(f"gateway {gw.url.removeprefix('http://')} {gw.state}" + (f" ({gw.error})" if gw.error else ""))
         elif self.fleet.gateway is not None:
-            bits.append(f"gateway {self.fleet.gateway.url}: not read yet")
-        arrow = "v" if self.reverse else "^"
-        bits.append(f"sort {self.sort}{arrow}")
-        return " | ".join(bits)
+            bits.append(f"gateway {self.fleet.gateway.url.removeprefix('http://')}: not read yet")
+        return " | ".join(bits)   # the sort: an arrow in the column's title (console/fleet/table.py)
 
     def cursor_name(self) -> str | None:
         return self.table.cursor_name
@@ -162,6 +179,19 @@ class FleetScreen(Screen):
         from console.fleet.help import FleetHelpScreen  # noqa: PLC0415
 
         self.app.push_screen(FleetHelpScreen(self.BINDINGS))
+
+    def action_gateway_log(self) -> None:
+        from pathlib import Path  # noqa: PLC0415
+
+        from console.fleet.gateway_log import GatewayLogScreen  # noqa: PLC0415
+
+        status = self.fleet.gateway_status
+        path = status.log_path if status is not None else None
+        if not path:
+            self.app.notify("no gateway log here: the fleet has no gateway, or its run record names no log yet",
+                            severity="warning")
+            return
+        self.app.push_screen(GatewayLogScreen(Path(path)))
 
     def action_open_member(self) -> None:
         """enter: push the member's server screen; `q` there comes back with the fleet's question."""

@@ -50,6 +50,15 @@ class FleetTable(ScrollView, can_focus=True):
         self._cells: dict[str, dict] = {}
         self._strips: dict[str, Strip] = {}        # name -> its drawn line (until its cells change)
         self._header = row_text({c.key: c.title for c in COLUMNS})
+        self._sorted: tuple[str, bool] | None = None
+
+    def sorted_by(self, key: str, reverse: bool) -> None:
+        """The sorted column's title gets an arrow: ▲ ascending, ▼ descending."""
+        if self._sorted != (key, reverse):
+            self._sorted = (key, reverse)
+            arrow = "▼" if reverse else "▲"
+            self._header = row_text({c.key: c.title + arrow if c.key == key else c.title for c in COLUMNS})
+            self.refresh()
 
     @property
     def cursor_name(self) -> str | None:

@@ -36,6 +36,7 @@ from console.widgets.gpu_table import GpuTable
 from console.widgets.live_panel import LivePanel
 from console.widgets.log.pane import LogPane
 from console.widgets.log.view import LogView
+from console.widgets.mode_reason import ModeReason
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import SwitchTimeline
 from console.widgets.verify_panel import VerifyPanel
@@ -70,6 +71,7 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
     # ---- layout and session wiring ---------------------------------------------------
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status").data_bind(ServerScreen.snapshot)
+        yield ModeReason(id="mode-reason").data_bind(ServerScreen.snapshot)
         with Horizontal(id="top"):
             yield LivePanel(id="live").data_bind(ServerScreen.snapshot)
             yield SwitchTimeline(id="timeline").data_bind(ServerScreen.snapshot)

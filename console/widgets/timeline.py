@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console.widgets.fmt import clock, num
+from console.widgets.run_marks import local_clock, mark_index, restart_label
 from console.widgets.snapshot_view import SnapshotView
 from server_control.model.snapshot import ModeShare, SessionSnapshot, Switch, Timeline
 
@@ -57,15 +58,24 @@ def merge_ranks(switches: tuple[Switch, ...] | list[Switch]) -> list[Row]:
     return out
 
 
-def switches_table(timeline: Timeline, rows: int, compact: bool = False) -> Table:
-    """Newest switch first; compact (narrow panel): short mode names, no rank column."""
+def switches_table(timeline: Timeline, rows: int, compact: bool = False, restart: str | None = None,
+                   started_at: str | None = None) -> Table:
+    """Newest switch first; compact (narrow panel): short mode names, no rank column. After a
+    restart, a row where the current run began (console/widgets/run_marks.py)."""
     table = Table(box=None, padding=(0, 1, 0, 0) if compact else (0, 1), pad_edge=not compact,
                   expand=True, show_edge=False, header_style="dim")
     cols = ("time", "to", "bs", "N") if compact else ("time", "to", "batch", "N", "rank")
     for col in cols:
         table.add_column(col, no_wrap=True)
-    switches = merge_ranks(timeline.switches)
+    switches: list[Row | None] = list(merge_ranks(timeline.switches))
+    if restart is not None:
+        switches.insert(mark_index([r.switch.ts for r in switches if r is not None], started_at), None)
     for row in switches[-rows:][::-1] if rows > 0 else []:
+        if row is None:
+            word = (restart or "").replace("restart", "rst") if compact else restart or ""
+            mark: list[Text | str] = [clock(local_clock(started_at)), Text(word, "bold yellow"), "", "", ""]
+            table.add_row(*mark[:len(cols)])
+            continue
         sw = row.switch
         style = "bright_blue" if sw.mode == "target_only" else "bright_green"
         name = SHORT.get(sw.mode, sw.mode) if compact else sw.mode.replace("_", "-")
@@ -86,10 +96,11 @@ class SwitchTimeline(SnapshotView):
         super().__init__(id=id)
         self.border_title = "mode switches"
 
-    def pick(self, snap: SessionSnapshot) -> Timeline:
-        return snap.timeline
+    def pick(self, snap: SessionSnapshot) -> tuple[Timeline, str | None, str | None]:
+        return snap.timeline, restart_label(snap.run), snap.run.started_at   # not the whole run: its uptime ticks
 
     def render(self) -> Group:
         compact = self.content_size.width < COMPACT_BELOW
         rows = max(0, self.content_size.height - (3 if compact else 2))
-        return Group(per_mode_line(self.part, compact), switches_table(self.part, rows, compact))
+        timeline, restart, started_at = self.part
+        return Group(per_mode_line(timeline, compact), switches_table(timeline, rows, compact, restart, started_at))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from server_control.session.subscribers import Subscribers
 
 log = logging.getLogger(__name__)
 GATEWAY = "gateway"
+ROUTED_POLL_S = 0.5   # launch --wait: how often the gateway's worker list is read
 
 
 class Fleet:
@@ -139,15 +141,29 @@ class Fleet:
         if action == "stop" and not names and self.gateway is not None:
             results.append(gw)
         if action == "launch" and not names and self.gateway is not None:
-            gw = await self._gateway_action("launch", wait_s)
             launched = [r.member for r in results if r.outcome == OK]
+            gw = await self._gateway_action("launch", wait_s, launched)
             if gw.outcome != OK and launched:   # not rolled back: said, with the way out
                 gw = dataclasses.replace(gw, detail=f"{gw.detail}; the members launched ({', '.join(launched)}) "
                                          "are left running without the gateway (`specconsole fleet stop` stops them)")
             results.append(gw)
         return tuple(results)
 
-    async def _gateway_action(self, action: str, wait_s: float | None = None) -> MemberResult:
+    async def _wait_routed(self, deadline: float, launched: set[str]) -> tuple[int, int]:
+        """Until the gateway lists every member launched behind it as a healthy worker, or
+        ``deadline`` (monotonic): (members routed to, members launched behind the gateway)."""
+        wanted = set(self._worker_urls().values()) & launched
+        routed: set[str] = set()
+        while True:
+            status = await self.read_gateway(reconcile=True)
+            if status is not None:
+                routed = {w.member for w in status.workers if w.healthy and w.member in wanted}
+            if routed >= wanted or time.monotonic() >= deadline:
+                return len(routed), len(wanted)
+            await asyncio.sleep(min(ROUTED_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    async def _gateway_action(self, action: str, wait_s: float | None = None,
+                              launched: Iterable[str] = ()) -> MemberResult:
         gw = self.gateway
         assert gw is not None
         gw.set_members(self._worker_urls())
@@ -160,9 +176,18 @@ class Fleet:
                 return MemberResult(GATEWAY, action, OK, f"already running (pid {adopted.pid})")
             rec = await gw.launch()
             if wait_s:
+                deadline = time.monotonic() + wait_s
                 state = await gw.wait_ready(wait_s)
                 if state != RunState.READY:
                     return MemberResult(GATEWAY, action, FAILED, f"gateway {state}: {gw.sup.last_error}")
-            return MemberResult(GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url}")
+                routed, wanted = await self._wait_routed(deadline, set(launched))
+                if routed < wanted:
+                    return MemberResult(GATEWAY, action, FAILED, f"launched pid {rec.pid} on {gw.url}; routes to "
+                                        f"{routed} of {wanted} members after {wait_s:.0f} s (smg adds workers "
+                                        "asynchronously; `fleet status` shows them)")
+                return MemberResult(GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url}; routes to "
+                                    f"{routed} of {wanted} members")
+            return MemberResult(GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url} (not waited for: "
+                                "smg adds its workers asynchronously)")
         except Exception as exc:  # noqa: BLE001 - reported like any member's trouble
             return MemberResult(GATEWAY, action, FAILED, f"{type(exc).__name__}: {exc}")

@@ -83,9 +83,49 @@ _BATCH = re.compile(r"decode batch (\d+)")
 _THRESHOLD = re.compile(r"threshold (\d+)")
 
 
+# SGLang 0.5.23's own Decode and Prefill lines, whole (docs: /work/shared/docs): one match
+# gives every number (3x the pair-by-pair parse below, which stays for every other shape:
+# other releases, other orders, extra keys). Numbers as the pair parse reads them.
+_INT, _FLOAT = r"(\d+)", r"(\d+\.\d+)"
+_DECODE_LINE = re.compile(
+    rf"Decode batch[.,] #running-req: {_INT}, #(?:full )?token: {_INT}, (?:full )?token usage: {_FLOAT}, "
+    rf"(?:accept len: {_FLOAT}, accept rate: {_FLOAT}, )?(?:cuda|cpu|npu) graph: (True|False), "
+    rf"gen throughput \(token/s\): {_FLOAT}, #queue-req: {_INT}(?:, )?")
+_PREFILL_LINE = re.compile(
+    rf"Prefill batch[.,] #new-seq: {_INT}, #new-token: {_INT}, #cached-token: {_INT}, "
+    rf"(?:full )?token usage: {_FLOAT}, #running-req: {_INT}, #queue-req: {_INT}(?:, )?")
+
+
+def _fast_stats(text: str) -> dict[str, Any] | None:
+    """The numbers of an SGLang 0.5.23 Decode/Prefill line in one match, else None."""
+    m = _DECODE_LINE.fullmatch(text)
+    if m is not None:
+        running, tokens, usage, alen, arate, graph, gen, queue = m.groups()
+        out: dict[str, Any] = {"running_req": int(running), "num_tokens": int(tokens), "token_usage": float(usage)}
+        if alen is not None:
+            out["accept_len"] = float(alen)
+            out["accept_rate"] = float(arate)
+        out["cuda_graph"] = graph == "True"
+        out["gen_throughput"] = float(gen)
+        out["queue_req"] = int(queue)
+        return out
+    m = _PREFILL_LINE.fullmatch(text)
+    if m is not None:
+        seqs, new, cached, usage, running, queue = m.groups()
+        return {"new_seq": int(seqs), "new_token": int(new), "cached_token": int(cached),
+                "token_usage": float(usage), "running_req": int(running), "queue_req": int(queue)}
+    return None
+
+
 def parse_stats(text: str) -> dict[str, Any]:
     """The Decode/Prefill batch numbers in ``text``; keys from STAT_FIELDS only.
-    Pieces are ", "-separated "key: value" pairs; the first key may carry the
+    SGLang 0.5.23's own lines in one match (``_fast_stats``); any other shape pair by pair."""
+    fast = _fast_stats(text)
+    return fast if fast is not None else parse_stat_pairs(text)
+
+
+def parse_stat_pairs(text: str) -> dict[str, Any]:
+    """Pieces are ", "-separated "key: value" pairs; the first key may carry the
     "Decode batch. " / "Prefill batch(mixed ...). " head in front of it."""
     out: dict[str, Any] = {}
     keys = _STAT_KEYS

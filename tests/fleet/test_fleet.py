@@ -44,7 +44,7 @@ def running(fleet_spec, dirs):
     fleet = Fleet(fleet_spec, dirs["local"])
     loop.run_until_complete(fleet.start())
     results = loop.run_until_complete(fleet.act("launch", names=["a", "b", "c"], wait_s=60))
-    gateway = loop.run_until_complete(fleet._gateway_action("launch", 30))
+    gateway = loop.run_until_complete(fleet._gateway_action("launch", 30, [r.member for r in results]))
     yield loop, fleet, (*results, gateway)
     loop.run_until_complete(fleet.act("stop", names=["a", "b", "c"]))
     loop.run_until_complete(fleet._gateway_action("stop"))
@@ -69,6 +69,10 @@ def test_launch_all_and_the_gateway_lists_every_member(running, sshd):
     loop, fleet, results = running
     assert [(r.member, r.outcome) for r in results] == [("a", OK), ("b", OK), ("c", OK), ("gateway", OK)]
     assert exit_code(results) == 0
+    # launch --wait returns once smg routes to every member launched (it adds them asynchronously)
+    assert results[-1].detail.endswith("routes to 3 of 3 members"), results[-1].detail
+    st = fleet.gateway_status
+    assert st is not None and sorted(w.member for w in st.workers if w.healthy) == ["a", "b", "c"]
 
     async def healthy():
         st = await fleet.read_gateway(reconcile=True)

@@ -26,7 +26,7 @@ STATS_KINDS = frozenset({"decode", "prefill"})
 # The console's own lines (where the server stopped answering, a new run) are in reverse
 # video, which NO_COLOR keeps.
 KIND_STYLES: dict[str, Style] = {
-    "spec_init": Style(color="black", bgcolor="green", bold=True),
+    "spec_init": Style(color="black", bgcolor="bright_green", bold=True),
     "spec_switch": Style(color="cyan", bold=True),
     "error": Style(color="bright_red", bold=True),
     "traceback": Style(color="red"),
@@ -38,9 +38,25 @@ KIND_STYLES: dict[str, Style] = {
     "console": Style(reverse=True, bold=True),
 }
 NOT_ACTIVE_STYLE = Style(color="bright_white", bgcolor="red", bold=True)
-MATCH_STYLE = Style(color="black", bgcolor="yellow")
-CURRENT_MATCH_STYLE = Style(color="black", bgcolor="dark_orange", bold=True)
-CURRENT_ROW_STYLE = Style(bgcolor="grey23")
+
+
+@dataclass(frozen=True)
+class Marks:
+    """How search matches and the current line are marked. In the 16 ANSI colours (a 256-colour
+    grey such as grey23 turns into "bright black" on TERM=xterm: black text on dark grey);
+    the current line's background only where the kind sets none (the init line keeps its black
+    on green), and its text light on it. Under NO_COLOR (Textual drops every colour) the
+    matches are underlined and the current match is in reverse video."""
+
+    match: Style
+    current_match: Style
+    current_row: Style
+
+
+COLOR_MARKS = Marks(Style(color="black", bgcolor="yellow", underline=True),
+                    Style(color="bright_white", bgcolor="magenta", bold=True, underline=True),
+                    Style(color="bright_white", bgcolor="blue"))
+NO_COLOR_MARKS = Marks(Style(underline=True), Style(reverse=True, bold=True), Style(bold=True))
 CUT_STYLE = Style(color="black", bgcolor="grey50", italic=True)
 
 
@@ -76,7 +92,8 @@ def style_for(rec: Record) -> Style | None:
 
 
 def render_row(rec: Record, sub: int, start: int, end: int, *, current: bool = False,
-               pattern: re.Pattern | None = None, base: Style | None = None, label: str | None = None) -> Text:
+               pattern: re.Pattern | None = None, base: Style | None = None, label: str | None = None,
+               marks: Marks = COLOR_MARKS) -> Text:
     """One row of the view: line ``sub`` of ``rec`` from ``start`` to ``end``, styled by kind,
     search matches highlighted; ``label`` ('TP0-7') replaces the rank tag of a folded record."""
     lines = record_lines(rec)
@@ -91,10 +108,10 @@ def render_row(rec: Record, sub: int, start: int, end: int, *, current: bool = F
     style = style_for(rec)
     if style is not None:
         text.stylize(style)
-    if current:
-        text.stylize(CURRENT_ROW_STYLE)
+    if current and (style is None or style.bgcolor is None):
+        text.stylize(marks.current_row)
     if pattern is not None:
-        hit = CURRENT_MATCH_STYLE if current else MATCH_STYLE
+        hit = marks.current_match if current else marks.match
         for m in pattern.finditer(full):
             a, b = max(m.start(), start) - start, min(m.end(), end) - start
             if b > a:

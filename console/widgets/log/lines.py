@@ -23,7 +23,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.messages import LogViewChanged, LogViewStatus
-from console.widgets.log.format import LineFilter, render_row
+from console.widgets.log.format import COLOR_MARKS, NO_COLOR_MARKS, LineFilter, render_row
+from console.widgets.log.line_numbers import gutter, gutter_width
 from console.widgets.log.rows import SUB_BITS, Rows
 from console.widgets.log.search import LogSearch
 from console.widgets.log.select import Selection
@@ -45,6 +46,7 @@ class LogLines(ScrollView):
     wrap: var[bool] = var(False, init=False)
     show_polls: var[bool] = var(False, init=False)
     fold: var[bool] = var(True, init=False)
+    numbers: var[bool] = var(False, init=False)   # `#`: file line numbers (console/widgets/log/line_numbers.py)
 
     def __init__(self, store: LogStore | None = None, *, save_name: str = "log", id: str | None = None) -> None:
         super().__init__(id=id)
@@ -63,6 +65,7 @@ class LogLines(ScrollView):
         self._last_rows = 0.0             # monotonic time of the last flush that added rows
         self._status: LogViewStatus | None = None
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
+        self.mark: int | None = None      # the current line's key (`:` go-to-line marks it)
 
     @property
     def row_count(self) -> int:
@@ -142,7 +145,7 @@ class LogLines(ScrollView):
         """Recompute rows after a filter/wrap/size/search change, keeping the top record in view."""
         top_y = int(self.scroll_y)
         top = self.rows.seq[top_y] if top_y < len(self.rows) else None
-        self._wrap_width = max(10, self.scrollable_content_region.width or self.size.width or 80)
+        self._wrap_width = max(10, (self.scrollable_content_region.width or self.size.width or 80) - self._gutter())
         self.rows.clear()
         self.selection = Selection(self.filter, self.show_polls, self.fold)
         del self.search.hits[:]
@@ -173,6 +176,12 @@ class LogLines(ScrollView):
 
     def watch_fold(self) -> None:
         self._rebuild()
+
+    def watch_numbers(self) -> None:
+        self._rebuild()
+
+    def _gutter(self) -> int:
+        return gutter_width(self.store) if self.numbers else 0
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -220,15 +229,22 @@ class LogLines(ScrollView):
         if idx >= len(rows) or self.store is None:
             return Strip.blank(width, rich_style)
         seq, sub, start = rows.seq[idx], rows.sub[idx], rows.start[idx]
-        current = self.search.current is not None and self.search.current == (seq << SUB_BITS | sub)
-        key = (seq, sub, start, self._gen if (current or self.search.pattern) else 0, current)
+        line_key = seq << SUB_BITS | sub
+        current = line_key in (self.search.current, self.mark)
+        numbers = self._gutter()
+        key = (seq, sub, start, self._gen if (current or self.search.pattern) else 0, current, numbers)
         strip = self._cache.get(key)
         if strip is None:
             rec = self.store.get(seq)
             if rec is None:
                 return Strip.blank(width, rich_style)
             text = render_row(rec, sub, start, rows.end[idx], current=current, pattern=self.search.pattern,
-                              base=rich_style, label=self.selection.label(seq) if sub == 0 else None)
+                              base=rich_style, label=self.selection.label(seq) if sub == 0 else None,
+                              marks=NO_COLOR_MARKS if self.app.no_color else COLOR_MARKS)
+            if numbers:
+                left = gutter(rec, sub, start, numbers, current)
+                left.stylize(rich_style)
+                text = left.append_text(text)
             strip = Strip(text.render(self.app.console), cell_len(text.plain))
             self._cache[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, rich_style)

@@ -1,4 +1,4 @@
-"""The log view's prompts (`/` filter, `ctrl+f` search, `ctrl+s` save): what they ask,
+"""The log view's prompts (`/` filter, `ctrl+f` search, `:` go to line, `ctrl+s` save): what they ask,
 how they check the answer (the error shows under the input), and what they do with it.
 
 `ctrl+s` offers a full path in the home directory, named after the profile and the time
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from console.screens.confirm import confirm
 from console.screens.prompt import PromptScreen
 from console.widgets.log.format import LineFilter, compile_pattern, record_text
+from console.widgets.log.line_numbers import find_line
 
 if TYPE_CHECKING:
     from console.widgets.log.view import LogView
@@ -40,6 +41,27 @@ def search_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], N
             compile_pattern(s)   # raises ValueError: the prompt shows why and stays
         return s
     return PromptScreen("Search: regex (n next, N previous, esc clears)", checked, view.search_text), done
+
+
+def goto_prompt(view: LogView) -> tuple[PromptScreen, Callable[[int | None], None]]:
+    """`:` a file line number (what verification cites: "log line 118"): marks it, scrolls to it."""
+    def checked(text: str) -> int:
+        text = text.strip().removeprefix("log line").strip().rstrip(":")
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError("a line number (1 or more) is needed")
+        return int(text)
+
+    def done(number: int | None) -> None:
+        if number is None or view.store is None:
+            return
+        view.numbers = True
+        where = find_line(view.rows, view.store, number)
+        if where.row is not None and where.key is not None:
+            view.show_row(where.row, where.key)
+        if where.why:
+            view.notify(where.why, severity="warning", timeout=6)
+    return PromptScreen("Go to log line (the file's line number)", checked, "",
+                        hint="enter goes, escape cancels; y then copies the line"), done
 
 
 def default_save_path(name: str) -> Path:

@@ -14,8 +14,9 @@ from textual.screen import ModalScreen
 
 from console.actions.table import bindings_for
 from console.widgets.log.format import LineFilter
+from console.widgets.log.line_numbers import yank
 from console.widgets.log.lines import LogLines
-from console.widgets.log.prompts import filter_prompt, save_prompt, search_prompt
+from console.widgets.log.prompts import filter_prompt, goto_prompt, save_prompt, search_prompt
 
 
 class LogView(LogLines, can_focus=True):
@@ -41,6 +42,7 @@ class LogView(LogLines, can_focus=True):
         nearest: the first at or below the top of the view, or, while following the end, the
         last one; empty clears. Raises ValueError on a bad regex. Returns whether anything matched."""
         self.search.set(text)
+        self.mark = None
         self._gen += 1
         if not text:
             self._cache.clear()
@@ -62,6 +64,7 @@ class LogView(LogLines, can_focus=True):
     def _search_step(self, forward: bool) -> bool:
         if self.search.pattern is None or not self.search.hits:
             return False
+        self.mark = None
         if self.search.current is None:
             top = min(int(self.scroll_y), len(self.rows) - 1)
             return self._show_match(self.search.jump(self.rows.key(top), forward))
@@ -129,6 +132,7 @@ class LogView(LogLines, can_focus=True):
     def clear_all(self) -> None:
         self.filter = LineFilter()
         self.search.clear()
+        self.mark = None
         self._gen += 1
         self._rebuild()
 
@@ -162,7 +166,7 @@ class LogView(LogLines, can_focus=True):
         self.search_previous()
 
     def action_log_clear(self) -> None:
-        if not self.filter.active and self.search.pattern is None:
+        if not self.filter.active and self.search.pattern is None and self.mark is None:
             raise SkipAction()  # nothing to clear: the key goes on to the screen and the app
         self.clear_all()
 
@@ -182,6 +186,21 @@ class LogView(LogLines, can_focus=True):
 
     def action_log_wrap(self) -> None:
         self.wrap = not self.wrap
+
+    def show_row(self, row: int, key: int) -> None:
+        """Make ``key`` (at ``row``) the current line and scroll it a third of the way down."""
+        self.mark = key
+        self.search.current = None
+        self._show_match(key)
+
+    def action_log_numbers(self) -> None:
+        self.numbers = not self.numbers
+
+    def action_log_goto(self) -> None:
+        self.app.push_screen(*goto_prompt(self))
+
+    def action_log_yank(self) -> None:
+        yank(self)
 
     def action_log_save(self) -> None:
         self.app.push_screen(*save_prompt(self))
