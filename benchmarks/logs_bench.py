@@ -147,7 +147,7 @@ def bench(path: Path) -> dict:
         "rss_mb_store_full": round(rss, 1), "peak_rss_mb": round(peak, 1),
         "decode_in_last_100k": decode,
         "goal_lines_per_s": rate >= GOAL_LINES_PER_S,
-        "goal_grep_ratio": bool(grep_rate) and rate / grep_rate >= GOAL_GREP_RATIO,
+        "goal_grep_ratio": bool(grep_rate) and rate / (grep_rate or 1.0) >= GOAL_GREP_RATIO,
         "goal_rss": peak < GOAL_RSS_MB,
     }
 
