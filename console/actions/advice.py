@@ -24,5 +24,4 @@ class AdviceActions(_Base):
         raise NotImplementedError
 
     def action_apply_advice(self) -> None:
-        key = getattr(getattr(self.session, "poller", None), "api_key", None)
-        self.app.push_screen(AdviceScreen(self.session.url, key, self.request_threshold))
+        self.app.push_screen(AdviceScreen(self.session.advice, self.request_threshold))

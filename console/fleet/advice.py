@@ -8,21 +8,24 @@ no suggestion and is named as such."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from console.screens.advice import read_advice
-from server_control.advice.source import SourceError
+from server_control.advice.source import SourceError, read_advice
 from server_control.advice.words import Advice
 
 EVERY_S = 30.0
 
 
-def _key(member: object) -> str | None:
-    return getattr(getattr(getattr(member, "session", None), "poller", None), "api_key", None)
+def _reader(member: object, url: str) -> Callable[[], Awaitable[Advice]]:
+    """The member's session's ``advice`` (its key, only its own server), else a plain read of ``url``."""
+    session = getattr(member, "session", None)
+    if session is not None:
+        return session.advice   # type: ignore[no-any-return]
+    return lambda: asyncio.to_thread(read_advice, url)
 
 
 class FleetAdvice(Static):
@@ -39,16 +42,16 @@ class FleetAdvice(Static):
     def on_mount(self) -> None:
         self.run_worker(self._loop(), group="fleet-advice", exclusive=True)
 
-    async def _read(self, url: str, key: str | None) -> Advice | str:
+    async def _read(self, read: Callable[[], Awaitable[Advice]]) -> Advice | str:
         try:
-            return await asyncio.to_thread(read_advice, url, key)
+            return await read()
         except SourceError as exc:
             return f"no answer ({exc})"
 
     async def _loop(self) -> None:
         while True:
-            todo = [(name, url, _key(m)) for name, url, m in self.members() if url]
-            got = await asyncio.gather(*(self._read(url, key) for _n, url, key in todo))
+            todo = [(name, url, _reader(m, url)) for name, url, m in self.members() if url]
+            got = await asyncio.gather(*(self._read(read) for _n, _u, read in todo))
             self.seen = {name: adv for (name, _u, _k), adv in zip(todo, got)}
             await asyncio.sleep(self.every_s)
 

@@ -4,7 +4,7 @@ same call as `=` (read back on every rank, journaled); escape closes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,17 +13,10 @@ from textual.screen import ModalScreen
 
 from console.screens.confirm import confirm
 from console.widgets.advice_panel import AdvicePanel
-from server_control.advice.source import SourceError, read_server
-from server_control.advice.words import Advice, advise
-from server_control.protocol.crossover import estimate
+from server_control.advice.source import SourceError
+from server_control.advice.words import Advice
 
 EVERY_S = 10.0
-
-
-def read_advice(url: str, key: str | None) -> Advice:
-    """Blocking (run it in a thread): read, estimate, advise. SourceError if unreadable."""
-    reading = read_server(url, key)
-    return advise(estimate(reading.curves), reading.threshold)
 
 
 class AdviceScreen(ModalScreen[None]):
@@ -34,9 +27,10 @@ class AdviceScreen(ModalScreen[None]):
     AdviceScreen AdvicePanel { max-height: 12; }
     """
 
-    def __init__(self, url: str, key: str | None, apply: Callable[[int], None]) -> None:
+    def __init__(self, read: Callable[[], Awaitable[Advice]], apply: Callable[[int], None]) -> None:
+        """``read``: the session's ``advice`` (SourceError when there is none to give)."""
         super().__init__()
-        self.url, self.key, self._apply = url, key, apply
+        self.read, self._apply = read, apply
         self.advice: Advice | None = None
 
     def compose(self) -> ComposeResult:
@@ -50,7 +44,7 @@ class AdviceScreen(ModalScreen[None]):
         panel = self.query_one(AdvicePanel)
         while True:
             try:
-                adv = await asyncio.to_thread(read_advice, self.url, self.key)
+                adv = await self.read()
             except SourceError as exc:
                 panel.note = f"advisor: {exc}"
             else:

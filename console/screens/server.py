@@ -77,8 +77,7 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
             yield SwitchTimeline(id="timeline").data_bind(ServerScreen.snapshot)
             yield VerifyPanel(id="verify").data_bind(ServerScreen.snapshot)
         yield GpuTable(id="gpus").data_bind(ServerScreen.snapshot)
-        yield AdviceStrip(self.session.url, getattr(getattr(self.session, "poller", None), "api_key", None),
-                          id="advice-strip")
+        yield AdviceStrip(self.session.advice, id="advice-strip")
         yield LogPane(self.session.store, id="logs")
         yield KeysFooter()
 

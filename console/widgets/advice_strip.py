@@ -7,12 +7,12 @@ is said on the strip. `A` opens the full view, which applies the suggestion."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from console.screens.advice import read_advice
 from server_control.advice.source import SourceError
 from server_control.advice.words import Advice
 
@@ -25,10 +25,11 @@ class AdviceStrip(Static):
     advice: reactive[Advice | None] = reactive(None, always_update=True)
     note: reactive[str] = reactive("advice: reading the server's cost curves")
 
-    def __init__(self, url: str, key: str | None = None, *, every_s: float = EVERY_S,
+    def __init__(self, read: Callable[[], Awaitable[Advice]], *, every_s: float = EVERY_S,
                  id: str | None = None) -> None:
+        """``read``: the session's ``advice`` (SourceError when there is none to give)."""
         super().__init__(id=id)
-        self.url, self.key, self.every_s = url, key, every_s
+        self.read, self.every_s = read, every_s
 
     def on_mount(self) -> None:
         self.display = False
@@ -37,7 +38,7 @@ class AdviceStrip(Static):
     async def _loop(self) -> None:
         while True:
             try:
-                adv = await asyncio.to_thread(read_advice, self.url, self.key)
+                adv = await self.read()
             except SourceError as exc:
                 self.note = f"advice: {exc}"
             else:

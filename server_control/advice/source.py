@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import httpx
 
+from server_control.advice.words import Advice, advise
 from server_control.protocol.cost_curves import SNAPSHOT_KEY, Curves, CurvesError, parse
+from server_control.protocol.crossover import estimate
 
 MAX_BYTES = 4 << 20
 
@@ -60,3 +62,9 @@ def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) ->
     return Reading(url, model if isinstance(model, str) else None,
                    threshold if isinstance(threshold, int) and not isinstance(threshold, bool) else None,
                    live.get("force") if isinstance(live.get("force"), str) else None, curves)
+
+
+def read_advice(url: str, api_key: str | None = None) -> Advice:
+    """Blocking (run it in a thread): read the server's curves, estimate, advise. SourceError if unreadable."""
+    reading = read_server(url, api_key)
+    return advise(estimate(reading.curves), reading.threshold)

@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from server_control.advice.words import Advice
 from server_control.logs.store import LogStore
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot
@@ -76,6 +77,11 @@ class SessionLike(Protocol):
     async def verify(self) -> OperationResult: ...
 
     def verification(self) -> Verification: ...
+
+    async def advice(self) -> Advice:
+        """The advisor's suggestion from this run's server's cost curves; SourceError when it has
+        none to give (no answer, no curves, not this run's server)."""
+        ...
 
     @property
     def polls(self) -> int: ...

@@ -17,9 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server_control.control import verify as v
+from server_control.advice.source import SourceError, read_advice
+from server_control.advice.words import Advice
 from server_control.control.guard import REAPPLY, SettingGuard, shown
 from server_control.control.settings import Control, change
+from server_control.control.verify import SwitchWatch
 from server_control.logs import LogPipeline, LogStore
 from server_control.model.load import Load
 from server_control.model.operation import OperationResult
@@ -32,6 +34,7 @@ from server_control.session.log_facts import LogFacts
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
 from server_control.session.snapshot_parts import SnapshotParts
 from server_control.session.subscribers import Subscribers
+from server_control.session.verdict import verification_of
 from server_control.telemetry.flapping import switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
@@ -59,7 +62,7 @@ class Session:
         self.panels = PanelSeries()
         self.timeline = ModeTimeline()
         self.parts = SnapshotParts(self.panels, self.timeline)
-        self.runtime = v.SwitchWatch()
+        self.runtime = SwitchWatch()
         self.poller = HttpPoller(self.url, api_key, interval_s=poll_interval_s,
                                  records_fn=lambda: self.store.tail(400), on_sample=self._on_sample)
         self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
@@ -171,7 +174,7 @@ class Session:
             self.timeline.reset()
             self.facts.reset()
             self._damping_at = None
-            self.runtime = v.SwitchWatch()
+            self.runtime = SwitchWatch()
         self._log_path = path
         self._pipeline = None
         if path is None:
@@ -348,19 +351,16 @@ class Session:
         """Make the setting client now (its TLS context costs ~35 ms), not at the first change."""
         self.control.client()
 
-    # -- verification ---------------------------------------------------------------------
+    # -- verification and advice -----------------------------------------------------------
     def verification(self) -> Verification:
-        s = self.last
-        expected = self.profile.dynamic.get("threshold") if self.profile is not None else None
-        args = s.args if s else {}
-        tp = s.tp_size if s and s.tp_size else (self.profile.server.get("tp_size") if self.profile else None)
-        dp = s.dp_size if s and s.dp_size else (self.profile.server.get("dp_size") if self.profile else None)
-        init = v.initialisation(
-            self.facts.init, self.facts.not_active, self.facts.ready,
-            ranks_expected=v.expected_ranks(tp, dp, bool(args.get("enable_dp_attention"))),
-            server_ready=bool(s and s.reachable), log_attached=self._log_path is not None, sample=s)
-        return v.summary([v.configuration(s, expected), init,
-                          self.runtime.status(self.timeline.current())])
+        return verification_of(self.last, self.profile, self.facts, log_attached=self._log_path is not None,
+                               runtime=self.runtime.status(self.timeline.current()))
+
+    async def advice(self) -> Advice:
+        """The advisor's answer from this run's server's cost curves (SourceError: none to give)."""
+        if self.foreign is not None:
+            raise SourceError("not this run's server: no advice from it")
+        return await asyncio.to_thread(read_advice, self.url, self.poller.api_key)
 
     async def verify(self) -> OperationResult:
         result = self.verification()

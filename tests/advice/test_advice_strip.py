@@ -1,10 +1,13 @@
 """The advisor's strip for the single-server screen (console/widgets/advice_strip.py) in a
 real Textual app via Pilot, against a real simulator over loopback HTTP, and against a
 port nothing listens on (the error is said, nothing raised)."""
+import asyncio
+
 import pytest
 from textual.app import App
 
 from console.widgets.advice_strip import AdviceStrip
+from server_control.advice.source import read_advice
 from server_control.proc.ports import free_port
 from tests.console.screen_text import screen_text, wait_for
 from tests.support.advice import wait_steps
@@ -18,7 +21,7 @@ class _Host(App[None]):
         self.url = url
 
     def compose(self):
-        yield AdviceStrip(self.url, every_s=0.5)
+        yield AdviceStrip(lambda: asyncio.to_thread(read_advice, self.url), every_s=0.5)   # as Session.advice reads
 
 
 async def test_the_strip_says_the_servers_suggestion(sim_factory):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 
+from server_control.advice.source import SourceError
+from server_control.advice.words import Advice
 from server_control.logs.parse import parse_text
 from server_control.logs.store import LogStore
 from server_control.model.operation import OperationResult
@@ -156,6 +158,10 @@ class FakeSession:
 
     def verification(self) -> Verification:
         return Verification.from_json(self.snap["verify"])
+
+    async def advice(self) -> Advice:
+        """The fake has no cost curves (the strip stays hidden; no request leaves the test)."""
+        raise SourceError("the fake session has no cost curves")
 
     @property
     def polls(self) -> int:
