@@ -27,6 +27,7 @@ from console.cli.common import (
     settle,
     unreachable_hint,
 )
+from server_control.model.rank_resources import RankResources
 from server_control.model.run_status import RunStatus
 from server_control.model.snapshot import SessionSnapshot
 from server_control.model.verification import Verification
@@ -92,11 +93,24 @@ def render_text(snap: SessionSnapshot) -> str:
                          f"  pids {list(dev.pids)}")
     else:
         lines.append(f"gpus: N/A ({gpus.reason})")
+    lines += [rank_line(r) for r in spec.health.ranks]
     lines.append(verification_text(ver, "verify", "cause"))
     logs = snap.logs
     lines.append(f"log: {_fmt(logs.path)}  {logs.total} records, {logs.dropped} dropped from memory,"
                  f" {logs.truncated} long")
     return "\n".join(lines)
+
+
+def rank_line(r: RankResources) -> str:
+    """One rank's steps=0 state memory (GiB) and graph/all decode steps per mode."""
+    if r.failed:
+        return f"rank {r.rank}: {r.failed}"
+    m = r.memory
+    graphs = "  ".join(f"{mode} target {r.graph_share(mode, 'target')} draft-extend "
+                       f"{r.graph_share(mode, 'draft_extend')}" for mode in r.forwards)
+    return (f"rank {r.rank}: steps=0 state {_fmt(m.get('used_gib'))} GiB (estimate "
+            f"{_fmt(m.get('estimate_gib'))}, reserved {_fmt(m.get('reserved_gib'))}, free before "
+            f"{_fmt(m.get('free_gib'))})  graph/all steps: {graphs or 'none yet'}")
 
 
 def verification_text(ver: Verification, title: str, cause: str) -> str:

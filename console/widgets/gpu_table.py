@@ -1,14 +1,17 @@
 """GPU table: utilisation, memory, power, temperature and the run's PIDs per GPU; without
-NVML one line (no border, no header) with the reason."""
+NVML one line (no border, no header) with the reason. Below it, per server rank that
+reports them: the steps=0 state's memory (GiB) and its graph/all decode steps per mode."""
 from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from console.widgets.fmt import num
 from console.widgets.snapshot_view import SnapshotView
+from server_control.model.rank_resources import RankResources
 from server_control.model.snapshot import GpuStatus, SessionSnapshot
 
 
@@ -25,6 +28,25 @@ def gpu_table(gpus: GpuStatus) -> Table:
     return table
 
 
+def rank_table(ranks: tuple[RankResources, ...]) -> Table:
+    """Per rank: the steps=0 state's memory and graph/all decode steps per mode."""
+    table = Table(box=None, padding=(0, 1), expand=True, show_edge=False, header_style="dim")
+    modes = sorted({mode for r in ranks for mode in r.forwards})
+    for col in ("rank", "steps=0 GiB", "estimate", "reserved",
+                *(f"{mode} target/draft-ext graph" for mode in modes)):
+        table.add_column(col, no_wrap=True)
+    for r in ranks:
+        if r.failed:
+            table.add_row(r.rank, Text(r.failed, "bold red"))
+            continue
+        m = r.memory
+        table.add_row(r.rank, num(m.get("used_gib"), "{:.3f}"), num(m.get("estimate_gib"), "{:.3f}"),
+                      num(m.get("reserved_gib"), "{:.3f}"),
+                      *(f"{r.graph_share(mode, 'target')} {r.graph_share(mode, 'draft_extend')}"
+                        for mode in modes))
+    return table
+
+
 class GpuTable(SnapshotView):
     DEFAULT_CSS = "GpuTable { height: auto; max-height: 10; }"
     LAYOUT = True  # a row per GPU: the height follows
@@ -33,20 +55,23 @@ class GpuTable(SnapshotView):
         super().__init__(id=id)
         self.border_title = "GPUs"
 
-    def pick(self, snap: SessionSnapshot) -> GpuStatus:
-        return snap.gpus
+    def pick(self, snap: SessionSnapshot) -> tuple[GpuStatus, tuple[RankResources, ...]]:
+        return snap.gpus, snap.spec.health.ranks
 
     def watch_part(self, part: Any = None) -> None:
-        self.set_class(not_available(part), "-na")
+        self.set_class(part is None or (not_available(part[0]) and not part[1]), "-na")
         super().watch_part(part)
 
-    def render(self) -> Table | Text:
-        gpus = self.part
-        if not_available(gpus):
-            reason = gpus.reason or ("no GPU reported" if gpus.available else "NVML unavailable")
-            return Text.assemble(("GPUs ", "dim"), ("N/A", "bold"), (f": {reason}", "yellow"), no_wrap=True,
-                                 overflow="ellipsis")
-        return gpu_table(gpus)
+    def render(self) -> Table | Text | Group:
+        gpus, ranks = self.part if self.part is not None else (None, ())
+        if gpus is None or not_available(gpus):
+            reason = (gpus.reason if gpus is not None else None) or (
+                "no GPU reported" if gpus is not None and gpus.available else "NVML unavailable")
+            top: Table | Text = Text.assemble(("GPUs ", "dim"), ("N/A", "bold"), (f": {reason}", "yellow"),
+                                              no_wrap=True, overflow="ellipsis")
+        else:
+            top = gpu_table(gpus)
+        return Group(top, rank_table(ranks)) if ranks else top
 
 
 def not_available(gpus: GpuStatus | None) -> bool:

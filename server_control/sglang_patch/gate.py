@@ -80,6 +80,9 @@ SWITCH_ANCHORS: Anchors = {
                                                                    "world_size", "cpu_group"]},
     "sglang.srt.observability.metrics_collector": {
         "SchedulerMetricsCollector": ["__init__", "log_stats", "labels"]},
+    "sglang.srt.mem_cache.kv_cache_configurator": {
+        "KVCacheConfigurator": ["_profile_available_bytes", "is_draft_worker", "spec_algorithm",
+                                "model_config", "page_size"]},
 }
 
 

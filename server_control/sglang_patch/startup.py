@@ -16,7 +16,9 @@
      one of them and "switch off and serve" would hang. With TP 1 there is no other
      rank: the switch turns off and the server serves.
 
-Which memory: ``get_available_gpu_memory`` of SGLang (``torch.cuda.mem_get_info`` on
+Which memory: ``reserve.py`` took an estimate (or the operator's figure) out of the KV
+budget before the pool was sized (``reserved_gib``); a build that takes more logs a
+warning naming the variable to set. ``get_available_gpu_memory`` of SGLang (``torch.cuda.mem_get_info`` on
 CUDA, ``psutil`` available host memory on the CPU). The estimate is the memory SGLang's
 own ``init_cuda_graphs`` just took (draft and draft-extend graphs of the normal state,
 and the adaptive tiers with ``--speculative-adaptive``): the steps=0 state has the same
@@ -51,8 +53,9 @@ def memory_plan(free_before: float | None, free_now: float | None) -> dict[str, 
     estimate = None
     if free_before is not None and free_now is not None:
         estimate = round(max(0.0, free_before - free_now), 3)
+    from server_control.sglang_patch import reserve
     return {"free_gib": None if free_now is None else round(free_now, 3),
-            "estimate_gib": estimate}
+            "estimate_gib": estimate, "reserved_gib": reserve.reserved_gib()}
 
 
 def memory_refusal(plan: dict[str, Any]) -> str | None:
@@ -61,6 +64,17 @@ def memory_refusal(plan: dict[str, Any]) -> str | None:
         return (f"free memory {free:.2f} GiB is below the estimate {estimate:.2f} GiB of the "
                 "target-only (steps=0) state (the memory SGLang's own speculative graphs took)")
     return None
+
+
+def over_reserve(used: float, reserved: float | None) -> str | None:
+    """The warning when the build took more than was taken out of the KV budget."""
+    from server_control.sglang_patch import reserve
+    if reserved is None or used <= reserved:
+        return None
+    return (f"Dynamic speculation: the target-only (steps=0) state took {used:.3f} GiB, more "
+            f"than the {reserved:.3f} GiB taken out of the KV cache budget; the difference "
+            f"comes out of SGLang's activation headroom: set {reserve.RESERVE_ENV}={used:.2f} "
+            "(or more) on this server")
 
 
 def server_limits() -> dict[str, Any]:
@@ -114,7 +128,11 @@ def prepare(worker: Any, module: Any, free_before: float | None) -> None:
     rank_agreement.confirm_built(dyn, failure)  # raises BuildFailed when any rank failed
     if used is not None:
         logger.info(f"Dynamic speculation: target-only (steps=0) state took {used:.3f} GiB "
-                    f"(estimate {plan['estimate_gib']} GiB, free before {before:.2f} GiB)")
+                    f"(estimate {plan['estimate_gib']} GiB, free before {before:.2f} GiB, "
+                    f"reserved {plan['reserved_gib']} GiB)")
+        over = over_reserve(used, plan.get("reserved_gib"))
+        if over is not None:
+            logger.warning(over)
     worker_mod.announce(dyn)
     try:
         dyn.limits = server_limits()

@@ -196,6 +196,17 @@ def _covers_every_bucket(controller: Any) -> bool:
     return handed is not None and sorted(reach) == sorted(handed)
 
 
+def _pruned_line(reach: list[int]) -> str:
+    """What a pruned steps=0 tier means for target-only batches: SGLang's graph runner pads a
+    batch up to the next captured bucket, so only batches above its largest run eager."""
+    if not reach:
+        return ("Dynamic speculation: the adaptive controller's steps=0 state has no CUDA graph "
+                "bucket: target-only steps run eager (reused, not rebuilt)")
+    return (f"Dynamic speculation: the adaptive controller's steps=0 state has CUDA graphs for "
+            f"batch sizes {reach} only: a target-only batch pads up to the next of them "
+            f"(SGLang's padding) and runs eager above {max(reach)} (reused, not rebuilt)")
+
+
 def build_states(worker: Any, module: Any) -> None:
     """Have the target-only (steps=0) runtime state on ``worker._dynspec``, and the normal
     one unless SGLang's adaptive controller owns the speculative states."""
@@ -204,9 +215,11 @@ def build_states(worker: Any, module: Any) -> None:
     dw = worker._draft_worker
     if controller is not None:
         dyn.normal_state = None  # at or below N the adaptive controller picks the step count
-        own = getattr(controller, "_states", {}).get(0)
-        if own is not None and _covers_every_bucket(controller):
+        own = controller._states.get(0)  # anchored (gate.py, test_behaviour_anchors.py)
+        if own is not None:  # never a second full state: reuse SGLang's, padded
             dyn.target_only_state = own
+            if not _covers_every_bucket(controller):
+                logger.info(_pruned_line(controller.params.cuda_graph_bs_for_step(0)))
             return
     else:
         dyn.normal_state = module.SpecRuntimeState(

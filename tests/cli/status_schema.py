@@ -40,6 +40,9 @@ SUGGESTION = {"key": STR, "name": STR, "value": INT, "current": INT, "effect": S
 SWITCH_RATE = {"per_min": NUM, "count": INT, "window_s": NUM, "flapping": (bool,), "suggestion": (SUGGESTION, NONE)}
 SERIES = ListOf(Pair)
 MODE_SHARE = {"share": opt(*NUM), "tok_s": opt(*NUM)}
+RANK = {"rank": STR, "memory": {"used_gib": opt(*NUM), "estimate_gib": opt(*NUM), "free_gib": opt(*NUM),
+                                "reserved_gib": opt(*NUM)},
+        "forwards": MapOf(MapOf(INT)), "failed": opt(str)}   # the steps=0 state per rank
 GPU = {"index": INT, "name": STR, "util": opt(*NUM), "mem_used_mb": opt(*NUM), "mem_total_mb": opt(*NUM),
        "power_w": opt(*NUM), "temp_c": opt(*NUM), "pids": ListOf(INT)}
 
@@ -55,7 +58,7 @@ def snapshot_schema(run: dict) -> dict:
                  "seconds": MapOf(NUM), "tokens": MapOf(NUM), "supports_runtime_threshold": opt(bool),
                  "switch_rate": SWITCH_RATE,
                  "health": {"active": opt(bool), "reason": opt(str), "rank_fault": opt(str),
-                            "num_steps": opt(int), "accept_len": opt(*NUM)}},
+                            "num_steps": opt(int), "accept_len": opt(*NUM), "ranks": ListOf(RANK)}},
         "last_change": (CHANGE, NONE),
         "threshold_change": (CHANGE, NONE),   # alias of last_change for one release
         "live": {"batch": opt(int), "queue": opt(int), "token_usage": opt(*NUM), "gen_throughput": opt(*NUM),

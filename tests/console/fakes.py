@@ -34,7 +34,8 @@ def sample_snapshot() -> dict:
                  "switch_rate": {"per_min": 1.5, "count": 3, "window_s": 120.0, "flapping": False,
                                  "suggestion": None},
                  "health": {"active": True, "reason": None, "rank_fault": None, "num_steps": 0,
-                            "accept_len": None}},
+                            "accept_len": None,
+                            "ranks": []}},   # per-rank rows: tests/sglang/test_rank_resources.py
         "last_change": {"requested": 5, "state": "applied", "detail": "", "ranks": [True],
                         "key": "speculative_disable_batch_threshold"},
         "threshold_change": {"requested": 5, "state": "applied", "detail": "", "ranks": [True],

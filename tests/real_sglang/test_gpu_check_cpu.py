@@ -23,7 +23,8 @@ from tests.real_sglang.rig.build import REPO_ROOT
 SCRIPT = REPO_ROOT / "scripts" / "gpu-check"
 EXPECTED = ["preflight", "build the rig's trained models", "start trained-plain",
             "tok/s plain", "start trained-patched-overlap", "start-up", "switch both ways",
-            "runtime threshold", "warm draft after target-only", "forced flips under load",
+            "runtime threshold", "steps=0 memory per rank", "graph / eager per bucket",
+            "warm draft after target-only", "forced flips under load",
             "automatic switches", "tok/s per mode", "no process left"]
 
 
@@ -45,7 +46,7 @@ def test_gpu_check_passes_on_the_cpu_rig(rig, tmp_path):
     results = json.loads(out.read_text())
     assert [r["name"] for r in results] == EXPECTED
     assert all(r["ok"] is True for r in results)
-    assert "gpu-check: all passed (13/13 checks)" in res.stdout
+    assert "gpu-check: all passed (15/15 checks)" in res.stdout
     assert "| c | plain | speculative | target-only | auto |" in res.stdout
     by_name = {r["name"]: r for r in results}
     report("gpu-check --device cpu", **{k: v for k, v in by_name["start-up"]["figures"].items()},

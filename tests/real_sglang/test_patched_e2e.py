@@ -18,6 +18,7 @@ import time
 import pytest
 
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
+from tests.real_sglang.rig import gpu_checks_memory as gm
 from tests.real_sglang.rig.profiles import CliRun
 from tests.real_sglang.rig.server import RigServer, rss_mb, start_ticks, still_alive
 
@@ -150,6 +151,17 @@ def test_runtime_threshold_8_makes_concurrency_6_speculate(run):
     for out in outs:
         assert _accept_length(out["meta_info"]) == pytest.approx(3.0), out["meta_info"]
     assert "switched to target-only" not in run.server.log_text()[start:]
+
+
+def test_gpu_check_memory_and_forwards_on_the_cpu(run):
+    """scripts/gpu-check's memory and graph/eager checks (gpu_checks_memory.py), --device cpu:
+    the build measured, the reserve published, every forced target-only step eager."""
+    detail, _ = gm.memory_per_rank(run.server, cuda=False)
+    assert detail.startswith("1 rank(s), used [")
+    prompts = [[1 + i, 2, 3, 4, 5] for i in range(4)]
+    detail, figures = gm.forwards_per_bucket(run.server, prompts, cuda=False)
+    assert detail == "graphs off: every target-only step eager on 1 rank(s)"
+    assert figures["bs4"]["graph"] == [0, 0] and min(figures["bs4"]["eager"]) >= 7, figures
 
 
 def test_verify_passes_all_three_layers(run):

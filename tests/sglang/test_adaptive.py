@@ -128,11 +128,12 @@ def test_the_snapshot_reports_the_controllers_own_zero_steps(publish, tmp_path):
     assert snap["mode"] == "speculative" and snap["num_steps"] == 0  # not "speculating"
 
 
-def test_a_pruned_zero_tier_is_not_reused(publish, tmp_path):
+def test_a_pruned_zero_tier_is_told(publish, tmp_path):
     """SGLang captures its steps=0 tier only for the graph buckets whose tier can reach 0;
-    above N every bucket may run target-only, so the patch builds its own then. The
-    buckets are SGLang's public ones (``get_exec().graph.cuda_graph_bs_decode``, what
-    init_cuda_graphs hands the controller) against ``cuda_graph_bs_for_step(0)``."""
+    the patch reuses it anyway (never a second full state: SGLang's runner pads a batch up
+    to the next captured bucket) and says which buckets it has. The buckets are SGLang's
+    public ones (``get_exec().graph.cuda_graph_bs_decode``, what init_cuda_graphs hands the
+    controller) against ``cuda_graph_bs_for_step(0)``."""
     buckets = [1, 2, 4, 8, 16, 32, 64]
     publish(cuda_graph_bs_decode=buckets)
     params = AdaptiveSpeculativeParams(initial_steps=3)  # SGLang's default tiers
@@ -149,3 +150,27 @@ def test_a_pruned_zero_tier_is_not_reused(publish, tmp_path):
     assert patch_worker._covers_every_bucket(SimpleNamespace(params=params))
     publish(cuda_graph_bs_decode=[1, 2, 4, 8])  # another list than the controller's
     assert not patch_worker._covers_every_bucket(SimpleNamespace(params=everywhere))
+    assert patch_worker._pruned_line([8, 16, 32, 64]).endswith(
+        "batch sizes [8, 16, 32, 64] only: a target-only batch pads up to the next of them "
+        "(SGLang's padding) and runs eager above 64 (reused, not rebuilt)")
+
+
+def test_a_pruned_zero_tier_is_reused_not_built_twice(publish, tmp_path, caplog):
+    """With graph buckets handed and a steps=0 tier only for batches >= 8, the target-only
+    state is SGLang's own (captured for [8]): no second full state is built."""
+    import sglang.srt.speculative.eagle_worker_v2 as ew
+    cfg = tmp_path / "pruned.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 3], **FAST},
+                               "8": {"candidate_steps": [0, 1], **FAST}}))
+    server_args = publish(speculative_adaptive=True, speculative_adaptive_config=str(cfg),
+                          disable_cuda_graph=False, cuda_graph_bs_decode=[1, 2, 4, 8],
+                          speculative_disable_batch_threshold=N)
+    rec = Recorder()
+    w = build_worker(ew.EAGLEWorkerV2, rec)
+    w.adaptive_controller = AdaptiveController(w, AdaptiveSpeculativeParams(initial_steps=3, cfg_path=str(cfg)))
+    w._dynspec = patch_worker.init_state(w, server_args, ew.EAGLEWorkerV2)
+    w.init_cuda_graphs()
+    zero_builds = [b for b in rec.built if b[0] == 0]
+    assert zero_builds == [(0, 1, [8])], rec.built  # SGLang's pruned tier, and nothing more
+    assert w._dynspec.target_only_state is w.adaptive_controller._states[0]
+    assert any("CUDA graphs for batch sizes [8] only" in r.getMessage() for r in caplog.records)

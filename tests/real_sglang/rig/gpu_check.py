@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 
 from . import gpu_checks as gc
+from . import gpu_checks_memory as gm
 from .build import REPO_ROOT, ensure_models, ensure_rig
 from .pool import COMMON_ARGS, PATCHED_ARGS, OneAtATime, Spec, launch
 from .server import RigServer
@@ -141,6 +142,8 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
                    cuda=cuda)
         checks.run("switch both ways", gc.switch_both_ways, server, prompts, tp=1, cuda=cuda)
         checks.run("runtime threshold", gc.runtime_threshold, server, prompts, 1)
+        checks.run("steps=0 memory per rank", gm.memory_per_rank, server, cuda=cuda)
+        checks.run("graph / eager per bucket", gm.forwards_per_bucket, server, prompts, cuda=cuda)
         checks.run("warm draft after target-only", gc.warm_draft, server, probe, ref[-1])
         checks.run("forced flips under load", gc.flips_under_load, server, prompts, ref[:-1],
                    opts.flip_seconds)
@@ -176,6 +179,9 @@ def _tp_checks(checks, pool, spec: Spec, prompts, cuda: bool) -> None:
     checks.run(f"switch both ways tp {spec.tp}", gc.switch_both_ways, server, prompts,
                tp=spec.tp, cuda=cuda)
     checks.run(f"runtime threshold tp {spec.tp}", gc.runtime_threshold, server, prompts, spec.tp)
+    checks.run(f"steps=0 memory per rank tp {spec.tp}", gm.memory_per_rank, server, cuda=cuda)
+    checks.run(f"graph / eager per bucket tp {spec.tp}", gm.forwards_per_bucket, server, prompts,
+               cuda=cuda)
 
 
 def _levels(text: str) -> list[int]:

@@ -1,0 +1,63 @@
+"""The steps=0 state's memory, taken out of the KV budget before the KV pool is sized.
+
+SGLang sizes the KV pool (``KVCacheConfigurator._profile_available_bytes``) before any
+graph capture, so the state the patch builds after it (a second target attention backend
+and draft-extend backend, and with CUDA graphs their graph runners and static buffers)
+would otherwise come out of the activation headroom SGLang keeps for itself
+(``mem_fraction_static``). ``reserve_gib`` is subtracted from the TARGET's KV budget
+(targets/kv_cache_configurator.py), once per process, so the server's capacity
+(``max_total_num_tokens``) reflects it:
+
+  * ``SPECCONSOLE_DYNSPEC_RESERVE_GIB`` when set (the operator's figure, e.g. a
+    ``used_gib`` measured by ``scripts/gpu-check``);
+  * else an estimate from the configuration: two page tables (target and draft-extend
+    backends) of ``bs x ceil(context / page)`` int32, and with decode CUDA graphs two
+    sets of static buffers of ``bs x (vocab + 16 x hidden)`` float32 (logits and hidden
+    states), ``bs`` being the largest decode graph bucket (else the running cap).
+
+The figure is published as ``state_memory.reserved_gib`` beside the ``used_gib`` measured
+after the build; a rank whose build took more than the reserve logs a warning naming
+both and the variable. Standard library only.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+RESERVE_ENV = "SPECCONSOLE_DYNSPEC_RESERVE_GIB"
+GIB = 1024 ** 3
+_reserved: list[float | None] = [None]  # GiB taken out of this process's target KV budget
+
+
+def reserved_gib() -> float | None:
+    return _reserved[0]
+
+
+def operator_gib() -> float | None:
+    """``SPECCONSOLE_DYNSPEC_RESERVE_GIB`` (a finite number >= 0), or None when unset."""
+    raw = os.environ.get(RESERVE_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{RESERVE_ENV}={raw!r} is not a number of GiB") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{RESERVE_ENV}={raw!r} must be a finite number of GiB >= 0")
+    return value
+
+
+def estimate_gib(bs: int, context_len: int, page_size: int, vocab: int, hidden: int,
+                 graphs: bool) -> float:
+    """The formula of the module docstring (GiB)."""
+    pages = math.ceil(max(1, context_len) / max(1, page_size))
+    total = 2 * bs * pages * 4
+    if graphs:
+        total += 2 * bs * (vocab + 16 * hidden) * 4
+    return round(total / GIB, 4)
+
+
+def take(available_bytes: int, gib: float) -> int:
+    """The KV budget with ``gib`` taken out (never below zero); records the reserve."""
+    _reserved[0] = gib
+    return max(0, int(available_bytes - gib * GIB))

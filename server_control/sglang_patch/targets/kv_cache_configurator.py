@@ -1,0 +1,65 @@
+"""``sglang.srt.mem_cache.kv_cache_configurator``: take the steps=0 state's memory out of
+the target's KV budget before the pool is sized (reserve.py). Full mode only, EAGLE /
+EAGLE3 servers only (the switch can be turned on at runtime, so the reserve does not
+depend on the threshold), the target's configurator only, once per process."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from server_control.sglang_patch import gate, hook, reserve
+from server_control.sglang_patch.wrapping import wrap_methods
+
+logger = logging.getLogger("sglang.srt.mem_cache.kv_cache_configurator")
+
+
+def after(module: Any) -> None:
+    if hook.mode() != hook.FULL:
+        return
+    cls = module.KVCacheConfigurator
+    if getattr(cls, "_specconsole_patched", False):
+        return
+    orig = cls._profile_available_bytes
+
+    def _profile_available_bytes(self: Any, pre_model_load_memory: Any) -> Any:
+        available = orig(self, pre_model_load_memory)
+        if self.is_draft_worker or reserve.reserved_gib() is not None or not _eagle(self):
+            return available
+        try:
+            gib = reserve.operator_gib()
+            source = reserve.RESERVE_ENV
+            if gib is None:
+                gib, source = _estimate(self), "estimate"
+        except Exception as exc:  # noqa: BLE001 - the pool is sized as SGLang would
+            gate.not_active(f"cannot reserve the target-only state's memory: {exc}")
+            return available
+        logger.info(f"Dynamic speculation: {gib:.3f} GiB taken out of the KV cache budget for "
+                    f"the target-only (steps=0) state ({source})")
+        return reserve.take(available, gib)
+
+    wrap_methods(cls, ((_profile_available_bytes, orig),))
+
+
+def _eagle(configurator: Any) -> bool:
+    return getattr(configurator.spec_algorithm, "name", None) in ("EAGLE", "EAGLE3")
+
+
+def _estimate(configurator: Any) -> float:
+    from sglang.srt.model_executor.cuda_graph_config import (
+        Backend,
+        Phase,
+        check_cuda_graph_backend,
+    )
+    from sglang.srt.runtime_context import get_exec, get_schedule
+    config = get_exec().graph.cuda_graph_config
+    graphs = config is not None and not check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
+    bs: Any = config.decode.max_bs if graphs else None
+    if not isinstance(bs, int):
+        running = get_schedule().max_running_requests
+        bs = running if isinstance(running, int) else 48
+    mc = configurator.model_config
+    text = mc.hf_text_config
+    hidden = getattr(mc, "hidden_size", None) or getattr(text, "hidden_size", 0)
+    vocab = getattr(mc, "vocab_size", None) or getattr(text, "vocab_size", 0)
+    return reserve.estimate_gib(bs, int(mc.context_len), int(configurator.page_size or 1),
+                                int(vocab or 0), int(hidden or 0), graphs)

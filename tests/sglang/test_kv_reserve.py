@@ -1,0 +1,84 @@
+"""The steps=0 state's memory comes out of the target's KV budget before the pool is
+sized: the patched real ``KVCacheConfigurator._profile_available_bytes`` returns SGLang's
+budget less the reserve (the operator's ``SPECCONSOLE_DYNSPEC_RESERVE_GIB`` or the
+estimate), for the target's configurator of an EAGLE server only, once per process."""
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("sglang", reason="needs the real sglang==0.5.23 package")
+pytestmark = pytest.mark.sglang
+
+import sglang.srt.mem_cache.kv_cache_configurator as kvc  # noqa: E402
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
+
+from server_control.sglang_patch import reserve, startup  # noqa: E402
+
+GIB = 1024 ** 3
+
+
+@pytest.fixture
+def budget(monkeypatch):
+    """SGLang's own budget: 10 GiB (its profiling reads the device: the device edge)."""
+    monkeypatch.setattr(reserve, "_reserved", [None])
+    cls = kvc.KVCacheConfigurator
+    wrapper = cls._profile_available_bytes
+    original = wrapper.__closure__  # the wrapper calls the original it closed over: swap it
+    cell = next(c for c in original if callable(c.cell_contents)
+                and getattr(c.cell_contents, "__name__", "") == "_profile_available_bytes")
+    monkeypatch.setattr(cell, "cell_contents", lambda self, pre: 10 * GIB)
+    return wrapper
+
+
+def configurator(algo=SpeculativeAlgorithm.EAGLE3, draft=False):
+    text = SimpleNamespace(hidden_size=64, vocab_size=1000)
+    return SimpleNamespace(is_draft_worker=draft, spec_algorithm=algo, page_size=1,
+                           model_config=SimpleNamespace(context_len=4096, hf_text_config=text))
+
+
+def test_the_class_is_patched():
+    assert kvc.KVCacheConfigurator._specconsole_patched is True
+
+
+def test_the_operators_reserve_comes_out_of_the_target_budget_once(budget, publish, monkeypatch):
+    publish()
+    monkeypatch.setenv(reserve.RESERVE_ENV, "1.5")
+    assert budget(configurator(), 0) == int(8.5 * GIB)
+    assert reserve.reserved_gib() == 1.5
+    assert budget(configurator(), 0) == 10 * GIB  # once per process (the target's pool)
+
+
+def test_the_draft_and_non_eagle_servers_keep_sglangs_budget(budget, publish, monkeypatch):
+    publish()
+    monkeypatch.setenv(reserve.RESERVE_ENV, "1.5")
+    assert budget(configurator(draft=True), 0) == 10 * GIB
+    assert budget(configurator(SpeculativeAlgorithm.NONE), 0) == 10 * GIB
+    assert reserve.reserved_gib() is None
+
+
+def test_the_estimate_is_the_documented_formula(budget, publish, monkeypatch):
+    publish(disable_cuda_graph=True, max_running_requests=32)
+    from server_control.sglang_patch import gate
+    said: list = []
+    monkeypatch.setattr(gate, "not_active", said.append)
+    got = budget(configurator(), 0)
+    assert said == []
+    want = reserve.estimate_gib(32, 4096, 1, 1000, 64, graphs=False)
+    assert want == round(2 * 32 * 4096 * 4 / GIB, 4) and want > 0
+    assert got == int(10 * GIB - want * GIB)
+    assert reserve.reserved_gib() == want
+
+
+def test_a_bad_reserve_is_named_and_sglangs_budget_stands(budget, publish, monkeypatch):
+    publish()
+    monkeypatch.setenv(reserve.RESERVE_ENV, "lots")
+    assert budget(configurator(), 0) == 10 * GIB
+    with pytest.raises(ValueError, match=f"{reserve.RESERVE_ENV}='lots' is not a number of GiB"):
+        reserve.operator_gib()
+
+
+def test_a_build_over_the_reserve_says_what_to_set():
+    assert startup.over_reserve(0.3, 0.5) is None
+    assert startup.over_reserve(0.3, None) is None
+    line = startup.over_reserve(0.8, 0.5)
+    assert line is not None and f"{reserve.RESERVE_ENV}=0.80" in line and "0.500 GiB taken out" in line
