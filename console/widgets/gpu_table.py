@@ -36,9 +36,8 @@ class GpuTable(SnapshotView):
     def pick(self, snap: SessionSnapshot) -> GpuStatus:
         return snap.gpus
 
-    def watch_part(self, part: Any = None) -> None:
+    def on_part(self, part: Any) -> None:
         self.set_class(not_available(part), "-na")
-        super().watch_part(part)
 
     def render(self) -> Table | Text:
         gpus = self.part
