@@ -12,18 +12,19 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from console.actions.table import ACTIONS, PALETTE_EXCLUDE, Action, key_text
 
 if TYPE_CHECKING:
-    from console.app import SpecConsoleApp
+    from console.screens.server import ServerScreen
 
 
 class ConsoleCommands(Provider):
-    """Runs each action on the widget that owns it (``app.action_owner(owner)``)."""
+    """The server screen's commands (its ``COMMANDS``): runs each action on the node that
+    owns it (``screen.action_owner(owner)``)."""
 
     def _actions(self) -> list[Action]:
         return [a for a in ACTIONS if a.action not in PALETTE_EXCLUDE]
 
     def _run(self, action: Action) -> None:
-        app = cast("SpecConsoleApp", self.app)
-        app.call_later(app.run_action, action.action, app.action_owner(action.owner))
+        screen = cast("ServerScreen", self.screen)
+        self.app.call_later(self.app.run_action, action.action, screen.action_owner(action.owner))
 
     async def discover(self) -> Hits:
         for a in self._actions():

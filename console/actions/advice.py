@@ -1,6 +1,6 @@
 """`A`: the advisor's view over the server's cost curves (console/screens/advice.py); its
 suggestion is applied through ``request_threshold``, as `=` applies N (read back on every
-rank, journaled). A mixin of ``SpecConsoleApp``."""
+rank, journaled). A mixin of ``ServerScreen`` (console/screens/server.py)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 from console.screens.advice import AdviceScreen
 
 if TYPE_CHECKING:
-    from textual.app import App
+    from textual.screen import Screen
 
     from server_control.session.api import SessionLike
 
-    _Base = App[Any]
+    _Base = Screen[Any]
 else:
     _Base = object
 
@@ -25,4 +25,4 @@ class AdviceActions(_Base):
 
     def action_apply_advice(self) -> None:
         key = getattr(getattr(self.session, "poller", None), "api_key", None)
-        self.push_screen(AdviceScreen(self.session.url, key, self.request_threshold))
+        self.app.push_screen(AdviceScreen(self.session.url, key, self.request_threshold))

@@ -4,8 +4,9 @@ the flapping suggestion (`H`), start / stop / restart (`s` `x` `r`).
 Each key becomes a session call in a worker; a question comes first where the answer
 matters: N=0 ("never disable") only through `=` and a yes, `-` stops at 1; a restart says
 what happens to the settings changed at runtime. Each question is awaited in the action's
-own worker (``@work`` + ``push_screen_wait``): the flow reads top to bottom. A mixin of ``SpecConsoleApp`` (it uses the
-app's ``session``, ``snapshot``, ``_call`` and ``_desired``)."""
+own worker (``@work`` + ``push_screen_wait``): the flow reads top to bottom. A mixin of
+``ServerScreen`` (console/screens/server.py): it uses the screen's ``session``,
+``snapshot``, ``_call`` and ``_desired``."""
 from __future__ import annotations
 
 import asyncio
@@ -21,12 +22,12 @@ from server_control.model.operation import OperationResult
 from server_control.protocol.decision import FORCE_CHOICES, validate_threshold
 
 if TYPE_CHECKING:
-    from textual.app import App
+    from textual.screen import Screen
 
     from server_control.model.snapshot import SessionSnapshot
     from server_control.session.api import SessionLike
 
-    _Base = App[Any]
+    _Base = Screen[Any]
 else:
     _Base = object
 
@@ -90,10 +91,10 @@ class ControlActions(_Base):
     async def action_threshold_prompt(self) -> None:
         """`=`: the exact N; N=0 only after a yes that says what it means."""
         n = self._current_threshold()
-        value = await self.push_screen_wait(PromptScreen(
+        value = await self.app.push_screen_wait(PromptScreen(
             "Threshold N (speculate while decode batch <= N; 0 = never disable)", validate_threshold,
             "" if n is None else str(n), hint="enter applies, escape cancels"))
-        if value == 0 and not await self.push_screen_wait(confirm(f"{NEVER} (the threshold rule is off). Set N=0?")):
+        if value == 0 and not await self.app.push_screen_wait(confirm(f"{NEVER} (the threshold rule is off). Set N=0?")):
             return
         if value is not None:
             self.request_threshold(value)
@@ -138,12 +139,12 @@ class ControlActions(_Base):
 
     @work(group="server")
     async def action_stop_server(self) -> None:
-        if self._owned() and await self.push_screen_wait(confirm(f"Stop the {self.what}?")):
+        if self._owned() and await self.app.push_screen_wait(confirm(f"Stop the {self.what}?")):
             await self._call("stop", self.session.stop())
 
     @work(group="server")
     async def action_restart_server(self) -> None:
-        if self._owned() and await self.push_screen_wait(confirm(f"Restart the {self.what}? {self._runtime_fate()}")):
+        if self._owned() and await self.app.push_screen_wait(confirm(f"Restart the {self.what}? {self._runtime_fate()}")):
             await self._call("restart", self.session.restart())
 
     def _runtime_fate(self) -> str:

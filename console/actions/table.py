@@ -1,10 +1,11 @@
 """Every action of the console and its keys, as data.
 
 One table feeds the key bindings (footer), the help screen (`?`) and the command palette
-(`ctrl+p`), so the three can never disagree. Each action names its ``owner``: the widget
-that owns the key and runs the action ("app", or "log": the log view), so a key is bound
-where it acts (``bindings_for(owner)``) and the palette runs it there (as harlequin's
-``target``); ``needs_owner`` marks the actions only the server's owner may take (start,
+(`ctrl+p`), so the three can never disagree. Each action names its ``owner``: the node that
+runs the action ("screen": the server screen, console/screens/server.py; "log": its log
+view; "app": Textual's own app actions, bound on the server screen as ``app.<action>``), so
+a key is bound where it acts (``bindings_for(owner)``) and the palette runs it there (as
+harlequin's ``target``); ``needs_owner`` marks the actions only the server's owner may take (start,
 stop, restart: off when the console is attached to a server it does not own; as k9s's
 ``Dangerous``). The binding ids are the action names: a user keymap in the preferences
 (console/prefs.py) rebinds them.
@@ -25,7 +26,7 @@ class Action:
     group: str         # section of the help screen
     show: bool = True  # shown in the footer
     display: str = ""  # how the keys are written for humans ("+ ]")
-    owner: str = "app"          # who holds the key and runs the action: "app" or "log" (the log view)
+    owner: str = "screen"       # who runs the action: "screen", "log" (the log view) or "app"
     needs_owner: bool = False   # only on a server this console owns (not when attached)
 
 
@@ -86,10 +87,10 @@ ACTIONS: tuple[Action, ...] = (
     Action("p", "toggle_panels", "Panels",
            "Show or hide the secondary panels (timeline, GPUs, verification)", "console", show=False),
     Action("tab", "focus_next", "Focus", "Move focus (log view, verification checklist)", "console",
-           show=False),
+           show=False, owner="app"),
     Action("question_mark", "help", "Help", "List every key", "console", display="?"),
     Action("ctrl+z", "suspend_process", "Suspend", "Suspend to the shell (fg resumes)", "console",
-           show=False),
+           show=False, owner="app"),
     Action("q", "quit_console", "Quit", "Quit (asks whether to leave the server running)", "console"),
 )
 
@@ -116,8 +117,11 @@ def footer_rank(action: str) -> int:
 
 
 def bindings_for(owner: str) -> list[BindingType]:
-    """The key bindings of the widget ``owner`` names ("app", "log"), in footer order; each
-    binding's id is its action's name (a user keymap rebinds it)."""
-    return [Binding(a.keys, a.action, a.title, show=a.show, key_display=a.display or None, id=a.action)
-            for a in sorted((a for a in ACTIONS if a.owner == owner), key=lambda a: footer_rank(a.action))]
+    """The key bindings of the node ``owner`` names ("screen", "log"), in footer order; the
+    screen also binds the app's actions (as ``app.<action>``). Each binding's id is its
+    action's name (a user keymap rebinds it)."""
+    owners = {owner, "app"} if owner == "screen" else {owner}
+    return [Binding(a.keys, f"app.{a.action}" if a.owner == "app" else a.action, a.title, show=a.show,
+                    key_display=a.display or None, id=a.action)
+            for a in sorted((a for a in ACTIONS if a.owner in owners), key=lambda a: footer_rank(a.action))]
 

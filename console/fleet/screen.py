@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,6 +15,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from console.fleet.member_screen import QUIT, MemberScreen
 from console.fleet.results import ResultsPanel
 from console.fleet.rows import SORTABLE, arrange, cells
 from console.fleet.table import FleetTable
@@ -66,10 +66,9 @@ class FleetScreen(Screen):
     FleetScreen #fleet-table { height: 1fr; }
     """
 
-    def __init__(self, fleet, open_member: Callable[[str], None] | None = None) -> None:
+    def __init__(self, fleet) -> None:
         super().__init__()
         self.fleet = fleet
-        self.open_member = open_member
         self.selected: set[str] = set()
         self.sort, self.reverse, self.filter_text = "name", False, ""
         self.order: list[str] = []
@@ -150,9 +149,11 @@ class FleetScreen(Screen):
         self.app.push_screen(FleetHelpScreen(self.BINDINGS))
 
     def action_open_member(self) -> None:
+        """enter: push the member's server screen; `q` there comes back with the fleet's question."""
         name = self.cursor_name()
-        if name is not None and self.open_member is not None:
-            self.open_member(name)
+        if name is not None:
+            screen = MemberScreen(name, self.fleet.members[name].session, self.fleet.spec.name)
+            self.app.push_screen(screen, lambda result: self.action_quit_fleet() if result == QUIT else None)
 
     def action_toggle_select(self) -> None:
         name = self.cursor_name()

@@ -1,4 +1,4 @@
-"""The panels' common base: a widget bound to the app's snapshot that redraws only when
+"""The panels' common base: a widget bound to the server screen's snapshot that redraws only when
 the part it shows changes: ``pick`` takes the part from each new snapshot, an equal part
 does nothing, and a changed one repaints only the cells that differ from what the panel
 shows (line_repaint.py: a figure that moves each second sends its few cells, not the panel).
@@ -21,7 +21,7 @@ _UNSET = object()
 
 
 class SnapshotView(Widget):
-    """Bind with ``.data_bind(SpecConsoleApp.snapshot)``; subclasses define ``pick``."""
+    """Bind with ``.data_bind(ServerScreen.snapshot)``; subclasses define ``pick``."""
 
     snapshot: var[SessionSnapshot] = var(EMPTY_SNAPSHOT)
     LAYOUT = False  # refresh the layout too when the part changes (its height may change)

@@ -47,7 +47,7 @@ async def test_a_hysteresis_change_is_not_drawn_in_the_n_slot(fake, make_app):
         assert "N=5 \u2192 2" not in first and "hysteresis \u2192 2 pending" in first, first
         fake.snap["last_change"] = {"requested": "speculative", "state": "pending", "detail": "sent",
                                          "ranks": [], "key": "speculative_disable_force_mode"}
-        app.refresh_snapshot()
+        app.server.refresh_snapshot()
         await pilot.pause()
         first = screen_text(app).splitlines()[0]
         assert "N=5 \u2192 speculative" not in first and "force \u2192 speculative pending" in first, first

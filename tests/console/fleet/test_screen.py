@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from console.fleet.app import FleetApp
+from console.fleet.member_screen import MemberScreen
 from console.fleet.rows import arrange, cells, matches
 from console.fleet.screen import FleetScreen
 from server_control.fleet.fleet import Fleet
@@ -85,8 +86,10 @@ async def test_fleet_console_end_to_end(sshd, tmp_path):  # noqa: F811
             screen.table.move_cursor(row=2)
             await pilot.press("enter")
             await wait_for(pilot, lambda: not isinstance(app.screen, FleetScreen), "member screen")
-            assert app.proxy.name == "c" and app.snapshot.url == fleet.members["c"].url
-            await wait_for(pilot, lambda: app.log_view.status().total > 0, "the remote log on screen")
+            member = app.screen
+            assert isinstance(member, MemberScreen) and member.member == "c"
+            assert member.session is fleet.members["c"].session and member.snapshot.url == fleet.members["c"].url
+            await wait_for(pilot, lambda: member.log_view.status().total > 0, "the remote log on screen")
             await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), "back to the fleet")
 
