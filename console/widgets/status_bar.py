@@ -147,7 +147,7 @@ def line_two(snap: SessionSnapshot) -> Text:
     if run.next_restart_in_s is not None:
         t.append(f"  restart in {run.next_restart_in_s} s", "yellow")
     fields = [("pid", run.pid), ("port", run.port),
-              ("up", duration(run.uptime_s) if run.uptime_s is not None else None),
+              ("up", uptime(run.uptime_s) if run.uptime_s is not None else None),
               ("restarts", run.restarts), ("model", server.model), ("TP", server.tp_size)]
     for name, value in fields:
         if value is not None:
@@ -157,6 +157,14 @@ def line_two(snap: SessionSnapshot) -> Text:
                 t.append("  last exit ", "dim")
                 t.append(exit_short(run.last_exit), "bold red")
     return t
+
+
+def uptime(seconds: float) -> str:
+    """Seconds for the first minute, then minutes: the line would otherwise change (and be
+    sent to the terminal) every second for an hour."""
+    if 60 <= seconds < 3600:
+        return f"{int(seconds) // 60}m"
+    return duration(seconds)
 
 
 def exit_short(words: str) -> str:

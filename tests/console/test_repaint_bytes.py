@@ -148,3 +148,19 @@ async def test_log_rows_reach_a_following_view_at_most_once_a_second(fake, make_
         assert waits and waits[0] >= 0.9, f"the next rows would be drawn after {waits} s"
         fake.add_lines(["[2026-11-29 10:00:00 TP0] second"])
         await shows(pilot, app, "second", timeout=10)
+
+
+async def test_the_uptime_past_a_minute_does_not_tick_every_second(fake, make_app, monkeypatch):
+    from console.widgets.status_bar import StatusBar
+    fake.snap["run"]["uptime_s"] = 125.0
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await shows(pilot, app, "up 2m")
+        seen = Repaints(monkeypatch, StatusBar)
+        fake.snap["run"]["uptime_s"] = 126.0
+        fake.publish("snapshot")
+        await pilot.pause(0.8)
+        assert seen.regions == [], "a second more of uptime repainted the status line"
+        fake.snap["run"]["uptime_s"] = 185.0
+        fake.publish("snapshot")
+        await shows(pilot, app, "up 3m")
