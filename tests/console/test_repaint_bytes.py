@@ -10,8 +10,7 @@ from textual.geometry import Region
 from console.driver import merge_sgr
 from console.widgets.line_repaint import changed_span
 from server_control.proc.ports import free_port
-from tests.console.screen_text import screen_text
-from tests.console.test_console_cost import _terminal_output, shows
+from tests.console.screen_text import screen_text, shows, terminal_output
 
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
 
@@ -58,7 +57,7 @@ def test_changed_span_is_the_cells_that_differ():
 
 
 def test_the_real_console_sends_no_reset_followed_by_the_same_style():
-    out = _terminal_output("attach", f"http://127.0.0.1:{free_port()}").decode("utf-8", "replace")
+    out = terminal_output("attach", f"http://127.0.0.1:{free_port()}").decode("utf-8", "replace")
     assert "verify" in out, "the console did not draw its screen"
     # a reset, a style, its text, a reset and the same style again: a run sent segment by segment
     repeated = re.findall(r"\x1b\[0m(\x1b\[[0-9;]+m)[^\x1b]*\x1b\[0m\1", out)
