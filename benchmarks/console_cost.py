@@ -296,7 +296,7 @@ def bench_idle(tree: Path, seconds: float, profile: bool, out: Path, warmup: flo
 
 
 def start_fleet_sims(members: int, tmp: Path, lifetime: float) -> tuple[list, Path]:
-    from server_control.sim.launcher import start_sim
+    from server_control.proc.sim_launcher import start_sim
     sims = [start_sim("--sim-light", tp=1, threshold=5, traffic="wave:10:60", time_scale=1.0, lifetime=lifetime,
                       seed=i, log_path=tmp / f"sim-{i}.log") for i in range(members)]
     for sim in sims:
