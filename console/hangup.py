@@ -3,7 +3,7 @@ kernel sends SIGHUP. The console then does what `q` then Enter does: close the s
 leaving the server running, so the command hands supervision to a detached `specconsole
 supervise` (console/handoff.py), instead of dying with the server left unsupervised.
 
-``install(app, leave)`` sets the handler on the app's loop (``leave()``: the app's own
+``install(leave)`` sets the handler on the app's loop (``leave()``: the app's own
 "quit, leave it running"); the terminal is gone, so nothing is asked and nothing is drawn.
 """
 from __future__ import annotations

@@ -200,9 +200,10 @@ def cmd_supervise(args) -> int:
     return _with_profile(args, _supervise)
 
 
-async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split (issue 18)
-    last: dict = {}
-
+def _reporter(args, profile, last: dict):
+    """The ``on_change`` of a supervise: one line (or JSON event) per state that says
+    something new; ``last`` keeps what was said (``last["supervising"]`` once the first
+    words are out)."""
     def report(sup: Supervisor) -> None:
         key = (sup.state, sup.restarts, sup.record.pid if sup.record else None, sup.supervising,
                sup.next_restart_at, sup.runtime_note)
@@ -214,16 +215,7 @@ async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split
             print(json.dumps({"event": "state", "profile": profile.name, "time": time.time(), **snap}),
                   flush=True)
             return
-        bits = [f"{profile.name}: {sup.state}"]
-        if snap["pid"]:
-            bits.append(f"pid {snap['pid']}")
-        if sup.restarts:
-            bits.append(f"restarts {sup.restarts}")
-        if snap["next_restart_in_s"] is not None:
-            bits.append(f"restart in {snap['next_restart_in_s']:g} s")
-        if sup.last_error:
-            bits.append(sup.last_error)
-        line = "  ".join(bits)
+        line = _state_line(profile, sup, snap)
         if last.get("line") != line:   # e.g. only `supervising` changed: said below
             last["line"] = line
             print(f"{time.strftime('%H:%M:%S')}  {line}", flush=True)
@@ -235,27 +227,53 @@ async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split
             print(f"{time.strftime('%H:%M:%S')}  {profile.name}: "
                   + ("now supervising (took over the restart lock)" if sup.supervising else "no longer supervising"),
                   flush=True)
+    return report
 
-    sup = _supervisor(args, profile, on_change=report, role=HANDOFF if args.handed_off else "supervise")
+
+def _state_line(profile, sup: Supervisor, snap: dict) -> str:
+    bits = [f"{profile.name}: {sup.state}"]
+    if snap["pid"]:
+        bits.append(f"pid {snap['pid']}")
+    if sup.restarts:
+        bits.append(f"restarts {sup.restarts}")
+    if snap["next_restart_in_s"] is not None:
+        bits.append(f"restart in {snap['next_restart_in_s']:g} s")
+    if sup.last_error:
+        bits.append(sup.last_error)
+    return "  ".join(bits)
+
+
+async def _adopt_or_launch(profile, sup: Supervisor) -> tuple[runs.RunRecord, str] | int:
+    """The run to supervise and how it came ("adopted", "launched"), or an exit code."""
     rec = sup.adopt()
-    how = "adopted"
-    if rec is None:
-        try:
-            rec = await sup.launch()
-            how = "launched"
-        except RunConflict as exc:
-            # a lost launch race (another launch or supervise of this profile won): watch
-            # that run, as a supervise started a moment later would
-            rec = sup.adopt() if exc.record.name == profile.name else None
-            if rec is None:
-                error(f"refused: {exc}")
-                return EXIT_CONFLICT
-        except ProfileError as exc:
-            error(str(exc))
-            return EXIT_USAGE
-        except (OSError, RuntimeError) as exc:
-            error(f"launch failed: {exc}")
-            return EXIT_FAILED
+    if rec is not None:
+        return rec, "adopted"
+    try:
+        return await sup.launch(), "launched"
+    except RunConflict as exc:
+        # a lost launch race (another launch or supervise of this profile won): watch
+        # that run, as a supervise started a moment later would
+        rec = sup.adopt() if exc.record.name == profile.name else None
+        if rec is None:
+            error(f"refused: {exc}")
+            return EXIT_CONFLICT
+        return rec, "adopted"
+    except ProfileError as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    except (OSError, RuntimeError) as exc:
+        error(f"launch failed: {exc}")
+        return EXIT_FAILED
+
+
+async def _supervise(args, profile) -> int:
+    last: dict = {}
+    sup = _supervisor(args, profile, on_change=_reporter(args, profile, last),
+                      role=HANDOFF if args.handed_off else "supervise")
+    got = await _adopt_or_launch(profile, sup)
+    if isinstance(got, int):
+        return got
+    rec, how = got
     loop = asyncio.get_running_loop()
     detach = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -266,35 +284,9 @@ async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split
                 "supervisor": (lambda w: w.to_json() if w else None)(sup.supervisor_of())},
          f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + _role_line(sup))
     last["supervising"] = sup.supervising
-    stopped_since: float | None = None
     code = EXIT_OK
     try:
-        while not detach.is_set() and not watch.done():
-            if sup.state == RunState.FATAL:
-                tail = "\n".join(sup.fatal_tail)
-                _out(args, {"event": RunState.FATAL, "profile": profile.name, "reason": sup.fatal_reason,
-                            "exit_code": sup.exit_code, "tail": sup.fatal_tail},
-                     f"FATAL: {sup.fatal_reason}\n--- last {len(sup.fatal_tail)} log lines ---\n{tail}")
-                code = EXIT_FAILED
-                break
-            if sup.state == RunState.STOPPED:   # stopped from elsewhere: wait a little for a relaunch
-                stopped_since = stopped_since or time.monotonic()
-                if time.monotonic() - stopped_since > args.linger:
-                    _out(args, {"event": RunState.STOPPED, "profile": profile.name},
-                         f"{profile.name}: stopped; nothing left to supervise")
-                    break
-            else:
-                stopped_since = None
-            try:
-                await asyncio.wait_for(detach.wait(), 0.25)
-            except TimeoutError:
-                pass
-        if detach.is_set() and sup.record is not None:
-            running = sup.state in LIVE_STATES
-            _out(args, {"event": "detached", "profile": profile.name, "pid": sup.record.pid,
-                        "server_running": running, "state": sup.state, "exit_code": sup.exit_code},
-                 f"detached; server left running (pid {sup.record.pid})" if running else
-                 f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})")
+        code = await _watch_until_done(args, profile, sup, detach, watch)
     finally:
         watch.cancel()
         try:
@@ -304,6 +296,40 @@ async def _supervise(args, profile) -> int:  # noqa: C901 - over 15: to be split
         except Exception as exc:  # noqa: BLE001 (report the loop's crash, keep the server)
             error(f"supervision loop failed: {type(exc).__name__}: {exc}")
             code = EXIT_FAILED
+    return code
+
+
+async def _watch_until_done(args, profile, sup: Supervisor, detach: asyncio.Event, watch: asyncio.Task) -> int:
+    """Until a signal detaches, the watch loop ends, the run goes FATAL, or it stays stopped
+    (from elsewhere) longer than --linger; then say which."""
+    stopped_since: float | None = None
+    code = EXIT_OK
+    while not detach.is_set() and not watch.done():
+        if sup.state == RunState.FATAL:
+            tail = "\n".join(sup.fatal_tail)
+            _out(args, {"event": RunState.FATAL, "profile": profile.name, "reason": sup.fatal_reason,
+                        "exit_code": sup.exit_code, "tail": sup.fatal_tail},
+                 f"FATAL: {sup.fatal_reason}\n--- last {len(sup.fatal_tail)} log lines ---\n{tail}")
+            code = EXIT_FAILED
+            break
+        if sup.state == RunState.STOPPED:   # stopped from elsewhere: wait a little for a relaunch
+            stopped_since = stopped_since or time.monotonic()
+            if time.monotonic() - stopped_since > args.linger:
+                _out(args, {"event": RunState.STOPPED, "profile": profile.name},
+                     f"{profile.name}: stopped; nothing left to supervise")
+                break
+        else:
+            stopped_since = None
+        try:
+            await asyncio.wait_for(detach.wait(), 0.25)
+        except TimeoutError:
+            pass
+    if detach.is_set() and sup.record is not None:
+        running = sup.state in LIVE_STATES
+        _out(args, {"event": "detached", "profile": profile.name, "pid": sup.record.pid,
+                    "server_running": running, "state": sup.state, "exit_code": sup.exit_code},
+             f"detached; server left running (pid {sup.record.pid})" if running else
+             f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})")
     return code
 
 

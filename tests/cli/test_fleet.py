@@ -104,7 +104,7 @@ async def test_demo_fleet_sends_traffic_through_the_gateway_and_stops_on_quit(tm
         await wait_for(pilot, lambda: traffic.sent >= 8, "traffic through the gateway", 60)
         gw = app.fleet.gateway_status
         assert gw is not None and gw.healthy_workers == 4
-        modes = {app.fleet_screen.last_rows[m]["mode"] for m in app.fleet_screen.order}
+        modes = {str(app.fleet_screen.last_rows[m]["mode"]) for m in app.fleet_screen.order}   # a stale row's cell is a dim Text
         assert isinstance(app.screen, FleetScreen) and len(app.fleet_screen.order) == 4 and modes
         pgids = [r.pgid for r in list_records(tmp_path / "demo")]
         await pilot.press("q")
