@@ -67,6 +67,7 @@ def run_child(stats_path: str, argv: list[str]) -> int:
         return refresh(self, *a, **kw)
 
     Widget.refresh = counted_refresh  # type: ignore[method-assign]
+    _count_bytes_by_widget(counts)
 
     def write_stats() -> None:
         while True:
@@ -93,6 +94,52 @@ def run_child(stats_path: str, argv: list[str]) -> int:
     signal.signal(signal.SIGUSR1, stop_profile)
     from console.cli import main
     return int(main(argv) or 0)
+
+
+def _count_bytes_by_widget(counts: dict) -> None:
+    """Adds ``bytes:<Widget>`` counters: each screen update's terminal bytes, shared among the
+    widgets whose dirty regions it repainted (by cells; a dirty region goes to the smallest
+    visible widget containing it, "bytes:(screen)" when none does, "bytes:(full)" for a full
+    repaint)."""
+    from textual import _compositor as comp
+
+    render_update = comp.Compositor.render_update
+
+    def attributed(self, *a, **kw):  # type: ignore[no-untyped-def]
+        shares: dict[str, int] = {}
+        full = kw.get("full") or (a and a[0]) or self.size.region in self._dirty_regions
+        if full:
+            shares["(full)"] = 1
+        else:
+            visible = self.visible_widgets
+            for region in self._dirty_regions:
+                owners = [(r.area, type(w).__name__) for w, (r, clip) in visible.items()
+                          if r.intersection(clip).contains_region(region)]
+                name = min(owners)[1] if owners else "(screen)"
+                shares[name] = shares.get(name, 0) + region.area
+        update = render_update(self, *a, **kw)
+        if update is not None:
+            update._cost_shares = shares
+        return update
+
+    comp.Compositor.render_update = attributed  # type: ignore[method-assign]
+    try:   # what the tree's driver sends of it (it may merge runs of one style)
+        from console.driver import merge_sgr as sent
+    except ImportError:
+        def sent(out: str) -> str:
+            return out
+    for cls in (comp.ChopsUpdate, comp.LayoutUpdate):
+        def wrap(original):  # type: ignore[no-untyped-def]
+            def render_segments(self, console):  # type: ignore[no-untyped-def]
+                out = original(self, console)
+                shares = getattr(self, "_cost_shares", None) or {"(other)": 1}
+                total = sum(shares.values()) or 1
+                for name, cells in shares.items():
+                    key = "bytes:" + name
+                    counts[key] = counts.get(key, 0) + len(sent(out).encode()) * cells // total
+                return out
+            return render_segments
+        cls.render_segments = wrap(cls.render_segments)  # type: ignore[method-assign]
 
 
 # ---- the arms -------------------------------------------------------------------------------
@@ -139,6 +186,9 @@ class Arm:
                "snapshot_builds_per_s": round((s1 - s0) / dt, 2),
                "terminal_bytes_per_s": round((b1 - b0) / dt),
                "load_avg_1m": round(os.getloadavg()[0], 2)}
+        fig["bytes_per_s_by_widget"] = {k.removeprefix("bytes:"): round((v - r0.get(k, 0)) / dt)
+                                        for k, v in sorted(r1.items())
+                                        if k.startswith("bytes:") and v > r0.get(k, 0)}
         fig["refreshes_per_s"] = {k.removeprefix("refresh:"): round((v - r0.get(k, 0)) / dt, 1)
                                   for k, v in sorted(r1.items()) if k.startswith("refresh:") and v > r0.get(k, 0)}
         if seconds > 60:
@@ -246,7 +296,7 @@ def bench_idle(tree: Path, seconds: float, profile: bool, out: Path, warmup: flo
 
 
 def start_fleet_sims(members: int, tmp: Path, lifetime: float) -> tuple[list, Path]:
-    from server_control.sim.launcher import start_sim
+    from server_control.proc.sim_launcher import start_sim
     sims = [start_sim("--sim-light", tp=1, threshold=5, traffic="wave:10:60", time_scale=1.0, lifetime=lifetime,
                       seed=i, log_path=tmp / f"sim-{i}.log") for i in range(members)]
     for sim in sims:

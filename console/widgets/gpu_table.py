@@ -58,9 +58,12 @@ class GpuTable(SnapshotView):
     def pick(self, snap: SessionSnapshot) -> tuple[GpuStatus, tuple[RankResources, ...]]:
         return snap.gpus, snap.spec.health.ranks
 
-    def watch_part(self, part: Any = None) -> None:
+    def on_part(self, part: Any) -> None:
         self.set_class(part is None or (not_available(part[0]) and not part[1]), "-na")
-        super().watch_part(part)
+        rows = len(part[1]) if part is not None else 0
+        if rows != getattr(self, "_rank_rows", 0):   # a row per rank appears or goes: the height changes
+            self._rank_rows = rows
+            self.refresh(layout=True)
 
     def render(self) -> Table | Text | Group:
         gpus, ranks = self.part if self.part is not None else (None, ())

@@ -1,13 +1,16 @@
 """Two status lines: mode, threshold and verification first (and, when the server says so,
-that the switch is off and why, or that its TP ranks disagree); then the run's facts."""
+that the switch is off and why, or that its TP ranks disagree); then the run's facts. A
+change repaints only the cells that differ (line_repaint.py): the uptime ticking sends its
+digits, not the two lines."""
 from __future__ import annotations
 
 from rich.console import Group
 from rich.text import Text
 from textual.reactive import var
-from textual.widgets import Static
+from textual.widget import Widget
 
 from console.widgets.fmt import duration, mark, mode_badge
+from console.widgets.line_repaint import repaint_changed_cells
 from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, SettingChange
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import EXTERNAL_STATE, ChangeState, RunState
@@ -144,7 +147,7 @@ def line_two(snap: SessionSnapshot) -> Text:
     if run.next_restart_in_s is not None:
         t.append(f"  restart in {run.next_restart_in_s} s", "yellow")
     fields = [("pid", run.pid), ("port", run.port),
-              ("up", duration(run.uptime_s) if run.uptime_s is not None else None),
+              ("up", uptime(run.uptime_s) if run.uptime_s is not None else None),
               ("restarts", run.restarts), ("model", server.model), ("TP", server.tp_size)]
     for name, value in fields:
         if value is not None:
@@ -154,6 +157,14 @@ def line_two(snap: SessionSnapshot) -> Text:
                 t.append("  last exit ", "dim")
                 t.append(exit_short(run.last_exit), "bold red")
     return t
+
+
+def uptime(seconds: float) -> str:
+    """Seconds for the first minute, then minutes: the line would otherwise change (and be
+    sent to the terminal) every second for an hour."""
+    if 60 <= seconds < 3600:
+        return f"{int(seconds) // 60}m"
+    return duration(seconds)
 
 
 def exit_short(words: str) -> str:
@@ -175,16 +186,24 @@ def exit_short(words: str) -> str:
     return f"{code}{name}{' ' + extra if extra else ''}{' ' + at if at else ''} (pid {pid})"
 
 
-class StatusBar(Static):
-    """Bound to the app's snapshot; repaints only when what its two lines say changed."""
+class StatusBar(Widget):
+    """Bound to the app's snapshot; repaints only the cells of its two lines that changed."""
 
     DEFAULT_CSS = "StatusBar { height: 2; background: $panel; }"
 
     snapshot: var[SessionSnapshot] = var(EMPTY_SNAPSHOT)
-    lines: var[tuple[Text, Text]] = var((Text(), Text()))
 
-    def compute_lines(self) -> tuple[Text, Text]:
-        return line_one(self.snapshot), line_two(self.snapshot)
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.lines: tuple[Text, Text] = (Text(), Text())   # a plain attribute: see snapshot_view.py
 
-    def watch_lines(self, lines: tuple[Text, Text]) -> None:
-        self.update(Group(*lines), layout=False)   # two lines, always: no re-layout of the screen
+    def render(self) -> Group:
+        return Group(*self.lines)
+
+    def watch_snapshot(self, snap: SessionSnapshot) -> None:
+        lines = line_one(snap), line_two(snap)
+        if lines == self.lines:
+            return
+        self.lines = lines
+        if not repaint_changed_cells(self):   # two lines, always: no re-layout of the screen
+            self.refresh()

@@ -28,6 +28,8 @@ from server_control.model.verification import Verification
 from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, RunState
 from server_control.state.state_dir import resolve_state_dir
 
+ROW_MAX_AGE_S = 5.0   # a row whose session published nothing is rebuilt after this long
+
 if TYPE_CHECKING:
     from server_control.fleet.remote import RemoteRun
     from server_control.session.session import Session
@@ -122,6 +124,14 @@ class Member:
         self.spec = spec
         self.session = session
         self.remote = remote          # RemoteRun for ssh members
+        self._row: MemberRow | None = None   # the last row built, and when (monotonic)
+        self._row_at = 0.0
+        self._changed = True          # the session published a change since that row
+        session.subscribe(self._on_session_event)
+
+    def _on_session_event(self, topic: str) -> None:
+        if topic != "logs":   # log lines are not in the row
+            self._changed = True
 
     @property
     def name(self) -> str:
@@ -169,6 +179,19 @@ class Member:
 
     # -- the row ------------------------------------------------------------------------------
     def row(self) -> MemberRow:
+        """The member's row, from a snapshot built only when its session published a change
+        since the last row (a poll, a run change), or ROW_MAX_AGE_S after it (ages, an
+        "elsewhere" expiring); an SSH member's row is built each time (its GPUs and errors
+        come from the remote's own status reads)."""
+        now = time.monotonic()
+        if (self._row is not None and not self._changed and self.remote is None
+                and now - self._row_at < ROW_MAX_AGE_S):
+            return self._row
+        self._changed = False
+        self._row, self._row_at = self._build_row(), now
+        return self._row
+
+    def _build_row(self) -> MemberRow:
         snap = self.session.snapshot()
         run, spec, live, ver = snap.run, snap.spec, snap.live, snap.verify
         gpus = self.remote.gpus() if self.remote is not None else snap.gpus

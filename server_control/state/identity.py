@@ -160,10 +160,8 @@ def _add_group_and_session(leader: psutil.Process, found: dict[int, psutil.Proce
     for p in psutil.process_iter():
         if p.pid in found:
             continue
-        try:
-            if started_at(p) < earliest:
-                continue
-            if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid:
+        try:   # the group and session first: two system calls, where the start time reads /proc
+            if (os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid) and started_at(p) >= earliest:
                 found[p.pid] = p
         except (psutil.Error, OSError):
             continue

@@ -1,8 +1,17 @@
 """Plain text of what a running (test) app shows: for assertions on the whole screen; and
-waiting (under Pilot) until the app shows something."""
+waiting (under Pilot) until the app shows something; what the real console writes to a
+pseudo-terminal."""
 from __future__ import annotations
 
+import os
+import select
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def screen_text(app) -> str:
@@ -41,3 +50,37 @@ async def answer_prompt(pilot, app, text: str) -> None:
     app.screen.query_one(Input).value = text
     await pilot.press("enter")
     await pilot.pause()
+
+
+async def shows(pilot, app, text: str, timeout: float = 10.0) -> None:
+    """Wait until the screen shows ``text`` and has settled (a loaded machine is slow)."""
+    deadline = time.monotonic() + timeout
+    while text not in screen_text(app):
+        assert time.monotonic() < deadline, f"the screen never showed {text!r}"
+        await pilot.pause(0.1)
+    await pilot.pause(0.7)
+
+
+def terminal_output(*args: str, seconds: float = 12.0) -> bytes:
+    """What the real console writes to a pseudo-terminal in its first ``seconds`` (it is
+    then stopped by its process group)."""
+    master, slave = os.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "console", *args], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, cwd=str(REPO), start_new_session=True)
+    os.close(slave)
+    out = b""
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and b"verify" not in out:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    out += os.read(master, 1 << 16)[:1 << 20]
+                except OSError:
+                    break
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        os.close(master)
+    return out

@@ -3,17 +3,12 @@ build, lines that do not reach the screen repaint nothing, the mouse reports no 
 The figures (CPU, bytes per second) are in benchmarks/console_cost.py, not here."""
 from __future__ import annotations
 
-import os
-import select
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from console.widgets.log.view import LogView
 from server_control.proc.ports import free_port
-from tests.console.screen_text import screen_text
+from tests.console.screen_text import screen_text, shows, terminal_output
 
 REPO = Path(__file__).resolve().parents[2]
 POLL = 'INFO:     127.0.0.1:45566 - "GET /health HTTP/1.1" 200 OK'
@@ -78,15 +73,6 @@ async def test_a_paused_view_does_not_repaint_for_lines_below_it(fake, make_app,
         assert painted.rows > 0 and "tick line 339" in screen_text(app)
 
 
-async def shows(pilot, app, text: str, timeout: float = 10.0) -> None:
-    """Wait until the screen shows ``text`` and has settled (a loaded machine is slow)."""
-    deadline = time.monotonic() + timeout
-    while text not in screen_text(app):
-        assert time.monotonic() < deadline, f"the screen never showed {text!r}"
-        await pilot.pause(0.1)
-    await pilot.pause(0.7)
-
-
 async def test_hidden_polling_lines_repaint_no_log_row(fake, make_app, monkeypatch):
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -101,38 +87,13 @@ async def test_hidden_polling_lines_repaint_no_log_row(fake, make_app, monkeypat
         assert "polls hidden" in screen_text(app)
 
 
-def _terminal_output(*args: str, seconds: float = 12.0) -> bytes:
-    """What the real console writes to a pseudo-terminal in its first ``seconds`` (it is
-    then stopped by its process group)."""
-    master, slave = os.openpty()
-    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "console", *args], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, cwd=str(REPO), start_new_session=True)
-    os.close(slave)
-    out = b""
-    try:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and b"verify" not in out:
-            ready, _, _ = select.select([master], [], [], 0.5)
-            if ready:
-                try:
-                    out += os.read(master, 1 << 16)[:1 << 20]
-                except OSError:
-                    break
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        os.close(master)
-    return out
-
-
 def test_the_mouse_reports_clicks_not_motion_unless_asked():
     url = f"http://127.0.0.1:{free_port()}"   # nothing listens: the screen says so
-    out = _terminal_output("attach", url)
+    out = terminal_output("attach", url)
     assert b"verify" in out, "the console did not draw its screen"
     assert b"\x1b[?1000h" in out, "clicks and the wheel are reported"
     assert b"\x1b[?1003h" not in out, "motion tracking is off by default"
-    out = _terminal_output("attach", url, "--mouse-motion")
+    out = terminal_output("attach", url, "--mouse-motion")
     assert b"\x1b[?1003h" in out, "--mouse-motion turns it on"
 
 

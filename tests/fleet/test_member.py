@@ -27,3 +27,32 @@ def test_exit_code_aggregates(outcomes, code):
     results = [MemberResult(f"m{i}", "verify", o, "") for i, o in enumerate(outcomes)]
     assert exit_code(results) == code
     assert [r.stands_out for r in results] == [o in (REFUSED, NO_ANSWER, FAILED) for o in outcomes]
+
+
+def test_a_row_is_built_only_after_its_session_published_a_change(monkeypatch):
+    """The fleet screen asks every member for its row each second: a session that published
+    nothing since (no poll, no run change) costs no snapshot build; log lines are not in the row."""
+    from server_control.fleet import member as member_mod
+    from server_control.fleet.member import Member
+    from server_control.fleet.spec import URL, MemberSpec
+    from server_control.proc.ports import free_port
+    from server_control.session.session import Session
+
+    url = f"http://127.0.0.1:{free_port()}"   # nothing listens; the session is not started
+    session = Session.attach(url)
+    builds = []
+    real = session.snapshot
+    monkeypatch.setattr(session, "snapshot", lambda: builds.append(1) or real())
+    member = Member(MemberSpec("m0", URL, url=url), session)
+    first = member.row()
+    assert member.row() == first and len(builds) == 1, f"{len(builds)} builds for an unchanged member"
+    session._publish("logs")
+    member.row()
+    assert len(builds) == 1, "a log line rebuilt the row"
+    session._publish("snapshot")   # what a poll or a run change publishes
+    member.row()
+    assert len(builds) == 2, "a published change did not rebuild the row"
+    clock = [member_mod.time.monotonic() + member_mod.ROW_MAX_AGE_S + 1]
+    monkeypatch.setattr(member_mod.time, "monotonic", lambda: clock[0])
+    member.row()
+    assert len(builds) == 3, "a row older than ROW_MAX_AGE_S was not rebuilt"

@@ -1,12 +1,14 @@
-"""The log view with its one-line status: follow state, new lines, filter, search, counters."""
+"""The log view with its one-line status: follow state, new lines, filter, search, counters
+(a change repaints only the cells that differ: a count going up sends its digits)."""
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Static
+from textual.widget import Widget
 
 from console.messages import LogViewChanged, LogViewStatus
+from console.widgets.line_repaint import repaint_changed_cells
 from console.widgets.log.view import LogView
 from server_control.logs.store import LogStore
 
@@ -46,8 +48,23 @@ def status_text(st: LogViewStatus) -> Text:
     return t
 
 
-class LogStatus(Static):
+class LogStatus(Widget):
     DEFAULT_CSS = "LogStatus { height: 1; background: $panel; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.text = Text()
+
+    def render(self) -> Text:
+        return self.text
+
+    def show(self, text: Text) -> None:
+        """One line, always: no re-layout; an equal line repaints nothing."""
+        if text == self.text:
+            return
+        self.text = text
+        if not repaint_changed_cells(self):
+            self.refresh()
 
 
 class LogPane(Vertical):
@@ -67,4 +84,4 @@ class LogPane(Vertical):
 
     def on_log_view_changed(self, message: LogViewChanged) -> None:
         message.stop()
-        self.query_one(LogStatus).update(status_text(message.status), layout=False)   # one line, always
+        self.query_one(LogStatus).show(status_text(message.status))
