@@ -1,7 +1,8 @@
 """What a decode step of a rig pair costs, part by part, timed inside the server.
 
     python -m benchmarks.rig_cost [--models deep,trained] [--batches 1,8,16]
-                                  [--tokens 48] [--rounds 2] [--json] [--out FILE]
+                                  [--tokens 48] [--rounds 2] [--threads 1] [--json]
+                                  [--out FILE]
 
 For each pair, a plain server (the target alone) and the patched server (the EAGLE-3
 pair), started one at a time with ``SPECCONSOLE_RIG_STEP_TIMING`` (tests/real_sglang/rig/
@@ -106,7 +107,8 @@ def measure_pair(rig, kind: str, opts: argparse.Namespace, tmp: Path, log) -> di
     for patched in (False, True):
         timing = tmp / f"{kind}-{'patched' if patched else 'plain'}"
         spec = Spec(kind, patched=patched, extra=EXTRA)
-        server = launch(rig, spec, tmp, 7200, env_extra={ENV: str(timing)})
+        env = {ENV: str(timing), "OMP_NUM_THREADS": str(opts.threads)}
+        server = launch(rig, spec, tmp, 7200, env_extra=env)
         try:
             ready = server.wait_ready(timeout_s=1200)
             log(f"{spec.name}: ready in {ready:.0f} s")
@@ -188,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", default="1,8,16")
     p.add_argument("--tokens", type=int, default=48)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1,
+                   help="OMP_NUM_THREADS of the servers (default 1: a shared, loaded CPU "
+                        "turns OpenMP's spinning threads into waiting)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path)
     opts = p.parse_args(argv)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import tiny_models as tm
 
-LAYERS = 160  # chosen with benchmarks/rig_cost.py (docs/cpu-rig.md: the ratios)
+LAYERS = 64  # chosen with benchmarks/rig_cost.py (docs/cpu-rig.md: the ratios)
 ZEROED = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
 
 
