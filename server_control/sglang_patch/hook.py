@@ -1,33 +1,26 @@
 """Import hook: apply each part of the patch when SGLang imports the module it patches.
 
-``install()`` puts a meta path finder first on ``sys.meta_path``. When one of the target
-modules is imported, the finder wraps its loader so that our callback runs around the
-module's own code:
-
-  * before ``sglang.srt.server_args`` executes: run the gate (version + anchors) and wrap
-    ``collect_input_fields`` so the four new fields join ``ServerArgs`` as it is built
-    (``msgspec.defstruct`` at import time). This also runs when a spawned process
-    unpickles a ServerArgs: unpickling imports the class by reference first;
-  * after ``sglang.srt.utils.common``: wrap ``configure_logger`` so a pending
-    ``NOT active`` line is written with SGLang's format and rank prefix;
-  * after ``sglang.srt.speculative.eagle_worker_v2``: patch ``EAGLEWorkerV2``;
-  * after ``...scheduler_components.internal_state``: patch the internal-state controller;
-  * after ``...scheduler_components.batch_result_processor``: let the worker see which
-    step a verify result came from (``worker.settling``);
-  * after ``sglang.srt.observability.metrics_collector``: the patch's metrics.
+``install()`` puts a meta path finder first on ``sys.meta_path``. When one of the SGLang
+modules of ``TARGETS`` is imported, the finder wraps its loader so that the target's
+``before()`` runs before the module's own code and ``after(module)`` after it.
+``TARGETS`` maps each SGLang module name to its module in ``targets/`` (named like it;
+what each one patches is in its docstring), imported only when SGLang imports the module.
 
 Fail mode (the gate says no): when the anchors of the report-only parts are there
 (``gate.report_parts_missing()`` is None) the fields are still added and the
 internal-state controller reports ``active: false`` with the reason: the flags parse and
-the server starts with the switch off. Otherwise, in the process that ``serve`` started,
-the four flags are taken off ``sys.argv`` before SGLang parses it (one line names them),
-so the server still starts. Either way one ``NOT active`` line gives the reason.
+the server starts with the switch off (``report``). Otherwise (``off``), in the process
+that ``serve`` started, the four flags are taken off ``sys.argv`` before SGLang parses it
+(one line names them), so the server still starts. Either way one ``NOT active`` line
+gives the reason. Each target asks ``mode()`` itself (the logging one never does, so it
+never runs the gate), and acts only in the modes it says.
 
 A target already imported when ``install()`` runs is patched at once (``server_args``
 cannot be: its struct is built; that is reported as NOT active).
 """
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.util
 import sys
@@ -36,12 +29,15 @@ from typing import Any
 
 from server_control.sglang_patch import gate
 
+TARGETS: dict[str, str] = {
+    "sglang.srt.server_args": "server_args",
+    "sglang.srt.utils.common": "common",
+    "sglang.srt.speculative.eagle_worker_v2": "eagle_worker_v2",
+    "sglang.srt.managers.scheduler_components.internal_state": "internal_state",
+    "sglang.srt.managers.scheduler_components.batch_result_processor": "batch_result_processor",
+    "sglang.srt.observability.metrics_collector": "metrics_collector",
+}
 SERVER_ARGS = "sglang.srt.server_args"
-COMMON = "sglang.srt.utils.common"
-EAGLE = "sglang.srt.speculative.eagle_worker_v2"
-INTERNAL_STATE = "sglang.srt.managers.scheduler_components.internal_state"
-RESULTS = "sglang.srt.managers.scheduler_components.batch_result_processor"
-METRICS = "sglang.srt.observability.metrics_collector"
 
 FULL, REPORT, OFF = "full", "report", "off"
 
@@ -73,6 +69,11 @@ def _gate() -> tuple[str | None, str]:
         return _state["gate"], _state["mode"]
 
 
+def serve_main() -> bool:
+    """Whether this is the launch_server process ``serve`` started."""
+    return bool(_state["serve_main"])
+
+
 def mark_serve_main() -> None:
     """This is the launch_server process ``serve`` started (the bootstrap says so). If
     server_args was imported before the hook (a ``.pth`` file in site-packages runs before
@@ -85,56 +86,23 @@ def mark_serve_main() -> None:
             fields.drop_flags_from_argv(sys.argv)
 
 
+def target(name: str) -> Any:
+    """The module of ``targets/`` that patches SGLang's module ``name``."""
+    return importlib.import_module(f"{__package__}.targets.{TARGETS[name]}")
+
+
 def _before(name: str) -> None:
-    if name == SERVER_ARGS and mode() != OFF:
-        from server_control.sglang_patch import fields
-        fields.wrap_collect_input_fields()
+    first = getattr(target(name), "before", None)
+    if first is not None:
+        first()
 
 
 def _after(name: str, module: Any) -> None:
-    if name == COMMON:
-        _wrap_configure_logger(module)  # logging only: even when the gate says no
-        return
-    current = mode()
     try:
-        if name == SERVER_ARGS:
-            from server_control.sglang_patch import fields
-            if not (current != OFF and fields.check_server_args(module)) and _state["serve_main"]:
-                fields.drop_flags_from_argv(sys.argv)
-        elif name == INTERNAL_STATE and current != OFF:
-            from server_control.sglang_patch import internal_state
-            internal_state.patch(module, off_reason=None if current == FULL else gate_reason())
-        elif current != FULL:
-            return
-        elif name == EAGLE:
-            from server_control.sglang_patch import target_only_sampling, worker
-            worker.patch(module)
-            target_only_sampling.patch()
-        elif name == RESULTS:
-            from server_control.sglang_patch import worker
-            worker.patch_results(module)
-        elif name == METRICS:
-            from server_control.sglang_patch import metrics
-            metrics.patch(module)
+        target(name).after(module)
     except Exception as exc:  # noqa: BLE001 - never break SGLang's import
         gate.not_active(f"patching {name} failed: {exc!r}")
     _state["applied"].add(name)
-
-
-def _wrap_configure_logger(module: Any) -> None:
-    original = getattr(module, "configure_logger", None)
-    if original is None or getattr(original, "_specconsole", False):
-        return
-
-    def configure_logger(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        gate.flush()
-        return result
-
-    configure_logger._specconsole = True  # type: ignore[attr-defined]
-    configure_logger.__wrapped__ = original  # type: ignore[attr-defined]
-    configure_logger.__doc__ = original.__doc__
-    module.configure_logger = configure_logger
 
 
 class _HookedLoader(importlib.abc.Loader):
@@ -155,13 +123,11 @@ class _HookedLoader(importlib.abc.Loader):
 
 
 class PatchFinder(importlib.abc.MetaPathFinder):
-    TARGETS = (SERVER_ARGS, COMMON, EAGLE, INTERNAL_STATE, RESULTS, METRICS)
-
     def __init__(self) -> None:
         self._busy: set[str] = set()
 
     def find_spec(self, fullname: Any, path: Any, target: Any=None) -> Any:
-        if fullname not in self.TARGETS or fullname in self._busy:
+        if fullname not in TARGETS or fullname in self._busy:
             return None
         self._busy.add(fullname)
         try:
@@ -181,7 +147,7 @@ def install() -> bool:
             return False
         _state["installed"] = True
         sys.meta_path.insert(0, PatchFinder())
-    for name in PatchFinder.TARGETS:
+    for name in TARGETS:
         module = sys.modules.get(name)
         if module is None:
             continue

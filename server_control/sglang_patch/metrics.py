@@ -1,18 +1,17 @@
 """The patch's metrics on SGLang's ``/metrics`` (with ``--enable-metrics``).
 
-``SchedulerMetricsCollector.__init__`` (each scheduler rank whose metrics SGLang collects)
-also creates the ``server_control.protocol.spec_metrics`` gauges and counters, with SGLang's own
-labels (model_name, engine_type, tp_rank, pp_rank, ...) and its prometheus multiprocess
-registry, so the HTTP server's ``/metrics`` shows them next to SGLang's. They are
-published when SGLang publishes its scheduler stats (``log_stats``, every
-``--decode-log-interval`` decode steps), at every switch and at every runtime change,
-never per decode step (the per-step counting is plain integers in ``SpecSwitch``).
+``SchedulerMetricsCollector.__init__`` (each scheduler rank whose metrics SGLang collects;
+patched in targets/metrics_collector.py) also creates the
+``server_control.protocol.spec_metrics`` gauges and counters, with SGLang's own labels
+(model_name, engine_type, tp_rank, pp_rank, ...) and its prometheus multiprocess registry,
+so the HTTP server's ``/metrics`` shows them next to SGLang's. They are published when
+SGLang publishes its scheduler stats (``log_stats``, every ``--decode-log-interval``
+decode steps), at every switch and at every runtime change, never per decode step (the
+per-step counting is plain integers in ``SpecSwitch``).
 """
 from __future__ import annotations
 
 from typing import Any
-
-from server_control.sglang_patch.wrapping import wrap_methods
 
 _metrics: list[Any] = []  # one SpecMetrics per process (prometheus names are process-global)
 
@@ -31,24 +30,12 @@ def publish() -> None:
         pass
 
 
-def patch(module: Any) -> None:
-    cls = module.SchedulerMetricsCollector
-    if not getattr(cls, "_specconsole_patched", False):
-        _patch_collector(cls, cls.__init__, cls.log_stats)
+def register(labels: Any) -> None:
+    """The first ``SchedulerMetricsCollector`` of this process creates the metrics with its
+    labels (targets/metrics_collector.py)."""
+    if _metrics:
+        return
+    from prometheus_client import Counter, Gauge
 
-
-def _patch_collector(cls: Any, orig_init: Any, orig_log: Any) -> None:
-    def __init__(self: Any, labels: Any, *args: Any, **kwargs: Any) -> None:
-        orig_init(self, labels, *args, **kwargs)
-        if not _metrics:
-            from prometheus_client import Counter, Gauge
-
-            from server_control.protocol.spec_metrics import SpecMetrics
-            _metrics.append(SpecMetrics(Gauge, Counter, dict(labels), multiprocess=True))
-        publish()
-
-    def log_stats(self: Any, stats: Any) -> None:
-        orig_log(self, stats)
-        publish()
-
-    wrap_methods(cls, ((__init__, orig_init), (log_stats, orig_log)))
+    from server_control.protocol.spec_metrics import SpecMetrics
+    _metrics.append(SpecMetrics(Gauge, Counter, dict(labels), multiprocess=True))

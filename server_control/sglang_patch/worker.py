@@ -1,4 +1,7 @@
-"""EAGLEWorkerV2 patch: one SpecSwitch per rank, consulted once per decode step.
+"""The per-rank switch state and what the patched EAGLEWorkerV2 methods do with it.
+
+One SpecSwitch per rank, consulted once per decode step; the wrappers themselves are in
+targets/eagle_worker_v2.py:
 
   * ``__init__``: read the four settings, check the set-up is one the steps=0 state can
     serve (``refusals.py``), or log one ``NOT active`` line with the reason.
@@ -28,8 +31,7 @@ import time
 from typing import Any
 
 from server_control.protocol import decision
-from server_control.sglang_patch import curves, forwards, gate, metrics, overrides, refusals
-from server_control.sglang_patch.wrapping import wrap_methods
+from server_control.sglang_patch import curves, gate, metrics, refusals
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
@@ -42,12 +44,18 @@ SKIP_DRAFT_EXTEND_WARNING = (
     "resuming; unset it unless you measure the loss on your model")
 
 _current: list[Any] = [None]  # the process's DynamicSpeculation (one scheduler per process)
-_settling: list[Any] = [None]  # the verify result being settled (see patch_results)
+# the verify result being settled (targets/batch_result_processor.py sets it)
+settling: list[Any] = [None]
 
 
 def current() -> Any:
     """This process's DynamicSpeculation, or None (no patched worker here)."""
     return _current[0]
+
+
+def set_current(dyn: Any) -> None:
+    """The patched ``EAGLEWorkerV2.__init__`` (targets/eagle_worker_v2.py) made ``dyn``."""
+    _current[0] = dyn
 
 
 class DynamicSpeculation:
@@ -127,7 +135,7 @@ def read_settings(server_args: Any) -> dict[str, Any]:
     return out
 
 
-def _init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpeculation:
+def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpeculation:
     settings = read_settings(server_args)
     try:
         switch = decision.SpecSwitch(
@@ -251,7 +259,7 @@ def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, o
     """Count the settled verify result in the mode its step ran in; a step the patch forced
     target-only never feeds SGLang's adaptive controller."""
     dyn = worker.__dict__.get("_dynspec")
-    result = _settling[0]
+    result = settling[0]
     forced = getattr(result, "_specconsole_forced", None) if result is not None else None
     if dyn is not None and dyn.switch is not None:
         if forced is None:  # not settled through the result processor: the current step
@@ -267,80 +275,3 @@ def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, o
     if forced:
         return None
     return original(worker, num_correct_drafts_per_req, batch_size=batch_size)
-
-
-def patch(module: Any) -> None:
-    cls = module.EAGLEWorkerV2
-    if getattr(cls, "_specconsole_patched", False):
-        return
-    forwards.patch_runner(module.EAGLEDraftExtendCudaGraphRunner)
-    orig_init = cls.__init__
-    orig_graphs = cls.init_cuda_graphs
-    orig_activate = cls.activate_step_by_batch
-    orig_forward = cls.forward_batch_generation
-    orig_verified = cls.on_verify_complete_cpu
-    orig_apply = cls.apply_runtime_state
-
-    def __init__(self: Any, server_args: Any, *args: Any, **kwargs: Any) -> None:
-        orig_init(self, server_args, *args, **kwargs)
-        try:
-            self._dynspec = _init_state(self, server_args, cls)
-        except Exception as exc:  # noqa: BLE001 - never keep the worker from starting
-            self._dynspec = DynamicSpeculation(None, f"worker set-up failed: {exc!r}", self)
-            gate.not_active(self._dynspec.reason)
-        _current[0] = self._dynspec
-
-    def init_cuda_graphs(self: Any) -> None:
-        from server_control.sglang_patch import startup
-        free_before = startup.free_gib(self) if "_dynspec" in self.__dict__ else None
-        orig_graphs(self)
-        if self.__dict__.get("_dynspec") is not None:
-            startup.prepare(self, module, free_before)  # agree, then build (or stop)
-
-    def activate_step_by_batch(self: Any, batch_size: Any) -> None:
-        on_decode_step(self, batch_size, orig_activate)
-
-    def forward_batch_generation(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
-        replays = forwards.replays()
-        out = orig_forward(self, batch, *args, **kwargs)
-        dyn = self.__dict__.get("_dynspec")
-        if dyn is not None and dyn.step_forced is not None:
-            forwards.count(dyn, dyn.step_forced, out, replays)
-            try:
-                out._specconsole_forced = dyn.step_forced
-            except AttributeError:
-                pass
-            dyn.step_forced = None
-        return out
-
-    def on_verify_complete_cpu(self: Any, num_correct_drafts_per_req: Any, batch_size: int=0) -> Any:
-        return on_verified(self, num_correct_drafts_per_req, batch_size, orig_verified)
-
-    def apply_runtime_state(self: Any, state: Any) -> None:
-        orig_apply(self, state)
-        overrides.compact()
-
-    wrap_methods(cls, ((__init__, orig_init), (init_cuda_graphs, orig_graphs),
-                       (activate_step_by_batch, orig_activate),
-                       (forward_batch_generation, orig_forward),
-                       (on_verify_complete_cpu, orig_verified),
-                       (apply_runtime_state, orig_apply)))
-
-
-def patch_results(module: Any) -> None:
-    """``_resolve_spec_v2_tokens(result, batch)`` calls ``on_verify_complete_cpu`` with the
-    per-request counts only; expose the result it is settling so the worker can tell
-    which step (forced or not, how many draft tokens) the counts belong to."""
-    cls = module.SchedulerBatchResultProcessor
-    if getattr(cls, "_specconsole_patched", False):
-        return
-    orig = cls._resolve_spec_v2_tokens
-
-    def _resolve_spec_v2_tokens(self: Any, result: Any, batch: Any) -> Any:
-        previous, _settling[0] = _settling[0], result
-        try:
-            return orig(self, result, batch)
-        finally:
-            _settling[0] = previous
-
-    wrap_methods(cls, ((_resolve_spec_v2_tokens, orig),))

@@ -86,7 +86,7 @@ def started_worker(server_args, rec: Recorder, **kwargs):
 
     from server_control.sglang_patch import worker as patch_worker
     worker = build_worker(ew.EAGLEWorkerV2, rec, **kwargs)
-    worker._dynspec = patch_worker._init_state(worker, server_args, ew.EAGLEWorkerV2)
+    worker._dynspec = patch_worker.init_state(worker, server_args, ew.EAGLEWorkerV2)
     worker.init_cuda_graphs()  # the patched real method
     return worker
 

@@ -39,7 +39,7 @@ class Rank:
         self.worker = w = build_worker(ew.EAGLEWorkerV2, self.rec)
         w.adaptive_controller = AdaptiveController(w, AdaptiveSpeculativeParams(
             initial_steps=3, cfg_path=str(cfg)))
-        w._dynspec = patch_worker._init_state(w, server_args, ew.EAGLEWorkerV2)
+        w._dynspec = patch_worker.init_state(w, server_args, ew.EAGLEWorkerV2)
         w.verify = self._verify
         w.init_cuda_graphs()  # SGLang's (registers + builds the tiers), then the patch's
         self.accepted = 0  # drafts each request gets accepted in the next verify

@@ -107,8 +107,12 @@ def test_without_the_report_anchors_the_flags_are_dropped_so_the_server_still_st
         "server; see the NOT active line)"), stderr[-3000:]
 
 
-def test_serve_wrapper_runs_the_patched_launcher():
-    proc = run_python(["-m", "server_control.sglang_patch.serve", "--help"])
+@pytest.mark.parametrize("flags", [(), ("-I",), ("-E",), ("-S",)])
+def test_serve_wrapper_runs_the_patched_launcher(flags):
+    """``serve`` under -I / -E / -S too: the launcher it execs is a plain interpreter start
+    (no flags) with the bootstrap on PYTHONPATH, so the patch loads there all the same
+    (-I and -E find ``server_control`` as installed; -S through PYTHONPATH)."""
+    proc = run_python([*flags, "-m", "server_control.sglang_patch.serve", "--help"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     for flag in ("--speculative-disable-batch-threshold", "--speculative-disable-hysteresis",
                  "--speculative-disable-min-dwell-steps", "--speculative-disable-force-mode"):

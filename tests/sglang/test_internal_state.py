@@ -35,7 +35,7 @@ def rank(caplog):
         speculative_disable_min_dwell_steps=0)
     server_args = override.install()
     worker = build_worker(ew.EAGLEWorkerV2, Recorder())
-    worker._dynspec = patch_worker._init_state(worker, server_args, ew.EAGLEWorkerV2)
+    worker._dynspec = patch_worker.init_state(worker, server_args, ew.EAGLEWorkerV2)
     worker.init_cuda_graphs()
     scheduler = scheduler_for(worker, SpeculativeAlgorithm.EAGLE3)
     controller = SchedulerInternalStateController(scheduler=scheduler, record_step_time=False)

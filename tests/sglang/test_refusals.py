@@ -39,7 +39,7 @@ def test_other_workers_built_on_eagle_are_refused(publish, caplog):
     from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
     server_args = publish(**ON)
     worker = build_worker(StandaloneWorkerV2, Recorder())
-    dyn = patch_worker._init_state(worker, server_args, ew.EAGLEWorkerV2)
+    dyn = patch_worker.init_state(worker, server_args, ew.EAGLEWorkerV2)
     assert not dyn.active
     assert lines(caplog, "NOT active") == [
         NOT_ACTIVE + "speculative worker StandaloneWorkerV2 is not EAGLEWorkerV2 (only "
@@ -110,7 +110,7 @@ def test_pipeline_parallelism_is_refused(publish, caplog, monkeypatch, pp_spec, 
     server_args = publish(**ON)
     with get_parallel().override(pp_size=2):
         worker = build_worker(ew.EAGLEWorkerV2, Recorder())
-        worker._dynspec = patch_worker._init_state(worker, server_args, ew.EAGLEWorkerV2)
+        worker._dynspec = patch_worker.init_state(worker, server_args, ew.EAGLEWorkerV2)
     assert lines(caplog, "NOT active") == [NOT_ACTIVE + reason]
 
 
@@ -149,7 +149,7 @@ def test_qsa_index_sharing_is_refused_when_sglang_turned_it_on(publish, caplog, 
     worker = build_worker(ew.EAGLEWorkerV2, Recorder())
     worker._draft_worker.draft_extend_attn_backend = dw.draft_extend_attn_backend
     caplog.clear()
-    worker._dynspec = patch_worker._init_state(worker, server_args, ew.EAGLEWorkerV2)
+    worker._dynspec = patch_worker.init_state(worker, server_args, ew.EAGLEWorkerV2)
     if adaptive:
         assert worker._dynspec.active
     else:

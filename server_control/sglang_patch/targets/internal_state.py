@@ -1,4 +1,5 @@
-"""SchedulerInternalStateController patch: runtime settings and live state per rank.
+"""``sglang.srt.managers.scheduler_components.internal_state``: the
+``SchedulerInternalStateController`` patch, runtime settings and live state per rank.
 
   * ``_update_handlers``: SGLang's allowlist for ``POST /set_internal_state`` gains the
     four keys. Validation raises SGLang's ``UpdateRejected`` with our line
@@ -117,109 +118,141 @@ def _cache(controller: Any) -> rank_agreement.LiveCache:
     return cache
 
 
-def patch(module: Any, off_reason: str | None = None) -> None:  # noqa: C901 - over 15: to be split (issue 18)
-    cls = module.SchedulerInternalStateController
-    if getattr(cls, "_specconsole_patched", False):
-        return
-    rejected = module.UpdateRejected
-    handler_cls = module._UpdateHandler
-    orig_init = cls.__init__
-    orig_handlers = cls._update_handlers
-    orig_get = cls.get_internal_state
-    orig_set = cls.set_internal_state
+class _Patch:
+    """What the wrappers of one patched controller class share: SGLang's originals, its
+    ``UpdateRejected`` and ``_UpdateHandler``, and the report-mode reason."""
 
-    def why_off(self: Any) -> str | None:
-        if off_reason is not None:
-            return off_reason
-        dyn = find(self.scheduler)
+    def __init__(self, module: Any, off_reason: str | None) -> None:
+        cls = module.SchedulerInternalStateController
+        self.rejected = module.UpdateRejected
+        self.handler_cls = module._UpdateHandler
+        self.off_reason = off_reason
+        self.init = cls.__init__
+        self.handlers = cls._update_handlers
+        self.get = cls.get_internal_state
+        self.set = cls.set_internal_state
+
+    def dyn(self, controller: Any) -> Any:
+        return find(controller.scheduler) if self.off_reason is None else None
+
+    def why_off(self, controller: Any) -> str | None:
+        if self.off_reason is not None:
+            return self.off_reason
+        dyn = find(controller.scheduler)
         if dyn is None:
-            return _why_absent(self.scheduler)
+            return _why_absent(controller.scheduler)
         return None if dyn.active else dyn.reason
 
-    def validate(self: Any, key: Any, value: Any) -> None:
-        reason = why_off(self)
+    def validate(self, controller: Any, key: Any, value: Any) -> None:
+        reason = self.why_off(controller)
         if reason is not None:
-            raise rejected(f"Dynamic speculation: refused {key}={value}: "
-                           f"dynamic speculation disable is not active on this rank ({reason})")
+            raise self.rejected(f"Dynamic speculation: refused {key}={value}: "
+                                f"dynamic speculation disable is not active on this rank ({reason})")
         try:
             _check(key, value)
         except ValueError as exc:
-            raise rejected(f"Dynamic speculation: refused {key}={value}: {exc}") from None
+            raise self.rejected(f"Dynamic speculation: refused {key}={value}: {exc}") from None
 
-    def apply(self: Any, key: Any, value: Any) -> Any:
-        switch = find(self.scheduler).switch
-        if key == decision.THRESHOLD_KEY:
-            message = switch.set_threshold(value)
-            new = switch.threshold
-        elif key == decision.FORCE_KEY:
-            message = switch.set_force(force_value(value))
-            new = switch.force
-        elif key == decision.HYSTERESIS_KEY:
-            old, switch.hysteresis = switch.hysteresis, decision.validate_hysteresis(value)
-            new = switch.hysteresis
-            message = (f"Dynamic speculation: hysteresis changed {old} -> {new} "
-                       f"(resume_at<={switch.low_mark})")
-        else:
-            old, switch.min_dwell_steps = switch.min_dwell_steps, decision.validate_dwell(value)
-            new = switch.min_dwell_steps
-            message = f"Dynamic speculation: min_dwell_steps changed {old} -> {new}"
-        logger.info(message)
-        if key == decision.THRESHOLD_KEY:
-            from server_control.sglang_patch import startup
-            startup.warn_limits(find(self.scheduler))
-        return {key: new} if _leaf_known(key) else None
+
+def _apply(controller: Any, key: Any, value: Any) -> Any:
+    """A validated setting on this rank's switch; SGLang's override for the readback."""
+    dyn = find(controller.scheduler)
+    message, new = _set_on(dyn.switch, key, value)
+    logger.info(message)
+    if key == decision.THRESHOLD_KEY:
+        from server_control.sglang_patch import startup
+        startup.warn_limits(dyn)
+    return {key: new} if _leaf_known(key) else None
+
+
+def _set_on(switch: Any, key: Any, value: Any) -> tuple[str, Any]:
+    if key == decision.THRESHOLD_KEY:
+        return switch.set_threshold(value), switch.threshold
+    if key == decision.FORCE_KEY:
+        return switch.set_force(force_value(value)), switch.force
+    if key == decision.HYSTERESIS_KEY:
+        old, switch.hysteresis = switch.hysteresis, decision.validate_hysteresis(value)
+        return (f"Dynamic speculation: hysteresis changed {old} -> {switch.hysteresis} "
+                f"(resume_at<={switch.low_mark})"), switch.hysteresis
+    old, switch.min_dwell_steps = switch.min_dwell_steps, decision.validate_dwell(value)
+    return (f"Dynamic speculation: min_dwell_steps changed {old} -> {switch.min_dwell_steps}",
+            switch.min_dwell_steps)
+
+
+def _set(p: _Patch, controller: Any, recv_req: Any) -> Any:
+    keys = getattr(recv_req, "server_args", None) or {}
+    dyn = p.dyn(controller)
+    gathers = any(k in NEW_FIELDS for k in keys) and dyn is not None
+    try:
+        output = p.set(controller, recv_req)
+        overrides.compact()
+        metrics.publish()
+    except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
+        if not gathers:
+            raise
+        _check_ranks(dyn, None, exc)
+    if gathers:
+        _cache(controller).rows = None  # the next /server_info gathers the new values
+        output = _check_ranks(dyn, output)
+    return output
+
+
+def _get(p: _Patch, controller: Any, recv_req: Any) -> Any:
+    dyn = p.dyn(controller)
+    failure: BaseException | None = None
+    output = None
+    try:
+        output = p.get(controller, recv_req)
+    except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
+        failure = exc
+    live = _cache(controller).rows_for(dyn, failure) if dyn is not None else None
+    if failure is not None:
+        raise failure
+    state = getattr(output, "internal_state", None)
+    if isinstance(state, dict):
+        try:
+            _publish(state, dyn, p.why_off(controller), live)
+            if live is not None:  # requests since the rows were gathered (0: this one)
+                state[decision.STATE_KEY]["ranks_age"] = _cache(controller).age
+        except Exception as exc:  # noqa: BLE001 - SGLang's answer still goes out
+            state[decision.STATE_KEY] = {"enabled": False, "active": False,
+                                         "reason": f"cannot publish: {exc!r}"}
+    return output
+
+
+def patch(module: Any, off_reason: str | None = None) -> None:
+    cls = module.SchedulerInternalStateController
+    if getattr(cls, "_specconsole_patched", False):
+        return
+    p = _Patch(module, off_reason)
 
     def __init__(self: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
-        orig_init(self, scheduler, *args, **kwargs)
+        p.init(self, scheduler, *args, **kwargs)
         if off_reason is None and find(scheduler) is None:
             gate.not_active(_why_absent(scheduler))
 
     def _update_handlers(self: Any) -> Any:
-        handlers = orig_handlers(self)
+        handlers = p.handlers(self)
         for key in NEW_FIELDS:
-            handlers[key] = handler_cls(
-                lambda k, v, _self=self: validate(_self, k, v),
-                lambda k, v, _self=self: apply(_self, k, v))
+            handlers[key] = p.handler_cls(
+                lambda k, v, _self=self: p.validate(_self, k, v),
+                lambda k, v, _self=self: _apply(_self, k, v))
         return handlers
 
     def set_internal_state(self: Any, recv_req: Any) -> Any:
-        keys = getattr(recv_req, "server_args", None) or {}
-        dyn = find(self.scheduler) if off_reason is None else None
-        gathers = any(k in NEW_FIELDS for k in keys) and dyn is not None
-        try:
-            output = orig_set(self, recv_req)
-            overrides.compact()
-            metrics.publish()
-        except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
-            if not gathers:
-                raise
-            _check_ranks(dyn, None, exc)
-        if gathers:
-            _cache(self).rows = None  # the next /server_info gathers the new values
-            output = _check_ranks(dyn, output)
-        return output
+        return _set(p, self, recv_req)
 
     def get_internal_state(self: Any, recv_req: Any) -> Any:
-        dyn = find(self.scheduler) if off_reason is None else None
-        failure: BaseException | None = None
-        output = None
-        try:
-            output = orig_get(self, recv_req)
-        except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
-            failure = exc
-        live = _cache(self).rows_for(dyn, failure) if dyn is not None else None
-        if failure is not None:
-            raise failure
-        state = getattr(output, "internal_state", None)
-        if isinstance(state, dict):
-            try:
-                _publish(state, dyn, why_off(self), live)
-                if live is not None:  # requests since the rows were gathered (0: this one)
-                    state[decision.STATE_KEY]["ranks_age"] = _cache(self).age
-            except Exception as exc:  # noqa: BLE001 - SGLang's answer still goes out
-                state[decision.STATE_KEY] = {"enabled": False, "active": False,
-                                             "reason": f"cannot publish: {exc!r}"}
-        return output
+        return _get(p, self, recv_req)
 
-    wrap_methods(cls, ((__init__, orig_init), (_update_handlers, orig_handlers),
-                       (get_internal_state, orig_get), (set_internal_state, orig_set)))
+    wrap_methods(cls, ((__init__, p.init), (_update_handlers, p.handlers),
+                       (get_internal_state, p.get), (set_internal_state, p.set)))
+
+
+def after(module: Any) -> None:
+    """``sglang.srt.managers.scheduler_components.internal_state`` imported: patch the
+    controller (full mode), or only publish the gate's reason (report mode)."""
+    from server_control.sglang_patch import hook
+    current = hook.mode()
+    if current != hook.OFF:
+        patch(module, off_reason=None if current == hook.FULL else hook.gate_reason())

@@ -1,0 +1,82 @@
+"""``sglang.srt.speculative.eagle_worker_v2``: patch ``EAGLEWorkerV2`` (what each wrapper
+does is in worker.py's docstring), count ``EAGLEDraftExtendCudaGraphRunner`` replays
+(forwards.py) and let target-only steps sample like a plain server
+(target_only_sampling.py, which wraps ``eagle_worker_common.eagle_sample``, imported by
+this module). Full mode only."""
+from __future__ import annotations
+
+from typing import Any
+
+from server_control.sglang_patch import (
+    forwards,
+    gate,
+    hook,
+    overrides,
+    target_only_sampling,
+    worker,
+)
+from server_control.sglang_patch.wrapping import wrap_methods
+
+
+def after(module: Any) -> None:
+    if hook.mode() != hook.FULL:
+        return
+    cls = module.EAGLEWorkerV2
+    if not getattr(cls, "_specconsole_patched", False):
+        forwards.patch_runner(module.EAGLEDraftExtendCudaGraphRunner)
+        _patch_worker(cls, module)
+    target_only_sampling.patch()
+
+
+def _patch_worker(cls: Any, module: Any) -> None:
+    orig_init = cls.__init__
+    orig_graphs = cls.init_cuda_graphs
+    orig_activate = cls.activate_step_by_batch
+    orig_forward = cls.forward_batch_generation
+    orig_verified = cls.on_verify_complete_cpu
+    orig_apply = cls.apply_runtime_state
+
+    def __init__(self: Any, server_args: Any, *args: Any, **kwargs: Any) -> None:
+        orig_init(self, server_args, *args, **kwargs)
+        try:
+            self._dynspec = worker.init_state(self, server_args, cls)
+        except Exception as exc:  # noqa: BLE001 - never keep the worker from starting
+            self._dynspec = worker.DynamicSpeculation(None, f"worker set-up failed: {exc!r}", self)
+            gate.not_active(self._dynspec.reason)
+        worker.set_current(self._dynspec)
+
+    def init_cuda_graphs(self: Any) -> None:
+        from server_control.sglang_patch import startup
+        free_before = startup.free_gib(self) if "_dynspec" in self.__dict__ else None
+        orig_graphs(self)
+        if self.__dict__.get("_dynspec") is not None:
+            startup.prepare(self, module, free_before)  # agree, then build (or stop)
+
+    def activate_step_by_batch(self: Any, batch_size: Any) -> None:
+        worker.on_decode_step(self, batch_size, orig_activate)
+
+    def forward_batch_generation(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        replays = forwards.replays()
+        out = orig_forward(self, batch, *args, **kwargs)
+        dyn = self.__dict__.get("_dynspec")
+        if dyn is not None and dyn.step_forced is not None:
+            forwards.count(dyn, dyn.step_forced, out, replays)
+            try:
+                out._specconsole_forced = dyn.step_forced
+            except AttributeError:
+                pass
+            dyn.step_forced = None
+        return out
+
+    def on_verify_complete_cpu(self: Any, num_correct_drafts_per_req: Any, batch_size: int=0) -> Any:
+        return worker.on_verified(self, num_correct_drafts_per_req, batch_size, orig_verified)
+
+    def apply_runtime_state(self: Any, state: Any) -> None:
+        orig_apply(self, state)
+        overrides.compact()
+
+    wrap_methods(cls, ((__init__, orig_init), (init_cuda_graphs, orig_graphs),
+                       (activate_step_by_batch, orig_activate),
+                       (forward_batch_generation, orig_forward),
+                       (on_verify_complete_cpu, orig_verified),
+                       (apply_runtime_state, orig_apply)))
