@@ -89,7 +89,7 @@ def window(server, timing: Path, bs: int, tokens: int, seed: int) -> dict:
 def _median_rows(rows: list[dict]) -> dict:
     out: dict = {"batch": rows[0]["batch"], "rounds": rows}
     for key in rows[0]:
-        vals = [r.get(key) for r in rows if isinstance(r.get(key), (int, float))]
+        vals: list[float] = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         if key not in ("batch", "rounds") and vals:
             out[key] = statistics.median(vals)
     return out
