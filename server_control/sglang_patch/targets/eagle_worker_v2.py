@@ -27,7 +27,11 @@ def after(module: Any) -> None:
     if not getattr(cls, "_specconsole_patched", False):
         forwards.patch_runner(module.EAGLEDraftExtendCudaGraphRunner)
         _patch_worker(cls, module)
-        lazy_draft_head.patch(module, _step_forced)
+        try:
+            lazy_draft_head.patch(module, _step_forced)
+        except Exception as exc:  # noqa: BLE001 - an optimisation: never stop the worker
+            lazy_draft_head.logger.warning(lazy_draft_head.OFF_LINE.format(
+                why=f"patching failed: {exc!r}"))
     target_only_sampling.patch()
 
 
