@@ -102,6 +102,11 @@ class _WarmDraft(_TokenExact):
         assert_same_tokens([probe.output_ids], [want])
         assert set(probe.during) == {1.0}, probe.during
         mean = sw.assert_warm_after_resume(probe)
+        if not self.SPEC.overlap:
+            # the resume step drafts from the top-1 computed on resuming (target-only
+            # steps skip draft-extend's lm_head: sglang_patch/lazy_draft_head.py); the
+            # synchronous scheduler's first line after the switch is that step's
+            assert probe.after and probe.after[0] >= 2.0, probe.after[:4]
         pool.cache[("warm", self.SPEC.overlap)] = mean
         report(f"accept after resuming, {self.SPEC.name}", mean=mean,
                steps=str(probe.after[:8]))

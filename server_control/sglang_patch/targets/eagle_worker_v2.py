@@ -2,7 +2,8 @@
 does is in worker.py's docstring), count ``EAGLEDraftExtendCudaGraphRunner`` replays
 (forwards.py) and let target-only steps sample like a plain server
 (target_only_sampling.py, which wraps ``eagle_worker_common.eagle_sample``, imported by
-this module). Full mode only."""
+this module) and skip draft-extend's lm_head while target-only (lazy_draft_head.py).
+Full mode only."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,6 +12,7 @@ from server_control.sglang_patch import (
     forwards,
     gate,
     hook,
+    lazy_draft_head,
     overrides,
     target_only_sampling,
     worker,
@@ -25,7 +27,18 @@ def after(module: Any) -> None:
     if not getattr(cls, "_specconsole_patched", False):
         forwards.patch_runner(module.EAGLEDraftExtendCudaGraphRunner)
         _patch_worker(cls, module)
+        try:
+            lazy_draft_head.patch(module, _step_forced)
+        except Exception as exc:  # noqa: BLE001 - an optimisation: never stop the worker
+            lazy_draft_head.logger.warning(lazy_draft_head.OFF_LINE.format(
+                why=f"patching failed: {exc!r}"))
     target_only_sampling.patch()
+
+
+def _step_forced() -> bool:
+    """Whether the patch forced the decode step now running target-only."""
+    dyn = worker.current()
+    return dyn is not None and dyn.step_forced is True
 
 
 def _patch_worker(cls: Any, module: Any) -> None:

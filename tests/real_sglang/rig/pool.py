@@ -14,7 +14,8 @@ from pathlib import Path
 
 from server_control.proc.ports import free_port
 
-from .build import Rig, ensure_models, omp_bind, server_args, server_env
+from . import deep_models
+from .build import ModelPair, Rig, ensure_models, omp_bind, server_args, server_env
 from .server import RigServer, plain_launch_argv
 
 SKIP_ENV = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
@@ -29,7 +30,7 @@ PATCHED_ARGS = ("--speculative-disable-batch-threshold", "2",
 
 @dataclass(frozen=True)
 class Spec:
-    models: str                      # "trained" or "random" (build.MODEL_KINDS)
+    models: str                      # "trained", "random" (build.MODEL_KINDS) or "deep"
     patched: bool = True             # False: plain SGLang, target alone, no speculation
     overlap: bool = False            # SGLang's overlap scheduler (rig/overlap.py)
     skip_draft_extend: bool = False  # SKIP_ENV=1: SGLang skips draft-extend at steps=0
@@ -45,11 +46,18 @@ class Spec:
         return "-".join(parts)
 
 
-def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int) -> RigServer:
-    """Start ``spec`` (not waiting for it)."""
+def models(rig: Rig, kind: str) -> ModelPair:
+    """The rig's pair ``kind``: build.MODEL_KINDS, or "deep" (deep_models.py)."""
+    return deep_models.ensure(rig) if kind == deep_models.KIND else ensure_models(rig, kind)
+
+
+def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int,
+           env_extra: dict | None = None) -> RigServer:
+    """Start ``spec`` (not waiting for it); ``env_extra`` joins its environment."""
     port = free_port()
-    pair = ensure_models(rig, spec.models)
+    pair = models(rig, spec.models)
     env = server_env(rig, overlap=spec.overlap)
+    env.update(env_extra or {})
     if spec.skip_draft_extend:
         env[SKIP_ENV] = "1"
     if spec.tp > 1:
@@ -77,7 +85,7 @@ class OneAtATime:
     def get(self, spec: Spec) -> RigServer:
         if spec != self.spec:
             self.close()
-            ensure_models(self.rig, spec.models)  # trained on first use: not start-up time
+            models(self.rig, spec.models)  # trained on first use: not start-up time
             t0 = time.monotonic()
             self.spec = spec
             self.server = self.launcher(self.rig, spec, self.log_dir, self.lifetime_s)

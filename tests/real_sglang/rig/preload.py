@@ -11,7 +11,9 @@ process started with its PYTHONPATH) or imported by ``launch.py``. Once SGLang's
 Processes that never import SGLang (multiprocessing's resource tracker, tools) pay
 nothing: no torch import happens here. With ``SPECCONSOLE_RIG_OVERLAP=1`` it also lets the
 overlap scheduler run speculative decoding on the CPU (``overlap.py``). With
-``SPECCONSOLE_RIG_TP_FAULTS`` it installs the tp rig's faults (``tp_faults.py``).
+``SPECCONSOLE_RIG_TP_FAULTS`` it installs the tp rig's faults (``tp_faults.py``). With
+``SPECCONSOLE_RIG_STEP_TIMING=DIR`` it times forwards, draft-extend and the scheduler's
+decode steps (``step_timing.py``).
 
 At import it also loads the stand-in ``libcuda.so.1`` (``RTLD_GLOBAL``) named by
 ``SPECCONSOLE_RIG_LIB`` (default: ``<rig cache>/current/lib/libcuda.so.1``), unless a
@@ -49,6 +51,10 @@ def _after_import() -> dict:
         from tests.real_sglang.rig import overlap
 
         hooks.update(overlap.AFTER_IMPORT)
+    if os.environ.get("SPECCONSOLE_RIG_STEP_TIMING"):
+        from tests.real_sglang.rig import step_timing
+
+        hooks.update(step_timing.AFTER_IMPORT)
     return hooks
 
 

@@ -19,6 +19,7 @@ from .server import DECODE_RE, RigServer
 
 TO_TARGET_ONLY = "Dynamic speculation: switched to target-only"
 TO_SPECULATIVE = "Dynamic speculation: switched to speculative"
+FORCED_TARGET_ONLY = f"Dynamic speculation: force mode set to {decision.TARGET_ONLY}"
 WARM_FLOOR = 2.0     # mean accept length right after resuming, warm draft KV (max 3.00)
 RESUME_SKIP = 1      # the first line after a switch may still report the step before it
 RESUME_WINDOW = 5    # steps judged after resuming (a cold draft needs ~PERIOD positions)
@@ -114,15 +115,27 @@ def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 3
     timed action, and a late one only lengthens the stretch: fine on a fast GPU too.)"""
     win = LogWindow(server)
     force(server, decision.TARGET_ONLY)
+
+    def from_force() -> str:
+        """The log from the scheduler's own "force mode set to target-only" line: SGLang
+        streams a request's last tokens (stream_output) before it logs that step's
+        ``Decode batch`` line, so an earlier request's last line can land after our
+        window opened; the force line is logged by the scheduler between steps, after
+        every earlier step's line."""
+        text = win.text()
+        mark = text.find(FORCED_TARGET_ONLY)
+        return "" if mark < 0 else text[mark:]
+
     try:
         job = Background(lambda: generate_ids(server, [prompt], max_new)[0])
-        win.wait(lambda: len(win.decodes()) >= stretch_steps or not job.alive(),
-                 "target-only steps")
+        win.wait(lambda: len(DECODE_RE.findall(from_force())) >= stretch_steps
+                 or not job.alive(), "target-only steps")
         force(server, decision.SPECULATIVE)
         output = job.result()
     finally:
         force(server, decision.AUTO)
-    text = win.text()
+    text = from_force()
+    assert text, f"no forced target-only line in the log:\n{win.text()[-3000:]}"
     cut = text.find(TO_SPECULATIVE)
     assert cut >= 0, f"no forced switch back to speculative in the log:\n{text[-3000:]}"
     before, after = text[:cut], text[cut:]

@@ -1,0 +1,129 @@
+"""Where a rig server's decode step goes, timed inside the scheduler process (test rig and
+benchmarks only).
+
+Opt-in with ``SPECCONSOLE_RIG_STEP_TIMING=DIR`` in the server environment; the preload
+then wraps, in the process that imports them,
+  * ``ModelRunner.forward``: every model forward, keyed ``target:<MODE>`` or
+    ``draft:<MODE>`` (``forward_batch.forward_mode``) and the batch size;
+  * ``EagleDraftWorker._draft_extend_for_decode``: the whole draft-extend after a decode
+    step (its forward, lm_head, argmax and bookkeeping), keyed ``draft_extend``;
+  * ``Scheduler.run_batch`` of a decode batch: ``run_batch`` (its duration) and
+    ``step_period`` (from one decode ``run_batch`` start to the next, when the two are
+    consecutive batches of the same size: a whole scheduler iteration).
+Each key holds cumulative ``[calls, seconds]`` per batch size; a daemon thread writes them
+to ``DIR/<pid>.json`` every 0.25 s (atomic rename). A benchmark diffs two reads. The
+scheduler's own per-step overhead is ``step_period - forward`` on a plain server.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+
+ENV = "SPECCONSOLE_RIG_STEP_TIMING"
+RUNNER_MODULE = "sglang.srt.model_executor.model_runner"
+EAGLE_MODULE = "sglang.srt.speculative.eagle_worker_v2"
+SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
+
+_TOTALS: dict[str, dict[int, list[float]]] = {}
+_LOCK = threading.Lock()
+_WRITER: list[threading.Thread] = []
+_LAST_DECODE: list[tuple[float, int]] = []  # (start, batch size) of the last decode run_batch
+
+
+def enabled() -> bool:
+    return bool(os.environ.get(ENV))
+
+
+def record(key: str, bs: int, seconds: float) -> None:
+    with _LOCK:
+        cell = _TOTALS.setdefault(key, {}).setdefault(int(bs), [0, 0.0])
+        cell[0] += 1
+        cell[1] += seconds
+    if not _WRITER:
+        _start_writer()
+
+
+def snapshot() -> dict:
+    with _LOCK:
+        return {k: {str(bs): list(v) for bs, v in cells.items()} for k, cells in _TOTALS.items()}
+
+
+def _start_writer() -> None:
+    directory = os.environ[ENV]
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{os.getpid()}.json")
+
+    def loop() -> None:
+        while True:
+            tmp = f"{path}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(snapshot(), f)
+            os.replace(tmp, path)
+            time.sleep(0.25)
+
+    t = threading.Thread(target=loop, name="rig-step-timing", daemon=True)
+    _WRITER.append(t)
+    t.start()
+
+
+def _timed(fn, key_of):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            key, bs = key_of(*args, **kwargs)
+            if key:
+                record(key, bs, time.perf_counter() - t0)
+    return wrapper
+
+
+def _runner_key(self, forward_batch, *args, **kwargs):
+    role = "draft" if self.is_draft_worker else "target"
+    return f"{role}:{forward_batch.forward_mode.name}", forward_batch.batch_size
+
+
+def patch_runner(module) -> None:
+    cls = module.ModelRunner
+    cls.forward = _timed(cls.forward, _runner_key)
+
+
+def _extend_key(self, batch, *args, **kwargs):
+    return "draft_extend", batch.batch_size()
+
+
+def patch_eagle(module) -> None:
+    cls = module.EagleDraftWorker
+    cls._draft_extend_for_decode = _timed(cls._draft_extend_for_decode, _extend_key)
+
+
+def _run_batch_key(self, batch, *args, **kwargs):
+    if not batch.forward_mode.is_decode():
+        return None, 0
+    return "run_batch", batch.batch_size()
+
+
+def patch_scheduler(module) -> None:
+    cls = module.Scheduler
+    inner = _timed(cls.run_batch, _run_batch_key)
+
+    @functools.wraps(cls.run_batch)
+    def run_batch(self, batch, *args, **kwargs):
+        if batch.forward_mode.is_decode():
+            now, bs = time.perf_counter(), batch.batch_size()
+            if _LAST_DECODE and _LAST_DECODE[0][1] == bs and now - _LAST_DECODE[0][0] < 5:
+                record("step_period", bs, now - _LAST_DECODE[0][0])
+            _LAST_DECODE[:] = [(now, bs)]
+        else:
+            _LAST_DECODE.clear()
+        return inner(self, batch, *args, **kwargs)
+
+    cls.run_batch = run_batch
+
+
+AFTER_IMPORT = {RUNNER_MODULE: patch_runner, EAGLE_MODULE: patch_eagle,
+                SCHEDULER_MODULE: patch_scheduler}
