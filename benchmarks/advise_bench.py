@@ -11,6 +11,7 @@ explore  what exploration costs: steady traffic at the threshold, the server's o
          tok/s (tokens / decode seconds on its step clock), share 0 and 0.02 in
          interleaved rounds. Goal: <= 2 %.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,9 @@ def bench_advice(scale: float) -> list[dict]:
     out = []
     for name, n0, phase, p in WORKLOADS:
         traffic = f"phases:s=100000,{phase},p={p}"
-        with start_sim("--sim-kv-cost", str(KV), "--sim-explore-share", "0.02", threshold=n0,
-                       traffic=traffic, time_scale=scale, lifetime=300) as sim:
+        with start_sim(
+            "--sim-kv-cost", str(KV), "--sim-explore-share", "0.02", threshold=n0, traffic=traffic, time_scale=scale, lifetime=300
+        ) as sim:
             wait_ready(sim.url)
             rows = []
             for at in (15, 30, 45, 60):
@@ -72,9 +74,16 @@ def bench_advice(scale: float) -> list[dict]:
                 e = estimate(r.curves)
                 adv = advise(e, r.threshold)
                 want = truth(e.mean_context, p)
-                rows.append({"at_s": at, "suggested": e.suggested, "interval": e.interval, "true_n": want,
-                             "ok": e.suggested is not None and want is not None and abs(e.suggested - want) <= 1,
-                             "sentence": adv.sentence})
+                rows.append(
+                    {
+                        "at_s": at,
+                        "suggested": e.suggested,
+                        "interval": e.interval,
+                        "true_n": want,
+                        "ok": e.suggested is not None and want is not None and abs(e.suggested - want) <= 1,
+                        "sentence": adv.sentence,
+                    }
+                )
             out.append({"workload": name, "rows": rows})
     return out
 
@@ -89,9 +98,8 @@ def bench_explore(scale: float, rounds: int = 3, window_s: float = 30.0) -> dict
     ratios = []
     for _ in range(rounds):
         got = {}
-        for share in ("0", "0.02"):   # interleaved: each round runs both
-            with start_sim("--sim-explore-share", share, threshold=6, traffic="steady:6",
-                           time_scale=scale, lifetime=300) as sim:
+        for share in ("0", "0.02"):  # interleaved: each round runs both
+            with start_sim("--sim-explore-share", share, threshold=6, traffic="steady:6", time_scale=scale, lifetime=300) as sim:
                 wait_ready(sim.url)
                 while serving_s(sim.url) < 3:
                     time.sleep(0.05)
@@ -119,10 +127,13 @@ def main() -> None:
     for w in advice:
         print(w["workload"])
         for r in w["rows"]:
-            print(f"  {r['at_s']:3d} s  suggested N={r['suggested']}  interval {r['interval']}  "
-                  f"true N={r['true_n']}  {'PASS' if r['ok'] else 'miss'}   {r['sentence']}")
-    print(f"exploration cost at share 0.02: {exp['mean_cost'] * 100:.2f} % "
-          f"(ratios {', '.join(f'{x:.4f}' for x in exp['ratios'])})")
+            print(
+                f"  {r['at_s']:3d} s  suggested N={r['suggested']}  interval {r['interval']}  "
+                f"true N={r['true_n']}  {'PASS' if r['ok'] else 'miss'}   {r['sentence']}"
+            )
+    print(
+        f"exploration cost at share 0.02: {exp['mean_cost'] * 100:.2f} % (ratios {', '.join(f'{x:.4f}' for x in exp['ratios'])})"
+    )
 
 
 if __name__ == "__main__":

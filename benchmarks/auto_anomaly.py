@@ -22,6 +22,7 @@ speculative < auto_sham = auto_untouched; if the old harness's windows were poll
 target-only window before them, spec_after_t_o_raw < spec_after_t_o = speculative, with a
 leftover. Figures go in docs/cpu-rig.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,10 +41,15 @@ SPEC, TARGET, AUTO = decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO
 
 
 def arms(url: str) -> list[Arm]:
-    return [Arm("target_only_a", url, TARGET), Arm("spec_after_t_o_raw", url, SPEC, drain=False),
-            Arm("target_only_b", url, TARGET), Arm("spec_after_t_o", url, SPEC),
-            Arm("speculative", url, SPEC), Arm("auto_sham", url, AUTO),
-            Arm("auto_untouched", url, None)]
+    return [
+        Arm("target_only_a", url, TARGET),
+        Arm("spec_after_t_o_raw", url, SPEC, drain=False),
+        Arm("target_only_b", url, TARGET),
+        Arm("spec_after_t_o", url, SPEC),
+        Arm("speculative", url, SPEC),
+        Arm("auto_sham", url, AUTO),
+        Arm("auto_untouched", url, None),
+    ]
 
 
 async def run(url: str, opts) -> dict:
@@ -58,27 +64,34 @@ async def run(url: str, opts) -> dict:
                 row["round"] = k
                 done[arm.name].append(row)
                 ms = (row.get("steps") or {}).get("ms_per_step")
-                print(f"c={c} round {k} {arm.name:>18}: {row['tok_s']:8.1f} tok/s, "
-                      f"{ms if ms is None else round(ms, 2)} ms/step, leftover "
-                      f"{row['leftover']}, t-o share "
-                      f"{(row.get('steps') or {}).get('target_only_share')}", file=sys.stderr)
+                print(
+                    f"c={c} round {k} {arm.name:>18}: {row['tok_s']:8.1f} tok/s, "
+                    f"{ms if ms is None else round(ms, 2)} ms/step, leftover "
+                    f"{row['leftover']}, t-o share "
+                    f"{(row.get('steps') or {}).get('target_only_share')}",
+                    file=sys.stderr,
+                )
         for name in per_arm:
             per_arm[name].append(loadgen.level_cell(c, name, done[name]))
     return {"levels": opts.levels, "per_arm": per_arm}
 
 
 def render(result: dict) -> str:
-    lines = ["| c | arm | tok/s (rounds) | ms/step (rounds) | left over at start | t-o share |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| c | arm | tok/s (rounds) | ms/step (rounds) | left over at start | t-o share |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for name, cells in result["per_arm"].items():
         for cell in cells:
             left = [r.get("leftover") for r in cell["rounds"]]
             runs = ", ".join(f"{v:.0f}" for v in cell["tok_s_runs"])
             ms = ", ".join(f"{v:.1f}" for v in cell["ms_per_step_runs"])
             share = cell["target_only_share"]
-            lines.append(f"| {cell['concurrency']} | {name} | {cell['tok_s']:.1f} ({runs}) | "
-                         f"{mode_cost._f(cell['ms_per_step'], '.2f')} ({ms}) | {left} | "
-                         f"{mode_cost._f(share, '.2f')} |")
+            lines.append(
+                f"| {cell['concurrency']} | {name} | {cell['tok_s']:.1f} ({runs}) | "
+                f"{mode_cost._f(cell['ms_per_step'], '.2f')} ({ms}) | {left} | "
+                f"{mode_cost._f(share, '.2f')} |"
+            )
     return "\n".join(lines)
 
 
@@ -93,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         url = opts.url
         try:
             if url is None:
-                server = launch(ensure_rig(), Spec(opts.models, extra=mode_cost.SERVER_EXTRA),
-                                Path(tmp), 7200)
+                server = launch(ensure_rig(), Spec(opts.models, extra=mode_cost.SERVER_EXTRA), Path(tmp), 7200)
                 server.wait_ready(timeout_s=900)
                 url = server.url
             mode_cost.set_threshold(url, 2 * max(opts.levels))

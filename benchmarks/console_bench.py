@@ -12,6 +12,7 @@ TERM=xterm-256color, no COLORTERM), its output drained by this process:
   3. memory: RSS of the console holding --lines lines in its log view.
 Goals: 20k lines/s with key-to-screen < 100 ms; idle CPU < 2% of one core; RSS < 200 MB.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,10 @@ from server_control.proc.sim_launcher import start_sim
 
 REPO = Path(__file__).resolve().parent.parent
 COLS, ROWS = 200, 60
-DECODE = ("[{ts} TP0] Decode batch, #running-req: {r}, #token: {t}, token usage: 0.12, accept len: 2.80, "
-          "accept rate: 0.45, cuda graph: True, gen throughput (token/s): 512.30, #queue-req: 0\n")
+DECODE = (
+    "[{ts} TP0] Decode batch, #running-req: {r}, #token: {t}, token usage: 0.12, accept len: 2.80, "
+    "accept rate: 0.45, cuda graph: True, gen throughput (token/s): 512.30, #queue-req: 0\n"
+)
 
 
 # ---- the console under test, in a pty ----------------------------------------------------
@@ -50,8 +53,9 @@ class PtyConsole:
         env.update(TERM="xterm-256color", PYTHONPATH=str(REPO), TEXTUAL_ANIMATIONS="none")
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
-                                     cwd=str(REPO), start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=str(REPO), start_new_session=True
+        )
         os.close(slave)
         self.bytes = 0
         self._tail = b""
@@ -120,8 +124,7 @@ class LogOnlySession:
 
         self.store = LogStore()
         self._subs: list = []
-        self._pipeline = LogPipeline(path, self.store, on_records=lambda _seq: self._publish("logs"),
-                                     poll_interval=0.01)
+        self._pipeline = LogPipeline(path, self.store, on_records=lambda _seq: self._publish("logs"), poll_interval=0.01)
         self._task: asyncio.Task | None = None
 
     def _publish(self, topic: str) -> None:
@@ -133,9 +136,14 @@ class LogOnlySession:
         return lambda: self._subs.remove(cb)
 
     def snapshot(self) -> SessionSnapshot:
-        return SessionSnapshot(url=self.url, profile="bench", attached=True, run=RunStatus(state="external"),
-                               spec=SpecStatus(mode="speculative", threshold=5),
-                               logs=LogStatus(**self.store.counters()))
+        return SessionSnapshot(
+            url=self.url,
+            profile="bench",
+            attached=True,
+            run=RunStatus(state="external"),
+            spec=SpecStatus(mode="speculative", threshold=5),
+            logs=LogStatus(**self.store.counters()),
+        )
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._pipeline.run())
@@ -185,13 +193,20 @@ def run_child(log_path: str, result_path: str) -> int:
     app = BenchApp(LogOnlySession(log_path))
     app.run(mouse=False)
     lags.sort()
-    Path(result_path).write_text(json.dumps({
-        "store_total": app.session.store.total, "rows": seen["rows"],
-        "gc_full_collections": len(gc_times), "gc_full_max_ms": round(1000 * max(gc_times), 1) if gc_times else None,
-        "loop_lag_p50_ms": round(1000 * lags[len(lags) // 2], 1) if lags else None,
-        "loop_lag_p90_ms": round(1000 * lags[int(len(lags) * 0.9)], 1) if lags else None,
-        "loop_lag_p99_ms": round(1000 * lags[int(len(lags) * 0.99)], 1) if lags else None,
-        "loop_lag_max_ms": round(1000 * lags[-1], 1) if lags else None}))
+    Path(result_path).write_text(
+        json.dumps(
+            {
+                "store_total": app.session.store.total,
+                "rows": seen["rows"],
+                "gc_full_collections": len(gc_times),
+                "gc_full_max_ms": round(1000 * max(gc_times), 1) if gc_times else None,
+                "loop_lag_p50_ms": round(1000 * lags[len(lags) // 2], 1) if lags else None,
+                "loop_lag_p90_ms": round(1000 * lags[int(len(lags) * 0.9)], 1) if lags else None,
+                "loop_lag_p99_ms": round(1000 * lags[int(len(lags) * 0.99)], 1) if lags else None,
+                "loop_lag_max_ms": round(1000 * lags[-1], 1) if lags else None,
+            }
+        )
+    )
     return 0
 
 
@@ -199,13 +214,13 @@ def run_child(log_path: str, result_path: str) -> int:
 def _writer(path: Path, rate: int, seconds: float, done: dict) -> None:
     ts = time.strftime("%Y-%m-%d %H:%M:%S")
     block = [DECODE.format(ts=ts, r=i % 64, t=i) for i in range(4096)]  # formatted once: the
-    written, t0 = 0, time.perf_counter()                                 # writer stays cheap
+    written, t0 = 0, time.perf_counter()  # writer stays cheap
     with open(path, "a", buffering=1 << 20) as f:
         while (elapsed := time.perf_counter() - t0) < seconds:
             due = int(elapsed * rate)
             while written < due:
                 k = min(due - written, 4096 - written % 4096)
-                f.write("".join(block[written % 4096:written % 4096 + k]))
+                f.write("".join(block[written % 4096 : written % 4096 + k]))
                 written += k
             f.flush()
             time.sleep(0.01)
@@ -247,16 +262,24 @@ def bench_stream(rate: int, seconds: float, tmp: Path) -> dict:
             con.close()
     latencies.sort()
     cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / max(done.get("seconds", 1), 1e-9)
-    return {"lines_written": done.get("written"), "rate_lines_s": round(done.get("written", 0) / done.get("seconds", 1)),
-            "lines_in_store": stats.get("store_total"), "rows_in_view": stats.get("rows"),
-            "key_to_screen_ms_median": round(1000 * latencies[len(latencies) // 2], 1) if latencies else None,
-            "key_to_screen_ms_max": round(1000 * latencies[-1], 1) if latencies else None,
-            "key_presses": len(latencies) + misses, "missed": misses,
-            "console_cpu_cores": round(cpu, 2), "loop_lag_p50_ms": stats.get("loop_lag_p50_ms"),
-            "loop_lag_p90_ms": stats.get("loop_lag_p90_ms"), "loop_lag_p99_ms": stats.get("loop_lag_p99_ms"),
-            "loop_lag_max_ms": stats.get("loop_lag_max_ms"),
-            "gc_full_collections": stats.get("gc_full_collections"), "gc_full_max_ms": stats.get("gc_full_max_ms"),
-            "pty_bytes": con.bytes}
+    return {
+        "lines_written": done.get("written"),
+        "rate_lines_s": round(done.get("written", 0) / done.get("seconds", 1)),
+        "lines_in_store": stats.get("store_total"),
+        "rows_in_view": stats.get("rows"),
+        "key_to_screen_ms_median": round(1000 * latencies[len(latencies) // 2], 1) if latencies else None,
+        "key_to_screen_ms_max": round(1000 * latencies[-1], 1) if latencies else None,
+        "key_presses": len(latencies) + misses,
+        "missed": misses,
+        "console_cpu_cores": round(cpu, 2),
+        "loop_lag_p50_ms": stats.get("loop_lag_p50_ms"),
+        "loop_lag_p90_ms": stats.get("loop_lag_p90_ms"),
+        "loop_lag_p99_ms": stats.get("loop_lag_p99_ms"),
+        "loop_lag_max_ms": stats.get("loop_lag_max_ms"),
+        "gc_full_collections": stats.get("gc_full_collections"),
+        "gc_full_max_ms": stats.get("gc_full_max_ms"),
+        "pty_bytes": con.bytes,
+    }
 
 
 def bench_memory(lines: int, tmp: Path) -> dict:
@@ -281,8 +304,7 @@ def bench_idle(seconds: float, tmp: Path) -> dict:
     port, log = sim.port, sim.log_path
     con = None
     try:
-        con = PtyConsole([sys.executable, "-m", "console", "attach", f"http://127.0.0.1:{port}",
-                          "--log", str(log), "--no-mouse"])
+        con = PtyConsole([sys.executable, "-m", "console", "attach", f"http://127.0.0.1:{port}", "--log", str(log), "--no-mouse"])
         if not con.wait_for("verify", 30):
             return {"error": "console did not start"}
         time.sleep(5.0)  # warm-up: first polls, first renders
@@ -291,8 +313,11 @@ def bench_idle(seconds: float, tmp: Path) -> dict:
         time.sleep(seconds)
         c1, b1, t1 = proc.cpu_times(), con.bytes, time.perf_counter()
         cpu = (c1.user + c1.system - c0.user - c0.system) / (t1 - t0)
-        return {"seconds": round(t1 - t0, 1), "cpu_percent_of_one_core": round(100 * cpu, 2),
-                "terminal_bytes_per_s": round((b1 - b0) / (t1 - t0))}
+        return {
+            "seconds": round(t1 - t0, 1),
+            "cpu_percent_of_one_core": round(100 * cpu, 2),
+            "terminal_bytes_per_s": round((b1 - b0) / (t1 - t0)),
+        }
     finally:
         if con is not None:
             con.close()
@@ -300,8 +325,9 @@ def bench_idle(seconds: float, tmp: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.console_bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.console_bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--rate", type=int, default=20_000, help="lines/s written while streaming")
     p.add_argument("--seconds", type=float, default=10.0, help="streaming duration")
     p.add_argument("--idle-seconds", type=float, default=30.0)

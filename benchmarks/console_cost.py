@@ -25,6 +25,7 @@ The load average (`os.getloadavg`) is printed with each figure.
 Goals (issue 24): busy < 10 % of a core, idle < 2 %, the 32-member fleet < 15 %, RSS flat
 within 10 MB over 10 minutes, terminal output <= 10 KB/s busy and ~0 when nothing changes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,6 +60,7 @@ def run_child(stats_path: str, argv: list[str]) -> int:
 
     session_mod.Session.snapshot = counted  # type: ignore[method-assign]
     from textual.widget import Widget
+
     refresh = Widget.refresh
 
     def counted_refresh(self, *a, **kw):  # type: ignore[no-untyped-def]
@@ -81,6 +83,7 @@ def run_child(stats_path: str, argv: list[str]) -> int:
 
     def start_profile(_sig, _frame) -> None:
         from pyinstrument import Profiler
+
         prof["p"] = Profiler(interval=0.002, async_mode="disabled")
         prof["p"].start()
 
@@ -93,6 +96,7 @@ def run_child(stats_path: str, argv: list[str]) -> int:
     signal.signal(signal.SIGUSR2, start_profile)
     signal.signal(signal.SIGUSR1, stop_profile)
     from console.cli import main
+
     return int(main(argv) or 0)
 
 
@@ -113,8 +117,9 @@ def _count_bytes_by_widget(counts: dict) -> None:
         else:
             visible = self.visible_widgets
             for region in self._dirty_regions:
-                owners = [(r.area, type(w).__name__) for w, (r, clip) in visible.items()
-                          if r.intersection(clip).contains_region(region)]
+                owners = [
+                    (r.area, type(w).__name__) for w, (r, clip) in visible.items() if r.intersection(clip).contains_region(region)
+                ]
                 name = min(owners)[1] if owners else "(screen)"
                 shares[name] = shares.get(name, 0) + region.area
         update = render_update(self, *a, **kw)
@@ -123,12 +128,15 @@ def _count_bytes_by_widget(counts: dict) -> None:
         return update
 
     comp.Compositor.render_update = attributed  # type: ignore[method-assign]
-    try:   # what the tree's driver sends of it (it may merge runs of one style)
+    try:  # what the tree's driver sends of it (it may merge runs of one style)
         from console.driver import merge_sgr as sent
     except ImportError:
+
         def sent(out: str) -> str:
             return out
+
     for cls in (comp.ChopsUpdate, comp.LayoutUpdate):
+
         def wrap(original):  # type: ignore[no-untyped-def]
             def render_segments(self, console):  # type: ignore[no-untyped-def]
                 out = original(self, console)
@@ -138,7 +146,9 @@ def _count_bytes_by_widget(counts: dict) -> None:
                     key = "bytes:" + name
                     counts[key] = counts.get(key, 0) + len(sent(out).encode()) * cells // total
                 return out
+
             return render_segments
+
         cls.render_segments = wrap(cls.render_segments)  # type: ignore[method-assign]
 
 
@@ -148,6 +158,7 @@ class Arm:
 
     def __init__(self, tree: Path, tmp: Path, argv: list[str], ready: str) -> None:
         from benchmarks.console_bench import PtyConsole
+
         self.tree, self.tmp = tree, tmp
         self.stats = tmp / "stats.json"
         env_path = f"{tree}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
@@ -167,10 +178,11 @@ class Arm:
 
     def phase(self, name: str, seconds: float, profile: bool, out_dir: Path) -> dict:
         import psutil
+
         proc = psutil.Process(self.con.proc.pid)
         if profile:
             os.kill(proc.pid, signal.SIGUSR2)
-        time.sleep(0.6)   # the stats file is rewritten every 0.5 s
+        time.sleep(0.6)  # the stats file is rewritten every 0.5 s
         r0 = self.counts()
         c0, b0, s0, t0 = proc.cpu_times(), self.con.bytes, self.snapshots(), time.perf_counter()
         rss = [proc.memory_info().rss]
@@ -180,17 +192,26 @@ class Arm:
         c1, b1, s1, t1 = proc.cpu_times(), self.con.bytes, self.snapshots(), time.perf_counter()
         r1 = self.counts()
         dt = t1 - t0
-        fig = {"phase": name, "seconds": round(dt, 1),
-               "cpu_percent_of_one_core": round(100 * (c1.user + c1.system - c0.user - c0.system) / dt, 2),
-               "rss_mb": round(rss[-1] / 2**20, 1), "rss_growth_mb": round((rss[-1] - rss[0]) / 2**20, 1),
-               "snapshot_builds_per_s": round((s1 - s0) / dt, 2),
-               "terminal_bytes_per_s": round((b1 - b0) / dt),
-               "load_avg_1m": round(os.getloadavg()[0], 2)}
-        fig["bytes_per_s_by_widget"] = {k.removeprefix("bytes:"): round((v - r0.get(k, 0)) / dt)
-                                        for k, v in sorted(r1.items())
-                                        if k.startswith("bytes:") and v > r0.get(k, 0)}
-        fig["refreshes_per_s"] = {k.removeprefix("refresh:"): round((v - r0.get(k, 0)) / dt, 1)
-                                  for k, v in sorted(r1.items()) if k.startswith("refresh:") and v > r0.get(k, 0)}
+        fig = {
+            "phase": name,
+            "seconds": round(dt, 1),
+            "cpu_percent_of_one_core": round(100 * (c1.user + c1.system - c0.user - c0.system) / dt, 2),
+            "rss_mb": round(rss[-1] / 2**20, 1),
+            "rss_growth_mb": round((rss[-1] - rss[0]) / 2**20, 1),
+            "snapshot_builds_per_s": round((s1 - s0) / dt, 2),
+            "terminal_bytes_per_s": round((b1 - b0) / dt),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+        }
+        fig["bytes_per_s_by_widget"] = {
+            k.removeprefix("bytes:"): round((v - r0.get(k, 0)) / dt)
+            for k, v in sorted(r1.items())
+            if k.startswith("bytes:") and v > r0.get(k, 0)
+        }
+        fig["refreshes_per_s"] = {
+            k.removeprefix("refresh:"): round((v - r0.get(k, 0)) / dt, 1)
+            for k, v in sorted(r1.items())
+            if k.startswith("refresh:") and v > r0.get(k, 0)
+        }
         if seconds > 60:
             fig["rss_mb_samples"] = [round(r / 2**20, 1) for r in rss]
         if profile:
@@ -217,10 +238,11 @@ class Arm:
 
 def _pty(cls, argv: list[str], tree: Path, pythonpath: str):  # type: ignore[no-untyped-def]
     import benchmarks.console_bench as cb
+
     saved = cb.REPO, cb.COLS, cb.ROWS
     cb.REPO, cb.COLS, cb.ROWS = tree, COLS, ROWS
     old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = pythonpath    # PtyConsole sets PYTHONPATH=REPO: the tree's
+    os.environ["PYTHONPATH"] = pythonpath  # PtyConsole sets PYTHONPATH=REPO: the tree's
     try:
         return cls(argv)
     finally:
@@ -233,8 +255,15 @@ def _pty(cls, argv: list[str], tree: Path, pythonpath: str):  # type: ignore[no-
 
 def _cli(tree: Path, *args: str, timeout: float = 60) -> None:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    subprocess.run([sys.executable, "-m", "console", *args], env=env, cwd=str(tree), timeout=timeout,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        env=env,
+        cwd=str(tree),
+        timeout=timeout,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 def _quit_stopping(arm: Arm) -> None:
@@ -257,7 +286,7 @@ def bench_busy(tree: Path, seconds: float, rss_minutes: float, profile: bool, ou
         try:
             if not arm.ready:
                 return [{"arm": "busy", "error": "the demo screen did not show"}]
-            time.sleep(20.0)   # warm-up: the simulator up, the first waves, first renders
+            time.sleep(20.0)  # warm-up: the simulator up, the first waves, first renders
             figs.append(arm.phase("following", seconds, profile, out))
             if arm.key(b"f", "PAUSED"):
                 figs.append(arm.phase("paused", seconds, profile, out))
@@ -277,9 +306,13 @@ def bench_idle(tree: Path, seconds: float, profile: bool, out: Path, warmup: flo
         tmp = Path(d)
         demo = (REPO / "assets" / "profiles" / "demo.toml").read_text()
         from server_control.proc.ports import free_port
+
         prof = tmp / "idle.toml"
-        prof.write_text(demo.replace('name = "demo"', 'name = "idle"').replace('traffic = "wave"', 'traffic = "idle"')
-                        .replace("port = 30000", f"port = {free_port()}"))
+        prof.write_text(
+            demo.replace('name = "demo"', 'name = "idle"')
+            .replace('traffic = "wave"', 'traffic = "idle"')
+            .replace("port = 30000", f"port = {free_port()}")
+        )
         state = tmp / "state"
         arm = Arm(tree, tmp, ["ui", "--profile", str(prof), "--state-dir", str(state)], "Launch it now")
         figs: list[dict] = []
@@ -287,7 +320,7 @@ def bench_idle(tree: Path, seconds: float, profile: bool, out: Path, warmup: flo
             if not arm.ready:
                 return [{"arm": "idle", "error": "the launch question did not show"}]
             os.write(arm.con.master, b"y")
-            time.sleep(warmup)   # until the batch chart is full: before, each poll adds a bar
+            time.sleep(warmup)  # until the batch chart is full: before, each poll adds a bar
             figs.append(arm.phase("idle", seconds, profile, out))
         finally:
             _quit_stopping(arm)
@@ -297,8 +330,20 @@ def bench_idle(tree: Path, seconds: float, profile: bool, out: Path, warmup: flo
 
 def start_fleet_sims(members: int, tmp: Path, lifetime: float) -> tuple[list, Path]:
     from server_control.proc.sim_launcher import start_sim
-    sims = [start_sim("--sim-light", tp=1, threshold=5, traffic="wave:10:60", time_scale=1.0, lifetime=lifetime,
-                      seed=i, log_path=tmp / f"sim-{i}.log") for i in range(members)]
+
+    sims = [
+        start_sim(
+            "--sim-light",
+            tp=1,
+            threshold=5,
+            traffic="wave:10:60",
+            time_scale=1.0,
+            lifetime=lifetime,
+            seed=i,
+            log_path=tmp / f"sim-{i}.log",
+        )
+        for i in range(members)
+    ]
     for sim in sims:
         sim.wait_ready(180)
     lines = ['name = "cost"', "poll_interval_s = 1.0", ""]
@@ -312,8 +357,7 @@ def start_fleet_sims(members: int, tmp: Path, lifetime: float) -> tuple[list, Pa
 def bench_fleet(tree: Path, fleet_path: Path, members: int, seconds: float, profile: bool, out: Path) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="specconsole-cost-") as d:
         tmp = Path(d)
-        arm = Arm(tree, tmp, ["fleet", "--fleet", str(fleet_path), "--state-dir", str(tmp / "state")],
-                  f"{members} members")
+        arm = Arm(tree, tmp, ["fleet", "--fleet", str(fleet_path), "--state-dir", str(tmp / "state")], f"{members} members")
         try:
             if not arm.ready:
                 return [{"arm": "fleet", "error": "the fleet screen did not show"}]
@@ -333,9 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and "--child" in sys.argv:
         i = sys.argv.index("--child")
         sys.path[:0] = [p for p in os.environ.get("SPECCONSOLE_BENCH_PYTHONPATH", "").split(os.pathsep) if p]
-        return run_child(sys.argv[i + 1], sys.argv[i + 3:])
-    p = argparse.ArgumentParser(prog="python -m benchmarks.console_cost", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+        return run_child(sys.argv[i + 1], sys.argv[i + 3 :])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.console_cost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--seconds", type=float, default=30.0, help="length of each measured phase")
     p.add_argument("--arms", default="busy,idle,fleet")
     p.add_argument("--members", type=int, default=32)
@@ -343,8 +388,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--rss-minutes", type=float, default=0.0)
     p.add_argument("--profile", action="store_true")
-    p.add_argument("--idle-warmup", type=float, default=120.0,
-                   help="seconds before the idle phase (the batch chart fills: until then each poll adds a bar)")
+    p.add_argument(
+        "--idle-warmup",
+        type=float,
+        default=120.0,
+        help="seconds before the idle phase (the batch chart fills: until then each poll adds a bar)",
+    )
     args = p.parse_args(argv)
     trees = [t.resolve() for t in (args.tree or [REPO])]
     arms = args.arms.split(",")

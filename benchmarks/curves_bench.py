@@ -16,6 +16,7 @@ The counting cost is that last figure; the difference of the two patch arms is p
 too, also as a share of the hook without counting (docs/sglang-patch.md has the hook's
 unloaded cost).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,13 @@ def _worker(counters):
     dyn.curves = counters
     dyn.normal_state = SimpleNamespace(speculative_num_steps=3)
     dyn.target_only_state = SimpleNamespace(speculative_num_steps=0)
-    return SimpleNamespace(speculative_num_steps=3, speculative_num_draft_tokens=4, _dynspec=dyn,
-                           apply_runtime_state=lambda state: None, adaptive_controller=None)
+    return SimpleNamespace(
+        speculative_num_steps=3,
+        speculative_num_draft_tokens=4,
+        _dynspec=dyn,
+        apply_runtime_state=lambda state: None,
+        adaptive_controller=None,
+    )
 
 
 def patch_arm(counters, batches, accepted):
@@ -53,6 +59,7 @@ def patch_arm(counters, batches, accepted):
 
     def original(_w, *_a, **_k):
         return None
+
     step, verified = patch_worker.on_decode_step, patch_worker.on_verified
     t0 = time.perf_counter_ns()
     for bs, acc in zip(batches, accepted):
@@ -116,11 +123,15 @@ def main() -> int:
     print(f"counters alone (incl. a clock read and the sum of accepted drafts) {best['counters'] / 1000:.3f} us/step")
     print(f"patch step+verify, counting      {best['with'] / 1000:.3f} us/step")
     print(f"patch step+verify, not counting  {best['without'] / 1000:.3f} us/step")
-    print(f"patch arms' difference {cost / 1000:.3f} us/step, "
-          f"{cost / best['without'] * 100:.0f} % of the per-step hook without counting")
+    print(
+        f"patch arms' difference {cost / 1000:.3f} us/step, "
+        f"{cost / best['without'] * 100:.0f} % of the per-step hook without counting"
+    )
     verdict = "OK" if only <= GOAL_NS else "OVER GOAL"
-    print(f"counting cost (step + commit, min of 400 interleaved rounds of 2000 steps) {only / 1000:.3f} us/step "
-          f"(goal <= {GOAL_NS / 1000:.0f} us: {verdict})")
+    print(
+        f"counting cost (step + commit, min of 400 interleaved rounds of 2000 steps) {only / 1000:.3f} us/step "
+        f"(goal <= {GOAL_NS / 1000:.0f} us: {verdict})"
+    )
     return 0 if only <= GOAL_NS else 1
 
 

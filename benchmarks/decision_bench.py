@@ -10,6 +10,7 @@ Measures, per decode step:
 and, once per process, the start-up gate (version + anchors parsed from the installed
 SGLang source) when sglang is importable. Prints one line per measurement.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ def bench_decide(batches) -> float:
         decide = switch.decide
         for bs in bs_list:
             decide(bs)
+
     return _per_step_ns(run, batches)
 
 
@@ -50,6 +52,7 @@ def bench_decide_clock(batches) -> float:
         decide = switch.decide
         for bs in bs_list:
             decide(bs, clock())
+
     return _per_step_ns(run, batches)
 
 
@@ -59,8 +62,9 @@ def bench_patch_step(batches) -> float:
     dyn = patch_worker.DynamicSpeculation(switch, None)
     dyn.normal_state = SimpleNamespace(speculative_num_steps=3)
     dyn.target_only_state = SimpleNamespace(speculative_num_steps=0)
-    worker = SimpleNamespace(speculative_num_steps=3, _dynspec=dyn,
-                             apply_runtime_state=lambda state: None, adaptive_controller=None)
+    worker = SimpleNamespace(
+        speculative_num_steps=3, _dynspec=dyn, apply_runtime_state=lambda state: None, adaptive_controller=None
+    )
 
     def original(w, bs):
         return None
@@ -69,6 +73,7 @@ def bench_patch_step(batches) -> float:
         step = patch_worker.on_decode_step
         for bs in bs_list:
             step(worker, bs, original)
+
     return _per_step_ns(run, batches)
 
 
@@ -77,6 +82,7 @@ def bench_gate() -> str:
         import sglang  # noqa: F401 - already imported in a server process; not timed
 
         from server_control.sglang_patch import gate
+
         t0 = time.perf_counter()
         reason = gate.check()
         ms = (time.perf_counter() - t0) * 1000
@@ -99,13 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.steps):
         bs = max(1, min(128, bs + rng.randint(-3, 3)))
         batches.append(bs)
-    results = [("decide", bench_decide(batches)),
-               ("decide+clock", bench_decide_clock(batches)),
-               ("patch step", bench_patch_step(batches))]
+    results = [
+        ("decide", bench_decide(batches)),
+        ("decide+clock", bench_decide_clock(batches)),
+        ("patch step", bench_patch_step(batches)),
+    ]
     for name, ns in results:
         status = "OK" if ns < GOAL_NS else "OVER GOAL"
-        print(f"{name:<14} {ns / 1000:.3f} us/step  (goal < {GOAL_NS / 1000:.0f} us: {status}, "
-              f"{args.steps} steps, best of 5)")
+        print(f"{name:<14} {ns / 1000:.3f} us/step  (goal < {GOAL_NS / 1000:.0f} us: {status}, {args.steps} steps, best of 5)")
     print(bench_gate())
     return 0 if all(ns < GOAL_NS for _, ns in results) else 1
 

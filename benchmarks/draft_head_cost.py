@@ -11,6 +11,7 @@ whole draft-extend (ms, ``_draft_extend_for_decode``) and the step (ms, ``run_ba
 start to start), medians of the rounds; the saving is kept - lazy. Figures go in
 docs/cpu-rig.md with the load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ ARMS = ("lazy", "kept")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.draft_head_cost", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.draft_head_cost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--models", default="deep")
     p.add_argument("--batches", default="8,16")
     p.add_argument("--rounds", type=int, default=3)
@@ -52,10 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="draft-head-") as tmp:
         try:
             for arm in ARMS:
-                env = {ENV: f"{tmp}/{arm}", "OMP_NUM_THREADS": "1",
-                       LAZY_ENV: "1" if arm == "lazy" else "0"}
-                server = launch(rig, Spec(opts.models, extra=EXTRA), Path(tmp) / arm, 7200,
-                                env_extra=env)
+                env = {ENV: f"{tmp}/{arm}", "OMP_NUM_THREADS": "1", LAZY_ENV: "1" if arm == "lazy" else "0"}
+                server = launch(rig, Spec(opts.models, extra=EXTRA), Path(tmp) / arm, 7200, env_extra=env)
                 server.wait_ready(timeout_s=1200)
                 if not asyncio.run(loadgen.set_force(server.url, decision.TARGET_ONLY)):
                     raise RuntimeError(f"{arm}: force target-only refused")
@@ -69,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
                     for bs in batches:
                         row = window(server, Path(tmp) / arm, bs, opts.tokens, 100 * k + bs)
                         rows[arm][bs].append(row)
-                        print(f"round {k} {arm} b={bs}: draft-extend "
-                              f"{row.get('draft_extend') or 0:.2f} ms, step "
-                              f"{row.get('step_period') or 0:.2f} ms", file=sys.stderr)
+                        print(
+                            f"round {k} {arm} b={bs}: draft-extend "
+                            f"{row.get('draft_extend') or 0:.2f} ms, step "
+                            f"{row.get('step_period') or 0:.2f} ms",
+                            file=sys.stderr,
+                        )
                     os.killpg(server.pgid, signal.SIGSTOP)
         finally:
             left = []
@@ -97,11 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         print("| b | draft-extend kept | draft-extend lazy | saving | step kept | step lazy |")
         print("|---|---|---|---|---|---|")
         for c in out:
+
             def f(v):
                 return "-" if v is None else f"{v:.2f} ms"
-            print(f"| {c['batch']} | {f(c['kept_draft_extend_ms'])} | "
-                  f"{f(c['lazy_draft_extend_ms'])} | {f(c['draft_extend_saving_ms'])} | "
-                  f"{f(c['kept_step_period_ms'])} | {f(c['lazy_step_period_ms'])} |")
+
+            print(
+                f"| {c['batch']} | {f(c['kept_draft_extend_ms'])} | "
+                f"{f(c['lazy_draft_extend_ms'])} | {f(c['draft_extend_saving_ms'])} | "
+                f"{f(c['kept_step_period_ms'])} | {f(c['lazy_step_period_ms'])} |"
+            )
         print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     return 0 if not left else 1
 

@@ -16,6 +16,7 @@ PtyConsole of console_bench), polling every member at 1 Hz:
 costs: HTTP and logs); `--kind local` makes them local profiles the console supervises.
 Goals: console CPU < 10 % of one core, key-to-screen < 100 ms, fleet-wide threshold < 1 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,20 @@ import psutil
 from benchmarks.console_bench import PtyConsole
 from server_control.proc.sim_launcher import start_sim
 
-SORT_CYCLE = ("host", "state", "mode", "threshold", "batch", "tok_s", "accept_len", "marks", "restarts",
-              "gpu_util", "name", "host")
+SORT_CYCLE = (
+    "host",
+    "state",
+    "mode",
+    "threshold",
+    "batch",
+    "tok_s",
+    "accept_len",
+    "marks",
+    "restarts",
+    "gpu_util",
+    "name",
+    "host",
+)
 
 
 def _fleet_file(tmp: Path, sims, kind: str) -> Path:
@@ -44,9 +57,11 @@ def _fleet_file(tmp: Path, sims, kind: str) -> Path:
             lines += [f'url = "{sim.url}"', f'log = "{sim.log_path}"', ""]
         else:
             prof = tmp / f"m{i:02d}.toml"
-            prof.write_text(f'name = "m{i:02d}"\n[server]\nkind = "sim"\nport = {sim.port}\n'
-                            '[dynamic]\nthreshold = 5\n[sim]\nlight = true\ntraffic = "wave:10:60"\n'
-                            'max_lifetime = 600\n')
+            prof.write_text(
+                f'name = "m{i:02d}"\n[server]\nkind = "sim"\nport = {sim.port}\n'
+                '[dynamic]\nthreshold = 5\n[sim]\nlight = true\ntraffic = "wave:10:60"\n'
+                "max_lifetime = 600\n"
+            )
             lines += [f'profile = "{prof}"', ""]
     path = tmp / "bench.toml"
     path.write_text("\n".join(lines))
@@ -56,6 +71,7 @@ def _fleet_file(tmp: Path, sims, kind: str) -> Path:
 async def _api_threshold(fleet_path: Path, rounds: int) -> dict:
     from server_control.fleet.fleet import Fleet
     from server_control.fleet.spec import load_fleet
+
     fleet = Fleet(load_fleet(fleet_path), supervise=False)
     await fleet.start()
     times = []
@@ -79,20 +95,42 @@ def bench(members: int, seconds: float, kind: str, tmp: Path, traffic: str = "wa
     out: dict = {"members": members, "kind": kind, "traffic": traffic}
     try:
         if kind == "url":
-            sims = [start_sim("--sim-light", tp=1, threshold=5, traffic=traffic, time_scale=1.0,
-                              lifetime=seconds + 300, seed=i, log_path=tmp / f"sim-{i}.log") for i in range(members)]
+            sims = [
+                start_sim(
+                    "--sim-light",
+                    tp=1,
+                    threshold=5,
+                    traffic=traffic,
+                    time_scale=1.0,
+                    lifetime=seconds + 300,
+                    seed=i,
+                    log_path=tmp / f"sim-{i}.log",
+                )
+                for i in range(members)
+            ]
             for sim in sims:
                 sim.wait_ready(120)
-        else:   # ports only: the console launches them (`L`)
+        else:  # ports only: the console launches them (`L`)
             sims = [type("P", (), {"port": start_port, "url": ""})() for start_port in _ports(members)]
         fleet_path = _fleet_file(tmp, sims, kind)
-        con = PtyConsole([sys.executable, "-m", "console", "fleet", "--fleet", str(fleet_path), "--no-mouse",
-                          "--state-dir", str(tmp / "state")])
+        con = PtyConsole(
+            [
+                sys.executable,
+                "-m",
+                "console",
+                "fleet",
+                "--fleet",
+                str(fleet_path),
+                "--no-mouse",
+                "--state-dir",
+                str(tmp / "state"),
+            ]
+        )
         if not con.wait_for(f"fleet bench: {members} members", 60):
             return {"error": "the fleet screen did not show"}
         if kind == "local":
             con.expect_after_key(b"L", f"{members} ok", 180)
-        time.sleep(8.0)   # warm-up: first polls of every member, logs read
+        time.sleep(8.0)  # warm-up: first polls of every member, logs read
         proc = psutil.Process(con.proc.pid)
         c0, b0, t0 = proc.cpu_times(), con.bytes, time.perf_counter()
         time.sleep(seconds)
@@ -101,34 +139,41 @@ def bench(members: int, seconds: float, kind: str, tmp: Path, traffic: str = "wa
         out["terminal_bytes_per_s"] = round((b1 - b0) / (t1 - t0))
         keys = [con.expect_after_key(b"o", f"sort {col}^", 5.0) for col in SORT_CYCLE]
         got = [k for k in keys if k is not None]
-        out["key_to_screen_ms"] = {"median": round(1000 * statistics.median(got), 1) if got else None,
-                                   "max": round(1000 * max(got), 1) if got else None, "missed": len(keys) - len(got)}
+        out["key_to_screen_ms"] = {
+            "median": round(1000 * statistics.median(got), 1) if got else None,
+            "max": round(1000 * max(got), 1) if got else None,
+            "missed": len(keys) - len(got),
+        }
         times, sent = [], []
         for i in range(5):
-            n = 7 + i   # a new value each round: the marker cannot be an old result redrawn
+            n = 7 + i  # a new value each round: the marker cannot be an old result redrawn
             con.expect_after_key(b"=", "Set N", 5.0)
             con.expect_after_key(str(n).encode(), str(n), 5.0)
             t0 = time.perf_counter()
-            ds = con.expect_after_key(b"\r", "sent to", 10.0)   # the prompt closed, the action began
+            ds = con.expect_after_key(b"\r", "sent to", 10.0)  # the prompt closed, the action began
             if ds is not None and con.wait_for(f"threshold {n} on {members}: ", 10.0):
                 times.append(time.perf_counter() - t0)
                 sent.append(ds)
             time.sleep(1.0)
         out["enter_to_sent_ms"] = round(1000 * statistics.median(sent)) if sent else None
-        out["threshold_on_screen_ms"] = {"median": round(1000 * statistics.median(times)) if times else None,
-                                         "max": round(1000 * max(times)) if times else None,
-                                         "missed": 5 - len(times)}
+        out["threshold_on_screen_ms"] = {
+            "median": round(1000 * statistics.median(times)) if times else None,
+            "max": round(1000 * max(times)) if times else None,
+            "missed": 5 - len(times),
+        }
         con.close()
         con = None
         out["threshold_api_ms"] = asyncio.run(_api_threshold(fleet_path, 10))
         if kind == "local":
             from server_control.fleet.fleet import Fleet
             from server_control.fleet.spec import load_fleet
+
             async def stop():
                 fleet = Fleet(load_fleet(fleet_path), tmp / "state", supervise=False)
                 await fleet.start()
                 await fleet.act("stop")
                 await fleet.close()
+
             asyncio.run(stop())
     finally:
         if con is not None:
@@ -141,6 +186,7 @@ def bench(members: int, seconds: float, kind: str, tmp: Path, traffic: str = "wa
 
 def _ports(n: int) -> list[int]:
     from server_control.proc.ports import free_port
+
     ports: list[int] = []
     while len(ports) < n:
         p = free_port()
@@ -150,8 +196,9 @@ def _ports(n: int) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.fleet_bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.fleet_bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--members", type=int, default=32)
     p.add_argument("--seconds", type=float, default=30.0, help="CPU measuring window")
     p.add_argument("--kind", choices=("url", "local"), default="url")

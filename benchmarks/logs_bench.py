@@ -14,6 +14,7 @@ Goals (issue 3): >= 500k lines/s, >= 1/20 of grep, RSS < 200 MB. Wall-clock rate
 what the goals are about; CPU seconds are printed too, since a loaded machine stretches
 wall time but not CPU time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,18 +52,26 @@ def generate(path: Path, n_lines: int, seed: int = 7) -> int:
             batch = max(1, min(64, batch + rnd.choice((-1, 0, 0, 1))))
             r = rnd.random()
             if r < 0.55:
-                accept = "" if mode == "target_only" else (
-                    f"accept len: {rnd.uniform(1.5, 3.5):.2f}, accept rate: {rnd.uniform(0.3, 0.8):.2f}, ")
-                line = (f"[{stamp} TP0] Decode batch, #running-req: {batch}, #token: {batch * 900 + rnd.randrange(900)}, "
-                        f"token usage: {rnd.random():.2f}, {accept}cuda graph: True, "
-                        f"gen throughput (token/s): {rnd.uniform(50, 900):.2f}, #queue-req: {rnd.randrange(4)}, ")
+                accept = (
+                    ""
+                    if mode == "target_only"
+                    else (f"accept len: {rnd.uniform(1.5, 3.5):.2f}, accept rate: {rnd.uniform(0.3, 0.8):.2f}, ")
+                )
+                line = (
+                    f"[{stamp} TP0] Decode batch, #running-req: {batch}, #token: {batch * 900 + rnd.randrange(900)}, "
+                    f"token usage: {rnd.random():.2f}, {accept}cuda graph: True, "
+                    f"gen throughput (token/s): {rnd.uniform(50, 900):.2f}, #queue-req: {rnd.randrange(4)}, "
+                )
             elif r < 0.75:
-                line = (f"[{stamp} TP0] Prefill batch, #new-seq: {rnd.randrange(1, 5)}, #new-token: {rnd.randrange(1, 8192)}, "
-                        f"#cached-token: {rnd.randrange(4096)}, token usage: {rnd.random():.2f}, "
-                        f"#running-req: {batch}, #queue-req: {rnd.randrange(4)}, ")
+                line = (
+                    f"[{stamp} TP0] Prefill batch, #new-seq: {rnd.randrange(1, 5)}, #new-token: {rnd.randrange(1, 8192)}, "
+                    f"#cached-token: {rnd.randrange(4096)}, token usage: {rnd.random():.2f}, "
+                    f"#running-req: {batch}, #queue-req: {rnd.randrange(4)}, "
+                )
             elif r < 0.95:
-                line = (f"[{stamp}] INFO:     127.0.0.1:{rnd.randrange(30000, 60000)} - "
-                        f"\"POST /v1/chat/completions HTTP/1.1\" 200 OK")
+                line = (
+                    f'[{stamp}] INFO:     127.0.0.1:{rnd.randrange(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+                )
             elif r < 0.97:
                 new = "target_only" if mode == "speculative" else "speculative"
                 why = "(decode batch 9 > threshold 5)" if new == "target_only" else "(decode batch 3 <= 4, threshold 5)"
@@ -71,13 +80,17 @@ def generate(path: Path, n_lines: int, seed: int = 7) -> int:
             elif r < 0.99:
                 line = f"[{stamp} TP1] Cache flushed; waiting for requests (#running-req drained), idle GPU memory 12.3 GB"
             elif r < 0.998:
-                line = ("/usr/lib/python3/dist-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml "
-                        "package is deprecated. Please install nvidia-ml-py instead.")
+                line = (
+                    "/usr/lib/python3/dist-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml "
+                    "package is deprecated. Please install nvidia-ml-py instead."
+                )
             else:
-                line = (f"[{stamp} TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
-                        f"  File \"/sglang/srt/managers/scheduler.py\", line 2712, in run_scheduler_process\n"
-                        f"    scheduler.event_loop_overlap()\n"
-                        f"RuntimeError: CUDA error: an illegal memory access was encountered")
+                line = (
+                    f"[{stamp} TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+                    f'  File "/sglang/srt/managers/scheduler.py", line 2712, in run_scheduler_process\n'
+                    f"    scheduler.event_loop_overlap()\n"
+                    f"RuntimeError: CUDA error: an illegal memory access was encountered"
+                )
                 i += 3
             out.append(line)
             i += 1
@@ -135,16 +148,22 @@ def bench(path: Path) -> dict:
     rate = n_file_lines / parse_s
     grep_rate = n_file_lines / grep_s if grep_s else None
     return {
-        "lines": n_file_lines, "bytes": path.stat().st_size, "records": store.total,
-        "stored": len(store), "dropped": store.dropped,
-        "parse_store_s": round(parse_s, 3), "lines_per_s": round(rate),
+        "lines": n_file_lines,
+        "bytes": path.stat().st_size,
+        "records": store.total,
+        "stored": len(store),
+        "dropped": store.dropped,
+        "parse_store_s": round(parse_s, 3),
+        "lines_per_s": round(rate),
         "parse_store_cpu_s": round(parse_cpu_s, 3),
         "lines_per_cpu_s": round(n_file_lines / parse_cpu_s) if parse_cpu_s else None,
-        "grep_s": round(grep_s, 3) if grep_s else None, "grep_count": grep_count,
+        "grep_s": round(grep_s, 3) if grep_s else None,
+        "grep_count": grep_count,
         "grep_lines_per_s": round(grep_rate) if grep_rate else None,
         "grep_cpu_s": round(grep_cpu_s, 3) if grep_cpu_s is not None else None,
         "ratio_to_grep": round(rate / grep_rate, 4) if grep_rate else None,
-        "rss_mb_store_full": round(rss, 1), "peak_rss_mb": round(peak, 1),
+        "rss_mb_store_full": round(rss, 1),
+        "peak_rss_mb": round(peak, 1),
         "decode_in_last_100k": decode,
         "goal_lines_per_s": rate >= GOAL_LINES_PER_S,
         "goal_grep_ratio": bool(grep_rate) and rate / (grep_rate or 1.0) >= GOAL_GREP_RATIO,

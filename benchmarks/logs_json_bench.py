@@ -11,6 +11,7 @@ standard library's JSON encoder (`SPECCONSOLE_JSON=std`), and `--kind decode`; s
 goes to /dev/null. Prints wall and CPU seconds (the child's user + system) per arm and the
 ratio to grep, per round and the median.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,12 +71,18 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for name, make in arms.items():
                 got[name].append(run_arm(name, make(path), Path(tmp) / "grep.out"))
-            print(f"round {r + 1}: " + "  ".join(f"{n} {w:.2f}s/{c:.2f}cpu" for n, ((w, c),) in
-                                                   ((n, v[-1:]) for n, v in got.items())), flush=True)
+            print(
+                f"round {r + 1}: "
+                + "  ".join(f"{n} {w:.2f}s/{c:.2f}cpu" for n, ((w, c),) in ((n, v[-1:]) for n, v in got.items())),
+                flush=True,
+            )
         med = {n: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for n, v in got.items()}
         for name, (wall, cpu) in med.items():
-            ratio = "".join(f"  1/{wall / gw:.0f} of {g} (wall), 1/{cpu / max(gc, 1e-3):.0f} (cpu)"
-                            for g, (gw, gc) in med.items() if g.startswith("grep") and not name.startswith("grep"))
+            ratio = "".join(
+                f"  1/{wall / gw:.0f} of {g} (wall), 1/{cpu / max(gc, 1e-3):.0f} (cpu)"
+                for g, (gw, gc) in med.items()
+                if g.startswith("grep") and not name.startswith("grep")
+            )
             print(f"{name:22s} wall {wall:6.2f} s ({lines / wall / 1e3:7.0f}k lines/s)  cpu {cpu:6.3f} s{ratio}")
         print(f"load average after: {os.getloadavg()}")
     return 0

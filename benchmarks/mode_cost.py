@@ -29,6 +29,7 @@ arm, target-only / plain (per step and tok/s) and auto / max(speculative, target
 ``--plain-url``/``--url`` measure running servers instead (not paused). Figures go in
 docs/cpu-rig.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,6 +56,7 @@ ARMS = (PLAIN, SPEC, TARGET, AUTO)
 class Arm:
     """One arm: the server it runs on, the force mode it sets (None: sets nothing), and
     the process group to resume for its window (None: not ours to pause)."""
+
     name: str
     url: str
     force: str | None
@@ -77,30 +79,35 @@ def _expected_problem(arm: Arm, row: dict, threshold: int | None) -> str | None:
         return None
     steps = (row.get("steps") or {}).get("steps")
     if steps and steps.get(decision.TARGET_ONLY):
-        return (f"auto at c={row['concurrency']} <= threshold {threshold} ran "
-                f"{steps[decision.TARGET_ONLY]} steps target-only")
+        return f"auto at c={row['concurrency']} <= threshold {threshold} ran {steps[decision.TARGET_ONLY]} steps target-only"
     return None
 
 
-async def _window(arm: Arm, arms: list[Arm], c: int, opts: argparse.Namespace,
-                  threshold: int | None) -> dict:
+async def _window(arm: Arm, arms: list[Arm], c: int, opts: argparse.Namespace, threshold: int | None) -> dict:
     for other in arms:
         if other.group is not None and other.group != arm.group:
             _signal(other.group, signal.SIGSTOP)
     _signal(arm.group, signal.SIGCONT)
     if arm.force is not None and not await loadgen.set_force(arm.url, arm.force):
         raise RuntimeError(f"{arm.name}: the server refused {decision.FORCE_KEY}={arm.force}")
-    r = await loadgen.run_level(arm.url, c, warmup_s=opts.warmup, measure_s=opts.measure,
-                                max_tokens=opts.max_tokens, mode=arm.force or AUTO,
-                                drain=arm.drain)
+    r = await loadgen.run_level(
+        arm.url,
+        c,
+        warmup_s=opts.warmup,
+        measure_s=opts.measure,
+        max_tokens=opts.max_tokens,
+        mode=arm.force or AUTO,
+        drain=arm.drain,
+    )
     row = r.summary()
     row["mode"] = arm.name
     row["problem"] = row["problem"] or _expected_problem(arm, row, threshold)
     return row
 
 
-async def interleaved(arms: list[Arm], opts: argparse.Namespace, threshold: int | None = None,
-                      progress: Callable[[str], None] | None = None) -> dict:
+async def interleaved(
+    arms: list[Arm], opts: argparse.Namespace, threshold: int | None = None, progress: Callable[[str], None] | None = None
+) -> dict:
     """Level by level, ``opts.rounds`` rounds of every arm (order rotated each round); a
     discarded window of each arm at the top level warms every server first."""
     names = [a.name for a in arms]
@@ -118,10 +125,12 @@ async def interleaved(arms: list[Arm], opts: argparse.Namespace, threshold: int 
                 done[name].append(row)
                 if progress:
                     ms = (row.get("steps") or {}).get("ms_per_step")
-                    progress(f"c={c} round {k} {name:>12}: {row['tok_s']:8.1f} tok/s"
-                             + (f", {ms:.2f} ms/step" if ms else "")
-                             + (f", {row['leftover']} left over" if row.get("leftover") else "")
-                             + (f"  PROBLEM {row['problem']}" if row.get("problem") else ""))
+                    progress(
+                        f"c={c} round {k} {name:>12}: {row['tok_s']:8.1f} tok/s"
+                        + (f", {ms:.2f} ms/step" if ms else "")
+                        + (f", {row['leftover']} left over" if row.get("leftover") else "")
+                        + (f"  PROBLEM {row['problem']}" if row.get("problem") else "")
+                    )
         for name in names:
             per_mode[name].append(loadgen.level_cell(c, name, done[name]))
     for arm in arms:
@@ -144,25 +153,34 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
         tok = {arm: (cell["tok_s"] if cell else None) for arm, cell in cells.items()}
         ms = {arm: (cell["ms_per_step"] if cell else None) for arm, cell in cells.items()}
         best = max((v for v in (tok[SPEC], tok[TARGET]) if v is not None), default=None)
-        rows.append({"concurrency": c, "tok_s": tok, "ms_per_step": ms,
-                     "tok_s_runs": {a: cell["tok_s_runs"] for a, cell in cells.items() if cell},
-                     "ms_per_step_runs": {a: cell["ms_per_step_runs"]
-                                          for a, cell in cells.items() if cell},
-                     "target_only_share": {a: cell["target_only_share"]
-                                           for a, cell in cells.items() if cell},
-                     "leftover": {a: [r.get("leftover") for r in cell["rounds"]]
-                                  for a, cell in cells.items() if cell},
-                     "target_only_over_plain_tok_s": _ratio(tok[TARGET], tok[PLAIN]),
-                     "plain_over_target_only_ms": _ratio(ms[PLAIN], ms[TARGET]),
-                     "auto_over_best_fixed": _ratio(tok[AUTO], best)})
+        rows.append(
+            {
+                "concurrency": c,
+                "tok_s": tok,
+                "ms_per_step": ms,
+                "tok_s_runs": {a: cell["tok_s_runs"] for a, cell in cells.items() if cell},
+                "ms_per_step_runs": {a: cell["ms_per_step_runs"] for a, cell in cells.items() if cell},
+                "target_only_share": {a: cell["target_only_share"] for a, cell in cells.items() if cell},
+                "leftover": {a: [r.get("leftover") for r in cell["rounds"]] for a, cell in cells.items() if cell},
+                "target_only_over_plain_tok_s": _ratio(tok[TARGET], tok[PLAIN]),
+                "plain_over_target_only_ms": _ratio(ms[PLAIN], ms[TARGET]),
+                "auto_over_best_fixed": _ratio(tok[AUTO], best),
+            }
+        )
     all_cells = [cell for rows_ in result["per_mode"].values() for cell in rows_]
     per_spec = {c: _cell(result, SPEC, c) for c in levels}
-    cross = loadgen.crossover({SPEC: [x for x in per_spec.values() if x],
-                               TARGET: [x for x in (_cell(result, TARGET, c) for c in levels) if x]})
-    return {"levels": levels, "rows": rows, "crossover": cross, "auto_threshold": threshold,
-            "errors": sum(cell["errors"] for cell in all_cells),
-            "problems": [p for cell in all_cells for p in cell["problems"]],
-            "rounds": result["per_mode"]}
+    cross = loadgen.crossover(
+        {SPEC: [x for x in per_spec.values() if x], TARGET: [x for x in (_cell(result, TARGET, c) for c in levels) if x]}
+    )
+    return {
+        "levels": levels,
+        "rows": rows,
+        "crossover": cross,
+        "auto_threshold": threshold,
+        "errors": sum(cell["errors"] for cell in all_cells),
+        "problems": [p for cell in all_cells for p in cell["problems"]],
+        "rounds": result["per_mode"],
+    }
 
 
 def _f(v: float | None, fmt: str = ".1f") -> str:
@@ -170,21 +188,29 @@ def _f(v: float | None, fmt: str = ".1f") -> str:
 
 
 def render(summary: dict) -> str:
-    head = ("| c | plain | speculative | target-only | auto | t-o / plain (per step) "
-            "| t-o / plain (tok/s) | auto / max(spec, t-o) |")
+    head = (
+        "| c | plain | speculative | target-only | auto | t-o / plain (per step) | t-o / plain (tok/s) | auto / max(spec, t-o) |"
+    )
     lines = [head, "| " + " | ".join("---" for _ in range(8)) + " |"]
     for r in summary["rows"]:
         cells = [f"{_f(r['tok_s'][a])} ({_f(r['ms_per_step'][a], '.2f')} ms)" for a in ARMS]
-        lines.append(f"| {r['concurrency']} | " + " | ".join(cells) + " | "
-                     + " | ".join(_f(r[k], ".2f") for k in ("plain_over_target_only_ms",
-                                                            "target_only_over_plain_tok_s",
-                                                            "auto_over_best_fixed")) + " |")
+        lines.append(
+            f"| {r['concurrency']} | "
+            + " | ".join(cells)
+            + " | "
+            + " | ".join(
+                _f(r[k], ".2f") for k in ("plain_over_target_only_ms", "target_only_over_plain_tok_s", "auto_over_best_fixed")
+            )
+            + " |"
+        )
     cross = summary["crossover"]
-    lines.append("tok/s (ms per decode step, the server's decode-pass counter), median of the "
-                 "rounds; crossover: " + (f"target-only wins from concurrency {cross}"
-                                          if cross else "none (speculation never lost)")
-                 + f"; auto at threshold {summary['auto_threshold']}"
-                 + (f"; {summary['errors']} failed requests" if summary["errors"] else ""))
+    lines.append(
+        "tok/s (ms per decode step, the server's decode-pass counter), median of the "
+        "rounds; crossover: "
+        + (f"target-only wins from concurrency {cross}" if cross else "none (speculation never lost)")
+        + f"; auto at threshold {summary['auto_threshold']}"
+        + (f"; {summary['errors']} failed requests" if summary["errors"] else "")
+    )
     lines.extend(f"PROBLEM: {p}" for p in summary["problems"])
     return "\n".join(lines)
 
@@ -193,15 +219,13 @@ def set_threshold(url: str, n: int) -> None:
     import httpx
 
     with httpx.Client(timeout=30, trust_env=False) as client:  # loopback: never a proxy
-        resp = client.post(url + "/set_internal_state",
-                           json={"server_args": {decision.THRESHOLD_KEY: n}})
+        resp = client.post(url + "/set_internal_state", json={"server_args": {decision.THRESHOLD_KEY: n}})
     if resp.status_code != 200 or resp.json() != [True]:
         raise RuntimeError(f"threshold {n} refused: {resp.status_code} {resp.text[:200]}")
 
 
 def patched_arms(url: str, group: int | None = None) -> list[Arm]:
-    return [Arm(SPEC, url, SPEC, group), Arm(TARGET, url, TARGET, group),
-            Arm(AUTO, url, AUTO, group)]
+    return [Arm(SPEC, url, SPEC, group), Arm(TARGET, url, TARGET, group), Arm(AUTO, url, AUTO, group)]
 
 
 def measure_plain(url: str, opts: argparse.Namespace) -> dict:
@@ -220,8 +244,9 @@ def _levels(text: str) -> list[int]:
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.mode_cost", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.mode_cost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--levels", type=_levels, default=[1, 2, 4, 8, 16])
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--measure", type=float, default=10.0)
@@ -249,8 +274,10 @@ def main(argv: list[str] | None = None) -> int:
         rig = ensure_rig()
         try:
             arms: list[Arm] = []
-            for url, spec in ((opts.plain_url, Spec(opts.models, patched=False, extra=SERVER_EXTRA)),
-                              (opts.url, Spec(opts.models, extra=SERVER_EXTRA))):
+            for url, spec in (
+                (opts.plain_url, Spec(opts.models, patched=False, extra=SERVER_EXTRA)),
+                (opts.url, Spec(opts.models, extra=SERVER_EXTRA)),
+            ):
                 group = None
                 if url is None:
                     server = launch(rig, spec, Path(tmp), 7200)
@@ -264,8 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                     arms += patched_arms(url, group)
                 else:
                     arms.insert(0, Arm(PLAIN, url, None, group))
-            result = asyncio.run(interleaved(arms, opts, threshold,
-                                             lambda line: print(line, file=sys.stderr)))
+            result = asyncio.run(interleaved(arms, opts, threshold, lambda line: print(line, file=sys.stderr)))
         finally:
             left = []
             for server in servers:

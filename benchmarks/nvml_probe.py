@@ -9,6 +9,7 @@ the device (NVML lists processes by the pids of its own namespace), the raw proc
 and what one sample costs (``sample_util``, ``sample_processes``, 50 calls each). Exit 1 when
 NVML is unavailable or the load was not seen (utilisation or memory did not rise).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,13 +20,15 @@ import time
 
 from server_control.telemetry.nvml import NvmlSampler
 
-LOAD = ("import sys, time, torch\n"
-        "x = torch.randn(8192, 8192, device='cuda')\n"
-        "print('ready', flush=True)\n"
-        "end = time.time() + float(sys.argv[1])\n"
-        "while time.time() < end:\n"
-        "    y = x @ x\n"
-        "    torch.cuda.synchronize()\n")
+LOAD = (
+    "import sys, time, torch\n"
+    "x = torch.randn(8192, 8192, device='cuda')\n"
+    "print('ready', flush=True)\n"
+    "end = time.time() + float(sys.argv[1])\n"
+    "while time.time() < end:\n"
+    "    y = x @ x\n"
+    "    torch.cuda.synchronize()\n"
+)
 
 
 def _watch(sampler: NvmlSampler, seconds: float) -> list[dict]:
@@ -40,9 +43,15 @@ def _phase(rows: list[dict]) -> dict:
     def top(key):
         values = [r[key] for r in rows if r.get(key) is not None]
         return max(values) if values else None
-    return {"samples": len(rows), "util_max": top("util"), "mem_used_mb_max": top("mem_used_mb"),
-            "power_w_max": top("power_w"), "temp_c_max": top("temp_c"),
-            "pids_seen": sorted({p for r in rows for p in r.get("pids", [])})}
+
+    return {
+        "samples": len(rows),
+        "util_max": top("util"),
+        "mem_used_mb_max": top("mem_used_mb"),
+        "power_w_max": top("power_w"),
+        "temp_c_max": top("temp_c"),
+        "pids_seen": sorted({p for r in rows for p in r.get("pids", [])}),
+    }
 
 
 def _cost_us(fn, n: int = 50) -> float:
@@ -62,34 +71,40 @@ def probe(seconds: float) -> dict:
         sampler.stop()
         return {"available": False, "reason": snap.reason}
     dev = snap.devices[0]
-    out = {"available": True, "static": {"index": dev.index, "name": dev.name,
-                                         "mem_total_mb": dev.mem_total_mb},
-           "gpus": len(snap.devices), "idle": _phase(_watch(sampler, 2.0))}
-    load = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds)], stdout=subprocess.PIPE,
-                            text=True)
+    out = {
+        "available": True,
+        "static": {"index": dev.index, "name": dev.name, "mem_total_mb": dev.mem_total_mb},
+        "gpus": len(snap.devices),
+        "idle": _phase(_watch(sampler, 2.0)),
+    }
+    load = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds)], stdout=subprocess.PIPE, text=True)
     try:
         ready = load.stdout.readline().strip() == "ready"
         child.append(load.pid)
         out["load"] = _phase(_watch(sampler, max(1.0, seconds - 2.0)))
         nv = sampler._nvml
         handle = nv.nvmlDeviceGetHandleByIndex(0)
-        out["nvml_processes_raw"] = [{"pid": int(p.pid), "used_mb": (p.usedGpuMemory or 0) >> 20}
-                                     for p in nv.nvmlDeviceGetComputeRunningProcesses(handle)]
+        out["nvml_processes_raw"] = [
+            {"pid": int(p.pid), "used_mb": (p.usedGpuMemory or 0) >> 20} for p in nv.nvmlDeviceGetComputeRunningProcesses(handle)
+        ]
         out["child_pid"], out["load_started"] = load.pid, ready
-        out["cost_us"] = {"sample_util": _cost_us(sampler.sample_util),
-                          "sample_processes": _cost_us(sampler.sample_processes)}
+        out["cost_us"] = {"sample_util": _cost_us(sampler.sample_util), "sample_processes": _cost_us(sampler.sample_processes)}
     finally:
         load.wait(timeout=seconds + 60)
         sampler.stop()
     idle, busy = out["idle"], out["load"]
-    out["load_seen"] = bool(busy["util_max"] and busy["util_max"] > (idle["util_max"] or 0)
-                            and busy["mem_used_mb_max"] > (idle["mem_used_mb_max"] or 0) + 1024)
+    out["load_seen"] = bool(
+        busy["util_max"]
+        and busy["util_max"] > (idle["util_max"] or 0)
+        and busy["mem_used_mb_max"] > (idle["mem_used_mb_max"] or 0) + 1024
+    )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.nvml_probe", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.nvml_probe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--json", help="also write the result here")
     opts = p.parse_args(argv)

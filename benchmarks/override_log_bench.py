@@ -10,6 +10,7 @@ scheduler (``resolved_server_args_dict``). This replays ``--flips`` such overrid
 real published ServerArgs, then prints, for each variant: the log length, the memory the
 log holds (tracemalloc), and the time of one readback replay (best of 20).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,7 @@ def _flips(context, n: int, compact) -> float:
     t0 = time.perf_counter()
     for i in range(n):
         steps = 0 if i % 2 == 0 else 3
-        context.override("adaptive_spec.restore", speculative_num_steps=steps,
-                         speculative_num_draft_tokens=steps + 1)
+        context.override("adaptive_spec.restore", speculative_num_steps=steps, speculative_num_draft_tokens=steps + 1)
         if compact is not None:
             compact(context)
     return (time.perf_counter() - t0) / max(1, n)
@@ -41,9 +41,10 @@ def run(flips: int, compacting: bool) -> str:
     from sglang.srt.runtime_context import get_context
 
     from server_control.sglang_patch import overrides
+
     override = get_context().override_server_args(
-        speculative_algorithm="EAGLE3", speculative_eagle_topk=1, speculative_num_steps=3,
-        speculative_num_draft_tokens=4)
+        speculative_algorithm="EAGLE3", speculative_eagle_topk=1, speculative_num_steps=3, speculative_num_draft_tokens=4
+    )
     override.install()
     try:
         context = get_context()
@@ -53,11 +54,13 @@ def run(flips: int, compacting: bool) -> str:
         per_flip = _flips(context, flips, overrides.compact if compacting else None)
         grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(before, "filename"))
         tracemalloc.stop()
-        return (f"{'patch (compacted)' if compacting else 'SGLang alone':<18} {flips} flips: "
-                f"log length {len(context._overrides_log)}, log memory +{grown / 1024:.1f} KiB, "
-                f"readback {empty_ms:.3f} ms -> {_readback_ms(context):.3f} ms per rank per "
-                f"/server_info, override{' + compact' if compacting else ''} "
-                f"{per_flip * 1e6:.1f} us per flip")
+        return (
+            f"{'patch (compacted)' if compacting else 'SGLang alone':<18} {flips} flips: "
+            f"log length {len(context._overrides_log)}, log memory +{grown / 1024:.1f} KiB, "
+            f"readback {empty_ms:.3f} ms -> {_readback_ms(context):.3f} ms per rank per "
+            f"/server_info, override{' + compact' if compacting else ''} "
+            f"{per_flip * 1e6:.1f} us per flip"
+        )
     finally:
         override.restore()
 
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.flips < 1:
         parser.error(f"--flips must be >= 1, got {args.flips}")
     from server_control.sglang_patch import hook
+
     hook.install()
     for compacting in (False, True):
         print(run(args.flips, compacting))

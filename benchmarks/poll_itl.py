@@ -18,6 +18,7 @@ carried (a speculative step carries several): the inter-token latency. Prints p5
 per server and arm, and each arm over ``none`` of the same server. Every read has a size
 cap and a deadline. Figures go in docs/sglang-patch.md with the load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-ARMS = {"none": (), "console": (("/server_info", 1.0), ("/v1/loads", 1.0)),
-        "20hz": (("/server_info", 0.05),)}
+ARMS = {"none": (), "console": (("/server_info", 1.0), ("/v1/loads", 1.0)), "20hz": (("/server_info", 0.05),)}
 LINE_CAP = 1 << 20
 READ_DEADLINE_S = 120.0
 
@@ -83,8 +83,13 @@ def stream_itl(url: str, prompt: list[int], max_tokens: int) -> list[float]:
     """Seconds per token between streamed chunks of one greedy request."""
     u = urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=READ_DEADLINE_S)
-    body = json.dumps({"input_ids": prompt, "stream": True, "sampling_params": {
-        "max_new_tokens": max_tokens, "temperature": 0, "ignore_eos": True}})
+    body = json.dumps(
+        {
+            "input_ids": prompt,
+            "stream": True,
+            "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0, "ignore_eos": True},
+        }
+    )
     conn.request("POST", "/generate", body=body, headers={"Content-Type": "application/json"})
     resp = conn.getresponse()
     gaps, last_t, last_n = [], None, 0
@@ -107,6 +112,7 @@ def stream_itl(url: str, prompt: list[int], max_tokens: int) -> list[float]:
 
 def measure(url: str, arm: str, opts: argparse.Namespace) -> dict:
     from tests.real_sglang.rig.trained_models import prompt_ids
+
     gaps: list[float] = []
     with Poller(url, ARMS[arm]) as poller:
         for i in range(opts.requests):
@@ -146,13 +152,12 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(opts.rounds):
                 for spec, server in servers:
                     _signal(server.pgid, signal.SIGCONT)
-                    for arm in order[r % len(order):] + order[:r % len(order)]:
+                    for arm in order[r % len(order) :] + order[: r % len(order)]:
                         got = measure(server.url, arm, opts)
                         slot = results.setdefault(spec.name, {}).setdefault(arm, {"gaps": [], "polls": 0})
                         slot["gaps"] += got["gaps"]
                         slot["polls"] += got["polls"]
-                        print(f"round {r} {spec.name} {arm}: {len(got['gaps'])} tokens, "
-                              f"{got['polls']} polls", file=sys.stderr)
+                        print(f"round {r} {spec.name} {arm}: {len(got['gaps'])} tokens, {got['polls']} polls", file=sys.stderr)
                     _signal(server.pgid, signal.SIGSTOP)
         finally:
             left = []
@@ -164,10 +169,17 @@ def main(argv: list[str] | None = None) -> int:
         base = pct(arms["none"]["gaps"], 50)
         for arm, slot in arms.items():
             p50, p99 = pct(slot["gaps"], 50), pct(slot["gaps"], 99)
-            summary["rows"].append({"server": name, "arm": arm, "tokens": len(slot["gaps"]),
-                                    "polls": slot["polls"], "p50_ms": p50 and round(p50 * 1e3, 2),
-                                    "p99_ms": p99 and round(p99 * 1e3, 2),
-                                    "p50_vs_none": round(p50 / base, 3) if p50 and base else None})
+            summary["rows"].append(
+                {
+                    "server": name,
+                    "arm": arm,
+                    "tokens": len(slot["gaps"]),
+                    "polls": slot["polls"],
+                    "p50_ms": p50 and round(p50 * 1e3, 2),
+                    "p99_ms": p99 and round(p99 * 1e3, 2),
+                    "p50_vs_none": round(p50 / base, 3) if p50 and base else None,
+                }
+            )
     if opts.out:
         opts.out.write_text(json.dumps(summary, indent=1))
     if opts.json:
@@ -177,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         print("| server | polling | tokens | polls | ITL p50 ms | ITL p99 ms | p50 / none |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         for row in summary["rows"]:
-            print(f"| {row['server']} | {row['arm']} | {row['tokens']} | {row['polls']} | {row['p50_ms']} "
-                  f"| {row['p99_ms']} | {row['p50_vs_none']} |")
+            print(
+                f"| {row['server']} | {row['arm']} | {row['tokens']} | {row['polls']} | {row['p50_ms']} "
+                f"| {row['p99_ms']} | {row['p50_vs_none']} |"
+            )
     return 0 if not left else 1
 
 

@@ -22,6 +22,7 @@ batch (ms, mean over the window's steps of exactly that batch size, median of ro
 
 Figures go in docs/cpu-rig.md with the load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,10 @@ def window(server, timing: Path, bs: int, tokens: int, seed: int) -> dict:
     from tests.real_sglang.rig.trained_models import prompt_ids
 
     before = _read(timing)
-    body = {"input_ids": [prompt_ids(seed + i) for i in range(bs)],
-            "sampling_params": {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True}}
+    body = {
+        "input_ids": [prompt_ids(seed + i) for i in range(bs)],
+        "sampling_params": {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True},
+    }
     t0 = time.monotonic()
     out = server.request("/generate", body, timeout=1800)
     wall = time.monotonic() - t0
@@ -78,9 +81,12 @@ def window(server, timing: Path, bs: int, tokens: int, seed: int) -> dict:
     after = _read(timing)
     accept = [o["meta_info"].get("spec_accept_length") for o in out]
     keys = {k for k in after} | {k for k in before}
-    row = {"batch": bs, "wall_s": round(wall, 2),
-           "steps": _diff(after, before, "step_period", bs)[0] + 1,
-           "accept_length": statistics.mean(a for a in accept if a) if any(accept) else None}
+    row = {
+        "batch": bs,
+        "wall_s": round(wall, 2),
+        "steps": _diff(after, before, "step_period", bs)[0] + 1,
+        "accept_length": statistics.mean(a for a in accept if a) if any(accept) else None,
+    }
     for key in sorted(keys):
         row[key] = _ms(after, before, key, bs)
     return row
@@ -122,9 +128,10 @@ def measure_pair(rig, kind: str, opts: argparse.Namespace, tmp: Path, log) -> di
                     rows = []
                     for k in range(opts.rounds):
                         row = window(server, timing, bs, opts.tokens, 100 * k + bs)
-                        log(f"{spec.name} {mode} b={bs} round {k}: " + ", ".join(
-                            f"{key} {v:.2f}" for key, v in row.items()
-                            if isinstance(v, float) and key != "wall_s"))
+                        log(
+                            f"{spec.name} {mode} b={bs} round {k}: "
+                            + ", ".join(f"{key} {v:.2f}" for key, v in row.items() if isinstance(v, float) and key != "wall_s")
+                        )
                         rows.append(row)
                     cells.append(_median_rows(rows))
                 result[mode] = cells
@@ -137,27 +144,32 @@ def measure_pair(rig, kind: str, opts: argparse.Namespace, tmp: Path, log) -> di
 
 def summarise(result: dict) -> list[dict]:
     rows = []
-    for plain, t_o, spec in zip(result["plain"], result[decision.TARGET_ONLY],
-                                result[decision.SPECULATIVE]):
+    for plain, t_o, spec in zip(result["plain"], result[decision.TARGET_ONLY], result[decision.SPECULATIVE]):
         fwd = plain.get("target:DECODE")
         period = plain.get("step_period")
         overhead = period - fwd if period is not None and fwd is not None else None
         to_fwd = t_o.get("target:TARGET_VERIFY") or t_o.get("target:DECODE")
-        rows.append({
-            "models": result["models"], "batch": plain["batch"],
-            "plain_forward_ms": fwd, "plain_period_ms": period, "overhead_ms": overhead,
-            "forward_over_overhead": _ratio(fwd, overhead),
-            "t_o_target_forward_ms": to_fwd, "t_o_draft_extend_ms": t_o.get("draft_extend"),
-            "t_o_period_ms": t_o.get("step_period"),
-            "forward_over_draft_extend": _ratio(to_fwd, t_o.get("draft_extend")),
-            "plain_forward_over_draft_extend": _ratio(fwd, t_o.get("draft_extend")),
-            "spec_verify_ms": spec.get("target:TARGET_VERIFY"),
-            "spec_draft_extend_ms": spec.get("draft_extend"),
-            "spec_draft_decode_ms": spec.get("draft:DECODE"),
-            "spec_period_ms": spec.get("step_period"),
-            "spec_accept_length": spec.get("accept_length"),
-            "t_o_over_plain_period": _ratio(plain.get("step_period"), t_o.get("step_period")),
-        })
+        rows.append(
+            {
+                "models": result["models"],
+                "batch": plain["batch"],
+                "plain_forward_ms": fwd,
+                "plain_period_ms": period,
+                "overhead_ms": overhead,
+                "forward_over_overhead": _ratio(fwd, overhead),
+                "t_o_target_forward_ms": to_fwd,
+                "t_o_draft_extend_ms": t_o.get("draft_extend"),
+                "t_o_period_ms": t_o.get("step_period"),
+                "forward_over_draft_extend": _ratio(to_fwd, t_o.get("draft_extend")),
+                "plain_forward_over_draft_extend": _ratio(fwd, t_o.get("draft_extend")),
+                "spec_verify_ms": spec.get("target:TARGET_VERIFY"),
+                "spec_draft_extend_ms": spec.get("draft_extend"),
+                "spec_draft_decode_ms": spec.get("draft:DECODE"),
+                "spec_period_ms": spec.get("step_period"),
+                "spec_accept_length": spec.get("accept_length"),
+                "t_o_over_plain_period": _ratio(plain.get("step_period"), t_o.get("step_period")),
+            }
+        )
     return rows
 
 
@@ -166,33 +178,41 @@ def _f(v, fmt=".2f") -> str:
 
 
 def render(rows: list[dict]) -> str:
-    cols = [("pair", "models", "s"), ("b", "batch", "d"),
-            ("plain fwd ms", "plain_forward_ms", ".2f"),
-            ("plain step ms", "plain_period_ms", ".2f"), ("overhead ms", "overhead_ms", ".2f"),
-            ("fwd / overhead", "forward_over_overhead", ".1f"),
-            ("t-o fwd ms", "t_o_target_forward_ms", ".2f"),
-            ("draft-extend ms", "t_o_draft_extend_ms", ".2f"),
-            ("fwd / draft-extend", "forward_over_draft_extend", ".1f"),
-            ("t-o step ms", "t_o_period_ms", ".2f"),
-            ("plain / t-o per step", "t_o_over_plain_period", ".3f"),
-            ("spec step ms", "spec_period_ms", ".2f"), ("accept", "spec_accept_length", ".2f")]
+    cols = [
+        ("pair", "models", "s"),
+        ("b", "batch", "d"),
+        ("plain fwd ms", "plain_forward_ms", ".2f"),
+        ("plain step ms", "plain_period_ms", ".2f"),
+        ("overhead ms", "overhead_ms", ".2f"),
+        ("fwd / overhead", "forward_over_overhead", ".1f"),
+        ("t-o fwd ms", "t_o_target_forward_ms", ".2f"),
+        ("draft-extend ms", "t_o_draft_extend_ms", ".2f"),
+        ("fwd / draft-extend", "forward_over_draft_extend", ".1f"),
+        ("t-o step ms", "t_o_period_ms", ".2f"),
+        ("plain / t-o per step", "t_o_over_plain_period", ".3f"),
+        ("spec step ms", "spec_period_ms", ".2f"),
+        ("accept", "spec_accept_length", ".2f"),
+    ]
     lines = ["| " + " | ".join(c[0] for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(str(r[k]) if f in ("s", "d") else _f(r[k], f)
-                                       for _, k, f in cols) + " |")
+        lines.append("| " + " | ".join(str(r[k]) if f in ("s", "d") else _f(r[k], f) for _, k, f in cols) + " |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.rig_cost", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.rig_cost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--models", default="deep,trained")
     p.add_argument("--batches", default="1,8,16")
     p.add_argument("--tokens", type=int, default=48)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1,
-                   help="OMP_NUM_THREADS of the servers (default 1: a shared, loaded CPU "
-                        "turns OpenMP's spinning threads into waiting)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="OMP_NUM_THREADS of the servers (default 1: a shared, loaded CPU turns OpenMP's spinning threads into waiting)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path)
     opts = p.parse_args(argv)
@@ -203,14 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="rig-cost-") as tmp:
         for kind in opts.models.split(","):
-            rows += summarise(measure_pair(rig, kind, opts, Path(tmp),
-                                           lambda line: print(line, file=sys.stderr)))
+            rows += summarise(measure_pair(rig, kind, opts, Path(tmp), lambda line: print(line, file=sys.stderr)))
     load = os.getloadavg()
     doc = {"rows": rows, "load_average": load}
     if opts.out:
         opts.out.write_text(json.dumps(doc, indent=1))
-    print(json.dumps(doc, indent=1) if opts.json else render(rows)
-          + f"\nload average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print(json.dumps(doc, indent=1) if opts.json else render(rows) + f"\nload average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     return 0
 
 

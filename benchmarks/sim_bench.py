@@ -11,6 +11,7 @@ Phases (time scale 1, tp 2, threshold 5):
 For each load phase: client-side tok/s against the model's, and the simulator's own
 step-time error (actual wall interval of back-to-back steps vs the model's step time).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,9 @@ def cpu_seconds(procs: list[psutil.Process]) -> float:
     return total
 
 
-async def phase(sim: SimProcess, name: str, concurrency: int, mode: str, max_tokens: int,
-                warmup_s: float, measure_s: float) -> dict:
+async def phase(
+    sim: SimProcess, name: str, concurrency: int, mode: str, max_tokens: int, warmup_s: float, measure_s: float
+) -> dict:
     if mode != "auto":
         assert await loadgen.set_force(sim.url, mode), f"could not force {mode}"
     procs = group_processes(sim.pgid)
@@ -61,8 +63,7 @@ async def phase(sim: SimProcess, name: str, concurrency: int, mode: str, max_tok
     async with httpx.AsyncClient(trust_env=False) as client:
         await client.get(sim.url + "/sim/stats", params={"reset": 1})
     cpu0, mine0, t0 = cpu_seconds(procs), cpu_seconds([me]), time.monotonic()
-    r = await loadgen.run_level(sim.url, concurrency, warmup_s=warmup_s, measure_s=measure_s,
-                                max_tokens=max_tokens, mode=mode)
+    r = await loadgen.run_level(sim.url, concurrency, warmup_s=warmup_s, measure_s=measure_s, max_tokens=max_tokens, mode=mode)
     elapsed = time.monotonic() - t0
     cpu1, mine1 = cpu_seconds(procs), cpu_seconds([me])
     async with httpx.AsyncClient(trust_env=False) as client:
@@ -71,13 +72,24 @@ async def phase(sim: SimProcess, name: str, concurrency: int, mode: str, max_tok
     ran_mode = state[decision.STATE_KEY]["mode"]
     expected = model.throughput(MODEL_MODE[ran_mode], concurrency)
     timing = stats["step_timing"]
-    return {"phase": name, "concurrency": concurrency, "mode": ran_mode, "tok_s": round(r.tok_s, 1),
-            "model_tok_s": round(expected, 1), "tok_s_error": round(r.tok_s / expected - 1, 4),
-            "steps_timed": timing["steps"], "step_mean_abs_error": _r(timing["mean_abs_error"]),
-            "step_mean_error": _r(timing["mean_error"]), "step_p99_abs_error": _r(timing["p99"]),
-            "lag_s": timing["lag_s"], "errors": r.errors, "error_sample": r.error_sample,
-            "ttft_p50_s": _r(r.ttft_p50_s), "sim_cpu_pct": round(100 * (cpu1 - cpu0) / elapsed, 1),
-            "loadgen_cpu_pct": round(100 * (mine1 - mine0) / elapsed, 1)}
+    return {
+        "phase": name,
+        "concurrency": concurrency,
+        "mode": ran_mode,
+        "tok_s": round(r.tok_s, 1),
+        "model_tok_s": round(expected, 1),
+        "tok_s_error": round(r.tok_s / expected - 1, 4),
+        "steps_timed": timing["steps"],
+        "step_mean_abs_error": _r(timing["mean_abs_error"]),
+        "step_mean_error": _r(timing["mean_error"]),
+        "step_p99_abs_error": _r(timing["p99"]),
+        "lag_s": timing["lag_s"],
+        "errors": r.errors,
+        "error_sample": r.error_sample,
+        "ttft_p50_s": _r(r.ttft_p50_s),
+        "sim_cpu_pct": round(100 * (cpu1 - cpu0) / elapsed, 1),
+        "loadgen_cpu_pct": round(100 * (mine1 - mine0) / elapsed, 1),
+    }
 
 
 def _r(x):
@@ -97,8 +109,7 @@ async def idle_cpu(sim: SimProcess, seconds: float = 5.0) -> dict:
     procs = group_processes(sim.pgid)
     c0 = cpu_seconds(procs)
     await asyncio.sleep(seconds)
-    return {"phase": "idle", "processes": len(procs),
-            "sim_cpu_pct": round(100 * (cpu_seconds(procs) - c0) / seconds, 2)}
+    return {"phase": "idle", "processes": len(procs), "sim_cpu_pct": round(100 * (cpu_seconds(procs) - c0) / seconds, 2)}
 
 
 async def run(args) -> dict:
@@ -112,13 +123,19 @@ async def run(args) -> dict:
         rows.append(await phase(sim, "spec-1", 1, decision.SPECULATIVE, 512, 1.0, args.measure))
         rows.append(await idle_cpu(sim))
     worst = max(abs(r["step_mean_abs_error"] or 0) for r in rows if "step_mean_abs_error" in r)
-    return {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-            "rows": rows, "worst_step_mean_abs_error": worst, "goal": 0.10, "pass": worst < 0.10}
+    return {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "rows": rows,
+        "worst_step_mean_abs_error": worst,
+        "goal": 0.10,
+        "pass": worst < 0.10,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.sim_bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.sim_bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--concurrency", type=int, default=256)
     p.add_argument("--warmup", type=float, default=4.0)
     p.add_argument("--measure", type=float, default=10.0)
@@ -130,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for r in result["rows"]:
             print("  ".join(f"{k}={v}" for k, v in r.items() if v is not None))
-        print(f"worst mean |step-time error| = {result['worst_step_mean_abs_error']:.2%} "
-              f"(goal < 10%): {'PASS' if result['pass'] else 'FAIL'}")
+        print(
+            f"worst mean |step-time error| = {result['worst_step_mean_abs_error']:.2%} "
+            f"(goal < 10%): {'PASS' if result['pass'] else 'FAIL'}"
+        )
     return 0 if result["pass"] else 1
 
 

@@ -8,6 +8,7 @@ Without --url it starts the simulator itself (own process group, bounded lifetim
 port on 127.0.0.1) and stops that group at the end. Prints p50/p90/p99/max in ms (goal:
 p99 < 250 ms against the simulator); --json for one JSON object.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,9 @@ async def measure(url: str, iterations: int, warmup: int = 5) -> tuple[list[floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.threshold_bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.threshold_bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--url", help="measure this server instead of starting the simulator")
     p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--tp", type=int, default=2)
@@ -73,19 +75,33 @@ def main(argv: list[str] | None = None) -> int:
         if proc is not None:
             proc.stop()
     lat.sort()
-    out = {"url": url, "simulator": proc is not None, "tp": a.tp if proc else None,
-           "traffic": a.traffic if proc else None, "iterations": len(lat), "failures": failures[:5],
-           "failed": len(failures), "p50_ms": round(percentile(lat, 50), 2), "p90_ms": round(percentile(lat, 90), 2),
-           "p99_ms": round(percentile(lat, 99), 2), "max_ms": round(lat[-1], 2) if lat else None,
-           "mean_ms": round(statistics.fmean(lat), 2) if lat else None, "goal_p99_ms": GOAL_P99_MS}
+    out = {
+        "url": url,
+        "simulator": proc is not None,
+        "tp": a.tp if proc else None,
+        "traffic": a.traffic if proc else None,
+        "iterations": len(lat),
+        "failures": failures[:5],
+        "failed": len(failures),
+        "p50_ms": round(percentile(lat, 50), 2),
+        "p90_ms": round(percentile(lat, 90), 2),
+        "p99_ms": round(percentile(lat, 99), 2),
+        "max_ms": round(lat[-1], 2) if lat else None,
+        "mean_ms": round(statistics.fmean(lat), 2) if lat else None,
+        "goal_p99_ms": GOAL_P99_MS,
+    }
     out["meets_goal"] = bool(lat) and not failures and out["p99_ms"] < GOAL_P99_MS
     if a.json:
         print(json.dumps(out))
     else:
-        print(f"threshold set -> read-back on every DP rank, {out['iterations']} changes against {url}"
-              + (f" (simulator tp={a.tp}, traffic {a.traffic})" if proc else ""))
-        print(f"  p50 {out['p50_ms']} ms   p90 {out['p90_ms']} ms   p99 {out['p99_ms']} ms   "
-              f"max {out['max_ms']} ms   mean {out['mean_ms']} ms")
+        print(
+            f"threshold set -> read-back on every DP rank, {out['iterations']} changes against {url}"
+            + (f" (simulator tp={a.tp}, traffic {a.traffic})" if proc else "")
+        )
+        print(
+            f"  p50 {out['p50_ms']} ms   p90 {out['p90_ms']} ms   p99 {out['p99_ms']} ms   "
+            f"max {out['max_ms']} ms   mean {out['mean_ms']} ms"
+        )
         print(f"  failures {out['failed']}" + (f": {failures[:3]}" if failures else ""))
         print(f"  goal p99 < {GOAL_P99_MS:g} ms: {'met' if out['meets_goal'] else 'NOT met'}")
     return 0 if out["meets_goal"] else 1

@@ -12,6 +12,7 @@ line per check and the figures recorded in docs/operations.md:
     processes left behind          P        (server processes on the audit's ports at the end)
     data lost                      D        (a setting applied and then missing from the record)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,14 +78,16 @@ class Audit:
         port = free_port()
         self.ports.append(port)
         path = self.root / f"{name}.toml"
-        path.write_text(body if body is not None else PROFILE.format(
-            name=name, python=sys.executable, port=port, server_extra=server_extra))
+        path.write_text(
+            body if body is not None else PROFILE.format(name=name, python=sys.executable, port=port, server_extra=server_extra)
+        )
         return path
 
     def cli(self, *args: str, timeout_s: float = 90) -> subprocess.CompletedProcess:
         try:
-            return subprocess.run([sys.executable, "-m", "console", *args], cwd=REPO, capture_output=True,
-                                  text=True, timeout=timeout_s)
+            return subprocess.run(
+                [sys.executable, "-m", "console", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout_s
+            )
         except subprocess.TimeoutExpired as exc:
             return subprocess.CompletedProcess(exc.cmd, 124, str(exc.stdout or ""), f"timed out after {timeout_s} s")
 
@@ -103,8 +106,7 @@ class Audit:
             ok, note = fn()
         except Exception as exc:  # noqa: BLE001 - a check that raises is a failed check
             ok, note = False, f"{type(exc).__name__}: {exc}"
-        self.results.append({"kind": kind, "name": name, "ok": ok, "note": note[:300],
-                             "s": round(time.monotonic() - t0, 1)})
+        self.results.append({"kind": kind, "name": name, "ok": ok, "note": note[:300], "s": round(time.monotonic() - t0, 1)})
         print(f"{'ok  ' if ok else 'FAIL'} {kind:5} {name}: {note[:160]}", flush=True)
 
     def launch(self, path: Path) -> runs.RunRecord:
@@ -126,8 +128,12 @@ class Audit:
     def fault_launcher_killed(self, when: str) -> tuple[bool, str]:
         path = self.profile(f"kill{when.replace('.', '')}")
         port = self.ports[-1]
-        p = subprocess.Popen([sys.executable, "-m", "console", "launch", "--profile", str(path)], cwd=REPO,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "console", "launch", "--profile", str(path)],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         if when == "at-server":
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and p.poll() is None:
@@ -168,7 +174,7 @@ class Audit:
         res = self.cli("stop", "--profile", str(path))
         said = res.stdout
         ok = res.returncode == 1 and f"pid {rec.pid}" in said and "still listening" in said
-        os.killpg(rec.pgid, signal.SIGKILL)   # nothing verified it: the audit ends it by its group
+        os.killpg(rec.pgid, signal.SIGKILL)  # nothing verified it: the audit ends it by its group
         return ok, said.strip()[:200]
 
     def fault_keeper_killed(self) -> tuple[bool, str]:
@@ -194,20 +200,27 @@ class Audit:
             self.lost += 1
         journal = self.cli("journal")
         ok, note = self.stopped_clean(path)
-        return (ok and kept and res.returncode == 0 and journal.returncode == 0
-                and "unreadable line" in journal.stderr), f"kept {kept}; {note}"
+        return (
+            ok and kept and res.returncode == 0 and journal.returncode == 0 and "unreadable line" in journal.stderr
+        ), f"kept {kept}; {note}"
 
     def fault_hostile_http(self, mode: str, command: str) -> tuple[bool, str]:
         port = free_port()
-        srv = subprocess.Popen([sys.executable, str(HOSTILE), "--port", str(port), "--mode", mode,
-                                "--lifetime", "60"], start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        srv = subprocess.Popen(
+            [sys.executable, str(HOSTILE), "--port", str(port), "--mode", mode, "--lifetime", "60"],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             time.sleep(0.8)
             t0 = time.monotonic()
-            proc = subprocess.Popen([sys.executable, "-m", "console", *command.split(), "--url",
-                                     f"http://127.0.0.1:{port}"], cwd=REPO, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "console", *command.split(), "--url", f"http://127.0.0.1:{port}"],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
             timer = time.monotonic() + 60
             while True:
                 pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -229,8 +242,9 @@ class Audit:
     def fault_full_disk(self, what: str) -> tuple[bool, str]:
         mnt = self.root / f"fs-{what}"
         mnt.mkdir()
-        res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mnt)],
-                             capture_output=True, text=True)
+        res = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mnt)], capture_output=True, text=True
+        )
         if res.returncode != 0:
             return False, f"skipped: cannot mount a tmpfs ({res.stderr.strip()})"
         old = os.environ["SPECCONSOLE_STATE_DIR"]
@@ -267,9 +281,16 @@ class Audit:
 
     def fault_supervise_race(self) -> tuple[bool, str]:
         path = self.profile("race")
-        procs = [subprocess.Popen([sys.executable, "-m", "console", "supervise", "--profile", str(path)],
-                                  cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True) for _ in range(2)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "console", "supervise", "--profile", str(path)],
+                cwd=REPO,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            for _ in range(2)
+        ]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not self.serving(self.ports[-1]):
             time.sleep(0.2)
@@ -284,6 +305,7 @@ class Audit:
 
     def fault_long_last_line(self) -> tuple[bool, str]:
         from server_control.state.run_logs import tail_lines
+
         log = self.root / "long.log"
         log.write_bytes(b"".join(f"line {i}\n".encode() for i in range(60)) + b"E" * 300_000 + b"\n")
         tail = tail_lines(log, 50)
@@ -297,6 +319,7 @@ class Audit:
             res = self.cli("launch", "--profile", str(path), "--dry-run")
             ok = res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr
             return ok, f"exit {res.returncode}: {res.stderr.strip()[-140:]}"
+
         self.check("input", label, run)
 
     def bad_flag(self, command: str, flag: str, value: str) -> None:
@@ -304,6 +327,7 @@ class Audit:
             res = self.cli(command, "--profile", str(self.root / "none.toml"), f"{flag}={value}")
             ok = res.returncode == 2 and "finite number" in res.stderr
             return ok, f"exit {res.returncode}: {res.stderr.strip()[-120:]}"
+
         self.check("input", f"{command} {flag}={value}", run)
 
     def run_all(self) -> dict:
@@ -314,20 +338,30 @@ class Audit:
         self.check("fault", "record unreadable, keeper note gone", self.fault_record_and_note_lost)
         self.check("fault", "keeper SIGKILLed", self.fault_keeper_killed)
         self.check("fault", "bad journal line, then threshold", self.fault_bad_journal_line)
-        for mode, command in (("endless", "threshold 8"), ("declared", "threshold 8"), ("endless", "status"),
-                              ("trickle", "threshold 8")):
+        for mode, command in (
+            ("endless", "threshold 8"),
+            ("declared", "threshold 8"),
+            ("endless", "status"),
+            ("trickle", "threshold 8"),
+        ):
             self.check("fault", f"HTTP body {mode}: {command}", lambda m=mode, c=command: self.fault_hostile_http(m, c))
         for what in ("stop", "threshold", "launch"):
             self.check("fault", f"full disk: {what}", lambda w=what: self.fault_full_disk(w))
         self.check("fault", "two supervise at once", self.fault_supervise_race)
         self.check("fault", "300 KB last log line in the FATAL tail", self.fault_long_last_line)
         head = '[server]\nkind = "sim"\n'
-        for section, key in (("restart", "stop_grace_s"), ("health", "timeout_s"), ("health", "interval_s"),
-                             ("restart", "backoff_initial_s"), ("server", "log_rotate_mb")):
+        for section, key in (
+            ("restart", "stop_grace_s"),
+            ("health", "timeout_s"),
+            ("health", "interval_s"),
+            ("restart", "backoff_initial_s"),
+            ("server", "log_rotate_mb"),
+        ):
             for value in ("nan", "inf", "-inf"):
                 sec = "" if section == "server" else f"[{section}]\n"
-                self.bad_profile(f"[{section}] {key} = {value}", f"{head}{sec}{key} = {value}\n",
-                                 f"[{section}] {key}: must be a finite number")
+                self.bad_profile(
+                    f"[{section}] {key} = {value}", f"{head}{sec}{key} = {value}\n", f"[{section}] {key}: must be a finite number"
+                )
         for flag, command in (("--grace", "stop"), ("--linger", "supervise"), ("--wait", "launch")):
             for value in ("nan", "inf", "-1", "1e309"):
                 self.bad_flag(command, flag, value)
@@ -342,9 +376,15 @@ class Audit:
             os.kill(pid, signal.SIGKILL)
         faults = [r for r in self.results if r["kind"] == "fault"]
         inputs = [r for r in self.results if r["kind"] == "input"]
-        return {"faults_ok": sum(r["ok"] for r in faults), "faults": len(faults),
-                "inputs_ok": sum(r["ok"] for r in inputs), "inputs": len(inputs),
-                "processes_left": len(left), "data_lost": self.lost, "results": self.results}
+        return {
+            "faults_ok": sum(r["ok"] for r in faults),
+            "faults": len(faults),
+            "inputs_ok": sum(r["ok"] for r in inputs),
+            "inputs": len(inputs),
+            "processes_left": len(left),
+            "data_lost": self.lost,
+            "results": self.results,
+        }
 
 
 def main() -> int:
@@ -364,11 +404,13 @@ def main() -> int:
     summary["load_average"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:
         print(json.dumps(summary, indent=1))
-    print(f"faults handled as documented  {summary['faults_ok']} of {summary['faults']}\n"
-          f"bad inputs refused, clearly   {summary['inputs_ok']} of {summary['inputs']}\n"
-          f"processes left behind         {summary['processes_left']}\n"
-          f"data lost                     {summary['data_lost']}\n"
-          f"took {summary['seconds']} s, load average {summary['load_average']}")
+    print(
+        f"faults handled as documented  {summary['faults_ok']} of {summary['faults']}\n"
+        f"bad inputs refused, clearly   {summary['inputs_ok']} of {summary['inputs']}\n"
+        f"processes left behind         {summary['processes_left']}\n"
+        f"data lost                     {summary['data_lost']}\n"
+        f"took {summary['seconds']} s, load average {summary['load_average']}"
+    )
     ok = summary["faults_ok"] == summary["faults"] and summary["inputs_ok"] == summary["inputs"]
     return 0 if ok and not summary["processes_left"] and not summary["data_lost"] else 1
 

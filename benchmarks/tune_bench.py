@@ -14,6 +14,7 @@ server's own tok/s on its step clock (every generated token / step-clock seconds
 Goals: tuned >= 0.97 of the best fixed N in each phase once settled; over the whole run
 >= 1.05 of the best single fixed N.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,13 @@ def run_arm(n: int, tuned: bool, scale: float, phase_s: float) -> dict:
     marks = {}
     with start_sim(*extra, threshold=n, traffic=traffic, time_scale=scale, lifetime=900) as sim:
         wait_ready(sim.url)
-        for name, at in (("start", 0.5), ("a60", 60.0), ("a_end", phase_s), ("b60", phase_s + 60.0),
-                         ("b_end", 2 * phase_s - 0.5)):
+        for name, at in (
+            ("start", 0.5),
+            ("a60", 60.0),
+            ("a_end", phase_s),
+            ("b60", phase_s + 60.0),
+            ("b_end", 2 * phase_s - 0.5),
+        ):
             while _serving(sim.url) < at:
                 time.sleep(0.05)
             marks[name] = _totals(sim.url)
@@ -72,9 +78,17 @@ def run_arm(n: int, tuned: bool, scale: float, phase_s: float) -> dict:
     def rate(a: str, b: str) -> float:
         (t0, s0), (t1, s1) = marks[a], marks[b]
         return (t1 - t0) / (s1 - s0) if s1 > s0 else 0.0
-    return {"arm": "tuned" if tuned else f"N={n}", "a_settled": rate("a60", "a_end"),
-            "b_settled": rate("b60", "b_end"), "a_all": rate("start", "a_end"), "b_all": rate("a_end", "b_end"),
-            "whole": rate("start", "b_end"), "final_n": live["threshold"], "moves": moves}
+
+    return {
+        "arm": "tuned" if tuned else f"N={n}",
+        "a_settled": rate("a60", "a_end"),
+        "b_settled": rate("b60", "b_end"),
+        "a_all": rate("start", "a_end"),
+        "b_all": rate("a_end", "b_end"),
+        "whole": rate("start", "b_end"),
+        "final_n": live["threshold"],
+        "moves": moves,
+    }
 
 
 def main() -> None:
@@ -90,19 +104,24 @@ def main() -> None:
     best_a = max(a["a_settled"] for a in fixed)
     best_b = max(a["b_settled"] for a in fixed)
     best_whole = max(a["whole"] for a in fixed)
-    verdict = {"a": tuned["a_settled"] / best_a, "b": tuned["b_settled"] / best_b,
-               "whole": tuned["whole"] / best_whole}
+    verdict = {"a": tuned["a_settled"] / best_a, "b": tuned["b_settled"] / best_b, "whole": tuned["whole"] / best_whole}
     if args.json:
         print(json.dumps({"load": load, "arms": arms, "ratios": verdict}, indent=2))
         return
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} -> {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
-          f"time scale {args.time_scale}, phases of {args.phase_s:.0f} s")
+    print(
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} -> {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+        f"time scale {args.time_scale}, phases of {args.phase_s:.0f} s"
+    )
     print("arm        A settled   B settled   A all   B all   whole   final N")
     for a in arms:
-        print(f"{a['arm']:<8} {a['a_settled']:10.1f} {a['b_settled']:11.1f} {a['a_all']:7.1f} {a['b_all']:7.1f} "
-              f"{a['whole']:7.1f}   {a['final_n']}")
-    print(f"tuned / best fixed: phase A {verdict['a']:.3f}, phase B {verdict['b']:.3f} (goal >= 0.97), "
-          f"whole run {verdict['whole']:.3f} vs the best single N (goal >= 1.05)")
+        print(
+            f"{a['arm']:<8} {a['a_settled']:10.1f} {a['b_settled']:11.1f} {a['a_all']:7.1f} {a['b_all']:7.1f} "
+            f"{a['whole']:7.1f}   {a['final_n']}"
+        )
+    print(
+        f"tuned / best fixed: phase A {verdict['a']:.3f}, phase B {verdict['b']:.3f} (goal >= 0.97), "
+        f"whole run {verdict['whole']:.3f} vs the best single N (goal >= 1.05)"
+    )
     for line in tuned["moves"]:
         print("  " + line.split("] ", 1)[-1])
 

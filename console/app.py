@@ -4,6 +4,7 @@ palette's system commands, SIGHUP), and the single-server app (``SpecConsoleApp`
 one screen is a ``ServerScreen`` over its session (console/screens/server.py). The fleet's
 app is console/fleet/app.py.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -36,9 +37,9 @@ class ConsoleApp(App[str]):
     def __init__(self, *, notice: str = "", remember_theme: bool = False, mouse_motion: bool = False) -> None:
         # named colours = the terminal's own 16 (TERM=xterm); the mouse: clicks and wheel only
         super().__init__(ansi_color=True, driver_class=driver_class(mouse_motion))
-        self.notice = notice            # shown as a warning once the screen is up
-        self.remember_theme = remember_theme   # the user's preferences: theme, keymap (console/prefs.py)
-        self.hung_up = False            # the terminal went away (SIGHUP): left as `q` + Enter
+        self.notice = notice  # shown as a warning once the screen is up
+        self.remember_theme = remember_theme  # the user's preferences: theme, keymap (console/prefs.py)
+        self.hung_up = False  # the terminal went away (SIGHUP): left as `q` + Enter
 
     @property
     def farewell(self) -> str:
@@ -76,13 +77,20 @@ class SpecConsoleApp(ConsoleApp):
     """One ``ServerScreen`` over ``session``; `q` (or ctrl+q) on it closes the session and
     ends the app."""
 
-    def __init__(self, session: SessionLike, *, what: str = "server", launch: str = "never",
-                 start_session: bool = True, notice: str = "", remember_theme: bool = False,
-                 mouse_motion: bool = False) -> None:
+    def __init__(
+        self,
+        session: SessionLike,
+        *,
+        what: str = "server",
+        launch: str = "never",
+        start_session: bool = True,
+        notice: str = "",
+        remember_theme: bool = False,
+        mouse_motion: bool = False,
+    ) -> None:
         super().__init__(notice=notice, remember_theme=remember_theme, mouse_motion=mouse_motion)
         self.session = session
-        self.server = ServerScreen(session, what=what, launch=launch, start_session=start_session,
-                                   id="_default")
+        self.server = ServerScreen(session, what=what, launch=launch, start_session=start_session, id="_default")
 
     def get_default_screen(self) -> Screen:
         return self.server

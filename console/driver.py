@@ -12,6 +12,7 @@ to 25 bytes around each cell. ``merge_sgr`` drops a reset that is followed at on
 very style it ended (the terminal's state is the same either way), so a run of one style is
 sent as one sequence, its text and one reset (4 to 20 times fewer bytes per repaint).
 """
+
 from __future__ import annotations
 
 import re
@@ -32,7 +33,7 @@ def merge_sgr(data: str) -> str:
         return data
     parts: list[str] = []
     last = 0
-    state: str | None = None   # None: not known; "": the default (after a reset); else the one style set
+    state: str | None = None  # None: not known; "": the default (after a reset); else the one style set
     matches = list(_SGR.finditer(data))
     i = 0
     while i < len(matches):
@@ -41,13 +42,13 @@ def merge_sgr(data: str) -> str:
         if params in ("0", ""):
             nxt = matches[i + 1] if i + 1 < len(matches) else None
             if state and nxt is not None and nxt.start() == m.end() and nxt.group(1) == state:
-                parts.append(data[last:m.start()])
+                parts.append(data[last : m.start()])
                 last = nxt.end()
                 i += 2
                 continue
             state = ""
         else:
-            state = params if state == "" else None   # on top of an unknown or another style: not known
+            state = params if state == "" else None  # on top of an unknown or another style: not known
         i += 1
     parts.append(data[last:])
     return "".join(parts)
@@ -59,7 +60,7 @@ def driver_class(motion: bool) -> type[Driver] | None:
         return None
     try:
         from textual.drivers.linux_driver import LinuxDriver
-    except ImportError:   # Windows: no termios
+    except ImportError:  # Windows: no termios
         return None
 
     class ConsoleDriver(LinuxDriver):

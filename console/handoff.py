@@ -4,6 +4,7 @@ closed SSH link does not end it), its output in ``<state dir>/logs/<name>/superv
 It records itself in the run record (``supervisor``, kind ``handoff``); `status` names it;
 the next console takes the run back from it (server_control/supervision/ownership.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,9 @@ class HandOff:
     log_path: Path
 
     def words(self) -> str:
-        return (f"supervision handed to `specconsole supervise` (pid {self.pid}, log {self.log_path}); "
-                "the next console takes it back")
+        return (
+            f"supervision handed to `specconsole supervise` (pid {self.pid}, log {self.log_path}); the next console takes it back"
+        )
 
 
 def hand_off(session, target_args: list[str]) -> HandOff | None:
@@ -38,9 +40,14 @@ def hand_off(session, target_args: list[str]) -> HandOff | None:
     log_path = log_dir / f"supervise-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     fd = open_private(log_path)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "console", "supervise", *target_args, "--handed-off"],
-                                stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "console", "supervise", *target_args, "--handed-off"],
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
     finally:
         os.close(fd)
     return HandOff(proc.pid, log_path)

@@ -6,6 +6,7 @@ supervise` (console/handoff.py), instead of dying with the server left unsupervi
 ``install(leave)`` sets the handler on the app's loop (``leave()``: the app's own
 "quit, leave it running"); the terminal is gone, so nothing is asked and nothing is drawn.
 """
+
 from __future__ import annotations
 
 import asyncio

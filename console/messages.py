@@ -1,5 +1,6 @@
 """Messages the console posts between its parts (a session's callbacks reach the app as
 ``SnapshotChanged`` and ``LogsAppended``)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,19 +29,19 @@ class LogViewStatus:
     """What the log view's status line says."""
 
     follow: bool
-    new: int        # lines arrived while paused
-    shown: int      # records shown (after filters; a folded event counts once)
-    total: int      # records ever read
-    dropped: int    # records that left memory (the store keeps the newest 100k)
+    new: int  # lines arrived while paused
+    shown: int  # records shown (after filters; a folded event counts once)
+    total: int  # records ever read
+    dropped: int  # records that left memory (the store keeps the newest 100k)
     truncated: int  # records with a line longer than the display cap (shown cut; the file keeps it)
     filter: str
     search: str
     hits: int
     wrap: bool
-    position: tuple[int, int] | None = None   # (n, of): the current search match
-    polls_hidden: int = 0                     # polling access lines kept back (`a` shows them)
+    position: tuple[int, int] | None = None  # (n, of): the current search match
+    polls_hidden: int = 0  # polling access lines kept back (`a` shows them)
     show_polls: bool = False
-    folded: int = 0                           # TP ranks' copies folded into one row (`t` unfolds)
+    folded: int = 0  # TP ranks' copies folded into one row (`t` unfolds)
     fold: bool = True
 
 

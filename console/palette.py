@@ -1,4 +1,5 @@
 """Command palette provider (`ctrl+p`): every console action by name."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -42,6 +43,7 @@ class ConsoleCommands(Provider):
 def system_commands(app: App, found: Iterable[SystemCommand]) -> Iterable[SystemCommand]:
     """Textual's own palette entries, less its "Quit" (ours asks what happens to the server)
     and with a "Screenshot" that saves into the home directory and says where."""
+
     def screenshot() -> None:
         try:
             path = app.save_screenshot(path=str(Path.home()))
@@ -49,9 +51,13 @@ def system_commands(app: App, found: Iterable[SystemCommand]) -> Iterable[System
             app.notify(f"screenshot failed: {exc}", severity="error")
             return
         app.notify(f"screenshot saved: {path}")
+
     for cmd in found:
         if cmd.title == "Screenshot":
-            yield SystemCommand("Screenshot", "Save an SVG screenshot of the screen in your home directory",
-                                lambda: app.set_timer(0.1, screenshot))
+            yield SystemCommand(
+                "Screenshot",
+                "Save an SVG screenshot of the screen in your home directory",
+                lambda: app.set_timer(0.1, screenshot),
+            )
         elif cmd.title != "Quit":
             yield cmd

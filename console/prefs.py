@@ -5,6 +5,7 @@ names), e.g. ``{"keymap": {"threshold_up": "u", "threshold_down": "d,minus"}}``.
 Kept in ``<state dir>/console.json`` (private, written atomically); a missing or unreadable
 file means the defaults, never an error on screen; a keymap entry that names no action or
 gives no keys is left out and said once, naming the entry and the file."""
+
 from __future__ import annotations
 
 import json
@@ -66,7 +67,7 @@ def load_keymap(known: frozenset[str], path: Path | None = None) -> tuple[dict[s
         if name not in known:
             problems.append(f"{path}: keymap.{name}: no such action (see `?` for the names)")
         elif not isinstance(keys, str) or not keys.strip():
-            problems.append(f"{path}: keymap.{name}: keys must be a non-empty string such as \"u\" or \"u,ctrl+u\"")
+            problems.append(f'{path}: keymap.{name}: keys must be a non-empty string such as "u" or "u,ctrl+u"')
         else:
             keymap[name] = keys.replace(" ", "")
     return keymap, problems

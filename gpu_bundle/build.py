@@ -7,6 +7,7 @@ transfer (``--part-mib``, default 60 of the 64 MiB). The output directory lies o
 repository (default ``~/.cache/specconsole-gpu-bundle``); ``--check DIR`` re-verifies a
 built bundle (sizes, hashes, parts) without downloading.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,16 +22,23 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements.txt"
-PLATFORMS = ("manylinux_2_39_x86_64", "manylinux_2_35_x86_64", "manylinux_2_34_x86_64",
-             "manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
-             "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-             "manylinux1_x86_64")
+PLATFORMS = (
+    "manylinux_2_39_x86_64",
+    "manylinux_2_35_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
 MIB = 1 << 20
 
 
 def default_out() -> Path:
-    return Path(os.environ.get("SPECCONSOLE_GPU_BUNDLE") or
-                Path.home() / ".cache" / "specconsole-gpu-bundle")
+    return Path(os.environ.get("SPECCONSOLE_GPU_BUNDLE") or Path.home() / ".cache" / "specconsole-gpu-bundle")
 
 
 def requirements(path: Path = REQUIREMENTS) -> list[str]:
@@ -45,9 +53,26 @@ def requirements(path: Path = REQUIREMENTS) -> list[str]:
 
 
 def download(reqs: list[str], dest: Path) -> None:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--python-version", "3.12", "--implementation", "cp", "--abi", "cp312",
-           "--abi", "abi3", "--abi", "none", "-d", str(dest)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp312",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+        "-d",
+        str(dest),
+    ]
     for p in PLATFORMS:
         cmd += ["--platform", p]
     subprocess.run([*cmd, *reqs], check=True)
@@ -77,9 +102,11 @@ def split(sizes: dict[str, int], budget: int) -> list[list[str]]:
                 used[i] += sizes[file]
                 break
         else:
-            raise SystemExit(f"{file} ({sizes[file] / MIB:.1f} MiB) fits in neither part "
-                             f"(used {used[0] / MIB:.1f} + {used[1] / MIB:.1f} MiB of "
-                             f"{budget / MIB:.0f} each)")
+            raise SystemExit(
+                f"{file} ({sizes[file] / MIB:.1f} MiB) fits in neither part "
+                f"(used {used[0] / MIB:.1f} + {used[1] / MIB:.1f} MiB of "
+                f"{budget / MIB:.0f} each)"
+            )
     return parts
 
 
@@ -103,13 +130,24 @@ def build(out: Path, part_mib: float) -> dict:
         for f in names:
             (wheels / f).rename(out / f"part{i}" / f)
             name, version = _dist(f)
-            entries.append({"name": name, "version": version, "file": f, "part": i,
-                            "bytes": sizes[f], "sha256": sha256(out / f"part{i}" / f)})
+            entries.append(
+                {
+                    "name": name,
+                    "version": version,
+                    "file": f,
+                    "part": i,
+                    "bytes": sizes[f],
+                    "sha256": sha256(out / f"part{i}" / f),
+                }
+            )
     wheels.rmdir()
-    manifest = {"python": "3.12", "platform": "manylinux x86_64", "part_mib": part_mib,
-                "parts": {str(i): sum(e["bytes"] for e in entries if e["part"] == i)
-                          for i in (1, 2)},
-                "wheels": sorted(entries, key=lambda e: e["name"].lower())}
+    manifest = {
+        "python": "3.12",
+        "platform": "manylinux x86_64",
+        "part_mib": part_mib,
+        "parts": {str(i): sum(e["bytes"] for e in entries if e["part"] == i) for i in (1, 2)},
+        "wheels": sorted(entries, key=lambda e: e["name"].lower()),
+    }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
@@ -135,8 +173,9 @@ def check(out: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="scripts/build-gpu-bundle", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="scripts/build-gpu-bundle", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, default=default_out())
     p.add_argument("--part-mib", type=float, default=60.0)
     p.add_argument("--check", action="store_true", help="verify --out, download nothing")
@@ -147,8 +186,7 @@ def main(argv: list[str]) -> int:
         return 1 if problems else 0
     manifest = build(opts.out, opts.part_mib)
     n = len(manifest["wheels"])
-    print(f"{opts.out}: {n} wheels; part1 {manifest['parts']['1'] / MIB:.1f} MiB, "
-          f"part2 {manifest['parts']['2'] / MIB:.1f} MiB")
+    print(f"{opts.out}: {n} wheels; part1 {manifest['parts']['1'] / MIB:.1f} MiB, part2 {manifest['parts']['2'] / MIB:.1f} MiB")
     return 0
 
 

@@ -6,6 +6,7 @@ with nvcc through tvm-ffi at first use) to the tested torch stand-ins of
 ``gpu_bundle.ops.spec_tree`` right after that module is imported, unless
 ``SPECCONSOLE_GPU_BUNDLE_TREE=jit`` keeps SGLang's own. Nothing else is replaced.
 """
+
 from __future__ import annotations
 
 import importlib.abc

@@ -14,6 +14,7 @@ imports ``gpu_bundle.preload`` in every process (the tree kernels' stand-ins).
 SGLang's server and gpu-check's configuration import (``DRY_IMPORTS``), checks the
 stand-in is the ``sgl_kernel`` found, reads the versions, and writes the summary.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,18 +32,32 @@ SITE_STAND_IN = REPO / "gpu_bundle" / "site"
 BRIDGE_ENV = {"SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": "python"}
 READY = "SPECCONSOLE_GPU_BUNDLE_READY"
 DRY_IMPORTS = (
-    "sglang.launch_server", "sglang.srt.entrypoints.http_server",
-    "sglang.srt.managers.scheduler", "sglang.srt.managers.tokenizer_manager",
-    "sglang.srt.managers.detokenizer_manager", "sglang.srt.speculative.eagle_worker_v2",
+    "sglang.launch_server",
+    "sglang.srt.entrypoints.http_server",
+    "sglang.srt.managers.scheduler",
+    "sglang.srt.managers.tokenizer_manager",
+    "sglang.srt.managers.detokenizer_manager",
+    "sglang.srt.speculative.eagle_worker_v2",
     "sglang.srt.speculative.eagle_draft_cuda_graph_runner",
     "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner",
-    "sglang.srt.layers.attention.triton_backend", "sglang.srt.layers.layernorm",
-    "sglang.srt.layers.activation", "sglang.srt.layers.sampler",
-    "sglang.srt.layers.rotary_embedding", "sglang.srt.models.llama",
-    "sglang.srt.models.llama_eagle3", "sglang.kernels.ops.speculative.spec_tree",
-    "sglang.srt.model_executor.model_runner", "sglang.srt.mem_cache.unified_radix_cache",
-    "server_control.sglang_patch.serve", "tvm_ffi", "xgrammar", "msgspec", "fastapi",
-    "uvicorn", "orjson", "zmq",
+    "sglang.srt.layers.attention.triton_backend",
+    "sglang.srt.layers.layernorm",
+    "sglang.srt.layers.activation",
+    "sglang.srt.layers.sampler",
+    "sglang.srt.layers.rotary_embedding",
+    "sglang.srt.models.llama",
+    "sglang.srt.models.llama_eagle3",
+    "sglang.kernels.ops.speculative.spec_tree",
+    "sglang.srt.model_executor.model_runner",
+    "sglang.srt.mem_cache.unified_radix_cache",
+    "server_control.sglang_patch.serve",
+    "tvm_ffi",
+    "xgrammar",
+    "msgspec",
+    "fastapi",
+    "uvicorn",
+    "orjson",
+    "zmq",
 )
 
 
@@ -83,13 +98,25 @@ def install(bundle: Path, python: str = sys.executable) -> dict:
                 raise BundleError(f"{path}: listed in manifest.json, missing")
             if path.stat().st_size != e["bytes"] or _sha256(path) != e["sha256"]:
                 raise BundleError(f"{path}: size or sha256 differs from manifest.json")
-        cmd = [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-               "--no-cache-dir", "--disable-pip-version-check", "--upgrade", "--target",
-               str(site), *(str(folder / e["file"]) for e in entries)]
+        cmd = [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--upgrade",
+            "--target",
+            str(site),
+            *(str(folder / e["file"]) for e in entries),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
-            raise BundleError(f"pip install of part{part} failed ({proc.returncode}): "
-                              f"{proc.stderr[-2000:]}")
+            raise BundleError(f"pip install of part{part} failed ({proc.returncode}): {proc.stderr[-2000:]}")
         done.add(part)
         done_file.write_text("\n".join(sorted(done)) + "\n")
         report["installed_now"].append(part)
@@ -105,8 +132,7 @@ def environment(bundle: Path, base: dict | None = None) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env.update(BRIDGE_ENV)
     env.setdefault("SPECCONSOLE_SGLANG_PRELOAD", "gpu_bundle.preload")
-    env.update({READY: "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1"})
+    env.update({READY: "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     return env
 
 
@@ -132,8 +158,9 @@ print(json.dumps(out))
 
 
 def probe(env: dict, python: str = sys.executable, timeout: float = 600) -> dict:
-    proc = subprocess.run([python, "-c", _PROBE, *DRY_IMPORTS], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=str(REPO))
+    proc = subprocess.run(
+        [python, "-c", _PROBE, *DRY_IMPORTS], env=env, capture_output=True, text=True, timeout=timeout, cwd=str(REPO)
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise BundleError(f"import probe failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -150,27 +177,31 @@ def dry_run(bundle: Path, summary: Path | None) -> int:
 
     try:
         rep = install(bundle)
-        step("install bundle", not rep["absent"],
-             f"{rep['wheels']} wheels; parts installed now {rep['installed_now']}, before "
-             f"{rep['already']}, absent {rep['absent']}")
+        step(
+            "install bundle",
+            not rep["absent"],
+            f"{rep['wheels']} wheels; parts installed now {rep['installed_now']}, before "
+            f"{rep['already']}, absent {rep['absent']}",
+        )
         env = environment(bundle)
         info = probe(env)
         bad = {k: v for k, v in info["imports"].items() if v != "ok"}
-        step("imports", not bad, f"{len(info['imports']) - len(bad)}/{len(info['imports'])} "
-             f"modules" + (f"; failed: {bad}" if bad else ""))
-        stand_in = info["sgl_kernel_stand_in"] and info["sgl_kernel_file"].startswith(
-            str(SITE_STAND_IN))
+        step(
+            "imports",
+            not bad,
+            f"{len(info['imports']) - len(bad)}/{len(info['imports'])} modules" + (f"; failed: {bad}" if bad else ""),
+        )
+        stand_in = info["sgl_kernel_stand_in"] and info["sgl_kernel_file"].startswith(str(SITE_STAND_IN))
         step("stand-in sgl_kernel", stand_in, info["sgl_kernel_file"])
         v = info["versions"]
-        step("versions", v.get("sglang") == "0.5.23",
-             f"python {info['python']}, " + ", ".join(f"{k} {x}" for k, x in v.items()))
-        step("gpu (not part of the dry run)", True,
-             f"CUDA available: {info['cuda_available']}; nvcc: {info['nvcc']}")
+        step("versions", v.get("sglang") == "0.5.23", f"python {info['python']}, " + ", ".join(f"{k} {x}" for k, x in v.items()))
+        step("gpu (not part of the dry run)", True, f"CUDA available: {info['cuda_available']}; nvcc: {info['nvcc']}")
     except (BundleError, subprocess.TimeoutExpired) as exc:
         step("bundle", False, str(exc)[:2000])
     ok = all(r["ok"] for r in results)
-    print(f"gpu-check --bundle --dry-run: {'all passed' if ok else 'FAILED'} "
-          f"({sum(r['ok'] for r in results)}/{len(results)} steps)")
+    print(
+        f"gpu-check --bundle --dry-run: {'all passed' if ok else 'FAILED'} ({sum(r['ok'] for r in results)}/{len(results)} steps)"
+    )
     if summary:
         summary.write_text(json.dumps({"dry_run": True, "ok": ok, "steps": results}, indent=1))
     return 0 if ok else 1
@@ -180,7 +211,6 @@ def reexec(bundle: Path, argv: list[str]) -> None:
     """Install, then replace this process with gpu-check in the bundle's environment."""
     rep = install(bundle)
     if rep["absent"]:
-        raise BundleError(f"bundle parts not here yet: {rep['absent']} (each part's folder "
-                          f"{bundle}/partN)")
+        raise BundleError(f"bundle parts not here yet: {rep['absent']} (each part's folder {bundle}/partN)")
     env = environment(bundle)
     os.execve(sys.executable, [sys.executable, "-m", "tests.real_sglang.rig.gpu_check", *argv], env)

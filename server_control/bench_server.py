@@ -19,6 +19,7 @@ a forced mode from one the server ignored. Three reads, each with a deadline and
 ``share_problem(mode, window)`` is the assertion: a forced arm whose steps did not all run
 in that mode is a broken measurement, named, never a figure.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,11 +38,12 @@ PASSES = "sglang:cuda_graph_passes_total"
 @dataclass(frozen=True)
 class Counters:
     """A read of the server's step counters at one moment (None: not published)."""
-    at: float                                  # time.monotonic() of the read
-    decode_passes: float | None                # SGLang: decode forwards (all ranks' TP0)
-    prefill_passes: float | None               # SGLang: prefill/extend forwards
-    steps: dict[str, int] | None               # the patch: decode steps per mode
-    seconds: dict[str, float] | None           # the patch: seconds between steps, per mode
+
+    at: float  # time.monotonic() of the read
+    decode_passes: float | None  # SGLang: decode forwards (all ranks' TP0)
+    prefill_passes: float | None  # SGLang: prefill/extend forwards
+    steps: dict[str, int] | None  # the patch: decode steps per mode
+    seconds: dict[str, float] | None  # the patch: seconds between steps, per mode
     force: str | None
     threshold: int | None
 
@@ -59,6 +61,7 @@ async def _get(client: httpx.AsyncClient, url: str, timeout: float) -> tuple[int
 async def idle(client: httpx.AsyncClient, url: str) -> int | None:
     """Running + waiting requests over DP ranks (``/v1/loads``), None if not published."""
     import json
+
     try:
         status, body = await _get(client, url + "/v1/loads?include=core", 5.0)
         data = json.loads(body) if status == 200 else None
@@ -77,8 +80,7 @@ async def idle(client: httpx.AsyncClient, url: str) -> int | None:
     return total
 
 
-async def drain(client: httpx.AsyncClient, url: str, timeout_s: float = 120.0,
-                poll_s: float = 0.05) -> float | None:
+async def drain(client: httpx.AsyncClient, url: str, timeout_s: float = 120.0, poll_s: float = 0.05) -> float | None:
     """Wait until the server runs and queues nothing; seconds waited, None when the server
     does not say (no ``/v1/loads``). Raises TimeoutError naming the server after
     ``timeout_s``."""
@@ -96,6 +98,7 @@ async def drain(client: httpx.AsyncClient, url: str, timeout_s: float = 120.0,
 
 def _passes(text: str) -> tuple[float | None, float | None]:
     from prometheus_client.parser import text_string_to_metric_families
+
     decode = prefill = None
     try:
         for family in text_string_to_metric_families(text):
@@ -122,17 +125,16 @@ def _switch_state(info: Any) -> tuple[dict[str, int] | None, dict[str, float] | 
     if not snaps:
         return None, None, None, None
     steps = {m: sum(int(s["steps"].get(m, 0)) for s in snaps) for m in decision.MODES}
-    seconds = {m: float(sum(float((s.get("seconds") or {}).get(m, 0.0)) for s in snaps))
-               for m in decision.MODES}
+    seconds = {m: float(sum(float((s.get("seconds") or {}).get(m, 0.0)) for s in snaps)) for m in decision.MODES}
     force = snaps[0].get("force")
     threshold = snaps[0].get("threshold")
-    return (steps, seconds, force if isinstance(force, str) else None,
-            threshold if isinstance(threshold, int) else None)
+    return (steps, seconds, force if isinstance(force, str) else None, threshold if isinstance(threshold, int) else None)
 
 
 async def counters(client: httpx.AsyncClient, url: str) -> Counters:
     """One read of both counter sources (each None where the server does not publish it)."""
     import json
+
     at = time.monotonic()
     decode = prefill = None
     try:
@@ -151,16 +153,22 @@ async def counters(client: httpx.AsyncClient, url: str) -> Counters:
     return Counters(at, decode, prefill, steps, seconds, force, threshold)
 
 
-def window(before: Counters | None, after: Counters | None,
-           seconds: float | None = None) -> dict[str, Any] | None:
+def window(before: Counters | None, after: Counters | None, seconds: float | None = None) -> dict[str, Any] | None:
     """What the server did between two reads (``seconds``: the window, default the time
     between the reads)."""
     if before is None or after is None:
         return None
     span = seconds if seconds is not None else after.at - before.at
-    out: dict[str, Any] = {"decode_passes": None, "prefill_passes": None, "ms_per_step": None,
-                           "steps": None, "target_only_share": None, "ms_per_step_by_mode": None,
-                           "force": after.force, "threshold": after.threshold}
+    out: dict[str, Any] = {
+        "decode_passes": None,
+        "prefill_passes": None,
+        "ms_per_step": None,
+        "steps": None,
+        "target_only_share": None,
+        "ms_per_step_by_mode": None,
+        "force": after.force,
+        "threshold": after.threshold,
+    }
     if before.decode_passes is not None and after.decode_passes is not None:
         n = after.decode_passes - before.decode_passes
         out["decode_passes"] = n
@@ -174,8 +182,9 @@ def window(before: Counters | None, after: Counters | None,
         out["target_only_share"] = steps[decision.TARGET_ONLY] / total if total else None
         if before.seconds is not None and after.seconds is not None:
             out["ms_per_step_by_mode"] = {
-                m: round(1000 * (after.seconds[m] - before.seconds[m]) / steps[m], 3)
-                if steps[m] else None for m in decision.MODES}
+                m: round(1000 * (after.seconds[m] - before.seconds[m]) / steps[m], 3) if steps[m] else None
+                for m in decision.MODES
+            }
     return out
 
 
@@ -191,8 +200,7 @@ def share_problem(mode: str, win: dict[str, Any] | None) -> str | None:
         return f"forced {mode}: the server took no decode step in the window"
     want = 1.0 if mode == decision.TARGET_ONLY else 0.0
     if share != want:
-        return (f"forced {mode}: {share:.1%} of the window's decode steps ran target-only "
-                f"(steps {win['steps']})")
+        return f"forced {mode}: {share:.1%} of the window's decode steps ran target-only (steps {win['steps']})"
     if win.get("force") not in (None, mode):
         return f"forced {mode}: the server reports force={win['force']}"
     return None

@@ -17,6 +17,7 @@ accept length over speculative steps. Each level's cell is the median of its rou
 every round is kept. The crossover is the smallest concurrency at which target-only
 out-produces speculation.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,10 +50,10 @@ class LevelResult:
     ttft_p99_s: float | None = None
     chunk_gap_p50_s: float | None = None
     server: dict[str, Any] | None = None  # the patch's /metrics over the window (spec_metrics.window)
-    steps: dict[str, Any] | None = None   # the server's step counters (bench_server.window)
-    leftover: int | None = None           # requests the server still ran when this window began
-    drain_s: float | None = None          # waited for the server to be idle (None: it cannot say)
-    problem: str | None = None            # the window is not what its mode claims
+    steps: dict[str, Any] | None = None  # the server's step counters (bench_server.window)
+    leftover: int | None = None  # requests the server still ran when this window began
+    drain_s: float | None = None  # waited for the server to be idle (None: it cannot say)
+    problem: str | None = None  # the window is not what its mode claims
     ttfts: list[Any] = field(default_factory=list, repr=False)
     gaps: list[Any] = field(default_factory=list, repr=False)
 
@@ -74,8 +75,14 @@ def headers(api_key: str | None) -> dict[str, Any]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-async def _one_request(client: httpx.AsyncClient, url: str, body: dict[str, Any], result: LevelResult,
-                       window: tuple[float, float], api_key: str | None) -> None:
+async def _one_request(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    result: LevelResult,
+    window: tuple[float, float],
+    api_key: str | None,
+) -> None:
     start = time.monotonic()
     last = None
     seen = 0
@@ -108,26 +115,43 @@ async def _one_request(client: httpx.AsyncClient, url: str, body: dict[str, Any]
         result.completed += 1
 
 
-async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measure_s: float = 10.0,
-                    max_tokens: int = 256, api_key: str | None = None, mode: str = "auto",
-                    model: str | None = None, request_timeout_s: float = 600.0,
-                    drain: bool = True) -> LevelResult:
+async def run_level(
+    url: str,
+    concurrency: int,
+    *,
+    warmup_s: float = 3.0,
+    measure_s: float = 10.0,
+    max_tokens: int = 256,
+    api_key: str | None = None,
+    mode: str = "auto",
+    model: str | None = None,
+    request_timeout_s: float = 600.0,
+    drain: bool = True,
+) -> LevelResult:
     """Steady-state throughput at one concurrency; ``drain``: wait first until the server
     runs nothing (what an earlier window left behind would otherwise share this one)."""
     url = url.rstrip("/")
     result = LevelResult(concurrency, mode)
-    body = {"prompt": PROMPT, "max_tokens": max_tokens, "stream": True, "ignore_eos": True,
-            "temperature": 0.0, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    body = {
+        "prompt": PROMPT,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
     if model:
         body["model"] = model
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(request_timeout_s, connect=10.0),
-                                 limits=limits) as client:
+    async with httpx.AsyncClient(
+        trust_env=False, timeout=httpx.Timeout(request_timeout_s, connect=10.0), limits=limits
+    ) as client:
         result.leftover = await bench_server.idle(client, url)
         if drain:
             result.drain_s = await bench_server.drain(client, url)
         t0 = time.monotonic()
         window = (t0 + warmup_s, t0 + warmup_s + measure_s)
+
         async def worker() -> None:
             while time.monotonic() < window[1]:
                 try:
@@ -136,6 +160,7 @@ async def run_level(url: str, concurrency: int, *, warmup_s: float = 3.0, measur
                     result.errors += 1
                     result.error_sample = result.error_sample or f"{type(exc).__name__}: {exc}"
                     await asyncio.sleep(0.2)
+
         tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
         await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
         start = await bench_server.counters(client, url)
@@ -170,8 +195,11 @@ async def set_force(url: str, mode: str, api_key: str | None = None) -> bool:
     server refuses a string (SGLang 0.5.23 types the values as numbers: 400; others 422)."""
     async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
         for value in (mode, decision.FORCE_CHOICES.index(mode)):
-            resp = await client.post(url.rstrip("/") + "/set_internal_state", headers=headers(api_key),
-                                     json={"server_args": {decision.FORCE_KEY: value}})
+            resp = await client.post(
+                url.rstrip("/") + "/set_internal_state",
+                headers=headers(api_key),
+                json={"server_args": {decision.FORCE_KEY: value}},
+            )
             if resp.status_code in (400, 422) and isinstance(value, str):
                 continue
             body = resp.json() if resp.status_code == 200 else None
@@ -199,32 +227,45 @@ def level_cell(concurrency: int, mode: str, rounds: list[dict[str, Any]]) -> dic
     """One level of one mode over its rounds: the median tok/s and ms per decode step, the
     target-only share of all its steps, every round kept."""
     values = sorted(r["tok_s"] for r in rounds)
-    ms = sorted(r["steps"]["ms_per_step"] for r in rounds
-                if r.get("steps") and r["steps"].get("ms_per_step") is not None)
+    ms = sorted(r["steps"]["ms_per_step"] for r in rounds if r.get("steps") and r["steps"].get("ms_per_step") is not None)
     steps = [r["steps"]["steps"] for r in rounds if r.get("steps") and r["steps"].get("steps")]
     total = sum(sum(s.values()) for s in steps)
-    return {"concurrency": concurrency, "mode": mode, "tok_s": statistics.median(values),
-            "tok_s_runs": values, "ms_per_step": statistics.median(ms) if ms else None,
-            "ms_per_step_runs": ms,
-            "target_only_share": (sum(s[decision.TARGET_ONLY] for s in steps) / total
-                                  if total else None),
-            "errors": sum(r["errors"] for r in rounds), "tokens": sum(r["tokens"] for r in rounds),
-            "problems": [r["problem"] for r in rounds if r.get("problem")],
-            "server": _published(rounds), "rounds": rounds}
+    return {
+        "concurrency": concurrency,
+        "mode": mode,
+        "tok_s": statistics.median(values),
+        "tok_s_runs": values,
+        "ms_per_step": statistics.median(ms) if ms else None,
+        "ms_per_step_runs": ms,
+        "target_only_share": (sum(s[decision.TARGET_ONLY] for s in steps) / total if total else None),
+        "errors": sum(r["errors"] for r in rounds),
+        "tokens": sum(r["tokens"] for r in rounds),
+        "problems": [r["problem"] for r in rounds if r.get("problem")],
+        "server": _published(rounds),
+        "rounds": rounds,
+    }
 
 
 def _published(rounds: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The patch's /metrics window of the last round that saw them published (they are
     published every --decode-log-interval steps: a short window may see none)."""
-    with_steps = [r["server"] for r in rounds
-                  if r.get("server") and r["server"].get("target_only_share") is not None]
+    with_steps = [r["server"] for r in rounds if r.get("server") and r["server"].get("target_only_share") is not None]
     return with_steps[-1] if with_steps else rounds[-1].get("server")
 
 
-async def sweep(url: str, levels: list[int], *, modes: Sequence[str] = (decision.SPECULATIVE, decision.TARGET_ONLY),
-                warmup_s: float = 3.0, measure_s: float = 10.0, max_tokens: int = 256,
-                api_key: str | None = None, admin_api_key: str | None = None, rounds: int = 1,
-                progress: Callable[[LevelResult], None] | None = None) -> dict[str, Any]:
+async def sweep(
+    url: str,
+    levels: list[int],
+    *,
+    modes: Sequence[str] = (decision.SPECULATIVE, decision.TARGET_ONLY),
+    warmup_s: float = 3.0,
+    measure_s: float = 10.0,
+    max_tokens: int = 256,
+    api_key: str | None = None,
+    admin_api_key: str | None = None,
+    rounds: int = 1,
+    progress: Callable[[LevelResult], None] | None = None,
+) -> dict[str, Any]:
     """Per-mode throughput at each concurrency, arms interleaved in every round (order
     rotated), the server drained before each window; the crossover. Restores force=auto."""
     per_mode: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
@@ -240,12 +281,12 @@ async def sweep(url: str, levels: list[int], *, modes: Sequence[str] = (decision
                     label = mode
                     if (forcing or mode != decision.AUTO) and not await set_force(url, mode, admin):
                         if mode not in refused:
-                            notes.append(f"the server refused {decision.FORCE_KEY}={mode}; "
-                                         "measured without forcing")
+                            notes.append(f"the server refused {decision.FORCE_KEY}={mode}; measured without forcing")
                         refused.add(mode)
                         label = f"{mode} (not forced)"
-                    r = await run_level(url, c, warmup_s=warmup_s, measure_s=measure_s,
-                                        max_tokens=max_tokens, api_key=api_key, mode=label)
+                    r = await run_level(
+                        url, c, warmup_s=warmup_s, measure_s=measure_s, max_tokens=max_tokens, api_key=api_key, mode=label
+                    )
                     row = r.summary()
                     row["round"], row["mode"] = k, mode
                     row["forced"] = label == mode
@@ -259,10 +300,16 @@ async def sweep(url: str, levels: list[int], *, modes: Sequence[str] = (decision
             await set_force(url, decision.AUTO, admin)
     cross = crossover(per_mode)
     problems = [p for rows in per_mode.values() for row in rows for p in row["problems"]]
-    return {"url": url, "levels": list(levels), "rounds": max(1, rounds), "per_mode": per_mode,
-            "crossover": cross,
-            "suggested_threshold": None if cross is None else max(1, previous_level(levels, cross)),
-            "notes": notes, "problems": problems}
+    return {
+        "url": url,
+        "levels": list(levels),
+        "rounds": max(1, rounds),
+        "per_mode": per_mode,
+        "crossover": cross,
+        "suggested_threshold": None if cross is None else max(1, previous_level(levels, cross)),
+        "notes": notes,
+        "problems": problems,
+    }
 
 
 def previous_level(levels: list[int], level: int) -> int:

@@ -9,6 +9,7 @@ control except tab and newline, DEL, the C1 controls U+0080..U+009F, and the bid
 controls (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069: they reorder what a
 terminal shows, e.g. U+202E turns the rest of a line around). Tab and newline stay.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,7 +20,8 @@ _ESCAPES = re.compile(
     r"|\x1b[ -/]*[0-~]"
     r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x9b[0-?]*[ -/]*[@-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 _CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(11, 32)) + b"\x7f"
 _C1 = re.compile(r"[\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")

@@ -1,4 +1,5 @@
 """Fixtures shared across test folders."""
+
 import pytest
 
 from tests.support.sim import start_sim

@@ -1,5 +1,6 @@
 """docs/architecture.md's module table names every module of server_control/, each in the
 row of its package, and nothing that is not there; its layer picture names every package."""
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,8 @@ ROW = re.compile(r"^\| `(server_control/[\w/]*)` (?P<modules>[^|]*)\|", re.M)
 
 def _table() -> dict[str, set[str]]:
     text = DOC.read_text()
-    section = text[text.index("## Modules"):]
-    section = section[:section.index("\n## ", 1)]
+    section = text[text.index("## Modules") :]
+    section = section[: section.index("\n## ", 1)]
     return {m.group(1).rstrip("/"): set(re.findall(r"`([\w]+\.py)`", m.group("modules"))) for m in ROW.finditer(section)}
 
 
@@ -36,7 +37,7 @@ def test_module_table_equals_the_tree() -> None:
 
 def test_layer_picture_names_every_package() -> None:
     text = DOC.read_text()
-    picture = text[text.index("## Layers"):text.index("### Walkthrough")]
+    picture = text[text.index("## Layers") : text.index("### Walkthrough")]
     packages = {p.split("/")[1] for p in _tree() if p.count("/") == 1}
     missing = {p for p in packages if not re.search(rf"\b{p}/", picture)}
     assert not missing

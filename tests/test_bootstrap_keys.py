@@ -1,6 +1,7 @@
 """The patched-SGLang bootstrap moves API keys from the environment to sys.argv in the
 launch_server process that `serve` marked, so they are never on a command line and the
 processes SGLang spawns do not inherit them. Real interpreter, real sitecustomize."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,12 @@ import sys
 
 from server_control.sglang_patch import serve
 
-PROBE = ("import json, os, sys, subprocess; "
-         "child = subprocess.run([sys.executable, '-c', 'import os; print(os.environ.get(\"SPECCONSOLE_API_KEY\"))'], "
-         "capture_output=True, text=True).stdout.strip(); "
-         "print(json.dumps([sys.argv[1:], os.environ.get('SPECCONSOLE_API_KEY'), child]))")
+PROBE = (
+    "import json, os, sys, subprocess; "
+    "child = subprocess.run([sys.executable, '-c', 'import os; print(os.environ.get(\"SPECCONSOLE_API_KEY\"))'], "
+    "capture_output=True, text=True).stdout.strip(); "
+    "print(json.dumps([sys.argv[1:], os.environ.get('SPECCONSOLE_API_KEY'), child]))"
+)
 
 
 def run_probe(**extra) -> list:

@@ -1,4 +1,5 @@
 """The shared per-step switch: rule, hysteresis, dwell, force, validation, wording."""
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -79,8 +80,10 @@ def test_two_ranks_fed_the_same_batches_agree(batches, n, h, d):
             assert a.mode == SPECULATIVE
 
 
-@pytest.mark.parametrize("text,reason", [("-3", "must be >= 0, got -3"), ("+7", None), (" 8 ", None),
-                                         ("--3", "must be an integer"), ("3-", "must be an integer")])
+@pytest.mark.parametrize(
+    "text,reason",
+    [("-3", "must be >= 0, got -3"), ("+7", None), (" 8 ", None), ("--3", "must be an integer"), ("3-", "must be an integer")],
+)
 def test_threshold_text_gets_the_real_reason(text, reason):
     if reason is None:
         assert validate_threshold(text) == int(text)

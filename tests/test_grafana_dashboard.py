@@ -1,6 +1,7 @@
 """The shipped Grafana dashboard plots what the patch publishes: every sglang: metric its
 queries name exists (the patch's own, from server_control/protocol/spec_metrics.py, or SGLang's),
 and mode, N and the decode batch are there."""
+
 import json
 import re
 from pathlib import Path
@@ -19,8 +20,7 @@ def expressions() -> list[str]:
 def test_every_queried_metric_exists():
     named = {m for e in expressions() for m in re.findall(r"sglang:[a-z_]+", e)}
     assert named - SGLANG_OWN <= set(spec_metrics.NAMES), named - SGLANG_OWN - set(spec_metrics.NAMES)
-    assert {"sglang:spec_disable_mode", "sglang:spec_disable_batch_threshold",
-            "sglang:num_running_reqs"} <= named
+    assert {"sglang:spec_disable_mode", "sglang:spec_disable_batch_threshold", "sglang:num_running_reqs"} <= named
 
 
 def test_panels_have_unique_ids_and_ref_ids():

@@ -6,6 +6,7 @@ also inside functions. What it cannot see is a module loaded at run time through
 session layer and every headless command module and must not have loaded Textual.
 (Rich may be loaded: httpx imports it for its own command line when it is installed.)
 """
+
 from __future__ import annotations
 
 import json
@@ -65,14 +66,21 @@ def test_one_import_path_per_name_no_reexport_lines() -> None:
     """No ``from a import X as X`` (mypy's explicit re-export): every name is imported from
     the module that defines it."""
     pattern = re.compile(r"^\s*from [\w.]+ import .*\b(\w+) as \1\b", re.M)
-    found = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for top in ("server_control", "console", "tests", "benchmarks")
-             for p in sorted((ROOT / top).rglob("*.py")) for m in pattern.finditer(p.read_text())]
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group(0).strip()}"
+        for top in ("server_control", "console", "tests", "benchmarks")
+        for p in sorted((ROOT / top).rglob("*.py"))
+        for m in pattern.finditer(p.read_text())
+    ]
     assert found == []
 
 
 def test_no_test_module_imports_another_test_modules_helpers() -> None:
     """Shared test helpers live in tests/support/ (fixtures in conftest.py files)."""
     pattern = re.compile(r"^\s*(?:from (?:tests\.[\w.]*\.|\.+)test_\w+ import|import tests\.[\w.]*\btest_\w+)", re.M)
-    found = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for p in sorted((ROOT / "tests").rglob("*.py"))
-             for m in pattern.finditer(p.read_text())]
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group(0).strip()}"
+        for p in sorted((ROOT / "tests").rglob("*.py"))
+        for m in pattern.finditer(p.read_text())
+    ]
     assert found == []

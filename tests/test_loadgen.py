@@ -7,8 +7,10 @@ from server_control.protocol import decision
 
 
 def test_crossover_and_suggested_threshold_from_rows():
-    per_mode = {decision.SPECULATIVE: [{"concurrency": c, "tok_s": t} for c, t in [(1, 96), (4, 300), (8, 340)]],
-                decision.TARGET_ONLY: [{"concurrency": c, "tok_s": t} for c, t in [(1, 74), (4, 290), (8, 530)]]}
+    per_mode = {
+        decision.SPECULATIVE: [{"concurrency": c, "tok_s": t} for c, t in [(1, 96), (4, 300), (8, 340)]],
+        decision.TARGET_ONLY: [{"concurrency": c, "tok_s": t} for c, t in [(1, 74), (4, 290), (8, 530)]],
+    }
     assert loadgen.crossover(per_mode) == 8
     assert loadgen.previous_level([1, 4, 8], 8) == 4
     assert loadgen.crossover({decision.SPECULATIVE: per_mode[decision.SPECULATIVE]}) is None
@@ -69,14 +71,22 @@ async def test_set_force_sends_the_index_when_the_server_refuses_a_string_with_4
 def test_rotated_starts_each_round_one_arm_later():
     arms = ["plain", "speculative", "target_only", "auto"]
     assert [loadgen.rotated(arms, k) for k in range(5)] == [
-        arms, arms[1:] + arms[:1], arms[2:] + arms[:2], arms[3:] + arms[:3], arms]
+        arms,
+        arms[1:] + arms[:1],
+        arms[2:] + arms[:2],
+        arms[3:] + arms[:3],
+        arms,
+    ]
 
 
 def test_share_problem_names_a_forced_window_that_ran_the_other_mode():
     def win(spec, target, force):
-        return {"steps": {decision.SPECULATIVE: spec, decision.TARGET_ONLY: target},
-                "target_only_share": target / (spec + target) if spec + target else None,
-                "force": force}
+        return {
+            "steps": {decision.SPECULATIVE: spec, decision.TARGET_ONLY: target},
+            "target_only_share": target / (spec + target) if spec + target else None,
+            "force": force,
+        }
+
     assert bench_server.share_problem(decision.TARGET_ONLY, win(0, 50, decision.TARGET_ONLY)) is None
     assert bench_server.share_problem(decision.SPECULATIVE, win(50, 0, decision.SPECULATIVE)) is None
     assert "2.0% of the window" in bench_server.share_problem(decision.SPECULATIVE, win(49, 1, decision.SPECULATIVE))
@@ -89,16 +99,25 @@ async def test_sweep_interleaves_every_arm_in_every_round_and_checks_the_server(
     sim = sim_factory().wait_ready()
     modes = [decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO]
     order = []
-    result = await loadgen.sweep(sim.url, [2, 6], modes=modes, rounds=2, warmup_s=0.3, measure_s=1.5,
-                                 max_tokens=32, progress=lambda r: order.append((r.concurrency, r.mode)))
+    result = await loadgen.sweep(
+        sim.url,
+        [2, 6],
+        modes=modes,
+        rounds=2,
+        warmup_s=0.3,
+        measure_s=1.5,
+        max_tokens=32,
+        progress=lambda r: order.append((r.concurrency, r.mode)),
+    )
     assert order == [(c, m) for c in (2, 6) for m in modes + modes[1:] + modes[:1]]
     assert result["problems"] == [] and result["rounds"] == 2
     cells = {m: result["per_mode"][m] for m in modes}
     assert [len(cell["rounds"]) for rows in cells.values() for cell in rows] == [2] * 6
     assert all(c["target_only_share"] == 0 for c in cells[decision.SPECULATIVE])
     assert all(c["target_only_share"] == 1 for c in cells[decision.TARGET_ONLY])
-    assert all(r["steps"]["ms_per_step_by_mode"][decision.TARGET_ONLY] > 0
-               for c in cells[decision.TARGET_ONLY] for r in c["rounds"])
+    assert all(
+        r["steps"]["ms_per_step_by_mode"][decision.TARGET_ONLY] > 0 for c in cells[decision.TARGET_ONLY] for r in c["rounds"]
+    )
     assert all(r["drain_s"] is not None for rows in cells.values() for c in rows for r in c["rounds"])
     assert httpx.get(sim.url + "/server_info").json()["internal_states"][0][decision.FORCE_KEY] == decision.AUTO
 
@@ -111,13 +130,16 @@ async def test_sweep_catches_a_force_the_server_never_applied(sim_factory, monke
 
     async def believed(url, mode, api_key=None):
         return True
+
     monkeypatch.setattr(loadgen, "set_force", believed)
-    result = await loadgen.sweep(sim.url, [2], modes=[decision.SPECULATIVE, decision.TARGET_ONLY], rounds=1,
-                                 warmup_s=0.3, measure_s=0.8, max_tokens=32)
+    result = await loadgen.sweep(
+        sim.url, [2], modes=[decision.SPECULATIVE, decision.TARGET_ONLY], rounds=1, warmup_s=0.3, measure_s=0.8, max_tokens=32
+    )
     assert result["problems"] == [
         "forced speculative: the server reports force=auto",
         "forced target_only: 0.0% of the window's decode steps ran target-only (steps "
-        f"{result['per_mode'][decision.TARGET_ONLY][0]['rounds'][0]['steps']['steps']})"], result["problems"]
+        f"{result['per_mode'][decision.TARGET_ONLY][0]['rounds'][0]['steps']['steps']})",
+    ], result["problems"]
 
 
 async def test_a_window_waits_for_what_the_last_one_left_running(sim_factory):

@@ -1,5 +1,6 @@
 """benchmarks/mode_cost.py's harness against two real simulator processes (the plain arm on
 one, the patched arms on the other, the idle one paused by SIGSTOP of its group)."""
+
 import argparse
 import asyncio
 import threading
@@ -12,18 +13,16 @@ from server_control.protocol import decision
 
 def _state(pid: int) -> str:
     stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rfind(")") + 2:].split()[0]
+    return stat[stat.rfind(")") + 2 :].split()[0]
 
 
 def _opts(**kw):
-    return argparse.Namespace(**{"levels": [2], "rounds": 2, "warmup": 0.3, "measure": 1.0,
-                                 "max_tokens": 32, **kw})
+    return argparse.Namespace(**{"levels": [2], "rounds": 2, "warmup": 0.3, "measure": 1.0, "max_tokens": 32, **kw})
 
 
 def test_interleaved_runs_every_arm_every_round_pausing_the_other_server(sim_factory):
     plain, patched = sim_factory().wait_ready(), sim_factory().wait_ready()
-    arms = [mode_cost.Arm(mode_cost.PLAIN, plain.url, None, plain.pgid),
-            *mode_cost.patched_arms(patched.url, patched.pgid)]
+    arms = [mode_cost.Arm(mode_cost.PLAIN, plain.url, None, plain.pgid), *mode_cost.patched_arms(patched.url, patched.pgid)]
     mode_cost.set_threshold(patched.url, 4)
     seen, stop = set(), threading.Event()
 
@@ -31,6 +30,7 @@ def test_interleaved_runs_every_arm_every_round_pausing_the_other_server(sim_fac
         while not stop.is_set():
             seen.add(_state(plain.proc.pid))
             stop.wait(0.05)
+
     t = threading.Thread(target=watch, daemon=True)
     t.start()
     lines = []

@@ -1,4 +1,5 @@
 """server_control.sanitize: the one place escape sequences and control characters go."""
+
 from server_control.sanitize import clean_bytes, clean_json, strip_controls
 
 
@@ -22,9 +23,16 @@ def test_an_unterminated_osc_ends_at_the_line_end():
 
 
 def test_every_string_sequence_and_its_c1_form_goes_with_its_payload():
-    cases = {"\x1bP1$qm\x1b\\x": "x", "\x1bX sos \x1b\\x": "x", "\x1b^ pm \x07x": "x", "\x1b_ apc \x1b\\x": "x",
-             "\u0090dcs\u009cx": "x", "\u009d0;title\u009cx": "x", "\u009d52;c;aGk=\x07x": "x",
-             "\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\": "link"}
+    cases = {
+        "\x1bP1$qm\x1b\\x": "x",
+        "\x1bX sos \x1b\\x": "x",
+        "\x1b^ pm \x07x": "x",
+        "\x1b_ apc \x1b\\x": "x",
+        "\u0090dcs\u009cx": "x",
+        "\u009d0;title\u009cx": "x",
+        "\u009d52;c;aGk=\x07x": "x",
+        "\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\": "link",
+    }
     for text, shown in cases.items():
         assert strip_controls(text) == shown, text
     assert strip_controls("a\x1bPdcs left open\nb\u0098sos left open\nc") == "a\nb\nc"

@@ -1,4 +1,5 @@
 """The warning for SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND says what it costs, with a number."""
+
 import logging
 
 from server_control.protocol import decision

@@ -1,6 +1,7 @@
 """The typed session snapshot (server_control/model/snapshot.py): the JSON edge round-trips, bad
 JSON is read tolerantly, the real session and the console's fake satisfy ``SessionLike``,
 and a snapshot's long parts are rebuilt only when they change."""
+
 from __future__ import annotations
 
 import copy
@@ -27,10 +28,17 @@ def test_json_round_trip_keeps_the_status_schema():
 
 
 def test_garbage_json_is_read_tolerantly():
-    snap = SessionSnapshot.from_json({"run": "nonsense", "spec": {"threshold": "x", "mode": 3},
-                                      "series": {"batch": [["a"], [1, 2]]}, "switches": [None, 5, {"mode": None}],
-                                      "gpus": {"available": True, "devices": [7]}, "verify": {"layers": "no"},
-                                      "per_mode": []})
+    snap = SessionSnapshot.from_json(
+        {
+            "run": "nonsense",
+            "spec": {"threshold": "x", "mode": 3},
+            "series": {"batch": [["a"], [1, 2]]},
+            "switches": [None, 5, {"mode": None}],
+            "gpus": {"available": True, "devices": [7]},
+            "verify": {"layers": "no"},
+            "per_mode": [],
+        }
+    )
     assert snap.spec.threshold is None and snap.spec.mode is None and snap.run.state is None
     assert snap.series.batch == ((1, 2),) and snap.timeline.switches == () and snap.gpus.devices == ()
     assert snap.verify.layers == () and snap.verify.summary == "pending"
@@ -51,8 +59,7 @@ def test_one_result_type_says_done_refused_or_failed():
 
 
 def _sample(ts: float, batch: int):
-    state = {"speculative_disable_batch_threshold": 5, "dynamic_speculation": {"mode": "speculative",
-                                                                               "switch_count": 0}}
+    state = {"speculative_disable_batch_threshold": 5, "dynamic_speculation": {"mode": "speculative", "switch_count": 0}}
     s = sample_from_server_info(ts, {"tp_size": 1, "internal_states": [state]})
     s.load = Load(batch=batch, queue=0, source="loads")
     return s
@@ -62,7 +69,7 @@ def test_long_parts_are_rebuilt_only_when_they_change():
     session = Session.attach("http://127.0.0.1:9")
     session.poller.on_sample(_sample(100.0, 3))
     a, b = session.snapshot(), session.snapshot()
-    assert a.series is b.series and a.timeline.switches is b.timeline.switches   # nothing new: same objects
+    assert a.series is b.series and a.timeline.switches is b.timeline.switches  # nothing new: same objects
     assert a == b and copy.copy(a) == a
     session.poller.on_sample(_sample(101.0, 4))
     c = session.snapshot()

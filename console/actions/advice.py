@@ -1,6 +1,7 @@
 """`A`: the advisor's view over the server's cost curves (console/screens/advice.py); its
 suggestion is applied through ``request_threshold``, as `=` applies N (read back on every
 rank, journaled). A mixin of ``ServerScreen`` (console/screens/server.py)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

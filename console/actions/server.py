@@ -7,6 +7,7 @@ what happens to the settings changed at runtime. Each question is awaited in the
 own worker (``@work`` + ``push_screen_wait``): the flow reads top to bottom. A mixin of
 ``ServerScreen`` (console/screens/server.py): it uses the screen's ``session``,
 ``snapshot``, ``_call`` and ``_desired``."""
+
 from __future__ import annotations
 
 import asyncio
@@ -76,8 +77,7 @@ class ControlActions(_Base):
         if n is None:
             self.notify("threshold unknown yet (server not read)", severity="warning")
         elif delta < 0 and n + delta < 1:
-            self.notify(f"N={n}: `-` stops at 1. {NEVER}; set it with `=` 0 (asks first).", severity="warning",
-                        timeout=8)
+            self.notify(f"N={n}: `-` stops at 1. {NEVER}; set it with `=` 0 (asks first).", severity="warning", timeout=8)
         else:
             self.request_threshold(n + delta)
 
@@ -91,9 +91,14 @@ class ControlActions(_Base):
     async def action_threshold_prompt(self) -> None:
         """`=`: the exact N; N=0 only after a yes that says what it means."""
         n = self._current_threshold()
-        value = await self.app.push_screen_wait(PromptScreen(
-            "Threshold N (speculate while decode batch <= N; 0 = never disable)", validate_threshold,
-            "" if n is None else str(n), hint="enter applies, escape cancels"))
+        value = await self.app.push_screen_wait(
+            PromptScreen(
+                "Threshold N (speculate while decode batch <= N; 0 = never disable)",
+                validate_threshold,
+                "" if n is None else str(n),
+                hint="enter applies, escape cancels",
+            )
+        )
         if value == 0 and not await self.app.push_screen_wait(confirm(f"{NEVER} (the threshold rule is off). Set N=0?")):
             return
         if value is not None:
@@ -101,8 +106,7 @@ class ControlActions(_Base):
 
     def action_cycle_force(self) -> None:
         force = self.snapshot.spec.force or "auto"
-        nxt = FORCE_CHOICES[(FORCE_CHOICES.index(force) + 1) % len(FORCE_CHOICES)] \
-            if force in FORCE_CHOICES else "auto"
+        nxt = FORCE_CHOICES[(FORCE_CHOICES.index(force) + 1) % len(FORCE_CHOICES)] if force in FORCE_CHOICES else "auto"
         self.run_worker(self._force(nxt), group="control")
 
     async def _force(self, mode: str) -> None:
@@ -116,14 +120,14 @@ class ControlActions(_Base):
         if hint is None:
             self.notify("no suggestion: the mode is not flapping", severity="information")
             return
-        self.run_worker(self._call(f"{hint.name} {hint.value}", self.session.set_setting(hint.key, hint.value)),
-                        group="control")
+        self.run_worker(self._call(f"{hint.name} {hint.value}", self.session.set_setting(hint.key, hint.value)), group="control")
 
     # ---- server ----------------------------------------------------------------------
     def _owned(self) -> bool:
         if self.snapshot.attached:
-            self.notify("attached to a server this console does not own: start/stop/restart "
-                        "are not available", severity="warning")
+            self.notify(
+                "attached to a server this console does not own: start/stop/restart are not available", severity="warning"
+            )
             return False
         return True
 
@@ -132,8 +136,10 @@ class ControlActions(_Base):
         if not self._owned():
             return
         if run.state in LIVE_STATES and run.pid:
-            self.notify(f"the {self.what} is already running ({run.state}, pid {run.pid}): "
-                        "r restarts it, x stops it", severity="information")
+            self.notify(
+                f"the {self.what} is already running ({run.state}, pid {run.pid}): r restarts it, x stops it",
+                severity="information",
+            )
             return
         self.run_worker(self._call("launch", self.session.launch()), group="server")
 
@@ -149,9 +155,10 @@ class ControlActions(_Base):
 
     def _runtime_fate(self) -> str:
         """What a restart does to the settings changed at runtime (server_control/supervision/carried_settings.py)."""
-        changed = ", ".join(f"{k.removeprefix('speculative_disable_')}={v}"
-                            for k, v in self.snapshot.run.runtime.items())
+        changed = ", ".join(f"{k.removeprefix('speculative_disable_')}={v}" for k, v in self.snapshot.run.runtime.items())
         if not changed:
             return "It starts with the profile's settings (none were changed at runtime)."
-        return (f"Changed at runtime: {changed}. They are re-applied once it is ready (lost, back to the "
-                "profile's, only if the profile sets [restart] reapply_runtime = false).")
+        return (
+            f"Changed at runtime: {changed}. They are re-applied once it is ready (lost, back to the "
+            "profile's, only if the profile sets [restart] reapply_runtime = false)."
+        )

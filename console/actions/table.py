@@ -10,6 +10,7 @@ stop, restart: off when the console is attached to a server it does not own; as 
 ``Dangerous``). The binding ids are the action names: a user keymap in the preferences
 (console/prefs.py) rebinds them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,33 +20,50 @@ from textual.binding import Binding, BindingType
 
 @dataclass(frozen=True)
 class Action:
-    keys: str          # Textual key names, comma separated ("plus,right_square_bracket")
-    action: str        # app action name, without the "action_" prefix
-    title: str         # short text for the footer and the palette
-    help: str          # one line for the help screen and the palette
-    group: str         # section of the help screen
+    keys: str  # Textual key names, comma separated ("plus,right_square_bracket")
+    action: str  # app action name, without the "action_" prefix
+    title: str  # short text for the footer and the palette
+    help: str  # one line for the help screen and the palette
+    group: str  # section of the help screen
     show: bool = True  # shown in the footer
     display: str = ""  # how the keys are written for humans ("+ ]")
-    owner: str = "screen"       # who runs the action: "screen", "log" (the log view) or "app"
-    needs_owner: bool = False   # only on a server this console owns (not when attached)
+    owner: str = "screen"  # who runs the action: "screen", "log" (the log view) or "app"
+    needs_owner: bool = False  # only on a server this console owns (not when attached)
 
 
 ACTIONS: tuple[Action, ...] = (
     # threshold and mode
-    Action("plus,right_square_bracket", "threshold_up", "N+1",
-           "Raise the speculation threshold N by 1", "threshold", display="+ ]"),
-    Action("minus,left_square_bracket", "threshold_down", "N-1",
-           "Lower the speculation threshold N by 1", "threshold", display="- ["),
-    Action("equals_sign", "threshold_prompt", "Set N",
-           "Set an exact threshold N (validated, read back on every rank)", "threshold", display="="),
-    Action("F", "cycle_force", "Force",
-           "Cycle the forced mode: auto -> speculative -> target-only", "threshold", display="F"),
-    Action("A", "apply_advice", "Advice",
-           "The advisor: N from the server's cost curves; enter applies it (asks first; read back, journaled)",
-           "threshold", show=False),
-    Action("H", "apply_suggestion", "Apply hint",
-           "Against flapping: apply the suggested hysteresis (else dwell), read back like N", "threshold",
-           show=False),
+    Action(
+        "plus,right_square_bracket", "threshold_up", "N+1", "Raise the speculation threshold N by 1", "threshold", display="+ ]"
+    ),
+    Action(
+        "minus,left_square_bracket", "threshold_down", "N-1", "Lower the speculation threshold N by 1", "threshold", display="- ["
+    ),
+    Action(
+        "equals_sign",
+        "threshold_prompt",
+        "Set N",
+        "Set an exact threshold N (validated, read back on every rank)",
+        "threshold",
+        display="=",
+    ),
+    Action("F", "cycle_force", "Force", "Cycle the forced mode: auto -> speculative -> target-only", "threshold", display="F"),
+    Action(
+        "A",
+        "apply_advice",
+        "Advice",
+        "The advisor: N from the server's cost curves; enter applies it (asks first; read back, journaled)",
+        "threshold",
+        show=False,
+    ),
+    Action(
+        "H",
+        "apply_suggestion",
+        "Apply hint",
+        "Against flapping: apply the suggested hysteresis (else dwell), read back like N",
+        "threshold",
+        show=False,
+    ),
     # server
     Action("s", "start_server", "Start", "Launch the server of this profile", "server", needs_owner=True),
     Action("x", "stop_server", "Stop", "Stop the server (asks first)", "server", needs_owner=True),
@@ -61,50 +79,102 @@ ACTIONS: tuple[Action, ...] = (
     Action("ctrl+u", "half_page(-1)", "Half up", "Half a screen up", "log", show=False, display="ctrl+u", owner="log"),
     Action("end,G", "log_end", "End", "Jump to the end of the log and follow", "log", show=False, display="G end", owner="log"),
     Action("home,g", "log_home", "Top", "Jump to the start of the log", "log", show=False, display="g home", owner="log"),
-    Action("slash", "log_filter", "Filter",
-           "Filter lines by regex (a leading ! inverts; empty clears)", "log", display="/", owner="log"),
-    Action("ctrl+f", "log_search", "Search",
-           "Search by regex: highlight matches, jump to the nearest (n/N: next/previous)", "log",
-           display="ctrl+f", owner="log"),
+    Action(
+        "slash",
+        "log_filter",
+        "Filter",
+        "Filter lines by regex (a leading ! inverts; empty clears)",
+        "log",
+        display="/",
+        owner="log",
+    ),
+    Action(
+        "ctrl+f",
+        "log_search",
+        "Search",
+        "Search by regex: highlight matches, jump to the nearest (n/N: next/previous)",
+        "log",
+        display="ctrl+f",
+        owner="log",
+    ),
     Action("n", "log_next", "Next", "Jump to the next search match", "log", show=False, owner="log"),
     Action("N", "log_prev", "Prev", "Jump to the previous search match", "log", show=False, owner="log"),
-    Action("escape", "log_clear", "Clear",
-           "Clear the filter, the search and the quick filters", "log", show=False, display="esc", owner="log"),
-    Action("a", "log_polls", "Polls",
-           "Show or hide polling access lines (GET /health, /server_info, /v1/loads, /metrics ...)", "log",
-           show=False, owner="log"),
-    Action("t", "log_fold", "Fold", "Fold or unfold one event logged by every TP rank (TP0-7)", "log",
-           show=False, owner="log"),
+    Action(
+        "escape",
+        "log_clear",
+        "Clear",
+        "Clear the filter, the search and the quick filters",
+        "log",
+        show=False,
+        display="esc",
+        owner="log",
+    ),
+    Action(
+        "a",
+        "log_polls",
+        "Polls",
+        "Show or hide polling access lines (GET /health, /server_info, /v1/loads, /metrics ...)",
+        "log",
+        show=False,
+        owner="log",
+    ),
+    Action("t", "log_fold", "Fold", "Fold or unfold one event logged by every TP rank (TP0-7)", "log", show=False, owner="log"),
     Action("e", "log_errors", "Errors", "Quick filter: errors and tracebacks only", "log", show=False, owner="log"),
-    Action("d", "log_hide_stats", "Hide stats",
-           "Quick filter: hide decode/prefill stats lines", "log", show=False, owner="log"),
-    Action("R", "log_rank", "Rank", "Quick filter: one TP rank at a time (cycles; esc clears)", "log",
-           show=False, owner="log"),
+    Action("d", "log_hide_stats", "Hide stats", "Quick filter: hide decode/prefill stats lines", "log", show=False, owner="log"),
+    Action("R", "log_rank", "Rank", "Quick filter: one TP rank at a time (cycles; esc clears)", "log", show=False, owner="log"),
     Action("w", "log_wrap", "Wrap", "Toggle wrapping long lines", "log", show=False, owner="log"),
-    Action("number_sign", "log_numbers", "Numbers", "Show or hide the log file's line numbers", "log",
-           show=False, display="#", owner="log"),
-    Action("colon", "log_goto", "Go to line",
-           "Go to a log line by its number (as verification cites it: \"log line 118\")", "log",
-           show=False, display=":", owner="log"),
-    Action("y", "log_yank", "Copy",
-           "Copy the current line (the one gone to, else the current match), else the lines on the screen",
-           "log", show=False, owner="log"),
-    Action("ctrl+s", "log_save", "Save", "Save the lines shown (after filters) to a file (asks before "
-           "overwriting)", "log", show=False, display="ctrl+s", owner="log"),
+    Action(
+        "number_sign",
+        "log_numbers",
+        "Numbers",
+        "Show or hide the log file's line numbers",
+        "log",
+        show=False,
+        display="#",
+        owner="log",
+    ),
+    Action(
+        "colon",
+        "log_goto",
+        "Go to line",
+        'Go to a log line by its number (as verification cites it: "log line 118")',
+        "log",
+        show=False,
+        display=":",
+        owner="log",
+    ),
+    Action(
+        "y",
+        "log_yank",
+        "Copy",
+        "Copy the current line (the one gone to, else the current match), else the lines on the screen",
+        "log",
+        show=False,
+        owner="log",
+    ),
+    Action(
+        "ctrl+s",
+        "log_save",
+        "Save",
+        "Save the lines shown (after filters) to a file (asks before overwriting)",
+        "log",
+        show=False,
+        display="ctrl+s",
+        owner="log",
+    ),
     # console
-    Action("p", "toggle_panels", "Panels",
-           "Show or hide the secondary panels (timeline, GPUs, verification)", "console", show=False),
-    Action("tab", "focus_next", "Focus", "Move focus (log view, verification checklist)", "console",
-           show=False, owner="app"),
+    Action(
+        "p", "toggle_panels", "Panels", "Show or hide the secondary panels (timeline, GPUs, verification)", "console", show=False
+    ),
+    Action("tab", "focus_next", "Focus", "Move focus (log view, verification checklist)", "console", show=False, owner="app"),
     Action("question_mark", "help", "Help", "List every key", "console", display="?"),
-    Action("ctrl+z", "suspend_process", "Suspend", "Suspend to the shell (fg resumes)", "console",
-           show=False, owner="app"),
+    Action("ctrl+z", "suspend_process", "Suspend", "Suspend to the shell (fg resumes)", "console", show=False, owner="app"),
     Action("q", "quit_console", "Quit", "Quit (asks whether to leave the server running)", "console"),
 )
 
 PALETTE_EXCLUDE = {"focus_next", "suspend_process"}
 NEEDS_OWNER = frozenset(a.action for a in ACTIONS if a.needs_owner)
-BINDING_IDS = frozenset(a.action for a in ACTIONS)   # what a user keymap may rebind
+BINDING_IDS = frozenset(a.action for a in ACTIONS)  # what a user keymap may rebind
 
 
 def key_text(action: Action) -> str:
@@ -115,8 +185,12 @@ def key_text(action: Action) -> str:
 FOOTER_FIRST = ("threshold_up", "threshold_down", "threshold_prompt", "help", "quit_console")
 
 
-FOOTER_ORDER = {a.action: i for i, a in enumerate(sorted(
-    ACTIONS, key=lambda a: FOOTER_FIRST.index(a.action) if a.action in FOOTER_FIRST else len(FOOTER_FIRST)))}
+FOOTER_ORDER = {
+    a.action: i
+    for i, a in enumerate(
+        sorted(ACTIONS, key=lambda a: FOOTER_FIRST.index(a.action) if a.action in FOOTER_FIRST else len(FOOTER_FIRST))
+    )
+}
 
 
 def footer_rank(action: str) -> int:
@@ -129,7 +203,14 @@ def bindings_for(owner: str) -> list[BindingType]:
     screen also binds the app's actions (as ``app.<action>``). Each binding's id is its
     action's name (a user keymap rebinds it)."""
     owners = {owner, "app"} if owner == "screen" else {owner}
-    return [Binding(a.keys, f"app.{a.action}" if a.owner == "app" else a.action, a.title, show=a.show,
-                    key_display=a.display or None, id=a.action)
-            for a in sorted((a for a in ACTIONS if a.owner in owners), key=lambda a: footer_rank(a.action))]
-
+    return [
+        Binding(
+            a.keys,
+            f"app.{a.action}" if a.owner == "app" else a.action,
+            a.title,
+            show=a.show,
+            key_display=a.display or None,
+            id=a.action,
+        )
+        for a in sorted((a for a in ACTIONS if a.owner in owners), key=lambda a: footer_rank(a.action))
+    ]

@@ -14,6 +14,7 @@ server does not answer, the saved curves are used (and the exit code is 1).
 Exit codes: 0 advice given (or not enough data yet, said so); 1 the server did not answer
 or publishes no curves; 2 bad arguments or a bad saved curves file; 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,12 @@ from server_control.protocol.crossover import Point, estimate
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("advise", help="the threshold N the server's measured cost curves suggest",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "advise",
+        help="the threshold N the server's measured cost curves suggest",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_target_arguments(p, log=False)
     p.add_argument("--no-save", action="store_true", help="do not fold this reading into the saved curves")
     p.set_defaults(func=run)
@@ -59,8 +64,11 @@ def render(adv: Advice, url: str, saved: store.Saved | None, stale: str | None) 
     e = adv.estimate
     lines = [f"{url}  threshold N={adv.current if adv.current is not None else '-'}"]
     if stale:
-        lines.append(f"server did not answer ({stale}); from the curves saved {duration(saved.age_s())} ago"
-                     if saved else f"server did not answer ({stale})")
+        lines.append(
+            f"server did not answer ({stale}); from the curves saved {duration(saved.age_s())} ago"
+            if saved
+            else f"server did not answer ({stale})"
+        )
     elif saved is not None and saved.base.buckets:
         lines.append(f"includes curves from earlier server runs (first seen {duration(time.time() - saved.first_seen)} ago)")
     acc = f"{e.accept_length:.2f}" if e.accept_length is not None else "-"
@@ -100,8 +108,14 @@ def run(args: argparse.Namespace) -> int:
             saved = store.load(url, None, state_dir)
         elif args.no_save:
             old = store.load(url, reading.model, state_dir)
-            saved = store.Saved(url, reading.model, time.time(), old.first_seen if old else time.time(),
-                                old.total() if old else store.EMPTY, reading.curves)
+            saved = store.Saved(
+                url,
+                reading.model,
+                time.time(),
+                old.first_seen if old else time.time(),
+                old.total() if old else store.EMPTY,
+                reading.curves,
+            )
         else:
             saved = store.update(url, reading.model, reading.curves, state_dir)
     except store.StoreError as exc:
@@ -113,10 +127,14 @@ def run(args: argparse.Namespace) -> int:
     adv = advise(estimate(saved.total()), reading.threshold if reading else None)
     if args.json:
         doc = adv.to_json()
-        doc.update(url=url, server_answered=reading is not None, error=stale,
-                   saved_age_s=round(saved.age_s(), 1) if reading is None else 0.0,
-                   first_seen_age_s=round(time.time() - saved.first_seen, 1),
-                   force=reading.force if reading else None)
+        doc.update(
+            url=url,
+            server_answered=reading is not None,
+            error=stale,
+            saved_age_s=round(saved.age_s(), 1) if reading is None else 0.0,
+            first_seen_age_s=round(time.time() - saved.first_seen, 1),
+            force=reading.force if reading else None,
+        )
         print(json.dumps(doc, indent=2))
     else:
         print(render(adv, url, saved, stale))

@@ -16,6 +16,7 @@ accept length over speculative steps.
 Exit codes: 0 measured; 1 the server failed (unreachable, errors, refused to force a mode);
 2 bad arguments; 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,22 +61,35 @@ def _modes(text: str) -> list[str]:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("bench", help="concurrency sweep: per-mode throughput and the crossover",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "bench",
+        help="concurrency sweep: per-mode throughput and the crossover",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--url", help="server to measure, e.g. http://127.0.0.1:30000")
     target.add_argument("--sim", action="store_true", help="start a simulator (tp 2, threshold 5) and measure it")
     p.add_argument("--levels", type=_levels, default=[1, 2, 4, 8, 16, 32], help="concurrencies (default 1,2,4,8,16,32)")
-    p.add_argument("--modes", type=_modes, default=[decision.SPECULATIVE, decision.TARGET_ONLY],
-                   help="modes to force, comma-separated (default speculative,target_only; auto = as configured)")
+    p.add_argument(
+        "--modes",
+        type=_modes,
+        default=[decision.SPECULATIVE, decision.TARGET_ONLY],
+        help="modes to force, comma-separated (default speculative,target_only; auto = as configured)",
+    )
     p.add_argument("--warmup", type=positive_seconds, default=3.0, help="seconds before measuring (default 3)")
     p.add_argument("--measure", type=positive_seconds, default=10.0, help="measuring window in seconds (default 10)")
     p.add_argument("--max-tokens", type=int, default=256, help="tokens per request (default 256)")
-    p.add_argument("--rounds", type=_rounds, default=2,
-                   help="rounds of every mode per level, order rotated; cells are medians (default 2)")
+    p.add_argument(
+        "--rounds", type=_rounds, default=2, help="rounds of every mode per level, order rotated; cells are medians (default 2)"
+    )
     add_key_env_arguments(p)
-    p.add_argument("--sim-time-scale", type=positive_seconds, default=1.0,
-                   help="with --sim: simulated seconds per second; figures are reported in simulated time")
+    p.add_argument(
+        "--sim-time-scale",
+        type=positive_seconds,
+        default=1.0,
+        help="with --sim: simulated seconds per second; figures are reported in simulated time",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -90,14 +104,15 @@ def render(result: dict) -> str:
         best = modes[max(range(len(modes)), key=lambda k: values[k] or 0)] if values else ""
         cells = "  ".join(_cell(r) for r in rows)
         lines.append(f"{c:>11}  {cells}  {best}")
-    lines.append(f"tok/s (ms per decode step, the server's own counter); median of "
-                 f"{result.get('rounds', 1)} interleaved rounds")
+    lines.append(f"tok/s (ms per decode step, the server's own counter); median of {result.get('rounds', 1)} interleaved rounds")
     errors = sum(r["errors"] for rows in per_mode.values() for r in rows)
     if result["crossover"] is None:
         lines.append("crossover: none in the measured range (speculation never lost)")
     else:
-        lines.append(f"crossover: target-only wins from concurrency {result['crossover']}; "
-                     f"suggested --speculative-disable-batch-threshold {result['suggested_threshold']}")
+        lines.append(
+            f"crossover: target-only wins from concurrency {result['crossover']}; "
+            f"suggested --speculative-disable-batch-threshold {result['suggested_threshold']}"
+        )
     if errors:
         lines.append(f"errors: {errors} failed requests")
     lines.extend(f"PROBLEM: {p}" for p in result.get("problems", []))
@@ -122,10 +137,12 @@ def _server_lines(per_mode: dict) -> list[str]:
             if not srv:
                 continue
             share, acc = srv["target_only_share"], srv["accept_length"]
-            lines.append(f"server c={r['concurrency']} {mode}: "
-                         + (f"{share:.0%} of decode steps target-only" if share is not None else "no decode step")
-                         + f", {srv['switches']:.0f} switches"
-                         + (f", accept length {acc:.2f} over speculative steps" if acc is not None else ""))
+            lines.append(
+                f"server c={r['concurrency']} {mode}: "
+                + (f"{share:.0%} of decode steps target-only" if share is not None else "no decode step")
+                + f", {srv['switches']:.0f} switches"
+                + (f", accept length {acc:.2f} over speculative steps" if acc is not None else "")
+            )
     if lines:
         lines.insert(0, "server (/metrics, sglang:spec_disable_*):")
     return lines
@@ -133,10 +150,19 @@ def _server_lines(per_mode: dict) -> list[str]:
 
 async def _measure(args, url: str) -> dict:
     from server_control import loadgen
-    return await loadgen.sweep(url, args.levels, modes=args.modes, warmup_s=args.warmup, measure_s=args.measure,
-                               max_tokens=args.max_tokens, rounds=args.rounds, api_key=os.environ.get(args.api_key_env) or None,
-                               admin_api_key=os.environ.get(args.admin_api_key_env) or None,
-                               progress=None if args.json else _progress)
+
+    return await loadgen.sweep(
+        url,
+        args.levels,
+        modes=args.modes,
+        warmup_s=args.warmup,
+        measure_s=args.measure,
+        max_tokens=args.max_tokens,
+        rounds=args.rounds,
+        api_key=os.environ.get(args.api_key_env) or None,
+        admin_api_key=os.environ.get(args.admin_api_key_env) or None,
+        progress=None if args.json else _progress,
+    )
 
 
 def _progress(r) -> None:
@@ -150,9 +176,9 @@ def run(args) -> int:
     try:
         if args.sim:
             from server_control.proc.sim_launcher import start_sim
+
             scale = args.sim_time_scale
-            budget = (len(args.levels) * len(args.modes) * args.rounds
-                      * (args.warmup + args.measure + 5) + 120)
+            budget = len(args.levels) * len(args.modes) * args.rounds * (args.warmup + args.measure + 5) + 120
             with start_sim("--enable-metrics", tp=2, threshold=5, time_scale=scale, lifetime=budget) as sim:
                 sim.wait_ready()
                 result = asyncio.run(_measure(args, sim.url))

@@ -1,6 +1,7 @@
 """What every `specconsole` subcommand shares: exit codes, the error printer, the
 `--profile` / `--url` target options, the API-key variables, and opening a session on
 the target (read-only: a headless command never takes over supervision)."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,13 +21,13 @@ if TYPE_CHECKING:
     from server_control.session.session import Session
 
 EXIT_OK = 0
-EXIT_FAILED = 1          # the server or the operation failed
-EXIT_USAGE = 2           # bad profile or arguments
-EXIT_CONFLICT = 3        # launch/supervise: a live run holds the profile or its port
-EXIT_PENDING = 3         # verify: a layer is still pending
-EXIT_TIMEOUT = 4         # launch/restart --wait: not ready in time
-EXIT_INTERRUPTED = 130   # Ctrl-C
-EXIT_BROKEN_PIPE = 141   # the reader of stdout left (`... | head`)
+EXIT_FAILED = 1  # the server or the operation failed
+EXIT_USAGE = 2  # bad profile or arguments
+EXIT_CONFLICT = 3  # launch/supervise: a live run holds the profile or its port
+EXIT_PENDING = 3  # verify: a layer is still pending
+EXIT_TIMEOUT = 4  # launch/restart --wait: not ready in time
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_BROKEN_PIPE = 141  # the reader of stdout left (`... | head`)
 
 PROFILE_HELP = "profile file or shipped name (default $SPECCONSOLE_PROFILE, else demo)"
 URL_SCHEMES = ("http://", "https://")
@@ -53,20 +54,27 @@ def add_profile_argument(p: argparse.ArgumentParser | Any) -> None:
 
 def add_key_env_arguments(p: argparse.ArgumentParser, defaults: bool = True, what: str = "") -> None:
     """--api-key-env / --admin-api-key-env: NAMES of variables holding the keys (never keys)."""
-    for flag, default, which in (("--api-key-env", API_KEY_ENV, "API key"),
-                                 ("--admin-api-key-env", ADMIN_API_KEY_ENV, "admin API key")):
+    for flag, default, which in (
+        ("--api-key-env", API_KEY_ENV, "API key"),
+        ("--admin-api-key-env", ADMIN_API_KEY_ENV, "admin API key"),
+    ):
         if defaults:
-            p.add_argument(flag, metavar="NAME", default=default,
-                           help=f"{what}environment variable holding the {which} (default %(default)s)")
+            p.add_argument(
+                flag,
+                metavar="NAME",
+                default=default,
+                help=f"{what}environment variable holding the {which} (default %(default)s)",
+            )
         else:
             p.add_argument(flag, metavar="NAME", help=f"{what}environment variable holding the {which}")
 
 
 DEMO_HELP = "the run of `specconsole demo` (its state dir and the port it took)"
-STATE_DIR_HELP = ("with --profile: the state dir (default $SPECCONSOLE_STATE_DIR or the user's); "
-                  "with --demo: the demo's (default <state dir>/demo)")
-TARGET_HELP = ("The server: --profile F, --url URL or --demo; with none of them $SPECCONSOLE_PROFILE, "
-               "else the demo's run.")
+STATE_DIR_HELP = (
+    "with --profile: the state dir (default $SPECCONSOLE_STATE_DIR or the user's); "
+    "with --demo: the demo's (default <state dir>/demo)"
+)
+TARGET_HELP = "The server: --profile F, --url URL or --demo; with none of them $SPECCONSOLE_PROFILE, else the demo's run."
 
 
 def add_demo_arguments(p: argparse.ArgumentParser | Any, group: Any) -> None:
@@ -149,10 +157,13 @@ def open_session(args: argparse.Namespace, poll_interval_s: float = 0.25) -> Ses
         raise UsageError("--log goes with --url (a profile knows its own log)")
     if args.url:
         check_url(args.url)
-        return Session.attach(args.url, log_path=getattr(args, "log", None),
-                              api_key=key_from_env(args.api_key_env, "--api-key-env"),
-                              admin_api_key=key_from_env(args.admin_api_key_env, "--admin-api-key-env"),
-                              poll_interval_s=poll_interval_s)
+        return Session.attach(
+            args.url,
+            log_path=getattr(args, "log", None),
+            api_key=key_from_env(args.api_key_env, "--api-key-env"),
+            admin_api_key=key_from_env(args.admin_api_key_env, "--admin-api-key-env"),
+            poll_interval_s=poll_interval_s,
+        )
     try:
         profile, state_dir = target_profile(args, existing=True)
         return Session.for_profile(profile, state_dir=state_dir, supervise=False, poll_interval_s=poll_interval_s)
@@ -169,8 +180,7 @@ def unreachable_hint(url: str, session: Session | None = None) -> str:
         run = session.run.status()
         if run.state in ("stopped", None):
             return f"{session.profile.name} is not running (stopped; nothing answers at {url})"
-    return (f"no answer from {url}; choose the server with --url URL, --profile F, "
-            "or --demo (the run of `specconsole demo`)")
+    return f"no answer from {url}; choose the server with --url URL, --profile F, or --demo (the run of `specconsole demo`)"
 
 
 async def settle(session: Session, timeout_s: float = 5.0) -> None:

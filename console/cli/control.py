@@ -11,6 +11,7 @@ pending with the evidence and, on failure, the likely cause. `--wait S` keeps wa
 up to S seconds while anything is pending.
   Exit codes: 0 all pass; 1 a failure; 3 pending; 2 bad arguments; 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,10 @@ from server_control.model.vocabulary import ChangeState
 from server_control.protocol.arg_types import seconds_where
 from server_control.protocol.decision import validate_force, validate_threshold
 
-THRESHOLD_EPILOG = ("Exit codes: 0 read/applied, 1 refused by the server/unsupported/error, 2 bad arguments "
-                    "(an invalid N or MODE: nothing is sent), 130 interrupted.")
+THRESHOLD_EPILOG = (
+    "Exit codes: 0 read/applied, 1 refused by the server/unsupported/error, 2 bad arguments "
+    "(an invalid N or MODE: nothing is sent), 130 interrupted."
+)
 VERIFY_EPILOG = "Exit codes: 0 all pass, 1 a failure, 3 pending, 2 bad arguments, 130 interrupted."
 
 
@@ -62,7 +65,7 @@ def _print_change(args, result: OperationResult) -> None:
 async def _threshold(args) -> int:
     if args.value is not None and args.force is not None:
         raise UsageError("give either N or --force MODE, not both")
-    try:   # a bad N or MODE is a bad argument (exit 2, nothing sent): ASCII digits only, 0..4096
+    try:  # a bad N or MODE is a bad argument (exit 2, nothing sent): ASCII digits only, 0..4096
         value = validate_threshold(args.value) if args.value is not None else None
         if args.force is not None:
             validate_force(args.force)
@@ -72,7 +75,7 @@ async def _threshold(args) -> int:
     await session.start()
     try:
         if args.value is None and args.force is None:
-            await settle(session, timeout_s=2.0)   # one poll: is what answers this run's server?
+            await settle(session, timeout_s=2.0)  # one poll: is what answers this run's server?
             if session.foreign is not None:
                 error(unreachable_hint(session.url, session))
                 return EXIT_FAILED
@@ -83,8 +86,10 @@ async def _threshold(args) -> int:
                 print(f"error: {got['error']}")
                 error(unreachable_hint(session.url, session))
             else:
-                print(f"threshold per DP rank: {got['thresholds']}  force: {got['force']}  runtime changes "
-                      + ("supported" if got["supported"] else "NOT supported (stock SGLang?)"))
+                print(
+                    f"threshold per DP rank: {got['thresholds']}  force: {got['force']}  runtime changes "
+                    + ("supported" if got["supported"] else "NOT supported (stock SGLang?)")
+                )
             return EXIT_FAILED if "error" in got else EXIT_OK
         await settle(session, timeout_s=2.0)  # the log is read, so a refusal can quote it
         if args.force is not None:
@@ -92,8 +97,11 @@ async def _threshold(args) -> int:
         else:
             result = await session.set_threshold(value)
         _print_change(args, result)
-        if (result.change is not None and result.change.state == ChangeState.ERROR
-                and not (session.last and session.last.reachable)):
+        if (
+            result.change is not None
+            and result.change.state == ChangeState.ERROR
+            and not (session.last and session.last.reachable)
+        ):
             error(unreachable_hint(session.url, session))
         return EXIT_OK if result.done else EXIT_FAILED
     finally:
@@ -117,8 +125,7 @@ async def _verify(args) -> int:
     finally:
         await session.close()
     result = result or Verification()
-    print(json.dumps(result.to_json(), indent=1) if args.json
-          else verification_text(result, "verification", "likely cause"))
+    print(json.dumps(result.to_json(), indent=1) if args.json else verification_text(result, "verification", "likely cause"))
     if not reachable:
         error(hint)
     return result.exit_code
@@ -134,17 +141,20 @@ def cmd_verify(args) -> int:
 
 def register(subparsers) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
-    p = subparsers.add_parser("threshold", formatter_class=fmt, epilog=THRESHOLD_EPILOG,
-                              help="read the dynamic speculation threshold, or set it on every rank")
-    p.add_argument("value", nargs="?", metavar="N",
-                   help="new threshold (integer 0..4096; 0 = never disable); omit to read")
+    p = subparsers.add_parser(
+        "threshold",
+        formatter_class=fmt,
+        epilog=THRESHOLD_EPILOG,
+        help="read the dynamic speculation threshold, or set it on every rank",
+    )
+    p.add_argument("value", nargs="?", metavar="N", help="new threshold (integer 0..4096; 0 = never disable); omit to read")
     p.add_argument("--force", metavar="MODE", help="set the forced mode: auto | speculative | target_only")
     add_target_arguments(p)
     p.set_defaults(func=cmd_threshold)
 
-    p = subparsers.add_parser("verify", formatter_class=fmt, epilog=VERIFY_EPILOG,
-                              help="check configuration, initialisation and runtime switching")
+    p = subparsers.add_parser(
+        "verify", formatter_class=fmt, epilog=VERIFY_EPILOG, help="check configuration, initialisation and runtime switching"
+    )
     add_target_arguments(p)
-    p.add_argument("--wait", type=seconds_where("0 = look once"), metavar="S",
-                   help="keep watching up to S seconds while pending")
+    p.add_argument("--wait", type=seconds_where("0 = look once"), metavar="S", help="keep watching up to S seconds while pending")
     p.set_defaults(func=cmd_verify)

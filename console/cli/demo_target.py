@@ -6,6 +6,7 @@ beside a real profile's run record, lock or logs. Its port: the live demo run's 
 simulator left running is adopted where it is), else the one asked for, else the profile's
 (30000) if free, else a free one, and then the screen says why.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,7 +29,7 @@ class NoDemoRun(LookupError):
 class DemoTarget:
     profile: Profile
     state_dir: Path
-    note: str = ""      # why the port is not the profile's own ("" when it is, or was asked for)
+    note: str = ""  # why the port is not the profile's own ("" when it is, or was asked for)
 
     def hint(self) -> str:
         """How a headless command reaches this run."""
@@ -42,8 +43,7 @@ def demo_state_dir(arg: str | Path | None = None) -> Path:
     return resolve_state_dir(None) / "demo"
 
 
-def demo_target(state_dir: Path, port: int | None = None, time_scale: float = 1.0,
-                existing: bool = False) -> DemoTarget:
+def demo_target(state_dir: Path, port: int | None = None, time_scale: float = 1.0, existing: bool = False) -> DemoTarget:
     """The shipped demo profile on a usable port (see the module docstring). ``existing``
     (the headless commands that read or steer a run): the port of the demo's run record,
     live or not; no record raises NoDemoRun (never a port picked for a run that is not there)."""

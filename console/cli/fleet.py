@@ -15,6 +15,7 @@ no-answer) and `--json` prints them all. Headless commands never take over super
 Exit codes: 0 every member ok; 1 any refused, failed or no answer; 3 any pending (and
 none of those); 2 bad fleet file or arguments; 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,17 +27,16 @@ from console.cli.common import UsageError, run_async, usage_error
 from server_control.model.vocabulary import RunState
 from server_control.protocol.arg_types import seconds_where
 
-EPILOG = ("Exit codes: 0 all ok, 1 any refused/failed/no answer, 3 any pending, 2 bad fleet file or "
-          "arguments, 130 interrupted.")
+EPILOG = "Exit codes: 0 all ok, 1 any refused/failed/no answer, 3 any pending, 2 bad fleet file or arguments, 130 interrupted."
 ACTIONS = ("status", "threshold", "verify", "launch", "stop")
 
 
 def _spec(args):
     from server_control.fleet.spec import FleetError, load_fleet
+
     where = args.fleet or os.environ.get("SPECCONSOLE_FLEET")
     if not where:
-        raise UsageError("which fleet? give --fleet F (a fleet file or a shipped fleet's name) or set "
-                         "SPECCONSOLE_FLEET")
+        raise UsageError("which fleet? give --fleet F (a fleet file or a shipped fleet's name) or set SPECCONSOLE_FLEET")
     try:
         spec = load_fleet(where)
     except FleetError as exc:
@@ -44,18 +44,24 @@ def _spec(args):
     names = [n.strip() for n in (args.members or "").split(",") if n.strip()] or None
     unknown = [n for n in names or () if n not in spec.names()]
     if unknown:
-        raise UsageError(f"--members: no member {', '.join(map(repr, unknown))} in {spec.path} "
-                         f"(members: {', '.join(spec.names())})")
+        raise UsageError(
+            f"--members: no member {', '.join(map(repr, unknown))} in {spec.path} (members: {', '.join(spec.names())})"
+        )
     return spec, names
 
 
 def _print(args, fleet, action: str, results, code: int) -> None:
     from console.fleet.rows import COLUMNS, cells
+
     gw = fleet.gateway_status
     if args.json:
-        body = {"fleet": fleet.spec.name, "action": action, "exit_code": code,
-                "members": [r.to_json() for r in results],
-                "gateway": gw.to_json() if gw is not None else None}
+        body = {
+            "fleet": fleet.spec.name,
+            "action": action,
+            "exit_code": code,
+            "members": [r.to_json() for r in results],
+            "gateway": gw.to_json() if gw is not None else None,
+        }
         print(json.dumps(body, indent=1, default=str))
         return
     if action == "status":
@@ -63,26 +69,31 @@ def _print(args, fleet, action: str, results, code: int) -> None:
         print("  ".join(f"{c.title:<{c.width}}" for c in shown))
         for row in fleet.rows():
             cell = cells(row, False)
-            print("  ".join(f"{str(cell[c.key]):<{c.width}}" for c in shown)
-                  + (f"  {row.error}" if row.error and not row.reachable else ""))
+            print(
+                "  ".join(f"{str(cell[c.key]):<{c.width}}" for c in shown)
+                + (f"  {row.error}" if row.error and not row.reachable else "")
+            )
     else:
         for r in results:
             print(f"{r.member:14s} {r.outcome:9s} {r.detail}")
     if gw is not None and gw.state == RunState.STOPPED:
         print(f"gateway {gw.url}: stopped")
     elif gw is not None:
-        print(f"gateway {gw.url}: {gw.state}, {gw.healthy_workers}/{len(gw.workers)} workers healthy"
-              + (f" ({gw.error})" if gw.error else ""))
+        print(
+            f"gateway {gw.url}: {gw.state}, {gw.healthy_workers}/{len(gw.workers)} workers healthy"
+            + (f" ({gw.error})" if gw.error else "")
+        )
 
 
 async def _run(args) -> int:
     from server_control.fleet.fleet import Fleet
     from server_control.fleet.member import exit_code
+
     spec, names = _spec(args)
     action = args.fleet_command
     value = None
     if action == "threshold" and args.value is None and args.force is None:
-        action = "status"   # no N: read every member's (as `threshold` without N reads)
+        action = "status"  # no N: read every member's (as `threshold` without N reads)
     elif action == "threshold":
         if args.value is not None and args.force is not None:
             raise UsageError("give either N or --force MODE, not both")
@@ -113,12 +124,14 @@ def run(args) -> int:
 def run_ui(args) -> int:
     """The fleet screen; quitting leaves every server running (the next console adopts them)."""
     from server_control.fleet.fleet import Fleet
+
     try:
         spec, _names = _spec(args)
     except UsageError as exc:
         return usage_error(str(exc))
     from console.fleet.app import FleetApp  # noqa: PLC0415 - textual only when a screen is wanted
     from console.fleet.leaving import hand_off_fleet  # noqa: PLC0415
+
     app = FleetApp(Fleet(spec, args.state_dir))
     try:
         app.run(mouse=not args.no_mouse)
@@ -129,7 +142,7 @@ def run_ui(args) -> int:
             print(f"specconsole: {h.words()}", flush=True)
         if app.leaving:
             print("specconsole: the fleet was left running", flush=True)
-    except OSError:   # the terminal went away (SIGHUP): the hand-offs are in their logs and run records
+    except OSError:  # the terminal went away (SIGHUP): the hand-offs are in their logs and run records
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115
     return app.return_code or 0
 
@@ -146,7 +159,7 @@ def demo_app(args):
     spec = demo_fleet(state_dir, args.time_scale)
     fleet = Fleet(spec, state_dir)
     first = spec.members[0].profile
-    if spec.gateway is None or first is None:   # the demo fleet always has both
+    if spec.gateway is None or first is None:  # the demo fleet always has both
         raise UsageError("the demo fleet needs a gateway and a local member")
     traffic = GatewayTraffic(spec.gateway.url, first.server["model_path"])
 
@@ -167,8 +180,10 @@ def run_demo(args) -> int:
     """`specconsole demo --fleet`."""
     app, traffic = demo_app(args)
     app.run(mouse=not args.no_mouse)
-    print(f"demo fleet: {traffic.sent} requests through the gateway ({traffic.errors} errors); "
-          + ("left running" if args.keep else "stopped"))
+    print(
+        f"demo fleet: {traffic.sent} requests through the gateway ({traffic.errors} errors); "
+        + ("left running" if args.keep else "stopped")
+    )
     return app.return_code or 0
 
 
@@ -180,23 +195,34 @@ def register(subparsers) -> None:
     common.add_argument("--state-dir", metavar="DIR", help="state dir (default $SPECCONSOLE_STATE_DIR or the user's)")
     common.add_argument("--json", action="store_true", help="print JSON: one result per member")
 
-    p = subparsers.add_parser("fleet", parents=[common], formatter_class=fmt, epilog=EPILOG,
-                              description=__doc__, help="many servers and hosts: the fleet screen, or a "
-                              "fleet-wide status/threshold/verify/launch/stop")
+    p = subparsers.add_parser(
+        "fleet",
+        parents=[common],
+        formatter_class=fmt,
+        epilog=EPILOG,
+        description=__doc__,
+        help="many servers and hosts: the fleet screen, or a fleet-wide status/threshold/verify/launch/stop",
+    )
     p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (the screen)")
     p.set_defaults(func=run, fleet_command=None)
     sub = p.add_subparsers(dest="fleet_command", metavar="ACTION")
-    for name, helptext in (("status", "one row per member, and the gateway's workers"),
-                           ("threshold", "set N (or --force MODE) on every member, read back on every rank"),
-                           ("verify", "the three verification layers on every member"),
-                           ("launch", "launch every member (and then the gateway)"),
-                           ("stop", "stop the gateway, then every member")):
+    for name, helptext in (
+        ("status", "one row per member, and the gateway's workers"),
+        ("threshold", "set N (or --force MODE) on every member, read back on every rank"),
+        ("verify", "the three verification layers on every member"),
+        ("launch", "launch every member (and then the gateway)"),
+        ("stop", "stop the gateway, then every member"),
+    ):
         q = sub.add_parser(name, parents=[common], formatter_class=fmt, epilog=EPILOG, help=helptext)
         q.set_defaults(func=run)
         if name == "threshold":
             q.add_argument("value", nargs="?", metavar="N", help="new threshold (0..4096)")
             q.add_argument("--force", metavar="MODE", help="auto | speculative | target_only")
         if name in ("verify", "launch"):
-            q.add_argument("--wait", type=seconds_where("0 = do not wait"), metavar="S",
-                           default=60.0 if name == "launch" else None,
-                           help="launch: until every member answers (default 60 s); verify: while pending")
+            q.add_argument(
+                "--wait",
+                type=seconds_where("0 = do not wait"),
+                metavar="S",
+                default=60.0 if name == "launch" else None,
+                help="launch: until every member answers (default 60 s); verify: while pending",
+            )

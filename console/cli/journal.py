@@ -10,6 +10,7 @@ shows them all).
 
 Exit codes: 0 printed (an empty journal too); 2 bad arguments; 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,11 @@ def collapse(entries: list[journal.Entry]) -> list[journal.Entry]:
     """Each runtime change once: its result; its last step while it has none yet."""
     final = {e.op for e in entries if e.op and e.result not in STEPS}
     last_step = {e.op: e for e in entries if e.op and e.op not in final}
-    return [e for e in entries if not e.op or (e.op in final and e.result not in STEPS)
-            or (e.op not in final and last_step.get(e.op) is e)]
+    return [
+        e
+        for e in entries
+        if not e.op or (e.op in final and e.result not in STEPS) or (e.op not in final and last_step.get(e.op) is e)
+    ]
 
 
 def cmd_journal(args) -> int:
@@ -55,21 +59,24 @@ def cmd_journal(args) -> int:
         return usage_error(str(exc))
     entries, bad = journal.read_counted(state_dir, **filters)
     if bad:
-        print(f"specconsole: {bad} unreadable line(s) skipped in {journal.journal_path(state_dir)}",
-              file=sys.stderr)
+        print(f"specconsole: {bad} unreadable line(s) skipped in {journal.journal_path(state_dir)}", file=sys.stderr)
     if not args.steps:
         entries = collapse(entries)
     if args.n:
-        entries = entries[-args.n:]
+        entries = entries[-args.n :]
     for e in entries:
         print(json.dumps(e.to_json(), default=str) if args.json else e.words())
     return EXIT_OK
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("journal", description=__doc__, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter,
-                              help="who changed what, when, and how it went (runtime changes, launches, stops)")
+    p = subparsers.add_parser(
+        "journal",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="who changed what, when, and how it went (runtime changes, launches, stops)",
+    )
     group = p.add_mutually_exclusive_group()
     add_profile_argument(group)
     group.add_argument("--url", metavar="URL", help="only this server's entries")

@@ -10,6 +10,7 @@ dir; `logs/<profile>/*.log`, and the demo's `demo/logs/demo/*.log`).
 Exit codes: 0 done (also when nothing matched), 1 the file cannot be read,
 2 bad arguments (bad regex, unknown kind, no FILE and no run log found), 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,12 @@ def latest_run_log(base: Path | None = None) -> Path | None:
     own state dir, ``demo/``), or None."""
     root = base or state_dir()
     try:
-        candidates = [p for d in (root / "logs", root / "demo" / "logs") for p in d.glob("*/*.log") if p.is_file()
-                      and not p.name.startswith("supervise-")]
+        candidates = [
+            p
+            for d in (root / "logs", root / "demo" / "logs")
+            for p in d.glob("*/*.log")
+            if p.is_file() and not p.name.startswith("supervise-")
+        ]
     except OSError:
         return None
     return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
@@ -74,25 +79,30 @@ def profile_log(args) -> Path | None:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "logs", help="print or follow a server log, filtered; --parse --json for records",
-        description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Exit codes: 0 done, 1 file cannot be read, 2 bad arguments, 130 interrupted.")
-    p.add_argument("file", nargs="?", metavar="FILE",
-                   help="log file (default: the newest run log in the state directory)")
+        "logs",
+        help="print or follow a server log, filtered; --parse --json for records",
+        description=__doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit codes: 0 done, 1 file cannot be read, 2 bad arguments, 130 interrupted.",
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="log file (default: the newest run log in the state directory)")
     target = p.add_mutually_exclusive_group()
     add_profile_argument(target)
     add_demo_arguments(p, target)
-    p.add_argument("-f", "--follow", action="store_true",
-                   help="keep following (tail -F: waits for the file, survives rotation and truncation)")
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep following (tail -F: waits for the file, survives rotation and truncation)",
+    )
     p.add_argument("--grep", metavar="RE", help="only records whose line matches this regex")
     p.add_argument("--invert", action="store_true", help="only records that do NOT match --grep")
-    p.add_argument("--kind", metavar="K", action="append",
-                   help=f"only these kinds (repeat or comma-separate): {', '.join(KINDS)}")
+    p.add_argument(
+        "--kind", metavar="K", action="append", help=f"only these kinds (repeat or comma-separate): {', '.join(KINDS)}"
+    )
     p.add_argument("--rank", metavar="R", help='only this rank, e.g. "TP0" or "DP1 TP1"')
-    p.add_argument("--parse", action="store_true",
-                   help="print records (line, kind, text) instead of the raw lines")
-    p.add_argument("--json", action="store_true",
-                   help="with --parse: one JSON object per record (implies --parse)")
+    p.add_argument("--parse", action="store_true", help="print records (line, kind, text) instead of the raw lines")
+    p.add_argument("--json", action="store_true", help="with --parse: one JSON object per record (implies --parse)")
     p.set_defaults(func=run)
 
 
@@ -101,7 +111,7 @@ def json_lines_encoder():
     msgspec's encoder in C (7x the standard library's here: docs/logs.md); the standard
     library's where msgspec is missing."""
     try:
-        if os.environ.get("SPECCONSOLE_JSON") == "std":   # the benchmark's "before" arm
+        if os.environ.get("SPECCONSOLE_JSON") == "std":  # the benchmark's "before" arm
             raise ImportError("the standard library's encoder asked for")
         import msgspec  # noqa: PLC0415
     except ImportError:
@@ -166,8 +176,7 @@ def run(args) -> int:
             error(str(exc), PREFIX)
             return EXIT_USAGE
         if path is None:
-            error(f"no log of {'the demo' if args.demo else args.profile} yet (never launched in this state dir)",
-                  PREFIX)
+            error(f"no log of {'the demo' if args.demo else args.profile} yet (never launched in this state dir)", PREFIX)
             return EXIT_FAILED
     else:
         path = Path(args.file) if args.file else latest_run_log()

@@ -5,6 +5,7 @@ Each command module exposes ``register(subparsers)`` which adds its parser and s
 ``func`` (a callable taking the parsed args and returning the exit code). Modules are
 imported lazily-by-list so a missing optional piece never breaks the others.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,17 +17,17 @@ from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, e
 from server_control.state.state_dir import StateDirError
 
 COMMAND_MODULES = (
-    "console.cli.ui",        # (default) the TUI on a profile, `demo`, `attach`
-    "console.cli.runs",      # launch, stop, restart, supervise
-    "console.cli.logs",      # logs
-    "console.cli.control",   # threshold, verify
-    "console.cli.status",    # status (the session snapshot)
-    "console.cli.sim",       # sim (the simulated SGLang server)
-    "console.cli.bench",     # bench
-    "console.cli.advise",    # advise: the threshold the cost curves suggest
-    "console.cli.fleet",     # fleet: status, threshold, verify, launch, stop; the fleet screen
-    "console.cli.journal",   # journal: who changed what, when, and how it went
-    "console.cli.patch",     # patch install / uninstall / status (a .pth in an SGLang env)
+    "console.cli.ui",  # (default) the TUI on a profile, `demo`, `attach`
+    "console.cli.runs",  # launch, stop, restart, supervise
+    "console.cli.logs",  # logs
+    "console.cli.control",  # threshold, verify
+    "console.cli.status",  # status (the session snapshot)
+    "console.cli.sim",  # sim (the simulated SGLang server)
+    "console.cli.bench",  # bench
+    "console.cli.advise",  # advise: the threshold the cost curves suggest
+    "console.cli.fleet",  # fleet: status, threshold, verify, launch, stop; the fleet screen
+    "console.cli.journal",  # journal: who changed what, when, and how it went
+    "console.cli.patch",  # patch install / uninstall / status (a .pth in an SGLang env)
 )
 
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
-    except StateDirError as exc:   # an unsafe state dir: refused, with how to fix it
+    except StateDirError as exc:  # an unsafe state dir: refused, with how to fix it
         error(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:

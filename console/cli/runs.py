@@ -11,6 +11,7 @@ left processes, supervise ended FATAL); 2 bad profile or arguments; 3 refused: a
 already holds the profile or its port; 4 --wait timed out before the server was ready;
 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,13 +48,13 @@ from server_control.supervision.supervisor import Supervisor
 
 EPILOGS = {
     "launch": "Exit codes: 0 launched (with --wait: ready), 1 failed, 2 bad profile/arguments, 3 a live run "
-              "holds the profile or port, 4 --wait timed out, 130 interrupted.",
+    "holds the profile or port, 4 --wait timed out, 130 interrupted.",
     "stop": "Exit codes: 0 stopped (or nothing was running), 1 processes of the run are left, "
-            "2 bad profile/arguments, 130 interrupted.",
+    "2 bad profile/arguments, 130 interrupted.",
     "restart": "Exit codes: 0 restarted (with --wait: ready), 1 failed, 2 bad profile/arguments, "
-               "3 something else holds the port, 4 --wait timed out, 130 interrupted.",
+    "3 something else holds the port, 4 --wait timed out, 130 interrupted.",
     "supervise": "Exit codes: 0 detached (Ctrl-C) or the run was stopped elsewhere, 1 FATAL or the loop "
-                 "failed, 2 bad profile/arguments, 3 a live run holds the port, 130 interrupted.",
+    "failed, 2 bad profile/arguments, 3 a live run holds the port, 130 interrupted.",
 }
 
 
@@ -87,9 +88,16 @@ def _with_profile(args, action) -> int:
 def _run_dict(rec: runs.RunRecord | None) -> dict | None:
     if rec is None:
         return None
-    return {"pid": rec.pid, "pgid": rec.pgid, "port": rec.port, "host": rec.host,
-            "log_path": rec.log_path, "started_at": rec.started_at, "restarts": rec.restarts,
-            "argv": rec.argv}
+    return {
+        "pid": rec.pid,
+        "pgid": rec.pgid,
+        "port": rec.port,
+        "host": rec.host,
+        "log_path": rec.log_path,
+        "started_at": rec.started_at,
+        "restarts": rec.restarts,
+        "argv": rec.argv,
+    }
 
 
 # ---- launch -------------------------------------------------------------------------------
@@ -107,9 +115,19 @@ def cmd_launch(args) -> int:
             for problem in problems:
                 error(f"warning: a real launch would fail: {problem}")
             if args.json:
-                print(json.dumps({"profile": profile.name, "argv": spec.masked_argv(),
-                                  "env": env, "cwd": str(spec.cwd), "log_path": str(spec.log_path),
-                                  "sglang": sglang.version if sglang else None, "problems": problems}))
+                print(
+                    json.dumps(
+                        {
+                            "profile": profile.name,
+                            "argv": spec.masked_argv(),
+                            "env": env,
+                            "cwd": str(spec.cwd),
+                            "log_path": str(spec.log_path),
+                            "sglang": sglang.version if sglang else None,
+                            "problems": problems,
+                        }
+                    )
+                )
             else:
                 print(f"# profile {profile.name} ({profile.path})")
                 print(f"# cwd {spec.cwd}\n# log {spec.log_path}")
@@ -125,7 +143,7 @@ def cmd_launch(args) -> int:
         return EXIT_USAGE
 
 
-REAPPLY_WAIT_S = 600.0   # restart with runtime settings and no --wait: wait this long to re-apply them
+REAPPLY_WAIT_S = 600.0  # restart with runtime settings and no --wait: wait this long to re-apply them
 
 
 async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | None = None) -> int:
@@ -143,17 +161,30 @@ async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | 
     state = sup.state
     wait = args.wait
     if wait is None and rec.runtime_pending and not runs.RestartLock.held_elsewhere(profile.name, sup.state_dir):
-        wait = REAPPLY_WAIT_S   # nobody else would re-apply them: wait for ready and do it here
+        wait = REAPPLY_WAIT_S  # nobody else would re-apply them: wait for ready and do it here
         if not args.json:
-            print(f"{profile.name}: waiting until ready to re-apply the runtime settings "
-                  f"({runtime_settings.describe(rec.runtime, profile.dynamic)})", flush=True)
+            print(
+                f"{profile.name}: waiting until ready to re-apply the runtime settings "
+                f"({runtime_settings.describe(rec.runtime, profile.dynamic)})",
+                flush=True,
+            )
     if wait is not None:
         state = await sup.wait_ready(wait)
-    _out(args, {"profile": profile.name, "state": state, "run": _run_dict(rec),
-                "exit_code": sup.exit_code, "error": sup.last_error, "runtime_note": sup.runtime_note},
-         f"launched {profile.name}: pid {rec.pid} (group {rec.pgid}) on {profile.url}, "
-         f"state {state}\nlog: {rec.log_path}" + (f"\n{sup.last_error}" if sup.last_error else "")
-         + (f"\n{sup.runtime_note}" if sup.runtime_note and sup.runtime_note != sup.last_error else ""))
+    _out(
+        args,
+        {
+            "profile": profile.name,
+            "state": state,
+            "run": _run_dict(rec),
+            "exit_code": sup.exit_code,
+            "error": sup.last_error,
+            "runtime_note": sup.runtime_note,
+        },
+        f"launched {profile.name}: pid {rec.pid} (group {rec.pgid}) on {profile.url}, "
+        f"state {state}\nlog: {rec.log_path}"
+        + (f"\n{sup.last_error}" if sup.last_error else "")
+        + (f"\n{sup.runtime_note}" if sup.runtime_note and sup.runtime_note != sup.last_error else ""),
+    )
     if wait is None or state == RunState.READY:
         return EXIT_OK if not (runtime and sup.last_error and "re-apply" in sup.last_error) else EXIT_FAILED
     if state != RunState.STARTING and not args.json:
@@ -182,7 +213,7 @@ def cmd_restart(args) -> int:
 async def _restart(args, profile) -> int:
     sup = _supervisor(args, profile)
     sup.adopt()
-    carry = sup.current_runtime()   # N etc. changed at runtime: carried to the new server, as the console's `r`
+    carry = sup.current_runtime()  # N etc. changed at runtime: carried to the new server, as the console's `r`
     res = await sup.stop(grace=args.grace)
     if not res.ok:
         error(f"restart aborted: {res.message}")
@@ -203,8 +234,7 @@ def cmd_supervise(args) -> int:
 
 async def _supervise(args, profile) -> int:
     last: dict = {}
-    sup = _supervisor(args, profile, on_change=_reporter(args, profile, last),
-                      role=HANDOFF if args.handed_off else "supervise")
+    sup = _supervisor(args, profile, on_change=_reporter(args, profile, last), role=HANDOFF if args.handed_off else "supervise")
     got = await _adopt_or_launch(sup, profile)
     if isinstance(got, int):
         return got
@@ -214,20 +244,38 @@ async def _supervise(args, profile) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, detach.set)
     watch = asyncio.create_task(sup.watch())
-    await asyncio.sleep(0)   # the loop's first step tries the restart lock
-    _out(args, {"event": how, "profile": profile.name, "run": _run_dict(rec), "supervising": sup.supervising,
-                "supervisor": (lambda w: w.to_json() if w else None)(sup.supervisor_of())},
-         f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + _role_line(sup))
+    await asyncio.sleep(0)  # the loop's first step tries the restart lock
+    _out(
+        args,
+        {
+            "event": how,
+            "profile": profile.name,
+            "run": _run_dict(rec),
+            "supervising": sup.supervising,
+            "supervisor": (lambda w: w.to_json() if w else None)(sup.supervisor_of()),
+        },
+        f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + _role_line(sup),
+    )
     last["supervising"] = sup.supervising
     code = EXIT_OK
     try:
         code = await _until_done(args, profile, sup, detach, watch)
         if detach.is_set() and sup.record is not None:
             running = sup.state in LIVE_STATES
-            _out(args, {"event": "detached", "profile": profile.name, "pid": sup.record.pid,
-                        "server_running": running, "state": sup.state, "exit_code": sup.exit_code},
-                 f"detached; server left running (pid {sup.record.pid})" if running else
-                 f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})")
+            _out(
+                args,
+                {
+                    "event": "detached",
+                    "profile": profile.name,
+                    "pid": sup.record.pid,
+                    "server_running": running,
+                    "state": sup.state,
+                    "exit_code": sup.exit_code,
+                },
+                f"detached; server left running (pid {sup.record.pid})"
+                if running
+                else f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})",
+            )
     finally:
         watch.cancel()
         try:
@@ -243,16 +291,22 @@ async def _supervise(args, profile) -> int:
 def _reporter(args, profile, last: dict) -> Callable[[Supervisor], None]:
     """The supervisor's ``on_change``: a line (or a JSON event) per change worth saying;
     ``last`` keeps what was said."""
+
     def report(sup: Supervisor) -> None:
-        key = (sup.state, sup.restarts, sup.record.pid if sup.record else None, sup.supervising,
-               sup.next_restart_at, sup.runtime_note)
+        key = (
+            sup.state,
+            sup.restarts,
+            sup.record.pid if sup.record else None,
+            sup.supervising,
+            sup.next_restart_at,
+            sup.runtime_note,
+        )
         if last.get("key") == key:
             return
         last["key"] = key
         snap = sup.status_json()
         if args.json:
-            print(json.dumps({"event": "state", "profile": profile.name, "time": time.time(), **snap}),
-                  flush=True)
+            print(json.dumps({"event": "state", "profile": profile.name, "time": time.time(), **snap}), flush=True)
             return
         bits = [f"{profile.name}: {sup.state}"]
         if snap["pid"]:
@@ -264,22 +318,25 @@ def _reporter(args, profile, last: dict) -> Callable[[Supervisor], None]:
         if sup.last_error:
             bits.append(sup.last_error)
         line = "  ".join(bits)
-        if last.get("line") != line:   # e.g. only `supervising` changed: said below
+        if last.get("line") != line:  # e.g. only `supervising` changed: said below
             last["line"] = line
             print(f"{time.strftime('%H:%M:%S')}  {line}", flush=True)
         _report_note_and_role(sup, profile, last)
+
     return report
 
 
 def _report_note_and_role(sup: Supervisor, profile, last: dict) -> None:
-    if sup.runtime_note and last.get("note") != sup.runtime_note:   # re-applied (or not) after a restart
+    if sup.runtime_note and last.get("note") != sup.runtime_note:  # re-applied (or not) after a restart
         last["note"] = sup.runtime_note
         print(f"{time.strftime('%H:%M:%S')}  {profile.name}: {sup.runtime_note}", flush=True)
-    if "supervising" in last and last["supervising"] != sup.supervising:   # after the first words
+    if "supervising" in last and last["supervising"] != sup.supervising:  # after the first words
         last["supervising"] = sup.supervising
-        print(f"{time.strftime('%H:%M:%S')}  {profile.name}: "
-              + ("now supervising (took over the restart lock)" if sup.supervising else "no longer supervising"),
-              flush=True)
+        print(
+            f"{time.strftime('%H:%M:%S')}  {profile.name}: "
+            + ("now supervising (took over the restart lock)" if sup.supervising else "no longer supervising"),
+            flush=True,
+        )
 
 
 async def _adopt_or_launch(sup: Supervisor, profile) -> tuple[runs.RunRecord, str] | int:
@@ -312,15 +369,26 @@ async def _until_done(args, profile, sup: Supervisor, detach: asyncio.Event, wat
     while not detach.is_set() and not watch.done():
         if sup.state == RunState.FATAL:
             tail = "\n".join(sup.fatal_tail)
-            _out(args, {"event": RunState.FATAL, "profile": profile.name, "reason": sup.fatal_reason,
-                        "exit_code": sup.exit_code, "tail": sup.fatal_tail},
-                 f"FATAL: {sup.fatal_reason}\n--- last {len(sup.fatal_tail)} log lines ---\n{tail}")
+            _out(
+                args,
+                {
+                    "event": RunState.FATAL,
+                    "profile": profile.name,
+                    "reason": sup.fatal_reason,
+                    "exit_code": sup.exit_code,
+                    "tail": sup.fatal_tail,
+                },
+                f"FATAL: {sup.fatal_reason}\n--- last {len(sup.fatal_tail)} log lines ---\n{tail}",
+            )
             return EXIT_FAILED
-        if sup.state == RunState.STOPPED:   # stopped from elsewhere: wait a little for a relaunch
+        if sup.state == RunState.STOPPED:  # stopped from elsewhere: wait a little for a relaunch
             stopped_since = stopped_since or time.monotonic()
             if time.monotonic() - stopped_since > args.linger:
-                _out(args, {"event": RunState.STOPPED, "profile": profile.name},
-                     f"{profile.name}: stopped; nothing left to supervise")
+                _out(
+                    args,
+                    {"event": RunState.STOPPED, "profile": profile.name},
+                    f"{profile.name}: stopped; nothing left to supervise",
+                )
                 return EXIT_OK
         else:
             stopped_since = None
@@ -336,8 +404,10 @@ def _role_line(sup: Supervisor) -> str:
         return "supervising (Ctrl-C detaches and leaves the server running)"
     who = sup.supervisor_of()
     holder = f"{ROLE_WORDS.get(who.kind, who.kind)} pid {who.pid}" if who else "another process"
-    return (f"watching only: {holder} supervises this run and restarts its crashes; this process "
-            "takes over if it stops (Ctrl-C leaves)")
+    return (
+        f"watching only: {holder} supervises this run and restarts its crashes; this process "
+        "takes over if it stops (Ctrl-C leaves)"
+    )
 
 
 def register(subparsers) -> None:
@@ -348,32 +418,71 @@ def register(subparsers) -> None:
     add_demo_arguments(common, target)
     common.add_argument("--json", action="store_true", help="print JSON")
 
-    p = subparsers.add_parser("launch", parents=[common], formatter_class=fmt, epilog=EPILOGS["launch"],
-                              help="start the server of a profile (it outlives this command)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the exact command and the environment the profile adds (keys masked)")
-    p.add_argument("--wait", type=seconds_where("0 = do not wait"), metavar="S", nargs="?", const=600.0,
-                   help="wait up to S seconds (default 600) until /health answers")
+    p = subparsers.add_parser(
+        "launch",
+        parents=[common],
+        formatter_class=fmt,
+        epilog=EPILOGS["launch"],
+        help="start the server of a profile (it outlives this command)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the exact command and the environment the profile adds (keys masked)"
+    )
+    p.add_argument(
+        "--wait",
+        type=seconds_where("0 = do not wait"),
+        metavar="S",
+        nargs="?",
+        const=600.0,
+        help="wait up to S seconds (default 600) until /health answers",
+    )
     p.set_defaults(func=cmd_launch)
 
-    p = subparsers.add_parser("stop", parents=[common], formatter_class=fmt, epilog=EPILOGS["stop"],
-                              help="stop the run: SIGTERM the group, grace, SIGKILL, confirm")
-    p.add_argument("--grace", type=seconds_where("0 = SIGKILL at once"), metavar="S",
-                   help="seconds before SIGKILL (default: profile)")
+    p = subparsers.add_parser(
+        "stop",
+        parents=[common],
+        formatter_class=fmt,
+        epilog=EPILOGS["stop"],
+        help="stop the run: SIGTERM the group, grace, SIGKILL, confirm",
+    )
+    p.add_argument(
+        "--grace", type=seconds_where("0 = SIGKILL at once"), metavar="S", help="seconds before SIGKILL (default: profile)"
+    )
     p.set_defaults(func=cmd_stop)
 
-    p = subparsers.add_parser("restart", parents=[common], formatter_class=fmt, epilog=EPILOGS["restart"],
-                              help="stop, then launch")
-    p.add_argument("--grace", type=seconds_where("0 = SIGKILL at once"), metavar="S",
-                   help="seconds before SIGKILL (default: profile)")
-    p.add_argument("--wait", type=seconds_where("0 = do not wait"), metavar="S", nargs="?", const=600.0,
-                   help="wait up to S seconds (default 600) until /health answers")
+    p = subparsers.add_parser(
+        "restart", parents=[common], formatter_class=fmt, epilog=EPILOGS["restart"], help="stop, then launch"
+    )
+    p.add_argument(
+        "--grace", type=seconds_where("0 = SIGKILL at once"), metavar="S", help="seconds before SIGKILL (default: profile)"
+    )
+    p.add_argument(
+        "--wait",
+        type=seconds_where("0 = do not wait"),
+        metavar="S",
+        nargs="?",
+        const=600.0,
+        help="wait up to S seconds (default 600) until /health answers",
+    )
     p.set_defaults(func=cmd_restart)
 
-    p = subparsers.add_parser("supervise", parents=[common], formatter_class=fmt, epilog=EPILOGS["supervise"],
-                              help="adopt or launch, then keep the server alive (no screen)")
-    p.add_argument("--linger", type=seconds_where("0 = exit at once"), default=10.0, metavar="S",
-                   help="after a stop from elsewhere, wait S seconds for a relaunch before exiting")
-    p.add_argument("--handed-off", action="store_true",
-                   help="started by a console that quit leaving the server running (the next console takes over)")
+    p = subparsers.add_parser(
+        "supervise",
+        parents=[common],
+        formatter_class=fmt,
+        epilog=EPILOGS["supervise"],
+        help="adopt or launch, then keep the server alive (no screen)",
+    )
+    p.add_argument(
+        "--linger",
+        type=seconds_where("0 = exit at once"),
+        default=10.0,
+        metavar="S",
+        help="after a stop from elsewhere, wait S seconds for a relaunch before exiting",
+    )
+    p.add_argument(
+        "--handed-off",
+        action="store_true",
+        help="started by a console that quit leaving the server running (the next console takes over)",
+    )
     p.set_defaults(func=cmd_supervise)

@@ -1,4 +1,5 @@
 """`specconsole sim ...`: run the simulated SGLang server with launch_server flags."""
+
 from __future__ import annotations
 
 import argparse
@@ -6,10 +7,13 @@ import argparse
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "sim", help="run the simulated SGLang 0.5.23 server",
+        "sim",
+        help="run the simulated SGLang 0.5.23 server",
         description="Run the simulated SGLang server; every argument goes to the simulator "
-                    "(`specconsole sim --help` lists them).",
-        add_help=False, prefix_chars="+")  # no options of its own: every "-x" is passed on
+        "(`specconsole sim --help` lists them).",
+        add_help=False,
+        prefix_chars="+",
+    )  # no options of its own: every "-x" is passed on
     p.add_argument("sim_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
 
@@ -25,6 +29,7 @@ def run(args) -> int:
     except SystemExit as exc:  # argparse errors (2) and bind errors keep their meaning
         if isinstance(exc.code, str):
             import sys
+
             print(exc.code, file=sys.stderr)
             return 1
         return exc.code or 0

@@ -12,6 +12,7 @@ reason), or what answers is not this run's server, or `--demo` has no run; 2 bad
 arguments; 3 not running: the profile's run was stopped on purpose (or never launched), so
 nothing should answer; 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ from server_control.model.verification import Verification
 from server_control.model.vocabulary import RunState
 from server_control.supervision.ownership import ROLE_WORDS
 
-EPILOG = ("Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason) or it is not "
-          "this run's server, 2 bad profile/arguments, 3 not running (stopped on purpose), 130 interrupted.")
+EPILOG = (
+    "Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason) or it is not "
+    "this run's server, 2 bad profile/arguments, 3 not running (stopped on purpose), 130 interrupted."
+)
 EXIT_NOT_RUNNING = 3
 
 
@@ -70,7 +73,8 @@ def render_text(snap: SessionSnapshot) -> str:
     run, srv, spec, live, gpus, ver = snap.run, snap.server, snap.spec, snap.live, snap.gpus, snap.verify
     lines = [
         f"{snap.profile or '(attached)'}  {snap.url}  run: {_run_state(run)}"
-        + (f" pid {run.pid}" if run.pid else "") + f"  restarts {run.restarts}",
+        + (f" pid {run.pid}" if run.pid else "")
+        + f"  restarts {run.restarts}",
         f"server: {'reachable' if srv.reachable else 'UNREACHABLE: ' + str(srv.error)}"
         f"  model {_fmt(srv.model)}  tp {_fmt(srv.tp_size)}  dp {_fmt(srv.dp_size)}"
         f"  version {_fmt(srv.version)}",
@@ -81,23 +85,24 @@ def render_text(snap: SessionSnapshot) -> str:
         f"live: batch {_fmt(live.batch)}  queue {_fmt(live.queue)}  token usage {_fmt(live.token_usage)}"
         f"  gen {_fmt(live.gen_throughput)} tok/s  accept len {_fmt(live.accept_len)}",
     ]
-    if run.supervising is not None:   # a profile's run (an attached server has no supervision)
+    if run.supervising is not None:  # a profile's run (an attached server has no supervision)
         lines.append(_supervisor_line(run))
         lines += [f"  {note}" for note in (run.last_error, run.runtime_note) if note]
     for mode, pm in snap.timeline.per_mode.items():
         lines.append(f"  {mode:12s} share {_fmt(pm.share)}  {_fmt(pm.tok_s)} tok/s")
     if gpus.available:
         for dev in gpus.devices:
-            lines.append(f"gpu {dev.index} {dev.name}: util {_fmt(dev.util)}%  mem {_fmt(dev.mem_used_mb)}"
-                         f"/{_fmt(dev.mem_total_mb)} MB  {_fmt(dev.power_w)} W  {_fmt(dev.temp_c)} C"
-                         f"  pids {list(dev.pids)}")
+            lines.append(
+                f"gpu {dev.index} {dev.name}: util {_fmt(dev.util)}%  mem {_fmt(dev.mem_used_mb)}"
+                f"/{_fmt(dev.mem_total_mb)} MB  {_fmt(dev.power_w)} W  {_fmt(dev.temp_c)} C"
+                f"  pids {list(dev.pids)}"
+            )
     else:
         lines.append(f"gpus: N/A ({gpus.reason})")
     lines += [rank_line(r) for r in spec.health.ranks]
     lines.append(verification_text(ver, "verify", "cause"))
     logs = snap.logs
-    lines.append(f"log: {_fmt(logs.path)}  {logs.total} records, {logs.dropped} dropped from memory,"
-                 f" {logs.truncated} long")
+    lines.append(f"log: {_fmt(logs.path)}  {logs.total} records, {logs.dropped} dropped from memory, {logs.truncated} long")
     return "\n".join(lines)
 
 
@@ -106,11 +111,14 @@ def rank_line(r: RankResources) -> str:
     if r.failed:
         return f"rank {r.rank}: {r.failed}"
     m = r.memory
-    graphs = "  ".join(f"{mode} target {r.graph_share(mode, 'target')} draft-extend "
-                       f"{r.graph_share(mode, 'draft_extend')}" for mode in r.forwards)
-    return (f"rank {r.rank}: steps=0 state {_fmt(m.get('used_gib'))} GiB (estimate "
-            f"{_fmt(m.get('estimate_gib'))}, reserved {_fmt(m.get('reserved_gib'))}, free before "
-            f"{_fmt(m.get('free_gib'))})  graph/all steps: {graphs or 'none yet'}")
+    graphs = "  ".join(
+        f"{mode} target {r.graph_share(mode, 'target')} draft-extend {r.graph_share(mode, 'draft_extend')}" for mode in r.forwards
+    )
+    return (
+        f"rank {r.rank}: steps=0 state {_fmt(m.get('used_gib'))} GiB (estimate "
+        f"{_fmt(m.get('estimate_gib'))}, reserved {_fmt(m.get('reserved_gib'))}, free before "
+        f"{_fmt(m.get('free_gib'))})  graph/all steps: {graphs or 'none yet'}"
+    )
 
 
 def verification_text(ver: Verification, title: str, cause: str) -> str:
@@ -145,7 +153,11 @@ def cmd_status(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("status", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
-                              help="print the session snapshot (run, server, speculation, GPUs, verification)")
+    p = subparsers.add_parser(
+        "status",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+        help="print the session snapshot (run, server, speculation, GPUs, verification)",
+    )
     add_target_arguments(p)
     p.set_defaults(func=cmd_status)

@@ -20,6 +20,7 @@ supervise`; `specconsole stop --demo` stops it later. A closed terminal (SIGHUP)
 
 Exit codes: 0 normal quit; 2 bad profile, arguments or missing API-key variable.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,34 +42,54 @@ from server_control.protocol.arg_types import positive
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-mouse", action="store_true",
-                   help="do not capture the mouse (less traffic over SSH; every action has a key)")
-    p.add_argument("--mouse-motion", action="store_true",
-                   help="also report mouse motion (hover); off by default: clicks and the wheel only")
+    p.add_argument(
+        "--no-mouse", action="store_true", help="do not capture the mouse (less traffic over SSH; every action has a key)"
+    )
+    p.add_argument(
+        "--mouse-motion", action="store_true", help="also report mouse motion (hover); off by default: clicks and the wheel only"
+    )
 
 
 def register(subparsers) -> None:
-    ui = subparsers.add_parser("ui", help="the console on a profile (default command)",
-                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ui = subparsers.add_parser(
+        "ui",
+        help="the console on a profile (default command)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_profile_argument(ui)
     ui.add_argument("--state-dir", metavar="DIR", help="state dir (default $SPECCONSOLE_STATE_DIR or the user's)")
     _add_common(ui)
     ui.set_defaults(func=run_ui)
 
-    demo = subparsers.add_parser("demo", help="the console on the simulator with traffic that crosses the threshold",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo = subparsers.add_parser(
+        "demo",
+        help="the console on the simulator with traffic that crosses the threshold",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     demo.add_argument("--port", type=int, metavar="N", help="port (default: the profile's, or a free one if busy)")
-    demo.add_argument("--time-scale", type=positive, default=1.0, metavar="X",
-                      help="simulated seconds per wall-clock second (default 1; try 5 for a quick tour)")
+    demo.add_argument(
+        "--time-scale",
+        type=positive,
+        default=1.0,
+        metavar="X",
+        help="simulated seconds per wall-clock second (default 1; try 5 for a quick tour)",
+    )
     demo.add_argument("--state-dir", metavar="DIR", help="demo state dir (default <state dir>/demo)")
-    demo.add_argument("--fleet", action="store_true",
-                      help="the demo fleet: four simulated replicas behind SGLang's gateway, traffic through it")
+    demo.add_argument(
+        "--fleet", action="store_true", help="the demo fleet: four simulated replicas behind SGLang's gateway, traffic through it"
+    )
     demo.add_argument("--keep", action="store_true", help="with --fleet: leave the fleet running on quit")
     _add_common(demo)
     demo.set_defaults(func=run_demo)
 
-    attach = subparsers.add_parser("attach", help="the console on a server someone else started",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    attach = subparsers.add_parser(
+        "attach",
+        help="the console on a server someone else started",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     attach.add_argument("url", help="the server, e.g. http://127.0.0.1:30000")
     attach.add_argument("--log", metavar="FILE", help="the server's log file, to follow")
     add_key_env_arguments(attach, defaults=False)
@@ -86,7 +107,7 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
     app = SpecConsoleApp(session, remember_theme=True, mouse_motion=args.mouse_motion, **kwargs)
     try:
         app.run(mouse=not args.no_mouse)
-    finally:   # also when the terminal went away (SIGHUP: console/hangup.py) and drawing failed
+    finally:  # also when the terminal went away (SIGHUP: console/hangup.py) and drawing failed
         handed = hand_off(session, handoff) if handoff is not None else None
     lines = []
     if app.farewell:
@@ -96,7 +117,7 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
     try:
         for line in lines:
             print(line, flush=True)
-    except OSError:   # no terminal left to say it on: the hand-off is in its log and the run record
+    except OSError:  # no terminal left to say it on: the hand-off is in its log and the run record
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter's final flush must not fail
     return app.return_code or EXIT_OK
 
@@ -109,11 +130,12 @@ def run_ui(args) -> int:
     try:
         profile = load_profile_arg(args.profile)
         session = Session.for_profile(profile, state_dir=args.state_dir)
-        state_dir = resolve_state_dir(args.state_dir)   # the one the session's run uses
+        state_dir = resolve_state_dir(args.state_dir)  # the one the session's run uses
     except (ProfileError, OSError, UsageError) as exc:
         return usage_error(str(exc))
-    return _run_app(session, args, what="server", launch="offer",
-                    handoff=["--profile", str(profile.path), "--state-dir", str(state_dir)])
+    return _run_app(
+        session, args, what="server", launch="offer", handoff=["--profile", str(profile.path), "--state-dir", str(state_dir)]
+    )
 
 
 def run_demo(args) -> int:
@@ -124,6 +146,7 @@ def run_demo(args) -> int:
         return usage_error(f"--time-scale must be > 0, got {args.time_scale}")
     if args.fleet:
         from console.cli.fleet import run_demo as run_fleet_demo
+
         return run_fleet_demo(args)
     if args.port is not None and not 1 <= args.port <= 65535:
         return usage_error(f"--port must be 1..65535, got {args.port}")
@@ -133,9 +156,15 @@ def run_demo(args) -> int:
     except (ProfileError, OSError) as exc:
         return usage_error(str(exc))
     notice = "; ".join(filter(None, [target.note, f"demo state dir {target.state_dir}; headless: {target.hint()}"]))
-    return _run_app(session, args, what="simulator", launch="auto", notice=notice,
-                    after=f"stop it with: {target.hint().replace('status', 'stop')}",
-                    handoff=["--demo", "--state-dir", str(target.state_dir)])
+    return _run_app(
+        session,
+        args,
+        what="simulator",
+        launch="auto",
+        notice=notice,
+        after=f"stop it with: {target.hint().replace('status', 'stop')}",
+        handoff=["--demo", "--state-dir", str(target.state_dir)],
+    )
 
 
 def run_attach(args) -> int:
@@ -143,13 +172,14 @@ def run_attach(args) -> int:
 
     try:
         check_url(args.url, "URL")
-        keys = {"api_key": key_from_env(args.api_key_env, "--api-key-env", required=True),
-                "admin_api_key": key_from_env(args.admin_api_key_env, "--admin-api-key-env", required=True)}
+        keys = {
+            "api_key": key_from_env(args.api_key_env, "--api-key-env", required=True),
+            "admin_api_key": key_from_env(args.admin_api_key_env, "--admin-api-key-env", required=True),
+        }
     except UsageError as exc:
         return usage_error(str(exc))
     session = Session.attach(args.url, log_path=args.log, **keys)
-    return _run_app(session, args, what="server", launch="never",
-                    notice=log_notice(args.log))
+    return _run_app(session, args, what="server", launch="never", notice=log_notice(args.log))
 
 
 def log_notice(path: str | None) -> str:

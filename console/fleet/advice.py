@@ -5,6 +5,7 @@
 Every ``EVERY_S`` seconds every member's ``/server_info`` is read in threads (the capped,
 deadlined read of ``advice/source.py``) and estimated; a member that does not answer keeps
 no suggestion and is named as such."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,7 @@ def _reader(member: object, url: str) -> Callable[[], Awaitable[Advice]]:
     """The member's session's ``advice`` (its key, only its own server), else a plain read of ``url``."""
     session = getattr(member, "session", None)
     if session is not None:
-        return session.advice   # type: ignore[no-any-return]
+        return session.advice  # type: ignore[no-any-return]
     return lambda: asyncio.to_thread(read_advice, url)
 
 
@@ -33,8 +34,9 @@ class FleetAdvice(Static):
 
     seen: reactive[dict[str, Advice | str]] = reactive(dict, always_update=True, layout=True)
 
-    def __init__(self, members: Callable[[], Iterable[tuple[str, str, object]]], *,
-                 every_s: float = EVERY_S, id: str | None = None) -> None:
+    def __init__(
+        self, members: Callable[[], Iterable[tuple[str, str, object]]], *, every_s: float = EVERY_S, id: str | None = None
+    ) -> None:
         """``members``: (name, url, member object or None) of the members to read."""
         super().__init__(id=id)
         self.members, self.every_s = members, every_s

@@ -6,6 +6,7 @@ The total counts only members whose numbers are live (``rows.stale`` is False); 
 mode likewise; "down" lists the members that do not answer or are not serving. ``Trends``
 keeps each member's last tok/s readings (one per refresh) for a sparkline column.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -41,8 +42,12 @@ def aggregate_line(rows: Iterable[MemberRow], gateway=None) -> Text:
         t.append(f" | restarts {restarts}", "yellow")
     if gateway is not None:
         healthy = gateway.reachable and gateway.healthy_workers == len(gateway.workers) > 0
-        t.append(f" | gateway {gateway.healthy_workers}/{len(gateway.workers)} workers healthy" if gateway.reachable
-                 else " | gateway not readable", "green" if healthy else "yellow")
+        t.append(
+            f" | gateway {gateway.healthy_workers}/{len(gateway.workers)} workers healthy"
+            if gateway.reachable
+            else " | gateway not readable",
+            "green" if healthy else "yellow",
+        )
     return t
 
 

@@ -3,6 +3,7 @@
 ``escape`` there comes back. The fleet's sessions are started and closed by the ``Fleet``
 (here, once for the app), never by a screen.
 """
+
 from __future__ import annotations
 
 from typing import cast
@@ -18,13 +19,14 @@ class FleetApp(ConsoleApp):
     """``on_start(app)`` runs (in a worker) once the fleet started; ``on_exit(app)`` before the
     fleet closes when the app exits (the servers keep running unless it stops them)."""
 
-    def __init__(self, fleet, *, start_fleet: bool = True, notice: str = "", on_start=None, on_exit=None,
-                 stops_on_quit: bool = False) -> None:
+    def __init__(
+        self, fleet, *, start_fleet: bool = True, notice: str = "", on_start=None, on_exit=None, stops_on_quit: bool = False
+    ) -> None:
         super().__init__(notice=notice)
         self.fleet = fleet
         self.start_fleet = start_fleet
-        self.stops_on_quit = stops_on_quit   # the demo without --keep: on_exit stops everything
-        self.leaving = False   # quit leaving the fleet running: hand its local members off (console/fleet/leaving.py)
+        self.stops_on_quit = stops_on_quit  # the demo without --keep: on_exit stops everything
+        self.leaving = False  # quit leaving the fleet running: hand its local members off (console/fleet/leaving.py)
         self.on_start, self.on_exit = on_start, on_exit
 
     def get_default_screen(self) -> Screen:

@@ -2,6 +2,7 @@
 (follow, filter, search, line numbers, copy) over the file the gateway's run record names,
 followed like tail -F while the screen is open; `escape` (with nothing left to clear in the
 view) or `q` closes it."""
+
 from __future__ import annotations
 
 from pathlib import Path

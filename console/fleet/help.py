@@ -1,5 +1,6 @@
 """`?` on the fleet screen: the fleet's own keys (FleetScreen.BINDINGS and the table's
 motion keys), not the single-server screen's (those act on one member: enter opens it)."""
+
 from __future__ import annotations
 
 from rich.table import Table
@@ -9,10 +10,18 @@ from textual.widgets import Static
 
 from console.screens.help import HelpScreen
 
-MOTION = (("j / down, k / up", "Move the cursor one member"), ("pgdn / pgup", "Ten members"),
-          ("g / G", "First / last member"))
-WORDS = {"space": "space", "equals_sign": "=", "plus": "+", "minus": "-", "slash": "/", "escape": "esc",
-         "question_mark": "?", "right_square_bracket": "]", "left_square_bracket": "["}
+MOTION = (("j / down, k / up", "Move the cursor one member"), ("pgdn / pgup", "Ten members"), ("g / G", "First / last member"))
+WORDS = {
+    "space": "space",
+    "equals_sign": "=",
+    "plus": "+",
+    "minus": "-",
+    "slash": "/",
+    "escape": "esc",
+    "question_mark": "?",
+    "right_square_bracket": "]",
+    "left_square_bracket": "[",
+}
 
 
 def fleet_help_table(bindings) -> Table:

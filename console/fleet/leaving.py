@@ -5,6 +5,7 @@ supervise` of its profile (console/handoff.py); remote members are their hosts' 
 their own `supervise`); the gateway keeps routing, and the next fleet console adopts it
 (nobody restarts a gateway crash in between: the dialog says so). `s` stops every member
 and the gateway."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from console.screens.confirm import ChoiceScreen
 class MemberHandOff:
     member: str
     handed: HandOff | None
-    why: str = ""   # why not, when ``handed`` is None
+    why: str = ""  # why not, when ``handed`` is None
 
     def words(self) -> str:
         if self.handed is not None:
@@ -27,15 +28,20 @@ class MemberHandOff:
 
 def quit_question(fleet) -> ChoiceScreen:
     local = [m.name for m in fleet.members.values() if m.spec.kind == "local"]
-    gateway = " The gateway keeps routing; nobody restarts it if it crashes until the next fleet console." \
-        if fleet.gateway is not None else ""
+    gateway = (
+        " The gateway keeps routing; nobody restarts it if it crashes until the next fleet console."
+        if fleet.gateway is not None
+        else ""
+    )
     return ChoiceScreen(
         f"Quit the fleet console. Leave the fleet running?\n\nLeave: every server keeps serving; "
         f"{len(local)} local member(s) are handed each to a detached `specconsole supervise` (it restarts a "
         f"crash) until the next console takes them back; remote members stay with their hosts.{gateway}\n"
         "Stop: stop every member" + (" and the gateway" if fleet.gateway is not None else "") + " now.",
         [("l", "Leave fleet running", "leave"), ("s", "Stop fleet", "stop"), ("c", "Cancel", None)],
-        default=0, cancel_value=None)
+        default=0,
+        cancel_value=None,
+    )
 
 
 def hand_off_fleet(fleet) -> list[MemberHandOff]:
@@ -58,6 +64,5 @@ def hand_off_fleet(fleet) -> list[MemberHandOff]:
         if on_disk is None or (on_disk.name, on_disk.port) != (profile.name, profile.port):
             out.append(MemberHandOff(m.name, None, "its profile exists only in this console (moved port)"))
             continue
-        out.append(MemberHandOff(m.name, hand_off(m.session, ["--profile", str(path), "--state-dir",
-                                                               str(sup.state_dir)])))
+        out.append(MemberHandOff(m.name, hand_off(m.session, ["--profile", str(path), "--state-dir", str(sup.state_dir)])))
     return out

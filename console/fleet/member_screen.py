@@ -3,6 +3,7 @@ member's session, pushed by the fleet screen on `enter`. ``escape`` (when the lo
 no filter or search left to clear) dismisses it, back to the fleet table; `q` dismisses it
 with "quit": the fleet's question follows (the fleet owns the sessions: this screen neither
 starts nor closes one)."""
+
 from __future__ import annotations
 
 from textual.binding import Binding
@@ -10,7 +11,7 @@ from textual.binding import Binding
 from console.screens.server import ServerScreen
 from server_control.session.api import SessionLike
 
-QUIT = "quit"   # the result of a member screen dismissed by `q`
+QUIT = "quit"  # the result of a member screen dismissed by `q`
 
 
 class MemberScreen(ServerScreen):

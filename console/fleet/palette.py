@@ -1,5 +1,6 @@
 """The fleet screen's command palette (`ctrl+p`): the fleet's own actions by name, from its
 key bindings (the single-server actions act on one member and are not offered here)."""
+
 from __future__ import annotations
 
 from functools import partial

@@ -1,4 +1,5 @@
 """The last fleet action's per-member results; refusals and silences stand out."""
+
 from __future__ import annotations
 
 from rich.text import Text
@@ -6,8 +7,13 @@ from textual.widgets import Static
 
 from server_control.fleet.member import FAILED, NO_ANSWER, OK, PENDING, REFUSED
 
-STYLE = {OK: "green", PENDING: "yellow", REFUSED: "bold white on red", NO_ANSWER: "bold white on red",
-         FAILED: "bold white on red"}
+STYLE = {
+    OK: "green",
+    PENDING: "yellow",
+    REFUSED: "bold white on red",
+    NO_ANSWER: "bold white on red",
+    FAILED: "bold white on red",
+}
 
 
 def summary_line(action: str, results, elapsed_s: float | None = None) -> Text:
@@ -29,7 +35,7 @@ def render(action: str, results, elapsed_s: float | None = None, max_lines: int 
     ``max_lines`` the rest is counted on the last line."""
     out = summary_line(action, results, elapsed_s)
     ordered = sorted(results, key=lambda r: (not r.stands_out, r.member))
-    shown = ordered if not max_lines or len(ordered) <= max_lines else ordered[:max_lines - 1]
+    shown = ordered if not max_lines or len(ordered) <= max_lines else ordered[: max_lines - 1]
     for r in shown:
         out.append("\n")
         out.append(f" {r.outcome:9s} ", style=STYLE.get(r.outcome, ""))

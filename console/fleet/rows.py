@@ -1,4 +1,5 @@
 """The fleet table's columns, cells, sorting and filtering: pure functions over ``MemberRow``."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -20,10 +21,10 @@ class Column:
     key: str
     title: str
     width: int
-    sort_key: Callable[[MemberRow], Any]   # -> comparable
+    sort_key: Callable[[MemberRow], Any]  # -> comparable
 
 
-def _num(v, fmt: str="{:.0f}") -> str:
+def _num(v, fmt: str = "{:.0f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
@@ -40,12 +41,12 @@ COLUMNS = (
     Column("marks", "VERIFY", 7, lambda r: r.marks),
     Column("restarts", "RST", 4, lambda r: r.restarts),
     Column("gpu_util", "GPU%", 5, lambda r: -1.0 if r.gpu_util is None else r.gpu_util),
-    Column("trend", "TOK/S TREND", 11, lambda r: 0),   # the last readings (console/fleet/aggregate.py)
+    Column("trend", "TOK/S TREND", 11, lambda r: 0),  # the last readings (console/fleet/aggregate.py)
 )
 SORTABLE = tuple(c.key for c in COLUMNS if c.key not in ("sel", "trend"))
 
 
-GLYPHS = {"+": "pass", "x": "fail", ".": "pending"}   # the row's marks -> the single screen's glyphs
+GLYPHS = {"+": "pass", "x": "fail", ".": "pending"}  # the row's marks -> the single screen's glyphs
 
 
 def verify_glyphs(marks: str) -> Text:
@@ -63,24 +64,35 @@ def stale(row: MemberRow) -> bool:
 
 
 def cells(row: MemberRow, selected: bool) -> dict[str, Text | str]:
-    state = Text(row.state, style="bold red" if row.state in BAD_STATES else
-                 "green" if row.state == RunState.READY else "yellow")
-    n = _num(row.threshold) + ("F" if row.force not in (None, "auto") else "")   # F: forced (* marks selection)
+    state = Text(row.state, style="bold red" if row.state in BAD_STATES else "green" if row.state == RunState.READY else "yellow")
+    n = _num(row.threshold) + ("F" if row.force not in (None, "auto") else "")  # F: forced (* marks selection)
     dim = stale(row)
 
     def live(text: str) -> Text | str:
         return Text(text, style="dim") if dim and text != "-" else text
-    return {"sel": "*" if selected else " ", "name": row.name, "host": row.host, "state": state,
-            "mode": live(MODE_WORD.get(row.mode, row.mode or "-")), "threshold": n, "batch": live(_num(row.batch)),
-            "tok_s": live(_num(row.tok_s, "{:.1f}")), "accept_len": live(_num(row.accept_len, "{:.2f}")),
-            "marks": verify_glyphs(row.marks), "restarts": str(row.restarts), "gpu_util": live(_num(row.gpu_util))}
+
+    return {
+        "sel": "*" if selected else " ",
+        "name": row.name,
+        "host": row.host,
+        "state": state,
+        "mode": live(MODE_WORD.get(row.mode, row.mode or "-")),
+        "threshold": n,
+        "batch": live(_num(row.batch)),
+        "tok_s": live(_num(row.tok_s, "{:.1f}")),
+        "accept_len": live(_num(row.accept_len, "{:.2f}")),
+        "marks": verify_glyphs(row.marks),
+        "restarts": str(row.restarts),
+        "gpu_util": live(_num(row.gpu_util)),
+    }
 
 
 def matches(row: MemberRow, text: str) -> bool:
     """Filter: every word of ``text`` (case-insensitive) in the member's name, host, state or
     mode; a word starting with '!' must NOT be there."""
-    hay = " ".join(str(x) for x in (row.name, row.host, row.state, MODE_WORD.get(row.mode, ""),
-                                    row.mode or "", row.verify)).lower()
+    hay = " ".join(
+        str(x) for x in (row.name, row.host, row.state, MODE_WORD.get(row.mode, ""), row.mode or "", row.verify)
+    ).lower()
     for word in text.lower().split():
         if word.startswith("!"):
             if word[1:] and word[1:] in hay:

@@ -4,6 +4,7 @@ Keys act on the selected members (space marks a row), or, with none selected, on
 member the filter shows. Each action ends in one result per member in the panel under the
 table; a member that refused, failed or did not answer is listed first, in red.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -85,7 +86,7 @@ class FleetScreen(Screen):
         self.sort, self.reverse, self.filter_text = "name", False, ""
         self.order: list[str] = []
         self.last_rows: dict = {}
-        self.painted_at = 0.0     # monotonic time of the last table paint (benchmarks read it)
+        self.painted_at = 0.0  # monotonic time of the last table paint (benchmarks read it)
         self._header = ""
         self._workers: Text | None = None
         self.rows_cache: tuple = ()
@@ -98,8 +99,10 @@ class FleetScreen(Screen):
         yield Static(id="fleet-gateway")
         yield FleetTable(id="fleet-table")
         yield FleetAdvice(self._advice_members, id="fleet-advice")
-        yield ResultsPanel("keys act on the selected members (space), or on every member shown; "
-                           "enter opens one, / filters, o sorts", id="fleet-results")
+        yield ResultsPanel(
+            "keys act on the selected members (space), or on every member shown; enter opens one, / filters, o sorts",
+            id="fleet-results",
+        )
         yield Footer()
 
     @property
@@ -123,14 +126,13 @@ class FleetScreen(Screen):
         rows = arrange(self.rows_cache, self.sort, self.reverse, self.filter_text)
         cursor = self.cursor_name()
         self.order = [r.name for r in rows]
-        self.last_rows = {r.name: {**cells(r, r.name in self.selected), "trend": self.trends.line(r.name)}
-                          for r in rows}
+        self.last_rows = {r.name: {**cells(r, r.name in self.selected), "trend": self.trends.line(r.name)} for r in rows}
         self.table.sorted_by(self.sort, self.reverse)
         self.table.show(self.order, self.last_rows)
         if cursor in self.order and self.order.index(cursor) != self.table.cursor_row:
             self.table.move_cursor(self.order.index(cursor))
         header = self.header(len(rows))
-        if header != self._header:   # an update re-lays the screen out: only when it changed
+        if header != self._header:  # an update re-lays the screen out: only when it changed
             self._header = header
             self.query_one("#fleet-header", Static).update(header)
         aggregate = aggregate_line(self.rows_cache, self.fleet.gateway_status)
@@ -144,7 +146,7 @@ class FleetScreen(Screen):
         self.painted_at = time.monotonic()
 
     def header(self, shown: int) -> str:
-        bits = [f"fleet {self.fleet.spec.name}: {len(self.fleet.members)} members"]   # short: 80 columns hold it
+        bits = [f"fleet {self.fleet.spec.name}: {len(self.fleet.members)} members"]  # short: 80 columns hold it
         if shown != len(self.fleet.members):
             bits.append(f"{shown} shown (/{self.filter_text})")
         if self.selected:
@@ -154,7 +156,7 @@ class FleetScreen(Screen):
             bits.append(f"gateway {gw.url.removeprefix('http://')} {gw.state}" + (f" ({gw.error})" if gw.error else ""))
         elif self.fleet.gateway is not None:
             bits.append(f"gateway {self.fleet.gateway.url.removeprefix('http://')}: not read yet")
-        return " | ".join(bits)   # the sort: an arrow in the column's title (console/fleet/table.py)
+        return " | ".join(bits)  # the sort: an arrow in the column's title (console/fleet/table.py)
 
     def cursor_name(self) -> str | None:
         return self.table.cursor_name
@@ -172,8 +174,10 @@ class FleetScreen(Screen):
             self.app.notify("no member shown has a suggestion that differs from its N", severity="warning")
             return
         lines = "\n".join(f"{m}: N={a.current} -> {a.suggested}  {a.sentence}" for m, a in plan.items())
-        self.app.push_screen(confirm(f"Set each member's own suggested N?\n{lines}"),
-                             lambda yes: self.act("threshold", {m: a.suggested for m, a in plan.items()}) if yes else None)
+        self.app.push_screen(
+            confirm(f"Set each member's own suggested N?\n{lines}"),
+            lambda yes: self.act("threshold", {m: a.suggested for m, a in plan.items()}) if yes else None,
+        )
 
     def action_fleet_help(self) -> None:
         from console.fleet.help import FleetHelpScreen  # noqa: PLC0415
@@ -188,8 +192,9 @@ class FleetScreen(Screen):
         status = self.fleet.gateway_status
         path = status.log_path if status is not None else None
         if not path:
-            self.app.notify("no gateway log here: the fleet has no gateway, or its run record names no log yet",
-                            severity="warning")
+            self.app.notify(
+                "no gateway log here: the fleet has no gateway, or its run record names no log yet", severity="warning"
+            )
             return
         self.app.push_screen(GatewayLogScreen(Path(path)))
 
@@ -225,16 +230,24 @@ class FleetScreen(Screen):
             if text is not None:
                 self.filter_text = text
                 self.paint()
-        self.app.push_screen(PromptScreen("Filter members (words; !word excludes; empty shows all)",
-                                          lambda s: s.strip(), self.filter_text), done)
+
+        self.app.push_screen(
+            PromptScreen("Filter members (words; !word excludes; empty shows all)", lambda s: s.strip(), self.filter_text), done
+        )
 
     def action_set_n(self) -> None:
         names = self.targets()
+
         def apply(n: int | None) -> None:
             if n is not None:
                 self.act("threshold", {m: n for m in names})
-        self.app.push_screen(PromptScreen(f"Set N (speculation off above this batch) on {len(names)} "
-                                          f"member(s): {', '.join(names)}", validate_threshold), apply)
+
+        self.app.push_screen(
+            PromptScreen(
+                f"Set N (speculation off above this batch) on {len(names)} member(s): {', '.join(names)}", validate_threshold
+            ),
+            apply,
+        )
 
     def action_step_n(self, delta: int) -> None:
         rows = {r.name: r for r in self.rows_cache}
@@ -246,12 +259,16 @@ class FleetScreen(Screen):
 
     def action_force(self) -> None:
         names = self.targets()
-        choices: list[tuple[str, str, object]] = [("a", "auto", "auto"), ("s", "speculative", "speculative"),
-                                                  ("t", "target-only", "target_only")]
+        choices: list[tuple[str, str, object]] = [
+            ("a", "auto", "auto"),
+            ("s", "speculative", "speculative"),
+            ("t", "target-only", "target_only"),
+        ]
 
         def apply(mode: object) -> None:
             if mode is not None:
                 self.act("force", {m: mode for m in names})
+
         self.app.push_screen(ChoiceScreen(f"Force the mode of {len(names)} member(s)", choices), apply)
 
     def action_verify(self) -> None:
@@ -263,9 +280,14 @@ class FleetScreen(Screen):
     def action_stop(self) -> None:
         names = self.targets()
         from console.screens.confirm import confirm
-        self.app.push_screen(confirm(f"Stop {len(names)} member(s): {', '.join(names)}"
-                                     + (" and the gateway?" if self._everyone(names) and self.fleet.gateway else "?")),
-                             self._stop_answer)
+
+        self.app.push_screen(
+            confirm(
+                f"Stop {len(names)} member(s): {', '.join(names)}"
+                + (" and the gateway?" if self._everyone(names) and self.fleet.gateway else "?")
+            ),
+            self._stop_answer,
+        )
 
     def _stop_answer(self, yes: object) -> None:
         if yes:
@@ -282,8 +304,9 @@ class FleetScreen(Screen):
 
     async def _life_cycle(self, action: str, names) -> None:
         t0 = time.monotonic()
-        results = await self.fleet.act(action, names=None if self._everyone(names) else names,
-                                       wait_s=60 if action == "launch" else None)
+        results = await self.fleet.act(
+            action, names=None if self._everyone(names) else names, wait_s=60 if action == "launch" else None
+        )
         self.query_one(ResultsPanel).show(action, results, time.monotonic() - t0)
         self.refresh_rows()
 
@@ -294,14 +317,16 @@ class FleetScreen(Screen):
         from console.screens.confirm import confirm  # noqa: PLC0415
 
         if getattr(self.app, "stops_on_quit", False):
-            self.app.push_screen(confirm("Quit and stop the demo fleet (started without --keep)?", default_yes=True),
-                                 lambda yes: self.app.exit() if yes else None)
+            self.app.push_screen(
+                confirm("Quit and stop the demo fleet (started without --keep)?", default_yes=True),
+                lambda yes: self.app.exit() if yes else None,
+            )
             return
         self.app.push_screen(quit_question(self.fleet), self._quit_answer)
 
     def _quit_answer(self, choice: object) -> None:
         if choice == "leave":
-            self.app.leaving = True   # type: ignore[attr-defined]  # FleetApp: hand off after the fleet closed
+            self.app.leaving = True  # type: ignore[attr-defined]  # FleetApp: hand off after the fleet closed
             self.app.exit()
         elif choice == "stop":
             self.query_one(ResultsPanel).pending("stop", list(self.fleet.members))

@@ -5,6 +5,7 @@ with 32 members whose tok/s and batch move every second that alone took ~10 % of
     table.show(order, cells_by_name)    # rows in order; cells as console.fleet.rows.cells gives
     table.cursor_row, table.cursor_name, table.move_cursor(row)
 """
+
 from __future__ import annotations
 
 from rich.style import Style
@@ -37,9 +38,12 @@ def row_text(cells: dict) -> Text:
 
 class FleetTable(ScrollView, can_focus=True):
     BINDINGS = [
-        Binding("up,k", "move(-1)", show=False), Binding("down,j", "move(1)", show=False),
-        Binding("g,home", "move(-100000)", show=False), Binding("G,end", "move(100000)", show=False),
-        Binding("pageup", "move(-10)", show=False), Binding("pagedown", "move(10)", show=False),
+        Binding("up,k", "move(-1)", show=False),
+        Binding("down,j", "move(1)", show=False),
+        Binding("g,home", "move(-100000)", show=False),
+        Binding("G,end", "move(100000)", show=False),
+        Binding("pageup", "move(-10)", show=False),
+        Binding("pagedown", "move(10)", show=False),
     ]
     DEFAULT_CSS = "FleetTable { height: 1fr; }"
     cursor_row = reactive(0, always_update=True)
@@ -48,7 +52,7 @@ class FleetTable(ScrollView, can_focus=True):
         super().__init__(**kwargs)
         self.order: list[str] = []
         self._cells: dict[str, dict] = {}
-        self._strips: dict[str, Strip] = {}        # name -> its drawn line (until its cells change)
+        self._strips: dict[str, Strip] = {}  # name -> its drawn line (until its cells change)
         self._header = row_text({c.key: c.title for c in COLUMNS})
         self._sorted: tuple[str, bool] | None = None
 
@@ -67,8 +71,7 @@ class FleetTable(ScrollView, can_focus=True):
     def show(self, order: list[str], cells: dict[str, dict]) -> None:
         changed = order != self.order
         for name in order:
-            if self._cells.get(name) is None or any(str(cells[name][k]) != str(self._cells[name].get(k))
-                                                    for k in cells[name]):
+            if self._cells.get(name) is None or any(str(cells[name][k]) != str(self._cells[name].get(k)) for k in cells[name]):
                 self._cells[name] = cells[name]
                 self._strips.pop(name, None)
                 changed = True
@@ -95,8 +98,11 @@ class FleetTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y == 0:
-            return Strip(self._header.render(self.app.console), self._header.cell_len).apply_style(
-                HEADER_STYLE).crop_extend(self.scroll_offset.x, self.scroll_offset.x + width, HEADER_STYLE)
+            return (
+                Strip(self._header.render(self.app.console), self._header.cell_len)
+                .apply_style(HEADER_STYLE)
+                .crop_extend(self.scroll_offset.x, self.scroll_offset.x + width, HEADER_STYLE)
+            )
         index = y - 1 + self.scroll_offset.y
         if index >= len(self.order):
             return Strip.blank(width)
@@ -114,4 +120,3 @@ class FleetTable(ScrollView, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh()
-

@@ -1,6 +1,7 @@
 """The advisor's full-screen view (`A`): the suggested N from the server's cost curves,
 refreshed every ``EVERY_S`` seconds while open; enter applies it after a yes, through the
 same call as `=` (read back on every rank, journaled); escape closes."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,5 @@
 """Modal questions answered with the keyboard: yes/no, and the quit choice."""
+
 from __future__ import annotations
 
 from textual.app import ComposeResult
@@ -12,8 +13,11 @@ class ChoiceScreen(ModalScreen):
     """A question with buttons; each button has a hot key. Dismisses with the choice's
     value; escape dismisses with ``cancel_value``."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("left", "app.focus_previous", show=False),
-                Binding("right", "app.focus_next", show=False)]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("left", "app.focus_previous", show=False),
+        Binding("right", "app.focus_next", show=False),
+    ]
     DEFAULT_CSS = """
     ChoiceScreen { align: center middle; }
     ChoiceScreen > Vertical { width: auto; max-width: 76; height: auto; border: thick $accent;
@@ -23,8 +27,9 @@ class ChoiceScreen(ModalScreen):
     ChoiceScreen Button { margin: 0 1; min-width: 10; }
     """
 
-    def __init__(self, question: str, choices: list[tuple[str, str, object]], default: int = 0,
-                 cancel_value: object = None) -> None:
+    def __init__(
+        self, question: str, choices: list[tuple[str, str, object]], default: int = 0, cancel_value: object = None
+    ) -> None:
         super().__init__()
         self.question = question
         self.choices = choices  # (hot key, label, value)
@@ -36,8 +41,7 @@ class ChoiceScreen(ModalScreen):
             yield Label(self.question, id="question")
             with Horizontal():
                 for i, (key, label, _value) in enumerate(self.choices):
-                    yield Button(f"({key}) {label}", id=f"choice-{i}",
-                                 variant="primary" if i == self.default else "default")
+                    yield Button(f"({key}) {label}", id=f"choice-{i}", variant="primary" if i == self.default else "default")
 
     def on_mount(self) -> None:
         self.query_one(f"#choice-{self.default}", Button).focus()
@@ -58,8 +62,7 @@ class ChoiceScreen(ModalScreen):
 
 
 def confirm(question: str, default_yes: bool = False) -> ChoiceScreen:
-    return ChoiceScreen(question, [("y", "Yes", True), ("n", "No", False)],
-                        default=0 if default_yes else 1, cancel_value=False)
+    return ChoiceScreen(question, [("y", "Yes", True), ("n", "No", False)], default=0 if default_yes else 1, cancel_value=False)
 
 
 def quit_choice(what: str) -> ChoiceScreen:
@@ -70,4 +73,6 @@ def quit_choice(what: str) -> ChoiceScreen:
         "passes to a detached `specconsole supervise` (it restarts a crash) until the next "
         f"console takes it back.\nStop: stop the {what} and all its processes now.",
         [("l", f"Leave {what} running", "leave"), ("s", f"Stop {what}", "stop"), ("c", "Cancel", None)],
-        default=0, cancel_value=None)
+        default=0,
+        cancel_value=None,
+    )

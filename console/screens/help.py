@@ -1,4 +1,5 @@
 """`?`: every key of the console, from the same table as the footer and the palette."""
+
 from __future__ import annotations
 
 from rich.table import Table
@@ -10,12 +11,12 @@ from textual.widgets import Static
 
 from console.actions.table import ACTIONS, key_text
 
-GROUPS = (("threshold", "Threshold and mode"), ("server", "Server"), ("log", "Log view"),
-          ("console", "Console"))
-EXTRA = (("log", "up/down pgup/pgdn", "Scroll the log (scrolling up pauses following; the end resumes it)"),
-         ("console", "ctrl+p", "Command palette: every action by name"),
-         ("console", "up/down", "With the verification checklist focused: choose a layer, "
-                                "read its evidence"))
+GROUPS = (("threshold", "Threshold and mode"), ("server", "Server"), ("log", "Log view"), ("console", "Console"))
+EXTRA = (
+    ("log", "up/down pgup/pgdn", "Scroll the log (scrolling up pauses following; the end resumes it)"),
+    ("console", "ctrl+p", "Command palette: every action by name"),
+    ("console", "up/down", "With the verification checklist focused: choose a layer, read its evidence"),
+)
 
 
 def help_table() -> Table:

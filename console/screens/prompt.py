@@ -1,4 +1,5 @@
 """A one-line prompt with validation: the error shows under the input, nothing crashes."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -24,8 +25,7 @@ class PromptScreen(ModalScreen):
     PromptScreen #hint { color: $text-muted; height: auto; }
     """
 
-    def __init__(self, title: str, validate: Callable[[str], object], value: str = "",
-                 hint: str = "") -> None:
+    def __init__(self, title: str, validate: Callable[[str], object], value: str = "", hint: str = "") -> None:
         super().__init__()
         self.title_text = title
         self.validate = validate

@@ -9,6 +9,7 @@ redraw the part they show when that part changes. Keys (bound here, from the act
 table) become session calls in workers so the UI never blocks; the log keys live on the log
 view. Widgets never talk HTTP or read files.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,7 +46,7 @@ from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot
 from server_control.model.vocabulary import FINAL_STATES, STOPPED_STATES
 from server_control.session.api import SessionLike
 
-SNAPSHOT_EVERY_S = 0.25   # at most four snapshot builds a second, however many events
+SNAPSHOT_EVERY_S = 0.25  # at most four snapshot builds a second, however many events
 
 
 class ServerScreen(ControlActions, AdviceActions, Screen):
@@ -54,19 +55,26 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
 
     snapshot: var[SessionSnapshot] = var(EMPTY_SNAPSHOT)
 
-    def __init__(self, session: SessionLike, *, what: str = "server", launch: str = "never",
-                 start_session: bool = True, id: str | None = None) -> None:
+    def __init__(
+        self,
+        session: SessionLike,
+        *,
+        what: str = "server",
+        launch: str = "never",
+        start_session: bool = True,
+        id: str | None = None,
+    ) -> None:
         super().__init__(id=id)
         self.session = session
-        self.what = what                # "server" or "simulator" (wording of questions)
-        self.launch_mode = launch       # no live run at start: "never", "offer" (ask), "auto"
-        self.start_session = start_session   # False: someone else (the fleet) starts and closes it
+        self.what = what  # "server" or "simulator" (wording of questions)
+        self.launch_mode = launch  # no live run at start: "never", "offer" (ask), "auto"
+        self.start_session = start_session  # False: someone else (the fleet) starts and closes it
         self._desired: int | None = None
         self._control_lock = asyncio.Lock()
         self._loop_thread = threading.get_ident()
         self._unsubscribe = lambda: None
-        self._built_at = 0.0            # monotonic time of the last snapshot build
-        self._snapshot_due = False      # a build is scheduled (on_snapshot_changed)
+        self._built_at = 0.0  # monotonic time of the last snapshot build
+        self._snapshot_due = False  # a build is scheduled (on_snapshot_changed)
 
     # ---- layout and session wiring ---------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -125,8 +133,9 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
             if self.launch_mode == "auto":
                 self.action_start_server()
             elif self.launch_mode == "offer":
-                self.app.push_screen(confirm(f"No {self.what} is running for this profile. Launch it now?",
-                                             default_yes=True), self._launch_answer)
+                self.app.push_screen(
+                    confirm(f"No {self.what} is running for this profile. Launch it now?", default_yes=True), self._launch_answer
+                )
 
     def _launch_answer(self, yes: bool | None) -> None:
         if yes:
@@ -164,16 +173,16 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
             self.notify(f"snapshot failed: {exc}", severity="error")
 
     def watch_snapshot(self, old: SessionSnapshot, snap: SessionSnapshot) -> None:
-        for view in self.query(LogView):   # ctrl+s names its file after the profile
+        for view in self.query(LogView):  # ctrl+s names its file after the profile
             view.save_name = snap.profile or "log"
         if old.attached != snap.attached:
             self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if isinstance(self.app.screen, ModalScreen):
-            return False   # under a question or the help: the footer offers no key of this screen
+            return False  # under a question or the help: the footer offers no key of this screen
         if action in NEEDS_OWNER and self.snapshot.attached:
-            return False   # not this console's server: the footer does not offer them
+            return False  # not this console's server: the footer does not offer them
         return True
 
     async def _call(self, what: str, call: Awaitable[OperationResult]) -> OperationResult | None:
@@ -187,8 +196,7 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
         finally:
             self.refresh_snapshot()
         if not result.done:
-            self.notify(f"{what} {result.outcome}: {result.message or 'no reason given'}", severity="error",
-                        timeout=10)
+            self.notify(f"{what} {result.outcome}: {result.message or 'no reason given'}", severity="error", timeout=10)
         return result
 
     def action_verify(self) -> None:
@@ -196,6 +204,7 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
             result = await self._call("verify", self.session.verify())
             if result is not None and result.verification is not None:
                 self.notify(f"verification: {result.verification.summary}")
+
         self.run_worker(run(), group="verify")
 
     # ---- console ---------------------------------------------------------------------
@@ -232,6 +241,5 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
         if stop:
             farewell = f"specconsole: {self.what} stopped."
         elif run.pid and run.state is not None and run.state not in FINAL_STATES:
-            farewell = (f"specconsole: {self.what} left running: pid {run.pid}, port "
-                        f"{run.port}, log {run.log_path}")
+            farewell = f"specconsole: {self.what} left running: pid {run.pid}, port {run.port}, log {run.log_path}"
         self.app.exit(farewell, return_code=0)

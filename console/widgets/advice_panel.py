@@ -2,6 +2,7 @@
 acceptance and context it was measured at, and tok/s per mode at the batches around N.
 It only renders the ``Advice`` it is handed (``console/screens/advice.py`` reads the
 server and applies the suggestion)."""
+
 from __future__ import annotations
 
 from rich.text import Text
@@ -10,7 +11,7 @@ from textual.widgets import Static
 
 from server_control.advice.words import Advice
 
-NEAR = 4   # buckets shown each side of the crossover
+NEAR = 4  # buckets shown each side of the crossover
 
 
 class AdvicePanel(Static):

@@ -4,6 +4,7 @@ the server's cost curves in a thread (``read_advice``: the 4 MiB cap and 5 s dea
 ``advice/source.py``). Hidden until the server has answered once (a server that is not up
 yet, or a port nothing listens on, leaves the screen as it was); after that a failed read
 is said on the strip. `A` opens the full view, which applies the suggestion."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,7 @@ class AdviceStrip(Static):
     advice: reactive[Advice | None] = reactive(None, always_update=True)
     note: reactive[str] = reactive("advice: reading the server's cost curves")
 
-    def __init__(self, read: Callable[[], Awaitable[Advice]], *, every_s: float = EVERY_S,
-                 id: str | None = None) -> None:
+    def __init__(self, read: Callable[[], Awaitable[Advice]], *, every_s: float = EVERY_S, id: str | None = None) -> None:
         """``read``: the session's ``advice`` (SourceError when there is none to give)."""
         super().__init__(id=id)
         self.read, self.every_s = read, every_s

@@ -1,4 +1,5 @@
 """Small formatting helpers shared by the panels; all tolerate missing values (None)."""
+
 from __future__ import annotations
 
 
@@ -43,8 +44,7 @@ def mode_badge(mode: str | None, idle: bool = False) -> tuple[str, str]:
     return " MODE ? ", "bold black on grey50"
 
 
-STATUS_MARKS = {"pass": ("\u2713", "bold green"), "fail": ("\u2717", "bold red"),
-                "pending": ("\u2026", "yellow")}
+STATUS_MARKS = {"pass": ("\u2713", "bold green"), "fail": ("\u2717", "bold red"), "pending": ("\u2026", "yellow")}
 
 
 def mark(status: str) -> tuple[str, str]:

@@ -10,6 +10,7 @@ out yet, resized, another repaint pending, a wide character) the widget repaints
 This reads Textual's render cache of the widget (``_render_cache``, ``_render_content``,
 ``_dirty_regions``: Textual 8); if they are missing it falls back to ``refresh()``.
 """
+
 from __future__ import annotations
 
 from rich.style import Style
@@ -60,8 +61,15 @@ def repaint_changed_cells(widget: Widget) -> bool:
     cache = getattr(widget, "_render_cache", None)
     render_content = getattr(widget, "_render_content", None)
     size = widget.size
-    if (not widget.is_mounted or cache is None or render_content is None or not size
-            or cache.size != size or len(cache.lines) != size.height or widget._dirty_regions):
+    if (
+        not widget.is_mounted
+        or cache is None
+        or render_content is None
+        or not size
+        or cache.size != size
+        or len(cache.lines) != size.height
+        or widget._dirty_regions
+    ):
         return False
     old = cache.lines
     render_content()
@@ -70,5 +78,5 @@ def repaint_changed_cells(widget: Widget) -> bool:
         span = changed_span(old[y] if y < len(old) else None, new[y] if y < len(new) else None, size.width)
         if span is not None:
             widget.refresh(Region(span[0], y, span[1] - span[0], 1))
-    widget._dirty_regions.clear()   # what was just rendered is the content: no second render
+    widget._dirty_regions.clear()  # what was just rendered is the content: no second render
     return True

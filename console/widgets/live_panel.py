@@ -6,6 +6,7 @@ Each bar is drawn in the mode the server was in at that poll (``series.mode``), 
 and by glyph: speculative bars solid, target-only bars hatched, so the modes stay apart in
 16 colours and with NO_COLOR. While the server does not answer, the numbers are those of
 the last poll it answered, dimmed, with their age; the bars keep their colours."""
+
 from __future__ import annotations
 
 import time
@@ -20,10 +21,10 @@ from server_control.model.load import Load
 from server_control.model.snapshot import Point, SessionSnapshot
 
 BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
-HATCH = "\u2592"            # the full cells of a target-only bar
+HATCH = "\u2592"  # the full cells of a target-only bar
 LABEL_W = 7
-AXIS_MIN_H = 5              # content rows needed before a row goes to the time axis
-MODE_STYLE = {0: "green", 1: "bright_blue"}   # series.mode: 0 speculative, 1 target-only
+AXIS_MIN_H = 5  # content rows needed before a row goes to the time axis
+MODE_STYLE = {0: "green", 1: "bright_blue"}  # series.mode: 0 speculative, 1 target-only
 
 
 @dataclass(frozen=True)
@@ -33,16 +34,16 @@ class LiveView:
     only when something on it changed. An idle server's poll adds a point of batch 0 and
     moves every time stamp, not the picture."""
 
-    live: Load                      # the numbers line (its time stamp left out)
-    values: tuple[float, ...]       # batch per poll, oldest first (as many as fit, once laid out)
+    live: Load  # the numbers line (its time stamp left out)
+    values: tuple[float, ...]  # batch per poll, oldest first (as many as fit, once laid out)
     threshold: int | None
     mode: str | None
-    modes: tuple[int | None, ...] = ()   # the mode of each poll (0 speculative, 1 target-only)
-    stale_s: int | None = None      # the server does not answer: age of the last sample (s)
+    modes: tuple[int | None, ...] = ()  # the mode of each poll (0 speculative, 1 target-only)
+    stale_s: int | None = None  # the server does not answer: age of the last sample (s)
     spec_accept: float | None = None  # over the speculative steps only (the patch's count)
-    axis: Text = field(default_factory=Text)   # the time axis as drawn at ``width``
+    axis: Text = field(default_factory=Text)  # the time axis as drawn at ``width``
     width: int = 0
-    ts: tuple[float, ...] = field(default=(), compare=False)   # poll times, for another width
+    ts: tuple[float, ...] = field(default=(), compare=False)  # poll times, for another width
 
 
 def mode_at(modes: tuple[Point, ...] | list[Point], ts: list[float]) -> list[int | None]:
@@ -57,8 +58,7 @@ def mode_at(modes: tuple[Point, ...] | list[Point], ts: list[float]) -> list[int
     return out
 
 
-def batch_chart(values: list[float], n: int | None, width: int, height: int,
-                modes: list[int | None] | None = None) -> list[Text]:
+def batch_chart(values: list[float], n: int | None, width: int, height: int, modes: list[int | None] | None = None) -> list[Text]:
     """Rows of a bar chart, top row first; N as a dashed line. A bar's mode (``modes``: 1
     target-only, 0 speculative) gives its colour and glyph; without it a bar above N counts
     as target-only."""
@@ -68,8 +68,10 @@ def batch_chart(values: list[float], n: int | None, width: int, height: int,
     top = max([*values, (n * 1.25 if n else 0), 1.0])
     eighths = [round(v / top * height * 8) for v in values]
     n_row = min(height - 1, int((n / top) * height)) if n else None
-    kinds = [m if i < len(modes) and (m := modes[i]) is not None else int(n is not None and n > 0 and v > n)
-             for i, v in enumerate(values)]
+    kinds = [
+        m if i < len(modes) and (m := modes[i]) is not None else int(n is not None and n > 0 and v > n)
+        for i, v in enumerate(values)
+    ]
     rows = []
     for r in range(height - 1, -1, -1):
         # N's label wins over the scale's when both fall on the top row (short panels).
@@ -104,8 +106,8 @@ def time_axis(ts: list[float], width: int) -> Text:
         i -= 15
     for i, word in labels:
         start = max(0, i - len(word) + 1)
-        if all(c == " " for c in cells[start:i + 1]) and (start == 0 or cells[start - 1] == " "):
-            cells[start:i + 1] = list(word)[:i + 1 - start]
+        if all(c == " " for c in cells[start : i + 1]) and (start == 0 or cells[start - 1] == " "):
+            cells[start : i + 1] = list(word)[: i + 1 - start]
     t.append("".join(cells), "dim")
     return t
 
@@ -115,15 +117,17 @@ def numbers_line(view: LiveView) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     label, style = mode_badge(view.mode)
     stale = view.stale_s is not None
-    if stale:   # first, so a narrow panel cuts the numbers, not the age
+    if stale:  # first, so a narrow panel cuts the numbers, not the age
         t.append(f"last sample {view.stale_s} s ago: ", "bold yellow")
     t.append(label.strip()[:4], "dim" if stale else style)
-    for name, value in (("batch", num(live.batch, "{:.0f}")),
-                        ("tok/s", num(live.gen_throughput, "{:.0f}")),
-                        ("acc", num(live.accept_len, "{:.2f}")),
-                        *((("spec", num(view.spec_accept, "{:.2f}")),) if view.spec_accept is not None else ()),
-                        ("queue", num(live.queue, "{:.0f}")),
-                        ("kv", num(live.token_usage, "{:.0%}"))):
+    for name, value in (
+        ("batch", num(live.batch, "{:.0f}")),
+        ("tok/s", num(live.gen_throughput, "{:.0f}")),
+        ("acc", num(live.accept_len, "{:.2f}")),
+        *((("spec", num(view.spec_accept, "{:.2f}")),) if view.spec_accept is not None else ()),
+        ("queue", num(live.queue, "{:.0f}")),
+        ("kv", num(live.token_usage, "{:.0%}")),
+    ):
         t.append(f" {name} ", "dim")
         t.append(value, "dim" if stale else "bold")
     return t
@@ -141,12 +145,21 @@ class LivePanel(SnapshotView):
         if not snap.server.reachable and snap.live.ts:
             stale = max(0, int(time.time() - snap.live.ts))
         width = max(0, self.content_size.width - LABEL_W)
-        batch = snap.series.batch[-width:] if width else snap.series.batch   # the bars that fit
+        batch = snap.series.batch[-width:] if width else snap.series.batch  # the bars that fit
         ts = tuple(float(t) for t, _ in batch)
         modes = tuple(mode_at(snap.series.mode, list(ts))) if snap.series.mode else ()
-        return LiveView(replace(snap.live, ts=None), tuple(max(0.0, float(v)) for _, v in batch), snap.spec.threshold,
-                        snap.spec.mode, modes, stale, snap.spec.health.accept_len,
-                        axis=time_axis(list(ts), width) if width else Text(), width=width, ts=ts)
+        return LiveView(
+            replace(snap.live, ts=None),
+            tuple(max(0.0, float(v)) for _, v in batch),
+            snap.spec.threshold,
+            snap.spec.mode,
+            modes,
+            stale,
+            snap.spec.health.accept_len,
+            axis=time_axis(list(ts), width) if width else Text(),
+            width=width,
+            ts=ts,
+        )
 
     def render(self) -> Group:
         width, height = self.content_size.width, self.content_size.height
@@ -154,8 +167,7 @@ class LivePanel(SnapshotView):
         axis = height >= AXIS_MIN_H
         chart_h = max(0, height - 1 - int(axis))
         values = list(view.values)
-        rows = batch_chart(values, view.threshold, width - LABEL_W, chart_h, list(view.modes) or None) \
-            if chart_h else []
+        rows = batch_chart(values, view.threshold, width - LABEL_W, chart_h, list(view.modes) or None) if chart_h else []
         if axis:
             rows.append(view.axis if view.width == width - LABEL_W else time_axis(list(view.ts), width - LABEL_W))
         return Group(*rows, numbers_line(view))

@@ -1,4 +1,5 @@
 """One line under the status bar: why the server is in its mode (server_control/model/mode_reason.py)."""
+
 from __future__ import annotations
 
 from rich.text import Text

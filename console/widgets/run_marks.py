@@ -2,6 +2,7 @@
 the switches (the switches below it belong to the run before). The run's start is an ISO
 time with its zone (the run record); a switch's time is the log's local time: both are
 compared as local times. A time that does not parse puts the mark on top."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -29,7 +30,7 @@ def restart_label(run: RunStatus) -> str | None:
     """'restart 2' for a run that began by a restart (None for a first run)."""
     if not run.restarts:
         return None
-    return f"restart {run.restarts}"   # the last exit itself: in the header (console/widgets/status_bar.py)
+    return f"restart {run.restarts}"  # the last exit itself: in the header (console/widgets/status_bar.py)
 
 
 def mark_index(switch_times: list[str | None], started_at: str | None) -> int:

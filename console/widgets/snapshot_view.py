@@ -6,6 +6,7 @@ shows (line_repaint.py: a figure that moves each second sends its few cells, not
 The part is a plain attribute, not a computed reactive: Textual calls a computed reactive's
 watchers on every read, so a ``render`` reading it would mark the panel dirty again (each
 change was painted twice)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -52,4 +53,4 @@ class SnapshotView(Widget):
             self.refresh(layout=self.LAYOUT)
 
     def on_resize(self, _event: events.Resize) -> None:
-        self._part = self.pick(self.snapshot)   # a part may depend on the width (Textual repaints)
+        self._part = self.pick(self.snapshot)  # a part may depend on the width (Textual repaints)

@@ -2,6 +2,7 @@
 that the switch is off and why, or that its TP ranks disagree); then the run's facts. A
 change repaints only the cells that differ (line_repaint.py): the uptime ticking sends its
 digits, not the two lines."""
+
 from __future__ import annotations
 
 from rich.console import Group
@@ -17,15 +18,22 @@ from server_control.model.vocabulary import EXTERNAL_STATE, ChangeState, RunStat
 from server_control.protocol import decision as d
 
 STATE_STYLES: dict[str, str] = {
-    RunState.READY: "bold black on green", RunState.STARTING: "bold black on yellow",
-    RunState.UNHEALTHY: "bold black on dark_orange", RunState.CRASHED: "bold white on red",
-    RunState.FATAL: "bold white on red", RunState.STOPPED: "bold white on grey42",
+    RunState.READY: "bold black on green",
+    RunState.STARTING: "bold black on yellow",
+    RunState.UNHEALTHY: "bold black on dark_orange",
+    RunState.CRASHED: "bold white on red",
+    RunState.FATAL: "bold white on red",
+    RunState.STOPPED: "bold white on grey42",
     EXTERNAL_STATE: "bold black on cyan",
 }
 CHANGE_STYLES: dict[str, str] = {
-    ChangeState.PENDING: "bold yellow", ChangeState.APPLIED: "green", ChangeState.REFUSED: "bold red",
-    ChangeState.UNSUPPORTED: "bold red", ChangeState.ERROR: "bold red", ChangeState.OVERRIDDEN: "bold red",
-    ChangeState.ELSEWHERE: "bold yellow",   # elsewhere: a change this console did not make
+    ChangeState.PENDING: "bold yellow",
+    ChangeState.APPLIED: "green",
+    ChangeState.REFUSED: "bold red",
+    ChangeState.UNSUPPORTED: "bold red",
+    ChangeState.ERROR: "bold red",
+    ChangeState.OVERRIDDEN: "bold red",
+    ChangeState.ELSEWHERE: "bold yellow",  # elsewhere: a change this console did not make
     ChangeState.NOT_KEPT: "bold red",
 }
 
@@ -49,12 +57,12 @@ def change_text(change: SettingChange | None, name: str = "") -> Text:
 
 def threshold_text(snap: SessionSnapshot) -> Text:
     spec, change = snap.spec, snap.last_change
-    other = change is not None and change.key in SETTING_WORDS   # hysteresis, dwell, force: not in the N slot
+    other = change is not None and change.key in SETTING_WORDS  # hysteresis, dwell, force: not in the N slot
     t = Text()
     t.append(" N=", "bold")
     t.append("?" if spec.threshold is None else str(spec.threshold), "bold cyan")
     if spec.threshold == 0:
-        t.append(" never disable", "bold yellow")   # the rule is off: speculate at every batch
+        t.append(" never disable", "bold yellow")  # the rule is off: speculate at every batch
     if not other:
         t.append_text(change_text(change))
     if spec.low_mark is not None and spec.threshold:
@@ -85,8 +93,7 @@ def switches_text(snap: SessionSnapshot) -> Text:
     if rate.flapping:
         t.append(f"  FLAPPING {rate.per_min:.0f}/min", "bold black on yellow")
         if rate.suggestion is not None:
-            t.append(f" H: {rate.suggestion.name} {rate.suggestion.current}\u2192{rate.suggestion.value}",
-                     "bold yellow")
+            t.append(f" H: {rate.suggestion.name} {rate.suggestion.current}\u2192{rate.suggestion.value}", "bold yellow")
     return t
 
 
@@ -97,18 +104,18 @@ def line_one(snap: SessionSnapshot) -> Text:
     if health.active is False:
         label, style = " SWITCH OFF ", "bold white on red"  # the server speculates at every batch
     t = Text(no_wrap=True, overflow="ellipsis")
-    if snap.server.foreign:   # something answers on the port, but not this run's server: nothing of it shown
+    if snap.server.foreign:  # something answers on the port, but not this run's server: nothing of it shown
         t.append(" NOT THIS RUN'S SERVER ", "bold bright_white on magenta")
         t.append(" steering off", "bold magenta")
         t.append_text(verify_text(snap.verify))
         return t
     if not snap.server.reachable and snap.run.state == "stopped" and not snap.attached:
-        t.append(" STOPPED ", STATE_STYLES["stopped"])   # stopped on purpose: not an outage
+        t.append(" STOPPED ", STATE_STYLES["stopped"])  # stopped on purpose: not an outage
         if spec.mode:
             t.append(f" last {label.strip()}", "dim")
     elif not snap.server.reachable and snap.server.error and snap.server.error != "not polled yet":
         t.append(" UNREACHABLE ", "bold bright_white on red")
-        if spec.mode:   # last known, not live
+        if spec.mode:  # last known, not live
             t.append(f" last {label.strip()}", "dim")
     else:
         t.append(label, style)
@@ -125,7 +132,7 @@ def line_one(snap: SessionSnapshot) -> Text:
 
 def _short(text: object, limit: int = 48) -> str:
     text = str(text)
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def line_two(snap: SessionSnapshot) -> Text:
@@ -146,14 +153,19 @@ def line_two(snap: SessionSnapshot) -> Text:
         t.append(f"  {_short(run.last_error)}", "bold red")
     if run.next_restart_in_s is not None:
         t.append(f"  restart in {run.next_restart_in_s} s", "yellow")
-    fields = [("pid", run.pid), ("port", run.port),
-              ("up", uptime(run.uptime_s) if run.uptime_s is not None else None),
-              ("restarts", run.restarts), ("model", server.model), ("TP", server.tp_size)]
+    fields = [
+        ("pid", run.pid),
+        ("port", run.port),
+        ("up", uptime(run.uptime_s) if run.uptime_s is not None else None),
+        ("restarts", run.restarts),
+        ("model", server.model),
+        ("TP", server.tp_size),
+    ]
     for name, value in fields:
         if value is not None:
             t.append(f"  {name} ", "dim")
             t.append(str(value), "bold red" if name == "restarts" and value else "")
-            if name == "restarts" and run.last_exit:   # why it restarted: stays until an operator's launch
+            if name == "restarts" and run.last_exit:  # why it restarted: stays until an operator's launch
                 t.append("  last exit ", "dim")
                 t.append(exit_short(run.last_exit), "bold red")
     return t
@@ -195,7 +207,7 @@ class StatusBar(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.lines: tuple[Text, Text] = (Text(), Text())   # a plain attribute: see snapshot_view.py
+        self.lines: tuple[Text, Text] = (Text(), Text())  # a plain attribute: see snapshot_view.py
 
     def render(self) -> Group:
         return Group(*self.lines)
@@ -205,5 +217,5 @@ class StatusBar(Widget):
         if lines == self.lines:
             return
         self.lines = lines
-        if not repaint_changed_cells(self):   # two lines, always: no re-layout of the screen
+        if not repaint_changed_cells(self):  # two lines, always: no re-layout of the screen
             self.refresh()

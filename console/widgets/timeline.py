@@ -1,5 +1,6 @@
 """Mode timeline: each switch (time, mode, batch, threshold; a forced one marked
 '(forced)') and, per mode, the share of time and the tok/s measured in it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -49,8 +50,12 @@ def merge_ranks(switches: tuple[Switch, ...] | list[Switch]) -> list[Row]:
     out: list[Row] = []
     for sw in switches:
         prev = out[-1].switch if out else None
-        same = prev is not None and (prev.mode, prev.batch, prev.threshold) == (sw.mode, sw.batch, sw.threshold) \
-            and clock(prev.ts) == clock(sw.ts) and sw.rank not in out[-1].ranks
+        same = (
+            prev is not None
+            and (prev.mode, prev.batch, prev.threshold) == (sw.mode, sw.batch, sw.threshold)
+            and clock(prev.ts) == clock(sw.ts)
+            and sw.rank not in out[-1].ranks
+        )
         if same:
             out[-1] = replace(out[-1], ranks=(*out[-1].ranks, sw.rank))
         else:
@@ -58,12 +63,19 @@ def merge_ranks(switches: tuple[Switch, ...] | list[Switch]) -> list[Row]:
     return out
 
 
-def switches_table(timeline: Timeline, rows: int, compact: bool = False, restart: str | None = None,
-                   started_at: str | None = None) -> Table:
+def switches_table(
+    timeline: Timeline, rows: int, compact: bool = False, restart: str | None = None, started_at: str | None = None
+) -> Table:
     """Newest switch first; compact (narrow panel): short mode names, no rank column. After a
     restart, a row where the current run began (console/widgets/run_marks.py)."""
-    table = Table(box=None, padding=(0, 1, 0, 0) if compact else (0, 1), pad_edge=not compact,
-                  expand=True, show_edge=False, header_style="dim")
+    table = Table(
+        box=None,
+        padding=(0, 1, 0, 0) if compact else (0, 1),
+        pad_edge=not compact,
+        expand=True,
+        show_edge=False,
+        header_style="dim",
+    )
     cols = ("time", "to", "bs", "N") if compact else ("time", "to", "batch", "N", "rank")
     for col in cols:
         table.add_column(col, no_wrap=True)
@@ -74,16 +86,21 @@ def switches_table(timeline: Timeline, rows: int, compact: bool = False, restart
         if row is None:
             word = (restart or "").replace("restart", "rst") if compact else restart or ""
             mark: list[Text | str] = [clock(local_clock(started_at)), Text(word, "bold yellow"), "", "", ""]
-            table.add_row(*mark[:len(cols)])
+            table.add_row(*mark[: len(cols)])
             continue
         sw = row.switch
         style = "bright_blue" if sw.mode == "target_only" else "bright_green"
         name = SHORT.get(sw.mode, sw.mode) if compact else sw.mode.replace("_", "-")
-        if sw.forced:   # made by F (a forced mode), not by the threshold rule
+        if sw.forced:  # made by F (a forced mode), not by the threshold rule
             name = f"{name} F" if compact else f"{name} (forced)"
-        cells: list[Text | str] = [clock(sw.ts), Text(name, style), "-" if sw.batch is None else str(sw.batch),
-                 "-" if sw.threshold is None else str(sw.threshold), row.rank]
-        table.add_row(*cells[:len(cols)])
+        cells: list[Text | str] = [
+            clock(sw.ts),
+            Text(name, style),
+            "-" if sw.batch is None else str(sw.batch),
+            "-" if sw.threshold is None else str(sw.threshold),
+            row.rank,
+        ]
+        table.add_row(*cells[: len(cols)])
     if not switches:
         table.add_row("-", Text("no switch yet", "dim"), *[""] * (len(cols) - 2))
     return table
@@ -97,7 +114,7 @@ class SwitchTimeline(SnapshotView):
         self.border_title = "mode switches"
 
     def pick(self, snap: SessionSnapshot) -> tuple[Timeline, str | None, str | None]:
-        return snap.timeline, restart_label(snap.run), snap.run.started_at   # not the whole run: its uptime ticks
+        return snap.timeline, restart_label(snap.run), snap.run.started_at  # not the whole run: its uptime ticks
 
     def render(self) -> Group:
         compact = self.content_size.width < COMPACT_BELOW

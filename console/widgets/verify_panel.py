@@ -1,5 +1,6 @@
 """Verification checklist: the three layers (configuration, initialisation, runtime) with
 pass / fail / pending; focus it (tab) and move with up/down to read a layer's evidence."""
+
 from __future__ import annotations
 
 from rich.console import Group

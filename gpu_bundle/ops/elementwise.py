@@ -4,6 +4,7 @@ Semantics as sgl-kernel 0.4.10's Python API (``sgl_kernel/elementwise.py``) and 
 ``forward_native`` of the matching layer: math in float32, results cast back, in-place
 where sgl-kernel writes in place. No host synchronisation (capturable in a CUDA graph).
 """
+
 from __future__ import annotations
 
 import torch
@@ -92,7 +93,7 @@ def rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox=Tr
     by position; ``cos_sin_cache[pos] = [cos(rot_dim/2) | sin(rot_dim/2)]``."""
     cs = cos_sin_cache.index_select(0, positions.reshape(-1).long()).float()
     rot = cs.shape[-1]
-    cos, sin = cs[:, : rot // 2].unsqueeze(1), cs[:, rot // 2:].unsqueeze(1)
+    cos, sin = cs[:, : rot // 2].unsqueeze(1), cs[:, rot // 2 :].unsqueeze(1)
     for t in (query, key):
         if t is None:
             continue

@@ -4,6 +4,7 @@ gpu-check serves greedy requests with ``--sampling-backend pytorch``, so these a
 its path; they exist so that SGLang's CUDA sampler imports resolve, and they follow
 SGLang's own pytorch-backend semantics (``sampler.py`` top-k/top-p/min-p renormalisation).
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,13 +39,13 @@ def _draw(probs, generator=None):
     return torch.multinomial(probs, 1, generator=generator).view(-1)
 
 
-def top_k_top_p_sampling_from_probs(probs, top_k, top_p, filter_apply_order="joint",
-                                    deterministic=True, generator=None, check_nan=False, **_):
+def top_k_top_p_sampling_from_probs(
+    probs, top_k, top_p, filter_apply_order="joint", deterministic=True, generator=None, check_nan=False, **_
+):
     return _draw(top_p_renorm_prob(top_k_renorm_prob(probs, top_k), top_p), generator)
 
 
-def min_p_sampling_from_probs(probs, min_p, deterministic=True, generator=None,
-                              check_nan=False, **_):
+def min_p_sampling_from_probs(probs, min_p, deterministic=True, generator=None, check_nan=False, **_):
     floor = _as_col(min_p, probs).to(probs.dtype) * probs.max(dim=-1, keepdim=True).values
     kept = torch.where(probs >= floor, probs, torch.zeros_like(probs))
     return _draw(kept / kept.sum(dim=-1, keepdim=True), generator)

@@ -1,4 +1,5 @@
 """A server's cost curves and threshold, read from ``/server_info`` (capped, with a deadline)."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,7 @@ def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) ->
     except ValueError as exc:
         raise SourceError(f"{where}: not JSON ({exc})") from None
     states = info.get("internal_states") if isinstance(info, dict) else None
-    live = states[0].get("dynamic_speculation") if isinstance(states, list) and states and isinstance(
-        states[0], dict) else None
+    live = states[0].get("dynamic_speculation") if isinstance(states, list) and states and isinstance(states[0], dict) else None
     if not isinstance(live, dict):
         raise SourceError(f"{where}: no dynamic_speculation state (not a patched server?)")
     if SNAPSHOT_KEY not in live:
@@ -59,9 +59,13 @@ def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) ->
         raise SourceError(f"{where}: {exc}") from None
     threshold = live.get("threshold")
     model = info.get("served_model_name") or info.get("model_path")
-    return Reading(url, model if isinstance(model, str) else None,
-                   threshold if isinstance(threshold, int) and not isinstance(threshold, bool) else None,
-                   live.get("force") if isinstance(live.get("force"), str) else None, curves)
+    return Reading(
+        url,
+        model if isinstance(model, str) else None,
+        threshold if isinstance(threshold, int) and not isinstance(threshold, bool) else None,
+        live.get("force") if isinstance(live.get("force"), str) else None,
+        curves,
+    )
 
 
 def read_advice(url: str, api_key: str | None = None) -> Advice:

@@ -10,6 +10,7 @@ A file that does not parse is reported with its path and left in place (nothing 
 the store then starts afresh in memory and writes a new file beside it only after
 renaming the bad one to ``*.bad``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,8 +36,9 @@ class StoreError(ValueError):
 def _to_json(c: Curves) -> dict[str, Any]:
     modes: dict[str, list[list[Any]]] = {}
     for b in c.buckets:
-        modes.setdefault(b.mode, []).append([b.lo, b.hi, b.steps, b.seconds, b.seconds_sq, b.batch_sum,
-                                             b.verified, b.tokens, b.tokens_sq, b.context_sum])
+        modes.setdefault(b.mode, []).append(
+            [b.lo, b.hi, b.steps, b.seconds, b.seconds_sq, b.batch_sum, b.verified, b.tokens, b.tokens_sq, b.context_sum]
+        )
     return {"cap": c.cap, "dropped": c.dropped, "modes": modes}
 
 
@@ -50,16 +52,27 @@ def add(a: Curves, b: Curves) -> Curves:
             out[key] = y
             continue
         ctx = None if x.context_sum is None or y.context_sum is None else x.context_sum + y.context_sum
-        out[key] = Bucket(y.mode, y.lo, y.hi, x.steps + y.steps, x.seconds + y.seconds,
-                          x.seconds_sq + y.seconds_sq, x.batch_sum + y.batch_sum, x.verified + y.verified,
-                          x.tokens + y.tokens, x.tokens_sq + y.tokens_sq, ctx)
+        out[key] = Bucket(
+            y.mode,
+            y.lo,
+            y.hi,
+            x.steps + y.steps,
+            x.seconds + y.seconds,
+            x.seconds_sq + y.seconds_sq,
+            x.batch_sum + y.batch_sum,
+            x.verified + y.verified,
+            x.tokens + y.tokens,
+            x.tokens_sq + y.tokens_sq,
+            ctx,
+        )
     return Curves(b.cap, a.dropped + b.dropped, tuple(out[k] for k in sorted(out)))
 
 
 def _restarted(last: Curves, now: Curves) -> bool:
     before = {(b.mode, b.lo, b.hi): b.steps for b in last.buckets}
     return any(b.steps < before.get((b.mode, b.lo, b.hi), 0) for b in now.buckets) or (
-        sum(b.steps for b in now.buckets) < sum(before.values()))
+        sum(b.steps for b in now.buckets) < sum(before.values())
+    )
 
 
 EMPTY = Curves(32, 0, ())
@@ -105,30 +118,46 @@ def load(url: str, model: str | None, state_dir: str | Path | None = None) -> Sa
         for key in ("saved_at", "first_seen"):
             if not isinstance(doc.get(key), (int, float)) or isinstance(doc.get(key), bool):
                 raise StoreError(f"{path}: {key} must be a number")
-        return Saved(str(doc.get("url")), doc.get("model"), float(doc["saved_at"]), float(doc["first_seen"]),
-                     parse(doc.get("base")), parse(doc.get("last")))
+        return Saved(
+            str(doc.get("url")),
+            doc.get("model"),
+            float(doc["saved_at"]),
+            float(doc["first_seen"]),
+            parse(doc.get("base")),
+            parse(doc.get("last")),
+        )
     except (ValueError, CurvesError) as exc:
         if isinstance(exc, StoreError):
             raise
         raise StoreError(f"{path}: {exc}") from None
 
 
-def update(url: str, model: str | None, reading: Curves, state_dir: str | Path | None = None,
-           now: float | None = None) -> Saved:
+def update(url: str, model: str | None, reading: Curves, state_dir: str | Path | None = None, now: float | None = None) -> Saved:
     """Fold a fresh reading of the server's counters into the saved curves and write them."""
     now = time.time() if now is None else now
     path = path_for(url, model, state_dir)
     try:
         saved = load(url, model, state_dir)
     except StoreError:
-        os.replace(path, path.with_suffix(".json.bad"))   # kept for a look, never lost
+        os.replace(path, path.with_suffix(".json.bad"))  # kept for a look, never lost
         saved = None
     if saved is None or (saved.model and model and saved.model != model):
         saved = Saved(url, model, now, now, EMPTY, EMPTY)
     base = add(saved.base, saved.last) if _restarted(saved.last, reading) else saved.base
     new = Saved(url, model, now, saved.first_seen, base, reading)
     path.parent.mkdir(mode=0o700, exist_ok=True)
-    atomic_write(path, json.dumps({"version": VERSION, "url": url, "model": model, "saved_at": now,
-                                   "first_seen": saved.first_seen, "base": _to_json(base),
-                                   "last": _to_json(reading)}))
+    atomic_write(
+        path,
+        json.dumps(
+            {
+                "version": VERSION,
+                "url": url,
+                "model": model,
+                "saved_at": now,
+                "first_seen": saved.first_seen,
+                "base": _to_json(base),
+                "last": _to_json(reading),
+            }
+        ),
+    )
     return new

@@ -6,6 +6,7 @@ The gain is the fitted tok/s of the mode the suggestion runs against the mode th
 N runs, averaged over the batches where they differ (current N+1..suggested N when the
 suggestion is higher, suggested N+1..current N when lower).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,27 +21,42 @@ class Advice:
     current: int | None
     suggested: int | None
     interval: tuple[int, int] | None
-    gain: float | None              # relative, e.g. 0.08
+    gain: float | None  # relative, e.g. 0.08
     batches: tuple[int, int] | None  # where the gain applies
     sentence: str
-    confident: bool                 # worth applying: data near the crossover, current N outside the interval
+    confident: bool  # worth applying: data near the crossover, current N outside the interval
     estimate: Estimate
 
     def to_json(self) -> dict[str, Any]:
         e = self.estimate
         return {
-            "current": self.current, "suggested": self.suggested,
+            "current": self.current,
+            "suggested": self.suggested,
             "interval": list(self.interval) if self.interval else None,
-            "crossover": e.crossover, "verdict": e.verdict, "gain": self.gain,
+            "crossover": e.crossover,
+            "verdict": e.verdict,
+            "gain": self.gain,
             "batches": list(self.batches) if self.batches else None,
-            "sentence": self.sentence, "confident": self.confident,
+            "sentence": self.sentence,
+            "confident": self.confident,
             "extrapolated_batches": round(e.extrapolated, 1),
-            "accept_length": e.accept_length, "mean_context": e.mean_context,
-            "busy_seconds": round(e.busy_seconds, 3), "missing": e.missing,
-            "curves": [{"mode": p.mode, "lo": p.lo, "hi": p.hi, "batch": round(p.batch, 2),
-                        "steps": p.steps, "step_ms": round(p.step_s * 1000, 3),
-                        "tok_s": round(p.tok_s, 2), "tok_s_se": round(p.tok_s_se, 2)}
-                       for p in e.points],
+            "accept_length": e.accept_length,
+            "mean_context": e.mean_context,
+            "busy_seconds": round(e.busy_seconds, 3),
+            "missing": e.missing,
+            "curves": [
+                {
+                    "mode": p.mode,
+                    "lo": p.lo,
+                    "hi": p.hi,
+                    "batch": round(p.batch, 2),
+                    "steps": p.steps,
+                    "step_ms": round(p.step_s * 1000, 3),
+                    "tok_s": round(p.tok_s, 2),
+                    "tok_s_se": round(p.tok_s_se, 2),
+                }
+                for p in e.points
+            ],
         }
 
 
@@ -74,22 +90,34 @@ def _gain(e: Estimate, current: int, suggested: int) -> tuple[float, tuple[int, 
 def advise(e: Estimate, current: int | None) -> Advice:
     over = duration(e.busy_seconds)
     if e.suggested is None or e.interval is None:
-        return Advice(current, None, None, None, None,
-                      f"not enough data yet: {e.missing} (measured over {over})", False, e)
+        return Advice(current, None, None, None, None, f"not enough data yet: {e.missing} (measured over {over})", False, e)
     lo, hi = e.interval
     span = f"95% interval {lo}-{hi}" if lo != hi else f"95% interval {lo}"
     far = e.extrapolated > TRUSTED_EXTRAPOLATION
     toward = f"nearer N={e.suggested}" if e.suggested else f"above N={current}"
-    where = (f"; extrapolated {e.extrapolated:.0f} batches beyond the data, explore {toward} "
-             "to confirm" if far else "")
+    where = f"; extrapolated {e.extrapolated:.0f} batches beyond the data, explore {toward} to confirm" if far else ""
     if far and current is not None and lo <= current <= hi:
-        return Advice(current, e.suggested, e.interval, None, None,
-                      f"cannot tell yet whether N={current} is right: suggested N={e.suggested} "
-                      f"(measured over {over}, {span}){where}", False, e)
+        return Advice(
+            current,
+            e.suggested,
+            e.interval,
+            None,
+            None,
+            f"cannot tell yet whether N={current} is right: suggested N={e.suggested} (measured over {over}, {span}){where}",
+            False,
+            e,
+        )
     if current is not None and lo <= current <= hi:
-        return Advice(current, e.suggested, e.interval, 0.0, None,
-                      f"N={current} is right (suggested N={e.suggested}, measured over {over}, {span}){where}",
-                      False, e)
+        return Advice(
+            current,
+            e.suggested,
+            e.interval,
+            0.0,
+            None,
+            f"N={current} is right (suggested N={e.suggested}, measured over {over}, {span}){where}",
+            False,
+            e,
+        )
     got = _gain(e, current, e.suggested) if current is not None else None
     gain, batches = got if got else (None, None)
     word = "N=0 (never disable)" if e.suggested == 0 else f"N={e.suggested}"

@@ -3,6 +3,7 @@
 In a source checkout or editable install they sit in ``assets/`` beside the packages;
 in a regular install they are data files under ``<prefix>/share/specconsole/assets``.
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,6 +1,7 @@
 """Can a profile's interpreter run the patched server? Asked of the interpreter itself,
 without importing SGLang (that takes 20+ s): the package must be findable and its version
 the one the patch targets (server_control/protocol/sglang_version.py)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -8,16 +9,16 @@ from dataclasses import dataclass
 
 from server_control.protocol.sglang_version import SGLANG_VERSION
 
-_PROBE = ("import importlib.util as u, importlib.metadata as m\n"
-          "s = u.find_spec('sglang')\n"
-          "print(m.version('sglang') if s else '')\n")
+_PROBE = (
+    "import importlib.util as u, importlib.metadata as m\ns = u.find_spec('sglang')\nprint(m.version('sglang') if s else '')\n"
+)
 
 
 @dataclass(frozen=True)
 class SglangCheck:
     python: str
-    version: str | None     # the sglang version that interpreter finds, None if none
-    problem: str | None     # why a real launch would fail (or run unpatched), None if fine
+    version: str | None  # the sglang version that interpreter finds, None if none
+    problem: str | None  # why a real launch would fail (or run unpatched), None if fine
 
     def describe(self) -> str:
         return self.problem or f"sglang {self.version} (found by {self.python})"
@@ -35,7 +36,11 @@ def check_sglang(python: str, timeout_s: float = 30.0) -> SglangCheck:
             why = "no module named 'sglang'"
         return SglangCheck(python, None, f"{python} cannot import sglang ({why})")
     if version != SGLANG_VERSION:
-        return SglangCheck(python, version, f"{python} has sglang {version}; the patch is gated to "
-                                            f"{SGLANG_VERSION} (the server would run without dynamic "
-                                            "speculation disable)")
+        return SglangCheck(
+            python,
+            version,
+            f"{python} has sglang {version}; the patch is gated to "
+            f"{SGLANG_VERSION} (the server would run without dynamic "
+            "speculation disable)",
+        )
     return SglangCheck(python, version, None)

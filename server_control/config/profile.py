@@ -9,6 +9,7 @@ docs/architecture.md, "Profiles (TOML)". Unknown keys, wrong types and out-of-ra
 are errors; all errors of a file are reported together, one line each, as
 ``<file>: [section] key: <what is wrong>``.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,7 +32,7 @@ from server_control.state.state_dir import resolve_state_dir
 SERVE_MODULES = {"sim": "server_control.sim", "sglang": "server_control.sglang_patch.serve"}
 DEFAULT_STOP_GRACE = {"sim": 5.0, "sglang": 30.0}
 MASK = "****"
-SIM_DEFAULT_MODEL = "sim/model"   # the simulator needs some --model-path
+SIM_DEFAULT_MODEL = "sim/model"  # the simulator needs some --model-path
 _SECRET_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
 
 
@@ -52,22 +53,24 @@ def is_placeholder(value: str) -> bool:
 @dataclass(frozen=True)
 class LaunchSpec:
     argv: tuple[str, ...]
-    env: dict[str, str] = field(repr=False)   # the full environment to pass to Popen
-    env_overrides: dict[str, str]             # what the profile (and launcher) adds
+    env: dict[str, str] = field(repr=False)  # the full environment to pass to Popen
+    env_overrides: dict[str, str]  # what the profile (and launcher) adds
     log_path: Path
     cwd: Path
     secrets: tuple[str, ...] = field(default=(), repr=False)
-    exit_file: Path | None = None   # where the keeper records how the server ended
+    exit_file: Path | None = None  # where the keeper records how the server ended
     log_mode: int = 0o600
-    log_max_bytes: int = 0          # rotate the log at this size (0: never)
+    log_max_bytes: int = 0  # rotate the log at this size (0: never)
     log_keep_rotated: int = 3
 
     def masked_argv(self) -> list[str]:
         return [MASK if a in self.secrets else a for a in self.argv]
 
     def masked_env_overrides(self) -> dict[str, str]:
-        return {k: (MASK if (_SECRET_RE.search(k) or v in self.secrets) and not is_placeholder(v) else v)
-                for k, v in self.env_overrides.items()}
+        return {
+            k: (MASK if (_SECRET_RE.search(k) or v in self.secrets) and not is_placeholder(v) else v)
+            for k, v in self.env_overrides.items()
+        }
 
     def command_line(self) -> str:
         """The argv, shell-quoted, secrets masked."""
@@ -126,8 +129,7 @@ class Profile:
             return None
         value = os.environ.get(var)
         if not value:
-            err = self._err(f"[server] {section_key}",
-                            f"environment variable {var} (named here) is not set or empty")
+            err = self._err(f"[server] {section_key}", f"environment variable {var} (named here) is not set or empty")
             if preview is None:
                 raise err
             preview.append(str(err))
@@ -192,12 +194,22 @@ class Profile:
             args += ["--speculative-algorithm", sp["algorithm"]]
             if sp["draft_model_path"]:
                 args += ["--speculative-draft-model-path", sp["draft_model_path"]]
-            args += ["--speculative-num-steps", str(sp["num_steps"]),
-                     "--speculative-eagle-topk", str(sp["eagle_topk"]),
-                     "--speculative-num-draft-tokens", str(sp["num_draft_tokens"])]
-        args += ["--speculative-disable-batch-threshold", str(dy["threshold"]),
-                 "--speculative-disable-hysteresis", str(dy["hysteresis"]),
-                 "--speculative-disable-min-dwell-steps", str(dy["min_dwell_steps"])]
+            args += [
+                "--speculative-num-steps",
+                str(sp["num_steps"]),
+                "--speculative-eagle-topk",
+                str(sp["eagle_topk"]),
+                "--speculative-num-draft-tokens",
+                str(sp["num_draft_tokens"]),
+            ]
+        args += [
+            "--speculative-disable-batch-threshold",
+            str(dy["threshold"]),
+            "--speculative-disable-hysteresis",
+            str(dy["hysteresis"]),
+            "--speculative-disable-min-dwell-steps",
+            str(dy["min_dwell_steps"]),
+        ]
         if dy["force_mode"] != decision.AUTO:
             args += ["--speculative-disable-force-mode", dy["force_mode"]]
         if self.kind == "sim":
@@ -213,6 +225,7 @@ class Profile:
     def next_log_path(self, state_dir: Path) -> Path:
         """``<log dir>/<YYYYmmdd-HHMMSS>-<n>.log``; n = 1 + the highest n already there."""
         import time
+
         d = self.log_dir(state_dir)
         n = 0
         if d.is_dir():
@@ -230,8 +243,7 @@ class Profile:
                 raise err
             preview.append(str(err))
 
-    def launch_spec(self, state_dir: str | Path | None = None,
-                    preview: list[str] | None = None) -> LaunchSpec:
+    def launch_spec(self, state_dir: str | Path | None = None, preview: list[str] | None = None) -> LaunchSpec:
         """The exact command and environment. ``preview`` (for --dry-run): a list that
         collects what would stop a real launch (unset key variables, a missing python)
         instead of raising, so the operator still sees the whole command."""
@@ -240,14 +252,13 @@ class Profile:
         argv = (self.python(preview), "-m", SERVE_MODULES[self.kind], *self.server_args(preview))
         overrides = dict(self.env)
         overrides.setdefault("PYTHONUNBUFFERED", "1")
-        for var, value in ((API_KEY_ENV, self.api_key(preview)),
-                           (ADMIN_API_KEY_ENV, self.admin_api_key(preview))):
+        for var, value in ((API_KEY_ENV, self.api_key(preview)), (ADMIN_API_KEY_ENV, self.admin_api_key(preview))):
             if value:
                 overrides[var] = value
         pkg_root = str(Path(__file__).resolve().parents[2])  # the directory holding server_control
         base = dict(os.environ)
         for var in (self.server["api_key_env"], self.server["admin_api_key_env"]):
-            base.pop(var, None)   # the key travels once, as SPECCONSOLE_*; the server removes that
+            base.pop(var, None)  # the key travels once, as SPECCONSOLE_*; the server removes that
         prev = overrides.get("PYTHONPATH", base.get("PYTHONPATH", ""))
         overrides["PYTHONPATH"] = pkg_root + (os.pathsep + prev if prev else "")
         env = {**base, **overrides}
@@ -257,13 +268,19 @@ class Profile:
             cwd = self.base_dir() / cwd
         if not cwd.is_dir():
             raise self._err("[server] cwd", f"{cwd} is not a directory")
-        secrets = tuple(v for v in (self.api_key(preview), self.admin_api_key(preview))
-                        if v and not is_placeholder(v))
+        secrets = tuple(v for v in (self.api_key(preview), self.admin_api_key(preview)) if v and not is_placeholder(v))
         s = self.server
-        return LaunchSpec(argv=argv, env=env, env_overrides=overrides, log_path=self.next_log_path(sd),
-                          cwd=cwd, secrets=secrets,
-                          log_mode=log_mode(s["log_mode"]), log_max_bytes=int(s["log_rotate_mb"] * 1e6),
-                          log_keep_rotated=s["log_rotate_keep"])
+        return LaunchSpec(
+            argv=argv,
+            env=env,
+            env_overrides=overrides,
+            log_path=self.next_log_path(sd),
+            cwd=cwd,
+            secrets=secrets,
+            log_mode=log_mode(s["log_mode"]),
+            log_max_bytes=int(s["log_rotate_mb"] * 1e6),
+            log_keep_rotated=s["log_rotate_keep"],
+        )
 
     def check_port(self) -> None:
         """Raise ProfileError if something already listens on host:port."""
@@ -274,8 +291,7 @@ class Profile:
             try:
                 s.bind((host.strip("[]"), port))
             except OSError as exc:
-                raise self._err("[server] port",
-                                f"{host}:{port} is busy or cannot be bound ({exc.strerror or exc})") from None
+                raise self._err("[server] port", f"{host}:{port} is busy or cannot be bound ({exc.strerror or exc})") from None
 
 
 def parse_profile(data: dict[str, Any], path: str | Path | None = None, stem: str = "profile") -> Profile:
@@ -287,9 +303,17 @@ def parse_profile(data: dict[str, Any], path: str | Path | None = None, stem: st
         if len(errors) == 1:
             raise ProfileError(f"{where}: {errors[0]}", path, keys)
         raise ProfileError(f"{where}: {len(errors)} problems:\n  " + "\n  ".join(errors), path, keys)
-    return Profile(name=out["name"], path=Path(path).resolve() if path is not None else None,
-                   server=out["server"], speculative=out["speculative"], dynamic=out["dynamic"],
-                   restart=out["restart"], health=out["health"], env=out["env"], sim=out["sim"])
+    return Profile(
+        name=out["name"],
+        path=Path(path).resolve() if path is not None else None,
+        server=out["server"],
+        speculative=out["speculative"],
+        dynamic=out["dynamic"],
+        restart=out["restart"],
+        health=out["health"],
+        env=out["env"],
+        sim=out["sim"],
+    )
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -305,7 +329,7 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(f"{p}: not UTF-8 text ({exc})", p) from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{p}: invalid TOML: {exc}", p) from None
-    except (RecursionError, MemoryError, ValueError) as exc:   # nested too deep, ...: still a bad file
+    except (RecursionError, MemoryError, ValueError) as exc:  # nested too deep, ...: still a bad file
         raise ProfileError(f"{p}: invalid TOML: {type(exc).__name__}: {str(exc)[:200]}", p) from None
     return parse_profile(data, p, p.stem)
 
@@ -314,6 +338,7 @@ def find_profile(arg: str | None = None) -> Path:
     """The profile to use: ``arg`` (a path, or the name of a shipped profile such as
     "demo"), else ``$SPECCONSOLE_PROFILE``, else the shipped demo profile."""
     from server_control.config.assets import profile_path
+
     choice = arg or os.environ.get("SPECCONSOLE_PROFILE") or ""
     if not choice:
         return profile_path("demo")

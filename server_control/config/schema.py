@@ -2,6 +2,7 @@
 
 Used by ``server_control.config.profile``; each error is ``[section] key: what is wrong``.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -14,7 +15,7 @@ from server_control.protocol.sim_flags import SIM_FLAG_BY_KEY
 
 KINDS = ("sim", "sglang")
 SPEC_ALGORITHMS = ("", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-SIM_KEYS = tuple(SIM_FLAG_BY_KEY)   # [sim] key -> the simulator's --sim-<key> (one table)
+SIM_KEYS = tuple(SIM_FLAG_BY_KEY)  # [sim] key -> the simulator's --sim-<key> (one table)
 
 
 def sim_value_problem(key: str, value: Any) -> str | None:
@@ -23,7 +24,7 @@ def sim_value_problem(key: str, value: Any) -> str | None:
     return None if flag is None else flag.problem(value)
 
 
-MAX_TP_SIZE = 64   # [server] tp_size and dp_size: no node or cluster a profile drives has more
+MAX_TP_SIZE = 64  # [server] tp_size and dp_size: no node or cluster a profile drives has more
 MAX_DP_SIZE = 64
 HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOSTNAME_RE = re.compile(rf"^{HOST_LABEL}(?:\.{HOST_LABEL})*\.?$")
@@ -64,31 +65,54 @@ ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # ---- schema: section -> key -> (type tag, default) ----------------------------------------
 SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
     "server": {
-        "kind": ("str", "sim"), "python": ("str", ""), "model_path": ("str", ""),
-        "host": ("str", "127.0.0.1"), "port": ("int", 30000), "tp_size": ("int", 1),
-        "dp_size": ("int", 1), "log_dir": ("str", ""), "log_mode": ("str", "0600"),
-        "log_rotate_mb": ("float", 100.0), "log_rotate_keep": ("int", 3), "cwd": ("str", ""),
-        "extra_args": ("strlist", []), "api_key_env": ("str", ""), "admin_api_key_env": ("str", ""),
+        "kind": ("str", "sim"),
+        "python": ("str", ""),
+        "model_path": ("str", ""),
+        "host": ("str", "127.0.0.1"),
+        "port": ("int", 30000),
+        "tp_size": ("int", 1),
+        "dp_size": ("int", 1),
+        "log_dir": ("str", ""),
+        "log_mode": ("str", "0600"),
+        "log_rotate_mb": ("float", 100.0),
+        "log_rotate_keep": ("int", 3),
+        "cwd": ("str", ""),
+        "extra_args": ("strlist", []),
+        "api_key_env": ("str", ""),
+        "admin_api_key_env": ("str", ""),
     },
     "speculative": {
-        "algorithm": ("str", "EAGLE3"), "draft_model_path": ("str", ""), "num_steps": ("int", 3),
-        "eagle_topk": ("int", 1), "num_draft_tokens": ("int", 4),
+        "algorithm": ("str", "EAGLE3"),
+        "draft_model_path": ("str", ""),
+        "num_steps": ("int", 3),
+        "eagle_topk": ("int", 1),
+        "num_draft_tokens": ("int", 4),
     },
     "dynamic": {
-        "threshold": ("int", 0), "hysteresis": ("int", decision.DEFAULT_HYSTERESIS),
-        "min_dwell_steps": ("int", decision.DEFAULT_MIN_DWELL_STEPS), "force_mode": ("str", "auto"),
+        "threshold": ("int", 0),
+        "hysteresis": ("int", decision.DEFAULT_HYSTERESIS),
+        "min_dwell_steps": ("int", decision.DEFAULT_MIN_DWELL_STEPS),
+        "force_mode": ("str", "auto"),
     },
     "restart": {
-        "enabled": ("bool", True), "backoff_initial_s": ("float", 1.0), "backoff_max_s": ("float", 30.0),
-        "burst": ("int", 5), "window_s": ("float", 60.0), "stop_grace_s": ("float", None),
-        "keep_logs": ("int", 20), "reapply_runtime": ("bool", True),
+        "enabled": ("bool", True),
+        "backoff_initial_s": ("float", 1.0),
+        "backoff_max_s": ("float", 30.0),
+        "burst": ("int", 5),
+        "window_s": ("float", 60.0),
+        "stop_grace_s": ("float", None),
+        "keep_logs": ("int", 20),
+        "reapply_runtime": ("bool", True),
     },
     "health": {
-        "path": ("str", "/health"), "interval_s": ("float", 2.0), "timeout_s": ("float", 5.0),
-        "failures": ("int", 3), "watchdog": ("bool", True),
+        "path": ("str", "/health"),
+        "interval_s": ("float", 2.0),
+        "timeout_s": ("float", 5.0),
+        "failures": ("int", 3),
+        "watchdog": ("bool", True),
     },
 }
-FREE_SECTIONS = ("env", "sim")   # key/value tables
+FREE_SECTIONS = ("env", "sim")  # key/value tables
 TOP_KEYS = ("name",)
 
 
@@ -108,14 +132,19 @@ def _typed(tag: str, value: Any) -> tuple[bool, Any]:
     raise AssertionError(tag)
 
 
-_TAG_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
-              "strlist": "a list of strings"}
+_TAG_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "strlist": "a list of strings",
+}
 
 
 def validate(data: dict[str, Any], stem: str) -> tuple[dict[str, Any], list[str]]:
     errors: list[str] = []
     out: dict[str, Any] = {}
-    for section, raw in data.items():   # "[server] extra_args[1]: must not contain a NUL character"
+    for section, raw in data.items():  # "[server] extra_args[1]: must not contain a NUL character"
         errors += nul_problems(raw, f"[{section}]" if isinstance(raw, dict) else section)
     for key in data:
         if key not in TOP_KEYS and key not in SCHEMA and key not in FREE_SECTIONS:
@@ -142,8 +171,7 @@ def _table(data: dict[str, Any], section: str, errors: list[str]) -> dict[str, A
     return raw
 
 
-def _typed_section(section: str, keys: dict[str, tuple[str, Any]], raw: dict[str, Any],
-                   errors: list[str]) -> dict[str, Any]:
+def _typed_section(section: str, keys: dict[str, tuple[str, Any]], raw: dict[str, Any], errors: list[str]) -> dict[str, Any]:
     vals = {k: (list(d) if isinstance(d, list) else d) for k, (_, d) in keys.items()}
     for k, v in raw.items():
         if k not in keys:
@@ -156,7 +184,7 @@ def _typed_section(section: str, keys: dict[str, tuple[str, Any]], raw: dict[str
             continue
         if tag == "float" and not math.isfinite(conv):
             errors.append(f"[{section}] {k}: must be a finite number, got {v!r}")
-            continue   # the default stays: no second message about the same key
+            continue  # the default stays: no second message about the same key
         vals[k] = conv
     if isinstance(vals.get("extra_args"), list):
         vals["extra_args"] = tuple(vals["extra_args"])
@@ -192,7 +220,7 @@ def _sim_section(raw: dict[str, Any], errors: list[str]) -> dict[str, Any]:
 def log_mode(text: str) -> int:
     """``log_mode = "0640"`` -> 0o640; ValueError says why it is refused."""
     if not re.fullmatch(r"0?[0-7]{3}", text):
-        raise ValueError(f"must be an octal file mode such as \"0600\", got {text!r}")
+        raise ValueError(f'must be an octal file mode such as "0600", got {text!r}')
     mode = int(text, 8)
     if mode & 0o600 != 0o600:
         raise ValueError(f"must let the owner read and write (0600 at least), got {text!r}")
@@ -217,8 +245,13 @@ def _log_problems(s: dict[str, Any]) -> list[str]:
 
 def _check_values(p: dict[str, Any]) -> list[str]:
     s, sp, dy, rs, hl = p["server"], p["speculative"], p["dynamic"], p["restart"], p["health"]
-    return [*_server_problems(s), *_speculative_problems(s, sp), *_dynamic_problems(dy),
-            *_restart_problems(rs), *_health_problems(hl)]
+    return [
+        *_server_problems(s),
+        *_speculative_problems(s, sp),
+        *_dynamic_problems(dy),
+        *_restart_problems(rs),
+        *_health_problems(hl),
+    ]
 
 
 def _server_problems(s: dict[str, Any]) -> list[str]:
@@ -239,7 +272,7 @@ def _server_problems(s: dict[str, Any]) -> list[str]:
         if s[k] and not ENV_RE.match(s[k]):
             e.append(f"[server] {k}: must be the NAME of an environment variable, got {s[k]!r}")
     if s["kind"] == "sglang" and not s["model_path"]:
-        e.append("[server] model_path: required for kind = \"sglang\"")
+        e.append('[server] model_path: required for kind = "sglang"')
     return e
 
 
@@ -248,8 +281,7 @@ def _speculative_problems(s: dict[str, Any], sp: dict[str, Any]) -> list[str]:
     if sp["algorithm"] not in SPEC_ALGORITHMS:
         choices = ", ".join(repr(a) for a in SPEC_ALGORITHMS)
         e.append(f"[speculative] algorithm: must be one of {choices}, got {sp['algorithm']!r}")
-    if (s["kind"] == "sglang" and sp["algorithm"] in ("EAGLE", "EAGLE3", "STANDALONE")
-            and not sp["draft_model_path"]):
+    if s["kind"] == "sglang" and sp["algorithm"] in ("EAGLE", "EAGLE3", "STANDALONE") and not sp["draft_model_path"]:
         e.append(f"[speculative] draft_model_path: required for algorithm {sp['algorithm']}")
     for k, lo in (("num_steps", 0), ("eagle_topk", 1), ("num_draft_tokens", 1)):
         if isinstance(sp[k], int) and sp[k] < lo:
@@ -260,8 +292,12 @@ def _speculative_problems(s: dict[str, Any], sp: dict[str, Any]) -> list[str]:
 def _dynamic_problems(dy: dict[str, Any]) -> list[str]:
     """Also normalises each value (``dy[k] = check(dy[k])``)."""
     e: list[str] = []
-    for k, check in (("threshold", decision.validate_threshold), ("hysteresis", decision.validate_hysteresis),
-                     ("min_dwell_steps", decision.validate_dwell), ("force_mode", decision.validate_force)):
+    for k, check in (
+        ("threshold", decision.validate_threshold),
+        ("hysteresis", decision.validate_hysteresis),
+        ("min_dwell_steps", decision.validate_dwell),
+        ("force_mode", decision.validate_force),
+    ):
         try:
             dy[k] = check(dy[k])
         except ValueError as exc:
@@ -274,15 +310,17 @@ def _restart_problems(rs: dict[str, Any]) -> list[str]:
     for k in ("backoff_initial_s", "backoff_max_s", "window_s"):
         if isinstance(rs[k], float) and rs[k] <= 0:
             e.append(f"[restart] {k}: must be a finite number > 0, got {rs[k]}")
-    if isinstance(rs["backoff_max_s"], float) and isinstance(rs["backoff_initial_s"], float) \
-            and rs["backoff_max_s"] < rs["backoff_initial_s"]:
+    if (
+        isinstance(rs["backoff_max_s"], float)
+        and isinstance(rs["backoff_initial_s"], float)
+        and rs["backoff_max_s"] < rs["backoff_initial_s"]
+    ):
         e.append("[restart] backoff_max_s: must be >= backoff_initial_s")
     for k in ("burst", "keep_logs"):
         if isinstance(rs[k], int) and rs[k] < 1:
             e.append(f"[restart] {k}: must be >= 1, got {rs[k]}")
     if isinstance(rs["stop_grace_s"], float) and rs["stop_grace_s"] < 0:
-        e.append(f"[restart] stop_grace_s: must be a finite number >= 0 (0 = SIGKILL at once), "
-                 f"got {rs['stop_grace_s']}")
+        e.append(f"[restart] stop_grace_s: must be a finite number >= 0 (0 = SIGKILL at once), got {rs['stop_grace_s']}")
     return e
 
 

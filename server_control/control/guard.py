@@ -17,6 +17,7 @@ knows; a value re-applied after a restart (journal action ``reapply``: the run c
 own runtime settings, whoever supervises it) comes with ``who == REAPPLY``: not news from
 another client.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,14 +36,12 @@ from server_control.protocol import decision as d
 from server_control.state import journal
 from server_control.telemetry.sample import Sample
 
-REAPPLY = "reapply"   # the journal's action for a setting re-applied after a restart (runtime_settings.py)
+REAPPLY = "reapply"  # the journal's action for a setting re-applied after a restart (runtime_settings.py)
 SETTLE_S = 0.3
 CONFIRM_WAIT_S = READBACK_TIMEOUT_S + 1.0
 LOOKBACK_S = 5.0
-ACTION = {d.THRESHOLD_KEY: "threshold", d.FORCE_KEY: "force", d.HYSTERESIS_KEY: "hysteresis",
-          d.DWELL_KEY: "dwell"}
-LABEL = {d.THRESHOLD_KEY: "N", d.FORCE_KEY: "forced mode", d.HYSTERESIS_KEY: "hysteresis",
-         d.DWELL_KEY: "min_dwell_steps"}
+ACTION = {d.THRESHOLD_KEY: "threshold", d.FORCE_KEY: "force", d.HYSTERESIS_KEY: "hysteresis", d.DWELL_KEY: "dwell"}
+LABEL = {d.THRESHOLD_KEY: "N", d.FORCE_KEY: "forced mode", d.HYSTERESIS_KEY: "hysteresis", d.DWELL_KEY: "min_dwell_steps"}
 
 
 def shown(sample: Sample) -> dict[str, object]:
@@ -50,8 +49,12 @@ def shown(sample: Sample) -> dict[str, object]:
     r0 = sample.ranks[0] if sample.ranks else None
     if r0 is None:
         return {}
-    return {d.THRESHOLD_KEY: r0.threshold, d.FORCE_KEY: r0.force, d.HYSTERESIS_KEY: r0.hysteresis,
-            d.DWELL_KEY: r0.min_dwell_steps}
+    return {
+        d.THRESHOLD_KEY: r0.threshold,
+        d.FORCE_KEY: r0.force,
+        d.HYSTERESIS_KEY: r0.hysteresis,
+        d.DWELL_KEY: r0.min_dwell_steps,
+    }
 
 
 class SettingGuard:
@@ -60,18 +63,18 @@ class SettingGuard:
         self.target = target
         self.state_dir = state_dir
         self.profile = profile
-        self._mine: dict[str, object] = {}       # the last value this session set, per key
-        self._busy: set[str] = set()             # keys this session is changing now
-        self._seen: dict[str, object] | None = None           # the settings at the previous reachable poll
+        self._mine: dict[str, object] = {}  # the last value this session set, per key
+        self._busy: set[str] = set()  # keys this session is changing now
+        self._seen: dict[str, object] | None = None  # the settings at the previous reachable poll
 
     def _record(self, key: str, result: str, **kw: object) -> None:
-        journal.record(self.state_dir, ACTION[key], target=self.target, profile=self.profile, key=key,
-                       result=result, **kw)
+        journal.record(self.state_dir, ACTION[key], target=self.target, profile=self.profile, key=key, result=result, **kw)
 
-    async def change(self, key: str, requested: object, action: Callable[[object], Awaitable[SettingChange]],
-                     old: object = None) -> SettingChange:
+    async def change(
+        self, key: str, requested: object, action: Callable[[object], Awaitable[SettingChange]], old: object = None
+    ) -> SettingChange:
         op, started = journal.new_op(), time.time()
-        try:   # " 5" or "+5" is journaled as the value applied: 5
+        try:  # " 5" or "+5" is journaled as the value applied: 5
             shown_new: object = VALIDATE[key](requested)
         except (ValueError, KeyError):
             shown_new = requested
@@ -81,8 +84,9 @@ class SettingGuard:
             result = await action(requested)
             self._record(key, journal.READ_BACK, old=old, new=shown_new, detail=result.state, op=op)
             accepted = result.state == ChangeState.APPLIED or (
-                result.state == ChangeState.ERROR and result.ranks and all(result.ranks))
-            if accepted:   # the server took it: is it still ours once concurrent changes are over?
+                result.state == ChangeState.ERROR and result.ranks and all(result.ranks)
+            )
+            if accepted:  # the server took it: is it still ours once concurrent changes are over?
                 result = await self._confirm(key, VALIDATE[key](requested), requested, old, result, op, started)
             if result.state == ChangeState.APPLIED:
                 self._mine[key] = VALIDATE[key](requested)
@@ -106,27 +110,36 @@ class SettingGuard:
                 ops[e.op].append(e)
         return ops
 
-    async def _confirm(self, key: str, value: object, requested: object, old: object, result: SettingChange,
-                       op: str, started: float) -> SettingChange:
+    async def _confirm(
+        self, key: str, value: object, requested: object, old: object, result: SettingChange, op: str, started: float
+    ) -> SettingChange:
         await asyncio.sleep(SETTLE_S)
         deadline = time.monotonic() + CONFIRM_WAIT_S
         ops: dict[str, list[journal.Entry]] = {}
         while time.monotonic() < deadline:
             ops = self._others(key, op, started - LOOKBACK_S)
             if not any(self._in_flight(es) for es in ops.values()):
-                break   # no other client's change of this setting is still in flight
+                break  # no other client's change of this setting is still in flight
             await asyncio.sleep(0.05)
         try:
             values = await self.control.values(key)
         except Exception:  # noqa: BLE001 - the first read-back stands
             return result
         if values and all(v == value for v in values):
-            return change(requested, ChangeState.APPLIED, result.detail if result.state == ChangeState.APPLIED
-                          else f"{key}={value} read back after a concurrent change", result.ranks)
+            return change(
+                requested,
+                ChangeState.APPLIED,
+                result.detail if result.state == ChangeState.APPLIED else f"{key}={value} read back after a concurrent change",
+                result.ranks,
+            )
         if values and all(v == values[0] for v in values) and (ops or not _same(key, values[0], old)):
             by = self._by(key, values[0], op, started - LOOKBACK_S)
-            return change(requested, ChangeState.OVERRIDDEN, f"overridden by another client (now {LABEL[key]}={values[0]}"
-                          + (f", by {by}" if by else "") + ")", result.ranks)
+            return change(
+                requested,
+                ChangeState.OVERRIDDEN,
+                f"overridden by another client (now {LABEL[key]}={values[0]}" + (f", by {by}" if by else "") + ")",
+                result.ranks,
+            )
         return result
 
     def _last(self, key: str, value: object, op: str | None, since: float) -> journal.Entry | None:
@@ -145,7 +158,7 @@ class SettingGuard:
         """(key, old, new, who) for each setting that changed since the previous reachable
         poll without this session setting it."""
         if not sample.reachable:
-            self._seen = None   # a restart in between: the new server's first values are no news
+            self._seen = None  # a restart in between: the new server's first values are no news
             return []
         now = shown(sample)
         before, self._seen = self._seen, now
@@ -157,7 +170,7 @@ class SettingGuard:
             if key in self._mine and _same(key, self._mine[key], new):
                 continue
             e = self._last(key, new, None, time.time() - 600)
-            if e is not None and e.action == REAPPLY:   # a restart carried it back: the run's own value
+            if e is not None and e.action == REAPPLY:  # a restart carried it back: the run's own value
                 out.append((key, old, new, REAPPLY))
                 continue
             out.append((key, old, new, e.who if e is not None else ""))

@@ -15,6 +15,7 @@ simulator), on EVERY TP rank; a rank that reads another value is named. Outcomes
                supported." and no such key in internal_states)
   error        the request failed (unreachable, HTTP error, read-back never matched)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,12 @@ from server_control.telemetry.http_poll import auth_headers, bounded_request, de
 from server_control.telemetry.sample import intval
 
 UNSUPPORTED = "this server does not support runtime threshold changes"
-VALIDATE: dict[str, Callable[[object], object]] = {d.THRESHOLD_KEY: d.validate_threshold, d.HYSTERESIS_KEY: d.validate_hysteresis,
-            d.DWELL_KEY: d.validate_dwell, d.FORCE_KEY: d.validate_force}   # the runtime settings
+VALIDATE: dict[str, Callable[[object], object]] = {
+    d.THRESHOLD_KEY: d.validate_threshold,
+    d.HYSTERESIS_KEY: d.validate_hysteresis,
+    d.DWELL_KEY: d.validate_dwell,
+    d.FORCE_KEY: d.validate_force,
+}  # the runtime settings
 READBACK_TIMEOUT_S = 3.0
 READBACK_PERIOD_S = 0.02
 
@@ -74,8 +79,7 @@ def _where(dp: int, tp_label: str, dp_count: int) -> str:
 
 def _named(key: str, value: object) -> object:
     """A force mode read back as its numeric code -> its name; anything else as it is."""
-    if key == d.FORCE_KEY and isinstance(value, int) and not isinstance(value, bool) \
-            and 0 <= value < len(d.FORCE_CHOICES):
+    if key == d.FORCE_KEY and isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(d.FORCE_CHOICES):
         return d.FORCE_CHOICES[value]
     return value
 
@@ -84,9 +88,16 @@ class Control:
     """``records_fn()`` returns log records newer than a store sequence number (or None),
     so a refusal can quote the server's own reason."""
 
-    def __init__(self, url: str, api_key: str | None = None, admin_api_key: str | None = None, *,
-                 timeout_s: float = 5.0, records_since: Callable[[int], list[Any]] | None = None,
-                 log_seq: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        admin_api_key: str | None = None,
+        *,
+        timeout_s: float = 5.0,
+        records_since: Callable[[int], list[Any]] | None = None,
+        log_seq: Callable[[], int] | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.admin_api_key = admin_api_key
@@ -111,7 +122,7 @@ class Control:
     async def internal_states(self) -> list[dict[str, Any]]:
         resp = await bounded_request(self.client(), "GET", self.url + "/server_info", headers=self._headers())
         resp.raise_for_status()
-        body = clean_json(json.loads(resp.content.decode("utf-8")))   # shown later: terminal-safe now
+        body = clean_json(json.loads(resp.content.decode("utf-8")))  # shown later: terminal-safe now
         states = body.get("internal_states") if isinstance(body, dict) else None
         if not isinstance(states, list):
             raise ValueError("/server_info has no internal_states list")
@@ -127,9 +138,11 @@ class Control:
             states = await self.internal_states()
         except (httpx.HTTPError, ValueError) as exc:
             return {"error": describe_error(exc, f"{self.url}/server_info")}
-        return {"thresholds": [intval(s.get(d.THRESHOLD_KEY)) for s in states],
-                "force": [s.get(d.FORCE_KEY) for s in states],
-                "supported": bool(states) and all(d.THRESHOLD_KEY in s for s in states)}
+        return {
+            "thresholds": [intval(s.get(d.THRESHOLD_KEY)) for s in states],
+            "force": [s.get(d.FORCE_KEY) for s in states],
+            "supported": bool(states) and all(d.THRESHOLD_KEY in s for s in states),
+        }
 
     async def set_threshold(self, value: object) -> SettingChange:
         return await self._set_valid(d.THRESHOLD_KEY, d.validate_threshold, value)
@@ -165,8 +178,9 @@ class Control:
             # SGLang's HTTP layer types these values as numbers (a string gets 400/422 before
             # any scheduler sees it): the patch and the simulator take the index in FORCE_CHOICES.
             value = d.FORCE_CHOICES.index(value)
-        return await bounded_request(self.client(), "POST", self.url + "/set_internal_state",
-                                     headers=self._headers(), json={"server_args": {key: value}})
+        return await bounded_request(
+            self.client(), "POST", self.url + "/set_internal_state", headers=self._headers(), json={"server_args": {key: value}}
+        )
 
     async def _set(self, key: str, value: object, requested: object) -> SettingChange:
         seq = self._seq()
@@ -175,8 +189,12 @@ class Control:
         except httpx.HTTPError as exc:
             return change(requested, ChangeState.ERROR, describe_error(exc, f"{self.url}/set_internal_state"))
         if resp.status_code in (401, 403):
-            return change(requested, ChangeState.ERROR, f"/set_internal_state: HTTP {resp.status_code}: not authorised "
-                          "(give the admin or API key: admin_api_key_env / api_key_env in the profile)")
+            return change(
+                requested,
+                ChangeState.ERROR,
+                f"/set_internal_state: HTTP {resp.status_code}: not authorised "
+                "(give the admin or API key: admin_api_key_env / api_key_env in the profile)",
+            )
         if resp.status_code == 404:
             return change(requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED} (/set_internal_state: HTTP 404)")
         try:
@@ -185,8 +203,9 @@ class Control:
         except (httpx.HTTPError, ValueError, UnicodeDecodeError) as exc:
             return change(requested, ChangeState.ERROR, describe_error(exc, f"{self.url}/set_internal_state"))
         if ranks is None:
-            return change(requested, ChangeState.ERROR,
-                          f"/set_internal_state: unexpected answer {strip_controls(resp.text[:200])!r}")
+            return change(
+                requested, ChangeState.ERROR, f"/set_internal_state: unexpected answer {strip_controls(resp.text[:200])!r}"
+            )
         if not all(ranks):
             return await self._explain_false(key, requested, ranks, seq)
         return await self._read_back(key, value, requested, ranks)
@@ -201,8 +220,11 @@ class Control:
                 states = await self.internal_states()
                 if states and all(key not in s for s in states):
                     return change(requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
-                seen = [(_where(i, label, len(states)), _named(key, v))
-                        for i, s in enumerate(states) for label, v in rank_verdict.values_by_rank(s, key)]
+                seen = [
+                    (_where(i, label, len(states)), _named(key, v))
+                    for i, s in enumerate(states)
+                    for label, v in rank_verdict.values_by_rank(s, key)
+                ]
                 if states and all(v == value for _, v in seen):
                     tp = len(seen) // len(states)
                     on = f"{len(states)} DP rank(s)" + (f" x {tp} TP ranks" if tp > 1 else "")

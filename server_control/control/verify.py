@@ -16,6 +16,7 @@ Each layer is a ``VerifyLayer(name, status: pass|fail|pending, evidence, cause)`
                   between 1 and the low mark for that long. An idle server (batch 0) takes
                   no decode step, decides nothing and is no evidence: pending.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -35,10 +36,14 @@ POLL_MARGIN_S = 3.0  # how far a poll's view may lag the server (3 polls at the 
 #                      fixed, so every observer (screen, `specconsole verify`) judges alike
 IDLE_SINCE_SWITCH = "idle since the switch; judged at the next decode step"
 
-CAUSE_NOT_PATCHED = ("the server does not know the flag: not launched through "
-                     "server_control.sglang_patch.serve (stock SGLang, or the patch not on PYTHONPATH)")
-CAUSE_NO_INIT = ("the patch was not loaded in the scheduler processes (PYTHONPATH/launcher), the "
-                 "speculative worker is another class than EAGLEWorkerV2, or the log goes elsewhere")
+CAUSE_NOT_PATCHED = (
+    "the server does not know the flag: not launched through "
+    "server_control.sglang_patch.serve (stock SGLang, or the patch not on PYTHONPATH)"
+)
+CAUSE_NO_INIT = (
+    "the patch was not loaded in the scheduler processes (PYTHONPATH/launcher), the "
+    "speculative worker is another class than EAGLEWorkerV2, or the log goes elsewhere"
+)
 CAUSE_NO_SWITCH = "the gate is not on the decode path (the switch is never consulted per decode step)"
 
 
@@ -112,13 +117,21 @@ def _configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
         if flat == expected:
             note = "" if all(v == expected for v in per_rank) else " (changed at runtime since)"
             return layer(name, PASS, ev + note)
-        return layer(name, FAIL, ev + f"; the profile asks {expected}",
-                     "the running server was launched with another threshold (an adopted older run, "
-                     "or extra_args overriding the profile)")
+        return layer(
+            name,
+            FAIL,
+            ev + f"; the profile asks {expected}",
+            "the running server was launched with another threshold (an adopted older run, or extra_args overriding the profile)",
+        )
     if (flat or 0) > 0 or any((v or 0) > 0 for v in per_rank):
         return layer(name, PASS, ev)
-    return layer(name, FAIL, ev, f"threshold 0 never disables speculation: launch with "
-                 f"--{d.THRESHOLD_KEY.replace('_', '-')} N (N > 0) or set it at runtime")
+    return layer(
+        name,
+        FAIL,
+        ev,
+        f"threshold 0 never disables speculation: launch with "
+        f"--{d.THRESHOLD_KEY.replace('_', '-')} N (N > 0) or set it at runtime",
+    )
 
 
 # -- 2. initialisation --------------------------------------------------------------------
@@ -142,9 +155,16 @@ def switch_off(sample: Sample | None) -> tuple[str, str] | None:
     return None
 
 
-def initialisation(init_records: list[Record], not_active: list[Record], ready_records: list[Record], *,
-                   ranks_expected: int,
-                   server_ready: bool, log_attached: bool, sample: Sample | None = None) -> VerifyLayer:
+def initialisation(
+    init_records: list[Record],
+    not_active: list[Record],
+    ready_records: list[Record],
+    *,
+    ranks_expected: int,
+    server_ready: bool,
+    log_attached: bool,
+    sample: Sample | None = None,
+) -> VerifyLayer:
     name = "initialisation"
     if not_active:
         rec = not_active[-1]
@@ -159,11 +179,14 @@ def initialisation(init_records: list[Record], not_active: list[Record], ready_r
         by_rank.setdefault(rec.rank or "", rec)
     seen = len(by_rank)
     if seen:
-        thresholds = sorted({intval(getattr(r, "threshold", None)) for r in by_rank.values()},
-                            key=lambda v: -1 if v is None else v)
+        thresholds = sorted(
+            {intval(getattr(r, "threshold", None)) for r in by_rank.values()}, key=lambda v: -1 if v is None else v
+        )
         first = next(iter(by_rank.values()))
-        ev = (f"{seen}/{ranks_expected} rank(s) logged the init line "
-              f"({', '.join(k or 'main' for k in by_rank)}; threshold={thresholds}); {_where(first)}")
+        ev = (
+            f"{seen}/{ranks_expected} rank(s) logged the init line "
+            f"({', '.join(k or 'main' for k in by_rank)}; threshold={thresholds}); {_where(first)}"
+        )
         if seen >= ranks_expected:
             return layer(name, PASS, ev)
     else:
@@ -173,11 +196,11 @@ def initialisation(init_records: list[Record], not_active: list[Record], ready_r
     if ready_records:
         ev += f"; the server is ready ({_where(ready_records[0])})"
         if seen:
-            return layer(name, FAIL, ev, f"only {seen} of {ranks_expected} scheduler ranks loaded the patch: "
-                         + CAUSE_NO_INIT)
+            return layer(name, FAIL, ev, f"only {seen} of {ranks_expected} scheduler ranks loaded the patch: " + CAUSE_NO_INIT)
         return layer(name, FAIL, ev, CAUSE_NO_INIT)
-    return layer(name, PENDING, ev + ("; server answers HTTP, waiting for the ready line"
-                                      if server_ready else "; server starting"))
+    return layer(
+        name, PENDING, ev + ("; server answers HTTP, waiting for the ready line" if server_ready else "; server starting")
+    )
 
 
 # -- 3. runtime ---------------------------------------------------------------------------
@@ -217,8 +240,7 @@ class SwitchWatch:
         rank = sample.ranks[0] if sample.ranks else None
         if rank and rank.min_dwell_steps is not None:
             self.dwell_steps = rank.min_dwell_steps
-        low = self.low = max(1, n - (rank.hysteresis if rank and rank.hysteresis is not None
-                                     else d.DEFAULT_HYSTERESIS))
+        low = self.low = max(1, n - (rank.hysteresis if rank and rank.hysteresis is not None else d.DEFAULT_HYSTERESIS))
         self.max_batch = batch if self.max_batch is None else max(self.max_batch, batch)
         self.idle = batch <= 0
         mode = sample.mode
@@ -251,10 +273,15 @@ class SwitchWatch:
             later = [e for e in events if e["t"] >= down["t"] and e is not down]
             back = next((e for e in later if e["mode"] == d.SPECULATIVE and batch_driven(e)), None)
         grace = self.grace_s()
-        if self.stuck_since is not None and self.stuck_s > grace:   # first: an earlier pass masks no later failure
-            return layer(name, FAIL, f"batch {self.stuck_batch} > threshold {s.threshold if s else '?'} for "
-                         f"{self.stuck_s:.1f} s (> {grace:.1f} s: {POLL_MARGIN_S:.0f} s + dwell) while "
-                         f"internal_states report mode=speculative and no switch was logged", CAUSE_NO_SWITCH)
+        if self.stuck_since is not None and self.stuck_s > grace:  # first: an earlier pass masks no later failure
+            return layer(
+                name,
+                FAIL,
+                f"batch {self.stuck_batch} > threshold {s.threshold if s else '?'} for "
+                f"{self.stuck_s:.1f} s (> {grace:.1f} s: {POLL_MARGIN_S:.0f} s + dwell) while "
+                f"internal_states report mode=speculative and no switch was logged",
+                CAUSE_NO_SWITCH,
+            )
         if down and back:
             return layer(name, PASS, f"to target-only: {_event(down)}; back to speculative: {_event(back)}")
         if down is not None:
@@ -262,28 +289,43 @@ class SwitchWatch:
         if self.crossed_at is None:
             if s is None or s.threshold is None or self.max_batch is None:
                 return layer(name, PENDING, "no live decode batch and threshold read from the server yet")
-            return layer(name, PENDING, f"the decode batch has not exceeded the threshold {s.threshold} "
-                         f"yet (max seen {self.max_batch})")
-        return layer(name, PENDING, f"the batch exceeded the threshold (max {self.max_batch}); waiting for "
-                     "the switch (minimum dwell)")
+            return layer(
+                name, PENDING, f"the decode batch has not exceeded the threshold {s.threshold} yet (max seen {self.max_batch})"
+            )
+        return layer(
+            name, PENDING, f"the batch exceeded the threshold (max {self.max_batch}); waiting for the switch (minimum dwell)"
+        )
 
     def _after_down(self, name: str, down: dict[str, Any], grace: float) -> VerifyLayer:
         """Switched to target-only, not back yet: judged on decode steps at 1..low mark only."""
         low = self.low if self.low is not None else "?"
         if self.back_due_s > grace:
-            return layer(name, FAIL, f"switched to target-only ({_event(down)}) but stayed there "
-                         f"{self.back_due_s:.1f} s of decode steps with the batch between 1 and the low "
-                         f"mark {low} (> {grace:.1f} s: {POLL_MARGIN_S:.0f} s + dwell)",
-                         "the switch back is not evaluated (hysteresis/dwell not applied on the decode path)")
+            return layer(
+                name,
+                FAIL,
+                f"switched to target-only ({_event(down)}) but stayed there "
+                f"{self.back_due_s:.1f} s of decode steps with the batch between 1 and the low "
+                f"mark {low} (> {grace:.1f} s: {POLL_MARGIN_S:.0f} s + dwell)",
+                "the switch back is not evaluated (hysteresis/dwell not applied on the decode path)",
+            )
         if self.idle and not self.back_due_s:
-            return layer(name, PENDING, f"switched to target-only ({_event(down)}); {IDLE_SINCE_SWITCH} "
-                         "(idle time is not evidence)")
+            return layer(
+                name, PENDING, f"switched to target-only ({_event(down)}); {IDLE_SINCE_SWITCH} (idle time is not evidence)"
+            )
         if self.idle:
-            return layer(name, PENDING, f"switched to target-only ({_event(down)}); idle after "
-                         f"{self.back_due_s:.1f} s of decode steps at batch 1..{low}; judged at the next "
-                         "decode step")
-        return layer(name, PENDING, f"switched to target-only ({_event(down)}); waiting for the batch to "
-                     f"drop to the low mark {low} and speculation to come back")
+            return layer(
+                name,
+                PENDING,
+                f"switched to target-only ({_event(down)}); idle after "
+                f"{self.back_due_s:.1f} s of decode steps at batch 1..{low}; judged at the next "
+                "decode step",
+            )
+        return layer(
+            name,
+            PENDING,
+            f"switched to target-only ({_event(down)}); waiting for the batch to "
+            f"drop to the low mark {low} and speculation to come back",
+        )
 
 
 def batch_driven(e: dict[str, Any]) -> bool:

@@ -9,6 +9,7 @@ Each replica also runs its own built-in traffic (different per replica: a wave, 
 steady, heavy steady, a ramp), so the replicas sit on different sides of their thresholds;
 the gateway's round robin spreads the client traffic over all of them on top.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,6 +31,7 @@ DEMO_FLEET = "demo"
 
 def _usable_port(host: str, port: int, taken: set[int]) -> int:
     import socket
+
     if port not in taken:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -71,8 +73,7 @@ class GatewayTraffic:
     """``peak`` closed-loop clients at most, the number active following a cosine wave of
     ``period_s`` between 1 and ``peak``; each sends short completions through the gateway."""
 
-    def __init__(self, url: str, model: str, *, peak: int = 12, period_s: float = 60.0,
-                 max_tokens: int = 48) -> None:
+    def __init__(self, url: str, model: str, *, peak: int = 12, period_s: float = 60.0, max_tokens: int = 48) -> None:
         self.url = url.rstrip("/")
         self.model = model
         self.peak = peak
@@ -94,8 +95,12 @@ class GatewayTraffic:
         self._tasks = [asyncio.create_task(self._worker(i), name=f"demo-traffic-{i}") for i in range(self.peak)]
 
     async def _worker(self, i: int) -> None:
-        body = {"model": self.model, "prompt": "Tell me about speculative decoding.",
-                "max_tokens": self.max_tokens, "temperature": 0.0}
+        body = {
+            "model": self.model,
+            "prompt": "Tell me about speculative decoding.",
+            "max_tokens": self.max_tokens,
+            "temperature": 0.0,
+        }
         while True:
             if i >= self.active():
                 await asyncio.sleep(0.5)
@@ -109,7 +114,7 @@ class GatewayTraffic:
             except httpx.HTTPError as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
             self.errors += 1
-            await asyncio.sleep(1.0)   # the gateway or the replicas are not up (yet)
+            await asyncio.sleep(1.0)  # the gateway or the replicas are not up (yet)
 
     async def stop(self) -> None:
         for t in self._tasks:

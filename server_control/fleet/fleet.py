@@ -13,6 +13,7 @@ The gateway, when the file has one, is launched by ``launch`` (after the members
 stopped by ``stop`` (before them); while the fleet runs, its worker list is read every
 poll and kept equal to the members' worker URLs (``Gateway.reconcile``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,7 +32,7 @@ from server_control.session.subscribers import Subscribers
 
 log = logging.getLogger(__name__)
 GATEWAY = "gateway"
-ROUTED_POLL_S = 0.5   # launch --wait: how often the gateway's worker list is read
+ROUTED_POLL_S = 0.5  # launch --wait: how often the gateway's worker list is read
 
 
 class Fleet:
@@ -39,8 +40,7 @@ class Fleet:
         self.spec = spec
         self.state_dir = state_dir
         self.supervise = supervise
-        self.members: dict[str, Member] = {m.name: Member.build(m, spec, state_dir, supervise=supervise)
-                                           for m in spec.members}
+        self.members: dict[str, Member] = {m.name: Member.build(m, spec, state_dir, supervise=supervise) for m in spec.members}
         self.gateway = Gateway(spec, state_dir, supervise=supervise) if spec.gateway else None
         self.gateway_status: GatewayStatus | None = None
         self._subs = Subscribers(log)
@@ -55,7 +55,7 @@ class Fleet:
         if self.gateway is not None:
             self.gateway.set_members(self._worker_urls())
             self.gateway.adopt()
-            if self.supervise:   # crash restart of the gateway, as for a local member
+            if self.supervise:  # crash restart of the gateway, as for a local member
                 self._tasks.append(asyncio.create_task(self.gateway.sup.watch(), name="gateway-supervise"))
             self._tasks.append(asyncio.create_task(self._watch_gateway(), name="fleet-gateway"))
 
@@ -108,8 +108,10 @@ class Fleet:
     # -- reading --------------------------------------------------------------------------------
     def _forwarder(self, name: str) -> Callable[[str], None]:
         """A member's session events, published as ``member:<name>``."""
+
         def forward(_topic: str) -> None:
             self._publish(f"member:{name}")
+
         return forward
 
     def rows(self) -> tuple[MemberRow, ...]:
@@ -121,16 +123,18 @@ class Fleet:
             return list(self.members.values())
         unknown = [n for n in names if n not in self.members]
         if unknown:
-            raise KeyError(f"no member {', '.join(map(repr, unknown))} in fleet {self.spec.name} "
-                           f"(members: {', '.join(self.members)})")
+            raise KeyError(
+                f"no member {', '.join(map(repr, unknown))} in fleet {self.spec.name} (members: {', '.join(self.members)})"
+            )
         return [self.members[n] for n in names]
 
     async def settle(self, timeout_s: float = 5.0) -> None:
         await asyncio.gather(*(m.settle(timeout_s) for m in self.members.values()))
 
     # -- actions --------------------------------------------------------------------------------
-    async def act(self, action: str, value: object = None, names: Iterable[str] | None = None, *,
-                  wait_s: float | None = None) -> tuple[MemberResult, ...]:
+    async def act(
+        self, action: str, value: object = None, names: Iterable[str] | None = None, *, wait_s: float | None = None
+    ) -> tuple[MemberResult, ...]:
         """Run ``action`` on every selected member at once; one result each, in file order.
         ``launch`` launches the gateway after the members, ``stop`` stops it first."""
         names = list(names or [])
@@ -143,9 +147,12 @@ class Fleet:
         if action == "launch" and not names and self.gateway is not None:
             launched = [r.member for r in results if r.outcome == OK]
             gw = await self._gateway_action("launch", wait_s, launched)
-            if gw.outcome != OK and launched:   # not rolled back: said, with the way out
-                gw = dataclasses.replace(gw, detail=f"{gw.detail}; the members launched ({', '.join(launched)}) "
-                                         "are left running without the gateway (`specconsole fleet stop` stops them)")
+            if gw.outcome != OK and launched:  # not rolled back: said, with the way out
+                gw = dataclasses.replace(
+                    gw,
+                    detail=f"{gw.detail}; the members launched ({', '.join(launched)}) "
+                    "are left running without the gateway (`specconsole fleet stop` stops them)",
+                )
             results.append(gw)
         return tuple(results)
 
@@ -162,8 +169,7 @@ class Fleet:
                 return len(routed), len(wanted)
             await asyncio.sleep(min(ROUTED_POLL_S, max(0.0, deadline - time.monotonic())))
 
-    async def _gateway_action(self, action: str, wait_s: float | None = None,
-                              launched: Iterable[str] = ()) -> MemberResult:
+    async def _gateway_action(self, action: str, wait_s: float | None = None, launched: Iterable[str] = ()) -> MemberResult:
         gw = self.gateway
         assert gw is not None
         gw.set_members(self._worker_urls())
@@ -182,12 +188,19 @@ class Fleet:
                     return MemberResult(GATEWAY, action, FAILED, f"gateway {state}: {gw.sup.last_error}")
                 routed, wanted = await self._wait_routed(deadline, set(launched))
                 if routed < wanted:
-                    return MemberResult(GATEWAY, action, FAILED, f"launched pid {rec.pid} on {gw.url}; routes to "
-                                        f"{routed} of {wanted} members after {wait_s:.0f} s (smg adds workers "
-                                        "asynchronously; `fleet status` shows them)")
-                return MemberResult(GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url}; routes to "
-                                    f"{routed} of {wanted} members")
-            return MemberResult(GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url} (not waited for: "
-                                "smg adds its workers asynchronously)")
+                    return MemberResult(
+                        GATEWAY,
+                        action,
+                        FAILED,
+                        f"launched pid {rec.pid} on {gw.url}; routes to "
+                        f"{routed} of {wanted} members after {wait_s:.0f} s (smg adds workers "
+                        "asynchronously; `fleet status` shows them)",
+                    )
+                return MemberResult(
+                    GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url}; routes to {routed} of {wanted} members"
+                )
+            return MemberResult(
+                GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url} (not waited for: smg adds its workers asynchronously)"
+            )
         except Exception as exc:  # noqa: BLE001 - reported like any member's trouble
             return MemberResult(GATEWAY, action, FAILED, f"{type(exc).__name__}: {exc}")

@@ -15,6 +15,7 @@ router that load-balances needs no tokenizer, and without it smg would try to do
 one from the model hub) and its Prometheus listener on a free loopback port (its default
 is 0.0.0.0:29000).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,13 +45,21 @@ if TYPE_CHECKING:
 SMG_MODULE = "smg"
 HEALTH = {"path": "/health", "interval_s": 1.0, "timeout_s": 5.0, "failures": 3}
 ADD_RETRY_S = 30.0
-RESTART = {"enabled": True, "backoff_initial_s": 1.0, "backoff_max_s": 30.0, "burst": 5,
-           "window_s": 60.0, "stop_grace_s": 5.0, "keep_logs": 10}
+RESTART = {
+    "enabled": True,
+    "backoff_initial_s": 1.0,
+    "backoff_max_s": 30.0,
+    "burst": 5,
+    "window_s": 60.0,
+    "stop_grace_s": 5.0,
+    "keep_logs": 10,
+}
 
 
 @dataclass(frozen=True)
 class GatewayProfile:
     """What ``Supervisor`` reads of a profile, for the gateway process."""
+
     name: str
     spec: GatewaySpec
     worker_urls: tuple[str, ...]
@@ -77,7 +86,7 @@ class GatewayProfile:
 
     @property
     def dynamic(self) -> dict[str, Any]:
-        return {}   # no speculation settings: nothing to re-apply after a restart
+        return {}  # no speculation settings: nothing to re-apply after a restart
 
     def api_key(self, preview: list[str] | None = None) -> str | None:
         return None
@@ -88,21 +97,42 @@ class GatewayProfile:
     def python(self) -> str:
         if not self.spec.python:
             if importlib.util.find_spec(SMG_MODULE) is None:
-                raise ProfileError(f"[gateway] python: smg is not installed for {sys.executable} "
-                                   "(pip install smg)", None, ("[gateway] python",))
+                raise ProfileError(
+                    f"[gateway] python: smg is not installed for {sys.executable} (pip install smg)", None, ("[gateway] python",)
+                )
             return sys.executable
         return os.path.expanduser(self.spec.python)
 
     def argv(self, prometheus_port: int) -> tuple[str, ...]:
         s = self.spec
         workers = ("--worker-urls", *self.worker_urls) if self.worker_urls else ()
-        return (self.python(), "-m", SMG_MODULE, "launch", "--host", s.host, "--port", str(s.port),
-                *workers, "--policy", s.policy, "--disable-tokenizer-autoload",
-                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prometheus_port),
-                "--health-check-interval-secs", str(s.health_check_interval_s), "--log-level", "info",
-                # in-flight requests get this long after SIGTERM (smg's default, 180 s, outlasts any
-                # stop grace and would end in SIGKILL)
-                "--shutdown-grace-period-secs", str(max(1, int(s.stop_grace_s) - 2)), *s.extra_args)
+        return (
+            self.python(),
+            "-m",
+            SMG_MODULE,
+            "launch",
+            "--host",
+            s.host,
+            "--port",
+            str(s.port),
+            *workers,
+            "--policy",
+            s.policy,
+            "--disable-tokenizer-autoload",
+            "--prometheus-host",
+            "127.0.0.1",
+            "--prometheus-port",
+            str(prometheus_port),
+            "--health-check-interval-secs",
+            str(s.health_check_interval_s),
+            "--log-level",
+            "info",
+            # in-flight requests get this long after SIGTERM (smg's default, 180 s, outlasts any
+            # stop grace and would end in SIGKILL)
+            "--shutdown-grace-period-secs",
+            str(max(1, int(s.stop_grace_s) - 2)),
+            *s.extra_args,
+        )
 
     def log_dir(self, state_dir: Path) -> Path:
         d = self.spec.log_dir
@@ -112,8 +142,13 @@ class GatewayProfile:
         sd = resolve_state_dir(state_dir)
         overrides = {"PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "RUST_LOG_STYLE": "never"}
         port = self.spec.prometheus_port or free_port()
-        return LaunchSpec(argv=self.argv(port), env={**os.environ, **overrides}, env_overrides=overrides,
-                          log_path=Profile.next_log_path(self, sd), cwd=sd)  # type: ignore[arg-type]
+        return LaunchSpec(
+            argv=self.argv(port),
+            env={**os.environ, **overrides},
+            env_overrides=overrides,
+            log_path=Profile.next_log_path(self, sd),  # type: ignore[arg-type]
+            cwd=sd,
+        )
 
     def check_port(self) -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -121,16 +156,19 @@ class GatewayProfile:
             try:
                 s.bind((self.spec.host, self.spec.port))
             except OSError as exc:
-                raise ProfileError(f"[gateway] port: {self.spec.host}:{self.spec.port} is busy or cannot be "
-                                   f"bound ({exc.strerror or exc})", None, ("[gateway] port",)) from None
+                raise ProfileError(
+                    f"[gateway] port: {self.spec.host}:{self.spec.port} is busy or cannot be bound ({exc.strerror or exc})",
+                    None,
+                    ("[gateway] port",),
+                ) from None
 
 
 @dataclass(frozen=True)
 class GatewayWorker:
     url: str
-    member: str | None        # the fleet member behind this URL (None: not ours)
+    member: str | None  # the fleet member behind this URL (None: not ours)
     healthy: bool
-    status: str               # smg's word: ready, pending, ...
+    status: str  # smg's word: ready, pending, ...
     load: int | None
     worker_id: str = ""
 
@@ -138,7 +176,7 @@ class GatewayWorker:
 @dataclass(frozen=True)
 class GatewayStatus:
     url: str
-    state: str                # the run: starting | ready | crashed | stopped | fatal ...
+    state: str  # the run: starting | ready | crashed | stopped | fatal ...
     reachable: bool
     error: str | None = None
     workers: tuple[GatewayWorker, ...] = ()
@@ -151,10 +189,18 @@ class GatewayStatus:
         return sum(1 for w in self.workers if w.healthy)
 
     def to_json(self) -> dict[str, Any]:
-        return {"url": self.url, "state": self.state, "reachable": self.reachable, "error": self.error,
-                "pid": self.pid, "restarts": self.restarts, "log_path": self.log_path,
-                "healthy_workers": self.healthy_workers, "total_workers": len(self.workers),
-                "workers": [w.__dict__ for w in self.workers]}
+        return {
+            "url": self.url,
+            "state": self.state,
+            "reachable": self.reachable,
+            "error": self.error,
+            "pid": self.pid,
+            "restarts": self.restarts,
+            "log_path": self.log_path,
+            "healthy_workers": self.healthy_workers,
+            "total_workers": len(self.workers),
+            "workers": [w.__dict__ for w in self.workers],
+        }
 
 
 def parse_workers(body: object, members_by_url: dict[str, str]) -> tuple[GatewayWorker, ...]:
@@ -167,9 +213,16 @@ def parse_workers(body: object, members_by_url: dict[str, str]) -> tuple[Gateway
             continue
         url = w["url"].rstrip("/")
         load = w.get("load")
-        out.append(GatewayWorker(url=url, member=members_by_url.get(url), healthy=bool(w.get("is_healthy")),
-                                 status=str(w.get("status") or ("healthy" if w.get("is_healthy") else "unhealthy")),
-                                 load=load if isinstance(load, int) else None, worker_id=str(w.get("id") or "")))
+        out.append(
+            GatewayWorker(
+                url=url,
+                member=members_by_url.get(url),
+                healthy=bool(w.get("is_healthy")),
+                status=str(w.get("status") or ("healthy" if w.get("is_healthy") else "unhealthy")),
+                load=load if isinstance(load, int) else None,
+                worker_id=str(w.get("id") or ""),
+            )
+        )
     return tuple(out)
 
 
@@ -185,10 +238,9 @@ class Gateway:
         self.members_by_url: dict[str, str] = {}
         self.sup = Supervisor(GatewayProfile(self.name, self.spec, ()), state_dir=self.state_dir)
         # no keep-alive: an idle connection of ours would hold smg's graceful shutdown
-        self._client = httpx.AsyncClient(timeout=3.0, trust_env=False,
-                                         limits=httpx.Limits(max_keepalive_connections=0))
+        self._client = httpx.AsyncClient(timeout=3.0, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0))
         self._watch: asyncio.Task[None] | None = None
-        self._added: dict[str, float] = {}   # url -> when we asked smg to add it
+        self._added: dict[str, float] = {}  # url -> when we asked smg to add it
 
     @property
     def url(self) -> str:
@@ -236,18 +288,25 @@ class Gateway:
             resp.raise_for_status()
             workers = parse_workers(clean_json(resp.json()), self.members_by_url)
         except (httpx.HTTPError, ValueError) as exc:
-            return GatewayStatus(self.url, state, False, f"{self.url}/workers: {type(exc).__name__}: {exc}",
-                                 pid=run.pid, restarts=run.restarts, log_path=run.log_path)
+            return GatewayStatus(
+                self.url,
+                state,
+                False,
+                f"{self.url}/workers: {type(exc).__name__}: {exc}",
+                pid=run.pid,
+                restarts=run.restarts,
+                log_path=run.log_path,
+            )
         if state == RunState.STARTING and not self.supervise:
-            state = RunState.READY   # nobody here runs the health checks: it answered, it is up
-        return GatewayStatus(self.url, state, True, workers=workers, pid=run.pid, restarts=run.restarts,
-                             log_path=run.log_path)
+            state = RunState.READY  # nobody here runs the health checks: it answered, it is up
+        return GatewayStatus(self.url, state, True, workers=workers, pid=run.pid, restarts=run.restarts, log_path=run.log_path)
 
     async def reconcile(self, status: GatewayStatus | None = None) -> list[str]:
         """Make the gateway's worker list the fleet's: POST /workers for a member it lacks
         (a member launched after the gateway, a fresh tunnel port), DELETE /workers/{id} for
         a URL no member has (a previous console's tunnel). Returns what it did."""
         import time
+
         status = status or await self.read()
         if not status.reachable:
             return []

@@ -11,6 +11,7 @@ Outcomes of an action (``MemberResult.outcome``), worst first:
   pending     not decided yet (verification still waiting for evidence)
   ok          done
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +29,7 @@ from server_control.model.verification import Verification
 from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, RunState
 from server_control.state.state_dir import resolve_state_dir
 
-ROW_MAX_AGE_S = 5.0   # a row whose session published nothing is rebuilt after this long
+ROW_MAX_AGE_S = 5.0  # a row whose session published nothing is rebuilt after this long
 
 if TYPE_CHECKING:
     from server_control.fleet.remote import RemoteRun
@@ -45,6 +46,7 @@ MARK = {"pass": "+", "fail": "x", "pending": "."}
 @dataclass(frozen=True)
 class MemberRow:
     """What the fleet table shows for one member (None: not known yet)."""
+
     name: str
     kind: str
     host: str
@@ -57,12 +59,12 @@ class MemberRow:
     tok_s: float | None = None
     accept_len: float | None = None
     verify: str = "pending"
-    marks: str = "..."          # one character per layer: + pass, x fail, . pending
+    marks: str = "..."  # one character per layer: + pass, x fail, . pending
     restarts: int = 0
     gpu_util: float | None = None
     error: str | None = None
     url: str = ""
-    last_change: str | None = None   # the state of the last threshold/force change
+    last_change: str | None = None  # the state of the last threshold/force change
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -81,8 +83,7 @@ class MemberResult:
         return self.outcome in (REFUSED, NO_ANSWER, FAILED)
 
     def to_json(self) -> dict[str, Any]:
-        return {"member": self.member, "action": self.action, "outcome": self.outcome,
-                "detail": self.detail, "data": self.data}
+        return {"member": self.member, "action": self.action, "outcome": self.outcome, "detail": self.detail, "data": self.data}
 
 
 def exit_code(results: Iterable[MemberResult]) -> int:
@@ -123,14 +124,14 @@ class Member:
     def __init__(self, spec: MemberSpec, session: Session, remote: RemoteRun | None = None) -> None:
         self.spec = spec
         self.session = session
-        self.remote = remote          # RemoteRun for ssh members
-        self._row: MemberRow | None = None   # the last row built, and when (monotonic)
+        self.remote = remote  # RemoteRun for ssh members
+        self._row: MemberRow | None = None  # the last row built, and when (monotonic)
         self._row_at = 0.0
-        self._changed = True          # the session published a change since that row
+        self._changed = True  # the session published a change since that row
         session.subscribe(self._on_session_event)
 
     def _on_session_event(self, topic: str) -> None:
-        if topic != "logs":   # log lines are not in the row
+        if topic != "logs":  # log lines are not in the row
             self._changed = True
 
     @property
@@ -147,8 +148,7 @@ class Member:
         return self.spec.worker_url or self.session.url
 
     @classmethod
-    def build(cls, spec: MemberSpec, fleet: FleetSpec, state_dir: str | Path | None = None, *,
-              supervise: bool = True) -> Member:
+    def build(cls, spec: MemberSpec, fleet: FleetSpec, state_dir: str | Path | None = None, *, supervise: bool = True) -> Member:
         from server_control.session.session import Session  # noqa: PLC0415 - heavy
 
         poll = fleet.poll_interval_s
@@ -157,15 +157,14 @@ class Member:
         key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         admin = os.environ.get(spec.admin_api_key_env) if spec.admin_api_key_env else None
         if spec.kind == URL:
-            return cls(spec, Session.attach(spec.url, log_path=spec.log, api_key=key, admin_api_key=admin,
-                                            poll_interval_s=poll))
+            return cls(spec, Session.attach(spec.url, log_path=spec.log, api_key=key, admin_api_key=admin, poll_interval_s=poll))
         from server_control.fleet.remote import RemoteRun  # noqa: PLC0415
         from server_control.proc.ports import free_port  # noqa: PLC0415
+
         port = free_port()
         mirrors = resolve_state_dir(state_dir) / "fleet" / fleet.name / spec.name
         remote = RemoteRun(spec, port, mirrors, status_interval_s=fleet.status_interval_s)
-        session = Session(f"http://127.0.0.1:{port}", remote, api_key=key, admin_api_key=admin,
-                          poll_interval_s=poll)
+        session = Session(f"http://127.0.0.1:{port}", remote, api_key=key, admin_api_key=admin, poll_interval_s=poll)
         return cls(spec, session, remote)
 
     async def start(self) -> None:
@@ -184,8 +183,7 @@ class Member:
         "elsewhere" expiring); an SSH member's row is built each time (its GPUs and errors
         come from the remote's own status reads)."""
         now = time.monotonic()
-        if (self._row is not None and not self._changed and self.remote is None
-                and now - self._row_at < ROW_MAX_AGE_S):
+        if self._row is not None and not self._changed and self.remote is None and now - self._row_at < ROW_MAX_AGE_S:
             return self._row
         self._changed = False
         self._row, self._row_at = self._build_row(), now
@@ -200,12 +198,25 @@ class Member:
         if self.remote is not None and self.remote.error:
             state, error = NO_ANSWER, self.remote.error
         return MemberRow(
-            name=self.name, kind=self.spec.kind, host=self.spec.where, state=state,
-            reachable=snap.server.reachable, mode=spec.mode, threshold=spec.threshold,
-            force=spec.force, batch=live.batch, tok_s=live.gen_throughput, accept_len=live.accept_len,
-            verify=ver.summary, marks="".join(MARK.get(x.status, "?") for x in ver.layers),
-            restarts=run.restarts, gpu_util=_gpu_util(gpus), error=error, url=self.url,
-            last_change=snap.last_change.state if snap.last_change else None)
+            name=self.name,
+            kind=self.spec.kind,
+            host=self.spec.where,
+            state=state,
+            reachable=snap.server.reachable,
+            mode=spec.mode,
+            threshold=spec.threshold,
+            force=spec.force,
+            batch=live.batch,
+            tok_s=live.gen_throughput,
+            accept_len=live.accept_len,
+            verify=ver.summary,
+            marks="".join(MARK.get(x.status, "?") for x in ver.layers),
+            restarts=run.restarts,
+            gpu_util=_gpu_util(gpus),
+            error=error,
+            url=self.url,
+            last_change=snap.last_change.state if snap.last_change else None,
+        )
 
     # -- actions ------------------------------------------------------------------------------
     async def settle(self, timeout_s: float = 5.0) -> None:
@@ -231,13 +242,23 @@ class Member:
 
     async def _threshold(self, value: object, wait_s: float | None) -> MemberResult:
         result = await self.session.set_threshold(value)
-        return MemberResult(self.name, "threshold", change_outcome(result.change),
-                            result.change.detail if result.change else result.message, result.to_json())
+        return MemberResult(
+            self.name,
+            "threshold",
+            change_outcome(result.change),
+            result.change.detail if result.change else result.message,
+            result.to_json(),
+        )
 
     async def _force(self, value: object, wait_s: float | None) -> MemberResult:
         result = await self.session.set_force(value)
-        return MemberResult(self.name, "force", change_outcome(result.change),
-                            result.change.detail if result.change else result.message, result.to_json())
+        return MemberResult(
+            self.name,
+            "force",
+            change_outcome(result.change),
+            result.change.detail if result.change else result.message,
+            result.to_json(),
+        )
 
     async def _verify(self, value: object, wait_s: float | None) -> MemberResult:
         deadline = time.monotonic() + (wait_s or 0.0)
@@ -254,7 +275,7 @@ class Member:
     async def _status(self, value: object, wait_s: float | None) -> MemberResult:
         row = self.row()
         if row.reachable or (row.state == RunState.STOPPED and not self.session.snapshot().server.foreign):
-            outcome = OK   # stopped on purpose (or never launched): a state, not a failure
+            outcome = OK  # stopped on purpose (or never launched): a state, not a failure
         else:
             outcome = NO_ANSWER if row.state not in STOPPED_STATES else FAILED
         return MemberResult(self.name, "status", outcome, row.error or row.state, row.to_json())
@@ -272,8 +293,13 @@ class Member:
             return MemberResult(self.name, "launch", run_outcome(result), result.message, result.to_json())
         if wait_s:
             if not await self._wait_reachable(wait_s):
-                return MemberResult(self.name, "launch", FAILED, f"not ready within {wait_s:g} s: "
-                                    f"{self.row().error or self.row().state}", result.to_json())
+                return MemberResult(
+                    self.name,
+                    "launch",
+                    FAILED,
+                    f"not ready within {wait_s:g} s: {self.row().error or self.row().state}",
+                    result.to_json(),
+                )
         return MemberResult(self.name, "launch", OK, result.message or "launched", result.to_json())
 
     async def _wait_reachable(self, wait_s: float) -> bool:
@@ -295,5 +321,4 @@ class Member:
         if self.spec.kind == URL:
             return MemberResult(self.name, "restart", REFUSED, "attached by URL: restart it where it runs")
         result = await self.session.restart()
-        return MemberResult(self.name, "restart", run_outcome(result), result.message or "restarted",
-                            result.to_json())
+        return MemberResult(self.name, "restart", run_outcome(result), result.message or "restarted", result.to_json())

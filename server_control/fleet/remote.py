@@ -12,6 +12,7 @@ What a session needs of a run, and where it comes from here:
   survives the link dropping). A restart on the host (a new log path) starts a new mirror;
 - launch / stop / restart: ``specconsole launch --wait|stop|restart --json`` on the host.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,17 +40,24 @@ LAUNCH_CONFLICT = 3
 
 
 class RemoteRun:
-    def __init__(self, member: MemberSpec, local_port: int, mirror_dir: Path, *,
-                 status_interval_s: float = 10.0, launch_wait_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        member: MemberSpec,
+        local_port: int,
+        mirror_dir: Path,
+        *,
+        status_interval_s: float = 10.0,
+        launch_wait_s: float = 120.0,
+    ) -> None:
         self.member = member
         self.ssh = SshHost(member)
         self.local_port = local_port
         self.mirror_dir = Path(mirror_dir)
         self.status_interval_s = status_interval_s
         self.launch_wait_s = launch_wait_s
-        self.remote: SessionSnapshot | None = None   # the last `status --json` answer
+        self.remote: SessionSnapshot | None = None  # the last `status --json` answer
         self.error: str | None = "not asked yet"
-        self.statuses = 0                     # answers received
+        self.statuses = 0  # answers received
         self._on_change: Callable[[], None] = lambda: None
         self._reachable = False
         self._task: asyncio.Task[Any] | None = None
@@ -81,22 +89,26 @@ class RemoteRun:
         return self._mirror
 
     def pids(self) -> list[int]:
-        return []   # its processes are on another host
+        return []  # its processes are on another host
 
     def on_sample(self, sample: Sample) -> None:
         self._reachable = sample.reachable
 
     def owns_server(self) -> bool | None:
-        return None   # its processes are on another host: the host's own status says
+        return None  # its processes are on another host: the host's own status says
 
     def status(self) -> RunStatus:
         run = self.remote.run if self.remote is not None else RunStatus()
-        st = replace(run, state=run.state or "unknown", log_path=str(self._mirror) if self._mirror else None,
-                     supervising=bool(run.supervising))
+        st = replace(
+            run,
+            state=run.state or "unknown",
+            log_path=str(self._mirror) if self._mirror else None,
+            supervising=bool(run.supervising),
+        )
         if self.remote is None or self.error:
             st = replace(st, last_error=self.error)
         if st.state == RunState.STARTING and self._reachable:
-            st = replace(st, state=RunState.READY)   # the host's status is older than our last poll
+            st = replace(st, state=RunState.READY)  # the host's status is older than our last poll
         return st
 
     def gpus(self) -> GpuStatus:
@@ -104,8 +116,15 @@ class RemoteRun:
         return self.remote.gpus if self.remote is not None else GpuStatus(False, self.error or "no status yet")
 
     async def launch(self) -> OperationResult:
-        res = await self.ssh.run("launch", "--profile", self.member.profile_ref, "--wait",
-                                 str(self.launch_wait_s), "--json", timeout_s=self.launch_wait_s + 30)
+        res = await self.ssh.run(
+            "launch",
+            "--profile",
+            self.member.profile_ref,
+            "--wait",
+            str(self.launch_wait_s),
+            "--json",
+            timeout_s=self.launch_wait_s + 30,
+        )
         out = self._result("launch", res, conflict_ok=True)
         await self.refresh()
         return out
@@ -117,14 +136,21 @@ class RemoteRun:
         return out
 
     async def restart(self) -> OperationResult:
-        res = await self.ssh.run("restart", "--profile", self.member.profile_ref, "--wait",
-                                 str(self.launch_wait_s), "--json", timeout_s=self.launch_wait_s + 150)
+        res = await self.ssh.run(
+            "restart",
+            "--profile",
+            self.member.profile_ref,
+            "--wait",
+            str(self.launch_wait_s),
+            "--json",
+            timeout_s=self.launch_wait_s + 150,
+        )
         out = self._result("restart", res)
         await self.refresh()
         return out
 
     async def remember_runtime(self, key: str, value: object) -> str | None:
-        return None   # the host's own run record keeps it (the host's console applied it)
+        return None  # the host's own run record keeps it (the host's console applied it)
 
     # -- the host's status --------------------------------------------------------------------
     def _result(self, operation: str, res: SshResult, conflict_ok: bool = False) -> OperationResult:
@@ -132,7 +158,7 @@ class RemoteRun:
         host = self.member.host
         if res.no_answer:
             return OperationResult(operation, Outcome.FAILED, f"{host}: {res.why()}", no_answer=True)
-        if res.rc == 0 and res.json() is None and res.stdout.strip():   # garbage instead of the --json answer
+        if res.rc == 0 and res.json() is None and res.stdout.strip():  # garbage instead of the --json answer
             return OperationResult(operation, Outcome.FAILED, f"{host}: no JSON answer (exit 0)", no_answer=True)
         if res.rc == 0:
             return OperationResult(operation, Outcome.DONE, str(body.get("message") or f"done on {host}"))
@@ -143,13 +169,12 @@ class RemoteRun:
     async def refresh(self) -> None:
         """Ask the host for its status; keep the tunnel and the log stream on target."""
         async with self._refresh_lock:
-            res = await self.ssh.run("status", "--profile", self.member.profile_ref, "--json",
-                                     timeout_s=STATUS_TIMEOUT_S)
+            res = await self.ssh.run("status", "--profile", self.member.profile_ref, "--json", timeout_s=STATUS_TIMEOUT_S)
             body = res.json()
             if res.no_answer or body is None or "run" not in body:
                 self.error = f"{self.member.host}: " + (
-                    res.why() if res.no_answer else f"no JSON answer (exit {res.rc})" if body is None
-                    else "status printed no run")
+                    res.why() if res.no_answer else f"no JSON answer (exit {res.rc})" if body is None else "status printed no run"
+                )
             else:
                 self.remote, self.error = SessionSnapshot.from_json(body), None
                 self.statuses += 1
@@ -202,8 +227,9 @@ class RemoteRun:
         self._remote_log = remote_log
         mirror = self.mirror_dir / Path(remote_log).name
         mirror.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        mirror.write_bytes(b"")   # `logs --follow` sends the file from its start again
+        mirror.write_bytes(b"")  # `logs --follow` sends the file from its start again
         self._stream = await self.ssh.stream(["logs", "--follow", remote_log], mirror)
         self._mirror = mirror
         from server_control.state.run_logs import prune_dir
+
         prune_dir(self.mirror_dir, KEEP_MIRRORS, protect=(mirror,))

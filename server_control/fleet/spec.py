@@ -9,6 +9,7 @@ in front of them. Schema: docs/fleet.md. Every error of a file is reported toget
 line each, as ``<file>: [members.NAME] key: <what is wrong>``; a local member's profile is
 loaded and validated too, and its own errors are quoted under the member.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,26 +25,44 @@ from server_control.config.schema import ENV_RE, NAME_RE, nul_problems
 
 LOCAL, SSH, URL = "local", "ssh", "url"
 MEMBER_KINDS = (LOCAL, SSH, URL)
-GATEWAY_POLICIES = ("round_robin", "random", "cache_aware", "power_of_two", "least_load",
-                    "consistent_hashing", "prefix_hash")
+GATEWAY_POLICIES = ("round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash")
 DEFAULT_REMOTE_COMMAND = ("specconsole",)
 
 # key -> (type tag, default); tags as in profile_schema: str int float bool strlist strmap
 TOP = {"name": ("str", None), "poll_interval_s": ("float", 1.0), "status_interval_s": ("float", 10.0)}
 MEMBER = {
-    "profile": ("str", ""), "host": ("str", ""), "url": ("str", ""), "log": ("str", ""),
-    "ssh_options": ("strlist", []), "command": ("strlist", list(DEFAULT_REMOTE_COMMAND)),
-    "env": ("strmap", {}), "worker_url": ("str", ""), "gateway": ("bool", True),
-    "api_key_env": ("str", ""), "admin_api_key_env": ("str", ""),
+    "profile": ("str", ""),
+    "host": ("str", ""),
+    "url": ("str", ""),
+    "log": ("str", ""),
+    "ssh_options": ("strlist", []),
+    "command": ("strlist", list(DEFAULT_REMOTE_COMMAND)),
+    "env": ("strmap", {}),
+    "worker_url": ("str", ""),
+    "gateway": ("bool", True),
+    "api_key_env": ("str", ""),
+    "admin_api_key_env": ("str", ""),
 }
 SSH_ONLY = ("ssh_options", "command", "env")
 GATEWAY = {
-    "host": ("str", "127.0.0.1"), "port": ("int", 30100), "policy": ("str", "round_robin"),
-    "python": ("str", ""), "prometheus_port": ("int", 0), "health_check_interval_s": ("int", 5),
-    "extra_args": ("strlist", []), "log_dir": ("str", ""), "stop_grace_s": ("float", 5.0),
+    "host": ("str", "127.0.0.1"),
+    "port": ("int", 30100),
+    "policy": ("str", "round_robin"),
+    "python": ("str", ""),
+    "prometheus_port": ("int", 0),
+    "health_check_interval_s": ("int", 5),
+    "extra_args": ("strlist", []),
+    "log_dir": ("str", ""),
+    "stop_grace_s": ("float", 5.0),
 }
-_WORDS = {"str": "a string", "int": "an integer", "float": "a finite number", "bool": "true or false",
-          "strlist": "a list of strings", "strmap": "a table of strings"}
+_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a finite number",
+    "bool": "true or false",
+    "strlist": "a list of strings",
+    "strmap": "a table of strings",
+}
 
 
 class FleetError(ValueError):
@@ -58,16 +77,16 @@ class FleetError(ValueError):
 @dataclass(frozen=True)
 class MemberSpec:
     name: str
-    kind: str                            # local | ssh | url
-    profile_ref: str = ""                # as written: a path (local: resolved) or a name
-    profile: Profile | None = None       # local members: the loaded profile
-    host: str = ""                       # ssh destination (ssh config names work)
-    url: str = ""                        # url members
-    log: Path | None = None              # url members: the server's log file, if readable here
+    kind: str  # local | ssh | url
+    profile_ref: str = ""  # as written: a path (local: resolved) or a name
+    profile: Profile | None = None  # local members: the loaded profile
+    host: str = ""  # ssh destination (ssh config names work)
+    url: str = ""  # url members
+    log: Path | None = None  # url members: the server's log file, if readable here
     ssh_options: tuple[str, ...] = ()
     command: tuple[str, ...] = DEFAULT_REMOTE_COMMAND
     env: tuple[tuple[str, str], ...] = ()
-    worker_url: str = ""                 # what the gateway uses; "" = the member's own URL
+    worker_url: str = ""  # what the gateway uses; "" = the member's own URL
     gateway: bool = True
     api_key_env: str = ""
     admin_api_key_env: str = ""
@@ -122,8 +141,7 @@ class FleetSpec:
         for m in self.members:
             if m.name == name:
                 return m
-        raise KeyError(f"no member {name!r} in fleet {self.name} (members: "
-                       f"{', '.join(m.name for m in self.members)})")
+        raise KeyError(f"no member {name!r} in fleet {self.name} (members: {', '.join(m.name for m in self.members)})")
 
     def names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.members)
@@ -134,22 +152,22 @@ def _check_type(tag: str, value: Any) -> bool:
         return isinstance(value, str)
     if tag == "int":
         return isinstance(value, int) and not isinstance(value, bool)
-    if tag == "float":   # nan / inf are no durations
+    if tag == "float":  # nan / inf are no durations
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if tag == "bool":
         return isinstance(value, bool)
     if tag == "strlist":
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if tag == "strmap":
-        return isinstance(value, dict) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
-                                               for v in value.values())
+        return isinstance(value, dict) and all(
+            isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value.values()
+        )
     raise AssertionError(tag)
 
 
 def _table(raw: Any, schema: dict[str, Any], where: str, errors: list[str]) -> dict[str, Any]:
     """Typed values of one table (defaults filled); problems appended as '<where> key: ...'."""
-    out = {k: (list(d) if isinstance(d, list) else dict(d) if isinstance(d, dict) else d)
-           for k, (_, d) in schema.items()}
+    out = {k: (list(d) if isinstance(d, list) else dict(d) if isinstance(d, dict) else d) for k, (_, d) in schema.items()}
     if not isinstance(raw, dict):
         errors.append(f"{where}: must be a table, got {type(raw).__name__}")
         return out
@@ -178,8 +196,7 @@ def _member(name: str, raw: Any, base: Path, errors: list[str]) -> MemberSpec | 
     if len(errors) > n0:
         return None
     if bool(v["profile"]) == bool(v["url"]):
-        errors.append(f"{where} profile: give exactly one of profile (a local or remote profile) or url "
-                      "(attach only)")
+        errors.append(f"{where} profile: give exactly one of profile (a local or remote profile) or url (attach only)")
         return None
     kind = URL if v["url"] else (SSH if v["host"] else LOCAL)
     _kind_problems(where, kind, v, errors)
@@ -196,11 +213,22 @@ def _member(name: str, raw: Any, base: Path, errors: list[str]) -> MemberSpec | 
     log = Path(os.path.expanduser(v["log"])) if v["log"] else None
     if log is not None and not log.is_absolute():
         log = base / log
-    return MemberSpec(name=name, kind=kind, profile_ref=ref, profile=profile, host=v["host"],
-                      url=v["url"].rstrip("/"), log=log, ssh_options=tuple(v["ssh_options"]),
-                      command=tuple(v["command"]), env=tuple((k, str(x)) for k, x in v["env"].items()),
-                      worker_url=v["worker_url"].rstrip("/"), gateway=v["gateway"],
-                      api_key_env=v["api_key_env"], admin_api_key_env=v["admin_api_key_env"])
+    return MemberSpec(
+        name=name,
+        kind=kind,
+        profile_ref=ref,
+        profile=profile,
+        host=v["host"],
+        url=v["url"].rstrip("/"),
+        log=log,
+        ssh_options=tuple(v["ssh_options"]),
+        command=tuple(v["command"]),
+        env=tuple((k, str(x)) for k, x in v["env"].items()),
+        worker_url=v["worker_url"].rstrip("/"),
+        gateway=v["gateway"],
+        api_key_env=v["api_key_env"],
+        admin_api_key_env=v["admin_api_key_env"],
+    )
 
 
 def _kind_problems(where: str, kind: str, v: dict[str, Any], errors: list[str]) -> None:
@@ -234,8 +262,7 @@ def _value_problems(where: str, kind: str, v: dict[str, Any], errors: list[str])
 def _local_profile(where: str, ref: str, base: Path, errors: list[str]) -> Profile | None:
     """A local member's profile (a relative path from the fleet file's folder first), or None (said)."""
     candidate = Path(os.path.expanduser(ref))
-    path = find_profile(str(base / candidate) if not candidate.is_absolute() and (base / candidate).exists()
-                        else ref)
+    path = find_profile(str(base / candidate) if not candidate.is_absolute() and (base / candidate).exists() else ref)
     try:
         return load_profile(path)
     except ProfileError as exc:
@@ -267,8 +294,7 @@ def _clashes(members: list[MemberSpec], gateway: GatewaySpec | None) -> list[str
             continue
         key = (m.profile.connect_host, m.profile.port)
         if key in seen:
-            errors.append(f"[members.{m.name}] profile: port {m.profile.port} is also the port of member "
-                          f"{seen[key]}")
+            errors.append(f"[members.{m.name}] profile: port {m.profile.port} is also the port of member {seen[key]}")
         seen[key] = m.name
         if gateway is not None and gateway.port == m.profile.port:
             errors.append(f"[gateway] port: {gateway.port} is the port of member {m.name}")
@@ -309,9 +335,14 @@ def parse_fleet(data: dict[str, Any], path: str | Path | None = None, stem: str 
         if len(errors) == 1:
             raise FleetError(f"{where}: {errors[0]}", path, keys)
         raise FleetError(f"{where}: {len(errors)} problems:\n  " + "\n  ".join(errors), path, keys)
-    return FleetSpec(name=name, path=Path(path).resolve() if path is not None else None,
-                     members=tuple(members), gateway=gateway, poll_interval_s=top["poll_interval_s"],
-                     status_interval_s=top["status_interval_s"])
+    return FleetSpec(
+        name=name,
+        path=Path(path).resolve() if path is not None else None,
+        members=tuple(members),
+        gateway=gateway,
+        poll_interval_s=top["poll_interval_s"],
+        status_interval_s=top["status_interval_s"],
+    )
 
 
 def load_fleet(path: str | Path) -> FleetSpec:
@@ -319,6 +350,7 @@ def load_fleet(path: str | Path) -> FleetSpec:
     p = Path(os.path.expanduser(str(path)))
     if not p.exists() and os.sep not in str(path) and not str(path).endswith(".toml"):
         from server_control.config.assets import assets_dir
+
         shipped = assets_dir() / "fleets" / f"{path}.toml"
         p = shipped if shipped.exists() else p
     try:
@@ -329,6 +361,6 @@ def load_fleet(path: str | Path) -> FleetSpec:
         raise FleetError(f"{p}: not UTF-8 text ({exc})", p) from None
     except tomllib.TOMLDecodeError as exc:
         raise FleetError(f"{p}: invalid TOML: {exc}", p) from None
-    except (RecursionError, MemoryError, ValueError) as exc:   # nested too deep, ...: still a bad file
+    except (RecursionError, MemoryError, ValueError) as exc:  # nested too deep, ...: still a bad file
         raise FleetError(f"{p}: invalid TOML: {type(exc).__name__}: {str(exc)[:200]}", p) from None
     return parse_fleet(data, p, p.stem)

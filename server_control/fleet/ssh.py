@@ -22,6 +22,7 @@ stdin, which sshd closes when the connection goes.
 Exit code 255 is ssh's own failure (host unreachable, authentication refused): such a
 call is "no answer", never a result of the remote command.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,9 +43,19 @@ SSH = "ssh"
 SSH_FAILED = 255
 TIMED_OUT = -1
 TOO_LARGE = -2
-MAX_OUTPUT_BYTES = 4 << 20   # a remote command's stdout (and stderr) is read up to this
-BASE_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
-                "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR")
+MAX_OUTPUT_BYTES = 4 << 20  # a remote command's stdout (and stderr) is read up to this
+BASE_OPTIONS = (
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "ConnectTimeout=10",
+    "-o",
+    "ServerAliveInterval=5",
+    "-o",
+    "ServerAliveCountMax=3",
+    "-o",
+    "LogLevel=ERROR",
+)
 CONTROL_PERSIST_S = 30
 
 
@@ -80,7 +91,7 @@ class SshResult:
             except ValueError:
                 continue
             if isinstance(value, dict):
-                return cast("dict[str, Any]", clean_json(value))   # a remote server's words: terminal-safe from here on
+                return cast("dict[str, Any]", clean_json(value))  # a remote server's words: terminal-safe from here on
         return None
 
     def why(self) -> str:
@@ -135,8 +146,14 @@ class SshHost:
 
     def _options(self, mux: bool) -> list[str]:
         if mux and self.multiplex:
-            mux_opts = ["-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir()}/%C",
-                        "-o", f"ControlPersist={CONTROL_PERSIST_S}"]
+            mux_opts = [
+                "-o",
+                "ControlMaster=auto",
+                "-o",
+                f"ControlPath={control_dir()}/%C",
+                "-o",
+                f"ControlPersist={CONTROL_PERSIST_S}",
+            ]
         else:
             mux_opts = ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
         return [*BASE_OPTIONS, *mux_opts, *self.member.ssh_options]
@@ -151,10 +168,15 @@ class SshHost:
         t0 = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
         except OSError as exc:
             return SshResult(tuple(argv), SSH_FAILED, "", f"cannot run {SSH}: {exc}", 0.0)
+
         async def collect() -> tuple[bytes, bytes, bool]:
             reads = [asyncio.ensure_future(_read_capped(s, MAX_OUTPUT_BYTES)) for s in (proc.stdout, proc.stderr)]
             try:
@@ -162,12 +184,13 @@ class SshHost:
                 while pending:
                     done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                     if any(t.result()[1] for t in done):
-                        return b"", b"", True     # one stream said too much: stop reading both
+                        return b"", b"", True  # one stream said too much: stop reading both
             finally:
                 for t in reads:
                     t.cancel()
             await proc.wait()
             return reads[0].result()[0], reads[1].result()[0], False
+
         try:
             out, err, too_large = await asyncio.wait_for(collect(), timeout_s)
         except TimeoutError:
@@ -179,9 +202,13 @@ class SshHost:
         if too_large:
             await _end(proc)
             return SshResult(tuple(argv), TOO_LARGE, "", "", time.monotonic() - t0)
-        return SshResult(tuple(argv), proc.returncode if proc.returncode is not None else SSH_FAILED,
-                         out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                         time.monotonic() - t0)
+        return SshResult(
+            tuple(argv),
+            proc.returncode if proc.returncode is not None else SSH_FAILED,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            time.monotonic() - t0,
+        )
 
     async def stream(self, cli_args: list[str], out_path: Path) -> asyncio.subprocess.Process:
         """Start ``specconsole ARGS`` on the host with its stdout appended to ``out_path``;
@@ -194,27 +221,39 @@ class SshHost:
         out_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(out_path, "ab") as out:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=out, stderr=asyncio.subprocess.DEVNULL,
-                start_new_session=True)
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=out, stderr=asyncio.subprocess.DEVNULL, start_new_session=True
+            )
         self._streams.append(proc)
         return proc
 
     async def tunnel(self, local_port: int, remote_host: str, remote_port: int) -> asyncio.subprocess.Process:
         """``ssh -N -L 127.0.0.1:LOCAL:REMOTE_HOST:REMOTE_PORT`` on a connection of its own
         (a forward made through a shared master would outlive this process)."""
-        argv = [SSH, *self._options(False), "-N", "-o", "ExitOnForwardFailure=yes",
-                "-L", f"127.0.0.1:{local_port}:{remote_host}:{remote_port}", self.member.host]
+        argv = [
+            SSH,
+            *self._options(False),
+            "-N",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-L",
+            f"127.0.0.1:{local_port}:{remote_host}:{remote_port}",
+            self.member.host,
+        ]
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
         self._streams.append(proc)
         return proc
 
     async def stop_stream(self, proc: asyncio.subprocess.Process) -> None:
-        if proc.stdin is None:   # a tunnel: nothing remote to end first
+        if proc.stdin is None:  # a tunnel: nothing remote to end first
             await _end(proc)
         else:
-            proc.stdin.close()   # the remote side sees EOF and ends its command
+            proc.stdin.close()  # the remote side sees EOF and ends its command
             try:
                 await asyncio.wait_for(proc.wait(), 2.0)
             except TimeoutError:
@@ -229,8 +268,12 @@ class SshHost:
             argv = [SSH, *self._options(True), "-O", "exit", self.member.host]
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                    stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL,
+                    start_new_session=True,
+                )
                 await asyncio.wait_for(proc.wait(), 5.0)
             except (TimeoutError, OSError):
                 pass

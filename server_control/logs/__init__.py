@@ -8,6 +8,7 @@
 
 Imports protocol and sanitize only.
 """
+
 from server_control.logs.parse import Parser, classify, parse_bytes, parse_text
 from server_control.logs.pattern import compile_pattern
 from server_control.logs.pipeline import LogPipeline, iter_file
@@ -16,6 +17,17 @@ from server_control.logs.store import LogStore
 from server_control.logs.tail import Follower
 
 __all__ = [
-    "DISPLAY_CAP", "JSON_KEYS", "KINDS", "Follower", "LogPipeline", "LogStore", "Parser",
-    "Record", "classify", "compile_pattern", "iter_file", "parse_bytes", "parse_text",
+    "DISPLAY_CAP",
+    "JSON_KEYS",
+    "KINDS",
+    "Follower",
+    "LogPipeline",
+    "LogStore",
+    "Parser",
+    "Record",
+    "classify",
+    "compile_pattern",
+    "iter_file",
+    "parse_bytes",
+    "parse_text",
 ]

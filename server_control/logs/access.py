@@ -9,6 +9,7 @@ Any client's polling counts (this console's, a second console's, a load balancer
 probe, Prometheus scraping /metrics): the lines say nothing that the screen does not, and
 at one request per second per endpoint they bury the server's own lines.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,10 +20,21 @@ from server_control.logs.record import Record
 # Read-only endpoints polled by specconsole (telemetry/http_poll.py, the supervisor's health
 # probe, control read-back), by SGLang's gateway (smg registers and monitors a worker through
 # /health, /v1/models[/{id}], /server_info, /model_info, /v1/loads) and by Prometheus.
-POLL_PATHS = frozenset({
-    "/health", "/health_generate", "/ready", "/server_info", "/get_server_info",
-    "/v1/loads", "/get_load", "/metrics", "/v1/models", "/get_model_info", "/model_info",
-})
+POLL_PATHS = frozenset(
+    {
+        "/health",
+        "/health_generate",
+        "/ready",
+        "/server_info",
+        "/get_server_info",
+        "/v1/loads",
+        "/get_load",
+        "/metrics",
+        "/v1/models",
+        "/get_model_info",
+        "/model_info",
+    }
+)
 POLL_PREFIXES = ("/v1/models/",)
 POLL_METHODS = frozenset({"GET", "HEAD"})
 
@@ -32,13 +44,16 @@ _REQUEST = re.compile(r'"([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3})')
 @dataclass(frozen=True)
 class AccessLine:
     method: str
-    path: str     # without the query string
+    path: str  # without the query string
     status: int
 
     @property
     def polling(self) -> bool:
-        return (self.method in POLL_METHODS and 200 <= self.status < 400
-                and (self.path in POLL_PATHS or self.path.startswith(POLL_PREFIXES)))
+        return (
+            self.method in POLL_METHODS
+            and 200 <= self.status < 400
+            and (self.path in POLL_PATHS or self.path.startswith(POLL_PREFIXES))
+        )
 
 
 def parse_access(raw: str) -> AccessLine | None:

@@ -10,6 +10,7 @@ Every other line (other shapes, other releases, other kinds) goes the ``Record``
 msgspec's encoder. Both give the same JSON values (tests/logs/test_json_lines.py compares
 them line by line on the benchmark's log and on odd lines).
 """
+
 from __future__ import annotations
 
 import re
@@ -20,18 +21,45 @@ from server_control.logs.record import DECODE, JSON_KEYS, PREFILL, Record
 
 _INT = r"(?P<%s>0|[1-9]\d*)"
 _FLOAT = r"(?P<%s>(?:0|[1-9]\d*)\.\d+)"
-_PREFIX = (r"\[(?P<date>\d{4}-\d\d-\d\d) (?P<clock>\d\d:\d\d:\d\d(?:\.\d{1,9})?)"
-           r"(?: (?P<rank>[A-Z]{2,3}\d+(?: [A-Z]{2,3}\d+)*))?\] ")
+_PREFIX = (
+    r"\[(?P<date>\d{4}-\d\d-\d\d) (?P<clock>\d\d:\d\d:\d\d(?:\.\d{1,9})?)"
+    r"(?: (?P<rank>[A-Z]{2,3}\d+(?: [A-Z]{2,3}\d+)*))?\] "
+)
 _DECODE = re.compile(
-    _PREFIX + "(?P<text>Decode batch[.,] #running-req: " + _INT % "running_req" + ", #(?:full )?token: "
-    + _INT % "num_tokens" + ", (?:full )?token usage: " + _FLOAT % "token_usage" + ", (?:accept len: "
-    + _FLOAT % "accept_len" + ", accept rate: " + _FLOAT % "accept_rate" + ", )?(?:cuda|cpu|npu) graph: "
-    r"(?P<cuda_graph>True|False), gen throughput \(token/s\): " + _FLOAT % "gen_throughput"
-    + ", #queue-req: " + _INT % "queue_req" + "(?:, )?)")
+    _PREFIX
+    + "(?P<text>Decode batch[.,] #running-req: "
+    + _INT % "running_req"
+    + ", #(?:full )?token: "
+    + _INT % "num_tokens"
+    + ", (?:full )?token usage: "
+    + _FLOAT % "token_usage"
+    + ", (?:accept len: "
+    + _FLOAT % "accept_len"
+    + ", accept rate: "
+    + _FLOAT % "accept_rate"
+    + ", )?(?:cuda|cpu|npu) graph: "
+    r"(?P<cuda_graph>True|False), gen throughput \(token/s\): "
+    + _FLOAT % "gen_throughput"
+    + ", #queue-req: "
+    + _INT % "queue_req"
+    + "(?:, )?)"
+)
 _PREFILL = re.compile(
-    _PREFIX + "(?P<text>Prefill batch[.,] #new-seq: " + _INT % "new_seq" + ", #new-token: " + _INT % "new_token"
-    + ", #cached-token: " + _INT % "cached_token" + ", (?:full )?token usage: " + _FLOAT % "token_usage"
-    + ", #running-req: " + _INT % "running_req" + ", #queue-req: " + _INT % "queue_req" + "(?:, )?)")
+    _PREFIX
+    + "(?P<text>Prefill batch[.,] #new-seq: "
+    + _INT % "new_seq"
+    + ", #new-token: "
+    + _INT % "new_token"
+    + ", #cached-token: "
+    + _INT % "cached_token"
+    + ", (?:full )?token usage: "
+    + _FLOAT % "token_usage"
+    + ", #running-req: "
+    + _INT % "running_req"
+    + ", #queue-req: "
+    + _INT % "queue_req"
+    + "(?:, )?)"
+)
 
 
 def _template(kind: str, present: frozenset[str], rank: bool) -> str:
@@ -54,7 +82,7 @@ def _template(kind: str, present: frozenset[str], rank: bool) -> str:
 
 def _templates(kind: str, pattern: re.Pattern[str]) -> tuple[str, str]:
     present = frozenset(pattern.groupindex)
-    return _template(kind, present, False), _template(kind, present, True)   # without, with a rank
+    return _template(kind, present, False), _template(kind, present, True)  # without, with a rank
 
 
 _DECODE_T = _templates(DECODE, _DECODE)
@@ -83,8 +111,9 @@ def fast_json(line: int, kind: str, raw: str) -> str | None:
     return templates[values["rank"] != "null"] % values
 
 
-def json_lines(columns: Iterable[tuple[Sequence[int], Sequence[str], Sequence[str]]],
-               encode: Callable[[Any], bytes]) -> Iterable[bytes]:
+def json_lines(
+    columns: Iterable[tuple[Sequence[int], Sequence[str], Sequence[str]]], encode: Callable[[Any], bytes]
+) -> Iterable[bytes]:
     """UTF-8 JSON lines of every record in ``columns`` (``Parser.feed``'s batches), one bytes per batch;
     ``encode`` (msgspec's ``Encoder.encode``) writes the records the fast path does not take."""
     for nums, kinds, raws in columns:

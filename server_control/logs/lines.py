@@ -1,5 +1,6 @@
 """Bytes -> clean lines: invalid UTF-8 replaced, ANSI escapes and control characters removed,
 a partial last line held until its newline, absurdly long lines cut (never silently)."""
+
 from __future__ import annotations
 
 from server_control.sanitize import clean_bytes
@@ -13,8 +14,8 @@ class LineSplitter:
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.max_line_bytes = max_line_bytes
         self._partial = b""
-        self._skipping = False   # inside an over-long line, dropping until its newline
-        self.cut_lines = 0       # lines cut at max_line_bytes
+        self._skipping = False  # inside an over-long line, dropping until its newline
+        self.cut_lines = 0  # lines cut at max_line_bytes
 
     @property
     def partial(self) -> bytes:
@@ -25,7 +26,7 @@ class LineSplitter:
             nl = data.find(b"\n")
             if nl < 0:
                 return [], ""
-            data = data[nl + 1:]
+            data = data[nl + 1 :]
             self._skipping = False
         if self._partial:
             data = self._partial + data
@@ -38,7 +39,7 @@ class LineSplitter:
                 return self._lines(data[: self.max_line_bytes])
             self._partial = data
             return [], ""
-        self._partial = data[cut + 1:]
+        self._partial = data[cut + 1 :]
         if len(self._partial) > self.max_line_bytes:
             head = self._partial[: self.max_line_bytes]
             self._partial = b""

@@ -9,6 +9,7 @@ first access (see ``record.Record``).
 ``LogStore.extend_columns`` takes as they are; ``parse_text``/``parse_bytes`` give
 ``Record`` objects for everything else.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,20 +41,30 @@ MAX_TRACEBACK_LINES = 5000
 MAX_EXCEPTION_TAIL = 20  # lines after "ValueError: ..." that still belong to it
 
 _LEVEL = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
-_ERRORISH = re.compile(
-    r"(?:Error|Exception)\b|exception|sigquit|Segmentation fault|out of memory|\bKilled\b")
+_ERRORISH = re.compile(r"(?:Error|Exception)\b|exception|sigquit|Segmentation fault|out of memory|\bKilled\b")
 _WARNINGISH = re.compile(r"\bWARN(?:ING)?\b|Warning\b|warning")
 # A line that starts a new log record (so it cannot continue a traceback).
 _RECORD_START = re.compile(
     r"\[|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d \d\d:|"
-    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\(\w+ pid=\d+\)")
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\(\w+ pid=\d+\)"
+)
 
 
 def _suspicious(s: str) -> bool:
     """Cheap substring tests (no regex) for a line that may be an error or a warning."""
-    return ("rror" in s or "RROR" in s or "xception" in s or "WARN" in s or "arning" in s
-            or "CRITICAL" in s or "FATAL" in s or "sigquit" in s or "Segmentation fault" in s
-            or "out of memory" in s or "Killed" in s)
+    return (
+        "rror" in s
+        or "RROR" in s
+        or "xception" in s
+        or "WARN" in s
+        or "arning" in s
+        or "CRITICAL" in s
+        or "FATAL" in s
+        or "sigquit" in s
+        or "Segmentation fault" in s
+        or "out of memory" in s
+        or "Killed" in s
+    )
 
 
 def classify_rare(line: str) -> str:
@@ -99,9 +110,12 @@ def classify_many(lines: list[str]) -> list[str]:
     """Kinds of many lines (no traceback grouping): the hot path."""
     rare = classify_rare
     return [
-        DECODE if "Decode batch" in s and "#running-req" in s
-        else PREFILL if "Prefill batch" in s and "#new-seq" in s
-        else HTTP if " HTTP/1." in s or " HTTP/2" in s
+        DECODE
+        if "Decode batch" in s and "#running-req" in s
+        else PREFILL
+        if "Prefill batch" in s and "#new-seq" in s
+        else HTTP
+        if " HTTP/1." in s or " HTTP/2" in s
         else rare(s)
         for s in lines
     ]
@@ -132,7 +146,7 @@ class _Traceback:
         self.line = line
         self.lines = [first]
         self.state = "frames"  # frames -> exception -> (blank) -> chain -> frames ...
-        self.tail = 0          # lines taken after the exception line
+        self.tail = 0  # lines taken after the exception line
         self.held: list[str] = []  # blank lines that may precede a chained traceback
 
 

@@ -6,6 +6,7 @@ ignores case; one upper-case letter makes the whole pattern case-sensitive. Lett
 escapes (``\\S``, ``\\W``, ``\\D``, ``\\B``) do not count. A bad pattern raises ValueError
 naming it and the reason.
 """
+
 from __future__ import annotations
 
 import re

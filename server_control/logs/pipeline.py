@@ -1,5 +1,6 @@
 """Tail -> lines -> parser -> store: ``LogPipeline`` (async, follows) and ``iter_file``
 (one pass over an existing file, as fast as it goes)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -43,10 +44,16 @@ class LogPipeline:
     ``new_records`` event fire after each batch of new records; the console flushes
     ``store.since(seen)`` on its own clock (e.g. every 50 ms)."""
 
-    def __init__(self, path: str | os.PathLike[str], store: LogStore | None = None,
-                 on_records: Callable[[int], None] | None = None, *,
-                 poll_interval: float = DEFAULT_POLL_S, chunk_size: int = DEFAULT_CHUNK,
-                 idle_flush_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        store: LogStore | None = None,
+        on_records: Callable[[int], None] | None = None,
+        *,
+        poll_interval: float = DEFAULT_POLL_S,
+        chunk_size: int = DEFAULT_CHUNK,
+        idle_flush_s: float = 0.5,
+    ) -> None:
         self.path = Path(path)
         self.store = store if store is not None else LogStore()
         self.follower = Follower(path, chunk_size=chunk_size, poll_interval=poll_interval)
@@ -63,7 +70,7 @@ class LogPipeline:
 
     @property
     def state(self) -> str:
-        """"waiting" (no file yet), "following", "error: <reason>", or "stopped"."""
+        """ "waiting" (no file yet), "following", "error: <reason>", or "stopped"."""
         if self._stopped:
             return "stopped"
         if self.follower.error:

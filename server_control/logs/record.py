@@ -6,6 +6,7 @@ access and cached, so that a million lines can be classified and stored without 
 each one. ``to_json()`` gives exactly the keys of the log record contract
 (docs/architecture.md, docs/logs.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,9 +35,19 @@ def is_long(raw: str, cap: int = DISPLAY_CAP) -> bool:
     """True when a line of ``raw`` is longer than ``cap`` characters (shown cut)."""
     return len(raw) > cap and ("\n" not in raw or max(map(len, raw.split("\n"))) > cap)
 
+
 STAT_FIELDS = (
-    "running_req", "queue_req", "token_usage", "num_tokens", "gen_throughput",
-    "accept_len", "accept_rate", "cuda_graph", "new_seq", "new_token", "cached_token",
+    "running_req",
+    "queue_req",
+    "token_usage",
+    "num_tokens",
+    "gen_throughput",
+    "accept_len",
+    "accept_rate",
+    "cuda_graph",
+    "new_seq",
+    "new_token",
+    "cached_token",
     "input_throughput",
 )
 SPEC_FIELDS = ("threshold", "mode", "batch")
@@ -46,15 +57,16 @@ JSON_KEYS = ("line", "kind", "ts", "rank", "text") + STAT_FIELDS + SPEC_FIELDS
 # [2026-11-29 10:00:00 TP0], [2026-11-29 10:00:00.123 DP3 TP3], [10:00:00 TP0 EP0].
 _SGLANG_PREFIX = re.compile(
     r"\[(?:(\d{4}-\d\d-\d\d)[ T])?(\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)"
-    r"((?: (?:[A-Z]{1,6}_)?[A-Z]{2,3}\d+)*)\] ?")
+    r"((?: (?:[A-Z]{1,6}_)?[A-Z]{2,3}\d+)*)\] ?"
+)
 _GPU_PREFIX = re.compile(r"\[(gpu_id=\d+|gpu=\d+)\] ?")
 _PREFIX_WINDOW = 240  # a wrapping logger's prefix must end within this many characters
 # Prefixes of other loggers when no SGLang prefix is present.
-_ISO_START = re.compile(
-    r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(Z|[+-]\d\d:?\d\d)?\s*")
+_ISO_START = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(Z|[+-]\d\d:?\d\d)?\s*")
 _LEVEL_DATE_START = re.compile(
     r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d (\d\d:\d\d:\d\d(?:\.\d+)?)"
-    r"\s+(?:\[[^\]]*\]\s+)?")
+    r"\s+(?:\[[^\]]*\]\s+)?"
+)
 _SYSLOG_START = re.compile(r"[A-Z][a-z]{2} [ \d]\d (\d\d:\d\d:\d\d) \S+ [^:\s]+: ")
 
 # "key: value" pairs of the Decode/Prefill stat lines.
@@ -90,10 +102,12 @@ _INT, _FLOAT = r"(\d+)", r"(\d+\.\d+)"
 _DECODE_LINE = re.compile(
     rf"Decode batch[.,] #running-req: {_INT}, #(?:full )?token: {_INT}, (?:full )?token usage: {_FLOAT}, "
     rf"(?:accept len: {_FLOAT}, accept rate: {_FLOAT}, )?(?:cuda|cpu|npu) graph: (True|False), "
-    rf"gen throughput \(token/s\): {_FLOAT}, #queue-req: {_INT}(?:, )?")
+    rf"gen throughput \(token/s\): {_FLOAT}, #queue-req: {_INT}(?:, )?"
+)
 _PREFILL_LINE = re.compile(
     rf"Prefill batch[.,] #new-seq: {_INT}, #new-token: {_INT}, #cached-token: {_INT}, "
-    rf"(?:full )?token usage: {_FLOAT}, #running-req: {_INT}, #queue-req: {_INT}(?:, )?")
+    rf"(?:full )?token usage: {_FLOAT}, #running-req: {_INT}, #queue-req: {_INT}(?:, )?"
+)
 
 
 def _fast_stats(text: str) -> dict[str, Any] | None:
@@ -112,8 +126,14 @@ def _fast_stats(text: str) -> dict[str, Any] | None:
     m = _PREFILL_LINE.fullmatch(text)
     if m is not None:
         seqs, new, cached, usage, running, queue = m.groups()
-        return {"new_seq": int(seqs), "new_token": int(new), "cached_token": int(cached),
-                "token_usage": float(usage), "running_req": int(running), "queue_req": int(queue)}
+        return {
+            "new_seq": int(seqs),
+            "new_token": int(new),
+            "cached_token": int(cached),
+            "token_usage": float(usage),
+            "running_req": int(running),
+            "queue_req": int(queue),
+        }
     return None
 
 
@@ -227,7 +247,7 @@ class Record:
         """The message: the line without SGLang's (or a wrapping logger's) prefix."""
         if self._at < 0:
             self._prefix()
-        return self.raw[self._at:]
+        return self.raw[self._at :]
 
     @property
     def long(self) -> bool:
@@ -252,8 +272,7 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         """Exactly the contract keys, in contract order; absent fields are None."""
-        out = {"line": self.line, "kind": self.kind, "ts": self.ts, "rank": self.rank,
-               "text": self.text, **_NULLS}
+        out = {"line": self.line, "kind": self.kind, "ts": self.ts, "rank": self.rank, "text": self.text, **_NULLS}
         out.update(self.fields)
         return out
 

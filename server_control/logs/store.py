@@ -5,6 +5,7 @@ are not tracked by the garbage collector, so a store of 100k records costs littl
 and nothing to collect. ``Record`` objects are made on the way out (``since``, ``tail``,
 ``filter``, ``search``, ``get``). Sequence numbers start at 1 and never repeat.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,7 @@ def check_kinds(kinds: str | Iterable[str] | None) -> frozenset[str] | None:
     wanted = frozenset(k.strip() for k in kinds)
     unknown = sorted(wanted.difference(KINDS))
     if unknown:
-        raise ValueError(f"unknown record kind {', '.join(map(repr, unknown))}: "
-                         f"expected one of {', '.join(KINDS)}")
+        raise ValueError(f"unknown record kind {', '.join(map(repr, unknown))}: expected one of {', '.join(KINDS)}")
     return wanted
 
 
@@ -49,8 +49,8 @@ class LogStore:
         self._lines: deque[int] = deque(maxlen=capacity)
         self._kinds: deque[str] = deque(maxlen=capacity)
         self._raws: deque[str] = deque(maxlen=capacity)
-        self.total = 0       # records ever stored
-        self.truncated = 0   # records with a line longer than display_cap (kept whole)
+        self.total = 0  # records ever stored
+        self.truncated = 0  # records with a line longer than display_cap (kept whole)
 
     # ---- adding -----------------------------------------------------------------------
     def extend_columns(self, nums: list[int], kinds: list[str], raws: list[str]) -> int:
@@ -62,7 +62,7 @@ class LogStore:
         if max(map(len, raws)) > cap:
             self.truncated += sum(1 for r in raws if is_long(r, cap))
         if n >= self.capacity:  # only the newest fit
-            nums, kinds, raws = nums[-self.capacity:], kinds[-self.capacity:], raws[-self.capacity:]
+            nums, kinds, raws = nums[-self.capacity :], kinds[-self.capacity :], raws[-self.capacity :]
         self._lines.extend(nums)
         self._kinds.extend(kinds)
         self._raws.extend(raws)
@@ -80,8 +80,7 @@ class LogStore:
         records = list(records)
         for i, rec in enumerate(records, self.total + 1):
             rec.seq = i
-        return self.extend_columns([r.line for r in records], [r.kind for r in records],
-                                   [r.raw for r in records])
+        return self.extend_columns([r.line for r in records], [r.kind for r in records], [r.raw for r in records])
 
     # ---- counters ----------------------------------------------------------------------
     @property
@@ -107,8 +106,7 @@ class LogStore:
 
     # ---- reading -----------------------------------------------------------------------
     def _record(self, index: int) -> Record:
-        return Record(self._lines[index], self._kinds[index], self._raws[index],
-                      self.first_seq + index)
+        return Record(self._lines[index], self._kinds[index], self._raws[index], self.first_seq + index)
 
     def get(self, seq: int) -> Record | None:
         index = seq - self.first_seq
@@ -138,17 +136,22 @@ class LogStore:
     def records(self) -> list[Record]:
         return self._newest(len(self._raws))
 
-    def filter(self, pattern: str | re.Pattern[str] | None = None, invert: bool = False,
-               kinds: str | Iterable[str] | None = None,
-               rank: str | None = None) -> list[Record]:
+    def filter(
+        self,
+        pattern: str | re.Pattern[str] | None = None,
+        invert: bool = False,
+        kinds: str | Iterable[str] | None = None,
+        rank: str | None = None,
+    ) -> list[Record]:
         """Records in memory that match: ``pattern`` (regex over the raw line, or not when
         ``invert``), of one of ``kinds``, from ``rank``. Raises ValueError on a bad pattern
         or an unknown kind."""
         rx = compile_pattern(pattern) if pattern not in (None, "") else None
         wanted = check_kinds(kinds)
         first = self.first_seq
-        rows: Iterable[tuple[int, int, str, str]] = zip(range(first, first + len(self._raws)), self._lines,
-                                                        self._kinds, self._raws)
+        rows: Iterable[tuple[int, int, str, str]] = zip(
+            range(first, first + len(self._raws)), self._lines, self._kinds, self._raws
+        )
         if wanted is not None:
             rows = ((s, n, k, r) for s, n, k, r in rows if k in wanted)
         if rx is not None:
@@ -184,9 +187,12 @@ class LogStore:
         return None
 
 
-
-def record_matcher(pattern: str | re.Pattern[str] | None = None, invert: bool = False,
-                   kinds: str | Iterable[str] | None = None, rank: str | None = None) -> Callable[[Record], bool]:
+def record_matcher(
+    pattern: str | re.Pattern[str] | None = None,
+    invert: bool = False,
+    kinds: str | Iterable[str] | None = None,
+    rank: str | None = None,
+) -> Callable[[Record], bool]:
     """A predicate over ``Record`` with the semantics of ``LogStore.filter`` (for streams).
     Raises ValueError on a bad pattern or an unknown kind, before any record is seen."""
     rx = compile_pattern(pattern) if pattern not in (None, "") else None

@@ -8,6 +8,7 @@
 None means nothing new: sleep ``poll_interval`` before the next poll (``Follower.events``
 does exactly that). Before switching to a rotated file the old one is read to its end.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,13 +24,15 @@ DEFAULT_POLL_S = 0.1
 
 Event = tuple[str, bytes | None]  # ("opened" | "data" | "rotated" | "truncated", data)
 
+
 class Follower:
-    def __init__(self, path: str | os.PathLike[str], chunk_size: int = DEFAULT_CHUNK,
-                 poll_interval: float = DEFAULT_POLL_S) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], chunk_size: int = DEFAULT_CHUNK, poll_interval: float = DEFAULT_POLL_S
+    ) -> None:
         self.path = Path(path)
         self.chunk_size = chunk_size
         self.poll_interval = poll_interval
-        self.opened = 0        # times a file was opened at the path
+        self.opened = 0  # times a file was opened at the path
         self.rotations = 0
         self.truncations = 0
         self.error: str | None = None  # why the path cannot be read now (None: fine/absent)

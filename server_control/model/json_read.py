@@ -1,6 +1,7 @@
 """Tolerant readers of JSON values (a value of the wrong type becomes None or empty, never
 an exception): how the typed values of model/ read JSON (a remote member's `status --json`,
 the server's answers). Public: every module that reads JSON tolerantly uses these."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -1,4 +1,5 @@
 """One server's decode load: the telemetry sample's and the snapshot's (one type, both)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,13 +24,25 @@ class Load:
     ts: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"batch": self.batch, "queue": self.queue, "token_usage": self.token_usage,
-                "gen_throughput": self.gen_throughput, "accept_len": self.accept_len,
-                "accept_rate": self.accept_rate, "ts": self.ts}
+        return {
+            "batch": self.batch,
+            "queue": self.queue,
+            "token_usage": self.token_usage,
+            "gen_throughput": self.gen_throughput,
+            "accept_len": self.accept_len,
+            "accept_rate": self.accept_rate,
+            "ts": self.ts,
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> Load:
         r = as_obj(raw)
-        return cls(batch=as_int(r.get("batch")), queue=as_int(r.get("queue")), token_usage=as_num(r.get("token_usage")),
-                   gen_throughput=as_num(r.get("gen_throughput")), accept_len=as_num(r.get("accept_len")),
-                   accept_rate=as_num(r.get("accept_rate")), ts=as_num(r.get("ts")))
+        return cls(
+            batch=as_int(r.get("batch")),
+            queue=as_int(r.get("queue")),
+            token_usage=as_num(r.get("token_usage")),
+            gen_throughput=as_num(r.get("gen_throughput")),
+            accept_len=as_num(r.get("accept_len")),
+            accept_rate=as_num(r.get("accept_rate")),
+            ts=as_num(r.get("ts")),
+        )

@@ -10,6 +10,7 @@ again at or below the low mark ``max(1, N - hysteresis)``, no switch before
 ``min_dwell_steps`` steps in a mode). The server does not publish how many steps its current
 mode has lasted, so the dwell is said as the rule, not counted down.
 """
+
 from __future__ import annotations
 
 from server_control.model.snapshot import SpecStatus

@@ -7,6 +7,7 @@ One type with one way to say how it went (``outcome``):
   failed   attempted and did not work (the server died, a request failed, processes remain)
 ``message`` is one line for the operator; the typed details ride along.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,13 +21,13 @@ from server_control.model.vocabulary import CHANGE_OUTCOME, Outcome
 
 @dataclass(frozen=True)
 class OperationResult:
-    operation: str                     # launch | stop | restart | threshold | force | verify
+    operation: str  # launch | stop | restart | threshold | force | verify
     outcome: Outcome
     message: str = ""
-    run: RunStatus | None = None       # launch / restart / stop: the run afterwards
-    change: SettingChange | None = None          # threshold / force
-    verification: Verification | None = None     # verify
-    no_answer: bool = False            # failed because the other side never answered (a fleet host)
+    run: RunStatus | None = None  # launch / restart / stop: the run afterwards
+    change: SettingChange | None = None  # threshold / force
+    verification: Verification | None = None  # verify
+    no_answer: bool = False  # failed because the other side never answered (a fleet host)
 
     @property
     def done(self) -> bool:

@@ -5,6 +5,7 @@ gathered by the SGLang patch; with TP 1 the snapshot itself), each rank's
 ``free_gib`` before it, ``reserved_gib`` taken out of the KV budget) and ``forwards``
 (per mode: target graph / eager, draft-extend graph / eager decode steps). A frozen part
 of ``SwitchHealth``; ``status --json`` and the console's GPU panel show it."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -33,22 +34,33 @@ class RankResources:
     failed: str | None = None  # the rank's "rank failed: ..." row
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "memory": dict(self.memory),
-                "forwards": {m: dict(c) for m, c in self.forwards.items()}, "failed": self.failed}
+        return {
+            "rank": self.rank,
+            "memory": dict(self.memory),
+            "forwards": {m: dict(c) for m, c in self.forwards.items()},
+            "failed": self.failed,
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> RankResources:
         r = as_obj(raw)
         memory = as_obj(r.get("memory"))
-        return cls(rank=as_str(r.get("rank")) or "?",
-                   memory={k: as_num(memory.get(k)) for k in MEMORY_KEYS},
-                   forwards=_forwards(r.get("forwards")), failed=as_str(r.get("failed")))
+        return cls(
+            rank=as_str(r.get("rank")) or "?",
+            memory={k: as_num(memory.get(k)) for k in MEMORY_KEYS},
+            forwards=_forwards(r.get("forwards")),
+            failed=as_str(r.get("failed")),
+        )
 
     @classmethod
     def from_row(cls, rank: str, row: dict[str, Any]) -> RankResources:
         memory = as_obj(row.get("state_memory"))
-        return cls(rank=rank, memory={k: as_num(memory.get(k)) for k in MEMORY_KEYS},
-                   forwards=_forwards(row.get("forwards")), failed=as_str(row.get("failed")))
+        return cls(
+            rank=rank,
+            memory={k: as_num(memory.get(k)) for k in MEMORY_KEYS},
+            forwards=_forwards(row.get("forwards")),
+            failed=as_str(row.get("failed")),
+        )
 
     def graph_share(self, mode: str, part: str) -> str:
         """``graph/all`` decode steps of ``part`` (``target`` / ``draft_extend``) in ``mode``."""

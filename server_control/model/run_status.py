@@ -1,5 +1,6 @@
 """The run part of the session snapshot (server_control/model/snapshot.py): the server's
 process, its supervision and who supervises it."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -15,8 +16,9 @@ _EMPTY_SETTINGS: Mapping[str, int | str] = MappingProxyType({})
 @dataclass(frozen=True)
 class SupervisorInfo:
     """The process that restarts the run's crashes (server_control/supervision/ownership.py)."""
+
     pid: int
-    kind: str          # console | supervise | handoff
+    kind: str  # console | supervise | handoff
     since: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -50,34 +52,58 @@ class RunStatus:
     last_error: str | None = None
     next_restart_in_s: float | None = None
     runtime: Mapping[str, int | str] = field(default_factory=lambda: _EMPTY_SETTINGS)  # settings changed
-    runtime_note: str | None = None   # at runtime, kept across restarts (server_control/supervision/carried_settings.py)
-    supervisor: SupervisorInfo | None = None   # who restarts crashes (None: nobody)
-    last_exit: str | None = None   # how the server last ended on its own (crash, watchdog): kept across restarts
+    runtime_note: str | None = None  # at runtime, kept across restarts (server_control/supervision/carried_settings.py)
+    supervisor: SupervisorInfo | None = None  # who restarts crashes (None: nobody)
+    last_exit: str | None = None  # how the server last ended on its own (crash, watchdog): kept across restarts
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": self.state, "pid": self.pid, "pgid": self.pgid, "started_at": self.started_at,
-               "uptime_s": self.uptime_s, "port": self.port, "restarts": self.restarts,
-               "log_path": self.log_path, "exit_code": self.exit_code, "fatal_reason": self.fatal_reason,
-               "processes": list(self.processes)}
+        out: dict[str, Any] = {
+            "state": self.state,
+            "pid": self.pid,
+            "pgid": self.pgid,
+            "started_at": self.started_at,
+            "uptime_s": self.uptime_s,
+            "port": self.port,
+            "restarts": self.restarts,
+            "log_path": self.log_path,
+            "exit_code": self.exit_code,
+            "fatal_reason": self.fatal_reason,
+            "processes": list(self.processes),
+        }
         if self.supervising is not None:
-            out.update(supervising=self.supervising, last_error=self.last_error,
-                       next_restart_in_s=self.next_restart_in_s, runtime=dict(self.runtime),
-                       runtime_note=self.runtime_note,
-                       supervisor=self.supervisor.to_json() if self.supervisor else None, last_exit=self.last_exit)
+            out.update(
+                supervising=self.supervising,
+                last_error=self.last_error,
+                next_restart_in_s=self.next_restart_in_s,
+                runtime=dict(self.runtime),
+                runtime_note=self.runtime_note,
+                supervisor=self.supervisor.to_json() if self.supervisor else None,
+                last_exit=self.last_exit,
+            )
         return out
 
     @classmethod
     def from_json(cls, raw: object) -> RunStatus:
         r = as_obj(raw)
-        return cls(state=as_str(r.get("state")), pid=as_int(r.get("pid")), pgid=as_int(r.get("pgid")),
-                   started_at=as_str(r.get("started_at")), uptime_s=as_num(r.get("uptime_s")),
-                   port=as_int(r.get("port")), restarts=as_int(r.get("restarts")) or 0,
-                   log_path=as_str(r.get("log_path")), exit_code=as_int(r.get("exit_code")),
-                   fatal_reason=as_str(r.get("fatal_reason")),
-                   processes=tuple(p for p in map(as_int, as_list(r.get("processes"))) if p is not None),
-                   supervising=as_bool(r.get("supervising")), last_error=as_str(r.get("last_error")),
-                   next_restart_in_s=as_num(r.get("next_restart_in_s")),
-                   runtime=MappingProxyType({k: v for k, v in as_obj(r.get("runtime")).items()
-                                             if isinstance(v, (int, str)) and not isinstance(v, bool)}),
-                   runtime_note=as_str(r.get("runtime_note")), supervisor=SupervisorInfo.from_json(r.get("supervisor")),
-                   last_exit=as_str(r.get("last_exit")))
+        return cls(
+            state=as_str(r.get("state")),
+            pid=as_int(r.get("pid")),
+            pgid=as_int(r.get("pgid")),
+            started_at=as_str(r.get("started_at")),
+            uptime_s=as_num(r.get("uptime_s")),
+            port=as_int(r.get("port")),
+            restarts=as_int(r.get("restarts")) or 0,
+            log_path=as_str(r.get("log_path")),
+            exit_code=as_int(r.get("exit_code")),
+            fatal_reason=as_str(r.get("fatal_reason")),
+            processes=tuple(p for p in map(as_int, as_list(r.get("processes"))) if p is not None),
+            supervising=as_bool(r.get("supervising")),
+            last_error=as_str(r.get("last_error")),
+            next_restart_in_s=as_num(r.get("next_restart_in_s")),
+            runtime=MappingProxyType(
+                {k: v for k, v in as_obj(r.get("runtime")).items() if isinstance(v, (int, str)) and not isinstance(v, bool)}
+            ),
+            runtime_note=as_str(r.get("runtime_note")),
+            supervisor=SupervisorInfo.from_json(r.get("supervisor")),
+            last_exit=as_str(r.get("last_exit")),
+        )

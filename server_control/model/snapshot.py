@@ -10,6 +10,7 @@ Cheap to consume in numbers: every part is immutable, so a consumer keeps the la
 drew and redraws only when the new one differs (``!=`` on identical objects is a pointer
 check); the session rebuilds the long parts (series, switches) only when they changed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -29,8 +30,20 @@ MODES = ("speculative", "target_only")
 SERIES = ("batch", "gen_throughput", "accept_len", "threshold", "mode")
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 
-__all__ = ["EMPTY_SNAPSHOT", "GpuDevice", "GpuStatus", "LogStatus", "ModeShare", "Series",
-           "ServerStatus", "SessionSnapshot", "SettingChange", "SpecStatus", "Switch", "Timeline"]
+__all__ = [
+    "EMPTY_SNAPSHOT",
+    "GpuDevice",
+    "GpuStatus",
+    "LogStatus",
+    "ModeShare",
+    "Series",
+    "ServerStatus",
+    "SessionSnapshot",
+    "SettingChange",
+    "SpecStatus",
+    "Switch",
+    "Timeline",
+]
 
 
 # ---- the parts -------------------------------------------------------------------------
@@ -42,18 +55,31 @@ class ServerStatus:
     tp_size: int | None = None
     dp_size: int | None = None
     version: str | None = None
-    foreign: bool = False   # something answers at the URL, but it is not this run's server (``error`` says who)
+    foreign: bool = False  # something answers at the URL, but it is not this run's server (``error`` says who)
 
     def to_json(self) -> dict[str, Any]:
-        return {"reachable": self.reachable, "error": self.error, "model": self.model,
-                "tp_size": self.tp_size, "dp_size": self.dp_size, "version": self.version, "foreign": self.foreign}
+        return {
+            "reachable": self.reachable,
+            "error": self.error,
+            "model": self.model,
+            "tp_size": self.tp_size,
+            "dp_size": self.dp_size,
+            "version": self.version,
+            "foreign": self.foreign,
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> ServerStatus:
         r = as_obj(raw)
-        return cls(reachable=r.get("reachable") is True, error=as_str(r.get("error")), model=as_str(r.get("model")),
-                   tp_size=as_int(r.get("tp_size")), dp_size=as_int(r.get("dp_size")), version=as_str(r.get("version")),
-                   foreign=r.get("foreign") is True)
+        return cls(
+            reachable=r.get("reachable") is True,
+            error=as_str(r.get("error")),
+            model=as_str(r.get("model")),
+            tp_size=as_int(r.get("tp_size")),
+            dp_size=as_int(r.get("dp_size")),
+            version=as_str(r.get("version")),
+            foreign=r.get("foreign") is True,
+        )
 
 
 @dataclass(frozen=True)
@@ -72,28 +98,45 @@ class SpecStatus:
     seconds: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     tokens: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     supports_runtime_threshold: bool | None = None
-    switch_rate: SwitchRate = SwitchRate()   # rule-made switches lately; flapping (telemetry/flapping.py)
+    switch_rate: SwitchRate = SwitchRate()  # rule-made switches lately; flapping (telemetry/flapping.py)
     health: SwitchHealth = SwitchHealth()  # active / reason / TP rank disagreement / real steps
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "threshold": self.threshold, "low_mark": self.low_mark,
-                "hysteresis": self.hysteresis, "min_dwell_steps": self.min_dwell_steps, "force": self.force,
-                "switch_count": self.switch_count, "steps": dict(self.steps), "seconds": dict(self.seconds),
-                "tokens": dict(self.tokens), "supports_runtime_threshold": self.supports_runtime_threshold,
-                "switch_rate": self.switch_rate.to_json(), "health": self.health.to_json()}
+        return {
+            "mode": self.mode,
+            "threshold": self.threshold,
+            "low_mark": self.low_mark,
+            "hysteresis": self.hysteresis,
+            "min_dwell_steps": self.min_dwell_steps,
+            "force": self.force,
+            "switch_count": self.switch_count,
+            "steps": dict(self.steps),
+            "seconds": dict(self.seconds),
+            "tokens": dict(self.tokens),
+            "supports_runtime_threshold": self.supports_runtime_threshold,
+            "switch_rate": self.switch_rate.to_json(),
+            "health": self.health.to_json(),
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> SpecStatus:
         r = as_obj(raw)
         mode = r.get("mode")
-        return cls(mode=mode if mode in MODES else None, threshold=as_int(r.get("threshold")),
-                   low_mark=as_int(r.get("low_mark")), hysteresis=as_int(r.get("hysteresis")),
-                   min_dwell_steps=as_int(r.get("min_dwell_steps")),
-                   force=as_str(r.get("force")), switch_count=as_int(r.get("switch_count")) or 0,
-                   steps=as_counts(r.get("steps")), seconds=as_counts(r.get("seconds")), tokens=as_counts(r.get("tokens")),
-                   supports_runtime_threshold=as_bool(r.get("supports_runtime_threshold")),
-                   switch_rate=SwitchRate.from_json(r.get("switch_rate")),
-                   health=SwitchHealth.from_json(r.get("health")))
+        return cls(
+            mode=mode if mode in MODES else None,
+            threshold=as_int(r.get("threshold")),
+            low_mark=as_int(r.get("low_mark")),
+            hysteresis=as_int(r.get("hysteresis")),
+            min_dwell_steps=as_int(r.get("min_dwell_steps")),
+            force=as_str(r.get("force")),
+            switch_count=as_int(r.get("switch_count")) or 0,
+            steps=as_counts(r.get("steps")),
+            seconds=as_counts(r.get("seconds")),
+            tokens=as_counts(r.get("tokens")),
+            supports_runtime_threshold=as_bool(r.get("supports_runtime_threshold")),
+            switch_rate=SwitchRate.from_json(r.get("switch_rate")),
+            health=SwitchHealth.from_json(r.get("health")),
+        )
 
 
 @dataclass(frozen=True)
@@ -109,18 +152,26 @@ class SettingChange:
     key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"requested": self.requested, "state": self.state, "detail": self.detail, "ranks": list(self.ranks),
-                "key": self.key}
+        return {
+            "requested": self.requested,
+            "state": self.state,
+            "detail": self.detail,
+            "ranks": list(self.ranks),
+            "key": self.key,
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> SettingChange | None:
         if not isinstance(raw, dict) or not isinstance(raw.get("state"), str):
             return None
         req = raw.get("requested")
-        return cls(requested=req if isinstance(req, (int, str)) else None, state=raw["state"],
-                   detail=as_str(raw.get("detail")) or "", ranks=tuple(x for x in as_list(raw.get("ranks"))
-                                                                     if isinstance(x, bool)),
-                   key=as_str(raw.get("key")))
+        return cls(
+            requested=req if isinstance(req, (int, str)) else None,
+            state=raw["state"],
+            detail=as_str(raw.get("detail")) or "",
+            ranks=tuple(x for x in as_list(raw.get("ranks")) if isinstance(x, bool)),
+            key=as_str(raw.get("key")),
+        )
 
 
 def _points(raw: object) -> tuple[Point, ...]:
@@ -160,8 +211,14 @@ class Switch:
     forced: bool = False  # made by a forced mode, not by the threshold rule
 
     def to_json(self) -> dict[str, Any]:
-        return {"ts": self.ts, "mode": self.mode, "batch": self.batch, "threshold": self.threshold,
-                "rank": self.rank, "forced": self.forced}
+        return {
+            "ts": self.ts,
+            "mode": self.mode,
+            "batch": self.batch,
+            "threshold": self.threshold,
+            "rank": self.rank,
+            "forced": self.forced,
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> Switch | None:
@@ -169,8 +226,14 @@ class Switch:
         mode = r.get("mode")
         if mode not in MODES:
             return None
-        return cls(ts=as_str(r.get("ts")), mode=mode, batch=as_int(r.get("batch")), threshold=as_int(r.get("threshold")),
-                   rank=as_str(r.get("rank")), forced=r.get("forced") is True)
+        return cls(
+            ts=as_str(r.get("ts")),
+            mode=mode,
+            batch=as_int(r.get("batch")),
+            threshold=as_int(r.get("threshold")),
+            rank=as_str(r.get("rank")),
+            forced=r.get("forced") is True,
+        )
 
 
 @dataclass(frozen=True)
@@ -187,15 +250,17 @@ class Timeline:
     """Every switch (newest last) and, per mode, the share of time and tok/s in it."""
 
     switches: tuple[Switch, ...] = ()
-    per_mode: Mapping[str, ModeShare] = field(
-        default_factory=lambda: MappingProxyType({m: ModeShare() for m in MODES}))
+    per_mode: Mapping[str, ModeShare] = field(default_factory=lambda: MappingProxyType({m: ModeShare() for m in MODES}))
 
     @classmethod
     def from_json(cls, switches: object, per_mode: object) -> Timeline:
         pm = as_obj(per_mode)
-        return cls(switches=tuple(s for s in map(Switch.from_json, as_list(switches)) if s is not None),
-                   per_mode=MappingProxyType({m: ModeShare(as_num(as_obj(pm.get(m)).get("share")),
-                                                           as_num(as_obj(pm.get(m)).get("tok_s"))) for m in MODES}))
+        return cls(
+            switches=tuple(s for s in map(Switch.from_json, as_list(switches)) if s is not None),
+            per_mode=MappingProxyType(
+                {m: ModeShare(as_num(as_obj(pm.get(m)).get("share")), as_num(as_obj(pm.get(m)).get("tok_s"))) for m in MODES}
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -210,19 +275,32 @@ class GpuDevice:
     pids: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "name": self.name, "util": self.util, "mem_used_mb": self.mem_used_mb,
-                "mem_total_mb": self.mem_total_mb, "power_w": self.power_w, "temp_c": self.temp_c,
-                "pids": list(self.pids)}
+        return {
+            "index": self.index,
+            "name": self.name,
+            "util": self.util,
+            "mem_used_mb": self.mem_used_mb,
+            "mem_total_mb": self.mem_total_mb,
+            "power_w": self.power_w,
+            "temp_c": self.temp_c,
+            "pids": list(self.pids),
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> GpuDevice | None:
         r = as_obj(raw)
         if as_int(r.get("index")) is None:
             return None
-        return cls(index=as_int(r.get("index")) or 0, name=as_str(r.get("name")) or "?", util=as_num(r.get("util")),
-                   mem_used_mb=as_num(r.get("mem_used_mb")), mem_total_mb=as_num(r.get("mem_total_mb")),
-                   power_w=as_num(r.get("power_w")), temp_c=as_num(r.get("temp_c")),
-                   pids=tuple(p for p in map(as_int, as_list(r.get("pids"))) if p is not None))
+        return cls(
+            index=as_int(r.get("index")) or 0,
+            name=as_str(r.get("name")) or "?",
+            util=as_num(r.get("util")),
+            mem_used_mb=as_num(r.get("mem_used_mb")),
+            mem_total_mb=as_num(r.get("mem_total_mb")),
+            power_w=as_num(r.get("power_w")),
+            temp_c=as_num(r.get("temp_c")),
+            pids=tuple(p for p in map(as_int, as_list(r.get("pids"))) if p is not None),
+        )
 
 
 @dataclass(frozen=True)
@@ -237,8 +315,11 @@ class GpuStatus:
     @classmethod
     def from_json(cls, raw: object) -> GpuStatus:
         r = as_obj(raw)
-        return cls(available=r.get("available") is True, reason=as_str(r.get("reason")),
-                   devices=tuple(d for d in map(GpuDevice.from_json, as_list(r.get("devices"))) if d is not None))
+        return cls(
+            available=r.get("available") is True,
+            reason=as_str(r.get("reason")),
+            devices=tuple(d for d in map(GpuDevice.from_json, as_list(r.get("devices"))) if d is not None),
+        )
 
 
 @dataclass(frozen=True)
@@ -254,8 +335,9 @@ class LogStatus:
     @classmethod
     def from_json(cls, raw: object) -> LogStatus:
         r = as_obj(raw)
-        return cls(as_int(r.get("total")) or 0, as_int(r.get("dropped")) or 0, as_int(r.get("truncated")) or 0,
-                   as_str(r.get("path")))
+        return cls(
+            as_int(r.get("total")) or 0, as_int(r.get("dropped")) or 0, as_int(r.get("truncated")) or 0, as_str(r.get("path"))
+        )
 
 
 # ---- the whole -------------------------------------------------------------------------
@@ -267,8 +349,8 @@ class SessionSnapshot:
     run: RunStatus = RunStatus()
     server: ServerStatus = ServerStatus()
     spec: SpecStatus = SpecStatus()
-    last_change: SettingChange | None = None   # the last runtime setting change, of any key
-    live: Load = Load()   # the load of the last poll the server answered (its ts)
+    last_change: SettingChange | None = None  # the last runtime setting change, of any key
+    live: Load = Load()  # the load of the last poll the server answered (its ts)
     series: Series = Series()
     timeline: Timeline = Timeline()
     gpus: GpuStatus = GpuStatus()
@@ -288,27 +370,41 @@ class SessionSnapshot:
     def to_json(self) -> dict[str, Any]:
         change = self.last_change.to_json() if self.last_change else None
         return {
-            "profile": self.profile, "url": self.url, "attached": self.attached,
-            "run": self.run.to_json(), "server": self.server.to_json(), "spec": self.spec.to_json(),
+            "profile": self.profile,
+            "url": self.url,
+            "attached": self.attached,
+            "run": self.run.to_json(),
+            "server": self.server.to_json(),
+            "spec": self.spec.to_json(),
             "last_change": change,
-            "threshold_change": change,   # the old name of last_change: an alias for one release (docs/architecture.md)
-            "live": self.live.to_json(), "series": self.series.to_json(),
+            "threshold_change": change,  # the old name of last_change: an alias for one release (docs/architecture.md)
+            "live": self.live.to_json(),
+            "series": self.series.to_json(),
             "switches": [s.to_json() for s in self.timeline.switches],
             "per_mode": {m: s.to_json() for m, s in self.timeline.per_mode.items()},
-            "gpus": self.gpus.to_json(), "verify": self.verify.to_json(), "logs": self.logs.to_json(),
+            "gpus": self.gpus.to_json(),
+            "verify": self.verify.to_json(),
+            "logs": self.logs.to_json(),
         }
 
     @classmethod
     def from_json(cls, raw: Any) -> SessionSnapshot:
         r = as_obj(raw)
-        return cls(url=as_str(r.get("url")) or "", profile=as_str(r.get("profile")), attached=r.get("attached") is True,
-                   run=RunStatus.from_json(r.get("run")), server=ServerStatus.from_json(r.get("server")),
-                   spec=SpecStatus.from_json(r.get("spec")),
-                   last_change=SettingChange.from_json(r.get("last_change", r.get("threshold_change"))),
-                   live=Load.from_json(r.get("live")), series=Series.from_json(r.get("series")),
-                   timeline=Timeline.from_json(r.get("switches"), r.get("per_mode")),
-                   gpus=GpuStatus.from_json(r.get("gpus")), verify=Verification.from_json(r.get("verify")),
-                   logs=LogStatus.from_json(r.get("logs")))
+        return cls(
+            url=as_str(r.get("url")) or "",
+            profile=as_str(r.get("profile")),
+            attached=r.get("attached") is True,
+            run=RunStatus.from_json(r.get("run")),
+            server=ServerStatus.from_json(r.get("server")),
+            spec=SpecStatus.from_json(r.get("spec")),
+            last_change=SettingChange.from_json(r.get("last_change", r.get("threshold_change"))),
+            live=Load.from_json(r.get("live")),
+            series=Series.from_json(r.get("series")),
+            timeline=Timeline.from_json(r.get("switches"), r.get("per_mode")),
+            gpus=GpuStatus.from_json(r.get("gpus")),
+            verify=Verification.from_json(r.get("verify")),
+            logs=LogStatus.from_json(r.get("logs")),
+        )
 
 
 EMPTY_SNAPSHOT = SessionSnapshot(url="")  # nothing known yet (a screen before its first snapshot)

@@ -9,6 +9,7 @@ own accept length reads 1 while target-only), and per rank the steps=0 state's m
 the graph / eager decode steps per mode (``rank_resources.py``). A frozen part of the session snapshot
 (``SpecStatus.health``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,17 +31,26 @@ class SwitchHealth:
     ranks: tuple[RankResources, ...] = ()  # per rank: the steps=0 state's memory, graph/eager steps
 
     def to_json(self) -> dict[str, Any]:
-        return {"active": self.active, "reason": self.reason, "rank_fault": self.rank_fault,
-                "num_steps": self.num_steps, "accept_len": self.accept_len,
-                "ranks": [r.to_json() for r in self.ranks]}
+        return {
+            "active": self.active,
+            "reason": self.reason,
+            "rank_fault": self.rank_fault,
+            "num_steps": self.num_steps,
+            "accept_len": self.accept_len,
+            "ranks": [r.to_json() for r in self.ranks],
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> SwitchHealth:
         r = as_obj(raw)
-        return cls(active=as_bool(r.get("active")), reason=as_str(r.get("reason")),
-                   rank_fault=as_str(r.get("rank_fault")), num_steps=as_int(r.get("num_steps")),
-                   accept_len=as_num(r.get("accept_len")),
-                   ranks=tuple(RankResources.from_json(x) for x in as_list(r.get("ranks"))))
+        return cls(
+            active=as_bool(r.get("active")),
+            reason=as_str(r.get("reason")),
+            rank_fault=as_str(r.get("rank_fault")),
+            num_steps=as_int(r.get("num_steps")),
+            accept_len=as_num(r.get("accept_len")),
+            ranks=tuple(RankResources.from_json(x) for x in as_list(r.get("ranks"))),
+        )
 
     @classmethod
     def from_states(cls, dynamics: list[Any]) -> SwitchHealth:
@@ -58,8 +68,11 @@ class SwitchHealth:
                 faults.append(f"DP{i} {fault}" if len(dynamics) > 1 else fault)
         verifies = sum(as_num(d.get("verifies")) or 0 for d in dyns)
         accepted = sum(as_num(d.get("accepted_drafts")) or 0 for d in dyns)
-        return cls(active=False if off is not None else (True if all(f is True for f in flags) else None),
-                   reason=as_str(off.get("reason")) if off is not None else None,
-                   rank_fault="; ".join(faults) or None, num_steps=as_int(dyns[0].get("num_steps")),
-                   accept_len=1 + accepted / verifies if verifies else None,
-                   ranks=rank_resources.from_states(dynamics))
+        return cls(
+            active=False if off is not None else (True if all(f is True for f in flags) else None),
+            reason=as_str(off.get("reason")) if off is not None else None,
+            rank_fault="; ".join(faults) or None,
+            num_steps=as_int(dyns[0].get("num_steps")),
+            accept_len=1 + accepted / verifies if verifies else None,
+            ranks=rank_resources.from_states(dynamics),
+        )

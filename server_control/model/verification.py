@@ -1,5 +1,6 @@
 """The verdict of the three verification layers (server_control/control/verify.py judges
 them): one ``VerifyLayer`` per layer and the ``Verification`` that sums them up."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +27,7 @@ class VerifyLayer:
         if not isinstance(name, str) or not isinstance(status, str):
             return None
         evidence, cause = r.get("evidence"), r.get("cause")
-        return cls(name, status, evidence if isinstance(evidence, str) else None,
-                   cause if isinstance(cause, str) else None)
+        return cls(name, status, evidence if isinstance(evidence, str) else None, cause if isinstance(cause, str) else None)
 
 
 @dataclass(frozen=True)
@@ -48,5 +48,7 @@ class Verification:
         r = raw if isinstance(raw, dict) else {}
         layers: list[Any] = r["layers"] if isinstance(r.get("layers"), list) else []
         summary = r.get("summary")
-        return cls(summary if isinstance(summary, str) else PENDING,
-                   tuple(x for x in map(VerifyLayer.from_json, layers) if x is not None))
+        return cls(
+            summary if isinstance(summary, str) else PENDING,
+            tuple(x for x in map(VerifyLayer.from_json, layers) if x is not None),
+        )

@@ -3,6 +3,7 @@ a setting change's state, an operation's outcome, their groups, and the run-stat
 transitions the supervisor may make. ``StrEnum``: each member IS its string, so JSON and
 every comparison with a string read from JSON keep working unchanged.
 """
+
 from __future__ import annotations
 
 from enum import StrEnum
@@ -11,12 +12,12 @@ from enum import StrEnum
 class RunState(StrEnum):
     """A supervised run (``RunStatus.state``; the supervisor's ``state``)."""
 
-    STARTING = "starting"     # launched (or restarted), not answering /health yet
-    READY = "ready"           # answered /health (and /health_generate)
-    UNHEALTHY = "unhealthy"   # was ready, the health checks fail now
-    CRASHED = "crashed"       # the server's processes are gone without a stop; a restart may follow
-    STOPPED = "stopped"       # stopped on purpose (or never started)
-    FATAL = "fatal"           # crashed and will not be restarted (policy, start limit)
+    STARTING = "starting"  # launched (or restarted), not answering /health yet
+    READY = "ready"  # answered /health (and /health_generate)
+    UNHEALTHY = "unhealthy"  # was ready, the health checks fail now
+    CRASHED = "crashed"  # the server's processes are gone without a stop; a restart may follow
+    STOPPED = "stopped"  # stopped on purpose (or never started)
+    FATAL = "fatal"  # crashed and will not be restarted (policy, start limit)
 
 
 # A run whose server processes are there (it may answer or not).
@@ -61,27 +62,31 @@ def check_transition(old: RunState, new: RunState) -> None:
 class ChangeState(StrEnum):
     """How a runtime setting change went (``SettingChange.state``)."""
 
-    PENDING = "pending"           # sent; not yet read back on every rank
-    APPLIED = "applied"           # read back on every rank
-    REFUSED = "refused"           # not sent: invalid value, not the owner, a change in flight
-    UNSUPPORTED = "unsupported"   # the server cannot change it (not patched, switch off)
-    ERROR = "error"               # the request or the read-back failed
-    OVERRIDDEN = "overridden"     # another client changed it since
-    ELSEWHERE = "elsewhere"       # not ours: another client changed it (seen in a poll)
-    NOT_KEPT = "not kept"         # applied now, but could not be kept for a restart (record not written)
+    PENDING = "pending"  # sent; not yet read back on every rank
+    APPLIED = "applied"  # read back on every rank
+    REFUSED = "refused"  # not sent: invalid value, not the owner, a change in flight
+    UNSUPPORTED = "unsupported"  # the server cannot change it (not patched, switch off)
+    ERROR = "error"  # the request or the read-back failed
+    OVERRIDDEN = "overridden"  # another client changed it since
+    ELSEWHERE = "elsewhere"  # not ours: another client changed it (seen in a poll)
+    NOT_KEPT = "not kept"  # applied now, but could not be kept for a restart (record not written)
 
 
 class Outcome(StrEnum):
     """How a session operation went (``OperationResult.outcome``)."""
 
-    DONE = "done"         # it happened
-    REFUSED = "refused"   # not attempted or turned down; nothing changed
-    FAILED = "failed"     # attempted and did not work
+    DONE = "done"  # it happened
+    REFUSED = "refused"  # not attempted or turned down; nothing changed
+    FAILED = "failed"  # attempted and did not work
 
 
 # A setting change's state -> the operation's outcome (keyed by str: a state read from JSON finds it).
 CHANGE_OUTCOME: dict[str, Outcome] = {
-    ChangeState.APPLIED: Outcome.DONE, ChangeState.REFUSED: Outcome.REFUSED, ChangeState.UNSUPPORTED: Outcome.REFUSED,
-    ChangeState.ERROR: Outcome.FAILED, ChangeState.PENDING: Outcome.FAILED, ChangeState.OVERRIDDEN: Outcome.FAILED,
+    ChangeState.APPLIED: Outcome.DONE,
+    ChangeState.REFUSED: Outcome.REFUSED,
+    ChangeState.UNSUPPORTED: Outcome.REFUSED,
+    ChangeState.ERROR: Outcome.FAILED,
+    ChangeState.PENDING: Outcome.FAILED,
+    ChangeState.OVERRIDDEN: Outcome.FAILED,
     ChangeState.NOT_KEPT: Outcome.FAILED,
 }

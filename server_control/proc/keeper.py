@@ -27,6 +27,7 @@ killed at any point after that leaves a run that the next command finds. A recor
 cannot be written (a full disk) ends the server at once and answers the error: no server
 runs without a record.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -83,7 +84,7 @@ class LogWriter:
                 os.unlink(self.path)
             fd = open_private(self.path, self.mode)
         except OSError:
-            self.max_bytes = 0   # keep writing where we are: losing rotation beats losing lines
+            self.max_bytes = 0  # keep writing where we are: losing rotation beats losing lines
             return
         os.close(self.fd)
         self.fd, self.size = fd, 0
@@ -96,18 +97,18 @@ class LogWriter:
                 self._raw(data)
                 return
             cut = data.rfind(b"\n", 0, max(room, 0))
-            if cut >= 0:                       # whole lines up to the limit, then a new part
-                self._raw(data[:cut + 1])
-                data = data[cut + 1:]
+            if cut >= 0:  # whole lines up to the limit, then a new part
+                self._raw(data[: cut + 1])
+                data = data[cut + 1 :]
             elif self.size and self.at_line_start:
-                pass                           # the next line would not fit: new part first
-            else:                              # a line longer than the limit: finish it here
+                pass  # the next line would not fit: new part first
+            else:  # a line longer than the limit: finish it here
                 nl = data.find(b"\n")
                 if nl < 0:
                     self._raw(data)
                     return
-                self._raw(data[:nl + 1])
-                data = data[nl + 1:]
+                self._raw(data[: nl + 1])
+                data = data[nl + 1 :]
             self._rotate()
 
 
@@ -148,9 +149,17 @@ def _started_record(spec: dict[str, Any], pid: int, ct: float, start: Any) -> di
         return None
     rec = dict(rec)
     me = proc_start(os.getpid())
-    rec.update(keeper_pid=os.getpid(), keeper_ticks=me.ticks if me else None, pid=pid, create_time=ct, pgid=pid, sid=pid,
-               boot_id=start.boot_id if start else None, start_ticks=start.ticks if start else None,
-               started_at=_dt.datetime.fromtimestamp(ct).astimezone().isoformat(timespec="seconds"))
+    rec.update(
+        keeper_pid=os.getpid(),
+        keeper_ticks=me.ticks if me else None,
+        pid=pid,
+        create_time=ct,
+        pgid=pid,
+        sid=pid,
+        boot_id=start.boot_id if start else None,
+        start_ticks=start.ticks if start else None,
+        started_at=_dt.datetime.fromtimestamp(ct).astimezone().isoformat(timespec="seconds"),
+    )
     return rec
 
 
@@ -159,13 +168,19 @@ def _write_record(spec: dict[str, Any], proc: subprocess.Popen[bytes], ct: float
     rec = _started_record(spec, proc.pid, ct, start)
     if rec is None:
         return None
-    note = {"pid": proc.pid, "create_time": ct, "boot_id": start.boot_id if start else None,
-            "start_ticks": start.ticks if start else None, "returncode": None, "keeper_pid": os.getpid(),
-            "record": rec}
+    note = {
+        "pid": proc.pid,
+        "create_time": ct,
+        "boot_id": start.boot_id if start else None,
+        "start_ticks": start.ticks if start else None,
+        "returncode": None,
+        "keeper_pid": os.getpid(),
+        "record": rec,
+    }
     try:
         atomic_write(spec["exit_file"], json.dumps(note))
     except OSError:
-        pass   # the record below is what counts; the note only helps to recover a lost record
+        pass  # the record below is what counts; the note only helps to recover a lost record
     try:
         atomic_write(spec["record_path"], json.dumps(rec, indent=1))
     except OSError as exc:
@@ -183,8 +198,16 @@ def serve(spec: dict[str, Any]) -> int:
     log_fd = spec["log_fd"]
     rfd, wfd = os.pipe()
     try:
-        proc = subprocess.Popen(spec["argv"], stdin=subprocess.DEVNULL, stdout=wfd, stderr=subprocess.STDOUT,
-                                env=spec["env"], cwd=spec["cwd"], start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            spec["argv"],
+            stdin=subprocess.DEVNULL,
+            stdout=wfd,
+            stderr=subprocess.STDOUT,
+            env=spec["env"],
+            cwd=spec["cwd"],
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError as exc:
         msg = f"cannot start {spec['argv'][0]}: {exc.strerror or exc}"
         _say(log_fd, msg)
@@ -196,24 +219,32 @@ def serve(spec: dict[str, Any]) -> int:
         ct = psutil.Process(proc.pid).create_time()
     except psutil.Error:
         ct = time.time()
-    start = proc_start(proc.pid)   # the clock-independent identity (server_control/state/start_ticks.py)
-    spec.pop("env", None)   # the keys in it are not needed any more
+    start = proc_start(proc.pid)  # the clock-independent identity (server_control/state/start_ticks.py)
+    spec.pop("env", None)  # the keys in it are not needed any more
     rec = _write_record(spec, proc, ct, start)
     if isinstance(rec, str):
         _say(log_fd, rec)
         _reply({"error": rec})
         return 1
-    _reply({"pid": proc.pid, "create_time": ct, "boot_id": start.boot_id if start else None,
-            "start_ticks": start.ticks if start else None, "record": rec, "keeper_pid": os.getpid()})
+    _reply(
+        {
+            "pid": proc.pid,
+            "create_time": ct,
+            "boot_id": start.boot_id if start else None,
+            "start_ticks": start.ticks if start else None,
+            "record": rec,
+            "keeper_pid": os.getpid(),
+        }
+    )
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    writer = LogWriter(log_fd, spec["log_path"], spec.get("log_mode", 0o600),
-                       spec.get("max_bytes", 0), spec.get("keep_rotated", 3))
+    writer = LogWriter(
+        log_fd, spec["log_path"], spec.get("log_mode", 0o600), spec.get("max_bytes", 0), spec.get("keep_rotated", 3)
+    )
     pump = threading.Thread(target=_pump, args=(rfd, writer), daemon=True)
     pump.start()
     rc = proc.wait()
-    status = {"pid": proc.pid, "create_time": ct, "returncode": rc, "ended_at": time.time(),
-              "keeper_pid": os.getpid()}
+    status = {"pid": proc.pid, "create_time": ct, "returncode": rc, "ended_at": time.time(), "keeper_pid": os.getpid()}
     try:
         atomic_write(spec["exit_file"], json.dumps(status))
     except OSError:
@@ -231,7 +262,7 @@ def serve(spec: dict[str, Any]) -> int:
 def main() -> int:
     spec = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     if os.fork():
-        os._exit(0)   # the launcher reaps this one at once; the child below lives on
+        os._exit(0)  # the launcher reaps this one at once; the child below lives on
     return serve(spec)
 
 

@@ -8,6 +8,7 @@ run's verified processes holds the listening socket. Reading a process's sockets
 /proc of our own processes (no root); ``holder`` (who else holds it, for the message) scans
 every process once and is called only when the answer changes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable

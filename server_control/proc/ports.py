@@ -1,4 +1,5 @@
 """Free TCP ports on the loopback (or a given) interface."""
+
 from __future__ import annotations
 
 import socket
@@ -19,6 +20,7 @@ def listeners(port: int) -> list[tuple[int, str]]:
     import psutil  # noqa: PLC0415 - only this function needs it
 
     from server_control.sanitize import strip_controls  # noqa: PLC0415
+
     out: dict[int, str] = {}
     try:
         conns = psutil.net_connections(kind="tcp")

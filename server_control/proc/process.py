@@ -9,6 +9,7 @@
 * ``stop_run(ident, ...)``: SIGTERM (+ SIGCONT) to the run's processes, a grace period,
   SIGKILL, then confirm nothing of the run remains and name what does.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,8 +45,8 @@ class Launched:
     sid: int
     log_path: Path
     argv: tuple[str, ...] = ()
-    start: ProcStart | None = None     # None only where /proc could not be read
-    record: dict[str, Any] | None = None   # the run record the keeper wrote (launch(..., record=))
+    start: ProcStart | None = None  # None only where /proc could not be read
+    record: dict[str, Any] | None = None  # the run record the keeper wrote (launch(..., record=))
     keeper_pid: int | None = None
 
     def identity(self) -> RunIdentity:
@@ -63,20 +64,26 @@ class ProcInfo:
 
 @dataclass
 class StopResult:
-    ok: bool                                   # nothing of the run remains
-    was_running: bool                          # something was there to stop
+    ok: bool  # nothing of the run remains
+    was_running: bool  # something was there to stop
     signalled: list[int] = field(default_factory=list)
-    killed: list[int] = field(default_factory=list)        # needed SIGKILL
+    killed: list[int] = field(default_factory=list)  # needed SIGKILL
     remaining: list[ProcInfo] = field(default_factory=list)
-    exit_code: int | None = None               # the leader's, from its keeper
+    exit_code: int | None = None  # the leader's, from its keeper
     elapsed_s: float = 0.0
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "was_running": self.was_running, "signalled": self.signalled,
-                "killed": self.killed, "remaining": [p.to_dict() for p in self.remaining],
-                "exit_code": self.exit_code, "elapsed_s": round(self.elapsed_s, 3),
-                "message": self.message}
+        return {
+            "ok": self.ok,
+            "was_running": self.was_running,
+            "signalled": self.signalled,
+            "killed": self.killed,
+            "remaining": [p.to_dict() for p in self.remaining],
+            "exit_code": self.exit_code,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "message": self.message,
+        }
 
 
 def _keeper_env() -> dict[str, str]:
@@ -87,8 +94,12 @@ def _keeper_env() -> dict[str, str]:
     return env
 
 
-def launch(spec: LaunchSpec, record: dict[str, Any] | None = None, record_path: str | Path | None = None,
-           manifest: str | Path | None = None) -> Launched:
+def launch(
+    spec: LaunchSpec,
+    record: dict[str, Any] | None = None,
+    record_path: str | Path | None = None,
+    manifest: str | Path | None = None,
+) -> Launched:
     """Start the server through a keeper (server_control/keeper.py) in a new session: it is
     the leader of its own group; stdout+stderr go to a new log file of its own. With
     ``record`` (a run record template) the keeper writes it to ``record_path``, identity
@@ -101,17 +112,31 @@ def launch(spec: LaunchSpec, record: dict[str, Any] | None = None, record_path: 
         try:
             run_logs.remember(manifest, log_path)
         except OSError:
-            pass   # a full disk: the log is kept (never pruned) rather than the launch failing
-    request = {"argv": list(spec.argv), "env": dict(spec.env), "cwd": str(spec.cwd), "log_fd": log_fd,
-               "log_path": str(log_path), "log_mode": spec.log_mode, "max_bytes": spec.log_max_bytes,
-               "keep_rotated": spec.log_keep_rotated,
-               "exit_file": str(spec.exit_file or log_path.with_name(log_path.name + ".exit"))}
+            pass  # a full disk: the log is kept (never pruned) rather than the launch failing
+    request = {
+        "argv": list(spec.argv),
+        "env": dict(spec.env),
+        "cwd": str(spec.cwd),
+        "log_fd": log_fd,
+        "log_path": str(log_path),
+        "log_mode": spec.log_mode,
+        "max_bytes": spec.log_max_bytes,
+        "keep_rotated": spec.log_keep_rotated,
+        "exit_file": str(spec.exit_file or log_path.with_name(log_path.name + ".exit")),
+    }
     if record is not None and record_path is not None:
         request.update(record=dict(record, log_path=str(log_path)), record_path=str(record_path))
     try:
-        keeper = subprocess.Popen([sys.executable, "-m", "server_control.keeper"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=log_fd, pass_fds=(log_fd,),
-                                  start_new_session=True, env=_keeper_env(), cwd="/")
+        keeper = subprocess.Popen(
+            [sys.executable, "-m", "server_control.keeper"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log_fd,
+            pass_fds=(log_fd,),
+            start_new_session=True,
+            env=_keeper_env(),
+            cwd="/",
+        )
         out, _ = keeper.communicate(json.dumps(request).encode(), timeout=KEEPER_TIMEOUT_S)
     finally:
         os.close(log_fd)
@@ -122,15 +147,20 @@ def launch(spec: LaunchSpec, record: dict[str, Any] | None = None, record_path: 
     if "pid" not in answer:
         raise OSError(answer.get("error") or f"the keeper did not start the server (see {log_path})")
     pid = int(answer["pid"])
-    return Launched(pid=pid, create_time=float(answer["create_time"]), pgid=pid, sid=pid,
-                    log_path=log_path, argv=tuple(spec.argv),
-                    start=recorded(answer.get("boot_id"), answer.get("start_ticks")),
-                    record=answer.get("record") if isinstance(answer.get("record"), dict) else None,
-                    keeper_pid=answer.get("keeper_pid") if isinstance(answer.get("keeper_pid"), int) else None)
+    return Launched(
+        pid=pid,
+        create_time=float(answer["create_time"]),
+        pgid=pid,
+        sid=pid,
+        log_path=log_path,
+        argv=tuple(spec.argv),
+        start=recorded(answer.get("boot_id"), answer.get("start_ticks")),
+        record=answer.get("record") if isinstance(answer.get("record"), dict) else None,
+        keeper_pid=answer.get("keeper_pid") if isinstance(answer.get("keeper_pid"), int) else None,
+    )
 
 
-def exit_status(exit_file: str | Path | None, pid: int, create_time: float,
-                wait_s: float = EXIT_FILE_WAIT_S) -> int | None:
+def exit_status(exit_file: str | Path | None, pid: int, create_time: float, wait_s: float = EXIT_FILE_WAIT_S) -> int | None:
     """The run's exit code as its keeper recorded it (None: not known, e.g. keeper killed)."""
     if exit_file is None:
         return None
@@ -138,8 +168,11 @@ def exit_status(exit_file: str | Path | None, pid: int, create_time: float,
     while True:
         try:
             data = json.loads(Path(exit_file).read_text(encoding="utf-8"))
-            if data.get("pid") == pid and abs(float(data.get("create_time", 0)) - create_time) <= 1.0 \
-                    and data.get("returncode", 0) is not None:   # null: the keeper's start note
+            if (
+                data.get("pid") == pid
+                and abs(float(data.get("create_time", 0)) - create_time) <= 1.0
+                and data.get("returncode", 0) is not None
+            ):  # null: the keeper's start note
                 rc = data.get("returncode")
                 return rc if isinstance(rc, int) and not isinstance(rc, bool) else None
         except (OSError, ValueError, AttributeError):
@@ -176,11 +209,11 @@ def _signal(ident: RunIdentity, procs: list[psutil.Process], sig: int) -> list[i
         try:
             p.send_signal(sig)
             if sig == signal.SIGTERM:
-                p.send_signal(signal.SIGCONT)   # a stopped process must run to act on SIGTERM
+                p.send_signal(signal.SIGCONT)  # a stopped process must run to act on SIGTERM
             sent.append(p.pid)
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             pass
-    if pgid is not None:   # members that appeared since the list was made
+    if pgid is not None:  # members that appeared since the list was made
         for s in (sig, signal.SIGCONT) if sig == signal.SIGTERM else (sig,):
             try:
                 os.killpg(pgid, s)

@@ -3,6 +3,7 @@ runs is recovered from the keeper's start note (``runs/<name>.exit`` with ``retu
 null and the record as launched: server_control/keeper.py); when even that fails, what
 listens on the profile's port is named instead of "not running".
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,5 +40,7 @@ def load_or_recover(name: str, state_dir: str | Path | None, port: int) -> tuple
         kept = "record rewritten"
     except OSError as exc:
         kept = f"record NOT rewritten: {exc.strerror or exc}"
-    return rec, (f"{why}; the live run was found by its keeper's note: pid {rec.pid}, keeper "
-                 f"{keeper if keeper else '?'} ({kept}; settings changed at runtime since its launch are not known)")
+    return rec, (
+        f"{why}; the live run was found by its keeper's note: pid {rec.pid}, keeper "
+        f"{keeper if keeper else '?'} ({kept}; settings changed at runtime since its launch are not known)"
+    )

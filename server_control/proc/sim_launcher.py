@@ -8,6 +8,7 @@ id), a bounded lifetime (``--sim-max-lifetime``), stopped by that group, never b
 Used by `specconsole bench --sim`, the benchmarks and the tests (tests/support/sim.py adds
 test defaults). Nothing here imports the SGLang patch.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ import psutil
 
 from server_control.proc.ports import free_port
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # the directory holding server_control
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding server_control
 DEFAULT_LIFETIME_S = 600.0
 MODEL = "sim/Llama-3.1-8B-Instruct"
 DRAFT = "sim/EAGLE3-LLaMA3.1-Instruct-8B"
@@ -44,16 +45,45 @@ def group_pids(pgid: int) -> list[int]:
     return pids
 
 
-def sim_argv(port: int, *extra_args: str, tp: int = 2, threshold: int = 5, traffic: str = "idle",
-             lifetime: float = DEFAULT_LIFETIME_S, time_scale: float = 1.0, seed: int = 0,
-             host: str = "127.0.0.1") -> list[str]:
+def sim_argv(
+    port: int,
+    *extra_args: str,
+    tp: int = 2,
+    threshold: int = 5,
+    traffic: str = "idle",
+    lifetime: float = DEFAULT_LIFETIME_S,
+    time_scale: float = 1.0,
+    seed: int = 0,
+    host: str = "127.0.0.1",
+) -> list[str]:
     """The simulator's command line: EAGLE-3 with dynamic speculation disable at ``threshold``."""
-    argv = [sys.executable, "-m", "server_control.sim", "--model-path", MODEL,
-            "--tp-size", str(tp), "--host", host, "--port", str(port),
-            "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT,
-            "--speculative-disable-batch-threshold", str(threshold),
-            "--sim-traffic", traffic, "--sim-max-lifetime", str(lifetime),
-            "--sim-time-scale", str(time_scale), "--sim-seed", str(seed)]
+    argv = [
+        sys.executable,
+        "-m",
+        "server_control.sim",
+        "--model-path",
+        MODEL,
+        "--tp-size",
+        str(tp),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        DRAFT,
+        "--speculative-disable-batch-threshold",
+        str(threshold),
+        "--sim-traffic",
+        traffic,
+        "--sim-max-lifetime",
+        str(lifetime),
+        "--sim-time-scale",
+        str(time_scale),
+        "--sim-seed",
+        str(seed),
+    ]
     return argv + list(extra_args)
 
 
@@ -138,9 +168,15 @@ class SimProcess:
         self.stop()
 
 
-def start_sim(*extra_args: str, port: int | None = None, log_path: str | os.PathLike[str] | None = None,
-              env: dict[str, Any] | None = None, argv: list[str] | None = None, cwd: str | os.PathLike[str] | None = None,
-              **argv_options: Any) -> SimProcess:
+def start_sim(
+    *extra_args: str,
+    port: int | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+    env: dict[str, Any] | None = None,
+    argv: list[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    **argv_options: Any,
+) -> SimProcess:
     """Start the simulator (not waiting for ready). ``argv`` replaces the whole command;
     ``argv_options`` go to ``sim_argv`` (tp, threshold, traffic, lifetime, time_scale, seed)."""
     port = free_port() if port is None else port
@@ -152,7 +188,13 @@ def start_sim(*extra_args: str, port: int | None = None, log_path: str | os.Path
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), full_env.get("PYTHONPATH")]))
     full_env.update(env or {})
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=full_env, cwd=str(cwd or PACKAGE_ROOT), start_new_session=True)
-    return SimProcess(url=f"http://127.0.0.1:{port}", port=port, proc=proc, pgid=proc.pid,
-                      log_path=log_path, argv=cmd)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=full_env,
+            cwd=str(cwd or PACKAGE_ROOT),
+            start_new_session=True,
+        )
+    return SimProcess(url=f"http://127.0.0.1:{port}", port=port, proc=proc, pgid=proc.pid, log_path=log_path, argv=cmd)

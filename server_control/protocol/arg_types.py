@@ -1,6 +1,7 @@
 """The argparse value types of every command line here: the simulator's flags
 (protocol/sim_flags.py, also the profile schema's ``[sim]`` keys) and `specconsole`'s own
 (console/cli/). One finite-number parser, ``number``, under all of them. Standard library only."""
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,10 @@ def seconds(text: str) -> float:
 
 def seconds_where(zero: str) -> Callable[[str], float]:
     """A finite number of seconds >= 0 whose 0 means ``zero`` (said in the error)."""
+
     def parse(text: str) -> float:
         return number(text, unit="seconds", zero=zero)
+
     parse.__name__ = "seconds"
     return parse
 
@@ -64,6 +67,7 @@ def int_at_least(lo: int) -> Callable[[str], int]:
         if value < lo:
             raise argparse.ArgumentTypeError(f"must be >= {lo}, got {value}")
         return value
+
     parse.__name__ = f"int>={lo}"
     return parse
 
@@ -77,10 +81,12 @@ def port_number(text: str) -> int:
 
 def validated(fn: Callable[[str], T]) -> Callable[[str], T]:
     """``fn``'s ValueError as argparse's error."""
+
     def parse(text: str) -> T:
         try:
             return fn(text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+
     parse.__name__ = fn.__name__
     return parse

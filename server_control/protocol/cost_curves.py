@@ -23,6 +23,7 @@ index from a preallocated table, five adds) and one ``commit()`` (the same index
 about 0.5 us together at load 9 on a 2-core machine
 (benchmarks/curves_bench.py; docs/sglang-patch.md).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ SPECULATIVE = "speculative"
 TARGET_ONLY = "target_only"
 MODES = (SPECULATIVE, TARGET_ONLY)
 DEFAULT_CAP = 32
-TOP = 4096               # the last power-of-two bucket; larger batches share one more
+TOP = 4096  # the last power-of-two bucket; larger batches share one more
 DEFAULT_MAX_GAP_S = 1.0
 SNAPSHOT_KEY = "cost_curves"
 
@@ -69,8 +70,20 @@ class CostCounters:
     (0..TOP+1) to slot. A call is a dict lookup, a table lookup and a few list adds; no
     allocation (benchmarks/curves_bench.py)."""
 
-    __slots__ = ("cap", "max_gap_s", "_timed", "_done", "_slot", "_last_t", "_last_slot",
-                 "_last_arr", "_last_batch", "_last_ctx", "dropped", "context")
+    __slots__ = (
+        "cap",
+        "max_gap_s",
+        "_timed",
+        "_done",
+        "_slot",
+        "_last_t",
+        "_last_slot",
+        "_last_arr",
+        "_last_batch",
+        "_last_ctx",
+        "dropped",
+        "context",
+    )
 
     def __init__(self, cap: int = DEFAULT_CAP, max_gap_s: float = DEFAULT_MAX_GAP_S) -> None:
         if not 1 <= cap <= TOP:
@@ -88,7 +101,7 @@ class CostCounters:
         self._last_batch = 0
         self._last_ctx: float | None = None
         self.dropped = 0
-        self.context = False   # whether any step reported its context length
+        self.context = False  # whether any step reported its context length
 
     def step(self, mode: str, batch: int, now: float, context: float | None = None) -> None:
         """A decode step of ``batch`` requests starts in ``mode`` at ``now`` (seconds):
@@ -144,22 +157,34 @@ class CostCounters:
                 i, j = 5 * k, 3 * k
                 if a[i] or c[j]:
                     lo, hi = bucket_bounds(k, self.cap)
-                    rows.append([lo, hi, int(a[i]), round(a[i + 1], 6), round(a[i + 2], 9), int(a[i + 3]),
-                                 c[j], c[j + 1], c[j + 2], round(a[i + 4], 1) if self.context else None])
+                    rows.append(
+                        [
+                            lo,
+                            hi,
+                            int(a[i]),
+                            round(a[i + 1], 6),
+                            round(a[i + 2], 9),
+                            int(a[i + 3]),
+                            c[j],
+                            c[j + 1],
+                            c[j + 2],
+                            round(a[i + 4], 1) if self.context else None,
+                        ]
+                    )
             modes[m] = rows
         return {"cap": self.cap, "dropped": self.dropped, "modes": modes}
 
 
-ROW_FIELDS = ("lo", "hi", "steps", "seconds", "seconds_sq", "batch_sum", "verified",
-              "tokens", "tokens_sq", "context_sum")
+ROW_FIELDS = ("lo", "hi", "steps", "seconds", "seconds_sq", "batch_sum", "verified", "tokens", "tokens_sq", "context_sum")
 
 
 @dataclass(frozen=True)
 class Bucket:
     """One mode's totals in one bucket (as published)."""
+
     mode: str
     lo: int
-    hi: int                 # 0: unbounded (the last bucket)
+    hi: int  # 0: unbounded (the last bucket)
     steps: int
     seconds: float
     seconds_sq: float
@@ -194,6 +219,7 @@ class Bucket:
 @dataclass(frozen=True)
 class Curves:
     """A published ``cost_curves`` entry, parsed."""
+
     cap: int
     dropped: int
     buckets: tuple[Bucket, ...]
@@ -210,11 +236,19 @@ class Curves:
             if e is None:
                 out.append(b)
                 continue
-            d = Bucket(b.mode, b.lo, b.hi, b.steps - e.steps, b.seconds - e.seconds,
-                       b.seconds_sq - e.seconds_sq, b.batch_sum - e.batch_sum,
-                       b.verified - e.verified, b.tokens - e.tokens, b.tokens_sq - e.tokens_sq,
-                       None if b.context_sum is None or e.context_sum is None
-                       else b.context_sum - e.context_sum)
+            d = Bucket(
+                b.mode,
+                b.lo,
+                b.hi,
+                b.steps - e.steps,
+                b.seconds - e.seconds,
+                b.seconds_sq - e.seconds_sq,
+                b.batch_sum - e.batch_sum,
+                b.verified - e.verified,
+                b.tokens - e.tokens,
+                b.tokens_sq - e.tokens_sq,
+                None if b.context_sum is None or e.context_sum is None else b.context_sum - e.context_sum,
+            )
             if d.steps > 0 or d.verified > 0:
                 out.append(d)
         return Curves(self.cap, self.dropped - earlier.dropped, tuple(out))
@@ -247,12 +281,24 @@ def parse(entry: object) -> Curves:
                 raise CurvesError(f"{where} must be a list of {len(ROW_FIELDS)} numbers ({', '.join(ROW_FIELDS)})")
             for name, v in zip(ROW_FIELDS, row):
                 ok = (v is None and name == "context_sum") or (
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == v
-                    and v != float("inf"))
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == v and v != float("inf")
+                )
                 if not ok:
                     raise CurvesError(f"{where}.{name}: expected a non-negative number, got {v!r:.40}")
             lo, hi, steps, secs, secs2, bsum, ver, tok, tok2, ctx = row
-            buckets.append(Bucket(mode, int(lo), int(hi), int(steps), float(secs), float(secs2),
-                                  int(bsum), int(ver), int(tok), int(tok2),
-                                  None if ctx is None else float(ctx)))
+            buckets.append(
+                Bucket(
+                    mode,
+                    int(lo),
+                    int(hi),
+                    int(steps),
+                    float(secs),
+                    float(secs2),
+                    int(bsum),
+                    int(ver),
+                    int(tok),
+                    int(tok2),
+                    None if ctx is None else float(ctx),
+                )
+            )
     return Curves(cap, dropped, tuple(buckets))

@@ -29,6 +29,7 @@ same interval): each bucket's step time and tokens per step are drawn from norma
 their standard errors, the fit and the crossover are redone ``RESAMPLES`` times, and the
 2.5th and 97.5th percentiles of the suggested N are the interval.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 
 from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, Bucket, Curves
 
-TRUSTED_EXTRAPOLATION = 2.0   # batches beyond the data a crossover may lie and still be advised
+TRUSTED_EXTRAPOLATION = 2.0  # batches beyond the data a crossover may lie and still be advised
 
 MIN_STEPS = 8
 FIT_BUCKETS = 5
@@ -48,10 +49,11 @@ MAX_N = 4096
 @dataclass(frozen=True)
 class Point:
     """One mode's measurement in one bucket."""
+
     mode: str
     lo: int
     hi: int
-    batch: float          # mean batch of its steps
+    batch: float  # mean batch of its steps
     steps: int
     step_s: float
     step_se: float
@@ -65,23 +67,23 @@ class Point:
 class Fit:
     intercept_s: float
     slope_s: float
-    per_request: float    # tokens per request per step
-    lo: float             # batches the fit saw
+    per_request: float  # tokens per request per step
+    lo: float  # batches the fit saw
     hi: float
 
 
 @dataclass(frozen=True)
 class Estimate:
     points: tuple[Point, ...]
-    crossover: int | None          # first batch where target-only wins (None: not found)
-    suggested: int | None          # the threshold to set (None: not enough data)
+    crossover: int | None  # first batch where target-only wins (None: not found)
+    suggested: int | None  # the threshold to set (None: not enough data)
     interval: tuple[int, int] | None
-    verdict: str                   # crossover | speculation_wins | target_only_wins | insufficient
-    extrapolated: float            # batches between the crossover and the nearest data of the mode that lacks it
-    accept_length: float | None    # tokens per request per speculative step
+    verdict: str  # crossover | speculation_wins | target_only_wins | insufficient
+    extrapolated: float  # batches between the crossover and the nearest data of the mode that lacks it
+    accept_length: float | None  # tokens per request per speculative step
     mean_context: float | None
-    busy_seconds: float            # decode time the curves hold
-    missing: str | None = None     # what data is missing (insufficient)
+    busy_seconds: float  # decode time the curves hold
+    missing: str | None = None  # what data is missing (insufficient)
 
     def tok_s(self, mode: str, batch: float) -> float | None:
         fit = _fits_from(self.points).get(mode)
@@ -102,9 +104,9 @@ def _point(b: Bucket) -> Point | None:
         return None
     n, k = b.steps, b.verified
     mean_t = b.seconds / n
-    var_t = max(0.0, b.seconds_sq / n - mean_t ** 2) * n / (n - 1)
+    var_t = max(0.0, b.seconds_sq / n - mean_t**2) * n / (n - 1)
     mean_k = b.tokens / k
-    var_k = max(0.0, b.tokens_sq / k - mean_k ** 2) * k / (k - 1)
+    var_k = max(0.0, b.tokens_sq / k - mean_k**2) * k / (k - 1)
     se_t, se_k = math.sqrt(var_t / n), math.sqrt(var_k / k)
     tok_s = mean_k / mean_t
     rel = math.sqrt((se_t / mean_t) ** 2 + ((se_k / mean_k) ** 2 if mean_k else 0.0))
@@ -113,7 +115,7 @@ def _point(b: Bucket) -> Point | None:
 
 def _fit(points: list[tuple[float, int, float, float]]) -> Fit | None:
     """(batch, steps, step_s, tokens_per_step) -> the line and the pooled per-request rate."""
-    if len(points) < 2:   # one bucket tells no slope
+    if len(points) < 2:  # one bucket tells no slope
         return None
     w = sum(n for _b, n, _t, _k in points)
     tokens = sum(k * n for _b, n, _t, k in points)
@@ -124,7 +126,7 @@ def _fit(points: list[tuple[float, int, float, float]]) -> Fit | None:
     sxy = sum(n * (b - mb) * (t - mt) for b, n, t, _k in points)
     slope = max(0.0, sxy / sxx) if sxx > 0 else 0.0
     intercept = mt - slope * mb
-    if intercept < 0:   # a step never costs less than nothing: the line through the origin's side
+    if intercept < 0:  # a step never costs less than nothing: the line through the origin's side
         slope, intercept = mt / mb, 0.0
     return Fit(intercept, slope, per_request, min(p[0] for p in points), max(p[0] for p in points))
 
@@ -143,8 +145,7 @@ def _nearest(points: tuple[Point, ...], mode: str) -> list[Point]:
     return mine[:FIT_BUCKETS]
 
 
-def _fits_from(points: tuple[Point, ...], draws: dict[Point, tuple[float, float]] | None = None
-               ) -> dict[str, Fit]:
+def _fits_from(points: tuple[Point, ...], draws: dict[Point, tuple[float, float]] | None = None) -> dict[str, Fit]:
     fits = {}
     for mode in (SPECULATIVE, TARGET_ONLY):
         rows = []
@@ -175,8 +176,9 @@ def _crossover(fits: dict[str, Fit]) -> tuple[str, int | None]:
     return ("target_only_wins", 1) if c < 0 else ("speculation_wins", None)
 
 
-def _measured(points: tuple[Point, ...], draw: dict[tuple[int, int], float] | None = None
-              ) -> tuple[str, int | None, float] | None:
+def _measured(
+    points: tuple[Point, ...], draw: dict[tuple[int, int], float] | None = None
+) -> tuple[str, int | None, float] | None:
     """The sign-step crossover over the buckets both modes measured (see the module doc)."""
     shared = sorted(_shared(points), key=lambda k: k[0])
     if len(shared) < 2:
@@ -192,7 +194,7 @@ def _measured(points: tuple[Point, ...], draw: dict[tuple[int, int], float] | No
         cost = sum(max(0.0, z) for _lo, z in zs[:c]) + sum(max(0.0, -z) for _lo, z in zs[c:])
         if cost < best_cost - 1e-12:
             best, best_cost = c, cost
-    if best == len(zs):   # speculation wins at every shared bucket: above them, the fit says
+    if best == len(zs):  # speculation wins at every shared bucket: above them, the fit says
         return None
     cross = zs[best][0]
     if cross == 1:
@@ -200,8 +202,7 @@ def _measured(points: tuple[Point, ...], draw: dict[tuple[int, int], float] | No
     return "crossover", cross, 1.0 if best == 0 else 0.0
 
 
-def _lowered(measured: tuple[str, int | None, float] | None, fits: dict[str, Fit]
-             ) -> tuple[str, int | None, float] | None:
+def _lowered(measured: tuple[str, int | None, float] | None, fits: dict[str, Fit]) -> tuple[str, int | None, float] | None:
     """Target-only already wins at the lowest shared bucket: the lines may put it lower."""
     if measured is None or measured[2] == 0.0 or measured[1] is None:
         return measured
@@ -223,8 +224,8 @@ def _draw_diffs(points: tuple[Point, ...], rng: random.Random) -> dict[tuple[int
 
 def _suggest(verdict: str, crossover: int | None) -> int:
     if verdict == "speculation_wins" or crossover is None:
-        return 0                       # never disable
-    return max(1, crossover - 1)       # N = 1 is the least that still disables
+        return 0  # never disable
+    return max(1, crossover - 1)  # N = 1 is the least that still disables
 
 
 def estimate(curves: Curves, seed: int = 0) -> Estimate:
@@ -232,15 +233,24 @@ def estimate(curves: Curves, seed: int = 0) -> Estimate:
     busy = sum(b.seconds for b in curves.buckets)
     spec = [p for p in points if p.mode == SPECULATIVE]
     ctx_rows = [(b.context_sum, b.steps) for b in curves.buckets if b.context_sum is not None]
-    mean_ctx = (sum(c for c, _n in ctx_rows) / sum(n for _c, n in ctx_rows)
-                if ctx_rows and sum(n for _c, n in ctx_rows) else None)
+    mean_ctx = sum(c for c, _n in ctx_rows) / sum(n for _c, n in ctx_rows) if ctx_rows and sum(n for _c, n in ctx_rows) else None
     fits = _fits_from(points)
     accept = fits[SPECULATIVE].per_request if SPECULATIVE in fits else None
     missing = [m for m in (SPECULATIVE, TARGET_ONLY) if m not in fits]
     if missing:
-        return Estimate(points, None, None, None, "insufficient", 0.0, accept, mean_ctx, busy,
-                        f"no {' or '.join(m.replace('_', '-') for m in missing)} steps measured yet "
-                        f"(at least {MIN_STEPS} steps in each of 2 batch buckets)")
+        return Estimate(
+            points,
+            None,
+            None,
+            None,
+            "insufficient",
+            0.0,
+            accept,
+            mean_ctx,
+            busy,
+            f"no {' or '.join(m.replace('_', '-') for m in missing)} steps measured yet "
+            f"(at least {MIN_STEPS} steps in each of 2 batch buckets)",
+        )
     measured = _lowered(_measured(points), fits)
     verdict, cross = measured[:2] if measured else _crossover(fits)
     suggested = _suggest(verdict, cross)
@@ -251,8 +261,10 @@ def estimate(curves: Curves, seed: int = 0) -> Estimate:
         if again is not None:
             v, c = again[0], again[1]
         else:
-            draws = {p: (max(1e-9, rng.gauss(p.step_s, p.step_se)),
-                         max(0.0, rng.gauss(p.tokens_per_step, p.tokens_se))) for p in points}
+            draws = {
+                p: (max(1e-9, rng.gauss(p.step_s, p.step_se)), max(0.0, rng.gauss(p.tokens_per_step, p.tokens_se)))
+                for p in points
+            }
             v, c = _crossover(_fits_from(points, draws))
         draws_n.append(_suggest(v, c))
     draws_n.sort()
@@ -263,7 +275,7 @@ def estimate(curves: Curves, seed: int = 0) -> Estimate:
     data_top = max(p.batch for p in points)
     if measured is not None:
         extrapolated = measured[2]
-    elif cross is None:   # speculation wins everywhere: where target-only ran, spec is a guess
+    elif cross is None:  # speculation wins everywhere: where target-only ran, spec is a guess
         extrapolated = max(0.0, data_top - spec_top)
     else:
         extrapolated = max(0.0, cross - spec_top, tgt_low - cross + 1)

@@ -22,6 +22,7 @@ Log wording (the parser in ``server_control.logs`` and verification depend on it
   Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)
   Dynamic speculation disable NOT active: <reason>
 """
+
 from __future__ import annotations
 
 import re
@@ -55,7 +56,7 @@ def mode_label(mode: str) -> str:
     return mode.replace("_", "-")
 
 
-_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)   # not "８" (full-width) nor "٨"
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)  # not "８" (full-width) nor "٨"
 
 
 def _check_int(name: str, value: object, lo: int, hi: int) -> int:
@@ -99,8 +100,7 @@ EAGER_ABOVE = "runs without CUDA graphs"
 SGLANG_EAGLE_RUNNING_CAP = 48  # SGLang's max_running_requests for EAGLE unless set
 
 
-def limit_warnings(threshold: int, max_running_requests: int | None,
-                   cuda_graph_max_bs: int | None) -> list[str]:
+def limit_warnings(threshold: int, max_running_requests: int | None, cuda_graph_max_bs: int | None) -> list[str]:
     """What makes N useless or costly on this server (empty: none). ``max_running_requests``
     is the effective cap (SGLang sets 48 for an EAGLE server unless the operator sets it);
     ``cuda_graph_max_bs`` the largest decode CUDA-graph bucket (None: graphs off)."""
@@ -108,15 +108,21 @@ def limit_warnings(threshold: int, max_running_requests: int | None,
     if threshold <= 0:
         return out
     if max_running_requests is not None and threshold >= max_running_requests:
-        why = (f" (SGLang caps an EAGLE server at {SGLANG_EAGLE_RUNNING_CAP} running requests "
-               "unless --max-running-requests is set)"
-               if max_running_requests == SGLANG_EAGLE_RUNNING_CAP else "")
-        out.append(f"threshold {threshold} {NEVER_TRIGGERS}: the decode batch never exceeds "
-                   f"max_running_requests={max_running_requests}{why}")
+        why = (
+            f" (SGLang caps an EAGLE server at {SGLANG_EAGLE_RUNNING_CAP} running requests unless --max-running-requests is set)"
+            if max_running_requests == SGLANG_EAGLE_RUNNING_CAP
+            else ""
+        )
+        out.append(
+            f"threshold {threshold} {NEVER_TRIGGERS}: the decode batch never exceeds "
+            f"max_running_requests={max_running_requests}{why}"
+        )
     if cuda_graph_max_bs is not None and threshold >= cuda_graph_max_bs:
-        out.append(f"threshold {threshold} >= cuda_graph_max_bs {cuda_graph_max_bs}: target-only "
-                   f"above {cuda_graph_max_bs} {EAGER_ABOVE} (target verify and draft-extend "
-                   "eager); raise --cuda-graph-max-bs or lower the threshold")
+        out.append(
+            f"threshold {threshold} >= cuda_graph_max_bs {cuda_graph_max_bs}: target-only "
+            f"above {cuda_graph_max_bs} {EAGER_ABOVE} (target verify and draft-extend "
+            "eager); raise --cuda-graph-max-bs or lower the threshold"
+        )
     return out
 
 
@@ -130,13 +136,31 @@ class SpecSwitch:
     reaches the same decision for the same step."""
 
     __slots__ = (
-        "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "_dwell",
-        "steps", "switches", "tokens", "seconds", "last_batch", "last_switch", "_last_t",
-        "verifies", "accepted_drafts", "proposed_drafts",
+        "threshold",
+        "hysteresis",
+        "min_dwell_steps",
+        "force",
+        "mode",
+        "_dwell",
+        "steps",
+        "switches",
+        "tokens",
+        "seconds",
+        "last_batch",
+        "last_switch",
+        "_last_t",
+        "verifies",
+        "accepted_drafts",
+        "proposed_drafts",
     )
 
-    def __init__(self, threshold: int = 0, hysteresis: int = DEFAULT_HYSTERESIS,
-                 min_dwell_steps: int = DEFAULT_MIN_DWELL_STEPS, force: str = AUTO) -> None:
+    def __init__(
+        self,
+        threshold: int = 0,
+        hysteresis: int = DEFAULT_HYSTERESIS,
+        min_dwell_steps: int = DEFAULT_MIN_DWELL_STEPS,
+        force: str = AUTO,
+    ) -> None:
         self.threshold = validate_threshold(threshold)
         self.hysteresis = validate_hysteresis(hysteresis)
         self.min_dwell_steps = validate_dwell(min_dwell_steps)
@@ -189,8 +213,7 @@ class SpecSwitch:
             elif n == 0:
                 message = self._switch(SPECULATIVE, batch, "(threshold 0: never disable)")
             elif batch <= self.low_mark:
-                message = self._switch(SPECULATIVE, batch,
-                                       f"(decode batch {batch} <= {self.low_mark}, threshold {n})")
+                message = self._switch(SPECULATIVE, batch, f"(decode batch {batch} <= {self.low_mark}, threshold {n})")
         self.steps[self.mode] += 1
         self._dwell += 1
         return message
@@ -199,16 +222,19 @@ class SpecSwitch:
         self.mode = mode
         self._dwell = 0
         self.switches[mode] += 1
-        self.last_switch = {"to": mode, "batch": batch, "threshold": self.threshold,
-                            "step": self.steps[SPECULATIVE] + self.steps[TARGET_ONLY],
-                            "at": round(time.time(), 3)}   # wall clock: observers agree on the rate
+        self.last_switch = {
+            "to": mode,
+            "batch": batch,
+            "threshold": self.threshold,
+            "step": self.steps[SPECULATIVE] + self.steps[TARGET_ONLY],
+            "at": round(time.time(), 3),
+        }  # wall clock: observers agree on the rate
         return f"{SWITCH_PREFIX}{mode_label(mode)} {why}"
 
     def add_tokens(self, n: int) -> None:
         self.tokens[self.mode] += n
 
-    def record_verify(self, accepted_per_request: list[int], draft_tokens: int,
-                      mode: str | None = None) -> None:
+    def record_verify(self, accepted_per_request: list[int], draft_tokens: int, mode: str | None = None) -> None:
         """One settled verify step: tokens committed (accepted drafts + 1 per request) go
         to ``mode`` (the mode that step ran in, default the current one); acceptance is
         counted only when the step drafted (``draft_tokens`` > 1)."""

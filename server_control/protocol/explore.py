@@ -17,14 +17,15 @@ until it has ``LEARN_STEPS`` explored steps since N last changed, then at s: a b
 burst of at most ``LEARN_STEPS`` x 2w explored steps per change of N (the counts, like
 the choice, depend only on step numbers, batches and N: the same on every rank).
 """
+
 from __future__ import annotations
 
 SPECULATIVE = "speculative"
 TARGET_ONLY = "target_only"
 MAX_SHARE = 0.1
-LEARN_SHARE = 0.2      # the share of a window batch's steps that explore while it learns
-LEARN_STEPS = 10       # explored steps per window batch, per value of N, at LEARN_SHARE
-_HASH = 2654435761     # Knuth's multiplicative hash: step numbers spread evenly over 2^32
+LEARN_SHARE = 0.2  # the share of a window batch's steps that explore while it learns
+LEARN_STEPS = 10  # explored steps per window batch, per value of N, at LEARN_SHARE
+_HASH = 2654435761  # Knuth's multiplicative hash: step numbers spread evenly over 2^32
 _SPAN = 1 << 32
 _LEARN_CUT = int(LEARN_SHARE * _SPAN)
 
@@ -53,8 +54,8 @@ class Explorer:
         self.share = validate_share(share)
         self._cut = int(self.share * _SPAN)
         self.explored = 0
-        self.learnt_n = -1                 # the N the learning counts are for
-        self._learnt: list[int] = []       # explored steps per window batch (N-w+1 ..) at that N
+        self.learnt_n = -1  # the N the learning counts are for
+        self._learnt: list[int] = []  # explored steps per window batch (N-w+1 ..) at that N
 
     def set_share(self, value: object) -> str:
         old = self.share

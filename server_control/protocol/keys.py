@@ -7,6 +7,7 @@ in the simulator) removes them from its environment, so spawned children do not 
 them, and appends the flags to its own ``sys.argv``, which ``ps`` does not show.
 Standard library only: this runs inside SGLang processes.
 """
+
 from __future__ import annotations
 
 import os

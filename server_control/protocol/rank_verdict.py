@@ -8,6 +8,7 @@
   group ``i`` (``live_entry``); clients compare them (``disagreement``, ``values_by_rank``).
 Shared by the patch, the simulator and the clients. Standard library only.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,7 @@ from typing import Any
 
 from server_control.protocol import decision as d
 
-LIVE_KEYS = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode",
-             "num_steps", "switch_count", "last_batch")
+LIVE_KEYS = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "num_steps", "switch_count", "last_batch")
 COMPARED = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode")
 # also gathered when a rank has them: the steps=0 state's memory on the rank (GiB, see
 # the patch's startup.py) and its graph / eager forward counts per mode
@@ -48,8 +48,13 @@ def disagreement(rows: list[Any]) -> str | None:
             continue
         keys = [k for k in COMPARED if row.get(k) != first.get(k)]
         if keys:
-            parts.append(f"TP{row.get('rank')} " + ", ".join(f"{k}={row.get(k)}" for k in keys)
-                         + " (TP0: " + ", ".join(f"{k}={first.get(k)}" for k in keys) + ")")
+            parts.append(
+                f"TP{row.get('rank')} "
+                + ", ".join(f"{k}={row.get(k)}" for k in keys)
+                + " (TP0: "
+                + ", ".join(f"{k}={first.get(k)}" for k in keys)
+                + ")"
+            )
     return "; ".join(parts) or None
 
 
@@ -61,18 +66,15 @@ class Verdict:
     ranks: tuple[Any, ...] = ()  # per rank: {"active", "reason"} or None (no answer)
 
     def summary(self) -> list[Any]:
-        return [dict(r, rank=i) if r else {"rank": i, "active": False, "reason": "no answer"}
-                for i, r in enumerate(self.ranks)]
+        return [dict(r, rank=i) if r else {"rank": i, "active": False, "reason": "no answer"} for i, r in enumerate(self.ranks)]
 
     def to_json(self) -> str:
-        return json.dumps({"agreed": self.agreed, "reason": self.reason,
-                           "uniform": self.uniform, "ranks": list(self.ranks)})
+        return json.dumps({"agreed": self.agreed, "reason": self.reason, "uniform": self.uniform, "ranks": list(self.ranks)})
 
     @classmethod
     def from_json(cls, text: str) -> Verdict:
         raw = json.loads(text)
-        return cls(bool(raw["agreed"]), raw.get("reason"), bool(raw.get("uniform")),
-                   tuple(raw.get("ranks") or ()))
+        return cls(bool(raw["agreed"]), raw.get("reason"), bool(raw.get("uniform")), tuple(raw.get("ranks") or ()))
 
 
 def _names(indices: Sequence[int]) -> str:
@@ -102,19 +104,27 @@ def judge(got: Sequence[dict[str, Any] | None], timeout_s: float) -> Verdict:
     setups = all(g is None or g.get("setup_ok", True) for g in got)
     missing = [i for i, g in enumerate(got) if g is None]
     if missing:
-        return Verdict(False, f"{_names(missing)} did not report to TP0 within {timeout_s:.0f} s "
-                       "(no patch there, another version of it or of sglang, or the rank failed "
-                       "before its speculative worker was ready)" + off, False, per_rank)
-    facts = [g for g in got if g is not None]   # every rank answered
-    for key, what in (("patch", "different versions of the patch"),
-                      ("sglang", "different sglang versions")):
+        return Verdict(
+            False,
+            f"{_names(missing)} did not report to TP0 within {timeout_s:.0f} s "
+            "(no patch there, another version of it or of sglang, or the rank failed "
+            "before its speculative worker was ready)" + off,
+            False,
+            per_rank,
+        )
+    facts = [g for g in got if g is not None]  # every rank answered
+    for key, what in (("patch", "different versions of the patch"), ("sglang", "different sglang versions")):
         diff = _differ(facts, key)
         if diff is not None:
             return Verdict(False, f"TP ranks run {what} ({diff})" + off, False, per_rank)
     diff = _differ(facts, "settings")
     if diff is not None:
-        return Verdict(False, "TP ranks were started with different settings "
-                       f"[threshold, hysteresis, dwell, force] ({diff})" + off, setups, per_rank)
+        return Verdict(
+            False,
+            f"TP ranks were started with different settings [threshold, hysteresis, dwell, force] ({diff})" + off,
+            setups,
+            per_rank,
+        )
     inactive = [i for i, g in enumerate(facts) if not g["active"]]
     if not inactive:
         return Verdict(True, None, setups, per_rank)
@@ -123,12 +133,15 @@ def judge(got: Sequence[dict[str, Any] | None], timeout_s: float) -> Verdict:
         return Verdict(False, reasons.pop(), setups, per_rank)  # the same refusal everywhere
     why = "; ".join(f"TP{i}: {facts[i]['reason']}" for i in inactive)
     ready = [i for i, g in enumerate(facts) if g["active"]]
-    return Verdict(False, f"TP ranks disagree: {why}; ready: {_names(ready) or 'none'}" + off,
-                   setups, per_rank)
+    return Verdict(False, f"TP ranks disagree: {why}; ready: {_names(ready) or 'none'}" + off, setups, per_rank)
 
 
-FIELD_OF_KEY = {d.THRESHOLD_KEY: "threshold", d.HYSTERESIS_KEY: "hysteresis",
-                d.DWELL_KEY: "min_dwell_steps", d.FORCE_KEY: "force"}
+FIELD_OF_KEY = {
+    d.THRESHOLD_KEY: "threshold",
+    d.HYSTERESIS_KEY: "hysteresis",
+    d.DWELL_KEY: "min_dwell_steps",
+    d.FORCE_KEY: "force",
+}
 
 
 def values_by_rank(state: dict[str, Any], key: str) -> list[tuple[str, object]]:

@@ -2,6 +2,7 @@
 (server_control/sim/args.py) and the profile schema's ``[sim]`` keys
 (server_control/config/schema.py) both read, and the value types only these flags take
 (the others: protocol/arg_types.py). Standard library only."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,10 +18,10 @@ from server_control.protocol.sim_phases import Phase, PhaseError, parse_phases
 
 @dataclass(frozen=True)
 class Traffic:
-    kind: str          # idle | steady | ramp | wave | phases
-    peak: int = 0      # steady: concurrency; ramp/wave: highest concurrency (0 = from threshold)
+    kind: str  # idle | steady | ramp | wave | phases
+    peak: int = 0  # steady: concurrency; ramp/wave: highest concurrency (0 = from threshold)
     period_s: float = 60.0
-    phases: tuple[Phase, ...] = ()   # phases: server_control/protocol/sim_phases.py
+    phases: tuple[Phase, ...] = ()  # phases: server_control/protocol/sim_phases.py
 
 
 def kv_ms(text: str) -> float:
@@ -117,28 +118,44 @@ class SimFlag:
 
 # The one table of --sim-* flags: the parser below and the profile schema's [sim] keys.
 SIM_FLAGS: tuple[SimFlag, ...] = (
-    SimFlag("traffic", parse_traffic, Traffic("idle"),
-            "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]] | phases:s=S,c=LO-HI,ctx=T,p=P/..."),
-    SimFlag("explore_share", explore_share, 0.0, "share of decode steps (0..0.1) that run the other mode "
-            "near the threshold, so both cost curves exist there (0 = off)"),
-    SimFlag("auto_tune", tune_bounds, None, "LO-HI: the threshold follows the measured crossover within "
-            "LO..HI (moves logged with their evidence); an operator's threshold turns it off"),
-    SimFlag("kv_cost", kv_ms, 0.0, "ms per request per decode step per 1000 context tokens "
-            "(KV reads; 0 = the short-context model)"),
+    SimFlag(
+        "traffic",
+        parse_traffic,
+        Traffic("idle"),
+        "idle | steady:C | ramp[:MAX[:PERIOD_S]] | wave[:MAX[:PERIOD_S]] | phases:s=S,c=LO-HI,ctx=T,p=P/...",
+    ),
+    SimFlag(
+        "explore_share",
+        explore_share,
+        0.0,
+        "share of decode steps (0..0.1) that run the other mode near the threshold, so both cost curves exist there (0 = off)",
+    ),
+    SimFlag(
+        "auto_tune",
+        tune_bounds,
+        None,
+        "LO-HI: the threshold follows the measured crossover within "
+        "LO..HI (moves logged with their evidence); an operator's threshold turns it off",
+    ),
+    SimFlag(
+        "kv_cost", kv_ms, 0.0, "ms per request per decode step per 1000 context tokens (KV reads; 0 = the short-context model)"
+    ),
     SimFlag("seed", int, 0),
     SimFlag("time_scale", positive, 1.0, "simulated seconds per wall-clock second (tests use > 1)"),
     SimFlag("load_time", seconds, 2.0, "simulated seconds of weight loading and graph capture"),
     SimFlag("slow_start", seconds, 0.0, "extra simulated seconds of warm-up while /health answers 503"),
     SimFlag("crash_after", seconds, None, "scheduler raises after S simulated seconds of serving"),
-    SimFlag("health_fail_after", seconds, None,
-            "/health and /health_generate fail after S simulated seconds of serving"),
+    SimFlag("health_fail_after", seconds, None, "/health and /health_generate fail after S simulated seconds of serving"),
     SimFlag("health_fail_mode", str, "503", choices=("503", "hang")),
     SimFlag("http_5xx_rate", rate, 0.0, "share of generation requests answered with HTTP 500"),
     SimFlag("max_lifetime", seconds, 0.0, "wall-clock seconds after which every process exits (0 = no limit)"),
-    SimFlag("fail_build_rank", int_at_least(0), None,
-            "TP rank whose steps=0 state fails to build at start-up: every rank turns the switch "
-            "off together with one NOT active line naming it, as the SGLang patch does"),
-    SimFlag("light", bool, False, "TP ranks inside the main process (one process per server; for big fleets)",
-            switch=True),
+    SimFlag(
+        "fail_build_rank",
+        int_at_least(0),
+        None,
+        "TP rank whose steps=0 state fails to build at start-up: every rank turns the switch "
+        "off together with one NOT active line naming it, as the SGLang patch does",
+    ),
+    SimFlag("light", bool, False, "TP ranks inside the main process (one process per server; for big fleets)", switch=True),
 )
 SIM_FLAG_BY_KEY = {f.key: f for f in SIM_FLAGS}

@@ -12,6 +12,7 @@ A phase is comma-separated ``key=value`` items:
 e.g. short chat then long-context summarisation, high then low acceptance:
     phases:s=60,c=2-16,ctx=400,p=0.85/s=60,c=2-16,ctx=6000,p=0.6
 """
+
 from __future__ import annotations
 
 import math

@@ -19,6 +19,7 @@ Cost curves (``server_control.protocol.cost_curves``): per mode and decode-batch
 seconds, and the tokens committed, so ``rate(seconds)/rate(steps)`` per bucket is the
 step time and ``rate(tokens)/rate(seconds)`` the tok/s curve of each mode.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -29,26 +30,32 @@ from server_control.protocol import decision as d
 PREFIX = "sglang:spec_disable_"
 
 GAUGES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
-    ("batch_threshold", "Dynamic speculation: speculate while the decode batch <= N, "
-     "target-only above (0 = never disable).", lambda s: s["threshold"]),
-    ("hysteresis", "Dynamic speculation: back to speculative at batch <= max(1, N - H).",
-     lambda s: s["hysteresis"]),
-    ("min_dwell_steps", "Dynamic speculation: decode steps in a mode before the next switch.",
-     lambda s: s["min_dwell_steps"]),
-    ("force_mode", "Dynamic speculation forced mode: 0 auto, 1 speculative, 2 target_only.",
-     lambda s: d.FORCE_CHOICES.index(s["force"])),
-    ("mode", "Dynamic speculation current mode: 0 speculative, 1 target-only.",
-     lambda s: d.MODES.index(s["mode"])),
-    ("active", "1 when dynamic speculation disable is active on this rank.",
-     lambda s: int(bool(s.get("active", True)))),
-    ("last_decode_batch", "Decode batch size of the last decode step the switch saw.",
-     lambda s: s["last_batch"]),
-    ("accept_length", "Mean tokens per request per verify over the verify steps that drafted "
-     "(target-only steps excluded); 0 until one has.",
-     lambda s: 1 + s["accepted_drafts"] / s["verifies"] if s.get("verifies") else 0.0),
-    ("state_memory_bytes", "Memory the target-only (steps=0) state took on this rank at "
-     "start-up (device memory; host memory on a CPU server); 0 until built.",
-     lambda s: int(((s.get("state_memory") or {}).get("used_gib") or 0) * 1024 ** 3)),
+    (
+        "batch_threshold",
+        "Dynamic speculation: speculate while the decode batch <= N, target-only above (0 = never disable).",
+        lambda s: s["threshold"],
+    ),
+    ("hysteresis", "Dynamic speculation: back to speculative at batch <= max(1, N - H).", lambda s: s["hysteresis"]),
+    ("min_dwell_steps", "Dynamic speculation: decode steps in a mode before the next switch.", lambda s: s["min_dwell_steps"]),
+    (
+        "force_mode",
+        "Dynamic speculation forced mode: 0 auto, 1 speculative, 2 target_only.",
+        lambda s: d.FORCE_CHOICES.index(s["force"]),
+    ),
+    ("mode", "Dynamic speculation current mode: 0 speculative, 1 target-only.", lambda s: d.MODES.index(s["mode"])),
+    ("active", "1 when dynamic speculation disable is active on this rank.", lambda s: int(bool(s.get("active", True)))),
+    ("last_decode_batch", "Decode batch size of the last decode step the switch saw.", lambda s: s["last_batch"]),
+    (
+        "accept_length",
+        "Mean tokens per request per verify over the verify steps that drafted (target-only steps excluded); 0 until one has.",
+        lambda s: 1 + s["accepted_drafts"] / s["verifies"] if s.get("verifies") else 0.0,
+    ),
+    (
+        "state_memory_bytes",
+        "Memory the target-only (steps=0) state took on this rank at "
+        "start-up (device memory; host memory on a CPU server); 0 until built.",
+        lambda s: int(((s.get("state_memory") or {}).get("used_gib") or 0) * 1024**3),
+    ),
 )
 
 FORWARD_PARTS = ("target_graph", "target_eager", "draft_extend_graph", "draft_extend_eager")
@@ -56,30 +63,36 @@ FORWARD_PARTS = ("target_graph", "target_eager", "draft_extend_graph", "draft_ex
 
 def _forwards(part: str) -> Callable[[dict[str, Any]], Any]:
     """Decode forwards by mode of one part (``snapshot["forwards"][mode][part]``)."""
-    return lambda s: {m: int(((s.get("forwards") or {}).get(m) or {}).get(part, 0))
-                      for m in d.MODES}
+    return lambda s: {m: int(((s.get("forwards") or {}).get(m) or {}).get(part, 0)) for m in d.MODES}
+
 
 # (name, documentation, label, value): label None = one series; else one per mode.
 COUNTERS: tuple[tuple[str, str, str | None, Callable[[dict[str, Any]], Any]], ...] = (
-    ("switches", "Dynamic speculation mode switches, by the mode switched to.", "to",
-     lambda s: s["switches"]),
+    ("switches", "Dynamic speculation mode switches, by the mode switched to.", "to", lambda s: s["switches"]),
     ("decode_steps", "Decode steps, by dynamic speculation mode.", "mode", lambda s: s["steps"]),
-    ("generated_tokens", "Tokens committed by decode steps, by dynamic speculation mode.",
-     "mode", lambda s: s["tokens"]),
-    ("spec_verifies", "Request verifies of decode steps that drafted.", None,
-     lambda s: s["verifies"]),
-    ("accepted_drafts", "Draft tokens accepted in decode steps that drafted.", None,
-     lambda s: s["accepted_drafts"]),
-    ("proposed_drafts", "Draft tokens proposed in decode steps that drafted.", None,
-     lambda s: s["proposed_drafts"]),
-    ("target_graph_forwards", "Decode steps whose target forward replayed a CUDA graph, "
-     "by mode.", "mode", _forwards("target_graph")),
-    ("target_eager_forwards", "Decode steps whose target forward ran eager, by mode.", "mode",
-     _forwards("target_eager")),
-    ("draft_extend_graph_forwards", "Decode steps whose draft-extend replayed a CUDA graph, "
-     "by mode.", "mode", _forwards("draft_extend_graph")),
-    ("draft_extend_eager_forwards", "Decode steps whose draft-extend ran eager, by mode.",
-     "mode", _forwards("draft_extend_eager")),
+    ("generated_tokens", "Tokens committed by decode steps, by dynamic speculation mode.", "mode", lambda s: s["tokens"]),
+    ("spec_verifies", "Request verifies of decode steps that drafted.", None, lambda s: s["verifies"]),
+    ("accepted_drafts", "Draft tokens accepted in decode steps that drafted.", None, lambda s: s["accepted_drafts"]),
+    ("proposed_drafts", "Draft tokens proposed in decode steps that drafted.", None, lambda s: s["proposed_drafts"]),
+    (
+        "target_graph_forwards",
+        "Decode steps whose target forward replayed a CUDA graph, by mode.",
+        "mode",
+        _forwards("target_graph"),
+    ),
+    ("target_eager_forwards", "Decode steps whose target forward ran eager, by mode.", "mode", _forwards("target_eager")),
+    (
+        "draft_extend_graph_forwards",
+        "Decode steps whose draft-extend replayed a CUDA graph, by mode.",
+        "mode",
+        _forwards("draft_extend_graph"),
+    ),
+    (
+        "draft_extend_eager_forwards",
+        "Decode steps whose draft-extend ran eager, by mode.",
+        "mode",
+        _forwards("draft_extend_eager"),
+    ),
 )
 
 # (name, documentation, index into a cost_curves row)
@@ -89,8 +102,11 @@ BUCKET_COUNTERS: tuple[tuple[str, str, int], ...] = (
     ("bucket_tokens", "Tokens committed by decode steps, by mode and decode batch bucket.", 7),
 )
 
-NAMES = (tuple(PREFIX + g[0] for g in GAUGES) + tuple(PREFIX + c[0] + "_total" for c in COUNTERS)
-         + tuple(PREFIX + b[0] + "_total" for b in BUCKET_COUNTERS))
+NAMES = (
+    tuple(PREFIX + g[0] for g in GAUGES)
+    + tuple(PREFIX + c[0] + "_total" for c in COUNTERS)
+    + tuple(PREFIX + b[0] + "_total" for b in BUCKET_COUNTERS)
+)
 # counted by the SGLang patch only (the simulator runs no graphs)
 PATCH_ONLY = tuple(PREFIX + part + "_forwards_total" for part in FORWARD_PARTS)
 
@@ -99,19 +115,22 @@ class SpecMetrics:
     """The metric objects for one label set; ``publish(snapshot)`` sets the gauges and
     advances the counters by what the snapshot's cumulative values gained."""
 
-    def __init__(self, gauge_cls: Any, counter_cls: Any, labels: dict[str, Any], *, registry: Any = None,
-                 multiprocess: bool = False) -> None:
+    def __init__(
+        self, gauge_cls: Any, counter_cls: Any, labels: dict[str, Any], *, registry: Any = None, multiprocess: bool = False
+    ) -> None:
         self.labels = {k: str(v) for k, v in labels.items()}
         names = list(self.labels)
         extra = {"registry": registry} if registry is not None else {}
         gauge_extra = dict(extra, multiprocess_mode="mostrecent") if multiprocess else extra
-        self.gauges = [(gauge_cls(PREFIX + key, doc, names, **gauge_extra), value)
-                       for key, doc, value in GAUGES]
-        self.counters = [(counter_cls(PREFIX + key + "_total", doc,
-                                      names + ([label] if label else []), **extra), label, value)
-                         for key, doc, label, value in COUNTERS]
-        self.buckets = [(counter_cls(PREFIX + key + "_total", doc, names + ["mode", "batch"], **extra), index)
-                        for key, doc, index in BUCKET_COUNTERS]
+        self.gauges = [(gauge_cls(PREFIX + key, doc, names, **gauge_extra), value) for key, doc, value in GAUGES]
+        self.counters = [
+            (counter_cls(PREFIX + key + "_total", doc, names + ([label] if label else []), **extra), label, value)
+            for key, doc, label, value in COUNTERS
+        ]
+        self.buckets = [
+            (counter_cls(PREFIX + key + "_total", doc, names + ["mode", "batch"], **extra), index)
+            for key, doc, index in BUCKET_COUNTERS
+        ]
         self._sent: dict[tuple[Any, Any], Any] = {}
 
     def publish(self, snapshot: dict[str, Any] | None) -> None:
@@ -180,10 +199,13 @@ def window(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[
     def gain(key: str, sub: str | None = None) -> float:
         a, b = after.get(key, {} if sub else 0), before.get(key, {} if sub else 0)
         return float((a.get(sub, 0) - b.get(sub, 0)) if sub else a - b)
+
     steps = {m: gain("decode_steps", m) for m in d.MODES}
     total = sum(steps.values())
     verifies = gain("spec_verifies")
-    return {"decode_steps": steps,
-            "target_only_share": steps[d.TARGET_ONLY] / total if total else None,
-            "switches": sum(gain("switches", m) for m in d.MODES),
-            "accept_length": 1 + gain("accepted_drafts") / verifies if verifies else None}
+    return {
+        "decode_steps": steps,
+        "target_only_share": steps[d.TARGET_ONLY] / total if total else None,
+        "switches": sum(gain("switches", m) for m in d.MODES),
+        "accept_length": 1 + gain("accepted_drafts") / verifies if verifies else None,
+    }

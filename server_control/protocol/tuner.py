@@ -21,6 +21,7 @@ Each move carries its evidence, the log line
     412 vs 388 tok/s, n=1234 steps over 30 s)
 An operator's explicit N turns the tuner off (``off``) until it is asked again (``on``).
 """
+
 from __future__ import annotations
 
 import collections
@@ -79,7 +80,7 @@ def evidence(e: Estimate, busy_s: float) -> str:
     b = e.crossover
     t, s = e.tok_s(TARGET_ONLY, b), e.tok_s(SPECULATIVE, b)
     at = {(p.mode, p.lo) for p in e.points if p.lo <= b <= (p.hi or b)}
-    if (TARGET_ONLY, b) in at and (SPECULATIVE, b) in at:   # both measured there: the measurement
+    if (TARGET_ONLY, b) in at and (SPECULATIVE, b) in at:  # both measured there: the measurement
         by = {p.mode: p for p in e.points if p.lo <= b <= (p.hi or b)}
         t, s = by[TARGET_ONLY].tok_s, by[SPECULATIVE].tok_s
     nums = f", {t:.0f} vs {s:.0f} tok/s" if t is not None and s is not None else ""
@@ -95,7 +96,7 @@ class Tuner:
         self.last_move: Move | None = None
         self._history: collections.deque[tuple[float, Curves]] = collections.deque()
         self._last_decision: float | None = None
-        self._direction = 0        # of the last move: +1 up, -1 down
+        self._direction = 0  # of the last move: +1 up, -1 down
         self._reversal_asked = False
 
     def off(self, reason: str) -> None:
@@ -152,8 +153,9 @@ class Tuner:
         """Restart the window where the mean context of the last interval left the window's."""
         if len(self._history) < 3:
             return
-        recent_t, recent = next(((t, c) for t, c in reversed(self._history)
-                                 if t <= now - self.settings.interval_s), self._history[0])
+        recent_t, recent = next(
+            ((t, c) for t, c in reversed(self._history) if t <= now - self.settings.interval_s), self._history[0]
+        )
         new, old = _mean_context(curves.minus(recent)), _mean_context(recent.minus(self._history[0][1]))
         if new is None or old is None or old <= 0 or new <= 0:
             return
@@ -161,14 +163,19 @@ class Tuner:
             while self._history[0][0] < recent_t:
                 self._history.popleft()
 
-
     def snapshot(self) -> dict[str, object]:
         s = self.settings
         m = self.last_move
-        return {"on": self.on, "off_reason": self.off_reason, "bounds": [s.lo, s.hi],
-                "interval_s": s.interval_s, "window_s": s.window_s, "max_step": s.max_step,
-                "moves": self.moves,
-                "last_move": {"old": m.old, "new": m.new, "evidence": m.evidence} if m else None}
+        return {
+            "on": self.on,
+            "off_reason": self.off_reason,
+            "bounds": [s.lo, s.hi],
+            "interval_s": s.interval_s,
+            "window_s": s.window_s,
+            "max_step": s.max_step,
+            "moves": self.moves,
+            "last_move": {"old": m.old, "new": m.new, "evidence": m.evidence} if m else None,
+        }
 
 
 def _mean_context(curves: Curves) -> float | None:
@@ -184,8 +191,9 @@ def measured_reach(e: Estimate, threshold: int, target: int) -> int | None:
     by: dict[tuple[int, int], dict[str, float]] = {}
     for p in e.points:
         by.setdefault((p.lo, p.hi), {})[p.mode] = p.tok_s
-    shared = sorted((lo, hi, d[SPECULATIVE], d[TARGET_ONLY]) for (lo, hi), d in by.items()
-                    if SPECULATIVE in d and TARGET_ONLY in d and hi)
+    shared = sorted(
+        (lo, hi, d[SPECULATIVE], d[TARGET_ONLY]) for (lo, hi), d in by.items() if SPECULATIVE in d and TARGET_ONLY in d and hi
+    )
     reach = None
     if target > threshold:
         for lo, hi, spec, tgt in (r for r in shared if r[1] > threshold):

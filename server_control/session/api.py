@@ -35,6 +35,7 @@ caller reaches into ``session.control`` or ``session.poller``):
 
 NVML updates come from the sampler thread and reach subscribers on the event loop.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -3,6 +3,7 @@ verification reads (``Dynamic speculation`` init, NOT active, ready), the time o
 first record, and the changes of N / hysteresis / dwell that begin a new switch-rate regime.
 Switch and init records also go to the mode timeline. One ``LogFacts`` per followed log:
 ``reset()`` when a new run's log begins."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -13,8 +14,11 @@ from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.series import ModeTimeline
 
 KEEP_INIT_RECORDS = 512
-DAMPING_CHANGES = ("Dynamic speculation: threshold changed", "Dynamic speculation: hysteresis changed",
-                   "Dynamic speculation: min_dwell_steps changed")   # a new regime for the switch rate
+DAMPING_CHANGES = (
+    "Dynamic speculation: threshold changed",
+    "Dynamic speculation: hysteresis changed",
+    "Dynamic speculation: min_dwell_steps changed",
+)  # a new regime for the switch rate
 
 
 class LogFacts:
@@ -22,8 +26,8 @@ class LogFacts:
         self.init: list[Record] = []
         self.not_active: list[Record] = []
         self.ready: list[Record] = []
-        self.began: float | None = None    # the time stamp of this log's first record
-        self.seen_seq = 0                  # the store's records up to here are scanned
+        self.began: float | None = None  # the time stamp of this log's first record
+        self.seen_seq = 0  # the store's records up to here are scanned
 
     def reset(self) -> None:
         """A new run's log begins (the store's sequence goes on)."""
@@ -32,8 +36,9 @@ class LogFacts:
         self.ready.clear()
         self.began = None
 
-    def scan(self, records: Iterable[Record], last_seq: int, now: float, timeline: ModeTimeline,
-             on_damping: Callable[[float], None]) -> None:
+    def scan(
+        self, records: Iterable[Record], last_seq: int, now: float, timeline: ModeTimeline, on_damping: Callable[[float], None]
+    ) -> None:
         """Take in the store's records since ``seen_seq`` (up to ``last_seq``)."""
         for rec in records:
             kind = rec.kind

@@ -4,6 +4,7 @@
 the supervisor), ``AttachedRun`` (a server someone else runs: refuses to launch or stop
 it), or the fleet's ``RemoteRun`` (a profile's run on another host, over SSH).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -55,7 +56,7 @@ class RunLike(Protocol):
         claim: an attached server, a remote host)."""
 
 
-OWNER_TTL_S = 5.0   # how long an answer to "is it ours?" is kept (the same leader pid)
+OWNER_TTL_S = 5.0  # how long an answer to "is it ours?" is kept (the same leader pid)
 GONE_STATES = ("stopped", "fatal", "crashed")
 
 
@@ -96,7 +97,7 @@ class AttachedRun:
         return None  # not ours to restart: nothing to re-apply
 
     def owns_server(self) -> bool | None:
-        return None   # whoever answers at the URL is the server asked for
+        return None  # whoever answers at the URL is the server asked for
 
 
 class ProfileRun:
@@ -110,22 +111,21 @@ class ProfileRun:
 
         self.sup = Supervisor(profile, state_dir=state_dir)
         self.supervise = supervise
-        self.needs_handoff = False   # set by close(): we supervised a run that goes on without us
+        self.needs_handoff = False  # set by close(): we supervised a run that goes on without us
         self._watch: asyncio.Task[Any] | None = None
         self._pids: list[int] = []
         self._reachable = False
-        self._owner: tuple[float, int | None, bool | None] = (0.0, None, None)   # (when, leader pid, answer)
+        self._owner: tuple[float, int | None, bool | None] = (0.0, None, None)  # (when, leader pid, answer)
 
     async def start(self, on_change: Callable[[], None]) -> None:
         self.sup.on_change = lambda _sup: on_change()
         self.sup.adopt()
         if self.supervise:
-            self.sup.reclaim_from_handoff()   # a console that quit handed it to `supervise`: take it back
+            self.sup.reclaim_from_handoff()  # a console that quit handed it to `supervise`: take it back
             self._watch = asyncio.create_task(self.sup.watch(), name="supervise")
 
     async def close(self) -> None:
-        self.needs_handoff = bool(self.sup.supervising and self.sup.record is not None
-                                  and self.sup.state not in FINAL_STATES)
+        self.needs_handoff = bool(self.sup.supervising and self.sup.record is not None and self.sup.state not in FINAL_STATES)
         if self._watch is not None:
             self._watch.cancel()
             try:
@@ -179,7 +179,7 @@ class ProfileRun:
                 st = dataclasses.replace(st, state=RunState.CRASHED)
             elif self._reachable:
                 st = dataclasses.replace(st, state=RunState.READY)
-            elif rec.health == RunState.UNHEALTHY or rec.ready_at:   # it answered before: not starting
+            elif rec.health == RunState.UNHEALTHY or rec.ready_at:  # it answered before: not starting
                 st = dataclasses.replace(st, state=RunState.UNHEALTHY)
         return st
 
@@ -199,8 +199,7 @@ class ProfileRun:
             return OperationResult(operation, Outcome.REFUSED, str(exc), run=self.status())
         except Exception as exc:  # noqa: BLE001 - OSError, RuntimeError, ...: all reported
             return OperationResult(operation, Outcome.FAILED, str(exc), run=self.status())
-        return OperationResult(operation, Outcome.DONE, "launched" if operation == "launch" else "restarted",
-                               run=self.status())
+        return OperationResult(operation, Outcome.DONE, "launched" if operation == "launch" else "restarted", run=self.status())
 
     async def remember_runtime(self, key: str, value: object) -> str | None:
         try:

@@ -7,6 +7,7 @@ are called on the event loop with a topic: "snapshot" (after a poll, an NVML sam
 run-state or setting change) or "logs" (new records in ``session.store``). ``snapshot()``
 is a ``SessionSnapshot`` (server_control/model/snapshot.py).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,13 +47,22 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
-ELSEWHERE_SHOWN_S = 60.0   # how long "N changed elsewhere: ..." stays on the status line
+ELSEWHERE_SHOWN_S = 60.0  # how long "N changed elsewhere: ..." stays on the status line
 
 
 class Session:
-    def __init__(self, url: str, run: RunLike, *, profile: Profile | None = None, api_key: str | None = None,
-                 admin_api_key: str | None = None, poll_interval_s: float = DEFAULT_INTERVAL_S,
-                 nvml: Any = None, store: LogStore | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        run: RunLike,
+        *,
+        profile: Profile | None = None,
+        api_key: str | None = None,
+        admin_api_key: str | None = None,
+        poll_interval_s: float = DEFAULT_INTERVAL_S,
+        nvml: Any = None,
+        store: LogStore | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.profile = profile
         self.run = run
@@ -63,42 +73,47 @@ class Session:
         self.timeline = ModeTimeline()
         self.parts = SnapshotParts(self.panels, self.timeline)
         self.runtime = SwitchWatch()
-        self.poller = HttpPoller(self.url, api_key, interval_s=poll_interval_s,
-                                 records_fn=lambda: self.store.tail(400), on_sample=self._on_sample)
+        self.poller = HttpPoller(
+            self.url, api_key, interval_s=poll_interval_s, records_fn=lambda: self.store.tail(400), on_sample=self._on_sample
+        )
         self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
-        self.control = Control(self.url, api_key, admin_api_key, records_since=self.store.since,
-                               log_seq=lambda: self.store.last_seq)
+        self.control = Control(
+            self.url, api_key, admin_api_key, records_since=self.store.since, log_seq=lambda: self.store.last_seq
+        )
         self.last_change: SettingChange | None = None
-        self._elsewhere_at = 0.0   # monotonic time of the last "changed elsewhere" (shown ELSEWHERE_SHOWN_S)
-        self.guard = SettingGuard(self.control, self.url, getattr(getattr(run, "sup", None), "state_dir", None),
-                                  profile.name if profile is not None else None)
+        self._elsewhere_at = 0.0  # monotonic time of the last "changed elsewhere" (shown ELSEWHERE_SHOWN_S)
+        self.guard = SettingGuard(
+            self.control,
+            self.url,
+            getattr(getattr(run, "sup", None), "state_dir", None),
+            profile.name if profile is not None else None,
+        )
         self.last: Sample | None = None
-        self.last_good: Sample | None = None   # the last poll the server answered (stale data, greyed)
-        self.foreign: str | None = None   # why what answers is not this run's server (steering off)
+        self.last_good: Sample | None = None  # the last poll the server answered (stale data, greyed)
+        self.foreign: str | None = None  # why what answers is not this run's server (steering off)
         self._started_at = time.time()
         self._runtime_note: str | None = None
-        self._last_exit: str | None = None   # the run's last exit already said in the log view
-        self._restarts: int | None = None   # the run's restart count last seen (None: not yet)
-        self._subs = Subscribers()   # silent: the console's screen has no place for a traceback
+        self._last_exit: str | None = None  # the run's last exit already said in the log view
+        self._restarts: int | None = None  # the run's restart count last seen (None: not yet)
+        self._subs = Subscribers()  # silent: the console's screen has no place for a traceback
         self._tasks: list[asyncio.Task[Any]] = []
         self._pipeline: LogPipeline | None = None
         self._log_path: Path | None = None
         self.facts = LogFacts()
-        self._damping_at: float | None = None   # the last change of N / hysteresis / dwell
+        self._damping_at: float | None = None  # the last change of N / hysteresis / dwell
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
-    def for_profile(cls, profile: Profile, state_dir: str | Path | None = None, *, supervise: bool = True,
-                    **kw: Any) -> Session:
+    def for_profile(cls, profile: Profile, state_dir: str | Path | None = None, *, supervise: bool = True, **kw: Any) -> Session:
         run = ProfileRun(profile, state_dir, supervise)
-        return cls(profile.url, run, profile=profile, api_key=profile.api_key(),
-                   admin_api_key=profile.admin_api_key(), **kw)
+        return cls(profile.url, run, profile=profile, api_key=profile.api_key(), admin_api_key=profile.admin_api_key(), **kw)
 
     @classmethod
-    def attach(cls, url: str, log_path: str | Path | None = None, api_key: str | None = None,
-               admin_api_key: str | None = None, **kw: Any) -> Session:
+    def attach(
+        cls, url: str, log_path: str | Path | None = None, api_key: str | None = None, admin_api_key: str | None = None, **kw: Any
+    ) -> Session:
         return cls(url, AttachedRun(log_path), api_key=api_key, admin_api_key=admin_api_key, **kw)
 
     # -- life cycle -----------------------------------------------------------------------
@@ -179,7 +194,7 @@ class Session:
         self._pipeline = None
         if path is None:
             return
-        if self.store.total:   # a divider between runs (before: the new log just went on)
+        if self.store.total:  # a divider between runs (before: the new log just went on)
             self.mark(f"a new run's log begins: {path}")
         self._pipeline = LogPipeline(path, self.store, on_records=self._on_records)
         self._tasks.append(asyncio.create_task(self._pipeline.run(), name="log-follow"))
@@ -216,7 +231,7 @@ class Session:
         run's (server_control/listener.py) counts as not answering, with who holds the port;
         nothing it says reaches the panels, the timeline or the verification."""
         if not sample.reachable:
-            self.foreign = None   # nobody answers now: said as any outage
+            self.foreign = None  # nobody answers now: said as any outage
             return sample
         if self.run.owns_server() is not False:
             if self.foreign is not None:
@@ -227,8 +242,10 @@ class Session:
             from server_control.proc.listener import holder  # noqa: PLC0415 - a scan of every process, once
 
             port = self.profile.port if self.profile is not None else None
-            self.foreign = (f"not this run's server: port {port} answers, but from {holder(port) if port else '?'}, "
-                            "not a process of this run; steering is off")
+            self.foreign = (
+                f"not this run's server: port {port} answers, but from {holder(port) if port else '?'}, "
+                "not a process of this run; steering is off"
+            )
             self.mark(self.foreign)
         return Sample(ts=sample.ts, reachable=False, error=self.foreign, poll_s=sample.poll_s)
 
@@ -236,7 +253,7 @@ class Session:
         sample = self._ours(sample)
         was = self.last.reachable if self.last else None
         if self.foreign is not None:
-            pass   # said once by _ours
+            pass  # said once by _ours
         elif was and not sample.reachable:
             self.mark(f"the server stopped answering ({sample.error})")
         elif was is False and sample.reachable and self.last_good is not None:
@@ -244,12 +261,11 @@ class Session:
         self.last = sample
         if sample.reachable:
             self.last_good = sample
-        for key, old, new, who in self.guard.elsewhere(sample):   # a change this session did not make
-            if who == REAPPLY:   # the restart carried the run's runtime value back: ours, not another client's
+        for key, old, new, who in self.guard.elsewhere(sample):  # a change this session did not make
+            if who == REAPPLY:  # the restart carried the run's runtime value back: ours, not another client's
                 self.last_change = replace(change(new, ChangeState.APPLIED, "re-applied after the restart"), key=key)
             else:
-                self.last_change = replace(change(new, ChangeState.ELSEWHERE, self.guard.words(key, old, new, who)),
-                                           key=key)
+                self.last_change = replace(change(new, ChangeState.ELSEWHERE, self.guard.words(key, old, new, who)), key=key)
                 self._elsewhere_at = time.monotonic()
             if key != d.FORCE_KEY:
                 self._damping(sample.ts)
@@ -263,24 +279,25 @@ class Session:
     def _on_run_change(self) -> None:
         if self._started:
             st = self.run.status()
-            if st.last_exit and st.last_exit != self._last_exit:   # a crash: said where the log goes on
-                self.mark(f"the server exited: {st.last_exit}"
-                          + (f"; restart in {st.next_restart_in_s:g} s" if st.next_restart_in_s is not None else ""))
+            if st.last_exit and st.last_exit != self._last_exit:  # a crash: said where the log goes on
+                self.mark(
+                    f"the server exited: {st.last_exit}"
+                    + (f"; restart in {st.next_restart_in_s:g} s" if st.next_restart_in_s is not None else "")
+                )
             self._last_exit = st.last_exit
             if self._restarts is not None and st.restarts > self._restarts and st.pid:
                 self.mark(f"restarted (restart {st.restarts}): pid {st.pid}")
             self._restarts = st.restarts
             self._follow(self.run.log_path())
             note = self.run.status().runtime_note
-            if note and note != self._runtime_note:   # re-applied (or not) after a restart: said in the log view
+            if note and note != self._runtime_note:  # re-applied (or not) after a restart: said in the log view
                 self.mark(note)
             self._runtime_note = note
         self._publish("snapshot")
 
     # -- control --------------------------------------------------------------------------
     async def set_threshold(self, n: object) -> OperationResult:
-        return OperationResult.of_change("threshold", await self._change(n, self.control.set_threshold,
-                                                                          d.THRESHOLD_KEY))
+        return OperationResult.of_change("threshold", await self._change(n, self.control.set_threshold, d.THRESHOLD_KEY))
 
     async def set_force(self, mode: object) -> OperationResult:
         return OperationResult.of_change("force", await self._change(mode, self.control.set_force, d.FORCE_KEY))
@@ -303,29 +320,35 @@ class Session:
         r0 = g.ranks[0] if g and g.ranks else None
         now = time.time()
         up = self.run.status().uptime_s
-        since = min(t for t in (self._started_at, self.facts.began, now - up if up is not None else None)
-                    if t is not None)
-        return switch_rate([e["t"] for e in self.timeline.current() if not is_forced(e)], now, since,
-                           threshold=g.threshold if g else None, hysteresis=r0.hysteresis if r0 else None,
-                           dwell=r0.min_dwell_steps if r0 else None, changed_at=self._damping_at)
+        since = min(t for t in (self._started_at, self.facts.began, now - up if up is not None else None) if t is not None)
+        return switch_rate(
+            [e["t"] for e in self.timeline.current() if not is_forced(e)],
+            now,
+            since,
+            threshold=g.threshold if g else None,
+            hysteresis=r0.hysteresis if r0 else None,
+            dwell=r0.min_dwell_steps if r0 else None,
+            changed_at=self._damping_at,
+        )
 
-    async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]],
-                      key: str) -> SettingChange:
+    async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]], key: str) -> SettingChange:
         if self.foreign is None and self.last is not None and self.last.reachable:
-            self._ours(self.last)   # the port may have changed hands since the last poll
+            self._ours(self.last)  # the port may have changed hands since the last poll
         if self.foreign is not None:
             return replace(change(requested, ChangeState.REFUSED, self.foreign), key=key)
-        self.last_change = replace(change(requested, ChangeState.PENDING, "sent; waiting for every DP rank to read back"),
-                                        key=key)
+        self.last_change = replace(
+            change(requested, ChangeState.PENDING, "sent; waiting for every DP rank to read back"), key=key
+        )
         self._publish("snapshot")
         old = shown(self.last).get(key) if self.last is not None and self.last.reachable else None
         # journaled; a concurrent change that wins makes it "overridden"
         result = replace(await self.guard.change(key, requested, action, old), key=key)
         if result.state == ChangeState.APPLIED:
-            lost = await self.run.remember_runtime(key, requested)   # re-applied after a restart
+            lost = await self.run.remember_runtime(key, requested)  # re-applied after a restart
             if lost:
-                result = replace(result, state=ChangeState.NOT_KEPT,
-                                 detail=f"applied now, NOT kept across a restart: {lost} ({result.detail})")
+                result = replace(
+                    result, state=ChangeState.NOT_KEPT, detail=f"applied now, NOT kept across a restart: {lost} ({result.detail})"
+                )
             if key != d.FORCE_KEY:
                 self._damping(time.time())
         self.last_change = result
@@ -353,8 +376,13 @@ class Session:
 
     # -- verification and advice -----------------------------------------------------------
     def verification(self) -> Verification:
-        return verification_of(self.last, self.profile, self.facts, log_attached=self._log_path is not None,
-                               runtime=self.runtime.status(self.timeline.current()))
+        return verification_of(
+            self.last,
+            self.profile,
+            self.facts,
+            log_attached=self._log_path is not None,
+            runtime=self.runtime.status(self.timeline.current()),
+        )
 
     async def advice(self) -> Advice:
         """The advisor's answer from this run's server's cost curves (SourceError: none to give)."""
@@ -374,22 +402,38 @@ class Session:
         g = s if s and s.reachable else self.last_good
         load = g.load if g else None
         tc = self.last_change
-        if tc is not None and tc.state == ChangeState.ELSEWHERE and (
+        if (
+            tc is not None
+            and tc.state == ChangeState.ELSEWHERE
+            and (
                 time.monotonic() - self._elsewhere_at > ELSEWHERE_SHOWN_S
-                or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))):
-            self.last_change = None   # old news, or no longer what the server shows
+                or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))
+            )
+        ):
+            self.last_change = None  # old news, or no longer what the server shows
         return SessionSnapshot(
-            url=self.url, profile=self.profile.name if self.profile is not None else None,
-            attached=self.attached, run=self.run.status(),
-            server=ServerStatus(reachable=bool(s and s.reachable), error=s.error if s else "not polled yet",
-                                model=s.model if s else None, tp_size=s.tp_size if s else None,
-                                dp_size=s.dp_size if s else None, version=s.version if s else None,
-                                foreign=self.foreign is not None),
-            spec=self.parts.spec(g, self.switch_rate()), last_change=self.last_change,
-            live=replace(load, source=None, ts=g.ts) if g and load else Load(),   # source: not in the JSON
-            series=self.parts.series(), timeline=self.parts.timeline_of(s), gpus=self.nvml.snapshot(),
+            url=self.url,
+            profile=self.profile.name if self.profile is not None else None,
+            attached=self.attached,
+            run=self.run.status(),
+            server=ServerStatus(
+                reachable=bool(s and s.reachable),
+                error=s.error if s else "not polled yet",
+                model=s.model if s else None,
+                tp_size=s.tp_size if s else None,
+                dp_size=s.dp_size if s else None,
+                version=s.version if s else None,
+                foreign=self.foreign is not None,
+            ),
+            spec=self.parts.spec(g, self.switch_rate()),
+            last_change=self.last_change,
+            live=replace(load, source=None, ts=g.ts) if g and load else Load(),  # source: not in the JSON
+            series=self.parts.series(),
+            timeline=self.parts.timeline_of(s),
+            gpus=self.nvml.snapshot(),
             verify=self.verification(),
-            logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None))
+            logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None),
+        )
 
 
 def _same_value(a: object, b: object) -> bool:

@@ -1,6 +1,7 @@
 """The parts of a session's snapshot built from its telemetry: the panels' series and the
 switch timeline (each rebuilt only when its source changed: the panels' and the timeline's
 ``version``), and the speculation status of the last answered poll."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -19,7 +20,7 @@ class SnapshotParts:
     def __init__(self, panels: PanelSeries, timeline: ModeTimeline) -> None:
         self.panels = panels
         self.timeline = timeline
-        self._series: tuple[int, Series] = (-1, Series())       # (panels.version, built)
+        self._series: tuple[int, Series] = (-1, Series())  # (panels.version, built)
         self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
 
     def series(self) -> Series:
@@ -33,8 +34,10 @@ class SnapshotParts:
         """The last ``SWITCHES_SHOWN`` switches and the share of each mode (``s``: the last poll)."""
         version, switches = self._switches
         if version != self.timeline.version:
-            switches = tuple(Switch(e["ts"], e["mode"], e["batch"], e["threshold"], e["rank"], is_forced(e))
-                             for e in list(self.timeline.events)[-SWITCHES_SHOWN:])
+            switches = tuple(
+                Switch(e["ts"], e["mode"], e["batch"], e["threshold"], e["rank"], is_forced(e))
+                for e in list(self.timeline.events)[-SWITCHES_SHOWN:]
+            )
             self._switches = (self.timeline.version, switches)
         shares = per_mode(s, self.timeline, self.panels)
         return Timeline(switches, MappingProxyType({m: ModeShare(**shares[m]) for m in MODES}))
@@ -46,11 +49,18 @@ class SnapshotParts:
         dyn = next((r.dynamic for r in ranks if r.dynamic), None) or {}
         r0 = ranks[0] if ranks else None
         count = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else self.timeline.total
-        raw = {"mode": (s.mode if s else None) or self.timeline.mode, "threshold": s.threshold if s else None,
-               "low_mark": dyn.get("low_mark"), "hysteresis": r0.hysteresis if r0 else None,
-               "min_dwell_steps": r0.min_dwell_steps if r0 else None,
-               "force": r0.force if r0 else None, "switch_count": count, "steps": dyn.get("steps"),
-               "seconds": dyn.get("seconds"), "tokens": dyn.get("tokens"),
-               "supports_runtime_threshold": s.supports_runtime_threshold if s else None}
+        raw = {
+            "mode": (s.mode if s else None) or self.timeline.mode,
+            "threshold": s.threshold if s else None,
+            "low_mark": dyn.get("low_mark"),
+            "hysteresis": r0.hysteresis if r0 else None,
+            "min_dwell_steps": r0.min_dwell_steps if r0 else None,
+            "force": r0.force if r0 else None,
+            "switch_count": count,
+            "steps": dyn.get("steps"),
+            "seconds": dyn.get("seconds"),
+            "tokens": dyn.get("tokens"),
+            "supports_runtime_threshold": s.supports_runtime_threshold if s else None,
+        }
         health = SwitchHealth.from_states([r.dynamic for r in ranks])
         return replace(SpecStatus.from_json(raw), switch_rate=rate, health=health)  # counters read tolerantly

@@ -1,5 +1,6 @@
 """Callbacks subscribed to a publisher's topics (a session's "snapshot"/"logs", a fleet's
 "member:NAME"/"gateway"); a subscriber's bug never stops the publisher."""
+
 from __future__ import annotations
 
 import logging
@@ -11,7 +12,7 @@ Callback = Callable[[str], None]
 class Subscribers:
     def __init__(self, log: logging.Logger | None = None) -> None:
         self._callbacks: list[Callback] = []
-        self._log = log   # where a failing subscriber is reported (None: not at all)
+        self._log = log  # where a failing subscriber is reported (None: not at all)
 
     def subscribe(self, callback: Callback) -> Callable[[], None]:
         """Add ``callback(topic)``; returns a function that unsubscribes it."""

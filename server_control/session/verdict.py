@@ -1,5 +1,6 @@
 """The session's three-layer verification from what it holds: the last poll, the profile,
 the log's facts and the runtime watch's status (server_control/control/verify.py judges)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -13,14 +14,20 @@ if TYPE_CHECKING:
     from server_control.config.profile import Profile
 
 
-def verification_of(s: Sample | None, profile: Profile | None, facts: LogFacts, *, log_attached: bool,
-                    runtime: VerifyLayer) -> Verification:
+def verification_of(
+    s: Sample | None, profile: Profile | None, facts: LogFacts, *, log_attached: bool, runtime: VerifyLayer
+) -> Verification:
     expected = profile.dynamic.get("threshold") if profile is not None else None
     args = s.args if s else {}
     tp = s.tp_size if s and s.tp_size else (profile.server.get("tp_size") if profile else None)
     dp = s.dp_size if s and s.dp_size else (profile.server.get("dp_size") if profile else None)
     init = v.initialisation(
-        facts.init, facts.not_active, facts.ready,
+        facts.init,
+        facts.not_active,
+        facts.ready,
         ranks_expected=v.expected_ranks(tp, dp, bool(args.get("enable_dp_attention"))),
-        server_ready=bool(s and s.reachable), log_attached=log_attached, sample=s)
+        server_ready=bool(s and s.reachable),
+        log_attached=log_attached,
+        sample=s,
+    )
     return v.summary([v.configuration(s, expected), init, runtime])

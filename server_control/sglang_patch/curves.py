@@ -8,6 +8,7 @@ ready (the target-only state exists and the ranks agreed); never raises into ser
 Published in the worker's snapshot (``/server_info`` ``dynamic_speculation.cost_curves``)
 and, through ``spec_metrics``, as ``sglang:spec_disable_bucket_*`` on ``/metrics``.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -9,15 +9,13 @@ asks of extension fields), on the command line (``add_cli_args_from_dataclass``)
 ``server_args=...`` start-up line (``__repr__``) and in ``/server_info`` (``resolved_dict``).
 """
 
-
 import argparse
 from typing import Any
 
 from server_control.protocol import decision
 from server_control.sglang_patch import gate
 
-NEW_FIELDS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY,
-              decision.FORCE_KEY)
+NEW_FIELDS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY)
 DEFAULTS = {
     decision.THRESHOLD_KEY: 0,
     decision.HYSTERESIS_KEY: decision.DEFAULT_HYSTERESIS,
@@ -67,21 +65,37 @@ def namespace_class() -> Any:
         """Namespace ``spec``: dynamic speculation disable (specconsole patch)."""
 
         _NS_PATH = "spec"
-        speculative_disable_batch_threshold: A[int, Arg(
-            help="Dynamic speculation disable: speculate while the decode batch is <= N, "
-                 "run the target model alone (steps=0 state) above N. 0 = never disable. "
-                 "Settable at runtime via /set_internal_state.",
-            type_parser=_cli_type(decision.THRESHOLD_KEY))] = 0
-        speculative_disable_hysteresis: A[int, Arg(
-            help=f"Back to speculative when the decode batch <= max(1, N - H). Default {hyst}.",
-            type_parser=_cli_type(decision.HYSTERESIS_KEY))] = hyst
-        speculative_disable_min_dwell_steps: A[int, Arg(
-            help=f"Decode steps spent in a mode before switching again. Default {dwell}.",
-            type_parser=_cli_type(decision.DWELL_KEY))] = dwell
-        speculative_disable_force_mode: A[str, Arg(
-            help="auto (the threshold rule), speculative or target_only (forced).",
-            choices=list(decision.FORCE_CHOICES),
-            type_parser=_cli_type(decision.FORCE_KEY))] = decision.AUTO
+        speculative_disable_batch_threshold: A[
+            int,
+            Arg(
+                help="Dynamic speculation disable: speculate while the decode batch is <= N, "
+                "run the target model alone (steps=0 state) above N. 0 = never disable. "
+                "Settable at runtime via /set_internal_state.",
+                type_parser=_cli_type(decision.THRESHOLD_KEY),
+            ),
+        ] = 0
+        speculative_disable_hysteresis: A[
+            int,
+            Arg(
+                help=f"Back to speculative when the decode batch <= max(1, N - H). Default {hyst}.",
+                type_parser=_cli_type(decision.HYSTERESIS_KEY),
+            ),
+        ] = hyst
+        speculative_disable_min_dwell_steps: A[
+            int,
+            Arg(
+                help=f"Decode steps spent in a mode before switching again. Default {dwell}.",
+                type_parser=_cli_type(decision.DWELL_KEY),
+            ),
+        ] = dwell
+        speculative_disable_force_mode: A[
+            str,
+            Arg(
+                help="auto (the threshold rule), speculative or target_only (forced).",
+                choices=list(decision.FORCE_CHOICES),
+                type_parser=_cli_type(decision.FORCE_KEY),
+            ),
+        ] = decision.AUTO
 
     _namespace_class = DynamicSpeculationArgs
     return DynamicSpeculationArgs
@@ -124,15 +138,18 @@ def drop_flags_from_argv(argv: list[str]) -> list[str]:
         name = arg.split("=", 1)[0]
         if i > 0 and name in FLAGS:
             take = 1 if "=" in arg or i + 1 >= len(argv) else 2
-            dropped += argv[i:i + take]
+            dropped += argv[i : i + take]
             i += take
             continue
         kept.append(arg)
         i += 1
     if dropped:
         argv[:] = kept
-        gate.warn("Dynamic speculation: ignored " + " ".join(dropped)
-                  + " (the patch is not active in this server; see the NOT active line)")
+        gate.warn(
+            "Dynamic speculation: ignored "
+            + " ".join(dropped)
+            + " (the patch is not active in this server; see the NOT active line)"
+        )
     return dropped
 
 
@@ -146,7 +163,9 @@ def check_server_args(module: Any) -> bool:
     missing = missing_fields(module.ServerArgs)
     if missing:
         gate.not_active(
-            "ServerArgs was built without " + ", ".join(missing)
-            + " (sglang.srt.server_args was imported before the patch hook was installed)")
+            "ServerArgs was built without "
+            + ", ".join(missing)
+            + " (sglang.srt.server_args was imported before the patch hook was installed)"
+        )
         return False
     return True

@@ -8,6 +8,7 @@ the decode log's ``cuda graph:`` flag shows). Draft-extend's: whether
 ``_draft_extend_for_decode`` takes instead of an eager ``draft_runner.forward``) ran
 during the step: ``patch_runner`` counts its calls in this process.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -10,6 +10,7 @@ When the gate fails, the report-only parts (``FIELD_ANCHORS`` + ``REPORT_ANCHORS
 still applied if their own anchors are there: the flags parse, the server starts with the
 switch off, and ``/server_info`` / ``/set_internal_state`` carry the reason (see hook.py).
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,8 +31,7 @@ Anchors = dict[str, dict[str, list[str]]]
 
 # The server arguments: enough for the flags to parse (also when the rest is gated off).
 FIELD_ANCHORS: Anchors = {
-    "sglang.srt.server_args": {"": ["ServerArgs", "_INPUT_NAMESPACES", "Spec",
-                                    "collect_input_fields", "prepare_server_args"]},
+    "sglang.srt.server_args": {"": ["ServerArgs", "_INPUT_NAMESPACES", "Spec", "collect_input_fields", "prepare_server_args"]},
     "sglang.srt.arg_groups.fields": {"": ["collect_input_fields"]},
     "sglang.srt.arg_groups.field_order": {"": ["POSITIONAL_FIELD_ORDER"]},
     "sglang.srt.arg_groups.fields.spec": {"Spec": ["_NS_PATH", "speculative_num_steps"]},
@@ -40,8 +40,7 @@ FIELD_ANCHORS: Anchors = {
 # The internal-state controller: enough to publish "not active" and its reason.
 REPORT_ANCHORS: Anchors = {
     "sglang.srt.managers.scheduler_components.internal_state": {
-        "SchedulerInternalStateController": ["__init__", "_update_handlers",
-                                             "set_internal_state", "get_internal_state"],
+        "SchedulerInternalStateController": ["__init__", "_update_handlers", "set_internal_state", "get_internal_state"],
         "": ["UpdateRejected", "_UpdateHandler"],
     },
     "sglang.srt.utils.common": {"": ["configure_logger"]},
@@ -49,40 +48,49 @@ REPORT_ANCHORS: Anchors = {
 # The switch itself.
 SWITCH_ANCHORS: Anchors = {
     "sglang.srt.speculative.eagle_worker_v2": {
-        "EAGLEWorkerV2": ["__init__", "init_cuda_graphs", "forward_batch_generation",
-                          "activate_step_by_batch", "on_verify_complete_cpu",
-                          "build_adaptive_runtime_state", "apply_runtime_state",
-                          "_build_trivial_verify_input", "adaptive_controller"],
+        "EAGLEWorkerV2": [
+            "__init__",
+            "init_cuda_graphs",
+            "forward_batch_generation",
+            "activate_step_by_batch",
+            "on_verify_complete_cpu",
+            "build_adaptive_runtime_state",
+            "apply_runtime_state",
+            "_build_trivial_verify_input",
+            "adaptive_controller",
+        ],
         "EagleDraftWorker": ["_configure_qsa_mtp_index_share"],
-        "": ["draft_tp_context", "speculative_moe_backend_context",
-             "speculative_moe_a2a_backend_context", "SpecRuntimeState",
-             "_qsa_index_share_requested", "EAGLEDraftExtendCudaGraphRunner"],
+        "": [
+            "draft_tp_context",
+            "speculative_moe_backend_context",
+            "speculative_moe_a2a_backend_context",
+            "SpecRuntimeState",
+            "_qsa_index_share_requested",
+            "EAGLEDraftExtendCudaGraphRunner",
+        ],
     },
-    "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner": {
-        "EAGLEDraftExtendCudaGraphRunner": ["execute"]},
+    "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner": {"EAGLEDraftExtendCudaGraphRunner": ["execute"]},
     "sglang.srt.managers.utils": {"GenerationBatchResult": ["can_run_cuda_graph"]},
-    "sglang.srt.speculative.adaptive_runtime_state": {"SpecRuntimeState": [],
-                                                      "AdaptiveController": ["_states"]},
-    "sglang.srt.speculative.adaptive_spec_params": {"": ["adaptive_unsupported_reason"],
-                                                    "AdaptiveSpeculativeParams": [
-                                                        "cuda_graph_bs_for_step"]},
+    "sglang.srt.speculative.adaptive_runtime_state": {"SpecRuntimeState": [], "AdaptiveController": ["_states"]},
+    "sglang.srt.speculative.adaptive_spec_params": {
+        "": ["adaptive_unsupported_reason"],
+        "AdaptiveSpeculativeParams": ["cuda_graph_bs_for_step"],
+    },
     "sglang.srt.arg_groups.overrides": {"": ["resolving_view"]},
-    "sglang.srt.runtime_context": {"RuntimeContext": ["_overrides_log", "override",
-                                                      "resolved_server_args_dict"],
-                                   "": ["get_context", "get_parallel", "get_spec", "get_exec",
-                                        "get_schedule", "get_disagg"]},
-    "sglang.srt.model_executor.cuda_graph_config": {"": ["check_cuda_graph_backend", "Phase",
-                                                         "Backend"]},
+    "sglang.srt.runtime_context": {
+        "RuntimeContext": ["_overrides_log", "override", "resolved_server_args_dict"],
+        "": ["get_context", "get_parallel", "get_spec", "get_exec", "get_schedule", "get_disagg"],
+    },
+    "sglang.srt.model_executor.cuda_graph_config": {"": ["check_cuda_graph_backend", "Phase", "Backend"]},
     "sglang.srt.utils.common": {"": ["get_available_gpu_memory"]},
     "sglang.srt.managers.scheduler_components.batch_result_processor": {
-        "SchedulerBatchResultProcessor": ["_resolve_spec_v2_tokens"]},
-    "sglang.srt.distributed.parallel_state": {"GroupCoordinator": ["ranks", "rank_in_group",
-                                                                   "world_size", "cpu_group"]},
-    "sglang.srt.observability.metrics_collector": {
-        "SchedulerMetricsCollector": ["__init__", "log_stats", "labels"]},
+        "SchedulerBatchResultProcessor": ["_resolve_spec_v2_tokens"]
+    },
+    "sglang.srt.distributed.parallel_state": {"GroupCoordinator": ["ranks", "rank_in_group", "world_size", "cpu_group"]},
+    "sglang.srt.observability.metrics_collector": {"SchedulerMetricsCollector": ["__init__", "log_stats", "labels"]},
     "sglang.srt.mem_cache.kv_cache_configurator": {
-        "KVCacheConfigurator": ["_profile_available_bytes", "is_draft_worker", "spec_algorithm",
-                                "model_config", "page_size"]},
+        "KVCacheConfigurator": ["_profile_available_bytes", "is_draft_worker", "spec_algorithm", "model_config", "page_size"]
+    },
 }
 
 
@@ -143,8 +151,12 @@ def _module_names(path: str, classes: dict[str, list[str]]) -> dict[str, set[str
         if isinstance(node, ast.ClassDef) and node.name in classes:
             names = names_of(node.body)
             for sub in ast.walk(node):  # instance attributes: self.<name> = ...
-                if (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store)
-                        and isinstance(sub.value, ast.Name) and sub.value.id == "self"):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.ctx, ast.Store)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                ):
                     names.add(sub.attr)
             found[node.name] = names
     return found
@@ -195,8 +207,7 @@ def check(version: str | None = None) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot verify"
         return f"cannot read the sglang version ({exc!r})"
     if version != SGLANG_VERSION:
-        return (f"sglang {version} is not the supported {SGLANG_VERSION}; "
-                "the patch is gated to that exact version")
+        return f"sglang {version} is not the supported {SGLANG_VERSION}; the patch is gated to that exact version"
     stamp = _source_stamp(version)
     if stamp is not None and os.environ.get(VERIFIED_ENV) == stamp:
         return None  # the parent process parsed these very files (spawned children inherit)

@@ -18,6 +18,7 @@ never runs the gate), and acts only in the modes it says.
 A target already imported when ``install()`` runs is patched at once (``server_args``
 cannot be: its struct is built; that is reported as NOT active).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -43,8 +44,7 @@ SERVER_ARGS = "sglang.srt.server_args"
 FULL, REPORT, OFF = "full", "report", "off"
 
 _lock = threading.RLock()
-_state: dict[str, Any] = {"installed": False, "gate": None, "mode": None, "applied": set(),
-          "serve_main": False}
+_state: dict[str, Any] = {"installed": False, "gate": None, "mode": None, "applied": set(), "serve_main": False}
 
 
 def gate_reason() -> str | None:
@@ -83,6 +83,7 @@ def mark_serve_main() -> None:
     module = sys.modules.get(SERVER_ARGS)
     if module is not None:
         from server_control.sglang_patch import fields
+
         if mode() == OFF or fields.missing_fields(module.ServerArgs):
             fields.drop_flags_from_argv(sys.argv)
 
@@ -127,7 +128,7 @@ class PatchFinder(importlib.abc.MetaPathFinder):
     def __init__(self) -> None:
         self._busy: set[str] = set()
 
-    def find_spec(self, fullname: Any, path: Any, target: Any=None) -> Any:
+    def find_spec(self, fullname: Any, path: Any, target: Any = None) -> Any:
         if fullname not in TARGETS or fullname in self._busy:
             return None
         self._busy.add(fullname)

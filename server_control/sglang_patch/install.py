@@ -10,6 +10,7 @@ works there; under ``-S`` no ``.pth`` runs and nothing can load it: ``status`` s
 A bootstrap that is gone (the checkout moved) makes the ``.pth`` write one line naming
 it, then SGLang starts without the patch. Standard library only.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,11 @@ from pathlib import Path
 
 PTH_NAME = "specconsole_sglang_patch.pth"
 BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap" / "sitecustomize.py"
-MISSING = "specconsole patch: the bootstrap {path} is missing (the checkout moved or was " \
-          "deleted); run `specconsole patch install --python {python}` again, or " \
-          "`specconsole patch uninstall`; SGLang starts without the patch"
+MISSING = (
+    "specconsole patch: the bootstrap {path} is missing (the checkout moved or was "
+    "deleted); run `specconsole patch install --python {python}` again, or "
+    "`specconsole patch uninstall`; SGLang starts without the patch"
+)
 PROBE_TIMEOUT_S = 60
 OUTPUT_CAP = 64 * 1024
 
@@ -41,23 +44,28 @@ class PatchStatus:
     loads: bool  # a plain interpreter start of PY runs the bootstrap
 
     def to_json(self) -> dict[str, object]:
-        return {"python": self.python, "site_dir": self.site_dir, "pth": self.pth,
-                "bootstrap": self.bootstrap, "bootstrap_exists": self.bootstrap_exists,
-                "loads": self.loads, "installed": self.pth is not None}
+        return {
+            "python": self.python,
+            "site_dir": self.site_dir,
+            "pth": self.pth,
+            "bootstrap": self.bootstrap,
+            "bootstrap_exists": self.bootstrap_exists,
+            "loads": self.loads,
+            "installed": self.pth is not None,
+        }
 
 
 def _run(python: str, code: str, *flags: str) -> str:
     try:
-        res = subprocess.run([python, *flags, "-c", code], capture_output=True, text=True,
-                             timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        res = subprocess.run(
+            [python, *flags, "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
     except FileNotFoundError:
         raise InstallError(f"--python {python}: no such interpreter") from None
     except subprocess.TimeoutExpired:
-        raise InstallError(f"--python {python}: did not answer within "
-                           f"{PROBE_TIMEOUT_S} s") from None
+        raise InstallError(f"--python {python}: did not answer within {PROBE_TIMEOUT_S} s") from None
     if res.returncode != 0:
-        raise InstallError(f"--python {python}: exited {res.returncode}: "
-                           f"{res.stderr[-OUTPUT_CAP:].strip()}")
+        raise InstallError(f"--python {python}: exited {res.returncode}: {res.stderr[-OUTPUT_CAP:].strip()}")
     return res.stdout[-OUTPUT_CAP:]
 
 
@@ -74,13 +82,15 @@ def pth_text(bootstrap: Path, python: str) -> str:
     """One executable line (``.pth`` runs lines starting with ``import``)."""
     missing = MISSING.format(path=bootstrap, python=python)
     # once per process: a venv's lib64 -> lib link makes site read the same .pth twice
-    return ("import os, sys; _specconsole_p = " + repr(str(bootstrap)) + "; "
-            "_specconsole_seen = getattr(sys, '_specconsole_pth_ran', False); "
-            "sys._specconsole_pth_ran = True; "
-            "None if _specconsole_seen else exec(compile(open(_specconsole_p).read(), _specconsole_p, 'exec'), "
-            "{'__file__': _specconsole_p, '__name__': '_specconsole_pth_bootstrap', "
-            "'_SPECCONSOLE_FROM_PTH': True}) if os.path.isfile(_specconsole_p) else "
-            "sys.stderr.write(" + repr(missing + "\n") + ")\n")
+    return (
+        "import os, sys; _specconsole_p = " + repr(str(bootstrap)) + "; "
+        "_specconsole_seen = getattr(sys, '_specconsole_pth_ran', False); "
+        "sys._specconsole_pth_ran = True; "
+        "None if _specconsole_seen else exec(compile(open(_specconsole_p).read(), _specconsole_p, 'exec'), "
+        "{'__file__': _specconsole_p, '__name__': '_specconsole_pth_bootstrap', "
+        "'_SPECCONSOLE_FROM_PTH': True}) if os.path.isfile(_specconsole_p) else "
+        "sys.stderr.write(" + repr(missing + "\n") + ")\n"
+    )
 
 
 def install(python: str, bootstrap: Path = BOOTSTRAP) -> Path:
@@ -122,5 +132,4 @@ def status(python: str) -> PatchStatus:
     boot = _bootstrap_of(pth) if installed else None
     probe = "import json, sys; print(json.dumps(bool(getattr(sys, '_specconsole_bootstrap_ran', False))))"
     loads = bool(json.loads(_run(python, probe).strip().splitlines()[-1]))
-    return PatchStatus(python, str(site), str(pth) if installed else None, boot,
-                       bool(boot and os.path.isfile(boot)), loads)
+    return PatchStatus(python, str(site), str(pth) if installed else None, boot, bool(boot and os.path.isfile(boot)), loads)

@@ -26,6 +26,7 @@ Elsewhere, and with ``SPECCONSOLE_LAZY_DRAFT_HEAD=0`` (a benchmark arm), draft-e
 SGLang wrote it. Greedy and sampled outputs cannot change
 either way: drafts only decide how many tokens a verify accepts.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,9 +35,8 @@ from collections.abc import Callable
 from typing import Any
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
-ON_LINE = ("Dynamic speculation: target-only steps skip draft-extend's lm_head and argmax "
-           "(computed on resuming)")
-OFF_LINE = ("Dynamic speculation: target-only steps keep draft-extend's lm_head ({why})")
+ON_LINE = "Dynamic speculation: target-only steps skip draft-extend's lm_head and argmax (computed on resuming)"
+OFF_LINE = "Dynamic speculation: target-only steps keep draft-extend's lm_head ({why})"
 ENV = "SPECCONSOLE_LAZY_DRAFT_HEAD"  # "0": keep the head (an A/B arm for benchmarks)
 PENDING = "_specconsole_head_pending"
 _skip: list[bool] = [False]
@@ -59,20 +59,20 @@ def eligible(draft_worker: Any) -> bool:
         model = draft_worker.draft_runner.model
         head = getattr(model, "lm_head", None)
         weight = getattr(head, "weight", None)
-        checks = ((f"{ENV}=0", os.environ.get(ENV, "1") != "0"),
-                  ("topk > 1", draft_worker.topk == 1),
-                  ("rejection sampling",
-                   not getattr(args, "speculative_use_rejection_sampling", False)),
-                  ("draft-extend CUDA graph",
-                   draft_worker.cuda_graph_runner_for_draft_extend is None),
-                  ("overlap scheduler", bool(getattr(args, "disable_overlap_schedule", False))),
-                  ("pipeline stages", int(getattr(args, "pp_size", 1) or 1) == 1),
-                  ("tensor parallel draft lm_head", int(getattr(args, "tp_size", 1) or 1) == 1),
-                  ("DSA top-k seeding",
-                   not getattr(draft_worker, "seed_dsa_topk_from_draft_extend", False)),
-                  ("draft model layout", weight is not None
-                   and hasattr(getattr(model, "model", None), "norm")
-                   and hasattr(model, "logits_processor")))
+        checks = (
+            (f"{ENV}=0", os.environ.get(ENV, "1") != "0"),
+            ("topk > 1", draft_worker.topk == 1),
+            ("rejection sampling", not getattr(args, "speculative_use_rejection_sampling", False)),
+            ("draft-extend CUDA graph", draft_worker.cuda_graph_runner_for_draft_extend is None),
+            ("overlap scheduler", bool(getattr(args, "disable_overlap_schedule", False))),
+            ("pipeline stages", int(getattr(args, "pp_size", 1) or 1) == 1),
+            ("tensor parallel draft lm_head", int(getattr(args, "tp_size", 1) or 1) == 1),
+            ("DSA top-k seeding", not getattr(draft_worker, "seed_dsa_topk_from_draft_extend", False)),
+            (
+                "draft model layout",
+                weight is not None and hasattr(getattr(model, "model", None), "norm") and hasattr(model, "logits_processor"),
+            ),
+        )
         failed = [why for why, good in checks if not good]
     except Exception as exc:  # noqa: BLE001 - unknown layout: leave SGLang's path alone
         failed = [f"unknown draft worker layout: {exc!r}"]
@@ -118,8 +118,7 @@ def patch(module: Any, step_forced: Callable[[], bool]) -> None:
     orig_extend = cls._draft_extend_for_decode
     orig_draft = cls.draft
 
-    def _draft_extend_for_decode(self: Any, batch: Any, batch_result: Any, *args: Any,
-                                 **kwargs: Any) -> Any:
+    def _draft_extend_for_decode(self: Any, batch: Any, batch_result: Any, *args: Any, **kwargs: Any) -> Any:
         if not (step_forced() and eligible(self)):
             return orig_extend(self, batch, batch_result, *args, **kwargs)
         _skip[0] = True

@@ -9,6 +9,7 @@ SGLang publishes its scheduler stats (``log_stats``, every ``--decode-log-interv
 decode steps), at every switch and at every runtime change, never per decode step (the
 per-step counting is plain integers in ``SpecSwitch``).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,6 +22,7 @@ def publish() -> None:
     if not _metrics:
         return
     from server_control.sglang_patch import worker
+
     dyn = worker.current()
     if dyn is None or dyn.switch is None:
         return
@@ -38,4 +40,5 @@ def register(labels: Any) -> None:
     from prometheus_client import Counter, Gauge
 
     from server_control.protocol.spec_metrics import SpecMetrics
+
     _metrics.append(SpecMetrics(Gauge, Counter, dict(labels), multiprocess=True))

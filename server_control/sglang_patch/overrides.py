@@ -12,6 +12,7 @@ left empty). The replay gives the same dict (later writes win), the config bags 
 touched, and the log holds at most one entry per field. Only the history of superseded
 values is lost (``overrides_log()`` shows the latest source of each field).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,10 +31,11 @@ def compacted(log: list[Any]) -> list[Any]:
     return out
 
 
-def compact(context: Any=None) -> int:
+def compact(context: Any = None) -> int:
     """Compact the process's runtime-context overrides log; returns its length."""
     if context is None:
         from sglang.srt.runtime_context import get_context
+
         context = get_context()
     log = context._overrides_log
     if len(log) > 1:

@@ -35,6 +35,7 @@ Every rank takes part whatever happened before on it (a failure there is sent as
 ``GATHER_EVERY`` requests (a request counter, identical on every rank; the others reuse
 the last rows): see ``live_rows``.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -60,8 +61,7 @@ _run = [0]  # this process's init_cuda_graphs runs (the same count on every rank
 LIVE_BYTES = 768  # one rank's live row in the gather: JSON, space-padded
 GATHER_EVERY_ENV = "SPECCONSOLE_DYNSPEC_GATHER_EVERY"
 DEFAULT_GATHER_EVERY = 4
-STORE_MISSING = ("torch.distributed has no default store (torch's private "
-                 "distributed_c10d._get_default_store is gone or failed)")
+STORE_MISSING = "torch.distributed has no default store (torch's private distributed_c10d._get_default_store is gone or failed)"
 
 
 class BuildFailed(RuntimeError):
@@ -88,12 +88,24 @@ def settings_of(switch: Any) -> list[Any]:
     return [switch.threshold, switch.hysteresis, switch.min_dwell_steps, switch.force]
 
 
-def facts(active: bool, reason: str | None, settings: list[Any], sglang: str,
-          setup_ok: bool = True, memory: dict[str, Any] | None = None) -> dict[str, Any]:
+def facts(
+    active: bool,
+    reason: str | None,
+    settings: list[Any],
+    sglang: str,
+    setup_ok: bool = True,
+    memory: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One rank's report. ``active``: it will build; ``setup_ok``: no refusal of the
     set-up (refusals.py) on this rank; ``memory``: its free memory and the estimate."""
-    out: dict[str, Any] = {"active": bool(active), "reason": reason, "settings": list(settings),
-           "sglang": sglang, "patch": patch_version(), "setup_ok": bool(setup_ok)}
+    out: dict[str, Any] = {
+        "active": bool(active),
+        "reason": reason,
+        "settings": list(settings),
+        "sglang": sglang,
+        "patch": patch_version(),
+        "setup_ok": bool(setup_ok),
+    }
     if memory is not None:
         out["memory"] = dict(memory)
     return out
@@ -107,8 +119,7 @@ def timeout_s() -> float:
 
 
 def _key(group: Any, what: str, run: int = 1) -> str:
-    return (f"specconsole/dynspec/{PROTOCOL}/tp{'-'.join(map(str, group.ranks))}/"
-            f"run{run}/{what}")
+    return f"specconsole/dynspec/{PROTOCOL}/tp{'-'.join(map(str, group.ranks))}/run{run}/{what}"
 
 
 def next_run() -> int:
@@ -122,6 +133,7 @@ def default_store() -> Any:
     with STORE_MISSING when it cannot be had."""
     try:
         import torch.distributed.distributed_c10d as c10d
+
         store = c10d._get_default_store()
     except Exception as exc:  # noqa: BLE001
         raise RuntimeError(f"{STORE_MISSING}: {exc!r}") from None
@@ -130,8 +142,7 @@ def default_store() -> Any:
     return store
 
 
-def agree(mine: dict[str, Any], group: Any, store: Any, timeout: float,
-          run: int = 1) -> Verdict:
+def agree(mine: dict[str, Any], group: Any, store: Any, timeout: float, run: int = 1) -> Verdict:
     """Exchange ``mine`` with the other ranks of ``group`` through ``store``."""
     store.set(_key(group, f"facts/{group.rank_in_group}", run), json.dumps(mine))
     verdict_key = _key(group, "verdict", run)
@@ -150,18 +161,23 @@ def agree(mine: dict[str, Any], group: Any, store: Any, timeout: float,
         store.wait([verdict_key], datetime.timedelta(seconds=wait))
         return Verdict.from_json(store.get(verdict_key))
     except Exception:  # noqa: BLE001
-        return Verdict(False, f"no verdict from TP0 within {wait:.0f} s (TP0 has no "
-                       "patch, another version of it, or failed); the switch is off on every rank",
-                       False)
+        return Verdict(
+            False,
+            f"no verdict from TP0 within {wait:.0f} s (TP0 has no "
+            "patch, another version of it, or failed); the switch is off on every rank",
+            False,
+        )
 
 
 def tp_group() -> Any:
     """SGLang's tensor-parallel GroupCoordinator, or None (not distributed, e.g. tests)."""
     try:
         import torch.distributed as dist
+
         if not dist.is_initialized():
             return None
         from sglang.srt.runtime_context import get_parallel
+
         group = get_parallel().tp_group
     except Exception:  # noqa: BLE001
         return None
@@ -174,6 +190,7 @@ def settle(dyn: Any, local_failure: str | None, memory: dict[str, Any] | None = 
     Returns whether this rank (and so every rank) builds; otherwise it is off with one
     ``NOT active`` line, and so is every other rank."""
     from server_control.sglang_patch import gate
+
     active = dyn.active and local_failure is None
     reason = local_failure or dyn.reason
     group = tp_group()
@@ -182,13 +199,13 @@ def settle(dyn: Any, local_failure: str | None, memory: dict[str, Any] | None = 
         dyn.verdict = None
     else:
         settings = settings_of(dyn.switch) if dyn.switch is not None else []
-        mine = facts(active, reason, settings, gate.sglang_version(),
-                     setup_ok=dyn.active or local_failure is not None, memory=memory)
+        mine = facts(
+            active, reason, settings, gate.sglang_version(), setup_ok=dyn.active or local_failure is not None, memory=memory
+        )
         try:
             dyn.verdict = agree(mine, group, default_store(), timeout_s(), dyn.run)
         except Exception as exc:  # noqa: BLE001
-            dyn.verdict = Verdict(False, f"the TP ranks could not agree ({exc}); the switch "
-                                  "is off on every rank", False)
+            dyn.verdict = Verdict(False, f"the TP ranks could not agree ({exc}); the switch is off on every rank", False)
         if not dyn.verdict.agreed:
             active, reason = False, dyn.verdict.reason
     if not active:
@@ -233,15 +250,17 @@ def confirm_built(dyn: Any, failure: str | None) -> None:
             problems.append(f"TP{i}: {other}")
     if not problems:
         return
-    message = ("the target-only (steps=0) build failed after every TP rank agreed to build ("
-               + "; ".join(problems) + "); stopping the server: a rank that fails inside a "
-               "build may leave the others inside one of its collectives")
+    message = (
+        "the target-only (steps=0) build failed after every TP rank agreed to build ("
+        + "; ".join(problems)
+        + "); stopping the server: a rank that fails inside a "
+        "build may leave the others inside one of its collectives"
+    )
     logger.error(f"Dynamic speculation: {message}")
     store.set(_key(group, f"seen/{me}", run), "1")
     if failure is not None:  # let the others log it before SGLang ends the process tree
         try:
-            store.wait([_key(group, f"seen/{i}", run) for i in range(group.world_size)],
-                       datetime.timedelta(seconds=SEEN_WAIT_S))
+            store.wait([_key(group, f"seen/{i}", run) for i in range(group.world_size)], datetime.timedelta(seconds=SEEN_WAIT_S))
         except Exception:  # noqa: BLE001
             pass
     raise BuildFailed(message)
@@ -262,7 +281,7 @@ def _pack(entry: dict[str, Any]) -> bytes:
     if len(raw) > LIVE_BYTES:  # keep what identifies the rank; cut the rest
         short = {k: entry[k] for k in rank_verdict.LIVE_KEYS if k in entry}
         if "failed" in entry:
-            short["failed"] = str(entry["failed"])[:LIVE_BYTES // 2]
+            short["failed"] = str(entry["failed"])[: LIVE_BYTES // 2]
         raw = json.dumps(short, separators=(",", ":")).encode()[:LIVE_BYTES]
     return raw.ljust(LIVE_BYTES, b" ")
 
@@ -305,6 +324,7 @@ def gather_live(dyn: Any, failure: BaseException | None = None) -> list[dict[str
         return None
     import torch
     import torch.distributed as dist
+
     try:
         entry: dict[str, Any] = encode_live(dyn.snapshot())
     except Exception as exc:  # noqa: BLE001 - still take part

@@ -6,6 +6,7 @@ Each check names the SGLang code that refuses the same thing for adaptive specul
 the first that applies is the reason in the ``NOT active`` line and in ``/server_info``.
 Runs in the worker's ``__init__`` (after SGLang's own), on every rank.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,10 @@ def _env_on(name: str) -> bool:
 
 def worker_class(worker: Any, worker_cls: Any) -> str | None:
     if type(worker) is not worker_cls:
-        return (f"speculative worker {type(worker).__name__} is not EAGLEWorkerV2 "
-                "(only EAGLE/EAGLE3 on the standard worker have the steps=0 target-only path)")
+        return (
+            f"speculative worker {type(worker).__name__} is not EAGLEWorkerV2 "
+            "(only EAGLE/EAGLE3 on the standard worker have the steps=0 target-only path)"
+        )
     return None
 
 
@@ -27,6 +30,7 @@ def adaptive_machinery(server_args: Any) -> str | None:
     """SGLang's own list (``adaptive_spec_params.adaptive_unsupported_reason``): EAGLE/EAGLE3,
     built-in worker, topk == 1, no attention DP, no multi-layer EAGLE, no TBO, no PDMux."""
     from sglang.srt.speculative.adaptive_spec_params import adaptive_unsupported_reason
+
     why: str | None = adaptive_unsupported_reason(server_args)
     return why
 
@@ -34,21 +38,27 @@ def adaptive_machinery(server_args: Any) -> str | None:
 def lora(server_args: Any) -> str | None:
     """``arg_groups/lora_hook.py`` refuses LoRA with --speculative-adaptive."""
     from sglang.srt.arg_groups.overrides import resolving_view
+
     cfg = resolving_view(server_args)
     enabled = getattr(cfg, "enable_lora", None)
     if enabled or (enabled is None and getattr(cfg, "lora_paths", None)):
-        return ("LoRA is enabled: the runtime-state swap does not rebuild LoRA CUDA-graph "
-                "metadata (SGLang refuses --speculative-adaptive with LoRA for the same "
-                "reason, arg_groups/lora_hook.py)")
+        return (
+            "LoRA is enabled: the runtime-state swap does not rebuild LoRA CUDA-graph "
+            "metadata (SGLang refuses --speculative-adaptive with LoRA for the same "
+            "reason, arg_groups/lora_hook.py)"
+        )
     return None
 
 
 def hisparse(server_args: Any) -> str | None:
     """``arg_groups/hisparse_hook.py`` refuses HiSparse with --speculative-adaptive."""
     from sglang.srt.arg_groups.overrides import resolving_view
+
     if getattr(resolving_view(server_args), "enable_hisparse", False):
-        return ("HiSparse (--enable-hisparse) speculative decoding uses statically sized swap "
-                "state (SGLang refuses --speculative-adaptive with it, arg_groups/hisparse_hook.py)")
+        return (
+            "HiSparse (--enable-hisparse) speculative decoding uses statically sized swap "
+            "state (SGLang refuses --speculative-adaptive with it, arg_groups/hisparse_hook.py)"
+        )
     return None
 
 
@@ -57,14 +67,16 @@ def pipeline(worker: Any) -> str | None:
     SGLANG_ENABLE_PP_SPEC with --speculative-adaptive (the PP relay slices results with
     the configured draft-token count)."""
     from sglang.srt.runtime_context import get_parallel
+
     pp = get_parallel().pp_size
     if pp > 1 and _env_on("SGLANG_ENABLE_PP_SPEC"):
-        return (f"pipeline parallelism (pp_size={pp}) with SGLANG_ENABLE_PP_SPEC: the PP relay "
-                "slices results with the configured draft-token count (SGLang refuses it with "
-                "--speculative-adaptive, arg_groups/validation_hook.py)")
+        return (
+            f"pipeline parallelism (pp_size={pp}) with SGLANG_ENABLE_PP_SPEC: the PP relay "
+            "slices results with the configured draft-token count (SGLang refuses it with "
+            "--speculative-adaptive, arg_groups/validation_hook.py)"
+        )
     if pp > 1 or not getattr(worker, "_hosts_draft", True) or worker._draft_worker is None:
-        return (f"pipeline parallelism (pp_size={pp}) is not supported "
-                "(only the last stage hosts the draft model)")
+        return f"pipeline parallelism (pp_size={pp}) is not supported (only the last stage hosts the draft model)"
     return None
 
 
@@ -75,9 +87,11 @@ def qsa_index_share(worker: Any) -> str | None:
     dw = worker._draft_worker
     backend = getattr(dw, "draft_extend_attn_backend", None)
     if getattr(backend, "_mtp_shared_sparse_indices", None) is not None:
-        return ("QSA MTP index sharing (index_share_for_mtp_iteration) is on: its index "
-                "buffers belong to one runtime state (SGLang turns it off under "
-                "--speculative-adaptive, speculative/eagle_worker_v2.py)")
+        return (
+            "QSA MTP index sharing (index_share_for_mtp_iteration) is on: its index "
+            "buffers belong to one runtime state (SGLang turns it off under "
+            "--speculative-adaptive, speculative/eagle_worker_v2.py)"
+        )
     return None
 
 
@@ -86,15 +100,24 @@ def disaggregation_decode() -> str | None:
     ``process_batch_result_prebuilt`` (the prefill server's result), a path the patch's
     per-mode accounting and the TP agreement were never run on: refused, not untested."""
     from sglang.srt.runtime_context import get_disagg
+
     if getattr(get_disagg(), "disaggregation_mode", None) == "decode":
-        return ("PD disaggregation decode server (--disaggregation-mode decode): its results "
-                "arrive through process_batch_result_prebuilt, which the patch does not "
-                "cover (not tested)")
+        return (
+            "PD disaggregation decode server (--disaggregation-mode decode): its results "
+            "arrive through process_batch_result_prebuilt, which the patch does not "
+            "cover (not tested)"
+        )
     return None
 
 
 def reason(worker: Any, server_args: Any, worker_cls: Any) -> str | None:
     """Why the steps=0 target-only path cannot serve this set-up, or None."""
-    return (worker_class(worker, worker_cls) or adaptive_machinery(server_args)
-            or lora(server_args) or hisparse(server_args) or pipeline(worker)
-            or qsa_index_share(worker) or disaggregation_decode())
+    return (
+        worker_class(worker, worker_cls)
+        or adaptive_machinery(server_args)
+        or lora(server_args)
+        or hisparse(server_args)
+        or pipeline(worker)
+        or qsa_index_share(worker)
+        or disaggregation_decode()
+    )

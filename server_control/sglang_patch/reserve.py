@@ -19,13 +19,14 @@ The figure is published as ``state_memory.reserved_gib`` beside the ``used_gib``
 after the build; a rank whose build took more than the reserve logs a warning naming
 both and the variable. Standard library only.
 """
+
 from __future__ import annotations
 
 import math
 import os
 
 RESERVE_ENV = "SPECCONSOLE_DYNSPEC_RESERVE_GIB"
-GIB = 1024 ** 3
+GIB = 1024**3
 _reserved: list[float | None] = [None]  # GiB taken out of this process's target KV budget
 
 
@@ -47,8 +48,7 @@ def operator_gib() -> float | None:
     return value
 
 
-def estimate_gib(bs: int, context_len: int, page_size: int, vocab: int, hidden: int,
-                 graphs: bool) -> float:
+def estimate_gib(bs: int, context_len: int, page_size: int, vocab: int, hidden: int, graphs: bool) -> float:
     """The formula of the module docstring (GiB)."""
     pages = math.ceil(max(1, context_len) / max(1, page_size))
     total = 2 * bs * pages * 4

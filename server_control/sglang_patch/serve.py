@@ -8,6 +8,7 @@ Same arguments as ``python -m sglang.launch_server``. Puts the bootstrap directo
 SGLang spawns inherits the variable, so the patch is loaded in the HTTP server, every
 scheduler rank and the detokenizer.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,7 @@ def patched_env(env: dict[str, Any] | None = None) -> dict[str, str]:
     the project root taken off it (paths compared after realpath)."""
     env = dict(os.environ if env is None else env)
     ours = {os.path.realpath(BOOTSTRAP_DIR), os.path.realpath(PROJECT_ROOT)}
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-             if p and os.path.realpath(p) not in ours]
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) not in ours]
     env["PYTHONPATH"] = os.pathsep.join([BOOTSTRAP_DIR, *parts])
     return env
 

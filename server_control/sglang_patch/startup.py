@@ -25,6 +25,7 @@ and the adaptive tiers with ``--speculative-adaptive``): the steps=0 state has t
 kinds of runners with fewer draft tokens. A rank whose free memory is below the estimate
 says no (``free memory ... below the estimate ...``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,15 +35,15 @@ from server_control.protocol import decision
 from server_control.sglang_patch import rank_agreement
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 def free_gib(worker: Any) -> float | None:
     """This rank's free device memory (GiB; host memory on the CPU), or None."""
     try:
         from sglang.srt.utils.common import get_available_gpu_memory
-        return float(get_available_gpu_memory(worker.device, worker.gpu_id,
-                                              empty_cache=False))
+
+        return float(get_available_gpu_memory(worker.device, worker.gpu_id, empty_cache=False))
     except Exception:  # noqa: BLE001 - a platform without the query
         return None
 
@@ -54,27 +55,36 @@ def memory_plan(free_before: float | None, free_now: float | None) -> dict[str, 
     if free_before is not None and free_now is not None:
         estimate = round(max(0.0, free_before - free_now), 3)
     from server_control.sglang_patch import reserve
-    return {"free_gib": None if free_now is None else round(free_now, 3),
-            "estimate_gib": estimate, "reserved_gib": reserve.reserved_gib()}
+
+    return {
+        "free_gib": None if free_now is None else round(free_now, 3),
+        "estimate_gib": estimate,
+        "reserved_gib": reserve.reserved_gib(),
+    }
 
 
 def memory_refusal(plan: dict[str, Any]) -> str | None:
     free, estimate = plan.get("free_gib"), plan.get("estimate_gib")
     if free is not None and estimate is not None and free < estimate:
-        return (f"free memory {free:.2f} GiB is below the estimate {estimate:.2f} GiB of the "
-                "target-only (steps=0) state (the memory SGLang's own speculative graphs took)")
+        return (
+            f"free memory {free:.2f} GiB is below the estimate {estimate:.2f} GiB of the "
+            "target-only (steps=0) state (the memory SGLang's own speculative graphs took)"
+        )
     return None
 
 
 def over_reserve(used: float, reserved: float | None) -> str | None:
     """The warning when the build took more than was taken out of the KV budget."""
     from server_control.sglang_patch import reserve
+
     if reserved is None or used <= reserved:
         return None
-    return (f"Dynamic speculation: the target-only (steps=0) state took {used:.3f} GiB, more "
-            f"than the {reserved:.3f} GiB taken out of the KV cache budget; the difference "
-            f"comes out of SGLang's activation headroom: set {reserve.RESERVE_ENV}={used:.2f} "
-            "(or more) on this server")
+    return (
+        f"Dynamic speculation: the target-only (steps=0) state took {used:.3f} GiB, more "
+        f"than the {reserved:.3f} GiB taken out of the KV cache budget; the difference "
+        f"comes out of SGLang's activation headroom: set {reserve.RESERVE_ENV}={used:.2f} "
+        "(or more) on this server"
+    )
 
 
 def server_limits() -> dict[str, Any]:
@@ -87,27 +97,31 @@ def server_limits() -> dict[str, Any]:
         check_cuda_graph_backend,
     )
     from sglang.srt.runtime_context import get_exec, get_schedule
+
     running = get_schedule().max_running_requests
     max_bs = None
     if not check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED):
         max_bs = get_exec().graph.cuda_graph_config.decode.max_bs
-    return {"max_running_requests": running if isinstance(running, int) else None,
-            "cuda_graph_max_bs": max_bs if isinstance(max_bs, int) else None}
+    return {
+        "max_running_requests": running if isinstance(running, int) else None,
+        "cuda_graph_max_bs": max_bs if isinstance(max_bs, int) else None,
+    }
 
 
 def warn_limits(dyn: Any) -> None:
     """Log why N cannot work as asked on this server (start-up and each runtime change)."""
     if dyn.switch is None or not dyn.limits:
         return
-    for line in decision.limit_warnings(dyn.switch.threshold,
-                                        dyn.limits.get("max_running_requests"),
-                                        dyn.limits.get("cuda_graph_max_bs")):
+    for line in decision.limit_warnings(
+        dyn.switch.threshold, dyn.limits.get("max_running_requests"), dyn.limits.get("cuda_graph_max_bs")
+    ):
         logger.warning(f"Dynamic speculation: {line}")
 
 
 def prepare(worker: Any, module: Any, free_before: float | None) -> None:
     """After SGLang's ``init_cuda_graphs``: agree, then build where every rank said yes."""
     from server_control.sglang_patch import worker as worker_mod
+
     dyn = worker._dynspec
     plan = memory_plan(free_before, free_gib(worker))
     refusal = memory_refusal(plan) if dyn.active else None
@@ -127,9 +141,11 @@ def prepare(worker: Any, module: Any, free_before: float | None) -> None:
         return
     rank_agreement.confirm_built(dyn, failure)  # raises BuildFailed when any rank failed
     if used is not None:
-        logger.info(f"Dynamic speculation: target-only (steps=0) state took {used:.3f} GiB "
-                    f"(estimate {plan['estimate_gib']} GiB, free before {before:.2f} GiB, "
-                    f"reserved {plan['reserved_gib']} GiB)")
+        logger.info(
+            f"Dynamic speculation: target-only (steps=0) state took {used:.3f} GiB "
+            f"(estimate {plan['estimate_gib']} GiB, free before {before:.2f} GiB, "
+            f"reserved {plan['reserved_gib']} GiB)"
+        )
         over = over_reserve(used, plan.get("reserved_gib"))
         if over is not None:
             logger.warning(over)
@@ -137,6 +153,5 @@ def prepare(worker: Any, module: Any, free_before: float | None) -> None:
     try:
         dyn.limits = server_limits()
     except Exception as exc:  # noqa: BLE001 - an anchor moved: say so, keep serving
-        logger.warning(f"Dynamic speculation: cannot read max_running_requests / "
-                       f"cuda_graph_max_bs ({exc!r})")
+        logger.warning(f"Dynamic speculation: cannot read max_running_requests / cuda_graph_max_bs ({exc!r})")
     warn_limits(dyn)

@@ -22,6 +22,7 @@ sampling kernel (the kernel with one node samples the target's distribution), wa
 batches and ``SGLANG_SIMULATE_ACC_LEN`` runs. A missing anchor leaves SGLang untouched and
 logs one warning.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,13 +39,20 @@ SAMPLER = "sglang.srt.layers.sampler"
 def _greedy_platform(utils: Any) -> bool:
     """Whether SGLang's verify commits the argmax for sampling requests on this machine."""
     from sglang.srt.runtime_context import get_spec
+
     try:
         rejection = bool(get_spec().speculative_use_rejection_sampling)
     except Exception:  # noqa: BLE001 - not published (in-process callers): SGLang's default
         rejection = False
-    return bool(utils._verify_uses_greedy(
-        is_all_greedy=False, is_cpu=utils._is_cpu, is_hip=utils._is_hip, is_xpu=utils._is_xpu,
-        use_rejection_sampling=rejection))
+    return bool(
+        utils._verify_uses_greedy(
+            is_all_greedy=False,
+            is_cpu=utils._is_cpu,
+            is_hip=utils._is_hip,
+            is_xpu=utils._is_xpu,
+            use_rejection_sampling=rejection,
+        )
+    )
 
 
 def wanted(verify_input: Any, batch: Any, utils: Any, kwargs: dict[str, Any]) -> bool:
@@ -61,18 +69,19 @@ def wanted(verify_input: Any, batch: Any, utils: Any, kwargs: dict[str, Any]) ->
 def plain_draw(logits: Any, info: Any, positions: Any, sampler: Any) -> Any:
     """One token per row, drawn as SGLang's plain sampler draws it (pytorch backend)."""
     import torch
+
     probs = torch.softmax(logits / info.temperatures, dim=-1)
     if not (info.need_top_p_sampling or info.need_top_k_sampling or info.need_min_p_sampling):
-        return sampler.sampling_from_probs_torch(probs, sampling_seed=info.sampling_seed,
-                                                 positions=positions)
+        return sampler.sampling_from_probs_torch(probs, sampling_seed=info.sampling_seed, positions=positions)
     return sampler.top_k_top_p_min_p_sampling_from_probs_torch(
-        probs, info.top_ks, info.top_ps, info.min_ps, info.need_min_p_sampling,
-        info.sampling_seed, positions)
+        probs, info.top_ks, info.top_ps, info.min_ps, info.need_min_p_sampling, info.sampling_seed, positions
+    )
 
 
 def _broadcast(*tensors: Any) -> None:
     from sglang.srt.layers.dp_attention import is_dp_attention_enabled
     from sglang.srt.runtime_context import get_parallel
+
     group = get_parallel().attn_tp_group if is_dp_attention_enabled() else get_parallel().tp_group
     if group.world_size > 1:
         for t in tensors:
@@ -81,10 +90,13 @@ def _broadcast(*tensors: Any) -> None:
 
 def missing() -> str | None:
     """The first anchor this module needs that the loaded SGLang lacks, or None."""
-    need = {COMMON: ["eagle_sample", "run_eagle_verify"],
-            UTILS: ["_verify_uses_greedy", "_is_cpu", "_is_hip", "_is_xpu"],
-            SAMPLER: ["sampling_from_probs_torch", "top_k_top_p_min_p_sampling_from_probs_torch"]}
+    need = {
+        COMMON: ["eagle_sample", "run_eagle_verify"],
+        UTILS: ["_verify_uses_greedy", "_is_cpu", "_is_hip", "_is_xpu"],
+        SAMPLER: ["sampling_from_probs_torch", "top_k_top_p_min_p_sampling_from_probs_torch"],
+    }
     import importlib
+
     for name, attrs in need.items():
         try:
             module = importlib.import_module(name)
@@ -100,8 +112,7 @@ def patch() -> None:
     """Wrap ``eagle_worker_common.eagle_sample`` (the name ``run_eagle_verify`` calls)."""
     anchor = missing()
     if anchor is not None:
-        logger.warning("Dynamic speculation: target-only steps keep SGLang's verify sampling "
-                       f"(anchor {anchor} missing)")
+        logger.warning(f"Dynamic speculation: target-only steps keep SGLang's verify sampling (anchor {anchor} missing)")
         return
     common: Any = sys.modules[COMMON]
     utils, sampler = sys.modules[UTILS], sys.modules[SAMPLER]
@@ -109,13 +120,10 @@ def patch() -> None:
     if getattr(orig, "_specconsole_patched", False):
         return
 
-    def eagle_sample(verify_input: Any, batch: Any, logits_output: Any, *args: Any,
-                     **kwargs: Any) -> Any:
-        predict, accept_lens, accept_index = orig(verify_input, batch, logits_output, *args,
-                                                  **kwargs)
+    def eagle_sample(verify_input: Any, batch: Any, logits_output: Any, *args: Any, **kwargs: Any) -> Any:
+        predict, accept_lens, accept_index = orig(verify_input, batch, logits_output, *args, **kwargs)
         if wanted(verify_input, batch, utils, kwargs):
-            drawn = plain_draw(logits_output.next_token_logits, batch.sampling_info,
-                               verify_input.positions, sampler)
+            drawn = plain_draw(logits_output.next_token_logits, batch.sampling_info, verify_input.positions, sampler)
             predict[accept_index[:, 0].long()] = drawn.to(predict.dtype)
             _broadcast(predict)
         return predict, accept_lens, accept_index

@@ -23,6 +23,7 @@ targets/eagle_worker_v2.py:
     forced never feeds the adaptive controller.
   * ``apply_runtime_state``: after SGLang's own, keep the overrides log bounded.
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,7 +42,8 @@ SKIP_DRAFT_EXTEND_WARNING = (
     "decoded target-only: an EAGLE-3 draft reads those slots (stale, possibly another "
     "request's data) for the rest of each request. Measured on the CPU rig's trained pair "
     "(docs/cpu-rig.md): accept length 1.00 instead of 3.00 for the 12 steps after "
-    "resuming; unset it unless you measure the loss on your model")
+    "resuming; unset it unless you measure the loss on your model"
+)
 
 _current: list[Any] = [None]  # the process's DynamicSpeculation (one scheduler per process)
 # the verify result being settled (targets/batch_result_processor.py sets it)
@@ -61,12 +63,23 @@ def set_current(dyn: Any) -> None:
 class DynamicSpeculation:
     """The per-rank live state held by the worker as ``worker._dynspec``."""
 
-    __slots__ = ("switch", "active", "reason", "normal_state", "target_only_state",
-                 "verdict", "step_forced", "worker", "run", "state_memory", "forwards", "limits",
-                 "curves")
+    __slots__ = (
+        "switch",
+        "active",
+        "reason",
+        "normal_state",
+        "target_only_state",
+        "verdict",
+        "step_forced",
+        "worker",
+        "run",
+        "state_memory",
+        "forwards",
+        "limits",
+        "curves",
+    )
 
-    def __init__(self, switch: decision.SpecSwitch | None, reason: str | None,
-                 worker: Any=None) -> None:
+    def __init__(self, switch: decision.SpecSwitch | None, reason: str | None, worker: Any = None) -> None:
         self.switch = switch
         self.active = reason is None and switch is not None
         self.reason = reason
@@ -121,8 +134,10 @@ class DynamicSpeculation:
 def read_settings(server_args: Any) -> dict[str, Any]:
     """The four settings as published (``get_spec()``), else as on the record."""
     from server_control.sglang_patch.fields import DEFAULTS
+
     try:
         from sglang.srt.runtime_context import get_spec
+
         bag = get_spec()
     except Exception:  # noqa: BLE001 - not published (tests, odd launchers)
         bag = None
@@ -139,8 +154,11 @@ def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpecula
     settings = read_settings(server_args)
     try:
         switch = decision.SpecSwitch(
-            settings[decision.THRESHOLD_KEY], settings[decision.HYSTERESIS_KEY],
-            settings[decision.DWELL_KEY], settings[decision.FORCE_KEY])
+            settings[decision.THRESHOLD_KEY],
+            settings[decision.HYSTERESIS_KEY],
+            settings[decision.DWELL_KEY],
+            settings[decision.FORCE_KEY],
+        )
     except ValueError as exc:
         dyn = DynamicSpeculation(None, f"bad setting: {exc}", worker)
         gate.not_active(f"bad setting: {exc}")
@@ -158,20 +176,17 @@ def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpecula
 def announce(dyn: DynamicSpeculation) -> None:
     """The start-up lines of a rank whose switch is ready (after the ranks agreed)."""
     switch = dyn.switch
-    if switch is None:   # not active: its NOT active line was logged instead
+    if switch is None:  # not active: its NOT active line was logged instead
         return
     if switch.threshold > 0:
-        logger.info(decision.init_line(switch.threshold, switch.hysteresis,
-                                       switch.min_dwell_steps))
+        logger.info(decision.init_line(switch.threshold, switch.hysteresis, switch.min_dwell_steps))
     else:
-        logger.info("Dynamic speculation: ready, threshold=0 (never disable); "
-                    "settable at runtime via /set_internal_state")
+        logger.info("Dynamic speculation: ready, threshold=0 (never disable); settable at runtime via /set_internal_state")
     if switch.force != decision.AUTO:
         logger.info(f"Dynamic speculation: force mode set to {switch.force}")
     if os.environ.get("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "").lower() in ("1", "true", "yes"):
         logger.warning(SKIP_DRAFT_EXTEND_WARNING)
-    logger.info("Dynamic speculation: target-only runtime state ready "
-                "(speculative_num_steps=0, draft-extend kept)")
+    logger.info("Dynamic speculation: target-only runtime state ready (speculative_num_steps=0, draft-extend kept)")
 
 
 def _covers_every_bucket(controller: Any) -> bool:
@@ -188,11 +203,11 @@ def _covers_every_bucket(controller: Any) -> bool:
         check_cuda_graph_backend,
     )
     from sglang.srt.runtime_context import get_exec
+
     reach = controller.params.cuda_graph_bs_for_step(0)
     if reach is None:
         return True
-    handed = (None if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
-              else get_exec().graph.cuda_graph_bs_decode)
+    handed = None if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED) else get_exec().graph.cuda_graph_bs_decode
     return handed is not None and sorted(reach) == sorted(handed)
 
 
@@ -200,11 +215,15 @@ def _pruned_line(reach: list[int]) -> str:
     """What a pruned steps=0 tier means for target-only batches: SGLang's graph runner pads a
     batch up to the next captured bucket, so only batches above its largest run eager."""
     if not reach:
-        return ("Dynamic speculation: the adaptive controller's steps=0 state has no CUDA graph "
-                "bucket: target-only steps run eager (reused, not rebuilt)")
-    return (f"Dynamic speculation: the adaptive controller's steps=0 state has CUDA graphs for "
-            f"batch sizes {reach} only: a target-only batch pads up to the next of them "
-            f"(SGLang's padding) and runs eager above {max(reach)} (reused, not rebuilt)")
+        return (
+            "Dynamic speculation: the adaptive controller's steps=0 state has no CUDA graph "
+            "bucket: target-only steps run eager (reused, not rebuilt)"
+        )
+    return (
+        f"Dynamic speculation: the adaptive controller's steps=0 state has CUDA graphs for "
+        f"batch sizes {reach} only: a target-only batch pads up to the next of them "
+        f"(SGLang's padding) and runs eager above {max(reach)} (reused, not rebuilt)"
+    )
 
 
 def build_states(worker: Any, module: Any) -> None:
@@ -232,27 +251,33 @@ def build_states(worker: Any, module: Any) -> None:
             draft_extend_attn_backend=dw.draft_extend_attn_backend,
             cuda_graph_runner_for_draft_extend=dw.cuda_graph_runner_for_draft_extend,
         )
-    with (module.draft_tp_context(dw.parallel_layout),
-          module.speculative_moe_backend_context(),
-          module.speculative_moe_a2a_backend_context()):
+    with (
+        module.draft_tp_context(dw.parallel_layout),
+        module.speculative_moe_backend_context(),
+        module.speculative_moe_a2a_backend_context(),
+    ):
         # cuda_graph_bs=None: capture every decode bucket, since N moves at runtime.
         dyn.target_only_state = worker.build_adaptive_runtime_state(
-            speculative_num_steps=0, speculative_num_draft_tokens=1, cuda_graph_bs=None)
+            speculative_num_steps=0, speculative_num_draft_tokens=1, cuda_graph_bs=None
+        )
 
 
 def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
     """The per-step decision (wraps ``activate_step_by_batch``)."""
     dyn = worker.__dict__.get("_dynspec")
     if dyn is None or not dyn.ready:
-        if (dyn is not None and dyn.normal_state is not None
-                and worker.speculative_num_steps != dyn.normal_state.speculative_num_steps):
+        if (
+            dyn is not None
+            and dyn.normal_state is not None
+            and worker.speculative_num_steps != dyn.normal_state.speculative_num_steps
+        ):
             worker.apply_runtime_state(dyn.normal_state)  # switched off while target-only
         original(worker, batch_size)
         return
     switch = dyn.switch
     now = time.monotonic()
     message = switch.decide(batch_size, now)
-    dyn.curves.step(switch.mode, batch_size, now)   # cost curves (sglang_patch/curves.py)
+    dyn.curves.step(switch.mode, batch_size, now)  # cost curves (sglang_patch/curves.py)
     if message is not None:
         logger.info(message)
         metrics.publish()
@@ -283,7 +308,7 @@ def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, o
         mode = decision.TARGET_ONLY if forced else decision.SPECULATIVE
         before = dyn.switch.tokens[mode]
         dyn.switch.record_verify(num_correct_drafts_per_req, tokens, mode)
-        if dyn.ready:   # cost curves: the tokens record_verify just counted
+        if dyn.ready:  # cost curves: the tokens record_verify just counted
             dyn.curves.commit(mode, len(num_correct_drafts_per_req), dyn.switch.tokens[mode] - before)
     if forced:
         return None

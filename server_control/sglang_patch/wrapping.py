@@ -1,4 +1,5 @@
 """Replace methods of an SGLang class by wrappers that keep the original reachable."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,5 +1,6 @@
 """The simulator's command line: the `sglang.launch_server` flags the profiles pass, plus
 simulator-only `--sim-*` flags. Unknown flags are accepted with one warning line."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,7 @@ from server_control.protocol.sim_flags import SIM_FLAGS
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
-FAIL_BUILD_WHY = ("could not build the target-only (steps=0) runtime state: "
-                  "RuntimeError('simulated by --sim-fail-build-rank')")
+FAIL_BUILD_WHY = "could not build the target-only (steps=0) runtime state: RuntimeError('simulated by --sim-fail-build-rank')"
 
 
 def off_reason(a: argparse.Namespace) -> str | None:
@@ -25,11 +25,23 @@ def off_reason(a: argparse.Namespace) -> str | None:
     if failed is None or not a.speculative_algorithm:
         return None
     from server_control.protocol import rank_verdict
-    settings = [a.speculative_disable_batch_threshold, a.speculative_disable_hysteresis,
-                a.speculative_disable_min_dwell_steps, a.speculative_disable_force_mode]
-    facts = [{"active": r != failed, "reason": FAIL_BUILD_WHY if r == failed else None,
-              "settings": settings,
-              "sglang": SGLANG_VERSION, "patch": "sim"} for r in range(a.tp_size)]
+
+    settings = [
+        a.speculative_disable_batch_threshold,
+        a.speculative_disable_hysteresis,
+        a.speculative_disable_min_dwell_steps,
+        a.speculative_disable_force_mode,
+    ]
+    facts = [
+        {
+            "active": r != failed,
+            "reason": FAIL_BUILD_WHY if r == failed else None,
+            "settings": settings,
+            "sglang": SGLANG_VERSION,
+            "patch": "sim",
+        }
+        for r in range(a.tp_size)
+    ]
     return rank_verdict.judge(facts, 0).reason
 
 
@@ -53,10 +65,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     a("--speculative-eagle-topk", type=int_at_least(1), default=None)
     a("--speculative-num-draft-tokens", type=int_at_least(1), default=None)
     a("--speculative-disable-batch-threshold", type=validated(decision.validate_threshold), default=0)
-    a("--speculative-disable-hysteresis", type=validated(decision.validate_hysteresis),
-      default=decision.DEFAULT_HYSTERESIS)
-    a("--speculative-disable-min-dwell-steps", type=validated(decision.validate_dwell),
-      default=decision.DEFAULT_MIN_DWELL_STEPS)
+    a("--speculative-disable-hysteresis", type=validated(decision.validate_hysteresis), default=decision.DEFAULT_HYSTERESIS)
+    a("--speculative-disable-min-dwell-steps", type=validated(decision.validate_dwell), default=decision.DEFAULT_MIN_DWELL_STEPS)
     a("--speculative-disable-force-mode", type=validated(decision.validate_force), default=decision.AUTO)
     a("--host", default="127.0.0.1")
     a("--port", type=port_number, default=30000)
@@ -87,8 +97,7 @@ def parse_args(argv: list[str], prog: str = PROG) -> tuple[argparse.Namespace, l
     parser = build_parser(prog)
     args, unknown = parser.parse_known_args(take_key_flags(argv))
     if args.sim_fail_build_rank is not None and args.sim_fail_build_rank >= args.tp_size:
-        parser.error(f"--sim-fail-build-rank {args.sim_fail_build_rank} is not a TP rank "
-                     f"(--tp-size {args.tp_size})")
+        parser.error(f"--sim-fail-build-rank {args.sim_fail_build_rank} is not a TP rank (--tp-size {args.tp_size})")
     if args.speculative_algorithm:
         if args.speculative_num_steps is None:
             args.speculative_num_steps = 3

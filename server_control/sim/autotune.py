@@ -9,6 +9,7 @@ A threshold set through ``/set_internal_state`` (the operator) turns tuning off,
 ``Dynamic speculation: auto-tune off (threshold set to N by the operator)``; the key
 ``speculative_disable_auto_tune`` (1 on, 0 off) turns it on or off again.
 """
+
 from __future__ import annotations
 
 import threading
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from server_control.sim.scheduler import Scheduler
 
 AUTO_TUNE_KEY = "speculative_disable_auto_tune"
-AUTO = "auto"   # the origin of the tuner's own changes
+AUTO = "auto"  # the origin of the tuner's own changes
 
 
 class AutoTune:
@@ -29,7 +30,7 @@ class AutoTune:
         self.sched = sched
         self.tuner = Tuner(settings)
         self._stop = threading.Event()
-        self._lines: dict[int, str] = {}   # a queued move's log line, by its new N
+        self._lines: dict[int, str] = {}  # a queued move's log line, by its new N
         self._thread = threading.Thread(target=self._run, name="sim-autotune", daemon=True)
 
     def start(self) -> None:

@@ -3,6 +3,7 @@
 Tokens come from the scheduler at the simulated rate; each is a word of a small
 vocabulary. Streaming answers are Server-Sent Events, one event per decode step.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -20,9 +21,37 @@ if TYPE_CHECKING:
     from server_control.sim.requests import Request as SimRequest
 
 
-WORDS = ("the", "model", "drafts", "tokens", "and", "the", "target", "verifies", "them",
-         "in", "one", "pass", "so", "that", "each", "step", "yields", "more", "text", "when",
-         "batches", "are", "small", "but", "large", "batches", "prefer", "plain", "decode")
+WORDS = (
+    "the",
+    "model",
+    "drafts",
+    "tokens",
+    "and",
+    "the",
+    "target",
+    "verifies",
+    "them",
+    "in",
+    "one",
+    "pass",
+    "so",
+    "that",
+    "each",
+    "step",
+    "yields",
+    "more",
+    "text",
+    "when",
+    "batches",
+    "are",
+    "small",
+    "but",
+    "large",
+    "batches",
+    "prefer",
+    "plain",
+    "decode",
+)
 
 
 class BadRequest(ValueError):
@@ -30,8 +59,7 @@ class BadRequest(ValueError):
 
 
 def error_response(status: int, message: str, kind: str = "BadRequestError") -> JSONResponse:
-    return JSONResponse({"object": "error", "message": message, "type": kind, "param": None,
-                         "code": status}, status_code=status)
+    return JSONResponse({"object": "error", "message": message, "type": kind, "param": None, "code": status}, status_code=status)
 
 
 def token_text(rid: str, start: int, end: int) -> str:
@@ -87,7 +115,7 @@ class Generator:
         if req.waiter is None:
             self.start(req)
         event = req.waiter
-        if event is None:   # start() gave it one
+        if event is None:  # start() gave it one
             return
         sent = 0
         try:
@@ -111,15 +139,19 @@ class Generator:
     def _check_context(self, prompt_tokens: int) -> None:
         limit = self.state.args.context_length
         if prompt_tokens >= limit:
-            raise BadRequest(f"The input ({prompt_tokens} tokens) is longer than the model's "
-                             f"context length ({limit} tokens).")
+            raise BadRequest(f"The input ({prompt_tokens} tokens) is longer than the model's context length ({limit} tokens).")
 
     def meta_info(self, req: SimRequest, started: float) -> dict[str, Any]:
-        return {"id": req.rid, "finish_reason": {"type": "length", "length": req.generated},
-                "prompt_tokens": req.prompt_tokens, "completion_tokens": req.generated,
-                "cached_tokens": 0, "spec_verify_ct": req.spec_steps,
-                "spec_accept_length": round(req.spec_accept_length, 4),
-                "e2e_latency": round(time.monotonic() - started, 4)}
+        return {
+            "id": req.rid,
+            "finish_reason": {"type": "length", "length": req.generated},
+            "prompt_tokens": req.prompt_tokens,
+            "completion_tokens": req.generated,
+            "cached_tokens": 0,
+            "spec_verify_ct": req.spec_steps,
+            "spec_accept_length": round(req.spec_accept_length, 4),
+            "e2e_latency": round(time.monotonic() - started, 4),
+        }
 
     # ---- native /generate --------------------------------------------------------
     async def generate(self, body: dict[str, Any]) -> Response:
@@ -149,8 +181,7 @@ class Generator:
             for r in reqs:
                 if not r.finished:
                     self.sched.cancel(r)
-        out = [{"text": token_text(r.rid, 0, r.generated), "meta_info": self.meta_info(r, started)}
-               for r in reqs]
+        out = [{"text": token_text(r.rid, 0, r.generated), "meta_info": self.meta_info(r, started)} for r in reqs]
         return JSONResponse(out if batch else out[0])
 
     async def _drain(self, req: SimRequest) -> None:
@@ -192,22 +223,33 @@ class Generator:
         text = token_text(req.rid, 0, req.generated)
         choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": "length", "matched_stop": None}
         if chat:
-            choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None,
-                                 "tool_calls": None}
+            choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
         else:
             choice["text"] = text
-        return JSONResponse({"id": rid, "object": "chat.completion" if chat else "text_completion",
-                             "created": created, "model": model, "choices": [choice],
-                             "usage": self._usage(req)})
+        return JSONResponse(
+            {
+                "id": rid,
+                "object": "chat.completion" if chat else "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [choice],
+                "usage": self._usage(req),
+            }
+        )
 
     @staticmethod
     def _usage(req: SimRequest, generated: int | None = None) -> dict[str, Any]:
         n = req.generated if generated is None else generated
-        return {"prompt_tokens": req.prompt_tokens, "completion_tokens": n,
-                "total_tokens": req.prompt_tokens + n, "prompt_tokens_details": None}
+        return {
+            "prompt_tokens": req.prompt_tokens,
+            "completion_tokens": n,
+            "total_tokens": req.prompt_tokens + n,
+            "prompt_tokens_details": None,
+        }
 
-    async def _stream_openai(self, req: SimRequest, rid: str, created: int, model: str, chat: bool, usage: bool,
-                             continuous: bool = False) -> AsyncIterator[str]:
+    async def _stream_openai(
+        self, req: SimRequest, rid: str, created: int, model: str, chat: bool, usage: bool, continuous: bool = False
+    ) -> AsyncIterator[str]:
         obj = "chat.completion.chunk" if chat else "text_completion"
 
         def event(choice: dict[str, Any], extra: dict[str, Any] | None = None) -> str:
@@ -217,20 +259,17 @@ class Generator:
             return f"data: {json.dumps(chunk)}\n\n"
 
         if chat:
-            yield event({"index": 0, "delta": {"role": "assistant", "content": ""},
-                         "logprobs": None, "finish_reason": None})
+            yield event({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None})
         async for old, new in self.tokens(req):
             text = token_text(req.rid, old, new)
             done = new >= req.max_new_tokens
             reason = "length" if done else None
             extra = {"usage": self._usage(req, new)} if continuous else None
             if chat:
-                yield event({"index": 0, "delta": {"content": text}, "logprobs": None,
-                             "finish_reason": reason}, extra)
+                yield event({"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": reason}, extra)
             else:
                 yield event({"index": 0, "text": text, "logprobs": None, "finish_reason": reason}, extra)
         if usage:
-            chunk = {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
-                     "usage": self._usage(req)}
+            chunk = {"id": rid, "object": obj, "created": created, "model": model, "choices": [], "usage": self._usage(req)}
             yield f"data: {json.dumps(chunk)}\n\n"
         yield "data: [DONE]\n\n"

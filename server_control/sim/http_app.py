@@ -1,4 +1,5 @@
 """The HTTP surface of SGLang 0.5.23 as the simulator serves it (Starlette)."""
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,7 @@ class AppState:
             decision.STATE_KEY: snap,
             "last_gen_throughput": round(sched.stats.gen_throughput, 4),
             "avg_spec_accept_length": round(sched.avg_spec_accept_length, 4),
-            "memory_usage": {"weight": 8.19, "kvcache": 32.0, "token_capacity": a.max_total_tokens,
-                             "graph": 1.02},
+            "memory_usage": {"weight": 8.19, "kvcache": 32.0, "token_capacity": a.max_total_tokens, "graph": 1.02},
             "effective_max_running_requests_per_dp": a.max_running_requests,
         }
         return entry
@@ -82,8 +82,10 @@ def _bearer(request: Request) -> str | None:
 def _allowed(state: AppState, request: Request, level: str) -> bool:
     a = state.args
     token = _bearer(request)
+
     def same(key: str) -> bool:
         return token is not None and hmac.compare_digest(token, str(key))
+
     if level == ADMIN_OPTIONAL and a.admin_api_key:
         return same(a.admin_api_key)
     if a.api_key:
@@ -91,8 +93,7 @@ def _allowed(state: AppState, request: Request, level: str) -> bool:
     return True
 
 
-def route(state: AppState, path: str, fn: Handler, methods: tuple[str, ...] = ("GET",),
-          level: str = NORMAL) -> Route:
+def route(state: AppState, path: str, fn: Handler, methods: tuple[str, ...] = ("GET",), level: str = NORMAL) -> Route:
     async def endpoint(request: Request) -> Response:
         if path not in UNAUTHENTICATED_PATHS and not _allowed(state, request, level):
             return JSONResponse({"error": "Unauthorized"}, status_code=401)
@@ -100,12 +101,20 @@ def route(state: AppState, path: str, fn: Handler, methods: tuple[str, ...] = ("
             return await fn(request)
         except BadRequest as exc:
             return error_response(400, str(exc))
+
     return Route(path, endpoint, methods=list(methods))
 
 
 def build_app(state: AppState) -> Starlette:
-    return Starlette(routes=[*_health_routes(state), *_state_routes(state), *catalog.routes(state, route),
-                             *_generation_routes(state), *_sim_routes(state)])
+    return Starlette(
+        routes=[
+            *_health_routes(state),
+            *_state_routes(state),
+            *catalog.routes(state, route),
+            *_generation_routes(state),
+            *_sim_routes(state),
+        ]
+    )
 
 
 def _health_routes(state: AppState) -> list[Route]:
@@ -134,8 +143,7 @@ def _health_routes(state: AppState) -> list[Route]:
         ok = state.ready and not state.health_failing()
         return JSONResponse({"status": "ready" if ok else "not ready"}, status_code=200 if ok else 503)
 
-    return [route(state, "/health", health), route(state, "/health_generate", health_generate),
-            route(state, "/ready", ready)]
+    return [route(state, "/health", health), route(state, "/health_generate", health_generate), route(state, "/ready", ready)]
 
 
 def _state_routes(state: AppState) -> list[Route]:
@@ -145,8 +153,13 @@ def _state_routes(state: AppState) -> list[Route]:
 
     async def server_info(request: Request) -> Response:
         info = simargs.flat_server_args(a)
-        info.update({"launch_command": state.launch_command, "version": SGLANG_VERSION,
-                     "internal_states": [state.internal_state() for _ in range(a.dp_size)]})
+        info.update(
+            {
+                "launch_command": state.launch_command,
+                "version": SGLANG_VERSION,
+                "internal_states": [state.internal_state() for _ in range(a.dp_size)],
+            }
+        )
         return JSONResponse(info)
 
     async def set_internal_state(request: Request) -> Response:
@@ -154,9 +167,11 @@ def _state_routes(state: AppState) -> list[Route]:
         updates = body.get("server_args")
         if not isinstance(updates, dict) or not updates:
             raise BadRequest('body must be {"server_args": {"key": value, ...}}')
-        bad = [{"type": "float_type", "loc": ["body", "server_args", str(k)],
-                "msg": "Input should be a valid number", "input": v}
-               for k, v in updates.items() if isinstance(v, bool) or not isinstance(v, (int, float))]
+        bad = [
+            {"type": "float_type", "loc": ["body", "server_args", str(k)], "msg": "Input should be a valid number", "input": v}
+            for k, v in updates.items()
+            if isinstance(v, bool) or not isinstance(v, (int, float))
+        ]
         if bad:  # SGLang's request model types these values as numbers: 422 before any rank
             return JSONResponse({"detail": bad}, status_code=422)
         ok = True
@@ -171,9 +186,19 @@ def _state_routes(state: AppState) -> list[Route]:
     async def loads(request: Request) -> Response:
         raw_rank = request.query_params.get("dp_rank")
         if raw_rank is not None and not raw_rank.isdigit():  # FastAPI's typed query parameter
-            return JSONResponse({"detail": [{"type": "int_parsing", "loc": ["query", "dp_rank"],
-                                             "msg": "Input should be a valid integer", "input": raw_rank}]},
-                                status_code=422)
+            return JSONResponse(
+                {
+                    "detail": [
+                        {
+                            "type": "int_parsing",
+                            "loc": ["query", "dp_rank"],
+                            "msg": "Input should be a valid integer",
+                            "input": raw_rank,
+                        }
+                    ]
+                },
+                status_code=422,
+            )
         dp_rank = int(raw_rank) if raw_rank is not None else None
         try:
             include = catalog.parse_include(request.query_params.get("include"))
@@ -192,9 +217,13 @@ def _state_routes(state: AppState) -> list[Route]:
         body, ctype = state.metrics.render()
         return Response(body, media_type=ctype)
 
-    return [route(state, "/server_info", server_info), route(state, "/get_server_info", server_info),
-            route(state, "/set_internal_state", set_internal_state, ("POST",), ADMIN_OPTIONAL),
-            route(state, "/v1/loads", loads), route(state, "/metrics", metrics)]
+    return [
+        route(state, "/server_info", server_info),
+        route(state, "/get_server_info", server_info),
+        route(state, "/set_internal_state", set_internal_state, ("POST",), ADMIN_OPTIONAL),
+        route(state, "/v1/loads", loads),
+        route(state, "/metrics", metrics),
+    ]
 
 
 def _generation_routes(state: AppState) -> list[Route]:
@@ -206,17 +235,19 @@ def _generation_routes(state: AppState) -> list[Route]:
             if not state.ready:
                 return error_response(503, "The server is not ready yet.", "ServiceUnavailableError")
             if a.sim_http_5xx_rate and state.rng.random() < a.sim_http_5xx_rate:
-                return error_response(500, "Internal server error (simulated by --sim-http-5xx-rate)",
-                                      "InternalServerError")
+                return error_response(500, "Internal server error (simulated by --sim-http-5xx-rate)", "InternalServerError")
             body = await read_json(request)
             if chat is None:
                 return await state.generator.generate(body)
             return await state.generator.openai(body, chat)
+
         return handler
 
-    return [route(state, "/generate", generation(None), ("POST",)),
-            route(state, "/v1/completions", generation(False), ("POST",)),
-            route(state, "/v1/chat/completions", generation(True), ("POST",))]
+    return [
+        route(state, "/generate", generation(None), ("POST",)),
+        route(state, "/v1/completions", generation(False), ("POST",)),
+        route(state, "/v1/chat/completions", generation(True), ("POST",)),
+    ]
 
 
 def _sim_routes(state: AppState) -> list[Route]:
@@ -228,14 +259,20 @@ def _sim_routes(state: AppState) -> list[Route]:
         timing = sched.timing.summary()
         if request.query_params.get("reset"):
             sched.timing.reset()
-        return JSONResponse({"step_timing": timing, "steps": sched.stats.steps,
-                             "time_scale": a.sim_time_scale, "seed": a.sim_seed,
-                             "serving_seconds": round(sched.serving_seconds(), 3),
-                             "rank_pids": sched.ranks.pids,
-                             "finished_requests": sched.stats.finished_total,
-                             # the step clock (simulated seconds, exact under machine load)
-                             # and every generated token, prefill first tokens included
-                             "step_clock_s": round(sched._vnow, 6),
-                             "generation_tokens_total": sched.stats.generation_tokens_total})
+        return JSONResponse(
+            {
+                "step_timing": timing,
+                "steps": sched.stats.steps,
+                "time_scale": a.sim_time_scale,
+                "seed": a.sim_seed,
+                "serving_seconds": round(sched.serving_seconds(), 3),
+                "rank_pids": sched.ranks.pids,
+                "finished_requests": sched.stats.finished_total,
+                # the step clock (simulated seconds, exact under machine load)
+                # and every generated token, prefill first tokens included
+                "step_clock_s": round(sched._vnow, 6),
+                "generation_tokens_total": sched.stats.generation_tokens_total,
+            }
+        )
 
     return [route(state, "/sim/stats", sim_stats)]

@@ -1,4 +1,5 @@
 """The simulator's ``dynamic_speculation`` entry, as the SGLang patch publishes it."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -12,9 +13,10 @@ if TYPE_CHECKING:
 
 def tp_rank_rows(sched: Scheduler) -> list[dict[str, Any]]:
     failed = sched.args.sim_fail_build_rank
-    return [{"rank": r, "active": r != failed,
-             "reason": simargs.FAIL_BUILD_WHY if r == failed else None}
-            for r in range(sched.args.tp_size)]
+    return [
+        {"rank": r, "active": r != failed, "reason": simargs.FAIL_BUILD_WHY if r == failed else None}
+        for r in range(sched.args.tp_size)
+    ]
 
 
 def switch_snapshot(sched: Scheduler) -> dict[str, Any] | None:
@@ -25,16 +27,13 @@ def switch_snapshot(sched: Scheduler) -> dict[str, Any] | None:
     if sched.switch is None:
         if not sched.spec:
             return None
-        return {"enabled": False, "active": False, "reason": sched.off_reason,
-                "tp_ranks": tp_rank_rows(sched)}
+        return {"enabled": False, "active": False, "reason": sched.off_reason, "tp_ranks": tp_rank_rows(sched)}
     snap = sched.switch.snapshot()
-    snap.update(active=True, reason=None,
-                num_steps=sched.num_steps if snap["mode"] == decision.SPECULATIVE else 0)
+    snap.update(active=True, reason=None, num_steps=sched.num_steps if snap["mode"] == decision.SPECULATIVE else 0)
     if sched.curves is not None:
         snap[cost_curves.SNAPSHOT_KEY] = sched.curves.snapshot()
     ex = sched.explorer
-    snap["exploration"] = {"share": ex.share, "window": explore.window(snap["threshold"]),
-                           "explored_steps": ex.explored}
+    snap["exploration"] = {"share": ex.share, "window": explore.window(snap["threshold"]), "explored_steps": ex.explored}
     if sched.autotune is not None:
         snap["auto_tune"] = sched.autotune.snapshot()
     if tp > 1:

@@ -3,6 +3,7 @@
 SGLANG_LOG_MS=1 adds milliseconds, as SGLang does. Each line is written with a single
 os.write, so lines from several processes sharing one log file never interleave.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,10 @@ class Logger:
 
 def prefill_line(new_seqs: int, new_tokens: int, s: Stats, queued: int) -> str:
     """SGLang's prefill log line (the fields the console's parser reads)."""
-    return (f"Prefill batch, #new-seq: {new_seqs}, #new-token: {new_tokens}, #cached-token: 0, "
-            f"token usage: {s.token_usage:.2f}, #running-req: {s.running}, #queue-req: {queued}")
+    return (
+        f"Prefill batch, #new-seq: {new_seqs}, #new-token: {new_tokens}, #cached-token: 0, "
+        f"token usage: {s.token_usage:.2f}, #running-req: {s.running}, #queue-req: {queued}"
+    )
 
 
 def decode_line(s: Stats, queued: int, spec: bool) -> str:

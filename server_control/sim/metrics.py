@@ -1,4 +1,5 @@
 """Prometheus text for /metrics (and /v1/loads?format=prometheus), SGLang's `sglang:` names."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -21,10 +22,11 @@ class Metrics:
     def __init__(self, state: AppState) -> None:
         self.state = state
         self.registry = r = CollectorRegistry(auto_describe=True)
-        self.labels = {"model_name": state.model_name, "engine_type": "unified",
-                       "tp_rank": "0", "pp_rank": "0"}
+        self.labels = {"model_name": state.model_name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
+
         def g(name: str, doc: str) -> Gauge:
             return Gauge(name, doc, LABELS, registry=r)
+
         self.gauges = {
             "num_running_reqs": g("sglang:num_running_reqs", "The number of running requests."),
             "num_queue_reqs": g("sglang:num_queue_reqs", "The number of requests in the waiting queue."),
@@ -39,22 +41,31 @@ class Metrics:
         # the patch's own metrics, defined once (server_control/protocol/spec_metrics.py)
         self.spec = SpecMetrics(Gauge, Counter, self.labels, registry=r)
         self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.", LABELS, registry=r)
-        self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.",
-                                         LABELS, registry=r)
-        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                              LABELS, registry=r,
-                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40)).labels(**self.labels)
+        self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.", LABELS, registry=r)
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            LABELS,
+            registry=r,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40),
+        ).labels(**self.labels)
         self._counted = (0, 0)
 
     def _update(self) -> None:
         sched = self.state.scheduler
         s = sched.stats
         snap = sched.snapshot_switch()
-        values = {"num_running_reqs": s.running, "num_queue_reqs": s.waiting,
-                  "num_used_tokens": s.tokens_in_use, "token_usage": s.token_usage,
-                  "gen_throughput": s.gen_throughput, "spec_accept_length": s.accept_length,
-                  "spec_accept_rate": s.accept_rate, "spec_num_steps": sched.num_steps,
-                  "is_cuda_graph": 1.0}
+        values = {
+            "num_running_reqs": s.running,
+            "num_queue_reqs": s.waiting,
+            "num_used_tokens": s.tokens_in_use,
+            "token_usage": s.token_usage,
+            "gen_throughput": s.gen_throughput,
+            "spec_accept_length": s.accept_length,
+            "spec_accept_rate": s.accept_rate,
+            "spec_num_steps": sched.num_steps,
+            "is_cuda_graph": 1.0,
+        }
         for key, value in values.items():
             self.gauges[key].labels(**self.labels).set(value)
         self.spec.publish(snap)

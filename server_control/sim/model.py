@@ -21,6 +21,7 @@ so target-only wins from the smallest b with T_spec(b, L) > A(p) * T_target(b, L
 higher acceptance or a longer context (when A > 1 + draft_kv_share) moves it up.
 With ``kv`` = 0 (the default) the model is the short-context calibration above.
 """
+
 from __future__ import annotations
 
 import random
@@ -38,21 +39,21 @@ class Calibration:
     plain_c_ms: float = 1.294
     spec_t0_ms: float = 29.7
     spec_c_ms: float = 8.05
-    accept_length: float = 2.85       # mean tokens per request per speculative step
-    calibrated_num_steps: int = 3     # draft steps the accept length was measured with
+    accept_length: float = 2.85  # mean tokens per request per speculative step
+    calibrated_num_steps: int = 3  # draft steps the accept length was measured with
     target_only_overhead: float = 0.05
-    prefill_base_ms: float = 3.0      # per prefill batch
+    prefill_base_ms: float = 3.0  # per prefill batch
     prefill_per_token_ms: float = 0.015
     power: float = 4.0
-    kv_ms_per_ktoken: float = 0.0    # per request per step per 1000 context tokens
-    draft_kv_share: float = 0.1      # the draft model's KV reads, as a share of the target's
+    kv_ms_per_ktoken: float = 0.0  # per request per step per 1000 context tokens
+    draft_kv_share: float = 0.1  # the draft model's KV reads, as a share of the target's
 
 
 DEFAULT = Calibration()
 
 
 def _curve(t0: float, c: float, batch: int, power: float) -> float:
-    return float((t0 ** power + (batch * c) ** power) ** (1.0 / power))
+    return float((t0**power + (batch * c) ** power) ** (1.0 / power))
 
 
 def plain_step_ms(batch: int, cal: Calibration = DEFAULT) -> float:
@@ -94,8 +95,9 @@ def mean_accept_length(mode: str, cal: Calibration = DEFAULT) -> float:
     return cal.accept_length if mode == SPECULATIVE else 1.0
 
 
-def throughput(mode: str, batch: int, cal: Calibration = DEFAULT, context: float = 0.0,
-               accept_length: float | None = None) -> float:
+def throughput(
+    mode: str, batch: int, cal: Calibration = DEFAULT, context: float = 0.0, accept_length: float | None = None
+) -> float:
     """Expected generated tokens per second at a steady decode batch (``accept_length``:
     mean tokens per request per speculative step, default the calibration's)."""
     if batch <= 0:
@@ -106,12 +108,16 @@ def throughput(mode: str, batch: int, cal: Calibration = DEFAULT, context: float
     return batch * a / (step_ms(mode, batch, cal, context) / 1000.0)
 
 
-def crossover(cal: Calibration = DEFAULT, other: str = TARGET_ONLY, limit: int = 4096,
-              context: float = 0.0, accept_length: float | None = None) -> int | None:
+def crossover(
+    cal: Calibration = DEFAULT,
+    other: str = TARGET_ONLY,
+    limit: int = 4096,
+    context: float = 0.0,
+    accept_length: float | None = None,
+) -> int | None:
     """Smallest batch at which ``other`` out-produces speculation (None if never)."""
     for b in range(1, limit + 1):
-        if (throughput(other, b, cal, context)
-                > throughput(SPECULATIVE, b, cal, context, accept_length)):
+        if throughput(other, b, cal, context) > throughput(SPECULATIVE, b, cal, context, accept_length):
             return b
     return None
 
@@ -119,7 +125,7 @@ def crossover(cal: Calibration = DEFAULT, other: str = TARGET_ONLY, limit: int =
 def expected_accept(p: float, num_steps: int) -> float:
     """Mean accepted tokens per step when each draft token is accepted with probability p
     in sequence (stop at the first rejection), plus the bonus token."""
-    return 1.0 + sum(p ** k for k in range(1, num_steps + 1))
+    return 1.0 + sum(p**k for k in range(1, num_steps + 1))
 
 
 def accept_probability(cal: Calibration = DEFAULT) -> float:

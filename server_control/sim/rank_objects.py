@@ -5,6 +5,7 @@ Same interface as ``rank_processes.RankGroup`` and the same per-rank logic (``wo
 every rank runs its own ``SpecSwitch`` and logs its own lines with its rank tag; only the
 process model differs (no orphaned ranks after a SIGKILL, ``rank_pids`` is the main pid).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,9 @@ class LightRankGroup:
         self.switches: list[Any] = [None] * tp_size
         self._cfg = cfg
         self._error: BaseException | None = None
-        self._threads = [threading.Thread(target=self._init_rank, args=(r,), name=f"sim-TP{r}", daemon=True)
-                         for r in range(tp_size)]
+        self._threads = [
+            threading.Thread(target=self._init_rank, args=(r,), name=f"sim-TP{r}", daemon=True) for r in range(tp_size)
+        ]
         for t in self._threads:  # the start-up lines of all ranks interleave, as with processes
             t.start()
 
@@ -47,16 +49,19 @@ class LightRankGroup:
             raise RankError(f"a rank failed to initialise: {self._error}")
 
     def step(self, step_no: int, batch: int, lines: list[str]) -> str | None:
-        modes = [handle(r, sw, log, ("step", step_no, batch, lines))[2]
-                 for r, (sw, log) in enumerate(zip(self.switches, self.logs))]
+        modes = [
+            handle(r, sw, log, ("step", step_no, batch, lines))[2] for r, (sw, log) in enumerate(zip(self.switches, self.logs))
+        ]
         if any(m != modes[0] for m in modes):
             raise RankError(f"TP ranks disagree on the mode of step {step_no}: {modes}")
         mode: str | None = modes[0]
         return mode
 
     def apply(self, key: str, value: object) -> tuple[bool, str]:
-        replies = [handle(r, sw, log, ("set", key, value), self._cfg.get("off_reason"))
-                   for r, (sw, log) in enumerate(zip(self.switches, self.logs))]
+        replies = [
+            handle(r, sw, log, ("set", key, value), self._cfg.get("off_reason"))
+            for r, (sw, log) in enumerate(zip(self.switches, self.logs))
+        ]
         return all(r[1] for r in replies), replies[0][2]
 
     def crash(self) -> None:

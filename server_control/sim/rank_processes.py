@@ -1,4 +1,5 @@
 """The TP rank processes seen from the main process: spawn, step, settings, stop."""
+
 from __future__ import annotations
 
 import multiprocessing as mp

@@ -1,4 +1,5 @@
 """The simulated clock and a request as the scheduler holds it."""
+
 from __future__ import annotations
 
 import asyncio
@@ -26,14 +27,14 @@ class Request:
     prompt_tokens: int
     max_new_tokens: int
     internal: bool = False
-    created: float = 0.0          # simulated clock
+    created: float = 0.0  # simulated clock
     generated: int = 0
-    spec_steps: int = 0           # speculative verify steps this request took part in
-    spec_tokens: int = 0          # tokens produced in those steps
+    spec_steps: int = 0  # speculative verify steps this request took part in
+    spec_tokens: int = 0  # tokens produced in those steps
     first_token_at: float | None = None
     finished: bool = False
     error: str | None = None
-    waiter: asyncio.Event | None = None   # set by the HTTP layer; passed to the deliver callback
+    waiter: asyncio.Event | None = None  # set by the HTTP layer; passed to the deliver callback
 
     @property
     def spec_accept_length(self) -> float:

@@ -4,6 +4,7 @@ the throughput model on a (time-scaled) simulated clock, and hands out tokens.
 It runs in one thread. With no work it blocks on a condition variable (no CPU).
 All TP ranks take part in every step (see rank_processes.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,35 +33,49 @@ if TYPE_CHECKING:
     from server_control.sim.rank_objects import LightRankGroup
     from server_control.sim.rank_processes import RankGroup
 
-STOP_WAIT_S = 1.5   # a rank gone: how long to wait for the server's own stop before it is a failure
+STOP_WAIT_S = 1.5  # a rank gone: how long to wait for the server's own stop before it is a failure
 
 
 class Scheduler:
-    def __init__(self, args: argparse.Namespace, ranks: RankGroup | LightRankGroup, log: Logger,
-                 deliver: Callable[[list[asyncio.Event]], None], on_fatal: Callable[[int, str], None]) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        ranks: RankGroup | LightRankGroup,
+        log: Logger,
+        deliver: Callable[[list[asyncio.Event]], None],
+        on_fatal: Callable[[int, str], None],
+    ) -> None:
         self.args = args
         self.ranks = ranks
         self.log = log
-        self.deliver = deliver            # deliver(list_of_waiters) from this thread
-        self.on_fatal = on_fatal          # on_fatal(exit_code, message) from this thread
+        self.deliver = deliver  # deliver(list_of_waiters) from this thread
+        self.on_fatal = on_fatal  # on_fatal(exit_code, message) from this thread
         self.clock = SimClock(args.sim_time_scale)
         self.spec = bool(args.speculative_algorithm)
         self.num_steps = args.speculative_num_steps or 0
         self.off_reason = simargs.off_reason(args)  # the switch is off on every rank: why
-        self.switch = (decision.SpecSwitch(args.speculative_disable_batch_threshold,
-                                           args.speculative_disable_hysteresis,
-                                           args.speculative_disable_min_dwell_steps,
-                                           args.speculative_disable_force_mode)
-                       if self.spec and self.off_reason is None else None)
+        self.switch = (
+            decision.SpecSwitch(
+                args.speculative_disable_batch_threshold,
+                args.speculative_disable_hysteresis,
+                args.speculative_disable_min_dwell_steps,
+                args.speculative_disable_force_mode,
+            )
+            if self.spec and self.off_reason is None
+            else None
+        )
         self.rng = random.Random(args.sim_seed)
         self.accept_p = self._base_accept_p = model.accept_probability()
-        self.phase_index: int | None = None   # phased traffic: the phase now running
+        self.phase_index: int | None = None  # phased traffic: the phase now running
         self.cal = dataclasses.replace(model.DEFAULT, kv_ms_per_ktoken=args.sim_kv_cost)
         # per-mode, per-batch-bucket cost counters, as the patch keeps them (step clock)
         self.curves = cost_curves.CostCounters() if self.switch is not None else None
         self.explorer = explore.Explorer(args.sim_explore_share)
-        self.autotune = (AutoTune(self, TuneSettings(*args.sim_auto_tune))
-                         if args.sim_auto_tune is not None and self.switch is not None else None)
+        self.autotune = (
+            AutoTune(self, TuneSettings(*args.sim_auto_tune))
+            if args.sim_auto_tune is not None and self.switch is not None
+            else None
+        )
         self.cond = threading.Condition()
         self.waiting: collections.deque[Request] = collections.deque()
         self.running: list[Request] = []
@@ -97,8 +112,9 @@ class Scheduler:
         return self.clock.now() - self._ready_at if self.ready else 0.0
 
     def new_request(self, prompt_tokens: int, max_new_tokens: int, internal: bool = False) -> Request:
-        return Request(f"{next(self._ids):08x}", max(1, prompt_tokens), max(1, max_new_tokens),
-                       internal=internal, created=self.clock.now())
+        return Request(
+            f"{next(self._ids):08x}", max(1, prompt_tokens), max(1, max_new_tokens), internal=internal, created=self.clock.now()
+        )
 
     def submit(self, *reqs: Request) -> None:
         """Queue requests as one unit: the scheduler wakes once, with all of them waiting,
@@ -133,6 +149,7 @@ class Scheduler:
     def snapshot_switch(self) -> dict[str, Any] | None:
         """The patch's ``dynamic_speculation`` entry (live_state.py)."""
         from server_control.sim.live_state import switch_snapshot
+
         return switch_snapshot(self)
 
     @property
@@ -174,8 +191,8 @@ class Scheduler:
 
     def _loop(self) -> None:
         step_no = 0
-        last_end: float | None = None      # pacing: simulated time the last step ended
-        last_vend: float | None = None     # step clock: simulated time the last step ended
+        last_end: float | None = None  # pacing: simulated time the last step ended
+        last_vend: float | None = None  # step clock: simulated time the last step ended
         last_wall: float | None = None
         while not self._stop.is_set():
             with self.cond:
@@ -215,8 +232,9 @@ class Scheduler:
             if self.switch is not None and batch:
                 self._decide(batch, vstart, context, bool(new), mode)
             step_mode = (mode or model.SPECULATIVE) if self.spec else model.PLAIN
-            dt = (model.step_ms(step_mode, batch, self.cal, context)
-                  + model.prefill_ms(sum(r.prompt_tokens for r in new))) / 1000.0
+            dt = (
+                model.step_ms(step_mode, batch, self.cal, context) + model.prefill_ms(sum(r.prompt_tokens for r in new))
+            ) / 1000.0
             end = start + dt
             delay = self.clock.wall_delay(end)
             if delay > 0 and self._stop.wait(delay):
@@ -242,13 +260,18 @@ class Scheduler:
         sw = self.switch
         assert sw is not None
         sw.decide(batch, vstart)
-        ran = self.explorer.mode(sw.mode, sw.steps[decision.SPECULATIVE] + sw.steps[decision.TARGET_ONLY],
-                                 batch, sw.threshold, sw.force == decision.AUTO)
+        ran = self.explorer.mode(
+            sw.mode,
+            sw.steps[decision.SPECULATIVE] + sw.steps[decision.TARGET_ONLY],
+            batch,
+            sw.threshold,
+            sw.force == decision.AUTO,
+        )
         if ran != mode:
             raise RuntimeError(f"main and TP ranks disagree: {ran} vs {mode}")
         if self.curves is not None:
             self.curves.step(ran, batch, vstart, context)
-            if prefills:   # this step also prefills: its time is not a decode step's cost
+            if prefills:  # this step also prefills: its time is not a decode step's cost
                 self.curves.idle()
 
     def _apply_settings(self) -> None:
@@ -264,6 +287,7 @@ class Scheduler:
                 ok, text = self.ranks.apply(key, value)
                 if ok and self.switch is not None:
                     from server_control.sim.worker import apply_setting
+
                     apply_setting(self.switch, key, value)
                     line = tune.applied(key, value, origin) if tune is not None else None
                     if line:
@@ -285,8 +309,7 @@ class Scheduler:
         self.accept_p = p if p is not None else self._base_accept_p
         have = sum(1 for r in itertools.chain(self.running, self.waiting) if r.internal)
         for _ in range(max(0, want - have)):
-            prompt = (self.rng.randint(max(1, phase.ctx // 2), phase.ctx * 3 // 2) if phase
-                      else self.rng.randint(64, 1024))
+            prompt = self.rng.randint(max(1, phase.ctx // 2), phase.ctx * 3 // 2) if phase else self.rng.randint(64, 1024)
             req = self.new_request(prompt, self.rng.randint(96, 512), internal=True)
             self.waiting.append(req)
 

@@ -1,4 +1,5 @@
 """The simulator's main process: parse flags, spawn the TP ranks, serve HTTP."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,37 +43,49 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def port_in_use(host: str, port: int) -> str:
-    return (f"error: port {port} is already in use on {host}; "
-            f"choose another --port or stop what is listening there")
+    return f"error: port {port} is already in use on {host}; choose another --port or stop what is listening there"
 
 
 RANK_GRACE_S = 5.0
 
 
 def rank_config(a: argparse.Namespace, deadline: float | None) -> dict[str, Any]:
-    return {"tp_size": a.tp_size, "time_scale": a.sim_time_scale, "load_time": a.sim_load_time,
-            "spec": bool(a.speculative_algorithm), "max_total_tokens": a.max_total_tokens,
-            "max_running_requests": a.max_running_requests, "context_length": a.context_length,
-            "threshold": a.speculative_disable_batch_threshold,
-            "hysteresis": a.speculative_disable_hysteresis,
-            "dwell": a.speculative_disable_min_dwell_steps,
-            "force": a.speculative_disable_force_mode,
-            "off_reason": simargs.off_reason(a),
-            "explore_share": a.sim_explore_share,
-            # ranks outlive the main process's own deadline by a grace period, so a normal
-            # shutdown stops them first; orphans still go at deadline + grace
-            "deadline": None if deadline is None else deadline + RANK_GRACE_S}
+    return {
+        "tp_size": a.tp_size,
+        "time_scale": a.sim_time_scale,
+        "load_time": a.sim_load_time,
+        "spec": bool(a.speculative_algorithm),
+        "max_total_tokens": a.max_total_tokens,
+        "max_running_requests": a.max_running_requests,
+        "context_length": a.context_length,
+        "threshold": a.speculative_disable_batch_threshold,
+        "hysteresis": a.speculative_disable_hysteresis,
+        "dwell": a.speculative_disable_min_dwell_steps,
+        "force": a.speculative_disable_force_mode,
+        "off_reason": simargs.off_reason(a),
+        "explore_share": a.sim_explore_share,
+        # ranks outlive the main process's own deadline by a grace period, so a normal
+        # shutdown stops them first; orphans still go at deadline + grace
+        "deadline": None if deadline is None else deadline + RANK_GRACE_S,
+    }
 
 
 def uvicorn_log_config(level: str) -> dict[str, Any]:
     from uvicorn.config import LOGGING_CONFIG
+
     cfg = {k: (dict(v) if isinstance(v, dict) else v) for k, v in LOGGING_CONFIG.items()}
     cfg["formatters"] = {k: dict(v, use_colors=False) for k, v in LOGGING_CONFIG["formatters"].items()}
     return cfg
 
 
-async def serve(a: argparse.Namespace, sock: socket.socket, ranks: RankGroup | LightRankGroup, log: Logger,
-                deadline: float | None, argv: list[str]) -> int:
+async def serve(
+    a: argparse.Namespace,
+    sock: socket.socket,
+    ranks: RankGroup | LightRankGroup,
+    log: Logger,
+    deadline: float | None,
+    argv: list[str],
+) -> int:
     import uvicorn
 
     from server_control.sim.http_app import AppState, build_app
@@ -94,6 +107,7 @@ async def serve(a: argparse.Namespace, sock: socket.socket, ranks: RankGroup | L
         def fatal() -> None:
             log.error(message)
             stop(code)
+
         loop.call_soon_threadsafe(fatal)
 
     sched = Scheduler(a, ranks, log, deliver, on_fatal)
@@ -106,11 +120,18 @@ async def serve(a: argparse.Namespace, sock: socket.socket, ranks: RankGroup | L
         def capture_signals(self) -> Iterator[None]:  # our own handlers below; no re-raise after shutdown
             yield
 
-    config = uvicorn.Config(app, log_config=uvicorn_log_config(a.log_level), log_level=a.log_level,
-                            access_log=True, timeout_graceful_shutdown=2, lifespan="on")
+    config = uvicorn.Config(
+        app,
+        log_config=uvicorn_log_config(a.log_level),
+        log_level=a.log_level,
+        access_log=True,
+        timeout_graceful_shutdown=2,
+        lifespan="on",
+    )
     server = Server(config)
+
     def stop_signal() -> None:
-        sched.request_stop()   # the ranks go down with the group: the scheduler must not call it a failure
+        sched.request_stop()  # the ranks go down with the group: the scheduler must not call it a failure
         stop()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -120,9 +141,13 @@ async def serve(a: argparse.Namespace, sock: socket.socket, ranks: RankGroup | L
         # second loses, so a server started at the same time on the same port ends here
         sock.listen(config.backlog)
     except OSError as exc:
-        print(port_in_use(a.host, a.port) if exc.errno == errno.EADDRINUSE
-              else f"error: cannot listen on {a.host}:{a.port}: {exc.strerror or exc}",
-              file=sys.stderr, flush=True)
+        print(
+            port_in_use(a.host, a.port)
+            if exc.errno == errno.EADDRINUSE
+            else f"error: cannot listen on {a.host}:{a.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     sched.start()
     serve_task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -132,8 +157,7 @@ async def serve(a: argparse.Namespace, sock: socket.socket, ranks: RankGroup | L
             if serve_task.done():
                 return
             await asyncio.sleep(0.01)
-        logging.getLogger("uvicorn.error").info(
-            "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", a.host, a.port)
+        logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", a.host, a.port)
         await asyncio.sleep((0.5 + a.sim_slow_start) / a.sim_time_scale)
         req = sched.new_request(4, 1)
         await state.generator._drain(req)
@@ -182,9 +206,11 @@ def main(argv: list[str] | None = None, prog: str = simargs.PROG) -> int:
     logging.getLogger("asyncio").setLevel(logging.ERROR)
 
     from server_control.sim.rank_processes import RankError, RankGroup
+
     ranks: RankGroup | LightRankGroup
     if a.sim_light:
         from server_control.sim.rank_objects import LightRankGroup
+
         ranks = LightRankGroup(a.tp_size, rank_config(a, deadline))
     else:
         ranks = RankGroup(a.tp_size, rank_config(a, deadline))

@@ -1,4 +1,5 @@
 """Live scheduler statistics and the step-timing check (actual vs model step time)."""
+
 from __future__ import annotations
 
 import collections
@@ -24,6 +25,7 @@ class Stats:
 @dataclass
 class StepTiming:
     """Actual wall interval of back-to-back steps against the model (time-scaled)."""
+
     errors: collections.deque[Any] = field(default_factory=lambda: collections.deque(maxlen=4096))
     count: int = 0
     lag_s: float = 0.0
@@ -43,10 +45,25 @@ class StepTiming:
         raw = list(self.errors)
         errs = sorted(abs(e) for e in raw)
         if not errs:
-            return {"steps": 0, "mean_abs_error": None, "p50": None, "p99": None,
-                    "max": None, "mean_error": None, "lag_s": round(self.lag_s, 4)}
+            return {
+                "steps": 0,
+                "mean_abs_error": None,
+                "p50": None,
+                "p99": None,
+                "max": None,
+                "mean_error": None,
+                "lag_s": round(self.lag_s, 4),
+            }
+
         def pick(q: float) -> float:
             return float(errs[min(len(errs) - 1, int(q * len(errs)))])
-        return {"steps": self.count, "mean_abs_error": sum(errs) / len(errs),
-                "mean_error": sum(raw) / len(raw),
-                "p50": pick(0.5), "p99": pick(0.99), "max": errs[-1], "lag_s": round(self.lag_s, 4)}
+
+        return {
+            "steps": self.count,
+            "mean_abs_error": sum(errs) / len(errs),
+            "mean_error": sum(raw) / len(raw),
+            "p50": pick(0.5),
+            "p99": pick(0.99),
+            "max": errs[-1],
+            "lag_s": round(self.lag_s, 4),
+        }

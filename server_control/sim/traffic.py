@@ -1,4 +1,5 @@
 """Built-in traffic: how many requests the simulator keeps in flight by itself."""
+
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@ the `Prefill batch` / `Decode batch` lines. Imports only the standard library an
 If the main process dies (SIGKILL), the rank logs one error line and idles until its
 own deadline or a signal, as SGLang's scheduler processes outlive a killed parent.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,25 +42,25 @@ def startup_lines(cfg: dict[str, Any], log: Logger) -> None:
     load = cfg["load_time"]
     log.info("Load weight begin. avail mem=78.51 GB")
     _sleep_scaled(load * 0.5, scale)
-    log.info("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
-             "avail mem=70.32 GB, mem usage=8.19 GB.")
+    log.info("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=70.32 GB, mem usage=8.19 GB.")
     if cfg["spec"]:
         log.info("Load weight begin. avail mem=70.30 GB")
         _sleep_scaled(load * 0.1, scale)
-        log.info("Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, "
-                 "avail mem=69.42 GB, mem usage=0.88 GB.")
+        log.info("Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, avail mem=69.42 GB, mem usage=0.88 GB.")
     tokens = cfg["max_total_tokens"]
     log.info(f"KV Cache is allocated. #tokens: {tokens}, K size: 16.00 GB, V size: 16.00 GB")
     log.info("Memory pool end. avail mem=37.40 GB")
     log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=37.12 GB")
     _sleep_scaled(load * 0.4, scale)
     log.info("Capture cuda graph end. Time elapsed: 2.31 s. mem usage=1.02 GB. avail mem=36.10 GB.")
-    log.info(f"max_total_num_tokens={tokens}, chunked_prefill_size=8192, "
-             f"max_prefill_tokens=16384, max_running_requests={cfg['max_running_requests']}, "
-             f"context_len={cfg['context_length']}, available_gpu_mem=36.10 GB")
+    log.info(
+        f"max_total_num_tokens={tokens}, chunked_prefill_size=8192, "
+        f"max_prefill_tokens=16384, max_running_requests={cfg['max_running_requests']}, "
+        f"context_len={cfg['context_length']}, available_gpu_mem=36.10 GB"
+    )
 
 
-_explorers: dict[int, Explorer] = {}   # per rank (the light ranks share a process)
+_explorers: dict[int, Explorer] = {}  # per rank (the light ranks share a process)
 
 
 def make_switch(cfg: dict[str, Any], log: Logger, rank: int = 0) -> decision.SpecSwitch | None:
@@ -102,8 +103,9 @@ def _idle_until(deadline: float | None) -> None:
         time.sleep(3600 if left is None else min(left, 3600))
 
 
-def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple[Any, ...],
-           off_reason: str | None = None) -> tuple[Any, ...]:
+def handle(
+    rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple[Any, ...], off_reason: str | None = None
+) -> tuple[Any, ...]:
     """One "step" or "set" message of the main process -> the rank's reply. Shared by the
     spawned rank processes and the in-process ranks of ``--sim-light`` (rank_objects.py).
     ``off_reason``: why the switch is off on this rank (the refusal of a runtime change)."""
@@ -118,15 +120,22 @@ def handle(rank: int, sw: decision.SpecSwitch | None, log: Logger, msg: tuple[An
             if text:
                 log.info(text)
             # exploration flips the same steps on every rank: step number, batch and N only
-            mode = _explorers[rank].mode(sw.mode, sw.steps[decision.SPECULATIVE] + sw.steps[decision.TARGET_ONLY],
-                                         batch, sw.threshold, sw.force == decision.AUTO)
+            mode = _explorers[rank].mode(
+                sw.mode,
+                sw.steps[decision.SPECULATIVE] + sw.steps[decision.TARGET_ONLY],
+                batch,
+                sw.threshold,
+                sw.force == decision.AUTO,
+            )
         return ("mode", step_no, mode)
     _, key, value = msg
     try:
         if sw is None and key in SETTING_KEYS:
-            raise ValueError(f"dynamic speculation disable is not active on this rank ({off_reason})"
-                             if off_reason else
-                             "speculative decoding is not enabled (no --speculative-algorithm)")
+            raise ValueError(
+                f"dynamic speculation disable is not active on this rank ({off_reason})"
+                if off_reason
+                else "speculative decoding is not enabled (no --speculative-algorithm)"
+            )
         if sw is None:
             raise KeyError(key)  # not one of our settings: SGLang's own answer
         text = apply_setting(sw, key, value)

@@ -22,6 +22,7 @@ run is wholly gone its numbers may go to anybody (after a reboot, at once). So:
 record written before start ticks were recorded (``start`` None), within
 ``LEGACY_TOLERANCE_S``; a supervisor that verifies such a leader records its ``ProcStart``.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,9 +35,9 @@ from server_control.state.start_ticks import ProcStart, proc_start, start_ticks
 
 # Only for records without start ticks: psutil's epoch start time of one process moves by
 # whole seconds as the wall clock is stepped (its boot time, /proc/stat btime, moves).
-LEGACY_TOLERANCE_S = 1.5   # a 1 s step of btime, plus float rounding at ~1.8e9 s
+LEGACY_TOLERANCE_S = 1.5  # a 1 s step of btime, plus float rounding at ~1.8e9 s
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-MASK = "****"   # a masked argument matches anything (keys never reach a command line)
+MASK = "****"  # a masked argument matches anything (keys never reach a command line)
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,8 @@ class RunIdentity:
     pid: int
     create_time: float
     argv: tuple[str, ...]
-    members: tuple[tuple[int, float, int | None], ...] = ()   # (pid, create_time, start ticks)
-    titles: tuple[str, ...] = ()   # command lines the leader took later (setproctitle), as seen
+    members: tuple[tuple[int, float, int | None], ...] = ()  # (pid, create_time, start ticks)
+    titles: tuple[str, ...] = ()  # command lines the leader took later (setproctitle), as seen
     start: ProcStart | None = None  # None: a record of an earlier version (epoch time only)
 
     def member_start(self, ticks: int | None) -> ProcStart | None:
@@ -72,7 +73,7 @@ def cmdline_matches(actual: Sequence[str], expected: Sequence[str]) -> bool:
         return len(actual) == len(e) and all(x == y or y == MASK for x, y in zip(actual, e))
     if len(actual) < len(e) + 1:
         return False
-    return all(x == y or y == MASK for x, y in zip(actual[len(actual) - len(e):], e))
+    return all(x == y or y == MASK for x, y in zip(actual[len(actual) - len(e) :], e))
 
 
 def same_process(p: psutil.Process, create_time: float, start: ProcStart | None = None) -> bool:
@@ -152,7 +153,7 @@ def _add_group_and_session(leader: psutil.Process, found: dict[int, psutil.Proce
     except OSError:
         pgid = sid = None
     try:
-        earliest = started_at(leader)   # nothing older than the leader is of its run
+        earliest = started_at(leader)  # nothing older than the leader is of its run
     except psutil.Error:
         pgid = None
     if pgid is None:
@@ -160,7 +161,7 @@ def _add_group_and_session(leader: psutil.Process, found: dict[int, psutil.Proce
     for p in psutil.process_iter():
         if p.pid in found:
             continue
-        try:   # the group and session first: two system calls, where the start time reads /proc
+        try:  # the group and session first: two system calls, where the start time reads /proc
             if (os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid) and started_at(p) >= earliest:
                 found[p.pid] = p
         except (psutil.Error, OSError):

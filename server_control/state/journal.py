@@ -10,6 +10,7 @@ clients of the same host use them to tell a concurrent change (server_control/co
 guard.py). Writing never fails an operation: a journal that cannot be written is
 skipped (logged).
 """
+
 from __future__ import annotations
 
 import getpass
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 JOURNAL_NAME = "journal.jsonl"
 MAX_BYTES = 10_000_000
 PENDING, READ_BACK = "pending", "read back"
-STEPS = (PENDING, READ_BACK)   # the steps of a runtime change before its result
+STEPS = (PENDING, READ_BACK)  # the steps of a runtime change before its result
 _TEXT_FIELDS = ("user", "host", "program", "action", "target", "result", "detail", "op")
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -84,9 +85,23 @@ class Entry:
     def words(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.time))
         what = f"{self.old} -> {self.new}" if self.key or self.old is not None or self.new is not None else ""
-        return strip_controls("  ".join(x for x in (
-            when, f"{self.user}@{self.host}", f"pid {self.pid}", self.program, self.profile or self.target,
-            self.action, what, self.result, self.detail) if x))
+        return strip_controls(
+            "  ".join(
+                x
+                for x in (
+                    when,
+                    f"{self.user}@{self.host}",
+                    f"pid {self.pid}",
+                    self.program,
+                    self.profile or self.target,
+                    self.action,
+                    what,
+                    self.result,
+                    self.detail,
+                )
+                if x
+            )
+        )
 
 
 def journal_path(state_dir: str | Path | None = None) -> Path:
@@ -112,8 +127,9 @@ def record(state_dir: str | Path | None, action: str, **fields: Any) -> Entry | 
         user = getpass.getuser()
     except Exception:  # noqa: BLE001 - no passwd entry in a container
         user = str(os.getuid())
-    entry = Entry(time=time.time(), user=user, host=socket.gethostname(), pid=os.getpid(), program=program(),
-                  action=action, **fields)
+    entry = Entry(
+        time=time.time(), user=user, host=socket.gethostname(), pid=os.getpid(), program=program(), action=action, **fields
+    )
     try:
         path = journal_path(state_dir)
         if path.exists() and path.stat().st_size > MAX_BYTES:
@@ -129,15 +145,27 @@ def record(state_dir: str | Path | None, action: str, **fields: Any) -> Entry | 
     return entry
 
 
-def read(state_dir: str | Path | None = None, *, target: str | None = None, profile: str | None = None,
-         since: float | None = None, limit: int | None = None) -> list[Entry]:
+def read(
+    state_dir: str | Path | None = None,
+    *,
+    target: str | None = None,
+    profile: str | None = None,
+    since: float | None = None,
+    limit: int | None = None,
+) -> list[Entry]:
     """Entries oldest first, filtered by server URL and/or profile name and time (bad
     lines skipped: ``read_counted`` says how many). Never raises."""
     return read_counted(state_dir, target=target, profile=profile, since=since, limit=limit)[0]
 
 
-def read_counted(state_dir: str | Path | None = None, *, target: str | None = None, profile: str | None = None,
-                 since: float | None = None, limit: int | None = None) -> tuple[list[Entry], int]:
+def read_counted(
+    state_dir: str | Path | None = None,
+    *,
+    target: str | None = None,
+    profile: str | None = None,
+    since: float | None = None,
+    limit: int | None = None,
+) -> tuple[list[Entry], int]:
     """(entries, lines skipped because they are not a valid entry)."""
     try:
         path = journal_path(state_dir)

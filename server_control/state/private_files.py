@@ -7,6 +7,7 @@
   releases it when its holder dies. ``try_acquire()`` never waits; ``await acquire()``
   polls (never blocking an event loop), so two holders in one process cannot deadlock.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -31,7 +32,7 @@ def _token() -> str:
 def open_private(path: str | Path, mode: int = 0o600) -> int:
     """A new file at ``path``: never an existing one, never through a symlink; exact mode."""
     fd = os.open(path, _PRIVATE_OPEN, mode)
-    os.fchmod(fd, mode)   # the umask does not decide
+    os.fchmod(fd, mode)  # the umask does not decide
     return fd
 
 
@@ -44,7 +45,7 @@ def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o600) -> Path
         try:
             fd = open_private(tmp, mode)
             break
-        except FileExistsError:   # something sits at that name (a planted symlink?): another name
+        except FileExistsError:  # something sits at that name (a planted symlink?): another name
             continue
     else:
         raise FileExistsError(f"{path}: could not create a private temporary file beside it")
@@ -87,11 +88,11 @@ class FileLock:
 
     async def acquire(self, timeout: float = LOCK_WAIT_S) -> FileLock:
         import asyncio  # here: the keeper imports this module and must start fast
+
         deadline = time.monotonic() + timeout
         while not self.try_acquire():
             if time.monotonic() >= deadline:
-                raise LockTimeout(f"{self.what} is still held by another specconsole process after "
-                                  f"{timeout:g} s ({self.path})")
+                raise LockTimeout(f"{self.what} is still held by another specconsole process after {timeout:g} s ({self.path})")
             await asyncio.sleep(LOCK_POLL_S)
         return self
 
@@ -99,8 +100,7 @@ class FileLock:
         deadline = time.monotonic() + timeout
         while not self.try_acquire():
             if time.monotonic() >= deadline:
-                raise LockTimeout(f"{self.what} is still held by another specconsole process after "
-                                  f"{timeout:g} s ({self.path})")
+                raise LockTimeout(f"{self.what} is still held by another specconsole process after {timeout:g} s ({self.path})")
             time.sleep(LOCK_POLL_S)
         return self
 

@@ -10,6 +10,7 @@
   specconsole writes (the fleet's log mirrors); never for a profile's ``log_dir``.
 * ``tail_lines(path, n)``: the last lines of a log (invalid UTF-8 replaced).
 """
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,7 @@ _ROTATED = re.compile(r"\.\d+$")
 
 
 def open_new_log(path: Path, mode: int = 0o600) -> tuple[Path, int]:
-    for d in reversed(path.parents):   # every directory this creates is 0700 (logs/ too)
+    for d in reversed(path.parents):  # every directory this creates is 0700 (logs/ too)
         if not d.exists():
             d.mkdir(mode=0o700, exist_ok=True)
     candidate, stem, n = path, path.stem, 0
@@ -40,7 +41,7 @@ def log_dir_problem(log_dir: Path) -> str | None:
     """Why a run could not create its log file in ``log_dir`` (None: it can)."""
     d = Path(log_dir)
     probe = d
-    while not probe.exists():            # the nearest existing ancestor must let us create
+    while not probe.exists():  # the nearest existing ancestor must let us create
         if probe.parent == probe:
             break
         probe = probe.parent
@@ -51,8 +52,8 @@ def log_dir_problem(log_dir: Path) -> str | None:
     return None
 
 
-LINE_CAP = 8 * 1024            # a tail line longer than this is shown cut, its length said
-SCAN_CAP = 32 * 1024 * 1024    # at most this much of the file's end is looked through
+LINE_CAP = 8 * 1024  # a tail line longer than this is shown cut, its length said
+SCAN_CAP = 32 * 1024 * 1024  # at most this much of the file's end is looked through
 
 
 def tail_lines(path: str | Path, n: int = 50, max_bytes: int = SCAN_CAP, line_cap: int = LINE_CAP) -> list[str]:
@@ -66,7 +67,7 @@ def tail_lines(path: str | Path, n: int = 50, max_bytes: int = SCAN_CAP, line_ca
             size = f.seek(0, os.SEEK_END)
             if size == 0:
                 return []
-            newlines: list[int] = []       # offsets of '\n', from the end backwards
+            newlines: list[int] = []  # offsets of '\n', from the end backwards
             pos = size
             while pos > 0 and len(newlines) <= n and size - pos < max_bytes:
                 step = min(1 << 16, pos, max_bytes - (size - pos))
@@ -76,12 +77,12 @@ def tail_lines(path: str | Path, n: int = 50, max_bytes: int = SCAN_CAP, line_ca
                 i = len(block)
                 while len(newlines) <= n and (i := block.rfind(b"\n", 0, i)) >= 0:
                     newlines.append(pos + i)
-            ends = [size] + newlines            # line k ends at ends[k], starts after ends[k + 1]
+            ends = [size] + newlines  # line k ends at ends[k], starts after ends[k + 1]
             if size and newlines and newlines[0] == size - 1:
-                ends = ends[1:]                 # the file ends with a newline: no empty last line
+                ends = ends[1:]  # the file ends with a newline: no empty last line
             starts = [e + 1 for e in ends[1:]]
             if pos == 0 and len(starts) < len(ends):
-                starts.append(0)                # the first line of the file
+                starts.append(0)  # the first line of the file
             out = []
             for start, stop in zip(starts, ends, strict=False):
                 f.seek(start)
@@ -112,7 +113,7 @@ def _parts(log: Path) -> list[Path]:
     """A log and its size-rotated parts (``<log>.1``, ``<log>.2`` ...)."""
     out = [log]
     try:
-        out += [p for p in log.parent.glob(log.name + ".*") if _ROTATED.search(p.name[len(log.name):])]
+        out += [p for p in log.parent.glob(log.name + ".*") if _ROTATED.search(p.name[len(log.name) :])]
     except OSError:
         pass
     return out

@@ -17,6 +17,7 @@ stop; every update), ``port-<port>.op.lock`` by a launch for its port, and
 State dir: ``server_control.state.state_dir.resolve_state_dir`` (refused when group- or
 world-writable: ``StateDirError``).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -66,26 +67,35 @@ def _strlist(v: object) -> bool:
 
 
 def _member(m: object) -> bool:
-    return (isinstance(m, list) and len(m) in (2, 3) and _is_int(m[0])
-            and isinstance(m[1], (int, float)) and not isinstance(m[1], bool)
-            and (len(m) == 2 or m[2] is None or _is_int(m[2])))
+    return (
+        isinstance(m, list)
+        and len(m) in (2, 3)
+        and _is_int(m[0])
+        and isinstance(m[1], (int, float))
+        and not isinstance(m[1], bool)
+        and (len(m) == 2 or m[2] is None or _is_int(m[2]))
+    )
 
 
 # every field of a run record: (check, what it must be); None allowed where the type says
 _FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
-    **{k: (lambda v: isinstance(v, str), "must be a string") for k in
-       ("name", "kind", "host", "log_path", "cwd", "started_at")},
-    **{k: (lambda v: v is None or isinstance(v, str), "must be a string or null") for k in
-       ("profile_path", "fatal_reason", "ready_at", "health", "boot_id", "last_exit")},
+    **{k: (lambda v: isinstance(v, str), "must be a string") for k in ("name", "kind", "host", "log_path", "cwd", "started_at")},
+    **{
+        k: (lambda v: v is None or isinstance(v, str), "must be a string or null")
+        for k in ("profile_path", "fatal_reason", "ready_at", "health", "boot_id", "last_exit")
+    },
     **{k: (_is_int, "must be an integer") for k in ("pid", "pgid", "sid", "port", "restarts", "launcher_pid")},
-    **{k: (lambda v: v is None or _is_int(v), "must be an integer or null") for k in
-       ("exit_code", "start_ticks", "keeper_pid", "keeper_ticks")},
+    **{
+        k: (lambda v: v is None or _is_int(v), "must be an integer or null")
+        for k in ("exit_code", "start_ticks", "keeper_pid", "keeper_ticks")
+    },
     **{k: (lambda v: isinstance(v, bool), "must be true or false") for k in ("stopping", "runtime_pending")},
     **{k: (_strlist, "must be a list of strings") for k in ("argv", "log_paths", "titles")},
-    "create_time": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-                    "must be a number"),
-    "members": (lambda v: isinstance(v, list) and all(_member(m) for m in v),
-                "must be a list of [pid, create_time, start_ticks]"),
+    "create_time": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "must be a number"),
+    "members": (
+        lambda v: isinstance(v, list) and all(_member(m) for m in v),
+        "must be a list of [pid, create_time, start_ticks]",
+    ),
     "supervisor": (lambda v: v is None or isinstance(v, dict), "must be an object or null"),
     "runtime": (lambda v: isinstance(v, dict), "must be an object"),
 }
@@ -102,37 +112,37 @@ class RunRecordError(ValueError):
 
 @dataclass
 class RunRecord:
-    name: str                 # profile name
+    name: str  # profile name
     profile_path: str | None
-    kind: str                 # sim | sglang
+    kind: str  # sim | sglang
     pid: int
-    create_time: float        # psutil create_time of pid (epoch: display, uptime)
+    create_time: float  # psutil create_time of pid (epoch: display, uptime)
     pgid: int
     sid: int
-    argv: list[str]           # secrets masked
+    argv: list[str]  # secrets masked
     host: str
     port: int
     log_path: str
     cwd: str
-    started_at: str           # ISO-8601, local time with offset
+    started_at: str  # ISO-8601, local time with offset
     restarts: int = 0
-    stopping: bool = False    # set by `stop` before it signals, so a supervisor does not restart
-    launcher_pid: int = 0     # the process that launched it (informational)
-    log_paths: list[str] = field(default_factory=list)   # earlier logs of this run (restarts)
-    exit_code: int | None = None       # set when the run ended FATAL (leader dead)
+    stopping: bool = False  # set by `stop` before it signals, so a supervisor does not restart
+    launcher_pid: int = 0  # the process that launched it (informational)
+    log_paths: list[str] = field(default_factory=list)  # earlier logs of this run (restarts)
+    exit_code: int | None = None  # set when the run ended FATAL (leader dead)
     fatal_reason: str | None = None
-    members: list[Any] = field(default_factory=list)   # [pid, create_time, start_ticks] of the run's other processes
-    titles: list[Any] = field(default_factory=list)    # command lines the leader later gave itself
-    ready_at: str | None = None        # first time /health answered 200
-    health: str | None = None          # ready | unhealthy, as the supervising process sees it
-    supervisor: dict[str, Any] | None = None     # {pid, create_time, boot_id, start_ticks, kind, since}: who restarts crashes
-    runtime: dict[str, Any] = field(default_factory=dict)   # settings changed at runtime (supervision/carried_settings.py)
-    runtime_pending: bool = False      # a restart carried them: re-apply once the server is ready
-    boot_id: str | None = None         # the leader's identity (None: an earlier version's record)
-    start_ticks: int | None = None     # /proc/<pid>/stat starttime: ticks since that boot
-    keeper_pid: int | None = None      # the keeper that copies the log and records the exit code
-    keeper_ticks: int | None = None    # its start ticks (a reused pid is not the keeper)
-    last_exit: str | None = None       # how the previous server of this run ended on its own (a restart's record)
+    members: list[Any] = field(default_factory=list)  # [pid, create_time, start_ticks] of the run's other processes
+    titles: list[Any] = field(default_factory=list)  # command lines the leader later gave itself
+    ready_at: str | None = None  # first time /health answered 200
+    health: str | None = None  # ready | unhealthy, as the supervising process sees it
+    supervisor: dict[str, Any] | None = None  # {pid, create_time, boot_id, start_ticks, kind, since}: who restarts crashes
+    runtime: dict[str, Any] = field(default_factory=dict)  # settings changed at runtime (supervision/carried_settings.py)
+    runtime_pending: bool = False  # a restart carried them: re-apply once the server is ready
+    boot_id: str | None = None  # the leader's identity (None: an earlier version's record)
+    start_ticks: int | None = None  # /proc/<pid>/stat starttime: ticks since that boot
+    keeper_pid: int | None = None  # the keeper that copies the log and records the exit code
+    keeper_ticks: int | None = None  # its start ticks (a reused pid is not the keeper)
+    last_exit: str | None = None  # how the previous server of this run ended on its own (a restart's record)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -142,8 +152,7 @@ class RunRecord:
         if not isinstance(data, dict):
             raise RunRecordError(f"{where}: expected a JSON object")
         names = {f.name for f in fields(cls)}
-        required = {"name", "kind", "pid", "create_time", "pgid", "sid", "argv", "host", "port",
-                    "log_path", "cwd", "started_at"}
+        required = {"name", "kind", "pid", "create_time", "pgid", "sid", "argv", "host", "port", "log_path", "cwd", "started_at"}
         missing = sorted(required - data.keys())
         if missing:
             raise RunRecordError(f"{where}: missing {', '.join(missing)}")
@@ -161,9 +170,14 @@ class RunRecord:
         return recorded(self.boot_id, self.start_ticks)
 
     def identity(self) -> RunIdentity:
-        return RunIdentity(self.pid, self.create_time, tuple(self.argv),
-                           tuple((int(m[0]), float(m[1]), m[2] if len(m) > 2 else None) for m in self.members),
-                           tuple(str(t) for t in self.titles), self.start)
+        return RunIdentity(
+            self.pid,
+            self.create_time,
+            tuple(self.argv),
+            tuple((int(m[0]), float(m[1]), m[2] if len(m) > 2 else None) for m in self.members),
+            tuple(str(t) for t in self.titles),
+            self.start,
+        )
 
     def leader(self) -> psutil.Process | None:
         """The server's main process if it is this run's (pid + start time + command line)."""
@@ -180,7 +194,7 @@ class RunRecord:
         now = proc_start(self.keeper_pid)
         if now is None or now.ticks != self.keeper_ticks or (self.boot_id is not None and now.boot_id != self.boot_id):
             return True
-        try:   # killed and not yet reaped (its parent is init, or a container's pid 1 that never reaps)
+        try:  # killed and not yet reaped (its parent is init, or a container's pid 1 that never reaps)
             return psutil.Process(self.keeper_pid).status() == psutil.STATUS_ZOMBIE
         except psutil.Error:
             return True
@@ -233,8 +247,9 @@ def _update(name: str, state_dir: str | Path | None, pid: int, change: Callable[
     return rec
 
 
-async def update_record(name: str, state_dir: str | Path | None, pid: int,
-                        change: Callable[[RunRecord], None]) -> RunRecord | None:
+async def update_record(
+    name: str, state_dir: str | Path | None, pid: int, change: Callable[[RunRecord], None]
+) -> RunRecord | None:
     """Load, ``change(rec)`` and save the record under the profile lock, if it still belongs
     to ``pid``. Returns the saved record (None: no record of that pid)."""
     async with profile_lock(name, state_dir):
@@ -344,8 +359,7 @@ def list_records(state_dir: str | Path | None = None) -> list[RunRecord]:
     return out
 
 
-def live_record_on_port(port: int, state_dir: str | Path | None = None,
-                        exclude: str | None = None) -> RunRecord | None:
+def live_record_on_port(port: int, state_dir: str | Path | None = None, exclude: str | None = None) -> RunRecord | None:
     """A live run of another profile that holds ``port``."""
     for rec in list_records(state_dir):
         if rec.port == port and rec.name != exclude and rec.is_live():

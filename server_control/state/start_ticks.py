@@ -12,19 +12,20 @@ identified by ``ProcStart``: the same pid with the same ``ProcStart`` is the sam
 Linux only (the project is): where ``/proc`` cannot be read the functions answer None and
 the callers (server_control/state/identity.py) fall back to psutil's epoch start time.
 """
+
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
-STARTTIME_FIELD = 22   # man 5 proc: (22) starttime %llu
+STARTTIME_FIELD = 22  # man 5 proc: (22) starttime %llu
 
 
 @dataclass(frozen=True)
 class ProcStart:
     boot_id: str
-    ticks: int          # clock ticks since that boot
+    ticks: int  # clock ticks since that boot
 
 
 @functools.cache
@@ -44,7 +45,7 @@ def start_ticks(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[STARTTIME_FIELD - 3])
+        return int(stat[stat.rindex(b")") + 2 :].split()[STARTTIME_FIELD - 3])
     except (OSError, ValueError, IndexError):
         return None
 

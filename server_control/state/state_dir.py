@@ -8,6 +8,7 @@ that is group- or world-writable or owned by another user is refused (``StateDir
 which says how to fix it): whoever can write there could plant a run record that makes
 specconsole signal a process of their choice.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,10 +34,12 @@ def check_private_dir(path: Path) -> Path:
     if mode & 0o022:
         raise StateDirError(
             f"state directory {path} is group- or world-writable (mode {mode:04o}): others could "
-            f"plant run records there; fix it with: chmod go-w {path}")
+            f"plant run records there; fix it with: chmod go-w {path}"
+        )
     if st.st_uid != os.geteuid():
-        raise StateDirError(f"state directory {path} belongs to uid {st.st_uid}, not to you "
-                            f"(uid {os.geteuid()}); use your own ({STATE_DIR_ENV})")
+        raise StateDirError(
+            f"state directory {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); use your own ({STATE_DIR_ENV})"
+        )
     return path
 
 

@@ -7,6 +7,7 @@ them with ``runtime_pending``; the process that sees the new server ready re-app
 (``reapply``) and says so, unless the profile says ``[restart] reapply_runtime = false``,
 in which case it says that the server is back on the profile's values.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,8 +26,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ORDER = (d.THRESHOLD_KEY, d.HYSTERESIS_KEY, d.DWELL_KEY, d.FORCE_KEY)
-PROFILE_KEY = {d.THRESHOLD_KEY: "threshold", d.HYSTERESIS_KEY: "hysteresis",
-               d.DWELL_KEY: "min_dwell_steps", d.FORCE_KEY: "force_mode"}
+PROFILE_KEY = {
+    d.THRESHOLD_KEY: "threshold",
+    d.HYSTERESIS_KEY: "hysteresis",
+    d.DWELL_KEY: "min_dwell_steps",
+    d.FORCE_KEY: "force_mode",
+}
 
 
 def remember(runtime: dict[str, Any], key: str, value: object, profile_dynamic: dict[str, Any]) -> None:
@@ -42,17 +47,24 @@ def remember(runtime: dict[str, Any], key: str, value: object, profile_dynamic: 
 
 def describe(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
     """``threshold 8 (profile 5), force_mode target_only (profile auto)``."""
-    return ", ".join(f"{PROFILE_KEY[k]} {runtime[k]} (profile {profile_dynamic.get(PROFILE_KEY[k])})"
-                     for k in ORDER if k in runtime)
+    return ", ".join(
+        f"{PROFILE_KEY[k]} {runtime[k]} (profile {profile_dynamic.get(PROFILE_KEY[k])})" for k in ORDER if k in runtime
+    )
 
 
 def not_reapplied(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
-    return ("runtime settings NOT re-applied after the restart ([restart] reapply_runtime = false): "
-            f"the server runs the profile's values again instead of {describe(runtime, profile_dynamic)}")
+    return (
+        "runtime settings NOT re-applied after the restart ([restart] reapply_runtime = false): "
+        f"the server runs the profile's values again instead of {describe(runtime, profile_dynamic)}"
+    )
 
 
-async def reapply(control: Control, runtime: dict[str, Any], profile_dynamic: dict[str, Any],
-                  on_result: Callable[[str, Any, SettingChange], None] | None = None) -> tuple[bool, str]:
+async def reapply(
+    control: Control,
+    runtime: dict[str, Any],
+    profile_dynamic: dict[str, Any],
+    on_result: Callable[[str, Any, SettingChange], None] | None = None,
+) -> tuple[bool, str]:
     """Set every kept value on the new server, read back on every rank. (all ok, what was
     done). ``on_result(key, value, change)`` after each setting."""
     failed = []
@@ -90,11 +102,13 @@ class CarriedSettings:
         if rec is None:
             return None
         try:
-            saved = await runs.update_record(sup.profile.name, sup.state_dir, rec.pid, lambda r: remember(
-                r.runtime, key, value, sup.dynamic))
+            saved = await runs.update_record(
+                sup.profile.name, sup.state_dir, rec.pid, lambda r: remember(r.runtime, key, value, sup.dynamic)
+            )
         except OSError as exc:
-            return f"the run record {runs.record_path(sup.profile.name, sup.state_dir)} could not be " \
-                   f"written: {exc.strerror or exc}"
+            return (
+                f"the run record {runs.record_path(sup.profile.name, sup.state_dir)} could not be written: {exc.strerror or exc}"
+            )
         if saved is not None and sup.record is rec:
             sup.record = saved
         return None
@@ -111,20 +125,28 @@ class CarriedSettings:
             if r.runtime_pending:
                 claimed.append(dict(r.runtime))
             r.runtime_pending = False
+
         saved = await runs.update_record(sup.profile.name, sup.state_dir, rec.pid, claim)
         if saved is not None and sup.record is rec:
             sup.record = saved
-        if not claimed:   # another process got there first
+        if not claimed:  # another process got there first
             return
         try:
-            control = Control(sup.profile.url, sup.profile.api_key(), sup.profile.admin_api_key(),
-                              timeout_s=sup.profile.health["timeout_s"])
-        except ValueError as exc:   # ProfileError: a key variable went missing
+            control = Control(
+                sup.profile.url, sup.profile.api_key(), sup.profile.admin_api_key(), timeout_s=sup.profile.health["timeout_s"]
+            )
+        except ValueError as exc:  # ProfileError: a key variable went missing
             sup.update(runtime_note=f"could not re-apply runtime settings after the restart: {exc}")
             return
         try:
-            ok, note = await reapply(control, claimed[0], sup.dynamic, lambda key, value, res: sup.journal(
-                "reapply", res.state, res.detail, key=key, old=sup.dynamic.get(PROFILE_KEY[key]), new=value))
+            ok, note = await reapply(
+                control,
+                claimed[0],
+                sup.dynamic,
+                lambda key, value, res: sup.journal(
+                    "reapply", res.state, res.detail, key=key, old=sup.dynamic.get(PROFILE_KEY[key]), new=value
+                ),
+            )
         finally:
             await control.aclose()
         (log.info if ok else log.warning)("%s: %s", sup.profile.name, note)

@@ -11,6 +11,7 @@ Watchdog (as systemd's WatchdogSec): a server that was ready and then fails [hea
 default) the supervising process stops it (SIGTERM + SIGCONT, grace, SIGKILL: a hung or
 SIGSTOPped server goes too) and restarts it under the same backoff and start limit as a crash.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,14 +59,14 @@ class HealthWatch:
         mine = self.sup.ownership.info()
         health = self.sup.state if self.sup.state in (RunState.READY, RunState.UNHEALTHY) else rec.health
         ready_at = rec.ready_at or (runs.iso_time(time.time()) if self.sup.state == RunState.READY else None)
-        if (rec.supervisor or {}).get("pid") == mine["pid"] and rec.health == health \
-                and rec.ready_at == ready_at:
+        if (rec.supervisor or {}).get("pid") == mine["pid"] and rec.health == health and rec.ready_at == ready_at:
             return
 
         def change(r: runs.RunRecord) -> None:
             if (r.supervisor or {}).get("pid") != mine["pid"]:
                 r.supervisor = mine
             r.health, r.ready_at = health, r.ready_at or ready_at
+
         saved = runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid, change)
         if saved is not None and self.sup.record is rec:
             self.sup.record = saved
@@ -81,8 +82,10 @@ class HealthWatch:
                 return
             except OSError as exc:
                 backoff = min(DISK_BACKOFF_MAX_S, backoff * 2 or 1.0)
-                self.sup.update(last_error=f"supervision step failed: {exc.strerror or exc} ({exc.filename or ''}); "
-                          f"still supervising, retrying in {backoff:g} s")
+                self.sup.update(
+                    last_error=f"supervision step failed: {exc.strerror or exc} ({exc.filename or ''}); "
+                    f"still supervising, retrying in {backoff:g} s"
+                )
                 await asyncio.sleep(backoff)
 
     async def _watch(self) -> None:
@@ -93,8 +96,11 @@ class HealthWatch:
         try:
             while True:
                 self.sup.ownership.try_lock()
-                if self.sup.record is None or self.sup.state in FINAL_STATES or (
-                        self.sup.state == RunState.CRASHED and not self.sup.supervising):
+                if (
+                    self.sup.record is None
+                    or self.sup.state in FINAL_STATES
+                    or (self.sup.state == RunState.CRASHED and not self.sup.supervising)
+                ):
                     await self._idle()
                     continue
                 dead, code = await self._exit_status()
@@ -132,7 +138,7 @@ class HealthWatch:
                 await self._probe(c)
                 if sup.state == RunState.READY:
                     sup.procs.forget()
-                    sup.procs.current()   # records the run's members now that they all run
+                    sup.procs.current()  # records the run's members now that they all run
                     await sup.carried.reapply()
                     break
                 if time.monotonic() >= deadline:
@@ -152,8 +158,7 @@ class HealthWatch:
         """No live run of ours: adopt one launched elsewhere (e.g. `specconsole restart`)."""
         disk = self.sup.load_disk()
         mine = self.sup.record
-        if disk is not None and self.sup.procs.live(disk) and not disk.stopping and (
-                mine is None or disk.pid != mine.pid):
+        if disk is not None and self.sup.procs.live(disk) and not disk.stopping and (mine is None or disk.pid != mine.pid):
             self.sup.adopt()
             return
         await asyncio.sleep(IDLE_POLL_S)
@@ -161,7 +166,7 @@ class HealthWatch:
     async def _probe(self, client: httpx.AsyncClient) -> None:
         url = self.sup.profile.url + self.sup.profile.health["path"]
         try:
-            r = await bounded_request(client, "GET", url)   # overall: 2 x [health] timeout_s
+            r = await bounded_request(client, "GET", url)  # overall: 2 x [health] timeout_s
             ok, why = r.status_code == 200, f"HTTP {r.status_code}"
         except (httpx.HTTPError, OSError) as exc:
             ok, why = False, strip_controls(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
@@ -179,9 +184,14 @@ class HealthWatch:
     # -- failures ---------------------------------------------------------------------------
     def _watchdog_due(self) -> bool:
         sup = self.sup
-        return (sup.state == RunState.UNHEALTHY and sup.supervising and sup.profile.health.get("watchdog", True)
-                and self.fails >= sup.profile.health["failures"] and not sup.op_lock.locked()
-                and not self._stopped_elsewhere())
+        return (
+            sup.state == RunState.UNHEALTHY
+            and sup.supervising
+            and sup.profile.health.get("watchdog", True)
+            and self.fails >= sup.profile.health["failures"]
+            and not sup.op_lock.locked()
+            and not self._stopped_elsewhere()
+        )
 
     def _stopped_elsewhere(self) -> bool:
         """A `stop` or `restart` elsewhere is under way (the record says ``stopping``) or done
@@ -192,15 +202,17 @@ class HealthWatch:
 
     async def _watchdog(self) -> None:
         rec = self.sup.record
-        if rec is None:   # nothing runs: nothing to stop
+        if rec is None:  # nothing runs: nothing to stop
             return
         async with self.sup.op_lock:
             if self.sup.record is not rec or self._stopped_elsewhere():
                 return
-            self.sup.update(last_error=f"watchdog: {self.fails} health checks failed in a row "
-                            f"({self.sup.health_error}); stopping pid {rec.pid} to restart it")
+            self.sup.update(
+                last_error=f"watchdog: {self.fails} health checks failed in a row "
+                f"({self.sup.health_error}); stopping pid {rec.pid} to restart it"
+            )
             res = await process.stop_run(rec.identity(), self.sup.profile.stop_grace_s, self.sup.exit_file)
-            if self._stopped_elsewhere():   # a stop elsewhere began meanwhile: it is one
+            if self._stopped_elsewhere():  # a stop elsewhere began meanwhile: it is one
                 self.sup.update(RunState.STOPPED, record=None, exit_code=res.exit_code, last_error=None)
                 return
         how = f"unhealthy, stopped by the watchdog ({exit_words(res.exit_code)})"
@@ -212,7 +224,7 @@ class HealthWatch:
     async def _on_exit(self, code: int | None) -> None:
         rec = self.sup.record
         assert rec is not None
-        if self.sup.op_lock.locked():      # our own stop/launch is in progress
+        if self.sup.op_lock.locked():  # our own stop/launch is in progress
             await asyncio.sleep(0.05)
             return
         disk = self.sup.load_disk()
@@ -226,7 +238,7 @@ class HealthWatch:
         self.sup.update(RunState.CRASHED, record=disk, exit_code=code, last_error=f"server pid {rec.pid} exited: {how}")
         if not self.sup.supervising:
             return
-        if identity.run_processes(disk.identity()):   # orphaned ranks still hold GPUs/ports
+        if identity.run_processes(disk.identity()):  # orphaned ranks still hold GPUs/ports
             res = await process.stop_run(disk.identity(), self.sup.profile.stop_grace_s, self.sup.exit_file)
             if not res.ok:
                 self.sup.update(last_error=f"server pid {rec.pid} exited: {how}; {res.message}")
@@ -235,13 +247,17 @@ class HealthWatch:
     async def _after_failure(self, rec: runs.RunRecord, code: int | None, how: str) -> None:
         self.sup.update(last_exit=f"pid {rec.pid} {how} at {time.strftime('%H:%M:%S')}")
         decision, value = self.sup.policy.after_crash(time.monotonic(), ran_for_s=rec.uptime_s)
-        self.sup.journal("watchdog restart" if "watchdog" in how else "crash", RunState.FATAL if decision == RunState.FATAL
-                     else f"restart in {float(value):g} s", f"pid {rec.pid}: {how}")
+        self.sup.journal(
+            "watchdog restart" if "watchdog" in how else "crash",
+            RunState.FATAL if decision == RunState.FATAL else f"restart in {float(value):g} s",
+            f"pid {rec.pid}: {how}",
+        )
         if decision == RunState.FATAL:
             reason = f"{value}; last {how}"
 
             def fatal(r: runs.RunRecord) -> None:
                 r.exit_code, r.fatal_reason = code, reason
+
             try:
                 await runs.update_record(self.sup.profile.name, self.sup.state_dir, rec.pid, fatal)
             except OSError as exc:
@@ -257,13 +273,13 @@ class HealthWatch:
             self.sup.update(next_restart_at=time.time() + delay)
             await asyncio.sleep(delay)
             async with self.sup.op_lock:
-                if epoch != self.sup.epoch:     # stopped or relaunched meanwhile
+                if epoch != self.sup.epoch:  # stopped or relaunched meanwhile
                     return
                 disk = self.sup.load_disk()
-                if disk is None or disk.stopping:      # stopped from elsewhere meanwhile
+                if disk is None or disk.stopping:  # stopped from elsewhere meanwhile
                     self.sup.update(RunState.STOPPED, record=None, next_restart_at=None)
                     return
-                if disk.pid != dead.pid and self.sup.procs.live(disk):   # relaunched elsewhere
+                if disk.pid != dead.pid and self.sup.procs.live(disk):  # relaunched elsewhere
                     self.sup.update(next_restart_at=None)
                     self.sup.adopt()
                     return
@@ -272,7 +288,7 @@ class HealthWatch:
                 try:
                     await self.sup.start(previous_logs=[*dead.log_paths, dead.log_path], runtime=runtime)
                     return
-                except runs.RunConflict as exc:   # someone else relaunched it: adopt theirs
+                except runs.RunConflict as exc:  # someone else relaunched it: adopt theirs
                     self.sup.restarts -= 1
                     self.sup.update(last_error=str(exc), next_restart_at=None)
                     self.sup.adopt()
@@ -282,7 +298,10 @@ class HealthWatch:
                     self.sup.update(RunState.CRASHED, next_restart_at=None, last_error=f"restart failed: {exc}")
                     decision, value = self.sup.policy.after_crash(time.monotonic())
                     if decision == RunState.FATAL:
-                        self.sup.update(RunState.FATAL, fatal_reason=f"{value}; last start failed: {exc}",
-                                  fatal_tail=run_logs.tail_lines(dead.log_path, TAIL_LINES))
+                        self.sup.update(
+                            RunState.FATAL,
+                            fatal_reason=f"{value}; last start failed: {exc}",
+                            fatal_tail=run_logs.tail_lines(dead.log_path, TAIL_LINES),
+                        )
                         return
                     delay = float(value)

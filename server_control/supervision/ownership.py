@@ -13,6 +13,7 @@ SIGTERM, detaches, and the console's watch loop takes the lock.
 ``Ownership`` is a part of ``Supervisor`` (server_control/supervision/supervisor.py): it
 holds the restart lock and this process's role.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 HANDOFF = "handoff"
 ROLES = ("console", "supervise", HANDOFF)
-ROLE_WORDS = {"console": "a console", "supervise": "specconsole supervise",
-              HANDOFF: "specconsole supervise (handed over by a console that quit)"}
+ROLE_WORDS = {
+    "console": "a console",
+    "supervise": "specconsole supervise",
+    HANDOFF: "specconsole supervise (handed over by a console that quit)",
+}
 
 
 class Ownership:
@@ -44,7 +48,7 @@ class Ownership:
         self.sup = sup
         self.role = role
         self.lock: FileLock | None = None
-        self._cache: tuple[float, SupervisorInfo | None] = (0.0, None)   # (monotonic, who) of a read
+        self._cache: tuple[float, SupervisorInfo | None] = (0.0, None)  # (monotonic, who) of a read
 
     @property
     def supervising(self) -> bool:
@@ -61,11 +65,14 @@ class Ownership:
         if self.lock is None:
             return
         rec = self.sup.record
-        if rec is not None:   # best effort: the next reader checks the pid anyway
+        if rec is not None:  # best effort: the next reader checks the pid anyway
             me = self.info()["pid"]
-            runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid,
-                                   lambda r: setattr(r, "supervisor", None)
-                                   if (r.supervisor or {}).get("pid") == me else None)
+            runs.try_update_record(
+                self.sup.profile.name,
+                self.sup.state_dir,
+                rec.pid,
+                lambda r: setattr(r, "supervisor", None) if (r.supervisor or {}).get("pid") == me else None,
+            )
         self.lock.release()
         self.lock = None
         self.sup.changed()
@@ -74,8 +81,14 @@ class Ownership:
         """This process as the record's ``supervisor``."""
         me = psutil.Process()
         start = proc_start(me.pid)
-        return {"pid": me.pid, "create_time": me.create_time(), "boot_id": start.boot_id if start else None,
-                "start_ticks": start.ticks if start else None, "kind": self.role, "since": iso_time(time.time())}
+        return {
+            "pid": me.pid,
+            "create_time": me.create_time(),
+            "boot_id": start.boot_id if start else None,
+            "start_ticks": start.ticks if start else None,
+            "kind": self.role,
+            "since": iso_time(time.time()),
+        }
 
     def of(self) -> SupervisorInfo | None:
         """Who restarts this run's crashes: the process holding the restart lock (as the

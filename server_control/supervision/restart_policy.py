@@ -10,6 +10,7 @@ number burst+1 inside the window is refused and the run becomes FATAL.
 A run that stays up for ``window_s`` resets the consecutive-crash count.
 Pure logic: no clocks are read here, the caller passes ``now`` (time.monotonic()).
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -31,8 +32,13 @@ class RestartPolicy:
 
     @classmethod
     def from_profile(cls, restart: dict[str, Any]) -> RestartPolicy:
-        return cls(initial_s=restart["backoff_initial_s"], max_s=restart["backoff_max_s"],
-                   burst=restart["burst"], window_s=restart["window_s"], enabled=restart["enabled"])
+        return cls(
+            initial_s=restart["backoff_initial_s"],
+            max_s=restart["backoff_max_s"],
+            burst=restart["burst"],
+            window_s=restart["window_s"],
+            enabled=restart["enabled"],
+        )
 
     def record_start(self, now: float) -> None:
         self.starts.append(now)
@@ -57,6 +63,5 @@ class RestartPolicy:
         # The restart would happen at now + delay: count the starts in the window ending then.
         self._trim(now + delay)
         if len(self.starts) >= self.burst:
-            return RunState.FATAL, (f"start limit hit: {len(self.starts)} starts within "
-                             f"{self.window_s:g} s (burst {self.burst})")
+            return RunState.FATAL, (f"start limit hit: {len(self.starts)} starts within {self.window_s:g} s (burst {self.burst})")
         return "restart", delay

@@ -6,6 +6,7 @@ itself, as smg's ``smg::router`` does) and lists the run's processes at most onc
 While the leader is verified it writes the run's other processes into the record: after the
 leader is gone they are the only way to tell its orphaned ranks from strangers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,7 +31,7 @@ KEEPER_GONE = "the run's keeper is gone"
 class RunProcesses:
     def __init__(self, sup: Supervisor) -> None:
         self.sup = sup
-        self._seen: set[tuple[int, float]] = set()   # leaders this process launched or verified
+        self._seen: set[tuple[int, float]] = set()  # leaders this process launched or verified
         self._cache: tuple[float, list[ProcInfo]] = (0.0, [])
 
     def launched(self, pid: int, create_time: float) -> None:
@@ -59,8 +60,9 @@ class RunProcesses:
             return False
         if t not in rec.titles:
             rec.titles.append(t)
-            runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid,
-                                   lambda r: r.titles.append(t) if t not in r.titles else None)
+            runs.try_update_record(
+                self.sup.profile.name, self.sup.state_dir, rec.pid, lambda r: r.titles.append(t) if t not in r.titles else None
+            )
         return True
 
     def _record_start(self, rec: runs.RunRecord) -> None:
@@ -73,6 +75,7 @@ class RunProcesses:
         def add(r: runs.RunRecord) -> None:
             if r.create_time == rec.create_time and r.start is None:
                 r.boot_id, r.start_ticks = start.boot_id, start.ticks
+
         rec.boot_id, rec.start_ticks = start.boot_id, start.ticks
         runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid, add)
 
@@ -89,11 +92,12 @@ class RunProcesses:
             procs = identity.run_processes(rec.identity())
             self._cache = (now, process.describe(procs))
             self._remember_members(rec, procs)
-            if any(p.pid == rec.pid for p in procs) and rec.keeper_gone() and not (
-                    sup.last_error or "").startswith(KEEPER_GONE):
-                sup.last_error = (f"{KEEPER_GONE} (pid {rec.keeper_pid}) while the server runs: its log no "
-                                  "longer grows (the log view and the verification are blind from now on) and "
-                                  "its exit code will not be known; restart the run to get them back")
+            if any(p.pid == rec.pid for p in procs) and rec.keeper_gone() and not (sup.last_error or "").startswith(KEEPER_GONE):
+                sup.last_error = (
+                    f"{KEEPER_GONE} (pid {rec.keeper_pid}) while the server runs: its log no "
+                    "longer grows (the log view and the verification are blind from now on) and "
+                    "its exit code will not be known; restart the run to get them back"
+                )
                 log.warning("%s: %s", sup.profile.name, sup.last_error)
         return self._cache[1]
 
@@ -109,6 +113,7 @@ class RunProcesses:
 
         def merge(r: runs.RunRecord) -> None:
             r.members = fresh
+
         saved = runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid, merge)
         if saved is not None and self.sup.record is rec:
             self.sup.record = saved

@@ -1,5 +1,6 @@
 """What ``Supervisor`` (server_control/supervision/supervisor.py) supervises: the profile it
 reads (``SupervisedProfile``: a server's ``Profile`` or the fleet's ``GatewayProfile``)."""
+
 from __future__ import annotations
 
 from pathlib import Path

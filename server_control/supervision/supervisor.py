@@ -33,6 +33,7 @@ leader verified, the run's processes), ``carried`` (``CarriedSettings``: runtime
 kept over a restart) and ``policy`` (``RestartPolicy``). The parts change the run's state
 only through ``update()``, which checks each transition and tells ``on_change``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -67,8 +68,13 @@ class Supervisor:
     (the watch loop), ``ownership`` (the restart lock and hand-over), ``procs`` (the run's
     processes), ``carried`` (runtime settings kept over a restart), ``policy`` (restarts)."""
 
-    def __init__(self, profile: SupervisedProfile, state_dir: str | Path | None = None,
-                 on_change: Callable[[Supervisor], None] | None = None, role: str = "console") -> None:
+    def __init__(
+        self,
+        profile: SupervisedProfile,
+        state_dir: str | Path | None = None,
+        on_change: Callable[[Supervisor], None] | None = None,
+        role: str = "console",
+    ) -> None:
         self.profile = profile
         self.state_dir = resolve_state_dir(state_dir)
         self.on_change = on_change
@@ -81,12 +87,12 @@ class Supervisor:
         self.last_error: str | None = None
         self.health_error: str | None = None
         self.backoff_history: list[float] = []
-        self.next_restart_at: float | None = None   # time.time() of the pending restart
-        self.runtime_note: str | None = None   # what became of the runtime settings at the last restart
-        self.last_exit: str | None = None      # how the server last ended on its own (kept across restarts)
+        self.next_restart_at: float | None = None  # time.time() of the pending restart
+        self.runtime_note: str | None = None  # what became of the runtime settings at the last restart
+        self.last_exit: str | None = None  # how the server last ended on its own (kept across restarts)
         self.policy = RestartPolicy.from_profile(profile.restart)
-        self.epoch = 0            # bumped by launch/stop: a pending restart of an old epoch aborts
-        self.op_lock = asyncio.Lock()   # one launch, stop or restart at a time
+        self.epoch = 0  # bumped by launch/stop: a pending restart of an old epoch aborts
+        self.op_lock = asyncio.Lock()  # one launch, stop or restart at a time
         self.health_watch = HealthWatch(self)
         self.ownership = Ownership(self, role)
         self.procs = RunProcesses(self)
@@ -116,7 +122,7 @@ class Supervisor:
 
     @property
     def dynamic(self) -> dict[str, Any]:
-        return self.profile.dynamic   # a gateway's is empty: no speculation settings
+        return self.profile.dynamic  # a gateway's is empty: no speculation settings
 
     @property
     def exit_file(self) -> Path:
@@ -138,17 +144,25 @@ class Supervisor:
     def status(self) -> RunStatus:
         rec = self.record
         return RunStatus(
-            state=self.state, pid=rec.pid if rec else None, pgid=rec.pgid if rec else None,
+            state=self.state,
+            pid=rec.pid if rec else None,
+            pgid=rec.pgid if rec else None,
             started_at=rec.started_at if rec else None,
             uptime_s=(round(rec.uptime_s, 1) if rec and self.state not in STOPPED_STATES else None),
-            port=self.profile.port, restarts=self.restarts, log_path=rec.log_path if rec else None,
-            exit_code=self.exit_code, fatal_reason=self.fatal_reason,
-            processes=tuple(p.pid for p in self.processes()), supervising=self.supervising,
+            port=self.profile.port,
+            restarts=self.restarts,
+            log_path=rec.log_path if rec else None,
+            exit_code=self.exit_code,
+            fatal_reason=self.fatal_reason,
+            processes=tuple(p.pid for p in self.processes()),
+            supervising=self.supervising,
             last_error=self.last_error,
-            next_restart_in_s=(round(max(0.0, self.next_restart_at - time.time()), 1)
-                               if self.next_restart_at else None),
-            runtime=MappingProxyType(dict(rec.runtime) if rec else {}), runtime_note=self.runtime_note,
-            supervisor=self.supervisor_of(), last_exit=self.last_exit)
+            next_restart_in_s=(round(max(0.0, self.next_restart_at - time.time()), 1) if self.next_restart_at else None),
+            runtime=MappingProxyType(dict(rec.runtime) if rec else {}),
+            runtime_note=self.runtime_note,
+            supervisor=self.supervisor_of(),
+            last_exit=self.last_exit,
+        )
 
     def status_json(self) -> dict[str, Any]:
         """``status()`` as JSON (`specconsole supervise --json`)."""
@@ -161,20 +175,37 @@ class Supervisor:
             return None
         if self.procs.live(rec):
             self.health_watch.fails = 0
-            self.update(RunState.UNHEALTHY if rec.health == RunState.UNHEALTHY else RunState.STARTING, record=rec,
-                      restarts=rec.restarts, exit_code=None, fatal_reason=None, last_error=None,
-                      last_exit=rec.last_exit or self.last_exit)
+            self.update(
+                RunState.UNHEALTHY if rec.health == RunState.UNHEALTHY else RunState.STARTING,
+                record=rec,
+                restarts=rec.restarts,
+                exit_code=None,
+                fatal_reason=None,
+                last_error=None,
+                last_exit=rec.last_exit or self.last_exit,
+            )
             return rec
         left = identity.run_processes(rec.identity())
         if left:
             names = "; ".join(f"pid {p.pid}: {p.cmdline}" for p in process.describe(left))
-            self.update(RunState.CRASHED, record=rec, last_error=(
-                f"server pid {rec.pid} is gone but {len(left)} process(es) of its run remain "
-                f"({names}); stop or launch cleans them up"))
+            self.update(
+                RunState.CRASHED,
+                record=rec,
+                last_error=(
+                    f"server pid {rec.pid} is gone but {len(left)} process(es) of its run remain "
+                    f"({names}); stop or launch cleans them up"
+                ),
+            )
             return None
-        if rec.fatal_reason:    # kept for the next console, which reads the reason once
-            self.update(RunState.FATAL, record=rec, fatal_reason=rec.fatal_reason, exit_code=rec.exit_code,
-                      restarts=rec.restarts, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
+        if rec.fatal_reason:  # kept for the next console, which reads the reason once
+            self.update(
+                RunState.FATAL,
+                record=rec,
+                fatal_reason=rec.fatal_reason,
+                exit_code=rec.exit_code,
+                restarts=rec.restarts,
+                fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES),
+            )
             if not self.supervising and not runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
                 runs.delete_record(self.profile.name, self.state_dir, pid=rec.pid)
             return None
@@ -183,8 +214,13 @@ class Supervisor:
             who = "the process supervising it restarts it"
         else:
             who = "nobody supervises it: `specconsole launch` or `supervise` starts it again"
-        self.update(RunState.CRASHED, record=rec, exit_code=code, restarts=rec.restarts,
-                  last_error=f"server pid {rec.pid} exited ({exit_words(code)}); {who}")
+        self.update(
+            RunState.CRASHED,
+            record=rec,
+            exit_code=code,
+            restarts=rec.restarts,
+            last_error=f"server pid {rec.pid} exited ({exit_words(code)}); {who}",
+        )
         return None
 
     # -- launch -----------------------------------------------------------------------------
@@ -193,8 +229,7 @@ class Supervisor:
         async with self.op_lock:
             self.epoch += 1
             self.policy = RestartPolicy.from_profile(self.profile.restart)
-            self.update(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[], runtime_note=None,
-                      last_exit=None)
+            self.update(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[], runtime_note=None, last_exit=None)
             try:
                 return await self.start(previous_logs=[], runtime=runtime)
             except RunConflict as exc:
@@ -206,8 +241,9 @@ class Supervisor:
 
     def journal(self, action: str, result: str, detail: str = "", **kw: Any) -> None:
         """One entry in the operator journal (server_control/state/journal.py) for this run."""
-        journal.record(self.state_dir, action, target=self.profile.url, profile=self.profile.name,
-                       result=result, detail=detail, **kw)
+        journal.record(
+            self.state_dir, action, target=self.profile.url, profile=self.profile.name, result=result, detail=detail, **kw
+        )
 
     async def start(self, previous_logs: list[str], runtime: dict[str, Any] | None = None) -> runs.RunRecord:
         name, sd = self.profile.name, self.state_dir
@@ -215,33 +251,49 @@ class Supervisor:
             disk = self.load_disk()
             if disk is not None:
                 if self.procs.live(disk):
-                    raise RunConflict(f"profile {name!r} is already running: pid {disk.pid} on "
-                                      f"{disk.host}:{disk.port} since {disk.started_at} (log {disk.log_path})",
-                                      disk)
-                if identity.run_processes(disk.identity()):   # orphans of a dead run: clean them first
+                    raise RunConflict(
+                        f"profile {name!r} is already running: pid {disk.pid} on "
+                        f"{disk.host}:{disk.port} since {disk.started_at} (log {disk.log_path})",
+                        disk,
+                    )
+                if identity.run_processes(disk.identity()):  # orphans of a dead run: clean them first
                     res = await process.stop_run(disk.identity(), self.profile.stop_grace_s, self.exit_file)
                     if not res.ok:
                         raise RuntimeError(f"cannot launch: {res.message}")
                 runs.delete_record(name, sd, pid=disk.pid)
             other = runs.live_record_on_port(self.profile.port, sd, exclude=name)
             if other is not None:
-                raise RunConflict(f"port {other.port} is held by the live run of profile {other.name!r} "
-                                  f"(pid {other.pid})", other)
+                raise RunConflict(f"port {other.port} is held by the live run of profile {other.name!r} (pid {other.pid})", other)
             self.profile.check_port()
             spec = dataclasses.replace(self.profile.launch_spec(sd), exit_file=self.exit_file)
             keep = self.profile.restart["keep_logs"]
             carry = dict(runtime or {}) if self.profile.restart.get("reapply_runtime", True) else {}
-            template = runs.RunRecord(   # the keeper fills in the server's identity and writes it
-                name=name, profile_path=str(self.profile.path) if self.profile.path else None,
-                kind=self.profile.kind, pid=0, create_time=0.0, pgid=0, sid=0, argv=spec.masked_argv(),
-                host=self.profile.host, port=self.profile.port, log_path="", cwd=str(spec.cwd),
-                started_at="", restarts=self.restarts,
-                launcher_pid=os.getpid(), log_paths=previous_logs[-(keep - 1):] if keep > 1 else [],
+            template = runs.RunRecord(  # the keeper fills in the server's identity and writes it
+                name=name,
+                profile_path=str(self.profile.path) if self.profile.path else None,
+                kind=self.profile.kind,
+                pid=0,
+                create_time=0.0,
+                pgid=0,
+                sid=0,
+                argv=spec.masked_argv(),
+                host=self.profile.host,
+                port=self.profile.port,
+                log_path="",
+                cwd=str(spec.cwd),
+                started_at="",
+                restarts=self.restarts,
+                launcher_pid=os.getpid(),
+                log_paths=previous_logs[-(keep - 1) :] if keep > 1 else [],
                 supervisor=self.ownership.info() if self.supervising else None,
-                runtime=carry, runtime_pending=bool(carry), last_exit=self.last_exit)
+                runtime=carry,
+                runtime_pending=bool(carry),
+                last_exit=self.last_exit,
+            )
             manifest = runs.log_manifest(name, sd)
-            started = await asyncio.to_thread(process.launch, spec, dataclasses.asdict(template),
-                                              runs.record_path(name, sd), manifest)
+            started = await asyncio.to_thread(
+                process.launch, spec, dataclasses.asdict(template), runs.record_path(name, sd), manifest
+            )
             self.procs.launched(started.pid, started.create_time)
             rec = runs.RunRecord.from_dict(started.record or {}, "the keeper's run record")
             try:
@@ -251,13 +303,13 @@ class Supervisor:
         self.policy.record_start(time.monotonic())
         self.health_watch.fails = 0
         self.procs.forget()
-        self.journal("launch", Outcome.DONE, f"pid {rec.pid}, log {rec.log_path}"
-                     + (f", restart {self.restarts}" if self.restarts else ""))
+        self.journal(
+            "launch", Outcome.DONE, f"pid {rec.pid}, log {rec.log_path}" + (f", restart {self.restarts}" if self.restarts else "")
+        )
         if runtime and not carry:
             self.update(runtime_note=not_reapplied(runtime, self.dynamic))
             log.warning("%s: %s", name, self.runtime_note)
-        self.update(RunState.STARTING, record=rec, exit_code=None, last_error=None, health_error=None,
-                  next_restart_at=None)
+        self.update(RunState.STARTING, record=rec, exit_code=None, last_error=None, health_error=None, next_restart_at=None)
         return rec
 
     # -- stop / restart ---------------------------------------------------------------------
@@ -275,16 +327,21 @@ class Supervisor:
                     rec = disk
                     try:
                         runs.save_record(disk, sd)
-                    except OSError as exc:   # a full disk: stop it anyway, and say so
+                    except OSError as exc:  # a full disk: stop it anyway, and say so
                         mark_error = f"could not mark the record stopping ({exc.strerror or exc})"
             if rec is None:
                 self.update(RunState.STOPPED, next_restart_at=None)
                 if self.last_error and run_recovery.STILL_LISTENING in self.last_error:
-                    return StopResult(ok=False, was_running=True, message=(
-                        f"NOT stopped: {self.last_error} (without a readable record nothing is signalled: "
-                        "check that process and stop it by hand)"))
+                    return StopResult(
+                        ok=False,
+                        was_running=True,
+                        message=(
+                            f"NOT stopped: {self.last_error} (without a readable record nothing is signalled: "
+                            "check that process and stop it by hand)"
+                        ),
+                    )
                 return StopResult(ok=True, was_running=False, message="not running")
-            self.procs.live(rec)   # a title it took since it was last seen
+            self.procs.live(rec)  # a title it took since it was last seen
             res = await process.stop_run(rec.identity(), grace, self.exit_file)
             if mark_error:
                 res.message += f"; {mark_error}"
@@ -295,8 +352,7 @@ class Supervisor:
                         runs.delete_record(name, sd, pid=rec.pid)
                     except OSError as exc:
                         res.message += f"; the run record could not be removed ({exc.strerror or exc})"
-                self.update(RunState.STOPPED, record=None, exit_code=res.exit_code, next_restart_at=None,
-                          last_error=None)
+                self.update(RunState.STOPPED, record=None, exit_code=res.exit_code, next_restart_at=None, last_error=None)
             else:
                 self.update(RunState.STOPPED, exit_code=res.exit_code, last_error=res.message)
             return res

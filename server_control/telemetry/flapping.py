@@ -17,16 +17,17 @@ N, hysteresis or dwell starts a new regime: only the switches after it count, an
 suggestion is made for COOL_DOWN_S after it (the first `H` is judged on what it did, not
 on the switches that called for it). Pure: times in, a frozen value out.
 """
+
 from __future__ import annotations
 
 from server_control.model.switch_rate import WINDOW_S, Suggestion, SwitchRate
 from server_control.protocol import decision as d
 
-LIMIT_PER_MIN = 6.0     # more than one switch per 10 s on average is flapping
-MIN_SWITCHES = 4        # and never judged on fewer switches than this
-MIN_SPAN_S = 60.0       # a console up for 20 s does not extrapolate 3 switches to 9/min
+LIMIT_PER_MIN = 6.0  # more than one switch per 10 s on average is flapping
+MIN_SWITCHES = 4  # and never judged on fewer switches than this
+MIN_SPAN_S = 60.0  # a console up for 20 s does not extrapolate 3 switches to 9/min
 MAX_SUGGESTED_DWELL = 10_000
-COOL_DOWN_S = 60.0      # after a change of N / hysteresis / dwell: no new suggestion this soon
+COOL_DOWN_S = 60.0  # after a change of N / hysteresis / dwell: no new suggestion this soon
 
 
 def suggest(threshold: int | None, hysteresis: int | None, dwell: int | None) -> Suggestion | None:
@@ -37,18 +38,31 @@ def suggest(threshold: int | None, hysteresis: int | None, dwell: int | None) ->
     low = max(1, threshold - hysteresis)
     if low > 1:
         new_h = min(threshold - 1, max(hysteresis + 1, 2 * hysteresis))
-        return Suggestion(d.HYSTERESIS_KEY, "hysteresis", new_h, hysteresis,
-                          f"resume speculating at batch <= {max(1, threshold - new_h)} instead of <= {low}")
+        return Suggestion(
+            d.HYSTERESIS_KEY,
+            "hysteresis",
+            new_h,
+            hysteresis,
+            f"resume speculating at batch <= {max(1, threshold - new_h)} instead of <= {low}",
+        )
     new_d = min(MAX_SUGGESTED_DWELL, max(dwell + 10, 4 * dwell))
     if new_d <= dwell:
         return None
-    return Suggestion(d.DWELL_KEY, "min dwell", new_d, dwell,
-                      f"hold each mode {new_d} decode steps instead of {dwell}")
+    return Suggestion(d.DWELL_KEY, "min dwell", new_d, dwell, f"hold each mode {new_d} decode steps instead of {dwell}")
 
 
-def switch_rate(times: list[float], now: float, since: float, *, threshold: int | None,
-                hysteresis: int | None, dwell: int | None, window_s: float = WINDOW_S,
-                limit_per_min: float = LIMIT_PER_MIN, changed_at: float | None = None) -> SwitchRate:
+def switch_rate(
+    times: list[float],
+    now: float,
+    since: float,
+    *,
+    threshold: int | None,
+    hysteresis: int | None,
+    dwell: int | None,
+    window_s: float = WINDOW_S,
+    limit_per_min: float = LIMIT_PER_MIN,
+    changed_at: float | None = None,
+) -> SwitchRate:
     """``times``: when each rule-made switch happened (epoch seconds, its own time stamp);
     ``since``: the earliest time anything is known from (the run's start or its log's first
     line: the rate is never taken over less than MIN_SPAN_S); ``changed_at``: the last change
@@ -60,5 +74,10 @@ def switch_rate(times: list[float], now: float, since: float, *, threshold: int 
     per_min = len(recent) * 60.0 / span
     flapping = len(recent) >= MIN_SWITCHES and per_min > limit_per_min
     cooling = changed_at is not None and now - changed_at < COOL_DOWN_S
-    return SwitchRate(round(per_min, 1), len(recent), window_s, flapping,
-                      suggest(threshold, hysteresis, dwell) if flapping and not cooling else None)
+    return SwitchRate(
+        round(per_min, 1),
+        len(recent),
+        window_s,
+        flapping,
+        suggest(threshold, hysteresis, dwell) if flapping and not cooling else None,
+    )

@@ -10,6 +10,7 @@ garbage gives an unreachable sample with the reason and the URL; the next poll t
 again, so the state recovers by itself. While it is unreachable only fresh log lines give
 a load (a dead server's last numbers are not shown as live).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,16 +39,22 @@ DEFAULT_INTERVAL_S = 1.0
 DEFAULT_TIMEOUT_S = 2.0
 FRESH_LOG_S = 3.0  # a decode line stamped longer ago than this (or 3 intervals) is not live
 MIN_INTERVAL_S = 0.05
-MAX_BODY_BYTES = 4 << 20   # every answer a control-plane client reads is capped at this
+MAX_BODY_BYTES = 4 << 20  # every answer a control-plane client reads is capped at this
 
 
 class AnswerTooLarge(httpx.RequestError):
     """The server's answer (its body) is larger than the cap: not read further."""
 
 
-async def bounded_request(client: httpx.AsyncClient, method: str, url: str, *,
-                          max_bytes: int = MAX_BODY_BYTES, deadline_s: float | None = None,
-                          **kw: Any) -> httpx.Response:
+async def bounded_request(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    max_bytes: int = MAX_BODY_BYTES,
+    deadline_s: float | None = None,
+    **kw: Any,
+) -> httpx.Response:
     """One request whose body is read up to ``max_bytes`` (more: ``AnswerTooLarge``) and
     which ends within ``deadline_s`` overall (``httpx.ReadTimeout``), however the server
     trickles its bytes; ``deadline_s`` None: the client's read timeout (at least 1 s) x 2.
@@ -62,8 +69,7 @@ async def bounded_request(client: httpx.AsyncClient, method: str, url: str, *,
             try:
                 declared = resp.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > max_bytes:
-                    raise AnswerTooLarge(f"answer too large ({int(declared)} bytes, over {max_bytes})",
-                                         request=request)
+                    raise AnswerTooLarge(f"answer too large ({int(declared)} bytes, over {max_bytes})", request=request)
                 chunks, size = [], 0
                 async for chunk in resp.aiter_bytes():
                     size += len(chunk)
@@ -74,8 +80,11 @@ async def bounded_request(client: httpx.AsyncClient, method: str, url: str, *,
                 await resp.aclose()
     except TimeoutError:
         raise httpx.ReadTimeout(f"no complete answer within {deadline_s:g} s", request=request) from None
-    headers = [(k, v) for k, v in resp.headers.multi_items()
-               if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")]
+    headers = [
+        (k, v)
+        for k, v in resp.headers.multi_items()
+        if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")
+    ]
     return httpx.Response(resp.status_code, headers=headers, content=b"".join(chunks), request=request)
 
 
@@ -122,10 +131,16 @@ class HttpPoller:
     in progress.
     """
 
-    def __init__(self, url: str, api_key: str | None = None, *,
-                 interval_s: float = DEFAULT_INTERVAL_S, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 records_fn: Callable[[], list[Any]] | None = None,
-                 on_sample: Callable[[Sample], None] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        records_fn: Callable[[], list[Any]] | None = None,
+        on_sample: Callable[[Sample], None] | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.interval_s = max(MIN_INTERVAL_S, float(interval_s))
@@ -134,21 +149,20 @@ class HttpPoller:
         self.on_sample = on_sample
         self.last: Sample | None = None
         self.polls = 0
-        self.requests = 0      # HTTP requests sent by polls (for the figures in docs/telemetry.md)
-        self._log_seq = 0      # newest log record seen at the last poll
+        self.requests = 0  # HTTP requests sent by polls (for the figures in docs/telemetry.md)
+        self._log_seq = 0  # newest log record seen at the last poll
         self._log_primed = False
         self._client: httpx.AsyncClient | None = None
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._loads_ok = True  # flips to False after a 404, re-tried every 30 polls
-        self._idle: tuple[Load, int, int] | None = None   # (idle load, decode steps then, polls since)
+        self._idle: tuple[Load, int, int] | None = None  # (idle load, decode steps then, polls since)
         self._metrics_ok = True
 
     # -- HTTP ------------------------------------------------------------------------
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
-            self._client = httpx.AsyncClient(trust_env=False, timeout=self.timeout_s,
-                                             headers=auth_headers(self.api_key))
+            self._client = httpx.AsyncClient(trust_env=False, timeout=self.timeout_s, headers=auth_headers(self.api_key))
         return self._client
 
     async def aclose(self) -> None:
@@ -164,7 +178,7 @@ class HttpPoller:
 
     async def get_json(self, path: str) -> object:
         resp = await self.get(path)
-        return clean_json(json.loads(resp.content.decode("utf-8")))   # shown later: terminal-safe now
+        return clean_json(json.loads(resp.content.decode("utf-8")))  # shown later: terminal-safe now
 
     async def server_info(self) -> dict[str, Any]:
         try:
@@ -248,8 +262,7 @@ class HttpPoller:
             sample.load = fresh or self._still_idle(sample) or await self._load(records) or Load()
             self._remember_idle(sample, fresh)
         except Exception as exc:  # noqa: BLE001 - whatever the server did, it is a state, not a crash
-            sample = Sample(ts=time.time(), reachable=False,
-                            error=describe_error(exc, f"{self.url}/server_info"))
+            sample = Sample(ts=time.time(), reachable=False, error=describe_error(exc, f"{self.url}/server_info"))
             sample.load = fresh or Load()  # a live log still tells the load while HTTP is down
         sample.poll_s = time.monotonic() - t0
         self.polls += 1

@@ -5,6 +5,7 @@ switches in the same window, whenever it started reading the log.
 SGLang writes local wall-clock time (``2026-11-29 10:00:00[.123]``, or ``10:00:00`` in
 some formats); ``Record.ts`` gives it as ``2026-11-29T10:00:00[.123]`` or ``10:00:00``.
 """
+
 from __future__ import annotations
 
 import datetime as _dt

@@ -9,6 +9,7 @@ Not Found", the case on machines without a driver), a driver/library version mis
 no permission - gives ``available = False`` with the reason. Nothing here raises into the
 caller. The ``nvml`` module can be injected (tests without a GPU use a fake one).
 """
+
 from __future__ import annotations
 
 import threading
@@ -45,9 +46,15 @@ class NvmlSampler:
     which of them hold a context on it.
     """
 
-    def __init__(self, pids_fn: Callable[[], Iterable[int]] | None = None, *,
-                 util_interval_s: float = 1.0, proc_interval_s: float = 2.0,
-                 nvml: Any = None, on_update: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        pids_fn: Callable[[], Iterable[int]] | None = None,
+        *,
+        util_interval_s: float = 1.0,
+        proc_interval_s: float = 2.0,
+        nvml: Any = None,
+        on_update: Callable[[], None] | None = None,
+    ) -> None:
         self.pids_fn = pids_fn or (lambda: ())
         self.util_interval_s = max(MIN_INTERVAL_S, util_interval_s)
         self.proc_interval_s = max(MIN_INTERVAL_S, proc_interval_s)
@@ -77,11 +84,23 @@ class NvmlSampler:
 
     def snapshot(self) -> GpuStatus:
         with self._lock:
-            return GpuStatus(self._available, self._reason, tuple(
-                GpuDevice(index=dev["index"], name=dev["name"], util=dev.get("util"),
-                          mem_used_mb=dev.get("mem_used_mb"), mem_total_mb=dev.get("mem_total_mb"),
-                          power_w=dev.get("power_w"), temp_c=dev.get("temp_c"),
-                          pids=tuple(dev.get("pids") or ())) for dev in self._devices))
+            return GpuStatus(
+                self._available,
+                self._reason,
+                tuple(
+                    GpuDevice(
+                        index=dev["index"],
+                        name=dev["name"],
+                        util=dev.get("util"),
+                        mem_used_mb=dev.get("mem_used_mb"),
+                        mem_total_mb=dev.get("mem_total_mb"),
+                        power_w=dev.get("power_w"),
+                        temp_c=dev.get("temp_c"),
+                        pids=tuple(dev.get("pids") or ()),
+                    )
+                    for dev in self._devices
+                ),
+            )
 
     # -- the worker --------------------------------------------------------------------
     def init(self) -> bool:
@@ -105,8 +124,7 @@ class NvmlSampler:
             return False
         with self._lock:
             self._static = static
-            self._devices = [dict(s, util=None, mem_used_mb=None, power_w=None, temp_c=None, pids=[])
-                             for s in static]
+            self._devices = [dict(s, util=None, mem_used_mb=None, power_w=None, temp_c=None, pids=[]) for s in static]
             self._available = True
             self._reason = None if static else "NVML found no GPU"
         return True

@@ -3,6 +3,7 @@
 Parsing here is pure (dicts in, dataclasses out) and tolerant: a field of the wrong type
 becomes None, never an exception.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,7 +15,6 @@ from server_control.protocol import decision as d
 
 if TYPE_CHECKING:
     from server_control.logs.record import Record
-
 
 
 def num(value: object) -> float | None:
@@ -126,8 +126,12 @@ def load_from_loads(body: object) -> Load | None:
     for entry in body["loads"]:
         if not isinstance(entry, dict):
             continue
-        for key, bucket in (("num_running_reqs", running), ("num_waiting_reqs", waiting),
-                            ("token_usage", usage), ("gen_throughput", thr)):
+        for key, bucket in (
+            ("num_running_reqs", running),
+            ("num_waiting_reqs", waiting),
+            ("token_usage", usage),
+            ("gen_throughput", thr),
+        ):
             v = num(entry.get(key))
             if v is not None:
                 bucket.append(v)
@@ -139,9 +143,15 @@ def load_from_loads(body: object) -> Load | None:
                     bucket.append(v)
     if not running:
         return None
-    return Load(batch=int(sum(running)), queue=intval(_sum(waiting)), token_usage=_mean(usage),
-                gen_throughput=_sum(thr), accept_len=_mean(acc_len), accept_rate=_mean(acc_rate),
-                source="loads")
+    return Load(
+        batch=int(sum(running)),
+        queue=intval(_sum(waiting)),
+        token_usage=_mean(usage),
+        gen_throughput=_sum(thr),
+        accept_len=_mean(acc_len),
+        accept_rate=_mean(acc_rate),
+        source="loads",
+    )
 
 
 _METRIC_FIELDS = {
@@ -210,8 +220,13 @@ def fresh_decode_load(records: list[Any], after_seq: int, now: float, fresh_s: f
     ``fresh_s`` seconds of ``now`` (a second of clock skew allowed), when every DP group
     that has decode records in ``records`` has a fresh one; else None (ask the server)."""
     decode = [r for r in records if _is_decode(r)]
-    fresh = [r for r in decode if (getattr(r, "seq", 0) or 0) > after_seq
-             and (age := record_age_s(getattr(r, "ts", None), now)) is not None and -1.0 <= age <= fresh_s]
+    fresh = [
+        r
+        for r in decode
+        if (getattr(r, "seq", 0) or 0) > after_seq
+        and (age := record_age_s(getattr(r, "ts", None), now)) is not None
+        and -1.0 <= age <= fresh_s
+    ]
     if not fresh or {_dp_group(r) for r in fresh} != {_dp_group(r) for r in decode}:
         return None
     return load_from_records(fresh)
@@ -230,10 +245,15 @@ def load_from_records(records: list[Any]) -> Load | None:
     def vals(attr: str) -> list[float]:
         return [v for v in (num(getattr(r, attr, None)) for r in recs) if v is not None]
 
-    return Load(batch=intval(_sum(vals("running_req"))), queue=intval(_sum(vals("queue_req"))),
-                token_usage=_mean(vals("token_usage")), gen_throughput=_sum(vals("gen_throughput")),
-                accept_len=_mean(vals("accept_len")), accept_rate=_mean(vals("accept_rate")),
-                source="logs")
+    return Load(
+        batch=intval(_sum(vals("running_req"))),
+        queue=intval(_sum(vals("queue_req"))),
+        token_usage=_mean(vals("token_usage")),
+        gen_throughput=_sum(vals("gen_throughput")),
+        accept_len=_mean(vals("accept_len")),
+        accept_rate=_mean(vals("accept_rate")),
+        source="logs",
+    )
 
 
 def sample_from_server_info(ts: float, info: dict[str, Any]) -> Sample:
@@ -242,7 +262,8 @@ def sample_from_server_info(ts: float, info: dict[str, Any]) -> Sample:
     model = info.get("served_model_name") or info.get("model_path")
     version = info.get("version")
     return Sample(
-        ts=ts, reachable=True,
+        ts=ts,
+        reachable=True,
         ranks=ranks,
         args={k: v for k, v in info.items() if k != "internal_states"},
         model=model if isinstance(model, str) else None,

@@ -6,6 +6,7 @@ log records (every TP rank logs each switch) and in polled internal state, dedup
 each switch is keyed by (DP group, ordinal of the switch since that rank started), so the
 n-th switch of a DP group is recorded once whichever rank or source reports it first.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -118,12 +119,20 @@ class ModeTimeline:
         n = self._ordinal.get(rank, 0) + 1
         self._ordinal[rank] = n
         ts = getattr(rec, "ts", None)
-        return self._add((dp_group(rank), n), {
-            "ts": ts if isinstance(ts, str) else None, "mode": mode,
-            "batch": intval(getattr(rec, "batch", None)),
-            "threshold": intval(getattr(rec, "threshold", None)),
-            "rank": rank or None, "t": record_epoch(ts, now) or now, "line": getattr(rec, "line", None),
-            "text": getattr(rec, "text", None), "source": "log"})
+        return self._add(
+            (dp_group(rank), n),
+            {
+                "ts": ts if isinstance(ts, str) else None,
+                "mode": mode,
+                "batch": intval(getattr(rec, "batch", None)),
+                "threshold": intval(getattr(rec, "threshold", None)),
+                "rank": rank or None,
+                "t": record_epoch(ts, now) or now,
+                "line": getattr(rec, "line", None),
+                "text": getattr(rec, "text", None),
+                "source": "log",
+            },
+        )
 
     def add_sample(self, sample: Sample) -> bool:
         """Feed one poll; records the latest switch of each DP rank whose count grew."""
@@ -144,19 +153,29 @@ class ModeTimeline:
             mode = last.get("to") or r.mode
             if mode not in d.MODES:
                 continue
-            added |= self._add((r.dp_rank, count), {
-                "ts": None, "mode": mode, "batch": intval(last.get("batch")),
-                "threshold": intval(last.get("threshold")), "rank": f"DP{r.dp_rank}",
-                "t": at if isinstance(at := num(last.get("at")), float) and 0 < at <= sample.ts + 60 else sample.ts,
-                "line": None, "source": "poll",
-                "text": polled_text(r.dp_rank, count, mode, intval(last.get("batch")), intval(last.get("threshold")))})
+            added |= self._add(
+                (r.dp_rank, count),
+                {
+                    "ts": None,
+                    "mode": mode,
+                    "batch": intval(last.get("batch")),
+                    "threshold": intval(last.get("threshold")),
+                    "rank": f"DP{r.dp_rank}",
+                    "t": at if isinstance(at := num(last.get("at")), float) and 0 < at <= sample.ts + 60 else sample.ts,
+                    "line": None,
+                    "source": "poll",
+                    "text": polled_text(r.dp_rank, count, mode, intval(last.get("batch")), intval(last.get("threshold"))),
+                },
+            )
         return added
 
     def to_json(self, limit: int = 200) -> list[dict[str, Any]]:
         """The newest switches; ``forced``: made by a forced mode, not by the threshold rule
         (such rows have no batch crossing to show)."""
-        return [{**{k: e[k] for k in ("ts", "mode", "batch", "threshold", "rank")}, "forced": is_forced(e)}
-                for e in list(self.events)[-limit:]]
+        return [
+            {**{k: e[k] for k in ("ts", "mode", "batch", "threshold", "rank")}, "forced": is_forced(e)}
+            for e in list(self.events)[-limit:]
+        ]
 
 
 def polled_text(dp_rank: int, count: int, mode: str, batch: int | None, threshold: int | None) -> str:
@@ -187,7 +206,7 @@ def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries)
     secs = {m: 0.0 for m in d.MODES}
     toks = {m: 0.0 for m in d.MODES}
     have = False
-    for r in (sample.ranks if sample else []):
+    for r in sample.ranks if sample else []:
         dyn = r.dynamic or {}
         s, t = dyn.get("seconds"), dyn.get("tokens")
         if isinstance(s, dict) and isinstance(t, dict):
@@ -198,8 +217,10 @@ def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries)
     if not have:
         return _per_mode_from_series(timeline, panels)
     total = sum(secs.values())
-    return {m: {"share": round(secs[m] / total, 4) if total else None,
-                "tok_s": round(toks[m] / secs[m], 1) if secs[m] > 0 else None} for m in d.MODES}
+    return {
+        m: {"share": round(secs[m] / total, 4) if total else None, "tok_s": round(toks[m] / secs[m], 1) if secs[m] > 0 else None}
+        for m in d.MODES
+    }
 
 
 def _per_mode_from_series(timeline: ModeTimeline, panels: PanelSeries) -> dict[str, Any]:

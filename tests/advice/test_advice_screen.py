@@ -1,6 +1,7 @@
 """`A` in the console against a real simulator through the real Session: the advisor's
 view shows the suggestion; enter asks, then applies it through the same path as `=` (read
 back on every rank, journaled)."""
+
 import httpx
 import pytest
 
@@ -15,15 +16,15 @@ pytestmark = pytest.mark.timeout(150)
 
 async def test_the_advice_view_applies_the_suggestion_after_a_yes(sim_factory, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path / "state"))
-    sim = sim_factory("--enable-metrics", "--sim-explore-share", "0.1", threshold=8,
-                      traffic="phases:s=10000,c=1-14,period=12", time_scale=20)
+    sim = sim_factory(
+        "--enable-metrics", "--sim-explore-share", "0.1", threshold=8, traffic="phases:s=10000,c=1-14,period=12", time_scale=20
+    )
     sim.wait_ready()
     wait_steps(sim.url, steps=1500)
     app = SpecConsoleApp(Session.attach(sim.url, log_path=sim.log_path, poll_interval_s=0.25))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: "N=8" in screen_text(app), what="N=8 read from the server")
-        await wait_for(pilot, lambda: "advice: N=" in screen_text(app), what="the strip on the main screen",
-                       timeout=20)
+        await wait_for(pilot, lambda: "advice: N=" in screen_text(app), what="the strip on the main screen", timeout=20)
         await pilot.press("A")
         await wait_for(pilot, lambda: "would give" in screen_text(app), what="the advice", timeout=20)
         adv = app.screen.advice
@@ -37,6 +38,7 @@ async def test_the_advice_view_applies_the_suggestion_after_a_yes(sim_factory, t
         info = httpx.get(sim.url + "/server_info", timeout=5).json()
         assert [st["speculative_disable_batch_threshold"] for st in info["internal_states"]] == [n]
         entries = journal.read(tmp_path / "state")
-        assert any(e.key == "speculative_disable_batch_threshold" and e.new == n and e.old == 8
-                   for e in entries), [e.words() for e in entries]
+        assert any(e.key == "speculative_disable_batch_threshold" and e.new == n and e.old == 8 for e in entries), [
+            e.words() for e in entries
+        ]
         await app.session.close()

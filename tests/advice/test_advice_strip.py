@@ -1,6 +1,7 @@
 """The advisor's strip for the single-server screen (console/widgets/advice_strip.py) in a
 real Textual app via Pilot, against a real simulator over loopback HTTP, and against a
 port nothing listens on (the error is said, nothing raised)."""
+
 import asyncio
 
 import pytest
@@ -21,12 +22,11 @@ class _Host(App[None]):
         self.url = url
 
     def compose(self):
-        yield AdviceStrip(lambda: asyncio.to_thread(read_advice, self.url), every_s=0.5)   # as Session.advice reads
+        yield AdviceStrip(lambda: asyncio.to_thread(read_advice, self.url), every_s=0.5)  # as Session.advice reads
 
 
 async def test_the_strip_says_the_servers_suggestion(sim_factory):
-    sim = sim_factory("--sim-explore-share", "0.1", threshold=8,
-                      traffic="phases:s=10000,c=1-14,period=12", time_scale=20)
+    sim = sim_factory("--sim-explore-share", "0.1", threshold=8, traffic="phases:s=10000,c=1-14,period=12", time_scale=20)
     sim.wait_ready()
     wait_steps(sim.url, steps=1500)
     app = _Host(sim.url)
@@ -42,6 +42,7 @@ async def test_a_server_that_never_answered_leaves_the_strip_hidden():
     app = _Host(f"http://127.0.0.1:{free_port()}")
     async with app.run_test(size=(160, 5)) as pilot:
         strip = app.query_one(AdviceStrip)
-        await wait_for(pilot, lambda: strip.note != "advice: reading the server's cost curves",
-                       what="the failed read", timeout=20)
+        await wait_for(
+            pilot, lambda: strip.note != "advice: reading the server's cost curves", what="the failed read", timeout=20
+        )
         assert strip.advice is None and not strip.display and "advice" not in screen_text(app)

@@ -1,6 +1,7 @@
 """`specconsole advise` against a real simulator over HTTP: the suggestion, its sentence,
 the curves kept in the state dir (and used, with their age, when the server is gone), a
 bad saved file refused by name and kept."""
+
 import json
 import subprocess
 import sys
@@ -10,15 +11,17 @@ from tests.support.advice import wait_steps
 
 
 def advise(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "console.cli.main", "advise", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "console.cli.main", "advise", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_advise_suggests_from_the_curves_and_keeps_them(sim_factory, tmp_path):
     state = tmp_path / "state"
     # the simulator's short-context model: target-only wins from batch 5 (N=4); threshold 8
-    sim = sim_factory("--enable-metrics", "--sim-explore-share", "0.1", threshold=8,
-                      traffic="phases:s=10000,c=1-14,period=12", time_scale=20)
+    sim = sim_factory(
+        "--enable-metrics", "--sim-explore-share", "0.1", threshold=8, traffic="phases:s=10000,c=1-14,period=12", time_scale=20
+    )
     sim.wait_ready()
     wait_steps(sim.url, steps=1500)
     got = advise("--url", sim.url, "--state-dir", str(state), "--json")
@@ -62,8 +65,9 @@ def test_a_restarted_server_adds_to_what_was_saved(tmp_path):
             c.step("speculative", 3, i * 0.03)
             c.commit("speculative", 3, 9)
         return cc.parse(c.snapshot())
+
     store.update("http://127.0.0.1:1", "m", reading(50), tmp_path)
-    store.update("http://127.0.0.1:1", "m", reading(80), tmp_path)      # same life, later
+    store.update("http://127.0.0.1:1", "m", reading(80), tmp_path)  # same life, later
     saved = store.update("http://127.0.0.1:1", "m", reading(10), tmp_path)  # restarted
     (b,) = saved.total().mode("speculative")
     assert b.steps == 80 + 10

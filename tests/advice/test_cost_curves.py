@@ -1,4 +1,5 @@
 """The per-mode, per-batch-bucket cost counters (server_control.protocol.cost_curves), pure."""
+
 import pytest
 
 from server_control.protocol import cost_curves as cc
@@ -10,7 +11,7 @@ def test_buckets_are_exact_to_the_cap_then_powers_of_two():
     assert cc.bucket_bounds(cc.bucket_index(64)) == (33, 64)
     assert cc.bucket_bounds(cc.bucket_index(65)) == (65, 128)
     assert cc.bucket_bounds(cc.bucket_index(4096)) == (2049, 4096)
-    assert cc.bucket_bounds(cc.bucket_index(10 ** 6)) == (4097, 0)
+    assert cc.bucket_bounds(cc.bucket_index(10**6)) == (4097, 0)
     for cap in (1, 5, 20, 32, 100):
         n = cc.bucket_count(cap)
         seen = set()
@@ -26,16 +27,16 @@ def test_step_time_goes_to_the_previous_step_and_tokens_to_their_own_batch():
     c = cc.CostCounters()
     c.step("speculative", 3, 10.0)
     c.commit("speculative", 3, 8)
-    c.step("speculative", 3, 10.030)       # the first step took 30 ms
+    c.step("speculative", 3, 10.030)  # the first step took 30 ms
     c.commit("speculative", 3, 9)
-    c.step("target_only", 40, 10.050)      # the second took 20 ms, still batch 3
+    c.step("target_only", 40, 10.050)  # the second took 20 ms, still batch 3
     c.commit("target_only", 40, 40)
     c.step("target_only", 40, 10.065)
     curves = cc.parse(c.snapshot())
     (spec,) = curves.mode("speculative")
     assert (spec.lo, spec.hi, spec.steps, spec.verified, spec.tokens) == (3, 3, 2, 2, 17)
     assert spec.seconds == pytest.approx(0.050)
-    assert spec.seconds_sq == pytest.approx(0.03 ** 2 + 0.02 ** 2)
+    assert spec.seconds_sq == pytest.approx(0.03**2 + 0.02**2)
     assert spec.step_s == pytest.approx(0.025)
     assert spec.tok_s == pytest.approx(8.5 / 0.025)
     (tgt,) = curves.mode("target_only")
@@ -46,13 +47,13 @@ def test_step_time_goes_to_the_previous_step_and_tokens_to_their_own_batch():
 def test_an_idle_gap_is_dropped_not_counted_as_a_slow_step():
     c = cc.CostCounters(max_gap_s=1.0)
     c.step("speculative", 2, 0.0)
-    c.step("speculative", 2, 5.0)     # 5 s later: the server was idle
+    c.step("speculative", 2, 5.0)  # 5 s later: the server was idle
     c.step("speculative", 2, 5.02)
     (b,) = cc.parse(c.snapshot()).mode("speculative")
     assert b.steps == 1 and b.seconds == pytest.approx(0.02)
     assert c.snapshot()["dropped"] == 1
     c.idle()
-    c.step("speculative", 2, 5.5)     # after idle(): no step is timed across the gap
+    c.step("speculative", 2, 5.5)  # after idle(): no step is timed across the gap
     assert cc.parse(c.snapshot()).mode("speculative")[0].steps == 1
 
 
@@ -91,14 +92,17 @@ def test_context_is_published_only_when_measured():
     assert cc.parse(c.snapshot()).buckets[0].context_sum == 800.0
 
 
-@pytest.mark.parametrize("bad, where", [
-    ([], "must be an object"),
-    ({"cap": 0, "modes": {}}, "cap"),
-    ({"cap": 32, "modes": {"turbo": []}}, "turbo"),
-    ({"cap": 32, "modes": {"speculative": [[1, 1, 2]]}}, r"modes.speculative\[0\] must be a list of 10"),
-    ({"cap": 32, "modes": {"speculative": [[1, 1, 2, -0.1, 0, 2, 1, 3, 9, None]]}}, "seconds"),
-    ({"cap": 32, "modes": {"speculative": [[1, 1, 2, "x", 0, 2, 1, 3, 9, None]]}}, "seconds"),
-])
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        ([], "must be an object"),
+        ({"cap": 0, "modes": {}}, "cap"),
+        ({"cap": 32, "modes": {"turbo": []}}, "turbo"),
+        ({"cap": 32, "modes": {"speculative": [[1, 1, 2]]}}, r"modes.speculative\[0\] must be a list of 10"),
+        ({"cap": 32, "modes": {"speculative": [[1, 1, 2, -0.1, 0, 2, 1, 3, 9, None]]}}, "seconds"),
+        ({"cap": 32, "modes": {"speculative": [[1, 1, 2, "x", 0, 2, 1, 3, 9, None]]}}, "seconds"),
+    ],
+)
 def test_bad_entries_are_refused_naming_the_field(bad, where):
     with pytest.raises(cc.CurvesError, match=where):
         cc.parse(bad)

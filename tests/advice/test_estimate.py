@@ -9,8 +9,7 @@ from server_control.sim import model
 from tests.support.advice import curves
 
 
-@pytest.mark.parametrize("n, kv, ctx, p", [(8, 0.0, 500, 0.777), (2, 0.0, 500, 0.777),
-                                           (6, 0.2, 4000, 0.9), (12, 0.2, 4000, 0.9)])
+@pytest.mark.parametrize("n, kv, ctx, p", [(8, 0.0, 500, 0.777), (2, 0.0, 500, 0.777), (6, 0.2, 4000, 0.9), (12, 0.2, 4000, 0.9)])
 def test_with_exploration_the_crossover_is_found_within_one_bucket(n, kv, ctx, p):
     got, truth = curves(n, kv, ctx, p, share=0.1)
     e = estimate(got)
@@ -21,7 +20,7 @@ def test_with_exploration_the_crossover_is_found_within_one_bucket(n, kv, ctx, p
 
 
 def test_without_exploration_far_from_the_truth_it_says_it_extrapolates():
-    got, truth = curves(12, 0.2, 4000, 0.9)   # truth 9, N = 12: no speculative data above 12
+    got, truth = curves(12, 0.2, 4000, 0.9)  # truth 9, N = 12: no speculative data above 12
     e = estimate(got)
     assert e.extrapolated > 2
     adv = advise(e, 12)
@@ -34,15 +33,17 @@ def test_the_sentence_names_the_gain_the_batches_the_duration_and_the_interval()
     adv = advise(e, 8)
     lo, hi = adv.interval
     iv = f"{lo}-{hi}" if lo != hi else f"{lo}"
-    assert adv.sentence == (f"N={e.suggested} would give {adv.gain * 100:+.0f}% at batch "
-                            f"{e.suggested + 1}-8 (measured over {duration(e.busy_seconds)}, 95% interval {iv})")
+    assert adv.sentence == (
+        f"N={e.suggested} would give {adv.gain * 100:+.0f}% at batch "
+        f"{e.suggested + 1}-8 (measured over {duration(e.busy_seconds)}, 95% interval {iv})"
+    )
     assert adv.gain > 0.05 and adv.confident
     right = advise(e, e.suggested)
     assert right.sentence.startswith(f"N={e.suggested} is right") and not right.confident
 
 
 def test_not_enough_data_says_what_is_missing():
-    got, _ = curves(30, steps=500)   # every batch <= 30: never target-only
+    got, _ = curves(30, steps=500)  # every batch <= 30: never target-only
     e = estimate(got)
     assert e.verdict == "insufficient" and "no target-only steps" in e.missing
     assert advise(e, 30).sentence.startswith("not enough data yet: no target-only steps")
@@ -64,9 +65,8 @@ def test_exploration_flips_a_bounded_share_near_n_only():
     assert all(ex.mode("target_only", i, 9 + window(8), 8) == "target_only" for i in range(5000))
     assert all(ex.mode("speculative", i, 8, 8, auto=False) == "speculative" for i in range(5000))
     assert not any(Explorer(0.0).mode("speculative", i, 8, 8) != "speculative" for i in range(5000))
-    other, third = Explorer(0.02), Explorer(0.02)   # two more ranks: the same steps flip
-    assert [other.mode("speculative", i, 7, 8) for i in range(3000)] == [
-        third.mode("speculative", i, 7, 8) for i in range(3000)]
+    other, third = Explorer(0.02), Explorer(0.02)  # two more ranks: the same steps flip
+    assert [other.mode("speculative", i, 7, 8) for i in range(3000)] == [third.mode("speculative", i, 7, 8) for i in range(3000)]
     with pytest.raises(ValueError, match="0..0.1"):
         Explorer(0.5)
 
@@ -74,13 +74,13 @@ def test_exploration_flips_a_bounded_share_near_n_only():
 def test_exploration_learns_fast_after_n_changes_then_falls_back_to_its_share():
     ex = Explorer(0.02)
     first = [ex.mode("speculative", i, 9, 8) != "speculative" for i in range(200)]
-    assert sum(first) >= 10            # 2% of 200 steps would be 4
-    assert sum(first[:150]) >= 10      # at about a fifth of the steps
+    assert sum(first) >= 10  # 2% of 200 steps would be 4
+    assert sum(first[:150]) >= 10  # at about a fifth of the steps
     later = sum(ex.mode("speculative", i, 9, 8) != "speculative" for i in range(200, 100200))
-    assert 1800 <= later <= 2200          # learnt: back to the share
+    assert 1800 <= later <= 2200  # learnt: back to the share
     moved = [ex.mode("speculative", i, 9, 7) != "speculative" for i in range(100200, 100400)]
-    assert sum(moved) >= 10               # N changed: batch 9 learns again
+    assert sum(moved) >= 10  # N changed: batch 9 learns again
     assert not any(Explorer(0.0).mode("speculative", i, 9, 8) != "speculative" for i in range(500))
-    a, b = Explorer(0.02), Explorer(0.02)   # two ranks: the same steps flip, learning included
+    a, b = Explorer(0.02), Explorer(0.02)  # two ranks: the same steps flip, learning included
     seq = [(i, 5 + i % 7, 6 + (i // 300) % 3) for i in range(3000)]
     assert [a.mode("speculative", i, bs, n) for i, bs, n in seq] == [b.mode("speculative", i, bs, n) for i, bs, n in seq]

@@ -1,5 +1,6 @@
 """The simulator's moving crossover (context length, acceptance), its phased traffic and
 the cost curves it publishes in /server_info and /metrics, over real HTTP."""
+
 import dataclasses
 
 import httpx
@@ -31,19 +32,25 @@ def test_longer_context_and_higher_acceptance_move_the_crossover_up():
 
 def test_phases_parse_cycle_and_wave():
     phases = parse_phases("s=60,c=2-16,ctx=400,p=0.85/s=30,c=8,ctx=6000")
-    assert [(p.seconds, p.lo, p.hi, p.ctx, p.accept_p) for p in phases] == [
-        (60, 2, 16, 400, 0.85), (30, 8, 8, 6000, None)]
+    assert [(p.seconds, p.lo, p.hi, p.ctx, p.accept_p) for p in phases] == [(60, 2, 16, 400, 0.85), (30, 8, 8, 6000, None)]
     assert phase_at(phases, 10)[0] == 0 and phase_at(phases, 70)[0] == 1 and phase_at(phases, 95)[0] == 0
     wave = [phases[0].concurrency(t) for t in range(0, 21)]
     assert min(wave) == 2 and max(wave) == 16 and wave[0] == 2 and wave[10] == 16
     assert parse_traffic("phases:s=5,c=3").phases[0].lo == 3
 
 
-@pytest.mark.parametrize("text, why", [
-    ("s=60", "needs s=SECONDS and c="), ("s=0,c=2", "s must be > 0"), ("s=5,c=9-2", "backwards"),
-    ("s=5,c=2,p=1.5", "p must be between"), ("s=5,c=2,zz=1", "unknown key 'zz'"),
-    ("s=5,c=2,ctx=abc", "ctx='abc' is not a number"), ("s=5,c=2,c=3", "c given twice"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("s=60", "needs s=SECONDS and c="),
+        ("s=0,c=2", "s must be > 0"),
+        ("s=5,c=9-2", "backwards"),
+        ("s=5,c=2,p=1.5", "p must be between"),
+        ("s=5,c=2,zz=1", "unknown key 'zz'"),
+        ("s=5,c=2,ctx=abc", "ctx='abc' is not a number"),
+        ("s=5,c=2,c=3", "c given twice"),
+    ],
+)
 def test_bad_phases_are_refused_naming_the_key(text, why):
     with pytest.raises(PhaseError, match=why):
         parse_phases(text)
@@ -52,8 +59,9 @@ def test_bad_phases_are_refused_naming_the_key(text, why):
 def test_the_sim_publishes_cost_curves_matching_its_model(sim_factory):
     # steady 3 requests of ~4000-token prompts, a KV cost: the curves' step time at batch 3
     # is the model's step time at the published mean context (the step clock is exact)
-    sim = sim_factory("--enable-metrics", "--sim-kv-cost", "0.2", threshold=5,
-                      traffic="phases:s=1000,c=3,ctx=4000", time_scale=20)
+    sim = sim_factory(
+        "--enable-metrics", "--sim-kv-cost", "0.2", threshold=5, traffic="phases:s=1000,c=3,ctx=4000", time_scale=20
+    )
     sim.wait_ready()
     sim.wait_for_log("Decode batch", count=3)
     (state,) = httpx.get(sim.url + "/server_info", timeout=10).json()["internal_states"]
@@ -68,8 +76,11 @@ def test_the_sim_publishes_cost_curves_matching_its_model(sim_factory):
     assert b.step_s * 1000 == pytest.approx(model.step_ms(model.SPECULATIVE, 3, cal, ctx), rel=0.08)
     assert b.tokens_per_step / 3 == pytest.approx(model.DEFAULT.accept_length, rel=0.1)
     text = httpx.get(sim.url + "/metrics", timeout=10).text
-    got = {(s.name, s.labels.get("mode"), s.labels.get("batch")): s.value
-           for f in text_string_to_metric_families(text) for s in f.samples}
+    got = {
+        (s.name, s.labels.get("mode"), s.labels.get("batch")): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
     steps = got[("sglang:spec_disable_bucket_steps_total", "speculative", "3")]
     secs = got[("sglang:spec_disable_bucket_seconds_total", "speculative", "3")]
     assert steps >= b.steps and secs / steps == pytest.approx(b.step_s, rel=0.05)

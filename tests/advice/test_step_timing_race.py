@@ -1,5 +1,6 @@
 """/sim/stats while the scheduler steps: the step-timing summary reads a deque another
 thread appends to (it raised 'deque mutated during iteration', HTTP 500, under polling)."""
+
 import threading
 import time
 
@@ -19,7 +20,7 @@ def test_summary_while_steps_are_added():
     try:
         deadline = time.monotonic() + 1.5
         while time.monotonic() < deadline:
-            timing.summary()   # raised RuntimeError before the fix
+            timing.summary()  # raised RuntimeError before the fix
     finally:
         stop.set()
         t.join(2)

@@ -1,5 +1,6 @@
 """The self-tuning threshold: the tuner's decisions (pure) and the simulator applying them
 once for every rank, logged with evidence; an operator's N turns it off."""
+
 import time
 
 import httpx
@@ -13,7 +14,7 @@ from tests.support.advice import curves
 
 def test_moves_toward_the_crossover_at_a_bounded_rate_then_holds():
     tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2))
-    got, truth = curves(12, 0.2, 4000, 0.9, share=0.1)      # truth N = 8
+    got, truth = curves(12, 0.2, 4000, 0.9, share=0.1)  # truth N = 8
     n, moves = 12, []
     for t in range(0, 200, 5):
         move = tuner.observe(float(t), got, n)
@@ -25,15 +26,15 @@ def test_moves_toward_the_crossover_at_a_bounded_rate_then_holds():
             n = move.new
             moves.append(move)
     assert moves and abs(n - (truth - 1)) <= 1
-    assert tuner.observe(500.0, got, n) is None   # N inside the interval: it holds (hysteresis)
+    assert tuner.observe(500.0, got, n) is None  # N inside the interval: it holds (hysteresis)
 
 
 def test_where_exploration_measured_both_modes_n_jumps_to_the_measured_boundary():
-    got, truth = curves(12, 0.2, 4000, 0.9, share=0.1)      # truth N = 8, explored 7..18
+    got, truth = curves(12, 0.2, 4000, 0.9, share=0.1)  # truth N = 8, explored 7..18
     e = estimate(got)
-    assert abs(measured_reach(e, 12, 1) - (truth - 1)) <= 1   # target-only won at every bucket 9..12
-    assert measured_reach(e, 12, 10) == 10               # never past the suggestion
-    assert measured_reach(e, 12, 16) is None             # upward: target-only won at 13
+    assert abs(measured_reach(e, 12, 1) - (truth - 1)) <= 1  # target-only won at every bucket 9..12
+    assert measured_reach(e, 12, 10) == 10  # never past the suggestion
+    assert measured_reach(e, 12, 16) is None  # upward: target-only won at 13
     move = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2)).observe(5.0, got, 12)
     assert move is None  # the first reading starts the clock
     tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2))
@@ -43,44 +44,46 @@ def test_where_exploration_measured_both_modes_n_jumps_to_the_measured_boundary(
 
 
 def test_a_reversal_waits_for_a_second_decision_that_asks_for_it():
-    up, _ = curves(3, 0.2, 8000, 0.95, share=0.1)        # speculation wins everywhere: up
-    down, _ = curves(12, 0.0, 500, 0.65, share=0.1)      # target-only wins from batch ~3: down
+    up, _ = curves(3, 0.2, 8000, 0.95, share=0.1)  # speculation wins everywhere: up
+    down, _ = curves(12, 0.0, 500, 0.65, share=0.1)  # target-only wins from batch ~3: down
     tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=6, max_step=2))
     tuner.observe(0.0, cc.Curves(32, 0, ()), 3)
     first = tuner.observe(5.0, up, 3)
     assert first is not None and first.new > 3
     n = first.new
     from server_control.advice.store import add
+
     later = add(up, down)
     tuner.observe(8.0, later, n)
-    assert tuner.observe(12.0, later, n) is None          # the first ask to go back down: held
+    assert tuner.observe(12.0, later, n) is None  # the first ask to go back down: held
     again = tuner.observe(17.0, add(later, down), n)
-    assert again is not None and again.new < n            # asked twice: it goes
+    assert again is not None and again.new < n  # asked twice: it goes
 
 
 def test_no_decision_more_often_than_the_interval_and_none_when_off():
     tuner = Tuner(TuneSettings(1, 32, interval_s=10, window_s=1000))
     got, _ = curves(12, 0.2, 4000, 0.9, share=0.1)
     assert tuner.observe(0.0, got, 12) is None
-    assert tuner.observe(5.0, got, 12) is None       # before the interval
+    assert tuner.observe(5.0, got, 12) is None  # before the interval
     assert tuner.observe(10.0, got, 12) is not None
     tuner.off("operator")
     assert tuner.observe(100.0, got, 12) is None and tuner.snapshot()["on"] is False
 
 
 def test_only_the_window_counts_so_a_phase_change_is_followed():
-    a, _ = curves(6, 0.2, 4000, 0.9, share=0.1, seed=1)    # long context: N ~ 8
-    b, _ = curves(6, 0.0, 500, 0.777, share=0.1, seed=2)   # short: N ~ 4
+    a, _ = curves(6, 0.2, 4000, 0.9, share=0.1, seed=1)  # long context: N ~ 8
+    b, _ = curves(6, 0.0, 500, 0.777, share=0.1, seed=2)  # short: N ~ 4
     both = cc.Curves(32, 0, a.buckets)
     tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=20, max_step=8))
     tuner.observe(0.0, cc.Curves(32, 0, ()), 6)
     tuner.observe(30.0, both, 6)
     from server_control.advice.store import add
+
     later = add(both, b)
     tuner.observe(60.0, later, 6)
     move = tuner.observe(65.0, later, 6)
     assert move is None or move.new < 6
-    assert tuner.observe(70.0, later, 9) is not None   # from 9 it moves down: the window is phase b
+    assert tuner.observe(70.0, later, 9) is not None  # from 9 it moves down: the window is phase b
 
 
 @pytest.mark.parametrize("text", ["8", "9-2", "a-b", "0-4"])
@@ -95,8 +98,15 @@ def _live(url):
 
 
 def test_the_simulator_tunes_once_for_every_rank_and_the_operator_wins(sim_factory):
-    sim = sim_factory("--sim-auto-tune", "1-16", "--sim-explore-share", "0.1", threshold=10,
-                      traffic="phases:s=10000,c=1-14,period=12", time_scale=20)
+    sim = sim_factory(
+        "--sim-auto-tune",
+        "1-16",
+        "--sim-explore-share",
+        "0.1",
+        threshold=10,
+        traffic="phases:s=10000,c=1-14,period=12",
+        time_scale=20,
+    )
     sim.wait_ready()
     sim.wait_for_log(f"{MOVE_PREFIX}10 -> ", count=1)
     text = sim.log_path.read_text()
@@ -109,15 +119,13 @@ def test_the_simulator_tunes_once_for_every_rank_and_the_operator_wins(sim_facto
     live = _live(sim.url)
     assert live["auto_tune"]["on"] is True and live["auto_tune"]["moves"] >= 1
     assert {r["threshold"] for r in live["ranks"]} == {live["threshold"]}
-    r = httpx.post(sim.url + "/set_internal_state",
-                   json={"server_args": {"speculative_disable_batch_threshold": 7}}, timeout=5)
+    r = httpx.post(sim.url + "/set_internal_state", json={"server_args": {"speculative_disable_batch_threshold": 7}}, timeout=5)
     assert r.json() == [True]
     sim.wait_for_log("auto-tune off (threshold set to 7 by the operator)")
-    time.sleep(1.5)   # 30 simulated seconds: no more moves
+    time.sleep(1.5)  # 30 simulated seconds: no more moves
     live = _live(sim.url)
     assert live["threshold"] == 7 and live["auto_tune"]["on"] is False
-    r = httpx.post(sim.url + "/set_internal_state",
-                   json={"server_args": {"speculative_disable_auto_tune": 1}}, timeout=5)
+    r = httpx.post(sim.url + "/set_internal_state", json={"server_args": {"speculative_disable_auto_tune": 1}}, timeout=5)
     assert r.json() == [True]
     assert _live(sim.url)["auto_tune"]["on"] is True
 
@@ -129,23 +137,25 @@ def test_a_move_decided_before_the_operator_set_n_is_dropped_not_applied():
 
     from server_control.protocol import decision
     from server_control.sim.autotune import AUTO, AutoTune
+
     sched = SimpleNamespace(log=logging.getLogger("test-autotune"), cond=threading.Condition())
     tune = AutoTune(sched, TuneSettings(1, 16))
-    assert tune.on_setting(decision.THRESHOLD_KEY, 8, AUTO) is None        # tuning on: applied
-    assert tune.applied(decision.THRESHOLD_KEY, 7, "operator")             # the operator's 7 ...
-    ok, text = tune.on_setting(decision.THRESHOLD_KEY, 8, AUTO)            # ... then the queued 8
+    assert tune.on_setting(decision.THRESHOLD_KEY, 8, AUTO) is None  # tuning on: applied
+    assert tune.applied(decision.THRESHOLD_KEY, 7, "operator")  # the operator's 7 ...
+    ok, text = tune.on_setting(decision.THRESHOLD_KEY, 8, AUTO)  # ... then the queued 8
     assert ok is False and "dropped" in text and "operator" in text
 
 
 def test_a_context_shift_restarts_the_window():
     from server_control.advice.store import add
-    long_ctx, _ = curves(8, 0.2, 8000, 0.95, share=0.1, seed=1)   # speculation wins everywhere
-    short, _ = curves(8, 0.0, 500, 0.65, share=0.1, seed=2)       # target-only from batch ~3
+
+    long_ctx, _ = curves(8, 0.2, 8000, 0.95, share=0.1, seed=1)  # speculation wins everywhere
+    short, _ = curves(8, 0.0, 500, 0.65, share=0.1, seed=2)  # target-only from batch ~3
     tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2))
     tuner.observe(0.0, cc.Curves(32, 0, ()), 8)
     tuner.observe(5.0, long_ctx, 8)
     both = add(long_ctx, short)
-    tuner.observe(10.0, both, 8)   # the last 5 s: mean context 500 against 8000 before
-    assert tuner._history[0][1] is long_ctx    # the window now starts at the shift
+    tuner.observe(10.0, both, 8)  # the last 5 s: mean context 500 against 8000 before
+    assert tuner._history[0][1] is long_ctx  # the window now starts at the shift
     move = tuner.observe(15.0, both, 8)
-    assert move is not None and move.new < 8   # decided on the short-context steps alone
+    assert move is not None and move.new < 8  # decided on the short-context steps alone

@@ -1,4 +1,5 @@
 """`specconsole bench` against a real simulator process."""
+
 import json
 import subprocess
 import sys
@@ -10,8 +11,9 @@ from tests.support.sim import REPO_ROOT
 
 
 def bench(*argv):
-    return subprocess.run([sys.executable, "-m", "console", "bench", *argv], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "console", "bench", *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_bench_command_sweeps_both_modes_and_restores_auto(sim_factory):
@@ -41,23 +43,36 @@ def test_bench_command_reports_an_unreachable_server():
 
 def test_bench_reads_the_patch_metrics_when_the_server_publishes_them(sim_factory):
     sim = sim_factory("--enable-metrics").wait_ready()
-    r = bench("--url", sim.url, "--levels", "8", "--warmup", "0.5", "--measure", "2", "--max-tokens", "64",
-              "--json")
+    r = bench("--url", sim.url, "--levels", "8", "--warmup", "0.5", "--measure", "2", "--max-tokens", "64", "--json")
     assert r.returncode == 0, r.stderr
     per_mode = json.loads(r.stdout)["per_mode"]
     spec, target = per_mode[decision.SPECULATIVE][0]["server"], per_mode[decision.TARGET_ONLY][0]["server"]
     assert spec["target_only_share"] == 0 and spec["decode_steps"][decision.SPECULATIVE] > 0
     assert spec["accept_length"] > 1.5  # the simulator's acceptance, over speculative steps only
     assert target["target_only_share"] == 1 and target["accept_length"] is None
-    text = bench("--url", sim.url, "--levels", "8", "--modes", "target_only", "--warmup", "0.5",
-                 "--measure", "1", "--max-tokens", "64")
+    text = bench(
+        "--url", sim.url, "--levels", "8", "--modes", "target_only", "--warmup", "0.5", "--measure", "1", "--max-tokens", "64"
+    )
     assert "server c=8 target_only: 100% of decode steps target-only" in text.stdout, text.stdout
 
 
 def test_bench_without_metrics_says_nothing_of_the_server(sim_factory):
     sim = sim_factory().wait_ready()
-    r = bench("--url", sim.url, "--levels", "2", "--modes", "speculative", "--warmup", "0.2", "--measure", "0.5",
-              "--max-tokens", "32", "--json")
+    r = bench(
+        "--url",
+        sim.url,
+        "--levels",
+        "2",
+        "--modes",
+        "speculative",
+        "--warmup",
+        "0.2",
+        "--measure",
+        "0.5",
+        "--max-tokens",
+        "32",
+        "--json",
+    )
     assert json.loads(r.stdout)["per_mode"][decision.SPECULATIVE][0]["server"] is None
 
 

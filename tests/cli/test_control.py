@@ -1,4 +1,5 @@
 """`specconsole status`, `threshold` and `verify` as real subprocesses, with exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -14,14 +15,21 @@ from tests.support.sim import REPO_ROOT, free_port, start_sim
 
 
 def cli(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture(scope="module")
 def wave_sim(tmp_path_factory):
-    handle = start_sim(tmp_path_factory.mktemp("cmd"), "--decode-log-interval", "10", tp=2, threshold=5,
-                       traffic="wave:12:20", lifetime=180)
+    handle = start_sim(
+        tmp_path_factory.mktemp("cmd"), "--decode-log-interval", "10", tp=2, threshold=5, traffic="wave:12:20", lifetime=180
+    )
     yield handle.wait_ready()
     handle.stop()
 
@@ -59,9 +67,9 @@ def test_threshold_set_read_and_refuse(wave_sim):
     assert problems(json.loads(r.stdout), CHANGE) == []
     r = cli("threshold", "--url", wave_sim.url, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["thresholds"] == [7]
-    r = cli("threshold", "--url", wave_sim.url, "--", "-1")      # a bad N is a bad argument: 2
+    r = cli("threshold", "--url", wave_sim.url, "--", "-1")  # a bad N is a bad argument: 2
     assert r.returncode == 2 and "refused" in r.stderr and ">= 0" in r.stderr, r.stdout + r.stderr
-    for bad in ("lots", "８", "１２"):                              # full-width digits too
+    for bad in ("lots", "８", "１２"):  # full-width digits too
         r = cli("threshold", bad, "--url", wave_sim.url)
         assert r.returncode == 2 and "must be an integer" in r.stderr, (bad, r.stdout + r.stderr)
     r = cli("threshold", "--force", "sometimes", "--url", wave_sim.url)
@@ -100,7 +108,7 @@ def test_threshold_against_stock_sglang(tmp_path):
 
 
 def test_bad_arguments_exit_2():
-    r = cli("status", "--url", f"127.0.0.1:{free_port()}")   # no scheme: refused before any request
+    r = cli("status", "--url", f"127.0.0.1:{free_port()}")  # no scheme: refused before any request
     assert r.returncode == 2 and "http://" in r.stderr
     r = cli("verify", "--log", "x.log", "--profile", "demo")
     assert r.returncode == 2 and "--log goes with --url" in r.stderr
@@ -129,6 +137,5 @@ def test_threshold_needs_the_admin_key(tmp_path):
         sim.wait_ready()
         r = cli("threshold", "6", "--url", sim.url, "--admin-api-key-env", "NO_SUCH_VAR_FOR_TEST")
         assert r.returncode == 1 and "not authorised" in r.stdout, r.stdout
-        r = cli("threshold", "6", "--url", sim.url, "--admin-api-key-env", "TEST_ADMIN",
-                env={"TEST_ADMIN": "s3cret"})
+        r = cli("threshold", "6", "--url", sim.url, "--admin-api-key-env", "TEST_ADMIN", env={"TEST_ADMIN": "s3cret"})
         assert r.returncode == 0 and r.stdout.startswith("applied"), r.stdout

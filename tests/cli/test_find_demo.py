@@ -1,6 +1,7 @@
 """Headless commands find the demo's run (issue 14 item 8): `status`, `threshold`, `verify`
 and `stop` take `--demo` (and, with no target at all, look there); every connection error
 names the URL and how to choose another; `--help` texts say what each command does."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,27 +20,27 @@ from server_control.supervision.supervisor import Supervisor
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=timeout, env=dict(os.environ)
+    )
 
 
 def test_status_threshold_verify_stop_find_the_demo_on_another_port(state_dir, groups):
     """Before: after `specconsole demo`, these probed :30000 and said UNREACHABLE."""
     target = demo_target(demo_state_dir(), port=free_port())
-    profile = dataclasses.replace(target.profile, sim={**target.profile.sim, "max_lifetime": 120.0,
-                                                       "time_scale": 20.0})
+    profile = dataclasses.replace(target.profile, sim={**target.profile.sim, "max_lifetime": 120.0, "time_scale": 20.0})
     rec = asyncio.run(Supervisor(profile, state_dir=target.state_dir).launch())
     groups.add(rec.pgid)
     assert target.state_dir == state_dir / "demo"
     r = cli("verify", "--demo", "--wait", "60", "--json")
     assert json.loads(r.stdout)["layers"][0]["status"] == "pass", r.stdout + r.stderr
-    r = cli("status", "--json")                           # no target: the demo's run
+    r = cli("status", "--json")  # no target: the demo's run
     snap = json.loads(r.stdout)
     assert r.returncode == 0, r.stderr
     assert snap["url"] == f"http://127.0.0.1:{rec.port}" and snap["run"]["pid"] == rec.pid
     r = cli("threshold", "8", "--demo")
     assert r.returncode == 0 and r.stdout.startswith("applied"), r.stdout + r.stderr
-    assert "[True]" not in r.stdout and "ranks" in r.stdout      # "on 1/1 DP ranks", not a repr
+    assert "[True]" not in r.stdout and "ranks" in r.stdout  # "on 1/1 DP ranks", not a repr
     r = cli("stop", "--demo")
     assert r.returncode == 0, r.stdout + r.stderr
     assert not rec.is_live()
@@ -63,13 +64,14 @@ def test_help_texts(tmp_path):
 
 
 def test_dry_run_checks_that_the_interpreter_can_import_sglang(tmp_path, state_dir):
-    no_site = tmp_path / "python-without-site"   # the venv's interpreter without site-packages
-    no_site.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    no_site = tmp_path / "python-without-site"  # the venv's interpreter without site-packages
+    no_site.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
     no_site.chmod(no_site.stat().st_mode | stat.S_IXUSR)
     for name, python in (("bare", no_site), ("venv", sys.executable)):
         (tmp_path / f"{name}.toml").write_text(
             f'name = "{name}"\n[server]\nkind = "sglang"\npython = "{python}"\nmodel_path = "m"\n'
-            f'port = {free_port()}\n[speculative]\nalgorithm = ""\n')
+            f'port = {free_port()}\n[speculative]\nalgorithm = ""\n'
+        )
     bare = cli("launch", "--dry-run", "--profile", str(tmp_path / "bare.toml"))
     assert bare.returncode == 0 and "cannot import sglang" in bare.stderr, bare.stderr
     venv = cli("launch", "--dry-run", "--profile", str(tmp_path / "venv.toml"))
@@ -104,8 +106,7 @@ def test_logs_of_the_demo_and_of_a_profile(state_dir):
     """Issue 23 item 8: `specconsole logs --demo|--profile P [-f]` like the other commands
     (before: rc 2, and with no FILE it looked where the demo does not write)."""
     target = demo_target(demo_state_dir(), port=free_port())
-    profile = dataclasses.replace(target.profile, sim={**target.profile.sim, "max_lifetime": 120.0,
-                                                       "time_scale": 20.0})
+    profile = dataclasses.replace(target.profile, sim={**target.profile.sim, "max_lifetime": 120.0, "time_scale": 20.0})
     rec = asyncio.run(Supervisor(profile, state_dir=target.state_dir).launch())
     follow = None
     try:
@@ -115,21 +116,25 @@ def test_logs_of_the_demo_and_of_a_profile(state_dir):
             time.sleep(0.2)
         r = cli("logs", "--demo")
         assert r.returncode == 0 and init in r.stdout, r.stdout[-500:] + r.stderr
-        r = cli("logs")                                   # no FILE: the demo's log is found too
+        r = cli("logs")  # no FILE: the demo's log is found too
         assert r.returncode == 0 and init in r.stdout, r.stderr
         r = cli("logs", "--demo", "--kind", "spec_init", "--parse", "--json")
         assert r.returncode == 0 and json.loads(r.stdout.splitlines()[0])["kind"] == "spec_init"
-        follow = subprocess.Popen([sys.executable, "-m", "console", "logs", "--demo", "-f", "--kind", "decode"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "console", "logs", "--demo", "-f", "--kind", "decode"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
         line = follow.stdout.readline()
         assert "Decode batch" in line, line
         follow.send_signal(signal.SIGTERM)
-        follow.communicate(timeout=20)                    # drained: a full pipe would block its writes
+        follow.communicate(timeout=20)  # drained: a full pipe would block its writes
         assert follow.returncode == 0
     finally:
         if follow is not None and follow.poll() is None:
             follow.kill()
-        subprocess.run([sys.executable, "-m", "console", "stop", "--demo"], capture_output=True, timeout=60,
-                       env=dict(os.environ))
-    r = cli("logs", "--demo", "--kind", "spec_init")        # stopped: the last run's log still reads
+        subprocess.run([sys.executable, "-m", "console", "stop", "--demo"], capture_output=True, timeout=60, env=dict(os.environ))
+    r = cli("logs", "--demo", "--kind", "spec_init")  # stopped: the last run's log still reads
     assert r.returncode == 0 and "Dynamic speculation disable enabled" in r.stdout, r.stderr

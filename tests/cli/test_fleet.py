@@ -1,4 +1,5 @@
 """`specconsole fleet ...` and `specconsole demo --fleet`, as an operator runs them."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,14 @@ from tests.support.sim import REPO_ROOT, free_port, group_pids
 
 def cli(*args, state_dir, timeout=120) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SPECCONSOLE_STATE_DIR": str(state_dir)}
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_bad_fleet_file_and_unknown_member_exit_2(tmp_path):
@@ -99,17 +106,21 @@ async def test_demo_fleet_sends_traffic_through_the_gateway_and_stops_on_quit(tm
     args = argparse.Namespace(state_dir=str(tmp_path / "demo"), time_scale=5.0, keep=False, no_mouse=True)
     app, traffic = demo_app(args)
     async with app.run_test(size=(150, 40)) as pilot:
-        await wait_for(pilot, lambda: "launch on 5: 5 ok" in str(app.fleet_screen.query_one("#fleet-results").render()),
-                       "the demo fleet launched", 90)
+        await wait_for(
+            pilot,
+            lambda: "launch on 5: 5 ok" in str(app.fleet_screen.query_one("#fleet-results").render()),
+            "the demo fleet launched",
+            90,
+        )
         await wait_for(pilot, lambda: traffic.sent >= 8, "traffic through the gateway", 60)
         gw = app.fleet.gateway_status
         assert gw is not None and gw.healthy_workers == 4
-        modes = {str(app.fleet_screen.last_rows[m]["mode"]) for m in app.fleet_screen.order}   # a stale row's cell is a dim Text
+        modes = {str(app.fleet_screen.last_rows[m]["mode"]) for m in app.fleet_screen.order}  # a stale row's cell is a dim Text
         assert isinstance(app.screen, FleetScreen) and len(app.fleet_screen.order) == 4 and modes
         pgids = [r.pgid for r in list_records(tmp_path / "demo")]
         await pilot.press("q")
         await pilot.pause()
-        assert isinstance(app.screen, ChoiceScreen)   # the demo's q confirms that it stops everything
+        assert isinstance(app.screen, ChoiceScreen)  # the demo's q confirms that it stops everything
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.return_code is not None, "exit", 60)
     assert len(pgids) == 5 and all(group_pids(pg) == [] for pg in pgids)

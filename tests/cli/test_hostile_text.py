@@ -2,6 +2,7 @@
 (title, OSC 52 clipboard, OSC 8 hyperlink), DCS and C1 sequences in everything it says
 (/server_info fields, its log lines, its refusal reason) and a crashing "server" prints
 them before it exits: every output surface shows the visible text and no sequence."""
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,7 @@ def crashing_server(tmp_path) -> str:
 
 def test_launch_wait_and_supervise_fatal_tails_show_no_sequence(tmp_path, make_profile, groups):
     path = make_profile("hostile", tp=1, burst=1)
-    path.write_text(path.read_text().replace(f'python = "{os.sys.executable}"',
-                                             f'python = "{crashing_server(tmp_path)}"'))
+    path.write_text(path.read_text().replace(f'python = "{os.sys.executable}"', f'python = "{crashing_server(tmp_path)}"'))
     launched = cli("launch", "--profile", str(path), "--wait", "30")
     assert launched.returncode == 1, launched.stdout + launched.stderr
     assert_clean(launched.stdout + launched.stderr, "launch --wait")

@@ -1,5 +1,6 @@
 """`specconsole journal` prints who changed what and how it went: launch, runtime changes
 (old -> new, result), stop; each with user@host and pid; filtered by profile or URL."""
+
 from __future__ import annotations
 
 import getpass
@@ -17,7 +18,7 @@ def test_journal_lists_changes_and_lifecycle_with_who(make_profile, groups, stat
     assert cli("threshold", "8", "--profile", str(path)).returncode == 0
     assert cli("threshold", "--force", "target_only", "--profile", str(path)).returncode == 0
     bad = cli("threshold", "--", "-3", "--profile", str(path))
-    assert bad.returncode == 2                      # refused before anything is sent: not journaled
+    assert bad.returncode == 2  # refused before anything is sent: not journaled
     assert cli("stop", "--profile", str(path)).returncode == 0
 
     text = cli("journal", "--profile", str(path))

@@ -1,4 +1,5 @@
 """`specconsole logs` as a real subprocess (`python -m console logs ...`)."""
+
 import json
 import os
 import selectors
@@ -18,8 +19,13 @@ SERVER_LOG = FIXTURES / "server.log"
 
 
 def logs(*args, env=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "console", "logs", *map(str, args)], cwd=ROOT,
-                          capture_output=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "console", "logs", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def json_lines(out: bytes):
@@ -36,15 +42,17 @@ def test_parse_json_matches_the_golden_file():
     lines = [rec["line"] for rec in got]
     assert lines == sorted(lines) and len(set(lines)) == len(lines)
     kinds = {rec["kind"] for rec in got}
-    assert {"decode", "prefill", "ready", "spec_init", "spec_switch", "http", "error",
-            "traceback", "warning", "other"} <= kinds
+    assert {"decode", "prefill", "ready", "spec_init", "spec_switch", "http", "error", "traceback", "warning", "other"} <= kinds
 
 
 def test_filters_kind_grep_invert_rank():
     proc = logs(SERVER_LOG, "--json", "--kind", "spec_switch", "--kind", "spec_init")
     assert [(r["kind"], r["mode"], r["batch"], r["threshold"]) for r in json_lines(proc.stdout)] == [
-        ("spec_init", None, None, 5), ("spec_switch", "target_only", 7, 5),
-        ("spec_switch", "speculative", 3, None), ("spec_switch", "target_only", None, None)]
+        ("spec_init", None, None, 5),
+        ("spec_switch", "target_only", 7, 5),
+        ("spec_switch", "speculative", 3, None),
+        ("spec_switch", "target_only", None, None),
+    ]
     # the older wording "(decode batch 3 <= 4)" names no threshold: null
     assert json_lines(proc.stdout)[2]["text"].endswith("(decode batch 3 <= 4)")
     proc = logs(SERVER_LOG, "--grep", "Decode batch", "--invert", "--kind", "decode")
@@ -101,18 +109,22 @@ def test_follow_prints_new_matching_records_and_stops_on_sigterm(tmp_path):
     path = tmp_path / "later.log"  # does not exist yet: tail -F waits for it
     proc = subprocess.Popen(
         [sys.executable, "-m", "console", "logs", str(path), "--follow", "--json", "--kind", "spec_switch"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         with open(path, "a") as f:
-            f.write("[2026-11-29 10:00:00 TP0] Decode batch, #running-req: 9, #token: 1, token usage: 0.00, "
-                    "cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0, \n")
-            f.write("[2026-11-29 10:00:00 TP0] Dynamic speculation: switched to target-only "
-                    "(decode batch 9 > threshold 5)\n")
+            f.write(
+                "[2026-11-29 10:00:00 TP0] Decode batch, #running-req: 9, #token: 1, token usage: 0.00, "
+                "cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0, \n"
+            )
+            f.write("[2026-11-29 10:00:00 TP0] Dynamic speculation: switched to target-only (decode batch 9 > threshold 5)\n")
         [first] = read_json_lines(proc, 1)
         assert (first["line"], first["mode"], first["batch"]) == (2, "target_only", 9)
         with open(path, "w") as f:  # truncated, then a shorter content: seen as a truncation
-            f.write("[2026-11-29 10:00:09 TP0] Dynamic speculation: switched to speculative "
-                    "(decode batch 3 <= 4, threshold 5)\n")
+            f.write("[2026-11-29 10:00:09 TP0] Dynamic speculation: switched to speculative (decode batch 3 <= 4, threshold 5)\n")
         [second] = read_json_lines(proc, 1)
         assert (second["line"], second["mode"], second["threshold"]) == (1, "speculative", 5)
         os.killpg(proc.pid, signal.SIGTERM)

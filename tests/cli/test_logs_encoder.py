@@ -1,6 +1,7 @@
 """The `--parse --json` encoder (issue 23 item 8: msgspec's, for speed) prints exactly the
 record contract the standard library's did: same objects, same key order, UTF-8 text
 (never \\u escapes), one object per line. Speed: benchmarks/logs_json_bench.py."""
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@ runs this checkout's bootstrap at every start of PY (a fresh venv here: real int
 real site-packages, real .pth processing), under -I and -E too; a missing bootstrap is one
 clear line; uninstall leaves no trace. The real SGLang server through it:
 tests/real_sglang/test_patch_install.py."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,11 @@ import pytest
 from server_control.sglang_patch import install
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = ("import sys, json; ran = getattr(sys, '_specconsole_bootstrap_ran', False); "
-         "m = sys.modules.get('server_control'); print(json.dumps([ran, getattr(m, '__file__', None),"
-         " 'server_control.sglang_patch.hook' in sys.modules]))")
+PROBE = (
+    "import sys, json; ran = getattr(sys, '_specconsole_bootstrap_ran', False); "
+    "m = sys.modules.get('server_control'); print(json.dumps([ran, getattr(m, '__file__', None),"
+    " 'server_control.sglang_patch.hook' in sys.modules]))"
+)
 
 
 @pytest.fixture
@@ -31,15 +34,15 @@ def env_python(tmp_path) -> str:
 
 
 def probe(python: str, *flags: str) -> tuple[list, str]:
-    res = subprocess.run([python, *flags, "-c", PROBE], capture_output=True, text=True,
-                         timeout=60, cwd="/")
+    res = subprocess.run([python, *flags, "-c", PROBE], capture_output=True, text=True, timeout=60, cwd="/")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout), res.stderr
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", "patch", *args], capture_output=True,
-                          text=True, timeout=120, cwd=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "console", "patch", *args], capture_output=True, text=True, timeout=120, cwd=str(ROOT)
+    )
 
 
 def test_install_loads_the_bootstrap_in_every_start_and_uninstall_removes_it(env_python):
@@ -55,14 +58,18 @@ def test_install_loads_the_bootstrap_in_every_start_and_uninstall_removes_it(env
     assert probe(env_python, "-S")[0] == [False, None, False]  # no site: nothing can load
     st = cli("status", "--python", env_python, "--json")
     assert st.returncode == 0 and json.loads(st.stdout) == {
-        "python": env_python, "site_dir": str(pth.parent), "pth": str(pth),
-        "bootstrap": str(install.BOOTSTRAP), "bootstrap_exists": True, "loads": True,
-        "installed": True}
+        "python": env_python,
+        "site_dir": str(pth.parent),
+        "pth": str(pth),
+        "bootstrap": str(install.BOOTSTRAP),
+        "bootstrap_exists": True,
+        "loads": True,
+        "installed": True,
+    }
     site_before = sorted(p.name for p in pth.parent.iterdir())
     res = cli("uninstall", "--python", env_python, "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["removed"] == str(pth)
-    assert sorted(p.name for p in pth.parent.iterdir()) == [n for n in site_before
-                                                             if n != install.PTH_NAME]
+    assert sorted(p.name for p in pth.parent.iterdir()) == [n for n in site_before if n != install.PTH_NAME]
     assert probe(env_python)[0] == [False, None, False]
     st = cli("status", "--python", env_python)
     assert st.returncode == 1 and st.stdout.startswith("not installed in ")

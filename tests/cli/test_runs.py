@@ -1,5 +1,6 @@
 """The headless commands as real processes: `specconsole supervise` SIGKILLed while the
 server keeps serving, a new one adopts it without a second launch; launch/stop/restart."""
+
 from __future__ import annotations
 
 import json
@@ -32,15 +33,15 @@ def test_supervisor_killed_server_survives_and_is_adopted(make_profile, groups, 
     out = read_until(sup1, ": ready")
     assert any(line.startswith("launched adopt: pid") for line in out), out
     states = [line.split("  ", 1)[1] for line in out if "  adopt: " in line]
-    assert len(states) == len(set(states)), out   # each state change printed once
+    assert len(states) == len(set(states)), out  # each state change printed once
     rec = runs.load_record("adopt")
     groups.add(rec.pgid)
     url = f"http://127.0.0.1:{rec.port}"
     before = wait_for(lambda: (lambda s: s if len(s) >= 3 else None)(run_pids(rec)), what="3 processes")
 
-    os.kill(sup1.pid, signal.SIGKILL)          # the console dies hard
+    os.kill(sup1.pid, signal.SIGKILL)  # the console dies hard
     sup1.wait(timeout=30)
-    assert health(url) == 200                  # ... the server keeps serving
+    assert health(url) == 200  # ... the server keeps serving
     assert runs.load_record("adopt").pid == rec.pid and rec.is_live()
 
     refused = cli("launch", "--profile", str(path))
@@ -50,11 +51,11 @@ def test_supervisor_killed_server_survives_and_is_adopted(make_profile, groups, 
     first = json.loads(read_until(sup2, '"event": "adopted"')[-1])
     assert first["event"] == "adopted" and first["run"]["pid"] == rec.pid
     wait_for(lambda: health(url) == 200, what="health")
-    assert runs.load_record("adopt").pid == rec.pid            # no second launch
+    assert runs.load_record("adopt").pid == rec.pid  # no second launch
     assert len(list((state_dir / "logs" / "adopt").glob("*.log"))) == 1
     assert run_pids(rec) == before
 
-    sup2.send_signal(signal.SIGINT)                             # Ctrl-C detaches
+    sup2.send_signal(signal.SIGINT)  # Ctrl-C detaches
     tail = sup2.communicate(timeout=30)[0]
     assert sup2.returncode == 0 and '"detached"' in tail
     assert health(url) == 200
@@ -63,8 +64,7 @@ def test_supervisor_killed_server_survives_and_is_adopted(make_profile, groups, 
     assert stopped.returncode == 0, stopped.stderr
     res = json.loads(stopped.stdout)
     assert res["ok"] and res["remaining"] == [] and before <= set(res["signalled"])
-    assert [pid for pid in before if psutil.pid_exists(pid)
-            and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE] == []
+    assert [pid for pid in before if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE] == []
     assert runs.load_record("adopt") is None and health(url) is None
 
 
@@ -80,8 +80,7 @@ def test_launch_wait_restart_and_stop_commands(make_profile, groups, state_dir):
     out2 = json.loads(r2.stdout)
     groups.add(out2["run"]["pgid"])
     assert out2["run"]["pid"] != out["run"]["pid"] and out2["state"] == "ready"
-    assert not psutil.pid_exists(out["run"]["pid"]) or \
-        psutil.Process(out["run"]["pid"]).status() == psutil.STATUS_ZOMBIE
+    assert not psutil.pid_exists(out["run"]["pid"]) or psutil.Process(out["run"]["pid"]).status() == psutil.STATUS_ZOMBIE
     s = cli("stop", "--profile", str(path), "--grace", "3")
     assert s.returncode == 0 and "stopped" in s.stdout
     again = cli("stop", "--profile", str(path))
@@ -109,7 +108,7 @@ def test_stop_and_restart_from_elsewhere_while_supervised(make_profile, groups, 
     seen = read_until(sup, '"state": "ready"')
     first = runs.load_record("ext")
     groups.add(first.pgid)
-    r = cli("restart", "--profile", str(path), "--wait", "60", "--json")   # another terminal
+    r = cli("restart", "--profile", str(path), "--wait", "60", "--json")  # another terminal
     assert r.returncode == 0, r.stderr
     new_pid = json.loads(r.stdout)["run"]["pid"]
     groups.add(new_pid)
@@ -122,14 +121,15 @@ def test_stop_and_restart_from_elsewhere_while_supervised(make_profile, groups, 
     assert s.returncode == 0, s.stderr
     rest = sup.communicate(timeout=60)[0]
     assert sup.returncode == 0 and '"event": "stopped"' in rest
-    assert runs.load_record("ext") is None                 # nobody relaunched it
+    assert runs.load_record("ext") is None  # nobody relaunched it
     assert runs.list_records() == []
 
 
 def test_launch_wait_reports_a_server_that_dies_before_ready(make_profile, groups, state_dir):
     path = make_profile("dies", tp=1)
-    text = path.read_text().replace('extra_args = ["--decode-log-interval", "5"]',
-                                    'extra_args = ["--decode-log-interval", "0"]')   # sim refuses it
+    text = path.read_text().replace(
+        'extra_args = ["--decode-log-interval", "5"]', 'extra_args = ["--decode-log-interval", "0"]'
+    )  # sim refuses it
     path.write_text(text)
     r = cli("launch", "--profile", str(path), "--wait", "60")
     assert r.returncode == 1, (r.stdout, r.stderr)
@@ -146,7 +146,7 @@ def test_supervise_says_when_a_crashed_server_restarts(make_profile, groups, sta
     os.killpg(rec.pgid, signal.SIGKILL)
     seen = read_until(sup, "restarts 1")
     assert any("bo: crashed" in line for line in seen), seen
-    assert any("restart in " in line for line in seen), seen   # the countdown, not only the crash
+    assert any("restart in " in line for line in seen), seen  # the countdown, not only the crash
     sup.send_signal(signal.SIGTERM)
     sup.communicate(timeout=30)
     assert (cli("stop", "--profile", str(path))).returncode == 0

@@ -2,6 +2,7 @@
 run ended ("crashed (exit -9, signal 9)", not "stopped"); a second `supervise` says it
 only watches; `supervise` detaching from a crashed server does not say "left running";
 bad inputs that stop a launch are named before it (log_dir, a loose state dir)."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ def test_status_says_crashed_with_its_exit_code_when_nobody_supervises(make_prof
     assert snap["run"]["supervisor"] is None
     text = cli("status", "--profile", str(path)).stdout
     assert "run: crashed (exit -9, signal 9)" in text and "supervisor: none" in text, text
-    assert runs.load_record("nobody") is not None       # kept until someone acts on it
+    assert runs.load_record("nobody") is not None  # kept until someone acts on it
     assert cli("launch", "--profile", str(path)).returncode == 0
     groups.add(runs.load_record("nobody").pgid)
     assert cli("stop", "--profile", str(path)).returncode == 0
@@ -44,7 +45,7 @@ def test_a_second_supervise_says_it_only_watches(make_profile, groups, state_dir
     assert f"watching only: specconsole supervise pid {first.pid} supervises this run" in seen[-1], seen
     status = cli("status", "--profile", str(path)).stdout
     assert f"supervisor: specconsole supervise, pid {first.pid}" in status, status
-    first.send_signal(signal.SIGINT)                       # the first leaves: the second takes over
+    first.send_signal(signal.SIGINT)  # the first leaves: the second takes over
     first.communicate(timeout=30)
     read_until(second, "now supervising")
     second.send_signal(signal.SIGINT)
@@ -54,14 +55,17 @@ def test_a_second_supervise_says_it_only_watches(make_profile, groups, state_dir
 
 def test_detaching_from_a_crashed_server_does_not_say_left_running(make_profile, groups, state_dir):
     path = make_profile("gone", tp=1)
-    path.write_text(path.read_text().replace("backoff_initial_s = 0.2", "backoff_initial_s = 30.0")
-                    .replace("backoff_max_s = 2.0", "backoff_max_s = 30.0"))
+    path.write_text(
+        path.read_text()
+        .replace("backoff_initial_s = 0.2", "backoff_initial_s = 30.0")
+        .replace("backoff_max_s = 2.0", "backoff_max_s = 30.0")
+    )
     sup = start_cli("supervise", "--profile", str(path), groups=groups)
     read_until(sup, "gone: ready")
     rec = runs.load_record("gone")
     groups.add(rec.pgid)
     os.killpg(rec.pgid, signal.SIGKILL)
-    read_until(sup, "restart in ")                         # crashed, waiting out the backoff
+    read_until(sup, "restart in ")  # crashed, waiting out the backoff
     sup.send_signal(signal.SIGINT)
     out = sup.communicate(timeout=30)[0]
     assert "left running" not in out and "detached; the server is not running (crashed, exit code -9" in out, out
@@ -74,8 +78,9 @@ def test_unusable_log_dir_is_named_by_dry_run_and_refused_by_launch(make_profile
     path = make_profile("ld", tp=1)
     path.write_text(path.read_text().replace('kind = "sim"\n', f'kind = "sim"\nlog_dir = "{blocker}/logs"\n'))
     dry = cli("launch", "--profile", str(path), "--dry-run")
-    assert dry.returncode == 0 and f"[server] log_dir: no log file can be created there: {blocker} is not a " \
-        "directory" in dry.stderr, dry.stderr
+    assert (
+        dry.returncode == 0 and f"[server] log_dir: no log file can be created there: {blocker} is not a directory" in dry.stderr
+    ), dry.stderr
     real = cli("launch", "--profile", str(path))
     assert real.returncode == 2 and "[server] log_dir" in real.stderr, real.stdout + real.stderr
     assert runs.load_record("ld") is None

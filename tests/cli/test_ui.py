@@ -1,5 +1,6 @@
 """The ui/demo/attach commands: argument errors are clear (exit 2, the problem named);
 the demo chooses its port and state dir so it never collides with a real run."""
+
 from __future__ import annotations
 
 import socket
@@ -32,7 +33,7 @@ def test_attach_errors(capsys, monkeypatch):
 
 
 def test_demo_argument_errors(capsys):
-    with pytest.raises(SystemExit) as refused:   # argparse refuses it: exit 2, the flag named
+    with pytest.raises(SystemExit) as refused:  # argparse refuses it: exit 2, the flag named
         main(["demo", "--time-scale", "0"])
     assert refused.value.code == 2
     assert "--time-scale" in capsys.readouterr().err

@@ -13,4 +13,5 @@ def fake():
 def make_app(fake):
     def make(**kwargs):
         return SpecConsoleApp(fake, **kwargs)
+
     return make

@@ -4,6 +4,7 @@
 snapshot kept as the JSON `status --json` prints (``fake.snap``, which tests edit) and read
 back through ``SessionSnapshot.from_json``; integration tests use the real Session.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,65 +23,121 @@ def sample_snapshot() -> dict:
     """A fixed snapshot with every section filled (deterministic: no clocks)."""
     batch = [1, 2, 3, 4, 5, 6, 7, 8, 9, 8, 7, 6, 5, 4, 3, 2, 1, 2, 4, 6, 8, 10, 12, 10, 8, 6, 4, 2]
     return {
-        "profile": "demo", "url": "http://127.0.0.1:30000", "attached": False,
-        "run": {"state": "ready", "pid": 4242, "pgid": 4242, "started_at": "2026-11-29T10:00:00",
-                "uptime_s": 3725.0, "port": 30000, "restarts": 1, "log_path": "/tmp/x.log",
-                "exit_code": None, "fatal_reason": None, "processes": [4242, 4243, 4244]},
-        "server": {"reachable": True, "error": None, "model": "meta-llama/Llama-3.1-8B-Instruct",
-                   "tp_size": 2, "dp_size": 1, "version": "0.5.23", "foreign": False},
-        "spec": {"mode": "target_only", "threshold": 5, "low_mark": 4, "hysteresis": 1, "min_dwell_steps": 10,
-                 "force": "auto", "switch_count": 3, "steps": {}, "seconds": {}, "tokens": {},
-                 "supports_runtime_threshold": True,
-                 "switch_rate": {"per_min": 1.5, "count": 3, "window_s": 120.0, "flapping": False,
-                                 "suggestion": None},
-                 "health": {"active": True, "reason": None, "rank_fault": None, "num_steps": 0,
-                            "accept_len": None,
-                            "ranks": []}},   # per-rank rows: tests/sglang/test_rank_resources.py
-        "last_change": {"requested": 5, "state": "applied", "detail": "", "ranks": [True],
-                        "key": "speculative_disable_batch_threshold"},
-        "threshold_change": {"requested": 5, "state": "applied", "detail": "", "ranks": [True],
-                             "key": "speculative_disable_batch_threshold"},   # last_change's old name
-        "live": {"batch": 7, "queue": 2, "token_usage": 0.12, "gen_throughput": 512.3,
-                 "accept_len": 2.8, "accept_rate": 0.45, "ts": 0.0},
-        "series": {"batch": [[i, v] for i, v in enumerate(batch)],
-                   "gen_throughput": [[i, 100.0 * v] for i, v in enumerate(batch)],
-                   "accept_len": [[i, 2.5] for i in range(len(batch))],
-                   "threshold": [[i, 5] for i in range(len(batch))],
-                   "mode": [[i, int(v > 5)] for i, v in enumerate(batch)]},
+        "profile": "demo",
+        "url": "http://127.0.0.1:30000",
+        "attached": False,
+        "run": {
+            "state": "ready",
+            "pid": 4242,
+            "pgid": 4242,
+            "started_at": "2026-11-29T10:00:00",
+            "uptime_s": 3725.0,
+            "port": 30000,
+            "restarts": 1,
+            "log_path": "/tmp/x.log",
+            "exit_code": None,
+            "fatal_reason": None,
+            "processes": [4242, 4243, 4244],
+        },
+        "server": {
+            "reachable": True,
+            "error": None,
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "tp_size": 2,
+            "dp_size": 1,
+            "version": "0.5.23",
+            "foreign": False,
+        },
+        "spec": {
+            "mode": "target_only",
+            "threshold": 5,
+            "low_mark": 4,
+            "hysteresis": 1,
+            "min_dwell_steps": 10,
+            "force": "auto",
+            "switch_count": 3,
+            "steps": {},
+            "seconds": {},
+            "tokens": {},
+            "supports_runtime_threshold": True,
+            "switch_rate": {"per_min": 1.5, "count": 3, "window_s": 120.0, "flapping": False, "suggestion": None},
+            "health": {"active": True, "reason": None, "rank_fault": None, "num_steps": 0, "accept_len": None, "ranks": []},
+        },  # per-rank rows: tests/sglang/test_rank_resources.py
+        "last_change": {
+            "requested": 5,
+            "state": "applied",
+            "detail": "",
+            "ranks": [True],
+            "key": "speculative_disable_batch_threshold",
+        },
+        "threshold_change": {
+            "requested": 5,
+            "state": "applied",
+            "detail": "",
+            "ranks": [True],
+            "key": "speculative_disable_batch_threshold",
+        },  # last_change's old name
+        "live": {
+            "batch": 7,
+            "queue": 2,
+            "token_usage": 0.12,
+            "gen_throughput": 512.3,
+            "accept_len": 2.8,
+            "accept_rate": 0.45,
+            "ts": 0.0,
+        },
+        "series": {
+            "batch": [[i, v] for i, v in enumerate(batch)],
+            "gen_throughput": [[i, 100.0 * v] for i, v in enumerate(batch)],
+            "accept_len": [[i, 2.5] for i in range(len(batch))],
+            "threshold": [[i, 5] for i in range(len(batch))],
+            "mode": [[i, int(v > 5)] for i, v in enumerate(batch)],
+        },
         "switches": [
             {"ts": "2026-11-29T10:01:02", "mode": "target_only", "batch": 6, "threshold": 5, "rank": "TP0"},
             {"ts": "2026-11-29T10:01:40", "mode": "speculative", "batch": 3, "threshold": 5, "rank": "TP0"},
             {"ts": "2026-11-29T10:02:15", "mode": "target_only", "batch": 7, "threshold": 5, "rank": "TP0"},
         ],
-        "per_mode": {"speculative": {"share": 0.6, "tok_s": 301.0},
-                     "target_only": {"share": 0.4, "tok_s": 702.0}},
+        "per_mode": {"speculative": {"share": 0.6, "tok_s": 301.0}, "target_only": {"share": 0.4, "tok_s": 702.0}},
         "gpus": {"available": False, "reason": "NVML Shared Library Not Found", "devices": []},
-        "verify": {"summary": "pass", "layers": [
-            {"name": "configuration", "status": "pass",
-             "evidence": "/server_info speculative_disable_batch_threshold=5", "cause": None},
-            {"name": "initialisation", "status": "pass",
-             "evidence": "[TP0] Dynamic speculation disable enabled: threshold=5", "cause": None},
-            {"name": "runtime", "status": "pass",
-             "evidence": "switched to target-only (decode batch 7 > threshold 5)", "cause": None}]},
+        "verify": {
+            "summary": "pass",
+            "layers": [
+                {
+                    "name": "configuration",
+                    "status": "pass",
+                    "evidence": "/server_info speculative_disable_batch_threshold=5",
+                    "cause": None,
+                },
+                {
+                    "name": "initialisation",
+                    "status": "pass",
+                    "evidence": "[TP0] Dynamic speculation disable enabled: threshold=5",
+                    "cause": None,
+                },
+                {
+                    "name": "runtime",
+                    "status": "pass",
+                    "evidence": "switched to target-only (decode batch 7 > threshold 5)",
+                    "cause": None,
+                },
+            ],
+        },
         "logs": {"total": 6, "dropped": 0, "truncated": 0, "path": "/tmp/x.log"},
     }
 
 
 SAMPLE_LINES = [
     "[2026-11-29 10:00:00] server_args=ServerArgs(speculative_disable_batch_threshold=5)",
-    "[2026-11-29 10:00:01 TP0] Dynamic speculation disable enabled: threshold=5, resume_at<=4, "
-     "min_dwell_steps=10",
-    "[2026-11-29 10:00:01 TP1] Dynamic speculation disable enabled: threshold=5, resume_at<=4, "
-     "min_dwell_steps=10",
+    "[2026-11-29 10:00:01 TP0] Dynamic speculation disable enabled: threshold=5, resume_at<=4, min_dwell_steps=10",
+    "[2026-11-29 10:00:01 TP1] Dynamic speculation disable enabled: threshold=5, resume_at<=4, min_dwell_steps=10",
     "[2026-11-29 10:00:02] The server is fired up and ready to roll!",
     "[2026-11-29 10:00:05 TP0] Decode batch, #running-req: 7, #token: 900, token usage: 0.12, "
-     "accept len: 2.80, accept rate: 0.45, cuda graph: True, gen throughput (token/s): 512.30, "
-     "#queue-req: 2",
-    "[2026-11-29 10:00:06 TP0] Dynamic speculation: switched to target-only (decode batch 7 > "
-     "threshold 5)",
+    "accept len: 2.80, accept rate: 0.45, cuda graph: True, gen throughput (token/s): 512.30, "
+    "#queue-req: 2",
+    "[2026-11-29 10:00:06 TP0] Dynamic speculation: switched to target-only (decode batch 7 > threshold 5)",
     "[2026-11-29 10:00:07 TP1] WARNING: something odd",
-    "[2026-11-29 10:00:08 TP0] Traceback (most recent call last):\n  File \"x.py\", line 1\n"
-     "ValueError: boom",
+    '[2026-11-29 10:00:08 TP0] Traceback (most recent call last):\n  File "x.py", line 1\nValueError: boom',
 ]
 
 
@@ -120,8 +177,13 @@ class FakeSession:
     async def set_threshold(self, n: object) -> OperationResult:
         self.calls.append(("set_threshold", n))
         self.snap["spec"]["threshold"] = n
-        self.snap["last_change"] = {"requested": n, "state": "applied", "detail": "", "ranks": [True],
-                                         "key": "speculative_disable_batch_threshold"}
+        self.snap["last_change"] = {
+            "requested": n,
+            "state": "applied",
+            "detail": "",
+            "ranks": [True],
+            "key": "speculative_disable_batch_threshold",
+        }
         self.publish("snapshot")
         return OperationResult.of_change("threshold", SettingChange.from_json(self.snap["last_change"]))
 
@@ -132,8 +194,7 @@ class FakeSession:
 
     async def set_setting(self, key: str, value: object) -> OperationResult:
         self.calls.append(("set_setting", key, value))
-        self.snap["last_change"] = {"requested": value, "state": "applied", "detail": "", "ranks": [True],
-                                         "key": key}
+        self.snap["last_change"] = {"requested": value, "state": "applied", "detail": "", "ranks": [True], "key": key}
         self.publish("snapshot")
         return OperationResult.of_change(key, SettingChange.from_json(self.snap["last_change"]))
 
@@ -166,7 +227,7 @@ class FakeSession:
 
     @property
     def polls(self) -> int:
-        return 1   # the fixed snapshot stands for one poll
+        return 1  # the fixed snapshot stands for one poll
 
     def poke(self) -> None:
         self.calls.append(("poke",))

@@ -1,6 +1,7 @@
 """Plain text of what a running (test) app shows: for assertions on the whole screen; and
 waiting (under Pilot) until the app shows something; what the real console writes to a
 pseudo-terminal."""
+
 from __future__ import annotations
 
 import os
@@ -46,6 +47,7 @@ async def answer_prompt(pilot, app, text: str) -> None:
     from textual.widgets import Input
 
     from console.screens.prompt import PromptScreen
+
     assert isinstance(app.screen, PromptScreen), app.screen
     app.screen.query_one(Input).value = text
     await pilot.press("enter")
@@ -66,8 +68,15 @@ def terminal_output(*args: str, seconds: float = 12.0) -> bytes:
     then stopped by its process group)."""
     master, slave = os.openpty()
     env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "console", *args], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, cwd=str(REPO), start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd=str(REPO),
+        start_new_session=True,
+    )
     os.close(slave)
     out = b""
     try:
@@ -76,7 +85,7 @@ def terminal_output(*args: str, seconds: float = 12.0) -> bytes:
             ready, _, _ = select.select([master], [], [], 0.5)
             if ready:
                 try:
-                    out += os.read(master, 1 << 16)[:1 << 20]
+                    out += os.read(master, 1 << 16)[: 1 << 20]
                 except OSError:
                     break
     finally:

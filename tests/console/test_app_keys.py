@@ -1,6 +1,7 @@
 """Keys, prompts, confirmations, help, palette and layout, over a fixed fake snapshot
 (the documented Session API); the same keys against the real server are in
 test_integration.py."""
+
 from __future__ import annotations
 
 import io
@@ -39,8 +40,7 @@ async def test_exact_threshold_prompt_validates(fake, make_app):
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("equals_sign")
         assert isinstance(app.screen, PromptScreen)
-        for bad, reason in (("abc", "must be an integer"), ("-3", "must be >= 0"),
-                            ("99999", "absurd")):
+        for bad, reason in (("abc", "must be an integer"), ("-3", "must be >= 0"), ("99999", "absurd")):
             app.screen.query_one(Input).value = bad
             await pilot.press("enter")
             await pilot.pause()
@@ -56,9 +56,9 @@ async def test_exact_threshold_prompt_validates(fake, make_app):
 
 async def test_refused_change_is_shown(fake, make_app):
     async def refuse(n):
-        fake.snap["last_change"] = {"requested": n, "state": "refused",
-                                         "detail": "server said no", "ranks": [False]}
+        fake.snap["last_change"] = {"requested": n, "state": "refused", "detail": "server said no", "ranks": [False]}
         return OperationResult.of_change("threshold", SettingChange.from_json(fake.snap["last_change"]))
+
     fake.set_threshold = refuse
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
@@ -87,8 +87,7 @@ async def test_force_cycles(fake, make_app):
         await pilot.pause()
         await pilot.press("F")
         await pilot.pause()
-        assert [c for c in fake.calls] == [("set_force", "speculative"), ("set_force", "target_only"),
-                                           ("set_force", "auto")]
+        assert [c for c in fake.calls] == [("set_force", "speculative"), ("set_force", "target_only"), ("set_force", "auto")]
 
 
 async def test_stop_and_restart_confirm_and_modal_blocks_keys(fake, make_app):
@@ -106,7 +105,7 @@ async def test_stop_and_restart_confirm_and_modal_blocks_keys(fake, make_app):
         await pilot.press("r")
         await pilot.press("enter")  # default answer is No
         await pilot.pause()
-        await pilot.press("r", "y", "s", "v")   # s: the fake's server is running, nothing to launch
+        await pilot.press("r", "y", "s", "v")  # s: the fake's server is running, nothing to launch
         await pilot.pause()
         assert fake.calls == [("stop",), ("restart",), ("verify",)]
 
@@ -209,9 +208,15 @@ async def test_verification_evidence_on_focus(fake, make_app):
 
 
 async def test_garbage_snapshot_does_not_crash(fake, make_app):
-    fake.snap = {"run": "nonsense", "spec": {"threshold": "x", "mode": 3}, "series": {"batch": [["a"]]},
-                 "switches": [None, 5, {"mode": None}], "gpus": {"available": True, "devices": [7]},
-                 "verify": {"layers": "no"}, "per_mode": []}
+    fake.snap = {
+        "run": "nonsense",
+        "spec": {"threshold": "x", "mode": 3},
+        "series": {"batch": [["a"]]},
+        "switches": [None, 5, {"mode": None}],
+        "gpus": {"available": True, "devices": [7]},
+        "verify": {"layers": "no"},
+        "per_mode": [],
+    }
     app = make_app()
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause()
@@ -240,8 +245,7 @@ def test_switch_logged_by_every_rank_shows_once():
     from console.widgets.timeline import merge_ranks
 
     sw = Switch("2026-11-29T10:00:01", "target_only", 7, 5)
-    rows = merge_ranks([replace(sw, rank="TP0"), replace(sw, rank="TP1"),
-                        replace(sw, ts="2026-11-29T10:00:09", rank="TP0")])
+    rows = merge_ranks([replace(sw, rank="TP0"), replace(sw, rank="TP1"), replace(sw, ts="2026-11-29T10:00:09", rank="TP0")])
     assert [r.rank for r in rows] == ["TP0,TP1", "TP0"]
 
 
@@ -266,11 +270,32 @@ async def test_unreachable_server_mode_is_marked_stale(fake, make_app):
 
 
 async def test_gpu_rows_with_nvml(fake, make_app):
-    fake.snap["gpus"] = {"available": True, "reason": None, "devices": [
-        {"index": 0, "name": "NVIDIA H200", "util": 97, "mem_used_mb": 120000, "mem_total_mb": 143771,
-         "power_w": 612.4, "temp_c": 71, "pids": [4243]},
-        {"index": 1, "name": "NVIDIA H200", "util": None, "mem_used_mb": None, "mem_total_mb": 143771,
-         "power_w": None, "temp_c": None, "pids": []}]}
+    fake.snap["gpus"] = {
+        "available": True,
+        "reason": None,
+        "devices": [
+            {
+                "index": 0,
+                "name": "NVIDIA H200",
+                "util": 97,
+                "mem_used_mb": 120000,
+                "mem_total_mb": 143771,
+                "power_w": 612.4,
+                "temp_c": 71,
+                "pids": [4243],
+            },
+            {
+                "index": 1,
+                "name": "NVIDIA H200",
+                "util": None,
+                "mem_used_mb": None,
+                "mem_total_mb": 143771,
+                "power_w": None,
+                "temp_c": None,
+                "pids": [],
+            },
+        ],
+    }
     app = make_app()
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause()

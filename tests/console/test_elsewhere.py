@@ -1,4 +1,5 @@
 """The console says so when another client changes N on its server."""
+
 from __future__ import annotations
 
 from console.app import SpecConsoleApp
@@ -16,7 +17,7 @@ async def test_the_screen_shows_a_change_another_client_made(sim_factory, tmp_pa
         await wait_for(pilot, lambda: "N=5" in screen_text(app), what="N=5")
         other = Control(sim.url)
         try:
-            assert (await other.set_threshold(8)).state == "applied"   # a client with no journal (curl-like)
+            assert (await other.set_threshold(8)).state == "applied"  # a client with no journal (curl-like)
         finally:
             await other.aclose()
         await wait_for(pilot, lambda: "N changed elsewhere: 5 -> 8" in screen_text(app), what="the change told")

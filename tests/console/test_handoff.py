@@ -6,6 +6,7 @@ until then; the next console takes supervision back and the supervise leaves.
 No step depends on how fast this machine is: while `status` is asked about the crash the
 handed-off supervise is SIGSTOPped (it cannot restart the run in between), and every wait
 is for a condition, with a deadline."""
+
 from __future__ import annotations
 
 import asyncio
@@ -38,31 +39,38 @@ async def test_quit_hands_supervision_over_and_the_next_console_takes_it_back(ma
     app = SpecConsoleApp(session, launch="auto")
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(pilot, lambda: "READY" in screen_text(app), timeout=60, what="READY")
-        await pilot.press("q", "enter")                     # leave it running
+        await pilot.press("q", "enter")  # leave it running
         await wait_for(pilot, lambda: app.return_code is not None, what="exit")
     rec = runs.load_record("ho")
     groups.add(rec.pgid)
     handed = hand_off(session, ["--profile", str(path), "--state-dir", str(state_dir)])
     assert handed is not None
     groups.add(handed.pid)
-    assert os.getsid(handed.pid) == handed.pid != os.getsid(0)          # its own session
+    assert os.getsid(handed.pid) == handed.pid != os.getsid(0)  # its own session
     sup_info = wait_until(lambda: (runs.load_record("ho") or rec).supervisor, what="the supervise in the record")
     assert sup_info["pid"] == handed.pid and sup_info["kind"] == "handoff"
     assert status(path)["supervisor"]["pid"] == handed.pid
 
-    os.kill(handed.pid, signal.SIGSTOP)            # the crash stays unrestarted while `status` is asked
+    os.kill(handed.pid, signal.SIGSTOP)  # the crash stays unrestarted while `status` is asked
     try:
-        os.killpg(rec.pgid, signal.SIGKILL)                               # a crash after the console left
-        crashed = wait_until(lambda: (lambda r: r if r["state"] == "crashed" and r["exit_code"] is not None
-                                      else None)(status(path)),   # the keeper writes the exit code
-                             timeout=60, what="status: crashed, with the exit code")
+        os.killpg(rec.pgid, signal.SIGKILL)  # a crash after the console left
+        crashed = wait_until(
+            lambda: (lambda r: r if r["state"] == "crashed" and r["exit_code"] is not None else None)(
+                status(path)
+            ),  # the keeper writes the exit code
+            timeout=60,
+            what="status: crashed, with the exit code",
+        )
         assert crashed["exit_code"] == -9 and crashed["supervisor"]["pid"] == handed.pid, crashed
         text = cli("status", "--profile", str(path)).stdout
         assert "run: crashed (exit -9, signal 9)" in text and "handed over by a console" in text, text
     finally:
         os.kill(handed.pid, signal.SIGCONT)
-    new = wait_until(lambda: (lambda r: r if r and r.pid != rec.pid and r.is_live() else None)(runs.load_record("ho")),
-                     timeout=60, what="the restart by the handed-off supervise")
+    new = wait_until(
+        lambda: (lambda r: r if r and r.pid != rec.pid and r.is_live() else None)(runs.load_record("ho")),
+        timeout=60,
+        what="the restart by the handed-off supervise",
+    )
     groups.add(new.pgid)
     assert new.restarts == 1
 
@@ -70,14 +78,21 @@ async def test_quit_hands_supervision_over_and_the_next_console_takes_it_back(ma
     app2 = SpecConsoleApp(session2, launch="auto")
     async with app2.run_test(size=(120, 30)) as pilot:
         await wait_for(pilot, lambda: session2.run.sup.supervising, timeout=60, what="the console supervising again")
-        await wait_for(pilot, lambda: not psutil.pid_exists(handed.pid)
-                       or psutil.Process(handed.pid).status() == "zombie", timeout=60, what="the handed-off supervise gone")
-        await wait_for(pilot, lambda: (runs.load_record("ho").supervisor or {}).get("kind") == "console",
-                       what="the console named in the record")
+        await wait_for(
+            pilot,
+            lambda: not psutil.pid_exists(handed.pid) or psutil.Process(handed.pid).status() == "zombie",
+            timeout=60,
+            what="the handed-off supervise gone",
+        )
+        await wait_for(
+            pilot,
+            lambda: (runs.load_record("ho").supervisor or {}).get("kind") == "console",
+            what="the console named in the record",
+        )
         assert (await asyncio.to_thread(status, path))["supervisor"]["kind"] == "console"
-        await pilot.press("q", "s")                                        # stop
+        await pilot.press("q", "s")  # stop
         await wait_for(pilot, lambda: app2.return_code is not None, timeout=60, what="exit")
-    assert hand_off(session2, ["--profile", str(path)]) is None           # stopped: nothing to hand over
+    assert hand_off(session2, ["--profile", str(path)]) is None  # stopped: nothing to hand over
     assert "detached; server left running" in handed.log_path.read_text()
     deadline = time.monotonic() + 30
     while new.is_live() and time.monotonic() < deadline:

@@ -3,6 +3,7 @@ kill-session` (the terminal goes away, the console gets SIGHUP) hands the run to
 `specconsole supervise`, as `q` then Enter does; before, the console died and `status` said
 "supervisor: none". Real tmux, the real demo, the run record read from disk; everything
 started is stopped by the pids and groups recorded (the simulator's group, the supervise)."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,13 @@ pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240)]
 
 
 def demo_status(t: Term) -> dict:
-    r = subprocess.run([sys.executable, "-m", "console", "status", "--demo", "--state-dir", str(t.state / "demo"),
-                        "--json"], env=t.env, timeout=60, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "console", "status", "--demo", "--state-dir", str(t.state / "demo"), "--json"],
+        env=t.env,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(r.stdout)
 
 
@@ -36,7 +42,7 @@ def test_kill_session_hands_the_run_to_a_detached_supervise(tmp_path):
         t.wait(lambda s: "READY" in s and "N=5" in s, what="READY and N=5")
         rec = runs.load_record("demo", t.state / "demo")
         assert rec is not None and rec.is_live()
-        t.tmux("kill-session", "-t", "t", check=True)          # the terminal goes away: SIGHUP
+        t.tmux("kill-session", "-t", "t", check=True)  # the terminal goes away: SIGHUP
         deadline = time.monotonic() + 45
         who = None
         while time.monotonic() < deadline:
@@ -45,14 +51,18 @@ def test_kill_session_hands_the_run_to_a_detached_supervise(tmp_path):
             if who and who.get("kind") == "handoff":
                 break
             time.sleep(0.3)
-        assert who and who.get("kind") == "handoff", who       # before: no supervisor at all
+        assert who and who.get("kind") == "handoff", who  # before: no supervisor at all
         sup_pid = who["pid"]
-        assert psutil.pid_exists(sup_pid) and rec.is_live()    # the server runs on, supervised
+        assert psutil.pid_exists(sup_pid) and rec.is_live()  # the server runs on, supervised
         st = demo_status(t)
         assert st["run"]["supervisor"]["pid"] == sup_pid and st["run"]["supervisor"]["kind"] == "handoff"
     finally:
-        subprocess.run([sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
-                       env=t.env, timeout=60, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
+            env=t.env,
+            timeout=60,
+            capture_output=True,
+        )
         t.close()
         if sup_pid:
             try:

@@ -1,5 +1,6 @@
 """The console's header and panels show a hostile server's /server_info fields and log
 lines (CSI, OSC title / OSC 52 / OSC 8, DCS, C1) as their visible text only."""
+
 from __future__ import annotations
 
 from console.app import SpecConsoleApp

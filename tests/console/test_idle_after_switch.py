@@ -10,6 +10,7 @@ attached through an idle longer than the runtime layer's grace: runtime pending,
 failed, the badge says the server is idle, and `specconsole verify` (a separate process)
 says the same. One more request at concurrency 1 brings speculation back: runtime passes.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,7 @@ IDLE_EVIDENCE = "idle since the switch; judged at the next decode step"
 
 @pytest.fixture
 def sim(tmp_path):
-    handle = start_sim(tmp_path, "--decode-log-interval", "1", tp=1, threshold=2, time_scale=1.0,
-                       lifetime=170)
+    handle = start_sim(tmp_path, "--decode-log-interval", "1", tp=1, threshold=2, time_scale=1.0, lifetime=170)
     try:
         yield handle.wait_ready()
     finally:
@@ -59,8 +59,15 @@ def runtime(result: dict) -> dict:
 
 def verify_command(url: str, log_path) -> tuple[int, dict]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    res = subprocess.run([sys.executable, "-m", "console", "verify", "--url", url, "--log", str(log_path), "--json"],
-                         env=env, cwd=str(REPO_ROOT), capture_output=True, text=True, timeout=60, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "console", "verify", "--url", url, "--log", str(log_path), "--json"],
+        env=env,
+        cwd=str(REPO_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     return res.returncode, json.loads(res.stdout)
 
 
@@ -80,8 +87,11 @@ async def test_idle_after_a_batched_burst_is_pending_then_passes(sim):
         assert "Prefill batch, #new-seq: 6," in burst, burst[:2000]
         assert "switched to target-only (decode batch 6 > threshold 2)" in burst
         assert set(decode_batches(burst)) == {6}, decode_batches(burst)  # 6 -> 0: never 1..5
-        await wait_for(pilot, lambda: app.snapshot.to_json()["live"]["batch"] == 0 and app.snapshot.to_json()["spec"]["mode"] == "target_only",
-                       "the console to see the idle target-only server")
+        await wait_for(
+            pilot,
+            lambda: app.snapshot.to_json()["live"]["batch"] == 0 and app.snapshot.to_json()["spec"]["mode"] == "target_only",
+            "the console to see the idle target-only server",
+        )
         await pilot.pause(IDLE_S)
 
         layer = runtime(app.snapshot.to_json()["verify"])

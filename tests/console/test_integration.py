@@ -2,6 +2,7 @@
 NVML edge in one test): keys change the threshold on the server and the read-back shows;
 filter, search and follow on the live log; verification reaches three passes; quitting
 leaves the server running (then this test stops it by its process group)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +28,9 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    handle = start_sim(tmp_path_factory.mktemp("sim"), "--decode-log-interval", "5",
-                       traffic="wave:12:20", time_scale=10, lifetime=300)
+    handle = start_sim(
+        tmp_path_factory.mktemp("sim"), "--decode-log-interval", "5", traffic="wave:12:20", time_scale=10, lifetime=300
+    )
     try:
         handle.wait_ready()
         yield handle
@@ -42,8 +44,7 @@ def server_thresholds(url: str) -> list[int]:
 
 
 def set_server_threshold(url: str, n: int) -> None:
-    httpx.post(url + "/set_internal_state", json={"server_args": {"speculative_disable_batch_threshold": n}},
-               timeout=5)
+    httpx.post(url + "/set_internal_state", json={"server_args": {"speculative_disable_batch_threshold": n}}, timeout=5)
 
 
 def attached(sim, **kw) -> SpecConsoleApp:
@@ -84,16 +85,19 @@ async def test_threshold_keys_reach_every_rank_and_read_back(sim):
 async def test_verification_reaches_three_passes_and_switches_show(sim):
     app = attached(sim)
     async with app.run_test(size=(200, 60)) as pilot:
-        await wait_for(pilot, lambda: "verify \u2713\u2713\u2713 pass" in screen_text(app), timeout=60,
-                       what="three passes")
+        await wait_for(pilot, lambda: "verify \u2713\u2713\u2713 pass" in screen_text(app), timeout=60, what="three passes")
         # a timeline row (time, mode, batch): the per-mode line names both modes even with
         # no switch, so the words alone prove nothing
         row = re.compile(r"\d\d:\d\d:\d\d +(target-only|speculative) +\d+ ")
-        await wait_for(pilot, lambda: row.search(screen_text(app)) and "no switch yet" not in screen_text(app),
-                       what="switches in the timeline")
+        await wait_for(
+            pilot,
+            lambda: row.search(screen_text(app)) and "no switch yet" not in screen_text(app),
+            what="switches in the timeline",
+        )
         await pilot.press("v")
-        await wait_for(pilot, lambda: "verification: pass" in [n.message for n in app._notifications],
-                       what="re-run verification toast")
+        await wait_for(
+            pilot, lambda: "verification: pass" in [n.message for n in app._notifications], what="re-run verification toast"
+        )
         await app.session.close()
 
 
@@ -101,8 +105,7 @@ async def test_filter_search_follow_on_the_live_log(sim):
     app = attached(sim)
     async with app.run_test(size=(120, 30)) as pilot:
         view = app.log_view
-        await wait_for(pilot, lambda: any(r.kind == "spec_switch" for r in view.shown_records()),
-                       what="a switch line")
+        await wait_for(pilot, lambda: any(r.kind == "spec_switch" for r in view.shown_records()), what="a switch line")
         await pilot.press("slash")
         app.screen.query_one(Input).value = "switched to"
         await pilot.press("enter")
@@ -157,8 +160,7 @@ async def test_quit_leaves_server_running_and_next_console_adopts(tmp_path):
         assert rec is not None and rec.is_live(), "the server must outlive the console"
         assert "left running" in app.farewell
         # a second console adopts the same run (no second launch), quits and stops it
-        app2 = SpecConsoleApp(Session.for_profile(profile, state_dir=state, poll_interval_s=0.25),
-                              launch="auto")
+        app2 = SpecConsoleApp(Session.for_profile(profile, state_dir=state, poll_interval_s=0.25), launch="auto")
         async with app2.run_test(size=(120, 30)) as pilot:
             await wait_for(pilot, lambda: f"pid {rec.pid}" in screen_text(app2), timeout=30, what="adopted")
             await pilot.press("q", "s")  # stop

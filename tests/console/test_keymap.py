@@ -1,4 +1,5 @@
 """A user keymap in the preferences rebinds actions by their binding ids (issue 18 item 7)."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,7 @@ def write_prefs(tmp_path, monkeypatch, data: dict):
 
 
 async def test_the_keymap_rebinds_an_action_and_names_a_bad_entry(fake, tmp_path, monkeypatch):
-    path = write_prefs(tmp_path, monkeypatch, {"keymap": {"threshold_up": "u", "no_such_action": "z",
-                                                          "threshold_down": ""}})
+    path = write_prefs(tmp_path, monkeypatch, {"keymap": {"threshold_up": "u", "no_such_action": "z", "threshold_down": ""}})
     app = SpecConsoleApp(fake, remember_theme=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -26,7 +26,7 @@ async def test_the_keymap_rebinds_an_action_and_names_a_bad_entry(fake, tmp_path
         text = toasts(app)
         assert f"{path}: keymap.no_such_action: no such action" in text
         assert "keymap.threshold_down: keys must be a non-empty string" in text
-        await pilot.press("minus")   # the entry left out keeps its own keys
+        await pilot.press("minus")  # the entry left out keeps its own keys
         await wait_for(pilot, lambda: ("set_threshold", 5) in fake.calls, "N-1 from its own key", timeout=10)
 
 

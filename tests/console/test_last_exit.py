@@ -2,6 +2,7 @@
 then only "restarts 1" remained. Now the header keeps the last exit (code, signal, when)
 after the restart, and the log view holds the crash and the restart as the console's own
 lines. Real Session and supervisor over a real simulator, the real app under Pilot."""
+
 from __future__ import annotations
 
 import os
@@ -23,11 +24,15 @@ async def test_the_last_exit_stays_in_the_header_and_the_log(make_profile, group
         await wait_for(pilot, lambda: "READY" in screen_text(app), timeout=60, what="READY")
         rec = runs.load_record("lx")
         groups.add(rec.pgid)
-        os.kill(rec.pid, signal.SIGKILL)                         # a crash
-        await wait_for(pilot, lambda: "restarts 1" in screen_text(app) and "READY" in screen_text(app),
-                       timeout=60, what="restarted and READY")
+        os.kill(rec.pid, signal.SIGKILL)  # a crash
+        await wait_for(
+            pilot,
+            lambda: "restarts 1" in screen_text(app) and "READY" in screen_text(app),
+            timeout=60,
+            what="restarted and READY",
+        )
         groups.add(runs.load_record("lx").pgid)
-        await pilot.pause(2.0)                                   # before: the reason was gone by now
+        await pilot.pause(2.0)  # before: the reason was gone by now
         second = screen_text(app).splitlines()[1]
         assert "last exit -9 SIGKILL" in second and f"(pid {rec.pid})" in second, second
         assert len(second.rstrip()) <= 120

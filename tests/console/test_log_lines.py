@@ -2,6 +2,7 @@
 yank (`y`), and marks that stay readable: the current match on the init line (black on
 green) in colour and under NO_COLOR (issue 23 item 8). Real app under Pilot, a real
 LogStore fed through the fake session."""
+
 from __future__ import annotations
 
 from rich.color import Color
@@ -62,9 +63,9 @@ async def test_goto_line_marks_it_and_y_copies_it(fake, make_app):
         await answer(pilot, app, "abc")
         assert "line number" in screen_text(app), "a bad answer keeps the prompt open with the reason"
         await pilot.press("escape")
-        await pilot.press("escape")                    # esc clears the mark
+        await pilot.press("escape")  # esc clears the mark
         assert view.mark is None
-        await pilot.press("y")                         # no current line: the screen is copied
+        await pilot.press("y")  # no current line: the screen is copied
         assert app.clipboard.count("\n") >= 20 and "tick line" in app.clipboard
         await pilot.press("number_sign")
         assert not view.numbers
@@ -75,8 +76,10 @@ def contrast(fg: Color, bg: Color) -> float:
         def ch(byte: int) -> float:
             v = byte / 255
             return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
         t = c.get_truecolor()
         return 0.2126 * ch(t.red) + 0.7152 * ch(t.green) + 0.0722 * ch(t.blue)
+
     a, b = sorted((lum(fg), lum(bg)), reverse=True)
     return (a + 0.05) / (b + 0.05)
 
@@ -94,8 +97,11 @@ async def test_current_match_on_the_init_line_is_readable(fake, make_app):
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         strip = await current_init_row(pilot, app)
-        worst = min(contrast(seg.style.color, seg.style.bgcolor) for seg in strip
-                    if seg.text.strip() and seg.style and seg.style.color and seg.style.bgcolor)
+        worst = min(
+            contrast(seg.style.color, seg.style.bgcolor)
+            for seg in strip
+            if seg.text.strip() and seg.style and seg.style.color and seg.style.bgcolor
+        )
         assert worst >= 4.5, f"a part of the current init line has contrast {worst:.2f}"
 
 
@@ -105,7 +111,7 @@ async def test_current_match_is_marked_under_no_color(fake, make_app, monkeypatc
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.no_color
         strip = await current_init_row(pilot, app)
-        segments = NoColor().apply(list(strip), None)   # what Textual sends under NO_COLOR
+        segments = NoColor().apply(list(strip), None)  # what Textual sends under NO_COLOR
         hit = [s for s in segments if "speculation disable" in s.text]
         rest = [s for s in segments if s.text.strip() and "speculation disable" not in s.text]
         assert hit and all(s.style.reverse for s in hit), "the current match must stand out without colour"

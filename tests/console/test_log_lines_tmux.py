@@ -3,6 +3,7 @@ item 8): `specconsole demo` in tmux at 120x40, TERM=xterm, NO_COLOR=1; `:` 1 mar
 log's first line (numbers on, `▶`); the current search match is in reverse video (with every
 colour dropped, the old marks were invisible). Stops what it started: `q` then `s` stops the
 simulator, and the finally stops it by its run record's pgid if it is still there."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,11 @@ from server_control.state import runs
 from tests.support.sim import free_port
 from tests.support.tmux import Term
 
-pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240),
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+]
 
 
 def test_goto_line_and_the_current_match_under_no_color(tmp_path):
@@ -51,8 +55,12 @@ def test_goto_line_and_the_current_match_under_no_color(tmp_path):
         t.keys("s")
         t.wait(lambda s: rec is not None and not rec.is_live(), timeout=60, what="the demo stopped")
     finally:
-        subprocess.run([sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
-                       env=t.env, timeout=60, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
+            env=t.env,
+            timeout=60,
+            capture_output=True,
+        )
         t.close()
         if rec is not None and rec.is_live():
             try:

@@ -1,5 +1,6 @@
 """Log view behaviour (follow, filter, search, quick filters, wrap, save) over a real
 LogStore fed deterministic lines through a fake session (widget tests only)."""
+
 from __future__ import annotations
 
 from textual.widgets import Input, Label
@@ -89,9 +90,13 @@ async def test_filter_invert_and_bad_regex(fake, make_app):
 async def test_search_highlights_and_jumps_keeping_context(fake, make_app):
     app = make_app()
     async with app.run_test(size=(100, 24)) as pilot:
-        fake.add_lines(lines(100, word="alpha") + ["[2026-11-29 10:00:01 TP0] NEEDLE one"]
-                       + lines(100, 100, word="beta") + ["[2026-11-29 10:00:02 TP1] NEEDLE two"]
-                       + lines(100, 200, word="gamma"))
+        fake.add_lines(
+            lines(100, word="alpha")
+            + ["[2026-11-29 10:00:01 TP0] NEEDLE one"]
+            + lines(100, 100, word="beta")
+            + ["[2026-11-29 10:00:02 TP1] NEEDLE two"]
+            + lines(100, 200, word="gamma")
+        )
         await settle(pilot, app)
         view = app.log_view
         view.jump_home()
@@ -158,8 +163,7 @@ async def test_quick_filters_wrap_and_save(fake, make_app, tmp_path):
 async def test_ansi_stripped_long_lines_capped_and_highlighted(fake, make_app):
     app = make_app()
     async with app.run_test(size=(100, 24)) as pilot:
-        fake.add_lines(["[2026-11-29 10:00:09] \x1b[31mred words\x1b[0m here",
-                        "[2026-11-29 10:00:10] " + "y" * 5000])
+        fake.add_lines(["[2026-11-29 10:00:09] \x1b[31mred words\x1b[0m here", "[2026-11-29 10:00:10] " + "y" * 5000])
         await settle(pilot, app)
         text = screen_text(app)
         assert "red words here" in text and "\x1b" not in text
@@ -168,6 +172,7 @@ async def test_ansi_stripped_long_lines_capped_and_highlighted(fake, make_app):
         assert fake.store.truncated == 1 and "1 long line cut for display" in text
         # the init line gets its own strong style, distinct from switch/warning lines
         from console.widgets.log.format import KIND_STYLES, style_for
+
         init = next(r for r in view.shown_records() if r.kind == "spec_init")
         assert style_for(init) == KIND_STYLES["spec_init"]
         assert len({str(KIND_STYLES[k]) for k in ("spec_init", "spec_switch", "error", "warning")}) == 4
@@ -177,6 +182,7 @@ async def test_not_active_line_is_white_on_red_on_screen(fake, make_app):
     """The patch's NOT active line is classified an error; its own loudest style must still
     win over the plain error style (it never applied while only "other" lines were checked)."""
     from console.widgets.log.format import KIND_STYLES, NOT_ACTIVE_STYLE, style_for
+
     line = "[2026-11-29 10:00:11 TP0] Dynamic speculation disable NOT active: worker class EAGLEWorker has no hook"
     app = make_app()
     async with app.run_test(size=(120, 24)) as pilot:

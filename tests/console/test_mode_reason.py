@@ -1,6 +1,7 @@
 """Why the server is in its mode (issue 23 item 7): the sentence from the patch's own rule
 (target-only above N, back at the low mark, the dwell), and the line under the status bar.
 The rule is checked against the real decision (protocol/decision.py) on both sides of the band."""
+
 from __future__ import annotations
 
 from server_control.model.mode_reason import mode_reason
@@ -16,16 +17,13 @@ def spec(**kw):
 
 
 def test_the_sentences():
-    assert mode_reason(spec(), 9) == ("target-only: batch 9 > N=5; back to speculative at <= 4 "
-                                      "(after >= 10 steps in a mode)")
+    assert mode_reason(spec(), 9) == ("target-only: batch 9 > N=5; back to speculative at <= 4 (after >= 10 steps in a mode)")
     assert mode_reason(spec(min_dwell_steps=0), 5) == "target-only: batch 5 <= N=5; back to speculative at <= 4"
     assert mode_reason(spec(min_dwell_steps=0), 3).startswith("target-only: batch 3 <= 4: back to speculative")
-    assert mode_reason(spec(mode="speculative", min_dwell_steps=0), 3) == \
-        "speculative: batch 3 <= N=5; target-only above 5"
+    assert mode_reason(spec(mode="speculative", min_dwell_steps=0), 3) == "speculative: batch 3 <= N=5; target-only above 5"
     assert mode_reason(spec(mode="speculative", min_dwell_steps=0), 8).startswith("speculative: batch 8 > N=5")
     assert mode_reason(spec(force="target_only"), 1) == "target-only: forced (F cycles back to auto)"
-    assert mode_reason(spec(threshold=0, mode="speculative"), 30) == \
-        "speculative: N=0, speculation is never turned off"
+    assert mode_reason(spec(threshold=0, mode="speculative"), 30) == "speculative: N=0, speculation is never turned off"
     assert mode_reason(spec(mode=None), 3) == ""
 
 
@@ -36,8 +34,7 @@ def test_the_band_is_the_rule_the_patch_runs():
             for mode in (SPECULATIVE, TARGET_ONLY):
                 d = SpecSwitch(threshold=5, hysteresis=hysteresis, min_dwell_steps=0)
                 d.mode = mode
-                said = mode_reason(spec(mode=mode, hysteresis=hysteresis, low_mark=d.low_mark, min_dwell_steps=0),
-                                   batch)
+                said = mode_reason(spec(mode=mode, hysteresis=hysteresis, low_mark=d.low_mark, min_dwell_steps=0), batch)
                 d.decide(batch)
                 switches = "at the next step" in said
                 assert switches == (d.mode != mode), (said, d.mode)

@@ -1,4 +1,5 @@
 """Readability at 80x24: what the operator sees in a small terminal is complete."""
+
 from __future__ import annotations
 
 from console.widgets.live_panel import batch_chart
@@ -69,7 +70,6 @@ async def test_timeline_rows_readable_at_80x24_and_200x60(make_app):
         text = screen_text(app)
         assert "speculative 60% time, 301 tok/s  target-only 40% time, 702 tok/s" in text, text
         assert "10:02:15" in text and "TP0" in text
-
 
 
 def test_no_dead_top_level_names_in_the_console():

@@ -1,6 +1,7 @@
 """Issue 14, the operator's screen: each item's behaviour on the real app driven by its
 Pilot over the fake session (the same behaviour against the real simulator in tmux is in
 test_operator_tmux.py). Every test here failed before the change it guards."""
+
 from __future__ import annotations
 
 import time
@@ -47,6 +48,7 @@ async def test_unreachable_server_greys_stale_data_with_its_age():
     snap["live"]["ts"] = time.time() - 12
     app_fake = FakeSession(snap)
     from console.app import SpecConsoleApp
+
     app = SpecConsoleApp(app_fake)
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause()
@@ -55,16 +57,18 @@ async def test_unreachable_server_greys_stale_data_with_its_age():
         assert "last sample 12 s ago" in text or "last sample 13 s ago" in text
 
 
-
 async def test_the_log_says_where_the_server_stopped_answering_and_no_quick_filter_hides_it(make_app, fake):
-    fake.store.add_console_line("\u2500\u2500 specconsole 10:00:09: the server stopped answering (connection refused) \u2500\u2500")
+    fake.store.add_console_line(
+        "\u2500\u2500 specconsole 10:00:09: the server stopped answering (connection refused) \u2500\u2500"
+    )
     app = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await settle_log(pilot, app)
         assert "the server stopped answering" in screen_text(app)
-        await pilot.press("e")          # errors only: the console's own line stays as context
+        await pilot.press("e")  # errors only: the console's own line stays as context
         await settle_log(pilot, app)
         assert "the server stopped answering" in screen_text(app) and "Decode batch" not in screen_text(app)
+
 
 # ---- 7. s on a running server ---------------------------------------------------------
 async def test_start_on_a_running_server_says_it_is_running(make_app, fake):
@@ -101,8 +105,9 @@ async def test_restart_dialog_says_what_happens_to_runtime_settings(make_app, fa
 
 # ---- 10. forced switches ----------------------------------------------------------------------
 async def test_forced_switch_rows_are_marked(make_app, fake):
-    fake.snap["switches"].append({"ts": "2026-11-29T10:03:00", "mode": "speculative", "batch": None,
-                                  "threshold": None, "rank": "TP0", "forced": True})
+    fake.snap["switches"].append(
+        {"ts": "2026-11-29T10:03:00", "mode": "speculative", "batch": None, "threshold": None, "rank": "TP0", "forced": True}
+    )
     app = make_app()
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause()
@@ -115,6 +120,7 @@ async def test_attached_footer_offers_no_start_stop_restart():
     snap = FakeSession().snap
     snap["attached"] = True
     from console.app import SpecConsoleApp
+
     app = SpecConsoleApp(FakeSession(snap))
     async with app.run_test(size=(200, 40)) as pilot:
         await pilot.pause()
@@ -125,9 +131,18 @@ async def test_attached_footer_offers_no_start_stop_restart():
 # ---- 5. flapping: the rate, the warning, one key applies the suggestion -------------------
 async def test_flapping_is_said_with_a_suggestion_and_h_applies_it(make_app, fake):
     fake.snap["spec"]["switch_rate"] = {
-        "per_min": 10.0, "count": 20, "window_s": 120.0, "flapping": True,
-        "suggestion": {"key": "speculative_disable_hysteresis", "name": "hysteresis", "value": 2, "current": 1,
-                       "effect": "resume speculating at batch <= 3 instead of <= 4"}}
+        "per_min": 10.0,
+        "count": 20,
+        "window_s": 120.0,
+        "flapping": True,
+        "suggestion": {
+            "key": "speculative_disable_hysteresis",
+            "name": "hysteresis",
+            "value": 2,
+            "current": 1,
+            "effect": "resume speculating at batch <= 3 instead of <= 4",
+        },
+    }
     app = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause()
@@ -155,8 +170,8 @@ def test_target_only_bars_are_hatched_speculative_bars_solid():
 
     rows = [r.plain for r in batch_chart([8.0, 8.0], 5, 2, 4, modes=[0, 1])]
     bodies = "".join(r[-2:] for r in rows)
-    assert "\u2588" in bodies[0::2] and HATCH not in bodies[0::2]      # speculative: solid
-    assert HATCH in bodies[1::2] and "\u2588" not in bodies[1::2]       # target-only: hatched
+    assert "\u2588" in bodies[0::2] and HATCH not in bodies[0::2]  # speculative: solid
+    assert HATCH in bodies[1::2] and "\u2588" not in bodies[1::2]  # target-only: hatched
 
 
 # ---- 12. layout: a time axis, the GPU panel in one row without NVML ---------------------------
@@ -170,7 +185,7 @@ async def test_chart_has_a_time_axis_and_gpus_take_one_row_without_nvml(make_app
         assert len(gpu) == 1 and gpu[0].lstrip().startswith("GPUs N/A")
         assert app.query_one("#gpus").outer_size.height == 1
         live, verify = app.query_one("#live").size.width, app.query_one("#verify").size.width
-        assert live >= 50 and live > verify   # was 32 and 56 at 120 columns
+        assert live >= 50 and live > verify  # was 32 and 56 at 120 columns
 
 
 # ---- 13. palette, theme, footer -------------------------------------------------------------
@@ -188,6 +203,7 @@ async def test_palette_has_one_quit_and_a_screenshot_into_home(make_app, fake, t
 
 async def test_theme_is_remembered(fake, tmp_path, monkeypatch):
     from console.app import SpecConsoleApp
+
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path / "state"))
     app = SpecConsoleApp(fake, remember_theme=True)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -203,8 +219,8 @@ async def test_footer_never_cuts_a_key_in_the_middle(make_app, fake):
     app = make_app()
     for size in ((80, 24), (120, 40)):
         async with app.run_test(size=size) as pilot:
-            await wait_for(pilot, lambda: screen_text(pilot.app).splitlines()[-1].strip(), "the footer")   # slow under load
-            await pilot.pause(0.3)   # then its fit to the width
+            await wait_for(pilot, lambda: screen_text(pilot.app).splitlines()[-1].strip(), "the footer")  # slow under load
+            await pilot.pause(0.3)  # then its fit to the width
             footer = screen_text(app).splitlines()[-1]
             left = footer.split("\u258f")[0].rstrip()
             assert left.endswith(("Start", "Stop", "Restart", "Verify", "Follow", "Filter", "Search", "Force")), footer

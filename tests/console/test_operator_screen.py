@@ -1,6 +1,7 @@
 """Issue 14, the operator's screen: each item's behaviour on the real app driven by its
 Pilot over the fake session (the same behaviour against the real simulator in tmux is in
 test_operator_tmux.py). Every test here failed before the change it guards."""
+
 from __future__ import annotations
 
 from textual.widgets import Input
@@ -11,8 +12,10 @@ POLLS = ['INFO:     127.0.0.1:45580 - "GET /server_info HTTP/1.1" 200 OK' for _ 
     'INFO:     127.0.0.1:45580 - "GET /v1/loads?include=core,memory,spec HTTP/1.1" 200 OK',
     'INFO:     127.0.0.1:45566 - "GET /health HTTP/1.1" 200 OK',
 ]
-NEWS = ['INFO:     127.0.0.1:45566 - "GET /health HTTP/1.1" 503 Service Unavailable',
-        'INFO:     127.0.0.1:45678 - "POST /generate HTTP/1.1" 200 OK']
+NEWS = [
+    'INFO:     127.0.0.1:45566 - "GET /health HTTP/1.1" 503 Service Unavailable',
+    'INFO:     127.0.0.1:45678 - "POST /generate HTTP/1.1" 200 OK',
+]
 
 
 # ---- 1. polling access lines hidden, counted, one key shows them -----------------------
@@ -33,8 +36,12 @@ async def test_polling_lines_hidden_by_default_counted_and_shown_by_a_key(make_a
 
 # ---- 4. switches are not errors; every TP rank's copy folds into one row ---------------------
 async def test_switch_lines_fold_across_tp_ranks_and_t_unfolds(make_app, fake):
-    fake.add_lines([f"[2026-11-29 10:00:30 TP{i}] Dynamic speculation: switched to speculative "
-                    f"(decode batch 3 <= 4, threshold 5)" for i in range(4)])
+    fake.add_lines(
+        [
+            f"[2026-11-29 10:00:30 TP{i}] Dynamic speculation: switched to speculative (decode batch 3 <= 4, threshold 5)"
+            for i in range(4)
+        ]
+    )
     app = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await settle_log(pilot, app)
@@ -54,8 +61,10 @@ def test_a_switch_is_not_styled_like_an_error_and_not_active_is_loudest():
     switch, error, not_active = parse_text(
         "[2026-11-29 10:00:06 TP0] Dynamic speculation: switched to target-only (decode batch 7 > threshold 5)\n"
         "[2026-11-29 10:00:07 TP0] ERROR: CUDA out of memory\n"
-        "[2026-11-29 10:00:08 TP0] Dynamic speculation disable NOT active: no draft worker\n")
+        "[2026-11-29 10:00:08 TP0] Dynamic speculation disable NOT active: no draft worker\n"
+    )
     from console.widgets.log.format import style_for
+
     assert style_for(switch).color != style_for(error).color and not style_for(switch).color.name.endswith("red")
     assert style_for(not_active) == NOT_ACTIVE_STYLE and NOT_ACTIVE_STYLE.bgcolor is not None
     assert KIND_STYLES["error"].bold and "red" in KIND_STYLES["error"].color.name
@@ -79,7 +88,7 @@ async def test_search_starts_at_the_nearest_match_and_shows_its_position(make_ap
     fake.add_lines([f"[2026-11-29 10:00:00 TP0] {'NEEDLE' if i % 30 == 0 else 'hay'} {i}" for i in range(300)])
     app = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
-        await settle_log(pilot, app)                     # following: the view is at the end
+        await settle_log(pilot, app)  # following: the view is at the end
         await pilot.press("ctrl+f")
         await answer_prompt(pilot, app, "NEEDLE")
         text = screen_text(app)

@@ -2,6 +2,7 @@
 colours), keys by send-keys, the screen by capture-pane. One demo for all the checks (CI
 time); stops what it started: the tmux server on its own socket, the simulator by the
 pgid of its run record."""
+
 from __future__ import annotations
 
 import os
@@ -18,12 +19,13 @@ import pytest
 from server_control.state import runs
 from tests.support.tmux import Term
 
-pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240),
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+]
 REPO = Path(__file__).resolve().parents[2]
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
-
-
 
 
 def test_operator_screen_in_a_16_colour_terminal(tmp_path):
@@ -54,7 +56,7 @@ def test_operator_screen_in_a_16_colour_terminal(tmp_path):
             t.keys("-", literal=True)
             time.sleep(0.3)
         text = t.wait(lambda s: "N=1 applied" in s, what="N=1 applied")
-        assert "N=0" not in text.splitlines()[0] and "stops at 1" in text   # the header, the toast
+        assert "N=0" not in text.splitlines()[0] and "stops at 1" in text  # the header, the toast
         # 7: k moves, never filters
         t.keys("k")
         time.sleep(0.5)
@@ -70,8 +72,12 @@ def test_operator_screen_in_a_16_colour_terminal(tmp_path):
     finally:
         # what Enter left running: the simulator (stopped as an operator would) and the
         # detached supervise it was handed to (stopped by the pid it printed)
-        subprocess.run([sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
-                       env=t.env, timeout=60, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
+            env=t.env,
+            timeout=60,
+            capture_output=True,
+        )
         t.close()
         for pid in [supervise] if supervise else []:
             try:

@@ -1,4 +1,5 @@
 """Folding the same event logged by every TP rank (pure part of the log view's `t`)."""
+
 from __future__ import annotations
 
 from console.widgets.log.rank_fold import RankFolder, rank_label, relabel, split_rank
@@ -13,8 +14,10 @@ def records(lines):
 
 
 def test_every_rank_of_a_switch_folds_into_the_first():
-    lines = [f"[2026-11-29 10:00:06 TP{i}] Dynamic speculation: switched to target-only (decode batch 9 > threshold 5)"
-             for i in range(8)]
+    lines = [
+        f"[2026-11-29 10:00:06 TP{i}] Dynamic speculation: switched to target-only (decode batch 9 > threshold 5)"
+        for i in range(8)
+    ]
     lines.insert(3, "[2026-11-29 10:00:06 TP0] Decode batch, #running-req: 9, #token: 1, gen throughput (token/s): 5.0")
     folder = RankFolder()
     shown = [r for r in records(lines) if folder.fold(r) is None]
@@ -24,18 +27,22 @@ def test_every_rank_of_a_switch_folds_into_the_first():
 
 
 def test_ranks_straddling_a_second_boundary_fold():
-    lines = ["[2026-11-29 10:00:58 TP1] Dynamic speculation disable enabled: threshold=5, resume_at<=4",
-             "[2026-11-29 10:00:59 TP0] Dynamic speculation disable enabled: threshold=5, resume_at<=4"]
+    lines = [
+        "[2026-11-29 10:00:58 TP1] Dynamic speculation disable enabled: threshold=5, resume_at<=4",
+        "[2026-11-29 10:00:59 TP0] Dynamic speculation disable enabled: threshold=5, resume_at<=4",
+    ]
     folder = RankFolder()
     assert [folder.fold(r) for r in records(lines)] == [None, 1] and folder.label(1) == "TP0,1"
 
 
 def test_different_seconds_groups_or_messages_do_not_fold():
-    lines = ["[2026-11-29 10:00:06 DP0 TP0] Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)",
-             "[2026-11-29 10:00:06 DP1 TP1] Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)",  # DP group
-             "[2026-11-29 10:00:08 DP0 TP2] Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)",  # later
-             "[2026-11-29 10:00:08 DP0 TP3] Dynamic speculation: threshold changed 8 -> 9 (resume_at<=8)",  # text
-             "[2026-11-29 10:00:08 DP0 TP2] Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)"]  # same rank
+    lines = [
+        "[2026-11-29 10:00:06 DP0 TP0] Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)",
+        "[2026-11-29 10:00:06 DP1 TP1] Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)",  # DP group
+        "[2026-11-29 10:00:08 DP0 TP2] Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)",  # later
+        "[2026-11-29 10:00:08 DP0 TP3] Dynamic speculation: threshold changed 8 -> 9 (resume_at<=8)",  # text
+        "[2026-11-29 10:00:08 DP0 TP2] Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)",
+    ]  # same rank
     folder = RankFolder()
     assert [folder.fold(r) for r in records(lines)] == [None, None, None, None, None]
 

@@ -1,6 +1,7 @@
 """What reaches the terminal when little changes (issue 24): a run of one style is sent
 once, a panel whose figure changed repaints only that figure's cells, a change is painted
 once, an equal line paints nothing. The bytes per second are in benchmarks/console_cost.py."""
+
 from __future__ import annotations
 
 import re
@@ -50,6 +51,7 @@ def test_styles_that_differ_are_kept():
 def test_changed_span_is_the_cells_that_differ():
     from rich.segment import Segment
     from textual.strip import Strip
+
     a = Strip([Segment("tok/s ", None), Segment("512", None), Segment(" acc 2.80", None)])
     b = Strip([Segment("tok/s ", None), Segment("999", None), Segment(" acc 2.80", None)])
     assert changed_span(a, b, 30) == (6, 9)
@@ -79,17 +81,19 @@ class Repaints:
         def counted_render(widget):
             self.renders += 1
             return render(widget)
+
         monkeypatch.setattr(cls, "refresh", counted_refresh)
         monkeypatch.setattr(cls, "render", counted_render)
 
 
 async def test_a_changed_figure_repaints_its_cells_once_and_an_equal_snapshot_nothing(fake, make_app, monkeypatch):
     from console.widgets.live_panel import LivePanel
+
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await shows(pilot, app, "tok/s 512")
         seen = Repaints(monkeypatch, LivePanel)
-        fake.publish("snapshot")   # the same snapshot again
+        fake.publish("snapshot")  # the same snapshot again
         await pilot.pause(0.8)
         assert seen.regions == [] and seen.renders == 0, "an equal snapshot repainted the live panel"
         fake.snap["live"]["gen_throughput"] = 999.0
@@ -103,6 +107,7 @@ async def test_a_changed_figure_repaints_its_cells_once_and_an_equal_snapshot_no
 
 async def test_the_status_lines_repaint_only_what_changed(fake, make_app, monkeypatch):
     from console.widgets.status_bar import StatusBar
+
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await shows(pilot, app, "up 1h02m")
@@ -119,14 +124,15 @@ async def test_the_status_lines_repaint_only_what_changed(fake, make_app, monkey
 
 async def test_the_log_status_line_repaints_only_its_counter(fake, make_app, monkeypatch):
     from console.widgets.log.pane import LogStatus
+
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await shows(pilot, app, "FOLLOW")
         seen = Repaints(monkeypatch, LogStatus)
-        app.log_view.flush()   # nothing new: the same status
+        app.log_view.flush()  # nothing new: the same status
         await pilot.pause(0.3)
         assert seen.regions == [], "an equal status line was repainted"
-        fake.add_lines(["[2026-11-29 10:00:00 TP0] tick line 1"])   # "8 of 8 shown" -> "9 of 9 shown"
+        fake.add_lines(["[2026-11-29 10:00:00 TP0] tick line 1"])  # "8 of 8 shown" -> "9 of 9 shown"
         await shows(pilot, app, "tick line 1")
         assert seen.regions and None not in seen.regions, "the whole status line was repainted"
         assert all(r.height == 1 and r.width <= 6 for r in seen.regions), seen.regions
@@ -138,12 +144,12 @@ async def test_log_rows_reach_a_following_view_at_most_once_a_second(fake, make_
         await shows(pilot, app, "FOLLOW")
         view = app.log_view
         fake.add_lines(["[2026-11-29 10:00:00 TP0] first"])
-        assert view.flush() == 1   # rows added now
+        assert view.flush() == 1  # rows added now
         waits: list[float] = []
         timer = view.set_timer
         monkeypatch.setattr(view, "set_timer", lambda wait, cb: waits.append(wait) or timer(wait, cb))
         view._flush_pending = False
-        view.notify_new()   # more lines right after
+        view.notify_new()  # more lines right after
         assert waits and waits[0] >= 0.9, f"the next rows would be drawn after {waits} s"
         fake.add_lines(["[2026-11-29 10:00:00 TP0] second"])
         await shows(pilot, app, "second", timeout=10)
@@ -151,6 +157,7 @@ async def test_log_rows_reach_a_following_view_at_most_once_a_second(fake, make_
 
 async def test_the_uptime_past_a_minute_does_not_tick_every_second(fake, make_app, monkeypatch):
     from console.widgets.status_bar import StatusBar
+
     fake.snap["run"]["uptime_s"] = 125.0
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:

@@ -1,6 +1,7 @@
 """Run boundaries in the mode timeline (issue 23 items 5 and 7): after a restart, a row where
 the current run began, placed among the switches by time (the run record's zoned start read
 as the log's local time); none for a first run."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -20,15 +21,18 @@ def test_the_mark_goes_between_the_runs():
 
 
 async def test_the_timeline_shows_the_restart(make_app, fake):
-    fake.snap["run"]["started_at"] = "2026-11-29T10:01:30"   # between the fake's switches 10:01:02 and 10:01:40
+    fake.snap["run"]["started_at"] = "2026-11-29T10:01:30"  # between the fake's switches 10:01:02 and 10:01:40
     app = make_app()
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause(0.3)
         rows = [x for x in screen_text(app).splitlines() if "10:01:" in x and ("restart" in x or "switch" not in x)]
         text = "\n".join(rows)
         assert "restart 1" in text, screen_text(app)
-        order = [x.split("10:01:")[1][:2] for x in screen_text(app).splitlines() if "10:01:40" in x or "restart 1" in x
-                 or "10:01:02" in x]
+        order = [
+            x.split("10:01:")[1][:2]
+            for x in screen_text(app).splitlines()
+            if "10:01:40" in x or "restart 1" in x or "10:01:02" in x
+        ]
         assert order[:3] == ["40", "30", "02"], order
     fake.snap["run"]["restarts"] = 0
     app = make_app()

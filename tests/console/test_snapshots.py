@@ -1,6 +1,7 @@
 """Snapshot tests of the main screen (pytest-textual-snapshot) with deterministic data:
 the fixed fake snapshot and log lines, no clocks, no cursor (the log view has focus).
 Update after an intended change: pytest tests/console/test_snapshots.py --snapshot-update"""
+
 from __future__ import annotations
 
 import pytest

@@ -2,6 +2,7 @@
 line, with a SWITCH OFF badge), TP ranks that disagree, and the accept length over
 speculative steps only. Against the real simulator through the real Session, and the
 snapshot part's reading of the patch's /server_info entries."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,17 +14,27 @@ from tests.console.screen_text import screen_text, wait_for
 from tests.support.sim import start_sim
 
 pytestmark = pytest.mark.timeout(120)
-REASON = ("TP ranks disagree: TP1: could not build the target-only (steps=0) runtime state: "
-          "RuntimeError('simulated by --sim-fail-build-rank'); ready: TP0; the switch is off on every rank")
+REASON = (
+    "TP ranks disagree: TP1: could not build the target-only (steps=0) runtime state: "
+    "RuntimeError('simulated by --sim-fail-build-rank'); ready: TP0; the switch is off on every rank"
+)
 
 
 def test_health_reads_the_patch_entries():
-    on = {"active": True, "num_steps": 3, "verifies": 10, "accepted_drafts": 15,
-          "ranks": [{"rank": 0, "active": True, "threshold": 8, "mode": "speculative"},
-                    {"rank": 1, "active": True, "threshold": 4, "mode": "speculative"}]}
+    on = {
+        "active": True,
+        "num_steps": 3,
+        "verifies": 10,
+        "accepted_drafts": 15,
+        "ranks": [
+            {"rank": 0, "active": True, "threshold": 8, "mode": "speculative"},
+            {"rank": 1, "active": True, "threshold": 4, "mode": "speculative"},
+        ],
+    }
     health = SwitchHealth.from_states([on, dict(on, ranks=None, verifies=10, accepted_drafts=25)])
-    assert health == SwitchHealth(active=True, reason=None, num_steps=3, accept_len=3.0,
-                                  rank_fault="DP0 TP1 threshold=4 (TP0: threshold=8)")
+    assert health == SwitchHealth(
+        active=True, reason=None, num_steps=3, accept_len=3.0, rank_fault="DP0 TP1 threshold=4 (TP0: threshold=8)"
+    )
     off = SwitchHealth.from_states([{"enabled": False, "active": False, "reason": REASON}])
     assert (off.active, off.reason, off.accept_len) == (False, REASON, None)
     assert SwitchHealth.from_states([None]) == SwitchHealth()  # stock SGLang: nothing said
@@ -32,8 +43,7 @@ def test_health_reads_the_patch_entries():
 
 @pytest.fixture
 def sim(tmp_path):
-    handle = start_sim(tmp_path, "--sim-fail-build-rank", "1", traffic="steady:3", time_scale=10,
-                       lifetime=120)
+    handle = start_sim(tmp_path, "--sim-fail-build-rank", "1", traffic="steady:3", time_scale=10, lifetime=120)
     try:
         yield handle.wait_ready()
     finally:

@@ -1,6 +1,7 @@
 """End to end in a real terminal: `specconsole demo` in a tmux session of a fixed size,
 keys sent with send-keys, the screen read with capture-pane. Stops what it started: the
 tmux server on its own socket, and the simulator by the pgid in its run record."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,11 @@ import pytest
 
 from server_control.state import runs
 
-pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180),
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -29,8 +33,7 @@ def test_demo_in_tmux(tmp_path):
     cmd = f"{sys.executable} -m console demo --time-scale 10 --no-mouse; sleep 30"
 
     def screen() -> str:
-        out = subprocess.run([*tmux, "capture-pane", "-p", "-t", "demo"], capture_output=True, text=True,
-                             env=env, timeout=10)
+        out = subprocess.run([*tmux, "capture-pane", "-p", "-t", "demo"], capture_output=True, text=True, env=env, timeout=10)
         return out.stdout
 
     def wait(cond, timeout=60.0, what="condition") -> str:
@@ -43,12 +46,10 @@ def test_demo_in_tmux(tmp_path):
         raise AssertionError(f"timed out waiting for {what}:\n{screen()}")
 
     def keys(*k: str, literal: bool = False) -> None:
-        subprocess.run([*tmux, "send-keys", "-t", "demo", *(["-l"] if literal else []), *k], env=env,
-                       check=True, timeout=10)
+        subprocess.run([*tmux, "send-keys", "-t", "demo", *(["-l"] if literal else []), *k], env=env, check=True, timeout=10)
 
     rec = None
-    subprocess.run([*tmux, "new-session", "-d", "-s", "demo", "-x", "160", "-y", "48", cmd], env=env,
-                   check=True, timeout=10)
+    subprocess.run([*tmux, "new-session", "-d", "-s", "demo", "-x", "160", "-y", "48", cmd], env=env, check=True, timeout=10)
     try:
         wait(lambda s: "READY" in s and "N=5" in s, what="READY and N=5")
         rec = runs.load_record("demo", state / "demo")
@@ -57,8 +58,7 @@ def test_demo_in_tmux(tmp_path):
         wait(lambda s: "N=6 applied" in s, what="N=6 applied after +")
         keys("-", literal=True)
         wait(lambda s: "N=5 applied" in s, what="N=5 applied after -")
-        text = wait(lambda s: "switched to target-only" in s or "target-only  " in s, timeout=90,
-                    what="a mode switch on screen")
+        text = wait(lambda s: "switched to target-only" in s or "target-only  " in s, timeout=90, what="a mode switch on screen")
         assert "switches" in text
         keys("q")
         wait(lambda s: "Leave simulator running" in s, what="quit question")

@@ -3,6 +3,7 @@ run's is named as such, with no mode, N or traffic of it; a run stopped on purpo
 STOPPED (not UNREACHABLE) and quitting it asks nothing; a hysteresis or force change is
 not drawn in the N slot. Pilot over the fake session (the real session's side:
 tests/session/test_not_our_server.py)."""
+
 from __future__ import annotations
 
 from console.screens.confirm import ChoiceScreen
@@ -33,20 +34,30 @@ async def test_a_run_stopped_on_purpose_reads_stopped_and_quits_without_a_questi
         assert "unreachable" not in second
         await pilot.press("q")
         await pilot.pause()
-        assert not isinstance(app.screen, ChoiceScreen)   # before: "leave the simulator running?"
+        assert not isinstance(app.screen, ChoiceScreen)  # before: "leave the simulator running?"
     assert fake.closed_with is False
 
 
 async def test_a_hysteresis_change_is_not_drawn_in_the_n_slot(fake, make_app):
-    fake.snap["last_change"] = {"requested": 2, "state": "pending", "detail": "sent", "ranks": [],
-                                     "key": "speculative_disable_hysteresis"}
+    fake.snap["last_change"] = {
+        "requested": 2,
+        "state": "pending",
+        "detail": "sent",
+        "ranks": [],
+        "key": "speculative_disable_hysteresis",
+    }
     app = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause()
         first = screen_text(app).splitlines()[0]
         assert "N=5 \u2192 2" not in first and "hysteresis \u2192 2 pending" in first, first
-        fake.snap["last_change"] = {"requested": "speculative", "state": "pending", "detail": "sent",
-                                         "ranks": [], "key": "speculative_disable_force_mode"}
+        fake.snap["last_change"] = {
+            "requested": "speculative",
+            "state": "pending",
+            "detail": "sent",
+            "ranks": [],
+            "key": "speculative_disable_force_mode",
+        }
         app.server.refresh_snapshot()
         await pilot.pause()
         first = screen_text(app).splitlines()[0]

@@ -1,5 +1,6 @@
 """Start the stand-in servers of stock_server.py as real processes, in their own process
 group, with a bounded lifetime, stopped by that group."""
+
 from __future__ import annotations
 
 import os
@@ -36,9 +37,12 @@ def start_stand(tmp_path: Path, mode: str, port: int | None = None) -> Stand:
     port = port or free_port()
     log_path = tmp_path / f"{mode}-{port}.log"
     with open(log_path, "ab") as out:
-        proc = subprocess.Popen([sys.executable, str(HERE / "stock_server.py"), "--port", str(port),
-                                 "--mode", mode, "--max-lifetime", "120"],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "stock_server.py"), "--port", str(port), "--mode", mode, "--max-lifetime", "120"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     stand = Stand(proc, port, log_path)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -23,6 +23,7 @@
 
 Usage: python stock_server.py --port P --mode M [--max-lifetime S]; logs to stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,14 +44,16 @@ from starlette.routing import Route
 
 def log(msg: str) -> None:
     ts = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-    sys.stdout.buffer.write(f"[{ts}] {msg}\n".encode())   # whatever the locale
+    sys.stdout.buffer.write(f"[{ts}] {msg}\n".encode())  # whatever the locale
     sys.stdout.buffer.flush()
 
 
 FORCE = ("auto", "speculative", "target_only")
 # every kind of sequence a terminal acts on; what is left once they are removed is VISIBLE
-HOSTILE = ("A\x1b[31mB\x1b]0;pwned-title\x07C\x1b]52;c;aGVsbG8=\x07D\x1b]8;;http://evil.example/\x1b\\E"
-           "\x1b]8;;\x1b\\F\x1bP1$qm\x1b\\G\x9b31mH\x9d0;t\x9cI")
+HOSTILE = (
+    "A\x1b[31mB\x1b]0;pwned-title\x07C\x1b]52;c;aGVsbG8=\x07D\x1b]8;;http://evil.example/\x1b\\E"
+    "\x1b]8;;\x1b\\F\x1bP1$qm\x1b\\G\x9b31mH\x9d0;t\x9cI"
+)
 VISIBLE = "ABCDEFGHI"
 
 
@@ -61,35 +64,81 @@ async def _server_info(mode: str, state: dict):
     if mode == "hang":
         await asyncio.sleep(3600)
     if mode == "nogate":
-        return JSONResponse({"model_path": "nogate-model", "tp_size": 1, "dp_size": 1,
-                             "speculative_disable_batch_threshold": 5, "internal_states": [{
-                                 "speculative_disable_batch_threshold": 5,
-                                 "speculative_disable_min_dwell_steps": 10,
-                                 "speculative_disable_force_mode": "auto",
-                                 "dynamic_speculation": {"mode": "speculative", "switch_count": 0,
-                                                         "threshold": 5, "low_mark": 4}}]})
+        return JSONResponse(
+            {
+                "model_path": "nogate-model",
+                "tp_size": 1,
+                "dp_size": 1,
+                "speculative_disable_batch_threshold": 5,
+                "internal_states": [
+                    {
+                        "speculative_disable_batch_threshold": 5,
+                        "speculative_disable_min_dwell_steps": 10,
+                        "speculative_disable_force_mode": "auto",
+                        "dynamic_speculation": {"mode": "speculative", "switch_count": 0, "threshold": 5, "low_mark": 4},
+                    }
+                ],
+            }
+        )
     if mode == "typed":
-        return JSONResponse({"model_path": "typed-model", "speculative_disable_batch_threshold": 5,
-                             "internal_states": [dict(state)]})
+        return JSONResponse(
+            {"model_path": "typed-model", "speculative_disable_batch_threshold": 5, "internal_states": [dict(state)]}
+        )
     if mode == "stalerank":
-        ranks = [{"rank": r, "active": True, "threshold": state["speculative_disable_batch_threshold"]
-                  if r == 0 else 5, "force": "auto", "mode": "speculative"} for r in (0, 1)]
-        return JSONResponse({"model_path": "stale-model", "tp_size": 2, "internal_states": [
-            dict(state, dynamic_speculation={"mode": "speculative", "active": True, "ranks": ranks})]})
+        ranks = [
+            {
+                "rank": r,
+                "active": True,
+                "threshold": state["speculative_disable_batch_threshold"] if r == 0 else 5,
+                "force": "auto",
+                "mode": "speculative",
+            }
+            for r in (0, 1)
+        ]
+        return JSONResponse(
+            {
+                "model_path": "stale-model",
+                "tp_size": 2,
+                "internal_states": [dict(state, dynamic_speculation={"mode": "speculative", "active": True, "ranks": ranks})],
+            }
+        )
     if mode == "hostile":
-        return JSONResponse({"model_path": f"model-{HOSTILE}", "version": f"v-{HOSTILE}", "tp_size": 1,
-                             "dp_size": 1, "speculative_algorithm": HOSTILE,
-                             "speculative_disable_batch_threshold": 5, "internal_states": [{
-                                 "speculative_disable_batch_threshold": 5,
-                                 "speculative_disable_min_dwell_steps": 10,
-                                 "speculative_disable_force_mode": f"auto{HOSTILE}",
-                                 "dynamic_speculation": {"mode": f"speculative{HOSTILE}", "switch_count": 1,
-                                                         "threshold": 5, "low_mark": 4,
-                                                         "last_switch": f"switched {HOSTILE}"}}]})
-    return JSONResponse({"model_path": "stock-model", "tp_size": 1, "dp_size": 1, "version": "0.5.23",
-                         "speculative_algorithm": "EAGLE3",
-                         "internal_states": [{"speculative_accept_threshold_single": 1.0,
-                                              "last_gen_throughput": 12.5, "avg_spec_accept_length": 2.1}]})
+        return JSONResponse(
+            {
+                "model_path": f"model-{HOSTILE}",
+                "version": f"v-{HOSTILE}",
+                "tp_size": 1,
+                "dp_size": 1,
+                "speculative_algorithm": HOSTILE,
+                "speculative_disable_batch_threshold": 5,
+                "internal_states": [
+                    {
+                        "speculative_disable_batch_threshold": 5,
+                        "speculative_disable_min_dwell_steps": 10,
+                        "speculative_disable_force_mode": f"auto{HOSTILE}",
+                        "dynamic_speculation": {
+                            "mode": f"speculative{HOSTILE}",
+                            "switch_count": 1,
+                            "threshold": 5,
+                            "low_mark": 4,
+                            "last_switch": f"switched {HOSTILE}",
+                        },
+                    }
+                ],
+            }
+        )
+    return JSONResponse(
+        {
+            "model_path": "stock-model",
+            "tp_size": 1,
+            "dp_size": 1,
+            "version": "0.5.23",
+            "speculative_algorithm": "EAGLE3",
+            "internal_states": [
+                {"speculative_accept_threshold_single": 1.0, "last_gen_throughput": 12.5, "avg_spec_accept_length": 2.1}
+            ],
+        }
+    )
 
 
 def _set_internal_state(mode: str, state: dict, body: dict):
@@ -116,8 +165,10 @@ async def _decode_lines(mode: str):
             log(f"Prefill batch. #new-seq: 1, {HOSTILE}")
             log(f"Unterminated title \x1b]0;{HOSTILE}")
     while mode == "noload":
-        log("Decode batch, #running-req: 4, #token: 900, token usage: 0.02, accept len: 2.50, "
-            "accept rate: 0.50, cuda graph: True, gen throughput (token/s): 77.00, #queue-req: 1, ")
+        log(
+            "Decode batch, #running-req: 4, #token: 900, token usage: 0.02, accept len: 2.50, "
+            "accept rate: 0.50, cuda graph: True, gen throughput (token/s): 77.00, #queue-req: 1, "
+        )
         await asyncio.sleep(0.1)
 
 
@@ -130,9 +181,22 @@ def build(mode: str) -> Starlette:
     async def loads(request: Request):
         if mode in ("metrics", "noload"):
             return PlainTextResponse("Not Found", status_code=404)
-        return JSONResponse({"timestamp": 0, "version": "0.5.23", "loads": [
-            {"dp_rank": 0, "num_running_reqs": 9 if mode == "nogate" else 3, "num_waiting_reqs": 0, "token_usage": 0.05,
-             "gen_throughput": 12.5, "speculative": {"accept_length": 2.1, "accept_rate": 0.5}}]})
+        return JSONResponse(
+            {
+                "timestamp": 0,
+                "version": "0.5.23",
+                "loads": [
+                    {
+                        "dp_rank": 0,
+                        "num_running_reqs": 9 if mode == "nogate" else 3,
+                        "num_waiting_reqs": 0,
+                        "token_usage": 0.05,
+                        "gen_throughput": 12.5,
+                        "speculative": {"accept_length": 2.1, "accept_rate": 0.5},
+                    }
+                ],
+            }
+        )
 
     async def set_internal_state(request: Request):
         return _set_internal_state(mode, state, await request.json())
@@ -145,7 +209,8 @@ def build(mode: str) -> Starlette:
             'sglang:num_running_reqs{model_name="stock-model",tp_rank="0"} 9.0\n'
             "# HELP sglang:gen_throughput tput\n# TYPE sglang:gen_throughput gauge\n"
             'sglang:gen_throughput{model_name="stock-model",tp_rank="0"} 321.5\n',
-            media_type="text/plain; version=0.0.4")
+            media_type="text/plain; version=0.0.4",
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -154,17 +219,25 @@ def build(mode: str) -> Starlette:
         if task:
             task.cancel()
 
-    return Starlette(lifespan=lifespan, routes=[
-                             Route("/server_info", server_info), Route("/v1/loads", loads),
-                             Route("/metrics", metrics),
-                             Route("/set_internal_state", set_internal_state, methods=["POST"])])
+    return Starlette(
+        lifespan=lifespan,
+        routes=[
+            Route("/server_info", server_info),
+            Route("/v1/loads", loads),
+            Route("/metrics", metrics),
+            Route("/set_internal_state", set_internal_state, methods=["POST"]),
+        ],
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--mode", choices=("stock", "garbage", "hang", "typed", "metrics", "noload", "nogate",
-                                           "stalerank", "hostile"), default="stock")
+    p.add_argument(
+        "--mode",
+        choices=("stock", "garbage", "hang", "typed", "metrics", "noload", "nogate", "stalerank", "hostile"),
+        default="stock",
+    )
     p.add_argument("--max-lifetime", type=float, default=120.0)
     a = p.parse_args()
     timer = threading.Timer(a.max_lifetime, lambda: os.kill(os.getpid(), signal.SIGTERM))

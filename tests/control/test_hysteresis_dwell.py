@@ -1,5 +1,6 @@
 """Hysteresis and minimum dwell changed at runtime on the real simulator: validated first,
 then read back on every rank (the flapping suggestion of the console applies them)."""
+
 from __future__ import annotations
 
 from server_control.control.settings import Control
@@ -22,6 +23,6 @@ async def test_hysteresis_and_dwell_applied_and_read_back(tmp_path):
     assert hyst.state == "applied" and d.HYSTERESIS_KEY in hyst.detail, hyst
     assert dwell.state == "applied" and "=40" in dwell.detail, dwell
     assert [s[d.HYSTERESIS_KEY] for s in states] == [3] and [s[d.DWELL_KEY] for s in states] == [40]
-    assert [s[d.STATE_KEY]["low_mark"] for s in states] == [2]   # resume at <= max(1, 5 - 3)
+    assert [s[d.STATE_KEY]["low_mark"] for s in states] == [2]  # resume at <= max(1, 5 - 3)
     assert "hysteresis changed" in log
     assert [r.state for r in refused] == ["refused", "refused"], refused

@@ -1,5 +1,6 @@
 """Control and polling against servers that are not our patched SGLang: stock SGLang
 (no runtime threshold), garbage answers, a hanging server, nothing listening."""
+
 from __future__ import annotations
 
 import asyncio
@@ -40,8 +41,13 @@ async def test_stock_sglang_without_log_still_unsupported(stand):
 
 async def test_invalid_values_refused_locally_without_a_server():
     control = Control(f"http://127.0.0.1:{free_port()}")  # nothing listens: never contacted
-    for bad, words in [(-1, "must be >= 0"), ("abc", "must be an integer"), (2.5, "must be an integer"),
-                       (10**9, "absurd"), (True, "must be an integer")]:
+    for bad, words in [
+        (-1, "must be >= 0"),
+        ("abc", "must be an integer"),
+        (2.5, "must be an integer"),
+        (10**9, "absurd"),
+        (True, "must be an integer"),
+    ]:
         result = await control.set_threshold(bad)
         assert result.state == "refused", bad
         assert words in result.detail, (bad, result)
@@ -89,11 +95,13 @@ async def test_poller_connection_refused_then_recovers(stand, tmp_path):
     poller = HttpPoller(f"http://127.0.0.1:{port}", interval_s=0.1, timeout_s=1.0, on_sample=samples.append)
     task = asyncio.create_task(poller.run())
     try:
+
         async def until(cond, timeout=30.0):
             deadline = asyncio.get_running_loop().time() + timeout
             while not cond():
                 assert asyncio.get_running_loop().time() < deadline
                 await asyncio.sleep(0.05)
+
         await until(lambda: samples and not samples[-1].reachable)
         assert "connection refused" in samples[-1].error
         srv = stand("stock", port)

@@ -1,4 +1,5 @@
 """The three verification layers over plain inputs (samples, records, timeline events)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace as Rec
@@ -21,9 +22,19 @@ K = "speculative_disable_batch_threshold"
 
 
 def info(flat=5, per_rank=(5,), batch=0, mode="speculative", force="auto", ts=0.0):
-    body = {"tp_size": 2, "internal_states": [
-        {K: v, "speculative_disable_hysteresis": 1, "speculative_disable_min_dwell_steps": 10,
-         "speculative_disable_force_mode": force, "dynamic_speculation": {"mode": mode}} for v in per_rank]}
+    body = {
+        "tp_size": 2,
+        "internal_states": [
+            {
+                K: v,
+                "speculative_disable_hysteresis": 1,
+                "speculative_disable_min_dwell_steps": 10,
+                "speculative_disable_force_mode": force,
+                "dynamic_speculation": {"mode": mode},
+            }
+            for v in per_rank
+        ],
+    }
     if flat is not None:
         body[K] = flat
     s = sample_from_server_info(ts, body)
@@ -32,9 +43,18 @@ def info(flat=5, per_rank=(5,), batch=0, mode="speculative", force="auto", ts=0.
 
 
 def _capped(threshold, running=48, max_bs=None, flat_running=None):
-    body = {"internal_states": [{K: threshold, "dynamic_speculation": {
-        "mode": "speculative", "limits": {"max_running_requests": running,
-                                          "cuda_graph_max_bs": max_bs}}}], K: threshold}
+    body = {
+        "internal_states": [
+            {
+                K: threshold,
+                "dynamic_speculation": {
+                    "mode": "speculative",
+                    "limits": {"max_running_requests": running, "cuda_graph_max_bs": max_bs},
+                },
+            }
+        ],
+        K: threshold,
+    }
     if flat_running is not None:
         body["internal_states"][0]["dynamic_speculation"].pop("limits")
         body["max_running_requests"] = flat_running
@@ -44,20 +64,20 @@ def _capped(threshold, running=48, max_bs=None, flat_running=None):
 def test_a_threshold_at_the_running_cap_can_never_trigger():
     never = configuration(_capped(48), 48)
     assert never.status == "fail"
-    assert never.cause == ("threshold 48 can never trigger: the decode batch never exceeds "
-                           "max_running_requests=48 (SGLang caps an EAGLE server at 48 running "
-                           "requests unless --max-running-requests is set)")
+    assert never.cause == (
+        "threshold 48 can never trigger: the decode batch never exceeds "
+        "max_running_requests=48 (SGLang caps an EAGLE server at 48 running "
+        "requests unless --max-running-requests is set)"
+    )
     assert configuration(_capped(47), 47).status == "pass"
-    assert "can never trigger" in configuration(_capped(64, running=None, flat_running=64),
-                                                64).cause  # the flat resolved arg
+    assert "can never trigger" in configuration(_capped(64, running=None, flat_running=64), 64).cause  # the flat resolved arg
     assert configuration(_capped(100, running=128), 100).status == "pass"
 
 
 def test_a_threshold_at_the_graph_cap_warns_that_target_only_runs_eager():
     eager = configuration(_capped(32, running=256, max_bs=32), 32)
     assert eager.status == "pass"
-    assert ("warning: threshold 32 >= cuda_graph_max_bs 32: target-only above 32 runs "
-            "without CUDA graphs") in eager.evidence
+    assert ("warning: threshold 32 >= cuda_graph_max_bs 32: target-only above 32 runs without CUDA graphs") in eager.evidence
     assert "warning" not in configuration(_capped(31, running=256, max_bs=32), 31).evidence
 
 
@@ -77,8 +97,13 @@ def test_configuration_layer():
 
 
 def init(rank, line, n=5):
-    return Rec(kind="spec_init", rank=rank, line=line, threshold=n,
-               text=f"Dynamic speculation disable enabled: threshold={n}, resume_at<=4, min_dwell_steps=10")
+    return Rec(
+        kind="spec_init",
+        rank=rank,
+        line=line,
+        threshold=n,
+        text=f"Dynamic speculation disable enabled: threshold={n}, resume_at<=4, min_dwell_steps=10",
+    )
 
 
 READY = Rec(kind="ready", rank=None, line=40, text="The server is fired up and ready to roll!")
@@ -94,8 +119,9 @@ def test_initialisation_layer():
     assert missing.status == "fail" and missing.cause == CAUSE_NO_INIT and "log line 40" in missing.evidence
     assert initialisation([], [], [], **args).status == "pending"
     assert initialisation([init("TP0", 12)], [], [], **args).status == "pending"
-    not_active = Rec(kind="warning", rank="TP0", line=9,
-                     text="Dynamic speculation disable NOT active: speculative_eagle_topk=4 (needs topk=1)")
+    not_active = Rec(
+        kind="warning", rank="TP0", line=9, text="Dynamic speculation disable NOT active: speculative_eagle_topk=4 (needs topk=1)"
+    )
     na = initialisation([], [not_active], [], **args)
     assert na.status == "fail" and na.cause == "speculative_eagle_topk=4 (needs topk=1)"
     assert "log line 9" in na.evidence
@@ -168,10 +194,24 @@ def test_runtime_polled_forced_switch_does_not_pass():
     forced switch only as last_switch (no "(forced)" text); the rule's switch back is logged."""
     w = SwitchWatch()
     w.observe(info(batch=1))
-    down = {"mode": "target_only", "t": 1.0, "line": None, "source": "poll", "batch": 1, "threshold": 5,
-            "text": "internal_states[0].dynamic_speculation: switch_count=1, last_switch={'to': 'target_only'}"}
-    back = {"mode": "speculative", "t": 2.0, "line": 76, "source": "log", "batch": 1, "threshold": 5,
-            "text": "Dynamic speculation: switched to speculative (decode batch 1 <= 4, threshold 5)"}
+    down = {
+        "mode": "target_only",
+        "t": 1.0,
+        "line": None,
+        "source": "poll",
+        "batch": 1,
+        "threshold": 5,
+        "text": "internal_states[0].dynamic_speculation: switch_count=1, last_switch={'to': 'target_only'}",
+    }
+    back = {
+        "mode": "speculative",
+        "t": 2.0,
+        "line": 76,
+        "source": "log",
+        "batch": 1,
+        "threshold": 5,
+        "text": "Dynamic speculation: switched to speculative (decode batch 1 <= 4, threshold 5)",
+    }
     assert w.status([down, back]).status == "pending"
     by_rule = dict(down, batch=7, t=1.5)
     assert w.status([down, by_rule, back]).status == "pass"
@@ -214,17 +254,17 @@ def test_runtime_counts_only_decode_time_at_or_below_the_low_mark():
     target-only; idle polls in between neither count nor reset that evidence."""
     w = SwitchWatch(step_s=0.1)
     down = [ev("target_only", 0.5, 50)]
-    for t in (0, 1, 2):              # 2 s at batch 2 (low mark 4)
+    for t in (0, 1, 2):  # 2 s at batch 2 (low mark 4)
         w.observe(info(batch=2, mode="target_only", ts=float(t)))
-    for t in range(3, 60):           # a long idle
+    for t in range(3, 60):  # a long idle
         w.observe(info(batch=0, mode="target_only", ts=float(t)))
     idle = w.status(down)
     assert idle.status == "pending", idle
     assert "idle" in idle.evidence and "judged at the next decode step" in idle.evidence
-    for t in (60, 61):               # +1 s: 3 s of evidence, still under the grace
+    for t in (60, 61):  # +1 s: 3 s of evidence, still under the grace
         w.observe(info(batch=1, mode="target_only", ts=float(t)))
     assert w.status(down).status == "pending"
-    for t in (62, 63):               # +2 s: 5 s > 4 s
+    for t in (62, 63):  # +2 s: 5 s > 4 s
         w.observe(info(batch=1, mode="target_only", ts=float(t)))
     r = w.status(down)
     assert r.status == "fail" and "stayed there 5.0 s" in r.evidence, r
@@ -238,16 +278,22 @@ def test_runtime_an_operators_n0_is_not_a_switch_back():
     evidence that the rule brings speculation back."""
     w = SwitchWatch()
     w.observe(info(batch=8, ts=1.0))
-    n0 = {"mode": "speculative", "t": 3.0, "line": 61, "batch": 8, "threshold": 0,
-          "text": "Dynamic speculation: switched to speculative (threshold 0: never disable)"}
+    n0 = {
+        "mode": "speculative",
+        "t": 3.0,
+        "line": 61,
+        "batch": 8,
+        "threshold": 0,
+        "text": "Dynamic speculation: switched to speculative (threshold 0: never disable)",
+    }
     r = w.status([ev("target_only", 2.0, 50), n0])
-    assert r.status == "pending", r                     # before: pass, citing the N=0 switch
+    assert r.status == "pending", r  # before: pass, citing the N=0 switch
 
 
 def test_runtime_a_later_stuck_failure_is_not_masked_by_an_earlier_pass():
-    w = SwitchWatch(step_s=0.1)                        # grace 4 s
+    w = SwitchWatch(step_s=0.1)  # grace 4 s
     events = [ev("target_only", 0.5, 50), ev("speculative", 1.0, 60)]
     for t in range(2, 9):
-        w.observe(info(batch=9, ts=float(t)))           # later: above N in speculative, no switch
+        w.observe(info(batch=9, ts=float(t)))  # later: above N in speculative, no switch
     r = w.status(events)
-    assert r.status == "fail" and r.cause == CAUSE_NO_SWITCH, r   # before: pass from the first pair
+    assert r.status == "fail" and r.cause == CAUSE_NO_SWITCH, r  # before: pass from the first pair

@@ -1,5 +1,6 @@
 """Fleet fixtures: a real sshd on 127.0.0.1 as the "remote host" (one per test session),
 simulated replicas in light mode (one process each, short lifetimes), a state dir each."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,9 +13,18 @@ from tests.support.sshd import sshd_available, start_sshd
 SIM_LIFETIME_S = 180
 
 
-def write_profile(directory: Path, name: str, *, port: int | None = None, traffic: str = "idle",
-                  threshold: int = 4, tp: int = 2, extra: str = "", time_scale: float = 20,
-                  lifetime: float = SIM_LIFETIME_S) -> Path:
+def write_profile(
+    directory: Path,
+    name: str,
+    *,
+    port: int | None = None,
+    traffic: str = "idle",
+    threshold: int = 4,
+    tp: int = 2,
+    extra: str = "",
+    time_scale: float = 20,
+    lifetime: float = SIM_LIFETIME_S,
+) -> Path:
     """A simulator profile (light mode, time scale 20, bounded lifetime) in ``directory``."""
     path = Path(directory) / f"{name}.toml"
     path.write_text(f'''name = "{name}"
@@ -47,5 +57,11 @@ def sshd(tmp_path_factory):
 
 def remote_member(sshd, profile: Path, remote_state: Path, **extra) -> dict:
     """A fleet-file member on the test sshd, running this checkout's CLI there."""
-    return {"host": sshd.host, "profile": str(profile), "ssh_options": sshd.ssh_options,
-            "command": sshd.remote_command, "env": sshd.remote_env(remote_state), **extra}
+    return {
+        "host": sshd.host,
+        "profile": str(profile),
+        "ssh_options": sshd.ssh_options,
+        "command": sshd.remote_command,
+        "env": sshd.remote_env(remote_state),
+        **extra,
+    }

@@ -1,4 +1,5 @@
 """The demo fleet: shipped replicas on usable ports; the gateway traffic's wave."""
+
 from __future__ import annotations
 
 import socket

@@ -1,5 +1,6 @@
 """A fleet end to end: two local simulated replicas and one on a "remote" host over real
 SSH, behind the real gateway (smg), launched, read, steered, verified and stopped."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,13 +28,18 @@ def dirs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def fleet_spec(sshd, dirs):
     d = dirs["root"]
-    data = {"name": "e2e", "poll_interval_s": 0.25, "status_interval_s": 2,
-            "gateway": {"port": free_port(), "health_check_interval_s": 1, "stop_grace_s": 4},
-            "members": {
-                "a": {"profile": str(write_profile(d, "ra", traffic="wave:10:20"))},
-                "b": {"profile": str(write_profile(d, "rb", traffic="wave:10:20"))},
-                "c": remote_member(sshd, write_profile(d, "rc", traffic="wave:10:20"), dirs["remote"]),
-                "gone": {"url": f"http://127.0.0.1:{free_port()}", "gateway": False}}}
+    data = {
+        "name": "e2e",
+        "poll_interval_s": 0.25,
+        "status_interval_s": 2,
+        "gateway": {"port": free_port(), "health_check_interval_s": 1, "stop_grace_s": 4},
+        "members": {
+            "a": {"profile": str(write_profile(d, "ra", traffic="wave:10:20"))},
+            "b": {"profile": str(write_profile(d, "rb", traffic="wave:10:20"))},
+            "c": remote_member(sshd, write_profile(d, "rc", traffic="wave:10:20"), dirs["remote"]),
+            "gone": {"url": f"http://127.0.0.1:{free_port()}", "gateway": False},
+        },
+    }
     return parse_fleet(data, d / "e2e.toml", "e2e")
 
 
@@ -77,6 +83,7 @@ def test_launch_all_and_the_gateway_lists_every_member(running, sshd):
     async def healthy():
         st = await fleet.read_gateway(reconcile=True)
         return st if st and sorted(w.member for w in st.workers if w.healthy) == ["a", "b", "c"] else None
+
     status = run(loop, _until(healthy))
     assert status is not None, fleet.gateway_status
     rows = {r.name: r for r in fleet.rows()}
@@ -90,20 +97,24 @@ def test_traffic_through_the_gateway_reaches_the_remote_member(running):
     async def send():
         async with httpx.AsyncClient(timeout=30) as client:
             for _ in range(6):
-                r = await client.post(fleet.gateway.url + "/v1/completions",
-                                      json={"model": "sim/model", "prompt": "x", "max_tokens": 2})
+                r = await client.post(
+                    fleet.gateway.url + "/v1/completions", json={"model": "sim/model", "prompt": "x", "max_tokens": 2}
+                )
                 assert r.status_code == 200
+
     run(loop, send())
-    store = fleet.members["c"].session.store   # the remote log, mirrored here over SSH
-    assert run(loop, _wait(lambda: store.filter(pattern=r'POST /v1/completions HTTP/1.1" 200'))), \
+    store = fleet.members["c"].session.store  # the remote log, mirrored here over SSH
+    assert run(loop, _wait(lambda: store.filter(pattern=r'POST /v1/completions HTTP/1.1" 200'))), (
         "the remote member's log shows requests routed by the gateway"
+    )
 
 
 def test_rows_show_every_member_with_its_remote_log_and_verification(running):
     loop, fleet, _ = running
     c = fleet.members["c"]
-    assert run(loop, _wait(lambda: c.session.store.filter(pattern="Dynamic speculation disable enabled"))), \
+    assert run(loop, _wait(lambda: c.session.store.filter(pattern="Dynamic speculation disable enabled"))), (
         "the remote member's init line arrived through the mirrored log"
+    )
     results = run(loop, fleet.act("verify", names=["a", "c"], wait_s=30))
     assert [(r.member, r.outcome) for r in results] == [("a", OK), ("c", OK)], results
     rows = {r.name: r for r in fleet.rows()}
@@ -119,8 +130,7 @@ def test_threshold_on_all_then_some_read_back_and_refusals_stand_out(running):
     assert run(loop, _wait(lambda: all(r.threshold == 7 for r in fleet.rows() if r.name != "gone")))
     results = run(loop, fleet.act("threshold", 9, names=["b"]))
     assert [(r.member, r.outcome) for r in results] == [("b", OK)]
-    assert run(loop, _wait(lambda: {r.name: r.threshold for r in fleet.rows()}
-                           == {"a": 7, "b": 9, "c": 7, "gone": None}))
+    assert run(loop, _wait(lambda: {r.name: r.threshold for r in fleet.rows()} == {"a": 7, "b": 9, "c": 7, "gone": None}))
     bad = run(loop, fleet.act("threshold", -2))
     by = {r.member: r for r in bad}
     assert {m: r.outcome for m, r in by.items()} == {"a": REFUSED, "b": REFUSED, "c": REFUSED, "gone": REFUSED}
@@ -133,8 +143,9 @@ def test_force_mode_fleet_wide_and_attach_only_members_refuse_life_cycle(running
     loop, fleet, _ = running
     results = run(loop, fleet.act("force", "speculative", names=["a", "b", "c"]))
     assert {r.outcome for r in results} == {OK}
-    assert run(loop, _wait(lambda: all(r.force == "speculative" and r.mode == "speculative"
-                                       for r in fleet.rows() if r.name != "gone")))
+    assert run(
+        loop, _wait(lambda: all(r.force == "speculative" and r.mode == "speculative" for r in fleet.rows() if r.name != "gone"))
+    )
     assert {r.outcome for r in run(loop, fleet.act("force", "auto", names=["a", "b", "c"]))} == {OK}
     launch, stop = run(loop, fleet.act("launch", names=["gone"]))[0], run(loop, fleet.act("stop", names=["gone"]))[0]
     assert (launch.outcome, stop.outcome) == (REFUSED, REFUSED) and "attached by URL" in launch.detail
@@ -145,11 +156,10 @@ def test_force_mode_fleet_wide_and_attach_only_members_refuse_life_cycle(running
 def test_stop_all_leaves_nothing_running_here_or_there(running, dirs):
     loop, fleet, _ = running
     pgids = [r.pgid for r in list_records(dirs["local"])] + [r.pgid for r in list_records(dirs["remote"])]
-    assert len(pgids) == 4   # a, b, the gateway here; c on the "remote host"
+    assert len(pgids) == 4  # a, b, the gateway here; c on the "remote host"
     results = run(loop, fleet.act("stop"))
-    assert [(r.member, r.outcome) for r in results] == [("a", OK), ("b", OK), ("c", OK), ("gone", REFUSED),
-                                                        ("gateway", OK)]
-    assert exit_code(results) == 1   # the attached member refused: the operator sees it
+    assert [(r.member, r.outcome) for r in results] == [("a", OK), ("b", OK), ("c", OK), ("gone", REFUSED), ("gateway", OK)]
+    assert exit_code(results) == 1  # the attached member refused: the operator sees it
     assert all(group_pids(pg) == [] for pg in pgids)
     assert not list_records(dirs["local"]) and not list_records(dirs["remote"])
     assert run(loop, _wait(lambda: fleet.rows()[2].state == "stopped", 20)), fleet.rows()[2]
@@ -166,6 +176,7 @@ async def _until(fn, timeout_s=30.0):
 
 def test_remote_host_down_is_no_answer(fleet_spec, dirs, sshd):
     import dataclasses
+
     c = fleet_spec.member("c")
     dead = dataclasses.replace(c, ssh_options=(*c.ssh_options[:2], "-p", str(free_port()), *c.ssh_options[4:]))
     spec = dataclasses.replace(fleet_spec, members=(dead,), gateway=None)

@@ -1,4 +1,5 @@
 """smg launched, supervised, read and reconciled in front of simulated members."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,14 +17,19 @@ def test_gateway_argv_keeps_everything_on_loopback_and_offline():
     argv = prof.argv(29999)
     assert argv[1:4] == ("-m", "smg", "launch")
     assert argv[argv.index("--worker-urls") + 1] == "http://127.0.0.1:1"
-    assert argv[argv.index("--prometheus-host") + 1] == "127.0.0.1"   # smg's default is 0.0.0.0:29000
-    assert "--disable-tokenizer-autoload" in argv                     # else it fetches from the hub
+    assert argv[argv.index("--prometheus-host") + 1] == "127.0.0.1"  # smg's default is 0.0.0.0:29000
+    assert "--disable-tokenizer-autoload" in argv  # else it fetches from the hub
     assert argv[argv.index("--shutdown-grace-period-secs") + 1] == "3"
 
 
 def test_parse_workers_names_members_and_rejects_garbage():
-    body = {"workers": [{"url": "http://a:1/", "is_healthy": True, "status": "ready", "load": 2, "id": "x"},
-                        {"url": "http://b:2", "is_healthy": False}, "junk"]}
+    body = {
+        "workers": [
+            {"url": "http://a:1/", "is_healthy": True, "status": "ready", "load": 2, "id": "x"},
+            {"url": "http://b:2", "is_healthy": False},
+            "junk",
+        ]
+    }
     a, b = parse_workers(body, {"http://a:1": "m1"})
     assert (a.member, a.healthy, a.status, a.load, a.worker_id) == ("m1", True, "ready", 2, "x")
     assert (b.member, b.healthy, b.status) == (None, False, "unhealthy")
@@ -53,8 +59,9 @@ async def _until(fn, timeout_s=30.0):
 
 async def test_gateway_runs_routes_reconciles_and_stops(sims, tmp_path):
     a, b, c = sims
-    spec = parse_fleet({"name": "gwt", "gateway": {"port": free_port(), "health_check_interval_s": 1},
-                        "members": {"a": {"url": a.url}}})
+    spec = parse_fleet(
+        {"name": "gwt", "gateway": {"port": free_port(), "health_check_interval_s": 1}, "members": {"a": {"url": a.url}}}
+    )
     gw = Gateway(spec, tmp_path / "state")
     gw.set_members({a.url: "a", b.url: "b"})
     await gw.start()
@@ -66,8 +73,9 @@ async def test_gateway_runs_routes_reconciles_and_stops(sims, tmp_path):
         # traffic through the gateway reaches both members (round robin)
         async with httpx.AsyncClient(timeout=30) as client:
             for _ in range(4):
-                r = await client.post(gw.url + "/v1/completions",
-                                      json={"model": "sim/Llama-3.1-8B-Instruct", "prompt": "x", "max_tokens": 2})
+                r = await client.post(
+                    gw.url + "/v1/completions", json={"model": "sim/Llama-3.1-8B-Instruct", "prompt": "x", "max_tokens": 2}
+                )
                 assert r.status_code == 200
         for sim in (a, b):
             assert '"POST /v1/completions HTTP/1.1" 200' in sim.log_text()

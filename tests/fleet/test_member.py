@@ -1,4 +1,5 @@
 """Per-member outcomes and the fleet's one exit code."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,22 +8,33 @@ from server_control.fleet.member import FAILED, NO_ANSWER, OK, PENDING, REFUSED,
 from server_control.model.snapshot import SettingChange
 
 
-@pytest.mark.parametrize("change, outcome", [
-    ({"state": "applied", "detail": "read back on 2 DP ranks"}, OK),
-    ({"state": "pending", "detail": "sent"}, PENDING),
-    ({"state": "refused", "detail": "must be >= 0"}, REFUSED),
-    ({"state": "unsupported", "detail": "stock SGLang"}, REFUSED),
-    ({"state": "error", "detail": "/set_internal_state: timed out"}, NO_ANSWER),
-    ({"state": "error", "detail": "/server_info: connection refused or host unreachable (x)"}, NO_ANSWER),
-    ({"state": "error", "detail": "server said true but read-back shows 3"}, FAILED),
-])
+@pytest.mark.parametrize(
+    "change, outcome",
+    [
+        ({"state": "applied", "detail": "read back on 2 DP ranks"}, OK),
+        ({"state": "pending", "detail": "sent"}, PENDING),
+        ({"state": "refused", "detail": "must be >= 0"}, REFUSED),
+        ({"state": "unsupported", "detail": "stock SGLang"}, REFUSED),
+        ({"state": "error", "detail": "/set_internal_state: timed out"}, NO_ANSWER),
+        ({"state": "error", "detail": "/server_info: connection refused or host unreachable (x)"}, NO_ANSWER),
+        ({"state": "error", "detail": "server said true but read-back shows 3"}, FAILED),
+    ],
+)
 def test_change_outcome(change, outcome):
     assert change_outcome(SettingChange.from_json(change)) == outcome
 
 
-@pytest.mark.parametrize("outcomes, code", [
-    ([OK, OK], 0), ([OK, PENDING], 3), ([PENDING, REFUSED], 1), ([OK, NO_ANSWER], 1), ([FAILED], 1), ([], 0),
-])
+@pytest.mark.parametrize(
+    "outcomes, code",
+    [
+        ([OK, OK], 0),
+        ([OK, PENDING], 3),
+        ([PENDING, REFUSED], 1),
+        ([OK, NO_ANSWER], 1),
+        ([FAILED], 1),
+        ([], 0),
+    ],
+)
 def test_exit_code_aggregates(outcomes, code):
     results = [MemberResult(f"m{i}", "verify", o, "") for i, o in enumerate(outcomes)]
     assert exit_code(results) == code
@@ -38,7 +50,7 @@ def test_a_row_is_built_only_after_its_session_published_a_change(monkeypatch):
     from server_control.proc.ports import free_port
     from server_control.session.session import Session
 
-    url = f"http://127.0.0.1:{free_port()}"   # nothing listens; the session is not started
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens; the session is not started
     session = Session.attach(url)
     builds = []
     real = session.snapshot
@@ -49,7 +61,7 @@ def test_a_row_is_built_only_after_its_session_published_a_change(monkeypatch):
     session._publish("logs")
     member.row()
     assert len(builds) == 1, "a log line rebuilt the row"
-    session._publish("snapshot")   # what a poll or a run change publishes
+    session._publish("snapshot")  # what a poll or a run change publishes
     member.row()
     assert len(builds) == 2, "a published change did not rebuild the row"
     clock = [member_mod.time.monotonic() + member_mod.ROW_MAX_AGE_S + 1]

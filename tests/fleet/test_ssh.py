@@ -1,4 +1,5 @@
 """The system ssh client against a real sshd on 127.0.0.1, running this checkout's CLI."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,9 +18,15 @@ pytestmark = pytest.mark.ssh
 
 @pytest.fixture
 def member(sshd, tmp_path):
-    return MemberSpec(name="r", kind="ssh", profile_ref="demo", host=sshd.host,
-                      ssh_options=tuple(sshd.ssh_options), command=tuple(sshd.remote_command),
-                      env=tuple(sshd.remote_env(tmp_path / "remote-state").items()))
+    return MemberSpec(
+        name="r",
+        kind="ssh",
+        profile_ref="demo",
+        host=sshd.host,
+        ssh_options=tuple(sshd.ssh_options),
+        command=tuple(sshd.remote_command),
+        env=tuple(sshd.remote_env(tmp_path / "remote-state").items()),
+    )
 
 
 def _procs_with(text: str) -> list[psutil.Process]:
@@ -41,11 +48,13 @@ async def test_run_gives_the_remote_answer_or_says_no_answer(member, tmp_path):
         assert bad.rc == 2 and not bad.no_answer and "cannot read profile" in bad.why()
     finally:
         await host.close()
-    check = await asyncio.create_subprocess_exec("ssh", *host._options(True), "-O", "check", member.host,
-                                                 stderr=asyncio.subprocess.DEVNULL)
+    check = await asyncio.create_subprocess_exec(
+        "ssh", *host._options(True), "-O", "check", member.host, stderr=asyncio.subprocess.DEVNULL
+    )
     assert await check.wait() != 0, "close() ends the shared master connection"
-    closed = SshHost(dataclasses.replace(member, ssh_options=(*member.ssh_options[:2], "-p", str(free_port()),
-                                                               *member.ssh_options[4:])))
+    closed = SshHost(
+        dataclasses.replace(member, ssh_options=(*member.ssh_options[:2], "-p", str(free_port()), *member.ssh_options[4:]))
+    )
     res = await closed.run("status", timeout_s=30)
     assert res.rc == 255 and res.no_answer and res.why().startswith("ssh failed")
 
@@ -67,8 +76,7 @@ async def test_stream_mirrors_and_its_remote_command_ends_with_the_connection(me
             if "second line" in mirror.read_text():
                 break
             await asyncio.sleep(0.05)
-        assert mirror.read_text().splitlines() == ["[2026-11-30 10:00:00] first line",
-                                                   "[2026-11-30 10:00:01] second line"]
+        assert mirror.read_text().splitlines() == ["[2026-11-30 10:00:00] first line", "[2026-11-30 10:00:01] second line"]
         remote = [p for p in _procs_with(str(log)) if "logs" in p.cmdline() and p.pid != proc.pid]
         assert remote, "the remote `specconsole logs --follow` runs"
         await host.stop_stream(proc)

@@ -1,5 +1,6 @@
 """gpu_bundle's build split, install (verified, once per part) and the stand-in
 ``sgl_kernel`` package as SGLang imports it (in a child whose sys.path finds it first)."""
+
 from __future__ import annotations
 
 import base64
@@ -23,9 +24,11 @@ def _wheel(folder: Path, name: str, version: str = "1.0") -> Path:
     """A minimal valid pure-Python wheel holding module ``name``."""
     path = folder / f"{name}-{version}-py3-none-any.whl"
     info = f"{name}-{version}.dist-info"
-    files = {f"{name}.py": f"VALUE = {name!r}\n",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        f"{name}.py": f"VALUE = {name!r}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     record = []
     for f, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
@@ -45,10 +48,10 @@ def _bundle(tmp: Path) -> Path:
         folder = out / f"part{part}"
         folder.mkdir(parents=True)
         w = _wheel(folder, name)
-        entries.append({"name": name, "version": "1.0", "file": w.name, "part": part,
-                        "bytes": w.stat().st_size, "sha256": build.sha256(w)})
-    (out / "manifest.json").write_text(json.dumps({"part_mib": 1, "parts": {"1": 1, "2": 1},
-                                                   "wheels": entries}))
+        entries.append(
+            {"name": name, "version": "1.0", "file": w.name, "part": part, "bytes": w.stat().st_size, "sha256": build.sha256(w)}
+        )
+    (out / "manifest.json").write_text(json.dumps({"part_mib": 1, "parts": {"1": 1, "2": 1}, "wheels": entries}))
     return out
 
 
@@ -73,11 +76,11 @@ def test_requirements_must_be_pinned(tmp_path):
 def test_install_parts_once_each_and_check(tmp_path):
     bundle = _bundle(tmp_path)
     second = bundle / "part2"
-    second.rename(tmp_path / "later")                    # the second transfer not here yet
+    second.rename(tmp_path / "later")  # the second transfer not here yet
     rep = run.install(bundle)
     assert rep["installed_now"] == ["1"] and rep["absent"] == ["2"]
     assert (bundle / "site" / "alpha_pkg.py").is_file()
-    (tmp_path / "later").rename(second)                  # it arrives
+    (tmp_path / "later").rename(second)  # it arrives
     rep = run.install(bundle)
     assert rep["installed_now"] == ["2"] and rep["already"] == ["1"] and rep["absent"] == []
     assert (bundle / "site" / "beta_pkg.py").is_file()
@@ -140,8 +143,7 @@ print("facade ok")
 
 def test_stand_in_sgl_kernel_package():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "gpu_bundle" / "site"), str(REPO)]))
-    proc = subprocess.run([sys.executable, "-c", _FACADE], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", _FACADE], env=env, capture_output=True, text=True, timeout=120, cwd=str(REPO))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "facade ok" in proc.stdout
 
@@ -159,8 +161,7 @@ print("routed" if routed else "jit", pre.APPLIED)
 @pytest.mark.parametrize("mode,want", [("torch", "routed"), ("jit", "jit")])
 def test_preload_routes_the_jit_tree_kernels(mode, want):
     env = dict(os.environ, PYTHONPATH=str(REPO), SPECCONSOLE_GPU_BUNDLE_TREE=mode)
-    proc = subprocess.run([sys.executable, "-c", _PRELOAD], env=env, capture_output=True, text=True,
-                          timeout=300, cwd=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", _PRELOAD], env=env, capture_output=True, text=True, timeout=300, cwd=str(REPO))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split()[0] == want
 
@@ -172,4 +173,4 @@ def test_gpu_check_bundle_stops_while_a_part_is_missing(tmp_path, monkeypatch, c
     assert gpu_check.main(["--bundle", str(bundle)]) == 1
     out = capsys.readouterr().out
     assert "FAIL bundle: bundle parts not here yet: ['2']" in out
-    assert (bundle / "site" / "alpha_pkg.py").is_file()   # part1 installed meanwhile
+    assert (bundle / "site" / "alpha_pkg.py").is_file()  # part1 installed meanwhile

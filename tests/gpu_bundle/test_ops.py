@@ -2,6 +2,7 @@
 shape, dtype, in-place effects, values; and no host read of tensor data (each op also runs
 on ``meta`` tensors, where ``.item()``/``.tolist()``/``nonzero`` raise), which is what
 CUDA-graph capture needs."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,8 +29,7 @@ def test_rmsnorm_matches_torch_and_writes_out(dtype):
     out = torch.empty_like(x)
     assert ew.rmsnorm(x, w, 1e-6, out=out) is out
     torch.testing.assert_close(out, want)
-    torch.testing.assert_close(ew.gemma_rmsnorm(x, w, 1e-6),
-                               F.rms_norm(x.float(), (64,), 1 + w.float(), eps=1e-6).to(dtype))
+    torch.testing.assert_close(ew.gemma_rmsnorm(x, w, 1e-6), F.rms_norm(x.float(), (64,), 1 + w.float(), eps=1e-6).to(dtype))
 
 
 def test_fused_add_rmsnorm_in_place():
@@ -43,11 +43,14 @@ def test_fused_add_rmsnorm_in_place():
     torch.testing.assert_close(x, F.rms_norm(x0 + r0, (32,), 1 + w, eps=1e-5))
 
 
-@pytest.mark.parametrize("name,act", [
-    ("silu_and_mul", F.silu),
-    ("gelu_and_mul", lambda t: F.gelu(t)),
-    ("gelu_tanh_and_mul", lambda t: F.gelu(t, approximate="tanh")),
-])
+@pytest.mark.parametrize(
+    "name,act",
+    [
+        ("silu_and_mul", F.silu),
+        ("gelu_and_mul", lambda t: F.gelu(t)),
+        ("gelu_tanh_and_mul", lambda t: F.gelu(t, approximate="tanh")),
+    ],
+)
 def test_gated_activations(name, act):
     x = _x(3, 2, 16)
     want = act(x[..., :8]) * x[..., 8:]
@@ -69,11 +72,11 @@ def test_gelu_quick():
 def _rope_reference(pos, x, head, cache, neox):
     """Complex-number rotation, independent of the stand-in's formula."""
     rot = cache.shape[1]
-    cos, sin = cache[pos, : rot // 2], cache[pos, rot // 2:]
+    cos, sin = cache[pos, : rot // 2], cache[pos, rot // 2 :]
     v = x.view(x.shape[0], -1, head).clone()
     part = v[..., :rot]
     if neox:
-        re, im = part[..., : rot // 2], part[..., rot // 2:]
+        re, im = part[..., : rot // 2], part[..., rot // 2 :]
     else:
         re, im = part[..., 0::2], part[..., 1::2]
     z = torch.complex(re, im) * torch.complex(cos, sin).unsqueeze(1)
@@ -113,12 +116,13 @@ def test_renorm_probs():
 
 # -- EAGLE tree, topk 1: against the rig's loop version of the CUDA kernels' semantics --
 
+
 def _tree_inputs(bs, steps, seed):
     """What SGLang's organize_draft_results hands build_tree for topk 1 (a chain)."""
     g = torch.Generator().manual_seed(seed)
     n = steps + 1
     seq = torch.randint(3, 20, (bs,), generator=g)
-    parent_list = torch.cat([torch.full((bs, 1), -1), torch.arange(steps).repeat(bs, 1)], 1)[:, : steps]
+    parent_list = torch.cat([torch.full((bs, 1), -1), torch.arange(steps).repeat(bs, 1)], 1)[:, :steps]
     selected = torch.arange(n - 1).repeat(bs, 1)
     return n, seq, parent_list.long(), selected.long()
 
@@ -126,8 +130,13 @@ def _tree_inputs(bs, steps, seed):
 def _tree_outputs(bs, n, seq, mode):
     size = int(((seq + n) * n).sum()) if mode == spec_tree.FULL_MASK else bs * n * n
     mask = torch.ones(size, dtype=torch.bool)  # FULL_MASK: the prefix columns pre-filled True
-    return (mask, torch.zeros(bs * n, dtype=torch.int64), torch.zeros(bs, n, dtype=torch.int64),
-            torch.full((bs, n), -1, dtype=torch.int64), torch.full((bs, n), -1, dtype=torch.int64))
+    return (
+        mask,
+        torch.zeros(bs * n, dtype=torch.int64),
+        torch.zeros(bs, n, dtype=torch.int64),
+        torch.full((bs, n), -1, dtype=torch.int64),
+        torch.full((bs, n), -1, dtype=torch.int64),
+    )
 
 
 @pytest.mark.parametrize("mode", [spec_tree.FULL_MASK, spec_tree.QLEN_ONLY])
@@ -187,25 +196,50 @@ def test_ops_read_no_tensor_data_on_the_host():
     ew.rmsnorm(x, w)
     ew.fused_add_rmsnorm(x, torch.empty(4, 32, **m), w)
     ew.silu_and_mul(torch.empty(4, 64, **m), torch.empty(4, 32, **m))
-    ew.rotary_embedding(torch.zeros(4, dtype=torch.int64, **m), torch.empty(4, 64, **m),
-                        torch.empty(4, 32, **m), 16, torch.empty(64, 16, **m), True)
+    ew.rotary_embedding(
+        torch.zeros(4, dtype=torch.int64, **m),
+        torch.empty(4, 64, **m),
+        torch.empty(4, 32, **m),
+        16,
+        torch.empty(64, 16, **m),
+        True,
+    )
     bs, n = 3, 3
     seq = torch.zeros(bs, dtype=torch.int64, **m)
     i64 = dict(dtype=torch.int64, **m)
     for mode in (0, 1):
         spec_tree.build_tree_kernel_efficient(
-            torch.empty(bs, 2, **i64), torch.empty(bs, 2, **i64), seq,
-            torch.empty(100, dtype=torch.bool, **m), torch.empty(bs * n, **i64),
-            torch.empty(bs, n, **i64), torch.empty(bs, n, **i64), torch.empty(bs, n, **i64),
-            1, 2, n, mode)
-    spec_tree.verify_tree_greedy(torch.empty(bs * n, dtype=torch.int32, **m),
-                                 torch.empty(bs, n, dtype=torch.int32, **m),
-                                 torch.empty(bs, dtype=torch.int32, **m), torch.empty(bs, n, **i64),
-                                 torch.empty(bs, n, **i64), torch.empty(bs, n, **i64),
-                                 torch.empty(bs, n, **i64), torch.empty(bs * n, **i64))
+            torch.empty(bs, 2, **i64),
+            torch.empty(bs, 2, **i64),
+            seq,
+            torch.empty(100, dtype=torch.bool, **m),
+            torch.empty(bs * n, **i64),
+            torch.empty(bs, n, **i64),
+            torch.empty(bs, n, **i64),
+            torch.empty(bs, n, **i64),
+            1,
+            2,
+            n,
+            mode,
+        )
+    spec_tree.verify_tree_greedy(
+        torch.empty(bs * n, dtype=torch.int32, **m),
+        torch.empty(bs, n, dtype=torch.int32, **m),
+        torch.empty(bs, dtype=torch.int32, **m),
+        torch.empty(bs, n, **i64),
+        torch.empty(bs, n, **i64),
+        torch.empty(bs, n, **i64),
+        torch.empty(bs, n, **i64),
+        torch.empty(bs * n, **i64),
+    )
     with pytest.raises((RuntimeError, NotImplementedError)):  # the control: the loop reference syncs
-        ref.verify_tree_greedy(torch.empty(bs * n, dtype=torch.int32, **m),
-                               torch.empty(bs, n, dtype=torch.int32, **m),
-                               torch.empty(bs, dtype=torch.int32, **m), torch.empty(bs, n, **i64),
-                               torch.empty(bs, n, **i64), torch.empty(bs, n, **i64),
-                               torch.empty(bs, n, **i64), torch.empty(bs * n, **i64))
+        ref.verify_tree_greedy(
+            torch.empty(bs * n, dtype=torch.int32, **m),
+            torch.empty(bs, n, dtype=torch.int32, **m),
+            torch.empty(bs, dtype=torch.int32, **m),
+            torch.empty(bs, n, **i64),
+            torch.empty(bs, n, **i64),
+            torch.empty(bs, n, **i64),
+            torch.empty(bs, n, **i64),
+            torch.empty(bs * n, **i64),
+        )

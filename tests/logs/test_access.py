@@ -1,5 +1,6 @@
 """Polling access lines: any client's successful reads of the read-only endpoints a console
 polls are told apart from real traffic and from failures (which stay news)."""
+
 from __future__ import annotations
 
 import httpx
@@ -14,7 +15,7 @@ POLLING = [
     'INFO:     127.0.0.1:45580 - "GET /server_info HTTP/1.1" 200 OK',
     'INFO:     127.0.0.1:45580 - "GET /get_server_info HTTP/1.1" 200 OK',
     'INFO:     127.0.0.1:45580 - "GET /v1/loads?include=core,memory,spec HTTP/1.1" 200 OK',
-    'INFO:     10.0.0.7:51000 - "GET /metrics HTTP/1.1" 200 OK',          # another client: Prometheus
+    'INFO:     10.0.0.7:51000 - "GET /metrics HTTP/1.1" 200 OK',  # another client: Prometheus
     'INFO:     127.0.0.1:45566 - "GET /health_generate HTTP/1.1" 200 OK',
     '[2026-11-29 10:00:00] INFO:     127.0.0.1:45678 - "GET /health HTTP/1.1" 200 OK',  # behind a prefix
     'INFO:     127.0.0.1:45566 - "HEAD /health HTTP/1.1" 200 OK',
@@ -24,12 +25,12 @@ POLLING = [
 NOT_POLLING = [
     'INFO:     127.0.0.1:45678 - "POST /v1/chat/completions HTTP/1.1" 200 OK',  # real traffic
     'INFO:     127.0.0.1:45678 - "POST /generate HTTP/1.1" 200 OK',
-    'INFO:     127.0.0.1:45678 - "POST /set_internal_state HTTP/1.1" 200 OK',   # a change: news
+    'INFO:     127.0.0.1:45678 - "POST /set_internal_state HTTP/1.1" 200 OK',  # a change: news
     '[2026-11-29 10:00:00] INFO:     127.0.0.1:45678 - "GET /health HTTP/1.1" 503 Service Unavailable',
-    'INFO:     127.0.0.1:45580 - "GET /v1/loads HTTP/1.1" 404 Not Found',       # a failure: news
+    'INFO:     127.0.0.1:45580 - "GET /v1/loads HTTP/1.1" 404 Not Found',  # a failure: news
     'INFO:     127.0.0.1:45580 - "GET /server_info HTTP/1.1" 500 Internal Server Error',
     "[2026-11-29 10:00:00 TP0] Decode batch, #running-req: 1, #token: 10, gen throughput (token/s): 5.0",
-    "GET /health is what the probe sends",                                          # prose, no request
+    "GET /health is what the probe sends",  # prose, no request
 ]
 
 
@@ -48,15 +49,17 @@ def test_not_polling_lines(line):
 
 
 def test_parse_access_fields():
-    assert parse_access('INFO:     127.0.0.1:1 - "GET /v1/loads?include=core HTTP/1.1" 200 OK') == \
-        AccessLine("GET", "/v1/loads", 200)
+    assert parse_access('INFO:     127.0.0.1:1 - "GET /v1/loads?include=core HTTP/1.1" 200 OK') == AccessLine(
+        "GET", "/v1/loads", 200
+    )
     assert parse_access("no request here") is None
 
 
 def test_a_record_of_another_kind_is_never_polling():
     """A traceback that quotes an access line is not an access line."""
-    (rec,) = parse_text('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n'
-                        'ValueError: bad "GET /health HTTP/1.1" 200 OK\n')
+    (rec,) = parse_text(
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: bad "GET /health HTTP/1.1" 200 OK\n'
+    )
     assert rec.kind == "traceback" and not is_polling(rec)
 
 

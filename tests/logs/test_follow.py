@@ -1,5 +1,6 @@
 """tail -F semantics with real files and a real event loop: the file appears later, grows,
 holds a partial line, is truncated, rotated, removed and re-created."""
+
 import asyncio
 import os
 import time
@@ -108,8 +109,12 @@ async def test_rotation_reads_old_file_to_its_end_then_the_new_one(follow):
     await eventually(lambda: store.total == 5, "lines of both files")
     assert pipeline.follower.rotations == 1
     assert [(r.line, r.raw) for r in store.records()] == [
-        (1, "first file 1"), (2, "first file 2, written after the rename"), (3, "first file partial"),
-        (1, "second file 1"), (2, "second file 2")]
+        (1, "first file 1"),
+        (2, "first file 2, written after the rename"),
+        (3, "first file partial"),
+        (1, "second file 1"),
+        (2, "second file 2"),
+    ]
 
 
 async def test_removed_then_recreated(follow):
@@ -126,9 +131,12 @@ async def test_removed_then_recreated(follow):
 
 async def test_traceback_at_the_end_is_flushed_when_the_writer_goes_quiet(follow):
     path, store, _, _ = follow(idle_flush_s=0.1)
-    append(path, "[2026-11-29 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
-                 '  File "s.py", line 1, in run\n'
-                 "ValueError: boom\n")
+    append(
+        path,
+        "[2026-11-29 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "s.py", line 1, in run\n'
+        "ValueError: boom\n",
+    )
     await eventually(lambda: store.total == 1, "the traceback record")
     rec = store.records()[0]
     assert rec.kind == "traceback" and rec.raw.endswith("ValueError: boom")

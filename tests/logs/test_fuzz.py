@@ -1,5 +1,6 @@
 """Hypothesis: no bytes make the parser raise; line numbers are monotone; chunking never
 changes the result; every record serialises to exactly the contract keys."""
+
 import json
 
 from hypothesis import HealthCheck, given, settings
@@ -12,11 +13,21 @@ from tests.logs.samples import SAMPLES
 
 # Pieces that steer the fuzzer towards the interesting paths.
 FRAGMENTS = [s.encode() for s, _ in SAMPLES[:12]] + [
-    b"Traceback (most recent call last):", b'  File "x.py", line 1', b"ValueError: x", b"",
+    b"Traceback (most recent call last):",
+    b'  File "x.py", line 1',
+    b"ValueError: x",
+    b"",
     b"During handling of the above exception, another exception occurred:",
-    b"\x1b[31m", b"\x1b]0;t\x07", b"\xff\xfe", b"\xc3", b"\r", b"[2026-11-29 10:00:00 TP0] ",
-    b"Decode batch, #running-req: ", b"Dynamic speculation: switched to target-only (",
-    b"Dynamic speculation disable enabled: threshold=", b"#running-req: 99999999999999999999, ",
+    b"\x1b[31m",
+    b"\x1b]0;t\x07",
+    b"\xff\xfe",
+    b"\xc3",
+    b"\r",
+    b"[2026-11-29 10:00:00 TP0] ",
+    b"Decode batch, #running-req: ",
+    b"Dynamic speculation: switched to target-only (",
+    b"Dynamic speculation disable enabled: threshold=",
+    b"#running-req: 99999999999999999999, ",
 ]
 chunks = st.lists(st.one_of(st.binary(max_size=64), st.sampled_from(FRAGMENTS)), max_size=40)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -54,7 +65,7 @@ def test_chunking_does_not_change_records(parts, sizes):
     while pos < len(data):
         size = sizes[i % len(sizes)]
         i += 1
-        lines, text = splitter.feed(data[pos:pos + size])
+        lines, text = splitter.feed(data[pos : pos + size])
         pos += size
         if lines:
             got += records_from_columns(*parser.feed(lines, text))

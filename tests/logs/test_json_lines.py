@@ -1,6 +1,7 @@
 """The fast JSON lines (server_control/logs/json_lines.py) give the same JSON values, keys
 in the same order, as the Record way (``Record.to_json`` and msgspec), line by line; and
 `specconsole logs FILE --parse --json` writes them (a real CLI process)."""
+
 from __future__ import annotations
 
 import json
@@ -34,13 +35,13 @@ ODD = [
     "[2026-11-29 10:00:05 TP0] Decode batch, #running-req: 07, #token: 900, token usage: 0.12, cuda graph: True, "
     "gen throughput (token/s): 512.30, #queue-req: 2",
     "[2026-11-29 10:00:05 TP0] Decode batch, #running-req: 7, #token: 900, token usage: 0.12, cuda graph: True, "
-    "gen throughput (token/s): 512.30, #queue-req: 2, extra: \"quoted\\\"",
+    'gen throughput (token/s): 512.30, #queue-req: 2, extra: "quoted\\"',
     "[2026-11-29 10:00:05 TP0] Prefill batch(mixed), #new-seq: 4, #new-token: 407, #cached-token: 1811, "
     "token usage: 0.05, #running-req: 3, #queue-req: 1, input throughput (token/s): 1e9",
     "wrapper: [2026-11-29 10:00:05 TP0] Decode batch, #running-req: 7, #token: 900, token usage: 0.12, "
     "cuda graph: True, gen throughput (token/s): 512.30, #queue-req: 2",
     "[2026-11-29 10:00:06 TP0] Dynamic speculation: switched to target-only (decode batch 7 > threshold 5)",
-    "[2026-11-29 10:00:08 TP0] Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: boom",
+    '[2026-11-29 10:00:08 TP0] Traceback (most recent call last):\n  File "x.py", line 1\nValueError: boom',
     "plain ünïcode line \u00e9",
 ]
 
@@ -85,8 +86,14 @@ def test_the_cli_writes_them(tmp_path: Path) -> None:
     path = tmp_path / "odd.log"
     path.write_text("\n".join(ODD) + "\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    got = subprocess.run([sys.executable, "-m", "console", "logs", str(path), "--parse", "--json"], env=env,
-                         capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    got = subprocess.run(
+        [sys.executable, "-m", "console", "logs", str(path), "--parse", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
     assert [json.loads(x) for x in got] == [slow(r) for r in parse_text(path.read_text())]
 
 

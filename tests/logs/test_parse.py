@@ -1,4 +1,5 @@
 """The record schema against real-world lines; tracebacks; UTF-8, ANSI, long lines."""
+
 import pytest
 
 from server_control.logs import JSON_KEYS, KINDS, Parser, parse_bytes, parse_text
@@ -23,8 +24,7 @@ def test_schema_types_on_all_samples():
     text = "\n".join(line for line, _ in SAMPLES) + "\n"
     records = parse_text(text)
     assert [r.line for r in records] == list(range(1, len(SAMPLES) + 1))
-    ints = ("running_req", "queue_req", "num_tokens", "new_seq", "new_token", "cached_token",
-            "threshold", "batch")
+    ints = ("running_req", "queue_req", "num_tokens", "new_seq", "new_token", "cached_token", "threshold", "batch")
     floats = ("token_usage", "gen_throughput", "accept_len", "accept_rate", "input_throughput")
     for rec in records:
         js = rec.to_json()
@@ -93,7 +93,7 @@ def test_chained_traceback_is_one_record_and_trailing_blank_is_not():
 
 
 def test_truncated_traceback_ends_at_next_record():
-    text = "Traceback (most recent call last):\n  File \"a.py\", line 1\n[2026-11-29 10:00:00] after\n"
+    text = 'Traceback (most recent call last):\n  File "a.py", line 1\n[2026-11-29 10:00:00] after\n'
     records = parse_text(text)
     assert [(r.line, r.kind) for r in records] == [(1, "traceback"), (3, "other")]
 
@@ -116,14 +116,17 @@ def test_traceback_split_across_feeds_gives_same_records(cut):
 
     def flat(parts):
         return [list(zip(*p)) for p in parts if p[0]]
+
     assert sum(flat(got), []) == sum(flat(expected), [])
 
 
 def test_invalid_utf8_is_replaced_and_ansi_stripped():
-    data = (b"\x1b[32m[2026-11-29 10:00:00 TP0]\x1b[0m Decode batch, #running-req: 2, #token: 1, "
-            b"token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0, \xff\xfe\n"
-            b"\x1b]0;title\x07caf\xc3\xa9 \x00bell\x07 \x1b(Bx\r\n"
-            b"progress 10%\rprogress 100%\n")
+    data = (
+        b"\x1b[32m[2026-11-29 10:00:00 TP0]\x1b[0m Decode batch, #running-req: 2, #token: 1, "
+        b"token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0, \xff\xfe\n"
+        b"\x1b]0;title\x07caf\xc3\xa9 \x00bell\x07 \x1b(Bx\r\n"
+        b"progress 10%\rprogress 100%\n"
+    )
     records = parse_bytes(data)
     assert [r.kind for r in records] == ["decode", "other", "other"]
     assert records[0].rank == "TP0" and records[0].running_req == 2

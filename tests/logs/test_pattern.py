@@ -1,5 +1,6 @@
 """The operator's regex rule (server_control/logs/pattern.py): smart case, the same for
 `specconsole logs --grep`, the store and the console's `/` filter."""
+
 import pytest
 
 from console.widgets.log.format import LineFilter

@@ -1,5 +1,6 @@
 """Control sequences are removed line by line: an unterminated OSC (``ESC ] 0;x`` with no
 BEL or ST) or DCS on one line never hides the lines after it, whatever the chunking."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,14 +8,13 @@ import pytest
 from server_control.logs import iter_file
 from server_control.logs.lines import LineSplitter
 
-CRASH = ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
-         "RuntimeError: boom"]
+CRASH = ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "RuntimeError: boom"]
 HOSTILE = [
-    "Updating \x1b]0;owned is not supported.",           # unterminated OSC (title)
-    "Updating \x1b]52;c;aGk= is not supported.",          # unterminated OSC 52 (clipboard)
-    "link \x1b]8;;http://x\x1b\\text",                    # hyperlink opened, never closed
-    "dcs \x1bP1$r\x1b[0m",                                # DCS without its string terminator
-    "c1 \u009d0;title",                                    # C1 OSC
+    "Updating \x1b]0;owned is not supported.",  # unterminated OSC (title)
+    "Updating \x1b]52;c;aGk= is not supported.",  # unterminated OSC 52 (clipboard)
+    "link \x1b]8;;http://x\x1b\\text",  # hyperlink opened, never closed
+    "dcs \x1bP1$r\x1b[0m",  # DCS without its string terminator
+    "c1 \u009d0;title",  # C1 OSC
 ]
 
 

@@ -1,4 +1,5 @@
 """LogStore: bounds, counters, since/tail/get, filter and search."""
+
 import pytest
 
 from server_control.logs import LogStore, parse_text
@@ -32,7 +33,7 @@ def test_bounded_store_drops_oldest_and_counts():
     store = LogStore(capacity=4)
     lines = [f"line {i}" for i in range(1, 11)]
     for start in range(0, 10, 3):  # batches of 3, 3, 3, 1
-        chunk = lines[start:start + 3]
+        chunk = lines[start : start + 3]
         store.extend_columns(list(range(start + 1, start + 1 + len(chunk))), ["other"] * len(chunk), chunk)
     assert (store.total, store.dropped, len(store)) == (10, 6, 4)
     assert [r.raw for r in store.records()] == ["line 7", "line 8", "line 9", "line 10"]

@@ -1,4 +1,5 @@
 """Fixtures of the real-SGLang-on-CPU tier (tests/real_sglang/rig is the rig itself)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,8 +14,9 @@ import pytest
 
 SGLANG_MISSING = importlib.util.find_spec("sglang") is None
 SKIP_NO_SGLANG = pytest.mark.skipif(
-    SGLANG_MISSING, reason="sglang is not importable here: the real-SGLang tier needs "
-    "`pip install -e '.[sglang]'` (scripts/test does it)")
+    SGLANG_MISSING,
+    reason="sglang is not importable here: the real-SGLang tier needs `pip install -e '.[sglang]'` (scripts/test does it)",
+)
 # Every rig server dies on its own after this long, whatever happens to the test run.
 SERVER_LIFETIME_S = int(os.environ.get("SPECCONSOLE_RIG_SERVER_LIFETIME", "1500"))
 
@@ -58,8 +60,7 @@ FIGURES: list[str] = []
 
 def report(name: str, **numbers) -> None:
     """Record measured figures; printed in the terminal summary of the run."""
-    text = ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in numbers.items())
+    text = ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in numbers.items())
     FIGURES.append(f"{name}: {text}")
 
 

@@ -6,6 +6,7 @@ Six long requests keep the decode batch at 6. Threshold 6: speculative. ``-`` ->
 back to speculative. The console learns each mode from the server (HTTP + log), not from
 the key.
 """
+
 from __future__ import annotations
 
 import threading
@@ -29,8 +30,7 @@ LOAD_TOKENS = 500  # 6 x ~510 tokens fit the 4096-token KV pool
 
 @pytest.fixture(scope="module")
 def served(rig, tmp_path_factory):
-    run = CliRun(rig, tmp_path_factory.mktemp("console"), threshold=6,
-                 lifetime_s=SERVER_LIFETIME_S, name="rig-console")
+    run = CliRun(rig, tmp_path_factory.mktemp("console"), threshold=6, lifetime_s=SERVER_LIFETIME_S, name="rig-console")
     try:
         run.server.wait_ready(timeout_s=120)
         yield run
@@ -56,15 +56,14 @@ async def test_threshold_keys_move_the_real_server_and_the_badge_follows(served)
             errors.append(exc)
 
     threading.Thread(target=load, daemon=True).start()
-    session = Session.for_profile(load_profile(served.profile), served.state_dir,
-                                  supervise=False, poll_interval_s=0.25)
+    session = Session.for_profile(load_profile(served.profile), served.state_dir, supervise=False, poll_interval_s=0.25)
     app = SpecConsoleApp(session)
     async with app.run_test(size=(160, 40)) as pilot:
         text = lambda: screen_text(app)  # noqa: E731
-        await wait_for(pilot, lambda: "N=6" in text() and "SPECULATIVE" in text(),
-                       "N=6 and the SPECULATIVE badge")
-        await wait_for(pilot, lambda: served.server.decode_lines()[-1:] and
-                       served.server.decode_lines()[-1][0] == 6, "a decode batch of 6")
+        await wait_for(pilot, lambda: "N=6" in text() and "SPECULATIVE" in text(), "N=6 and the SPECULATIVE badge")
+        await wait_for(
+            pilot, lambda: served.server.decode_lines()[-1:] and served.server.decode_lines()[-1][0] == 6, "a decode batch of 6"
+        )
         await pilot.press("minus")
         await wait_for(pilot, lambda: "N=5 applied" in text(), "N=5 applied")
         await wait_for(pilot, lambda: "TARGET-ONLY" in text(), "the TARGET-ONLY badge")
@@ -73,10 +72,8 @@ async def test_threshold_keys_move_the_real_server_and_the_badge_follows(served)
         await pilot.press("plus")
         await pilot.press("plus")
         await wait_for(pilot, lambda: "N=7 applied" in text(), "N=7 applied")
-        await wait_for(pilot, lambda: "SPECULATIVE" in text() and "TARGET-ONLY" not in text(),
-                       "the badge back to SPECULATIVE")
+        await wait_for(pilot, lambda: "SPECULATIVE" in text() and "TARGET-ONLY" not in text(), "the badge back to SPECULATIVE")
         assert _mode(served) == "speculative"
-        assert served.server.request("/server_info")["internal_states"][0][
-            "speculative_disable_batch_threshold"] == 7
+        assert served.server.request("/server_info")["internal_states"][0]["speculative_disable_batch_threshold"] == 7
         await app.session.close()
     assert not errors, errors

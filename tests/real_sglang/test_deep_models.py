@@ -1,5 +1,6 @@
 """The production-cost pair's deep target (rig/deep_models.py) is the source target's
 function: built here from the rig's random-weight shape (no trained pair needed)."""
+
 from __future__ import annotations
 
 import json
@@ -26,12 +27,13 @@ def test_appended_zero_output_layers_leave_the_logits_bit_for_bit(source, tmp_pa
     assert facts["layers"] == 10 and facts["source_layers"] == tiny_models.TARGET_LAYERS
     assert json.loads((tmp_path / "t" / "config.json").read_text())["num_hidden_layers"] == 10
     # the draft still reads the layers it was trained on
-    assert (json.loads((tmp_path / "d" / "config.json").read_text())["eagle_config"]
-            ["eagle_aux_hidden_state_layer_ids"]) == tiny_models.AUX_LAYER_IDS
+    assert (
+        (json.loads((tmp_path / "d" / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"])
+        == tiny_models.AUX_LAYER_IDS
+    )
 
 
-def test_an_appended_layer_that_writes_to_the_residual_is_caught(source, tmp_path,
-                                                                 monkeypatch):
+def test_an_appended_layer_that_writes_to_the_residual_is_caught(source, tmp_path, monkeypatch):
     """Negative control: appended layers with random output projections change the
     function, and the build refuses them."""
     target, draft = source

@@ -7,6 +7,7 @@ automatic switches (token-exact) and the per-mode tok/s of benchmarks/mode_cost.
 real ``specconsole bench --url``), then the summary and the exit code. Its negative
 control: on a machine without a GPU, ``--device cuda`` must fail (exit 1), not pass.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,17 +22,28 @@ from tests.real_sglang.rig import gpu_check, gpu_checks
 from tests.real_sglang.rig.build import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "gpu-check"
-EXPECTED = ["preflight", "build the rig's trained models", "start trained-plain",
-            "tok/s plain", "start trained-patched-overlap", "start-up", "switch both ways",
-            "runtime threshold", "steps=0 memory per rank", "graph / eager per bucket",
-            "warm draft after target-only", "forced flips under load",
-            "automatic switches", "tok/s per mode", "no process left"]
+EXPECTED = [
+    "preflight",
+    "build the rig's trained models",
+    "start trained-plain",
+    "tok/s plain",
+    "start trained-patched-overlap",
+    "start-up",
+    "switch both ways",
+    "runtime threshold",
+    "steps=0 memory per rank",
+    "graph / eager per bucket",
+    "warm draft after target-only",
+    "forced flips under load",
+    "automatic switches",
+    "tok/s per mode",
+    "no process left",
+]
 
 
 def _script(args: list[str], timeout: float) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHON=sys.executable)
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=REPO_ROOT)
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO_ROOT)
 
 
 @pytest.mark.sglang_server
@@ -39,9 +51,25 @@ def _script(args: list[str], timeout: float) -> subprocess.CompletedProcess:
 @pytest.mark.timeout(2400)
 def test_gpu_check_passes_on_the_cpu_rig(rig, tmp_path):
     out = tmp_path / "results.json"
-    res = _script(["--device", "cpu", "--flip-seconds", "5", "--levels", "1,2",
-                   "--warmup", "1", "--measure", "3", "--json", str(out),
-                   "--logs", str(tmp_path / "logs")], timeout=2300)
+    res = _script(
+        [
+            "--device",
+            "cpu",
+            "--flip-seconds",
+            "5",
+            "--levels",
+            "1,2",
+            "--warmup",
+            "1",
+            "--measure",
+            "3",
+            "--json",
+            str(out),
+            "--logs",
+            str(tmp_path / "logs"),
+        ],
+        timeout=2300,
+    )
     assert res.returncode == 0, f"{res.stdout[-6000:]}\n{res.stderr[-3000:]}"
     results = json.loads(out.read_text())
     assert [r["name"] for r in results] == EXPECTED
@@ -49,9 +77,11 @@ def test_gpu_check_passes_on_the_cpu_rig(rig, tmp_path):
     assert "gpu-check: all passed (15/15 checks)" in res.stdout
     assert "| c | plain | speculative | target-only | auto |" in res.stdout
     by_name = {r["name"]: r for r in results}
-    report("gpu-check --device cpu", **{k: v for k, v in by_name["start-up"]["figures"].items()},
-           accept_after_resume=by_name["warm draft after target-only"]["figures"][
-               "accept_after_resume"])
+    report(
+        "gpu-check --device cpu",
+        **{k: v for k, v in by_name["start-up"]["figures"].items()},
+        accept_after_resume=by_name["warm draft after target-only"]["figures"]["accept_after_resume"],
+    )
 
 
 @pytest.mark.sglang
@@ -73,8 +103,12 @@ def test_without_a_gpu_the_cuda_run_fails_at_preflight():
 
 
 def test_bad_arguments_exit_2():
-    res = subprocess.run([sys.executable, "-m", "tests.real_sglang.rig.gpu_check",
-                          "--levels", "0,x"], capture_output=True, text=True, cwd=REPO_ROOT)
+    res = subprocess.run(
+        [sys.executable, "-m", "tests.real_sglang.rig.gpu_check", "--levels", "0,x"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     assert res.returncode == 2 and "levels must be integers" in res.stderr
 
 
@@ -92,7 +126,8 @@ def test_the_summary_fails_on_one_failed_check():
     assert text.splitlines()[:3] == [
         f"PASS  fine: ok [x=1, seconds={checks.results[0].figures['seconds']}]",
         "FAIL  broken: AssertionError: tokens differ",
-        "----  later: not run: an earlier step failed"]
+        "----  later: not run: an earlier step failed",
+    ]
     assert text.splitlines()[-1] == "gpu-check: FAILED (1/3 checks)"
     assert gpu_check.parse(["--device", "cpu"]).levels == [1, 4, 16]
 
@@ -100,8 +135,13 @@ def test_the_summary_fails_on_one_failed_check():
 def test_nvml_probe_says_why_without_a_gpu():
     """benchmarks/nvml_probe.py, the GPU proof of the NVML sampler: here (no driver) it must
     report NVML unavailable with the reason and exit 1."""
-    res = subprocess.run([sys.executable, "-m", "benchmarks.nvml_probe", "--seconds", "1"],
-                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "benchmarks.nvml_probe", "--seconds", "1"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
     out = json.loads(res.stdout)
     if out.get("available"):
         pytest.skip("this machine has a GPU with a driver")

@@ -3,6 +3,7 @@
 no PYTHONPATH) logs the init line; after ``patch uninstall`` nothing of the patch is left
 in PY's site-packages. PY is a fresh venv that sees the installed sglang (a .pth naming
 the site-packages of the interpreter running the tests)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -32,16 +33,21 @@ def test_a_plain_launch_server_loads_the_installed_patch(rig, tmp_path):
     spec = importlib.util.find_spec("sglang")
     assert spec is not None and spec.origin
     (site / "zz_sglang.pth").write_text(str(Path(spec.origin).parents[1]) + "\n")
-    res = subprocess.run([sys.executable, "-m", "console", "patch", "install", "--python",
-                          python, "--json"], capture_output=True, text=True, timeout=120,
-                         cwd=str(REPO_ROOT))
+    res = subprocess.run(
+        [sys.executable, "-m", "console", "patch", "install", "--python", python, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(REPO_ROOT),
+    )
     assert res.returncode == 0, res.stderr
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(rig_env_vars(rig))
     port = free_port()
     args = server_args(rig, port, extra=["--speculative-disable-batch-threshold", "5"])
-    server = RigServer.start([python, "-m", "sglang.launch_server", *args], env,
-                             tmp_path / "server.log", port, lifetime_s=SERVER_LIFETIME_S)
+    server = RigServer.start(
+        [python, "-m", "sglang.launch_server", *args], env, tmp_path / "server.log", port, lifetime_s=SERVER_LIFETIME_S
+    )
     try:
         ready = server.wait_ready(timeout_s=900)
         report("plain launch_server with the patch installed (.pth)", ready_s=ready)
@@ -50,8 +56,12 @@ def test_a_plain_launch_server_loads_the_installed_patch(rig, tmp_path):
         assert "NOT active" not in log
     finally:
         assert server.stop(grace_s=10) == []
-    res = subprocess.run([sys.executable, "-m", "console", "patch", "uninstall", "--python",
-                          python, "--json"], capture_output=True, text=True, timeout=120,
-                         cwd=str(REPO_ROOT))
+    res = subprocess.run(
+        [sys.executable, "-m", "console", "patch", "uninstall", "--python", python, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(REPO_ROOT),
+    )
     assert res.returncode == 0 and json.loads(res.stdout)["removed"]
     assert sorted(p.name for p in site.iterdir() if "specconsole" in p.name) == []

@@ -11,6 +11,7 @@ Negative control (run by hand: ``on_verified`` in sglang_patch/worker.py made to
 steps too): the last test fails, concurrency 1 after the burst accepting 2.58.
 The tests run in file order against one server.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,12 @@ from tests.real_sglang.conftest import SKIP_NO_SGLANG, cli_server
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 TOKENS_C1 = 31
 TOKENS_C6 = 61  # 60 decode steps, all forced target-only: far more than the slot's updates
-SLOT = {"candidate_steps": [1, 2], "warmup_batches": 2, "update_interval": 2,
-        "down_hysteresis": 0.0}  # drops to 1 step once its EMA of accepted drafts <= 0.5
+SLOT = {
+    "candidate_steps": [1, 2],
+    "warmup_batches": 2,
+    "update_interval": 2,
+    "down_hysteresis": 0.0,
+}  # drops to 1 step once its EMA of accepted drafts <= 0.5
 
 
 def _accept_length(meta: dict) -> float:
@@ -42,10 +47,14 @@ def run(rig, tmp_path_factory):
     work = tmp_path_factory.mktemp("adaptive")
     config = work / "adaptive.json"
     config.write_text(json.dumps({"1": SLOT}))
-    with cli_server(rig, work, "adaptive + threshold server via specconsole launch",
-                    threshold=2, name="rig-adaptive",
-                    extra_args=("--speculative-adaptive", "--speculative-adaptive-config",
-                                str(config))) as run:
+    with cli_server(
+        rig,
+        work,
+        "adaptive + threshold server via specconsole launch",
+        threshold=2,
+        name="rig-adaptive",
+        extra_args=("--speculative-adaptive", "--speculative-adaptive-config", str(config)),
+    ) as run:
         yield run
 
 
@@ -68,8 +77,7 @@ def test_concurrency_6_is_forced_target_only(run):
     for out in run.server.generate_batch(6, TOKENS_C6):
         assert out["meta_info"]["completion_tokens"] == TOKENS_C6
         assert out["meta_info"]["spec_num_correct_drafts"] == 0, out["meta_info"]
-    assert re.search(r"switched to target-only \(decode batch \d+ > threshold 2\)",
-                     run.server.log_text()[start:])
+    assert re.search(r"switched to target-only \(decode batch \d+ > threshold 2\)", run.server.log_text()[start:])
     live = _live(run)
     assert (live["mode"], live["num_steps"]) == ("target_only", 0)
     assert live["steps"]["target_only"] >= TOKENS_C6 - 1

@@ -8,6 +8,7 @@ c=1 speculative -> c=6 target-only (all six end on one step: the batch goes 6 ->
 45 s idle with the console attached (runtime pending, not failed) -> c=1 speculative ->
 threshold 8 -> c=6 speculative -> verify -> stop.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,10 +25,12 @@ from tests.real_sglang.rig.server import RigServer, rss_mb, start_ticks, still_a
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 
-SWITCH_RE = re.compile(r"Dynamic speculation: switched to target-only \(decode batch (\d+) "
-                       r"> threshold 2\)")
-TOKENS_C1 = 31   # 1 from prefill + 10 verify steps of 3
-TOKENS_C6 = 61   # 60 decode steps: far more than the dwell (4 steps)
+SWITCH_RE = re.compile(
+    r"Dynamic speculation: switched to target-only \(decode batch (\d+) "
+    r"> threshold 2\)"
+)
+TOKENS_C1 = 31  # 1 from prefill + 10 verify steps of 3
+TOKENS_C6 = 61  # 60 decode steps: far more than the dwell (4 steps)
 
 
 def _accept_length(meta: dict) -> float:
@@ -45,14 +48,18 @@ def _state(server: RigServer) -> dict:
 @pytest.fixture(scope="module")
 def run(rig, tmp_path_factory):
     t0 = time.monotonic()
-    run = CliRun(rig, tmp_path_factory.mktemp("patched"), threshold=2,
-                 lifetime_s=SERVER_LIFETIME_S)
+    run = CliRun(rig, tmp_path_factory.mktemp("patched"), threshold=2, lifetime_s=SERVER_LIFETIME_S)
     try:
         run.server.wait_ready(timeout_s=120)
         pids = run.server.processes()
         rss = rss_mb(pids)
-        report("patched server via specconsole launch", ready_s=time.monotonic() - t0,
-               processes=len(pids), rss_total_mb=sum(rss.values()), rss_max_mb=max(rss.values()))
+        report(
+            "patched server via specconsole launch",
+            ready_s=time.monotonic() - t0,
+            processes=len(pids),
+            rss_total_mb=sum(rss.values()),
+            rss_max_mb=max(rss.values()),
+        )
         yield run
     finally:
         left = run.close()
@@ -107,16 +114,19 @@ async def test_idle_after_the_burst_is_pending_then_c1_speculates_and_runtime_pa
     from tests.console.screen_text import screen_text, wait_for
 
     assert _state(run.server)["dynamic_speculation"]["mode"] == "target_only"
-    session = Session.for_profile(load_profile(run.profile), run.state_dir, supervise=False,
-                                  poll_interval_s=0.25)
+    session = Session.for_profile(load_profile(run.profile), run.state_dir, supervise=False, poll_interval_s=0.25)
     app = SpecConsoleApp(session)
 
     def runtime(result: dict) -> dict:
         return next(x for x in result["layers"] if x["name"] == "runtime")
 
     async with app.run_test(size=(160, 40)) as pilot:
-        await wait_for(pilot, lambda: app.snapshot.to_json()["live"]["batch"] == 0 and "TARGET-ONLY" in screen_text(app),
-                       "the idle target-only server on the screen", timeout=120)
+        await wait_for(
+            pilot,
+            lambda: app.snapshot.to_json()["live"]["batch"] == 0 and "TARGET-ONLY" in screen_text(app),
+            "the idle target-only server on the screen",
+            timeout=120,
+        )
         await pilot.pause(45.0)
         layer = runtime(app.snapshot.to_json()["verify"])
         assert layer["status"] == "pending", layer
@@ -133,8 +143,9 @@ async def test_idle_after_the_burst_is_pending_then_c1_speculates_and_runtime_pa
         assert "Dynamic speculation: switched to speculative" in run.server.log_text()[start:]
         assert run.server.decode_lines(start)[-1][1] == pytest.approx(3.0)
         assert _state(run.server)["dynamic_speculation"]["mode"] == "speculative"
-        await wait_for(pilot, lambda: runtime(app.snapshot.to_json()["verify"])["status"] == "pass", "runtime to pass",
-                       timeout=120)
+        await wait_for(
+            pilot, lambda: runtime(app.snapshot.to_json()["verify"])["status"] == "pass", "runtime to pass", timeout=120
+        )
         await wait_for(pilot, lambda: "SPECULATIVE" in screen_text(app), "the SPECULATIVE badge", timeout=120)
         await session.close()
 
@@ -170,7 +181,10 @@ def test_verify_passes_all_three_layers(run):
     result = json.loads(res.stdout)
     assert result["summary"] == "pass"
     assert [(layer["name"], layer["status"]) for layer in result["layers"]] == [
-        ("configuration", "pass"), ("initialisation", "pass"), ("runtime", "pass")]
+        ("configuration", "pass"),
+        ("initialisation", "pass"),
+        ("runtime", "pass"),
+    ]
 
 
 def test_stop_leaves_no_process(run):

@@ -2,6 +2,7 @@
 threshold flags parse, the server starts with the switch off and serves, the reason is in
 one NOT active line at start-up, in /server_info, in a refused runtime change and in
 ``specconsole verify`` (initialisation layer)."""
+
 from __future__ import annotations
 
 import json
@@ -12,17 +13,20 @@ import pytest
 from tests.real_sglang.conftest import SKIP_NO_SGLANG, cli_server
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
-REASON = ("sglang 0.5.22 is not the supported 0.5.23; the patch is gated to that exact "
-          "version")
+REASON = "sglang 0.5.22 is not the supported 0.5.23; the patch is gated to that exact version"
 PRELOAD = "tests.real_sglang.rig.preload,tests.real_sglang.fake_sglang_version"
 
 
 @pytest.fixture(scope="module")
 def run(rig, tmp_path_factory):
-    with cli_server(rig, tmp_path_factory.mktemp("failmode"),
-                    "fail mode (faked sglang version) server via specconsole launch",
-                    threshold=2, name="rig-failmode",
-                    env={"SPECCONSOLE_SGLANG_PRELOAD": PRELOAD}) as run:
+    with cli_server(
+        rig,
+        tmp_path_factory.mktemp("failmode"),
+        "fail mode (faked sglang version) server via specconsole launch",
+        threshold=2,
+        name="rig-failmode",
+        env={"SPECCONSOLE_SGLANG_PRELOAD": PRELOAD},
+    ) as run:
         yield run
 
 
@@ -46,10 +50,10 @@ def test_it_serves_plain_speculation_above_the_threshold(run):
 
 
 def test_a_runtime_change_is_refused_with_the_reason(run):
-    assert run.server.request("/set_internal_state", {
-        "server_args": {"speculative_disable_batch_threshold": 8}}) == [False]
-    assert ("refused speculative_disable_batch_threshold=8: dynamic speculation disable is not "
-            f"active on this rank ({REASON})") in run.server.log_text()
+    assert run.server.request("/set_internal_state", {"server_args": {"speculative_disable_batch_threshold": 8}}) == [False]
+    assert (
+        f"refused speculative_disable_batch_threshold=8: dynamic speculation disable is not active on this rank ({REASON})"
+    ) in run.server.log_text()
 
 
 def test_verify_names_the_reason_in_the_initialisation_layer(run):

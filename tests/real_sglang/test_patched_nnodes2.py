@@ -5,6 +5,7 @@ Node 0 serves HTTP and holds TP0; node 1 holds TP1 and writes its own log. Both 
 must log the init line, switch together (each in its own log) and take a runtime
 threshold sent to node 0. Constant models: accept length 3.00 speculative, 1.00 not.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,16 @@ from tests.real_sglang.rig.server import RigServer
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 TOKENS = 31
-DYNAMIC = ["--speculative-disable-batch-threshold", "2", "--speculative-disable-hysteresis",
-           "1", "--speculative-disable-min-dwell-steps", "2", "--decode-log-interval", "4"]
+DYNAMIC = [
+    "--speculative-disable-batch-threshold",
+    "2",
+    "--speculative-disable-hysteresis",
+    "1",
+    "--speculative-disable-min-dwell-steps",
+    "2",
+    "--decode-log-interval",
+    "4",
+]
 
 
 def _has(server: RigServer, rank: str, needle: str, since: int = 0) -> bool:
@@ -45,11 +54,11 @@ def nodes(rig, tmp_path_factory):
             port = free_port()  # node 1 binds a port of its own too (a health endpoint)
             env = server_env(rig)
             env["SGLANG_CPU_OMP_THREADS_BIND"] = cores[rank]
-            args = server_args(rig, port, tp=2, extra=[
-                "--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", dist, *DYNAMIC])
+            args = server_args(
+                rig, port, tp=2, extra=["--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", dist, *DYNAMIC]
+            )
             argv = [sys.executable, "-m", "server_control.sglang_patch.serve", *args]
-            started.append(RigServer.start(argv, env, work / f"node{rank}.log", port,
-                                           lifetime_s=SERVER_LIFETIME_S))
+            started.append(RigServer.start(argv, env, work / f"node{rank}.log", port, lifetime_s=SERVER_LIFETIME_S))
         head, other = started
         head.wait_ready(timeout_s=600)
         assert other.processes(), f"node 1 is gone:\n{other.log_tail()}"
@@ -83,11 +92,10 @@ def test_both_nodes_switch_together_and_back(nodes):
 
 def test_runtime_threshold_sent_to_node_0_reaches_node_1(nodes):
     head, other = nodes
-    assert head.request("/set_internal_state", {"server_args": {
-        "speculative_disable_batch_threshold": 8}}) == [True]
+    assert head.request("/set_internal_state", {"server_args": {"speculative_disable_batch_threshold": 8}}) == [True]
     needle = "Dynamic speculation: threshold changed 2 -> 8"
     assert _has(head, "TP0", needle) and _has(other, "TP1", needle)
     marks = [len(head.log_text()), len(other.log_text())]
     outs = head.generate_batch(6, TOKENS)
     assert all(_accept(o["meta_info"]) == pytest.approx(3.0) for o in outs)
-    assert "switched to" not in head.log_text()[marks[0]:] + other.log_text()[marks[1]:]
+    assert "switched to" not in head.log_text()[marks[0] :] + other.log_text()[marks[1] :]

@@ -6,6 +6,7 @@ Same launch path as test_patched_e2e.py (``specconsole launch`` on a rig profile
 ``tp_size = 2`` and ``--enable-metrics``. Every rank writes its own log lines with its
 ``TPr`` prefix.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,20 +25,30 @@ TOKENS = 31
 
 def _ranks(text: str, needle: str) -> set[str]:
     """The TP ranks (e.g. {'TP0', 'TP1'}) that logged a line containing ``needle``."""
-    return {m.group(1) for m in re.finditer(r"^\[[^\]]* (TP\d+)\] (.*)$", text, re.M)
-            if needle in m.group(2)}
+    return {m.group(1) for m in re.finditer(r"^\[[^\]]* (TP\d+)\] (.*)$", text, re.M) if needle in m.group(2)}
 
 
 @pytest.fixture(scope="module")
 def tp2(rig, tmp_path_factory):
     t0 = time.monotonic()
-    run = CliRun(rig, tmp_path_factory.mktemp("tp2"), tp=2, threshold=2,
-                 lifetime_s=SERVER_LIFETIME_S, name="rig-tp2", extra_args=("--enable-metrics",))
+    run = CliRun(
+        rig,
+        tmp_path_factory.mktemp("tp2"),
+        tp=2,
+        threshold=2,
+        lifetime_s=SERVER_LIFETIME_S,
+        name="rig-tp2",
+        extra_args=("--enable-metrics",),
+    )
     try:
         run.server.wait_ready(timeout_s=120)
         rss = rss_mb(run.server.processes())
-        report("tp 2 server via specconsole launch", ready_s=time.monotonic() - t0,
-               processes=len(rss), rss_total_mb=sum(rss.values()))
+        report(
+            "tp 2 server via specconsole launch",
+            ready_s=time.monotonic() - t0,
+            processes=len(rss),
+            rss_total_mb=sum(rss.values()),
+        )
         yield run.server, run.profile, run.state_dir
     finally:
         assert run.close() == []
@@ -45,8 +56,7 @@ def tp2(rig, tmp_path_factory):
 
 def test_both_ranks_log_the_init_line(tp2):
     server, _, _ = tp2
-    assert _ranks(server.log_text(), "Dynamic speculation disable enabled: threshold=2") == {
-        "TP0", "TP1"}
+    assert _ranks(server.log_text(), "Dynamic speculation disable enabled: threshold=2") == {"TP0", "TP1"}
 
 
 def test_every_rank_is_read_back(tp2):
@@ -55,17 +65,20 @@ def test_every_rank_is_read_back(tp2):
     live = state["dynamic_speculation"]
     assert live["active"] is True and live["reason"] is None
     assert [{k: r[k] for k in ("rank", "active", "reason")} for r in live["tp_ranks"]] == [
-        {"rank": 0, "active": True, "reason": None}, {"rank": 1, "active": True, "reason": None}]
+        {"rank": 0, "active": True, "reason": None},
+        {"rank": 1, "active": True, "reason": None},
+    ]
     # each rank's free (host) memory and estimate, reported before the build ...
-    assert all(r["memory"]["free_gib"] > 0 and r["memory"]["estimate_gib"] >= 0
-               for r in live["tp_ranks"])
+    assert all(r["memory"]["free_gib"] > 0 and r["memory"]["estimate_gib"] >= 0 for r in live["tp_ranks"])
     # ... and, per rank after it, what the steps=0 state took, and the forwards per mode
     for row in live["ranks"]:
         assert set(row["state_memory"]) == {"free_gib", "estimate_gib", "used_gib"}
         assert set(row["forwards"]) == {"speculative", "target_only"}
     assert live["limits"] == {"max_running_requests": 48, "cuda_graph_max_bs": None}
     assert [(r["rank"], r["active"], r["threshold"], r["mode"]) for r in live["ranks"]] == [
-        (0, True, 2, "speculative"), (1, True, 2, "speculative")]
+        (0, True, 2, "speculative"),
+        (1, True, 2, "speculative"),
+    ]
     t0 = time.monotonic()
     for _ in range(20):
         server.request("/server_info")
@@ -98,6 +111,7 @@ def test_both_ranks_switch_together_and_back(tp2):
 def _metrics(server) -> dict:
     """(name, tp_rank, mode/to label) -> value of the patch's samples on /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
+
     req = urllib.request.Request(server.url + "/metrics")
     with urllib.request.urlopen(req, timeout=30) as resp:
         text = resp.read().decode()
@@ -128,8 +142,7 @@ def test_runtime_last_change_reaches_both_ranks(tp2):
     server, profile, state = tp2
     res = specconsole(["threshold", "8", "--profile", str(profile), "--json"], state)
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
-    assert _ranks(server.log_text(), "Dynamic speculation: threshold changed 2 -> 8") == {
-        "TP0", "TP1"}
+    assert _ranks(server.log_text(), "Dynamic speculation: threshold changed 2 -> 8") == {"TP0", "TP1"}
     (entry,) = server.request("/server_info")["internal_states"]
     assert [r["threshold"] for r in entry["dynamic_speculation"]["ranks"]] == [8, 8]
     assert _metrics(server)[("sglang:spec_disable_batch_threshold", "1", None)] == 8

@@ -11,6 +11,7 @@ the TP CPU group per bucket); the tp 2 CPU rig puts a real gloo barrier inside t
   on both ranks (a rank that fails inside a build may leave the others in one of its
   collectives, so "switch off and serve" is not offered).
 """
+
 from __future__ import annotations
 
 import re
@@ -41,11 +42,21 @@ def _lines(text: str, needle: str) -> dict[str, list[str]]:
 def _start(rig, work, faults: str) -> RigServer:
     port = free_port()
     env = server_env(rig)
-    env.update({"SPECCONSOLE_RIG_TP_FAULTS": faults, "SPECCONSOLE_DYNSPEC_AGREE_TIMEOUT_S": "5",
-                "SGLANG_CPU_OMP_THREADS_BIND": omp_bind(2)})
+    env.update(
+        {
+            "SPECCONSOLE_RIG_TP_FAULTS": faults,
+            "SPECCONSOLE_DYNSPEC_AGREE_TIMEOUT_S": "5",
+            "SGLANG_CPU_OMP_THREADS_BIND": omp_bind(2),
+        }
+    )
     args = server_args(rig, port, tp=2, extra=["--speculative-disable-batch-threshold", "2"])
-    return RigServer.start([sys.executable, "-m", "server_control.sglang_patch.serve", *args],
-                           env, work / "server.log", port, lifetime_s=SERVER_LIFETIME_S)
+    return RigServer.start(
+        [sys.executable, "-m", "server_control.sglang_patch.serve", *args],
+        env,
+        work / "server.log",
+        port,
+        lifetime_s=SERVER_LIFETIME_S,
+    )
 
 
 def _wait_for(server: RigServer, needle: str, timeout_s: float) -> None:
@@ -69,8 +80,7 @@ def test_negative_control_the_old_order_hangs_the_group(rig, tmp_path):
         log = server.log_text()
         assert set(_lines(log, ENTERED)) == {"TP0"} and not _lines(log, LEFT)
         assert server.processes(), "the hung server should still be there (it hangs, not exits)"
-        report("tp 2 old order, TP1 skips the build: TP0 still in the barrier",
-               seconds=time.monotonic() - entered)
+        report("tp 2 old order, TP1 skips the build: TP0 still in the barrier", seconds=time.monotonic() - entered)
     finally:
         assert server.stop(grace_s=5) == []
 
@@ -83,13 +93,14 @@ def test_a_build_failing_after_the_agreement_stops_the_server_naming_it(rig, tmp
         with pytest.raises(RuntimeError, match="exited"):
             server.wait_ready(timeout_s=300)
         log = server.log_text()
-        failure = ("the target-only (steps=0) build failed after every TP rank agreed to "
-                   "build (TP1: could not build the target-only (steps=0) runtime state: "
-                   "RuntimeError('forced by rig tp_faults fail_build (test only)'))")
+        failure = (
+            "the target-only (steps=0) build failed after every TP rank agreed to "
+            "build (TP1: could not build the target-only (steps=0) runtime state: "
+            "RuntimeError('forced by rig tp_faults fail_build (test only)'))"
+        )
         assert set(_lines(log, ENTERED)) == {"TP0", "TP1"} == set(_lines(log, LEFT))
         assert set(_lines(log, failure)) == {"TP0", "TP1"}  # the reason on every rank
         assert "The server is fired up" not in log
-        report("tp 2, TP1's build fails after the agreement: server gone",
-               seconds=time.monotonic() - t0)
+        report("tp 2, TP1's build fails after the agreement: server gone", seconds=time.monotonic() - t0)
     finally:
         assert server.stop(grace_s=5) == []

@@ -7,6 +7,7 @@ TP0 logs the NOT active line naming TP1 (TP1 logged its own reason at its set-up
 server serves speculating. The old order's hang and a build failing after the agreement:
 test_patched_tp2_build_order.py.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,10 +25,16 @@ ENTERED = "rig tp_faults: build barrier entered"
 
 @pytest.fixture(scope="module")
 def run(rig, tmp_path_factory):
-    with cli_server(rig, tmp_path_factory.mktemp("tp2refuse"),
-                    "tp 2, TP1 refuses, a barrier in the build, via specconsole launch",
-                    ready_timeout_s=150, tp=2, threshold=2, name="rig-tp2-disagree",
-                    env={"SPECCONSOLE_RIG_TP_FAULTS": "barrier,refuse=1"}) as run:
+    with cli_server(
+        rig,
+        tmp_path_factory.mktemp("tp2refuse"),
+        "tp 2, TP1 refuses, a barrier in the build, via specconsole launch",
+        ready_timeout_s=150,
+        tp=2,
+        threshold=2,
+        name="rig-tp2-disagree",
+        env={"SPECCONSOLE_RIG_TP_FAULTS": "barrier,refuse=1"},
+    ) as run:
         yield run
 
 
@@ -43,7 +50,8 @@ def test_both_ranks_turn_off_together_one_line_each_naming_tp1(run):
     log = run.server.log_text()
     assert _lines(log, "NOT active") == {  # TP1 said why at its set-up; TP0 names TP1
         "TP0": ["Dynamic speculation disable NOT active: " + REASON],
-        "TP1": ["Dynamic speculation disable NOT active: " + REFUSED]}
+        "TP1": ["Dynamic speculation disable NOT active: " + REFUSED],
+    }
     assert not _lines(log, "Dynamic speculation disable enabled")
     assert not _lines(log, ENTERED)  # agreed before the build: no rank built
 
@@ -53,8 +61,7 @@ def test_server_info_shows_every_rank(run):
     live = state["dynamic_speculation"]
     assert live["active"] is False and live["reason"] == REASON
     ranks = live["tp_ranks"]
-    assert [(r["rank"], r["active"], r["reason"]) for r in ranks] == [
-        (0, True, None), (1, False, REFUSED)]
+    assert [(r["rank"], r["active"], r["reason"]) for r in ranks] == [(0, True, None), (1, False, REFUSED)]
     assert all(r["memory"]["free_gib"] > 0 for r in ranks)  # each rank's free memory
 
 
@@ -69,8 +76,7 @@ def test_it_serves_correctly_speculating_at_every_batch(run):
 
 
 def test_a_runtime_change_is_refused_on_both_ranks(run):
-    assert run.server.request("/set_internal_state", {
-        "server_args": {"speculative_disable_batch_threshold": 8}}) == [False]
+    assert run.server.request("/set_internal_state", {"server_args": {"speculative_disable_batch_threshold": 8}}) == [False]
     deadline = time.monotonic() + 20  # TP0 answers; TP1's line may reach the log after
     while True:
         refused = _lines(run.server.log_text(), "refused speculative_disable_batch_threshold=8")

@@ -3,6 +3,7 @@
 Proves the stand-in libcuda, the pure-torch operators, the platform override and the tiny
 constant models together: greedy EAGLE-3 with 2 steps accepts every draft (3.00).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -28,16 +29,21 @@ def test_stand_in_libcuda_reports_no_device(rig):
 @pytest.fixture(scope="module")
 def plain_server(rig, rig_python, tmp_path_factory):
     port = free_port()
-    argv = plain_launch_argv(server_args(rig, port, extra=["--decode-log-interval", "4"]),
-                             rig_python)
-    server = RigServer.start(argv, server_env(rig), tmp_path_factory.mktemp("plain") /
-                             "server.log", port, lifetime_s=SERVER_LIFETIME_S)
+    argv = plain_launch_argv(server_args(rig, port, extra=["--decode-log-interval", "4"]), rig_python)
+    server = RigServer.start(
+        argv, server_env(rig), tmp_path_factory.mktemp("plain") / "server.log", port, lifetime_s=SERVER_LIFETIME_S
+    )
     try:
         ready = server.wait_ready()
         pids = server.processes()
         rss = rss_mb(pids)
-        report("plain EAGLE-3 server", ready_s=ready, processes=len(pids),
-               rss_total_mb=sum(rss.values()), rss_max_mb=max(rss.values()))
+        report(
+            "plain EAGLE-3 server",
+            ready_s=ready,
+            processes=len(pids),
+            rss_total_mb=sum(rss.values()),
+            rss_max_mb=max(rss.values()),
+        )
         yield server
     finally:
         left = server.stop()

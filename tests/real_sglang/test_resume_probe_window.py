@@ -8,6 +8,7 @@ after the next probe opened its window. Counted as a target-only step, it failed
 target-only stretch"). The probe now reads from the scheduler's own "force mode set to
 target_only" line, logged between steps, after every earlier step's line.
 """
+
 from __future__ import annotations
 
 import threading
@@ -18,8 +19,10 @@ from tests.real_sglang.rig import switching as sw
 
 
 def _decode(accept: float) -> str:
-    return (f"[t] Decode batch, #running-req: 1, #token: 40, token usage: 0.01, "
-            f"accept len: {accept:.2f}, gen throughput (token/s): 10.00\n")
+    return (
+        f"[t] Decode batch, #running-req: 1, #token: 40, token usage: 0.01, "
+        f"accept len: {accept:.2f}, gen throughput (token/s): 10.00\n"
+    )
 
 
 class ScriptedServer:
@@ -66,4 +69,4 @@ class ScriptedServer:
 def test_a_late_line_of_the_previous_request_is_not_a_target_only_step():
     probe = sw.resume_probe(ScriptedServer(), [2, 3, 4], stretch_steps=6, max_new=40)
     assert probe.during and set(probe.during) == {1.0}, probe.during
-    assert probe.after[sw.RESUME_SKIP:] and set(probe.after) == {3.0}, probe.after
+    assert probe.after[sw.RESUME_SKIP :] and set(probe.after) == {3.0}, probe.after

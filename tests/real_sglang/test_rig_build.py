@@ -1,4 +1,5 @@
 """The rig's cache (rig/build.py): other versions are kept while they are in use."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The rig's pure-torch sgl_kernel CPU operators, each checked against plain torch."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,8 +39,7 @@ def test_assign_req_to_token_pool_and_extend_cache_locs_round_trip():
 def test_assign_req_to_token_pool_rejects_short_out_cache_loc():
     r2t = torch.zeros(2, 8, dtype=torch.int32)
     with pytest.raises(RuntimeError, match="out_cache_loc has 1 entries"):
-        ops.assign_req_to_token_pool_cpu(torch.tensor([0]), r2t, torch.tensor([0]),
-                                         torch.tensor([3]), torch.tensor([1]), 8)
+        ops.assign_req_to_token_pool_cpu(torch.tensor([0]), r2t, torch.tensor([0]), torch.tensor([3]), torch.tensor([1]), 8)
 
 
 def test_draft_cache_locs_and_draft_decode_metadata():
@@ -52,8 +52,8 @@ def test_draft_cache_locs_and_draft_decode_metadata():
     assert meta.shape == (4, 32) and meta.dtype == torch.int32
     for b, (row, sl) in enumerate([(3, 5), (1, 9)]):
         for k in range(topk):
-            expect = torch.cat([r2t[row, :sl], r2t[row, sl + k * steps: sl + (k + 1) * steps]])
-            assert meta[b * topk + k, :sl + steps].tolist() == expect.tolist()
+            expect = torch.cat([r2t[row, :sl], r2t[row, sl + k * steps : sl + (k + 1) * steps]])
+            assert meta[b * topk + k, : sl + steps].tolist() == expect.tolist()
 
 
 def test_fill_bonus_tokens_and_accept_out_cache_loc():
@@ -69,12 +69,10 @@ def test_fill_bonus_tokens_and_accept_out_cache_loc():
 
 def test_rotate_input_ids_shifts_each_segment():
     ids = torch.tensor([1, 2, 3, 4, 5, 6, 7])
-    ops.rotate_input_ids_cpu(ids, torch.tensor([0, 3]), torch.tensor([3, 4]),
-                             torch.tensor([[90], [91]]), None)
+    ops.rotate_input_ids_cpu(ids, torch.tensor([0, 3]), torch.tensor([3, 4]), torch.tensor([[90], [91]]), None)
     assert ids.tolist() == [2, 3, 90, 5, 6, 7, 91]
     ids = torch.tensor([1, 2, 3, 4])
-    ops.rotate_input_ids_cpu(ids, torch.tensor([0]), torch.tensor([4]), torch.tensor([9]),
-                             torch.tensor([1]))
+    ops.rotate_input_ids_cpu(ids, torch.tensor([0]), torch.tensor([4]), torch.tensor([9]), torch.tensor([1]))
     assert ids.tolist() == [2, 9, 4, 4]
 
 
@@ -89,8 +87,7 @@ def _chain_tree(bs, n, seq_lens):
     ri = torch.empty(bs, n, dtype=torch.int64)
     nxt = torch.full((bs, n), -1, dtype=torch.int64)
     sib = torch.full((bs, n), -1, dtype=torch.int64)
-    ops.build_tree_kernel_efficient_cpu(parent, selected, verified, mask, pos, ri, nxt, sib,
-                                        1, n - 1, n, 0)
+    ops.build_tree_kernel_efficient_cpu(parent, selected, verified, mask, pos, ri, nxt, sib, 1, n - 1, n, 0)
     return mask, pos, ri, nxt, sib
 
 
@@ -102,7 +99,7 @@ def test_build_tree_chain_is_causal_with_positions_and_links():
     assert nxt.tolist() == [[1, 2, -1], [1, 2, -1]] and (sib == -1).all()
     off = 0
     for sl in seq_lens:
-        block = mask[off: off + n * (sl + n)].view(n, sl + n)
+        block = mask[off : off + n * (sl + n)].view(n, sl + n)
         assert block[:, :sl].all()  # the prefix (pre-filled) stays visible
         assert torch.equal(block[:, sl:], torch.tril(torch.ones(n, n, dtype=torch.bool)))
         off += n * (sl + n)
@@ -124,10 +121,16 @@ def test_verify_tree_greedy_accepts_the_matching_prefix():
 
 def test_build_tree_rejects_bitpacked_mode():
     with pytest.raises(RuntimeError, match="tree_mask_mode 2"):
-        ops.build_tree_kernel_efficient_cpu(*[torch.zeros(1, 1, dtype=torch.int64)] * 2,
-                                            torch.zeros(1, dtype=torch.int64),
-                                            torch.zeros(1, dtype=torch.bool),
-                                            *[torch.zeros(1, dtype=torch.int64)] * 4, 1, 1, 2, 2)
+        ops.build_tree_kernel_efficient_cpu(
+            *[torch.zeros(1, 1, dtype=torch.int64)] * 2,
+            torch.zeros(1, dtype=torch.int64),
+            torch.zeros(1, dtype=torch.bool),
+            *[torch.zeros(1, dtype=torch.int64)] * 4,
+            1,
+            1,
+            2,
+            2,
+        )
 
 
 def test_copy_all_layer_kv_cache_moves_rows_in_every_buffer():
@@ -148,8 +151,7 @@ def _ref_attention(q, k, v, causal_from=None, sm_scale=None):
     mask = None
     if causal_from is not None:
         mask = torch.arange(k.shape[0]).view(1, -1) <= (causal_from + torch.arange(q.shape[0])).view(-1, 1)
-    out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
-                                         attn_mask=mask, scale=sm_scale)
+    out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask, scale=sm_scale)
     return out.transpose(0, 1)
 
 
@@ -164,13 +166,12 @@ def test_decode_attention_matches_sdpa_and_writes_the_new_kv():
     loc = torch.stack([r2t[2, 4], r2t[0, 8]]).long()
     out = torch.empty(2, H, D)
     logits = torch.empty(2, H, 8, D + 1)
-    ops.decode_attention_cpu(q, kc, vc, 1.0, 1.0, out, knew, vnew, loc, logits, r2t, rpi, seq,
-                             D ** -0.5, 0.0, False, 0, None, None)
+    ops.decode_attention_cpu(q, kc, vc, 1.0, 1.0, out, knew, vnew, loc, logits, r2t, rpi, seq, D**-0.5, 0.0, False, 0, None, None)
     assert torch.equal(kc[loc], knew) and torch.equal(vc[loc], vnew)
     for i, (row, n) in enumerate([(2, 5), (0, 9)]):
         s = r2t[row, :n].long()
-        ref = _ref_attention(q[i:i + 1], kc[s], vc[s])
-        torch.testing.assert_close(out[i:i + 1], ref, rtol=1e-5, atol=1e-5)
+        ref = _ref_attention(q[i : i + 1], kc[s], vc[s])
+        torch.testing.assert_close(out[i : i + 1], ref, rtol=1e-5, atol=1e-5)
 
 
 def test_extend_attention_matches_causal_sdpa():
@@ -184,12 +185,13 @@ def test_extend_attention_matches_causal_sdpa():
     T = int(ext.sum())
     q, ke, ve = (torch.randn(T, h, D, generator=g) for h in (H, Hkv, Hkv))
     out = torch.empty(T, H, D)
-    ops.extend_attention_cpu(q, ke, ve, out, kb, vb, 1.0, 1.0, r2t, rpi, seq, ext, start, 3,
-                             D ** -0.5, 0.0, False, 0, None, None, None, True)
+    ops.extend_attention_cpu(
+        q, ke, ve, out, kb, vb, 1.0, 1.0, r2t, rpi, seq, ext, start, 3, D**-0.5, 0.0, False, 0, None, None, None, True
+    )
     for i in range(2):
         n, e, st, row = int(seq[i]), int(ext[i]), int(start[i]), int(rpi[i])
         s = r2t[row, :n].long()
-        k = torch.cat([kb[s[:n - e]], ke[st:st + e]])
-        v = torch.cat([vb[s[:n - e]], ve[st:st + e]])
-        ref = _ref_attention(q[st:st + e], k, v, causal_from=n - e)
-        torch.testing.assert_close(out[st:st + e], ref, rtol=1e-5, atol=1e-5)
+        k = torch.cat([kb[s[: n - e]], ke[st : st + e]])
+        v = torch.cat([vb[s[: n - e]], ve[st : st + e]])
+        ref = _ref_attention(q[st : st + e], k, v, causal_from=n - e)
+        torch.testing.assert_close(out[st : st + e], ref, rtol=1e-5, atol=1e-5)

@@ -1,6 +1,7 @@
 """The rig's overlap-scheduler stand-ins (rig/overlap.py): the torch row gather against
 the semantics of SGLang's Triton ``_gather_rows_kernel``, and the preload installing both
 replacements in a fresh process only when asked to."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,9 @@ from tests.real_sglang.rig.overlap import gather_spec_extras  # noqa: E402
 
 def _kernel_semantics(indices, *bufs):
     """What the Triton kernel writes: output row i = source row indices[i], per buffer."""
-    return tuple(None if b is None else torch.stack([b[int(i)] for i in indices.tolist()])
-                 if len(indices) else b[:0] for b in bufs)
+    return tuple(
+        None if b is None else torch.stack([b[int(i)] for i in indices.tolist()]) if len(indices) else b[:0] for b in bufs
+    )
 
 
 @pytest.mark.parametrize("hidden", [True, False])
@@ -46,17 +48,18 @@ def test_gather_of_no_rows_and_of_a_strided_index():
 
 
 def _hooked(overlap: bool) -> list[str]:
-    code = ("import tests.real_sglang.rig.preload\n"
-            "import sglang.srt.arg_groups.speculative_hook as h\n"
-            "import sglang.srt.managers.overlap_utils as o\n"
-            "print(h._disable_overlap_schedule_for_cpu.__module__, "
-            "o.gather_spec_extras.__module__)\n")
+    code = (
+        "import tests.real_sglang.rig.preload\n"
+        "import sglang.srt.arg_groups.speculative_hook as h\n"
+        "import sglang.srt.managers.overlap_utils as o\n"
+        "print(h._disable_overlap_schedule_for_cpu.__module__, "
+        "o.gather_spec_extras.__module__)\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), SPECCONSOLE_RIG_LIB="/nonexistent")
     env.pop("SPECCONSOLE_RIG_OVERLAP", None)
     if overlap:
         env["SPECCONSOLE_RIG_OVERLAP"] = "1"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=300, cwd=REPO_ROOT)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT)
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stdout.split()
 
@@ -65,5 +68,7 @@ def _hooked(overlap: bool) -> list[str]:
 @SKIP_NO_SGLANG
 def test_preload_replaces_both_only_with_the_variable():
     assert _hooked(overlap=True) == ["tests.real_sglang.rig.overlap"] * 2
-    assert _hooked(overlap=False) == ["sglang.srt.arg_groups.speculative_hook",
-                                      "sglang.kernels.ops.speculative.gather_spec_extras"]
+    assert _hooked(overlap=False) == [
+        "sglang.srt.arg_groups.speculative_hook",
+        "sglang.kernels.ops.speculative.gather_spec_extras",
+    ]

@@ -27,6 +27,7 @@ while the requests run; the plain server (the target alone) gives the reference.
 One server at a time (rig/pool.py), in file order: the plain server's greedy references,
 the patched server's greedy checks, the plain server's samples, the patched server's.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,19 +44,25 @@ from tests.real_sglang.rig.pool import OneAtATime, Spec
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1800)]
 
 MODELS = "random"
-KV = ("--max-total-tokens", "40000",  # 2,000 requests of 15 tokens decode as one batch
-      "--constrained-json-disable-any-whitespace")
+KV = (
+    "--max-total-tokens",
+    "40000",  # 2,000 requests of 15 tokens decode as one batch
+    "--constrained-json-disable-any-whitespace",
+)
 PROMPTS = [[(7 * i + 3 * k) % 400 + 20 for k in range(12 + i)] for i in range(4)]
 PENALTIES = {"frequency_penalty": 0.6, "presence_penalty": 0.4, "repetition_penalty": 1.3}
 SAMPLES = 2000
 SAMPLED = {"temperature": 1.0, "top_p": 0.9}
 SKEWED = {"temperature": 0.7, "top_p": 0.9}
 # bounded: a random model would otherwise fill any budget with whitespace or digits
-SCHEMA = {"type": "object", "properties": {"name": {"enum": ["ann", "bob", "cy"]},
-                                           "ok": {"type": "boolean"}},
-          "required": ["name", "ok"], "additionalProperties": False}
-P_PASS = 1e-3      # a mode whose distribution equals plain's passes at this level
-P_REJECT = 1e-6    # the skewed control (and CPU speculative) must fall below it
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"enum": ["ann", "bob", "cy"]}, "ok": {"type": "boolean"}},
+    "required": ["name", "ok"],
+    "additionalProperties": False,
+}
+P_PASS = 1e-3  # a mode whose distribution equals plain's passes at this level
+P_REJECT = 1e-6  # the skewed control (and CPU speculative) must fall below it
 MODES = (decision.TARGET_ONLY, decision.SPECULATIVE, "flips")
 
 
@@ -64,8 +71,7 @@ def pool(rig, tmp_path_factory):
     pool = OneAtATime(rig, tmp_path_factory.mktemp("sampling-exact"), SERVER_LIFETIME_S)
     yield pool
     pool.close()
-    report("sampling-exact servers ready (s)", **{k.replace("-", "_"): v
-                                                  for k, v in pool.ready_s.items()})
+    report("sampling-exact servers ready (s)", **{k.replace("-", "_"): v for k, v in pool.ready_s.items()})
     assert pool.left == [], f"processes left: {pool.left}"
 
 
@@ -91,8 +97,7 @@ def under(server, mode: str, fn):
             if n >= last + 3:
                 sw.force(server, mode_now)
                 flips += 1
-                mode_now = (decision.SPECULATIVE if mode_now == decision.TARGET_ONLY
-                            else decision.TARGET_ONLY)
+                mode_now = decision.SPECULATIVE if mode_now == decision.TARGET_ONLY else decision.TARGET_ONLY
                 last = n
             time.sleep(0.01)
         return job.result(), flips
@@ -111,11 +116,14 @@ def chi_square_p(a: list[int], b: list[int]) -> float:
     """Homogeneity of two samples of tokens (bins with a pooled count < 10 lumped)."""
     stats = pytest.importorskip("scipy.stats")
     from collections import Counter
+
     ca, cb = Counter(a), Counter(b)
     pooled = ca + cb
     keep = [t for t, n in pooled.items() if n >= 10]
-    rows = [[ca[t] for t in keep] + [sum(n for t, n in ca.items() if t not in keep)],
-            [cb[t] for t in keep] + [sum(n for t, n in cb.items() if t not in keep)]]
+    rows = [
+        [ca[t] for t in keep] + [sum(n for t, n in ca.items() if t not in keep)],
+        [cb[t] for t in keep] + [sum(n for t, n in cb.items() if t not in keep)],
+    ]
     if rows[0][-1] + rows[1][-1] == 0:
         rows = [r[:-1] for r in rows]
     if len(rows[0]) < 2:
@@ -127,15 +135,19 @@ def references(pool: OneAtATime) -> dict:
     """The plain server's greedy references (penalties, logprobs, json schema)."""
     if "plain" not in pool.cache:
         plain = pool.get(Spec(MODELS, patched=False, extra=KV))
-        json_outs = generate(plain, PROMPTS, {"max_new_tokens": 64, "temperature": 0, "ignore_eos": False,
-                                              "json_schema": json.dumps(SCHEMA)})
+        json_outs = generate(
+            plain, PROMPTS, {"max_new_tokens": 64, "temperature": 0, "ignore_eos": False, "json_schema": json.dumps(SCHEMA)}
+        )
         pool.cache["plain"] = {
-            "penalties": [o["output_ids"] for o in generate(
-                plain, PROMPTS, {"max_new_tokens": 40, "temperature": 0, **PENALTIES})],
-            "logprobs": generate(plain, PROMPTS, {"max_new_tokens": 24, "temperature": 0},
-                                 return_logprob=True, top_logprobs_num=5),
+            "penalties": [
+                o["output_ids"] for o in generate(plain, PROMPTS, {"max_new_tokens": 40, "temperature": 0, **PENALTIES})
+            ],
+            "logprobs": generate(
+                plain, PROMPTS, {"max_new_tokens": 24, "temperature": 0}, return_logprob=True, top_logprobs_num=5
+            ),
             "json": [o["output_ids"] for o in json_outs],
-            "json_text": [o["text"] for o in json_outs]}
+            "json_text": [o["text"] for o in json_outs],
+        }
     return pool.cache["plain"]
 
 
@@ -144,10 +156,9 @@ def sampled_references(pool: OneAtATime) -> dict:
     if "plain sampled" not in pool.cache:
         plain = pool.get(Spec(MODELS, patched=False, extra=KV))
         pool.cache["plain sampled"] = {
-            "sampled": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES,
-                                          {"max_new_tokens": 3, **SAMPLED})),
-            "skewed": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES,
-                                         {"max_new_tokens": 3, **SKEWED}))}
+            "sampled": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 3, **SAMPLED})),
+            "skewed": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 3, **SKEWED})),
+        }
     return pool.cache["plain sampled"]
 
 
@@ -159,8 +170,7 @@ def patched(pool: OneAtATime):
 def test_penalties_under_greedy_equal_plain(pool, mode):
     want = references(pool)["penalties"]
     server = patched(pool)
-    outs, _ = under(server, mode, lambda: generate(
-        server, PROMPTS, {"max_new_tokens": 40, "temperature": 0, **PENALTIES}))
+    outs, _ = under(server, mode, lambda: generate(server, PROMPTS, {"max_new_tokens": 40, "temperature": 0, **PENALTIES}))
     assert [o["output_ids"] for o in outs] == want
 
 
@@ -168,17 +178,19 @@ def test_penalties_under_greedy_equal_plain(pool, mode):
 def test_logprobs_top5_equal_plain(pool, mode):
     want = references(pool)["logprobs"]
     server = patched(pool)
-    outs, _ = under(server, mode, lambda: generate(
-        server, PROMPTS, {"max_new_tokens": 24, "temperature": 0}, return_logprob=True,
-        top_logprobs_num=5))
+    outs, _ = under(
+        server,
+        mode,
+        lambda: generate(server, PROMPTS, {"max_new_tokens": 24, "temperature": 0}, return_logprob=True, top_logprobs_num=5),
+    )
     worst = 0.0
     for got, ref in zip(outs, want, strict=True):
         assert got["output_ids"] == ref["output_ids"]
         g, r = got["meta_info"], ref["meta_info"]
         assert [t[1] for t in g["output_token_logprobs"]] == [t[1] for t in r["output_token_logprobs"]]
-        worst = max([worst, *(abs(a[0] - b[0]) for a, b in zip(g["output_token_logprobs"],
-                                                                r["output_token_logprobs"],
-                                                                strict=True))])
+        worst = max(
+            [worst, *(abs(a[0] - b[0]) for a, b in zip(g["output_token_logprobs"], r["output_token_logprobs"], strict=True))]
+        )
         for gt, rt in zip(g["output_top_logprobs"], r["output_top_logprobs"], strict=True):
             assert [t[1] for t in gt] == [t[1] for t in rt]
             worst = max([worst, *(abs(a[0] - b[0]) for a, b in zip(gt, rt, strict=True))])
@@ -189,9 +201,13 @@ def test_logprobs_top5_equal_plain(pool, mode):
 def test_json_schema_under_flips_is_valid_and_equal_plain(pool):
     ref = references(pool)
     server = patched(pool)
-    outs, flips = under(server, "flips", lambda: generate(
-        server, PROMPTS, {"max_new_tokens": 64, "temperature": 0, "ignore_eos": False,
-                          "json_schema": json.dumps(SCHEMA)}))
+    outs, flips = under(
+        server,
+        "flips",
+        lambda: generate(
+            server, PROMPTS, {"max_new_tokens": 64, "temperature": 0, "ignore_eos": False, "json_schema": json.dumps(SCHEMA)}
+        ),
+    )
     for text in ref["json_text"]:  # the reference itself is a complete document
         doc = json.loads(text)
         assert set(doc) == {"name", "ok"}, text
@@ -205,8 +221,10 @@ def test_json_schema_under_flips_is_valid_and_equal_plain(pool):
 
 # The 2,000-sample chi-square tests take over 10 minutes each on a 2-core machine (one such
 # batch did not finish there): they run by hand with SPECCONSOLE_HEAVY_TESTS=1, not in CI.
-HEAVY = pytest.mark.skipif(os.environ.get("SPECCONSOLE_HEAVY_TESTS") != "1",
-                           reason="2,000-sample chi-square: set SPECCONSOLE_HEAVY_TESTS=1 to run it (> 10 min)")
+HEAVY = pytest.mark.skipif(
+    os.environ.get("SPECCONSOLE_HEAVY_TESTS") != "1",
+    reason="2,000-sample chi-square: set SPECCONSOLE_HEAVY_TESTS=1 to run it (> 10 min)",
+)
 
 
 @HEAVY
@@ -223,12 +241,12 @@ def test_the_chi_square_test_catches_a_skewed_sampler(pool):
 def test_sampled_distribution(pool, mode):
     ref = sampled_references(pool)
     server = patched(pool)
-    outs, flips = under(server, mode, lambda: generate(
-        server, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 3, **SAMPLED}))
+    outs, flips = under(server, mode, lambda: generate(server, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 3, **SAMPLED}))
     got = tokens_at(outs)
     ps = [chi_square_p(a, b) for a, b in zip(ref["sampled"], got, strict=True)]
-    report(f"sampling {mode}", flips=flips, **{f"p_token{k}": p for k, p in zip(POSITIONS, ps)},
-           distinct=[len(set(t)) for t in got])
+    report(
+        f"sampling {mode}", flips=flips, **{f"p_token{k}": p for k, p in zip(POSITIONS, ps)}, distinct=[len(set(t)) for t in got]
+    )
     assert ps[0] > P_PASS, ps  # the prefill samples with SGLang's plain sampler in every mode
     if mode == decision.TARGET_ONLY:
         assert ps[1] > P_PASS and ps[2] > P_PASS, ps

@@ -14,6 +14,7 @@
 
 One server at a time (rig/pool.py); the classes run in file order, one server each.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -25,9 +26,9 @@ from tests.real_sglang.rig.trained_models import PERIOD, prompt_ids
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1200)]
 
-MAX_NEW = 110                      # the reference length; every run compares a prefix
+MAX_NEW = 110  # the reference length; every run compares a prefix
 PROMPTS = [prompt_ids(i, 2 * PERIOD + 5 * (i % 3)) for i in range(8)]
-PROBE = prompt_ids(100)            # the warm-draft request
+PROBE = prompt_ids(100)  # the warm-draft request
 WAVE_LENGTHS = [16, 24, 32, 100, 40, 48, 56, 64]  # first half shrinks to one, then 4 join
 
 
@@ -36,8 +37,7 @@ def pool(rig, tmp_path_factory):
     pool = OneAtATime(rig, tmp_path_factory.mktemp("switch-exact"), SERVER_LIFETIME_S)
     yield pool
     pool.close()
-    report("switch/token-exact servers ready (s)", **{k.replace("-", "_"): v
-                                                      for k, v in pool.ready_s.items()})
+    report("switch/token-exact servers ready (s)", **{k.replace("-", "_"): v for k, v in pool.ready_s.items()})
     assert pool.left == [], f"processes left: {pool.left}"
 
 
@@ -56,8 +56,9 @@ def assert_same_tokens(got: list[list[int]], want: list[list[int]]) -> None:
         first = next((k for k, (a, b) in enumerate(zip(g, w)) if a != b), None)
         assert first is None and len(g) <= len(w), (
             f"prompt {i}: output differs from the plain server at token {first}: "
-            f"{g[max(0, (first or 0) - 3):(first or 0) + 3]} vs "
-            f"{w[max(0, (first or 0) - 3):(first or 0) + 3]}")
+            f"{g[max(0, (first or 0) - 3) : (first or 0) + 3]} vs "
+            f"{w[max(0, (first or 0) - 3) : (first or 0) + 3]}"
+        )
 
 
 class _TokenExact:
@@ -108,8 +109,7 @@ class _WarmDraft(_TokenExact):
             # synchronous scheduler's first line after the switch is that step's
             assert probe.after and probe.after[0] >= 2.0, probe.after[:4]
         pool.cache[("warm", self.SPEC.overlap)] = mean
-        report(f"accept after resuming, {self.SPEC.name}", mean=mean,
-               steps=str(probe.after[:8]))
+        report(f"accept after resuming, {self.SPEC.name}", mean=mean, steps=str(probe.after[:8]))
 
 
 class _NegativeControl:
@@ -123,8 +123,7 @@ class _NegativeControl:
             sw.assert_warm_after_resume(probe)
         cold = probe.warm_mean()
         warm = pool.cache.get(("warm", self.SPEC.overlap), sw.WARM_FLOOR)
-        report(f"accept after resuming, {self.SPEC.name}", mean=cold, warm=warm,
-               steps=str(probe.after[:8]))
+        report(f"accept after resuming, {self.SPEC.name}", mean=cold, warm=warm, steps=str(probe.after[:8]))
         assert cold <= warm - 1.0, (cold, warm)
 
 
@@ -150,4 +149,3 @@ class TestRandom(_TokenExact):
 
 class TestRandomOverlap(_TokenExact):
     SPEC = Spec("random", overlap=True)
-

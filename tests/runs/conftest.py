@@ -1,5 +1,6 @@
 """Fixtures for the run tests: a private state dir, free ports, profiles written to tmp,
 and a finalizer that stops every process group these tests started (never by name)."""
+
 from __future__ import annotations
 
 import os
@@ -57,14 +58,34 @@ def state_dir(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def make_profile(tmp_path, state_dir):
-    def make(name: str = "t", port: int | None = None, tp: int = 2, backoff: float = 0.2,
-             burst: int = 5, grace: float = 5.0, keep_logs: int = 20, lifetime: float = 90.0,
-             sim_extra: str = "") -> Path:
+    def make(
+        name: str = "t",
+        port: int | None = None,
+        tp: int = 2,
+        backoff: float = 0.2,
+        burst: int = 5,
+        grace: float = 5.0,
+        keep_logs: int = 20,
+        lifetime: float = 90.0,
+        sim_extra: str = "",
+    ) -> Path:
         path = tmp_path / f"{name}.toml"
-        path.write_text(PROFILE_TEMPLATE.format(
-            name=name, python=sys.executable, port=port or free_port(), tp=tp, backoff=backoff,
-            burst=burst, grace=grace, keep_logs=keep_logs, lifetime=lifetime, sim_extra=sim_extra))
+        path.write_text(
+            PROFILE_TEMPLATE.format(
+                name=name,
+                python=sys.executable,
+                port=port or free_port(),
+                tp=tp,
+                backoff=backoff,
+                burst=burst,
+                grace=grace,
+                keep_logs=keep_logs,
+                lifetime=lifetime,
+                sim_extra=sim_extra,
+            )
+        )
         return path
+
     return make
 
 
@@ -80,7 +101,7 @@ def groups(state_dir):
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        for p in psutil.process_iter():   # re-grouped children of the run: same session
+        for p in psutil.process_iter():  # re-grouped children of the run: same session
             try:
                 if os.getsid(p.pid) == pgid and p.pid != os.getpid():
                     p.kill()

@@ -6,6 +6,7 @@ clock moves it by whole seconds. The step is simulated by shifting what psutil a
 ``Process.create_time`` and ``boot_time`` (stepping this machine's real clock would disturb
 everything else on it); /proc's start ticks and the boot id stay what they are, as they do.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,7 @@ async def launch_with_ranks(name: str, make_profile, groups):
     return profile, rec
 
 
-async def test_a_live_run_and_its_orphans_are_still_known_after_the_clock_steps(
-        make_profile, groups, state_dir, monkeypatch):
+async def test_a_live_run_and_its_orphans_are_still_known_after_the_clock_steps(make_profile, groups, state_dir, monkeypatch):
     profile, rec = await launch_with_ranks("c", make_profile, groups)
     before = {p.pid for p in identity.run_processes(rec.identity())}
     for step in STEPS_S:
@@ -45,7 +45,7 @@ async def test_a_live_run_and_its_orphans_are_still_known_after_the_clock_steps(
         disk = runs.load_record("c")
         assert disk.is_live(), f"a {step:+g} s step of the wall clock: the live run taken for gone"
         assert before <= {p.pid for p in identity.run_processes(disk.identity())}, f"{step:+g} s"
-        other = Supervisor(profile)          # another console, `stop`, `supervise`
+        other = Supervisor(profile)  # another console, `stop`, `supervise`
         assert other.adopt() is not None and other.state != RunState.CRASHED, (step, other.last_error)
 
     # the leader dies; its ranks are known only by their recorded (pid, start) pairs
@@ -58,24 +58,23 @@ async def test_a_live_run_and_its_orphans_are_still_known_after_the_clock_steps(
     assert alive(ranks) == []
 
 
-async def test_an_earlier_versions_record_is_adopted_and_given_its_clock_free_start(
-        make_profile, groups, state_dir, monkeypatch):
+async def test_an_earlier_versions_record_is_adopted_and_given_its_clock_free_start(make_profile, groups, state_dir, monkeypatch):
     profile, _ = await launch_with_ranks("old", make_profile, groups)
     path = runs.record_path("old")
     data = json.loads(path.read_text())
-    for key in ("boot_id", "start_ticks"):   # as the previous version wrote it
+    for key in ("boot_id", "start_ticks"):  # as the previous version wrote it
         data.pop(key, None)
     data["members"] = [m[:2] for m in data["members"]]
     path.write_text(json.dumps(data))
 
-    step_wall_clock(monkeypatch, 1.0)        # within the tolerance kept for old records
+    step_wall_clock(monkeypatch, 1.0)  # within the tolerance kept for old records
     assert runs.load_record("old").is_live()
     other = Supervisor(profile)
     assert other.adopt() is not None and len(other.processes()) >= 3
     upgraded = json.loads(path.read_text())
     assert isinstance(upgraded.get("start_ticks"), int) and upgraded.get("boot_id"), upgraded
     assert len(upgraded["members"]) >= 2 and all(len(m) == 3 and isinstance(m[2], int) for m in upgraded["members"]), upgraded
-    step_wall_clock(monkeypatch, 3600.0)     # from now on no step matters
+    step_wall_clock(monkeypatch, 3600.0)  # from now on no step matters
     assert runs.load_record("old").is_live()
 
 
@@ -83,11 +82,24 @@ async def test_the_supervisor_is_known_after_the_clock_steps(make_profile, state
     profile = load_profile(make_profile("s", tp=1))
     me = psutil.Process()
     sup = Supervisor(profile, role="supervise")
-    runs.save_record(runs.RunRecord(
-        name="s", profile_path=None, kind="sim", pid=me.pid, create_time=me.create_time(),
-        pgid=os.getpgid(0), sid=os.getsid(0), argv=me.cmdline(), host="127.0.0.1", port=profile.port,
-        log_path="/nonexistent.log", cwd="/", started_at="2026-01-01T00:00:00+00:00",
-        supervisor=sup.ownership.info()))
+    runs.save_record(
+        runs.RunRecord(
+            name="s",
+            profile_path=None,
+            kind="sim",
+            pid=me.pid,
+            create_time=me.create_time(),
+            pgid=os.getpgid(0),
+            sid=os.getsid(0),
+            argv=me.cmdline(),
+            host="127.0.0.1",
+            port=profile.port,
+            log_path="/nonexistent.log",
+            cwd="/",
+            started_at="2026-01-01T00:00:00+00:00",
+            supervisor=sup.ownership.info(),
+        )
+    )
     lock = runs.RestartLock.acquire("s")
     assert lock is not None
     try:

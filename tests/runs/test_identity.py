@@ -4,6 +4,7 @@ stale records that point at somebody else's process never get it signalled.
 The tests run as whatever user runs pytest (root in CI and here), so no permission check
 stands between a wrong decision and a dead stranger: the only protection is the identity.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -26,21 +27,45 @@ def stranger(groups, *, double_fork: bool = False) -> tuple[int, psutil.Process]
         p = subprocess.Popen(["sleep", "120"], start_new_session=True)
         groups.add(p.pid)
         return p.pid, psutil.Process(p.pid)
-    code = ("import os, subprocess, sys; os.setsid(); "
-            "c = subprocess.Popen(['sleep', '120'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(os.getpid(), c.pid, flush=True)")
+    code = (
+        "import os, subprocess, sys; os.setsid(); "
+        "c = subprocess.Popen(['sleep', '120'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(os.getpid(), c.pid, flush=True)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     leader, child = map(int, out.stdout.split())
-    groups.add(leader)   # the group outlives its leader: the finalizer kills it by that id
+    groups.add(leader)  # the group outlives its leader: the finalizer kills it by that id
     return leader, psutil.Process(child)
 
 
 def forge(name: str, pid: int, port: int, create_time: float, argv: list[str] | None = None) -> None:
-    argv = argv or [sys.executable, "-m", "server_control.sim", "--model-path", "test/model",
-                    "--host", "127.0.0.1", "--port", str(port)]
-    runs.save_record(runs.RunRecord(
-        name=name, profile_path=None, kind="sim", pid=pid, create_time=create_time, pgid=pid, sid=pid,
-        argv=argv, host="127.0.0.1", port=port, log_path="/nonexistent/forged.log", cwd="/",
-        started_at=runs.iso_time(create_time)))
+    argv = argv or [
+        sys.executable,
+        "-m",
+        "server_control.sim",
+        "--model-path",
+        "test/model",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    runs.save_record(
+        runs.RunRecord(
+            name=name,
+            profile_path=None,
+            kind="sim",
+            pid=pid,
+            create_time=create_time,
+            pgid=pid,
+            sid=pid,
+            argv=argv,
+            host="127.0.0.1",
+            port=port,
+            log_path="/nonexistent/forged.log",
+            cwd="/",
+            started_at=runs.iso_time(create_time),
+        )
+    )
 
 
 def alive(p: psutil.Process) -> bool:
@@ -79,23 +104,25 @@ def test_forged_record_never_signals_a_stranger(case, make_profile, groups, stat
     rec = runs.load_record("forged")
     groups.add(rec.pgid)
     assert rec.pid != pid
-    time.sleep(0.5)   # a late kill would land here
+    time.sleep(0.5)  # a late kill would land here
     assert alive(victim), f"{case}: launch killed pid {victim.pid}, which is not the server"
     assert cli("stop", "--profile", str(path)).returncode == 0
     assert alive(victim)
     wait_for(lambda: runs.load_record("forged") is None, what="the record removed")
 
 
-@pytest.mark.parametrize(("actual", "recorded", "matches"), [
-    # `python -m pytest` with no arguments (how CI runs the suite): equal lines match
-    (["py", "-m", "pytest"], ["py", "-m", "pytest"], True),
-    (["py", "-m", "pytest"], ["py", "-m", "other"], False),
-    (["py", "-m", "pytest", "x"], ["py", "-m", "pytest"], False),
-    (["py", "-m", "srv", "--key", "s3cret"], ["py", "-m", "srv", "--key", "****"], True),
-    # recorded arguments end the actual line (re-exec as another module, a wrapper in front)
-    (["timeout", "9", "py", "-m", "sglang.launch_server", "--port", "1"],
-     ["py", "-m", "serve", "--port", "1"], True),
-    (["py", "-m", "srv", "--port", "2"], ["py", "-m", "srv", "--port", "1"], False),
-])
+@pytest.mark.parametrize(
+    ("actual", "recorded", "matches"),
+    [
+        # `python -m pytest` with no arguments (how CI runs the suite): equal lines match
+        (["py", "-m", "pytest"], ["py", "-m", "pytest"], True),
+        (["py", "-m", "pytest"], ["py", "-m", "other"], False),
+        (["py", "-m", "pytest", "x"], ["py", "-m", "pytest"], False),
+        (["py", "-m", "srv", "--key", "s3cret"], ["py", "-m", "srv", "--key", "****"], True),
+        # recorded arguments end the actual line (re-exec as another module, a wrapper in front)
+        (["timeout", "9", "py", "-m", "sglang.launch_server", "--port", "1"], ["py", "-m", "serve", "--port", "1"], True),
+        (["py", "-m", "srv", "--port", "2"], ["py", "-m", "srv", "--port", "1"], False),
+    ],
+)
 def test_command_line_match(actual, recorded, matches):
     assert identity.cmdline_matches(actual, recorded) is matches

@@ -1,5 +1,6 @@
 """API keys reach the server through its environment, never its command line: `ps` on a
 shared GPU host must not show them, and the spawned ranks must not inherit them."""
+
 from __future__ import annotations
 
 import httpx
@@ -36,7 +37,7 @@ async def test_launched_server_enforces_a_key_that_ps_never_shows(make_profile, 
             p = psutil.Process(pid)
             assert SECRET not in " ".join(p.cmdline())
             env = p.environ()
-            assert "TEST_SIM_KEY" not in env   # the variable the profile names stays with us
+            assert "TEST_SIM_KEY" not in env  # the variable the profile names stays with us
             if pid != rec.pid:  # the ranks were spawned after the server took the key
                 assert API_KEY_ENV not in env and SECRET not in env.values()
         url = f"http://127.0.0.1:{profile.port}/set_internal_state"

@@ -7,6 +7,7 @@ that profile (every process whose command line carries the profile's port) that 
 processes of the recorded run, then stops the run and kills any such stray by its own
 process group.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,6 +27,7 @@ def _worker(profile_path: str, state_dir: str, barrier, results, rounds: int) ->
     from server_control.config.profile import load_profile
     from server_control.state.runs import RunConflict
     from server_control.supervision.supervisor import Supervisor
+
     profile = load_profile(profile_path)
     for _ in range(rounds):
         barrier.wait()
@@ -38,8 +40,9 @@ def _worker(profile_path: str, state_dir: str, barrier, results, rounds: int) ->
                 return ("refused", None)
             except Exception as exc:  # noqa: BLE001 - reported to the test
                 return ("error", f"{type(exc).__name__}: {exc}")
+
         results.put(asyncio.run(once()))
-        barrier.wait()   # the test checks and stops the run
+        barrier.wait()  # the test checks and stops the run
 
 
 def _servers_on(port: int) -> list[psutil.Process]:
@@ -47,7 +50,7 @@ def _servers_on(port: int) -> list[psutil.Process]:
     flag = ["--port", str(port)]
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        if any(cmd[i:i + 2] == flag for i in range(len(cmd) - 1)) and "server_control.sim" in cmd:
+        if any(cmd[i : i + 2] == flag for i in range(len(cmd) - 1)) and "server_control.sim" in cmd:
             out.append(p)
     return out
 
@@ -57,8 +60,9 @@ def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, group
     port = int(path.read_text().split("port = ")[1].split()[0])
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(3), ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(str(path), str(state_dir), barrier, results, PAIRS),
-                           daemon=True) for _ in range(2)]
+    workers = [
+        ctx.Process(target=_worker, args=(str(path), str(state_dir), barrier, results, PAIRS), daemon=True) for _ in range(2)
+    ]
     for w in workers:
         w.start()
     tally = {"double launch": 0, "untracked servers": 0, "errors": []}
@@ -81,6 +85,7 @@ def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, group
                 groups.add(rec.pgid)
                 from server_control.config.profile import load_profile
                 from server_control.supervision.supervisor import Supervisor
+
                 sup = Supervisor(load_profile(path))
                 sup.adopt()
                 res = asyncio.run(sup.stop(grace=2.0))

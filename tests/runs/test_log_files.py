@@ -1,6 +1,7 @@
 """Log files of runs: pruning touches only what this profile's runs wrote (a shared
 log_dir keeps everybody else's files), and a run's log rotates by size while a follower
 reads every line across the rotations."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,10 +20,10 @@ async def test_shared_log_dir_prunes_only_this_profiles_logs(make_profile, group
     shared = tmp_path / "shared"
     shared.mkdir()
     foreign = [shared / f"app-{i:02d}.log" for i in range(25)]
-    foreign.append(shared / "20200101-000000-1.log")   # named as ours, written by someone else
+    foreign.append(shared / "20200101-000000-1.log")  # named as ours, written by someone else
     for i, p in enumerate(foreign):
         p.write_text("not yours\n")
-        os.utime(p, (1_000_000 + i, 1_000_000 + i))      # all older than any run of ours
+        os.utime(p, (1_000_000 + i, 1_000_000 + i))  # all older than any run of ours
     path = make_profile("p", tp=1, keep_logs=2)
     path.write_text(path.read_text().replace('kind = "sim"\n', f'kind = "sim"\nlog_dir = "{shared}"\n'))
     sup = Supervisor(load_profile(path))
@@ -51,9 +52,16 @@ async def test_log_rotates_by_size_and_the_follower_reads_every_line(tmp_path, g
     script = tmp_path / "counter.py"
     script.write_text(COUNTER)
     n, log = 3000, tmp_path / "logs" / "r-1.log"
-    spec = LaunchSpec(argv=(sys.executable, str(script), str(n)), env=dict(os.environ), env_overrides={},
-                      log_path=log, cwd=tmp_path, exit_file=tmp_path / "exit", log_max_bytes=20_000,
-                      log_keep_rotated=100)
+    spec = LaunchSpec(
+        argv=(sys.executable, str(script), str(n)),
+        env=dict(os.environ),
+        env_overrides={},
+        log_path=log,
+        cwd=tmp_path,
+        exit_file=tmp_path / "exit",
+        log_max_bytes=20_000,
+        log_keep_rotated=100,
+    )
     store = LogStore()
     pipeline = LogPipeline(log, store, poll_interval=0.01)
     follow = asyncio.create_task(pipeline.run())
@@ -66,21 +74,28 @@ async def test_log_rotates_by_size_and_the_follower_reads_every_line(tmp_path, g
         await asyncio.gather(follow, return_exceptions=True)
         await process.stop_run(lc.identity(), grace_s=2, exit_file=tmp_path / "exit")
     got = [r.raw.split()[1] for r in store.records()]
-    assert got == [f"{i:06d}" for i in range(n)]                       # all, in order, once
+    assert got == [f"{i:06d}" for i in range(n)]  # all, in order, once
     parts = sorted(log.parent.glob("r-1.log*"))
     assert len(parts) >= 8 and pipeline.files >= len(parts)
     for part in parts:
         data = part.read_bytes()
-        assert len(data) <= 20_000 and data.endswith(b"\n")            # whole lines only
+        assert len(data) <= 20_000 and data.endswith(b"\n")  # whole lines only
 
 
 async def test_rotation_keeps_at_most_keep_rotated_parts(tmp_path, groups):
     script = tmp_path / "counter.py"
     script.write_text(COUNTER)
     log = tmp_path / "logs" / "k-1.log"
-    spec = LaunchSpec(argv=(sys.executable, str(script), "3000"), env=dict(os.environ), env_overrides={},
-                      log_path=log, cwd=tmp_path, exit_file=tmp_path / "exit", log_max_bytes=20_000,
-                      log_keep_rotated=2)
+    spec = LaunchSpec(
+        argv=(sys.executable, str(script), "3000"),
+        env=dict(os.environ),
+        env_overrides={},
+        log_path=log,
+        cwd=tmp_path,
+        exit_file=tmp_path / "exit",
+        log_max_bytes=20_000,
+        log_keep_rotated=2,
+    )
     lc = process.launch(spec)
     groups.add(lc.pgid)
     try:

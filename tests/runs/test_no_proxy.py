@@ -3,6 +3,7 @@ HTTP(S)_PROXY / ALL_PROXY pointing at a real listener, `launch --wait`, `thresho
 `status`, `verify`, `stop` and `supervise` reach the server directly and the listener sees
 nothing (it would see the API and admin keys). A negative control shows that an ordinary
 httpx client honours the same environment and does reach the listener."""
+
 from __future__ import annotations
 
 import ast
@@ -66,12 +67,21 @@ def test_no_command_sends_anything_to_an_environment_proxy(make_profile, groups,
         env.pop("NO_PROXY", None)
         env.pop("no_proxy", None)
         path = make_profile("px", tp=1)
-        path.write_text(path.read_text().replace(
-            'kind = "sim"\n', 'kind = "sim"\napi_key_env = "TEST_KEY"\nadmin_api_key_env = "TEST_ADMIN_KEY"\n'))
+        path.write_text(
+            path.read_text().replace(
+                'kind = "sim"\n', 'kind = "sim"\napi_key_env = "TEST_KEY"\nadmin_api_key_env = "TEST_ADMIN_KEY"\n'
+            )
+        )
 
         def run(*args):
-            return subprocess.run([sys.executable, "-m", "console", *args, "--profile", str(path)],
-                                  capture_output=True, text=True, timeout=120, env=env)
+            return subprocess.run(
+                [sys.executable, "-m", "console", *args, "--profile", str(path)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=env,
+            )
+
         launched = run("launch", "--wait", "60", "--json")
         assert launched.returncode == 0, launched.stderr
         groups.add(int(launched.stdout.split('"pgid": ')[1].split(",")[0]))
@@ -79,9 +89,14 @@ def test_no_command_sends_anything_to_an_environment_proxy(make_profile, groups,
         assert run("threshold").returncode == 0
         assert run("status").returncode == 0
         run("verify")
-        sup = subprocess.Popen([sys.executable, "-m", "console", "supervise", "--profile", str(path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                               start_new_session=True)
+        sup = subprocess.Popen(
+            [sys.executable, "-m", "console", "supervise", "--profile", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
         groups.add(sup.pid)
         read_until(sup, "px: ready")
         sup.send_signal(signal.SIGINT)
@@ -111,9 +126,13 @@ def test_every_httpx_client_in_the_product_ignores_proxy_settings():
         for path in sorted((REPO / root).rglob("*.py")) if (REPO / root).is_dir() else []:
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                        and isinstance(node.func.value, ast.Name) and node.func.value.id == "httpx" \
-                        and node.func.attr in HTTPX_CALLS:
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "httpx"
+                    and node.func.attr in HTTPX_CALLS
+                ):
                     kw = {k.arg: k.value for k in node.keywords}
                     value = kw.get("trust_env")
                     if not (isinstance(value, ast.Constant) and value.value is False):

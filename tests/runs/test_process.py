@@ -1,5 +1,6 @@
 """Process layer with real processes: detached launch into a log file, finding a run's
 processes (group, session, descendants), stop with grace and SIGKILL; records; policy."""
+
 from __future__ import annotations
 
 import os
@@ -39,17 +40,24 @@ FAMILY = textwrap.dedent("""
 def spawn(tmp_path, groups, ignore_term=False, life=60.0) -> process.Launched:
     script = tmp_path / "family.py"
     script.write_text(FAMILY)
-    spec = LaunchSpec(argv=(sys.executable, str(script), str(life), "1" if ignore_term else "0"),
-                      env=dict(os.environ), env_overrides={}, log_path=tmp_path / "logs" / "a-1.log",
-                      cwd=tmp_path, exit_file=tmp_path / "exit")
+    spec = LaunchSpec(
+        argv=(sys.executable, str(script), str(life), "1" if ignore_term else "0"),
+        env=dict(os.environ),
+        env_overrides={},
+        log_path=tmp_path / "logs" / "a-1.log",
+        cwd=tmp_path,
+        exit_file=tmp_path / "exit",
+    )
     launched = process.launch(spec)
     groups.add(launched.pgid)
     return launched
 
 
 def kids_of(launched) -> list[int]:
-    line = wait_for(lambda: next((ln for ln in launched.log_path.read_text().splitlines()
-                                  if ln.startswith("leader")), None), what="the leader's pid line")
+    line = wait_for(
+        lambda: next((ln for ln in launched.log_path.read_text().splitlines() if ln.startswith("leader")), None),
+        what="the leader's pid line",
+    )
     return [int(x) for x in line.split("kids")[1].split()]
 
 
@@ -69,8 +77,10 @@ def test_launch_detaches_and_logs_both_streams(tmp_path, groups):
     assert stat.S_IMODE(lc.log_path.stat().st_mode) == 0o600
     kids = kids_of(lc)
     wait_for(lambda: "to stderr" in lc.log_path.read_text(), what="stderr in the log")
-    found = wait_for(lambda: (lambda s: s if set(kids) <= s else None)(
-        {p.pid for p in identity.run_processes(lc.identity())}), what="all three children")
+    found = wait_for(
+        lambda: (lambda s: s if set(kids) <= s else None)({p.pid for p in identity.run_processes(lc.identity())}),
+        what="all three children",
+    )
     assert lc.pid in found and os.getpid() not in found
 
 
@@ -86,7 +96,7 @@ async def test_stop_terminates_every_process_of_the_run(tmp_path, groups):
     wait_for(lambda: len(identity.run_processes(lc.identity())) == 4, what="4 processes")
     res = await process.stop_run(lc.identity(), grace_s=10, exit_file=tmp_path / "exit")
     assert res.ok and res.was_running and not res.remaining and not res.killed
-    assert res.exit_code == -15          # from the keeper: we are not the server's parent
+    assert res.exit_code == -15  # from the keeper: we are not the server's parent
     for pid in [lc.pid, *kids]:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert identity.run_processes(lc.identity()) == []
@@ -103,8 +113,7 @@ async def test_stop_escalates_to_sigkill_after_grace(tmp_path, groups):
 async def test_stop_of_nothing_and_reused_pid_is_not_ours(tmp_path, groups):
     # our own pid with a wrong start time stands for a reused PID: never signalled
     me = psutil.Process()
-    res = await process.stop_run(RunIdentity(me.pid, me.create_time() + 1000, tuple(me.cmdline())),
-                                 grace_s=0.1)
+    res = await process.stop_run(RunIdentity(me.pid, me.create_time() + 1000, tuple(me.cmdline())), grace_s=0.1)
     assert res.ok and not res.was_running and res.message == "not running"
 
 
@@ -132,11 +141,11 @@ def test_record_roundtrip_mode_0600_and_liveness(state_dir):
     rec = own_record()
     path = runs.save_record(rec)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert [p.name for p in path.parent.iterdir()] == ["r.json"]   # no temp file left
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]  # no temp file left
     back = runs.load_record("r")
     assert back == rec and back.is_live()
-    assert not own_record(create_time=rec.create_time - 100, start_ticks=rec.start_ticks - 1).is_live()   # reused PID
-    assert not own_record(argv=["python", "-m", "other"]).is_live()     # not the recorded command
+    assert not own_record(create_time=rec.create_time - 100, start_ticks=rec.start_ticks - 1).is_live()  # reused PID
+    assert not own_record(argv=["python", "-m", "other"]).is_live()  # not the recorded command
     assert runs.live_record_on_port(1) == rec and runs.live_record_on_port(1, exclude="r") is None
     assert runs.delete_record("r", pid=rec.pid + 1) is False and runs.delete_record("r") is True
     assert runs.load_record("r") is None
@@ -144,12 +153,16 @@ def test_record_roundtrip_mode_0600_and_liveness(state_dir):
 
 def test_bad_records_are_reported_not_crashed(state_dir):
     path = runs.record_path("bad")
-    for text, msg in (("{not json", "not valid JSON"), ("[1]", "expected a JSON object"),
-                      ('{"name": "bad"}', "missing"), (own_record(pid="7").to_json(), "pid must be")):
+    for text, msg in (
+        ("{not json", "not valid JSON"),
+        ("[1]", "expected a JSON object"),
+        ('{"name": "bad"}', "missing"),
+        (own_record(pid="7").to_json(), "pid must be"),
+    ):
         path.write_text(text)
         with pytest.raises(runs.RunRecordError, match=msg):
             runs.load_record("bad")
-    assert runs.list_records() == []   # unreadable ones skipped
+    assert runs.list_records() == []  # unreadable ones skipped
     assert runs.quarantine_record("bad").name == "bad.json.bad"
 
 
@@ -162,7 +175,7 @@ def test_backoff_doubles_to_the_cap_and_burst_goes_fatal():
     pol.record_start(t)
     outcomes = []
     for _ in range(6):
-        t += 0.5                       # crashes half a second after each start
+        t += 0.5  # crashes half a second after each start
         decision, value = pol.after_crash(t, ran_for_s=0.5)
         outcomes.append((decision, value))
         if decision == "fatal":
@@ -178,15 +191,15 @@ def test_long_run_resets_backoff_and_old_starts_leave_the_window():
     pol.record_start(0)
     assert pol.after_crash(1, ran_for_s=1) == ("restart", 1)
     pol.record_start(2)
-    assert pol.after_crash(100, ran_for_s=98) == ("restart", 1)   # stable run: reset; old starts gone
+    assert pol.after_crash(100, ran_for_s=98) == ("restart", 1)  # stable run: reset; old starts gone
     assert RestartPolicy(enabled=False).after_crash(0)[0] == "fatal"
 
 
 def test_restart_lock_has_one_holder_at_a_time(state_dir):
     first = runs.RestartLock.acquire("x")
     assert first is not None
-    assert runs.RestartLock.acquire("x") is None          # a second console only observes
-    assert runs.RestartLock.acquire("y") is not None      # other profiles are independent
+    assert runs.RestartLock.acquire("x") is None  # a second console only observes
+    assert runs.RestartLock.acquire("y") is not None  # other profiles are independent
     first.release()
     again = runs.RestartLock.acquire("x")
     assert again is not None

@@ -1,4 +1,5 @@
 """Profiles: shipped examples load, validation names the file and the key, the launch spec."""
+
 from __future__ import annotations
 
 import os
@@ -40,7 +41,7 @@ def test_eagle3_profile_masks_the_api_key(state_dir, monkeypatch):
     # the server gets it through its environment, never on its command line (ps shows that)
     assert "s3cret-value" not in spec.argv and "--api-key" not in spec.argv
     assert spec.env["SPECCONSOLE_API_KEY"] == "s3cret-value"
-    assert spec.masked_env_overrides()["SPECCONSOLE_API_KEY"] == MASK   # printing never shows it
+    assert spec.masked_env_overrides()["SPECCONSOLE_API_KEY"] == MASK  # printing never shows it
     shown = spec.command_line()
     assert "s3cret-value" not in shown
     assert shlex.split(shown)[1:3] == ["-m", "server_control.sglang_patch.serve"]
@@ -59,30 +60,33 @@ def test_api_key_variable_unset_is_named(state_dir, monkeypatch):
         p.launch_spec(state_dir)
 
 
-@pytest.mark.parametrize("text, where", [
-    ('bogus = 1\n', r"bogus: unknown key"),
-    ('[server]\nprot = 30000\n', r"\[server\] prot: unknown key"),
-    ('[server]\nport = "30000"\n', r"\[server\] port: expected an integer"),
-    ('[server]\nport = 70000\n', r"\[server\] port: must be 1\.\.65535"),
-    ('[server]\ntp_size = 0\n', r"\[server\] tp_size: must be 1\.\.64"),
-    ('[server]\nkind = "vllm"\n', r"\[server\] kind: must be one of sim, sglang"),
-    ('[server]\nkind = "sglang"\n', r"\[server\] model_path: required"),
-    ('[server]\nextra_args = "--foo"\n', r"\[server\] extra_args: expected a list of strings"),
-    ('[server]\napi_key_env = "sk-live-123"\n', r"\[server\] api_key_env: must be the NAME"),
-    ('[dynamic]\nthreshold = -1\n', r"\[dynamic\] threshold: .*>= 0"),
-    ('[dynamic]\nthreshold = 2.5\n', r"\[dynamic\] threshold: expected an integer"),
-    ('[restart]\nburst = 0\n', r"\[restart\] burst: must be >= 1"),
-    ('[restart]\nenabled = "yes"\n', r"\[restart\] enabled: expected true or false"),
-    ('[env]\nNCCL_DEBUG = ["x"]\n', r"\[env\] NCCL_DEBUG: expected a string or a number"),
-    ('[sim]\nwarp = 9\n', r"\[sim\] warp: unknown key"),
-    ('[sim]\ntraffic = "wav"\n', r"\[sim\] traffic: invalid value 'wav' for --sim-traffic: unknown traffic"),
-    ('[sim]\nseed = "x"\n', r"\[sim\] seed: invalid value 'x' for --sim-seed"),
-    ('[sim]\nseed = true\n', r"\[sim\] seed: --sim-seed takes a value"),
-    ('[sim]\nmax_lifetime = -5\n', r"\[sim\] max_lifetime: invalid value -5"),
-    ('[sim]\nhealth_fail_mode = "hung"\n', r"\[sim\] health_fail_mode: must be one of 503, hang"),
-    ('server = 3\n', r"server: must be a table"),
-    ('name = "a b"\n', r"name: must be letters"),
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("bogus = 1\n", r"bogus: unknown key"),
+        ("[server]\nprot = 30000\n", r"\[server\] prot: unknown key"),
+        ('[server]\nport = "30000"\n', r"\[server\] port: expected an integer"),
+        ("[server]\nport = 70000\n", r"\[server\] port: must be 1\.\.65535"),
+        ("[server]\ntp_size = 0\n", r"\[server\] tp_size: must be 1\.\.64"),
+        ('[server]\nkind = "vllm"\n', r"\[server\] kind: must be one of sim, sglang"),
+        ('[server]\nkind = "sglang"\n', r"\[server\] model_path: required"),
+        ('[server]\nextra_args = "--foo"\n', r"\[server\] extra_args: expected a list of strings"),
+        ('[server]\napi_key_env = "sk-live-123"\n', r"\[server\] api_key_env: must be the NAME"),
+        ("[dynamic]\nthreshold = -1\n", r"\[dynamic\] threshold: .*>= 0"),
+        ("[dynamic]\nthreshold = 2.5\n", r"\[dynamic\] threshold: expected an integer"),
+        ("[restart]\nburst = 0\n", r"\[restart\] burst: must be >= 1"),
+        ('[restart]\nenabled = "yes"\n', r"\[restart\] enabled: expected true or false"),
+        ('[env]\nNCCL_DEBUG = ["x"]\n', r"\[env\] NCCL_DEBUG: expected a string or a number"),
+        ("[sim]\nwarp = 9\n", r"\[sim\] warp: unknown key"),
+        ('[sim]\ntraffic = "wav"\n', r"\[sim\] traffic: invalid value 'wav' for --sim-traffic: unknown traffic"),
+        ('[sim]\nseed = "x"\n', r"\[sim\] seed: invalid value 'x' for --sim-seed"),
+        ("[sim]\nseed = true\n", r"\[sim\] seed: --sim-seed takes a value"),
+        ("[sim]\nmax_lifetime = -5\n", r"\[sim\] max_lifetime: invalid value -5"),
+        ('[sim]\nhealth_fail_mode = "hung"\n', r"\[sim\] health_fail_mode: must be one of 503, hang"),
+        ("server = 3\n", r"server: must be a table"),
+        ('name = "a b"\n', r"name: must be letters"),
+    ],
+)
 def test_validation_names_file_and_key(tmp_path, text, where):
     path = write(tmp_path, text)
     with pytest.raises(ProfileError) as info:
@@ -93,8 +97,7 @@ def test_validation_names_file_and_key(tmp_path, text, where):
 
 def test_valid_sim_values_pass(tmp_path):
     path = write(tmp_path, '[sim]\ntraffic = "steady:3"\nseed = 4\nhealth_fail_mode = 503\nmax_lifetime = 60\n')
-    assert load_profile(path).sim == {"traffic": "steady:3", "seed": 4, "health_fail_mode": 503,
-                                      "max_lifetime": 60}
+    assert load_profile(path).sim == {"traffic": "steady:3", "seed": 4, "health_fail_mode": 503, "max_lifetime": 60}
 
 
 def test_all_problems_reported_together(tmp_path):
@@ -114,7 +117,7 @@ def test_unreadable_and_invalid_toml_name_the_file(tmp_path):
     with pytest.raises(ProfileError, match=r"p\.toml: invalid TOML"):
         load_profile(path)
     bad = tmp_path / "bin.toml"
-    bad.write_bytes(b"name = \"\xff\"\n")
+    bad.write_bytes(b'name = "\xff"\n')
     with pytest.raises(ProfileError, match="bin.toml: not UTF-8"):
         load_profile(bad)
 
@@ -127,12 +130,16 @@ def test_busy_port_is_named(tmp_path):
         p = load_profile(write(tmp_path, f"[server]\nport = {port}\n"))
         with pytest.raises(ProfileError, match=rf"\[server\] port: 127\.0\.0\.1:{port} is busy"):
             p.check_port()
-    p.check_port()   # free again: no error
+    p.check_port()  # free again: no error
 
 
 def test_sim_keys_become_flags_and_env_numbers_become_strings(tmp_path, state_dir):
-    p = load_profile(write(tmp_path, '[sim]\ncrash_after = 1.5\ntraffic = "steady:8"\n'
-                                     '[env]\nNCCL_IB_DISABLE = 1\n[server]\nextra_args = ["--x", "y z"]\n'))
+    p = load_profile(
+        write(
+            tmp_path,
+            '[sim]\ncrash_after = 1.5\ntraffic = "steady:8"\n[env]\nNCCL_IB_DISABLE = 1\n[server]\nextra_args = ["--x", "y z"]\n',
+        )
+    )
     spec = p.launch_spec(state_dir)
     tail = list(spec.argv[-6:])
     assert tail == ["--sim-crash-after", "1.5", "--sim-traffic", "steady:8", "--x", "y z"]
@@ -143,8 +150,7 @@ def test_sim_keys_become_flags_and_env_numbers_become_strings(tmp_path, state_di
 def test_defaults_and_grace_by_kind(tmp_path):
     sim = parse_profile({}, tmp_path / "x.toml", "x")
     assert (sim.name, sim.kind, sim.stop_grace_s, sim.restart["burst"]) == ("x", "sim", 5.0, 5)
-    sg = parse_profile({"server": {"kind": "sglang", "model_path": "m"},
-                        "speculative": {"algorithm": ""}}, None, "y")
+    sg = parse_profile({"server": {"kind": "sglang", "model_path": "m"}, "speculative": {"algorithm": ""}}, None, "y")
     assert sg.stop_grace_s == 30.0
     assert "--speculative-algorithm" not in sg.server_args()
 
@@ -184,8 +190,13 @@ def test_dry_run_shows_the_command_even_with_an_unset_key_variable(tmp_path, mon
         load_profile(path).launch_spec(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_API_KEY"}
     env["SPECCONSOLE_STATE_DIR"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "console", "launch", "--profile", str(path),
-                          "--dry-run", "--json"], capture_output=True, text=True, env=env, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "console", "launch", "--profile", str(path), "--dry-run", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["env"]["SPECCONSOLE_API_KEY"] == "<$SGLANG_API_KEY unset>"

@@ -2,6 +2,7 @@
 from the console) the supervisor re-applies N / forced mode once the new server is ready
 and says so; with [restart] reapply_runtime = false it says the server is back on the
 profile's values instead of staying silent."""
+
 from __future__ import annotations
 
 import asyncio
@@ -50,18 +51,21 @@ async def test_runtime_settings_are_reapplied_after_a_crash_and_a_console_restar
     watch = asyncio.create_task(sup.watch())
     try:
         await until(lambda: sup.state == RunState.READY, what="ready")
-        for args in (("threshold", "8"), ("threshold", "--force", "target_only")):   # another terminal
+        for args in (("threshold", "8"), ("threshold", "--force", "target_only")):  # another terminal
             r = await asyncio.to_thread(cli, *args, "--profile", str(path))
             assert r.returncode == 0, r.stdout + r.stderr
-        assert runs.load_record("ra").runtime == {"speculative_disable_batch_threshold": 8,
-                                                  "speculative_disable_force_mode": "target_only"}
+        assert runs.load_record("ra").runtime == {
+            "speculative_disable_batch_threshold": 8,
+            "speculative_disable_force_mode": "target_only",
+        }
         await crash_and_restart(sup, groups)
         await settled(sup.profile.url, [8, "target_only"], "after the crash restart")
-        assert sup.runtime_note == ("re-applied runtime settings after the restart: threshold 8 (profile 5), "
-                                    "force_mode target_only (profile auto)")
+        assert sup.runtime_note == (
+            "re-applied runtime settings after the restart: threshold 8 (profile 5), force_mode target_only (profile auto)"
+        )
         assert sup.status_json()["runtime_note"] == sup.runtime_note
         assert not runs.load_record("ra").runtime_pending
-        await sup.restart()                                                    # the console's restart
+        await sup.restart()  # the console's restart
         groups.add(sup.record.pgid)
         await until(lambda: sup.state == RunState.READY, what="ready after restart")
         await settled(sup.profile.url, [8, "target_only"], "after a restart from the console")
@@ -94,6 +98,7 @@ async def test_reapply_off_says_the_profile_values_are_back(make_profile, groups
 
 def test_supervise_and_the_log_view_say_the_settings_were_reapplied(make_profile, groups, state_dir):
     from tests.support.cli import read_until, start_cli
+
     path = make_profile("rs", tp=1, backoff=0.2)
     sup = start_cli("supervise", "--profile", str(path), groups=groups)
     read_until(sup, "rs: ready")
@@ -111,6 +116,7 @@ def test_supervise_and_the_log_view_say_the_settings_were_reapplied(make_profile
 
 async def test_the_console_log_view_says_the_settings_were_reapplied(make_profile, groups, state_dir):
     from server_control.session.session import Session
+
     path = make_profile("rv", tp=1, backoff=0.2)
     session = Session.for_profile(load_profile(path), poll_interval_s=0.25)
     await session.start()
@@ -121,7 +127,11 @@ async def test_the_console_log_view_says_the_settings_were_reapplied(make_profil
         await until(lambda: sup.state == RunState.READY, what="ready")
         assert (await session.set_threshold(7)).done
         await crash_and_restart(sup, groups)
-        await until(lambda: any("re-applied runtime settings after the restart: threshold 7 (profile 5)" in r.raw
-                                for r in session.store.records()), what="the note in the log view")
+        await until(
+            lambda: any(
+                "re-applied runtime settings after the restart: threshold 7 (profile 5)" in r.raw for r in session.store.records()
+            ),
+            what="the note in the log view",
+        )
     finally:
         await session.close(stop_server=True)

@@ -1,6 +1,7 @@
 """The supervisor's state machine: every run-state transition, allowed ones taken and the
 others refused (server_control/model/vocabulary.py TRANSITIONS, checked in
 Supervisor.update). The JSON keeps the plain strings."""
+
 from __future__ import annotations
 
 import itertools
@@ -25,14 +26,20 @@ from server_control.supervision.supervisor import Supervisor
 PAIRS = list(itertools.product(RunState, RunState))
 # The ones the state machine must never make (a health check passes only for a live run; a
 # run goes fatal only after a crash; a crashed run is not simply "ready" again).
-NEVER = {(RunState.STOPPED, RunState.READY), (RunState.CRASHED, RunState.READY), (RunState.FATAL, RunState.READY),
-         (RunState.FATAL, RunState.CRASHED), (RunState.STARTING, RunState.FATAL), (RunState.READY, RunState.FATAL),
-         (RunState.UNHEALTHY, RunState.FATAL)}
+NEVER = {
+    (RunState.STOPPED, RunState.READY),
+    (RunState.CRASHED, RunState.READY),
+    (RunState.FATAL, RunState.READY),
+    (RunState.FATAL, RunState.CRASHED),
+    (RunState.STARTING, RunState.FATAL),
+    (RunState.READY, RunState.FATAL),
+    (RunState.UNHEALTHY, RunState.FATAL),
+}
 
 
 def _supervisor(make_profile, state: RunState) -> Supervisor:
     sup = Supervisor(load_profile(make_profile()))
-    sup.state = state     # placed there directly: the walk starts from every state
+    sup.state = state  # placed there directly: the walk starts from every state
     return sup
 
 
@@ -48,7 +55,7 @@ def test_every_transition_is_taken_or_refused_by_the_table(make_profile, old: Ru
     else:
         with pytest.raises(TransitionError, match=f"{old} -> {new}"):
             sup.update(new)
-        assert sup.state == old and seen == []   # refused: nothing changed, nobody told
+        assert sup.state == old and seen == []  # refused: nothing changed, nobody told
 
 
 def test_the_table_refuses_what_must_never_happen_and_allows_the_rest() -> None:

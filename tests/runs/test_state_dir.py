@@ -1,5 +1,6 @@
 """State directory hardening: record temp files never follow a planted symlink, a group-
 or world-writable (or foreign) state dir is refused, logs are 0600 unless the profile says."""
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,15 @@ async def test_log_files_are_0600_unless_the_profile_says(make_profile, groups, 
     assert (await sup.stop()).ok
 
 
-@pytest.mark.parametrize("value, why", [("0666", "writable by group or others"), ("0644x", "octal file mode"),
-                                        ("0400", "owner read and write"), ("0700", "executable")])
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ("0666", "writable by group or others"),
+        ("0644x", "octal file mode"),
+        ("0400", "owner read and write"),
+        ("0700", "executable"),
+    ],
+)
 def test_bad_log_mode_is_refused_with_the_reason(make_profile, value, why):
     path = make_profile("b", tp=1)
     path.write_text(path.read_text().replace('kind = "sim"\n', f'kind = "sim"\nlog_mode = "{value}"\n'))

@@ -1,5 +1,6 @@
 """Supervisor against the real simulator through the real process path: launch, ready,
 refusals, crash injected and restarted with backoff, burst to FATAL, stop leaves nothing."""
+
 from __future__ import annotations
 
 import asyncio
@@ -41,7 +42,7 @@ async def test_launch_ready_refusals_and_stop_leaves_nothing(make_profile, group
     other = load_profile(make_profile("b", port=profile.port))
     with pytest.raises(RunConflict, match="port .* held by the live run of profile 'a'"):
         await Supervisor(other).launch()
-    assert Supervisor(profile).adopt().pid == rec.pid      # pid + start time + command match
+    assert Supervisor(profile).adopt().pid == rec.pid  # pid + start time + command match
 
     res = await sup.stop()
     assert res.ok and res.was_running and not res.remaining, res.message
@@ -54,6 +55,7 @@ async def test_launch_ready_refusals_and_stop_leaves_nothing(make_profile, group
 
 async def test_busy_port_outside_any_run_is_a_profile_error(make_profile, state_dir):
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -72,7 +74,7 @@ async def test_killed_server_is_restarted_with_backoff_and_new_log(make_profile,
     try:
         await until(lambda: sup.state == RunState.READY, what="ready")
         assert sup.supervising
-        os.killpg(first.pgid, signal.SIGKILL)             # the crash
+        os.killpg(first.pgid, signal.SIGKILL)  # the crash
         await until(lambda: sup.record is not None and sup.record.pid != first.pid, what="restart")
         second = sup.record
         groups.add(second.pgid)
@@ -89,8 +91,7 @@ async def test_killed_server_is_restarted_with_backoff_and_new_log(make_profile,
 
 
 async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, groups):
-    profile = load_profile(make_profile("f", tp=1, backoff=0.1, burst=3,
-                                        sim_extra="crash_after = 0.5"))
+    profile = load_profile(make_profile("f", tp=1, backoff=0.1, burst=3, sim_extra="crash_after = 0.5"))
     states = []
     sup = Supervisor(profile, on_change=lambda s: states.append(s.state))
     rec = await sup.launch()
@@ -101,7 +102,7 @@ async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, 
     finally:
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
-    assert sup.restarts == 2 and sup.backoff_history == [0.1, 0.2]   # 3 starts, then refused
+    assert sup.restarts == 2 and sup.backoff_history == [0.1, 0.2]  # 3 starts, then refused
     assert sup.exit_code not in (None, 0)
     assert "start limit hit: 3 starts within 60 s" in sup.fatal_reason
     assert f"exit code {sup.exit_code}" in sup.fatal_reason
@@ -109,11 +110,19 @@ async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, 
     # it may serve briefly before the crash, and fail a health check while it dies
     states = [s for s in states if s not in (RunState.READY, RunState.UNHEALTHY)]
     seq = [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
-    assert seq == [RunState.STARTING, RunState.CRASHED, RunState.STARTING, RunState.CRASHED, RunState.STARTING, RunState.CRASHED, RunState.FATAL], seq
+    assert seq == [
+        RunState.STARTING,
+        RunState.CRASHED,
+        RunState.STARTING,
+        RunState.CRASHED,
+        RunState.STARTING,
+        RunState.CRASHED,
+        RunState.FATAL,
+    ], seq
     last = sup.record
     assert identity.run_processes(last.identity()) == []  # no orphans
     logs = sorted(Path(rec.log_path).parent.glob("*.log"))
-    assert len(logs) == 3                                  # each start its own log
+    assert len(logs) == 3  # each start its own log
     # the FATAL record is kept for the next console, which reads the reason once
     later = Supervisor(profile)
     assert later.adopt() is None and later.state == RunState.FATAL and later.fatal_reason == sup.fatal_reason
@@ -134,7 +143,7 @@ async def test_stop_during_backoff_cancels_the_restart(make_profile, groups):
         await until(lambda: sup.next_restart_at is not None, what="a pending restart")
         res = await sup.stop()
         assert res.ok and sup.state == RunState.STOPPED
-        await asyncio.sleep(2.0)        # past the backoff: no restart may happen
+        await asyncio.sleep(2.0)  # past the backoff: no restart may happen
         assert sup.state == RunState.STOPPED and runs.load_record("s") is None and sup.restarts == 0
     finally:
         watch.cancel()
@@ -163,7 +172,7 @@ async def test_failing_health_turns_ready_into_unhealthy_without_restart(make_pr
     try:
         await until(lambda: sup.state == RunState.READY, what="ready")
         await until(lambda: sup.state == RunState.UNHEALTHY, what="unhealthy")
-        await asyncio.sleep(1.0)   # several more failed checks: the watchdog is off
+        await asyncio.sleep(1.0)  # several more failed checks: the watchdog is off
         assert sup.state == RunState.UNHEALTHY and "HTTP 503" in sup.health_error
         assert sup.restarts == 0 and sup.record.pid == rec.pid
     finally:
@@ -194,8 +203,8 @@ async def test_stop_from_another_process_during_backoff_wins(make_profile, group
         await until(lambda: sup.state == RunState.READY, what="ready")
         os.killpg(rec.pgid, signal.SIGKILL)
         await until(lambda: sup.next_restart_at is not None, what="a pending restart")
-        other = Supervisor(profile)            # e.g. `specconsole stop` in another terminal
-        assert other.adopt() is None and other.state == RunState.CRASHED   # a restart is pending: kept
+        other = Supervisor(profile)  # e.g. `specconsole stop` in another terminal
+        assert other.adopt() is None and other.state == RunState.CRASHED  # a restart is pending: kept
         assert runs.load_record("o") is not None
         assert (await other.stop()).ok and runs.load_record("o") is None
         await until(lambda: sup.state == RunState.STOPPED, timeout=30, what="stopped after the backoff")

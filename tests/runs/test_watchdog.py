@@ -1,6 +1,7 @@
 """A hung server (SIGSTOP: the process lives, /health never answers) is unhealthy after
 [health] failures checks and the watchdog restarts it; `status` from another terminal
 says "unhealthy", not "starting"."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,12 +29,11 @@ async def test_sigstopped_server_is_restarted_by_the_watchdog(make_profile, grou
         await until(lambda: sup.state == RunState.READY, what="ready")
         await until(lambda: len(sup.processes()) >= 3, what="leader and two TP ranks")
         old = [p.pid for p in sup.processes()]
-        os.killpg(first.pgid, signal.SIGSTOP)                  # hung, not dead
-        await until(lambda: sup.record is not None and sup.record.pid != first.pid, timeout=60,
-                    what="the watchdog's restart")
+        os.killpg(first.pgid, signal.SIGSTOP)  # hung, not dead
+        await until(lambda: sup.record is not None and sup.record.pid != first.pid, timeout=60, what="the watchdog's restart")
         groups.add(sup.record.pgid)
         await until(lambda: sup.state == RunState.READY, what="ready again")
-        assert sup.restarts == 1 and alive(old) == []          # the hung run is gone, all of it
+        assert sup.restarts == 1 and alive(old) == []  # the hung run is gone, all of it
         assert any(e and "watchdog: 2 health checks failed in a row" in e for e in errors), errors
         assert any(e and "unhealthy, stopped by the watchdog" in e for e in errors), errors
     finally:
@@ -81,10 +81,10 @@ async def test_a_stop_from_elsewhere_is_not_a_watchdog_crash(make_profile, group
         await runs.update_record("ws", state_dir, rec.pid, lambda r: setattr(r, "stopping", True))
         os.killpg(rec.pgid, signal.SIGSTOP)
         await until(lambda: sup.state == RunState.UNHEALTHY, timeout=30, what="unhealthy (it does not answer)")
-        await asyncio.sleep(3 * 0.2 * 2 + 1.0)        # well past [health] failures x interval_s
+        await asyncio.sleep(3 * 0.2 * 2 + 1.0)  # well past [health] failures x interval_s
         assert alive([rec.pid]) == [rec.pid], "the watchdog killed a server that was being stopped"
         assert RunState.CRASHED not in states and sup.restarts == 0, states
-        other = Supervisor(profile)                   # `stop` elsewhere goes on: SIGTERM + SIGCONT
+        other = Supervisor(profile)  # `stop` elsewhere goes on: SIGTERM + SIGCONT
         assert (await other.stop()).ok
         await until(lambda: sup.state == RunState.STOPPED, timeout=30, what="stopped")
         assert RunState.CRASHED not in states and sup.restarts == 0, states

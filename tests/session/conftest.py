@@ -1,5 +1,6 @@
 """A sim profile in tmp with a private state dir; every launched run is stopped by its
 process group at the end (never by name)."""
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,9 @@ def sim_profile(tmp_path, monkeypatch):
     state.mkdir()
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(state))
     path = tmp_path / "simtest.toml"
-    path.write_text(PROFILE.format(name=f"simtest{os.getpid()}", python=sys.executable, port=free_port(),
-                                   log_dir=tmp_path / "logs"))
+    path.write_text(
+        PROFILE.format(name=f"simtest{os.getpid()}", python=sys.executable, port=free_port(), log_dir=tmp_path / "logs")
+    )
     yield path
     for rec in runs.list_records(state):
         if rec.is_live():

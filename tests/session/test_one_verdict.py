@@ -7,6 +7,7 @@ opens; after every sample both say the same thing. The sequence is the issue's s
 load above N, the switch, the batch 6 -> 0, a long idle (pending on both), then a trickle
 at batch 1 that never brings speculation back (fail on both, at the same sample).
 """
+
 from __future__ import annotations
 
 import time
@@ -24,11 +25,14 @@ DOWN = {"to": "target_only", "batch": 8, "threshold": 5, "step": 40}
 
 
 def sample(ts: float, batch: int, mode: str, switches: int):
-    state = {d.THRESHOLD_KEY: 5, d.HYSTERESIS_KEY: 1, d.DWELL_KEY: 10, d.FORCE_KEY: "auto",
-             d.STATE_KEY: {"mode": mode, "switch_count": switches, "low_mark": 4,
-                           "last_switch": DOWN if switches else None}}
-    s = sample_from_server_info(ts, {"tp_size": 1, "dp_size": 1, d.THRESHOLD_KEY: 5,
-                                     "internal_states": [state]})
+    state = {
+        d.THRESHOLD_KEY: 5,
+        d.HYSTERESIS_KEY: 1,
+        d.DWELL_KEY: 10,
+        d.FORCE_KEY: "auto",
+        d.STATE_KEY: {"mode": mode, "switch_count": switches, "low_mark": 4, "last_switch": DOWN if switches else None},
+    }
+    s = sample_from_server_info(ts, {"tp_size": 1, "dp_size": 1, d.THRESHOLD_KEY: 5, "internal_states": [state]})
     s.load = Load(batch=batch, queue=0, source="loads")
     return s
 
@@ -37,8 +41,8 @@ def sequence(t0: float) -> list:
     """One poll a second, timed around the wall clock's now as the pollers write them."""
     seq = [sample(t0 + i, 8, d.SPECULATIVE, 0) for i in range(3)]
     seq += [sample(t0 + 3 + i, 6, d.TARGET_ONLY, 1) for i in range(2)]
-    seq += [sample(t0 + 5 + i, 0, d.TARGET_ONLY, 1) for i in range(45)]    # 6 -> 0, idle
-    seq += [sample(t0 + 50 + i, 1, d.TARGET_ONLY, 1) for i in range(8)]    # batch 1, no switch back
+    seq += [sample(t0 + 5 + i, 0, d.TARGET_ONLY, 1) for i in range(45)]  # 6 -> 0, idle
+    seq += [sample(t0 + 50 + i, 1, d.TARGET_ONLY, 1) for i in range(8)]  # batch 1, no switch back
     return seq
 
 
@@ -63,8 +67,8 @@ async def test_screen_and_verify_command_give_one_verdict(monkeypatch):
     verdicts = []
     async with app.run_test(size=(160, 40)) as pilot:
         for s in sequence(time.time() - 8):
-            session.poller.on_sample(s)       # what the screen's poller hands its session
-            cli.poller.on_sample(s)           # what the command's poller hands its session
+            session.poller.on_sample(s)  # what the screen's poller hands its session
+            cli.poller.on_sample(s)  # what the command's poller hands its session
             # the screen builds its snapshot at most every 0.25 s (SNAPSHOT_EVERY_S): wait (bounded)
             # until its snapshot holds this poll, however loaded the machine is
             deadline = time.monotonic() + 10

@@ -2,6 +2,7 @@
 simulator: a dead server's last known state with its time, console lines in the log where
 it stopped and came back and where a new run begins, the switch rate, and hysteresis/dwell
 changes that say which setting they are."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,13 +21,14 @@ def console_lines(session) -> list[str]:
 async def test_dead_server_keeps_its_last_known_state_with_its_time_and_the_log_says_so(tmp_path):
     """Before: the threshold and mode vanished (the chart lost N and recoloured every bar)
     and nothing in the log said that the server had gone."""
-    first = start_sim(tmp_path, "--decode-log-interval", "5", tp=2, threshold=5, traffic="steady:7",
-                      lifetime=120).wait_ready()
+    first = start_sim(tmp_path, "--decode-log-interval", "5", tp=2, threshold=5, traffic="steady:7", lifetime=120).wait_ready()
     session = Session.attach(first.url, log_path=first.log_path, poll_interval_s=0.2)
     await session.start()
     try:
-        await until(lambda: session.snapshot().live.batch == 7 and session.snapshot().spec.mode == "target_only",
-                    what="live batch 7, target-only")
+        await until(
+            lambda: session.snapshot().live.batch == 7 and session.snapshot().spec.mode == "target_only",
+            what="live batch 7, target-only",
+        )
         first.stop(grace=0.0)
         await until(lambda: not session.snapshot().server.reachable, what="unreachable")
         await asyncio.sleep(0.5)

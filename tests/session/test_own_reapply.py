@@ -2,6 +2,7 @@
 headless `threshold`, then a restart from this console: its supervisor re-applies 7 once the
 new server is ready, and the status line said "N changed elsewhere: 5 -> 7, by <this
 console's pid>". Now: "applied" (re-applied after the restart). Real simulator, real CLI."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,20 +21,29 @@ async def test_a_reapply_after_restart_is_the_runs_own(sim_profile):
     await session.start()
     try:
         assert (await session.launch()).done
-        await until(lambda: session.snapshot().run.state == "ready" and session.snapshot().server.reachable,
-                    what="ready")
-        r = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "console", "threshold", "7", "--profile",
-                                                     str(sim_profile)], capture_output=True, text=True, timeout=60,
-                                    env=dict(os.environ))
+        await until(lambda: session.snapshot().run.state == "ready" and session.snapshot().server.reachable, what="ready")
+        r = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "console", "threshold", "7", "--profile", str(sim_profile)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         await until(lambda: session.snapshot().spec.threshold == 7, what="N=7 seen")
         assert (await session.restart()).done
         await until(lambda: session.snapshot().run.state == "ready", what="ready again")
-        await until(lambda: session.snapshot().spec.threshold == 7 and session.last_change is not None
-                    and session.last_change.requested == 7, what="7 re-applied and seen", timeout=60)
+        await until(
+            lambda: (
+                session.snapshot().spec.threshold == 7 and session.last_change is not None and session.last_change.requested == 7
+            ),
+            what="7 re-applied and seen",
+            timeout=60,
+        )
         await asyncio.sleep(0.5)
         change = session.snapshot().last_change
-        assert change is not None and change.state == "applied", change     # before: "elsewhere", by our pid
+        assert change is not None and change.state == "applied", change  # before: "elsewhere", by our pid
         assert "re-applied after the restart" in change.detail
     finally:
         await session.close()

@@ -1,5 +1,6 @@
 """Session over a profile: launch through the supervisor, all layers pass, stop leaves no
 process of the run."""
+
 from __future__ import annotations
 
 import psutil

@@ -1,6 +1,7 @@
 """Session against the real simulator process: all three verification layers reach pass
 under traffic that crosses the threshold; a threshold change is applied and read back on
 every rank; bad values are refused with the reason; the snapshot has the documented shape."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,9 +10,23 @@ from server_control.session.session import Session
 from tests.support.sim import WAVE, start_sim
 from tests.support.wait import until
 
-SNAPSHOT_KEYS = ["profile", "url", "attached", "run", "server", "spec", "last_change", "threshold_change", "live", "series",
-                 "switches", "per_mode", "gpus", "verify", "logs"]
-
+SNAPSHOT_KEYS = [
+    "profile",
+    "url",
+    "attached",
+    "run",
+    "server",
+    "spec",
+    "last_change",
+    "threshold_change",
+    "live",
+    "series",
+    "switches",
+    "per_mode",
+    "gpus",
+    "verify",
+    "logs",
+]
 
 
 @pytest.fixture
@@ -35,13 +50,22 @@ async def test_all_layers_pass_and_snapshot_shape(sim):
     layers = {x["name"]: x for x in snap["verify"]["layers"]}
     assert "speculative_disable_batch_threshold=5" in layers["configuration"]["evidence"]
     assert "2/2 rank(s)" in layers["initialisation"]["evidence"]
-    runtime = layers["runtime"]["evidence"]   # from the log or the poll, whichever saw it first
+    runtime = layers["runtime"]["evidence"]  # from the log or the poll, whichever saw it first
     assert runtime.startswith("to target-only: ") and "; back to speculative: " in runtime
-    assert all("log line" in part or "internal_states[0].dynamic_speculation: switch " in part
-               for part in runtime.split("; back to speculative: ")), runtime
+    assert all(
+        "log line" in part or "internal_states[0].dynamic_speculation: switch " in part
+        for part in runtime.split("; back to speculative: ")
+    ), runtime
     assert snap["attached"] is True and snap["run"]["state"] == "external"
-    assert snap["server"] == {"reachable": True, "error": None, "model": "sim/Llama-3.1-8B-Instruct",
-                              "tp_size": 2, "dp_size": 1, "version": "0.5.23", "foreign": False}
+    assert snap["server"] == {
+        "reachable": True,
+        "error": None,
+        "model": "sim/Llama-3.1-8B-Instruct",
+        "tp_size": 2,
+        "dp_size": 1,
+        "version": "0.5.23",
+        "foreign": False,
+    }
     spec = snap["spec"]
     assert spec["threshold"] == 5 and spec["low_mark"] == 4 and spec["force"] == "auto"
     assert spec["supports_runtime_threshold"] is True and spec["switch_count"] >= 1
@@ -125,8 +149,10 @@ async def test_without_log_runtime_passes_from_polled_state(sim):
     session = Session.attach(sim.url, poll_interval_s=0.2)
     await session.start()
     try:
+
         def runtime():
             return session.verification().to_json()["layers"][2]
+
         await until(lambda: runtime()["status"] == "pass", what="runtime layer from polled internal state")
         layers = session.verification().to_json()["layers"]
     finally:

@@ -4,6 +4,7 @@ hysteresis / dwell / N starts a new regime with a cool-down before the next sugg
 
 Real Session, real log file, real LogPipeline; the URL answers nothing (a free port), so
 only the log speaks."""
+
 from __future__ import annotations
 
 import asyncio
@@ -39,16 +40,23 @@ async def observe(log, seconds: float = 1.5) -> Session:
 
 async def test_a_fresh_observer_counts_only_the_recent_switches(tmp_path):
     now = time.time()
-    old = [now - 900 + 30 * i for i in range(26)]        # a switch every 30 s, 15..2.5 minutes ago
-    recent = [now - 110, now - 80, now - 50, now - 20]   # the same pace in the last two minutes
+    old = [now - 900 + 30 * i for i in range(26)]  # a switch every 30 s, 15..2.5 minutes ago
+    recent = [now - 110, now - 80, now - 50, now - 20]  # the same pace in the last two minutes
     log = tmp_path / "server.log"
-    log.write_text("\n".join([f"[{stamp(now - 901)} TP0] Dynamic speculation disable enabled: threshold=5, "
-                              "resume_at<=4, min_dwell_steps=10", *switch_lines(old + recent)]) + "\n")
+    log.write_text(
+        "\n".join(
+            [
+                f"[{stamp(now - 901)} TP0] Dynamic speculation disable enabled: threshold=5, resume_at<=4, min_dwell_steps=10",
+                *switch_lines(old + recent),
+            ]
+        )
+        + "\n"
+    )
     session = await observe(log)
     try:
         rate = session.snapshot().spec.switch_rate
-        assert len(session.timeline.current()) == 30          # every switch was read
-        assert rate.count == 4 and rate.per_min == 2.0        # before: all 30 "recent": 30/min FLAPPING
+        assert len(session.timeline.current()) == 30  # every switch was read
+        assert rate.count == 4 and rate.per_min == 2.0  # before: all 30 "recent": 30/min FLAPPING
         assert not rate.flapping
     finally:
         await session.close()
@@ -57,7 +65,7 @@ async def test_a_fresh_observer_counts_only_the_recent_switches(tmp_path):
 async def test_two_observers_started_apart_agree(tmp_path):
     now = time.time()
     log = tmp_path / "server.log"
-    log.write_text("\n".join(switch_lines([now - 600 + 10 * i for i in range(60)])) + "\n")   # 6/min for 10 min
+    log.write_text("\n".join(switch_lines([now - 600 + 10 * i for i in range(60)])) + "\n")  # 6/min for 10 min
     first = await observe(log)
     await asyncio.sleep(1.0)
     second = await observe(log)
@@ -71,7 +79,7 @@ async def test_two_observers_started_apart_agree(tmp_path):
 
 async def test_a_hysteresis_change_starts_a_new_regime(tmp_path):
     now = time.time()
-    before = [now - 115 + 6 * i for i in range(16)]      # flapping at 10/min until 25 s ago
+    before = [now - 115 + 6 * i for i in range(16)]  # flapping at 10/min until 25 s ago
     lines = switch_lines(before)
     lines.append(f"[{stamp(now - 20)} TP0] Dynamic speculation: hysteresis changed 1 -> 2 (resume_at<=3)")
     lines += switch_lines([now - 12, now - 5])
@@ -80,7 +88,7 @@ async def test_a_hysteresis_change_starts_a_new_regime(tmp_path):
     session = await observe(log)
     try:
         rate = session.snapshot().spec.switch_rate
-        assert rate.count == 2 and not rate.flapping and rate.suggestion is None   # before: 18 counted, FLAPPING
+        assert rate.count == 2 and not rate.flapping and rate.suggestion is None  # before: 18 counted, FLAPPING
     finally:
         await session.close()
 
@@ -88,10 +96,11 @@ async def test_a_hysteresis_change_starts_a_new_regime(tmp_path):
 def test_no_new_suggestion_during_the_cool_down():
     now = 10_000.0
     changed = now - 30
-    times = [changed + 4 * i for i in range(8)]          # still flapping after the change: 8 in 30 s
+    times = [changed + 4 * i for i in range(8)]  # still flapping after the change: 8 in 30 s
     cooling = switch_rate(times, now, 0.0, threshold=5, hysteresis=2, dwell=10, changed_at=changed)
     assert cooling.flapping and cooling.suggestion is None
-    later = switch_rate(times + [now + 30 - 3 * i for i in range(10)], now + 31, 0.0, threshold=5, hysteresis=2,
-                        dwell=10, changed_at=changed)
+    later = switch_rate(
+        times + [now + 30 - 3 * i for i in range(10)], now + 31, 0.0, threshold=5, hysteresis=2, dwell=10, changed_at=changed
+    )
     assert now + 31 - changed > COOL_DOWN_S and later.flapping and later.suggestion is not None
     assert later.suggestion.value == 4

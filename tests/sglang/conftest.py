@@ -4,6 +4,7 @@ The import hook is installed here, before any test module imports SGLang, exactl
 bootstrap does in a server process. Nothing here imports SGLang at import time: each test
 module skips through ``pytest.importorskip`` when sglang is not installed.
 """
+
 import logging
 
 import pytest
@@ -12,8 +13,7 @@ from server_control.sglang_patch import gate, hook
 
 hook.install()
 
-SPEC = dict(speculative_algorithm="EAGLE3", speculative_eagle_topk=1,
-            speculative_num_steps=3, speculative_num_draft_tokens=4)
+SPEC = dict(speculative_algorithm="EAGLE3", speculative_eagle_topk=1, speculative_num_steps=3, speculative_num_draft_tokens=4)
 
 
 @pytest.fixture
@@ -23,6 +23,7 @@ def publish(caplog):
     from sglang.srt.runtime_context import get_context
 
     from tests.sglang.objects import require_patched_server_args
+
     require_patched_server_args()
     caplog.set_level(logging.INFO)
     gate._reported = None  # one NOT-active line per process: start each test fresh

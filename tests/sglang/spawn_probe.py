@@ -5,29 +5,47 @@ SGLang's parser, then starts ``grandchild`` (spawn again) handing it the ServerA
 Process argument, i.e. pickled by class reference exactly as SGLang hands it to
 ``run_scheduler_process``.
 """
+
 import contextlib
 import io
 import multiprocessing
 import sys
 
-ARGV = ["--model-path", "dummy-model", "--speculative-disable-batch-threshold", "7",
-        "--speculative-disable-hysteresis", "2", "--speculative-disable-min-dwell-steps", "3",
-        "--speculative-disable-force-mode", "target-only"]
-KEYS = ("speculative_disable_batch_threshold", "speculative_disable_hysteresis",
-        "speculative_disable_min_dwell_steps", "speculative_disable_force_mode")
+ARGV = [
+    "--model-path",
+    "dummy-model",
+    "--speculative-disable-batch-threshold",
+    "7",
+    "--speculative-disable-hysteresis",
+    "2",
+    "--speculative-disable-min-dwell-steps",
+    "3",
+    "--speculative-disable-force-mode",
+    "target-only",
+]
+KEYS = (
+    "speculative_disable_batch_threshold",
+    "speculative_disable_hysteresis",
+    "speculative_disable_min_dwell_steps",
+    "speculative_disable_force_mode",
+)
 
 
 def _process_facts() -> dict:
     from server_control.sglang_patch import hook
-    return {"hook_installed": hook.installed(),
-            "bootstrap_loaded": "sitecustomize" in sys.modules
-            and "sglang_patch" in (getattr(sys.modules["sitecustomize"], "__file__", "") or ""),
-            "chained": getattr(sys, "_specconsole_test_chained", False),
-            "preload": getattr(sys, "_specconsole_test_preload", None)}
+
+    return {
+        "hook_installed": hook.installed(),
+        "bootstrap_loaded": "sitecustomize" in sys.modules
+        and "sglang_patch" in (getattr(sys.modules["sitecustomize"], "__file__", "") or ""),
+        "chained": getattr(sys, "_specconsole_test_chained", False),
+        "preload": getattr(sys, "_specconsole_test_preload", None),
+    }
 
 
 def _parse_error(argv) -> str:
     from sglang.srt.server_args import prepare_server_args
+
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
@@ -51,6 +69,7 @@ def child(queue) -> None:
     try:
         out = _process_facts()
         from sglang.srt.server_args import ServerArgs, prepare_server_args
+
         server_args = prepare_server_args(ARGV)
         out["values"] = {k: getattr(server_args, k) for k in KEYS}
         out["startup_line"] = f"server_args={server_args!r}"

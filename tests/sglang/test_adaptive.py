@@ -4,6 +4,7 @@ real result processor (``_resolve_spec_v2_tokens``): at or below N the controlle
 the step count; the steps the patch forces target-only never feed it, also when their
 results are settled one step late (the overlap scheduler); the snapshot reports the step
 count the worker really runs."""
+
 import json
 from types import SimpleNamespace
 
@@ -30,23 +31,28 @@ class Rank:
 
     def __init__(self, publish, tmp_path, tiers: list[int]) -> None:
         import sglang.srt.speculative.eagle_worker_v2 as ew
+
         cfg = tmp_path / "adaptive.json"
         cfg.write_text(json.dumps({"1": {"candidate_steps": tiers, **FAST}}))
-        server_args = publish(speculative_adaptive=True, speculative_adaptive_config=str(cfg),
-                              disable_cuda_graph=True, speculative_disable_batch_threshold=N,
-                              speculative_disable_min_dwell_steps=0)
+        server_args = publish(
+            speculative_adaptive=True,
+            speculative_adaptive_config=str(cfg),
+            disable_cuda_graph=True,
+            speculative_disable_batch_threshold=N,
+            speculative_disable_min_dwell_steps=0,
+        )
         self.rec = Recorder()
         self.worker = w = build_worker(ew.EAGLEWorkerV2, self.rec)
-        w.adaptive_controller = AdaptiveController(w, AdaptiveSpeculativeParams(
-            initial_steps=3, cfg_path=str(cfg)))
+        w.adaptive_controller = AdaptiveController(w, AdaptiveSpeculativeParams(initial_steps=3, cfg_path=str(cfg)))
         w._dynspec = patch_worker.init_state(w, server_args, ew.EAGLEWorkerV2)
         w.verify = self._verify
         w.init_cuda_graphs()  # SGLang's (registers + builds the tiers), then the patch's
         self.accepted = 0  # drafts each request gets accepted in the next verify
         self.processor = object.__new__(SchedulerBatchResultProcessor)
         object.__setattr__(self.processor, "model_worker", w)
-        object.__setattr__(self.processor, "metrics_reporter", SimpleNamespace(
-            snapshot_spec_decode_metrics=lambda batch, result: None))
+        object.__setattr__(
+            self.processor, "metrics_reporter", SimpleNamespace(snapshot_spec_decode_metrics=lambda batch, result: None)
+        )
 
     @property
     def slot(self):
@@ -58,7 +64,9 @@ class Rank:
         return GenerationBatchResult(
             next_token_ids=torch.zeros(n * k, dtype=torch.int64),
             accept_lens=torch.full((n,), accepted + 1, dtype=torch.int64),
-            speculative_num_draft_tokens=k, new_seq_lens=batch.seq_lens + 1)
+            speculative_num_draft_tokens=k,
+            new_seq_lens=batch.seq_lens + 1,
+        )
 
     def forward(self, bs: int):
         """One decode step through SGLang's forward_batch_generation; its result."""
@@ -152,19 +160,24 @@ def test_a_pruned_zero_tier_is_told(publish, tmp_path):
     assert not patch_worker._covers_every_bucket(SimpleNamespace(params=everywhere))
     assert patch_worker._pruned_line([8, 16, 32, 64]).endswith(
         "batch sizes [8, 16, 32, 64] only: a target-only batch pads up to the next of them "
-        "(SGLang's padding) and runs eager above 64 (reused, not rebuilt)")
+        "(SGLang's padding) and runs eager above 64 (reused, not rebuilt)"
+    )
 
 
 def test_a_pruned_zero_tier_is_reused_not_built_twice(publish, tmp_path, caplog):
     """With graph buckets handed and a steps=0 tier only for batches >= 8, the target-only
     state is SGLang's own (captured for [8]): no second full state is built."""
     import sglang.srt.speculative.eagle_worker_v2 as ew
+
     cfg = tmp_path / "pruned.json"
-    cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 3], **FAST},
-                               "8": {"candidate_steps": [0, 1], **FAST}}))
-    server_args = publish(speculative_adaptive=True, speculative_adaptive_config=str(cfg),
-                          disable_cuda_graph=False, cuda_graph_bs_decode=[1, 2, 4, 8],
-                          speculative_disable_batch_threshold=N)
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 3], **FAST}, "8": {"candidate_steps": [0, 1], **FAST}}))
+    server_args = publish(
+        speculative_adaptive=True,
+        speculative_adaptive_config=str(cfg),
+        disable_cuda_graph=False,
+        cuda_graph_bs_decode=[1, 2, 4, 8],
+        speculative_disable_batch_threshold=N,
+    )
     rec = Recorder()
     w = build_worker(ew.EAGLEWorkerV2, rec)
     w.adaptive_controller = AdaptiveController(w, AdaptiveSpeculativeParams(initial_steps=3, cfg_path=str(cfg)))

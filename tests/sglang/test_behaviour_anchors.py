@@ -6,6 +6,7 @@ Each anchor is a check (``*_problem``) returning None or what is different; its 
 it on the installed wheel, and its negative control alters that very semantic (SGLang's
 own switch, or the function swapped for a variant) and shows the check names it.
 """
+
 import json
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def _worker(rec: Recorder):
 # 1. forward_batch_generation with speculative_num_steps == 0 skips drafting, verifies one
 #    token (a plain target decode) and STILL runs draft-extend (the draft's KV stays warm).
 
+
 def steps0_problem(forward) -> str | None:
     rec = Recorder()
     w = _worker(rec)
@@ -55,8 +57,11 @@ def test_anchor_steps0_branch_keeps_draft_extend(publish):
 def test_anchor_steps0_negative_control_draft_extend_skipped(publish, monkeypatch):
     publish()
     monkeypatch.setenv("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "1")  # SGLang's own switch
-    monkeypatch.setattr(ew.EAGLEWorkerV2, "_stub_skipped_draft_extend",  # its stub: device edge
-                        lambda self, batch, batch_output: None)
+    monkeypatch.setattr(
+        ew.EAGLEWorkerV2,
+        "_stub_skipped_draft_extend",  # its stub: device edge
+        lambda self, batch, batch_output: None,
+    )
     problem = steps0_problem(ew.EAGLEWorkerV2.forward_batch_generation.__wrapped__)
     assert problem is not None and "draft_extend" not in problem.split(", not")[0]
 
@@ -65,15 +70,19 @@ def test_anchor_steps0_negative_control_draft_extend_skipped(publish, monkeypatc
 #    start-up (max_speculative_num_draft_tokens), not the active state's: swapping in the
 #    steps=0 state (one draft token) does not shrink the reservation.
 
+
 def kv_problem() -> str | None:
     from sglang.srt.mem_cache.allocation_sizing import get_alloc_len_per_decode
+
     w = _worker(Recorder())
     before = get_alloc_len_per_decode()
     ew.EAGLEWorkerV2.apply_runtime_state.__wrapped__(w, runtime_state(0))
     after = get_alloc_len_per_decode()
     if before != 4 or after != before:
-        return (f"KV per decode step: {before} with 4 draft tokens, {after} after the "
-                "steps=0 swap (expected 4 and 4: sized by max_speculative_num_draft_tokens)")
+        return (
+            f"KV per decode step: {before} with 4 draft tokens, {after} after the "
+            "steps=0 swap (expected 4 and 4: sized by max_speculative_num_draft_tokens)"
+        )
     return None
 
 
@@ -85,17 +94,19 @@ def test_anchor_kv_per_decode_step_is_sized_by_the_published_max(publish):
 def test_anchor_kv_negative_control_sized_by_the_active_state(publish, monkeypatch):
     import sglang.srt.mem_cache.allocation_sizing as sizing
     from sglang.srt.runtime_context import get_spec
+
     publish(page_size=1)
-    monkeypatch.setattr(sizing, "max_speculative_num_draft_tokens",
-                        lambda: get_spec().speculative_num_draft_tokens)
+    monkeypatch.setattr(sizing, "max_speculative_num_draft_tokens", lambda: get_spec().speculative_num_draft_tokens)
     assert kv_problem() is not None
 
 
 # 3. _override_worker_state(cuda_graph_bs=None) leaves the decode graph buckets (and graphs
 #    on) as they are: the steps=0 build with None captures every bucket.
 
+
 def override_problem() -> str | None:
     from sglang.srt.runtime_context import get_exec
+
     w = _worker(Recorder())
 
     def graph():
@@ -133,6 +144,7 @@ def test_anchor_override_negative_control_none_prunes(publish, monkeypatch):
 #    set_cuda_graph_bs with a list); cuda_graph_bs_for_step(s) is None only then, else the
 #    buckets whose tier can reach s. AdaptiveController keeps its states in _states by step.
 
+
 def _params(tmp_path, tiers):
     cfg = tmp_path / f"adaptive{len(tiers)}.json"
     cfg.write_text(json.dumps({"1": {"candidate_steps": tiers}}))
@@ -145,8 +157,7 @@ def params_problem(tmp_path) -> str | None:
     got = [with_zero._cuda_graph_bs, with_zero.cuda_graph_bs_for_step(0)]
     with_zero.set_cuda_graph_bs([8, 1, 4, 2])
     without.set_cuda_graph_bs([8, 1, 4, 2])
-    got += [with_zero._cuda_graph_bs, with_zero.cuda_graph_bs_for_step(0),
-            without.cuda_graph_bs_for_step(0)]
+    got += [with_zero._cuda_graph_bs, with_zero.cuda_graph_bs_for_step(0), without.cuda_graph_bs_for_step(0)]
     want = [None, None, [1, 2, 4, 8], [1, 2, 4, 8], []]
     return None if got == want else f"bucket lists {got}, expected {want}"
 
@@ -217,8 +228,9 @@ dist.destroy_process_group()
 
 
 def _probe(mode: str) -> str:
-    proc = subprocess.run([sys.executable, "-c", STORE_PROBE % free_port(), mode], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", STORE_PROBE % free_port(), mode], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
@@ -235,9 +247,9 @@ def test_anchor_store_negative_control_gone_gives_the_clear_fallback():
 
 def test_store_fallback_turns_the_switch_off_with_the_reason(monkeypatch):
     import torch.distributed.distributed_c10d as c10d
+
     monkeypatch.delattr(c10d, "_get_default_store")
-    monkeypatch.setattr(rank_agreement, "tp_group",
-                        lambda: SimpleNamespace(rank_in_group=0, world_size=2, ranks=[0, 1]))
+    monkeypatch.setattr(rank_agreement, "tp_group", lambda: SimpleNamespace(rank_in_group=0, world_size=2, ranks=[0, 1]))
     dyn = patch_worker.DynamicSpeculation(decision.SpecSwitch(4, 1, 10, "auto"), None)
     assert rank_agreement.settle(dyn, None) is False
     assert not dyn.active and rank_agreement.STORE_MISSING in dyn.reason

@@ -2,6 +2,7 @@
 the project root), the hook is in place before a shadowed sitecustomize (or a .pth file it
 processes) imports SGLang's server args, and it runs once however often its directory is
 on PYTHONPATH (twice, through a symlink)."""
+
 import json
 import os
 import subprocess
@@ -35,8 +36,7 @@ def probe(pythonpath: list[str], cwd, **env_extra) -> tuple[dict, str]:
     env["PYTHONPATH"] = os.pathsep.join(pythonpath)
     env = serve.patched_env(env)
     env.update(env_extra)
-    proc = subprocess.run([sys.executable, "-c", PROBE, ROOT], env=env, cwd=str(cwd),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", PROBE, ROOT], env=env, cwd=str(cwd), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.split("FACTS ", 1)[1]), proc.stderr
 
@@ -55,8 +55,7 @@ def test_only_our_package_is_on_the_path_not_the_project_root(tmp_path):
 def test_a_preload_from_the_project_still_loads(tmp_path):
     """The test rig names its preload module (tests.real_sglang.rig.preload): the project
     root is on sys.path for the preload imports only."""
-    facts, stderr = probe([serve.PROJECT_ROOT], tmp_path,
-                          SPECCONSOLE_SGLANG_PRELOAD="tests.sglang.preload_probe")
+    facts, stderr = probe([serve.PROJECT_ROOT], tmp_path, SPECCONSOLE_SGLANG_PRELOAD="tests.sglang.preload_probe")
     assert facts["preload"] == {"sglang_imported_before": False}, stderr[-3000:]
     assert facts["root_on_path"] is False
 
@@ -90,8 +89,10 @@ def test_a_shadowed_sitecustomize_importing_server_args_gets_the_fields(tmp_path
     (other / "sitecustomize.py").write_text(CHAINED + body)
     facts, stderr = probe([str(other)], tmp_path)
     assert facts["chained"] == 1
-    assert facts["fields"] == ["speculative_disable_batch_threshold",
-                               "speculative_disable_hysteresis",
-                               "speculative_disable_min_dwell_steps",
-                               "speculative_disable_force_mode"], stderr[-3000:]
+    assert facts["fields"] == [
+        "speculative_disable_batch_threshold",
+        "speculative_disable_hysteresis",
+        "speculative_disable_min_dwell_steps",
+        "speculative_disable_force_mode",
+    ], stderr[-3000:]
     assert "NOT active" not in stderr, stderr[-3000:]

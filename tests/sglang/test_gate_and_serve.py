@@ -1,5 +1,6 @@
 """The version gate refuses another version with its one line; the anchors are checked;
 the serve wrapper runs SGLang's launcher with the patch loaded."""
+
 import json
 import os
 import subprocess
@@ -43,9 +44,15 @@ def run_python(args, env_extra=None, timeout=240):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = serve.PROJECT_ROOT
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=os.path.dirname(serve.PROJECT_ROOT),
-                          start_new_session=True)
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=os.path.dirname(serve.PROJECT_ROOT),
+        start_new_session=True,
+    )
 
 
 def test_installed_sglang_passes_the_gate():
@@ -54,20 +61,20 @@ def test_installed_sglang_passes_the_gate():
 
 
 def test_other_version_is_refused_by_reason():
-    assert gate.check("0.5.22") == (
-        "sglang 0.5.22 is not the supported 0.5.23; the patch is gated to that exact version")
+    assert gate.check("0.5.22") == ("sglang 0.5.22 is not the supported 0.5.23; the patch is gated to that exact version")
 
 
 def test_a_renamed_anchor_is_named():
-    anchors = {"sglang.srt.speculative.eagle_worker_v2": {
-        "EAGLEWorkerV2": ["activate_step_by_batch", "forward_batch_generation_v3"]}}
-    assert gate.missing_anchor(anchors) == (
-        "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.forward_batch_generation_v3")
+    anchors = {
+        "sglang.srt.speculative.eagle_worker_v2": {"EAGLEWorkerV2": ["activate_step_by_batch", "forward_batch_generation_v3"]}
+    }
+    assert gate.missing_anchor(anchors) == ("sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.forward_batch_generation_v3")
     assert gate.missing_anchor({"sglang.srt.speculative.eagle_worker_v9": {"": []}}) == (
-        "module sglang.srt.speculative.eagle_worker_v9")
-    assert gate.missing_anchor({"sglang.srt.managers.scheduler_components.internal_state": {
-        "SchedulerStateController": []}}) == (
-        "sglang.srt.managers.scheduler_components.internal_state.SchedulerStateController")
+        "module sglang.srt.speculative.eagle_worker_v9"
+    )
+    assert gate.missing_anchor({"sglang.srt.managers.scheduler_components.internal_state": {"SchedulerStateController": []}}) == (
+        "sglang.srt.managers.scheduler_components.internal_state.SchedulerStateController"
+    )
 
 
 def _fake_version_run(*extra: str) -> tuple[dict, list[str], str]:
@@ -78,8 +85,9 @@ def _fake_version_run(*extra: str) -> tuple[dict, list[str], str]:
     return result, lines, proc.stderr
 
 
-NOT_SUPPORTED = ("Dynamic speculation disable NOT active: sglang 0.5.22 is not the supported "
-                 "0.5.23; the patch is gated to that exact version")
+NOT_SUPPORTED = (
+    "Dynamic speculation disable NOT active: sglang 0.5.22 is not the supported 0.5.23; the patch is gated to that exact version"
+)
 
 
 def test_faked_other_version_still_parses_the_flags_with_the_switch_off():
@@ -104,7 +112,8 @@ def test_without_the_report_anchors_the_flags_are_dropped_so_the_server_still_st
     assert lines[1].endswith(
         "] Dynamic speculation: ignored --speculative-disable-batch-threshold 5 "
         "--speculative-disable-force-mode=target_only (the patch is not active in this "
-        "server; see the NOT active line)"), stderr[-3000:]
+        "server; see the NOT active line)"
+    ), stderr[-3000:]
 
 
 @pytest.mark.parametrize("flags", [(), ("-I",), ("-E",), ("-S",)])
@@ -114,8 +123,12 @@ def test_serve_wrapper_runs_the_patched_launcher(flags):
     (-I and -E find ``server_control`` as installed; -S through PYTHONPATH)."""
     proc = run_python([*flags, "-m", "server_control.sglang_patch.serve", "--help"])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for flag in ("--speculative-disable-batch-threshold", "--speculative-disable-hysteresis",
-                 "--speculative-disable-min-dwell-steps", "--speculative-disable-force-mode"):
+    for flag in (
+        "--speculative-disable-batch-threshold",
+        "--speculative-disable-hysteresis",
+        "--speculative-disable-min-dwell-steps",
+        "--speculative-disable-force-mode",
+    ):
         assert flag in proc.stdout
     assert "NOT active" not in proc.stdout + proc.stderr
 
@@ -123,5 +136,4 @@ def test_serve_wrapper_runs_the_patched_launcher(flags):
 def test_patched_env_puts_the_bootstrap_first():
     env = serve.patched_env({"PYTHONPATH": os.pathsep.join(["/x", serve.BOOTSTRAP_DIR])})
     assert env["PYTHONPATH"].split(os.pathsep) == [serve.BOOTSTRAP_DIR, "/x"]
-    assert serve.command(["--port", "1"], python="py") == ["py", "-m", "sglang.launch_server",
-                                                          "--port", "1"]
+    assert serve.command(["--port", "1"], python="py") == ["py", "-m", "sglang.launch_server", "--port", "1"]

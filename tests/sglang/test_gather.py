@@ -2,6 +2,7 @@
 group (as SGLang's TP CPU group on a GPU server); a rank whose own readback failed still
 takes part and is reported as a "rank failed: ..." row; the /server_info cache gathers on
 the same requests on every rank (a request counter), so no rank waits alone."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -14,9 +15,17 @@ pytestmark = pytest.mark.sglang
 
 from server_control.proc.ports import free_port  # noqa: E402
 
-SNAP = {"active": True, "threshold": 4, "hysteresis": 1, "min_dwell_steps": 10,
-        "force": "auto", "mode": "speculative", "num_steps": 3, "switch_count": 0,
-        "last_batch": 2}
+SNAP = {
+    "active": True,
+    "threshold": 4,
+    "hysteresis": 1,
+    "min_dwell_steps": 10,
+    "force": "auto",
+    "mode": "speculative",
+    "num_steps": 3,
+    "switch_count": 0,
+    "last_batch": 2,
+}
 
 
 def _rank(rank: int, port: int, out) -> None:
@@ -26,9 +35,9 @@ def _rank(rank: int, port: int, out) -> None:
 
     from server_control.protocol.rank_verdict import Verdict
     from server_control.sglang_patch import rank_agreement
+
     os.environ[rank_agreement.GATHER_EVERY_ENV] = "3"
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     rank_agreement.tp_group = lambda: SimpleNamespace(world_size=2, cpu_group=dist.group.WORLD)
     dyn = SimpleNamespace(verdict=Verdict(True, None, True), snapshot=lambda: dict(SNAP))
     failure = RuntimeError("boom") if rank == 1 else None
@@ -63,8 +72,7 @@ def test_a_failed_rank_still_takes_part_and_is_named():
         first, second, gathered = got[rank]
         assert first[0]["rank"] == 0 and first[0]["threshold"] == 4
         assert first[1] == dict(first[0], rank=1, failed="rank failed: RuntimeError('boom')")
-        assert second[0] == {"rank": 0,
-                             "failed": "rank failed: ZeroDivisionError('division by zero')"}
+        assert second[0] == {"rank": 0, "failed": "rank failed: ZeroDivisionError('division by zero')"}
         assert second[1]["mode"] == "speculative"
         assert gathered == [True, False, False, True, False, False, True]
     assert got[0] == got[1]  # every rank reads the same rows

@@ -1,5 +1,6 @@
 """The real SchedulerInternalStateController accepts the four keys, refuses bad values
 with the reason, and publishes each rank's live state in internal_states."""
+
 import logging
 from types import SimpleNamespace
 
@@ -30,9 +31,13 @@ def rank(caplog):
     caplog.set_level(logging.INFO)
     gate._reported = None
     override = get_context().override_server_args(
-        speculative_algorithm="EAGLE3", speculative_eagle_topk=1, speculative_num_steps=3,
-        speculative_num_draft_tokens=4, speculative_disable_batch_threshold=5,
-        speculative_disable_min_dwell_steps=0)
+        speculative_algorithm="EAGLE3",
+        speculative_eagle_topk=1,
+        speculative_num_steps=3,
+        speculative_num_draft_tokens=4,
+        speculative_disable_batch_threshold=5,
+        speculative_disable_min_dwell_steps=0,
+    )
     server_args = override.install()
     worker = build_worker(ew.EAGLEWorkerV2, Recorder())
     worker._dynspec = patch_worker.init_state(worker, server_args, ew.EAGLEWorkerV2)
@@ -55,8 +60,7 @@ def messages(caplog, text):
 def test_threshold_is_accepted_and_effective_from_the_next_step(rank, caplog):
     assert set_state(rank.controller, **{KEY: 8}) is True
     assert rank.switch.threshold == 8
-    assert messages(caplog, "threshold changed") == [
-        "Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)"]
+    assert messages(caplog, "threshold changed") == ["Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)"]
     assert get_context().config_leaf(KEY) == 8  # SGLang's own override, as readbacks see it
     rank.worker.forward_batch_generation(decode_batch(7))
     assert rank.worker.speculative_num_steps == 3  # 7 <= 8: speculative
@@ -69,16 +73,18 @@ def test_float_integer_from_json_is_accepted(rank):
     assert rank.switch.threshold == 6
 
 
-@pytest.mark.parametrize("value, reason", [
-    (-1, "speculative_disable_batch_threshold must be >= 0, got -1"),
-    (2.5, "speculative_disable_batch_threshold must be an integer, got 2.5"),
-    (99999, "speculative_disable_batch_threshold 99999 is absurd: the maximum is 4096"),
-])
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        (-1, "speculative_disable_batch_threshold must be >= 0, got -1"),
+        (2.5, "speculative_disable_batch_threshold must be an integer, got 2.5"),
+        (99999, "speculative_disable_batch_threshold 99999 is absurd: the maximum is 4096"),
+    ],
+)
 def test_bad_threshold_is_refused_with_the_reason(rank, caplog, value, reason):
     assert set_state(rank.controller, **{KEY: value}) is False
     assert rank.switch.threshold == 5
-    assert messages(caplog, "refused") == [
-        f"Dynamic speculation: refused {KEY}={value}: {reason}"]
+    assert messages(caplog, "refused") == [f"Dynamic speculation: refused {KEY}={value}: {reason}"]
 
 
 def test_one_refused_key_applies_nothing(rank):
@@ -89,8 +95,7 @@ def test_one_refused_key_applies_nothing(rank):
 
 def test_unknown_key_is_still_sglangs_not_supported(rank, caplog):
     assert set_state(rank.controller, speculative_disable_nonsense=1) is False
-    assert messages(caplog, "is not supported") == [
-        "Updating speculative_disable_nonsense is not supported."]
+    assert messages(caplog, "is not supported") == ["Updating speculative_disable_nonsense is not supported."]
 
 
 def test_force_mode_hysteresis_and_dwell(rank, caplog):
@@ -100,8 +105,7 @@ def test_force_mode_hysteresis_and_dwell(rank, caplog):
     assert rank.worker.speculative_num_steps == 0
     assert messages(caplog, "switched to") == ["Dynamic speculation: switched to target-only (forced)"]
     assert set_state(rank.controller, speculative_disable_force_mode=0) is True  # auto
-    assert set_state(rank.controller, speculative_disable_hysteresis=2,
-                     speculative_disable_min_dwell_steps=4) is True
+    assert set_state(rank.controller, speculative_disable_hysteresis=2, speculative_disable_min_dwell_steps=4) is True
     assert (rank.switch.force, rank.switch.hysteresis, rank.switch.min_dwell_steps) == ("auto", 2, 4)
     assert set_state(rank.controller, speculative_disable_force_mode=7) is False
     assert messages(caplog, "refused speculative_disable_force_mode=7")
@@ -129,11 +133,13 @@ def test_tp_ranks_that_disagree_after_a_set_turn_the_switch_off(rank, caplog, mo
     def gather(dyn, failure=None):
         mine = rank_agreement.encode_live(dyn.snapshot())
         return rank_agreement.decode_live([rank_agreement._pack(mine), rank_agreement._pack(dict(mine, threshold=5))])
+
     monkeypatch.setattr(rank_agreement, "gather_live", gather)
     assert set_state(rank.controller, **{KEY: 8}) is False
     assert messages(caplog, "NOT active") == [
         "Dynamic speculation disable NOT active: TP ranks disagree after /set_internal_state: "
-        "TP1 threshold=5 (TP0: threshold=8); the switch is off on every rank"]
+        "TP1 threshold=5 (TP0: threshold=8); the switch is off on every rank"
+    ]
     rank.worker.forward_batch_generation(decode_batch(32))
     assert rank.worker.speculative_num_steps == 3  # off: plain speculation at any batch
     live = rank.controller.get_internal_state(GetInternalStateReq()).internal_state["dynamic_speculation"]
@@ -147,11 +153,12 @@ def test_rank_without_an_eagle_worker_says_why(caplog):
         scheduler = scheduler_for(None, SpeculativeAlgorithm.NONE)
         controller = SchedulerInternalStateController(scheduler=scheduler, record_step_time=False)
         assert messages(caplog, "NOT active") == [
-            "Dynamic speculation disable NOT active: no speculative decoding on this server "
-            "(--speculative-algorithm not set)"]
+            "Dynamic speculation disable NOT active: no speculative decoding on this server (--speculative-algorithm not set)"
+        ]
         assert set_state(controller, **{KEY: 4}) is False
         assert messages(caplog, "refused")[0].startswith(
-            f"Dynamic speculation: refused {KEY}=4: dynamic speculation disable is not active")
+            f"Dynamic speculation: refused {KEY}=4: dynamic speculation disable is not active"
+        )
         state = controller.get_internal_state(GetInternalStateReq()).internal_state
         assert state["dynamic_speculation"]["active"] is False
     gate._reported = None
@@ -161,15 +168,18 @@ def test_a_rank_whose_readback_raises_still_takes_part_in_the_gather(rank, monke
     """SGLang's own get_internal_state failing on this rank must not leave the other ranks
     in the gather: the rank takes part (its failure is its row), then raises."""
     from server_control.sglang_patch import rank_agreement
+
     seen = []
 
     def gather(dyn, failure=None):
         seen.append(repr(failure))
         return []
+
     monkeypatch.setattr(rank_agreement, "gather_live", gather)
 
     def boom(state):
         raise RuntimeError("boom")
+
     monkeypatch.setattr(rank.controller, "_add_memory_usage", boom)
     with pytest.raises(RuntimeError, match="boom"):
         rank.controller.get_internal_state(GetInternalStateReq())

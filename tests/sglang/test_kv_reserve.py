@@ -2,6 +2,7 @@
 sized: the patched real ``KVCacheConfigurator._profile_available_bytes`` returns SGLang's
 budget less the reserve (the operator's ``SPECCONSOLE_DYNSPEC_RESERVE_GIB`` or the
 estimate), for the target's configurator of an EAGLE server only, once per process."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -14,7 +15,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 from server_control.sglang_patch import reserve, startup  # noqa: E402
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 @pytest.fixture
@@ -24,16 +25,23 @@ def budget(monkeypatch):
     cls = kvc.KVCacheConfigurator
     wrapper = cls._profile_available_bytes
     original = wrapper.__closure__  # the wrapper calls the original it closed over: swap it
-    cell = next(c for c in original if callable(c.cell_contents)
-                and getattr(c.cell_contents, "__name__", "") == "_profile_available_bytes")
+    cell = next(
+        c
+        for c in original
+        if callable(c.cell_contents) and getattr(c.cell_contents, "__name__", "") == "_profile_available_bytes"
+    )
     monkeypatch.setattr(cell, "cell_contents", lambda self, pre: 10 * GIB)
     return wrapper
 
 
 def configurator(algo=SpeculativeAlgorithm.EAGLE3, draft=False):
     text = SimpleNamespace(hidden_size=64, vocab_size=1000)
-    return SimpleNamespace(is_draft_worker=draft, spec_algorithm=algo, page_size=1,
-                           model_config=SimpleNamespace(context_len=4096, hf_text_config=text))
+    return SimpleNamespace(
+        is_draft_worker=draft,
+        spec_algorithm=algo,
+        page_size=1,
+        model_config=SimpleNamespace(context_len=4096, hf_text_config=text),
+    )
 
 
 def test_the_class_is_patched():
@@ -59,6 +67,7 @@ def test_the_draft_and_non_eagle_servers_keep_sglangs_budget(budget, publish, mo
 def test_the_estimate_is_the_documented_formula(budget, publish, monkeypatch):
     publish(disable_cuda_graph=True, max_running_requests=32)
     from server_control.sglang_patch import gate
+
     said: list = []
     monkeypatch.setattr(gate, "not_active", said.append)
     got = budget(configurator(), 0)

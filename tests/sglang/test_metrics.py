@@ -2,6 +2,7 @@
 one --enable-metrics creates on each scheduler rank) also registers the spec_disable
 gauges and counters with its labels, and they follow the switch at SGLang's publish
 points (log_stats) and at each switch."""
+
 import pytest
 
 pytest.importorskip("sglang", reason="needs the real sglang==0.5.23 package")
@@ -14,8 +15,7 @@ from server_control.protocol import spec_metrics  # noqa: E402
 from server_control.sglang_patch import worker as patch_worker  # noqa: E402
 from tests.sglang.objects import Recorder, decode_batch, started_worker  # noqa: E402
 
-LABELS = {"model_name": "tiny", "engine_type": "unified", "tp_rank": 0, "pp_rank": 0,
-          "moe_ep_rank": 0}
+LABELS = {"model_name": "tiny", "engine_type": "unified", "tp_rank": 0, "pp_rank": 0, "moe_ep_rank": 0}
 
 
 def scrape() -> dict:
@@ -31,8 +31,8 @@ def scrape() -> dict:
 
 def test_collector_publishes_the_switch(publish):
     from sglang.srt.observability.metrics_collector import SchedulerMetricsCollector, SchedulerStats
-    server_args = publish(speculative_disable_batch_threshold=4,
-                          speculative_disable_min_dwell_steps=0)
+
+    server_args = publish(speculative_disable_batch_threshold=4, speculative_disable_min_dwell_steps=0)
     worker = started_worker(server_args, Recorder())
     patch_worker._current[0] = worker._dynspec  # as the patched __init__ does in a server
     collector = SchedulerMetricsCollector(labels=LABELS, server_args=server_args)
@@ -62,8 +62,10 @@ def test_collector_publishes_the_switch(publish):
         name = f"sglang:spec_disable_{part}_forwards_total"
         assert got[(name, (("mode", "speculative"),))] == 1
         assert got[(name, (("mode", "target_only"),))] == 2
-    graph = {"sglang:spec_disable_target_graph_forwards_total",
-             "sglang:spec_disable_draft_extend_graph_forwards_total"}  # no replay: no series
+    graph = {
+        "sglang:spec_disable_target_graph_forwards_total",
+        "sglang:spec_disable_draft_extend_graph_forwards_total",
+    }  # no replay: no series
     # the cost curves: tokens per mode and batch bucket; a step is timed when the next begins
     assert got[("sglang:spec_disable_bucket_tokens_total", (("batch", "2"), ("mode", "speculative")))] == 8
     assert got[("sglang:spec_disable_bucket_tokens_total", (("batch", "6"), ("mode", "target_only")))] == 12

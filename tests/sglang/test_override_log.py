@@ -2,6 +2,7 @@
 the runtime-context overrides log that every /server_info replays. 10,000 forced flips and
 1,000 runtime changes leave the log (and so the replay per poll) flat, and the readback
 still shows the live values."""
+
 import pytest
 
 pytest.importorskip("sglang", reason="needs the real sglang==0.5.23 package")
@@ -32,8 +33,7 @@ def test_compacted_replays_to_the_same_dict():
 
 def test_ten_thousand_flips_leave_the_log_and_the_readback_flat(publish, caplog):
     caplog.set_level("WARNING")  # 20,000 switch lines would only fill memory here
-    worker = started_worker(publish(**{KEY: 4, "speculative_disable_min_dwell_steps": 0}),
-                            Recorder())
+    worker = started_worker(publish(**{KEY: 4, "speculative_disable_min_dwell_steps": 0}), Recorder())
     log = get_context()._overrides_log
     flip(worker, 100)
     after_100 = len(get_context()._overrides_log)
@@ -52,9 +52,11 @@ def test_runtime_changes_leave_the_log_flat(publish):
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from tests.sglang.objects import scheduler_for
+
     worker = started_worker(publish(**{KEY: 4}), Recorder())
     controller = SchedulerInternalStateController(
-        scheduler=scheduler_for(worker, SpeculativeAlgorithm.EAGLE3), record_step_time=False)
+        scheduler=scheduler_for(worker, SpeculativeAlgorithm.EAGLE3), record_step_time=False
+    )
     for value in range(1, 1001):
         assert controller.set_internal_state(SetInternalStateReq(server_args={KEY: value})).updated
     assert len(get_context()._overrides_log) <= 2, get_context().overrides_log()

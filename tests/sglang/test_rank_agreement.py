@@ -2,6 +2,7 @@
 kind SGLang's process group rendezvous uses), rank 0 judges, every rank reads the same
 verdict; a rank that never reports (no patch, another version) turns the switch off on
 all the others after the timeout, without any collective left half done."""
+
 import threading
 from types import SimpleNamespace
 
@@ -38,8 +39,7 @@ def run_group(per_rank: list, timeout: float = 5.0) -> list:
         group = SimpleNamespace(rank_in_group=i, world_size=len(per_rank), ranks=group_ranks)
         verdicts[i] = rank_agreement.agree(per_rank[i], group, store, timeout)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i, f in enumerate(per_rank)
-               if f is not None]
+    threads = [threading.Thread(target=one, args=(i,)) for i, f in enumerate(per_rank) if f is not None]
     for t in threads:
         t.start()
     for t in threads:
@@ -57,8 +57,7 @@ def test_one_rank_failing_its_build_turns_every_rank_off_with_the_same_line():
     verdicts = run_group([mine(), mine(active=False, reason=failure), mine()])
     reasons = {v.reason for v in verdicts}
     assert len(reasons) == 1 and not any(v.agreed for v in verdicts)
-    assert reasons.pop() == (f"TP ranks disagree: TP1: {failure}; ready: TP0, TP2; "
-                             "the switch is off on every rank")
+    assert reasons.pop() == (f"TP ranks disagree: TP1: {failure}; ready: TP0, TP2; the switch is off on every rank")
     assert all(v.uniform for v in verdicts)  # every rank runs the patch: gathers stay safe
     assert verdicts[2].summary()[1] == {"rank": 1, "active": False, "reason": failure}
 
@@ -79,12 +78,18 @@ def test_a_silent_rank_0_leaves_no_rank_switching(monkeypatch):
     assert verdicts[1].reason.startswith("no verdict from TP0 within 2 s")
 
 
-@pytest.mark.parametrize("other, words", [
-    (dict(sglang="0.5.22"), "TP ranks run different sglang versions (TP0 0.5.23; TP1 0.5.22)"),
-    (dict(patch="0123456789ab"), "TP ranks run different versions of the patch (TP0 "),
-    (dict(settings=[8, 1, 10, "auto"]), "TP ranks were started with different settings "
-     "[threshold, hysteresis, dwell, force] (TP0 [4, 1, 10, 'auto']; TP1 [8, 1, 10, 'auto'])"),
-])
+@pytest.mark.parametrize(
+    "other, words",
+    [
+        (dict(sglang="0.5.22"), "TP ranks run different sglang versions (TP0 0.5.23; TP1 0.5.22)"),
+        (dict(patch="0123456789ab"), "TP ranks run different versions of the patch (TP0 "),
+        (
+            dict(settings=[8, 1, 10, "auto"]),
+            "TP ranks were started with different settings "
+            "[threshold, hysteresis, dwell, force] (TP0 [4, 1, 10, 'auto']; TP1 [8, 1, 10, 'auto'])",
+        ),
+    ],
+)
 def test_mixed_versions_or_settings_are_named(other, words):
     verdicts = run_group([mine(), mine(**other)])
     assert verdicts[0] == verdicts[1] and not verdicts[0].agreed
@@ -101,29 +106,39 @@ def test_the_same_refusal_everywhere_is_that_refusal_and_gathers_nothing():
 
 def test_live_values_round_trip_and_a_disagreement_is_named():
     from server_control.protocol import decision, rank_verdict
+
     sw = decision.SpecSwitch(4, 1, 0)
     sw.decide(9)
-    row = rank_agreement.encode_live(dict(sw.snapshot(), active=True, num_steps=0,
-                                 state_memory={"used_gib": 0.5}))
+    row = rank_agreement.encode_live(dict(sw.snapshot(), active=True, num_steps=0, state_memory={"used_gib": 0.5}))
     other = dict(row, threshold=8)  # TP1 holds another threshold
     rows = rank_agreement.decode_live([rank_agreement._pack(row), rank_agreement._pack(other)])
-    assert rows[0] == {"rank": 0, "active": True, "threshold": 4, "hysteresis": 1,
-                       "min_dwell_steps": 0, "force": "auto", "mode": "target_only",
-                       "num_steps": 0, "switch_count": 1, "last_batch": 9,
-                       "state_memory": {"used_gib": 0.5}}
+    assert rows[0] == {
+        "rank": 0,
+        "active": True,
+        "threshold": 4,
+        "hysteresis": 1,
+        "min_dwell_steps": 0,
+        "force": "auto",
+        "mode": "target_only",
+        "num_steps": 0,
+        "switch_count": 1,
+        "last_batch": 9,
+        "state_memory": {"used_gib": 0.5},
+    }
     assert rank_verdict.disagreement(rows) == "TP1 threshold=8 (TP0: threshold=4)"
     assert rank_verdict.disagreement(rows[:1] * 2) is None
 
 
 def test_a_failed_rank_is_a_row_that_names_it():
     from server_control.protocol import rank_verdict
-    rows = rank_agreement.decode_live([rank_agreement._pack({"failed": "RuntimeError('boom')"}),
-                              rank_agreement._pack({"failed": "x" * 5000})])
+
+    rows = rank_agreement.decode_live(
+        [rank_agreement._pack({"failed": "RuntimeError('boom')"}), rank_agreement._pack({"failed": "x" * 5000})]
+    )
     assert rows[0] == {"rank": 0, "failed": "rank failed: RuntimeError('boom')"}
     assert rows[1]["failed"].startswith("rank failed: xxx")  # cut to fit the row
     ok = rank_verdict.live_entry(0, {"active": True, "threshold": 4, "mode": "speculative"})
-    assert rank_verdict.disagreement([ok, dict(rows[0], rank=1)]) == (
-        "TP1 rank failed: RuntimeError('boom')")
+    assert rank_verdict.disagreement([ok, dict(rows[0], rank=1)]) == ("TP1 rank failed: RuntimeError('boom')")
 
 
 def test_a_second_run_never_reads_the_previous_verdict():
@@ -148,6 +163,7 @@ def test_a_build_failure_on_one_rank_stops_every_rank_naming_it(monkeypatch):
 
     # tp_group is looked up per call: give each thread its own via a thread-local
     import threading as th
+
     local = th.local()
     monkeypatch.setattr(rank_agreement, "tp_group", lambda: local.group)
     monkeypatch.setattr(rank_agreement, "default_store", lambda: local.store)
@@ -166,8 +182,9 @@ def test_a_build_failure_on_one_rank_stops_every_rank_naming_it(monkeypatch):
     for t in threads:
         t.join(30)
     assert errors[0] == errors[1]
-    assert errors[0].startswith("the target-only (steps=0) build failed after every TP rank "
-                                "agreed to build (TP1: oom); stopping the server")
+    assert errors[0].startswith(
+        "the target-only (steps=0) build failed after every TP rank agreed to build (TP1: oom); stopping the server"
+    )
 
 
 def test_every_rank_building_passes():

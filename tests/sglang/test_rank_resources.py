@@ -1,6 +1,7 @@
 """The steps=0 state's memory and the graph / eager decode steps per mode, from the real
 patched worker's /server_info entry (through SGLang's real internal-state controller) to
 the snapshot part, ``status``'s text and the console's GPU panel."""
+
 import pytest
 
 pytest.importorskip("sglang", reason="needs the real sglang==0.5.23 package")
@@ -19,6 +20,7 @@ from tests.sglang.objects import Recorder, build_worker, decode_batch, server_in
 def test_the_server_info_entry_reaches_status_and_the_gpu_panel(publish):
     server_args = publish(speculative_disable_batch_threshold=4, speculative_disable_min_dwell_steps=0)
     import sglang.srt.speculative.eagle_worker_v2 as ew
+
     worker = build_worker(ew.EAGLEWorkerV2, Recorder())
     worker.gpu_id = 0  # free memory is measured (host memory on the CPU)
     worker._dynspec = patch_worker.init_state(worker, server_args, ew.EAGLEWorkerV2)
@@ -30,8 +32,12 @@ def test_the_server_info_entry_reaches_status_and_the_gpu_panel(publish):
     (rank,) = health.ranks
     assert rank.rank == "TP0"
     assert isinstance(rank.memory["used_gib"], float) and isinstance(rank.memory["free_gib"], float)
-    assert dict(rank.forwards["speculative"]) == {"target_graph": 0, "target_eager": 2,
-                                                  "draft_extend_graph": 0, "draft_extend_eager": 2}
+    assert dict(rank.forwards["speculative"]) == {
+        "target_graph": 0,
+        "target_eager": 2,
+        "draft_extend_graph": 0,
+        "draft_extend_eager": 2,
+    }
     assert rank.forwards["target_only"]["target_eager"] == 3
     assert SwitchHealth.from_json(health.to_json()) == health  # status --json and back
     assert problems(health.to_json()["ranks"][0], RANK) == []  # the pinned status --json schema

@@ -1,6 +1,7 @@
 """The patch refuses what SGLang refuses for its own runtime-state swap
 (``--speculative-adaptive``): each refusal leaves the worker speculating, builds nothing,
 and gives its reason in the one NOT active line and in /server_info."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -31,35 +32,41 @@ def assert_refused(worker, rec, caplog, reason: str) -> None:
 def test_topk_above_one_is_refused_with_sglangs_reason(publish, caplog):
     server_args = publish(speculative_eagle_topk=4, speculative_num_draft_tokens=8, **ON)
     rec = Recorder()
-    assert_refused(started_worker(server_args, rec), rec, caplog,
-                   "speculative_eagle_topk=4 (only topk=1 is supported)")
+    assert_refused(started_worker(server_args, rec), rec, caplog, "speculative_eagle_topk=4 (only topk=1 is supported)")
 
 
 def test_other_workers_built_on_eagle_are_refused(publish, caplog):
     from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
+
     server_args = publish(**ON)
     worker = build_worker(StandaloneWorkerV2, Recorder())
     dyn = patch_worker.init_state(worker, server_args, ew.EAGLEWorkerV2)
     assert not dyn.active
     assert lines(caplog, "NOT active") == [
         NOT_ACTIVE + "speculative worker StandaloneWorkerV2 is not EAGLEWorkerV2 (only "
-        "EAGLE/EAGLE3 on the standard worker have the steps=0 target-only path)"]
+        "EAGLE/EAGLE3 on the standard worker have the steps=0 target-only path)"
+    ]
 
 
-LORA = ("LoRA is enabled: the runtime-state swap does not rebuild LoRA CUDA-graph metadata "
-        "(SGLang refuses --speculative-adaptive with LoRA for the same reason, "
-        "arg_groups/lora_hook.py)")
+LORA = (
+    "LoRA is enabled: the runtime-state swap does not rebuild LoRA CUDA-graph metadata "
+    "(SGLang refuses --speculative-adaptive with LoRA for the same reason, "
+    "arg_groups/lora_hook.py)"
+)
 
 
-@pytest.mark.parametrize("lora", [
-    dict(enable_lora=True, max_lora_rank=8, lora_target_modules=["q_proj"]),
-    dict(lora_paths=["adapter=/nonexistent/adapter"]),  # enable_lora resolves to True
-])
+@pytest.mark.parametrize(
+    "lora",
+    [
+        dict(enable_lora=True, max_lora_rank=8, lora_target_modules=["q_proj"]),
+        dict(lora_paths=["adapter=/nonexistent/adapter"]),  # enable_lora resolves to True
+    ],
+)
 def test_lora_is_refused_as_sglang_refuses_it_with_adaptive(publish, caplog, lora):
     from sglang.srt.arg_groups.lora_hook import check_lora_speculative_compatibility
     from sglang.srt.runtime_context import get_context
-    adaptive = get_context().override_server_args(
-        speculative_algorithm="EAGLE3", speculative_adaptive=True, enable_lora=True)
+
+    adaptive = get_context().override_server_args(speculative_algorithm="EAGLE3", speculative_adaptive=True, enable_lora=True)
     with adaptive as adaptive_args, pytest.raises(ValueError, match="--speculative-adaptive"):
         check_lora_speculative_compatibility(adaptive_args)  # SGLang's own refusal
     server_args = publish(**lora, **ON)
@@ -76,19 +83,27 @@ def test_lora_explicitly_off_is_not_refused(publish, caplog):
 def test_hisparse_is_refused(publish, caplog):
     server_args = publish(enable_hisparse=True, **ON)
     rec = Recorder()
-    assert_refused(started_worker(server_args, rec), rec, caplog,
-                   "HiSparse (--enable-hisparse) speculative decoding uses statically sized swap "
-                   "state (SGLang refuses --speculative-adaptive with it, "
-                   "arg_groups/hisparse_hook.py)")
+    assert_refused(
+        started_worker(server_args, rec),
+        rec,
+        caplog,
+        "HiSparse (--enable-hisparse) speculative decoding uses statically sized swap "
+        "state (SGLang refuses --speculative-adaptive with it, "
+        "arg_groups/hisparse_hook.py)",
+    )
 
 
 def test_a_pd_disaggregation_decode_server_is_refused(publish, caplog):
     server_args = publish(disaggregation_mode="decode", **ON)
     rec = Recorder()
-    assert_refused(started_worker(server_args, rec), rec, caplog,
-                   "PD disaggregation decode server (--disaggregation-mode decode): its results "
-                   "arrive through process_batch_result_prebuilt, which the patch does not "
-                   "cover (not tested)")
+    assert_refused(
+        started_worker(server_args, rec),
+        rec,
+        caplog,
+        "PD disaggregation decode server (--disaggregation-mode decode): its results "
+        "arrive through process_batch_result_prebuilt, which the patch does not "
+        "cover (not tested)",
+    )
 
 
 def test_a_pd_disaggregation_prefill_server_is_not_refused_for_it(publish, caplog):
@@ -97,15 +112,21 @@ def test_a_pd_disaggregation_prefill_server_is_not_refused_for_it(publish, caplo
     assert "disaggregation" not in str(worker._dynspec.reason)
 
 
-@pytest.mark.parametrize("pp_spec, reason", [
-    ("0", "pipeline parallelism (pp_size=2) is not supported (only the last stage hosts "
-          "the draft model)"),
-    ("1", "pipeline parallelism (pp_size=2) with SGLANG_ENABLE_PP_SPEC: the PP relay slices "
-          "results with the configured draft-token count (SGLang refuses it with "
-          "--speculative-adaptive, arg_groups/validation_hook.py)"),
-])
+@pytest.mark.parametrize(
+    "pp_spec, reason",
+    [
+        ("0", "pipeline parallelism (pp_size=2) is not supported (only the last stage hosts the draft model)"),
+        (
+            "1",
+            "pipeline parallelism (pp_size=2) with SGLANG_ENABLE_PP_SPEC: the PP relay slices "
+            "results with the configured draft-token count (SGLang refuses it with "
+            "--speculative-adaptive, arg_groups/validation_hook.py)",
+        ),
+    ],
+)
 def test_pipeline_parallelism_is_refused(publish, caplog, monkeypatch, pp_spec, reason):
     from sglang.srt.runtime_context import get_parallel
+
     monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", pp_spec)
     server_args = publish(**ON)
     with get_parallel().override(pp_size=2):
@@ -120,6 +141,7 @@ def _qsa_draft_worker(steps: int):
     import torch
     from sglang.srt.layers.attention.qsa.qsa_indexer import QSAIndexer
     from sglang.srt.layers.attention.qwen_sparse_attn_backend import QwenSparseAttnBackend, QwenSparseMultiStepDraftBackend
+
     per_step = [object.__new__(QwenSparseAttnBackend) for _ in range(steps)]
     multi = object.__new__(QwenSparseMultiStepDraftBackend)
     multi.attn_backends = per_step
@@ -127,15 +149,18 @@ def _qsa_draft_worker(steps: int):
     object.__setattr__(indexer, "layer_id", 0)
     dw = object.__new__(ew.EagleDraftWorker)
     dw.__dict__.update(
-        topk=1, speculative_num_steps=steps, draft_attn_backend=multi,
+        topk=1,
+        speculative_num_steps=steps,
+        draft_attn_backend=multi,
         draft_extend_attn_backend=object.__new__(QwenSparseAttnBackend),
         draft_runner=SimpleNamespace(
-            model_config=SimpleNamespace(hf_config=SimpleNamespace(
-                index_share_for_mtp_iteration=True)),
+            model_config=SimpleNamespace(hf_config=SimpleNamespace(index_share_for_mtp_iteration=True)),
             model=SimpleNamespace(modules=lambda: [indexer]),
             token_to_kv_pool=SimpleNamespace(qsa_token_topk=8, qsa_compress_ratio=4),
             req_to_token_pool=SimpleNamespace(req_to_token=torch.zeros(4, 16)),
-            device="cpu"))
+            device="cpu",
+        ),
+    )
     return dw
 
 
@@ -156,7 +181,8 @@ def test_qsa_index_sharing_is_refused_when_sglang_turned_it_on(publish, caplog, 
         assert lines(caplog, "NOT active") == [
             NOT_ACTIVE + "QSA MTP index sharing (index_share_for_mtp_iteration) is on: its index "
             "buffers belong to one runtime state (SGLang turns it off under "
-            "--speculative-adaptive, speculative/eagle_worker_v2.py)"]
+            "--speculative-adaptive, speculative/eagle_worker_v2.py)"
+        ]
 
 
 def test_refused_rank_answers_false_to_the_runtime_keys(publish, caplog):
@@ -165,13 +191,16 @@ def test_refused_rank_answers_false_to_the_runtime_keys(publish, caplog):
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from tests.sglang.objects import scheduler_for
+
     server_args = publish(enable_hisparse=True, **ON)
     worker = started_worker(server_args, Recorder())
     controller = SchedulerInternalStateController(
-        scheduler=scheduler_for(worker, SpeculativeAlgorithm.EAGLE3), record_step_time=False)
+        scheduler=scheduler_for(worker, SpeculativeAlgorithm.EAGLE3), record_step_time=False
+    )
     req = SetInternalStateReq(server_args={"speculative_disable_batch_threshold": 8})
     assert controller.set_internal_state(req).updated is False
     assert lines(caplog, "refused speculative_disable_batch_threshold=8")[0].endswith(
         "dynamic speculation disable is not active on this rank (HiSparse (--enable-hisparse) "
         "speculative decoding uses statically sized swap state (SGLang refuses "
-        "--speculative-adaptive with it, arg_groups/hisparse_hook.py))")
+        "--speculative-adaptive with it, arg_groups/hisparse_hook.py))"
+    )

@@ -1,5 +1,6 @@
 """The bootstrap reaches processes started with the spawn method, the real parser takes the
 new flags, and a ServerArgs carrying them crosses a spawn boundary."""
+
 import multiprocessing
 import os
 
@@ -50,11 +51,17 @@ def test_bootstrap_runs_in_spawned_processes(spawned):
 
 def test_real_parser_accepts_the_flags(spawned):
     assert spawned["values"] == {
-        "speculative_disable_batch_threshold": 7, "speculative_disable_hysteresis": 2,
-        "speculative_disable_min_dwell_steps": 3, "speculative_disable_force_mode": "target_only"}
+        "speculative_disable_batch_threshold": 7,
+        "speculative_disable_hysteresis": 2,
+        "speculative_disable_min_dwell_steps": 3,
+        "speculative_disable_force_mode": "target_only",
+    }
     assert spawned["defaults"] == {
-        "speculative_disable_batch_threshold": 0, "speculative_disable_hysteresis": 1,
-        "speculative_disable_min_dwell_steps": 10, "speculative_disable_force_mode": "auto"}
+        "speculative_disable_batch_threshold": 0,
+        "speculative_disable_hysteresis": 1,
+        "speculative_disable_min_dwell_steps": 10,
+        "speculative_disable_force_mode": "auto",
+    }
     for key in spawn_probe.KEYS:
         assert key in spawned["fields"]
     assert "speculative_disable_batch_threshold=7" in spawned["startup_line"]

@@ -1,6 +1,7 @@
 """hook.TARGETS is the one table from SGLang module to target module: every entry has its
 module in sglang_patch/targets/ (with ``after``), every target module has its entry, every
 target is an anchored SGLang module, and a target that raises never breaks SGLang's import."""
+
 from __future__ import annotations
 
 import importlib

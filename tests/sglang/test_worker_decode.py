@@ -1,5 +1,6 @@
 """The real EAGLEWorkerV2 decode path picks the steps=0 state above N, the normal one at
 or below it, and keeps draft-extend running while target-only."""
+
 import pytest
 
 pytest.importorskip("sglang", reason="needs the real sglang==0.5.23 package")
@@ -14,8 +15,14 @@ from tests.sglang.objects import Recorder, decode_batch, started_worker  # noqa:
 def test_the_worker_class_is_patched():
     cls = ew.EAGLEWorkerV2
     assert cls._specconsole_patched is True
-    for name in ("__init__", "init_cuda_graphs", "activate_step_by_batch", "on_verify_complete_cpu",
-                 "forward_batch_generation", "apply_runtime_state"):
+    for name in (
+        "__init__",
+        "init_cuda_graphs",
+        "activate_step_by_batch",
+        "on_verify_complete_cpu",
+        "forward_batch_generation",
+        "apply_runtime_state",
+    ):
         assert getattr(cls, name).__wrapped__ is not None, name
 
 
@@ -24,7 +31,8 @@ def test_init_logs_the_line_and_builds_the_steps0_state(publish, caplog):
     rec = Recorder()
     worker = started_worker(server_args, rec)
     assert lines(caplog, "Dynamic speculation disable enabled: ") == [
-        "Dynamic speculation disable enabled: threshold=5, resume_at<=4, min_dwell_steps=10"]
+        "Dynamic speculation disable enabled: threshold=5, resume_at<=4, min_dwell_steps=10"
+    ]
     assert "draft_init_cuda_graphs" in rec.calls  # SGLang's own init_cuda_graphs ran first
     assert rec.built == [(0, 1, None)]  # steps=0, one draft token, every decode graph bucket
     dyn = worker._dynspec
@@ -34,16 +42,21 @@ def test_init_logs_the_line_and_builds_the_steps0_state(publish, caplog):
 
 
 def test_decode_steps_switch_between_normal_and_steps0_state(publish, caplog):
-    server_args = publish(speculative_disable_batch_threshold=4,
-                          speculative_disable_min_dwell_steps=0)
+    server_args = publish(speculative_disable_batch_threshold=4, speculative_disable_min_dwell_steps=0)
     rec = Recorder()
     worker = started_worker(server_args, rec)
     rec.take()
     speculative = ["draft", ("verify", 4, "SimpleNamespace"), ("draft_extend", 4)]
     target_only = [("verify", 1, "EagleVerifyInput"), ("draft_extend", 1)]
-    expected = [(2, 3, speculative), (4, 3, speculative), (5, 0, target_only),
-                (9, 0, target_only), (4, 0, target_only),  # 4 > resume mark 3: stays
-                (3, 3, speculative), (1, 3, speculative)]
+    expected = [
+        (2, 3, speculative),
+        (4, 3, speculative),
+        (5, 0, target_only),
+        (9, 0, target_only),
+        (4, 0, target_only),  # 4 > resume mark 3: stays
+        (3, 3, speculative),
+        (1, 3, speculative),
+    ]
     for bs, steps, calls in expected:
         batch = decode_batch(bs)
         worker.forward_batch_generation(batch)  # SGLang's own decode path
@@ -55,7 +68,8 @@ def test_decode_steps_switch_between_normal_and_steps0_state(publish, caplog):
         assert runner.decode_cuda_graph_runner == f"target_graphs[{steps}]"
     assert lines(caplog, "Dynamic speculation: switched to ") == [
         "Dynamic speculation: switched to target-only (decode batch 5 > threshold 4)",
-        "Dynamic speculation: switched to speculative (decode batch 3 <= 3, threshold 4)"]
+        "Dynamic speculation: switched to speculative (decode batch 3 <= 3, threshold 4)",
+    ]
     snap = worker._dynspec.snapshot()
     assert snap["steps"] == {"speculative": 4, "target_only": 3}
     assert snap["switch_count"] == 2

@@ -6,6 +6,7 @@ The real Generator and Scheduler (its thread not started); the scheduler's condi
 variable is replaced by one that plays the worst interleaving: the scheduler thread wins
 every race, i.e. at every wake-up it admits whatever is waiting at that moment.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,10 +31,10 @@ class SchedulerWinsEveryRace(threading.Condition):
 
 
 def scheduler() -> tuple[Scheduler, AppState, SchedulerWinsEveryRace]:
-    args, _ = parse_args(["--model-path", "sim/model", "--speculative-algorithm", "EAGLE3",
-                          "--speculative-disable-batch-threshold", "2"])
-    sched = Scheduler(args, ranks=None, log=None, deliver=lambda waiters: None,
-                      on_fatal=lambda code, message: None)
+    args, _ = parse_args(
+        ["--model-path", "sim/model", "--speculative-algorithm", "EAGLE3", "--speculative-disable-batch-threshold", "2"]
+    )
+    sched = Scheduler(args, ranks=None, log=None, deliver=lambda waiters: None, on_fatal=lambda code, message: None)
     sched.cond = SchedulerWinsEveryRace(sched)
     return sched, AppState(args, sched, log=None, launch_command=""), sched.cond
 
@@ -51,8 +52,7 @@ async def _submit(state: AppState, body: dict) -> None:
 
 def test_a_batched_generate_is_admitted_in_one_prefill_step():
     sched, state, cond = scheduler()
-    asyncio.run(_submit(state, {"text": ["one batched request"] * 6,
-                                "sampling_params": {"max_new_tokens": 40}}))
+    asyncio.run(_submit(state, {"text": ["one batched request"] * 6, "sampling_params": {"max_new_tokens": 40}}))
     assert cond.prefills == [6]
     assert sched.new_request(1, 1).rid == f"{7:08x}"  # six requests were made, no more
 

@@ -1,4 +1,5 @@
 """Command line: launch_server flags, sim flags, bad values, busy port."""
+
 import os
 import signal
 import socket
@@ -17,11 +18,27 @@ def parse(*argv):
 
 
 def test_profile_flags_and_aliases_are_understood():
-    a, unknown = parse("--tensor-parallel-size", "2", "--speculative-algorithm", "EAGLE3",
-                       "--speculative-draft-model", "d", "--speculative-disable-batch-threshold", "5",
-                       "--speculative-disable-hysteresis", "2", "--speculative-disable-min-dwell-steps", "3",
-                       "--speculative-disable-force-mode", "target-only", "--enable-metrics",
-                       "--decode-log-interval", "10", "--log-level", "warning")
+    a, unknown = parse(
+        "--tensor-parallel-size",
+        "2",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model",
+        "d",
+        "--speculative-disable-batch-threshold",
+        "5",
+        "--speculative-disable-hysteresis",
+        "2",
+        "--speculative-disable-min-dwell-steps",
+        "3",
+        "--speculative-disable-force-mode",
+        "target-only",
+        "--enable-metrics",
+        "--decode-log-interval",
+        "10",
+        "--log-level",
+        "warning",
+    )
     assert unknown == []
     assert (a.tp_size, a.speculative_draft_model_path, a.speculative_disable_batch_threshold) == (2, "d", 5)
     assert (a.speculative_disable_hysteresis, a.speculative_disable_min_dwell_steps) == (2, 3)
@@ -35,17 +52,20 @@ def test_unknown_flags_are_returned_not_fatal():
     assert unknown == ["--enable-torch-compile", "--cuda-graph-max-bs", "16"]
 
 
-@pytest.mark.parametrize("argv, flag", [
-    (["--speculative-disable-batch-threshold", "-1"], "--speculative-disable-batch-threshold"),
-    (["--speculative-disable-batch-threshold", "five"], "--speculative-disable-batch-threshold"),
-    (["--tp-size", "0"], "--tp-size"),
-    (["--port", "70000"], "--port"),
-    (["--sim-traffic", "storm"], "--sim-traffic"),
-    (["--sim-traffic", "steady:0"], "--sim-traffic"),
-    (["--sim-time-scale", "0"], "--sim-time-scale"),
-    (["--sim-http-5xx-rate", "2"], "--sim-http-5xx-rate"),
-    (["--speculative-disable-force-mode", "sometimes"], "--speculative-disable-force-mode"),
-])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--speculative-disable-batch-threshold", "-1"], "--speculative-disable-batch-threshold"),
+        (["--speculative-disable-batch-threshold", "five"], "--speculative-disable-batch-threshold"),
+        (["--tp-size", "0"], "--tp-size"),
+        (["--port", "70000"], "--port"),
+        (["--sim-traffic", "storm"], "--sim-traffic"),
+        (["--sim-traffic", "steady:0"], "--sim-traffic"),
+        (["--sim-time-scale", "0"], "--sim-time-scale"),
+        (["--sim-http-5xx-rate", "2"], "--sim-http-5xx-rate"),
+        (["--speculative-disable-force-mode", "sometimes"], "--speculative-disable-force-mode"),
+    ],
+)
 def test_invalid_values_exit_2_naming_the_flag(argv, flag, capsys):
     with pytest.raises(SystemExit) as exc:
         parse(*argv)
@@ -67,8 +87,9 @@ def test_secrets_are_not_printed_in_server_args():
 
 
 def run_sim(*argv, timeout=60):
-    return subprocess.run([sys.executable, "-m", "server_control.sim", *argv], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "server_control.sim", *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_real_process_invalid_value_exits_2():
@@ -94,11 +115,28 @@ def test_port_taken_while_loading_exits_non_zero_naming_the_port():
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-        p = subprocess.Popen([sys.executable, "-m", "server_control.sim", "--model-path", "m",
-                              "--host", "127.0.0.1", "--port", str(port), "--sim-load-time", "1",
-                              "--sim-max-lifetime", "30"],
-                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "server_control.sim",
+                "--model-path",
+                "m",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--sim-load-time",
+                "1",
+                "--sim-max-lifetime",
+                "30",
+            ],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             head = []
             for line in p.stderr:  # logged after the simulator bound its socket

@@ -1,5 +1,6 @@
 """The routes SGLang's gateway (smg) probes, answered as SGLang 0.5.23 answers them, and a
 real smg registering and monitoring a simulated worker."""
+
 from __future__ import annotations
 
 import re
@@ -67,8 +68,7 @@ def test_load_keys_are_sglangs(sim):
 
 def _access_lines(log: str, since: int) -> list[tuple[str, str, int]]:
     """(method, path, status) of every uvicorn access line after offset ``since``."""
-    return [(m[1], m[2], int(m[3])) for m in
-            re.finditer(r'"(GET|POST|DELETE|PUT) (\S+) HTTP/1.1" (\d+)', log[since:])]
+    return [(m[1], m[2], int(m[3])) for m in re.finditer(r'"(GET|POST|DELETE|PUT) (\S+) HTTP/1.1" (\d+)', log[since:])]
 
 
 def test_smg_registers_and_monitors_a_simulated_worker(sim, tmp_path):
@@ -76,13 +76,33 @@ def test_smg_registers_and_monitors_a_simulated_worker(sim, tmp_path):
     except /loads, which SGLang 0.5.23 does not serve either."""
     before = len(sim.log_text())
     port = free_port()
-    argv = [sys.executable, "-m", "smg", "launch", "--host", "127.0.0.1", "--port", str(port),
-            "--worker-urls", sim.url, "--policy", "round_robin", "--disable-tokenizer-autoload",
-            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
-            "--shutdown-grace-period-secs", "1", "--log-level", "warn"]
+    argv = [
+        sys.executable,
+        "-m",
+        "smg",
+        "launch",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--worker-urls",
+        sim.url,
+        "--policy",
+        "round_robin",
+        "--disable-tokenizer-autoload",
+        "--prometheus-host",
+        "127.0.0.1",
+        "--prometheus-port",
+        str(free_port()),
+        "--shutdown-grace-period-secs",
+        "1",
+        "--log-level",
+        "warn",
+    ]
     log = open(tmp_path / "smg.log", "wb")
-    proc = subprocess.Popen(["timeout", "120", *argv], stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        ["timeout", "120", *argv], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         workers = []
         deadline = time.monotonic() + 60
@@ -95,18 +115,24 @@ def test_smg_registers_and_monitors_a_simulated_worker(sim, tmp_path):
         (worker,) = workers
         assert worker["is_healthy"] and worker["labels"]["version"] == "0.5.23"
         assert worker["labels"]["tp_size"] == "2" and worker["models"][0]["context_length"] == 8192
-        done = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=30,
-                          json={"model": worker["model_id"], "prompt": "hi", "max_tokens": 4})
+        done = httpx.post(
+            f"http://127.0.0.1:{port}/v1/completions",
+            timeout=30,
+            json={"model": worker["model_id"], "prompt": "hi", "max_tokens": 4},
+        )
         assert done.status_code == 200 and done.json()["usage"]["completion_tokens"] == 4
         # smg's load monitor asks on its own clock: wait for its first question
-        sim.wait_for_log("GET /v1/loads?include=core,disagg", timeout=30,
-                         count=sim.log_text()[:before].count("GET /v1/loads?include=core,disagg") + 1)
+        sim.wait_for_log(
+            "GET /v1/loads?include=core,disagg",
+            timeout=30,
+            count=sim.log_text()[:before].count("GET /v1/loads?include=core,disagg") + 1,
+        )
         asked = _access_lines(sim.log_text(), before)
         paths = {p.split("?")[0] for _, p, _ in asked}
         assert {"/health", "/v1/models", "/server_info", "/model_info", "/v1/loads", "/v1/completions"} <= paths
         missing = [(m, p, s) for m, p, s in asked if s == 404 and not p.startswith("/loads?")]
         assert not missing, f"smg asked for routes the simulator lacks: {missing}"
-        assert "/get_model_info" not in paths   # /model_info answered: no deprecated fallback
+        assert "/get_model_info" not in paths  # /model_info answered: no deprecated fallback
     finally:
         proc.terminate()
         proc.wait(10)

@@ -3,6 +3,7 @@
 failed: TP0 exited unexpectedly", so the errors-only filter showed every clean stop as an
 error. Real processes (TP 2, spawned ranks), three stops for the race between the ranks'
 death and the main process's own SIGTERM."""
+
 from __future__ import annotations
 
 from server_control.logs.parse import parse_text

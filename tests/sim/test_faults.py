@@ -1,4 +1,5 @@
 """Fault injection, process model and bounded lifetime, with real processes and signals."""
+
 import os
 import signal
 import time
@@ -55,6 +56,7 @@ def test_health_can_stop_answering(sim_factory):
         except httpx.ReadTimeout:
             return True
         return False
+
     poll(hangs)
 
 

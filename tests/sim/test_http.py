@@ -1,4 +1,5 @@
 """HTTP shapes and status codes against SGLang 0.5.23's documented ones."""
+
 import json
 
 import httpx
@@ -22,8 +23,9 @@ def sim(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory):
-    handle = start_sim(tmp_path_factory.mktemp("keyed"), "--api-key", "user-key",
-                       "--admin-api-key", "admin-key", "--dp-size", "2", tp=1)
+    handle = start_sim(
+        tmp_path_factory.mktemp("keyed"), "--api-key", "user-key", "--admin-api-key", "admin-key", "--dp-size", "2", tp=1
+    )
     try:
         yield handle.wait_ready()
     finally:
@@ -53,14 +55,23 @@ def test_server_info_flat_args_and_internal_states(sim):
     assert info[decision.THRESHOLD_KEY] == 5
     assert "server_control.sim" in info["launch_command"]
     (state,) = info["internal_states"]
-    for key in (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY,
-                "last_gen_throughput", "avg_spec_accept_length", "memory_usage"):
+    for key in (
+        decision.THRESHOLD_KEY,
+        decision.HYSTERESIS_KEY,
+        decision.DWELL_KEY,
+        decision.FORCE_KEY,
+        "last_gen_throughput",
+        "avg_spec_accept_length",
+        "memory_usage",
+    ):
         assert key in state
     live = state[decision.STATE_KEY]
     assert live["mode"] in decision.MODES and live["enabled"] is True
     assert set(live["steps"]) == set(decision.MODES)
-    assert httpx.get(sim.url + "/get_server_info").json()["internal_states"][0][decision.THRESHOLD_KEY] \
+    assert (
+        httpx.get(sim.url + "/get_server_info").json()["internal_states"][0][decision.THRESHOLD_KEY]
         == state[decision.THRESHOLD_KEY]
+    )
 
 
 def test_set_internal_state_applies_refuses_and_logs_on_every_rank(sim):
@@ -113,9 +124,16 @@ def test_metrics_are_prometheus_text_with_sglang_names(sim):
     httpx.post(sim.url + "/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 3}}, timeout=30)
     text = httpx.get(sim.url + "/metrics").text
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput",
-                 "sglang:token_usage", "sglang:spec_accept_length", "sglang:spec_accept_rate",
-                 "sglang:spec_disable_batch_threshold", "sglang:generation_tokens"):
+    for name in (
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:gen_throughput",
+        "sglang:token_usage",
+        "sglang:spec_accept_length",
+        "sglang:spec_accept_rate",
+        "sglang:spec_disable_batch_threshold",
+        "sglang:generation_tokens",
+    ):
         assert name in families, name
     sample = families["sglang:num_running_reqs"].samples[0]
     assert sample.labels["model_name"] == "sim/Llama-3.1-8B-Instruct" and sample.labels["tp_rank"] == "0"
@@ -123,12 +141,14 @@ def test_metrics_are_prometheus_text_with_sglang_names(sim):
 
 
 def test_generate_native_plain_and_stream(sim):
-    r = httpx.post(sim.url + "/generate", json={"text": "hello there", "sampling_params": {"max_new_tokens": 6}},
-                   timeout=30).json()
+    r = httpx.post(
+        sim.url + "/generate", json={"text": "hello there", "sampling_params": {"max_new_tokens": 6}}, timeout=30
+    ).json()
     assert r["meta_info"]["completion_tokens"] == 6 and r["text"]
     assert {"spec_accept_length", "spec_verify_ct", "prompt_tokens", "finish_reason"} <= set(r["meta_info"])
-    with httpx.stream("POST", sim.url + "/generate", timeout=30,
-                      json={"text": "hi", "stream": True, "sampling_params": {"max_new_tokens": 9}}) as resp:
+    with httpx.stream(
+        "POST", sim.url + "/generate", timeout=30, json={"text": "hi", "stream": True, "sampling_params": {"max_new_tokens": 9}}
+    ) as resp:
         assert resp.headers["content-type"].startswith("text/event-stream")
         events = sse(resp)
     assert events[-1] == "[DONE]"
@@ -141,29 +161,42 @@ def test_openai_completions_and_chat(sim):
     body = r.json()
     assert body["object"] == "text_completion" and body["usage"]["completion_tokens"] == 5
     assert body["choices"][0]["finish_reason"] == "length"
-    chat = httpx.post(sim.url + "/v1/chat/completions", timeout=30,
-                      json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).json()
+    chat = httpx.post(
+        sim.url + "/v1/chat/completions", timeout=30, json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    ).json()
     assert chat["object"] == "chat.completion" and chat["choices"][0]["message"]["role"] == "assistant"
-    with httpx.stream("POST", sim.url + "/v1/chat/completions", timeout=30,
-                      json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 7, "stream": True,
-                            "stream_options": {"include_usage": True}}) as resp:
+    with httpx.stream(
+        "POST",
+        sim.url + "/v1/chat/completions",
+        timeout=30,
+        json={
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 7,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    ) as resp:
         events = sse(resp)
     assert events[0]["choices"][0]["delta"]["role"] == "assistant"
     assert events[-1] == "[DONE]" and events[-2]["usage"]["completion_tokens"] == 7
     text = "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-2])
     assert len(text.split()) == 7
-    with httpx.stream("POST", sim.url + "/v1/completions", timeout=30,
-                      json={"prompt": "p", "max_tokens": 3, "stream": True}) as resp:
+    with httpx.stream(
+        "POST", sim.url + "/v1/completions", timeout=30, json={"prompt": "p", "max_tokens": 3, "stream": True}
+    ) as resp:
         events = sse(resp)
     assert events[-2]["choices"][0]["finish_reason"] == "length"
 
 
-@pytest.mark.parametrize("path, body", [
-    ("/v1/completions", {"prompt": "p", "max_tokens": -1}),
-    ("/v1/completions", {"max_tokens": 3}),
-    ("/v1/chat/completions", {"messages": "hi"}),
-    ("/generate", {"sampling_params": {"max_new_tokens": 2}}),
-])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/v1/completions", {"prompt": "p", "max_tokens": -1}),
+        ("/v1/completions", {"max_tokens": 3}),
+        ("/v1/chat/completions", {"messages": "hi"}),
+        ("/generate", {"sampling_params": {"max_new_tokens": 2}}),
+    ],
+)
 def test_bad_requests_get_400_naming_the_problem(sim, path, body):
     r = httpx.post(sim.url + path, json=body, timeout=30)
     assert r.status_code == 400

@@ -1,4 +1,5 @@
 """--sim-light: the TP ranks live in the main process; everything else is unchanged."""
+
 from __future__ import annotations
 
 import httpx

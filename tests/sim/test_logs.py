@@ -1,17 +1,24 @@
 """Every log line in SGLang's format; switch lines on every rank; determinism by seed."""
+
 import re
 
 from server_control.protocol import decision
 
 PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<tag> TP\d+)?\] (?P<msg>.+)$")
 UVICORN = re.compile(r'^(INFO|WARNING|ERROR):     (\S+:\d+ - "[A-Z]+ \S+ HTTP/1\.1" \d{3}( \w[\w ]*)?|.+)$')
-DECODE = re.compile(r"^Decode batch, #running-req: \d+, #token: \d+, token usage: \d+\.\d\d, "
-                    r"accept len: \d+\.\d\d, accept rate: \d+\.\d\d, cuda graph: True, "
-                    r"gen throughput \(token/s\): \d+\.\d\d, #queue-req: \d+$")
-PREFILL = re.compile(r"^Prefill batch, #new-seq: \d+, #new-token: \d+, #cached-token: \d+, "
-                     r"token usage: \d+\.\d\d, #running-req: \d+, #queue-req: \d+$")
-SWITCH = re.compile(r"^Dynamic speculation: switched to (target-only \(decode batch \d+ > threshold \d+\)"
-                    r"|speculative \(decode batch \d+ <= \d+, threshold \d+\))$")
+DECODE = re.compile(
+    r"^Decode batch, #running-req: \d+, #token: \d+, token usage: \d+\.\d\d, "
+    r"accept len: \d+\.\d\d, accept rate: \d+\.\d\d, cuda graph: True, "
+    r"gen throughput \(token/s\): \d+\.\d\d, #queue-req: \d+$"
+)
+PREFILL = re.compile(
+    r"^Prefill batch, #new-seq: \d+, #new-token: \d+, #cached-token: \d+, "
+    r"token usage: \d+\.\d\d, #running-req: \d+, #queue-req: \d+$"
+)
+SWITCH = re.compile(
+    r"^Dynamic speculation: switched to (target-only \(decode batch \d+ > threshold \d+\)"
+    r"|speculative \(decode batch \d+ <= \d+, threshold \d+\))$"
+)
 
 
 def classify(log: str) -> list[tuple[str | None, str]]:

@@ -1,4 +1,5 @@
 """The throughput model against the seed's calibration (pure functions)."""
+
 import random
 
 import pytest

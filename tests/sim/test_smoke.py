@@ -3,8 +3,7 @@ import httpx
 
 def test_ready_simulator_answers_health_and_generate(sim):
     assert httpx.get(sim.url + "/health").status_code == 200
-    r = httpx.post(sim.url + "/generate", json={"text": "hello", "sampling_params": {"max_new_tokens": 4}},
-                   timeout=30)
+    r = httpx.post(sim.url + "/generate", json={"text": "hello", "sampling_params": {"max_new_tokens": 4}}, timeout=30)
     assert r.status_code == 200
     assert r.json()["meta_info"]["completion_tokens"] == 4
     log = sim.wait_for_log("The server is fired up and ready to roll!")

@@ -1,5 +1,6 @@
 """Helpers of the advisor's tests (tests/advice/): cost curves drawn from the simulator's
 model with a known crossover, and waiting for a live simulator's curves to fill."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,7 +29,6 @@ def curves(n, kv=0.0, ctx=500.0, p=0.777, lo=1, hi=20, steps=4000, seed=1, share
         c.commit(mode, b, sum(model.sample_accept(rng, p, 3) for _ in range(b)) if mode == "speculative" else b)
     truth = model.crossover(cal, context=ctx, accept_length=model.expected_accept(p, 3))
     return cc.parse(c.snapshot()), truth
-
 
 
 def wait_steps(url, modes=("speculative", "target_only"), steps=200, timeout=60):

@@ -1,4 +1,5 @@
 """A wall clock stepped for tests (NTP, a VM resumed): psutil's epoch start times move."""
+
 from __future__ import annotations
 
 import psutil

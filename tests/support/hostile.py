@@ -1,7 +1,8 @@
 """What a terminal must never get: raw control characters or a hostile sequence's payload."""
+
 from __future__ import annotations
 
-PAYLOADS = ("pwned-title", "aGVsbG8=", "evil.example", "1$qm")   # what the sequences carried
+PAYLOADS = ("pwned-title", "aGVsbG8=", "evil.example", "1$qm")  # what the sequences carried
 
 
 def assert_clean(text: str, where: str) -> None:

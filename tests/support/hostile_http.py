@@ -7,6 +7,7 @@ trickle:  200, chunked, one byte every 50 ms forever (no read timeout ever fires
 declared: 200, ``Content-Length: 1500000000``, then bytes as fast as the socket takes them
 Every path answers the same. It exits after ``--lifetime`` seconds whatever happens.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ def _serve(conn: socket.socket, mode: str) -> None:
             chunk = f"{len(block):x}\r\n".encode() + block + b"\r\n"
             while True:
                 conn.sendall(chunk)
-        while True:   # trickle
+        while True:  # trickle
             conn.sendall(b"1\r\n \r\n")
             time.sleep(0.05)
     except OSError:

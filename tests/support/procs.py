@@ -1,4 +1,5 @@
 """Processes seen from a test: which of some pids still live."""
+
 from __future__ import annotations
 
 import psutil

@@ -1,4 +1,5 @@
 """Run records made by tests."""
+
 from __future__ import annotations
 
 import os
@@ -14,9 +15,22 @@ def own_record(**kw) -> runs.RunRecord:
     ticks: server_control/state/start_ticks.py); ``boot_id=None, start_ticks=None`` for an old one."""
     me = psutil.Process()
     start = proc_start(me.pid)
-    base = dict(name="r", profile_path=None, kind="sim", pid=me.pid, create_time=me.create_time(),
-                boot_id=start.boot_id, start_ticks=start.ticks,
-                pgid=os.getpgid(0), sid=os.getsid(0), argv=me.cmdline(), host="127.0.0.1", port=1,
-                log_path="/nonexistent.log", cwd="/", started_at="2026-01-01T00:00:00+00:00")
+    base = dict(
+        name="r",
+        profile_path=None,
+        kind="sim",
+        pid=me.pid,
+        create_time=me.create_time(),
+        boot_id=start.boot_id,
+        start_ticks=start.ticks,
+        pgid=os.getpgid(0),
+        sid=os.getsid(0),
+        argv=me.cmdline(),
+        host="127.0.0.1",
+        port=1,
+        log_path="/nonexistent.log",
+        cwd="/",
+        started_at="2026-01-01T00:00:00+00:00",
+    )
     base.update(kw)
     return runs.RunRecord(**base)

@@ -8,6 +8,7 @@ defaults: time scale 20, idle traffic, the log in the test's tmp dir).
 The process runs in a new session (its pid is the process group id); stop() signals that
 group: SIGTERM, then SIGKILL after a grace period. Nothing outlives ``--sim-max-lifetime``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,16 @@ from server_control.proc import sim_launcher as launcher
 from server_control.proc.ports import free_port
 from server_control.proc.sim_launcher import DEFAULT_LIFETIME_S, SimProcess, group_pids
 
-__all__ = ["DEFAULT_LIFETIME_S", "DEFAULT_TIME_SCALE", "REPO_ROOT", "SimHandle", "free_port", "group_pids",
-           "sim_argv", "start_sim"]
+__all__ = [
+    "DEFAULT_LIFETIME_S",
+    "DEFAULT_TIME_SCALE",
+    "REPO_ROOT",
+    "SimHandle",
+    "free_port",
+    "group_pids",
+    "sim_argv",
+    "start_sim",
+]
 
 REPO_ROOT = launcher.PACKAGE_ROOT
 DEFAULT_TIME_SCALE = 20.0
@@ -29,10 +38,12 @@ def sim_argv(port: int, *extra_args: str, time_scale: float = DEFAULT_TIME_SCALE
     return launcher.sim_argv(port, *extra_args, time_scale=time_scale, **options)
 
 
-def start_sim(tmp_path, *extra_args: str, port: int | None = None, time_scale: float = DEFAULT_TIME_SCALE,
-              **options) -> SimProcess:
+def start_sim(
+    tmp_path, *extra_args: str, port: int | None = None, time_scale: float = DEFAULT_TIME_SCALE, **options
+) -> SimProcess:
     """Start the simulator (not waiting for ready), its log in ``tmp_path``. ``argv=``
     replaces the whole command."""
     port = free_port() if port is None else port
-    return launcher.start_sim(*extra_args, port=port, log_path=Path(tmp_path) / f"sim-{port}.log",
-                              time_scale=time_scale, **options)
+    return launcher.start_sim(
+        *extra_args, port=port, log_path=Path(tmp_path) / f"sim-{port}.log", time_scale=time_scale, **options
+    )

@@ -8,6 +8,7 @@ A throwaway host key and client key live in the given directory; the server acce
 that key, for the current user, on a free loopback port, and runs under ``timeout`` so it
 never outlives the test session. Needs Debian's openssh-server (scripts/test installs it).
 """
+
 from __future__ import annotations
 
 import getpass
@@ -49,8 +50,20 @@ class Sshd:
 
     @property
     def ssh_options(self) -> list[str]:
-        return ["-F", "/dev/null", "-p", str(self.port), "-i", str(self.key), "-o", "IdentitiesOnly=yes",
-                "-o", f"UserKnownHostsFile={self.dir / 'known_hosts'}", "-o", "StrictHostKeyChecking=yes"]
+        return [
+            "-F",
+            "/dev/null",
+            "-p",
+            str(self.port),
+            "-i",
+            str(self.key),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            f"UserKnownHostsFile={self.dir / 'known_hosts'}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+        ]
 
     @property
     def remote_command(self) -> list[str]:
@@ -85,8 +98,11 @@ class Sshd:
 
 
 def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "specconsole-test", "-f", str(path)],
-                   check=True, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "specconsole-test", "-f", str(path)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def start_sshd(directory: Path, timeout_s: float = 20.0) -> Sshd:
@@ -98,14 +114,16 @@ def start_sshd(directory: Path, timeout_s: float = 20.0) -> Sshd:
     (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
     os.chmod(d / "authorized_keys", 0o600)
     port = free_port()
-    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {(d / 'host_key.pub').read_text().split(' ', 2)[0]} "
-                                   f"{(d / 'host_key.pub').read_text().split(' ', 2)[1]}\n")
+    (d / "known_hosts").write_text(
+        f"[127.0.0.1]:{port} {(d / 'host_key.pub').read_text().split(' ', 2)[0]} "
+        f"{(d / 'host_key.pub').read_text().split(' ', 2)[1]}\n"
+    )
     (d / "sshd_config").write_text(f"""\
 Port {port}
 ListenAddress 127.0.0.1
-HostKey {d / 'host_key'}
-AuthorizedKeysFile {d / 'authorized_keys'}
-PidFile {d / 'sshd.pid'}
+HostKey {d / "host_key"}
+AuthorizedKeysFile {d / "authorized_keys"}
+PidFile {d / "sshd.pid"}
 AuthenticationMethods publickey
 PubkeyAuthentication yes
 PasswordAuthentication no
@@ -124,8 +142,13 @@ LogLevel ERROR
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # privilege separation directory
     log = open(d / "sshd.log", "ab")
-    proc = subprocess.Popen(["timeout", "-s", "TERM", str(LIFETIME_S), SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        ["timeout", "-s", "TERM", str(LIFETIME_S), SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     log.close()
     sshd = Sshd(port=port, dir=d, proc=proc, key=d / "client_key")
     deadline = time.monotonic() + timeout_s

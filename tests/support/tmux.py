@@ -1,5 +1,6 @@
 """A console in a real tmux session on its own socket: keys by send-keys, the screen by
 capture-pane (tests/console/*_tmux.py)."""
+
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
 
 class Term:
     def __init__(self, tmp_path: Path, term: str = "xterm", size=(120, 40)) -> None:
@@ -21,12 +23,10 @@ class Term:
         return subprocess.run(["tmux", "-L", self.sock, *args], env=self.env, timeout=10, **kw)
 
     def start(self, cmd: str) -> None:
-        self.tmux("new-session", "-d", "-s", "t", "-x", str(self.size[0]), "-y", str(self.size[1]), cmd,
-                  check=True)
+        self.tmux("new-session", "-d", "-s", "t", "-x", str(self.size[0]), "-y", str(self.size[1]), cmd, check=True)
 
     def screen(self, escapes: bool = False) -> str:
-        return self.tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "t",
-                         capture_output=True, text=True).stdout
+        return self.tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "t", capture_output=True, text=True).stdout
 
     def keys(self, *k: str, literal: bool = False) -> None:
         self.tmux("send-keys", "-t", "t", *(["-l"] if literal else []), *k, check=True)
@@ -42,4 +42,3 @@ class Term:
 
     def close(self) -> None:
         self.tmux("kill-server", capture_output=True)
-

@@ -1,5 +1,6 @@
 """Helpers of the trust tests (tests/trust/): the CLI as a real process, the processes that
 serve a port, who listens on it, and a profile's port."""
+
 from __future__ import annotations
 
 import subprocess
@@ -11,8 +12,9 @@ from tests.support.sim import REPO_ROOT
 
 
 def cli(*args: str, timeout_s: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", *args], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s
+    )
 
 
 def run_pids(port: int) -> list[int]:
@@ -26,8 +28,11 @@ def run_pids(port: int) -> list[int]:
 
 
 def listeners(port: int) -> list[int]:
-    return [c.pid for c in psutil.net_connections(kind="tcp")
-            if c.pid is not None and c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
+    return [
+        c.pid
+        for c in psutil.net_connections(kind="tcp")
+        if c.pid is not None and c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+    ]
 
 
 def port_of(profile) -> int:

@@ -1,5 +1,6 @@
 """Polling helpers for tests: wait for a condition with a deadline, fail naming it (``wait_for``
 blocking, ``until`` on the event loop)."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,5 @@
 """Switch rate, the flapping verdict and the suggestion against it."""
+
 from __future__ import annotations
 
 from server_control.protocol import decision as d
@@ -28,9 +29,9 @@ def test_a_young_console_does_not_extrapolate():
 
 
 def test_suggestions_escalate_then_stop():
-    assert suggest(5, 2, 10).value == 4                       # N - H = 3 > 1: double H, capped at N - 1
-    dwell = suggest(5, 4, 10)                                  # the band is as wide as it gets (resume <= 1)
+    assert suggest(5, 2, 10).value == 4  # N - H = 3 > 1: double H, capped at N - 1
+    dwell = suggest(5, 4, 10)  # the band is as wide as it gets (resume <= 1)
     assert (dwell.key, dwell.value) == (d.DWELL_KEY, 40)
-    assert suggest(1, 1, 10).key == d.DWELL_KEY                # N = 1: hysteresis cannot help
-    assert suggest(0, 1, 10) is None and suggest(None, 1, 10) is None   # never disabled / unknown
-    assert suggest(5, 4, 10_000) is None                       # nothing left to grow
+    assert suggest(1, 1, 10).key == d.DWELL_KEY  # N = 1: hysteresis cannot help
+    assert suggest(0, 1, 10) is None and suggest(None, 1, 10) is None  # never disabled / unknown
+    assert suggest(5, 4, 10_000) is None  # nothing left to grow

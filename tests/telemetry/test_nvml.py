@@ -1,5 +1,6 @@
 """NVML sampler: the real N/A path on this machine, the sampling logic with a fake NVML
 module injected at the edge (the only mock allowed: there is no GPU here)."""
+
 from __future__ import annotations
 
 import time
@@ -22,6 +23,7 @@ def wait_for(cond, timeout=10.0):
 def real_nvml_available() -> bool:
     try:
         import pynvml
+
         pynvml.nvmlInit()
         pynvml.nvmlShutdown()
         return True
@@ -48,6 +50,7 @@ class FakeNVMLError(Exception):
 
 class FakeNvml:
     """Two GPUs; process lists hold one PID of ours and one stranger each."""
+
     NVML_TEMPERATURE_GPU = 0
 
     def __init__(self, fail_init=None):
@@ -110,8 +113,16 @@ def test_sampling_maps_run_pids_to_gpus():
     snap = s.snapshot().to_json()
     assert snap["available"] is True and snap["reason"] is None
     d0, d1 = snap["devices"]
-    assert d0 == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "mem_total_mb": 81920, "util": 90,
-                  "mem_used_mb": 10240, "power_w": 350.5, "temp_c": 61, "pids": [1000]}
+    assert d0 == {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "mem_total_mb": 81920,
+        "util": 90,
+        "mem_used_mb": 10240,
+        "power_w": 350.5,
+        "temp_c": 61,
+        "pids": [1000],
+    }
     assert d1["pids"] == [1001] and d1["util"] == 91
     assert d1["temp_c"] is None  # an unsupported query leaves None, not a crash
     assert fake.shutdown
@@ -125,6 +136,7 @@ def test_intervals_never_below_floor():
 def test_driver_library_mismatch_is_na():
     class NVMLError_LibRmVersionMismatch(Exception):
         pass
+
     s = NvmlSampler(nvml=FakeNvml(fail_init=NVMLError_LibRmVersionMismatch("RM has detected an NVML/RM version mismatch.")))
     assert s.init() is False
     snap = s.snapshot().to_json()
@@ -147,6 +159,7 @@ def test_gpu_lost_while_sampling_gives_na_and_thread_ends():
 def test_pids_fn_raising_is_tolerated():
     def boom():
         raise ProcessLookupError("gone")
+
     s = NvmlSampler(boom, nvml=FakeNvml())
     assert s.init()
     s.sample_processes()

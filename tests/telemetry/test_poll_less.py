@@ -2,6 +2,7 @@
 serves a poll; idle (no decode lines) the load is asked for, then not again while the
 server takes no decode step (re-asked every IDLE_RECHECK polls). A dead server's last log
 numbers are never reported as its live load."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,17 +20,19 @@ def _stamp(t: float) -> str:
 
 
 def decode(seq: int, batch: int, t: float, rank: str = "TP0") -> Record:
-    raw = (f"[{_stamp(t)} {rank}] Decode batch, #running-req: {batch}, #token: 10, token usage: 0.01, "
-           f"accept len: 2.00, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 50.00, #queue-req: 0, ")
+    raw = (
+        f"[{_stamp(t)} {rank}] Decode batch, #running-req: {batch}, #token: 10, token usage: 0.01, "
+        f"accept len: 2.00, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 50.00, #queue-req: 0, "
+    )
     return Record(seq, "decode", raw, seq=seq)
 
 
 def test_fresh_decode_load_rules():
     now = time.time()
     recs = [decode(1, 3, now - 60), decode(2, 7, now - 0.5)]
-    assert fresh_decode_load(recs, 1, now, 3.0).batch == 7           # new since seq 1, stamped now
-    assert fresh_decode_load(recs, 2, now, 3.0) is None               # nothing new since the last poll
-    assert fresh_decode_load([decode(3, 7, now - 60)], 0, now, 3.0) is None   # new to us, but old
+    assert fresh_decode_load(recs, 1, now, 3.0).batch == 7  # new since seq 1, stamped now
+    assert fresh_decode_load(recs, 2, now, 3.0) is None  # nothing new since the last poll
+    assert fresh_decode_load([decode(3, 7, now - 60)], 0, now, 3.0) is None  # new to us, but old
     assert fresh_decode_load([decode(3, 7, now + 3600)], 0, now, 3.0) is None  # another time zone
     # DP 2: a poll is served by the log only when both groups have a fresh line
     dp = [decode(1, 4, now - 30, "DP0 TP0"), decode(2, 5, now - 30, "DP1 TP1"), decode(3, 6, now, "DP0 TP0")]
@@ -56,8 +59,10 @@ async def _follow(sim, store):
 
 
 async def test_busy_server_one_request_per_poll_idle_mostly_one(tmp_path):
-    with start_sim(tmp_path, "--decode-log-interval", "5", tp=1, traffic="steady:6", time_scale=5) as busy, \
-            start_sim(tmp_path, tp=1, traffic="idle") as idle:
+    with (
+        start_sim(tmp_path, "--decode-log-interval", "5", tp=1, traffic="steady:6", time_scale=5) as busy,
+        start_sim(tmp_path, tp=1, traffic="idle") as idle,
+    ):
         busy.wait_ready(), idle.wait_ready()
         results = {}
         for name, sim in (("busy", busy), ("idle", idle)):
@@ -98,8 +103,8 @@ def test_an_idle_load_is_asked_again_when_a_decode_step_is_taken():
     first = sample(40)
     first.load = idle
     poller._remember_idle(first, None)
-    assert decode_steps(first) == 40 and poller._still_idle(sample(40)) is idle    # no step: still idle
-    assert poller._still_idle(sample(41)) is None                                  # a step: ask again
+    assert decode_steps(first) == 40 and poller._still_idle(sample(40)) is idle  # no step: still idle
+    assert poller._still_idle(sample(41)) is None  # a step: ask again
     poller._remember_idle(first, None)
     assert [poller._still_idle(sample(40)) is idle for _ in range(IDLE_RECHECK)].count(False) == 1
 
@@ -116,7 +121,7 @@ async def test_dead_server_has_no_load_from_its_old_log(tmp_path):
         await poller.poll_once()
         sim.stop(grace=0.0)
         await asyncio.sleep(0.5)
-        await poller.poll_once()                   # may still see the last lines: they were fresh
+        await poller.poll_once()  # may still see the last lines: they were fresh
         await asyncio.sleep(0.3)
         later = [await poller.poll_once() for _ in range(3)]
     finally:

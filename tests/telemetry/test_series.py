@@ -1,4 +1,5 @@
 """Panel series and the deduplicated mode timeline."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace as Rec
@@ -9,8 +10,16 @@ from server_control.telemetry.series import ModeTimeline, PanelSeries, dp_group,
 
 
 def switch(rank, mode, batch, line, ts="2026-11-29 10:00:00"):
-    return Rec(kind="spec_switch", rank=rank, mode=mode, batch=batch, threshold=5, ts=ts,
-               line=line, text=f"Dynamic speculation: switched to {mode}")
+    return Rec(
+        kind="spec_switch",
+        rank=rank,
+        mode=mode,
+        batch=batch,
+        threshold=5,
+        ts=ts,
+        line=line,
+        text=f"Dynamic speculation: switched to {mode}",
+    )
 
 
 def test_series_bounded_and_json():
@@ -35,20 +44,44 @@ def test_dp_group():
 
 def test_switches_from_every_tp_rank_counted_once_even_interleaved():
     t = ModeTimeline()
-    recs = [switch("TP0", "target-only", 7, 1), switch("TP0", "speculative", 3, 2),
-            switch("TP1", "target-only", 7, 3), switch("TP1", "speculative", 3, 4),
-            switch("TP1", "target-only", 8, 5), switch("TP0", "target-only", 8, 6)]
+    recs = [
+        switch("TP0", "target-only", 7, 1),
+        switch("TP0", "speculative", 3, 2),
+        switch("TP1", "target-only", 7, 3),
+        switch("TP1", "speculative", 3, 4),
+        switch("TP1", "target-only", 8, 5),
+        switch("TP0", "target-only", 8, 6),
+    ]
     added = [t.add_record(r, now=float(i)) for i, r in enumerate(recs)]
     assert added == [True, True, False, False, True, False]
     assert [e["mode"] for e in t.to_json()] == ["target_only", "speculative", "target_only"]
-    assert t.to_json()[0] == {"ts": "2026-11-29 10:00:00", "mode": "target_only", "batch": 7, "threshold": 5,
-                              "rank": "TP0", "forced": False}
+    assert t.to_json()[0] == {
+        "ts": "2026-11-29 10:00:00",
+        "mode": "target_only",
+        "batch": 7,
+        "threshold": 5,
+        "rank": "TP0",
+        "forced": False,
+    }
 
 
 def info(count, mode, batch):
-    return sample_from_server_info(float(count), {"internal_states": [{"dynamic_speculation": {
-        "mode": mode, "switch_count": count, "last_switch": {"to": mode, "batch": batch, "threshold": 5},
-        "seconds": {"speculative": 3.0, "target_only": 1.0}, "tokens": {"speculative": 300, "target_only": 400}}}]})
+    return sample_from_server_info(
+        float(count),
+        {
+            "internal_states": [
+                {
+                    "dynamic_speculation": {
+                        "mode": mode,
+                        "switch_count": count,
+                        "last_switch": {"to": mode, "batch": batch, "threshold": 5},
+                        "seconds": {"speculative": 3.0, "target_only": 1.0},
+                        "tokens": {"speculative": 300, "target_only": 400},
+                    }
+                }
+            ]
+        },
+    )
 
 
 def test_polled_and_logged_switches_deduplicated():
@@ -56,8 +89,14 @@ def test_polled_and_logged_switches_deduplicated():
     assert t.add_sample(info(1, "target_only", 7)) is True
     assert t.add_record(switch("TP0", "target-only", 7, 10), now=2.0) is False  # same switch, from the log
     # ... which brings the time and rank the poll could not know
-    assert t.to_json()[0] == {"ts": "2026-11-29 10:00:00", "mode": "target_only", "batch": 7,
-                              "threshold": 5, "rank": "TP0", "forced": False}
+    assert t.to_json()[0] == {
+        "ts": "2026-11-29 10:00:00",
+        "mode": "target_only",
+        "batch": 7,
+        "threshold": 5,
+        "rank": "TP0",
+        "forced": False,
+    }
     assert t.add_record(switch("TP0", "speculative", 3, 11), now=3.0) is True
     assert t.add_sample(info(2, "speculative", 3)) is False
     assert t.add_sample(info(2, "speculative", 3)) is False
@@ -76,7 +115,7 @@ def test_per_mode_from_series_when_no_counters():
     t, p = ModeTimeline(), PanelSeries()
     for i, v in enumerate([100.0, 100.0, 300.0, 500.0]):
         p.add("gen_throughput", float(i), v)
-    t.add_record(switch("TP0", "target-only", 7, 1, ts=None), now=2.0)   # no time stamp: when it was read
+    t.add_record(switch("TP0", "target-only", 7, 1, ts=None), now=2.0)  # no time stamp: when it was read
     out = per_mode(None, t, p)
     assert out == {"speculative": {"share": 0.5, "tok_s": 100.0}, "target_only": {"share": 0.5, "tok_s": 400.0}}
 
@@ -101,17 +140,29 @@ def test_forced_switches_are_marked():
     """`F` used to add a row 'spec None None', and a forced switch to target-only polled at
     batch 5 <= N looked like an ordinary crossing."""
     t = ModeTimeline()
-    forced_log = Rec(kind="spec_switch", rank="TP0", mode="speculative", batch=None, threshold=None,
-                     ts="2026-11-29 10:00:00", line=1, text="Dynamic speculation: switched to speculative (forced)")
+    forced_log = Rec(
+        kind="spec_switch",
+        rank="TP0",
+        mode="speculative",
+        batch=None,
+        threshold=None,
+        ts="2026-11-29 10:00:00",
+        line=1,
+        text="Dynamic speculation: switched to speculative (forced)",
+    )
     t.add_record(forced_log, now=1.0)
-    t.add_sample(info(2, "target_only", 5))          # polled first: to target-only at batch 5 <= N 5
+    t.add_sample(info(2, "target_only", 5))  # polled first: to target-only at batch 5 <= N 5
     assert [(e["mode"], e["forced"]) for e in t.to_json()] == [("speculative", True), ("target_only", True)]
-    forced_too = Rec(**{**vars(forced_log), "mode": "target-only", "line": 2,
-                        "text": "Dynamic speculation: switched to target-only (forced)"})
+    forced_too = Rec(
+        **{**vars(forced_log), "mode": "target-only", "line": 2, "text": "Dynamic speculation: switched to target-only (forced)"}
+    )
     assert t.add_record(forced_too, now=3.0) is False  # the log's line for the polled switch
     t.add_record(switch("TP0", "speculative", 3, 3), now=4.0)  # an ordinary switch back
     assert [(e["mode"], e["forced"]) for e in t.to_json()] == [
-        ("speculative", True), ("target_only", True), ("speculative", False)]
+        ("speculative", True),
+        ("target_only", True),
+        ("speculative", False),
+    ]
 
 
 def test_polled_switch_evidence_is_words_not_a_python_repr():
@@ -123,13 +174,25 @@ def test_polled_switch_evidence_is_words_not_a_python_repr():
 
 def test_a_switch_keeps_its_own_time_not_when_it_was_read():
     import datetime
+
     t = ModeTimeline()
     t.add_record(switch("TP0", "target-only", 7, 1, ts="2026-11-29T10:00:00"), now=9e9)
     assert t.events[0]["t"] == datetime.datetime(2026, 11, 29, 10, 0, 0).timestamp()
     now = 1.8e9
-    s = sample_from_server_info(now, {"internal_states": [{"dynamic_speculation": {
-        "mode": "target_only", "switch_count": 1,
-        "last_switch": {"to": "target_only", "batch": 7, "threshold": 5, "at": now - 30.0}}}]})
+    s = sample_from_server_info(
+        now,
+        {
+            "internal_states": [
+                {
+                    "dynamic_speculation": {
+                        "mode": "target_only",
+                        "switch_count": 1,
+                        "last_switch": {"to": "target_only", "batch": 7, "threshold": 5, "at": now - 30.0},
+                    }
+                }
+            ]
+        },
+    )
     t2 = ModeTimeline()
     t2.add_sample(s)
-    assert t2.events[0]["t"] == now - 30.0      # the patch's own time of the switch, not the poll's
+    assert t2.events[0]["t"] == now - 30.0  # the patch's own time of the switch, not the poll's

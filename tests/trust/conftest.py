@@ -1,5 +1,6 @@
 """Fixtures of the fault and hostile-input tests: the run fixtures, a hostile HTTP server
 (tests/support/hostile_http.py) as a real process, and a small full filesystem."""
+
 from __future__ import annotations
 
 import os
@@ -26,9 +27,12 @@ def hostile(tmp_path):
 
     def start(mode: str) -> str:
         port = free_port()
-        proc = subprocess.Popen([sys.executable, str(HOSTILE), "--port", str(port), "--mode", mode,
-                                 "--lifetime", "90"], start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, str(HOSTILE), "--port", str(port), "--mode", mode, "--lifetime", "90"],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         procs.append(proc)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -38,6 +42,7 @@ def hostile(tmp_path):
             except OSError:
                 time.sleep(0.05)
         raise TimeoutError("the hostile server did not listen")
+
     yield start
     for proc in procs:
         try:
@@ -52,8 +57,9 @@ def mount_tmpfs(path: Path, size: str) -> str | None:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         return "mounting a small tmpfs needs root (CAP_SYS_ADMIN)"
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)], capture_output=True, text=True
+    )
     return None if res.returncode == 0 else f"cannot mount a tmpfs here: {res.stderr.strip()}"
 
 

@@ -1,6 +1,7 @@
 """Bad numbers, bad files, dangerous profiles (issue 22 items 6, 7, 8): refused with the key
 or field named, exit 2 for a profile or argument, and a run whose record has a wrongly
 typed field can still be stopped (recovered from its keeper's note)."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,10 @@ def test_a_nan_grace_in_a_profile_is_refused_by_the_cli(tmp_path):
     assert res.returncode == 2 and "[restart] stop_grace_s: must be a finite number" in res.stderr
 
 
-@pytest.mark.parametrize("flag,value", [("--grace", "nan"), ("--grace", "inf"), ("--grace", "-1"),
-                                        ("--grace", "1e309"), ("--linger", "nan"), ("--wait", "inf")])
+@pytest.mark.parametrize(
+    "flag,value",
+    [("--grace", "nan"), ("--grace", "inf"), ("--grace", "-1"), ("--grace", "1e309"), ("--linger", "nan"), ("--wait", "inf")],
+)
 def test_flags_must_be_finite(tmp_path, flag, value):
     command = {"--grace": "stop", "--linger": "supervise", "--wait": "launch"}[flag]
     res = cli(command, "--profile", str(tmp_path / "none.toml"), f"{flag}={value}")
@@ -46,15 +49,18 @@ def test_flags_must_be_finite(tmp_path, flag, value):
     assert "must be a finite number >= 0" in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("body,words", [
-    ('[server]\nkind = "sim"\ntp_size = 100000\n', "[server] tp_size: must be 1..64, got 100000"),
-    ('[server]\nkind = "sim"\ndp_size = 0\n', "[server] dp_size: must be 1..64"),
-    ('[server]\nkind = "sim"\nhost = "127.0.0.1:1@10.0.0.1"\n', "[server] host: must be a host name or an IP"),
-    ('[server]\nkind = "sim"\nhost = "a b"\n', "[server] host: must be a host name"),
-    ('[server]\nkind = "sim"\nextra_args = ["--x", "a\\u0000b"]\n', "[server] extra_args[1]: must not contain a NUL"),
-    ('[server]\nkind = "sim"\n[env]\nFOO = "a\\u0000b"\n', "[env] FOO: must not contain a NUL"),
-    ("x = " + "[" * 50000 + "]" * 50000 + "\n", "invalid TOML"),
-])
+@pytest.mark.parametrize(
+    "body,words",
+    [
+        ('[server]\nkind = "sim"\ntp_size = 100000\n', "[server] tp_size: must be 1..64, got 100000"),
+        ('[server]\nkind = "sim"\ndp_size = 0\n', "[server] dp_size: must be 1..64"),
+        ('[server]\nkind = "sim"\nhost = "127.0.0.1:1@10.0.0.1"\n', "[server] host: must be a host name or an IP"),
+        ('[server]\nkind = "sim"\nhost = "a b"\n', "[server] host: must be a host name"),
+        ('[server]\nkind = "sim"\nextra_args = ["--x", "a\\u0000b"]\n', "[server] extra_args[1]: must not contain a NUL"),
+        ('[server]\nkind = "sim"\n[env]\nFOO = "a\\u0000b"\n', "[env] FOO: must not contain a NUL"),
+        ("x = " + "[" * 50000 + "]" * 50000 + "\n", "invalid TOML"),
+    ],
+)
 def test_dangerous_profiles_are_profile_errors(tmp_path, body, words):
     path = _profile(tmp_path, body)
     res = cli("launch", "--profile", str(path), "--dry-run")
@@ -68,10 +74,10 @@ def test_real_hosts_pass(tmp_path, hosts):
     assert load_profile(path).host == hosts
 
 
-@pytest.mark.parametrize("field,value", [("titles", 7), ("log_path", 5), ("stopping", "yes"),
-                                         ("runtime", []), ("supervisor", 3), ("log_paths", [1])])
-def test_a_wrongly_typed_record_field_is_named_and_the_run_still_stops(make_profile, state_dir, groups,
-                                                                       field, value):
+@pytest.mark.parametrize(
+    "field,value", [("titles", 7), ("log_path", 5), ("stopping", "yes"), ("runtime", []), ("supervisor", 3), ("log_paths", [1])]
+)
+def test_a_wrongly_typed_record_field_is_named_and_the_run_still_stops(make_profile, state_dir, groups, field, value):
     profile = make_profile(name="wt")
     res = cli("launch", "--profile", str(profile), "--wait", "60")
     assert res.returncode == 0, res.stdout + res.stderr

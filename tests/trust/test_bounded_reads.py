@@ -1,6 +1,7 @@
 """Every answer a control-plane client reads is capped (a few MB: "answer too large") and
 every request has an overall deadline: real hostile HTTP servers on loopback, the real CLI
 as a process (its peak memory from wait4), the real ssh client against the test sshd."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,14 +22,16 @@ from server_control.telemetry.http_poll import MAX_BODY_BYTES, HttpPoller
 from tests.fleet.conftest import sshd  # noqa: F401 (fixture)
 from tests.support.sim import REPO_ROOT
 
-RSS_LIMIT_KB = 400_000   # the CLI itself takes ~100 MB; an uncapped body took GBs
+RSS_LIMIT_KB = 400_000  # the CLI itself takes ~100 MB; an uncapped body took GBs
 
 
-_MEASURE = ("import os, subprocess, sys\n"
-            "p = subprocess.Popen(sys.argv[2:])\n"
-            "_, status, usage = os.wait4(p.pid, 0)\n"
-            "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
-            "sys.exit(os.waitstatus_to_exitcode(status) % 256)\n")
+_MEASURE = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, usage = os.wait4(p.pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status) % 256)\n"
+)
 
 
 def run_cli(*args: str, timeout_s: float = 60) -> tuple[int, str, int, float]:
@@ -38,8 +41,13 @@ def run_cli(*args: str, timeout_s: float = 60) -> tuple[int, str, int, float]:
     # forked by pytest itself inherits pytest's high-water mark (1.5 GB after the real-SGLang tests).
     rss_file = tempfile.NamedTemporaryFile(prefix="peak-rss-", delete=False)
     rss_file.close()
-    proc = subprocess.Popen([sys.executable, "-c", _MEASURE, rss_file.name, sys.executable, "-m", "console", *args],
-                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _MEASURE, rss_file.name, sys.executable, "-m", "console", *args],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     out: list[bytes] = []
     reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
     reader.start()
@@ -80,7 +88,7 @@ def test_status_against_a_body_without_end_says_answer_too_large(hostile):
 
 async def test_a_trickling_server_meets_the_overall_deadline(hostile):
     url = hostile("trickle")
-    poller = HttpPoller(url, timeout_s=0.5)   # each byte comes within the read timeout
+    poller = HttpPoller(url, timeout_s=0.5)  # each byte comes within the read timeout
     t0 = time.monotonic()
     try:
         sample = await poller.poll_once()
@@ -112,8 +120,9 @@ async def test_poller_caps_the_body(hostile):
 @pytest.mark.ssh
 async def test_ssh_output_without_end_is_capped(sshd, tmp_path):
     """A remote command that prints without end (`yes`): ended, "answer too large"."""
-    member = MemberSpec(name="r", kind="ssh", profile_ref="demo", host=sshd.host,
-                        ssh_options=tuple(sshd.ssh_options), command=("yes",))
+    member = MemberSpec(
+        name="r", kind="ssh", profile_ref="demo", host=sshd.host, ssh_options=tuple(sshd.ssh_options), command=("yes",)
+    )
     host = SshHost(member, multiplex=False)
     t0 = time.monotonic()
     res = await host.run("status", timeout_s=60)

@@ -1,5 +1,6 @@
 """The FATAL tail (issue 22 item 9): a last log line longer than the old 256 KiB window no
 longer hides the lines before it; it is shown cut, its length said."""
+
 from __future__ import annotations
 
 from server_control.state.run_logs import LINE_CAP, tail_lines

@@ -2,6 +2,7 @@
 run record before it answers the launcher, a lost or unreadable record is recovered from
 the keeper's start note, and when even that is gone `stop` names what still listens
 instead of saying "not running". Real launches of the simulator, real SIGKILLs."""
+
 from __future__ import annotations
 
 import os
@@ -35,15 +36,19 @@ def _kill_when_the_server_exists(launcher: subprocess.Popen, port: int, timeout_
 def test_a_launcher_killed_at_any_moment_leaves_a_run_that_stop_finds(make_profile, state_dir, groups, when):
     profile = make_profile(name=f"k{str(when).replace('.', '').replace('-', '')[:8]}")
     port = port_of(profile)
-    launcher = subprocess.Popen([sys.executable, "-m", "console", "launch", "--profile", str(profile)],
-                                cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "console", "launch", "--profile", str(profile)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     if when == "server-appears":
         _kill_when_the_server_exists(launcher, port)
     else:
         time.sleep(float(when))
         launcher.send_signal(signal.SIGKILL)
     launcher.wait(10)
-    time.sleep(0.5)   # a keeper that got the request starts its server now
+    time.sleep(0.5)  # a keeper that got the request starts its server now
     before = run_pids(port)
     if when == "server-appears":
         assert before, "the launcher was killed once its server existed"
@@ -52,7 +57,7 @@ def test_a_launcher_killed_at_any_moment_leaves_a_run_that_stop_finds(make_profi
     while run_pids(port) and time.monotonic() < deadline:
         time.sleep(0.1)
     left = run_pids(port)
-    for pid in left:   # never leave them behind, even when the assertion fails
+    for pid in left:  # never leave them behind, even when the assertion fails
         os.kill(pid, signal.SIGKILL)
     assert not left, f"server processes left after stop ({res.stdout.strip()}); before stop: {before}"
     assert res.returncode == 0, res.stdout + res.stderr

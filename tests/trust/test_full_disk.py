@@ -3,6 +3,7 @@ byte; skipped with the reason where the machine cannot mount one): `stop` signal
 and reports the record error, `supervise` keeps supervising (FATAL with the reason, no
 process left), `threshold` says "applied now, NOT kept across a restart" (exit 1), and a
 launch whose record cannot be written starts no server."""
+
 from __future__ import annotations
 
 import os
@@ -60,7 +61,7 @@ def test_threshold_on_a_full_disk_says_not_kept(make_profile, full_state, full_f
         assert res.returncode == 1, res.stdout + res.stderr
         assert "applied now, NOT kept across a restart" in res.stdout, res.stdout
         assert "No space left" in res.stdout
-        assert "threshold=9 read back" in res.stdout   # it IS applied now
+        assert "threshold=9 read back" in res.stdout  # it IS applied now
         os.unlink(full_fs / "filler")
         assert runs.load_record("ft").runtime == {}, "what the record says: not kept"
         res = cli("stop", "--profile", str(profile))
@@ -74,9 +75,14 @@ def test_supervise_on_a_full_disk_keeps_supervising(make_profile, full_state, fu
     for the new one) or ends FATAL with the reason; it never dies of the OSError."""
     profile = make_profile(name="fs", burst=3, backoff=0.2)
     port = port_of(profile)
-    sup = subprocess.Popen([sys.executable, "-m", "console", "supervise", "--profile", str(profile)],
-                           cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True)
+    sup = subprocess.Popen(
+        [sys.executable, "-m", "console", "supervise", "--profile", str(profile)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(sup.stdout.readline, "")), daemon=True)
     reader.start()
@@ -88,10 +94,13 @@ def test_supervise_on_a_full_disk_keeps_supervising(make_profile, full_state, fu
             rec = runs.load_record("fs")
         assert rec is not None and rec.health == "ready"
         fill(full_fs)
-        os.kill(rec.pid, signal.SIGKILL)     # a crash on the full disk
+        os.kill(rec.pid, signal.SIGKILL)  # a crash on the full disk
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sup.poll() is None and not any(
-                ("ready" in line and "restarts 1" in line) or "fatal" in line for line in list(lines)):
+        while (
+            time.monotonic() < deadline
+            and sup.poll() is None
+            and not any(("ready" in line and "restarts 1" in line) or "fatal" in line for line in list(lines))
+        ):
             time.sleep(0.2)
         out = "".join(lines)
         assert "Traceback" not in out, out[-3000:]
@@ -116,7 +125,7 @@ def test_supervise_on_a_full_disk_keeps_supervising(make_profile, full_state, fu
 
 def test_launch_on_a_full_disk_starts_no_server(make_profile, full_state, full_fs):
     profile = make_profile(name="fl")
-    runs.runs_dir()   # the state dir exists; then nothing more fits
+    runs.runs_dir()  # the state dir exists; then nothing more fits
     fill(full_fs)
     res = cli("launch", "--profile", str(profile))
     time.sleep(0.5)

@@ -1,5 +1,6 @@
 """The operator journal is read tolerantly and never decides whether a change is kept
 (issue 22 item 5), and a "pending" step left by a killed client is not waited for (item 12)."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,13 @@ from server_control.control.settings import Control
 from server_control.state import journal, runs
 from tests.support.trust import cli, port_of, run_pids
 
-BAD_LINES = ['{"time": "yesterday", "user": "x", "host": "h", "pid": 1, "program": "p", "action": "threshold"}',
-             '{"time": 1e999, "pid": "one"}', "not json at all", "[1, 2]",
-             '{"time": 5, "user": 7, "host": "h", "pid": 1, "program": "p", "action": "threshold"}']
+BAD_LINES = [
+    '{"time": "yesterday", "user": "x", "host": "h", "pid": 1, "program": "p", "action": "threshold"}',
+    '{"time": 1e999, "pid": "one"}',
+    "not json at all",
+    "[1, 2]",
+    '{"time": 5, "user": 7, "host": "h", "pid": 1, "program": "p", "action": "threshold"}',
+]
 
 
 def test_bad_journal_lines_are_skipped_counted_and_decide_nothing(make_profile, state_dir, groups):
@@ -49,10 +54,24 @@ def test_a_pending_step_of_a_killed_client_is_not_in_flight(state_dir):
     now = time.time()
     with open(journal.journal_path(state_dir), "a") as f:
         for pid, op in ((dead.pid, "deadop"), (os.getpid(), "liveop")):
-            f.write(json.dumps({"time": now, "user": "u", "host": socket.gethostname(), "pid": pid,
-                                "program": "specconsole threshold", "action": "threshold", "target": url,
-                                "key": "speculative_disable_batch_threshold", "new": 7, "result": "pending",
-                                "op": op}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "time": now,
+                        "user": "u",
+                        "host": socket.gethostname(),
+                        "pid": pid,
+                        "program": "specconsole threshold",
+                        "action": "threshold",
+                        "target": url,
+                        "key": "speculative_disable_batch_threshold",
+                        "new": 7,
+                        "result": "pending",
+                        "op": op,
+                    }
+                )
+                + "\n"
+            )
     ops = guard._others("speculative_disable_batch_threshold", "mine", now - 5)
     assert set(ops) == {"deadop", "liveop"}
     assert not guard._in_flight(ops["deadop"]), "its writer is gone: never finishes"

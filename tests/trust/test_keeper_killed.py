@@ -1,5 +1,6 @@
 """The keeper killed (issue 22 item 4): the server serves on, but its log stops growing and
 its exit code is lost; `status` says so instead of a plain "ready"."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """The smaller items of issue 22 (item 12): logs/ is 0700, bidi controls never reach the
 terminal, a remote answer that is not JSON is "no JSON answer" (real ssh, the test sshd)."""
+
 from __future__ import annotations
 
 import stat
@@ -39,8 +40,9 @@ def test_the_logs_directory_is_private(make_profile, state_dir, groups):
 
 @pytest.mark.ssh
 async def test_a_remote_status_that_is_not_json_says_so(sshd, tmp_path):
-    member = MemberSpec(name="g", kind="ssh", profile_ref="demo", host=sshd.host,
-                        ssh_options=tuple(sshd.ssh_options), command=("echo", "garbage"))
+    member = MemberSpec(
+        name="g", kind="ssh", profile_ref="demo", host=sshd.host, ssh_options=tuple(sshd.ssh_options), command=("echo", "garbage")
+    )
     run = RemoteRun(member, 0, tmp_path / "mirror")
     try:
         await run.refresh()
@@ -62,8 +64,10 @@ async def test_a_gateway_whose_port_is_taken_says_the_members_are_left_running(t
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)
-    spec = parse_fleet({"name": "gwbusy", "gateway": {"port": busy.getsockname()[1]},
-                        "members": {"a": {"profile": str(member)}}}, tmp_path / "f.toml")
+    spec = parse_fleet(
+        {"name": "gwbusy", "gateway": {"port": busy.getsockname()[1]}, "members": {"a": {"profile": str(member)}}},
+        tmp_path / "f.toml",
+    )
     fleet = Fleet(spec, state_dir, supervise=False)
     await fleet.start()
     try:

@@ -1,5 +1,6 @@
 """Two `supervise` started together on a stopped profile (issue 22 item 10): the one that
 loses the launch race adopts the winner's run and watches it (never exit 3)."""
+
 from __future__ import annotations
 
 import os
@@ -23,11 +24,17 @@ def test_two_supervise_at_once_one_supervises_the_other_watches(make_profile, st
 
         def start(go=go, profile=profile, lock=lock, procs=procs) -> None:
             go.wait()
-            p = subprocess.Popen([sys.executable, "-m", "console", "supervise", "--profile", str(profile)],
-                                 cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True)
+            p = subprocess.Popen(
+                [sys.executable, "-m", "console", "supervise", "--profile", str(profile)],
+                cwd=REPO_ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
             with lock:
                 procs.append(p)
+
         threads = [threading.Thread(target=start) for _ in range(2)]
         for t in threads:
             t.start()
@@ -37,7 +44,7 @@ def test_two_supervise_at_once_one_supervises_the_other_watches(make_profile, st
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not run_pids(port_of(profile)):
                 time.sleep(0.2)
-            time.sleep(3)   # both are past their launch or adoption now
+            time.sleep(3)  # both are past their launch or adoption now
             exited = [p.poll() for p in procs]
         finally:
             for p in procs:

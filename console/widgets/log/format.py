@@ -2,6 +2,7 @@
 
 Pure functions over ``Record`` objects (server_control/logs/store.py); no widget state.
 """
+
 from __future__ import annotations
 
 import re
@@ -53,9 +54,11 @@ class Marks:
     current_row: Style
 
 
-COLOR_MARKS = Marks(Style(color="black", bgcolor="yellow", underline=True),
-                    Style(color="bright_white", bgcolor="magenta", bold=True, underline=True),
-                    Style(color="bright_white", bgcolor="blue"))
+COLOR_MARKS = Marks(
+    Style(color="black", bgcolor="yellow", underline=True),
+    Style(color="bright_white", bgcolor="magenta", bold=True, underline=True),
+    Style(color="bright_white", bgcolor="blue"),
+)
 NO_COLOR_MARKS = Marks(Style(underline=True), Style(reverse=True, bold=True), Style(bold=True))
 CUT_STYLE = Style(color="black", bgcolor="grey50", italic=True)
 
@@ -91,9 +94,18 @@ def style_for(rec: Record) -> Style | None:
     return KIND_STYLES.get(rec.kind)
 
 
-def render_row(rec: Record, sub: int, start: int, end: int, *, current: bool = False,
-               pattern: re.Pattern | None = None, base: Style | None = None, label: str | None = None,
-               marks: Marks = COLOR_MARKS) -> Text:
+def render_row(
+    rec: Record,
+    sub: int,
+    start: int,
+    end: int,
+    *,
+    current: bool = False,
+    pattern: re.Pattern | None = None,
+    base: Style | None = None,
+    label: str | None = None,
+    marks: Marks = COLOR_MARKS,
+) -> Text:
     """One row of the view: line ``sub`` of ``rec`` from ``start`` to ``end``, styled by kind,
     search matches highlighted; ``label`` ('TP0-7') replaces the rank tag of a folded record."""
     lines = record_lines(rec)
@@ -132,7 +144,7 @@ def compile_pattern(text: str) -> re.Pattern:
 class LineFilter:
     """What the log view shows: a regex (optionally inverted) plus quick filters."""
 
-    text: str = ""                      # the regex, without the leading ! of an inverted one
+    text: str = ""  # the regex, without the leading ! of an inverted one
     pattern: re.Pattern | None = None
     invert: bool = False
     errors_only: bool = False

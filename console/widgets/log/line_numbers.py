@@ -9,6 +9,7 @@ Textual's ``copy_to_clipboard`` (OSC 52: works over ssh and in tmux with set-cli
 or, with no current line, the lines on the screen. Where the log holds one number twice
 (a restart began a new file), the newest run's line is the one meant.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 MIN_DIGITS = 5
 NUMBER_STYLE = Style(dim=True)
-MARKER = "\u25b6"   # the current line's marker in the gutter (readable without colour)
+MARKER = "\u25b6"  # the current line's marker in the gutter (readable without colour)
 
 
 def line_number(rec: Record, sub: int) -> int | None:
@@ -78,8 +79,11 @@ def find_line(rows: Rows, store: LogStore, number: int) -> GoTo:
     held = [r for r in store.records() if r.line and r.line <= number < r.line + len(record_lines(r))]
     if not held:
         oldest = next((r.line for r in store.records() if r.line), None)
-        why = (f"log line {number} is not in memory (the oldest kept is line {oldest})"
-               if oldest is not None and number < oldest else f"the log has no line {number} yet")
+        why = (
+            f"log line {number} is not in memory (the oldest kept is line {oldest})"
+            if oldest is not None and number < oldest
+            else f"the log has no line {number} yet"
+        )
     else:
         why = f"log line {number} is hidden (the filter, polls kept back, or folded TP copies; esc, a, t)"
     if best_row is None:

@@ -10,6 +10,7 @@ only. Polling access lines are kept back unless ``show_polls``, the copies of on
 that every TP rank logs are folded into one row unless ``fold`` is off: both counted on
 the status line (console/widgets/log/select.py). Matches of the search are highlighted.
 """
+
 from __future__ import annotations
 
 import time
@@ -30,28 +31,26 @@ from console.widgets.log.search import LogSearch
 from console.widgets.log.select import Selection
 from server_control.logs.store import LogStore
 
-FLUSH_S = 0.05          # a burst of lines is one flush
-REDRAW_S = 1.0          # new rows reach the view at most once a second: following, each scroll
-                        # repaints every row shown; paused, the scroll bar and the counter move
-                        # (over ssh that is the console's traffic: 2/s was 12 KB/s busy)
-
+FLUSH_S = 0.05  # a burst of lines is one flush
+REDRAW_S = 1.0  # new rows reach the view at most once a second: following, each scroll
+# repaints every row shown; paused, the scroll bar and the counter move
+# (over ssh that is the console's traffic: 2/s was 12 KB/s busy)
 
 
 class LogLines(ScrollView):
     """Rows are integer arrays (``log_rows.Rows``); text comes from the store
     (``store.get(seq)``) only for the rows on screen."""
 
-
     follow: var[bool] = var(True, init=False)
     wrap: var[bool] = var(False, init=False)
     show_polls: var[bool] = var(False, init=False)
     fold: var[bool] = var(True, init=False)
-    numbers: var[bool] = var(False, init=False)   # `#`: file line numbers (console/widgets/log/line_numbers.py)
+    numbers: var[bool] = var(False, init=False)  # `#`: file line numbers (console/widgets/log/line_numbers.py)
 
     def __init__(self, store: LogStore | None = None, *, save_name: str = "log", id: str | None = None) -> None:
         super().__init__(id=id)
         self.store = store
-        self.save_name = save_name        # ctrl+s offers ~/specconsole-<name>-<time>.log
+        self.save_name = save_name  # ctrl+s offers ~/specconsole-<name>-<time>.log
         self.new_while_paused = 0
         self.filter = LineFilter()
         self.selection = Selection(self.filter)
@@ -60,12 +59,12 @@ class LogLines(ScrollView):
         self.rows = Rows()
         self._last_seq = 0
         self._wrap_width = 0
-        self._gen = 0                     # bumps when highlighting changes
+        self._gen = 0  # bumps when highlighting changes
         self._flush_pending = False
-        self._last_rows = 0.0             # monotonic time of the last flush that added rows
+        self._last_rows = 0.0  # monotonic time of the last flush that added rows
         self._status: LogViewStatus | None = None
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
-        self.mark: int | None = None      # the current line's key (`:` go-to-line marks it)
+        self.mark: int | None = None  # the current line's key (`:` go-to-line marks it)
 
     @property
     def row_count(self) -> int:
@@ -121,8 +120,7 @@ class LogLines(ScrollView):
         return added
 
     def _add_rows(self, records) -> None:
-        hits = self.rows.add(self.selection.take(records), None, self._wrap_width if self.wrap else 0,
-                             self.search.pattern)
+        hits = self.rows.add(self.selection.take(records), None, self._wrap_width if self.wrap else 0, self.search.pattern)
         self.search.hits.extend(hits)
 
     def known_records(self) -> list:
@@ -238,9 +236,17 @@ class LogLines(ScrollView):
             rec = self.store.get(seq)
             if rec is None:
                 return Strip.blank(width, rich_style)
-            text = render_row(rec, sub, start, rows.end[idx], current=current, pattern=self.search.pattern,
-                              base=rich_style, label=self.selection.label(seq) if sub == 0 else None,
-                              marks=NO_COLOR_MARKS if self.app.no_color else COLOR_MARKS)
+            text = render_row(
+                rec,
+                sub,
+                start,
+                rows.end[idx],
+                current=current,
+                pattern=self.search.pattern,
+                base=rich_style,
+                label=self.selection.label(seq) if sub == 0 else None,
+                marks=NO_COLOR_MARKS if self.app.no_color else COLOR_MARKS,
+            )
             if numbers:
                 left = gutter(rec, sub, start, numbers, current)
                 left.stylize(rich_style)
@@ -254,15 +260,25 @@ class LogLines(ScrollView):
         store = self.store
         sel = self.selection
         return LogViewStatus(
-            follow=self.follow, new=self.new_while_paused, shown=sel.shown,
-            total=store.total if store is not None else 0, dropped=store.dropped if store is not None else 0,
-            truncated=store.truncated if store is not None else 0, filter=self.filter.describe(),
-            search=self.search.text, hits=len(self.search.hits), wrap=self.wrap,
-            position=self.search.position(), polls_hidden=sel.polls_hidden, show_polls=self.show_polls,
-            folded=sel.folded, fold=self.fold)
+            follow=self.follow,
+            new=self.new_while_paused,
+            shown=sel.shown,
+            total=store.total if store is not None else 0,
+            dropped=store.dropped if store is not None else 0,
+            truncated=store.truncated if store is not None else 0,
+            filter=self.filter.describe(),
+            search=self.search.text,
+            hits=len(self.search.hits),
+            wrap=self.wrap,
+            position=self.search.position(),
+            polls_hidden=sel.polls_hidden,
+            show_polls=self.show_polls,
+            folded=sel.folded,
+            fold=self.fold,
+        )
 
     def _post_status(self) -> None:
         status = self.status()
-        if status != self._status:   # the status line redraws only when what it says changed
+        if status != self._status:  # the status line redraws only when what it says changed
             self._status = status
             self.post_message(LogViewChanged(status))

@@ -1,5 +1,6 @@
 """The log view with its one-line status: follow state, new lines, filter, search, counters
 (a change repaints only the cells that differ: a count going up sends its digits)."""
+
 from __future__ import annotations
 
 from rich.text import Text

@@ -4,6 +4,7 @@ how they check the answer (the error shows under the input), and what they do wi
 `ctrl+s` offers a full path in the home directory, named after the profile and the time
 (never a bare name that lands wherever the console was started), and asks before it
 overwrites a file."""
+
 from __future__ import annotations
 
 import time
@@ -22,29 +23,32 @@ if TYPE_CHECKING:
 
 def filter_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], None]]:
     def checked(s: str) -> str:
-        LineFilter.parse(s)   # raises ValueError: the prompt shows why and stays
+        LineFilter.parse(s)  # raises ValueError: the prompt shows why and stays
         return s
 
     def done(s: str | None) -> None:
         if s is not None:
             view.set_filter_text(s)
-    return PromptScreen("Filter: regex (leading ! inverts, empty clears)", checked,
-                        view.filter.prompt_text), done
+
+    return PromptScreen("Filter: regex (leading ! inverts, empty clears)", checked, view.filter.prompt_text), done
 
 
 def search_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], None]]:
     def done(s: str | None) -> None:
         if s is not None and not view.search_for(s) and s:
             view.notify(f"no line matches /{s}/", severity="warning")
+
     def checked(s: str) -> str:
         if s:
-            compile_pattern(s)   # raises ValueError: the prompt shows why and stays
+            compile_pattern(s)  # raises ValueError: the prompt shows why and stays
         return s
+
     return PromptScreen("Search: regex (n next, N previous, esc clears)", checked, view.search_text), done
 
 
 def goto_prompt(view: LogView) -> tuple[PromptScreen, Callable[[int | None], None]]:
     """`:` a file line number (what verification cites: "log line 118"): marks it, scrolls to it."""
+
     def checked(text: str) -> int:
         text = text.strip().removeprefix("log line").strip().rstrip(":")
         if not text.isdigit() or int(text) < 1:
@@ -60,8 +64,10 @@ def goto_prompt(view: LogView) -> tuple[PromptScreen, Callable[[int | None], Non
             view.show_row(where.row, where.key)
         if where.why:
             view.notify(where.why, severity="warning", timeout=6)
-    return PromptScreen("Go to log line (the file's line number)", checked, "",
-                        hint="enter goes, escape cancels; y then copies the line"), done
+
+    return PromptScreen(
+        "Go to log line (the file's line number)", checked, "", hint="enter goes, escape cancels; y then copies the line"
+    ), done
 
 
 def default_save_path(name: str) -> Path:
@@ -98,11 +104,21 @@ def save_prompt(view: LogView) -> tuple[PromptScreen, Callable[[Path | None], No
         if path is None:
             return
         if path.exists():
+
             def overwrite(yes: object) -> None:
                 if yes:
                     write(path)
+
             view.app.push_screen(confirm(f"{path} exists. Overwrite it?"), overwrite)
         else:
             write(path)
-    return (PromptScreen("Save the lines shown (after filters) to file", checked,
-                         str(default_save_path(view.save_name)), hint="enter saves, escape cancels"), done)
+
+    return (
+        PromptScreen(
+            "Save the lines shown (after filters) to file",
+            checked,
+            str(default_save_path(view.save_name)),
+            hint="enter saves, escape cancels",
+        ),
+        done,
+    )

@@ -7,6 +7,7 @@ message is the same, its time stamp at most one second later (ranks straddle a s
 boundary) and its rank not yet among the folded ones. Pure:
 the log view keeps a ``RankFolder`` per build of its rows.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,7 +46,7 @@ def relabel(line: str, rank: str, label: str) -> str:
     at = line.find(tag + "]")
     if at < 0:
         at = line.find(tag)
-    return line if at < 0 else line[:at] + label + line[at + len(tag):]
+    return line if at < 0 else line[:at] + label + line[at + len(tag) :]
 
 
 class RankFolder:
@@ -55,14 +56,14 @@ class RankFolder:
 
     def __init__(self) -> None:
         self.ranks: dict[int, list[int]] = {}
-        self.folded = 0                     # records folded away
-        self._recent: dict[tuple, tuple[int, int, int]] = {}   # event -> (seq, TP rank, second) of its first row
-        self._stamp: tuple[str, int] = ("", 0)                  # the last time stamp seen, in seconds
+        self.folded = 0  # records folded away
+        self._recent: dict[tuple, tuple[int, int, int]] = {}  # event -> (seq, TP rank, second) of its first row
+        self._stamp: tuple[str, int] = ("", 0)  # the last time stamp seen, in seconds
 
     def fold(self, rec) -> int | None:
         kind = getattr(rec, "kind", None)
         if kind in ("decode", "prefill", "http", "console"):
-            return None                      # TP0-only lines (stats differ anyway), or ours
+            return None  # TP0-only lines (stats differ anyway), or ours
         where = split_rank(getattr(rec, "rank", None))
         ts = getattr(rec, "ts", None)
         if where is None or not ts:

@@ -1,6 +1,7 @@
 """The log view's rows, kept as arrays of ints rather than objects: 100k rows cost ~3 MB
 and nothing for the garbage collector to walk. A row is (record seq, line index within the
 record, start column, end column); text is read back from the store only for rows shown."""
+
 from __future__ import annotations
 
 import re
@@ -39,8 +40,9 @@ class Rows:
                 del arr[:cut]
         return cut
 
-    def add(self, records: Iterable[Record], accepts: Callable[[Record], bool] | None, wrap_width: int,
-            pattern: re.Pattern | None) -> list[int]:
+    def add(
+        self, records: Iterable[Record], accepts: Callable[[Record], bool] | None, wrap_width: int, pattern: re.Pattern | None
+    ) -> list[int]:
         """Append the rows of ``records`` (those ``accepts`` takes; wrapped at ``wrap_width``
         when > 0); returns the keys of the lines ``pattern`` matches."""
         seqs, subs, starts, ends, hits = [], [], [], [], []
@@ -53,8 +55,11 @@ class Rows:
                 n = len(line)
                 if pattern is not None and pattern.search(line):
                     hits.append(seq << SUB_BITS | i)
-                cuts = [(0, n)] if wrap_width <= 0 or n <= wrap_width else \
-                    [(s, min(n, s + wrap_width)) for s in range(0, n, wrap_width)]
+                cuts = (
+                    [(0, n)]
+                    if wrap_width <= 0 or n <= wrap_width
+                    else [(s, min(n, s + wrap_width)) for s in range(0, n, wrap_width)]
+                )
                 if len(cuts) == 1:
                     widest = max(widest, n)
                 for start, end in cuts:

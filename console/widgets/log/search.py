@@ -1,5 +1,6 @@
 """Search in the log view (ctrl+f, n, N): which lines match and which match is current.
 Separate from the filter, which hides lines; the view scrolls to the current match."""
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ class LogSearch:
     def __init__(self) -> None:
         self.pattern: re.Pattern | None = None
         self.text = ""
-        self.hits = array("q")           # sorted keys of the matching lines
+        self.hits = array("q")  # sorted keys of the matching lines
         self.current: int | None = None  # key of the current match
 
     def set(self, text: str) -> None:
@@ -29,7 +30,7 @@ class LogSearch:
         self.set("")
 
     def prune(self, first_seq: int) -> None:
-        del self.hits[:bisect_left(self.hits, first_seq << SUB_BITS)]
+        del self.hits[: bisect_left(self.hits, first_seq << SUB_BITS)]
 
     def jump(self, from_key: int, forward: bool = True) -> int | None:
         """Make current the next match at or after ``from_key`` (forward) or the last

@@ -3,6 +3,7 @@ the filter (`/` and the quick filters), polling access lines (hidden unless `a`:
 client's successful reads of the endpoints monitors poll, server_control/logs/access.py),
 and the copies of one event that every TP rank logs (folded into one row `TP0-7` unless
 `t`, console/widgets/log/rank_fold.py)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -18,8 +19,8 @@ class Selection:
         self.filter = flt
         self.show_polls = show_polls
         self.folder = RankFolder() if fold else None
-        self.shown = 0          # records shown
-        self.polls_hidden = 0   # polling access lines kept back
+        self.shown = 0  # records shown
+        self.polls_hidden = 0  # polling access lines kept back
 
     @property
     def folded(self) -> int:

@@ -7,6 +7,7 @@ move like less and k9s (j k g G space b ctrl+d ctrl+u), without animation (an an
 racing the follow logic would fight it, and over SSH every frame costs); `f` / `end`
 resume following; esc clears; a key that filters says so on the status line.
 """
+
 from __future__ import annotations
 
 from textual.actions import SkipAction
@@ -50,7 +51,7 @@ class LogView(LogLines, can_focus=True):
             self._post_status()
             return False
         self._rebuild()
-        if self.follow and self.rows:   # at the end: the nearest match is the last one above it
+        if self.follow and self.rows:  # at the end: the nearest match is the last one above it
             return self._show_match(self.search.jump(self.rows.key(len(self.rows) - 1) + 1, forward=False))
         top = int(self.scroll_y)
         return self._show_match(self.search.jump(self.rows.key(top) if top < len(self.rows) else 0))
@@ -109,8 +110,7 @@ class LogView(LogLines, can_focus=True):
     def action_half_page(self, direction: int) -> None:
         """ctrl+d / ctrl+u: half a screen down / up (less, vi)."""
         step = max(1, (self.scrollable_content_region.height or 2) // 2)
-        self.scroll_to(y=max(0, min(self.max_scroll_y, self.scroll_y + direction * step)), animate=False,
-                       immediate=True)
+        self.scroll_to(y=max(0, min(self.max_scroll_y, self.scroll_y + direction * step)), animate=False, immediate=True)
 
     # ---- filter and quick filters --------------------------------------------------
     def set_filter_text(self, text: str) -> None:
@@ -126,8 +126,10 @@ class LogView(LogLines, can_focus=True):
         pos = choices.index(self.filter.rank) if self.filter.rank in choices else 0
         self.filter.rank = choices[(pos + 1) % len(choices)]
         self._rebuild()
-        self.notify(f"rank filter: {self.filter.rank} only (R: next rank, esc clears)" if self.filter.rank
-                    else "rank filter off", timeout=3)
+        self.notify(
+            f"rank filter: {self.filter.rank} only (R: next rank, esc clears)" if self.filter.rank else "rank filter off",
+            timeout=3,
+        )
 
     def clear_all(self) -> None:
         self.filter = LineFilter()

@@ -11,6 +11,7 @@ Put ``gpu_bundle/site`` (and the repo root) on ``sys.path``. What it exposes:
     a loud failure, never a silent wrong answer.
 ``CALLED_STUBS`` records the stubs called in this process (tests and reports read it).
 """
+
 from __future__ import annotations
 
 import importlib.abc
@@ -67,9 +68,11 @@ class _Stub:
 
     def __call__(self, *args, **kwargs):
         CALLED_STUBS.append(self.__qualname)
-        raise NotImplementedError(f"{self.__qualname} is not implemented by the gpu_bundle "
-                                  "stand-in sgl_kernel (gpu-check's configuration was not "
-                                  "expected to call it)")
+        raise NotImplementedError(
+            f"{self.__qualname} is not implemented by the gpu_bundle "
+            "stand-in sgl_kernel (gpu-check's configuration was not "
+            "expected to call it)"
+        )
 
     def __repr__(self) -> str:
         return f"<gpu_bundle stub {self.__qualname}>"
@@ -82,6 +85,7 @@ def _stub(qualname: str) -> _Stub:
 def _cpu_op(name: str):
     def call(*args, **kwargs):
         return getattr(torch.ops.sgl_kernel, name)(*args, **kwargs)
+
     call.__name__ = name
     return call
 

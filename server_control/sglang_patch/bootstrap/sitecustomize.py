@@ -22,6 +22,7 @@ The same file is run by the ``.pth`` that ``specconsole patch install`` writes i
 SGLang environment's site-packages (``install.py``); then step 2 is skipped (``site``
 imports the real sitecustomize itself afterwards).
 """
+
 import importlib
 import importlib.machinery
 import importlib.util
@@ -43,9 +44,9 @@ def _register_package() -> None:
     if "server_control" in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(
-        "server_control", os.path.join(_PACKAGE, "__init__.py"),
-        submodule_search_locations=[_PACKAGE])
-    assert spec is not None and spec.loader is not None   # a file location always has both
+        "server_control", os.path.join(_PACKAGE, "__init__.py"), submodule_search_locations=[_PACKAGE]
+    )
+    assert spec is not None and spec.loader is not None  # a file location always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules["server_control"] = module
     try:
@@ -76,8 +77,7 @@ def _preload(names: list[str]) -> None:
             try:
                 importlib.import_module(name)
             except Exception as exc:  # noqa: BLE001
-                sys.stderr.write(f"specconsole bootstrap: SPECCONSOLE_SGLANG_PRELOAD module "
-                                 f"{name!r} failed to import: {exc!r}\n")
+                sys.stderr.write(f"specconsole bootstrap: SPECCONSOLE_SGLANG_PRELOAD module {name!r} failed to import: {exc!r}\n")
     finally:
         if added and _ROOT in sys.path:
             sys.path.remove(_ROOT)
@@ -90,10 +90,10 @@ def _main() -> None:
     try:
         _register_package()
         from server_control.sglang_patch import hook
+
         hook.install()
     except Exception as exc:  # noqa: BLE001
-        sys.stderr.write("Dynamic speculation disable NOT active: "
-                         f"the specconsole import hook could not be installed: {exc!r}\n")
+        sys.stderr.write(f"Dynamic speculation disable NOT active: the specconsole import hook could not be installed: {exc!r}\n")
     try:
         if not globals().get("_SPECCONSOLE_FROM_PTH"):  # from a .pth: site imports it next
             _chain_previous()
@@ -102,8 +102,10 @@ def _main() -> None:
     if os.environ.pop("SPECCONSOLE_SERVE_MAIN", None) == "1":
         try:
             from server_control.sglang_patch import hook
+
             hook.mark_serve_main()
             from server_control.protocol.keys import take_key_flags
+
             sys.argv[:] = take_key_flags(sys.argv)
         except Exception as exc:  # noqa: BLE001
             sys.stderr.write(f"specconsole bootstrap: could not pass the API keys: {exc!r}\n")

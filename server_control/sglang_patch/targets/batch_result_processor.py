@@ -5,6 +5,7 @@ which step a verify result came from (``worker.settling``).
 per-request counts only; the wrapper exposes the result it is settling so the worker can
 tell which step (forced or not, how many draft tokens) the counts belong to. Full mode only.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,5 +1,6 @@
 """``sglang.srt.utils.common``: wrap ``configure_logger`` so a pending ``NOT active`` line
 is written with SGLang's format and rank prefix (logging only: in every gate mode)."""
+
 from __future__ import annotations
 
 from typing import Any

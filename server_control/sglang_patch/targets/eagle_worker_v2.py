@@ -4,6 +4,7 @@ does is in worker.py's docstring), count ``EAGLEDraftExtendCudaGraphRunner`` rep
 (target_only_sampling.py, which wraps ``eagle_worker_common.eagle_sample``, imported by
 this module) and skip draft-extend's lm_head while target-only (lazy_draft_head.py).
 Full mode only."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,8 +31,7 @@ def after(module: Any) -> None:
         try:
             lazy_draft_head.patch(module, _step_forced)
         except Exception as exc:  # noqa: BLE001 - an optimisation: never stop the worker
-            lazy_draft_head.logger.warning(lazy_draft_head.OFF_LINE.format(
-                why=f"patching failed: {exc!r}"))
+            lazy_draft_head.logger.warning(lazy_draft_head.OFF_LINE.format(why=f"patching failed: {exc!r}"))
     target_only_sampling.patch()
 
 
@@ -60,6 +60,7 @@ def _patch_worker(cls: Any, module: Any) -> None:
 
     def init_cuda_graphs(self: Any) -> None:
         from server_control.sglang_patch import startup
+
         free_before = startup.free_gib(self) if "_dynspec" in self.__dict__ else None
         orig_graphs(self)
         if self.__dict__.get("_dynspec") is not None:
@@ -81,15 +82,21 @@ def _patch_worker(cls: Any, module: Any) -> None:
             dyn.step_forced = None
         return out
 
-    def on_verify_complete_cpu(self: Any, num_correct_drafts_per_req: Any, batch_size: int=0) -> Any:
+    def on_verify_complete_cpu(self: Any, num_correct_drafts_per_req: Any, batch_size: int = 0) -> Any:
         return worker.on_verified(self, num_correct_drafts_per_req, batch_size, orig_verified)
 
     def apply_runtime_state(self: Any, state: Any) -> None:
         orig_apply(self, state)
         overrides.compact()
 
-    wrap_methods(cls, ((__init__, orig_init), (init_cuda_graphs, orig_graphs),
-                       (activate_step_by_batch, orig_activate),
-                       (forward_batch_generation, orig_forward),
-                       (on_verify_complete_cpu, orig_verified),
-                       (apply_runtime_state, orig_apply)))
+    wrap_methods(
+        cls,
+        (
+            (__init__, orig_init),
+            (init_cuda_graphs, orig_graphs),
+            (activate_step_by_batch, orig_activate),
+            (forward_batch_generation, orig_forward),
+            (on_verify_complete_cpu, orig_verified),
+            (apply_runtime_state, orig_apply),
+        ),
+    )

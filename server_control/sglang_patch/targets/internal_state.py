@@ -21,6 +21,7 @@
 Report mode (``off_reason``: the version/anchor gate failed, hook.py): only the reason is
 published and the four keys are refused with it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,8 +48,10 @@ def _why_absent(scheduler: Any) -> str:
     name = getattr(algo, "name", algo)
     if worker is None:
         return f"speculative algorithm {name}: this rank holds no draft worker"
-    return (f"speculative algorithm {name} runs {type(worker).__name__}, not EAGLEWorkerV2 "
-            "(only EAGLE/EAGLE3 have the steps=0 target-only path)")
+    return (
+        f"speculative algorithm {name} runs {type(worker).__name__}, not EAGLEWorkerV2 "
+        "(only EAGLE/EAGLE3 have the steps=0 target-only path)"
+    )
 
 
 def force_value(value: Any) -> str:
@@ -62,7 +65,8 @@ def force_value(value: Any) -> str:
         raise ValueError(
             f"{decision.FORCE_KEY} must be one of "
             + ", ".join(f"{i} ({name})" for i, name in enumerate(decision.FORCE_CHOICES))
-            + f", got {value}")
+            + f", got {value}"
+        )
     return decision.validate_force(value)
 
 
@@ -75,6 +79,7 @@ def _check(key: str, value: Any) -> Any:
 def _leaf_known(key: str) -> bool:
     try:
         from sglang.srt.runtime_context import get_context
+
         return key in type(get_context().server_args).__struct_fields__
     except Exception:  # noqa: BLE001 - unpublished context
         return False
@@ -83,10 +88,14 @@ def _leaf_known(key: str) -> bool:
 def _publish(state: dict[str, Any], dyn: Any, reason: str | None, live: list[Any] | None) -> None:
     if dyn is not None and dyn.switch is not None:
         sw = dyn.switch
-        state.update({decision.THRESHOLD_KEY: sw.threshold,
-                      decision.HYSTERESIS_KEY: sw.hysteresis,
-                      decision.DWELL_KEY: sw.min_dwell_steps,
-                      decision.FORCE_KEY: sw.force})
+        state.update(
+            {
+                decision.THRESHOLD_KEY: sw.threshold,
+                decision.HYSTERESIS_KEY: sw.hysteresis,
+                decision.DWELL_KEY: sw.min_dwell_steps,
+                decision.FORCE_KEY: sw.force,
+            }
+        )
         state[decision.STATE_KEY] = snap = dyn.snapshot()
         if live is not None:
             snap["ranks"] = live
@@ -106,8 +115,7 @@ def _check_ranks(dyn: Any, output: Any, failure: BaseException | None = None) ->
     if problem is None:
         return output
     if dyn.active:
-        dyn.deactivate(f"TP ranks disagree after /set_internal_state: {problem}; "
-                       "the switch is off on every rank")
+        dyn.deactivate(f"TP ranks disagree after /set_internal_state: {problem}; the switch is off on every rank")
     return type(output)(updated=False)
 
 
@@ -146,8 +154,9 @@ class _Patch:
     def validate(self, controller: Any, key: Any, value: Any) -> None:
         reason = self.why_off(controller)
         if reason is not None:
-            raise self.rejected(f"Dynamic speculation: refused {key}={value}: "
-                                f"dynamic speculation disable is not active on this rank ({reason})")
+            raise self.rejected(
+                f"Dynamic speculation: refused {key}={value}: dynamic speculation disable is not active on this rank ({reason})"
+            )
         try:
             _check(key, value)
         except ValueError as exc:
@@ -161,6 +170,7 @@ def _apply(controller: Any, key: Any, value: Any) -> Any:
     logger.info(message)
     if key == decision.THRESHOLD_KEY:
         from server_control.sglang_patch import startup
+
         startup.warn_limits(dyn)
     return {key: new} if _leaf_known(key) else None
 
@@ -172,11 +182,11 @@ def _set_on(switch: Any, key: Any, value: Any) -> tuple[str, Any]:
         return switch.set_force(force_value(value)), switch.force
     if key == decision.HYSTERESIS_KEY:
         old, switch.hysteresis = switch.hysteresis, decision.validate_hysteresis(value)
-        return (f"Dynamic speculation: hysteresis changed {old} -> {switch.hysteresis} "
-                f"(resume_at<={switch.low_mark})"), switch.hysteresis
+        return (
+            f"Dynamic speculation: hysteresis changed {old} -> {switch.hysteresis} (resume_at<={switch.low_mark})"
+        ), switch.hysteresis
     old, switch.min_dwell_steps = switch.min_dwell_steps, decision.validate_dwell(value)
-    return (f"Dynamic speculation: min_dwell_steps changed {old} -> {switch.min_dwell_steps}",
-            switch.min_dwell_steps)
+    return (f"Dynamic speculation: min_dwell_steps changed {old} -> {switch.min_dwell_steps}", switch.min_dwell_steps)
 
 
 def _set(p: _Patch, controller: Any, recv_req: Any) -> Any:
@@ -215,8 +225,7 @@ def _get(p: _Patch, controller: Any, recv_req: Any) -> Any:
             if live is not None:  # requests since the rows were gathered (0: this one)
                 state[decision.STATE_KEY]["ranks_age"] = _cache(controller).age
         except Exception as exc:  # noqa: BLE001 - SGLang's answer still goes out
-            state[decision.STATE_KEY] = {"enabled": False, "active": False,
-                                         "reason": f"cannot publish: {exc!r}"}
+            state[decision.STATE_KEY] = {"enabled": False, "active": False, "reason": f"cannot publish: {exc!r}"}
     return output
 
 
@@ -235,8 +244,8 @@ def patch(module: Any, off_reason: str | None = None) -> None:
         handlers = p.handlers(self)
         for key in NEW_FIELDS:
             handlers[key] = p.handler_cls(
-                lambda k, v, _self=self: p.validate(_self, k, v),
-                lambda k, v, _self=self: _apply(_self, k, v))
+                lambda k, v, _self=self: p.validate(_self, k, v), lambda k, v, _self=self: _apply(_self, k, v)
+            )
         return handlers
 
     def set_internal_state(self: Any, recv_req: Any) -> Any:
@@ -245,14 +254,16 @@ def patch(module: Any, off_reason: str | None = None) -> None:
     def get_internal_state(self: Any, recv_req: Any) -> Any:
         return _get(p, self, recv_req)
 
-    wrap_methods(cls, ((__init__, p.init), (_update_handlers, p.handlers),
-                       (get_internal_state, p.get), (set_internal_state, p.set)))
+    wrap_methods(
+        cls, ((__init__, p.init), (_update_handlers, p.handlers), (get_internal_state, p.get), (set_internal_state, p.set))
+    )
 
 
 def after(module: Any) -> None:
     """``sglang.srt.managers.scheduler_components.internal_state`` imported: patch the
     controller (full mode), or only publish the gate's reason (report mode)."""
     from server_control.sglang_patch import hook
+
     current = hook.mode()
     if current != hook.OFF:
         patch(module, off_reason=None if current == hook.FULL else hook.gate_reason())

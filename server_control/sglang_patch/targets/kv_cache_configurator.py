@@ -2,6 +2,7 @@
 the target's KV budget before the pool is sized (reserve.py). Full mode only, EAGLE /
 EAGLE3 servers only (the switch can be turned on at runtime, so the reserve does not
 depend on the threshold), the target's configurator only, once per process."""
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,9 @@ def after(module: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - the pool is sized as SGLang would
             gate.not_active(f"cannot reserve the target-only state's memory: {exc}")
             return available
-        logger.info(f"Dynamic speculation: {gib:.3f} GiB taken out of the KV cache budget for "
-                    f"the target-only (steps=0) state ({source})")
+        logger.info(
+            f"Dynamic speculation: {gib:.3f} GiB taken out of the KV cache budget for the target-only (steps=0) state ({source})"
+        )
         return reserve.take(available, gib)
 
     wrap_methods(cls, ((_profile_available_bytes, orig),))
@@ -51,6 +53,7 @@ def _estimate(configurator: Any) -> float:
         check_cuda_graph_backend,
     )
     from sglang.srt.runtime_context import get_exec, get_schedule
+
     config = get_exec().graph.cuda_graph_config
     graphs = config is not None and not check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
     bs: Any = config.decode.max_bs if graphs else None
@@ -61,5 +64,6 @@ def _estimate(configurator: Any) -> float:
     text = mc.hf_text_config
     hidden = getattr(mc, "hidden_size", None) or getattr(text, "hidden_size", 0)
     vocab = getattr(mc, "vocab_size", None) or getattr(text, "vocab_size", 0)
-    return reserve.estimate_gib(bs, int(mc.context_len), int(configurator.page_size or 1),
-                                int(vocab or 0), int(hidden or 0), graphs)
+    return reserve.estimate_gib(
+        bs, int(mc.context_len), int(configurator.page_size or 1), int(vocab or 0), int(hidden or 0), graphs
+    )

@@ -1,6 +1,7 @@
 """``sglang.srt.observability.metrics_collector``: the patch's metrics (metrics.py) are
 created in ``SchedulerMetricsCollector.__init__`` with SGLang's labels and published from
 its ``log_stats``. Full mode only."""
+
 from __future__ import annotations
 
 from typing import Any

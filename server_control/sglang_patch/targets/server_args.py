@@ -7,6 +7,7 @@ ServerArgs: unpickling imports the class by reference first. After it executed: 
 fields are there; where they are not (or the gate said ``off``), the process ``serve``
 started takes the four flags off ``sys.argv`` so SGLang's parser still starts the server.
 """
+
 from __future__ import annotations
 
 import sys

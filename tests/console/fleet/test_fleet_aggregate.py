@@ -2,6 +2,7 @@
 server's), the aggregate line (total tok/s of live members, members per mode, who is down,
 the gateway's workers), a tok/s trend per row, the sorted column's arrow, and a header that
 fits at 120 and 80 columns. Pilot over fixed rows."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,14 @@ from tests.console.screen_text import screen_text
 
 
 def _row(name, **kw):
-    return MemberRow(name=name, kind="local", host=kw.pop("host", "local"), state=kw.pop("state", "ready"),
-                     reachable=kw.pop("reachable", True), **kw)
+    return MemberRow(
+        name=name,
+        kind="local",
+        host=kw.pop("host", "local"),
+        state=kw.pop("state", "ready"),
+        reachable=kw.pop("reachable", True),
+        **kw,
+    )
 
 
 class _Rows:
@@ -36,18 +43,27 @@ class _Rows:
 
 
 def _host(fleet):
-    class Host(App):   # as FleetApp (ConsoleApp): the single server's actions are its ServerScreen's
+    class Host(App):  # as FleetApp (ConsoleApp): the single server's actions are its ServerScreen's
         def on_mount(self):
             self.push_screen(FleetScreen(fleet))
+
     return Host()
 
 
-ROWS = [_row("a", tok_s=100.0, mode="speculative", threshold=4, batch=3),
-        _row("b", tok_s=54.5, mode="target_only", threshold=4, batch=9),
-        _row("c", state="crashed", tok_s=999.0, mode="speculative", reachable=False)]
-GATEWAY = GatewayStatus(url="http://127.0.0.1:30000", state="ready", reachable=True,
-                        workers=(GatewayWorker("http://127.0.0.1:1", "a", True, "ready", 0),
-                                 GatewayWorker("http://127.0.0.1:2", "b", True, "ready", 1)))
+ROWS = [
+    _row("a", tok_s=100.0, mode="speculative", threshold=4, batch=3),
+    _row("b", tok_s=54.5, mode="target_only", threshold=4, batch=9),
+    _row("c", state="crashed", tok_s=999.0, mode="speculative", reachable=False),
+]
+GATEWAY = GatewayStatus(
+    url="http://127.0.0.1:30000",
+    state="ready",
+    reachable=True,
+    workers=(
+        GatewayWorker("http://127.0.0.1:1", "a", True, "ready", 0),
+        GatewayWorker("http://127.0.0.1:2", "b", True, "ready", 1),
+    ),
+)
 
 
 async def test_palette_lists_the_fleet_actions():
@@ -93,8 +109,12 @@ async def test_aggregate_trend_and_header(size):
 
 
 async def test_a_member_down_is_down_in_the_gateway_line_whatever_smg_says():
-    gateway = GatewayStatus(url="http://127.0.0.1:30000", state="ready", reachable=True,
-                            workers=(*GATEWAY.workers, GatewayWorker("http://127.0.0.1:3", "c", True, "ready", 0)))
+    gateway = GatewayStatus(
+        url="http://127.0.0.1:30000",
+        state="ready",
+        reachable=True,
+        workers=(*GATEWAY.workers, GatewayWorker("http://127.0.0.1:3", "c", True, "ready", 0)),
+    )
     app = _host(_Rows(ROWS, gateway))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -107,8 +127,9 @@ async def test_l_shows_the_gateways_own_log_followed(tmp_path):
 
     log = tmp_path / "smg.log"
     log.write_text("2026-12-01T10:00:00Z INFO smg: starting router\n2026-12-01T10:00:01Z WARN worker added\n")
-    gateway = GatewayStatus(url="http://127.0.0.1:30000", state="ready", reachable=True, workers=GATEWAY.workers,
-                            log_path=str(log))
+    gateway = GatewayStatus(
+        url="http://127.0.0.1:30000", state="ready", reachable=True, workers=GATEWAY.workers, log_path=str(log)
+    )
     app = _host(_Rows(ROWS, gateway))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

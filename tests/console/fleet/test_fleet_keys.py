@@ -1,5 +1,6 @@
 """Fleet screen basics (issue 23 item 6): `?` shows the fleet's own keys (it did nothing),
 `j`/`k` move the cursor (they did not move), `g`/`G` jump. Pilot over fixed rows."""
+
 from __future__ import annotations
 
 from textual.app import App
@@ -12,8 +13,14 @@ from tests.console.screen_text import screen_text
 
 
 def _row(name, **kw):
-    return MemberRow(name=name, kind="local", host=kw.pop("host", "local"), state=kw.pop("state", "ready"),
-                     reachable=kw.pop("reachable", True), **kw)
+    return MemberRow(
+        name=name,
+        kind="local",
+        host=kw.pop("host", "local"),
+        state=kw.pop("state", "ready"),
+        reachable=kw.pop("reachable", True),
+        **kw,
+    )
 
 
 class _RowsOnly:
@@ -54,7 +61,7 @@ async def test_help_and_j_k_on_the_fleet_screen():
         assert isinstance(app.screen, FleetHelpScreen)
         text = screen_text(app)
         assert "Set threshold N" in text and "Force a mode" in text and "j / down" in text
-        assert "Fold" not in text            # not the single-server screen's keys
+        assert "Fold" not in text  # not the single-server screen's keys
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is screen

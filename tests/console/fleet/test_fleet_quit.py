@@ -3,6 +3,7 @@ and Enter leaves the fleet running with each local member handed to a detached
 `specconsole supervise`; before, `q` quit at once and the members were left unsupervised.
 Real: a local simulator member launched from the fleet screen under Pilot; the detached
 supervise is a real process (stopped by its pid), the simulator by its group."""
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,7 @@ async def test_fleet_q_asks_and_enter_hands_the_members_off(tmp_path, monkeypatc
             rec = runs.load_record("fq", state)
             await pilot.press("q")
             await pilot.pause()
-            assert isinstance(app.screen, ChoiceScreen)              # before: the app was gone
+            assert isinstance(app.screen, ChoiceScreen)  # before: the app was gone
             assert "supervise" in screen_text(app) and "Leave" in screen_text(app)
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.return_code is not None, "exit")
@@ -47,12 +48,11 @@ async def test_fleet_q_asks_and_enter_hands_the_members_off(tmp_path, monkeypatc
         assert [h.member for h in handed] == ["a"] and handed[0].handed is not None, handed
         pid = handed[0].handed.pid
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and ((runs.load_record("fq", state).supervisor or {}).get("kind")
-                                               != "handoff"):
+        while time.monotonic() < deadline and ((runs.load_record("fq", state).supervisor or {}).get("kind") != "handoff"):
             time.sleep(0.2)
         who = runs.load_record("fq", state).supervisor
         assert who["kind"] == "handoff" and who["pid"] == pid and psutil.pid_exists(pid)
-        assert rec is not None and rec.is_live()                     # left running
+        assert rec is not None and rec.is_live()  # left running
     finally:
         for h in handed:
             if h.handed is not None:

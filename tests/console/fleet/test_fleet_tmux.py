@@ -4,6 +4,7 @@ does not answer. The header is whole at both sizes, the aggregate line counts th
 members and names the one down, the sorted column carries its arrow, ctrl+p lists the fleet's
 actions. Stops what it started: the tmux server on its own socket, the simulators by their
 process groups."""
+
 from __future__ import annotations
 
 import shutil
@@ -14,8 +15,11 @@ import pytest
 from tests.support.sim import free_port, start_sim
 from tests.support.tmux import Term
 
-pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240),
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+]
 
 
 def test_fleet_screen_at_120x40_and_80x24(tmp_path):
@@ -25,10 +29,12 @@ def test_fleet_screen_at_120x40_and_80x24(tmp_path):
         for s in sims:
             s.wait_ready()
         fleet = tmp_path / "tm.toml"
-        fleet.write_text('name = "tmux-fleet-eu-west"\npoll_interval_s = 0.5\n'
-                         f'[members.a]\nurl = "{sims[0].url}"\ngateway = false\n'
-                         f'[members.b]\nurl = "{sims[1].url}"\ngateway = false\n'
-                         f'[members.c]\nurl = "http://127.0.0.1:{free_port()}"\ngateway = false\n')
+        fleet.write_text(
+            'name = "tmux-fleet-eu-west"\npoll_interval_s = 0.5\n'
+            f'[members.a]\nurl = "{sims[0].url}"\ngateway = false\n'
+            f'[members.b]\nurl = "{sims[1].url}"\ngateway = false\n'
+            f'[members.c]\nurl = "http://127.0.0.1:{free_port()}"\ngateway = false\n'
+        )
         t.start(f"{sys.executable} -m console fleet --fleet {fleet} --no-mouse; sleep 30")
         text = t.wait(lambda s: "live 2/3" in s, timeout=90, what="the aggregate line")
         for size in ((120, 40), (80, 24)):

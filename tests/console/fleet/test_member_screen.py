@@ -3,6 +3,7 @@ it listens to that member only and only while it is shown; `escape` comes back t
 table, `q` there comes back with the fleet's question; the member's keys reach the member's
 session; the screen never starts or closes a member's session (the fleet does). Pilot over
 fake members (the end-to-end fleet test, with real servers, is test_screen.py)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -20,7 +21,7 @@ from tests.console.screen_text import wait_for
 class _Member:
     def __init__(self, name: str) -> None:
         self.name = name
-        self.spec = SimpleNamespace(kind="remote")   # nothing to hand off on quit
+        self.spec = SimpleNamespace(kind="remote")  # nothing to hand off on quit
         self.session = FakeSession()
         self.session.snap["url"] = self.session.url = f"http://127.0.0.1:9/{name}"
 
@@ -34,8 +35,9 @@ class _FakeFleet:
         self.gateway = self.gateway_status = None
 
     def rows(self):
-        return tuple(MemberRow(name=n, kind="local", host="local", state="ready", reachable=True, threshold=5)
-                     for n in self.members)
+        return tuple(
+            MemberRow(name=n, kind="local", host="local", state="ready", reachable=True, threshold=5) for n in self.members
+        )
 
 
 def _subscribed(fleet) -> dict[str, int]:
@@ -57,7 +59,7 @@ async def test_enter_pushes_a_screen_over_that_members_session_and_escape_comes_
         assert _subscribed(fleet) == {"a": 0, "b": 1}, "the screen hears its member only"
         assert screen.snapshot.url == "http://127.0.0.1:9/b"
 
-        await pilot.press("plus")   # N+1 on b: b's session, not a's
+        await pilot.press("plus")  # N+1 on b: b's session, not a's
         await wait_for(pilot, lambda: fleet.members["b"].session.calls == [("set_threshold", 6)], "N+1 on b")
         assert fleet.members["a"].session.calls == []
 
@@ -70,15 +72,15 @@ async def test_enter_pushes_a_screen_over_that_members_session_and_escape_comes_
         await wait_for(pilot, lambda: isinstance(app.screen, MemberScreen) and app.screen.member == "a", "a's screen")
         assert app.screen is not screen and _subscribed(fleet) == {"a": 1, "b": 0}
 
-        await pilot.press("q")   # the fleet's question, over the fleet table
+        await pilot.press("q")  # the fleet's question, over the fleet table
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceScreen), "the fleet's quit question")
         assert isinstance(app.screen_stack[-2], FleetScreen) and _subscribed(fleet) == {"a": 0, "b": 0}
-        await pilot.press("escape")   # stay
+        await pilot.press("escape")  # stay
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet again")
 
-        await pilot.press("enter", "ctrl+q")   # Textual's quit asks the same, from a member's screen too
+        await pilot.press("enter", "ctrl+q")  # Textual's quit asks the same, from a member's screen too
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceScreen), "the fleet's quit question (ctrl+q)")
         assert isinstance(app.screen_stack[-2], FleetScreen)
         await pilot.press("escape")
-    for m in fleet.members.values():   # the fleet's sessions are the fleet's to start and close
+    for m in fleet.members.values():  # the fleet's sessions are the fleet's to start and close
         assert not m.session.started and m.session.closed_with is None

@@ -5,6 +5,7 @@
 KV caches are ``[slots, kv_heads, head_dim]``; a request's keys are the slots listed in
 ``req_to_token[req_pool_indices[i], :seq_lens[i]]``. Math in float32, one request at a time.
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,9 +39,27 @@ def _window_mask(q_pos, k_len, window):
     return mask
 
 
-def decode_attention(query, k_cache, v_cache, k_scale, v_scale, output, key, value, loc,
-                     attn_logits, req_to_token, req_pool_indices, seq_lens, sm_scale, logit_cap,
-                     is_cross_attention, sliding_window_size, encoder_lens, sinks):
+def decode_attention(
+    query,
+    k_cache,
+    v_cache,
+    k_scale,
+    v_scale,
+    output,
+    key,
+    value,
+    loc,
+    attn_logits,
+    req_to_token,
+    req_pool_indices,
+    seq_lens,
+    sm_scale,
+    logit_cap,
+    is_cross_attention,
+    sliding_window_size,
+    encoder_lens,
+    sinks,
+):
     """One new token per request: store its K/V at ``loc`` (when given), then attend over
     the request's ``seq_lens[i]`` cached slots. ``attn_logits`` is scratch, left untouched."""
     if is_cross_attention:
@@ -54,14 +73,33 @@ def decode_attention(query, k_cache, v_cache, k_scale, v_scale, output, key, val
         k = k_cache[slots].float() * k_scale
         v = v_cache[slots].float() * v_scale
         mask = _window_mask(torch.tensor([n - 1]), n, sliding_window_size)
-        output[i] = _attend(query[i:i + 1], k, v, sm_scale, logit_cap, sinks, mask)[0].to(
-            output.dtype)
+        output[i] = _attend(query[i : i + 1], k, v, sm_scale, logit_cap, sinks, mask)[0].to(output.dtype)
 
 
-def extend_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, k_scale,
-                     v_scale, req_to_token, req_pool_indices, seq_lens, extend_seq_lens,
-                     extend_start_loc, max_len_extend, sm_scale, logit_cap, is_cross_attention,
-                     sliding_window_size, encoder_lens, sinks, tree_mask, is_causal):
+def extend_attention(
+    q_extend,
+    k_extend,
+    v_extend,
+    o_extend,
+    k_buffer,
+    v_buffer,
+    k_scale,
+    v_scale,
+    req_to_token,
+    req_pool_indices,
+    seq_lens,
+    extend_seq_lens,
+    extend_start_loc,
+    max_len_extend,
+    sm_scale,
+    logit_cap,
+    is_cross_attention,
+    sliding_window_size,
+    encoder_lens,
+    sinks,
+    tree_mask,
+    is_causal,
+):
     """Prefill / verify: request i has ``seq_lens[i]`` tokens in total, the last
     ``extend_seq_lens[i]`` of them new (rows ``extend_start_loc[i]...`` of q/k/v_extend).
     Prefix keys come from the cache; new keys from k/v_extend (or the cache when None).
@@ -78,16 +116,16 @@ def extend_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
         k = k_buffer[slots].float()
         v = v_buffer[slots].float()
         if k_extend is not None and v_extend is not None:
-            k[prefix:] = k_extend[start:start + ext].float()
-            v[prefix:] = v_extend[start:start + ext].float()
+            k[prefix:] = k_extend[start : start + ext].float()
+            v[prefix:] = v_extend[start : start + ext].float()
         k, v = k * k_scale, v * v_scale
         q_pos = torch.arange(prefix, total)
         if tree_mask is not None and tree_mask.numel() > 0:
-            mask = tree_mask.reshape(-1)[mask_off:mask_off + ext * total].view(ext, total).bool()
+            mask = tree_mask.reshape(-1)[mask_off : mask_off + ext * total].view(ext, total).bool()
         elif is_causal:
             mask = _window_mask(q_pos, total, sliding_window_size)
         else:
             mask = None
         mask_off += ext * total
-        out = _attend(q_extend[start:start + ext], k, v, sm_scale, logit_cap, sinks, mask)
-        o_extend[start:start + ext] = out.to(o_extend.dtype)
+        out = _attend(q_extend[start : start + ext], k, v, sm_scale, logit_cap, sinks, mask)
+        o_extend[start : start + ext] = out.to(o_extend.dtype)

@@ -11,6 +11,7 @@ and ``<cache>/current``, a symlink to the latest build (what the shipped profile
 ``python -m tests.real_sglang.rig.build`` builds and prints rig.json, plus the server
 environment with ``--env``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,6 +37,7 @@ MODEL_KINDS = ("trained", "random")
 @dataclass(frozen=True)
 class ModelPair:
     """A target + EAGLE-3 draft checkpoint pair of the rig."""
+
     kind: str
     target: Path
     draft: Path
@@ -53,8 +55,7 @@ class Rig:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("SPECCONSOLE_RIG_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "specconsole-rig")
+    base = os.environ.get("SPECCONSOLE_RIG_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "specconsole-rig")
     return Path(base)
 
 
@@ -68,23 +69,27 @@ def _stamp() -> str:
 def _compile_libcuda(lib_dir: Path) -> None:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
-        raise RuntimeError("the rig needs a C compiler (cc or gcc) to build the stand-in "
-                           "libcuda.so.1; install build-essential or set CC")
+        raise RuntimeError(
+            "the rig needs a C compiler (cc or gcc) to build the stand-in libcuda.so.1; install build-essential or set CC"
+        )
     lib_dir.mkdir(parents=True, exist_ok=True)
     out = lib_dir / "libcuda.so.1"
-    cmd = [cc, "-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o", str(out),
-           str(RIG_DIR / "fake_libcuda.c")]
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o", str(out), str(RIG_DIR / "fake_libcuda.c")]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
-        raise RuntimeError(f"building the stand-in libcuda.so.1 failed: {' '.join(cmd)}\n"
-                           f"{res.stderr}")
+        raise RuntimeError(f"building the stand-in libcuda.so.1 failed: {' '.join(cmd)}\n{res.stderr}")
 
 
 def _load(root: Path) -> Rig:
     facts = json.loads((root / "rig.json").read_text())
-    return Rig(root=root, lib_dir=root / "lib", target=root / "models" / "target",
-               draft=root / "models" / "draft", constant_token_id=facts["constant_token_id"],
-               constant_text=facts["constant_text"])
+    return Rig(
+        root=root,
+        lib_dir=root / "lib",
+        target=root / "models" / "target",
+        draft=root / "models" / "draft",
+        constant_token_id=facts["constant_token_id"],
+        constant_text=facts["constant_text"],
+    )
 
 
 def ensure_rig() -> Rig:
@@ -94,6 +99,7 @@ def ensure_rig() -> Rig:
         os.utime(root / "rig.json")  # in use: _prune() in another worktree keeps it
         _point_current(root)
         return _load(root)
+
     def build(tmp: Path) -> dict:
         from . import tiny_models
 
@@ -147,8 +153,10 @@ def ensure_models(rig: Rig, kind: str) -> ModelPair:
     def build(tmp: Path) -> dict:
         if kind == "trained":
             from . import trained_models
+
             return trained_models.build(tmp / "target", tmp / "draft")
         from . import tiny_models
+
         return tiny_models.build(tmp / "target", tmp / "draft", constant=False, seed=1)
 
     if not (root / "facts.json").is_file():
@@ -176,15 +184,15 @@ def server_env(rig: Rig, base: dict | None = None, overlap: bool = False) -> dic
     """Environment for a rig server process (any launcher)."""
     env = dict(os.environ if base is None else base)
     env.update(rig_env_vars(rig, overlap))
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
 
 def rig_env_vars(rig: Rig, overlap: bool = False) -> dict:
     """The variables a rig server needs (a profile's [env] table); ``overlap``: let the
     overlap scheduler run speculative decoding on the CPU (rig/overlap.py)."""
-    return {**({"SPECCONSOLE_RIG_OVERLAP": "1"} if overlap else {}),
+    return {
+        **({"SPECCONSOLE_RIG_OVERLAP": "1"} if overlap else {}),
         "SGLANG_USE_CPU_ENGINE": "1",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
@@ -207,38 +215,82 @@ def omp_bind(tp: int) -> str:
     per = max(1, len(cores) // tp)
     groups = []
     for r in range(tp):
-        part = cores[r * per:(r + 1) * per] or cores[-1:]
+        part = cores[r * per : (r + 1) * per] or cores[-1:]
         contiguous = part == list(range(part[0], part[-1] + 1))
-        groups.append(f"{part[0]}-{part[-1]}" if contiguous and len(part) > 1
-                      else ",".join(map(str, part)))
+        groups.append(f"{part[0]}-{part[-1]}" if contiguous and len(part) > 1 else ",".join(map(str, part)))
     return "|".join(groups)
 
 
-CPU_ARGS = ["--device", "cpu", "--attention-backend", "intel_amx",
-            "--sampling-backend", "pytorch", "--disable-overlap-schedule",
-            "--disable-cuda-graph", "--max-total-tokens", "4096"]
+CPU_ARGS = [
+    "--device",
+    "cpu",
+    "--attention-backend",
+    "intel_amx",
+    "--sampling-backend",
+    "pytorch",
+    "--disable-overlap-schedule",
+    "--disable-cuda-graph",
+    "--max-total-tokens",
+    "4096",
+]
 
 
-def server_args(rig: Rig, port: int, steps: int = 2, tp: int = 1, extra: list | None = None,
-                models: ModelPair | None = None, speculative: bool = True,
-                overlap: bool = False) -> list[str]:
+def server_args(
+    rig: Rig,
+    port: int,
+    steps: int = 2,
+    tp: int = 1,
+    extra: list | None = None,
+    models: ModelPair | None = None,
+    speculative: bool = True,
+    overlap: bool = False,
+) -> list[str]:
     """launch_server arguments for a rig pair on this CPU (topk 1); ``models`` None = the
     constant pair; ``speculative=False``: the target alone (a plain server); ``overlap``:
     SGLang's overlap scheduler (needs ``rig_env_vars(..., overlap=True)``)."""
     cpu = [a for a in CPU_ARGS if not (overlap and a == "--disable-overlap-schedule")]
     target, draft = (rig.target, rig.draft) if models is None else (models.target, models.draft)
-    spec = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
-            "--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
-            "--speculative-num-draft-tokens", str(steps + 1)] if speculative else []
-    return ["--model-path", str(target), *spec, "--tp-size", str(tp),
-            "--host", "127.0.0.1", "--port", str(port), *cpu, *(extra or [])]
+    spec = (
+        [
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--speculative-draft-model-path",
+            str(draft),
+            "--speculative-num-steps",
+            str(steps),
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            str(steps + 1),
+        ]
+        if speculative
+        else []
+    )
+    return [
+        "--model-path",
+        str(target),
+        *spec,
+        "--tp-size",
+        str(tp),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *cpu,
+        *(extra or []),
+    ]
 
 
 def main(argv: list[str]) -> int:
     rig = ensure_rig()
-    out = {"root": str(rig.root), "target": str(rig.target), "draft": str(rig.draft),
-           "lib_dir": str(rig.lib_dir), "constant_token_id": rig.constant_token_id,
-           "constant_text": rig.constant_text}
+    out = {
+        "root": str(rig.root),
+        "target": str(rig.target),
+        "draft": str(rig.draft),
+        "lib_dir": str(rig.lib_dir),
+        "constant_token_id": rig.constant_token_id,
+        "constant_text": rig.constant_text,
+    }
     if "--env" in argv:
         out["env"] = rig_env_vars(rig)
     for kind in MODEL_KINDS:

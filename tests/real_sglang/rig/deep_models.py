@@ -22,6 +22,7 @@ trained pair; this module is not one of build.py's stamped sources, so editing i
 not rebuild or retrain the rig). ``build`` checks the claim with transformers' ``LlamaForCausalLM``: logits of the deep and
 the source target on fresh sequences must be equal (max |delta| recorded in the facts).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,7 @@ def ensure(rig, layers: int = LAYERS):
     root = rig.root / "models" / dir_name(layers)
     if not (root / "facts.json").is_file():
         source = ensure_models(rig, "trained")
-        _build_into(root, "facts.json", lambda tmp: build(
-            source.target, source.draft, tmp / "target", tmp / "draft", layers))
+        _build_into(root, "facts.json", lambda tmp: build(source.target, source.draft, tmp / "target", tmp / "draft", layers))
     facts = json.loads((root / "facts.json").read_text())
     return ModelPair(kind=KIND, target=root / "target", draft=root / "draft", facts=facts)
 
@@ -66,8 +66,7 @@ def deepen(state: dict, source_layers: int, layers: int, seed: int = 7) -> dict:
         raise ValueError(f"cannot make a {source_layers}-layer target {layers} layers deep")
     g = torch.Generator().manual_seed(seed)
     out = dict(state)
-    template = {k.split(".", 3)[3]: v for k, v in state.items()
-                if k.startswith(f"model.layers.{source_layers - 1}.")}
+    template = {k.split(".", 3)[3]: v for k, v in state.items() if k.startswith(f"model.layers.{source_layers - 1}.")}
     for i in range(source_layers, layers):
         for name, like in template.items():
             if name in ZEROED:
@@ -96,8 +95,7 @@ def max_logit_delta(source_dir: Path, deep_dir: Path, n: int = 4, length: int = 
         return float((a(input_ids=x).logits - b(input_ids=x).logits).abs().max())
 
 
-def build(source_target: Path, source_draft: Path, target_dir: Path, draft_dir: Path,
-          layers: int = LAYERS) -> dict:
+def build(source_target: Path, source_draft: Path, target_dir: Path, draft_dir: Path, layers: int = LAYERS) -> dict:
     """Write the deep target (from ``source_target``) and a copy of the draft; returns
     facts. Raises when the deep target is not the source's function."""
     from safetensors.torch import load_file, save_file
@@ -105,8 +103,7 @@ def build(source_target: Path, source_draft: Path, target_dir: Path, draft_dir: 
     t0 = time.monotonic()
     config = json.loads((source_target / "config.json").read_text())
     source_layers = int(config["num_hidden_layers"])
-    aux = json.loads((source_draft / "config.json").read_text())["eagle_config"][
-        "eagle_aux_hidden_state_layer_ids"]
+    aux = json.loads((source_draft / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
     if max(aux) + 1 >= source_layers:
         raise ValueError(f"aux layer ids {aux} read layers the appended ones would follow")
     shutil.copytree(source_draft, draft_dir)
@@ -116,11 +113,15 @@ def build(source_target: Path, source_draft: Path, target_dir: Path, draft_dir: 
             shutil.copy2(f, target_dir / f.name)
     state = deepen(load_file(str(source_target / "model.safetensors")), source_layers, layers)
     save_file(state, str(target_dir / "model.safetensors"))
-    (target_dir / "config.json").write_text(json.dumps(
-        {**config, "num_hidden_layers": layers}, indent=1))
+    (target_dir / "config.json").write_text(json.dumps({**config, "num_hidden_layers": layers}, indent=1))
     delta = max_logit_delta(source_target, target_dir)
     if delta != 0.0:
         raise RuntimeError(f"the deep target is not the trained one: max |logit delta| {delta}")
-    return {"layers": layers, "source_layers": source_layers, "aux_layer_ids": aux,
-            "max_logit_delta": delta, "hidden": tm.HIDDEN,
-            "build_s": round(time.monotonic() - t0, 1)}
+    return {
+        "layers": layers,
+        "source_layers": source_layers,
+        "aux_layer_ids": aux,
+        "max_logit_delta": delta,
+        "hidden": tm.HIDDEN,
+        "build_s": round(time.monotonic() - t0, 1),
+    }

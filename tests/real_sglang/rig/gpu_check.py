@@ -17,6 +17,7 @@ prints one summary and exits 1 on any failure (2: bad arguments).
 ``--device cpu`` runs the same checks on the CPU rig (CPU stand-ins, overlap scheduler via
 rig/overlap.py, no CUDA graphs): what CI runs, so every part but the GPU is tested.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,15 +57,13 @@ def preflight(device: str) -> tuple[str, dict]:
         sampler = NvmlSampler()
         if sampler.init():
             gpus = list(sampler.snapshot().devices)
-            facts.append(f"{len(gpus)} GPU(s): " + ", ".join(
-                f"{g.name} {g.mem_total_mb:.0f} MiB" for g in gpus))
+            facts.append(f"{len(gpus)} GPU(s): " + ", ".join(f"{g.name} {g.mem_total_mb:.0f} MiB" for g in gpus))
         else:
             problems.append(f"NVML: {sampler.snapshot().reason}")
         try:
             import torch
 
-            facts.append(f"torch {torch.__version__}, CUDA "
-                         f"{'available' if torch.cuda.is_available() else 'NOT available'}")
+            facts.append(f"torch {torch.__version__}, CUDA {'available' if torch.cuda.is_available() else 'NOT available'}")
             if not torch.cuda.is_available():
                 problems.append("torch sees no CUDA device")
         except ImportError as exc:
@@ -77,25 +76,52 @@ def preflight(device: str) -> tuple[str, dict]:
     return "; ".join(facts), {"gpus": len(gpus)}
 
 
-def cuda_launch(rig, spec: Spec, log_dir: Path, lifetime_s: int, *,
-                opts: argparse.Namespace) -> RigServer:
+def cuda_launch(rig, spec: Spec, log_dir: Path, lifetime_s: int, *, opts: argparse.Namespace) -> RigServer:
     """A server on the GPU(s): CUDA graphs and the overlap scheduler on (SGLang's defaults)."""
     from server_control.proc.ports import free_port
 
     pair, port = ensure_models(rig, spec.models), free_port()
-    args = ["--model-path", str(pair.target), "--tp-size", str(spec.tp), "--host", "127.0.0.1",
-            "--port", str(port), "--attention-backend", opts.attention_backend,
-            "--mem-fraction-static", "0.3", "--cuda-graph-max-bs", "32", *COMMON_ARGS]
+    args = [
+        "--model-path",
+        str(pair.target),
+        "--tp-size",
+        str(spec.tp),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--attention-backend",
+        opts.attention_backend,
+        "--mem-fraction-static",
+        "0.3",
+        "--cuda-graph-max-bs",
+        "32",
+        *COMMON_ARGS,
+    ]
     if spec.patched:
-        args += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                 str(pair.draft), "--speculative-num-steps", "2", "--speculative-eagle-topk",
-                 "1", "--speculative-num-draft-tokens", "3", *PATCHED_ARGS]
+        args += [
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--speculative-draft-model-path",
+            str(pair.draft),
+            "--speculative-num-steps",
+            "2",
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            "3",
+            *PATCHED_ARGS,
+        ]
     module = "server_control.sglang_patch.serve" if spec.patched else "sglang.launch_server"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT),
-                                                      os.environ.get("PYTHONPATH")) if p))
-    return RigServer.start([sys.executable, "-m", module, *args, *spec.extra], env,
-                           log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s)
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+    )
+    return RigServer.start(
+        [sys.executable, "-m", module, *args, *spec.extra], env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s
+    )
 
 
 def _server(checks: gc.Checklist, pool: OneAtATime, spec: Spec) -> RigServer | None:
@@ -121,8 +147,7 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
     if not checks.run("preflight", preflight, opts.device):
         return checks
     rig = ensure_rig()
-    if not checks.run("build the rig's trained models",
-                      lambda: ("trained here", ensure_models(rig, "trained").facts)):
+    if not checks.run("build the rig's trained models", lambda: ("trained here", ensure_models(rig, "trained").facts)):
         return checks
     launcher = partial(cuda_launch, opts=opts) if cuda else launch
     pool = OneAtATime(rig, log_dir, lifetime_s=int(opts.lifetime), launcher=launcher)
@@ -138,21 +163,18 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
         server = _server(checks, pool, spec)
         if server is None:
             return checks
-        checks.run("start-up", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=1,
-                   cuda=cuda)
+        checks.run("start-up", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=1, cuda=cuda)
         checks.run("switch both ways", gc.switch_both_ways, server, prompts, tp=1, cuda=cuda)
         checks.run("runtime threshold", gc.runtime_threshold, server, prompts, 1)
         checks.run("steps=0 memory per rank", gm.memory_per_rank, server, cuda=cuda)
         checks.run("graph / eager per bucket", gm.forwards_per_bucket, server, prompts, cuda=cuda)
         checks.run("warm draft after target-only", gc.warm_draft, server, probe, ref[-1])
-        checks.run("forced flips under load", gc.flips_under_load, server, prompts, ref[:-1],
-                   opts.flip_seconds)
+        checks.run("forced flips under load", gc.flips_under_load, server, prompts, ref[:-1], opts.flip_seconds)
         checks.run("automatic switches", gc.automatic_waves, server, prompts, ref[:-1])
         if "plain" in pool.cache:
             checks.run("tok/s per mode", _mode_cost, mode_cost, server.url, pool, opts)
         if opts.tp > 1:
-            _tp_checks(checks, pool, Spec("trained", overlap=not cuda, tp=opts.tp), prompts,
-                       cuda)
+            _tp_checks(checks, pool, Spec("trained", overlap=not cuda, tp=opts.tp), prompts, cuda)
     finally:
         pool.close()
         checks.run("no process left", _nothing_left, pool)
@@ -174,14 +196,11 @@ def _tp_checks(checks, pool, spec: Spec, prompts, cuda: bool) -> None:
     server = _server(checks, pool, spec)
     if server is None:
         return
-    checks.run(f"start-up tp {spec.tp}", gc.startup, server, ready_s=pool.ready_s[spec.name],
-               tp=spec.tp, cuda=cuda)
-    checks.run(f"switch both ways tp {spec.tp}", gc.switch_both_ways, server, prompts,
-               tp=spec.tp, cuda=cuda)
+    checks.run(f"start-up tp {spec.tp}", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=spec.tp, cuda=cuda)
+    checks.run(f"switch both ways tp {spec.tp}", gc.switch_both_ways, server, prompts, tp=spec.tp, cuda=cuda)
     checks.run(f"runtime threshold tp {spec.tp}", gc.runtime_threshold, server, prompts, spec.tp)
     checks.run(f"steps=0 memory per rank tp {spec.tp}", gm.memory_per_rank, server, cuda=cuda)
-    checks.run(f"graph / eager per bucket tp {spec.tp}", gm.forwards_per_bucket, server, prompts,
-               cuda=cuda)
+    checks.run(f"graph / eager per bucket tp {spec.tp}", gm.forwards_per_bucket, server, prompts, cuda=cuda)
 
 
 def _levels(text: str) -> list[int]:
@@ -195,26 +214,29 @@ def _levels(text: str) -> list[int]:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="scripts/gpu-check", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="scripts/gpu-check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    p.add_argument("--tp", type=int, default=None,
-                   help="tp of the multi-GPU part (default: 2 with two GPUs or more, else none)")
+    p.add_argument("--tp", type=int, default=None, help="tp of the multi-GPU part (default: 2 with two GPUs or more, else none)")
     p.add_argument("--flip-seconds", type=float, default=90.0)
     p.add_argument("--levels", type=_levels, default=[1, 4, 16])
     p.add_argument("--warmup", type=float, default=2.0)
     p.add_argument("--measure", type=float, default=5.0)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--repeat", type=int, default=1, help="sweeps per mode (medians)")
-    p.add_argument("--attention-backend", default="triton",
-                   help="GPU attention backend (the rig's head_dim 16 rules out FA3/FlashInfer)")
+    p.add_argument(
+        "--attention-backend", default="triton", help="GPU attention backend (the rig's head_dim 16 rules out FA3/FlashInfer)"
+    )
     p.add_argument("--lifetime", type=float, default=1800, help="watchdog per server, seconds")
     p.add_argument("--logs", type=Path, help="keep the server logs here")
     p.add_argument("--json", type=Path, help="write the results as JSON here")
-    p.add_argument("--bundle", type=Path, help="a bare image: install this built bundle "
-                   "(scripts/build-gpu-bundle) and run with it (gpu_bundle/run.py)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="with --bundle: install and import everything, start no server")
+    p.add_argument(
+        "--bundle",
+        type=Path,
+        help="a bare image: install this built bundle (scripts/build-gpu-bundle) and run with it (gpu_bundle/run.py)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="with --bundle: install and import everything, start no server")
     opts = p.parse_args(argv)
     if opts.dry_run and opts.bundle is None:
         p.error("--dry-run needs --bundle")

@@ -4,6 +4,7 @@ Each check returns ``(detail, figures)`` or raises (AssertionError / an error) w
 reason; ``Checklist.run`` records either as one line of the summary. The same functions
 run on the CPU rig (``scripts/gpu-check --device cpu``, what CI runs) and on a GPU.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,10 @@ from server_control.protocol import decision
 from . import switching as sw
 from .server import RigServer
 
-STEPS0_RE = re.compile(r"Built adaptive runtime state steps=0: elapsed=([0-9.]+)s, "
-                       r"mem=(-?[0-9.]+)GB")
+STEPS0_RE = re.compile(
+    r"Built adaptive runtime state steps=0: elapsed=([0-9.]+)s, "
+    r"mem=(-?[0-9.]+)GB"
+)
 INIT_LINE = "Dynamic speculation disable enabled: threshold=2"
 RANK_RE = r"^\[[^\]]* ({rank})\] .*{needle}"
 
@@ -25,7 +28,7 @@ RANK_RE = r"^\[[^\]]* ({rank})\] .*{needle}"
 @dataclass(frozen=True)
 class Result:
     name: str
-    ok: bool | None          # None: not run (an earlier step failed)
+    ok: bool | None  # None: not run (an earlier step failed)
     detail: str
     figures: dict = field(default_factory=dict)
 
@@ -38,8 +41,7 @@ class Checklist:
         t0 = time.monotonic()
         try:
             detail, figures = fn(*args, **kwargs)
-            self.results.append(Result(name, True, detail,
-                                       {**figures, "seconds": round(time.monotonic() - t0, 1)}))
+            self.results.append(Result(name, True, detail, {**figures, "seconds": round(time.monotonic() - t0, 1)}))
             return True
         except Exception as exc:  # noqa: BLE001 - every failure is one summary line
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -60,8 +62,7 @@ class Checklist:
             figures = ", ".join(f"{k}={v}" for k, v in r.figures.items())
             lines.append(f"{mark[r.ok]}  {r.name}: {r.detail}" + (f" [{figures}]" if figures else ""))
         verdict = "FAILED" if self.failed else "all passed"
-        lines.append(f"gpu-check: {verdict} ({sum(r.ok is True for r in self.results)}/"
-                     f"{len(self.results)} checks)")
+        lines.append(f"gpu-check: {verdict} ({sum(r.ok is True for r in self.results)}/{len(self.results)} checks)")
         return "\n".join(lines)
 
 
@@ -88,23 +89,23 @@ def startup(server: RigServer, *, ready_s: float, tp: int, cuda: bool) -> tuple[
     assert "Non-overlap (synchronous) spec v2 is used" not in text
     if cuda:
         assert "'disable_cuda_graph': False" in text, "CUDA graphs are off"
-    return (f"ready in {ready_s:.0f} s; steps=0 state built in {built.group(1)} s, "
-            f"{built.group(2)} GB", {"ready_s": round(ready_s, 1),
-                                     "steps0_s": float(built.group(1)),
-                                     "steps0_gb": float(built.group(2))})
+    return (
+        f"ready in {ready_s:.0f} s; steps=0 state built in {built.group(1)} s, {built.group(2)} GB",
+        {"ready_s": round(ready_s, 1), "steps0_s": float(built.group(1)), "steps0_gb": float(built.group(2))},
+    )
 
 
 def _accept(meta: dict) -> float:
     return 1 + meta["spec_num_correct_drafts"] / max(1, meta["spec_verify_ct"])
 
 
-def switch_both_ways(server: RigServer, prompts: list[list[int]], *, tp: int,
-                     cuda: bool) -> tuple[str, dict]:
+def switch_both_ways(server: RigServer, prompts: list[list[int]], *, tp: int, cuda: bool) -> tuple[str, dict]:
     """Auto rule (threshold 2): one request speculates; 6 at once switch every rank to
     target-only; one request again switches back."""
     want = {f"TP{r}" for r in range(tp)} if tp > 1 else {"-"}
-    solo = server.request("/generate", {"input_ids": prompts[0], "sampling_params": {
-        "max_new_tokens": 60, "temperature": 0, "ignore_eos": True}})
+    solo = server.request(
+        "/generate", {"input_ids": prompts[0], "sampling_params": {"max_new_tokens": 60, "temperature": 0, "ignore_eos": True}}
+    )
     first = _accept(solo["meta_info"])
     assert first >= sw.WARM_FLOOR, f"one request accepts {first:.2f} < {sw.WARM_FLOOR}"
     mark = len(server.log_text())
@@ -113,11 +114,9 @@ def switch_both_ways(server: RigServer, prompts: list[list[int]], *, tp: int,
     mark = len(server.log_text())
     sw.generate_ids(server, prompts[:1], 60)
     assert ranks_logging(server, sw.TO_SPECULATIVE, mark) == want, "no switch back"
-    graphs = re.findall(r"accept len: ([0-9.]+).*?(?:cuda|cpu) graph: (True|False)",
-                        server.log_text())
+    graphs = re.findall(r"accept len: ([0-9.]+).*?(?:cuda|cpu) graph: (True|False)", server.log_text())
     if cuda:
-        assert any(g == "True" and float(a) > 1 for a, g in graphs), \
-            "no speculative decode step ran a CUDA graph"
+        assert any(g == "True" and float(a) > 1 for a, g in graphs), "no speculative decode step ran a CUDA graph"
     return f"accept {first:.2f} alone; switched on {sorted(want)} and back", {"accept": first}
 
 
@@ -140,12 +139,10 @@ def warm_draft(server: RigServer, probe: list[int], want: list[int]) -> tuple[st
     result = sw.resume_probe(server, probe, stretch_steps=36, max_new=len(want))
     assert result.output_ids == want, "the probe's tokens differ from the plain server"
     mean = sw.assert_warm_after_resume(result)
-    return (f"accept {mean:.2f} right after {len(result.during)} target-only steps",
-            {"accept_after_resume": round(mean, 2)})
+    return (f"accept {mean:.2f} right after {len(result.during)} target-only steps", {"accept_after_resume": round(mean, 2)})
 
 
-def flips_under_load(server: RigServer, prompts: list[list[int]], want: list[list[int]],
-                     seconds: float) -> tuple[str, dict]:
+def flips_under_load(server: RigServer, prompts: list[list[int]], want: list[list[int]], seconds: float) -> tuple[str, dict]:
     """Batches of ``prompts``, the forced mode flipping every 3 steps, for ``seconds``;
     every output token-exact."""
     t0, batches, flips = time.monotonic(), 0, 0
@@ -154,16 +151,12 @@ def flips_under_load(server: RigServer, prompts: list[list[int]], want: list[lis
         assert run.outputs == want, f"batch {batches}: outputs differ from the plain server"
         batches, flips = batches + 1, flips + run.to_target_only + run.to_speculative
     assert flips >= 10, f"only {flips} switches happened"
-    return (f"{batches} batches x {len(prompts)} token-exact, {flips} forced switches",
-            {"batches": batches, "switches": flips})
+    return (f"{batches} batches x {len(prompts)} token-exact, {flips} forced switches", {"batches": batches, "switches": flips})
 
 
-def automatic_waves(server: RigServer, prompts: list[list[int]],
-                    want: list[list[int]]) -> tuple[str, dict]:
-    lengths = [16, 24, 32, len(want[0])] + [40, 48, 56, 64][:len(prompts) - 4]
+def automatic_waves(server: RigServer, prompts: list[list[int]], want: list[list[int]]) -> tuple[str, dict]:
+    lengths = [16, 24, 32, len(want[0])] + [40, 48, 56, 64][: len(prompts) - 4]
     run = sw.waves(server, prompts, lengths)
-    assert [o for o in run.outputs] == [w[:n] for w, n in zip(want, lengths)], \
-        "outputs differ from the plain server"
+    assert [o for o in run.outputs] == [w[:n] for w, n in zip(want, lengths)], "outputs differ from the plain server"
     assert run.switched_back_and_again(), run.switches
-    return (f"token-exact through {run.to_target_only} + {run.to_speculative} automatic "
-            "switches", {})
+    return (f"token-exact through {run.to_target_only} + {run.to_speculative} automatic switches", {})

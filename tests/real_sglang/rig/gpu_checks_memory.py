@@ -11,6 +11,7 @@ patch publishes in ``/server_info`` (``dynamic_speculation``: ``state_memory`` a
     eager and none graph. The buckets between are covered by SGLang's padding (any batch
     up to ``max_bs`` pads to a captured bucket): GPU-only, like the replays themselves.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,11 +41,11 @@ def memory_per_rank(server: RigServer, *, cuda: bool) -> tuple[str, dict]:
         if cuda:
             reserved = mem["reserved_gib"]
             assert reserved is not None, f"rank {i}: nothing was taken out of the KV budget"
-            assert mem["used_gib"] <= reserved, (f"rank {i}: the steps=0 state took {mem['used_gib']} "
-                                                 f"GiB, more than the {reserved} GiB reserved")
+            assert mem["used_gib"] <= reserved, (
+                f"rank {i}: the steps=0 state took {mem['used_gib']} GiB, more than the {reserved} GiB reserved"
+            )
         used.append(mem["used_gib"])
-    return (f"{len(found)} rank(s), used {used} GiB, reserved {found[0]['state_memory']['reserved_gib']}",
-            {"used_gib": used})
+    return (f"{len(found)} rank(s), used {used} GiB, reserved {found[0]['state_memory']['reserved_gib']}", {"used_gib": used})
 
 
 def _counts(server: RigServer) -> list[dict[str, int]]:
@@ -79,6 +80,7 @@ def forwards_per_bucket(server: RigServer, prompts: list[list[int]], *, cuda: bo
                 assert all(e > 0 for e in eager), f"batch {bs} > max_bs: no eager step {figures}"
     finally:
         sw.force(server, decision.AUTO)
-    where = (f"graphs at {max_bs}, eager at {max_bs + 1}" if isinstance(max_bs, int)
-             else "graphs off: every target-only step eager")
+    where = (
+        f"graphs at {max_bs}, eager at {max_bs + 1}" if isinstance(max_bs, int) else "graphs off: every target-only step eager"
+    )
     return f"{where} on {len(after)} rank(s)", figures

@@ -6,6 +6,7 @@ which re-imports this module (as ``__mp_main__``) in every child, so the preload
 below runs in every process. ``sglang.launch_server`` runs without replacing ``__main__``
 (``alter_sys=False``) for that reason.
 """
+
 from __future__ import annotations
 
 import runpy

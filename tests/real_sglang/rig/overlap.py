@@ -16,6 +16,7 @@ sglang 0.5.23, and the preload replaces both in the process that imports them:
 Everything else of the overlap event loop (``torch.cpu`` streams and events, the future
 map, the one-step-late result processing) runs as SGLang wrote it.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,13 +30,16 @@ def enabled() -> bool:
     return os.environ.get(ENV) == "1"
 
 
-def gather_spec_extras(indices, topk_p_buf, topk_index_buf, output_tokens_buf,
-                       hidden_states_buf):
+def gather_spec_extras(indices, topk_p_buf, topk_index_buf, output_tokens_buf, hidden_states_buf):
     """Rows ``indices`` of each buffer (hidden states optional), as fresh tensors: what the
     Triton ``_gather_rows_kernel`` writes."""
     idx = indices.reshape(-1).long()
-    return (topk_p_buf[idx], topk_index_buf[idx], output_tokens_buf[idx],
-            None if hidden_states_buf is None else hidden_states_buf[idx])
+    return (
+        topk_p_buf[idx],
+        topk_index_buf[idx],
+        output_tokens_buf[idx],
+        None if hidden_states_buf is None else hidden_states_buf[idx],
+    )
 
 
 def _keep_overlap(server_args) -> None:

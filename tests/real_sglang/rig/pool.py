@@ -5,6 +5,7 @@ in 3 processes) and ~1 min to start, so a test module asks ``OneAtATime.get(spec
 the server it needs; a different spec stops the running one first. Tests are ordered so
 that each server starts once.
 """
+
 from __future__ import annotations
 
 import sys
@@ -22,17 +23,23 @@ SKIP_ENV = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
 # float32 end to end (SGLang's dtype "auto" would run a float32 checkpoint in float16)
 COMMON_ARGS = ("--dtype", "float32")
 # the automatic rule: target-only above 2 decode requests, back at <= 1, after 2 steps
-PATCHED_ARGS = ("--speculative-disable-batch-threshold", "2",
-                "--speculative-disable-hysteresis", "1",
-                "--speculative-disable-min-dwell-steps", "2",
-                "--decode-log-interval", "1")
+PATCHED_ARGS = (
+    "--speculative-disable-batch-threshold",
+    "2",
+    "--speculative-disable-hysteresis",
+    "1",
+    "--speculative-disable-min-dwell-steps",
+    "2",
+    "--decode-log-interval",
+    "1",
+)
 
 
 @dataclass(frozen=True)
 class Spec:
-    models: str                      # "trained", "random" (build.MODEL_KINDS) or "deep"
-    patched: bool = True             # False: plain SGLang, target alone, no speculation
-    overlap: bool = False            # SGLang's overlap scheduler (rig/overlap.py)
+    models: str  # "trained", "random" (build.MODEL_KINDS) or "deep"
+    patched: bool = True  # False: plain SGLang, target alone, no speculation
+    overlap: bool = False  # SGLang's overlap scheduler (rig/overlap.py)
     skip_draft_extend: bool = False  # SKIP_ENV=1: SGLang skips draft-extend at steps=0
     tp: int = 1
     extra: tuple = ()
@@ -51,8 +58,7 @@ def models(rig: Rig, kind: str) -> ModelPair:
     return deep_models.ensure(rig) if kind == deep_models.KIND else ensure_models(rig, kind)
 
 
-def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int,
-           env_extra: dict | None = None) -> RigServer:
+def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict | None = None) -> RigServer:
     """Start ``spec`` (not waiting for it); ``env_extra`` joins its environment."""
     port = free_port()
     pair = models(rig, spec.models)
@@ -63,12 +69,14 @@ def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int,
     if spec.tp > 1:
         env["SGLANG_CPU_OMP_THREADS_BIND"] = omp_bind(spec.tp)
     if spec.patched:
-        args = server_args(rig, port, models=pair, overlap=spec.overlap, tp=spec.tp,
-                           extra=[*COMMON_ARGS, *PATCHED_ARGS, *spec.extra])
+        args = server_args(
+            rig, port, models=pair, overlap=spec.overlap, tp=spec.tp, extra=[*COMMON_ARGS, *PATCHED_ARGS, *spec.extra]
+        )
         argv = [sys.executable, "-m", "server_control.sglang_patch.serve", *args]
     else:
-        argv = plain_launch_argv(server_args(rig, port, models=pair, speculative=False, tp=spec.tp,
-                                             extra=[*COMMON_ARGS, *spec.extra]))
+        argv = plain_launch_argv(
+            server_args(rig, port, models=pair, speculative=False, tp=spec.tp, extra=[*COMMON_ARGS, *spec.extra])
+        )
     return RigServer.start(argv, env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s)
 
 
@@ -79,8 +87,8 @@ class OneAtATime:
         self.spec: Spec | None = None
         self.server: RigServer | None = None
         self.ready_s: dict[str, float] = {}
-        self.left: list[int] = []   # pids a stop could not end (asserted empty at the end)
-        self.cache: dict = {}       # results tests share (reference outputs, figures)
+        self.left: list[int] = []  # pids a stop could not end (asserted empty at the end)
+        self.cache: dict = {}  # results tests share (reference outputs, figures)
 
     def get(self, spec: Spec) -> RigServer:
         if spec != self.spec:

@@ -20,6 +20,7 @@ At import it also loads the stand-in ``libcuda.so.1`` (``RTLD_GLOBAL``) named by
 libcuda.so.1 can already be found: sgl-kernel's later ``dlopen`` of that soname then gets
 this one, so no ``LD_LIBRARY_PATH`` is needed.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -87,8 +88,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 def _stand_in_libcuda() -> str:
     path = os.environ.get("SPECCONSOLE_RIG_LIB")
     if not path:
-        cache = os.environ.get("SPECCONSOLE_RIG_CACHE") or os.path.join(
-            os.path.expanduser("~"), ".cache", "specconsole-rig")
+        cache = os.environ.get("SPECCONSOLE_RIG_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "specconsole-rig")
         path = os.path.join(cache, "current", "lib")
     return os.path.join(path, "libcuda.so.1") if os.path.isdir(path) else path
 
@@ -102,8 +102,9 @@ def load_libcuda() -> str | None:
         pass
     path = _stand_in_libcuda()
     if not os.path.isfile(path):
-        sys.stderr.write(f"rig preload: no libcuda.so.1 and no stand-in at {path}; run "
-                         "`python -m tests.real_sglang.rig.build` first\n")
+        sys.stderr.write(
+            f"rig preload: no libcuda.so.1 and no stand-in at {path}; run `python -m tests.real_sglang.rig.build` first\n"
+        )
         return None
     ctypes.CDLL(os.path.abspath(path), mode=ctypes.RTLD_GLOBAL)
     return path

@@ -5,6 +5,7 @@ points it at this run's rig build, a free port, a per-test state/log dir and a w
 interpreter (``timeout`` in front of the real Python, so the whole server process group
 dies after ``lifetime_s`` even if the test process is killed).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,17 +51,31 @@ def watchdog_python(path: Path, lifetime_s: int, python: str | None = None) -> P
     return path
 
 
-def write_profile(rig: Rig, work: Path, port: int, *, tp: int = 1, threshold: int = 2,
-                  lifetime_s: int = 1500, name: str = "rig-e2e", env: dict | None = None,
-                  extra_args: tuple = ()) -> Path:
+def write_profile(
+    rig: Rig,
+    work: Path,
+    port: int,
+    *,
+    tp: int = 1,
+    threshold: int = 2,
+    lifetime_s: int = 1500,
+    name: str = "rig-e2e",
+    env: dict | None = None,
+    extra_args: tuple = (),
+) -> Path:
     """Write a profile for this rig into ``work``; returns its path. ``env`` and
     ``extra_args`` are added to the shipped profile's."""
     doc = tomllib.loads(SHIPPED.read_text())
     doc["name"] = name
     server = doc["server"]
-    server.update(python=str(watchdog_python(work / "python-watchdog", lifetime_s)),
-                  cwd=str(rig.root), model_path=str(rig.target), port=port, tp_size=tp,
-                  log_dir=str(work / "logs"))
+    server.update(
+        python=str(watchdog_python(work / "python-watchdog", lifetime_s)),
+        cwd=str(rig.root),
+        model_path=str(rig.target),
+        port=port,
+        tp_size=tp,
+        log_dir=str(work / "logs"),
+    )
     doc["speculative"]["draft_model_path"] = str(rig.draft)
     doc["dynamic"]["threshold"] = threshold
     doc["env"].update(rig_env_vars(rig))
@@ -74,41 +89,55 @@ def write_profile(rig: Rig, work: Path, port: int, *, tp: int = 1, threshold: in
     return path
 
 
-def specconsole(args: list[str], state_dir: Path, timeout: float = 600,
-                env: dict | None = None) -> subprocess.CompletedProcess:
+def specconsole(args: list[str], state_dir: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the real ``specconsole`` command line (``python -m console``) in a subprocess."""
     full_env = dict(os.environ if env is None else env)
     full_env["SPECCONSOLE_STATE_DIR"] = str(state_dir)
-    full_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "console", *args], env=full_env,
-                          cwd=str(REPO_ROOT), capture_output=True, text=True, timeout=timeout)
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p)
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        env=full_env,
+        cwd=str(REPO_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 class CliRun:
     """A rig server launched with ``specconsole launch`` on a written profile."""
 
-    def __init__(self, rig: Rig, work: Path, *, tp: int = 1, threshold: int = 2,
-                 lifetime_s: int = 1500, name: str = "rig-e2e", env: dict | None = None,
-                 extra_args: tuple = ()):
+    def __init__(
+        self,
+        rig: Rig,
+        work: Path,
+        *,
+        tp: int = 1,
+        threshold: int = 2,
+        lifetime_s: int = 1500,
+        name: str = "rig-e2e",
+        env: dict | None = None,
+        extra_args: tuple = (),
+    ):
         from server_control.proc.ports import free_port
 
         from .server import RigServer
 
         self.state_dir = work / "state"
-        self.profile = write_profile(rig, work, free_port(), tp=tp, threshold=threshold,
-                                     lifetime_s=lifetime_s, name=name, env=env,
-                                     extra_args=extra_args)
+        self.profile = write_profile(
+            rig, work, free_port(), tp=tp, threshold=threshold, lifetime_s=lifetime_s, name=name, env=env, extra_args=extra_args
+        )
         res = self.cli("launch", "--wait", "600", "--json", timeout=660)
         lines = res.stdout.strip().splitlines()
         rec = (json.loads(lines[-1]).get("run") or {}) if lines else {}
-        self.server = RigServer(proc=None, port=rec.get("port", 0),
-                                log_path=Path(rec.get("log_path") or work / "no-log"),
-                                group=rec.get("pgid"))
+        self.server = RigServer(
+            proc=None, port=rec.get("port", 0), log_path=Path(rec.get("log_path") or work / "no-log"), group=rec.get("pgid")
+        )
         if res.returncode != 0:
             self.close()
-            raise RuntimeError(f"specconsole launch failed ({res.returncode}):\n{res.stdout}\n"
-                               f"{res.stderr}\n{self.server.log_tail()}")
+            raise RuntimeError(
+                f"specconsole launch failed ({res.returncode}):\n{res.stdout}\n{res.stderr}\n{self.server.log_tail()}"
+            )
 
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         return specconsole([*args, "--profile", str(self.profile)], self.state_dir, timeout)

@@ -4,6 +4,7 @@ The server runs under coreutils ``timeout`` (the watchdog: when the lifetime run
 signals the whole process group) in a new session, so its process group id is the pid we
 started; ``stop()`` signals that group and waits until no process of it remains.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,7 @@ def group_pids(pgid: int) -> list[int]:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         if fields[0] != "Z" and int(fields[2]) == pgid:
             pids.append(int(entry))
     return pids
@@ -45,14 +46,13 @@ def start_ticks(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rfind(")") + 2:].split()
+    fields = stat[stat.rfind(")") + 2 :].split()
     return None if fields[0] == "Z" else int(fields[19])
 
 
 def still_alive(identities: dict[int, int | None]) -> list[int]:
     """Which of {pid: start_ticks} still run as the same process (not a reused pid)."""
-    return [pid for pid, ticks in identities.items()
-            if ticks is not None and start_ticks(pid) == ticks]
+    return [pid for pid, ticks in identities.items() if ticks is not None and start_ticks(pid) == ticks]
 
 
 def rss_mb(pids: list[int]) -> dict[int, float]:
@@ -71,6 +71,7 @@ def rss_mb(pids: list[int]) -> dict[int, float]:
 class RigServer:
     """A server this test started (``proc``) or one started elsewhere whose process group
     is known (``group``, e.g. launched through server_control)."""
+
     proc: subprocess.Popen | None
     port: int
     log_path: Path
@@ -87,14 +88,18 @@ class RigServer:
         return self.group if self.group is not None else self.proc.pid
 
     @classmethod
-    def start(cls, argv: list[str], env: dict, log_path: Path, port: int,
-              lifetime_s: int = 1200) -> RigServer:
+    def start(cls, argv: list[str], env: dict, log_path: Path, port: int, lifetime_s: int = 1200) -> RigServer:
         """Run ``argv`` (a full command line) under a watchdog in a new session."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(["timeout", "-k", "15", str(lifetime_s), *argv], env=env,
-                                    stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                ["timeout", "-k", "15", str(lifetime_s), *argv],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         return cls(proc=proc, port=port, log_path=log_path)
 
     def log_text(self) -> str:
@@ -115,31 +120,34 @@ class RigServer:
                 return self.ready_s
             if (self.proc is not None and self.proc.poll() is not None) or not self.processes():
                 code = None if self.proc is None else self.proc.returncode
-                raise RuntimeError(f"server exited ({code}) before ready; "
-                                   f"log {self.log_path}:\n{self.log_tail()}")
+                raise RuntimeError(f"server exited ({code}) before ready; log {self.log_path}:\n{self.log_tail()}")
             time.sleep(0.5)
-        raise TimeoutError(f"server not ready after {timeout_s:.0f} s; log {self.log_path}:\n"
-                           f"{self.log_tail()}")
+        raise TimeoutError(f"server not ready after {timeout_s:.0f} s; log {self.log_path}:\n{self.log_tail()}")
 
     def request(self, path: str, body: dict | None = None, timeout: float = 120):
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read() or b"null")
 
     def generate(self, prompt: str, max_new_tokens: int, timeout: float = 300) -> dict:
-        return self.request("/generate", {"text": prompt, "sampling_params": {
-            "max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True}},
-            timeout=timeout)
+        return self.request(
+            "/generate",
+            {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True}},
+            timeout=timeout,
+        )
 
     def generate_batch(self, n: int, max_new_tokens: int, timeout: float = 600) -> list[dict]:
         """``n`` prompts in ONE /generate request: SGLang admits them together, so the
         decode batch is ``n`` from its first step (threads would trickle in)."""
-        return self.request("/generate", {
-            "text": [f"request {i} the quick brown fox" for i in range(n)],
-            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0,
-                                "ignore_eos": True}}, timeout=timeout)
+        return self.request(
+            "/generate",
+            {
+                "text": [f"request {i} the quick brown fox" for i in range(n)],
+                "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True},
+            },
+            timeout=timeout,
+        )
 
     def generate_concurrently(self, n: int, max_new_tokens: int) -> list[dict]:
         """``n`` requests at once (threads); returns their responses in order."""
@@ -163,8 +171,7 @@ class RigServer:
 
     def decode_lines(self, since: int = 0) -> list[tuple[int, float]]:
         """(running requests, accept len) of every ``Decode batch`` line after offset."""
-        return [(int(m.group(1)), float(m.group(2)))
-                for m in DECODE_RE.finditer(self.log_text()[since:])]
+        return [(int(m.group(1)), float(m.group(2))) for m in DECODE_RE.finditer(self.log_text()[since:])]
 
     def processes(self) -> list[int]:
         return group_pids(self.pgid)

@@ -6,6 +6,7 @@ as in SGLang 0.5.23's callers in ``sglang/kernels/ops/speculative`` and
 ``sglang/srt/mem_cache/allocation.py``); ``cpu_ops.register()`` installs them. Written for
 clarity, not speed: the rig serves tiny models at batch sizes of a few requests.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -17,47 +18,44 @@ def _ints(t: torch.Tensor) -> list[int]:
     return t.reshape(-1).tolist()
 
 
-def assign_req_to_token_pool(req_pool_indices, req_to_token, start_offset, end_offset,
-                             out_cache_loc, pool_len):
+def assign_req_to_token_pool(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, pool_len):
     """req_to_token[rpi[i], start[i]:end[i]] = out_cache_loc[prefix[i]:prefix[i+1]]."""
     starts, ends, rows = _ints(start_offset), _ints(end_offset), _ints(req_pool_indices)
     need = sum(e - s for s, e in zip(starts, ends))
     if need > out_cache_loc.numel():
-        raise RuntimeError(f"assign_req_to_token_pool: out_cache_loc has {out_cache_loc.numel()} "
-                           f"entries but offsets require {need}")
+        raise RuntimeError(
+            f"assign_req_to_token_pool: out_cache_loc has {out_cache_loc.numel()} entries but offsets require {need}"
+        )
     pos = 0
     for row, s, e in zip(rows, starts, ends):
         n = e - s
-        req_to_token[row, s:e] = out_cache_loc[pos:pos + n].to(req_to_token.dtype)
+        req_to_token[row, s:e] = out_cache_loc[pos : pos + n].to(req_to_token.dtype)
         pos += n
 
 
-def assign_extend_cache_locs(req_pool_indices, req_to_token, start_offset, end_offset,
-                             out_cache_loc, pool_len):
+def assign_extend_cache_locs(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, pool_len):
     """out_cache_loc[prefix[i]:prefix[i+1]] = req_to_token[rpi[i], start[i]:end[i]]."""
     starts, ends, rows = _ints(start_offset), _ints(end_offset), _ints(req_pool_indices)
     need = sum(e - s for s, e in zip(starts, ends))
     if need > out_cache_loc.numel():
-        raise RuntimeError(f"assign_extend_cache_locs: out_cache_loc has {out_cache_loc.numel()} "
-                           f"entries but offsets require {need}")
+        raise RuntimeError(
+            f"assign_extend_cache_locs: out_cache_loc has {out_cache_loc.numel()} entries but offsets require {need}"
+        )
     pos = 0
     for row, s, e in zip(rows, starts, ends):
         n = e - s
-        out_cache_loc[pos:pos + n] = req_to_token[row, s:e].to(out_cache_loc.dtype)
+        out_cache_loc[pos : pos + n] = req_to_token[row, s:e].to(out_cache_loc.dtype)
         pos += n
 
 
-def assign_draft_cache_locs_contiguous(req_pool_indices, req_to_token, seq_lens, out_cache_loc,
-                                       pool_len, topk, num_steps):
+def assign_draft_cache_locs_contiguous(req_pool_indices, req_to_token, seq_lens, out_cache_loc, pool_len, topk, num_steps):
     """Per request, the topk*num_steps slots reserved right after its committed prefix."""
     width = topk * num_steps
     for i, (row, sl) in enumerate(zip(_ints(req_pool_indices), _ints(seq_lens))):
-        out_cache_loc[i * width:(i + 1) * width] = req_to_token[row, sl:sl + width].to(
-            out_cache_loc.dtype)
+        out_cache_loc[i * width : (i + 1) * width] = req_to_token[row, sl : sl + width].to(out_cache_loc.dtype)
 
 
-def build_draft_decode_metadata(req_to_token, req_pool_indices, seq_lens, topk, num_steps,
-                                pool_len):
+def build_draft_decode_metadata(req_to_token, req_pool_indices, seq_lens, topk, num_steps, pool_len):
     """Row b*topk+k: request b's prefix, then candidate k's num_steps draft slots."""
     rows = _ints(req_pool_indices)
     out = torch.zeros((len(rows) * topk, pool_len), dtype=req_to_token.dtype)
@@ -67,7 +65,7 @@ def build_draft_decode_metadata(req_to_token, req_pool_indices, seq_lens, topk, 
             dst = out[b * topk + k]
             dst[:sl] = src[:sl]
             start = sl + k * num_steps
-            dst[sl:sl + num_steps] = src[start:start + num_steps]
+            dst[sl : sl + num_steps] = src[start : start + num_steps]
     return out
 
 
@@ -84,7 +82,7 @@ def fill_accept_out_cache_loc(accept_index, out_cache_loc, accept_out_cache_loc)
     keep = idx[idx > -1]
     if keep.numel() and int(keep.max()) >= out_cache_loc.numel():
         raise RuntimeError(f"fill_accept_out_cache_loc: accept_index {int(keep.max())} out of range")
-    accept_out_cache_loc[:keep.numel()] = out_cache_loc.reshape(-1)[keep]
+    accept_out_cache_loc[: keep.numel()] = out_cache_loc.reshape(-1)[keep]
 
 
 def rotate_input_ids(input_ids, extend_start_loc, extend_seq_lens, topk_index, select_index=None):
@@ -95,13 +93,14 @@ def rotate_input_ids(input_ids, extend_start_loc, extend_seq_lens, topk_index, s
     for i, (start, n) in enumerate(zip(_ints(extend_start_loc), _ints(extend_seq_lens))):
         if n <= 0:
             continue
-        input_ids[start:start + n - 1] = input_ids[start + 1:start + n].clone()
+        input_ids[start : start + n - 1] = input_ids[start + 1 : start + n].clone()
         pos = selects[i] if selects is not None else start + n - 1
         input_ids[pos] = new_tokens[i]
 
 
-def verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                       retrive_next_token, retrive_next_sibling, target_predict):
+def verify_tree_greedy(
+    predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token, retrive_next_sibling, target_predict
+):
     """Greedy verification: follow each request's draft tree from the root, accepting a
     child whose draft token equals the target's argmax at the last accepted node."""
     bs, num_draft = candidates.shape
@@ -136,16 +135,28 @@ def _find(selected_row: list[int], token_idx: int) -> int:
         return -1
 
 
-def build_tree_kernel_efficient(parent_list, selected_index, verified_seq_len, tree_mask,
-                                positions, retrive_index, retrive_next_token,
-                                retrive_next_sibling, topk, depth, draft_token_num,
-                                tree_mask_mode):
+def build_tree_kernel_efficient(
+    parent_list,
+    selected_index,
+    verified_seq_len,
+    tree_mask,
+    positions,
+    retrive_index,
+    retrive_next_token,
+    retrive_next_sibling,
+    topk,
+    depth,
+    draft_token_num,
+    tree_mask_mode,
+):
     """Tree mask, positions and child/sibling links of each request's draft tree.
     tree_mask_mode 0 = FULL_MASK (rows include the prefix, pre-filled by the caller),
     1 = QLEN_ONLY (draft_token_num x draft_token_num per request)."""
     if tree_mask_mode not in (0, 1):
-        raise RuntimeError(f"build_tree_kernel_efficient_cpu: tree_mask_mode {tree_mask_mode} "
-                           "is not supported (only 0 FULL_MASK and 1 QLEN_ONLY)")
+        raise RuntimeError(
+            f"build_tree_kernel_efficient_cpu: tree_mask_mode {tree_mask_mode} "
+            "is not supported (only 0 FULL_MASK and 1 QLEN_ONLY)"
+        )
     bs = selected_index.shape[0]
     parents = parent_list.tolist()
     selected = selected_index.tolist()
@@ -177,7 +188,7 @@ def build_tree_kernel_efficient(parent_list, selected_index, verified_seq_len, t
         for tid in range(draft_token_num):
             row = base + width * tid + lead
             mask[row] = True
-            mask[row + 1:row + draft_token_num] = False
+            mask[row + 1 : row + draft_token_num] = False
             if tid == 0:
                 continue
             position, cur = 0, tid - 1

@@ -14,6 +14,7 @@ Each key holds cumulative ``[calls, seconds]`` per batch size; a daemon thread w
 to ``DIR/<pid>.json`` every 0.25 s (atomic rename). A benchmark diffs two reads. The
 scheduler's own per-step overhead is ``step_period - forward`` on a plain server.
 """
+
 from __future__ import annotations
 
 import functools
@@ -79,6 +80,7 @@ def _timed(fn, key_of):
             key, bs = key_of(*args, **kwargs)
             if key:
                 record(key, bs, time.perf_counter() - t0)
+
     return wrapper
 
 
@@ -125,5 +127,4 @@ def patch_scheduler(module) -> None:
     cls.run_batch = run_batch
 
 
-AFTER_IMPORT = {RUNNER_MODULE: patch_runner, EAGLE_MODULE: patch_eagle,
-                SCHEDULER_MODULE: patch_scheduler}
+AFTER_IMPORT = {RUNNER_MODULE: patch_runner, EAGLE_MODULE: patch_eagle, SCHEDULER_MODULE: patch_scheduler}

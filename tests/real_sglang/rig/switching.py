@@ -6,6 +6,7 @@ Everything is read from outside, as an operator would: ``/generate`` with token 
 step's accept length, and the patch's ``switched to ...`` line at the step a switch
 takes effect.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,15 +21,14 @@ from .server import DECODE_RE, RigServer
 TO_TARGET_ONLY = "Dynamic speculation: switched to target-only"
 TO_SPECULATIVE = "Dynamic speculation: switched to speculative"
 FORCED_TARGET_ONLY = f"Dynamic speculation: force mode set to {decision.TARGET_ONLY}"
-WARM_FLOOR = 2.0     # mean accept length right after resuming, warm draft KV (max 3.00)
-RESUME_SKIP = 1      # the first line after a switch may still report the step before it
-RESUME_WINDOW = 5    # steps judged after resuming (a cold draft needs ~PERIOD positions)
+WARM_FLOOR = 2.0  # mean accept length right after resuming, warm draft KV (max 3.00)
+RESUME_SKIP = 1  # the first line after a switch may still report the step before it
+RESUME_WINDOW = 5  # steps judged after resuming (a cold draft needs ~PERIOD positions)
 
 
 def force(server: RigServer, mode: str) -> None:
     """Set the forced mode on every rank (HTTP carries it as its index in FORCE_CHOICES)."""
-    res = server.request("/set_internal_state", {"server_args": {
-        decision.FORCE_KEY: decision.FORCE_CHOICES.index(mode)}})
+    res = server.request("/set_internal_state", {"server_args": {decision.FORCE_KEY: decision.FORCE_CHOICES.index(mode)}})
     assert res and all(x is True for x in res), f"force {mode} refused: {res}"
 
 
@@ -37,11 +37,13 @@ def set_threshold(server: RigServer, n: int) -> None:
     assert res and all(x is True for x in res), f"threshold {n} refused: {res}"
 
 
-def generate_ids(server: RigServer, prompts: list[list[int]], max_new: int,
-                 timeout: float = 600) -> list[list[int]]:
+def generate_ids(server: RigServer, prompts: list[list[int]], max_new: int, timeout: float = 600) -> list[list[int]]:
     """Greedy outputs (token ids) of ``prompts``, sent as ONE batch request."""
-    out = server.request("/generate", {"input_ids": prompts, "sampling_params": {
-        "max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}}, timeout=timeout)
+    out = server.request(
+        "/generate",
+        {"input_ids": prompts, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}},
+        timeout=timeout,
+    )
     return [o["output_ids"] for o in out]
 
 
@@ -53,7 +55,7 @@ class LogWindow:
         self.start = len(server.log_text())
 
     def text(self) -> str:
-        return self.server.log_text()[self.start:]
+        return self.server.log_text()[self.start :]
 
     def decodes(self) -> list[float]:
         return [float(m.group(2)) for m in DECODE_RE.finditer(self.text())]
@@ -62,8 +64,7 @@ class LogWindow:
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{what}: not seen after {timeout:.0f} s\n"
-                                   f"{self.server.log_tail(30)}")
+                raise TimeoutError(f"{what}: not seen after {timeout:.0f} s\n{self.server.log_tail(30)}")
             time.sleep(0.02)
 
 
@@ -97,19 +98,19 @@ class Background:
 @dataclass(frozen=True)
 class ResumeProbe:
     """One request that ran target-only (forced), then speculative (forced)."""
+
     output_ids: list[int]
     during: list[float]  # accept lengths while target-only
-    after: list[float]   # accept lengths from the switch back on
+    after: list[float]  # accept lengths from the switch back on
 
     def warm_mean(self) -> float:
         """Mean accept length of the steps judged after resuming."""
-        judged = self.after[RESUME_SKIP:RESUME_SKIP + RESUME_WINDOW]
+        judged = self.after[RESUME_SKIP : RESUME_SKIP + RESUME_WINDOW]
         assert len(judged) == RESUME_WINDOW, f"too few steps after resuming: {self.after}"
         return sum(judged) / len(judged)
 
 
-def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 36,
-                 max_new: int = 110) -> ResumeProbe:
+def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 36, max_new: int = 110) -> ResumeProbe:
     """Run ``prompt`` alone, forced target-only from its first decode step; once
     ``stretch_steps`` steps ran, force speculative until it ends; back to auto after. (One
     timed action, and a late one only lengthens the stretch: fine on a fast GPU too.)"""
@@ -128,8 +129,7 @@ def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 3
 
     try:
         job = Background(lambda: generate_ids(server, [prompt], max_new)[0])
-        win.wait(lambda: len(DECODE_RE.findall(from_force())) >= stretch_steps
-                 or not job.alive(), "target-only steps")
+        win.wait(lambda: len(DECODE_RE.findall(from_force())) >= stretch_steps or not job.alive(), "target-only steps")
         force(server, decision.SPECULATIVE)
         output = job.result()
     finally:
@@ -139,17 +139,20 @@ def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 3
     cut = text.find(TO_SPECULATIVE)
     assert cut >= 0, f"no forced switch back to speculative in the log:\n{text[-3000:]}"
     before, after = text[:cut], text[cut:]
-    return ResumeProbe(output_ids=output,
-                       during=[float(m.group(2)) for m in DECODE_RE.finditer(before)],
-                       after=[float(m.group(2)) for m in DECODE_RE.finditer(after)])
+    return ResumeProbe(
+        output_ids=output,
+        during=[float(m.group(2)) for m in DECODE_RE.finditer(before)],
+        after=[float(m.group(2)) for m in DECODE_RE.finditer(after)],
+    )
 
 
 def assert_warm_after_resume(probe: ResumeProbe) -> float:
     """The guarded check: right after target-only, the draft still accepts >= WARM_FLOOR."""
     mean = probe.warm_mean()
-    judged = probe.after[RESUME_SKIP:RESUME_SKIP + RESUME_WINDOW]
-    assert mean >= WARM_FLOOR, (f"draft KV went cold during target-only: accept lengths after "
-                                f"resuming {judged} (mean {mean:.2f} < {WARM_FLOOR})")
+    judged = probe.after[RESUME_SKIP : RESUME_SKIP + RESUME_WINDOW]
+    assert mean >= WARM_FLOOR, (
+        f"draft KV went cold during target-only: accept lengths after resuming {judged} (mean {mean:.2f} < {WARM_FLOOR})"
+    )
     return mean
 
 
@@ -174,12 +177,10 @@ class SwitchRun:
 
 def _switches(text: str) -> tuple[str, ...]:
     found = re.finditer(r"Dynamic speculation: switched to (target-only|speculative)", text)
-    return tuple(decision.TARGET_ONLY if m.group(1) == "target-only" else decision.SPECULATIVE
-                 for m in found)
+    return tuple(decision.TARGET_ONLY if m.group(1) == "target-only" else decision.SPECULATIVE for m in found)
 
 
-def flip_while_running(server: RigServer, prompts: list[list[int]], max_new: int,
-                       every: int = 3) -> SwitchRun:
+def flip_while_running(server: RigServer, prompts: list[list[int]], max_new: int, every: int = 3) -> SwitchRun:
     """One batch of ``prompts``; the forced mode flips every ``every`` decode steps."""
     win = LogWindow(server)
     job = Background(lambda: generate_ids(server, prompts, max_new))
@@ -204,11 +205,8 @@ def waves(server: RigServer, prompts: list[list[int]], lengths: list[int]) -> Sw
     joins once the server has switched back to speculative."""
     half = len(prompts) // 2
     win = LogWindow(server)
-    first = [Background(lambda p=p, n=n: generate_ids(server, [p], n)[0])
-             for p, n in zip(prompts[:half], lengths[:half])]
-    win.wait(lambda: TO_SPECULATIVE in win.text() or not any(j.alive() for j in first),
-             "the switch back to speculative")
-    second = [Background(lambda p=p, n=n: generate_ids(server, [p], n)[0])
-              for p, n in zip(prompts[half:], lengths[half:])]
+    first = [Background(lambda p=p, n=n: generate_ids(server, [p], n)[0]) for p, n in zip(prompts[:half], lengths[:half])]
+    win.wait(lambda: TO_SPECULATIVE in win.text() or not any(j.alive() for j in first), "the switch back to speculative")
+    second = [Background(lambda p=p, n=n: generate_ids(server, [p], n)[0]) for p, n in zip(prompts[half:], lengths[half:])]
     outputs = [job.result() for job in first + second]
     return SwitchRun(outputs, _switches(win.text()))

@@ -10,6 +10,7 @@
   while speculating, exactly 1.00 when the target decodes alone.
 * ``constant=False`` gives random weights (accept length ~1.00).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,12 +26,15 @@ VOCAB_TARGET = 512
 CONSTANT_WORD = " hello"
 MAX_POSITIONS = 2048
 
-_CORPUS_WORDS = ("hello world the quick brown fox jumps over the lazy dog speculative decoding "
-                 "draft target model token batch threshold console server switch accept length "
-                 "alpha beta gamma delta one two three four five six seven eight nine ten").split()
+_CORPUS_WORDS = (
+    "hello world the quick brown fox jumps over the lazy dog speculative decoding "
+    "draft target model token batch threshold console server switch accept length "
+    "alpha beta gamma delta one two three four five six seven eight nine ten"
+).split()
 
-CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                 "{% if add_generation_prompt %}assistant:{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+)
 
 
 def _train_tokenizer(out: Path):
@@ -40,14 +44,15 @@ def _train_tokenizer(out: Path):
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_TARGET - 8, special_tokens=["<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    lines = [" ".join(_CORPUS_WORDS[(i * 7 + j * 3) % len(_CORPUS_WORDS)] for j in range(12))
-             for i in range(400)]
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_TARGET - 8,
+        special_tokens=["<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    lines = [" ".join(_CORPUS_WORDS[(i * 7 + j * 3) % len(_CORPUS_WORDS)] for j in range(12)) for i in range(400)]
     tok.train_from_iterator(lines, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                   pad_token="</s>")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="</s>")
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(out))
     return fast
@@ -55,12 +60,22 @@ def _train_tokenizer(out: Path):
 
 def _llama_config(**extra) -> dict:
     cfg = {
-        "model_type": "llama", "hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE,
-        "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
-        "head_dim": HIDDEN // HEADS, "hidden_act": "silu", "rms_norm_eps": 1e-5,
-        "rope_theta": 10000.0, "max_position_embeddings": MAX_POSITIONS,
-        "vocab_size": VOCAB_TARGET, "bos_token_id": 0, "eos_token_id": 1,
-        "tie_word_embeddings": False, "torch_dtype": "float32", "attention_bias": False,
+        "model_type": "llama",
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTERMEDIATE,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "head_dim": HIDDEN // HEADS,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": MAX_POSITIONS,
+        "vocab_size": VOCAB_TARGET,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "attention_bias": False,
         "mlp_bias": False,
     }
     cfg.update(extra)
@@ -106,10 +121,12 @@ def _head(rows: int, token: int, g, constant: bool):
 
 def draft_config() -> dict:
     return _llama_config(
-        architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1,
-        draft_vocab_size=VOCAB_TARGET, target_hidden_size=HIDDEN,
-        eagle_config={"eagle_aux_hidden_state_layer_ids": AUX_LAYER_IDS,
-                      "use_aux_hidden_state": True})
+        architectures=["LlamaForCausalLMEagle3"],
+        num_hidden_layers=1,
+        draft_vocab_size=VOCAB_TARGET,
+        target_hidden_size=HIDDEN,
+        eagle_config={"eagle_aux_hidden_state_layer_ids": AUX_LAYER_IDS, "use_aux_hidden_state": True},
+    )
 
 
 def build(target_dir: Path, draft_dir: Path, constant: bool = True, seed: int = 0) -> dict:
@@ -128,25 +145,31 @@ def build(target_dir: Path, draft_dir: Path, constant: bool = True, seed: int = 
     embed = torch.randn(VOCAB_TARGET, HIDDEN, generator=g) * 0.5
     if constant:
         embed[:, 0] = 10.0
-    target = {"model.embed_tokens.weight": embed, "model.norm.weight": torch.ones(HIDDEN),
-              "lm_head.weight": _head(VOCAB_TARGET, token, g, constant)}
+    target = {
+        "model.embed_tokens.weight": embed,
+        "model.norm.weight": torch.ones(HIDDEN),
+        "lm_head.weight": _head(VOCAB_TARGET, token, g, constant),
+    }
     for i in range(TARGET_LAYERS):
         target.update(_layer(f"model.layers.{i}", g, constant, HIDDEN, hidden_norm=False))
     save_file({k: v.contiguous() for k, v in target.items()}, str(target_dir / "model.safetensors"))
-    (target_dir / "config.json").write_text(json.dumps(_llama_config(
-        architectures=["LlamaForCausalLM"], num_hidden_layers=TARGET_LAYERS), indent=1))
+    (target_dir / "config.json").write_text(
+        json.dumps(_llama_config(architectures=["LlamaForCausalLM"], num_hidden_layers=TARGET_LAYERS), indent=1)
+    )
 
     fc = torch.randn(HIDDEN, HIDDEN * len(AUX_LAYER_IDS), generator=g) * 0.05
     if constant:
         fc[0, :] = 0.0
         fc[0, 0] = 1.0
-    draft = {"fc.weight": fc, "norm.weight": torch.ones(HIDDEN),
-             "embed_tokens.weight": embed.clone(),
-             "lm_head.weight": _head(VOCAB_TARGET, token, g, constant),
-             "d2t": torch.zeros(VOCAB_TARGET, dtype=torch.int64),
-             "t2d": torch.ones(VOCAB_TARGET, dtype=torch.bool)}
+    draft = {
+        "fc.weight": fc,
+        "norm.weight": torch.ones(HIDDEN),
+        "embed_tokens.weight": embed.clone(),
+        "lm_head.weight": _head(VOCAB_TARGET, token, g, constant),
+        "d2t": torch.zeros(VOCAB_TARGET, dtype=torch.int64),
+        "t2d": torch.ones(VOCAB_TARGET, dtype=torch.bool),
+    }
     draft.update(_layer("midlayer", g, constant, 2 * HIDDEN, hidden_norm=True))
     save_file({k: v.contiguous() for k, v in draft.items()}, str(draft_dir / "model.safetensors"))
     (draft_dir / "config.json").write_text(json.dumps(draft_config(), indent=1))
-    return {"constant_token_id": token, "constant_text": tok.decode([token]),
-            "constant": constant}
+    return {"constant_token_id": token, "constant_text": tok.decode([token]), "constant": constant}

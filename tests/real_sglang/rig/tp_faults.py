@@ -10,6 +10,7 @@
 Installed by ``preload.py`` in every process of a rig server when the variable is set;
 it replaces functions of the patch's modules (looked up at call time), never SGLang's.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,6 +32,7 @@ def faults() -> dict[str, str]:
 
 def _tp_rank() -> int:
     from sglang.srt.runtime_context import get_parallel
+
     return int(get_parallel().tp_rank)
 
 
@@ -56,6 +58,7 @@ def install() -> None:
         if "barrier" in wanted:
             import torch.distributed as dist
             from sglang.srt.runtime_context import get_parallel
+
             logger.info("rig tp_faults: build barrier entered")
             dist.barrier(group=get_parallel().tp_group.cpu_group)
             logger.info("rig tp_faults: build barrier left")
@@ -66,6 +69,7 @@ def install() -> None:
     worker.build_states = build_states
 
     if "old_order" in wanted:
+
         def prepare(w, module, free_before):
             dyn = w._dynspec
             failure = None

@@ -15,6 +15,7 @@ EAGLE-3 accepts ~all drafts when the draft KV is warm, and little for ~PERIOD po
 after its KV went stale (``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1`` skips draft-extend
 while target-only).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ from pathlib import Path
 from . import tiny_models as tm
 
 PERIOD = 12
-FIRST_TOKEN = 2            # 0 and 1 are <s> and </s>
-LAST_TOKEN = 500           # ids the tokenizer can decode
+FIRST_TOKEN = 2  # 0 and 1 are <s> and </s>
+LAST_TOKEN = 500  # ids the tokenizer can decode
 # (sequence length, batch, steps): short sequences learn the copy fast; the long phase
 # teaches it to ignore far positions: trained to 192, right to ~384 (tests and the
 # benchmark stay under 256)
@@ -65,7 +66,7 @@ def _rope(x, pos, theta=10000.0):
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
     ang = pos.to(torch.float32)[..., None] * inv
     cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
 
@@ -102,13 +103,13 @@ class DraftNet:
         import torch
 
         w, hd = self.w, tm.HIDDEN // tm.HEADS
-        x = torch.cat([_rms(self.embed[tokens], w["midlayer.input_layernorm.weight"]),
-                       _rms(hidden, w["midlayer.hidden_norm.weight"])], -1)
+        x = torch.cat(
+            [_rms(self.embed[tokens], w["midlayer.input_layernorm.weight"]), _rms(hidden, w["midlayer.hidden_norm.weight"])], -1
+        )
         B, T, _ = x.shape
 
         def heads(name, n):
-            return (x @ w[f"midlayer.self_attn.{name}_proj.weight"].T).view(
-                B, T, n, hd).transpose(1, 2)
+            return (x @ w[f"midlayer.self_attn.{name}_proj.weight"].T).view(B, T, n, hd).transpose(1, 2)
 
         q = _rope(heads("q", tm.HEADS), pos)
         k = _rope(heads("k", tm.KV_HEADS), pos)
@@ -125,8 +126,9 @@ class DraftNet:
         a = attn.transpose(1, 2).reshape(B, T, -1) @ w["midlayer.self_attn.o_proj.weight"].T
         residual = a + residual
         h = _rms(residual, w["midlayer.post_attention_layernorm.weight"])
-        m = (torch.nn.functional.silu(h @ w["midlayer.mlp.gate_proj.weight"].T)
-             * (h @ w["midlayer.mlp.up_proj.weight"].T)) @ w["midlayer.mlp.down_proj.weight"].T
+        m = (torch.nn.functional.silu(h @ w["midlayer.mlp.gate_proj.weight"].T) * (h @ w["midlayer.mlp.up_proj.weight"].T)) @ w[
+            "midlayer.mlp.down_proj.weight"
+        ].T
         out = m + residual
         return _rms(out, w["norm.weight"]) @ w["lm_head.weight"].T, out
 
@@ -157,8 +159,7 @@ class DraftNet:
 
 
 def _target_config() -> dict:
-    return tm._llama_config(architectures=["LlamaForCausalLM"],
-                            num_hidden_layers=tm.TARGET_LAYERS)
+    return tm._llama_config(architectures=["LlamaForCausalLM"], num_hidden_layers=tm.TARGET_LAYERS)
 
 
 def _train(params, loss_fn, phases, name: str, log=None) -> None:
@@ -167,8 +168,7 @@ def _train(params, loss_fn, phases, name: str, log=None) -> None:
 
     total = sum(steps for _, _, steps in phases)
     opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=total,
-                                                pct_start=0.1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=total, pct_start=0.1)
     step = 0
     for seq, batch, steps in phases:
         for _ in range(steps):
@@ -185,21 +185,19 @@ def _train(params, loss_fn, phases, name: str, log=None) -> None:
 def _target_loss(model, x):
     import torch
 
-    logits = model(input_ids=x).logits[:, PERIOD - 1:-1]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                             x[:, PERIOD:].reshape(-1))
+    logits = model(input_ids=x).logits[:, PERIOD - 1 : -1]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, PERIOD:].reshape(-1))
 
 
 def train_target(g, phases=TARGET_PHASES, log=None):
     """transformers' LlamaForCausalLM of the rig's shape, trained to copy PERIOD back."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = {k: v for k, v in _target_config().items() if k not in ("architectures",
-                                                                  "torch_dtype")}
+    cfg = {k: v for k, v in _target_config().items() if k not in ("architectures", "torch_dtype")}
     model = LlamaForCausalLM(LlamaConfig(**cfg, attn_implementation="sdpa"))
-    _train(list(model.parameters()),
-           lambda seq, batch: _target_loss(model, period_sequences(batch, seq, g)),
-           phases, "target", log)
+    _train(
+        list(model.parameters()), lambda seq, batch: _target_loss(model, period_sequences(batch, seq, g)), phases, "target", log
+    )
     model.eval()
     return model
 
@@ -228,11 +226,10 @@ def draft_losses(net, batch):
     tokens, aux, y1, y2 = batch
     logits1, logits2 = net.forward(tokens, aux)
     lo = PERIOD - 1
-    l1, l2 = logits1[:, lo:y2.shape[1]], logits2[:, lo:y2.shape[1]]
-    t1, t2 = y1[:, lo:y2.shape[1]], y2[:, lo:]
+    l1, l2 = logits1[:, lo : y2.shape[1]], logits2[:, lo : y2.shape[1]]
+    t1, t2 = y1[:, lo : y2.shape[1]], y2[:, lo:]
     ce = torch.nn.functional.cross_entropy
-    loss = ce(l1.reshape(-1, l1.shape[-1]), t1.reshape(-1)) + ce(
-        l2.reshape(-1, l2.shape[-1]), t2.reshape(-1))
+    loss = ce(l1.reshape(-1, l1.shape[-1]), t1.reshape(-1)) + ce(l2.reshape(-1, l2.shape[-1]), t2.reshape(-1))
     acc1 = (l1.argmax(-1) == t1).float().mean().item()
     acc2 = (l2.argmax(-1) == t2).float().mean().item()
     return loss, acc1, acc2
@@ -240,9 +237,9 @@ def draft_losses(net, batch):
 
 def train_draft(target, g, phases=DRAFT_PHASES, log=None):
     net = DraftNet(target.model.embed_tokens.weight.detach().clone(), g)
-    _train(list(net.w.values()),
-           lambda seq, batch: draft_losses(net, draft_batch(target, g, batch, seq))[0],
-           phases, "draft", log)
+    _train(
+        list(net.w.values()), lambda seq, batch: draft_losses(net, draft_batch(target, g, batch, seq))[0], phases, "draft", log
+    )
     return net
 
 
@@ -255,8 +252,11 @@ def _check(target, net, g) -> dict:
     with torch.no_grad():
         pred = target(input_ids=x).logits.argmax(-1)
         _, a1, a2 = draft_losses(net, draft_batch(target, g, 16, CHECK_SEQ))
-    facts = {"target_accuracy": (pred[:, PERIOD - 1:-1] == x[:, PERIOD:]).float().mean().item(),
-             "draft_accuracy_extend": a1, "draft_accuracy_decode": a2}
+    facts = {
+        "target_accuracy": (pred[:, PERIOD - 1 : -1] == x[:, PERIOD:]).float().mean().item(),
+        "draft_accuracy_extend": a1,
+        "draft_accuracy_decode": a2,
+    }
     if min(facts.values()) < 0.99:
         raise RuntimeError(f"the rig's trained models did not converge: {facts}")
     return facts
@@ -283,9 +283,13 @@ def build(target_dir: Path, draft_dir: Path, seed: int = 0, log=print) -> dict:
     (target_dir / "config.json").write_text(json.dumps(_target_config(), indent=1))
     vocab = tm.VOCAB_TARGET
     draft = {k: v.detach().contiguous() for k, v in net.w.items()}
-    draft.update({"embed_tokens.weight": net.embed.contiguous(),
-                  "d2t": torch.zeros(vocab, dtype=torch.int64),
-                  "t2d": torch.ones(vocab, dtype=torch.bool)})
+    draft.update(
+        {
+            "embed_tokens.weight": net.embed.contiguous(),
+            "d2t": torch.zeros(vocab, dtype=torch.int64),
+            "t2d": torch.ones(vocab, dtype=torch.bool),
+        }
+    )
     save_file(draft, str(draft_dir / "model.safetensors"))
     (draft_dir / "config.json").write_text(json.dumps(tm.draft_config(), indent=1))
     facts.update(period=PERIOD, train_s=round(time.monotonic() - t0, 1))
