@@ -70,8 +70,17 @@ def test_operator_screen_in_a_16_colour_terminal(tmp_path):
         found = re.search(r"supervise` \(pid (\d+)", text.replace("\n", ""))
         supervise = int(found.group(1)) if found else None
     finally:
-        # what Enter left running: the simulator (stopped as an operator would) and the
-        # detached supervise it was handed to (stopped by the pid it printed)
+        # what Enter left running: the detached supervise it was handed to (stopped first, by
+        # the pid it printed, so it cannot restart what `stop` ends) and the simulator
+        # (stopped as an operator would, then by its group if a record still says it lives)
+        for pid in [supervise] if supervise else []:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+                time.sleep(0.1)
         subprocess.run(
             [sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
             env=t.env,
@@ -79,13 +88,12 @@ def test_operator_screen_in_a_16_colour_terminal(tmp_path):
             capture_output=True,
         )
         t.close()
-        for pid in [supervise] if supervise else []:
+        try:
+            last = runs.load_record("demo", t.state / "demo")
+        except runs.RunRecordError:
+            last = None
+        for r in {x.pgid: x for x in (rec, last) if x is not None and x.is_live()}.values():
             try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        if rec is not None and rec.is_live():
-            try:
-                os.killpg(rec.pgid, signal.SIGTERM)
+                os.killpg(r.pgid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
