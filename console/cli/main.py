@@ -18,7 +18,8 @@ from server_control.state.state_dir import StateDirError
 
 COMMAND_MODULES = (
     "console.cli.ui",  # (default) the TUI on a profile, `demo`, `attach`
-    "console.cli.runs",  # launch, stop, restart, supervise
+    "console.cli.runs",  # launch, stop, restart
+    "console.cli.supervise",  # supervise
     "console.cli.logs",  # logs
     "console.cli.control",  # threshold, verify
     "console.cli.status",  # status (the session snapshot)

@@ -1,4 +1,5 @@
-"""`specconsole launch | stop | restart | supervise`: the server's life cycle without a screen.
+"""`specconsole launch | stop | restart`: the server's life cycle without a screen
+(`supervise` is in ``console.cli.supervise``).
 
 The profile is `--profile F` (a path, or a shipped profile's name such as "demo") with its
 state dir (`--state-dir DIR`, default $SPECCONSOLE_STATE_DIR or the user's), or the run of
@@ -7,9 +8,8 @@ state dir (`--state-dir DIR`, default $SPECCONSOLE_STATE_DIR or the user's), or 
 its own session and writes its own log file. See docs/operations.md.
 
 Exit codes (each command's --help lists its own): 0 done; 1 failed (the server died, stop
-left processes, supervise ended FATAL); 2 bad profile or arguments; 3 refused: a live run
-already holds the profile or its port; 4 --wait timed out before the server was ready;
-130 interrupted.
+left processes); 2 bad profile or arguments; 3 refused: a live run already holds the
+profile or its port; 4 --wait timed out before the server was ready; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,10 +18,7 @@ import argparse
 import asyncio
 import json
 import shlex
-import signal
 import sys
-import time
-from collections.abc import Callable
 
 from console.cli.common import (
     EXIT_CONFLICT,
@@ -37,13 +34,11 @@ from console.cli.common import (
 )
 from server_control.config.interpreter import check_sglang
 from server_control.config.profile import ProfileError
-from server_control.model.vocabulary import LIVE_STATES, RunState
+from server_control.model.vocabulary import RunState
 from server_control.protocol.arg_types import seconds_where
 from server_control.state import run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.supervision import carried_settings as runtime_settings
-from server_control.supervision.health_watch import exit_words
-from server_control.supervision.ownership import HANDOFF, ROLE_WORDS
 from server_control.supervision.supervisor import Supervisor
 
 EPILOGS = {
@@ -53,12 +48,11 @@ EPILOGS = {
     "2 bad profile/arguments, 130 interrupted.",
     "restart": "Exit codes: 0 restarted (with --wait: ready), 1 failed, 2 bad profile/arguments, "
     "3 something else holds the port, 4 --wait timed out, 130 interrupted.",
-    "supervise": "Exit codes: 0 detached (Ctrl-C) or the run was stopped elsewhere, 1 FATAL or the loop "
-    "failed, 2 bad profile/arguments, 3 a live run holds the port, 130 interrupted.",
 }
 
 
-def _out(args, obj: dict, text: str) -> None:
+def out(args, obj: dict, text: str) -> None:
+    """``obj`` as a JSON line with --json, else ``text``."""
     print(json.dumps(obj) if args.json else text, flush=True)
 
 
@@ -71,11 +65,12 @@ def _load(args):
     return profile
 
 
-def _supervisor(args, profile, **kw) -> Supervisor:
+def supervisor_for(args, profile, **kw) -> Supervisor:
+    """The profile's supervisor in the state dir ``load`` chose."""
     return Supervisor(profile, state_dir=getattr(args, "run_state_dir", None), **kw)
 
 
-def _with_profile(args, action) -> int:
+def with_profile(args, action) -> int:
     """Load the profile (a bad one exits 2 naming file and key), then run ``action``."""
     try:
         profile = _load(args)
@@ -85,7 +80,7 @@ def _with_profile(args, action) -> int:
     return asyncio.run(action(args, profile))
 
 
-def _run_dict(rec: runs.RunRecord | None) -> dict | None:
+def run_dict(rec: runs.RunRecord | None) -> dict | None:
     if rec is None:
         return None
     return {
@@ -149,7 +144,7 @@ REAPPLY_WAIT_S = 600.0  # restart with runtime settings and no --wait: wait this
 async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | None = None) -> int:
     """Launch (``runtime``: the settings a restart carries, re-applied once ready: waited for
     even without --wait when no supervisor runs to do it)."""
-    sup = sup or _supervisor(args, profile)
+    sup = sup or supervisor_for(args, profile)
     try:
         rec = await sup.launch(runtime=runtime)
     except RunConflict as exc:
@@ -170,12 +165,12 @@ async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | 
             )
     if wait is not None:
         state = await sup.wait_ready(wait)
-    _out(
+    out(
         args,
         {
             "profile": profile.name,
             "state": state,
-            "run": _run_dict(rec),
+            "run": run_dict(rec),
             "exit_code": sup.exit_code,
             "error": sup.last_error,
             "runtime_note": sup.runtime_note,
@@ -195,23 +190,23 @@ async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | 
 
 # ---- stop / restart -----------------------------------------------------------------------
 def cmd_stop(args) -> int:
-    return _with_profile(args, _stop)
+    return with_profile(args, _stop)
 
 
 async def _stop(args, profile) -> int:
-    sup = _supervisor(args, profile)
+    sup = supervisor_for(args, profile)
     sup.adopt()
     res = await sup.stop(grace=args.grace)
-    _out(args, {"profile": profile.name, **res.to_dict()}, f"{profile.name}: {res.message}")
+    out(args, {"profile": profile.name, **res.to_dict()}, f"{profile.name}: {res.message}")
     return EXIT_OK if res.ok else EXIT_FAILED
 
 
 def cmd_restart(args) -> int:
-    return _with_profile(args, _restart)
+    return with_profile(args, _restart)
 
 
 async def _restart(args, profile) -> int:
-    sup = _supervisor(args, profile)
+    sup = supervisor_for(args, profile)
     sup.adopt()
     carry = sup.current_runtime()  # N etc. changed at runtime: carried to the new server, as the console's `r`
     res = await sup.stop(grace=args.grace)
@@ -227,196 +222,20 @@ async def _restart(args, profile) -> int:
         return EXIT_USAGE
 
 
-# ---- supervise ----------------------------------------------------------------------------
-def cmd_supervise(args) -> int:
-    return _with_profile(args, _supervise)
-
-
-async def _supervise(args, profile) -> int:
-    last: dict = {}
-    sup = _supervisor(args, profile, on_change=_reporter(args, profile, last), role=HANDOFF if args.handed_off else "supervise")
-    got = await _adopt_or_launch(sup, profile)
-    if isinstance(got, int):
-        return got
-    rec, how = got
-    loop = asyncio.get_running_loop()
-    detach = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, detach.set)
-    watch = asyncio.create_task(sup.watch())
-    await asyncio.sleep(0)  # the loop's first step tries the restart lock
-    _out(
-        args,
-        {
-            "event": how,
-            "profile": profile.name,
-            "run": _run_dict(rec),
-            "supervising": sup.supervising,
-            "supervisor": (lambda w: w.to_json() if w else None)(sup.supervisor_of()),
-        },
-        f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + _role_line(sup),
-    )
-    last["supervising"] = sup.supervising
-    code = EXIT_OK
-    try:
-        code = await _until_done(args, profile, sup, detach, watch)
-        if detach.is_set() and sup.record is not None:
-            running = sup.state in LIVE_STATES
-            _out(
-                args,
-                {
-                    "event": "detached",
-                    "profile": profile.name,
-                    "pid": sup.record.pid,
-                    "server_running": running,
-                    "state": sup.state,
-                    "exit_code": sup.exit_code,
-                },
-                f"detached; server left running (pid {sup.record.pid})"
-                if running
-                else f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})",
-            )
-    finally:
-        watch.cancel()
-        try:
-            await watch
-        except asyncio.CancelledError:
-            pass
-        except Exception as exc:  # noqa: BLE001 (report the loop's crash, keep the server)
-            error(f"supervision loop failed: {type(exc).__name__}: {exc}")
-            code = EXIT_FAILED
-    return code
-
-
-def _reporter(args, profile, last: dict) -> Callable[[Supervisor], None]:
-    """The supervisor's ``on_change``: a line (or a JSON event) per change worth saying;
-    ``last`` keeps what was said."""
-
-    def report(sup: Supervisor) -> None:
-        key = (
-            sup.state,
-            sup.restarts,
-            sup.record.pid if sup.record else None,
-            sup.supervising,
-            sup.next_restart_at,
-            sup.runtime_note,
-        )
-        if last.get("key") == key:
-            return
-        last["key"] = key
-        snap = sup.status_json()
-        if args.json:
-            print(json.dumps({"event": "state", "profile": profile.name, "time": time.time(), **snap}), flush=True)
-            return
-        bits = [f"{profile.name}: {sup.state}"]
-        if snap["pid"]:
-            bits.append(f"pid {snap['pid']}")
-        if sup.restarts:
-            bits.append(f"restarts {sup.restarts}")
-        if snap["next_restart_in_s"] is not None:
-            bits.append(f"restart in {snap['next_restart_in_s']:g} s")
-        if sup.last_error:
-            bits.append(sup.last_error)
-        line = "  ".join(bits)
-        if last.get("line") != line:  # e.g. only `supervising` changed: said below
-            last["line"] = line
-            print(f"{time.strftime('%H:%M:%S')}  {line}", flush=True)
-        _report_note_and_role(sup, profile, last)
-
-    return report
-
-
-def _report_note_and_role(sup: Supervisor, profile, last: dict) -> None:
-    if sup.runtime_note and last.get("note") != sup.runtime_note:  # re-applied (or not) after a restart
-        last["note"] = sup.runtime_note
-        print(f"{time.strftime('%H:%M:%S')}  {profile.name}: {sup.runtime_note}", flush=True)
-    if "supervising" in last and last["supervising"] != sup.supervising:  # after the first words
-        last["supervising"] = sup.supervising
-        print(
-            f"{time.strftime('%H:%M:%S')}  {profile.name}: "
-            + ("now supervising (took over the restart lock)" if sup.supervising else "no longer supervising"),
-            flush=True,
-        )
-
-
-async def _adopt_or_launch(sup: Supervisor, profile) -> tuple[runs.RunRecord, str] | int:
-    """(the run, "adopted" | "launched"), or the exit code of a refused or failed launch (said)."""
-    rec = sup.adopt()
-    if rec is not None:
-        return rec, "adopted"
-    try:
-        return await sup.launch(), "launched"
-    except RunConflict as exc:
-        # a lost launch race (another launch or supervise of this profile won): watch
-        # that run, as a supervise started a moment later would
-        rec = sup.adopt() if exc.record.name == profile.name else None
-        if rec is None:
-            error(f"refused: {exc}")
-            return EXIT_CONFLICT
-        return rec, "adopted"
-    except ProfileError as exc:
-        error(str(exc))
-        return EXIT_USAGE
-    except (OSError, RuntimeError) as exc:
-        error(f"launch failed: {exc}")
-        return EXIT_FAILED
-
-
-async def _until_done(args, profile, sup: Supervisor, detach: asyncio.Event, watch: asyncio.Task) -> int:
-    """Wait until detached, FATAL (said, EXIT_FAILED), stopped for ``--linger`` s (said) or
-    the watch loop ends."""
-    stopped_since: float | None = None
-    while not detach.is_set() and not watch.done():
-        if sup.state == RunState.FATAL:
-            tail = "\n".join(sup.fatal_tail)
-            _out(
-                args,
-                {
-                    "event": RunState.FATAL,
-                    "profile": profile.name,
-                    "reason": sup.fatal_reason,
-                    "exit_code": sup.exit_code,
-                    "tail": sup.fatal_tail,
-                },
-                f"FATAL: {sup.fatal_reason}\n--- last {len(sup.fatal_tail)} log lines ---\n{tail}",
-            )
-            return EXIT_FAILED
-        if sup.state == RunState.STOPPED:  # stopped from elsewhere: wait a little for a relaunch
-            stopped_since = stopped_since or time.monotonic()
-            if time.monotonic() - stopped_since > args.linger:
-                _out(
-                    args,
-                    {"event": RunState.STOPPED, "profile": profile.name},
-                    f"{profile.name}: stopped; nothing left to supervise",
-                )
-                return EXIT_OK
-        else:
-            stopped_since = None
-        try:
-            await asyncio.wait_for(detach.wait(), 0.25)
-        except TimeoutError:
-            pass
-    return EXIT_OK
-
-
-def _role_line(sup: Supervisor) -> str:
-    if sup.supervising:
-        return "supervising (Ctrl-C detaches and leaves the server running)"
-    who = sup.supervisor_of()
-    holder = f"{ROLE_WORDS.get(who.kind, who.kind)} pid {who.pid}" if who else "another process"
-    return (
-        f"watching only: {holder} supervises this run and restarts its crashes; this process "
-        "takes over if it stops (Ctrl-C leaves)"
-    )
-
-
-def register(subparsers) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
+def common_parser() -> argparse.ArgumentParser:
+    """The parent parser of every life-cycle command: the target (--profile or the demo's
+    run) and --json."""
     common = argparse.ArgumentParser(add_help=False)
     target = common.add_mutually_exclusive_group()
     add_profile_argument(target)
     add_demo_arguments(common, target)
     common.add_argument("--json", action="store_true", help="print JSON")
+    return common
+
+
+def register(subparsers) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    common = common_parser()
 
     p = subparsers.add_parser(
         "launch",
@@ -465,24 +284,3 @@ def register(subparsers) -> None:
         help="wait up to S seconds (default 600) until /health answers",
     )
     p.set_defaults(func=cmd_restart)
-
-    p = subparsers.add_parser(
-        "supervise",
-        parents=[common],
-        formatter_class=fmt,
-        epilog=EPILOGS["supervise"],
-        help="adopt or launch, then keep the server alive (no screen)",
-    )
-    p.add_argument(
-        "--linger",
-        type=seconds_where("0 = exit at once"),
-        default=10.0,
-        metavar="S",
-        help="after a stop from elsewhere, wait S seconds for a relaunch before exiting",
-    )
-    p.add_argument(
-        "--handed-off",
-        action="store_true",
-        help="started by a console that quit leaving the server running (the next console takes over)",
-    )
-    p.set_defaults(func=cmd_supervise)
