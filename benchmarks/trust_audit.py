@@ -5,7 +5,8 @@
 Every check drives the real CLI (``python -m console``) against real simulator runs in a
 private state dir (a small tmpfs for the full-disk faults when run as root), real hostile
 HTTP servers on 127.0.0.1 (tests/support/hostile_http.py) and real signals. It prints one
-line per check and the figures recorded in docs/operations.md:
+line per check and the figures recorded in docs/operations.md (the hostile inputs are
+in benchmarks/trust_inputs.py):
 
     faults handled as documented   F of N
     bad inputs refused, clearly    B of M   (exit 2 naming the key / field, no traceback)
@@ -32,6 +33,7 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.trust_inputs import check_bad_inputs  # noqa: E402
 from server_control.proc.ports import free_port  # noqa: E402
 from server_control.state import runs  # noqa: E402
 
@@ -311,25 +313,6 @@ class Audit:
         tail = tail_lines(log, 50)
         return len(tail) == 50 and tail[-1].endswith("bytes cut]"), f"{len(tail)} lines"
 
-    # -- bad inputs ---------------------------------------------------------------------------
-    def bad_profile(self, label: str, body: str, words: str) -> None:
-        def run() -> tuple[bool, str]:
-            path = self.root / f"bad-{len(self.results)}.toml"
-            path.write_text(body)
-            res = self.cli("launch", "--profile", str(path), "--dry-run")
-            ok = res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr
-            return ok, f"exit {res.returncode}: {res.stderr.strip()[-140:]}"
-
-        self.check("input", label, run)
-
-    def bad_flag(self, command: str, flag: str, value: str) -> None:
-        def run() -> tuple[bool, str]:
-            res = self.cli(command, "--profile", str(self.root / "none.toml"), f"{flag}={value}")
-            ok = res.returncode == 2 and "finite number" in res.stderr
-            return ok, f"exit {res.returncode}: {res.stderr.strip()[-120:]}"
-
-        self.check("input", f"{command} {flag}={value}", run)
-
     def run_all(self) -> dict:
         for when in ("at-server", "0.4", "0.6", "1.0"):
             self.check("fault", f"launcher SIGKILLed ({when})", lambda w=when: self.fault_launcher_killed(w))
@@ -349,27 +332,7 @@ class Audit:
             self.check("fault", f"full disk: {what}", lambda w=what: self.fault_full_disk(w))
         self.check("fault", "two supervise at once", self.fault_supervise_race)
         self.check("fault", "300 KB last log line in the FATAL tail", self.fault_long_last_line)
-        head = '[server]\nkind = "sim"\n'
-        for section, key in (
-            ("restart", "stop_grace_s"),
-            ("health", "timeout_s"),
-            ("health", "interval_s"),
-            ("restart", "backoff_initial_s"),
-            ("server", "log_rotate_mb"),
-        ):
-            for value in ("nan", "inf", "-inf"):
-                sec = "" if section == "server" else f"[{section}]\n"
-                self.bad_profile(
-                    f"[{section}] {key} = {value}", f"{head}{sec}{key} = {value}\n", f"[{section}] {key}: must be a finite number"
-                )
-        for flag, command in (("--grace", "stop"), ("--linger", "supervise"), ("--wait", "launch")):
-            for value in ("nan", "inf", "-1", "1e309"):
-                self.bad_flag(command, flag, value)
-        self.bad_profile("tp_size = 100000", head + "tp_size = 100000\n", "[server] tp_size: must be 1..64")
-        self.bad_profile("host = 127.0.0.1:1@10.0.0.1", head + 'host = "127.0.0.1:1@10.0.0.1"\n', "[server] host")
-        self.bad_profile("NUL in extra_args", head + 'extra_args = ["a\\u0000b"]\n', "must not contain a NUL")
-        self.bad_profile("NUL in [env]", head + '[env]\nX = "a\\u0000b"\n', "[env] X: must not contain a NUL")
-        self.bad_profile("TOML nested 50,000 deep", "x = " + "[" * 50000 + "]" * 50000 + "\n", "invalid TOML")
+        check_bad_inputs(self)
         time.sleep(0.5)
         left = sorted({pid for port in self.ports for pid in self.serving(port)})
         for pid in left:
