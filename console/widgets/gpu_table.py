@@ -12,8 +12,9 @@ from rich.text import Text
 
 from console.widgets.fmt import num
 from console.widgets.snapshot_view import SnapshotView
+from server_control.model.gpu_status import GpuStatus
 from server_control.model.rank_resources import RankResources
-from server_control.model.snapshot import GpuStatus, SessionSnapshot
+from server_control.model.snapshot import SessionSnapshot
 
 
 def gpu_table(gpus: GpuStatus) -> Table:

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
+from server_control.model.gpu_status import GpuStatus
 from server_control.model.operation import OperationResult
-from server_control.model.snapshot import GpuStatus, SettingChange
+from server_control.model.snapshot import SettingChange
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, RunState
 from server_control.state.state_dir import resolve_state_dir

@@ -25,9 +25,10 @@ from urllib.parse import urlsplit
 
 from server_control.fleet.spec import MemberSpec
 from server_control.fleet.ssh import SshHost, SshResult
+from server_control.model.gpu_status import GpuStatus
 from server_control.model.operation import OperationResult
 from server_control.model.run_status import RunStatus
-from server_control.model.snapshot import GpuStatus, SessionSnapshot
+from server_control.model.snapshot import SessionSnapshot
 from server_control.model.vocabulary import Outcome, RunState
 from server_control.telemetry.sample import Sample
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from server_control.model.gpu_status import GpuStatus
 from server_control.model.json_read import as_bool, as_counts, as_int, as_list, as_num, as_obj, as_str
 from server_control.model.load import Load
 from server_control.model.run_status import RunStatus
@@ -32,8 +33,6 @@ _EMPTY: Mapping[str, float] = MappingProxyType({})
 
 __all__ = [
     "EMPTY_SNAPSHOT",
-    "GpuDevice",
-    "GpuStatus",
     "LogStatus",
     "ModeShare",
     "Series",
@@ -260,65 +259,6 @@ class Timeline:
             per_mode=MappingProxyType(
                 {m: ModeShare(as_num(as_obj(pm.get(m)).get("share")), as_num(as_obj(pm.get(m)).get("tok_s"))) for m in MODES}
             ),
-        )
-
-
-@dataclass(frozen=True)
-class GpuDevice:
-    index: int
-    name: str
-    util: float | None = None
-    mem_used_mb: float | None = None
-    mem_total_mb: float | None = None
-    power_w: float | None = None
-    temp_c: float | None = None
-    pids: tuple[int, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "name": self.name,
-            "util": self.util,
-            "mem_used_mb": self.mem_used_mb,
-            "mem_total_mb": self.mem_total_mb,
-            "power_w": self.power_w,
-            "temp_c": self.temp_c,
-            "pids": list(self.pids),
-        }
-
-    @classmethod
-    def from_json(cls, raw: object) -> GpuDevice | None:
-        r = as_obj(raw)
-        if as_int(r.get("index")) is None:
-            return None
-        return cls(
-            index=as_int(r.get("index")) or 0,
-            name=as_str(r.get("name")) or "?",
-            util=as_num(r.get("util")),
-            mem_used_mb=as_num(r.get("mem_used_mb")),
-            mem_total_mb=as_num(r.get("mem_total_mb")),
-            power_w=as_num(r.get("power_w")),
-            temp_c=as_num(r.get("temp_c")),
-            pids=tuple(p for p in map(as_int, as_list(r.get("pids"))) if p is not None),
-        )
-
-
-@dataclass(frozen=True)
-class GpuStatus:
-    available: bool = False
-    reason: str | None = "not sampled yet"
-    devices: tuple[GpuDevice, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {"available": self.available, "reason": self.reason, "devices": [d.to_json() for d in self.devices]}
-
-    @classmethod
-    def from_json(cls, raw: object) -> GpuStatus:
-        r = as_obj(raw)
-        return cls(
-            available=r.get("available") is True,
-            reason=as_str(r.get("reason")),
-            devices=tuple(d for d in map(GpuDevice.from_json, as_list(r.get("devices"))) if d is not None),
         )
 
 

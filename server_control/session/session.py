@@ -26,28 +26,27 @@ from server_control.control.verify import SwitchWatch
 from server_control.logs import LogPipeline, LogStore
 from server_control.model.load import Load
 from server_control.model.operation import OperationResult
-from server_control.model.snapshot import LogStatus, ServerStatus, SessionSnapshot, SettingChange
+from server_control.model.snapshot import LogStatus, SessionSnapshot, SettingChange
 from server_control.model.switch_rate import SwitchRate
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import ChangeState, Outcome
 from server_control.protocol import decision as d
 from server_control.session.log_facts import LogFacts
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
-from server_control.session.snapshot_parts import SnapshotParts
+from server_control.session.run_notes import RunNotes, not_ours
+from server_control.session.snapshot_parts import SnapshotParts, rate_of, server_status, stale_elsewhere
 from server_control.session.subscribers import Subscribers
 from server_control.session.verdict import verification_of
-from server_control.telemetry.flapping import switch_rate
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
-from server_control.telemetry.series import ModeTimeline, PanelSeries, is_forced
+from server_control.telemetry.series import ModeTimeline, PanelSeries
 
 if TYPE_CHECKING:
     from server_control.config.profile import Profile
 
 
 log = logging.getLogger(__name__)
-ELSEWHERE_SHOWN_S = 60.0  # how long "N changed elsewhere: ..." stays on the status line
 
 
 class Session:
@@ -92,9 +91,7 @@ class Session:
         self.last_good: Sample | None = None  # the last poll the server answered (stale data, greyed)
         self.foreign: str | None = None  # why what answers is not this run's server (steering off)
         self._started_at = time.time()
-        self._runtime_note: str | None = None
-        self._last_exit: str | None = None  # the run's last exit already said in the log view
-        self._restarts: int | None = None  # the run's restart count last seen (None: not yet)
+        self.notes = RunNotes()
         self._subs = Subscribers()  # silent: the console's screen has no place for a traceback
         self._tasks: list[asyncio.Task[Any]] = []
         self._pipeline: LogPipeline | None = None
@@ -239,13 +236,7 @@ class Session:
                 self.mark("this run's server answers")
             return sample
         if self.foreign is None:
-            from server_control.proc.listener import holder  # noqa: PLC0415 - a scan of every process, once
-
-            port = self.profile.port if self.profile is not None else None
-            self.foreign = (
-                f"not this run's server: port {port} answers, but from {holder(port) if port else '?'}, "
-                "not a process of this run; steering is off"
-            )
+            self.foreign = not_ours(self.profile.port if self.profile is not None else None)
             self.mark(self.foreign)
         return Sample(ts=sample.ts, reachable=False, error=self.foreign, poll_s=sample.poll_s)
 
@@ -278,21 +269,12 @@ class Session:
 
     def _on_run_change(self) -> None:
         if self._started:
-            st = self.run.status()
-            if st.last_exit and st.last_exit != self._last_exit:  # a crash: said where the log goes on
-                self.mark(
-                    f"the server exited: {st.last_exit}"
-                    + (f"; restart in {st.next_restart_in_s:g} s" if st.next_restart_in_s is not None else "")
-                )
-            self._last_exit = st.last_exit
-            if self._restarts is not None and st.restarts > self._restarts and st.pid:
-                self.mark(f"restarted (restart {st.restarts}): pid {st.pid}")
-            self._restarts = st.restarts
+            for line in self.notes.exits(self.run.status()):
+                self.mark(line)
             self._follow(self.run.log_path())
-            note = self.run.status().runtime_note
-            if note and note != self._runtime_note:  # re-applied (or not) after a restart: said in the log view
+            note = self.notes.runtime(self.run.status().runtime_note)
+            if note:
                 self.mark(note)
-            self._runtime_note = note
         self._publish("snapshot")
 
     # -- control --------------------------------------------------------------------------
@@ -316,20 +298,8 @@ class Session:
         (telemetry/flapping.py). Measured from the earliest time known (the run's start, its
         log's first line, this session's start) and from the last change of N / hysteresis /
         dwell, so that every observer of the run says the same."""
-        g = self.last_good
-        r0 = g.ranks[0] if g and g.ranks else None
-        now = time.time()
         up = self.run.status().uptime_s
-        since = min(t for t in (self._started_at, self.facts.began, now - up if up is not None else None) if t is not None)
-        return switch_rate(
-            [e["t"] for e in self.timeline.current() if not is_forced(e)],
-            now,
-            since,
-            threshold=g.threshold if g else None,
-            hysteresis=r0.hysteresis if r0 else None,
-            dwell=r0.min_dwell_steps if r0 else None,
-            changed_at=self._damping_at,
-        )
+        return rate_of(self.last_good, self.timeline, (self._started_at, self.facts.began), up, self._damping_at)
 
     async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]], key: str) -> SettingChange:
         if self.foreign is None and self.last is not None and self.last.reachable:
@@ -401,30 +371,14 @@ class Session:
         s = self.last
         g = s if s and s.reachable else self.last_good
         load = g.load if g else None
-        tc = self.last_change
-        if (
-            tc is not None
-            and tc.state == ChangeState.ELSEWHERE
-            and (
-                time.monotonic() - self._elsewhere_at > ELSEWHERE_SHOWN_S
-                or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))
-            )
-        ):
+        if stale_elsewhere(self.last_change, g, self._elsewhere_at):
             self.last_change = None  # old news, or no longer what the server shows
         return SessionSnapshot(
             url=self.url,
             profile=self.profile.name if self.profile is not None else None,
             attached=self.attached,
             run=self.run.status(),
-            server=ServerStatus(
-                reachable=bool(s and s.reachable),
-                error=s.error if s else "not polled yet",
-                model=s.model if s else None,
-                tp_size=s.tp_size if s else None,
-                dp_size=s.dp_size if s else None,
-                version=s.version if s else None,
-                foreign=self.foreign is not None,
-            ),
+            server=server_status(s, self.foreign is not None),
             spec=self.parts.spec(g, self.switch_rate()),
             last_change=self.last_change,
             live=replace(load, source=None, ts=g.ts) if g and load else Load(),  # source: not in the JSON
@@ -434,7 +388,3 @@ class Session:
             verify=self.verification(),
             logs=LogStatus(**self.store.counters(), path=str(self._log_path) if self._log_path else None),
         )
-
-
-def _same_value(a: object, b: object) -> bool:
-    return a == b or str(a) == str(b)

@@ -1,19 +1,25 @@
 """The parts of a session's snapshot built from its telemetry: the panels' series and the
 switch timeline (each rebuilt only when its source changed: the panels' and the timeline's
-``version``), and the speculation status of the last answered poll."""
+``version``), the speculation status of the last answered poll and its switch rate, the
+server status, and when a change made elsewhere is no longer news."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from types import MappingProxyType
 
-from server_control.model.snapshot import MODES, ModeShare, Series, SpecStatus, Switch, Timeline
+from server_control.control.guard import shown
+from server_control.model.snapshot import MODES, ModeShare, Series, ServerStatus, SettingChange, SpecStatus, Switch, Timeline
 from server_control.model.switch_health import SwitchHealth
 from server_control.model.switch_rate import SwitchRate
+from server_control.model.vocabulary import ChangeState
+from server_control.telemetry.flapping import switch_rate
 from server_control.telemetry.sample import Sample
 from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
 
 SWITCHES_SHOWN = 200
+ELSEWHERE_SHOWN_S = 60.0  # how long "N changed elsewhere: ..." stays on the status line
 
 
 class SnapshotParts:
@@ -64,3 +70,53 @@ class SnapshotParts:
         }
         health = SwitchHealth.from_states([r.dynamic for r in ranks])
         return replace(SpecStatus.from_json(raw), switch_rate=rate, health=health)  # counters read tolerantly
+
+
+def server_status(s: Sample | None, foreign: bool) -> ServerStatus:
+    """The snapshot's ``server`` from the last poll ``s`` (``foreign``: what answers is not this run's server)."""
+    return ServerStatus(
+        reachable=bool(s and s.reachable),
+        error=s.error if s else "not polled yet",
+        model=s.model if s else None,
+        tp_size=s.tp_size if s else None,
+        dp_size=s.dp_size if s else None,
+        version=s.version if s else None,
+        foreign=foreign,
+    )
+
+
+def stale_elsewhere(tc: SettingChange | None, g: Sample | None, elsewhere_at: float) -> bool:
+    """``tc`` is a change made elsewhere (told at monotonic ``elsewhere_at``) that is old news
+    (ELSEWHERE_SHOWN_S) or no longer what the last answered poll ``g`` shows."""
+    return (
+        tc is not None
+        and tc.state == ChangeState.ELSEWHERE
+        and (
+            time.monotonic() - elsewhere_at > ELSEWHERE_SHOWN_S
+            or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))
+        )
+    )
+
+
+def _same_value(a: object, b: object) -> bool:
+    return a == b or str(a) == str(b)
+
+
+def rate_of(
+    g: Sample | None, timeline: ModeTimeline, known: tuple[float | None, ...], uptime_s: float | None, changed_at: float | None
+) -> SwitchRate:
+    """The switch rate of the timeline's rule-made switches (telemetry/flapping.py), measured
+    from the earliest of the times ``known`` and the run's start (``uptime_s`` ago); ``g``:
+    the last answered poll (N, hysteresis, dwell); ``changed_at``: the last change of them."""
+    r0 = g.ranks[0] if g and g.ranks else None
+    now = time.time()
+    since = min(t for t in (*known, now - uptime_s if uptime_s is not None else None) if t is not None)
+    return switch_rate(
+        [e["t"] for e in timeline.current() if not is_forced(e)],
+        now,
+        since,
+        threshold=g.threshold if g else None,
+        hysteresis=r0.hysteresis if r0 else None,
+        dwell=r0.min_dwell_steps if r0 else None,
+        changed_at=changed_at,
+    )

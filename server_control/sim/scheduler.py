@@ -26,6 +26,7 @@ from server_control.sim import logfmt, model
 from server_control.sim.autotune import AutoTune
 from server_control.sim.requests import Request, SimClock
 from server_control.sim.stats import Stats, StepTiming
+from server_control.sim.step_output import produce
 from server_control.sim.traffic import current_phase, target_concurrency
 
 if TYPE_CHECKING:
@@ -91,11 +92,11 @@ class Scheduler:
         self._vnow = 0.0
         self._resync = False
         self.ready = False
-        self._interval = {"t": 0.0, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
+        self.interval = {"t": 0.0, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
     # ---- called from other threads -------------------------------------------------
     def start(self) -> None:
-        self._interval["t"] = self.clock.now()
+        self.interval["t"] = self.clock.now()
         self._thread.start()
         if self.autotune is not None:
             self.autotune.start()
@@ -224,7 +225,7 @@ class Scheduler:
             # catching up a lag of up to 0.5 s of wall clock, else dropping it.
             vstart = now if last_vend is None else last_vend
             if last_vend is None:
-                self._interval["t"] = vstart  # a fresh interval starts with this step
+                self.interval["t"] = vstart  # a fresh interval starts with this step
             back_to_back = last_end is not None and now <= last_end + 0.5 * self.clock.scale
             start = last_end if back_to_back and last_end is not None else now
             mode = self.ranks.step(step_no, batch, lines)
@@ -245,7 +246,7 @@ class Scheduler:
             self.timing.lag_s = max(0.0, self.clock.now() - end) / self.clock.scale
             last_end, last_wall = end, wall
             last_vend = self._vnow = vstart + dt
-            touched = self._produce(new, decoding, step_mode)
+            touched = produce(self, new, decoding, step_mode)
             step_no += 1
             self.stats.steps = step_no
             if touched:
@@ -340,64 +341,10 @@ class Scheduler:
         self._vnow = self.clock.now()
         if self.curves is not None:
             self.curves.idle()
-        self._interval = {"t": self._vnow, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
-
-    def _produce(self, new: list[Request], decoding: list[Request], step_mode: str) -> list[Any]:
-        touched = []
-        spec = step_mode == model.SPECULATIVE
-        iv = self._interval
-        produced = 0
-        accepted: list[int] = []  # drafts accepted per decoding request (the patch's count)
-        for req in new:
-            if req.finished:
-                continue
-            req.generated = 1
-            req.first_token_at = self.clock.now()
-            self.stats.prompt_tokens_total += req.prompt_tokens
-            produced += 1
-        for req in decoding:
-            if req.finished:
-                continue
-            left = req.max_new_tokens - req.generated
-            n = model.sample_accept(self.rng, self.accept_p, self.num_steps) if spec else 1
-            n = min(n, left)
-            req.generated += n
-            produced += n
-            accepted.append(n - 1)
-            if spec:
-                req.spec_steps += 1
-                req.spec_tokens += n
-                iv["spec_steps"] += 1
-                iv["spec_tokens"] += n
-                self.spec_steps_total += 1
-                self.spec_tokens_total += n
-        iv["tokens"] += produced
-        if self.switch is not None and accepted:
-            ran = decision.SPECULATIVE if spec else decision.TARGET_ONLY
-            self.switch.record_verify(accepted, self.num_steps + 1 if spec else 1, ran)
-            if self.curves is not None:
-                self.curves.commit(ran, len(accepted), sum(accepted) + len(accepted))
-        self.stats.generation_tokens_total += produced
-        keep = []
-        in_use = 0
-        for req in self.running:
-            if req.generated >= req.max_new_tokens and not req.finished:
-                req.finished = True
-                self.stats.finished_total += 1
-            if req.waiter is not None:
-                touched.append(req.waiter)
-            if not req.finished:
-                keep.append(req)
-                in_use += req.prompt_tokens + req.generated
-        self.running = keep
-        s = self.stats
-        s.running = len(keep)
-        s.tokens_in_use = in_use
-        s.token_usage = in_use / self.args.max_total_tokens
-        return touched
+        self.interval = {"t": self._vnow, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
     def _close_interval(self) -> None:
-        iv = self._interval
+        iv = self.interval
         now = self._vnow  # simulated step clock: deterministic under machine load
         elapsed = now - iv["t"]
         s = self.stats
@@ -408,7 +355,7 @@ class Scheduler:
         elif self.spec:
             s.accept_length = 1.0
         s.accept_rate = model.accept_rate(s.accept_length, self.num_steps)
-        self._interval = {"t": now, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
+        self.interval = {"t": now, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
 
     def _prefill_line(self, new: list[Request]) -> str:
         return logfmt.prefill_line(len(new), sum(r.prompt_tokens for r in new), self.stats, len(self.waiting))

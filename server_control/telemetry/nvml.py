@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from server_control.model.snapshot import GpuDevice, GpuStatus
+from server_control.model.gpu_status import GpuDevice, GpuStatus
 
 MIN_INTERVAL_S = 0.25
 

@@ -1,0 +1,74 @@
+"""What one decode step of the simulated scheduler produces (scheduler.py): tokens per
+request (a speculative step's accepted drafts sampled from the acceptance model), the
+step's and the interval's counters, the verify result the switch and the cost curves
+count, and the finished requests taken out of the running batch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from server_control.protocol import decision
+from server_control.sim import model
+
+if TYPE_CHECKING:
+    from server_control.sim.requests import Request
+    from server_control.sim.scheduler import Scheduler
+
+
+def produce(sched: Scheduler, new: list[Request], decoding: list[Request], step_mode: str) -> list[Any]:
+    """The tokens of one step: the first token of each request ``new`` (prefilled), the
+    accepted drafts + 1 of each ``decoding`` request (1 when the step is not speculative);
+    the switch and the cost curves told what the verify accepted; finished requests dropped
+    from the running batch. Returns the waiters to wake."""
+    touched = []
+    spec = step_mode == model.SPECULATIVE
+    iv = sched.interval
+    produced = 0
+    accepted: list[int] = []  # drafts accepted per decoding request (the patch's count)
+    for req in new:
+        if req.finished:
+            continue
+        req.generated = 1
+        req.first_token_at = sched.clock.now()
+        sched.stats.prompt_tokens_total += req.prompt_tokens
+        produced += 1
+    for req in decoding:
+        if req.finished:
+            continue
+        left = req.max_new_tokens - req.generated
+        n = model.sample_accept(sched.rng, sched.accept_p, sched.num_steps) if spec else 1
+        n = min(n, left)
+        req.generated += n
+        produced += n
+        accepted.append(n - 1)
+        if spec:
+            req.spec_steps += 1
+            req.spec_tokens += n
+            iv["spec_steps"] += 1
+            iv["spec_tokens"] += n
+            sched.spec_steps_total += 1
+            sched.spec_tokens_total += n
+    iv["tokens"] += produced
+    if sched.switch is not None and accepted:
+        ran = decision.SPECULATIVE if spec else decision.TARGET_ONLY
+        sched.switch.record_verify(accepted, sched.num_steps + 1 if spec else 1, ran)
+        if sched.curves is not None:
+            sched.curves.commit(ran, len(accepted), sum(accepted) + len(accepted))
+    sched.stats.generation_tokens_total += produced
+    keep = []
+    in_use = 0
+    for req in sched.running:
+        if req.generated >= req.max_new_tokens and not req.finished:
+            req.finished = True
+            sched.stats.finished_total += 1
+        if req.waiter is not None:
+            touched.append(req.waiter)
+        if not req.finished:
+            keep.append(req)
+            in_use += req.prompt_tokens + req.generated
+    sched.running = keep
+    s = sched.stats
+    s.running = len(keep)
+    s.tokens_in_use = in_use
+    s.token_usage = in_use / sched.args.max_total_tokens
+    return touched
