@@ -156,6 +156,9 @@ class LogOnlySession:
     async def _refuse(self, *_args) -> OperationResult:
         return OperationResult("bench", Outcome.REFUSED, "a log file only")
 
+    def history(self) -> tuple:
+        return ()
+
     launch = stop = restart = verify = set_threshold = set_force = _refuse
 
 

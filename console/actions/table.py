@@ -162,6 +162,17 @@ ACTIONS: tuple[Action, ...] = (
         display="ctrl+s",
         owner="log",
     ),
+    # chart (console/widgets/live_panel.py, over the profile's history)
+    Action(
+        "z",
+        "chart_zoom_out",
+        "Zoom out",
+        "Chart: zoom out over the history (one bar a poll, 10 min, 1 h, 6 h)",
+        "chart",
+        show=False,
+    ),
+    Action("Z", "chart_zoom_in", "Zoom in", "Chart: zoom back in", "chart", show=False),
+    Action("c", "chart_metric", "Chart", "Chart: show batch, tok/s or the accept length", "chart", show=False),
     # console
     Action(
         "p", "toggle_panels", "Panels", "Show or hide the secondary panels (timeline, GPUs, verification)", "console", show=False

@@ -11,7 +11,13 @@ from textual.widgets import Static
 
 from console.actions.table import ACTIONS, key_text
 
-GROUPS = (("threshold", "Threshold and mode"), ("server", "Server"), ("log", "Log view"), ("console", "Console"))
+GROUPS = (
+    ("threshold", "Threshold and mode"),
+    ("server", "Server"),
+    ("log", "Log view"),
+    ("chart", "Chart"),
+    ("console", "Console"),
+)
 EXTRA = (
     ("log", "up/down pgup/pgdn", "Scroll the log (scrolling up pauses following; the end resumes it)"),
     ("console", "ctrl+p", "Command palette: every action by name"),

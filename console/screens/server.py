@@ -25,6 +25,7 @@ from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
 from console.actions.advice import AdviceActions
+from console.actions.chart import ChartActions
 from console.actions.server import ControlActions
 from console.actions.table import NEEDS_OWNER, bindings_for, footer_rank
 from console.messages import LogsAppended, SnapshotChanged
@@ -49,7 +50,7 @@ from server_control.session.api import SessionLike
 SNAPSHOT_EVERY_S = 0.25  # at most four snapshot builds a second, however many events
 
 
-class ServerScreen(ControlActions, AdviceActions, Screen):
+class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
     BINDINGS = bindings_for("screen")
     COMMANDS = {ConsoleCommands}
 
@@ -81,7 +82,7 @@ class ServerScreen(ControlActions, AdviceActions, Screen):
         yield StatusBar(id="status").data_bind(ServerScreen.snapshot)
         yield ModeReason(id="mode-reason").data_bind(ServerScreen.snapshot)
         with Horizontal(id="top"):
-            yield LivePanel(id="live").data_bind(ServerScreen.snapshot)
+            yield LivePanel(self.session.history, id="live").data_bind(ServerScreen.snapshot)
             yield SwitchTimeline(id="timeline").data_bind(ServerScreen.snapshot)
             yield VerifyPanel(id="verify").data_bind(ServerScreen.snapshot)
         yield GpuTable(id="gpus").data_bind(ServerScreen.snapshot)

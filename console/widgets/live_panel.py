@@ -5,20 +5,40 @@ over speculative steps only: ``spec``), queue and token usage.
 Each bar is drawn in the mode the server was in at that poll (``series.mode``), by colour
 and by glyph: speculative bars solid, target-only bars hatched, so the modes stay apart in
 16 colours and with NO_COLOR. While the server does not answer, the numbers are those of
-the last poll it answered, dimmed, with their age; the bars keep their colours."""
+the last poll it answered, dimmed, with their age; the bars keep their colours.
+
+Over the profile's history (``history``: a callable giving the session's ``history()``) the
+chart starts with what an earlier console recorded (the subtitle says how old it is), marks
+restarts (``R``) and outages (``×``) on the time axis, zooms out (``zoom_out``: one bar a
+poll, 10 min, 1 h, 6 h; console/widgets/history_chart.py) and shows batch, tok/s or the
+accept length (``cycle_metric``)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from rich.console import Group
 from rich.text import Text
 
 from console.widgets.fmt import mode_badge, num
+from console.widgets.history_chart import (
+    METRIC_WORDS,
+    METRICS,
+    ZOOMS,
+    draw_axis,
+    marks_between,
+    recorded_before,
+    span_words,
+    value_of,
+    zoom_axis,
+    zoom_columns,
+)
 from console.widgets.snapshot_view import SnapshotView
 from server_control.model.load import Load
 from server_control.model.snapshot import Point, SessionSnapshot
+from server_control.state.history import HistPoint
 
 BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 HATCH = "\u2592"  # the full cells of a target-only bar
@@ -44,6 +64,10 @@ class LiveView:
     axis: Text = field(default_factory=Text)  # the time axis as drawn at ``width``
     width: int = 0
     ts: tuple[float, ...] = field(default=(), compare=False)  # poll times, for another width
+    marks: tuple[str, ...] = ()  # per bar: "" / "R" (a restart) / "×" (an outage) before it
+    zoom: int = 0  # index in ZOOMS (0: one bar a poll)
+    metric: str = "batch"
+    recorded_age_s: int | None = None  # the chart starts with an earlier console's record this old
 
 
 def mode_at(modes: tuple[Point, ...] | list[Point], ts: list[float]) -> list[int | None]:
@@ -58,7 +82,9 @@ def mode_at(modes: tuple[Point, ...] | list[Point], ts: list[float]) -> list[int
     return out
 
 
-def batch_chart(values: list[float], n: int | None, width: int, height: int, modes: list[int | None] | None = None) -> list[Text]:
+def batch_chart(
+    values: list[float], n: int | None, width: int, height: int, modes: list[int | None] | None = None, scale: str = "{:>5.0f} "
+) -> list[Text]:
     """Rows of a bar chart, top row first; N as a dashed line. A bar's mode (``modes``: 1
     target-only, 0 speculative) gives its colour and glyph; without it a bar above N counts
     as target-only."""
@@ -75,7 +101,7 @@ def batch_chart(values: list[float], n: int | None, width: int, height: int, mod
     rows = []
     for r in range(height - 1, -1, -1):
         # N's label wins over the scale's when both fall on the top row (short panels).
-        label = f"N={n:<3}" if r == n_row else (f"{top:>5.0f} " if r == height - 1 else "")
+        label = f"N={n:<3}" if r == n_row else (scale.format(top) if r == height - 1 else "")
         t = Text(f"{label:<{LABEL_W}}"[:LABEL_W], "yellow" if r == n_row else "dim", no_wrap=True)
         for e, kind in zip(eighths, kinds):
             fill = max(0, min(8, e - r * 8))
@@ -90,12 +116,17 @@ def batch_chart(values: list[float], n: int | None, width: int, height: int, mod
     return rows
 
 
-def time_axis(ts: list[float], width: int) -> Text:
-    """Under the bars: the age of the poll under a tick every ~15 columns, 'now' at the right."""
+def time_axis(ts: list[float], width: int, marks: tuple[str, ...] | list[str] = ()) -> Text:
+    """Under the bars: the age of the poll under a tick every ~15 columns, 'now' at the
+    right; a restart or outage mark (``marks``, per bar) over them."""
     t = Text(" " * LABEL_W, "dim", no_wrap=True)
     ts = ts[-width:]
     if not ts:
         return t
+    if any(marks):
+        last = ts[-1]
+        ticks = [(i, "now" if last - ts[i] < 0.5 else f"-{last - ts[i]:.0f}s") for i in range(len(ts) - 1, -1, -15)]
+        return draw_axis(ticks, list(marks)[-width:], len(ts), LABEL_W)
     cells = [" "] * len(ts)
     last = ts[-1]
     i = len(ts) - 1
@@ -133,32 +164,95 @@ def numbers_line(view: LiveView) -> Text:
     return t
 
 
+SERIES_OF = {"batch": "batch", "tok_s": "gen_throughput", "accept": "accept_len"}
+
+
+def age_words(seconds: float) -> str:
+    return span_words(max(0.0, seconds)) if seconds < 2 * 3600 else f"{seconds / 3600:.1f}h"
+
+
 class LivePanel(SnapshotView):
     DEFAULT_CSS = "LivePanel { height: 6; border-title-color: $text-muted; }"
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, history: Callable[[], tuple[HistPoint, ...]] | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.history = history or tuple
+        self.zoom = 0  # index in ZOOMS
+        self.metric = "batch"
         self.border_title = "live"
+
+    def zoom_out(self, step: int = 1) -> str:
+        """Zoom out (``step`` -1: in), clamped; says the view now shown."""
+        self.zoom = max(0, min(len(ZOOMS) - 1, self.zoom + step))
+        return self._retake()
+
+    def cycle_metric(self) -> str:
+        self.metric = METRICS[(METRICS.index(self.metric) + 1) % len(METRICS)]
+        return self._retake()
+
+    def _retake(self) -> str:
+        self.take(self.pick(self.snapshot))
+        return self.title_of(self.part)
+
+    @staticmethod
+    def title_of(view: LiveView) -> str:
+        window = ZOOMS[view.zoom]
+        words = [
+            "live" if window is None else f"last {span_words(window)}",
+            *((METRIC_WORDS[view.metric],) if view.metric != "batch" else ()),
+        ]
+        return " \u00b7 ".join(words)
+
+    def on_part(self, part: LiveView) -> None:
+        self.border_title = self.title_of(part)
+        age = part.recorded_age_s
+        self.border_subtitle = f"recorded until {age_words(age)} ago" if age is not None else None
 
     def pick(self, snap: SessionSnapshot) -> LiveView:
         stale = None
         if not snap.server.reachable and snap.live.ts:
             stale = max(0, int(time.time() - snap.live.ts))
         width = max(0, self.content_size.width - LABEL_W)
-        batch = snap.series.batch[-width:] if width else snap.series.batch  # the bars that fit
-        ts = tuple(float(t) for t, _ in batch)
-        modes = tuple(mode_at(snap.series.mode, list(ts))) if snap.series.mode else ()
-        return LiveView(
+        hist = list(self.history())
+        base = LiveView(
             replace(snap.live, ts=None),
-            tuple(max(0.0, float(v)) for _, v in batch),
-            snap.spec.threshold,
+            (),
+            snap.spec.threshold if self.metric == "batch" else None,
             snap.spec.mode,
-            modes,
-            stale,
-            snap.spec.health.accept_len,
-            axis=time_axis(list(ts), width) if width else Text(),
+            stale_s=stale,
+            spec_accept=snap.spec.health.accept_len,
             width=width,
-            ts=ts,
+            zoom=self.zoom,
+            metric=self.metric,
+        )
+        window = ZOOMS[self.zoom]
+        if window is not None:
+            now = max(time.time(), hist[-1].ts if hist else 0.0)
+            cols = zoom_columns(hist, self.metric, window, width or 1, now)
+            axis = draw_axis(zoom_axis(window, width), list(cols.marks), width, LABEL_W) if width else Text()
+            return replace(base, values=cols.values, modes=cols.modes, marks=cols.marks, axis=axis, ts=cols.edges)
+        series = getattr(snap.series, SERIES_OF[self.metric])
+        pts = series[-width:] if width else series
+        first = pts[0][0] if pts else None
+        older = recorded_before(hist, first if first is not None else float("inf"))
+        ts = [float(t) for t, _ in pts]
+        values = [max(0.0, float(v)) for _, v in pts]
+        modes = mode_at(snap.series.mode, ts) if snap.series.mode else [None] * len(ts)
+        if width and len(pts) < width and older is not None:  # begin with the earlier record
+            before = [p for p in hist if p.ts <= older.ts and p.up and value_of(p, self.metric) is not None]
+            before = before[-(width - len(pts)) :]
+            ts = [p.ts for p in before] + ts
+            values = [max(0.0, value_of(p, self.metric) or 0.0) for p in before] + values
+            modes = [p.mode for p in before] + modes
+        marks = tuple(marks_between(hist, ts)) if hist else ()
+        return replace(
+            base,
+            values=tuple(values),
+            modes=tuple(modes) if any(m is not None for m in modes) else (),
+            axis=time_axis(ts, width, marks) if width else Text(),
+            ts=tuple(ts),
+            marks=marks,
+            recorded_age_s=int((first or time.time()) - older.ts) if older is not None else None,
         )
 
     def render(self) -> Group:
@@ -167,7 +261,14 @@ class LivePanel(SnapshotView):
         axis = height >= AXIS_MIN_H
         chart_h = max(0, height - 1 - int(axis))
         values = list(view.values)
-        rows = batch_chart(values, view.threshold, width - LABEL_W, chart_h, list(view.modes) or None) if chart_h else []
+        scale = "{:>5.1f} " if view.metric == "accept" else "{:>5.0f} "
+        modes = list(view.modes) or None
+        rows = batch_chart(values, view.threshold, width - LABEL_W, chart_h, modes, scale) if chart_h else []
         if axis:
-            rows.append(view.axis if view.width == width - LABEL_W else time_axis(list(view.ts), width - LABEL_W))
+            if view.width == width - LABEL_W:
+                rows.append(view.axis)
+            elif view.zoom:
+                rows.append(Text(" " * LABEL_W))  # laid out again: the next pick draws it
+            else:
+                rows.append(time_axis(list(view.ts), width - LABEL_W, view.marks))
         return Group(*rows, numbers_line(view))

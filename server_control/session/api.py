@@ -46,6 +46,7 @@ from server_control.logs.store import LogStore
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot
 from server_control.model.verification import Verification
+from server_control.state.history import HistPoint
 
 Topic = str  # "snapshot" | "logs"
 
@@ -88,6 +89,11 @@ class SessionLike(Protocol):
     def polls(self) -> int: ...
 
     def poke(self) -> None: ...
+
+    def history(self) -> tuple[HistPoint, ...]:
+        """The profile's recorded history (server_control/state/history.py), oldest first:
+        what earlier consoles recorded, then this session's polls."""
+        ...
 
     async def read_settings(self) -> dict[str, Any]: ...
 

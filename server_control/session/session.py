@@ -31,12 +31,14 @@ from server_control.model.switch_rate import SwitchRate
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import ChangeState, Outcome
 from server_control.protocol import decision as d
+from server_control.session.history_keeper import HistoryKeeper
 from server_control.session.log_facts import LogFacts
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
 from server_control.session.run_notes import RunNotes, not_ours
 from server_control.session.snapshot_parts import SnapshotParts, rate_of, server_status, stale_elsewhere
 from server_control.session.subscribers import Subscribers
 from server_control.session.verdict import verification_of
+from server_control.state.history import HistPoint
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
@@ -87,6 +89,7 @@ class Session:
             getattr(getattr(run, "sup", None), "state_dir", None),
             profile.name if profile is not None else None,
         )
+        self._history = HistoryKeeper(getattr(getattr(run, "sup", None), "state_dir", None), profile.name if profile else None)
         self.last: Sample | None = None
         self.last_good: Sample | None = None  # the last poll the server answered (stale data, greyed)
         self.foreign: str | None = None  # why what answers is not this run's server (steering off)
@@ -129,6 +132,7 @@ class Session:
         if stop_server:
             await self.stop()
         self.poller.stop()
+        self._history.close()
         if self._pipeline is not None:
             self._pipeline.stop()
         for task in self._tasks:
@@ -263,6 +267,7 @@ class Session:
         self.panels.add_sample(sample)
         self.timeline.add_sample(sample)
         self.runtime.observe(sample)
+        self._history.observe(sample, self.run.status(), self.foreign is not None)
         self.run.on_sample(sample)
         self._follow(self.run.log_path())
         self._publish("snapshot")
@@ -365,6 +370,9 @@ class Session:
         return OperationResult("verify", Outcome.DONE, f"verification: {result.summary}", verification=result)
 
     # -- the snapshot ---------------------------------------------------------------------
+    def history(self) -> tuple[HistPoint, ...]:
+        return self._history.points()
+
     def snapshot(self) -> SessionSnapshot:
         """While the server does not answer, spec and live are the last answered poll's (its
         time in ``live.ts``), for the screen to grey with their age."""

@@ -155,6 +155,7 @@ class FakeSession:
         self.calls: list[tuple] = []
         self.started = False
         self.closed_with: bool | None = None
+        self.hist: list = []  # HistPoints the chart's zoomed views draw (tests fill it)
 
     def subscribe(self, callback):
         self.subscribers.append(callback)
@@ -228,6 +229,9 @@ class FakeSession:
     @property
     def polls(self) -> int:
         return 1  # the fixed snapshot stands for one poll
+
+    def history(self) -> tuple:
+        return tuple(self.hist)
 
     def poke(self) -> None:
         self.calls.append(("poke",))

@@ -1,0 +1,46 @@
+"""What a session records of its server in the profile's history (server_control/state/history.py):
+one point per poll (batch, tok/s, accept length, N, mode; ``up`` False while the server does
+not answer or is not this run's), the run it belongs to (its start time: a change marks a
+restart), written at a low rate and when the session closes. An attached session (no
+profile) keeps its points in memory only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from server_control.model.run_status import RunStatus
+from server_control.protocol import decision as d
+from server_control.state.history import History, HistPoint, history_path
+from server_control.telemetry.sample import Sample
+
+
+def point_of(sample: Sample, run: RunStatus, foreign: bool = False) -> HistPoint:
+    run_id = run.started_at or ""
+    if not sample.reachable or foreign:
+        return HistPoint(sample.ts, up=False, run=run_id)
+    load = sample.load
+    return HistPoint(
+        sample.ts,
+        load.batch,
+        load.gen_throughput,
+        load.accept_len,
+        sample.threshold,
+        None if sample.mode is None else int(sample.mode == d.TARGET_ONLY),
+        True,
+        run_id,
+    )
+
+
+class HistoryKeeper:
+    def __init__(self, state_dir: str | Path | None, profile: str | None) -> None:
+        self.history = History(history_path(state_dir, profile) if state_dir is not None and profile else None)
+
+    def observe(self, sample: Sample, run: RunStatus, foreign: bool) -> None:
+        self.history.add(point_of(sample, run, foreign))
+        self.history.maybe_write()
+
+    def close(self) -> None:
+        self.history.write()
+
+    def points(self) -> tuple[HistPoint, ...]:
+        return self.history.snapshot()
