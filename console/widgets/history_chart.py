@@ -43,7 +43,8 @@ class Columns:
 def marks_between(points: list[HistPoint], edges: list[float]) -> list[str]:
     """Per column i, the slice (edges[i-1], edges[i]] (the first: everything up to edges[0]
     within one column's width): OUTAGE when a point in it did not answer, RESTART when its
-    points' run differs from the run before it (an outage wins: it says more)."""
+    points' run differs from the run before it (an outage wins: it says more); an outage
+    after the last column that lasts to the newest point marks the last."""
     out = [""] * len(edges)
     if not points or not edges:
         return out
@@ -62,6 +63,8 @@ def marks_between(points: list[HistPoint], edges: list[float]) -> list[str]:
                 out[i] = RESTART
             run = p.run
             j += 1
+    if j < len(points) and not points[-1].up:  # after the last bar, and still: no answer
+        out[-1] = OUTAGE
     return out
 
 

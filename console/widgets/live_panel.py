@@ -164,6 +164,7 @@ def numbers_line(view: LiveView) -> Text:
     return t
 
 
+MAX_BARS = 600  # bars kept before the panel is laid out (as many as the session's series)
 SERIES_OF = {"batch": "batch", "tok_s": "gen_throughput", "accept": "accept_len"}
 
 
@@ -238,9 +239,9 @@ class LivePanel(SnapshotView):
         ts = [float(t) for t, _ in pts]
         values = [max(0.0, float(v)) for _, v in pts]
         modes = mode_at(snap.series.mode, ts) if snap.series.mode else [None] * len(ts)
-        if width and len(pts) < width and older is not None:  # begin with the earlier record
-            before = [p for p in hist if p.ts <= older.ts and p.up and value_of(p, self.metric) is not None]
-            before = before[-(width - len(pts)) :]
+        room = (width or MAX_BARS) - len(pts)
+        if room > 0 and older is not None:  # begin with the earlier record
+            before = [p for p in hist if p.ts <= older.ts and p.up and value_of(p, self.metric) is not None][-room:]
             ts = [p.ts for p in before] + ts
             values = [max(0.0, value_of(p, self.metric) or 0.0) for p in before] + values
             modes = [p.mode for p in before] + modes
