@@ -5,7 +5,7 @@ One file per profile, ``<state dir>/history/<profile>.jsonl``, mode 0600, rewrit
 atomically (server_control/state/private_files.py) at most every ``WRITE_EVERY_S``: one
 JSON object a line (``HistPoint``). Resolution falls with age (``compact``): every sample
 for the last ``RAW_S``, 10 s buckets up to an hour, 1 min buckets up to ``HORIZON_S``
-(6 h), nothing older; at most ``MAX_POINTS`` lines of at most ~120 bytes (< ``MAX_BYTES``).
+(6 h), nothing older; at most ``MAX_POINTS`` lines of at most ``LINE_BYTES`` (``MAX_BYTES``, 170 KiB).
 A bucket keeps the mean batch, tok/s and accept length, the last N and run, the mode most
 of its samples were in (1 target-only on a tie) and ``up`` only if every sample answered,
 so an outage survives downsampling. Reading is tolerant (``read_history``): a line that
@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from server_control.state.private_files import atomic_write
@@ -29,9 +28,11 @@ TIERS = ((3600.0, 10.0), (6 * 3600.0, 60.0))  # (up to this age, bucket seconds)
 HORIZON_S = TIERS[-1][0]
 MAX_RAW = 600  # samples kept at full resolution (a 0.5 s poll fills five minutes)
 MAX_POINTS = MAX_RAW + 330 + 300 + 10  # raw + 10 s buckets of 55 min + 1 min buckets of 5 h
-MAX_BYTES = MAX_POINTS * 120
+LINE_BYTES = 140  # the longest line: every field present, a run id of RUN_CHARS
+MAX_BYTES = MAX_POINTS * LINE_BYTES
 MAX_READ_BYTES = 4 * MAX_BYTES  # a file grown by hand past this is read only up to it
 WRITE_EVERY_S = 15.0
+RUN_CHARS = 40  # a run's start time, ISO with microseconds and zone: 32
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class HistPoint:
             "n": self.n,
             "m": self.mode,
             "u": int(self.up),
-            "r": self.run,
+            "r": self.run[:RUN_CHARS],
             "s": self.step,
         }
         return json.dumps({k: v for k, v in raw.items() if v is not None}, separators=(",", ":"))
@@ -78,7 +79,7 @@ class HistPoint:
             int(n) if isinstance(n, int) and not isinstance(n, bool) else None,
             mode if mode in (0, 1) else None,
             bool(raw.get("u", 1)),
-            str(raw.get("r", ""))[:64],
+            str(raw.get("r", ""))[:RUN_CHARS],
             _finite(raw.get("s")) or 0.0,
         )
 
@@ -231,12 +232,3 @@ class History:
 
     def snapshot(self) -> tuple[HistPoint, ...]:
         return tuple(self.points)
-
-
-def outage(point: HistPoint) -> HistPoint:
-    """The point as one where the server did not answer (its numbers dropped)."""
-    return replace(point, batch=None, tok_s=None, accept=None, up=False)
-
-
-def file_mode(path: str | Path) -> int:
-    return os.stat(path).st_mode & 0o777

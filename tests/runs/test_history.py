@@ -23,7 +23,13 @@ def six_and_a_half_hours(poll_s: float = 1.0) -> list[HistPoint]:
     n = int(6.5 * 3600 / poll_s)
     return [
         HistPoint(
-            NOW - (n - i) * poll_s, batch=float(i % 12), tok_s=100.0 + i % 7, accept=2.5, n=5, mode=int(i % 12 > 5), run="r1"
+            NOW - (n - i) * poll_s + 0.123,
+            batch=float(i % 12) + 0.37,
+            tok_s=12345.6 + i % 7,
+            accept=2.513,
+            n=4096,
+            mode=int(i % 12 > 5),
+            run="2026-12-01T10:00:00.123456+00:00" + "x" * 30,  # longer than a run's start: cut
         )
         for i in range(n + 1)
     ]
@@ -39,6 +45,8 @@ def test_six_hours_of_polls_stay_bounded_and_coarser_further_back(tmp_path):
     for p, age in zip(kept, ages):
         want = 0.0 if age <= h.RAW_S else 10.0 if age <= 3600 else 60.0
         assert p.step == want or (want == 60.0 and p.step == 10.0 and age < 3600 + 10), (age, p.step)
+    lines = [p.to_line() + "\n" for p in kept]
+    assert max(map(len, lines)) <= h.LINE_BYTES and sum(map(len, lines)) <= h.MAX_BYTES
     raw = [p for p in kept if p.step == 0]
     assert len(raw) == h.MAX_RAW  # the last 5 min at 0.5 s: 600 polls, all kept
     path = tmp_path / "x.jsonl"

@@ -1,0 +1,37 @@
+"""A profile session records its server in the profile's history (server_control/state/history.py)
+through a restart, and a new session on the same profile starts with that record: real
+simulator processes launched by the supervisor, a real state dir."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from server_control.config.profile import load_profile
+from server_control.session.session import Session
+from server_control.state.history import history_path, read_history
+from server_control.state.state_dir import resolve_state_dir
+from tests.support.wait import until
+
+
+async def test_the_history_survives_a_restart_of_the_server_and_of_the_session(sim_profile):
+    profile = load_profile(sim_profile)
+    session = Session.for_profile(profile, poll_interval_s=0.2)
+    await session.start()
+    try:
+        assert (await session.launch()).done
+        await until(lambda: any(p.up and p.batch for p in session.history()), what="a busy poll recorded")
+        assert (await session.restart()).done
+        runs = lambda: {p.run for p in session.history() if p.up}  # noqa: E731
+        await until(lambda: len(runs()) == 2, what="polls of the second run recorded")
+        await session.stop()
+    finally:
+        await session.close()
+    path = history_path(resolve_state_dir(), profile.name)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    points, bad = read_history(path)
+    assert bad == 0 and len({p.run for p in points if p.up}) == 2
+    assert any(not p.up for p in points), "the restart's gap and the stop are recorded as outages"
+    again = Session.for_profile(profile, poll_interval_s=0.2)
+    recorded = again.history()
+    assert [p.ts for p in recorded] == [p.ts for p in points], "a new session starts with the record"
