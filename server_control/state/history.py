@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server_control.state.private_files import atomic_write
+from server_control.state.state_dir import StateDirError, private_dir
 
 RAW_S = 300.0  # full resolution for the last five minutes
 TIERS = ((3600.0, 10.0), (6 * 3600.0, 60.0))  # (up to this age, bucket seconds)
@@ -221,9 +222,12 @@ class History:
         if self.path is None:
             return False
         try:
-            self.path.parent.mkdir(mode=0o700, exist_ok=True)
+            private_dir(self.path.parent)  # 0700; refused when others could write there
             body = "".join(p.to_line() + "\n" for p in self.points)
             atomic_write(self.path, body)
+        except StateDirError as exc:
+            self.error = f"history not saved: {exc}"
+            return False
         except OSError as exc:
             self.error = f"history not saved to {self.path}: {exc.strerror or exc}"
             return False

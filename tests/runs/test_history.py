@@ -125,6 +125,13 @@ def test_an_unwritable_place_is_said_not_raised(tmp_path):
     history.add(HistPoint(NOW, batch=1))
     assert not history.write()
     assert history.error and "history not saved" in history.error
+    loose = tmp_path / "loose"
+    (loose / "history").mkdir(parents=True)
+    os.chmod(loose / "history", 0o777)
+    history = History(loose / "history" / "p.jsonl", clock=lambda: NOW)
+    history.add(HistPoint(NOW, batch=1))
+    assert not history.write() and "world-writable" in (history.error or ""), history.error
+    assert not (loose / "history" / "p.jsonl").exists()
 
 
 def test_the_session_records_polls_outages_and_the_run(tmp_path):
