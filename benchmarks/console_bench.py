@@ -156,8 +156,10 @@ class LogOnlySession:
     async def _refuse(self, *_args) -> OperationResult:
         return OperationResult("bench", Outcome.REFUSED, "a log file only")
 
-    def history(self) -> tuple:
-        return ()
+    def history(self):
+        from server_control.state.history import Recorded
+
+        return Recorded()
 
     launch = stop = restart = verify = set_threshold = set_force = _refuse
 

@@ -116,11 +116,3 @@ def draw_axis(labels: list[tuple[int, str]], marks: list[str], width: int, inden
         mark = marks[i] if i < len(marks) else ""
         t.append(mark or c, MARK_STYLE[mark] if mark else "dim")
     return t
-
-
-def recorded_before(points: list[HistPoint], since: float | None) -> HistPoint | None:
-    """The newest point before ``since`` (what an earlier console recorded), if any."""
-    if since is None:
-        return None
-    older = [p for p in points if p.ts < since - 1e-6]
-    return older[-1] if older else None

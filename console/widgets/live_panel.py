@@ -29,7 +29,6 @@ from console.widgets.history_chart import (
     ZOOMS,
     draw_axis,
     marks_between,
-    recorded_before,
     span_words,
     value_of,
     zoom_axis,
@@ -38,7 +37,7 @@ from console.widgets.history_chart import (
 from console.widgets.snapshot_view import SnapshotView
 from server_control.model.load import Load
 from server_control.model.snapshot import Point, SessionSnapshot
-from server_control.state.history import HistPoint
+from server_control.state.history import HistPoint, Recorded
 
 BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 HATCH = "\u2592"  # the full cells of a target-only bar
@@ -67,7 +66,8 @@ class LiveView:
     marks: tuple[str, ...] = ()  # per bar: "" / "R" (a restart) / "×" (an outage) before it
     zoom: int = 0  # index in ZOOMS (0: one bar a poll)
     metric: str = "batch"
-    recorded_age_s: int | None = None  # the chart starts with an earlier console's record this old
+    recorded_age_s: int | None = None  # the chart starts with an earlier record ending this long before
+    polled: bool = False  # ... before this console's first poll (else: before now)
 
 
 def mode_at(modes: tuple[Point, ...] | list[Point], ts: list[float]) -> list[int | None]:
@@ -172,12 +172,22 @@ def age_words(seconds: float) -> str:
     return span_words(max(0.0, seconds)) if seconds < 2 * 3600 else f"{seconds / 3600:.1f}h"
 
 
+def record_age(hist: list[HistPoint], until: float | None, shown_from: float | None) -> tuple[int | None, bool]:
+    """When the chart (from ``shown_from`` on) shows what an earlier session recorded (up to
+    ``until``): how long before this session's first point that record ends (True), or,
+    before this session recorded anything, how long ago (False)."""
+    if until is None or shown_from is None or shown_from > until:
+        return None, False
+    after = next((p.ts for p in hist if p.ts > until), None)
+    return int((after if after is not None else time.time()) - until), after is not None
+
+
 class LivePanel(SnapshotView):
     DEFAULT_CSS = "LivePanel { height: 6; border-title-color: $text-muted; }"
 
-    def __init__(self, history: Callable[[], tuple[HistPoint, ...]] | None = None, *, id: str | None = None) -> None:
+    def __init__(self, history: Callable[[], Recorded] | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.history = history or tuple
+        self.history = history or Recorded
         self.zoom = 0  # index in ZOOMS
         self.metric = "batch"
         self.border_title = "live"
@@ -207,14 +217,16 @@ class LivePanel(SnapshotView):
     def on_part(self, part: LiveView) -> None:
         self.border_title = self.title_of(part)
         age = part.recorded_age_s
-        self.border_subtitle = f"recorded until {age_words(age)} ago" if age is not None else None
+        when = "before this console" if part.polled else "ago"
+        self.border_subtitle = f"recorded until {age_words(age)} {when}" if age is not None else None
 
     def pick(self, snap: SessionSnapshot) -> LiveView:
         stale = None
         if not snap.server.reachable and snap.live.ts:
             stale = max(0, int(time.time() - snap.live.ts))
         width = max(0, self.content_size.width - LABEL_W)
-        hist = list(self.history())
+        rec = self.history()
+        hist = list(rec.points)
         base = LiveView(
             replace(snap.live, ts=None),
             (),
@@ -231,21 +243,25 @@ class LivePanel(SnapshotView):
             now = max(time.time(), hist[-1].ts if hist else 0.0)
             cols = zoom_columns(hist, self.metric, window, width or 1, now)
             axis = draw_axis(zoom_axis(window, width), list(cols.marks), width, LABEL_W) if width else Text()
-            return replace(base, values=cols.values, modes=cols.modes, marks=cols.marks, axis=axis, ts=cols.edges)
+            age, polled = record_age(hist, rec.until, now - window)
+            view = replace(base, values=cols.values, modes=cols.modes, marks=cols.marks, axis=axis, ts=cols.edges)
+            return replace(view, recorded_age_s=age, polled=polled)
         series = getattr(snap.series, SERIES_OF[self.metric])
         pts = series[-width:] if width else series
         first = pts[0][0] if pts else None
-        older = recorded_before(hist, first if first is not None else float("inf"))
         ts = [float(t) for t, _ in pts]
         values = [max(0.0, float(v)) for _, v in pts]
         modes = mode_at(snap.series.mode, ts) if snap.series.mode else [None] * len(ts)
         room = (width or MAX_BARS) - len(pts)
-        if room > 0 and older is not None:  # begin with the earlier record
-            before = [p for p in hist if p.ts <= older.ts and p.up and value_of(p, self.metric) is not None][-room:]
+        limit = first if first is not None else float("inf")
+        # Points that answered before this session's first bar: an earlier console's record.
+        before = [p for p in hist if p.ts < limit and p.up and value_of(p, self.metric) is not None][-room:] if room > 0 else []
+        if before:  # the chart begins with it
             ts = [p.ts for p in before] + ts
             values = [max(0.0, value_of(p, self.metric) or 0.0) for p in before] + values
             modes = [p.mode for p in before] + modes
         marks = tuple(marks_between(hist, ts)) if hist else ()
+        age, polled = record_age(hist, rec.until, ts[0] if ts else None)
         return replace(
             base,
             values=tuple(values),
@@ -253,7 +269,8 @@ class LivePanel(SnapshotView):
             axis=time_axis(ts, width, marks) if width else Text(),
             ts=tuple(ts),
             marks=marks,
-            recorded_age_s=int((first or time.time()) - older.ts) if older is not None else None,
+            recorded_age_s=age,
+            polled=polled,
         )
 
     def render(self) -> Group:

@@ -46,7 +46,7 @@ from server_control.logs.store import LogStore
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot
 from server_control.model.verification import Verification
-from server_control.state.history import HistPoint
+from server_control.state.history import Recorded
 
 Topic = str  # "snapshot" | "logs"
 
@@ -90,9 +90,9 @@ class SessionLike(Protocol):
 
     def poke(self) -> None: ...
 
-    def history(self) -> tuple[HistPoint, ...]:
+    def history(self) -> Recorded:
         """The profile's recorded history (server_control/state/history.py), oldest first:
-        what earlier consoles recorded, then this session's polls."""
+        what earlier sessions recorded (up to ``until``), then this session's polls."""
         ...
 
     async def read_settings(self) -> dict[str, Any]: ...

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from server_control.model.run_status import RunStatus
 from server_control.protocol import decision as d
-from server_control.state.history import History, HistPoint, history_path
+from server_control.state.history import History, HistPoint, Recorded, history_path
 from server_control.telemetry.sample import Sample
 
 
@@ -42,5 +42,5 @@ class HistoryKeeper:
     def close(self) -> None:
         self.history.write()
 
-    def points(self) -> tuple[HistPoint, ...]:
+    def recorded(self) -> Recorded:
         return self.history.snapshot()

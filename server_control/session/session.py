@@ -38,7 +38,7 @@ from server_control.session.run_notes import RunNotes, not_ours
 from server_control.session.snapshot_parts import SnapshotParts, rate_of, server_status, stale_elsewhere
 from server_control.session.subscribers import Subscribers
 from server_control.session.verdict import verification_of
-from server_control.state.history import HistPoint
+from server_control.state.history import Recorded
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
 from server_control.telemetry.sample import Sample
@@ -370,8 +370,8 @@ class Session:
         return OperationResult("verify", Outcome.DONE, f"verification: {result.summary}", verification=result)
 
     # -- the snapshot ---------------------------------------------------------------------
-    def history(self) -> tuple[HistPoint, ...]:
-        return self._history.points()
+    def history(self) -> Recorded:
+        return self._history.recorded()
 
     def snapshot(self) -> SessionSnapshot:
         """While the server does not answer, spec and live are the last answered poll's (its

@@ -186,6 +186,15 @@ def history_path(state_dir: str | Path, profile: str) -> Path:
     return Path(state_dir) / "history" / f"{safe}.jsonl"
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """A profile's history as a session hands it out: the points, oldest first, and the
+    newest of them that was read from the file (what an earlier session recorded)."""
+
+    points: tuple[HistPoint, ...] = ()
+    until: float | None = None
+
+
 class History:
     """One profile's history: the points read at start, those added since, written back at
     most every ``WRITE_EVERY_S`` (``maybe_write``) and on ``write()``."""
@@ -234,5 +243,5 @@ class History:
         self.error = None
         return True
 
-    def snapshot(self) -> tuple[HistPoint, ...]:
-        return tuple(self.points)
+    def snapshot(self) -> Recorded:
+        return Recorded(tuple(self.points), self.loaded_until)

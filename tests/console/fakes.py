@@ -17,6 +17,7 @@ from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot, SettingChange
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import Outcome
+from server_control.state.history import Recorded
 
 
 def sample_snapshot() -> dict:
@@ -156,6 +157,7 @@ class FakeSession:
         self.started = False
         self.closed_with: bool | None = None
         self.hist: list = []  # HistPoints the chart's zoomed views draw (tests fill it)
+        self.hist_until: float | None = None  # the newest of them "read from the file"
 
     def subscribe(self, callback):
         self.subscribers.append(callback)
@@ -230,8 +232,8 @@ class FakeSession:
     def polls(self) -> int:
         return 1  # the fixed snapshot stands for one poll
 
-    def history(self) -> tuple:
-        return tuple(self.hist)
+    def history(self) -> Recorded:
+        return Recorded(tuple(self.hist), self.hist_until)
 
     def poke(self) -> None:
         self.calls.append(("poke",))

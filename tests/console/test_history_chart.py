@@ -78,6 +78,7 @@ async def test_a_new_console_starts_its_chart_with_the_last_record_and_says_how_
     now = time.time()
     fake.hist = [HistPoint(now - 600 + i, batch=i % 10, n=5, mode=int(i % 10 > 5), run="a") for i in range(120)]
     fake.hist.append(HistPoint(now - 470, up=False, run="a"))
+    fake.hist_until = now - 470  # all of it read from the file
     for name in fake.snap["series"]:
         fake.snap["series"][name] = []  # this console has polled nothing yet
     app = make_app()
@@ -94,3 +95,27 @@ async def test_a_new_console_starts_its_chart_with_the_last_record_and_says_how_
         text = "\n".join(chart_lines(app))
         assert "\u2588" in text
         assert OUTAGE in axis_of(app), axis_of(app)
+
+
+async def test_the_record_fills_the_chart_before_this_consoles_polls_and_only_a_record_is_called_one(make_app, fake):
+    """The fake's polls are at times 0..27: a record before them fills the bars to their left;
+    this console's own outage before its first poll (the server starting) is no record."""
+    fake.hist = [HistPoint(-500.0 + i, batch=11, mode=1, run="a") for i in range(100)]
+    fake.hist_until = fake.hist[-1].ts  # the earlier console's; then this one's polls:
+    fake.hist += [HistPoint(float(t), batch=b, run="a") for t, b in fake.snap["series"]["batch"]]
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        panel = app.screen.query_one(LivePanel)
+        width, polls = panel.part.width, len(fake.snap["series"]["batch"])
+        assert list(panel.part.values[: width - polls]) == [11.0] * (width - polls)
+        assert list(panel.part.values[width - polls :]) == [float(b) for _, b in fake.snap["series"]["batch"]]
+        assert panel.border_subtitle == "recorded until 7m before this console", panel.border_subtitle
+    fake.hist = [HistPoint(-5.0 + i, up=False, run="a") for i in range(5)]
+    fake.hist_until = None  # this console's own outage, nothing read from a file
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        panel = app.screen.query_one(LivePanel)
+        assert panel.border_subtitle is None, panel.border_subtitle
+        assert len(panel.part.values) == len(fake.snap["series"]["batch"])

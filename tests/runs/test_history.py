@@ -116,7 +116,7 @@ def test_the_file_is_private_atomic_and_written_at_a_low_rate(tmp_path):
     assert os.listdir(path.parent) == [path.name], "no temporary file left beside it"
     again = History(path, clock=lambda: clock[0] + 60)
     assert [p.batch for p in again.points] == [3.0, 4.0]
-    assert again.loaded_until == clock[0]
+    assert again.loaded_until == clock[0] == again.snapshot().until
 
 
 def test_an_unwritable_place_is_said_not_raised(tmp_path):
@@ -141,7 +141,7 @@ def test_the_session_records_polls_outages_and_the_run(tmp_path):
     keeper.observe(ok, run, foreign=False)
     keeper.observe(Sample(ts=NOW + 1, reachable=False, error="refused"), run, foreign=False)
     keeper.observe(ok.__class__(ts=NOW + 2, reachable=True, load=ok.load), run, foreign=True)
-    a, b, c = keeper.points()
+    a, b, c = keeper.recorded().points
     assert (a.batch, a.tok_s, a.accept, a.up, a.run) == (7, 500.0, 2.5, True, "2026-12-01T10:00:00+00:00")
     assert not b.up and b.batch is None
     assert not c.up, "not this run's server: nothing of it is recorded"

@@ -20,9 +20,9 @@ async def test_the_history_survives_a_restart_of_the_server_and_of_the_session(s
     await session.start()
     try:
         assert (await session.launch()).done
-        await until(lambda: any(p.up and p.batch for p in session.history()), what="a busy poll recorded")
+        await until(lambda: any(p.up and p.batch for p in session.history().points), what="a busy poll recorded")
         assert (await session.restart()).done
-        runs = lambda: {p.run for p in session.history() if p.up}  # noqa: E731
+        runs = lambda: {p.run for p in session.history().points if p.up}  # noqa: E731
         await until(lambda: len(runs()) == 2, what="polls of the second run recorded")
         await session.stop()
     finally:
@@ -34,4 +34,5 @@ async def test_the_history_survives_a_restart_of_the_server_and_of_the_session(s
     assert any(not p.up for p in points), "the restart's gap and the stop are recorded as outages"
     again = Session.for_profile(profile, poll_interval_s=0.2)
     recorded = again.history()
-    assert [p.ts for p in recorded] == [p.ts for p in points], "a new session starts with the record"
+    assert [p.ts for p in recorded.points] == [p.ts for p in points], "a new session starts with the record"
+    assert recorded.until == points[-1].ts
