@@ -6,8 +6,10 @@ profile) keeps its points in memory only."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+from server_control.config.profile import Profile
 from server_control.model.run_status import RunStatus
 from server_control.protocol import decision as d
 from server_control.state.history import History, HistPoint, Recorded, history_path
@@ -32,12 +34,27 @@ def point_of(sample: Sample, run: RunStatus, foreign: bool = False) -> HistPoint
 
 
 class HistoryKeeper:
-    def __init__(self, state_dir: str | Path | None, profile: str | None) -> None:
+    def __init__(self, state_dir: str | Path | None, profile: str | None, say: Callable[[str], None] = lambda _: None) -> None:
         self.history = History(history_path(state_dir, profile) if state_dir is not None and profile else None)
+        self.say = say  # a failed write, once until a write succeeds (the log view's console line)
+        self._said: str | None = None
+        if self.history.bad:
+            say(f"history {self.history.path}: {self.history.bad} unreadable line(s) skipped")
+
+    @classmethod
+    def of(cls, run: object, profile: Profile | None, say: Callable[[str], None]) -> HistoryKeeper:
+        """The keeper of a session's run: the profile's file in the run's state dir (an
+        attached run has neither: memory only)."""
+        state_dir = getattr(getattr(run, "sup", None), "state_dir", None)
+        return cls(state_dir, profile.name if profile is not None else None, say)
 
     def observe(self, sample: Sample, run: RunStatus, foreign: bool) -> None:
         self.history.add(point_of(sample, run, foreign))
-        self.history.maybe_write()
+        if self.history.maybe_write() or self.history.error is None:
+            self._said = None
+        elif self.history.error != self._said:
+            self._said = self.history.error
+            self.say(self.history.error)
 
     def close(self) -> None:
         self.history.write()

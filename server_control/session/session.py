@@ -89,13 +89,13 @@ class Session:
             getattr(getattr(run, "sup", None), "state_dir", None),
             profile.name if profile is not None else None,
         )
-        self._history = HistoryKeeper(getattr(getattr(run, "sup", None), "state_dir", None), profile.name if profile else None)
         self.last: Sample | None = None
         self.last_good: Sample | None = None  # the last poll the server answered (stale data, greyed)
         self.foreign: str | None = None  # why what answers is not this run's server (steering off)
         self._started_at = time.time()
         self.notes = RunNotes()
         self._subs = Subscribers()  # silent: the console's screen has no place for a traceback
+        self._history = HistoryKeeper.of(run, profile, self.mark)
         self._tasks: list[asyncio.Task[Any]] = []
         self._pipeline: LogPipeline | None = None
         self._log_path: Path | None = None

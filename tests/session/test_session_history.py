@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 from server_control.config.profile import load_profile
 from server_control.session.session import Session
@@ -36,3 +37,26 @@ async def test_the_history_survives_a_restart_of_the_server_and_of_the_session(s
     recorded = again.history()
     assert [p.ts for p in recorded.points] == [p.ts for p in points], "a new session starts with the record"
     assert recorded.until == points[-1].ts
+
+
+def test_unreadable_lines_and_a_failed_write_are_said_in_the_log_view(sim_profile, tmp_path):
+    profile = load_profile(sim_profile)
+    path = history_path(resolve_state_dir(), profile.name)
+    path.parent.mkdir(mode=0o700)
+    now = time.time()
+    path.write_text(f'{{"ts": {now - 10}, "b": 2}}\nnot json\n{{"ts": null}}\n')
+    session = Session.for_profile(profile, poll_interval_s=0.2)
+    said = [r.text for r in session.store.records()]
+    assert any(f"history {path}: 2 unreadable line(s) skipped" in t for t in said), said
+    assert [p.batch for p in session.history().points] == [2.0]
+    os.chmod(path.parent, 0o777)  # now others could write there: refused, and said once
+    keeper = session._history
+    keeper.history._written_at -= 3600
+    from server_control.telemetry.sample import Sample
+
+    for i in range(3):
+        keeper.observe(Sample(ts=now + i, reachable=False), session.run.status(), False)
+        keeper.history._written_at -= 3600
+    said = [r.text for r in session.store.records() if "history not saved" in r.text]
+    assert len(said) == 1 and "world-writable" in said[0], said
+    os.chmod(path.parent, 0o700)
