@@ -98,6 +98,9 @@ class RemoteRun:
     def owns_server(self) -> bool | None:
         return None  # its processes are on another host: the host's own status says
 
+    def history_dir(self) -> Path | None:
+        return None  # the history is kept where the server runs, by the console there
+
     def status(self) -> RunStatus:
         run = self.remote.run if self.remote is not None else RunStatus()
         st = replace(

@@ -12,6 +12,7 @@ from pathlib import Path
 from server_control.config.profile import Profile
 from server_control.model.run_status import RunStatus
 from server_control.protocol import decision as d
+from server_control.session.run_backends import RunLike
 from server_control.state.history import History, HistPoint, Recorded, history_path
 from server_control.telemetry.sample import Sample
 
@@ -42,11 +43,10 @@ class HistoryKeeper:
             say(f"history {self.history.path}: {self.history.bad} unreadable line(s) skipped")
 
     @classmethod
-    def of(cls, run: object, profile: Profile | None, say: Callable[[str], None]) -> HistoryKeeper:
-        """The keeper of a session's run: the profile's file in the run's state dir (an
-        attached run has neither: memory only)."""
-        state_dir = getattr(getattr(run, "sup", None), "state_dir", None)
-        return cls(state_dir, profile.name if profile is not None else None, say)
+    def of(cls, run: RunLike, profile: Profile | None, say: Callable[[str], None]) -> HistoryKeeper:
+        """The keeper of a session's run: the profile's file in the run's ``history_dir()``
+        (None, an attached run or a headless command: memory only)."""
+        return cls(run.history_dir(), profile.name if profile is not None else None, say)
 
     def observe(self, sample: Sample, run: RunStatus, foreign: bool) -> None:
         self.history.add(point_of(sample, run, foreign))

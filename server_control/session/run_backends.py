@@ -55,6 +55,10 @@ class RunLike(Protocol):
         """Is what answers on the run's port this run's server? None: cannot tell (no
         claim: an attached server, a remote host)."""
 
+    def history_dir(self) -> Path | None:
+        """The state dir whose history this session keeps on disk; None: memory only (an
+        attached server; a headless command, which only reads and writes no state)."""
+
 
 OWNER_TTL_S = 5.0  # how long an answer to "is it ours?" is kept (the same leader pid)
 GONE_STATES = ("stopped", "fatal", "crashed")
@@ -99,6 +103,9 @@ class AttachedRun:
     def owns_server(self) -> bool | None:
         return None  # whoever answers at the URL is the server asked for
 
+    def history_dir(self) -> Path | None:
+        return None
+
 
 class ProfileRun:
     """The profile's run through server_control.supervision.supervisor.Supervisor. With ``supervise``
@@ -116,6 +123,9 @@ class ProfileRun:
         self._pids: list[int] = []
         self._reachable = False
         self._owner: tuple[float, int | None, bool | None] = (0.0, None, None)  # (when, leader pid, answer)
+
+    def history_dir(self) -> Path | None:
+        return self.sup.state_dir if self.supervise else None
 
     async def start(self, on_change: Callable[[], None]) -> None:
         self.sup.on_change = lambda _sup: on_change()

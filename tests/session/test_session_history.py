@@ -60,3 +60,15 @@ def test_unreadable_lines_and_a_failed_write_are_said_in_the_log_view(sim_profil
     said = [r.text for r in session.store.records() if "history not saved" in r.text]
     assert len(said) == 1 and "world-writable" in said[0], said
     os.chmod(path.parent, 0o700)
+
+
+def test_a_headless_command_keeps_no_history_on_disk(tmp_path):
+    """Only a session that supervises (the console) writes the profile's history file; a
+    headless command (`status`, `verify`: supervise=False) reads and writes no state."""
+    from server_control.config.assets import profile_path
+    from server_control.config.profile import load_profile
+    from server_control.session.run_backends import ProfileRun
+
+    profile = load_profile(profile_path("demo"))
+    assert ProfileRun(profile, tmp_path, supervise=False).history_dir() is None
+    assert ProfileRun(profile, tmp_path, supervise=True).history_dir() == ProfileRun(profile, tmp_path).sup.state_dir
