@@ -73,8 +73,13 @@ async def test_palette_lists_the_fleet_actions():
         await pilot.press("ctrl+p")
         await pilot.pause(0.5)
         text = screen_text(app)
-        assert "Fleet: Set threshold N" in text and "Fleet: Launch" in text, text
+        assert "Fleet: Set threshold N" in text, text
         assert "Toggle following" not in text and "Raise the speculation threshold" not in text
+        # the list outgrows the palette's height: the later actions are found by searching
+        await pilot.press(*"launch")
+        await pilot.pause(0.5)
+        assert "Fleet: Launch" in screen_text(app), screen_text(app)
+        await pilot.press(*["backspace"] * len("launch"))
         await pilot.press(*"filter rows")
         await pilot.pause(0.5)
         await pilot.press("enter")
