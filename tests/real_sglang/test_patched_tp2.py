@@ -72,7 +72,7 @@ def test_every_rank_is_read_back(tp2):
     assert all(r["memory"]["free_gib"] > 0 and r["memory"]["estimate_gib"] >= 0 for r in live["tp_ranks"])
     # ... and, per rank after it, what the steps=0 state took, and the forwards per mode
     for row in live["ranks"]:
-        assert set(row["state_memory"]) == {"free_gib", "estimate_gib", "used_gib"}
+        assert set(row["state_memory"]) == {"free_gib", "estimate_gib", "reserved_gib", "used_gib"}
         assert set(row["forwards"]) == {"speculative", "target_only"}
     assert live["limits"] == {"max_running_requests": 48, "cuda_graph_max_bs": None}
     assert [(r["rank"], r["active"], r["threshold"], r["mode"]) for r in live["ranks"]] == [
