@@ -3,6 +3,10 @@
 ``RunProcesses`` is a part of ``Supervisor`` (server_control/supervision/supervisor.py). It
 remembers the leaders this process launched or verified (a verified leader may retitle
 itself, as smg's ``smg::router`` does) and lists the run's processes at most once a second.
+The list is read afresh (``identity.run_processes``: every process on the machine is looked
+at) when the leader's identity changed, when a process of the last list is gone, or
+``RESCAN_S`` after the last reading; in between it is the last reading's processes that
+still run (a process started since is seen within ``RESCAN_S``; a stop reads afresh).
 While the leader is verified it writes the run's other processes into the record: after the
 leader is gone they are the only way to tell its orphaned ranks from strangers.
 """
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MAX_MEMBERS = 512
 KEEPER_GONE = "the run's keeper is gone"
+RESCAN_S = 10.0
 
 
 class RunProcesses:
@@ -33,6 +38,7 @@ class RunProcesses:
         self.sup = sup
         self._seen: set[tuple[int, float]] = set()  # leaders this process launched or verified
         self._cache: tuple[float, list[ProcInfo]] = (0.0, [])
+        self._scan: tuple[float, object, list[psutil.Process]] = (0.0, None, [])  # (when, leader, processes)
 
     def launched(self, pid: int, create_time: float) -> None:
         """This process started that leader: it is ours even after it retitles itself."""
@@ -41,6 +47,7 @@ class RunProcesses:
     def forget(self) -> None:
         """The next ``current()`` reads the processes again."""
         self._cache = (0.0, [])
+        self._scan = (0.0, None, [])
 
     def live(self, rec: runs.RunRecord) -> bool:
         """Is the record's leader running? Verified by pid + start time + command line; a
@@ -89,7 +96,7 @@ class RunProcesses:
         now = time.monotonic()
         if now - self._cache[0] > 1.0:
             self.live(rec)
-            procs = identity.run_processes(rec.identity())
+            procs = self._processes(rec, now)
             self._cache = (now, process.describe(procs))
             self._remember_members(rec, procs)
             if any(p.pid == rec.pid for p in procs) and rec.keeper_gone() and not (sup.last_error or "").startswith(KEEPER_GONE):
@@ -100,6 +107,17 @@ class RunProcesses:
                 )
                 log.warning("%s: %s", sup.profile.name, sup.last_error)
         return self._cache[1]
+
+    def _processes(self, rec: runs.RunRecord, now: float) -> list[psutil.Process]:
+        """The run's processes: the last reading's while they all run (see the module)."""
+        ident = rec.identity()
+        leader = (ident.pid, ident.create_time, ident.start)
+        when, last_leader, procs = self._scan
+        if leader == last_leader and now - when < RESCAN_S and all(identity.alive(p) for p in procs):
+            return procs
+        procs = identity.run_processes(ident)
+        self._scan = (now, leader, procs)
+        return procs
 
     def _remember_members(self, rec: runs.RunRecord, procs: list[psutil.Process]) -> None:
         """Record the run's other processes while its leader is verified. Rewritten when
