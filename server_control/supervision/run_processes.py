@@ -4,7 +4,8 @@
 remembers the leaders this process launched or verified (a verified leader may retitle
 itself, as smg's ``smg::router`` does) and lists the run's processes at most once a second.
 The list is read afresh (``identity.run_processes``: every process on the machine is looked
-at) when the leader's identity changed, when a process of the last list is gone, or
+at) each second while the run is not ready (its ranks are being started), and once it is
+ready when the leader's identity changed, when a process of the last list is gone, or
 ``RESCAN_S`` after the last reading; in between it is the last reading's processes that
 still run (a process started since is seen within ``RESCAN_S``; a stop reads afresh).
 While the leader is verified it writes the run's other processes into the record: after the
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from server_control.model.vocabulary import RunState
 from server_control.proc import process
 from server_control.proc.process import ProcInfo
 from server_control.state import identity, runs
@@ -113,7 +115,8 @@ class RunProcesses:
         ident = rec.identity()
         leader = (ident.pid, ident.create_time, ident.start)
         when, last_leader, procs = self._scan
-        if leader == last_leader and now - when < RESCAN_S and all(identity.alive(p) for p in procs):
+        ready = self.sup.state == RunState.READY
+        if ready and leader == last_leader and now - when < RESCAN_S and all(identity.alive(p) for p in procs):
             return procs
         procs = identity.run_processes(ident)
         self._scan = (now, leader, procs)
