@@ -8,6 +8,10 @@ at) each second while the run is not ready (its ranks are being started), and on
 ready when the leader's identity changed, when a process of the last list is gone, or
 ``RESCAN_S`` after the last reading; in between it is the last reading's processes that
 still run (a process started since is seen within ``RESCAN_S``; a stop reads afresh).
+Once the run is ready, a verified leader is watched through a pidfd (Linux: it names that
+one process, never a later one with its pid): while the pidfd is not readable the leader has
+not exited, and ``live`` (asked four times a second) reads nothing from /proc; it verifies
+the leader in full (and records a new title) again ``RESCAN_S`` after the last time.
 While the leader is verified it writes the run's other processes into the record: after the
 leader is gone they are the only way to tell its orphaned ranks from strangers.
 """
@@ -15,6 +19,8 @@ leader is gone they are the only way to tell its orphaned ranks from strangers.
 from __future__ import annotations
 
 import logging
+import os
+import select
 import time
 from typing import TYPE_CHECKING
 
@@ -41,6 +47,7 @@ class RunProcesses:
         self._seen: set[tuple[int, float]] = set()  # leaders this process launched or verified
         self._cache: tuple[float, list[ProcInfo]] = (0.0, [])
         self._scan: tuple[float, object, list[psutil.Process]] = (0.0, None, [])  # (when, leader, processes)
+        self._pidfd: tuple[tuple[int, float], int, float] | None = None  # (leader, pidfd, verified at)
 
     def launched(self, pid: int, create_time: float) -> None:
         """This process started that leader: it is ours even after it retitles itself."""
@@ -56,7 +63,10 @@ class RunProcesses:
         leader this process launched or verified before may have retitled itself (smg's
         ``smg::router``): its new title is recorded so that other processes know it too."""
         key = (rec.pid, rec.create_time)
+        if self._not_exited(key):
+            return True
         if rec.leader() is not None:
+            self._watch_exit(rec)
             self._seen.add(key)
             if rec.start is None:
                 self._record_start(rec)
@@ -73,6 +83,40 @@ class RunProcesses:
                 self.sup.profile.name, self.sup.state_dir, rec.pid, lambda r: r.titles.append(t) if t not in r.titles else None
             )
         return True
+
+    def _not_exited(self, key: tuple[int, float]) -> bool:
+        """The leader ``key``, verified alive before, has not exited since (its pidfd)."""
+        if self._pidfd is None or self._pidfd[0] != key or self.sup.state != RunState.READY:
+            return False
+        fd, verified_at = self._pidfd[1], self._pidfd[2]
+        if time.monotonic() - verified_at >= RESCAN_S:  # verify in full again (a new title?)
+            return False
+        if select.select([fd], [], [], 0)[0]:  # readable: it exited
+            self._close_pidfd()
+            return False
+        return True
+
+    def _watch_exit(self, rec: runs.RunRecord) -> None:
+        key = (rec.pid, rec.create_time)
+        if self._pidfd is not None and self._pidfd[0] == key:
+            self._pidfd = (key, self._pidfd[1], time.monotonic())
+            return
+        self._close_pidfd()
+        try:
+            fd = os.pidfd_open(key[0])
+        except (OSError, AttributeError):  # not Linux >= 5.3, or it exited meanwhile
+            return
+        self._pidfd = (key, fd, time.monotonic())
+        if rec.leader() is None:  # verified before the pidfd was opened: still that process?
+            self._close_pidfd()
+
+    def __del__(self) -> None:
+        self._close_pidfd()
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd[1])
+            self._pidfd = None
 
     def _record_start(self, rec: runs.RunRecord) -> None:
         """An earlier version's record names its verified leader by epoch start time only,

@@ -79,3 +79,40 @@ def test_ready_run_reads_processes_afresh_only_when_due(monkeypatch):
         except ProcessLookupError:
             pass
         leader.wait(5)
+
+
+def test_a_ready_leader_is_watched_through_a_pidfd(monkeypatch):
+    """live() (four times a second) reads nothing from /proc for a ready run's leader verified
+    within RESCAN_S; its exit (SIGKILL, not yet reaped: a zombie) is seen at the next call."""
+    argv = [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"]
+    leader = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert leader.stdout is not None and leader.stdout.readline().strip() == "ready"
+        ct = psutil.Process(leader.pid).create_time()
+        ident = identity.RunIdentity(leader.pid, ct, tuple(argv), start=proc_start(leader.pid))
+        verified = []
+        rec = SimpleNamespace(
+            pid=leader.pid, create_time=ct, start=ident.start, identity=lambda: ident,
+            leader=lambda: verified.append(1) or identity.verified_leader(ident),
+        )  # fmt: skip
+        sup = SimpleNamespace(state=RunState.STARTING)
+        rp = RunProcesses(sup)  # type: ignore[arg-type]
+        assert rp.live(rec)  # type: ignore[arg-type]
+        first = len(verified)
+        assert rp.live(rec) and len(verified) > first  # type: ignore[arg-type]  # starting: in full each time
+        starting = len(verified)
+        sup.state = RunState.READY
+        assert all(rp.live(rec) for _ in range(8)) and len(verified) == starting  # type: ignore[arg-type]
+        monkeypatch.setattr(run_processes, "RESCAN_S", 0.0)  # due: verified in full again
+        assert rp.live(rec) and len(verified) > starting  # type: ignore[arg-type]
+        monkeypatch.setattr(run_processes, "RESCAN_S", 10.0)
+        rp.live(rec)  # type: ignore[arg-type]
+        n = len(verified)
+        assert rp.live(rec) and len(verified) == n  # type: ignore[arg-type]
+        os.kill(leader.pid, signal.SIGKILL)
+        _until(lambda: psutil.Process(leader.pid).status() == psutil.STATUS_ZOMBIE, "the leader a zombie")
+        assert not rp.live(rec)  # type: ignore[arg-type]
+        assert rp._pidfd is None
+    finally:
+        leader.kill()
+        leader.wait(5)
