@@ -117,6 +117,9 @@ class Arm:
                 dest = out_dir / f"{self.tree.name}-{name}.prof.txt"
                 dest.write_text(src.read_text())
                 src.unlink()
+                session = Path(str(self.stats) + ".pyisession")
+                if session.exists():
+                    session.replace(dest.with_suffix(".pyisession"))
                 fig["profile"] = str(dest)
         return fig
 

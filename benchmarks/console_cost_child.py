@@ -64,6 +64,7 @@ def run_child(stats_path: str, argv: list[str]) -> int:
         p = prof.pop("p", None)
         if p is not None:
             p.stop()
+            p.last_session.save(stats_path + ".pyisession")  # re-render: pyinstrument --load ...
             Path(stats_path + ".prof.txt").write_text(p.output_text(unicode=True, show_all=False))
 
     signal.signal(signal.SIGUSR2, start_profile)

@@ -24,6 +24,7 @@ from server_control.control.guard import REAPPLY, SettingGuard, shown
 from server_control.control.settings import Control, change
 from server_control.control.verify import SwitchWatch
 from server_control.logs import LogPipeline, LogStore
+from server_control.logs.access import is_polling
 from server_control.model.load import Load
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import LogStatus, SessionSnapshot, SettingChange
@@ -219,7 +220,10 @@ class Session:
         self._publish("logs")
 
     def _scan_records(self, last_seq: int) -> None:
-        self.facts.scan(self.store.since(self.facts.seen_seq), last_seq, time.time(), self.timeline, self._damping)
+        records = self.store.since(self.facts.seen_seq)
+        self.facts.scan(records, last_seq, time.time(), self.timeline, self._damping)
+        if any(r.kind != "console" and not is_polling(r) for r in records):
+            self.poller.wake()  # work, a switch, a setting changed: a quiet poller polls now
 
     # -- telemetry ------------------------------------------------------------------------
     def mark(self, what: str) -> None:

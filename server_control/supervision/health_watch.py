@@ -15,6 +15,7 @@ SIGSTOPped server goes too) and restarts it under the same backoff and start lim
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -56,11 +57,11 @@ class HealthWatch:
         rec = self.sup.record
         if not self.sup.supervising or rec is None or self.sup.state not in LIVE_STATES:
             return
-        mine = self.sup.ownership.info()
         health = self.sup.state if self.sup.state in (RunState.READY, RunState.UNHEALTHY) else rec.health
         ready_at = rec.ready_at or (runs.iso_time(time.time()) if self.sup.state == RunState.READY else None)
-        if (rec.supervisor or {}).get("pid") == mine["pid"] and rec.health == health and rec.ready_at == ready_at:
-            return
+        if (rec.supervisor or {}).get("pid") == os.getpid() and rec.health == health and rec.ready_at == ready_at:
+            return  # (four times a second: no /proc read for what is unchanged)
+        mine = self.sup.ownership.info()
 
         def change(r: runs.RunRecord) -> None:
             if (r.supervisor or {}).get("pid") != mine["pid"]:

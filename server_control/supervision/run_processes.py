@@ -3,6 +3,15 @@
 ``RunProcesses`` is a part of ``Supervisor`` (server_control/supervision/supervisor.py). It
 remembers the leaders this process launched or verified (a verified leader may retitle
 itself, as smg's ``smg::router`` does) and lists the run's processes at most once a second.
+The list is read afresh (``identity.run_processes``: every process on the machine is looked
+at) each second while the run is not ready (its ranks are being started), and once it is
+ready when the leader's identity changed, when a process of the last list is gone, or
+``RESCAN_S`` after the last reading; in between it is the last reading's processes that
+still run (a process started since is seen within ``RESCAN_S``; a stop reads afresh).
+Once the run is ready, a verified leader is watched through a pidfd (Linux: it names that
+one process, never a later one with its pid): while the pidfd is not readable the leader has
+not exited, and ``live`` (asked four times a second) reads nothing from /proc; it verifies
+the leader in full (and records a new title) again ``RESCAN_S`` after the last time.
 While the leader is verified it writes the run's other processes into the record: after the
 leader is gone they are the only way to tell its orphaned ranks from strangers.
 """
@@ -10,11 +19,14 @@ leader is gone they are the only way to tell its orphaned ranks from strangers.
 from __future__ import annotations
 
 import logging
+import os
+import select
 import time
 from typing import TYPE_CHECKING
 
 import psutil
 
+from server_control.model.vocabulary import RunState
 from server_control.proc import process
 from server_control.proc.process import ProcInfo
 from server_control.state import identity, runs
@@ -26,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MAX_MEMBERS = 512
 KEEPER_GONE = "the run's keeper is gone"
+RESCAN_S = 10.0
 
 
 class RunProcesses:
@@ -33,6 +46,8 @@ class RunProcesses:
         self.sup = sup
         self._seen: set[tuple[int, float]] = set()  # leaders this process launched or verified
         self._cache: tuple[float, list[ProcInfo]] = (0.0, [])
+        self._scan: tuple[float, object, list[psutil.Process]] = (0.0, None, [])  # (when, leader, processes)
+        self._pidfd: tuple[tuple[int, float], int, float] | None = None  # (leader, pidfd, verified at)
 
     def launched(self, pid: int, create_time: float) -> None:
         """This process started that leader: it is ours even after it retitles itself."""
@@ -41,13 +56,17 @@ class RunProcesses:
     def forget(self) -> None:
         """The next ``current()`` reads the processes again."""
         self._cache = (0.0, [])
+        self._scan = (0.0, None, [])
 
     def live(self, rec: runs.RunRecord) -> bool:
         """Is the record's leader running? Verified by pid + start time + command line; a
         leader this process launched or verified before may have retitled itself (smg's
         ``smg::router``): its new title is recorded so that other processes know it too."""
         key = (rec.pid, rec.create_time)
+        if self._not_exited(key):
+            return True
         if rec.leader() is not None:
+            self._watch_exit(rec)
             self._seen.add(key)
             if rec.start is None:
                 self._record_start(rec)
@@ -64,6 +83,40 @@ class RunProcesses:
                 self.sup.profile.name, self.sup.state_dir, rec.pid, lambda r: r.titles.append(t) if t not in r.titles else None
             )
         return True
+
+    def _not_exited(self, key: tuple[int, float]) -> bool:
+        """The leader ``key``, verified alive before, has not exited since (its pidfd)."""
+        if self._pidfd is None or self._pidfd[0] != key or self.sup.state != RunState.READY:
+            return False
+        fd, verified_at = self._pidfd[1], self._pidfd[2]
+        if time.monotonic() - verified_at >= RESCAN_S:  # verify in full again (a new title?)
+            return False
+        if select.select([fd], [], [], 0)[0]:  # readable: it exited
+            self._close_pidfd()
+            return False
+        return True
+
+    def _watch_exit(self, rec: runs.RunRecord) -> None:
+        key = (rec.pid, rec.create_time)
+        if self._pidfd is not None and self._pidfd[0] == key:
+            self._pidfd = (key, self._pidfd[1], time.monotonic())
+            return
+        self._close_pidfd()
+        try:
+            fd = os.pidfd_open(key[0])
+        except (OSError, AttributeError):  # not Linux >= 5.3, or it exited meanwhile
+            return
+        self._pidfd = (key, fd, time.monotonic())
+        if rec.leader() is None:  # verified before the pidfd was opened: still that process?
+            self._close_pidfd()
+
+    def __del__(self) -> None:
+        self._close_pidfd()
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd[1])
+            self._pidfd = None
 
     def _record_start(self, rec: runs.RunRecord) -> None:
         """An earlier version's record names its verified leader by epoch start time only,
@@ -89,7 +142,7 @@ class RunProcesses:
         now = time.monotonic()
         if now - self._cache[0] > 1.0:
             self.live(rec)
-            procs = identity.run_processes(rec.identity())
+            procs = self._processes(rec, now)
             self._cache = (now, process.describe(procs))
             self._remember_members(rec, procs)
             if any(p.pid == rec.pid for p in procs) and rec.keeper_gone() and not (sup.last_error or "").startswith(KEEPER_GONE):
@@ -100,6 +153,18 @@ class RunProcesses:
                 )
                 log.warning("%s: %s", sup.profile.name, sup.last_error)
         return self._cache[1]
+
+    def _processes(self, rec: runs.RunRecord, now: float) -> list[psutil.Process]:
+        """The run's processes: the last reading's while they all run (see the module)."""
+        ident = rec.identity()
+        leader = (ident.pid, ident.create_time, ident.start)
+        when, last_leader, procs = self._scan
+        ready = self.sup.state == RunState.READY
+        if ready and leader == last_leader and now - when < RESCAN_S and all(identity.alive(p) for p in procs):
+            return procs
+        procs = identity.run_processes(ident)
+        self._scan = (now, leader, procs)
+        return procs
 
     def _remember_members(self, rec: runs.RunRecord, procs: list[psutil.Process]) -> None:
         """Record the run's other processes while its leader is verified. Rewritten when

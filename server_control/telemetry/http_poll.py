@@ -109,6 +109,8 @@ def describe_error(exc: BaseException, what: str) -> str:
 
 
 IDLE_RECHECK = 5  # an idle server's load is asked again at least every this many polls
+QUIET_AFTER = 5  # polls in a row that found the server idle and answering ...
+QUIET_INTERVAL_S = 3.0  # ... after which it is polled this often, until anything changes
 
 
 def decode_steps(sample: Sample) -> int | None:
@@ -129,6 +131,11 @@ class HttpPoller:
     ``on_sample(sample)`` is called after every poll. ``poke()`` makes the next poll start
     at once (used after a control request to read back quickly); it never overlaps a poll
     in progress.
+
+    A server that answered ``QUIET_AFTER`` polls in a row with nothing running or queued and
+    no decode step taken is polled every ``QUIET_INTERVAL_S`` (when ``interval_s`` is
+    shorter) until a poll finds anything else; ``wake()`` (the session calls it on a log
+    line that is not a poll) and ``poke()`` end the quiet at once.
     """
 
     def __init__(
@@ -158,6 +165,8 @@ class HttpPoller:
         self._loads_ok = True  # flips to False after a 404, re-tried every 30 polls
         self._idle: tuple[Load, int, int] | None = None  # (idle load, decode steps then, polls since)
         self._metrics_ok = True
+        self._quiet_polls = 0  # polls in a row that found the server idle (see ``quiet``)
+        self._quiet_steps: int | None = None  # decode steps at the first of them
 
     # -- HTTP ------------------------------------------------------------------------
     def client(self) -> httpx.AsyncClient:
@@ -265,6 +274,7 @@ class HttpPoller:
             sample = Sample(ts=time.time(), reachable=False, error=describe_error(exc, f"{self.url}/server_info"))
             sample.load = fresh or Load()  # a live log still tells the load while HTTP is down
         sample.poll_s = time.monotonic() - t0
+        self._count_quiet(sample)
         self.polls += 1
         self.last = sample
         if self.on_sample is not None:
@@ -275,7 +285,33 @@ class HttpPoller:
         return sample
 
     # -- pacing ------------------------------------------------------------------------
+    def _count_quiet(self, sample: Sample) -> None:
+        load, steps = sample.load, decode_steps(sample)
+        idle = sample.reachable and not sample.error and load.batch == 0 and (load.queue or 0) == 0
+        if not idle or (self._quiet_polls and steps != self._quiet_steps):
+            self._quiet_polls = 0
+        if idle:
+            self._quiet_steps = steps if self._quiet_polls == 0 else self._quiet_steps
+            self._quiet_polls += 1
+
+    @property
+    def quiet(self) -> bool:
+        """The server is idle and unchanged: it is polled every ``QUIET_INTERVAL_S``."""
+        return self._quiet_polls >= QUIET_AFTER
+
+    def next_delay(self) -> float:
+        """Seconds from the start of the last poll to the next one."""
+        return max(self.interval_s, QUIET_INTERVAL_S) if self.quiet else self.interval_s
+
+    def wake(self) -> None:
+        """Something may have changed (work in the log): a quiet poller polls now and at
+        ``interval_s`` again; otherwise nothing happens (the next poll is due anyway)."""
+        if self.quiet:
+            self._quiet_polls = 0
+            self._wake.set()
+
     def poke(self) -> None:
+        self._quiet_polls = 0
         self._wake.set()
 
     def stop(self) -> None:
@@ -290,7 +326,7 @@ class HttpPoller:
                 started = time.monotonic()
                 self._wake.clear()
                 await self.poll_once()
-                delay = max(0.0, self.interval_s - (time.monotonic() - started))
+                delay = max(0.0, self.next_delay() - (time.monotonic() - started))
                 if delay and not self._wake.is_set():
                     try:
                         await asyncio.wait_for(self._wake.wait(), delay)
