@@ -355,13 +355,8 @@ class Session:
 
     # -- verification and advice -----------------------------------------------------------
     def verification(self) -> Verification:
-        return verification_of(
-            self.last,
-            self.profile,
-            self.facts,
-            log_attached=self._log_path is not None,
-            runtime=self.runtime.status(self.timeline.current()),
-        )
+        runtime = self.runtime.status(self.timeline.current())
+        return verification_of(self.last, self.profile, self.facts, log_attached=self._log_path is not None, runtime=runtime)
 
     async def advice(self) -> Advice:
         """The advisor's answer from this run's server's cost curves (SourceError: none to give)."""
