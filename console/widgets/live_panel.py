@@ -215,10 +215,15 @@ class LivePanel(SnapshotView):
         return " \u00b7 ".join(words)
 
     def on_part(self, part: LiveView) -> None:
-        self.border_title = self.title_of(part)
+        # set only when they change: setting a border title repaints the whole panel
+        title = self.title_of(part)
         age = part.recorded_age_s
         when = "before this console" if part.polled else "ago"
-        self.border_subtitle = f"recorded until {age_words(age)} {when}" if age is not None else None
+        subtitle = f"recorded until {age_words(age)} {when}" if age is not None else None
+        if title != self.border_title:
+            self.border_title = title
+        if subtitle != self.border_subtitle:
+            self.border_subtitle = subtitle
 
     def pick(self, snap: SessionSnapshot) -> LiveView:
         stale = None
