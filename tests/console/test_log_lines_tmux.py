@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -45,8 +44,14 @@ def test_goto_line_and_the_current_match_under_no_color(tmp_path):
         t.keys("speculation disable", literal=True)
         t.keys("Enter")
         t.wait(lambda s: "search: /speculation disable/" in s, what="the search status")
-        time.sleep(0.6)
-        line = next(x for x in t.screen(escapes=True).splitlines() if "speculation disable" in x and "\u25b6" in x)
+        # the jump to the match is drawn after the status line; under load that can take seconds
+        text = t.wait(
+            lambda s: any("speculation disable" in x and "\u25b6" in x for x in s.splitlines()),
+            timeout=30,
+            what="the current match's line marked",
+            escapes=True,
+        )
+        line = next(x for x in text.splitlines() if "speculation disable" in x and "\u25b6" in x)
         # the match itself in reverse video: SGR 7 before its text
         assert re.search(r"\x1b\[(?:[0-9;]*;)?7(?:;[0-9;]*)?m[^\x1b]*speculation disable", line), line
         assert not re.search(r"\x1b\[[0-9;]*(3[0-8]|4[0-8]|9[0-7])[;m]", line), "NO_COLOR: no colour at all"

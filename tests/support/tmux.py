@@ -31,10 +31,10 @@ class Term:
     def keys(self, *k: str, literal: bool = False) -> None:
         self.tmux("send-keys", "-t", "t", *(["-l"] if literal else []), *k, check=True)
 
-    def wait(self, cond, timeout=60.0, what="condition") -> str:
+    def wait(self, cond, timeout=60.0, what="condition", escapes: bool = False) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.screen()
+            text = self.screen(escapes=escapes)
             if cond(text):
                 return text
             time.sleep(0.2)
