@@ -2,7 +2,8 @@
 one point per poll (batch, tok/s, accept length, N, mode; ``up`` False while the server does
 not answer or is not this run's), the run it belongs to (its start time: a change marks a
 restart), written at a low rate and when the session closes. An attached session (no
-profile) keeps its points in memory only."""
+profile) keeps its points in memory only, and so does a second console on a profile whose
+history another console writes (it says "written by pid N")."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ class HistoryKeeper:
         self._said: str | None = None
         if self.history.bad:
             say(f"history {self.history.path}: {self.history.bad} unreadable line(s) skipped")
+        writer = self.history.written_by
+        if writer is not None:
+            say(f"history {self.history.path}: written by pid {writer}; this console keeps its points in memory")
 
     @classmethod
     def of(cls, run: RunLike, profile: Profile | None, say: Callable[[str], None]) -> HistoryKeeper:
@@ -58,6 +62,7 @@ class HistoryKeeper:
 
     def close(self) -> None:
         self.history.write()
+        self.history.release()
 
     def recorded(self) -> Recorded:
         return self.history.snapshot()
