@@ -219,6 +219,20 @@ async def resume_check(url: str, opts: argparse.Namespace, timing: Path) -> dict
     return {"steps": len(trace), "errors": result.errors, "around": around}
 
 
+def mix_prediction(auto: dict, spec: dict, target: dict) -> float | None:
+    """What auto would make if switching cost nothing: each mode's share of auto's decode
+    time (the patch's seconds per mode) at that mode's forced tok/s of the same round."""
+    win = auto.get("steps") or {}
+    steps, ms = win.get("steps"), win.get("ms_per_step_by_mode")
+    if not steps or not ms:
+        return None
+    spent = {m: steps.get(m, 0) * (ms.get(m) or 0.0) for m in (SPEC, TARGET)}
+    total = sum(spent.values())
+    if not total:
+        return None
+    return (spent[SPEC] * spec["tok_s"] + spent[TARGET] * target["tok_s"]) / total
+
+
 def summarise(rounds: list[list[dict]]) -> dict:
     rows = [r for rnd in rounds for r in rnd]
     per_arm = {}
@@ -229,14 +243,17 @@ def summarise(rounds: list[list[dict]]) -> dict:
             "tok_s_median": statistics.median(r["tok_s"] for r in mine) if mine else None,
             "switches_runs": [r["switches"] for r in mine],
         }
-    ratios = []
+    ratios, mixes = [], []
     for rnd in rounds:
-        by = {r["arm"]: r["tok_s"] for r in rnd}
-        best = max(by.get(SPEC, 0.0), by.get(TARGET, 0.0))
-        ratios.append(by[AUTO] / best if best and AUTO in by else None)
+        by = {r["arm"]: r for r in rnd}
+        best = max(by[SPEC]["tok_s"], by[TARGET]["tok_s"]) if SPEC in by and TARGET in by else 0.0
+        ratios.append(by[AUTO]["tok_s"] / best if best and AUTO in by else None)
+        mix = mix_prediction(by[AUTO], by[SPEC], by[TARGET]) if best and AUTO in by else None
+        mixes.append(by[AUTO]["tok_s"] / mix if mix else None)
     return {
         "per_arm": per_arm,
         "auto_over_best_fixed_per_round": ratios,
+        "auto_over_mode_mix_per_round": mixes,
         "problems": [f"round {i} {r['arm']}: {r['problem']}" for i, rnd in enumerate(rounds) for r in rnd if r["problem"]],
         "errors": sum(r["errors"] for r in rows),
     }
@@ -259,6 +276,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resume-steps", type=int, default=200, help="0: skip the acceptance check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path)
+    p.add_argument("--summarise", type=Path, help="summarise a saved --out file again (no server)")
     return p.parse_args(argv)
 
 
@@ -300,6 +318,11 @@ async def run(url: str, opts: argparse.Namespace, timing: Path, log) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     opts = options(argv)
+    if opts.summarise:  # a saved --out file, summarised again (no server)
+        saved = json.loads(opts.summarise.read_text())
+        saved.update(summarise(saved["rounds"]))
+        print(json.dumps(saved, indent=1) if opts.json else render(saved))
+        return 0
     from tests.real_sglang.rig.build import ensure_rig
     from tests.real_sglang.rig.pool import Spec, launch
     from tests.real_sglang.rig.step_timing import ENV, TRACE_ENV
@@ -327,7 +350,18 @@ def render(summary: dict) -> str:
     lines = ["| arm | tok/s per round | median | switches per round |", "| --- | --- | --- | --- |"]
     for arm, cell in summary["per_arm"].items():
         lines.append(f"| {arm} | {cell['tok_s_runs']} | {cell['tok_s_median']:.1f} | {cell['switches_runs']} |")
-    lines.append(f"auto / max(speculative, target-only) per round: {summary['auto_over_best_fixed_per_round']}")
+    for key in ("auto_over_best_fixed_per_round", "auto_over_mode_mix_per_round"):
+        lines.append(f"{key}: {[None if v is None else round(v, 3) for v in summary[key]]}")
+    lat = [r.get("switch_latency") or {} for rnd in summary["rounds"] for r in rnd if r["arm"] == AUTO]
+    for mode in (SPEC, TARGET):
+        extra = [x for cell in lat for x in (cell.get(mode) or {}).get("extra_ms", [])]
+        if extra:
+            lines.append(
+                f"first step after a switch to {mode}: {len(extra)} switches, extra ms median "
+                f"{statistics.median(extra):.2f} (quartiles {statistics.quantiles(extra, n=4) if len(extra) > 1 else extra})"
+            )
+    for around in (summary.get("resume") or {}).get("around", []):
+        lines.append(f"acceptance around a resume: {around}")
     lines.extend(f"PROBLEM: {p}" for p in summary["problems"])
     return "\n".join(lines)
 

@@ -97,3 +97,16 @@ def test_summarise_ratio_is_auto_over_the_better_fixed_arm_per_round():
     out = switch_cost.summarise([rnd])
     assert out["auto_over_best_fixed_per_round"] == [pytest.approx(0.9)]
     assert out["problems"] == ["round 0 target_only: x"]
+
+
+def test_mode_mix_weights_each_forced_rate_by_autos_time_in_that_mode():
+    auto = {"tok_s": 150.0, "steps": {"steps": {S: 10, T: 30}, "ms_per_step_by_mode": {S: 30.0, T: 10.0}}}
+    # half of auto's decode time in each mode: the prediction is the mean of the forced rates
+    assert switch_cost.mix_prediction(auto, {"tok_s": 200.0}, {"tok_s": 100.0}) == pytest.approx(150.0)
+    assert switch_cost.mix_prediction({"tok_s": 1.0, "steps": None}, {"tok_s": 2.0}, {"tok_s": 1.0}) is None
+    rnd = [
+        {"arm": decision.AUTO, "errors": 0, "problem": None, "switches": 3, **auto},
+        {"arm": S, "tok_s": 200.0, "switches": 0, "errors": 0, "problem": None},
+        {"arm": T, "tok_s": 100.0, "switches": 0, "errors": 0, "problem": None},
+    ]
+    assert switch_cost.summarise([rnd])["auto_over_mode_mix_per_round"] == [pytest.approx(1.0)]
