@@ -157,6 +157,7 @@ async def window(url: str, arm: str, seed: int, opts: argparse.Namespace, timing
         row["trace_steps"] = len(trace)
         row["batch_mean"] = statistics.mean(s.batch for s in trace) if trace else None
         row["switch_latency"] = switch_trace.switch_latency(trace)
+        row["step_ms"] = switch_trace.step_ms(trace)
     return row
 
 
@@ -243,9 +244,11 @@ def summarise(rounds: list[list[dict]]) -> dict:
             "tok_s_median": statistics.median(r["tok_s"] for r in mine) if mine else None,
             "switches_runs": [r["switches"] for r in mine],
         }
-    ratios, mixes = [], []
+    ratios, mixes, per_step = [], [], []
     for rnd in rounds:
         by = {r["arm"]: r for r in rnd}
+        if all("step_ms" in by.get(a, {}) for a in ARMS):
+            per_step.append({m: switch_trace.matched_cost(by[AUTO]["step_ms"], by[m]["step_ms"], m) for m in (SPEC, TARGET)})
         best = max(by[SPEC]["tok_s"], by[TARGET]["tok_s"]) if SPEC in by and TARGET in by else 0.0
         ratios.append(by[AUTO]["tok_s"] / best if best and AUTO in by else None)
         mix = mix_prediction(by[AUTO], by[SPEC], by[TARGET]) if best and AUTO in by else None
@@ -254,6 +257,7 @@ def summarise(rounds: list[list[dict]]) -> dict:
         "per_arm": per_arm,
         "auto_over_best_fixed_per_round": ratios,
         "auto_over_mode_mix_per_round": mixes,
+        "auto_step_cost_over_forced_per_round": per_step,
         "problems": [f"round {i} {r['arm']}: {r['problem']}" for i, rnd in enumerate(rounds) for r in rnd if r["problem"]],
         "errors": sum(r["errors"] for r in rows),
     }
@@ -352,6 +356,15 @@ def render(summary: dict) -> str:
         lines.append(f"| {arm} | {cell['tok_s_runs']} | {cell['tok_s_median']:.1f} | {cell['switches_runs']} |")
     for key in ("auto_over_best_fixed_per_round", "auto_over_mode_mix_per_round"):
         lines.append(f"{key}: {[None if v is None else round(v, 3) for v in summary[key]]}")
+    for k, cell in enumerate(summary.get("auto_step_cost_over_forced_per_round") or []):
+        lines.append(
+            f"round {k}, auto's steps against forced steps of the same mode and batch: "
+            + ", ".join(
+                f"{m} {c['auto_over_forced']:.3f} over {c['steps_matched']} steps"
+                for m, c in cell.items()
+                if c["auto_over_forced"]
+            )
+        )
     lat = [r.get("switch_latency") or {} for rnd in summary["rounds"] for r in rnd if r["arm"] == AUTO]
     for mode in (SPEC, TARGET):
         extra = [x for cell in lat for x in (cell.get(mode) or {}).get("extra_ms", [])]

@@ -123,3 +123,27 @@ def acceptance_around_resume(trace: list[Step], window: int = 200) -> list[dict]
             }
         )
     return out
+
+
+def step_ms(trace: list[Step]) -> dict[str, dict[str, list[float]]]:
+    """Per mode and batch size: [steps, median ms] of every step in the trace."""
+    cells: dict[tuple[str, int], list[float]] = {}
+    for s in trace:
+        cells.setdefault((s.mode, s.batch), []).append(1000 * s.seconds)
+    out: dict[str, dict[str, list[float]]] = {}
+    for (mode, batch), ms in sorted(cells.items()):
+        out.setdefault(mode, {})[str(batch)] = [len(ms), round(statistics.median(ms), 3)]
+    return out
+
+
+def matched_cost(auto: dict[str, dict[str, list[float]]], forced: dict[str, dict[str, list[float]]], mode: str) -> dict:
+    """Auto's steps of ``mode`` against the forced arm's steps of the same mode and batch
+    size: the step-weighted ratio of medians (1.0: a step in auto costs what it costs
+    forced, switching adds nothing per step), over the batch sizes both ran."""
+    num = den = 0.0
+    steps = 0
+    for batch, (n, ms) in (auto.get(mode) or {}).items():
+        ref = (forced.get(mode) or {}).get(batch)
+        if ref:
+            num, den, steps = num + n * ms, den + n * ref[1], steps + int(n)
+    return {"steps_matched": steps, "auto_over_forced": num / den if den else None}

@@ -110,3 +110,13 @@ def test_mode_mix_weights_each_forced_rate_by_autos_time_in_that_mode():
         {"arm": T, "tok_s": 100.0, "switches": 0, "errors": 0, "problem": None},
     ]
     assert switch_cost.summarise([rnd])["auto_over_mode_mix_per_round"] == [pytest.approx(1.0)]
+
+
+def test_matched_cost_compares_autos_steps_with_forced_steps_of_the_same_batch():
+    auto = switch_trace.step_ms(switch_trace.steps(_rows([S] * 4, [0.012] * 4, batch=3)))
+    forced = switch_trace.step_ms(switch_trace.steps(_rows([S] * 4, [0.010] * 4, batch=3)))
+    assert auto[S]["3"][0] == 5  # 4 steps + the closing row's
+    cost = switch_trace.matched_cost(auto, forced, S)
+    assert cost["steps_matched"] == 5 and cost["auto_over_forced"] == pytest.approx(12 / 10)  # medians 12 and 10 ms
+    other = switch_trace.step_ms(switch_trace.steps(_rows([S] * 4, [0.010] * 4, batch=5)))
+    assert switch_trace.matched_cost(auto, other, S) == {"steps_matched": 0, "auto_over_forced": None}
