@@ -120,3 +120,33 @@ def test_matched_cost_compares_autos_steps_with_forced_steps_of_the_same_batch()
     assert cost["steps_matched"] == 5 and cost["auto_over_forced"] == pytest.approx(12 / 10)  # medians 12 and 10 ms
     other = switch_trace.step_ms(switch_trace.steps(_rows([S] * 4, [0.010] * 4, batch=5)))
     assert switch_trace.matched_cost(auto, other, S) == {"steps_matched": 0, "auto_over_forced": None}
+
+
+def test_the_rig_trace_rows_are_what_switch_trace_reads(monkeypatch):
+    """rig/step_timing.py's traced run_batch (fake scheduler and batch; the real module):
+    the counters after the step, acceptance before it, decode batches only."""
+    from types import SimpleNamespace
+
+    from tests.real_sglang.rig import step_timing
+
+    switch = SimpleNamespace(steps={S: 0, T: 0}, verifies=0, accepted_drafts=0)
+    scheduler = SimpleNamespace(draft_worker=SimpleNamespace(_dynspec=SimpleNamespace(switch=switch)))
+
+    def run_batch(self, batch):
+        switch.steps[batch.mode] += 1
+        if batch.mode == S:  # settled by the time the next step starts
+            switch.verifies, switch.accepted_drafts = switch.verifies + 2, switch.accepted_drafts + 3
+
+    def batch(mode, decode=True):
+        return SimpleNamespace(mode=mode, batch_size=lambda: 2, forward_mode=SimpleNamespace(is_decode=lambda: decode))
+
+    monkeypatch.setattr(step_timing, "_TRACE", [])
+    traced = step_timing._traced(run_batch)
+    for mode in (S, T, S, S):
+        traced(scheduler, batch(mode))
+    traced(scheduler, batch(S, decode=False))  # a prefill: not a row
+    rows = step_timing._TRACE
+    assert [r[2:] for r in rows] == [[2, 1, 0, 0, 0], [2, 1, 1, 2, 3], [2, 2, 1, 2, 3], [2, 3, 1, 4, 6]]
+    trace = switch_trace.steps(rows)
+    assert [s.mode for s in trace] == [T, S, S]
+    assert [(s.verifies, s.accepted) for s in trace] == [(0, 0), (2, 3), (None, None)]
