@@ -6,8 +6,8 @@
                                      [--resume-steps 200] [--json] [--out FILE]
 
 Starts the patched server (tests/real_sglang/rig, ``--enable-metrics``, the per-step trace
-of rig/step_timing.py) and sets threshold ``--threshold`` with SGLang's default hysteresis
-and dwell (decision.DEFAULT_HYSTERESIS / DEFAULT_MIN_DWELL_STEPS). The workload makes the
+of rig/step_timing.py) and sets threshold ``--threshold`` with the patch's default hysteresis
+and dwell (decision.DEFAULT_HYSTERESIS / DEFAULT_MIN_DWELL_STEPS: 1 and 10 steps). The workload makes the
 decode batch hover around N: ``--clients`` closed-loop clients, each request of a random
 length in ``--tokens`` followed by a pause of a random fraction in ``--pause`` of that
 request's own duration (seeded per round: every arm of a round replays the same draws).
@@ -25,7 +25,10 @@ arm with any step in the other mode is a PROBLEM, and so is an auto window that 
 switched (the workload did not hover). Per window: client tok/s, switches (the patch's
 ``switch_count``), decode steps per mode, and from the trace (benchmarks/switch_trace.py)
 the per-switch latency: the first step after each switch against the steady steps of the
-same mode and batch size, both directions.
+same mode and batch size, both directions, and auto's step times per mode and batch size.
+Per round: auto / max(speculative, target-only), auto / the mode mix (each mode's share of
+auto's decode time at that mode's forced tok/s) and auto's steps against the forced arms'
+steps of the same mode and batch size. ``--summarise FILE`` prints a saved ``--out`` again.
 
 Then the acceptance check: ``--clients`` clients without pauses, forced speculative for
 ``--resume-steps`` steps, forced target-only for 60 steps, forced speculative for
