@@ -57,7 +57,7 @@ class LiveTuner:
         line = OFF_LINE.format(n=n)
         self.say(line)
         if self.journal is not None:
-            self.journal("auto-tune", "off", line, value=n)
+            self.journal("auto-tune", "off", line, key=decision.THRESHOLD_KEY, new=n)
 
     async def step(self) -> Move | None:
         """One poll: read, maybe decide, maybe apply. Returns the move applied (or None)."""
@@ -86,17 +86,20 @@ class LiveTuner:
             line = f"Dynamic speculation: auto-tune move {move.old} -> {move.new} not applied ({change.state}: {change.detail})"
             self.say(line)
             if self.journal is not None:
-                self.journal("threshold", change.state, line, value=move.new, origin="auto")
+                self.journal("threshold", change.state, line, key=decision.THRESHOLD_KEY, old=move.old, new=move.new)
             return None
         self.known = move.new
         self.say(move.line)
         if self.journal is not None:
-            self.journal("threshold", "applied", move.line, value=move.new, old=move.old, origin="auto")
+            self.journal("threshold", "applied", move.line, key=decision.THRESHOLD_KEY, old=move.old, new=move.new)
         return move
 
-    async def run(self, stop: asyncio.Event, every_s: float = 1.0) -> None:
+    async def run(self, stop: asyncio.Event, every_s: float = 1.0, when: Callable[[], bool] = lambda: True) -> None:
+        """Poll until ``stop``; only while ``when()`` (the process supervises the run: one
+        decider per server, never a watching-only second supervise)."""
         while not stop.is_set():
-            await self.step()
+            if when():
+                await self.step()
             try:
                 await asyncio.wait_for(stop.wait(), every_s)
             except TimeoutError:

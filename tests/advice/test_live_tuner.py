@@ -43,7 +43,7 @@ async def test_the_supervisor_tunes_n_and_the_operator_wins(sim_factory):
         await asyncio.sleep(0.1)
     assert move is not None and move.old == 10 and move.new < 10, (said, tuner.last_error)
     assert said[-1] == move.line and move.line.startswith(f"{MOVE_PREFIX}10 -> {move.new} (auto: ")
-    assert journaled[-1][0] == ("threshold", "applied", move.line) and journaled[-1][1]["origin"] == "auto"
+    assert journaled[-1][0] == ("threshold", "applied", move.line) and journaled[-1][1]["new"] == move.new
     live = _live(sim.url)
     assert live["threshold"] == move.new and {r["threshold"] for r in live["ranks"]} == {move.new}
     sim.wait_for_log(f"threshold changed 10 -> {move.new}", count=2)  # every TP rank applied it
