@@ -17,7 +17,8 @@ set (someone else set it), tuning turns off (one line, journaled) until asked ag
 threshold is read again right before a move is applied, so a change made meanwhile is
 seen; a change landing in the few milliseconds between that read and the move is
 overwritten by the move (and then turns tuning off at the next poll, the operator's value
-lost): said in docs/advice.md. A forced mode is never tuned.
+lost): said in docs/advice.md. A forced mode is never tuned. A server that restarted
+(fewer steps than the last reading) starts a new window, and its N is taken as found.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class LiveTuner:
         self.tuner = Tuner(settings)
         self.say, self.journal, self.clock = say, journal, clock
         self.known: int | None = None  # the threshold last seen or set by the tuner
+        self._steps = 0  # decode steps in the last reading (fewer: the server restarted)
         self.last_error: str | None = None
 
     def _operator(self, n: int) -> None:
@@ -67,6 +69,11 @@ class LiveTuner:
             self.last_error = str(exc)
             return None
         self.last_error = None
+        steps = sum(b.steps for b in reading.curves.buckets)
+        if steps < self._steps and self.tuner.on:  # restarted: its counters start afresh
+            self.tuner.turn_on()  # a new window; the restart's N is not the operator's
+            self.known = None
+        self._steps = steps
         n = reading.threshold
         if not self.tuner.on or n is None or reading.force not in (None, decision.AUTO):
             return None

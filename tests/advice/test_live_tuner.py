@@ -56,3 +56,26 @@ async def test_the_supervisor_tunes_n_and_the_operator_wins(sim_factory):
     assert tuner.tuner.on is False and said[-1] == "Dynamic speculation: auto-tune off (threshold set to 13 by the operator)"
     assert _live(sim.url)["threshold"] == 13
     await tuner.control.aclose()
+
+
+async def test_a_restarted_server_starts_a_new_window_not_an_operator_change(monkeypatch):
+    """Cumulative counters start afresh when the server restarts: the tuner must not
+    subtract the old life's counters from the new one, nor take the N the new life starts
+    with for the operator's."""
+    from server_control.advice.source import Reading
+    from server_control.protocol import cost_curves as cc
+
+    def curves(steps):
+        c = cc.CostCounters()
+        for i in range(steps + 1):
+            c.step("speculative", 3, i * 0.03)
+            c.commit("speculative", 3, 9)
+        return cc.parse(c.snapshot())
+
+    readings = iter([Reading("u", "m", 6, "auto", curves(500)), Reading("u", "m", 5, "auto", curves(20))])
+    monkeypatch.setattr("server_control.supervision.live_tuner.read_server", lambda *a: next(readings))
+    tuner = LiveTuner("u", None, TuneSettings(1, 16), clock=lambda: 0.0)
+    assert await tuner.step() is None and tuner.known == 6
+    assert await tuner.step() is None
+    assert tuner.tuner.on is True and tuner.known == 5
+    assert len(tuner.tuner._history) == 1  # the new life's reading only
