@@ -1,13 +1,22 @@
-"""A server's cost curves and threshold, read from ``/server_info`` (capped, with a deadline)."""
+"""A server's cost curves and threshold, read from ``/server_info`` (capped, with a deadline).
+
+``read_advice`` with a state dir (the supervising console's session) keeps the curves in
+it (``store.py``): each answer is folded into the saved curves and the advice is given on
+all of them (earlier runs of the server included); while the server does not answer, the
+advice comes from the saved curves and its sentence says how old they are.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import httpx
 
-from server_control.advice.words import Advice, advise
+from server_control.advice import store
+from server_control.advice.words import Advice, advise, duration
 from server_control.protocol.cost_curves import SNAPSHOT_KEY, Curves, CurvesError, parse
 from server_control.protocol.crossover import estimate
 
@@ -68,7 +77,36 @@ def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) ->
     )
 
 
-def read_advice(url: str, api_key: str | None = None) -> Advice:
-    """Blocking (run it in a thread): read the server's curves, estimate, advise. SourceError if unreadable."""
-    reading = read_server(url, api_key)
-    return advise(estimate(reading.curves), reading.threshold)
+def read_advice(url: str, api_key: str | None = None, state_dir: str | Path | None = None) -> Advice:
+    """Blocking (run it in a thread): read the server's curves, estimate, advise. SourceError
+    if unreadable (and, with ``state_dir``, nothing saved either)."""
+    if state_dir is None:
+        reading = read_server(url, api_key)
+        return advise(estimate(reading.curves), reading.threshold)
+    return _kept_advice(url, api_key, state_dir)
+
+
+def _kept_advice(url: str, api_key: str | None, state_dir: str | Path) -> Advice:
+    try:
+        reading = read_server(url, api_key)
+    except SourceError as exc:
+        try:
+            saved = store.load(url, None, state_dir)
+        except store.StoreError as bad:
+            raise SourceError(f"{exc}; saved curves unreadable: {bad}") from None
+        if saved is None:
+            raise
+        adv = advise(estimate(saved.total()), None)
+        return replace(
+            adv, sentence=f"{adv.sentence} (server did not answer; from the curves saved {duration(saved.age_s())} ago)"
+        )
+    try:
+        saved = store.update(url, reading.model, reading.curves, state_dir)
+    except store.StoreError as bad:  # the live reading still advises; the file is named
+        adv = advise(estimate(reading.curves), reading.threshold)
+        return replace(adv, sentence=f"{adv.sentence} (curves not kept: {bad})")
+    adv = advise(estimate(saved.total()), reading.threshold)
+    if saved.base.buckets:
+        age = duration(time.time() - saved.first_seen)
+        adv = replace(adv, sentence=f"{adv.sentence} (includes curves from earlier server runs, first seen {age} ago)")
+    return adv

@@ -359,10 +359,11 @@ class Session:
         return verification_of(self.last, self.profile, self.facts, log_attached=self._log_path is not None, runtime=runtime)
 
     async def advice(self) -> Advice:
-        """The advisor's answer from this run's server's cost curves (SourceError: none to give)."""
+        """The advisor's answer from this run's server's cost curves, kept in the state dir
+        when this session supervises (SourceError: none to give)."""
         if self.foreign is not None:
             raise SourceError("not this run's server: no advice from it")
-        return await asyncio.to_thread(read_advice, self.url, self.poller.api_key)
+        return await asyncio.to_thread(read_advice, self.url, self.poller.api_key, self.run.history_dir())
 
     async def verify(self) -> OperationResult:
         result = self.verification()
