@@ -189,16 +189,17 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
         plain = _server(step, "start trained-plain", pool, Spec("trained", patched=False))
         if plain is None:
             return checks
-        ref = gc.sw.generate_ids(plain, [*prompts, probe], MAX_NEW)
+        ref = gc.sw.generate_ids(plain, [*prompts, probe], opts.max_new)
         step("tok/s plain", "tok/s plain", _plain_tok_s, mode_cost, plain.url, pool, opts)
         itl = budget.allows("ITL under polling") is None and "ITL under polling" not in opts.skip
         if itl:  # kept (SIGSTOPped) for the interleaved ITL check
             parked.append(gp.park(pool))
         spec = Spec("trained", overlap=not cuda)
         server = _server(step, "start patched", pool, spec)
-        if server is None:
-            return checks
-        _patched_checks(step, pool, server, spec, (prompts, probe, ref), parked, opts, mode_cost)
+        if server is not None:  # the phases below start servers of their own
+            _patched_checks(step, pool, server, spec, (prompts, probe, ref), parked, opts, mode_cost)
+        while parked:  # its memory back before the next servers
+            gp.unpark(pool, parked.pop())
         fault_spec = Spec("trained", overlap=not cuda, tp=opts.tp)
         for key, fault in (("a rank fails inside a capture", "capture"), ("a rank fails before the build", "before")):
             name = f"{key} (tp {opts.tp})"
@@ -232,7 +233,7 @@ def _patched_checks(step, pool, server, spec, inputs, parked, opts, mode_cost) -
     step("warm draft after target-only", "warm draft after target-only", gc.warm_draft, server, probe, ref[-1])
     if parked:
         step("ITL under polling", "ITL under polling", gw.itl_under_polling, parked[0], server, **_itl_kw(opts, cuda))
-        gp.unpark(pool, parked.pop())  # its memory back before the next servers
+        gp.unpark(pool, parked.pop())
     step("automatic switches", "automatic switches", gc.automatic_waves, server, prompts, ref[:-1])
     step("forced flips under load", "forced flips under load", gc.flips_under_load, server, prompts, ref[:-1], opts.flip_seconds)
     if "plain" in pool.cache:
@@ -296,6 +297,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--tp", type=int, default=None, help="tp of the multi-GPU part (default: 2 with two GPUs or more, else none)")
     p.add_argument("--flip-seconds", type=float, default=90.0)
+    p.add_argument("--max-new", type=int, default=MAX_NEW, help="tokens per reference output (>= 100; the warm probe's length)")
     p.add_argument("--levels", type=_levels, default=[1, 4, 16])
     p.add_argument("--warmup", type=float, default=2.0)
     p.add_argument("--measure", type=float, default=5.0)
@@ -329,6 +331,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     opts = p.parse_args(argv)
     if opts.dry_run and opts.bundle is None:
         p.error("--dry-run needs --bundle")
+    if not 100 <= opts.max_new <= MAX_NEW:
+        p.error(f"--max-new must be 100..{MAX_NEW}, got {opts.max_new}")
     unknown = sorted(set(opts.skip) - set(gpu_budget.STEPS))
     if unknown:
         p.error(f"--skip: unknown steps {unknown}")

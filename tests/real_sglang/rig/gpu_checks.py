@@ -69,7 +69,7 @@ class Checklist:
         verdict = "FAILED" if self.failed else "all passed"
         ran = [r for r in self.results if not r.skipped]
         skipped = len(self.results) - len(ran)
-        tail = f", {skipped} skipped for time" if skipped else ""
+        tail = f", {skipped} skipped" if skipped else ""
         lines.append(f"gpu-check: {verdict} ({sum(r.ok is True for r in ran)}/{len(ran)} checks{tail})")
         return "\n".join(lines)
 

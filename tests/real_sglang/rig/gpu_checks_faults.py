@@ -76,7 +76,7 @@ def fault_server(pool, launcher, spec: Spec, fault: str, prompts, want, *, deadl
         took = round(time.monotonic() - t0, 1)
         log = server.log_text()
         assert state != "hang", f"HANG: {value}: neither ready nor exited within {deadline_s:.0f} s\n{server.log_tail()[-1500:]}"
-        figures = {"fault": value, "outcome": state, "seconds": took}
+        figures = {"fault": value, "outcome": state, "to_outcome_s": took}
         if cuda and fault == "capture":
             assert tp_faults.INJECTED in log, "the capture fault never fired (no CUDA graph captured in the build?)"
         if fault == "capture" and spec.tp > 1:

@@ -101,6 +101,7 @@ def itl_under_polling(
         for arm, slot in by_arm.items():
             assert slot["gaps"], f"{name}/{arm}: no tokens measured"
             p50, p99 = poll_itl.pct(slot["gaps"], 50), poll_itl.pct(slot["gaps"], 99)
+            assert p50 is not None and p99 is not None and base, f"{name}/{arm}: no percentile"
             rate = slot["polls"] / max(1e-9, seconds[f"{name}/{arm}"])
             if arm == "console":
                 assert rate >= 1.0, f"{name}/console: {rate:.1f} polls/s, below the console's 2 a second"
