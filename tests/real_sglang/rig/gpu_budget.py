@@ -37,7 +37,7 @@ STEPS: dict[str, tuple[int, float]] = {
     "runtime threshold": (3, 8),
     "warm draft after target-only": (3, 10),
     "a rank fails before the build": (3, 90),
-    "ITL under polling": (4, 40),
+    "ITL under polling": (4, 60),
     "adaptive on": (4, 110),
     "automatic switches": (5, 15),
     "forced flips under load": (6, 0),  # + --flip-seconds (``estimates``)

@@ -317,7 +317,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--skip", type=_names, default=[], help=f"comma-separated steps not to run: {', '.join(gpu_budget.STEPS)}")
     p.add_argument("--fault-deadline-s", type=float, default=None, help="a fault server's hard deadline (600 cpu, 240 cuda)")
     p.add_argument("--itl-requests", type=int, default=4, help="ITL under polling: requests per arm")
-    p.add_argument("--itl-max-tokens", type=int, default=48)
+    p.add_argument("--itl-max-tokens", type=int, default=128)
     p.add_argument("--itl-rounds", type=int, default=2)
     p.add_argument("--itl-max-ratio", type=float, default=1.25, help="cuda: the console's polling, patched over plain")
     p.add_argument("--logs", type=Path, help="keep the server logs here")

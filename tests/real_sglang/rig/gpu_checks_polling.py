@@ -10,7 +10,7 @@ inter-token latency under the console's polling, plain against patched (item 4).
     per round each server in turn (the other SIGSTOPped), its arms in a rotated order.
     Figures: ITL p50 / p99 per server and arm, each arm over ``none``, and patched's ratio
     over plain's. It fails when a measurement is void (no tokens, no polls, a rate not
-    reached) and, on CUDA, when the console's polling costs the patched server more than
+    reached: ``FLOORS_CUDA`` / ``FLOORS_CPU``) and, on CUDA, when the console's polling costs the patched server more than
     ``max_ratio`` times what it costs the plain one (p50 over none; a provisional bound
     until a GPU run has measured it). On the CPU rig the ratio is reported, not judged:
     the noise of a loaded 2-core machine is as large as the effect (docs/sglang-patch.md).
@@ -29,6 +29,12 @@ from . import switching as sw
 from .gpu_checks import ranks_logging
 from .gpu_checks_memory import rows
 from .server import RigServer
+
+# polls a second an arm must reach, or its measurement is void. The console polls two paths
+# once a second each; "20 Hz" polls /server_info as fast as it answers, up to 20 a second.
+# On a loaded 2-core CPU one answer takes ~0.5 s (1.9 a second was measured at load 11-15).
+FLOORS_CUDA = {"console": 1.5, "20hz": 10.0}
+FLOORS_CPU = {"console": 0.3, "20hz": 0.5}
 
 
 def _limits(server: RigServer) -> dict:
@@ -103,10 +109,8 @@ def itl_under_polling(
             p50, p99 = poll_itl.pct(slot["gaps"], 50), poll_itl.pct(slot["gaps"], 99)
             assert p50 is not None and p99 is not None and base, f"{name}/{arm}: no percentile"
             rate = slot["polls"] / max(1e-9, seconds[f"{name}/{arm}"])
-            if arm == "console":
-                assert rate >= 1.0, f"{name}/console: {rate:.1f} polls/s, below the console's 2 a second"
-            if arm == "20hz":
-                assert rate >= 2.0, f"{name}/20hz: only {rate:.1f} polls/s"
+            floor = (FLOORS_CUDA if cuda else FLOORS_CPU).get(arm, 0.0)
+            assert rate >= floor, f"{name}/{arm}: {rate:.1f} polls/s, below {floor} (the polling did not happen)"
             table[f"{name}/{arm}"] = {
                 "p50_ms": round(p50 * 1e3, 2),
                 "p99_ms": round(p99 * 1e3, 2),
