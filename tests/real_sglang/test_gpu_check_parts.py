@@ -53,6 +53,22 @@ def test_skipped_for_time_is_not_a_failure():
     assert checks.failed
 
 
+def test_a_budget_too_small_for_the_core_fails_the_run(monkeypatch):
+    monkeypatch.setenv(gpu_budget.T0_ENV, "0")  # nothing left
+    checks = gpu_checks.Checklist()
+    budget = gpu_budget.Budget(60, {"start patched": 90.0, "adaptive on": 110.0}, ["start patched", "adaptive on"])
+    step = gpu_check._stepper(checks, budget, {"runtime threshold"})
+    assert not step("start patched", "start x", lambda: ("ran", {}))
+    assert not step("adaptive on", "adaptive on", lambda: ("ran", {}))
+    assert not step("runtime threshold", "runtime threshold", lambda: ("ran", {}))
+    assert [(r.name, r.ok, r.skipped) for r in checks.results] == [
+        ("start x", False, False),  # priority 1 left out: a failure
+        ("adaptive on", None, True),
+        ("runtime threshold", None, True),
+    ]
+    assert "does not fit --budget-s" in checks.results[0].detail and checks.failed
+
+
 def test_skip_names_are_checked():
     assert gpu_check.parse(["--device", "cpu", "--skip", "tok/s per mode"]).skip == ["tok/s per mode"]
     assert gpu_check.parse(["--device", "cpu"]).budget_s == 0

@@ -155,16 +155,24 @@ def _nothing_left(pool: OneAtATime) -> tuple[str, dict]:
 
 def _stepper(checks: gc.Checklist, budget: gpu_budget.Budget, skip: set[str]):
     """``step(key, name, fn, ...)``: run the check ``name`` unless the budget or --skip
-    leaves out ``key`` (gpu_budget.STEPS); then it is reported SKIP with why."""
+    leaves out ``key`` (gpu_budget.STEPS); then it is reported SKIP with why. A
+    priority-1 step the budget leaves out is a failure (the run would prove nothing)."""
 
     def step(key: str, name: str, fn, *args, **kwargs) -> bool:
         why = f"skipped by --skip {key!r}" if key in skip else budget.allows(key)
+        if why is not None and key not in skip and gpu_budget.STEPS.get(key, (9, 0))[0] == 1:
+            checks.run(name, _too_little_time, why)
+            return False
         if why is not None:
             checks.skip_for_time(name, why)
             return False
         return checks.run(name, fn, *args, **kwargs)
 
     return step
+
+
+def _too_little_time(why: str) -> tuple[str, dict]:
+    raise AssertionError(f"a step every run needs does not fit --budget-s: {why}")
 
 
 def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
