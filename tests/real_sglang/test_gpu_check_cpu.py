@@ -115,7 +115,7 @@ def test_gpu_check_passes_on_the_cpu_rig(rig, tmp_path):
         "gpu-check --device cpu",
         **{k: v for k, v in by_name["start-up"]["figures"].items()},
         itl_patched_over_plain_console=by_name["ITL under polling"]["figures"]["patched_over_plain_console"],
-        seconds={r["name"]: r["figures"].get("seconds") for r in results if r["ok"]},
+        check_seconds={r["name"]: r["figures"].get("seconds") for r in results if r["ok"]},
     )
 
 
