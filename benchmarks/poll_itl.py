@@ -59,7 +59,7 @@ class Poller:
         while not self.stop_at.is_set():
             t0 = time.monotonic()
             try:
-                conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+                conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=10)
                 conn.request("GET", path)
                 conn.getresponse().read(4 << 20)
                 conn.close()
@@ -82,7 +82,7 @@ class Poller:
 def stream_itl(url: str, prompt: list[int], max_tokens: int) -> list[float]:
     """Seconds per token between streamed chunks of one greedy request."""
     u = urlparse(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=READ_DEADLINE_S)
+    conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=READ_DEADLINE_S)
     body = json.dumps(
         {
             "input_ids": prompt,

@@ -25,11 +25,16 @@ import json
 import os
 import sys
 import tempfile
+import time
 from functools import partial
 from pathlib import Path
 
+from . import gpu_budget
 from . import gpu_checks as gc
+from . import gpu_checks_faults as gf
 from . import gpu_checks_memory as gm
+from . import gpu_checks_polling as gw
+from . import gpu_phases as gp
 from .build import REPO_ROOT, ensure_models, ensure_rig
 from .pool import COMMON_ARGS, PATCHED_ARGS, OneAtATime, Spec, launch
 from .server import RigServer
@@ -76,8 +81,12 @@ def preflight(device: str) -> tuple[str, dict]:
     return "; ".join(facts), {"gpus": len(gpus)}
 
 
-def cuda_launch(rig, spec: Spec, log_dir: Path, lifetime_s: int, *, opts: argparse.Namespace) -> RigServer:
-    """A server on the GPU(s): CUDA graphs and the overlap scheduler on (SGLang's defaults)."""
+def cuda_launch(
+    rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict | None = None, *, opts: argparse.Namespace
+) -> RigServer:
+    """A server on the GPU(s): CUDA graphs and the overlap scheduler on (SGLang's defaults).
+    ``env_extra`` joins its environment; with the rig's faults (``SPECCONSOLE_RIG_TP_FAULTS``)
+    ``tp_faults_preload`` is added to the bootstrap's preload so every process installs them."""
     from server_control.proc.ports import free_port
 
     pair, port = ensure_models(rig, spec.models), free_port()
@@ -119,13 +128,17 @@ def cuda_launch(rig, spec: Spec, log_dir: Path, lifetime_s: int, *, opts: argpar
         TRANSFORMERS_OFFLINE="1",
         PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
     )
+    env.update(env_extra or {})
+    if env.get("SPECCONSOLE_RIG_TP_FAULTS"):
+        preload = [n for n in env.get("SPECCONSOLE_SGLANG_PRELOAD", "").split(",") if n]
+        env["SPECCONSOLE_SGLANG_PRELOAD"] = ",".join([*preload, "tests.real_sglang.rig.tp_faults_preload"])
     return RigServer.start(
         [sys.executable, "-m", module, *args, *spec.extra], env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s
     )
 
 
-def _server(checks: gc.Checklist, pool: OneAtATime, spec: Spec) -> RigServer | None:
-    ok = checks.run(f"start {spec.name}", lambda: (pool.get(spec).url, {}))
+def _server(step, key: str, pool: OneAtATime, spec: Spec) -> RigServer | None:
+    ok = step(key, f"start {spec.name}", lambda: (pool.get(spec).url, {}))
     return pool.server if ok else None
 
 
@@ -140,10 +153,38 @@ def _nothing_left(pool: OneAtATime) -> tuple[str, dict]:
     return "every server's process group ended", {}
 
 
+def _stepper(checks: gc.Checklist, budget: gpu_budget.Budget, skip: set[str]):
+    """``step(key, name, fn, ...)``: run the check ``name`` unless the budget or --skip
+    leaves out ``key`` (gpu_budget.STEPS); then it is reported SKIP with why. A
+    priority-1 step the budget leaves out is a failure (the run would prove nothing)."""
+
+    def step(key: str, name: str, fn, *args, **kwargs) -> bool:
+        why = f"skipped by --skip {key!r}" if key in skip else budget.allows(key)
+        if why is not None and key not in skip and gpu_budget.STEPS.get(key, (9, 0))[0] == 1:
+            checks.run(name, _too_little_time, why)
+            return False
+        if why is not None:
+            checks.skip_for_time(name, why)
+            return False
+        return checks.run(name, fn, *args, **kwargs)
+
+    return step
+
+
+def _too_little_time(why: str) -> tuple[str, dict]:
+    raise AssertionError(f"a step every run needs does not fit --budget-s: {why}")
+
+
 def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
     from benchmarks import mode_cost
 
     checks, cuda = gc.Checklist(), opts.device == "cuda"
+    order = [k for k in gpu_budget.STEPS if opts.tp > 1 or k != "tp"]
+    est = gpu_budget.estimates(opts.flip_seconds, opts.levels, opts.warmup, opts.measure, opts.repeat)
+    if opts.tp > 1:  # the failing rank waits the agreement timeout for a rank stuck in a capture
+        est["a rank fails inside a capture"] += 130
+    budget = gpu_budget.Budget(opts.budget_s, est, order)
+    step = _stepper(checks, budget, set(opts.skip))
     if not checks.run("preflight", preflight, opts.device):
         return checks
     rig = ensure_rig()
@@ -153,32 +194,76 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
     pool = OneAtATime(rig, log_dir, lifetime_s=int(opts.lifetime), launcher=launcher)
     prompts = [prompt_ids(i, 2 * PERIOD + 5 * (i % 3)) for i in range(8)]
     probe = prompt_ids(100)
+    parked: list[RigServer] = []
     try:
-        plain = _server(checks, pool, Spec("trained", patched=False))
+        plain = _server(step, "start trained-plain", pool, Spec("trained", patched=False))
         if plain is None:
             return checks
-        ref = gc.sw.generate_ids(plain, [*prompts, probe], MAX_NEW)
-        checks.run("tok/s plain", _plain_tok_s, mode_cost, plain.url, pool, opts)
+        ref = gc.sw.generate_ids(plain, [*prompts, probe], opts.max_new)
+        step("tok/s plain", "tok/s plain", _plain_tok_s, mode_cost, plain.url, pool, opts)
+        itl = budget.allows("ITL under polling") is None and "ITL under polling" not in opts.skip
+        if itl:  # kept (SIGSTOPped) for the interleaved ITL check
+            parked.append(gp.park(pool))
         spec = Spec("trained", overlap=not cuda)
-        server = _server(checks, pool, spec)
-        if server is None:
-            return checks
-        checks.run("start-up", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=1, cuda=cuda)
-        checks.run("switch both ways", gc.switch_both_ways, server, prompts, tp=1, cuda=cuda)
-        checks.run("runtime threshold", gc.runtime_threshold, server, prompts, 1)
-        checks.run("steps=0 memory per rank", gm.memory_per_rank, server, cuda=cuda)
-        checks.run("graph / eager per bucket", gm.forwards_per_bucket, server, prompts, cuda=cuda)
-        checks.run("warm draft after target-only", gc.warm_draft, server, probe, ref[-1])
-        checks.run("forced flips under load", gc.flips_under_load, server, prompts, ref[:-1], opts.flip_seconds)
-        checks.run("automatic switches", gc.automatic_waves, server, prompts, ref[:-1])
-        if "plain" in pool.cache:
-            checks.run("tok/s per mode", _mode_cost, mode_cost, server.url, pool, opts)
-        if opts.tp > 1:
-            _tp_checks(checks, pool, Spec("trained", overlap=not cuda, tp=opts.tp), prompts, cuda)
+        server = _server(step, "start patched", pool, spec)
+        if server is not None:  # the phases below start servers of their own
+            _patched_checks(step, pool, server, spec, (prompts, probe, ref), parked, opts, mode_cost)
+        while parked:  # its memory back before the next servers
+            gp.unpark(pool, parked.pop())
+        fault_spec = Spec("trained", overlap=not cuda, tp=opts.tp)
+        for key, fault in (("a rank fails inside a capture", "capture"), ("a rank fails before the build", "before")):
+            name = f"{key} (tp {opts.tp})"
+            step(key, name, gf.fault_server, pool, launcher, fault_spec, fault, prompts, ref[:-1], **_fault_kw(opts, cuda))
+        step("adaptive on", "adaptive on", gp.adaptive_on, pool, Spec("trained", overlap=not cuda), prompts, log_dir, cuda)
+        if opts.tp > 1 and budget.allows("tp") is None and "tp" not in opts.skip:
+            _tp_checks(checks.run, pool, Spec("trained", overlap=not cuda, tp=opts.tp), prompts, cuda)
+        elif opts.tp > 1:
+            step("tp", f"tp {opts.tp}", lambda: ("", {}))
     finally:
+        for s in parked:
+            gp.unpark(pool, s)
         pool.close()
         checks.run("no process left", _nothing_left, pool)
     return checks
+
+
+def _fault_kw(opts, cuda: bool) -> dict:
+    return {"deadline_s": opts.fault_deadline_s, "cuda": cuda}
+
+
+def _patched_checks(step, pool, server, spec, inputs, parked, opts, mode_cost) -> None:
+    """The checks on the patched tp-1 server, most valuable first (gpu_budget.STEPS)."""
+    (prompts, probe, ref), cuda = inputs, opts.device == "cuda"
+    step("start-up", "start-up", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=1, cuda=cuda)
+    step("switch both ways", "switch both ways", gc.switch_both_ways, server, prompts, tp=1, cuda=cuda)
+    step("graph / eager per bucket", "graph / eager per bucket", gm.forwards_per_bucket, server, prompts, cuda=cuda)
+    step("steps=0 memory per rank", "steps=0 memory per rank", gm.memory_per_rank, server, cuda=cuda)
+    step("N warnings in the log", "N warnings in the log", gw.n_warnings, server, tp=1)
+    step("runtime threshold", "runtime threshold", gc.runtime_threshold, server, prompts, 1)
+    step("warm draft after target-only", "warm draft after target-only", gc.warm_draft, server, probe, ref[-1])
+    if parked:
+        step("ITL under polling", "ITL under polling", gw.itl_under_polling, parked[0], server, **_itl_kw(opts, cuda))
+        gp.unpark(pool, parked.pop())
+    step("automatic switches", "automatic switches", gc.automatic_waves, server, prompts, ref[:-1])
+    step("forced flips under load", "forced flips under load", gc.flips_under_load, server, prompts, ref[:-1], opts.flip_seconds)
+    if "plain" in pool.cache:
+        step("tok/s per mode", "tok/s per mode", _mode_cost, mode_cost, server.url, pool, opts)
+    else:
+        step("tok/s per mode", "tok/s per mode", _no_plain)
+
+
+def _no_plain() -> tuple[str, dict]:
+    raise AssertionError("no plain tok/s to compare with (that check failed or was skipped)")
+
+
+def _itl_kw(opts, cuda: bool) -> dict:
+    return {
+        "requests": opts.itl_requests,
+        "max_tokens": opts.itl_max_tokens,
+        "rounds": opts.itl_rounds,
+        "cuda": cuda,
+        "max_ratio": opts.itl_max_ratio,
+    }
 
 
 def _mode_cost(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict]:
@@ -192,15 +277,17 @@ def _mode_cost(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict]:
     return "\n" + mode_cost.render(summary), {}
 
 
-def _tp_checks(checks, pool, spec: Spec, prompts, cuda: bool) -> None:
-    server = _server(checks, pool, spec)
+def _tp_checks(run, pool, spec: Spec, prompts, cuda: bool) -> None:
+    ok = run(f"start {spec.name}", lambda: (pool.get(spec).url, {}))
+    server = pool.server if ok else None
     if server is None:
         return
-    checks.run(f"start-up tp {spec.tp}", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=spec.tp, cuda=cuda)
-    checks.run(f"switch both ways tp {spec.tp}", gc.switch_both_ways, server, prompts, tp=spec.tp, cuda=cuda)
-    checks.run(f"runtime threshold tp {spec.tp}", gc.runtime_threshold, server, prompts, spec.tp)
-    checks.run(f"steps=0 memory per rank tp {spec.tp}", gm.memory_per_rank, server, cuda=cuda)
-    checks.run(f"graph / eager per bucket tp {spec.tp}", gm.forwards_per_bucket, server, prompts, cuda=cuda)
+    run(f"start-up tp {spec.tp}", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=spec.tp, cuda=cuda)
+    run(f"switch both ways tp {spec.tp}", gc.switch_both_ways, server, prompts, tp=spec.tp, cuda=cuda)
+    run(f"runtime threshold tp {spec.tp}", gc.runtime_threshold, server, prompts, spec.tp)
+    run(f"steps=0 memory per rank tp {spec.tp}", gm.memory_per_rank, server, cuda=cuda)
+    run(f"graph / eager per bucket tp {spec.tp}", gm.forwards_per_bucket, server, prompts, cuda=cuda)
+    run(f"N warnings in the log tp {spec.tp}", gw.n_warnings, server, tp=spec.tp)
 
 
 def _levels(text: str) -> list[int]:
@@ -220,6 +307,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--tp", type=int, default=None, help="tp of the multi-GPU part (default: 2 with two GPUs or more, else none)")
     p.add_argument("--flip-seconds", type=float, default=90.0)
+    p.add_argument("--max-new", type=int, default=MAX_NEW, help="tokens per reference output (>= 100; the warm probe's length)")
     p.add_argument("--levels", type=_levels, default=[1, 4, 16])
     p.add_argument("--warmup", type=float, default=2.0)
     p.add_argument("--measure", type=float, default=5.0)
@@ -229,6 +317,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--attention-backend", default="triton", help="GPU attention backend (the rig's head_dim 16 rules out FA3/FlashInfer)"
     )
     p.add_argument("--lifetime", type=float, default=1800, help="watchdog per server, seconds")
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="time budget, seconds (default 420 on cuda: one device call < 8 min; 0 on cpu: none); "
+        "what does not fit is reported SKIP (tests/real_sglang/rig/gpu_budget.py)",
+    )
+    p.add_argument("--skip", type=_names, default=[], help=f"comma-separated steps not to run: {', '.join(gpu_budget.STEPS)}")
+    p.add_argument("--fault-deadline-s", type=float, default=None, help="a fault server's hard deadline (600 cpu, 300 cuda)")
+    p.add_argument("--itl-requests", type=int, default=4, help="ITL under polling: requests per arm")
+    p.add_argument("--itl-max-tokens", type=int, default=128)
+    p.add_argument("--itl-rounds", type=int, default=2)
+    p.add_argument("--itl-max-ratio", type=float, default=1.25, help="cuda: the console's polling, patched over plain")
     p.add_argument("--logs", type=Path, help="keep the server logs here")
     p.add_argument("--json", type=Path, help="write the results as JSON here")
     p.add_argument(
@@ -240,12 +341,26 @@ def parse(argv: list[str]) -> argparse.Namespace:
     opts = p.parse_args(argv)
     if opts.dry_run and opts.bundle is None:
         p.error("--dry-run needs --bundle")
+    if not 100 <= opts.max_new <= MAX_NEW:
+        p.error(f"--max-new must be 100..{MAX_NEW}, got {opts.max_new}")
+    unknown = sorted(set(opts.skip) - set(gpu_budget.STEPS))
+    if unknown:
+        p.error(f"--skip: unknown steps {unknown}")
+    if opts.budget_s is None:
+        opts.budget_s = 420.0 if opts.device == "cuda" else 0.0
+    if opts.fault_deadline_s is None:
+        opts.fault_deadline_s = 300.0 if opts.device == "cuda" else 600.0
     return opts
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     opts = parse(argv)
+    os.environ.setdefault(gpu_budget.T0_ENV, str(time.time()))  # the budget counts a bundle install
     if opts.bundle is not None and not os.environ.get("SPECCONSOLE_GPU_BUNDLE_READY"):
         from gpu_bundle import run as bundle_run
 

@@ -28,9 +28,10 @@ RANK_RE = r"^\[[^\]]* ({rank})\] .*{needle}"
 @dataclass(frozen=True)
 class Result:
     name: str
-    ok: bool | None  # None: not run (an earlier step failed)
+    ok: bool | None  # None: not run (an earlier step failed, or skipped for time)
     detail: str
     figures: dict = field(default_factory=dict)
+    skipped: bool = False  # not run for the time budget (gpu_budget.py): not a failure
 
 
 class Checklist:
@@ -51,18 +52,25 @@ class Checklist:
     def skip(self, name: str, why: str) -> None:
         self.results.append(Result(name, None, why))
 
+    def skip_for_time(self, name: str, why: str) -> None:
+        self.results.append(Result(name, None, why, skipped=True))
+
     @property
     def failed(self) -> bool:
-        return any(r.ok is not True for r in self.results)
+        return any(r.ok is not True and not r.skipped for r in self.results)
 
     def summary(self) -> str:
         mark = {True: "PASS", False: "FAIL", None: "----"}
         lines = []
         for r in self.results:
             figures = ", ".join(f"{k}={v}" for k, v in r.figures.items())
-            lines.append(f"{mark[r.ok]}  {r.name}: {r.detail}" + (f" [{figures}]" if figures else ""))
+            tag = "SKIP" if r.skipped else mark[r.ok]
+            lines.append(f"{tag}  {r.name}: {r.detail}" + (f" [{figures}]" if figures else ""))
         verdict = "FAILED" if self.failed else "all passed"
-        lines.append(f"gpu-check: {verdict} ({sum(r.ok is True for r in self.results)}/{len(self.results)} checks)")
+        ran = [r for r in self.results if not r.skipped]
+        skipped = len(self.results) - len(ran)
+        tail = f", {skipped} skipped" if skipped else ""
+        lines.append(f"gpu-check: {verdict} ({sum(r.ok is True for r in ran)}/{len(ran)} checks{tail})")
         return "\n".join(lines)
 
 

@@ -4,6 +4,12 @@
     as each CUDA-graph capture of the build does (``barrier()`` per bucket) on a GPU;
   * ``refuse=R``: TP rank R refuses the set-up for a rank-local reason (it will not build);
   * ``fail_build=R``: TP rank R's build raises (after the ranks agreed to build);
+  * ``fail_capture=R``: TP rank R's build raises INSIDE its second CUDA-graph capture (the
+    forward run under stream capture, after that shape's two warm-ups with their
+    ``barrier()``), as a CUDA OOM during capture would: the backends' ``capture_one`` of
+    SGLang wrapped for the build on that rank only, restored after it. GPU only: with
+    graphs off nothing is captured, the fault never fires and no ``capture fault
+    injected`` line is logged (scripts/gpu-check's check asserts that line);
   * ``old_order``: the order the patch had before: build first, then agree (the negative
     control: a rank that skips the build leaves the others in the barrier);
   * ``verdict_grace=S``: ranks > 0 wait S s (not the patch's 30 s) past the agreement
@@ -12,8 +18,10 @@
 Every rank logs ``rig tp_faults: agreement returned`` when its agreement ends (the
 moment a rank goes on, verdict or none).
 
-Installed by ``preload.py`` in every process of a rig server when the variable is set;
-it replaces functions of the patch's modules (looked up at call time), never SGLang's.
+Installed by ``preload.py`` in every process of a rig server when the variable is set
+(on a GPU by ``tp_faults_preload.py``, named in ``SPECCONSOLE_SGLANG_PRELOAD``); it
+replaces functions of the patch's modules (looked up at call time), and SGLang's
+``capture_one`` only for ``fail_capture``'s rank and only during its build.
 """
 
 from __future__ import annotations
@@ -24,6 +32,63 @@ import os
 ENV = "SPECCONSOLE_RIG_TP_FAULTS"
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 REFUSED = "refused on this rank for the test (rig tp_faults)"
+CAPTURE_FAULT = "forced by rig tp_faults fail_capture inside a CUDA-graph capture (test only)"
+INJECTED = "rig tp_faults: capture fault injected"
+CAPTURE_NTH = 2  # the build's second captured shape fails
+
+
+def _backend_classes() -> list[type]:
+    from sglang.srt.model_executor.runner_backend.base_cuda_graph_backend import BaseCudaGraphBackend
+
+    out, todo = [], [BaseCudaGraphBackend]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if "capture_one" in cls.__dict__ and not getattr(cls.__dict__["capture_one"], "__isabstractmethod__", False):
+            out.append(cls)
+    return out
+
+
+def failing_captures(nth: int = CAPTURE_NTH):
+    """A context: while it is open, the ``nth`` ``capture_one`` of SGLang's CUDA-graph
+    backends raises from inside the capture (its third forward: the first two are the
+    warm-ups). Yields a list that holds INJECTED once the fault fired."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def scope():
+        fired: list[str] = []
+        seen = [0]
+        saved = {cls: cls.__dict__["capture_one"] for cls in _backend_classes()}
+
+        def wrap(orig):
+            def capture_one(self, shape_key, forward_fn, *args, **kwargs):
+                seen[0] += 1
+                if seen[0] != nth:
+                    return orig(self, shape_key, forward_fn, *args, **kwargs)
+                calls = [0]
+
+                def forward():
+                    calls[0] += 1
+                    if calls[0] > 2:  # the warm-ups ran: this one is under stream capture
+                        fired.append(INJECTED)
+                        logger.info(f"{INJECTED} ({type(self).__name__}, shape {shape_key})")
+                        raise RuntimeError(CAPTURE_FAULT)
+                    return forward_fn()
+
+                return orig(self, shape_key, forward, *args, **kwargs)
+
+            return capture_one
+
+        for cls, orig in saved.items():
+            cls.capture_one = wrap(orig)
+        try:
+            yield fired
+        finally:
+            for cls, orig in saved.items():
+                cls.capture_one = orig
+
+    return scope()
 
 
 def faults() -> dict[str, str]:
@@ -80,6 +145,12 @@ def install() -> None:
             logger.info("rig tp_faults: build barrier left")
         if "fail_build" in wanted and str(_tp_rank()) == wanted["fail_build"]:
             raise RuntimeError("forced by rig tp_faults fail_build (test only)")
+        if "fail_capture" in wanted and str(_tp_rank()) == wanted["fail_capture"]:
+            with failing_captures() as fired:
+                out = orig_build(w, module)
+            if not fired:
+                logger.info("rig tp_faults: fail_capture armed, but the build captured no CUDA graph")
+            return out
         return orig_build(w, module)
 
     worker.build_states = build_states
