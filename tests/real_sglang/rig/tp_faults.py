@@ -106,11 +106,9 @@ def _tp_rank() -> int:
     return int(get_parallel().tp_rank)
 
 
-def install() -> None:
-    wanted = faults()
-    if not wanted:
-        return
-    from server_control.sglang_patch import rank_agreement, refusals, startup, worker
+def _wrap_agreement(wanted: dict[str, str]) -> None:
+    """``verdict_grace``, the agreement's log line and ``refuse``."""
+    from server_control.sglang_patch import rank_agreement, refusals
 
     if "verdict_grace" in wanted:
         rank_agreement.VERDICT_GRACE_S = float(wanted["verdict_grace"])
@@ -132,6 +130,11 @@ def install() -> None:
             return orig_reason(w, server_args, worker_cls)
 
         refusals.reason = reason
+
+
+def _wrap_build(wanted: dict[str, str]) -> None:
+    """``barrier``, ``fail_build`` and ``fail_capture`` around the steps=0 build."""
+    from server_control.sglang_patch import worker
 
     orig_build = worker.build_states
 
@@ -155,6 +158,15 @@ def install() -> None:
 
     worker.build_states = build_states
 
+
+def install() -> None:
+    wanted = faults()
+    if not wanted:
+        return
+    from server_control.sglang_patch import rank_agreement, startup, worker
+
+    _wrap_agreement(wanted)
+    _wrap_build(wanted)
     if "old_order" in wanted:
 
         def prepare(w, module, free_before):
