@@ -48,6 +48,14 @@ def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) ->
         raise SourceError(f"{where}: not JSON ({exc})") from None
     states = info.get("internal_states") if isinstance(info, dict) else None
     live = states[0].get("dynamic_speculation") if isinstance(states, list) and states and isinstance(states[0], dict) else None
+    model = info.get("served_model_name") or info.get("model_path") if isinstance(info, dict) else None
+    return reading_of(url, model if isinstance(model, str) else None, live)
+
+
+def reading_of(url: str, model: str | None, live: object) -> Reading:
+    """The reading from a server's first rank's ``dynamic_speculation`` state (``live``), as
+    ``/server_info`` gave it (a poll already made); SourceError saying what is missing."""
+    where = url.rstrip("/") + "/server_info"
     if not isinstance(live, dict):
         raise SourceError(f"{where}: no dynamic_speculation state (not a patched server?)")
     if SNAPSHOT_KEY not in live:
@@ -58,17 +66,20 @@ def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) ->
     except CurvesError as exc:
         raise SourceError(f"{where}: {exc}") from None
     threshold = live.get("threshold")
-    model = info.get("served_model_name") or info.get("model_path")
     return Reading(
         url,
-        model if isinstance(model, str) else None,
+        model,
         threshold if isinstance(threshold, int) and not isinstance(threshold, bool) else None,
         live.get("force") if isinstance(live.get("force"), str) else None,
         curves,
     )
 
 
+def advice_of(reading: Reading) -> Advice:
+    """Estimate and advise (CPU: the bootstrap interval; run it in a thread)."""
+    return advise(estimate(reading.curves), reading.threshold)
+
+
 def read_advice(url: str, api_key: str | None = None) -> Advice:
     """Blocking (run it in a thread): read the server's curves, estimate, advise. SourceError if unreadable."""
-    reading = read_server(url, api_key)
-    return advise(estimate(reading.curves), reading.threshold)
+    return advice_of(read_server(url, api_key))

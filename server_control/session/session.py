@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server_control.advice.source import SourceError, read_advice
+from server_control.advice.source import SourceError, advice_of, reading_of
 from server_control.advice.words import Advice
 from server_control.control.guard import REAPPLY, SettingGuard, shown
 from server_control.control.settings import Control, change
@@ -359,10 +359,12 @@ class Session:
         return verification_of(self.last, self.profile, self.facts, log_attached=self._log_path is not None, runtime=runtime)
 
     async def advice(self) -> Advice:
-        """The advisor's answer from this run's server's cost curves (SourceError: none to give)."""
+        """The advisor's answer from the cost curves of this run's server's last poll (SourceError: none)."""
         if self.foreign is not None:
             raise SourceError("not this run's server: no advice from it")
-        return await asyncio.to_thread(read_advice, self.url, self.poller.api_key)
+        if (s := self.last) is None or not s.reachable:
+            raise SourceError(s.error if s is not None and s.error else f"{self.url}/server_info: no answer yet")
+        return await asyncio.to_thread(advice_of, reading_of(self.url, s.model, s.ranks[0].dynamic if s.ranks else None))
 
     async def verify(self) -> OperationResult:
         result = self.verification()
