@@ -220,19 +220,32 @@ class History:
             self.points = compact(self.points, point.ts)
 
     def maybe_write(self) -> bool:
-        if self.clock() - self._written_at < WRITE_EVERY_S:
+        if not self.due():
             return False
         return self.write()
 
-    def write(self) -> bool:
+    def due(self) -> bool:
+        """``WRITE_EVERY_S`` since the last write."""
+        return self.clock() - self._written_at >= WRITE_EVERY_S
+
+    def take(self) -> tuple[HistPoint, ...]:
+        """Compact now and return what a write saves (on the thread that adds points)."""
         now = self.clock()
         self._written_at = now
         self.points = compact(self.points, now)
+        return tuple(self.points)
+
+    def write(self) -> bool:
+        return self.save(self.take())
+
+    def save(self, points: tuple[HistPoint, ...]) -> bool:
+        """Write ``points`` atomically (any thread: reads nothing else of this object);
+        False, with ``error`` set, when it could not be written."""
         if self.path is None:
             return False
         try:
             private_dir(self.path.parent)  # 0700; refused when others could write there
-            body = "".join(p.to_line() + "\n" for p in self.points)
+            body = "".join(p.to_line() + "\n" for p in points)
             atomic_write(self.path, body)
         except StateDirError as exc:
             self.error = f"history not saved: {exc}"
