@@ -18,6 +18,7 @@ from server_control.advice.source import SourceError
 from server_control.advice.words import Advice
 
 EVERY_S = 30.0
+RETRY_S = 2.0  # until the first advice: the session's first poll may not have come yet
 
 
 class AdviceStrip(Static):
@@ -44,7 +45,7 @@ class AdviceStrip(Static):
             else:
                 self.advice = adv
                 self.display = True
-            await asyncio.sleep(self.every_s)
+            await asyncio.sleep(self.every_s if self.advice is not None else min(self.every_s, RETRY_S))
 
     def render(self) -> Text:
         adv = self.advice
