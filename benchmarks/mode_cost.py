@@ -43,6 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from server_control import loadgen
 from server_control.protocol import decision
 
@@ -216,12 +218,27 @@ def render(summary: dict) -> str:
 
 
 def set_threshold(url: str, n: int) -> None:
-    import httpx
-
     with httpx.Client(timeout=30, trust_env=False) as client:  # loopback: never a proxy
         resp = client.post(url + "/set_internal_state", json={"server_args": {decision.THRESHOLD_KEY: n}})
-    if resp.status_code != 200 or resp.json() != [True]:
-        raise RuntimeError(f"threshold {n} refused: {resp.status_code} {resp.text[:200]}")
+        if resp.status_code == 200 and resp.json() == [True]:
+            return
+        why = refusal_reason(client, url)
+    raise RuntimeError(f"threshold {n} refused: {resp.status_code} {resp.text[:200]}" + (f" ({why})" if why else ""))
+
+
+def refusal_reason(client: httpx.Client, url: str) -> str | None:
+    """Why the server refuses every setting: SGLang answers a refused /set_internal_state
+    with a bare ``[false]`` and logs the reason; the patch also publishes it in
+    ``/server_info`` (``dynamic_speculation``: ``active`` false and ``reason``)."""
+    try:
+        states = client.get(url + "/server_info").json().get("internal_states") or []
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    for state in states:
+        snap = state.get(decision.STATE_KEY) if isinstance(state, dict) else None
+        if isinstance(snap, dict) and snap.get("active") is False:
+            return f"the switch is not active on this server: {snap.get('reason')}"
+    return None
 
 
 def patched_arms(url: str, group: int | None = None) -> list[Arm]:

@@ -105,7 +105,7 @@ async def test_sweep_interleaves_every_arm_in_every_round_and_checks_the_server(
         modes=modes,
         rounds=2,
         warmup_s=0.3,
-        measure_s=1.5,
+        measure_s=0.8,
         max_tokens=32,
         progress=lambda r: order.append((r.concurrency, r.mode)),
     )

@@ -6,6 +6,8 @@ import asyncio
 import threading
 from pathlib import Path
 
+import pytest
+
 from benchmarks import mode_cost
 from server_control import loadgen
 from server_control.protocol import decision
@@ -62,3 +64,18 @@ def test_interleaved_reports_an_auto_window_that_left_speculation(sim_factory):
     result = asyncio.run(mode_cost.interleaved(arms, _opts(rounds=1), 4))
     problems = mode_cost.summarise(result, [2], 4)["problems"]
     assert len(problems) == 1 and problems[0].startswith("auto at c=2 <= threshold 4 ran"), problems
+
+
+def test_a_refused_threshold_names_why_the_switch_is_off(sim_factory):
+    """SGLang answers a refused /set_internal_state with a bare [false]: the harness reads
+    the reason the patch publishes (the switch not active on this server) and names it."""
+    sim = sim_factory("--sim-fail-build-rank", "0").wait_ready()
+    with pytest.raises(
+        RuntimeError, match=r"threshold 32 refused: 200 \[false\] \(the switch is not active on this server: .*could not build"
+    ):
+        mode_cost.set_threshold(sim.url, 32)
+
+
+def test_an_accepted_threshold_raises_nothing(sim_factory):
+    sim = sim_factory().wait_ready()
+    mode_cost.set_threshold(sim.url, 32)

@@ -83,6 +83,8 @@ def _print(args, fleet, action: str, results, code: int) -> None:
             f"gateway {gw.url}: {gw.state}, {gw.healthy_workers}/{len(gw.workers)} workers healthy"
             + (f" ({gw.error})" if gw.error else "")
         )
+        if gw.traffic is not None:
+            print(f"gateway {gw.traffic.words()}")
 
 
 async def _run(args) -> int:

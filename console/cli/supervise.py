@@ -18,11 +18,14 @@ from collections.abc import Callable
 from console.cli.common import EXIT_CONFLICT, EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
 from console.cli.runs import common_parser, out, run_dict, supervisor_for, with_profile
 from server_control.config.profile import ProfileError
+from server_control.control.settings import Control
 from server_control.model.vocabulary import LIVE_STATES, RunState
 from server_control.protocol.arg_types import seconds_where
+from server_control.protocol.tuner import parse_bounds
 from server_control.state import runs
 from server_control.state.runs import RunConflict
 from server_control.supervision.health_watch import exit_words
+from server_control.supervision.live_tuner import LiveTuner
 from server_control.supervision.ownership import HANDOFF, ROLE_WORDS
 from server_control.supervision.supervisor import Supervisor
 
@@ -51,6 +54,7 @@ async def _supervise(args, profile) -> int:
         loop.add_signal_handler(sig, detach.set)
     watch = asyncio.create_task(sup.watch())
     await asyncio.sleep(0)  # the loop's first step tries the restart lock
+    tune = _start_tuner(args, profile, sup, detach)
     out(
         args,
         {
@@ -83,6 +87,10 @@ async def _supervise(args, profile) -> int:
                 else f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})",
             )
     finally:
+        if tune is not None:
+            tune[0].cancel()
+            await asyncio.gather(tune[0], return_exceptions=True)
+            await tune[1].aclose()
         watch.cancel()
         try:
             await watch
@@ -92,6 +100,30 @@ async def _supervise(args, profile) -> int:
             error(f"supervision loop failed: {type(exc).__name__}: {exc}")
             code = EXIT_FAILED
     return code
+
+
+def _start_tuner(args, profile, sup: Supervisor, detach: asyncio.Event) -> tuple[asyncio.Task, Control] | None:
+    """``--auto-tune LO-HI``: N tuned from the server's curves by this process, once for the
+    whole server (server_control/supervision/live_tuner.py), each move said and journaled."""
+    if args.auto_tune is None:
+        return None
+    control = Control(profile.url, profile.api_key(), profile.admin_api_key())
+    tuner = LiveTuner(
+        profile.url,
+        control,
+        args.auto_tune,
+        api_key=profile.api_key(),
+        say=lambda line: out(args, {"event": "auto-tune", "profile": profile.name, "line": line}, line),
+        journal=sup.journal,
+    )
+    return asyncio.create_task(tuner.run(detach, when=lambda: sup.supervising)), control
+
+
+def _bounds(text: str):
+    try:
+        return parse_bounds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _reporter(args, profile, last: dict) -> Callable[[Supervisor], None]:
@@ -237,5 +269,13 @@ def register(subparsers) -> None:
         "--handed-off",
         action="store_true",
         help="started by a console that quit leaving the server running (the next console takes over)",
+    )
+    p.add_argument(
+        "--auto-tune",
+        type=_bounds,
+        default=None,
+        metavar="LO-HI",
+        help="tune the threshold from the server's own cost curves within LO..HI (moves said and "
+        "journaled; an operator's threshold turns it off)",
     )
     p.set_defaults(func=cmd_supervise)

@@ -1,6 +1,11 @@
 """The fleet screen's aggregate line and per-row trend: pure functions over ``MemberRow``.
 
-    fleet 412.5 tok/s | SPEC 3  TARGET 1 | live 4/4 | restarts 1 | gateway 4/4 workers healthy
+    fleet 412.5 tok/s | SPEC 3  TARGET 1 | live 4/4 | restarts 1
+    gateway 4/4 workers healthy · 4.2 req/s · 0 err/min · p50 41 ms (60 s)
+
+The gateway's traffic is smg's own counters (server_control/fleet/gateway_metrics.py): requests a
+second, client errors a minute and the router's p50 latency over the last minute, or
+"metrics unavailable (reason)".
 
 The total counts only members whose numbers are live (``rows.stale`` is False); members per
 mode likewise; "down" lists the members that do not answer or are not serving. ``Trends``
@@ -40,14 +45,19 @@ def aggregate_line(rows: Iterable[MemberRow], gateway=None) -> Text:
     restarts = sum(r.restarts for r in rows)
     if restarts:
         t.append(f" | restarts {restarts}", "yellow")
-    if gateway is not None:
+    if gateway is not None:  # its own line: 80 columns hold the fleet's part or the gateway's, not both
         healthy = gateway.reachable and gateway.healthy_workers == len(gateway.workers) > 0
+        t.append("\n")
         t.append(
-            f" | gateway {gateway.healthy_workers}/{len(gateway.workers)} workers healthy"
+            f"gateway {gateway.healthy_workers}/{len(gateway.workers)} workers healthy"
             if gateway.reachable
-            else " | gateway not readable",
+            else "gateway not readable",
             "green" if healthy else "yellow",
         )
+        traffic = gateway.traffic
+        if gateway.reachable and traffic is not None:
+            style = "dim" if traffic.error else "bold red" if traffic.err_min else ""
+            t.append(" \u00b7 " + traffic.words(), style)
     return t
 
 

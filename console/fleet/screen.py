@@ -75,7 +75,7 @@ class FleetScreen(Screen):
     DEFAULT_CSS = """
     FleetScreen #fleet-header { height: 1; padding: 0 1; background: $boost; }
     FleetScreen #fleet-gateway { height: 1; padding: 0 1; }
-    FleetScreen #fleet-aggregate { height: 1; padding: 0 1; }
+    FleetScreen #fleet-aggregate { height: auto; max-height: 2; padding: 0 1; }
     FleetScreen #fleet-table { height: 1fr; }
     """
 

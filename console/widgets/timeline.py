@@ -1,5 +1,7 @@
 """Mode timeline: each switch (time, mode, batch, threshold; a forced one marked
-'(forced)') and, per mode, the share of time and the tok/s measured in it."""
+'(forced)') and, per mode, the share of time and the tok/s measured in it, in the current
+run (after a restart the earlier runs' switches stay listed below the restart row, and
+their number is said beside the split)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ def per_mode_line(timeline: Timeline, compact: bool = False) -> Text:
         t.append(" " if compact else " time, ", "dim")
         t.append(num(d.tok_s, "{:.0f}"), "bold")
         t.append(" tok/s", "dim")
+    if timeline.earlier and not compact:  # the split is this run's; the earlier runs' switches are below the mark
+        n = timeline.earlier
+        t.append(f"  (this run; {n} switch{'es' if n != 1 else ''} before)", "dim")
     return t
 
 

@@ -1,13 +1,23 @@
-"""A server's cost curves and threshold, read from ``/server_info`` (capped, with a deadline)."""
+"""A server's cost curves and threshold, read from ``/server_info`` (capped, with a deadline).
+
+``read_advice`` with a state dir (the supervising console's session) keeps the curves in
+it (``store.py``): each answer is folded into the saved curves and the advice is given on
+all of them (earlier runs of the server included); while the server does not answer, the
+advice comes from the saved curves and its sentence says how old they are.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import httpx
 
-from server_control.advice.words import Advice, advise
+from server_control.advice import store
+from server_control.advice.words import Advice, advise, duration
 from server_control.protocol.cost_curves import SNAPSHOT_KEY, Curves, CurvesError, parse
 from server_control.protocol.crossover import estimate
 
@@ -75,11 +85,46 @@ def reading_of(url: str, model: str | None, live: object) -> Reading:
     )
 
 
-def advice_of(reading: Reading) -> Advice:
-    """Estimate and advise (CPU: the bootstrap interval; run it in a thread)."""
-    return advise(estimate(reading.curves), reading.threshold)
+def poll_reading(url: str, reachable: bool, error: str | None, model: str | None, live: object) -> Reading:
+    """The reading from a poll already made (its answer's first rank's state); SourceError
+    when the poll was not answered or holds no curves."""
+    if not reachable:
+        raise SourceError(error or f"{url.rstrip('/')}/server_info: no answer yet")
+    return reading_of(url, model, live)
 
 
-def read_advice(url: str, api_key: str | None = None) -> Advice:
-    """Blocking (run it in a thread): read the server's curves, estimate, advise. SourceError if unreadable."""
-    return advice_of(read_server(url, api_key))
+def read_advice(url: str, api_key: str | None = None, state_dir: str | Path | None = None) -> Advice:
+    """Blocking (run it in a thread): read the server's curves, estimate, advise. SourceError
+    if unreadable (and, with ``state_dir``, nothing saved either)."""
+    return advice_from(lambda: read_server(url, api_key), url, state_dir)
+
+
+def advice_from(read: Callable[[], Reading], url: str, state_dir: str | Path | None = None) -> Advice:
+    """Blocking (a thread: the estimate's bootstrap): advise from ``read()``'s reading (a
+    request, or a poll already made), kept in ``state_dir`` when given."""
+    if state_dir is None:
+        reading = read()
+        return advise(estimate(reading.curves), reading.threshold)
+    try:
+        reading = read()
+    except SourceError as exc:
+        try:
+            saved = store.load(url, None, state_dir)
+        except store.StoreError as bad:
+            raise SourceError(f"{exc}; saved curves unreadable: {bad}") from None
+        if saved is None:
+            raise
+        adv = advise(estimate(saved.total()), None)
+        return replace(
+            adv, sentence=f"{adv.sentence} (server did not answer; from the curves saved {duration(saved.age_s())} ago)"
+        )
+    try:
+        saved = store.update(url, reading.model, reading.curves, state_dir)
+    except store.StoreError as bad:  # the live reading still advises; the file is named
+        adv = advise(estimate(reading.curves), reading.threshold)
+        return replace(adv, sentence=f"{adv.sentence} (curves not kept: {bad})")
+    adv = advise(estimate(saved.total()), reading.threshold)
+    if saved.base.buckets:
+        age = duration(time.time() - saved.first_seen)
+        adv = replace(adv, sentence=f"{adv.sentence} (includes curves from earlier server runs, first seen {age} ago)")
+    return adv

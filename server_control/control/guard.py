@@ -145,7 +145,9 @@ class SettingGuard:
     def _last(self, key: str, value: object, op: str | None, since: float) -> journal.Entry | None:
         """The journal entry that set ``key`` to ``value`` last (another op than ``op``)."""
         for e in reversed(journal.read(self.state_dir, target=self.target, since=since)):
-            if e.key == key and e.op != op and e.result not in (journal.PENDING,) and _same(key, e.new, value):
+            # a re-apply counts while in flight (its result comes after the poll may see the value)
+            in_flight_reapply = e.result == journal.PENDING and e.action == REAPPLY
+            if e.key == key and e.op != op and (e.result != journal.PENDING or in_flight_reapply) and _same(key, e.new, value):
                 return e
         return None
 

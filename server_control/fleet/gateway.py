@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from server_control.config.profile import LaunchSpec, Profile, ProfileError
+from server_control.fleet.gateway_metrics import GatewayRates, TrafficReader
 from server_control.fleet.spec import FleetSpec, GatewaySpec
 from server_control.model.vocabulary import RunState
 from server_control.proc.ports import free_port
@@ -183,6 +184,7 @@ class GatewayStatus:
     pid: int | None = None
     restarts: int = 0
     log_path: str | None = None
+    traffic: GatewayRates | None = None  # smg's own counters (None: not read)
 
     @property
     def healthy_workers(self) -> int:
@@ -200,6 +202,7 @@ class GatewayStatus:
             "healthy_workers": self.healthy_workers,
             "total_workers": len(self.workers),
             "workers": [w.__dict__ for w in self.workers],
+            "traffic": self.traffic.to_json() if self.traffic is not None else None,
         }
 
 
@@ -241,6 +244,7 @@ class Gateway:
         self._client = httpx.AsyncClient(timeout=3.0, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0))
         self._watch: asyncio.Task[None] | None = None
         self._added: dict[str, float] = {}  # url -> when we asked smg to add it
+        self.traffic = TrafficReader(self._client)
 
     @property
     def url(self) -> str:
@@ -299,7 +303,10 @@ class Gateway:
             )
         if state == RunState.STARTING and not self.supervise:
             state = RunState.READY  # nobody here runs the health checks: it answered, it is up
-        return GatewayStatus(self.url, state, True, workers=workers, pid=run.pid, restarts=run.restarts, log_path=run.log_path)
+        traffic = await self.traffic.read(self.sup.record)
+        return GatewayStatus(
+            self.url, state, True, workers=workers, pid=run.pid, restarts=run.restarts, log_path=run.log_path, traffic=traffic
+        )
 
     async def reconcile(self, status: GatewayStatus | None = None) -> list[str]:
         """Make the gateway's worker list the fleet's: POST /workers for a member it lacks

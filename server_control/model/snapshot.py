@@ -246,10 +246,12 @@ class ModeShare:
 
 @dataclass(frozen=True)
 class Timeline:
-    """Every switch (newest last) and, per mode, the share of time and tok/s in it."""
+    """Every switch (newest last) and, per mode, the share of time and tok/s in it (the
+    current run's); ``earlier``: how many switches the earlier runs had."""
 
     switches: tuple[Switch, ...] = ()
     per_mode: Mapping[str, ModeShare] = field(default_factory=lambda: MappingProxyType({m: ModeShare() for m in MODES}))
+    earlier: int = 0
 
     @classmethod
     def from_json(cls, switches: object, per_mode: object) -> Timeline:

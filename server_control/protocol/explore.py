@@ -22,6 +22,8 @@ from __future__ import annotations
 
 SPECULATIVE = "speculative"
 TARGET_ONLY = "target_only"
+SHARE_KEY = "speculative_disable_explore_share"  # the patch's flag / internal-state key
+SNAPSHOT_KEY = "exploration"  # in dynamic_speculation: share, window, explored_steps
 MAX_SHARE = 0.1
 LEARN_SHARE = 0.2  # the share of a window batch's steps that explore while it learns
 LEARN_STEPS = 10  # explored steps per window batch, per value of N, at LEARN_SHARE
@@ -62,6 +64,10 @@ class Explorer:
         self.share = validate_share(value)
         self._cut = int(self.share * _SPAN)
         return f"Dynamic speculation: exploration share changed {old:g} -> {self.share:g}"
+
+    def snapshot(self, threshold: int) -> dict[str, object]:
+        """Published in ``dynamic_speculation.exploration`` (simulator and patch alike)."""
+        return {"share": self.share, "window": window(threshold), "explored_steps": self.explored}
 
     def mode(self, chosen: str, step: int, batch: int, threshold: int, auto: bool = True) -> str:
         """The mode step number ``step`` of ``batch`` runs in, given the switch chose ``chosen``."""

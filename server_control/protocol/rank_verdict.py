@@ -19,10 +19,12 @@ from typing import Any
 from server_control.protocol import decision as d
 
 LIVE_KEYS = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "num_steps", "switch_count", "last_batch")
-COMPARED = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode")
+# exploration (protocol/explore.py): its share and explored step count, from step numbers,
+# batches and N only, so equal on every rank
+COMPARED = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "exploration")
 # also gathered when a rank has them: the steps=0 state's memory on the rank (GiB, see
-# the patch's startup.py) and its graph / eager forward counts per mode
-EXTRA_LIVE_KEYS = ("state_memory", "forwards")
+# the patch's startup.py), its graph / eager forward counts per mode, and exploration
+EXTRA_LIVE_KEYS = ("state_memory", "forwards", "exploration")
 
 
 def live_entry(rank: int, snapshot: dict[str, Any]) -> dict[str, Any]:

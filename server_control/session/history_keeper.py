@@ -1,14 +1,12 @@
 """What a session records of its server in the profile's history (server_control/state/history.py):
 one point per poll (batch, tok/s, accept length, N, mode; ``up`` False while the server does
 not answer or is not this run's), the run it belongs to (its start time: a change marks a
-restart), written at a low rate and when the session closes. A write (serialising up to
-1,240 lines, an atomic replace: about 10 ms) runs in a thread of its own, not on the event
-loop; one at a time, and ``close`` waits for it. An attached session (no profile) keeps its
-points in memory only."""
+restart), written at a low rate and when the session closes. An attached session (no
+profile) keeps its points in memory only, and so does a second console on a profile whose
+history another console writes (it says "written by pid N")."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,9 +40,11 @@ class HistoryKeeper:
         self.history = History(history_path(state_dir, profile) if state_dir is not None and profile else None)
         self.say = say  # a failed write, once until a write succeeds (the log view's console line)
         self._said: str | None = None
-        self._writing = threading.Lock()  # held while a write runs
         if self.history.bad:
             say(f"history {self.history.path}: {self.history.bad} unreadable line(s) skipped")
+        writer = self.history.written_by
+        if writer is not None:
+            say(f"history {self.history.path}: written by pid {writer}; this console keeps its points in memory")
 
     @classmethod
     def of(cls, run: RunLike, profile: Profile | None, say: Callable[[str], None]) -> HistoryKeeper:
@@ -54,27 +54,15 @@ class HistoryKeeper:
 
     def observe(self, sample: Sample, run: RunStatus, foreign: bool) -> None:
         self.history.add(point_of(sample, run, foreign))
-        if self.history.due() and self._writing.acquire(blocking=False):
-            points = self.history.take()
-            if self.history.path is None:
-                self._writing.release()
-            else:
-                threading.Thread(target=self._save, args=(points,), name="history-write", daemon=True).start()
-        if self.history.error is None:  # a failed write is said once (at the poll after it)
+        if self.history.maybe_write() or self.history.error is None:
             self._said = None
         elif self.history.error != self._said:
             self._said = self.history.error
             self.say(self.history.error)
 
-    def _save(self, points: tuple[HistPoint, ...]) -> None:
-        try:
-            self.history.save(points)
-        finally:
-            self._writing.release()
-
     def close(self) -> None:
-        with self._writing:  # after a write in flight
-            self.history.write()
+        self.history.write()
+        self.history.release()
 
     def recorded(self) -> Recorded:
         return self.history.snapshot()

@@ -46,7 +46,7 @@ class SnapshotParts:
             )
             self._switches = (self.timeline.version, switches)
         shares = per_mode(s, self.timeline, self.panels)
-        return Timeline(switches, MappingProxyType({m: ModeShare(**shares[m]) for m in MODES}))
+        return Timeline(switches, MappingProxyType({m: ModeShare(**shares[m]) for m in MODES}), self.timeline.earlier)
 
     def spec(self, s: Sample | None, rate: SwitchRate) -> SpecStatus:
         """Mode, N and the switch counters as the poll ``s`` shows them (the timeline's

@@ -1,4 +1,4 @@
-"""The four new server arguments, as a namespace class SGLang collects into ServerArgs.
+"""The five new server arguments, as a namespace class SGLang collects into ServerArgs.
 
 SGLang 0.5.23 builds ``ServerArgs`` at import of ``sglang.srt.server_args`` with
 ``msgspec.defstruct`` from ``collect_input_fields(_INPUT_NAMESPACES)``. We wrap
@@ -12,21 +12,23 @@ asks of extension fields), on the command line (``add_cli_args_from_dataclass``)
 import argparse
 from typing import Any
 
-from server_control.protocol import decision
+from server_control.protocol import decision, explore
 from server_control.sglang_patch import gate
 
-NEW_FIELDS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY)
+NEW_FIELDS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY, explore.SHARE_KEY)
 DEFAULTS = {
     decision.THRESHOLD_KEY: 0,
     decision.HYSTERESIS_KEY: decision.DEFAULT_HYSTERESIS,
     decision.DWELL_KEY: decision.DEFAULT_MIN_DWELL_STEPS,
     decision.FORCE_KEY: decision.AUTO,
+    explore.SHARE_KEY: 0.0,
 }
 VALIDATORS = {
     decision.THRESHOLD_KEY: decision.validate_threshold,
     decision.HYSTERESIS_KEY: decision.validate_hysteresis,
     decision.DWELL_KEY: decision.validate_dwell,
     decision.FORCE_KEY: decision.validate_force,
+    explore.SHARE_KEY: explore.validate_share,
 }
 
 _namespace_class = None
@@ -96,6 +98,15 @@ def namespace_class() -> Any:
                 type_parser=_cli_type(decision.FORCE_KEY),
             ),
         ] = decision.AUTO
+        speculative_disable_explore_share: A[
+            float,
+            Arg(
+                help=f"Exploration: the share of decode steps (0..{explore.MAX_SHARE}) that run the other "
+                "mode at batch sizes near N, so both modes' cost curves exist there (0 = off). "
+                "Settable at runtime via /set_internal_state.",
+                type_parser=_cli_type(explore.SHARE_KEY),
+            ),
+        ] = 0.0
 
     _namespace_class = DynamicSpeculationArgs
     return DynamicSpeculationArgs
@@ -129,7 +140,7 @@ FLAGS = tuple("--" + key.replace("_", "-") for key in NEW_FIELDS)
 
 
 def drop_flags_from_argv(argv: list[str]) -> list[str]:
-    """Take the four flags (``--flag value`` and ``--flag=value``) off ``argv`` in place, so
+    """Take the five flags (``--flag value`` and ``--flag=value``) off ``argv`` in place, so
     SGLang's parser, which does not know them here, still starts the server; logs one line
     naming what was dropped. Returns the dropped arguments."""
     kept, dropped, i = [], [], 0

@@ -3,7 +3,7 @@
 One SpecSwitch per rank, consulted once per decode step; the wrappers themselves are in
 targets/eagle_worker_v2.py:
 
-  * ``__init__``: read the four settings, check the set-up is one the steps=0 state can
+  * ``__init__``: read the five settings, check the set-up is one the steps=0 state can
     serve (``refusals.py``), or log one ``NOT active`` line with the reason.
   * ``init_cuda_graphs``: after SGLang's own, every rank of the tensor-parallel group
     agrees whether to build (``startup.prepare``), then each builds the normal runtime
@@ -11,7 +11,10 @@ targets/eagle_worker_v2.py:
     the adaptive controller builds its states (``build_adaptive_runtime_state``).
   * ``activate_step_by_batch(bs)``: SGLang calls it at the top of every decode step
     (never for prefill/extend batches) with the number of decode requests. We run
-    ``SpecSwitch.decide(bs)`` and swap the runtime state with ``apply_runtime_state``.
+    ``SpecSwitch.decide(bs)``, then exploration (``protocol/explore.py``, as the simulator
+    does: from the step number, the batch and N only, so every rank flips the same steps)
+    may run the other mode for this step; we swap the runtime state with
+    ``apply_runtime_state`` to the mode the step runs in.
     With steps=0, ``forward_batch_generation`` takes SGLang's own "drafting disabled"
     branch: a one-token trivial verify (a plain target decode) and, still, draft-extend,
     so the draft KV stays warm. At or below N with ``--speculative-adaptive``, SGLang's
@@ -31,7 +34,7 @@ import os
 import time
 from typing import Any
 
-from server_control.protocol import decision
+from server_control.protocol import decision, explore
 from server_control.sglang_patch import curves, gate, metrics, refusals
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
@@ -77,9 +80,11 @@ class DynamicSpeculation:
         "forwards",
         "limits",
         "curves",
+        "explorer",
+        "ran",
     )
 
-    def __init__(self, switch: decision.SpecSwitch | None, reason: str | None, worker: Any = None) -> None:
+    def __init__(self, switch: decision.SpecSwitch | None, reason: str | None, worker: Any = None, explorer: Any = None) -> None:
         self.switch = switch
         self.active = reason is None and switch is not None
         self.reason = reason
@@ -93,6 +98,8 @@ class DynamicSpeculation:
         self.forwards: dict[str, Any] | None = None  # graph / eager counts per mode
         self.limits: dict[str, Any] | None = None  # startup.server_limits()
         self.curves = curves.new() if switch is not None else None  # cost per mode and batch
+        self.explorer = explorer if explorer is not None else explore.Explorer()  # off unless set
+        self.ran = decision.SPECULATIVE  # the mode this decode step runs in (after exploration)
 
     @property
     def ready(self) -> bool:
@@ -120,6 +127,7 @@ class DynamicSpeculation:
             snap["reason"] = self.reason
             snap["num_steps"] = self.num_steps()  # the step count the worker really runs
             curves.publish(snap, self.curves)
+            snap[explore.SNAPSHOT_KEY] = self.explorer.snapshot(self.switch.threshold)
         if self.verdict is not None:
             snap["tp_ranks"] = self.verdict.summary()
         if self.state_memory is not None:
@@ -132,7 +140,7 @@ class DynamicSpeculation:
 
 
 def read_settings(server_args: Any) -> dict[str, Any]:
-    """The four settings as published (``get_spec()``), else as on the record."""
+    """The five settings as published (``get_spec()``), else as on the record."""
     from server_control.sglang_patch.fields import DEFAULTS
 
     try:
@@ -159,6 +167,7 @@ def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpecula
             settings[decision.DWELL_KEY],
             settings[decision.FORCE_KEY],
         )
+        explorer = explore.Explorer(settings[explore.SHARE_KEY])
     except ValueError as exc:
         dyn = DynamicSpeculation(None, f"bad setting: {exc}", worker)
         gate.not_active(f"bad setting: {exc}")
@@ -167,7 +176,7 @@ def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpecula
         reason = refusals.reason(worker, server_args, worker_cls)
     except Exception as exc:  # noqa: BLE001
         reason = f"cannot check the set-up ({exc!r})"
-    dyn = DynamicSpeculation(switch, reason, worker)
+    dyn = DynamicSpeculation(switch, reason, worker, explorer)
     if reason is not None:
         gate.not_active(reason)
     return dyn
@@ -184,6 +193,11 @@ def announce(dyn: DynamicSpeculation) -> None:
         logger.info("Dynamic speculation: ready, threshold=0 (never disable); settable at runtime via /set_internal_state")
     if switch.force != decision.AUTO:
         logger.info(f"Dynamic speculation: force mode set to {switch.force}")
+    if dyn.explorer.share:
+        logger.info(
+            f"Dynamic speculation: exploration share {dyn.explorer.share:g} (the other mode now and then "
+            f"at batches within {explore.window(switch.threshold)} of the threshold)"
+        )
     if os.environ.get("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "").lower() in ("1", "true", "yes"):
         logger.warning(SKIP_DRAFT_EXTEND_WARNING)
     logger.info("Dynamic speculation: target-only runtime state ready (speculative_num_steps=0, draft-extend kept)")
@@ -277,11 +291,19 @@ def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
     switch = dyn.switch
     now = time.monotonic()
     message = switch.decide(batch_size, now)
-    dyn.curves.step(switch.mode, batch_size, now)  # cost curves (sglang_patch/curves.py)
+    steps = switch.steps  # the step number, batch and N: the same on every rank
+    dyn.ran = ran = dyn.explorer.mode(
+        switch.mode,
+        steps[decision.SPECULATIVE] + steps[decision.TARGET_ONLY],
+        batch_size,
+        switch.threshold,
+        switch.force == decision.AUTO,
+    )
+    dyn.curves.step(ran, batch_size, now)  # cost curves (sglang_patch/curves.py), per mode run
     if message is not None:
         logger.info(message)
         metrics.publish()
-    if switch.mode == decision.TARGET_ONLY:
+    if ran == decision.TARGET_ONLY:
         dyn.step_forced = True
         if worker.speculative_num_steps != 0:
             worker.apply_runtime_state(dyn.target_only_state)
@@ -301,7 +323,7 @@ def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, o
     forced = getattr(result, "_specconsole_forced", None) if result is not None else None
     if dyn is not None and dyn.switch is not None:
         if forced is None:  # not settled through the result processor: the current step
-            forced = dyn.ready and dyn.switch.mode == decision.TARGET_ONLY
+            forced = dyn.ready and dyn.ran == decision.TARGET_ONLY
         tokens = getattr(result, "speculative_num_draft_tokens", None)
         if not isinstance(tokens, int):
             tokens = worker.speculative_num_draft_tokens

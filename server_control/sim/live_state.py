@@ -32,8 +32,7 @@ def switch_snapshot(sched: Scheduler) -> dict[str, Any] | None:
     snap.update(active=True, reason=None, num_steps=sched.num_steps if snap["mode"] == decision.SPECULATIVE else 0)
     if sched.curves is not None:
         snap[cost_curves.SNAPSHOT_KEY] = sched.curves.snapshot()
-    ex = sched.explorer
-    snap["exploration"] = {"share": ex.share, "window": explore.window(snap["threshold"]), "explored_steps": ex.explored}
+    snap[explore.SNAPSHOT_KEY] = sched.explorer.snapshot(snap["threshold"])
     if sched.autotune is not None:
         snap["auto_tune"] = sched.autotune.snapshot()
     if tp > 1:

@@ -10,6 +10,9 @@ A bucket keeps the mean batch, tok/s and accept length, the last N and run, the 
 of its samples were in (1 target-only on a tie) and ``up`` only if every sample answered,
 so an outage survives downsampling. Reading is tolerant (``read_history``): a line that
 does not parse, or holds no finite time, is skipped and counted, never fatal.
+One process writes a profile's file at a time (server_control/state/history_writer.py): a
+second console on that profile keeps its points in memory (``written_by``: the writer's pid)
+until the writer has gone, then adds its newer points to what the file holds.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from server_control.state.history_writer import HistoryWriter
 from server_control.state.private_files import atomic_write
 from server_control.state.state_dir import StateDirError, private_dir
 
@@ -207,7 +211,9 @@ class History:
         self.loaded_until: float | None = None  # the newest point read from the file
         self.error: str | None = None  # why the last write failed
         self._written_at = clock()
+        self.writer = HistoryWriter(self.path) if self.path is not None else None
         if self.path is not None:
+            self._take()
             self.points, self.bad = read_history(self.path)
             self.points = compact(self.points, clock())
             self.loaded_until = self.points[-1].ts if self.points else None
@@ -220,32 +226,56 @@ class History:
             self.points = compact(self.points, point.ts)
 
     def maybe_write(self) -> bool:
-        if not self.due():
+        if self.clock() - self._written_at < WRITE_EVERY_S:
             return False
         return self.write()
 
-    def due(self) -> bool:
-        """``WRITE_EVERY_S`` since the last write."""
-        return self.clock() - self._written_at >= WRITE_EVERY_S
+    @property
+    def written_by(self) -> int | None:
+        """The pid of the process that writes the file when it is not this one (None: this
+        one, or nobody holds the writer's lock now)."""
+        if self.writer is None or self.writer.held or not self.writer.lock.is_held_elsewhere():
+            return None
+        return self.writer.holder()
 
-    def take(self) -> tuple[HistPoint, ...]:
-        """Compact now and return what a write saves (on the thread that adds points)."""
+    def _take(self) -> bool:
+        """The writer's lock (StateDirError/OSError are the write's to say: False here)."""
+        assert self.writer is not None
+        try:
+            return self.writer.take()
+        except (StateDirError, OSError):
+            return False
+
+    def _join_file(self) -> None:
+        """Just became the writer: the file holds what the last writer recorded meanwhile;
+        keep it and add the points of ours that are newer than its newest."""
+        assert self.path is not None
+        theirs, _bad = read_history(self.path)
+        if theirs:
+            self.points = theirs + [p for p in self.points if p.ts > theirs[-1].ts]
+
+    def release(self) -> None:
+        """Stop being the writer (on close; the kernel releases it when the process ends)."""
+        if self.writer is not None:
+            self.writer.release()
+
+    def write(self) -> bool:
+        """Write the file if this process is its writer (or can become it); False if not
+        written (``error`` says why, None when another process writes it)."""
         now = self.clock()
         self._written_at = now
         self.points = compact(self.points, now)
-        return tuple(self.points)
-
-    def write(self) -> bool:
-        return self.save(self.take())
-
-    def save(self, points: tuple[HistPoint, ...]) -> bool:
-        """Write ``points`` atomically (any thread: reads nothing else of this object);
-        False, with ``error`` set, when it could not be written."""
-        if self.path is None:
+        if self.path is None or self.writer is None:
             return False
         try:
             private_dir(self.path.parent)  # 0700; refused when others could write there
-            body = "".join(p.to_line() + "\n" for p in points)
+            if not self.writer.held:
+                if not self.writer.take():
+                    self.error = None  # another console writes it: ours stay in memory
+                    return False
+                self._join_file()
+                self.points = compact(self.points, now)
+            body = "".join(p.to_line() + "\n" for p in self.points)
             atomic_write(self.path, body)
         except StateDirError as exc:
             self.error = f"history not saved: {exc}"

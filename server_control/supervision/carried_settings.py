@@ -14,10 +14,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from server_control.control.guard import REAPPLY
 from server_control.control.settings import VALIDATE, Control
 from server_control.model.vocabulary import ChangeState
 from server_control.protocol import decision as d
-from server_control.state import runs
+from server_control.state import journal, runs
 
 if TYPE_CHECKING:
     from server_control.model.snapshot import SettingChange
@@ -64,12 +65,15 @@ async def reapply(
     runtime: dict[str, Any],
     profile_dynamic: dict[str, Any],
     on_result: Callable[[str, Any, SettingChange], None] | None = None,
+    on_start: Callable[[str, Any], None] | None = None,
 ) -> tuple[bool, str]:
     """Set every kept value on the new server, read back on every rank. (all ok, what was
-    done). ``on_result(key, value, change)`` after each setting."""
+    done). ``on_start(key, value)`` before and ``on_result(key, value, change)`` after each setting."""
     failed = []
     for key in ORDER:
         if key in runtime:
+            if on_start is not None:
+                on_start(key, runtime[key])
             res = await control.set_setting(key, runtime[key])
             if on_result is not None:
                 on_result(key, runtime[key], res)
@@ -144,7 +148,11 @@ class CarriedSettings:
                 claimed[0],
                 sup.dynamic,
                 lambda key, value, res: sup.journal(
-                    "reapply", res.state, res.detail, key=key, old=sup.dynamic.get(PROFILE_KEY[key]), new=value
+                    REAPPLY, res.state, res.detail, key=key, old=sup.dynamic.get(PROFILE_KEY[key]), new=value
+                ),
+                # journaled before the set: a poll that sees the value first knows it is the re-apply
+                lambda key, value: sup.journal(
+                    REAPPLY, journal.PENDING, key=key, old=sup.dynamic.get(PROFILE_KEY[key]), new=value
                 ),
             )
         finally:

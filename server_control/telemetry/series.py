@@ -9,6 +9,7 @@ n-th switch of a DP group is recorded once whichever rank or source reports it f
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -65,18 +66,25 @@ class ModeTimeline:
         self._by_key: dict[tuple[int, int], dict[str, Any]] = {}  # this run's events by (DP group, ordinal)
         self._ordinal: dict[str, int] = {}  # per log rank: switches seen since its init line
         self._polled: dict[int, int] = {}  # per DP rank: last polled switch_count
-        self.total = 0
+        self.total = 0  # switches of the current run
+        self.earlier = 0  # switches of the earlier runs this timeline saw
         self.run = 0  # which server run the events belong to (reset() starts the next)
+        self.began: float | None = None  # when the current run began (epoch; None: the first run seen)
         self.version = 0  # grows with every change to an event (consumers rebuild only on a change)
 
-    def reset(self) -> None:
-        """A new server run: ordinals start again. Earlier events stay for the display,
-        but only ``current()`` events count as evidence for the new run."""
+    def reset(self, began: float | None = None) -> None:
+        """A new server run (``began``: when, epoch; default now): ordinals and counts start
+        again. Earlier events stay for the display, but only ``current()`` events count as
+        evidence, and in the counts and the per-mode split, for the new run."""
         self._seen.clear()
         self._by_key.clear()
         self._ordinal.clear()
         self._polled.clear()
+        self.earlier += self.total
+        self.total = 0
+        self.began = time.time() if began is None else began
         self.run += 1
+        self.version += 1
 
     def current(self) -> list[dict[str, Any]]:
         """The switches of the current server run, oldest first."""
@@ -224,8 +232,11 @@ def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries)
 
 
 def _per_mode_from_series(timeline: ModeTimeline, panels: PanelSeries) -> dict[str, Any]:
-    events = sorted(timeline.events, key=lambda e: e["t"])
-    pts = list(panels.series["gen_throughput"])
+    """The current run's share: its switches, and the points polled since it began (a run
+    starts speculative)."""
+    events = sorted(timeline.current(), key=lambda e: e["t"])
+    began = timeline.began
+    pts = [p for p in panels.series["gen_throughput"] if began is None or p[0] >= began]
     out: dict[str, dict[str, float | None]] = {m: {"share": None, "tok_s": None} for m in d.MODES}
     if not pts:
         return out

@@ -24,6 +24,14 @@ def _n(url):
 
 async def test_each_member_gets_its_own_suggestion(sim_factory, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path / "state"))
+    # the screen's strip reads every 30 s; the curves here grow 20x as fast: every 2 s from
+    # its first read on (setting every_s after mount waits out the 30 s sleep already begun)
+    strip_init = FleetAdvice.__init__
+
+    def every_2_s(self, members, *, every_s=2.0, id=None):
+        strip_init(self, members, every_s=2.0, id=id)
+
+    monkeypatch.setattr(FleetAdvice, "__init__", every_2_s)
     chat = sim_factory(
         "--sim-kv-cost",
         "0.2",
@@ -59,7 +67,7 @@ async def test_each_member_gets_its_own_suggestion(sim_factory, tmp_path, monkey
         screen = app.fleet_screen
         await wait_for(pilot, lambda: screen.order == ["chat", "summ"], what="two rows")
         strip = screen.query_one(FleetAdvice)
-        strip.every_s = 2.0  # the screen reads every 30 s; the curves here grow 20x as fast
+        assert strip.every_s == 2.0
 
         def own_ways():  # each its own: down for chat (truth 4), up for summ (truth 8)
             plan = strip.plan(["chat", "summ"])

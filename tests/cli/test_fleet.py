@@ -86,6 +86,10 @@ worker_url = "{worker_url}"
         body = json.loads(res.stdout)
         assert res.returncode == 0 and body["gateway"]["state"] == "ready", res.stdout
         assert sorted(w["member"] for w in body["gateway"]["workers"] if w["healthy"]) == ["a", "c"]
+        # smg's own counters, one read: the rate since smg started (nothing was sent through it)
+        traffic = body["gateway"]["traffic"]
+        assert traffic["error"] is None and traffic["requests_total"] == 0 and traffic["req_s"] == 0, traffic
+        assert traffic["window_s"] > 0
         rows = {m["member"]: m["data"] for m in body["members"]}
         assert rows["c"]["kind"] == "ssh" and rows["c"]["host"] == sshd.host and rows["c"]["reachable"]
         res = cli("fleet", "threshold", "8", "--fleet", str(fleet), "--members", "c", state_dir=local)
@@ -115,6 +119,14 @@ async def test_demo_fleet_sends_traffic_through_the_gateway_and_stops_on_quit(tm
         await wait_for(pilot, lambda: traffic.sent >= 8, "traffic through the gateway", 60)
         gw = app.fleet.gateway_status
         assert gw is not None and gw.healthy_workers == 4
+
+        # the gateway's own counters saw that traffic (they are read once a poll), and the aggregate says so
+        def counted():
+            t = app.fleet.gateway_status.traffic
+            return t is not None and t.requests_total >= 8 and (t.req_s or 0) > 0
+
+        await wait_for(pilot, counted, "smg's own counters saw the traffic", 10)
+        assert "req/s" in str(app.fleet_screen._aggregate) and "p50 " in str(app.fleet_screen._aggregate)
         modes = {str(app.fleet_screen.last_rows[m]["mode"]) for m in app.fleet_screen.order}  # a stale row's cell is a dim Text
         assert isinstance(app.screen, FleetScreen) and len(app.fleet_screen.order) == 4 and modes
         pgids = [r.pgid for r in list_records(tmp_path / "demo")]

@@ -302,3 +302,12 @@ async def test_gpu_rows_with_nvml(fake, make_app):
         text = screen_text(app)
         assert "NVIDIA H200" in text and "97%" in text and "120000/143771 MB" in text
         assert "612 W" in text and "71\u00b0C" in text and "4243" in text and "N/A" not in text
+
+
+def test_the_split_says_it_is_this_runs_after_a_restart():
+    from console.widgets.timeline import per_mode_line  # noqa: PLC0415
+    from server_control.model.snapshot import Timeline  # noqa: PLC0415
+
+    assert "(this run; 3 switches before)" in per_mode_line(Timeline(earlier=3)).plain
+    assert "(this run; 1 switch before)" in per_mode_line(Timeline(earlier=1)).plain
+    assert "before" not in per_mode_line(Timeline()).plain, "no earlier run: nothing to say"

@@ -42,12 +42,13 @@ def test_operator_screen_in_a_16_colour_terminal(tmp_path):
         assert "GET /server_info" not in text and "GET /v1/loads" not in text
         # 11: the verification marks in one of the terminal's 16 colours (they were a
         # 256-colour green, 38;5;70, grey on grey with TERM=xterm)
-        t.wait(lambda s: "\u2713" in s.splitlines()[0], what="a check mark")
-        first = t.screen(escapes=True).splitlines()[0]
+        text = t.wait(lambda s: "\u2713" in s.splitlines()[0], what="a check mark", escapes=True)
+        first = text.splitlines()[0]
         assert re.search(r"\x1b\[(3[0-7]|9[0-7])m\u2713", first), first
         # 4: a switch line is cyan, never the red of errors (it was 38;5;197, as red as errors)
-        t.wait(lambda s: "Dynamic speculation: switched" in s, timeout=90, what="a switch line")
-        line = next(x for x in t.screen(escapes=True).splitlines() if "Dynamic speculation: switched" in x)
+        # read with its escapes in the same capture that finds it: a followed log can scroll it away
+        text = t.wait(lambda s: "Dynamic speculation: switched" in s, timeout=90, what="a switch line", escapes=True)
+        line = next(x for x in text.splitlines() if "Dynamic speculation: switched" in x)
         assert "\x1b[36m" in line and "38;5;197" not in line, line
         # 12: the chart has a time axis at 120x40
         t.wait(lambda s: re.search(r"-\d+s .* now", s) is not None, what="a time axis under the chart")

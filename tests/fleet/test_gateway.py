@@ -77,6 +77,14 @@ async def test_gateway_runs_routes_reconciles_and_stops(sims, tmp_path):
                     gw.url + "/v1/completions", json={"model": "sim/Llama-3.1-8B-Instruct", "prompt": "x", "max_tokens": 2}
                 )
                 assert r.status_code == 200
+            bad = await client.post(gw.url + "/v1/completions", json={"model": "nope", "prompt": "x", "max_tokens": 2})
+            assert bad.status_code >= 400
+        # smg's own counters: 5 requests routed (one of them refused), 1 error, a latency
+        traffic = (await gw.read()).traffic
+        assert traffic is not None and traffic.error is None, traffic
+        assert (traffic.requests_total, traffic.errors_total) == (5, 1)
+        assert traffic.req_s > 0 and traffic.err_min > 0 and 0 < traffic.p50_ms < 30_000
+        assert "req/s" in traffic.words() and "err/min" in traffic.words()
         for sim in (a, b):
             assert '"POST /v1/completions HTTP/1.1" 200' in sim.log_text()
         # a second console adopts the same gateway run instead of launching another

@@ -5,7 +5,7 @@ The tiny constant models make the mode visible from outside: while speculating e
 is accepted (accept length 3.00 with 2 steps); target-only decodes 1 token per step (1.00).
 The tests run in file order against one server (the order is the scenario):
 c=1 speculative -> c=6 target-only (all six end on one step: the batch goes 6 -> 0) ->
-45 s idle with the console attached (runtime pending, not failed) -> c=1 speculative ->
+15 s idle with the console attached (runtime pending, not failed) -> c=1 speculative ->
 threshold 8 -> c=6 speculative -> verify -> stop.
 """
 
@@ -30,6 +30,10 @@ SWITCH_RE = re.compile(
     r"> threshold 2\)"
 )
 TOKENS_C1 = 31  # 1 from prefill + 10 verify steps of 3
+# The idle the console must not call a failure: the runtime layer's grace is 3 s + dwell
+# (verify.POLL_MARGIN_S), so a rule that took idle time as evidence (issue 15's bug) fails
+# within ~3.5 s; 15 s is over 4 graces and 5 of the quiet poller's 3 s intervals.
+IDLE_S = 15.0
 TOKENS_C6 = 61  # 60 decode steps: far more than the dwell (4 steps)
 
 
@@ -104,7 +108,7 @@ def test_concurrency_6_switches_to_target_only_with_accept_length_1(run):
 
 async def test_idle_after_the_burst_is_pending_then_c1_speculates_and_runtime_passes(run):
     """Issue 15: after the burst the worker rightly stays target-only (no decode step, no
-    decision). The console, attached through its Pilot for 45 s of that idle, must not call
+    decision). The console, attached through its Pilot for IDLE_S of that idle, must not call
     it a failure, and `specconsole verify` must say the same; one request at concurrency 1
     brings speculation back and the runtime layer passes."""
     pytest.importorskip("textual", reason="the console needs textual")
@@ -127,7 +131,7 @@ async def test_idle_after_the_burst_is_pending_then_c1_speculates_and_runtime_pa
             "the idle target-only server on the screen",
             timeout=120,
         )
-        await pilot.pause(45.0)
+        await pilot.pause(IDLE_S)
         layer = runtime(app.snapshot.to_json()["verify"])
         assert layer["status"] == "pending", layer
         assert "idle since the switch; judged at the next decode step" in layer["evidence"]

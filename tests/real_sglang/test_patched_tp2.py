@@ -138,6 +138,28 @@ def test_metrics_carry_the_switch_of_every_rank(tp2):
     assert got[("sglang:spec_disable_accept_length", "0", None)] == pytest.approx(3.0)
 
 
+def test_exploration_flips_the_same_steps_on_both_ranks(tp2):
+    """Exploration set at runtime reaches both ranks; its explored step count (from step
+    numbers, batches and N only) is the same on both, and the ranks never disagree."""
+    server, _, _ = tp2
+    key, dwell_key = "speculative_disable_explore_share", "speculative_disable_min_dwell_steps"
+    (entry,) = server.request("/server_info")["internal_states"]
+    dwell = entry["dynamic_speculation"]["min_dwell_steps"]
+    assert server.request("/set_internal_state", {"server_args": {key: 0.1, dwell_key: 0}}) == [True]
+    start = len(server.log_text())
+    server.generate_batch(3, TOKENS)
+    (entry,) = server.request("/server_info")["internal_states"]
+    ranks = entry["dynamic_speculation"]["ranks"]
+    assert [r["exploration"]["share"] for r in ranks] == [0.1, 0.1]
+    explored = [r["exploration"]["explored_steps"] for r in ranks]
+    assert explored[0] > 0 and explored[0] == explored[1], ranks
+    assert entry["dynamic_speculation"]["active"] is True
+    assert "disagree" not in server.log_text()[start:]
+    assert _ranks(server.log_text(), "exploration share changed 0 -> 0.1") == {"TP0", "TP1"}
+    assert server.request("/set_internal_state", {"server_args": {key: 0, dwell_key: dwell}}) == [True]
+    report("tp 2: explored steps per rank", tp0=explored[0], tp1=explored[1])
+
+
 def test_runtime_last_change_reaches_both_ranks(tp2):
     server, profile, state = tp2
     res = specconsole(["threshold", "8", "--profile", str(profile), "--json"], state)

@@ -4,8 +4,11 @@ the TP CPU group per bucket); the tp 2 CPU rig puts a real gloo barrier inside t
 
 * the negative control: TP1 refuses for a rank-local reason, with the old order (build
   first, then agree): TP0 waits in the build's barrier for TP1, which never comes, and
-  the server never gets ready (bounded: the test waits ``HANG_WAIT_S`` past TP0 entering
-  the barrier, then stops it). The new order with the same fault serves:
+  the server never gets ready. Bounded: TP1's wait for TP0's verdict is cut to 5 s past
+  the 5 s agreement timeout (``verdict_grace=5``; the patch's own grace is 30 s), the test
+  waits for TP1 to say its agreement returned (it goes on without a verdict), then holds
+  ``HOLD_S`` more: whatever TP1 does after going on, TP0 stays in the barrier and the
+  server never gets ready. The new order with the same fault serves:
   test_patched_tp2_disagree.py;
 * TP1's build fails after the ranks agreed to build: the server stops, the failure named
   on both ranks (a rank that fails inside a build may leave the others in one of its
@@ -26,9 +29,10 @@ from tests.real_sglang.rig.build import omp_bind, server_args, server_env
 from tests.real_sglang.rig.server import RigServer
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1500)]
-HANG_WAIT_S = 90  # TP1 waits 5 s + 30 s for TP0's verdict, then goes on; give it more
+HOLD_S = 25  # after TP1 went on (it reaches its next blocking point within ~1 s on the rig)
 START_S = 600  # a loaded 2-core machine takes minutes to load two ranks
 ENTERED, LEFT = "rig tp_faults: build barrier entered", "rig tp_faults: build barrier left"
+RETURNED = "rig tp_faults: agreement returned"
 
 
 def _lines(text: str, needle: str) -> dict[str, list[str]]:
@@ -71,13 +75,17 @@ def _wait_for(server: RigServer, needle: str, timeout_s: float) -> None:
 
 def test_negative_control_the_old_order_hangs_the_group(rig, tmp_path):
     """Build first, then agree: TP0 enters the build's barrier, TP1 (refused) never does."""
-    server = _start(rig, tmp_path, "barrier,refuse=1,old_order")
+    server = _start(rig, tmp_path, "barrier,refuse=1,old_order,verdict_grace=5")
     try:
         _wait_for(server, ENTERED, START_S)
         entered = time.monotonic()
+        _wait_for(server, "TP1] " + RETURNED, 120)  # 5 s + 5 s, and a loaded machine's lag
         with pytest.raises(TimeoutError):
-            server.wait_ready(timeout_s=HANG_WAIT_S)
+            server.wait_ready(timeout_s=HOLD_S)
         log = server.log_text()
+        (went_on,) = _lines(log, RETURNED)["TP1"]
+        assert "agreed=False (no verdict from TP0 within 10 s" in went_on, went_on
+        assert set(_lines(log, RETURNED)) == {"TP1"}  # TP0 never got past its build
         assert set(_lines(log, ENTERED)) == {"TP0"} and not _lines(log, LEFT)
         assert server.processes(), "the hung server should still be there (it hangs, not exits)"
         report("tp 2 old order, TP1 skips the build: TP0 still in the barrier", seconds=time.monotonic() - entered)

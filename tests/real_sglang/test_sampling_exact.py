@@ -11,7 +11,8 @@ while the requests run; the plain server (the target alone) gives the reference.
 * JSON-schema constrained generation (xgrammar) under flips: valid JSON of the schema,
   and the same tokens as the plain server (greedy; ending at the grammar's end: with
   ``ignore_eos`` the plain server emits one more token after the grammar's EOS and the
-  patched one stops there, seen 2026-12-01, not explained yet);
+  patched one stops there: SGLang's plain decode checks the finish before advancing the
+  grammar, every EAGLE step after, so any EAGLE server differs so; docs/cpu-rig.md);
 * sampled (temperature 1.0, top_p 0.9): the first token (sampled by the prefill) and the
   second and third (sampled by decode steps, the ones a mode changes) of 2,000 requests
   (all in one batch: the servers get a KV pool for 40,000 tokens),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pytest
 
+from server_control.protocol import decision, explore
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import switching as sw
 from tests.real_sglang.rig.pool import OneAtATime, Spec
@@ -149,3 +150,50 @@ class TestRandom(_TokenExact):
 
 class TestRandomOverlap(_TokenExact):
     SPEC = Spec("random", overlap=True)
+
+
+def _curve_steps(server, mode: str, batches: range) -> int:
+    """Decode steps the server's cost curves hold for ``mode`` at ``batches``."""
+    (entry,) = server.request("/server_info")["internal_states"]
+    rows = entry["dynamic_speculation"]["cost_curves"]["modes"].get(mode, [])
+    return sum(r[2] for r in rows if r[0] in batches and r[1] in batches)
+
+
+def _waves_counting(server, share: float):
+    """The waves with exploration at ``share`` (dwell 0, N=2): the steps run against the
+    rule (target-only at batch 1, speculative at 3-5) and the explored step count."""
+    res = server.request(
+        "/set_internal_state", {"server_args": {explore.SHARE_KEY: share, decision.DWELL_KEY: 0, decision.THRESHOLD_KEY: 2}}
+    )
+    assert res and all(x is True for x in res), res
+    sw.force(server, decision.AUTO)
+    before = (_curve_steps(server, decision.TARGET_ONLY, range(1, 2)), _curve_steps(server, decision.SPECULATIVE, range(3, 6)))
+    (entry,) = server.request("/server_info")["internal_states"]
+    explored = entry["dynamic_speculation"]["exploration"]["explored_steps"]
+    run = sw.waves(server, PROMPTS, WAVE_LENGTHS)
+    (entry,) = server.request("/server_info")["internal_states"]
+    live = entry["dynamic_speculation"]
+    after = (_curve_steps(server, decision.TARGET_ONLY, range(1, 2)), _curve_steps(server, decision.SPECULATIVE, range(3, 6)))
+    return run, (after[0] - before[0], after[1] - before[1]), live["exploration"]["explored_steps"] - explored, live
+
+
+class TestRandomOverlapExploration:
+    """Exploration set at runtime on the last class's server (the same spec: no new
+    server): both modes run at batches near N, every output token-exact."""
+
+    SPEC = Spec("random", overlap=True)
+
+    def test_exploration_runs_both_modes_near_n_token_exact(self, pool):
+        want = reference(pool, self.SPEC.models)["prompts"]
+        server = pool.get(self.SPEC)
+        # the negative control first: without exploration the rule alone (dwell 0) never
+        # runs target-only at batch 1 <= the low mark, nor speculative above N=2
+        run, against_rule, explored, _ = _waves_counting(server, 0.0)
+        assert_same_tokens(run.outputs, want)
+        assert against_rule == (0, 0) and explored == 0, (against_rule, explored)
+        run, against_rule, explored, live = _waves_counting(server, 0.1)
+        assert_same_tokens(run.outputs, want)
+        assert against_rule[0] > 0 and against_rule[1] > 0, against_rule
+        assert explored > 0 and live["exploration"]["share"] == 0.1
+        report("exploration on the CPU rig (random, overlap)", explored=explored, against_rule=str(against_rule))
+        assert server.request("/set_internal_state", {"server_args": {explore.SHARE_KEY: 0}}) == [True]

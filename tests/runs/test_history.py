@@ -113,7 +113,7 @@ def test_the_file_is_private_atomic_and_written_at_a_low_rate(tmp_path):
     assert history.maybe_write()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
-    assert os.listdir(path.parent) == [path.name], "no temporary file left beside it"
+    assert sorted(os.listdir(path.parent)) == [path.name, path.name + ".lock"], "no temporary file left beside it"
     again = History(path, clock=lambda: clock[0] + 60)
     assert [p.batch for p in again.points] == [3.0, 4.0]
     assert again.loaded_until == clock[0] == again.snapshot().until

@@ -25,7 +25,7 @@ class _NotOurs(AttachedRun):
 
 async def test_a_server_that_is_not_this_runs_gives_no_advice(monkeypatch):
     read = []
-    monkeypatch.setattr("server_control.session.session.advice_of", lambda *a: read.append(a))
+    monkeypatch.setattr("server_control.session.session.advice_from", lambda *a: read.append(a))
     session = Session(f"http://127.0.0.1:{free_port()}", _NotOurs())
     session.poller.on_sample(sample_from_server_info(time.time(), {"tp_size": 1, "internal_states": [{}]}))
     assert session.snapshot().server.foreign

@@ -56,40 +56,10 @@ def test_unreadable_lines_and_a_failed_write_are_said_in_the_log_view(sim_profil
 
     for i in range(3):
         keeper.observe(Sample(ts=now + i, reachable=False), session.run.status(), False)
-        with keeper._writing:  # the write (in its thread) is done: said at the next poll
-            keeper.history._written_at -= 3600
+        keeper.history._written_at -= 3600
     said = [r.text for r in session.store.records() if "history not saved" in r.text]
     assert len(said) == 1 and "world-writable" in said[0], said
     os.chmod(path.parent, 0o700)
-
-
-def test_the_history_is_written_in_a_thread_not_on_the_event_loop(tmp_path, monkeypatch):
-    """A write serialises up to 1,240 lines and replaces the file (~10 ms every 15 s): it ran
-    on the event loop, between two frames of the screen."""
-    import threading
-
-    from server_control.session.history_keeper import HistoryKeeper
-    from server_control.session.run_backends import AttachedRun
-    from server_control.state import history
-    from server_control.telemetry.sample import Sample
-
-    writers = []
-    real = history.atomic_write
-    monkeypatch.setattr(
-        history, "atomic_write", lambda path, body: (writers.append(threading.current_thread()), real(path, body))
-    )
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
-    keeper = HistoryKeeper(state, "p")
-    keeper.history._written_at -= 3600  # a write is due
-    keeper.observe(Sample(ts=time.time(), reachable=False), AttachedRun().status(), False)
-    with keeper._writing:  # until the write is done
-        pass
-    assert writers and writers[0] is not threading.current_thread(), "the history was written on the caller's thread"
-    points, bad = read_history(history_path(state, "p"))
-    assert len(points) == 1 and not points[0].up and bad == 0
-    keeper.close()  # the last write, on close: the caller's (the session is going)
-    assert len(writers) == 2
 
 
 def test_a_headless_command_keeps_no_history_on_disk(tmp_path):

@@ -141,8 +141,11 @@ def test_a_failed_rank_is_a_row_that_names_it():
     assert rank_verdict.disagreement([ok, dict(rows[0], rank=1)]) == ("TP1 rank failed: RuntimeError('boom')")
 
 
-def test_a_second_run_never_reads_the_previous_verdict():
-    """Keys are per run: run 2 of a group whose run 1 agreed must judge afresh."""
+def test_a_second_run_never_reads_the_previous_verdict(monkeypatch):
+    """Keys are per run: run 2 of a group whose run 1 agreed must judge afresh (run 1's
+    verdict is in the store from the start: a key without the run would read it at once;
+    the grace is shortened so the wait for run 2's verdict ends in 1.5 s, not 30.5 s)."""
+    monkeypatch.setattr(rank_agreement, "VERDICT_GRACE_S", 1.0)
     port = free_port()
     store = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
     group = SimpleNamespace(rank_in_group=1, world_size=2, ranks=[0, 1])
@@ -152,7 +155,7 @@ def test_a_second_run_never_reads_the_previous_verdict():
     store.set(rank_agreement._key(head, "verdict", 1), first.to_json())
     assert first.agreed
     verdict = rank_agreement.agree(mine(), group, store, 0.5, run=2)  # TP0 never answers run 2
-    assert not verdict.agreed and verdict.reason.startswith("no verdict from TP0")
+    assert not verdict.agreed and verdict.reason.startswith("no verdict from TP0 within 2 s")
 
 
 def test_a_build_failure_on_one_rank_stops_every_rank_naming_it(monkeypatch):

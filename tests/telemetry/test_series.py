@@ -136,6 +136,29 @@ def test_a_new_run_starts_the_evidence_afresh_but_keeps_history_for_display():
     assert [e["mode"] for e in t.current()] == ["target_only"]
 
 
+def test_after_a_restart_the_counts_and_the_split_are_the_new_runs():
+    """Issue 23 item 7: the spec/target split and the switch count spanned runs."""
+    t, p = ModeTimeline(), PanelSeries()
+    for i, v in enumerate([100.0, 100.0, 300.0, 500.0]):  # run 1: half of it target-only
+        p.add("gen_throughput", float(i), v)
+    t.add_record(switch("TP0", "target-only", 7, 1, ts=None), now=2.0)
+    assert (t.total, t.earlier) == (1, 0)
+    t.reset(began=10.0)  # the new run's log is followed
+    for i, v in enumerate([200.0, 200.0]):  # run 2: speculative (a run starts so), no switch yet
+        p.add("gen_throughput", 10.0 + i, v)
+    assert (t.total, t.earlier) == (0, 1), "the counts start at the new run"
+    out = per_mode(None, t, p)
+    assert out == {"speculative": {"share": 1.0, "tok_s": 200.0}, "target_only": {"share": 0.0, "tok_s": None}}
+    assert len(t.to_json()) == 1, "the old run's switch stays visible"
+    t.add_record(switch("TP0", "target-only", 9, 1, ts=None), now=11.0)
+    assert (t.total, t.earlier) == (1, 1)
+    assert per_mode(None, t, p)["target_only"] == {"share": 0.5, "tok_s": 200.0}
+    from server_control.session.snapshot_parts import SnapshotParts  # noqa: PLC0415
+
+    shown = SnapshotParts(p, t).timeline_of(None)
+    assert shown.earlier == 1 and len(shown.switches) == 2 and shown.per_mode["target_only"].share == 0.5
+
+
 def test_forced_switches_are_marked():
     """`F` used to add a row 'spec None None', and a forced switch to target-only polled at
     batch 5 <= N looked like an ordinary crossing."""

@@ -2,7 +2,7 @@
 ``SchedulerInternalStateController`` patch, runtime settings and live state per rank.
 
   * ``_update_handlers``: SGLang's allowlist for ``POST /set_internal_state`` gains the
-    four keys. Validation raises SGLang's ``UpdateRejected`` with our line
+    five keys. Validation raises SGLang's ``UpdateRejected`` with our line
     (``Dynamic speculation: refused <key>=<value>: <reason>``), which SGLang logs and
     answers with ``false``; nothing is applied when any key of the request is refused.
     Apply changes this rank's ``SpecSwitch`` (effective from the next decode step; every
@@ -13,13 +13,13 @@
     is ``true`` only when every rank holds the same values, and ranks that disagree turn
     the switch off on every rank (one ``NOT active`` line naming them).
   * ``get_internal_state``: each entry of ``/server_info`` ``internal_states`` gets the
-    four live values and ``"dynamic_speculation": snapshot`` (+ active/reason, the real
+    five live values and ``"dynamic_speculation": snapshot`` (+ active/reason, the real
     step count, and with TP > 1 ``"ranks"``: every TP rank's live values, gathered).
   * ``__init__``: a scheduler whose speculative worker carries no switch (no speculation,
     NGRAM, DFLASH, multi-layer EAGLE, ...) logs why the patch is not active there.
 
 Report mode (``off_reason``: the version/anchor gate failed, hook.py): only the reason is
-published and the four keys are refused with it.
+published and the five keys are refused with it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from server_control.protocol import decision, rank_verdict
+from server_control.protocol import decision, explore, rank_verdict
 from server_control.sglang_patch import gate, metrics, overrides, rank_agreement
 from server_control.sglang_patch.fields import NEW_FIELDS, VALIDATORS
 from server_control.sglang_patch.wrapping import wrap_methods
@@ -94,6 +94,7 @@ def _publish(state: dict[str, Any], dyn: Any, reason: str | None, live: list[Any
                 decision.HYSTERESIS_KEY: sw.hysteresis,
                 decision.DWELL_KEY: sw.min_dwell_steps,
                 decision.FORCE_KEY: sw.force,
+                explore.SHARE_KEY: dyn.explorer.share,
             }
         )
         state[decision.STATE_KEY] = snap = dyn.snapshot()
@@ -166,7 +167,10 @@ class _Patch:
 def _apply(controller: Any, key: Any, value: Any) -> Any:
     """A validated setting on this rank's switch; SGLang's override for the readback."""
     dyn = find(controller.scheduler)
-    message, new = _set_on(dyn.switch, key, value)
+    if key == explore.SHARE_KEY:  # every rank applies it at the same point of its loop
+        message, new = dyn.explorer.set_share(value), dyn.explorer.share
+    else:
+        message, new = _set_on(dyn.switch, key, value)
     logger.info(message)
     if key == decision.THRESHOLD_KEY:
         from server_control.sglang_patch import startup

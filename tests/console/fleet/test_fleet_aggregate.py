@@ -113,6 +113,26 @@ async def test_aggregate_trend_and_header(size):
             assert "\u2582\u2585\u2588" in screen_text(app)
 
 
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_the_gateways_own_traffic_or_why_not(size):
+    from dataclasses import replace  # noqa: PLC0415
+
+    from server_control.fleet.gateway_metrics import GatewayRates  # noqa: PLC0415
+
+    busy = replace(GATEWAY, traffic=GatewayRates(req_s=4.25, err_min=0.0, p50_ms=41.2, window_s=60.0))
+    app = _host(_Rows(ROWS, busy))
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "gateway 2/2 workers healthy \u00b7 4.2 req/s \u00b7 0 err/min \u00b7 p50 41 ms (60 s)" in text, text
+        assert "live 2/3" in text, "the fleet's own part keeps its line"
+    gone = replace(GATEWAY, traffic=GatewayRates(error="http://127.0.0.1:9/metrics: ConnectError"))
+    app = _host(_Rows(ROWS, gone))
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        assert "metrics unavailable (http://127.0.0.1:9" in screen_text(app)
+
+
 async def test_a_member_down_is_down_in_the_gateway_line_whatever_smg_says():
     gateway = GatewayStatus(
         url="http://127.0.0.1:30000",

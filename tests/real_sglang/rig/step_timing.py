@@ -13,6 +13,13 @@ then wraps, in the process that imports them,
 Each key holds cumulative ``[calls, seconds]`` per batch size; a daemon thread writes them
 to ``DIR/<pid>.json`` every 0.25 s (atomic rename). A benchmark diffs two reads. The
 scheduler's own per-step overhead is ``step_period - forward`` on a plain server.
+
+With ``SPECCONSOLE_RIG_STEP_TRACE=1`` as well, every decode ``run_batch`` of a patched
+server also appends one row to a trace (the last ``TRACE_CAP`` rows, written to
+``DIR/<pid>.trace.json``): ``[start, seconds, batch, speculative steps, target-only steps,
+verifies, accepted drafts]``, the step counters read from the patch's switch after the
+step and the acceptance counters before it (so row i+1 minus row i is step i's mode and,
+for the acceptance columns, step i's verifies; benchmarks/switch_trace.py reads it).
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ _TOTALS: dict[str, dict[int, list[float]]] = {}
 _LOCK = threading.Lock()
 _WRITER: list[threading.Thread] = []
 _LAST_DECODE: list[tuple[float, int]] = []  # (start, batch size) of the last decode run_batch
+TRACE_ENV = "SPECCONSOLE_RIG_STEP_TRACE"
+TRACE_CAP = 20000
+_TRACE: list[list[float]] = []
 
 
 def enabled() -> bool:
@@ -63,6 +73,12 @@ def _start_writer() -> None:
             with open(tmp, "w") as f:
                 json.dump(snapshot(), f)
             os.replace(tmp, path)
+            if os.environ.get(TRACE_ENV):
+                with _LOCK:
+                    rows = list(_TRACE)
+                with open(tmp, "w") as f:
+                    json.dump(rows, f)
+                os.replace(tmp, f"{path[:-5]}.trace.json")
             time.sleep(0.25)
 
     t = threading.Thread(target=loop, name="rig-step-timing", daemon=True)
@@ -124,7 +140,34 @@ def patch_scheduler(module) -> None:
             _LAST_DECODE.clear()
         return inner(self, batch, *args, **kwargs)
 
-    cls.run_batch = run_batch
+    cls.run_batch = run_batch if not os.environ.get(TRACE_ENV) else _traced(run_batch)
+
+
+def _switch_counts(scheduler) -> tuple[int, int, int, int] | None:
+    switch = getattr(getattr(getattr(scheduler, "draft_worker", None), "_dynspec", None), "switch", None)
+    if switch is None:
+        return None
+    return (switch.steps["speculative"], switch.steps["target_only"], switch.verifies, switch.accepted_drafts)
+
+
+def _traced(run_batch):
+    @functools.wraps(run_batch)
+    def traced(self, batch, *args, **kwargs):
+        if not batch.forward_mode.is_decode():
+            return run_batch(self, batch, *args, **kwargs)
+        before = _switch_counts(self)
+        t0 = time.perf_counter()
+        try:
+            return run_batch(self, batch, *args, **kwargs)
+        finally:
+            after = _switch_counts(self)
+            if before is not None and after is not None:
+                row = [t0, time.perf_counter() - t0, batch.batch_size(), after[0], after[1], before[2], before[3]]
+                with _LOCK:
+                    _TRACE.append(row)
+                    del _TRACE[:-TRACE_CAP]
+
+    return traced
 
 
 AFTER_IMPORT = {RUNNER_MODULE: patch_runner, EAGLE_MODULE: patch_eagle, SCHEDULER_MODULE: patch_scheduler}

@@ -5,7 +5,12 @@
   * ``refuse=R``: TP rank R refuses the set-up for a rank-local reason (it will not build);
   * ``fail_build=R``: TP rank R's build raises (after the ranks agreed to build);
   * ``old_order``: the order the patch had before: build first, then agree (the negative
-    control: a rank that skips the build leaves the others in the barrier).
+    control: a rank that skips the build leaves the others in the barrier);
+  * ``verdict_grace=S``: ranks > 0 wait S s (not the patch's 30 s) past the agreement
+    timeout for TP0's verdict (the negative control: TP1 goes on sooner).
+
+Every rank logs ``rig tp_faults: agreement returned`` when its agreement ends (the
+moment a rank goes on, verdict or none).
 
 Installed by ``preload.py`` in every process of a rig server when the variable is set;
 it replaces functions of the patch's modules (looked up at call time), never SGLang's.
@@ -41,6 +46,17 @@ def install() -> None:
     if not wanted:
         return
     from server_control.sglang_patch import rank_agreement, refusals, startup, worker
+
+    if "verdict_grace" in wanted:
+        rank_agreement.VERDICT_GRACE_S = float(wanted["verdict_grace"])
+    orig_agree = rank_agreement.agree
+
+    def agree(*args, **kwargs):
+        verdict = orig_agree(*args, **kwargs)
+        logger.info(f"rig tp_faults: agreement returned: agreed={verdict.agreed} ({verdict.reason})")
+        return verdict
+
+    rank_agreement.agree = agree
 
     if "refuse" in wanted:
         orig_reason = refusals.reason

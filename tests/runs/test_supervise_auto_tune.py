@@ -1,0 +1,43 @@
+"""`specconsole supervise --auto-tune LO-HI` on a real simulator run (its own tuner off):
+the supervising process moves N from the server's curves, says the move with its
+evidence, journals it, and the server reads the new N back on every rank. Bad bounds are
+refused by the parser, naming them."""
+
+from __future__ import annotations
+
+import signal
+
+import httpx
+
+from server_control.state import journal, runs
+from tests.support.cli import cli, read_until, start_cli
+
+SIM = 'explore_share = 0.1\ntraffic = "phases:s=10000,c=1-14,period=12"'
+
+
+def test_supervise_tunes_n_and_journals_the_move(make_profile, groups, state_dir):
+    path = make_profile("tuned", tp=2, sim_extra=SIM)
+    sup = start_cli("supervise", "--profile", str(path), "--auto-tune", "1-16", groups=groups)
+    read_until(sup, "tuned: ready")
+    groups.add(runs.load_record("tuned").pgid)
+    seen = read_until(sup, "Dynamic speculation: threshold 5 -> ")
+    line = seen[-1].strip()
+    assert "(auto: " in line, line
+    new = int(line.split(" -> ")[1].split(" ")[0])
+    rec = runs.load_record("tuned")
+    url = f"http://{rec.host}:{rec.port}"
+    (state,) = httpx.get(url + "/server_info", timeout=5).json()["internal_states"]
+    live = state["dynamic_speculation"]
+    assert live["threshold"] == new and {r["threshold"] for r in live["ranks"]} == {new}
+    assert "auto_tune" not in live  # the simulator's own tuner is off: the move was the supervisor's
+    entries = [e for e in journal.read(state_dir) if e.action == "threshold" and e.detail == line]
+    assert entries and entries[-1].result == "applied", entries
+    sup.send_signal(signal.SIGINT)
+    sup.communicate(timeout=30)
+    assert cli("stop", "--profile", str(path)).returncode == 0
+
+
+def test_bad_bounds_are_refused_by_name(make_profile, state_dir):
+    path = make_profile("badtune", tp=1)
+    r = cli("supervise", "--profile", str(path), "--auto-tune", "9-3", "--json")
+    assert r.returncode == 2 and "auto-tune bounds" in r.stderr and "9-3" in r.stderr, r.stderr
