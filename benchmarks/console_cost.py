@@ -286,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds before the idle phase (the batch chart fills: until then each poll adds a bar)",
     )
     args = p.parse_args(argv)
+    if args.profile:
+        try:
+            import pyinstrument  # noqa: F401 - the console's process imports it on SIGUSR2
+        except ImportError:
+            p.error("--profile needs pyinstrument: pip install -e '.[bench]' (without it the console dies at the signal)")
     trees = [t.resolve() for t in (args.tree or [REPO])]
     arms = args.arms.split(",")
     out = PROFILE_DIR

@@ -1,7 +1,7 @@
 """The advisor's always-visible strip on the single-server screen: one line with the
-suggestion's sentence (or what data is missing), refreshed every ``EVERY_S`` seconds from
-the server's cost curves in a thread (``read_advice``: the 4 MiB cap and 5 s deadline of
-``advice/source.py``). Hidden until the server has answered once (a server that is not up
+suggestion's sentence (or what data is missing), refreshed every ``EVERY_S`` seconds through
+the session's ``advice`` (the cost curves of its last poll, estimated in a thread: no request
+of its own). Hidden until the server has answered once (a server that is not up
 yet, or a port nothing listens on, leaves the screen as it was); after that a failed read
 is said on the strip. `A` opens the full view, which applies the suggestion."""
 
@@ -18,6 +18,7 @@ from server_control.advice.source import SourceError
 from server_control.advice.words import Advice
 
 EVERY_S = 30.0
+RETRY_S = 2.0  # until the first advice: the session's first poll may not have come yet
 
 
 class AdviceStrip(Static):
@@ -44,7 +45,7 @@ class AdviceStrip(Static):
             else:
                 self.advice = adv
                 self.display = True
-            await asyncio.sleep(self.every_s)
+            await asyncio.sleep(self.every_s if self.advice is not None else min(self.every_s, RETRY_S))
 
     def render(self) -> Text:
         adv = self.advice

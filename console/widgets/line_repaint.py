@@ -18,7 +18,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-Cells = list[tuple[str, Style | None]]
+Cells = list[tuple[str, Style | None] | None]
 
 
 def _cells(strip: Strip) -> Cells | None:
@@ -33,7 +33,10 @@ def _cells(strip: Strip) -> Cells | None:
 
 
 def changed_span(old: Strip | None, new: Strip | None, width: int) -> tuple[int, int] | None:
-    """The columns [start, end) of ``new`` that differ from ``old``; None when none does."""
+    """The columns [start, end) of ``new`` that differ from ``old``; None when none does.
+    Cells are compared column by column (the terminal keeps each column's cell): a line
+    whose text got longer or shorter differs from its first shifted cell to the end of the
+    longer one, and a column past the end of one line only differs from the other's cell."""
     if old == new:
         return None
     if old is None or new is None:
@@ -41,17 +44,18 @@ def changed_span(old: Strip | None, new: Strip | None, width: int) -> tuple[int,
     a, b = _cells(old), _cells(new)
     if a is None or b is None:
         return 0, width
-    n = min(len(a), len(b))
+    n = max(len(a), len(b))
+    a += [None] * (n - len(a))  # past the end of a line: no cell (the widget's padding)
+    b += [None] * (n - len(b))
     start = 0
     while start < n and a[start] == b[start]:
         start += 1
-    if start == len(a) == len(b):
+    if start == n:
         return None
-    end_a, end_b = len(a), len(b)
-    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
-        end_a -= 1
-        end_b -= 1
-    return start, max(end_a, end_b, start + 1)
+    end = n
+    while end > start and a[end - 1] == b[end - 1]:
+        end -= 1
+    return start, end
 
 
 def repaint_changed_cells(widget: Widget) -> bool:

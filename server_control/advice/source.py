@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -57,6 +58,14 @@ def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) ->
         raise SourceError(f"{where}: not JSON ({exc})") from None
     states = info.get("internal_states") if isinstance(info, dict) else None
     live = states[0].get("dynamic_speculation") if isinstance(states, list) and states and isinstance(states[0], dict) else None
+    model = info.get("served_model_name") or info.get("model_path") if isinstance(info, dict) else None
+    return reading_of(url, model if isinstance(model, str) else None, live)
+
+
+def reading_of(url: str, model: str | None, live: object) -> Reading:
+    """The reading from a server's first rank's ``dynamic_speculation`` state (``live``), as
+    ``/server_info`` gave it (a poll already made); SourceError saying what is missing."""
+    where = url.rstrip("/") + "/server_info"
     if not isinstance(live, dict):
         raise SourceError(f"{where}: no dynamic_speculation state (not a patched server?)")
     if SNAPSHOT_KEY not in live:
@@ -67,28 +76,37 @@ def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) ->
     except CurvesError as exc:
         raise SourceError(f"{where}: {exc}") from None
     threshold = live.get("threshold")
-    model = info.get("served_model_name") or info.get("model_path")
     return Reading(
         url,
-        model if isinstance(model, str) else None,
+        model,
         threshold if isinstance(threshold, int) and not isinstance(threshold, bool) else None,
         live.get("force") if isinstance(live.get("force"), str) else None,
         curves,
     )
 
 
+def poll_reading(url: str, reachable: bool, error: str | None, model: str | None, live: object) -> Reading:
+    """The reading from a poll already made (its answer's first rank's state); SourceError
+    when the poll was not answered or holds no curves."""
+    if not reachable:
+        raise SourceError(error or f"{url.rstrip('/')}/server_info: no answer yet")
+    return reading_of(url, model, live)
+
+
 def read_advice(url: str, api_key: str | None = None, state_dir: str | Path | None = None) -> Advice:
     """Blocking (run it in a thread): read the server's curves, estimate, advise. SourceError
     if unreadable (and, with ``state_dir``, nothing saved either)."""
+    return advice_from(lambda: read_server(url, api_key), url, state_dir)
+
+
+def advice_from(read: Callable[[], Reading], url: str, state_dir: str | Path | None = None) -> Advice:
+    """Blocking (a thread: the estimate's bootstrap): advise from ``read()``'s reading (a
+    request, or a poll already made), kept in ``state_dir`` when given."""
     if state_dir is None:
-        reading = read_server(url, api_key)
+        reading = read()
         return advise(estimate(reading.curves), reading.threshold)
-    return _kept_advice(url, api_key, state_dir)
-
-
-def _kept_advice(url: str, api_key: str | None, state_dir: str | Path) -> Advice:
     try:
-        reading = read_server(url, api_key)
+        reading = read()
     except SourceError as exc:
         try:
             saved = store.load(url, None, state_dir)

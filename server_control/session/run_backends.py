@@ -159,6 +159,8 @@ class ProfileRun:
     def on_sample(self, sample: Sample) -> None:
         self._reachable = sample.reachable
         self._pids = [p.pid for p in self.sup.processes()]
+        if sample.reachable and sample.next_poll_s is not None:  # this run's server answered (not another's)
+            self.sup.poll_answered(time.monotonic() - (sample.poll_s or 0.0), sample.next_poll_s)
 
     def owns_server(self) -> bool | None:
         """Whether a process of this run (the recorded, verified leader or one of its

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server_control.advice.source import SourceError, read_advice
+from server_control.advice.source import SourceError, advice_from, poll_reading
 from server_control.advice.words import Advice
 from server_control.control.guard import REAPPLY, SettingGuard, shown
 from server_control.control.settings import Control, change
@@ -359,11 +359,12 @@ class Session:
         return verification_of(self.last, self.profile, self.facts, log_attached=self._log_path is not None, runtime=runtime)
 
     async def advice(self) -> Advice:
-        """The advisor's answer from this run's server's cost curves, kept in the state dir
-        when this session supervises (SourceError: none to give)."""
+        """The advisor's answer from the last poll's cost curves, kept in the state dir if supervised."""
         if self.foreign is not None:
             raise SourceError("not this run's server: no advice from it")
-        return await asyncio.to_thread(read_advice, self.url, self.poller.api_key, self.run.history_dir())
+        s, err = self.last, self.last.error if self.last else None
+        poll = (self.url, bool(s and s.reachable), err, s.model if s else None, s.ranks[0].dynamic if s and s.ranks else None)
+        return await asyncio.to_thread(advice_from, lambda: poll_reading(*poll), self.url, self.run.history_dir())
 
     async def verify(self) -> OperationResult:
         result = self.verification()

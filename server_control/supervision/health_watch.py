@@ -10,6 +10,12 @@ Watchdog (as systemd's WatchdogSec): a server that was ready and then fails [hea
 ``failures`` checks in a row is ``unhealthy``; with [health] ``watchdog = true`` (the
 default) the supervising process stops it (SIGTERM + SIGCONT, grace, SIGKILL: a hung or
 SIGSTOPped server goes too) and restarts it under the same backoff and start limit as a crash.
+
+A poll that the run's server answered stands in for a health check (``poll_answered``: the
+session's ``/server_info``, which goes through the scheduler): while polls keep being answered,
+a ready run is probed at ``[health] path`` only every ``PROBE_AT_LEAST_EVERY_S``, and from the
+first missing or failed answer on at every interval again, as before. Starting (readiness)
+and unhealthy runs are always probed.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ if TYPE_CHECKING:
 TAIL_LINES = 50
 IDLE_POLL_S = 1.0
 DISK_BACKOFF_MAX_S = 30.0
+PROBE_AT_LEAST_EVERY_S = 10.0  # a ready run is probed this often even while polls answer
+STAND_IN_SLACK_S = 0.5  # how late the next answered poll may come and still stand in
 
 
 def exit_words(code: int | None) -> str:
@@ -50,6 +58,24 @@ class HealthWatch:
     def __init__(self, sup: Supervisor) -> None:
         self.sup = sup
         self.fails = 0
+        self.probes = 0  # health requests sent (the figures in docs/console.md)
+        self._answered_until = 0.0  # monotonic: an answered poll stands in for checks until then
+        self._probed_at = 0.0  # monotonic time of the last real probe
+
+    def poll_answered(self, started: float, next_poll_s: float) -> None:
+        """The run's server answered a poll that began at ``started`` (monotonic) and the
+        next one starts ``next_poll_s`` later: until that one is due (and its slack), no
+        check needs the health path."""
+        self._answered_until = max(self._answered_until, started + next_poll_s + STAND_IN_SLACK_S)
+
+    def _poll_stands_in(self) -> bool:
+        now = time.monotonic()
+        return (
+            self.sup.state == RunState.READY
+            and self.fails == 0
+            and now <= self._answered_until
+            and now - self._probed_at < PROBE_AT_LEAST_EVERY_S
+        )
 
     # -- what the record says about us ------------------------------------------------------
     def _sync_record(self) -> None:
@@ -112,7 +138,8 @@ class HealthWatch:
                 if time.monotonic() >= next_probe:
                     next_probe = time.monotonic() + hl["interval_s"]
                     self.sup.procs.current()
-                    await self._probe(client)
+                    if not self._poll_stands_in():
+                        await self._probe(client)
                     if self.sup.state == RunState.READY and self.sup.supervising and self.sup.record.runtime_pending:
                         await self.sup.carried.reapply()
                     if self._watchdog_due():
@@ -166,6 +193,8 @@ class HealthWatch:
 
     async def _probe(self, client: httpx.AsyncClient) -> None:
         url = self.sup.profile.url + self.sup.profile.health["path"]
+        self.probes += 1
+        self._probed_at = time.monotonic()
         try:
             r = await bounded_request(client, "GET", url)  # overall: 2 x [health] timeout_s
             ok, why = r.status_code == 200, f"HTTP {r.status_code}"

@@ -374,6 +374,9 @@ class Supervisor:
         """Supervise until cancelled (server_control/supervision/health_watch.py)."""
         await self.health_watch.watch()
 
+    def poll_answered(self, started: float, next_poll_s: float) -> None:
+        self.health_watch.poll_answered(started, next_poll_s)  # stands in for health checks
+
     @property
     def supervising(self) -> bool:
         """This process holds the run's restart lock (server_control/supervision/ownership.py)."""

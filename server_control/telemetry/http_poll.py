@@ -275,6 +275,7 @@ class HttpPoller:
             sample.load = fresh or Load()  # a live log still tells the load while HTTP is down
         sample.poll_s = time.monotonic() - t0
         self._count_quiet(sample)
+        sample.next_poll_s = self.next_delay()
         self.polls += 1
         self.last = sample
         if self.on_sample is not None:

@@ -82,6 +82,7 @@ class Sample:
     dp_size: int | None = None
     version: str | None = None
     poll_s: float | None = None  # how long the poll took
+    next_poll_s: float | None = None  # when the poller polls again, from this poll's start
 
     @property
     def supports_runtime_threshold(self) -> bool | None:

@@ -44,7 +44,7 @@ class _Supervised(AttachedRun):
 
 async def test_only_the_supervising_session_keeps_curves(monkeypatch, tmp_path):
     asked = []
-    monkeypatch.setattr("server_control.session.session.read_advice", lambda *a: asked.append(a) or "advice")
+    monkeypatch.setattr("server_control.session.session.advice_from", lambda *a: asked.append(a) or "advice")
     url = f"http://127.0.0.1:{free_port()}"
     assert await Session(url, _Supervised(tmp_path)).advice() == "advice"
     assert await Session(url, AttachedRun()).advice() == "advice"

@@ -58,6 +58,45 @@ def test_changed_span_is_the_cells_that_differ():
     assert changed_span(a, a, 30) is None
 
 
+def _status_strip(text: str):
+    """A status-bar-like line: its fields (split at double spaces) in alternating styles."""
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual.strip import Strip
+
+    styles = [Style(bold=True), Style(dim=True)]
+    return Strip([Segment(part + "  ", styles[i % 2]) for i, part in enumerate(text.split("  "))])
+
+
+def _columns(strip, width: int) -> list:
+    """The line as a terminal holds it: one (character, style) per column, blank past its end."""
+    cells = [(ch, seg.style) for seg in strip for ch in seg.text]
+    return (cells + [(" ", None)] * width)[:width]
+
+
+def test_the_changed_span_painted_over_the_old_line_gives_the_new_one():
+    """The terminal keeps each column's cell: the span's cells of the new line, painted over
+    the old line column by column, must give the new line, also where a field grew or shrank
+    and the rest of the line moved (the status bar showed `up 8p 5s` and `READY  id idle`)."""
+    width = 120
+    pairs = [
+        ("READY  up 7s  restarts 0  model m  TP 2", "READY  up 10s  restarts 0  model m  TP 2"),
+        ("READY  up 59s  restarts 0  TP 2", "READY  up 1m  restarts 0  TP 2"),
+        ("STARTING  idle  pid 7  up 4s  TP 2", "READY  idle  pid 7  up 5s  TP 2"),
+        ("READY  up 5s", "READY  up 6s"),
+        ("x  a  b", "x  a  b  c  d"),
+        ("x  a  b  c  d", "x  a"),
+    ]
+    for before, after in pairs:
+        old, new = _status_strip(before), _status_strip(after)
+        span = changed_span(old, new, width)
+        screen = _columns(old, width)
+        if span is not None:
+            start, end = span
+            screen[start:end] = _columns(new, width)[start:end]
+        assert "".join(ch for ch, _ in screen).rstrip() == (after + "  ").rstrip(), (before, after, span)
+
+
 def test_the_real_console_sends_no_reset_followed_by_the_same_style():
     out = terminal_output("attach", f"http://127.0.0.1:{free_port()}").decode("utf-8", "replace")
     assert "verify" in out, "the console did not draw its screen"
