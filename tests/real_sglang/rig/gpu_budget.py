@@ -32,6 +32,7 @@ STEPS: dict[str, tuple[int, float]] = {
     "switch both ways": (1, 10),
     "graph / eager per bucket": (1, 15),
     "steps=0 memory per rank": (1, 2),
+    "target-only stress at max batch": (2, 20),
     "a rank fails inside a capture": (2, 100),
     "N warnings in the log": (2, 5),
     "runtime threshold": (3, 8),

@@ -34,6 +34,7 @@ from . import gpu_checks as gc
 from . import gpu_checks_faults as gf
 from . import gpu_checks_memory as gm
 from . import gpu_checks_polling as gw
+from . import gpu_checks_stress as gs
 from . import gpu_phases as gp
 from .build import REPO_ROOT, ensure_models, ensure_rig
 from .pool import COMMON_ARGS, PATCHED_ARGS, OneAtATime, Spec, launch
@@ -238,6 +239,7 @@ def _patched_checks(step, pool, server, spec, inputs, parked, opts, mode_cost) -
     step("switch both ways", "switch both ways", gc.switch_both_ways, server, prompts, tp=1, cuda=cuda)
     step("graph / eager per bucket", "graph / eager per bucket", gm.forwards_per_bucket, server, prompts, cuda=cuda)
     step("steps=0 memory per rank", "steps=0 memory per rank", gm.memory_per_rank, server, cuda=cuda)
+    step("target-only stress at max batch", "target-only stress at max batch", gs.stress_target_only, server, cuda=cuda)
     step("N warnings in the log", "N warnings in the log", gw.n_warnings, server, tp=1)
     step("runtime threshold", "runtime threshold", gc.runtime_threshold, server, prompts, 1)
     step("warm draft after target-only", "warm draft after target-only", gc.warm_draft, server, probe, ref[-1])
