@@ -16,6 +16,10 @@ prints one summary and exits 1 on any failure (2: bad arguments).
 
 ``--device cpu`` runs the same checks on the CPU rig (CPU stand-ins, overlap scheduler via
 rig/overlap.py, no CUDA graphs): what CI runs, so every part but the GPU is tested.
+
+``--model DIR --draft-model DIR`` serve a real target + EAGLE-3 draft pair from disk instead
+of the rig's (gpu_check_args.py: the options and their defaults; gpu_pair.py: its prompts,
+from its own tokenizer, and the expectations that change with it).
 """
 
 from __future__ import annotations
@@ -29,19 +33,19 @@ import time
 from functools import partial
 from pathlib import Path
 
-from . import gpu_budget
+from . import gpu_budget, gpu_check_args
 from . import gpu_checks as gc
 from . import gpu_checks_faults as gf
 from . import gpu_checks_memory as gm
 from . import gpu_checks_polling as gw
 from . import gpu_checks_stress as gs
+from . import gpu_pair as gpair
 from . import gpu_phases as gp
 from .build import REPO_ROOT, ensure_models, ensure_rig
-from .pool import COMMON_ARGS, PATCHED_ARGS, OneAtATime, Spec, launch
+from .pool import PATCHED_ARGS, OneAtATime, Spec, launch, pair_of
 from .server import RigServer
-from .trained_models import PERIOD, prompt_ids
 
-MAX_NEW = 250  # trained to ~384 positions: prompts of 24-34 tokens + 250
+MAX_NEW = gpu_check_args.MAX_NEW
 
 
 def preflight(device: str) -> tuple[str, dict]:
@@ -90,38 +94,8 @@ def cuda_launch(
     ``tp_faults_preload`` is added to the bootstrap's preload so every process installs them."""
     from server_control.proc.ports import free_port
 
-    pair, port = ensure_models(rig, spec.models), free_port()
-    args = [
-        "--model-path",
-        str(pair.target),
-        "--tp-size",
-        str(spec.tp),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--attention-backend",
-        opts.attention_backend,
-        "--mem-fraction-static",
-        "0.3",
-        "--cuda-graph-max-bs",
-        "32",
-        *COMMON_ARGS,
-    ]
-    if spec.patched:
-        args += [
-            "--speculative-algorithm",
-            "EAGLE3",
-            "--speculative-draft-model-path",
-            str(pair.draft),
-            "--speculative-num-steps",
-            "2",
-            "--speculative-eagle-topk",
-            "1",
-            "--speculative-num-draft-tokens",
-            "3",
-            *PATCHED_ARGS,
-        ]
+    port = free_port()
+    args = cuda_args(pair_of(rig, spec), spec, port, opts)
     module = "server_control.sglang_patch.serve" if spec.patched else "sglang.launch_server"
     env = dict(
         os.environ,
@@ -133,9 +107,27 @@ def cuda_launch(
     if env.get("SPECCONSOLE_RIG_TP_FAULTS"):
         preload = [n for n in env.get("SPECCONSOLE_SGLANG_PRELOAD", "").split(",") if n]
         env["SPECCONSOLE_SGLANG_PRELOAD"] = ",".join([*preload, "tests.real_sglang.rig.tp_faults_preload"])
-    return RigServer.start(
-        [sys.executable, "-m", module, *args, *spec.extra], env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s
-    )
+    return RigServer.start([sys.executable, "-m", module, *args], env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s)
+
+
+def cuda_args(pair, spec: Spec, port: int, opts: argparse.Namespace) -> list[str]:
+    """launch_server's arguments for ``spec`` on the GPU(s): the rig's pair in float32 with
+    triton attention and 0.3 of the memory, or a real pair with its dtype (auto) and
+    SGLang's own attention backend and memory fraction (``gpu_check_args``)."""
+    args = [
+        *("--model-path", str(pair.target), "--tp-size", str(spec.tp), "--host", "127.0.0.1", "--port", str(port)),
+        *(("--attention-backend", opts.attention_backend) if opts.attention_backend else ()),
+        *(("--mem-fraction-static", str(opts.mem_fraction_static)) if opts.mem_fraction_static else ()),
+        *("--cuda-graph-max-bs", "32", "--dtype", spec.dtype),
+    ]
+    if spec.patched:
+        args += [
+            *("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(pair.draft)),
+            *("--speculative-num-steps", str(spec.steps), "--speculative-eagle-topk", "1"),
+            *("--speculative-num-draft-tokens", str(spec.steps + 1)),
+            *PATCHED_ARGS,
+        ]
+    return [*args, *spec.extra]
 
 
 def _server(step, key: str, pool: OneAtATime, spec: Spec) -> RigServer | None:
@@ -189,35 +181,37 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
     if not checks.run("preflight", preflight, opts.device):
         return checks
     rig = ensure_rig()
-    if not checks.run("build the rig's trained models", lambda: ("trained here", ensure_models(rig, "trained").facts)):
+    work = _prepare(checks, rig, opts)
+    if work is None:
         return checks
+    spec_of = partial(_spec, opts)
     launcher = partial(cuda_launch, opts=opts) if cuda else launch
     pool = OneAtATime(rig, log_dir, lifetime_s=int(opts.lifetime), launcher=launcher)
-    prompts = [prompt_ids(i, 2 * PERIOD + 5 * (i % 3)) for i in range(8)]
-    probe = prompt_ids(100)
+    prompts, floor = work.prompts, work.accept_floor
     parked: list[RigServer] = []
     try:
-        plain = _server(step, "start trained-plain", pool, Spec("trained", patched=False))
+        plain = _server(step, "start trained-plain", pool, spec_of(patched=False))
         if plain is None:
             return checks
-        ref = gc.sw.generate_ids(plain, [*prompts, probe], opts.max_new)
+        ref = gc.sw.generate_ids(plain, [*prompts, work.probe], opts.max_new)
         step("tok/s plain", "tok/s plain", _plain_tok_s, mode_cost, plain.url, pool, opts)
         itl = budget.allows("ITL under polling") is None and "ITL under polling" not in opts.skip
         if itl:  # kept (SIGSTOPped) for the interleaved ITL check
             parked.append(gp.park(pool))
-        spec = Spec("trained", overlap=not cuda)
+        spec = spec_of(overlap=not cuda)
         server = _server(step, "start patched", pool, spec)
         if server is not None:  # the phases below start servers of their own
-            _patched_checks(step, pool, server, spec, (prompts, probe, ref), parked, opts, mode_cost)
+            _patched_checks(step, pool, server, spec, (work, ref), parked, opts, mode_cost)
         while parked:  # its memory back before the next servers
             gp.unpark(pool, parked.pop())
-        fault_spec = Spec("trained", overlap=not cuda, tp=opts.tp)
+        fault_spec = spec_of(overlap=not cuda, tp=opts.tp)
         for key, fault in (("a rank fails inside a capture", "capture"), ("a rank fails before the build", "before")):
             name = f"{key} (tp {opts.tp})"
-            step(key, name, gf.fault_server, pool, launcher, fault_spec, fault, prompts, ref[:-1], **_fault_kw(opts, cuda))
-        step("adaptive on", "adaptive on", gp.adaptive_on, pool, Spec("trained", overlap=not cuda), prompts, log_dir, cuda)
+            kw = {**_fault_kw(opts, cuda), "floor": floor}
+            step(key, name, gf.fault_server, pool, launcher, fault_spec, fault, prompts, ref[:-1], **kw)
+        step("adaptive on", "adaptive on", gp.adaptive_on, pool, spec_of(overlap=not cuda), prompts, log_dir, cuda, floor)
         if opts.tp > 1 and budget.allows("tp") is None and "tp" not in opts.skip:
-            _tp_checks(checks.run, pool, Spec("trained", overlap=not cuda, tp=opts.tp), prompts, cuda)
+            _tp_checks(checks.run, pool, spec_of(overlap=not cuda, tp=opts.tp), prompts, cuda, floor)
         elif opts.tp > 1:
             step("tp", f"tp {opts.tp}", lambda: ("", {}))
     finally:
@@ -228,21 +222,49 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
     return checks
 
 
+def _prepare(checks: gc.Checklist, rig, opts: argparse.Namespace) -> gpair.Workload | None:
+    """The pair's prompts and expectations (None: its step failed). The rig's pair is
+    trained here on first use; a real pair's prompts come from its target's tokenizer."""
+    if not opts.real_pair:
+        if not checks.run("build the rig's trained models", lambda: ("trained here", ensure_models(rig, "trained").facts)):
+            return None
+        return gpair.rig_workload()
+    found: list[gpair.Workload] = []
+
+    def load() -> tuple[str, dict]:
+        found.append(gpair.pair_workload(opts.model, opts.context_length))
+        detail, figures = gpair.describe(found[0])
+        return f"{opts.model} + {opts.draft_model}, {opts.dtype}, context {opts.context_length}: {detail}", figures
+
+    return found[0] if checks.run("the pair's prompts (its own tokenizer)", load) else None
+
+
+def _spec(opts: argparse.Namespace, **kw) -> Spec:
+    """A server of the run's pair: the rig's trained one, or ``--model``/``--draft-model``."""
+    if not opts.real_pair:
+        return Spec("trained", dtype=opts.dtype, steps=opts.speculative_num_steps, **kw)
+    extra = ("--context-length", str(opts.context_length)) if opts.context_length else ()
+    paths = (str(opts.model), str(opts.draft_model))
+    return Spec("pair", paths=paths, dtype=opts.dtype, steps=opts.speculative_num_steps, extra=extra, **kw)
+
+
 def _fault_kw(opts, cuda: bool) -> dict:
     return {"deadline_s": opts.fault_deadline_s, "cuda": cuda}
 
 
 def _patched_checks(step, pool, server, spec, inputs, parked, opts, mode_cost) -> None:
     """The checks on the patched tp-1 server, most valuable first (gpu_budget.STEPS)."""
-    (prompts, probe, ref), cuda = inputs, opts.device == "cuda"
+    (work, ref), cuda = inputs, opts.device == "cuda"
+    prompts, floor = work.prompts, work.accept_floor
     step("start-up", "start-up", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=1, cuda=cuda)
-    step("switch both ways", "switch both ways", gc.switch_both_ways, server, prompts, tp=1, cuda=cuda)
+    step("switch both ways", "switch both ways", gc.switch_both_ways, server, prompts, tp=1, cuda=cuda, floor=floor)
     step("graph / eager per bucket", "graph / eager per bucket", gm.forwards_per_bucket, server, prompts, cuda=cuda)
     step("steps=0 memory per rank", "steps=0 memory per rank", gm.memory_per_rank, server, cuda=cuda)
-    step("target-only stress at max batch", "target-only stress at max batch", gs.stress_target_only, server, cuda=cuda)
+    step("target-only stress at max batch", "target-only stress at max batch", gs.stress_target_only, server, work, cuda=cuda)
     step("N warnings in the log", "N warnings in the log", gw.n_warnings, server, tp=1)
     step("runtime threshold", "runtime threshold", gc.runtime_threshold, server, prompts, 1)
-    step("warm draft after target-only", "warm draft after target-only", gc.warm_draft, server, probe, ref[-1])
+    warm = gc.warm_draft if work.trained else gpair.warm_draft_vs_baseline
+    step("warm draft after target-only", "warm draft after target-only", warm, server, work.probe, ref[-1])
     if parked:
         step("ITL under polling", "ITL under polling", gw.itl_under_polling, parked[0], server, **_itl_kw(opts, cuda))
         gp.unpark(pool, parked.pop())
@@ -279,84 +301,21 @@ def _mode_cost(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict]:
     return "\n" + mode_cost.render(summary), {}
 
 
-def _tp_checks(run, pool, spec: Spec, prompts, cuda: bool) -> None:
+def _tp_checks(run, pool, spec: Spec, prompts, cuda: bool, floor: float) -> None:
     ok = run(f"start {spec.name}", lambda: (pool.get(spec).url, {}))
     server = pool.server if ok else None
     if server is None:
         return
     run(f"start-up tp {spec.tp}", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=spec.tp, cuda=cuda)
-    run(f"switch both ways tp {spec.tp}", gc.switch_both_ways, server, prompts, tp=spec.tp, cuda=cuda)
+    run(f"switch both ways tp {spec.tp}", gc.switch_both_ways, server, prompts, tp=spec.tp, cuda=cuda, floor=floor)
     run(f"runtime threshold tp {spec.tp}", gc.runtime_threshold, server, prompts, spec.tp)
     run(f"steps=0 memory per rank tp {spec.tp}", gm.memory_per_rank, server, cuda=cuda)
     run(f"graph / eager per bucket tp {spec.tp}", gm.forwards_per_bucket, server, prompts, cuda=cuda)
     run(f"N warnings in the log tp {spec.tp}", gw.n_warnings, server, tp=spec.tp)
 
 
-def _levels(text: str) -> list[int]:
-    try:
-        levels = sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"levels must be integers, got {text!r}") from None
-    if not levels or levels[0] < 1:
-        raise argparse.ArgumentTypeError(f"levels must be >= 1, got {text!r}")
-    return levels
-
-
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="scripts/gpu-check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    p.add_argument("--tp", type=int, default=None, help="tp of the multi-GPU part (default: 2 with two GPUs or more, else none)")
-    p.add_argument("--flip-seconds", type=float, default=90.0)
-    p.add_argument("--max-new", type=int, default=MAX_NEW, help="tokens per reference output (>= 100; the warm probe's length)")
-    p.add_argument("--levels", type=_levels, default=[1, 4, 16])
-    p.add_argument("--warmup", type=float, default=2.0)
-    p.add_argument("--measure", type=float, default=5.0)
-    p.add_argument("--max-tokens", type=int, default=64)
-    p.add_argument("--repeat", type=int, default=1, help="sweeps per mode (medians)")
-    p.add_argument(
-        "--attention-backend", default="triton", help="GPU attention backend (the rig's head_dim 16 rules out FA3/FlashInfer)"
-    )
-    p.add_argument("--lifetime", type=float, default=1800, help="watchdog per server, seconds")
-    p.add_argument(
-        "--budget-s",
-        type=float,
-        default=None,
-        help="time budget, seconds (default 420 on cuda: one device call < 8 min; 0 on cpu: none); "
-        "what does not fit is reported SKIP (tests/real_sglang/rig/gpu_budget.py)",
-    )
-    p.add_argument("--skip", type=_names, default=[], help=f"comma-separated steps not to run: {', '.join(gpu_budget.STEPS)}")
-    p.add_argument("--fault-deadline-s", type=float, default=None, help="a fault server's hard deadline (600 cpu, 300 cuda)")
-    p.add_argument("--itl-requests", type=int, default=4, help="ITL under polling: requests per arm")
-    p.add_argument("--itl-max-tokens", type=int, default=128)
-    p.add_argument("--itl-rounds", type=int, default=2)
-    p.add_argument("--itl-max-ratio", type=float, default=1.25, help="cuda: the console's polling, patched over plain")
-    p.add_argument("--logs", type=Path, help="keep the server logs here")
-    p.add_argument("--json", type=Path, help="write the results as JSON here")
-    p.add_argument(
-        "--bundle",
-        type=Path,
-        help="a bare image: install this built bundle (scripts/build-gpu-bundle) and run with it (gpu_bundle/run.py)",
-    )
-    p.add_argument("--dry-run", action="store_true", help="with --bundle: install and import everything, start no server")
-    opts = p.parse_args(argv)
-    if opts.dry_run and opts.bundle is None:
-        p.error("--dry-run needs --bundle")
-    if not 100 <= opts.max_new <= MAX_NEW:
-        p.error(f"--max-new must be 100..{MAX_NEW}, got {opts.max_new}")
-    unknown = sorted(set(opts.skip) - set(gpu_budget.STEPS))
-    if unknown:
-        p.error(f"--skip: unknown steps {unknown}")
-    if opts.budget_s is None:
-        opts.budget_s = 420.0 if opts.device == "cuda" else 0.0
-    if opts.fault_deadline_s is None:
-        opts.fault_deadline_s = 300.0 if opts.device == "cuda" else 600.0
-    return opts
-
-
-def _names(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
+    return gpu_check_args.parse(argv, __doc__)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,15 +107,18 @@ def _accept(meta: dict) -> float:
     return 1 + meta["spec_num_correct_drafts"] / max(1, meta["spec_verify_ct"])
 
 
-def switch_both_ways(server: RigServer, prompts: list[list[int]], *, tp: int, cuda: bool) -> tuple[str, dict]:
-    """Auto rule (threshold 2): one request speculates; 6 at once switch every rank to
-    target-only; one request again switches back."""
+def switch_both_ways(
+    server: RigServer, prompts: list[list[int]], *, tp: int, cuda: bool, floor: float = sw.WARM_FLOOR
+) -> tuple[str, dict]:
+    """Auto rule (threshold 2): one request speculates (accepting >= ``floor``: the rig's
+    trained pair 2.0, a real pair gpu_pair.PAIR_ACCEPT_FLOOR); 6 at once switch every rank
+    to target-only; one request again switches back."""
     want = {f"TP{r}" for r in range(tp)} if tp > 1 else {"-"}
     solo = server.request(
         "/generate", {"input_ids": prompts[0], "sampling_params": {"max_new_tokens": 60, "temperature": 0, "ignore_eos": True}}
     )
     first = _accept(solo["meta_info"])
-    assert first >= sw.WARM_FLOOR, f"one request accepts {first:.2f} < {sw.WARM_FLOOR}"
+    assert first >= floor, f"one request accepts {first:.2f} < {floor}"
     mark = len(server.log_text())
     sw.generate_ids(server, prompts[:6], 60)
     assert ranks_logging(server, sw.TO_TARGET_ONLY, mark) == want, "no switch to target-only"

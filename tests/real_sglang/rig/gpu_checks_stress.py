@@ -11,7 +11,8 @@ and the steps=0 memory per rank is still within the reserve (``memory_per_rank``
 CPU (graphs off, ``--max-total-tokens 4096``) the same path runs at a batch of 8 with
 256-token prompts: the mechanism, not the memory. With the rig's tiny models (2,048
 positions) the prompts are at most 1,536 tokens: production context lengths need a real
-pair, which the script has no option for yet (docs/gpu-check.md).
+pair: with ``--model``/``--draft-model`` the long prompts are the pair's own tokens, its
+context less the output, at most gpu_pair.STRESS_CAP (8,192) tokens.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from server_control.protocol import decision
 
 from . import gpu_checks_memory as gm
 from . import switching as sw
+from .gpu_pair import Workload
 from .server import RigServer
-from .trained_models import prompt_ids
 
 LONG_EVERY = 4  # one request in four has a long prompt
 MAX_NEW = 24
@@ -33,13 +34,14 @@ def _target_only_steps(server: RigServer) -> list[int]:
     return [r.get("target_graph", 0) + r.get("target_eager", 0) for r in rows]
 
 
-def stress_target_only(server: RigServer, *, cuda: bool) -> tuple[str, dict]:
+def stress_target_only(server: RigServer, work: Workload, *, cuda: bool) -> tuple[str, dict]:
     (state, *_) = server.request("/server_info")["internal_states"]
     limits = state[decision.STATE_KEY].get("limits") or {}
     running = limits.get("max_running_requests")
     assert isinstance(running, int) and running > 0, f"no effective max_running_requests published ({limits})"
-    batch, long_len = (running, 1536) if cuda else (min(running, 8), 256)
-    prompts = [prompt_ids(200 + i, long_len if i % LONG_EVERY == 0 else 64) for i in range(batch)]
+    batch = running if cuda else min(running, 8)
+    long_len = work.stress_length(cuda, MAX_NEW)
+    prompts = [work.long_prompt(i, long_len if i % LONG_EVERY == 0 else 64) for i in range(batch)]
     log = sw.LogWindow(server)
     before = _target_only_steps(server)
     sw.force(server, decision.TARGET_ONLY)

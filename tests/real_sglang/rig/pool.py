@@ -20,7 +20,8 @@ from .build import ModelPair, Rig, ensure_models, omp_bind, server_args, server_
 from .server import RigServer, plain_launch_argv
 
 SKIP_ENV = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
-# float32 end to end (SGLang's dtype "auto" would run a float32 checkpoint in float16)
+# float32 end to end (SGLang's dtype "auto" would run a float32 checkpoint in float16):
+# Spec.dtype's default, the rig's pairs
 COMMON_ARGS = ("--dtype", "float32")
 # the automatic rule: target-only above 2 decode requests, back at <= 1, after 2 steps
 PATCHED_ARGS = (
@@ -43,6 +44,9 @@ class Spec:
     skip_draft_extend: bool = False  # SKIP_ENV=1: SGLang skips draft-extend at steps=0
     tp: int = 1
     extra: tuple = ()
+    paths: tuple[str, str] | None = None  # (target, draft) directories: a pair from disk, not the rig's
+    dtype: str = "float32"
+    steps: int = 2  # draft steps (topk 1, steps + 1 draft tokens)
 
     @property
     def name(self) -> str:
@@ -58,10 +62,18 @@ def models(rig: Rig, kind: str) -> ModelPair:
     return deep_models.ensure(rig) if kind == deep_models.KIND else ensure_models(rig, kind)
 
 
+def pair_of(rig: Rig, spec: Spec) -> ModelPair:
+    """``spec``'s pair: its ``paths`` when set, else the rig's pair ``spec.models``."""
+    if spec.paths is not None:
+        return ModelPair(kind=spec.models, target=Path(spec.paths[0]), draft=Path(spec.paths[1]), facts={})
+    return models(rig, spec.models)
+
+
 def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict | None = None) -> RigServer:
     """Start ``spec`` (not waiting for it); ``env_extra`` joins its environment."""
     port = free_port()
-    pair = models(rig, spec.models)
+    pair = pair_of(rig, spec)
+    dtype = ("--dtype", spec.dtype)
     env = server_env(rig, overlap=spec.overlap)
     env.update(env_extra or {})
     if spec.skip_draft_extend:
@@ -70,13 +82,17 @@ def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict
         env["SGLANG_CPU_OMP_THREADS_BIND"] = omp_bind(spec.tp)
     if spec.patched:
         args = server_args(
-            rig, port, models=pair, overlap=spec.overlap, tp=spec.tp, extra=[*COMMON_ARGS, *PATCHED_ARGS, *spec.extra]
+            rig,
+            port,
+            steps=spec.steps,
+            models=pair,
+            overlap=spec.overlap,
+            tp=spec.tp,
+            extra=[*dtype, *PATCHED_ARGS, *spec.extra],
         )
         argv = [sys.executable, "-m", "server_control.sglang_patch.serve", *args]
     else:
-        argv = plain_launch_argv(
-            server_args(rig, port, models=pair, speculative=False, tp=spec.tp, extra=[*COMMON_ARGS, *spec.extra])
-        )
+        argv = plain_launch_argv(server_args(rig, port, models=pair, speculative=False, tp=spec.tp, extra=[*dtype, *spec.extra]))
     return RigServer.start(argv, env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s)
 
 
@@ -93,7 +109,7 @@ class OneAtATime:
     def get(self, spec: Spec) -> RigServer:
         if spec != self.spec:
             self.close()
-            models(self.rig, spec.models)  # trained on first use: not start-up time
+            pair_of(self.rig, spec)  # trained on first use: not start-up time
             t0 = time.monotonic()
             self.spec = spec
             self.server = self.launcher(self.rig, spec, self.log_dir, self.lifetime_s)
