@@ -76,6 +76,8 @@ def test_defaults_follow_the_pair(tmp_path, capsys):
     real = gpu_check.parse(pair)
     assert (real.real_pair, real.dtype, real.attention_backend, real.mem_fraction_static) == (True, "auto", None, None)
     assert (real.speculative_num_steps, real.context_length) == (3, gpu_check_args.CONTEXT_CAP)
+    assert (real.budget_s, rig.budget_s, gpu_check.parse([]).budget_s) == (0, 0, 420)  # cuda, rig's pair: 420
+    assert gpu_check.parse([*pair, "--budget-s", "500"]).budget_s == 500
     assert gpu_check.parse([*pair, "--max-new", "1000"]).max_new == 1000
     own = gpu_check.parse([*pair, "--dtype", "bfloat16", "--context-length", "8192", "--speculative-num-steps", "5"])
     assert (own.dtype, own.context_length, own.speculative_num_steps) == ("bfloat16", 8192, 5)

@@ -7,7 +7,8 @@ serves that target + EAGLE-3 draft pair from disk instead: each must be a direct
 a ``config.json`` (refused with the reason otherwise, exit 2), ``--dtype`` defaults to
 ``auto``, SGLang picks the attention backend and the memory fraction, the draft runs 3
 steps (topk 1, 4 draft tokens: the patch supports topk 1 only) and the context length is
-the target's ``max_position_embeddings`` capped at ``CONTEXT_CAP``.
+the target's ``max_position_embeddings`` capped at ``CONTEXT_CAP``; no time budget unless
+``--budget-s`` is given (gpu_budget's estimates are the tiny pair's).
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--budget-s",
         type=float,
         default=None,
-        help="time budget, seconds (default 420 on cuda: one device call < 8 min; 0 on cpu: none); "
+        help="time budget, seconds (default 420 on cuda with the rig's pair: one device call < 8 min; 0 on cpu "
+        "or with a real pair: none); "
         "what does not fit is reported SKIP (tests/real_sglang/rig/gpu_budget.py)",
     )
     p.add_argument("--skip", type=_names, default=[], help=f"comma-separated steps not to run: {', '.join(gpu_budget.STEPS)}")
@@ -151,7 +153,8 @@ def parse(argv: list[str], description: str | None = None) -> argparse.Namespace
     if unknown:
         p.error(f"--skip: unknown steps {unknown}")
     if opts.budget_s is None:
-        opts.budget_s = 420.0 if opts.device == "cuda" else 0.0
+        # the estimates are the tiny pair's; a real pair: none unless given
+        opts.budget_s = 420.0 if opts.device == "cuda" and not opts.real_pair else 0.0
     if opts.fault_deadline_s is None:
         opts.fault_deadline_s = 300.0 if opts.device == "cuda" else 600.0
     return opts
