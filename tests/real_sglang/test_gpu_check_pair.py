@@ -27,7 +27,7 @@ from tests.real_sglang.rig.switching import WARM_FLOOR
 def _model(root: Path, name: str, positions: int | None = 4096) -> Path:
     d = root / name
     d.mkdir()
-    config = {"architectures": ["LlamaForCausalLM"]}
+    config: dict[str, object] = {"architectures": ["LlamaForCausalLM"]}
     if positions is not None:
         config["max_position_embeddings"] = positions
     (d / "config.json").write_text(json.dumps(config))
