@@ -3,7 +3,7 @@
     python -m benchmarks.advise_rig [--models trained] [--levels 2,4,6,8,10] [--threshold N]
                                     [--share 0.1] [--explore-s 180] [--hold 4] [--rounds 3]
                                     [--warmup 2] [--measure 6] [--max-tokens 64] [--threads 1]
-                                    [--url URL] [--json] [--out FILE]
+                                    [--url URL] [--json] [--out FILE] [--summarise FILE]
 
 One patched server (tests/real_sglang/rig, ``--enable-metrics``; ``--url``: a running one),
 two phases on it:
@@ -233,6 +233,8 @@ async def run(url: str, opts: argparse.Namespace, log: Callable[[str], None]) ->
     log(f"phase 1: N={opts.threshold}, exploration {setup['exploration']}, clients {min(opts.levels)}-{max(opts.levels)}")
     p1 = await explore_phase(url, opts, log)
     before: Reading = p1.pop("_reading")
+    if opts.out:  # phase 1 kept even if phase 2 fails
+        opts.out.write_text(json.dumps({"setup": setup, "phase1": p1}, indent=1, default=str))
     async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
         if not await _set(client, url, {explore.SHARE_KEY: 0.0}) and setup["share_set_at_runtime"]:
             raise RuntimeError("the server refused exploration share 0")
@@ -269,6 +271,8 @@ def render(out: dict[str, Any]) -> str:
             for m in (SPEC, TARGET)
         ]
         lines.append(f"{(str(hi) if lo == hi else f'{lo}-{hi}'):>8}   {cells[0]}   {cells[1]}")
+    for r in p1["readings"]:
+        lines.append(f"advisor at {r['at_s']} s: N={r['suggested']}, interval {r['interval']}: {r['sentence']}")
     lines.append(
         f"advisor: verdict {adv['verdict']}, crossover {adv['crossover']}, N={adv['suggested']}, "
         f"interval {adv['interval']}: {adv['sentence']}"
@@ -311,6 +315,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--url", help="a running patched server (else one is started)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path)
+    p.add_argument("--summarise", type=Path, help="print a saved --out file again (no server)")
     opts = p.parse_args(argv)
     if opts.threshold is None:
         opts.threshold = opts.levels[len(opts.levels) // 2]
@@ -321,6 +326,9 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     opts = options(argv)
+    if opts.summarise:
+        print(render(json.loads(opts.summarise.read_text())))
+        return 0
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
