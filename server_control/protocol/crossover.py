@@ -173,7 +173,8 @@ def _crossover(fits: dict[str, Fit]) -> tuple[str, int | None]:
         if b > MAX_N + 1:
             return "speculation_wins", None
         return ("target_only_wins" if b == 1 else "crossover"), b
-    return ("target_only_wins", 1) if c < 0 else ("speculation_wins", None)
+    # d <= 0: target-only's lead does not grow with the batch: it wins from batch 1 or nowhere
+    return ("target_only_wins", 1) if d > c else ("speculation_wins", None)
 
 
 def _measured(

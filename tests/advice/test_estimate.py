@@ -84,3 +84,31 @@ def test_exploration_learns_fast_after_n_changes_then_falls_back_to_its_share():
     a, b = Explorer(0.02), Explorer(0.02)  # two ranks: the same steps flip, learning included
     seq = [(i, 5 + i % 7, 6 + (i // 300) % 3) for i in range(3000)]
     assert [a.mode("speculative", i, bs, n) for i, bs, n in seq] == [b.mode("speculative", i, bs, n) for i, bs, n in seq]
+
+
+def _bucket(mode, b, step_ms, tokens_per_step, n=100):
+    from server_control.protocol.cost_curves import Bucket
+
+    t, k = step_ms / 1000, tokens_per_step
+    return Bucket(mode, b, b, n, n * t, n * t * t, n * b, n, n * k, n * k * k, None)
+
+
+def test_speculation_faster_at_every_batch_is_never_called_target_only_wins():
+    # seen on the CPU rig (benchmarks/advise_rig, 2026-12-02): speculation 2-3x faster at
+    # every batch both modes ran, but a target-only line through the origin (intercept
+    # <= a third of speculation's) gave d < 0 and c < 0, read as "target-only wins
+    # everywhere": N=1 "would give -40% at batch 2-8"
+    from server_control.protocol.cost_curves import Curves
+
+    spec = {b: 8.0 + 2.4 * b for b in range(1, 15)}
+    tgt = {b: 4.0 * b for b in range(5, 17)}  # 250 tok/s at every batch
+    got = Curves(
+        32,
+        0,
+        tuple(_bucket("speculative", b, ms, 3 * b) for b, ms in spec.items())
+        + tuple(_bucket("target_only", b, ms, b) for b, ms in tgt.items()),
+    )
+    e = estimate(got)
+    assert all(e.tok_s("speculative", b) > e.tok_s("target_only", b) for b in range(1, 17))
+    assert e.verdict == "speculation_wins" and e.suggested == 0, (e.verdict, e.crossover)
+    assert e.interval == (0, 0)
