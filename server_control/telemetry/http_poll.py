@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from server_control.model.load import Load
-from server_control.sanitize import clean_json, strip_controls
+from server_control.sanitize import loads_clean, strip_controls
 from server_control.telemetry.lean_get import AnswerTooLarge, LeanGet
 from server_control.telemetry.sample import (
     Sample,
@@ -198,7 +198,7 @@ class HttpPoller:
 
     async def get_json(self, path: str) -> object:
         resp = await self.get(path)
-        return clean_json(json.loads(resp.content.decode("utf-8")))  # shown later: terminal-safe now
+        return loads_clean(resp.content.decode("utf-8"))  # shown later: terminal-safe now
 
     async def server_info(self) -> dict[str, Any]:
         try:
