@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any
 
 from server_control.logs.pattern import compile_pattern
-from server_control.logs.record import CONSOLE, DISPLAY_CAP, KINDS, Record, is_long
+from server_control.logs.record import CONSOLE, DECODE, DISPLAY_CAP, KINDS, Record, is_long
 
 DEFAULT_CAPACITY = 100_000
 
@@ -132,6 +132,18 @@ class LogStore:
 
     def tail(self, n: int) -> list[Record]:
         return self._newest(n)
+
+    def tail_of_kind(self, kind: str, n: int) -> list[Record]:
+        """The records of ``kind`` among the newest ``n``, oldest first: only the kind column
+        is read for the others (the poller's look for decode lines, every poll)."""
+        k = min(n, len(self._kinds))
+        last = len(self._kinds) - 1
+        picked = [last - j for j, kd in enumerate(islice(reversed(self._kinds), k)) if kd == kind]
+        return [self._record(i) for i in reversed(picked)]
+
+    def decode_tail(self, n: int) -> list[Record]:
+        """The `Decode batch` records among the newest ``n`` (what the poller reads a load from)."""
+        return self.tail_of_kind(DECODE, n)
 
     def records(self) -> list[Record]:
         return self._newest(len(self._raws))
