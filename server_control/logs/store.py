@@ -141,8 +141,9 @@ class LogStore:
         picked = [last - j for j, kd in enumerate(islice(reversed(self._kinds), k)) if kd == kind]
         return [self._record(i) for i in reversed(picked)]
 
-    def decode_tail(self, n: int) -> list[Record]:
-        """The `Decode batch` records among the newest ``n`` (what the poller reads a load from)."""
+    def decode_tail(self, n: int = 400) -> list[Record]:
+        """The `Decode batch` records among the newest ``n`` (the session's poller reads a load
+        from them: telemetry/http_poll.py)."""
         return self.tail_of_kind(DECODE, n)
 
     def records(self) -> list[Record]:
