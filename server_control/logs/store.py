@@ -51,6 +51,7 @@ class LogStore:
         self._raws: deque[str] = deque(maxlen=capacity)
         self.total = 0  # records ever stored
         self.truncated = 0  # records with a line longer than display_cap (kept whole)
+        self._decode_made: dict[int, Record] = {}  # decode_tail's last records, by seq
 
     # ---- adding -----------------------------------------------------------------------
     def extend_columns(self, nums: list[int], kinds: list[str], raws: list[str]) -> int:
@@ -143,8 +144,15 @@ class LogStore:
 
     def decode_tail(self, n: int = 400) -> list[Record]:
         """The `Decode batch` records among the newest ``n`` (the session's poller reads a load
-        from them: telemetry/http_poll.py)."""
-        return self.tail_of_kind(DECODE, n)
+        from them every poll: telemetry/http_poll.py). A record returned by the last call is
+        returned again as the same object, its fields parsed once, not at every poll."""
+        k = min(n, len(self._kinds))
+        last, first = len(self._kinds) - 1, self.first_seq
+        picked = [last - j for j, kd in enumerate(islice(reversed(self._kinds), k)) if kd == DECODE]
+        made = self._decode_made
+        out = [made.get(first + i) or self._record(i) for i in reversed(picked)]
+        self._decode_made = {r.seq: r for r in out}
+        return out
 
     def records(self) -> list[Record]:
         return self._newest(len(self._raws))

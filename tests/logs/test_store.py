@@ -84,6 +84,21 @@ def test_tail_of_kind_is_the_tail_filtered_by_kind():
     assert [r.seq for r in store.decode_tail(400)] == [13] and store.decode_tail(400)[0].running_req == 8
 
 
+def test_decode_tail_gives_the_records_it_gave_before_again_parsed_once():
+    """Every poll asks for the decode records: the ones it had already are the same objects
+    (their fields parsed once), the new ones are added, and the list equals the tail's."""
+    store = LogStore(capacity=10)
+    store.extend(parse_text(LOG))
+    before = store.decode_tail(400)
+    store.extend(parse_text(LOG))
+    after = store.decode_tail(400)
+    assert [r.seq for r in after] == [7] and after[0] is not before[0]  # seq 1 was dropped
+    store.extend(parse_text(LOG.splitlines()[0] + "\n"))
+    again = store.decode_tail(400)
+    assert [r.seq for r in again] == [7, 13] and again[0] is after[0]
+    assert [(r.seq, r.raw) for r in again] == [(r.seq, r.raw) for r in store.tail(400) if r.kind == "decode"]
+
+
 def test_filter_by_regex_invert_kind_rank():
     store = make_store()
     assert [r.seq for r in store.filter("switched")] == [2, 5]
