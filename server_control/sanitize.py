@@ -12,6 +12,7 @@ terminal shows, e.g. U+202E turns the rest of a line around). Tab and newline st
 
 from __future__ import annotations
 
+import json
 import re
 
 _ESCAPES = re.compile(
@@ -45,6 +46,16 @@ def clean_json(value: object) -> object:
     if isinstance(value, list):
         return [clean_json(v) for v in value]
     return value
+
+
+def loads_clean(text: str) -> object:
+    """``clean_json(json.loads(text))``, without the walk when ``text`` holds nothing to
+    remove: no unsafe character and no backslash (an escape, ``\\u001b`` or ``\\b``, is how a
+    JSON string brings a control character that the raw text does not show)."""
+    value = json.loads(text)
+    if "\\" not in text and _UNSAFE.search(text) is None:
+        return value
+    return clean_json(value)
 
 
 def clean_lines(data: bytes) -> list[str]:

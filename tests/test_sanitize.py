@@ -1,6 +1,8 @@
 """server_control.sanitize: the one place escape sequences and control characters go."""
 
-from server_control.sanitize import clean_bytes, clean_json, strip_controls
+import json
+
+from server_control.sanitize import clean_bytes, clean_json, loads_clean, strip_controls
 
 
 def test_clean_text_keeps_tabs_and_newlines():
@@ -41,3 +43,21 @@ def test_every_string_sequence_and_its_c1_form_goes_with_its_payload():
 def test_clean_json_cleans_every_string_key_and_value():
     doc = {"model_path": "m\x1b]0;t\x07", "internal_states": [{"k\x1b[1m": ["v\u009b2J", 5, None, True]}]}
     assert clean_json(doc) == {"model_path": "m", "internal_states": [{"k": ["v", 5, None, True]}]}
+
+
+def test_loads_clean_equals_clean_json_of_loads_for_escapes_and_raw_controls():
+    """The fast path (no walk when there is nothing to remove) never lets a control through:
+    one brought by a JSON escape (``\\u001b``, ``\\b``, ``\\r``) or raw (C1, bidi) is removed as
+    ``clean_json`` removes it; a body without any is returned as parsed."""
+    bodies = [
+        '{"version": "0.5.23", "args": ["--port", 30000], "ok": true}',
+        '{"model": "x\\u001b[31mred\\u001b[0m"}',
+        '{"m\\u001b]0;t\\u0007": 1}',
+        '{"m": "back\\bspace and \\r return and \\f feed"}',
+        '{"m": "raw c1 \u009b31m and bidi \u202e gnp.exe"}',
+        '{"m": "tab\\t and newline\\n stay"}',
+    ]
+    for body in bodies:
+        assert loads_clean(body) == clean_json(json.loads(body)), body
+    assert loads_clean(bodies[1]) == {"model": "xred"}
+    assert loads_clean(bodies[3]) == {"m": "backspace and  return and  feed"}

@@ -131,18 +131,21 @@ class FleetScreen(Screen):
         self.table.show(self.order, self.last_rows)
         if cursor in self.order and self.order.index(cursor) != self.table.cursor_row:
             self.table.move_cursor(self.order.index(cursor))
+        # each line only when it changed, and without re-laying the screen out (their heights
+        # stay: the header and the workers one line, the aggregate one or two)
         header = self.header(len(rows))
-        if header != self._header:  # an update re-lays the screen out: only when it changed
+        if header != self._header:
             self._header = header
-            self.query_one("#fleet-header", Static).update(header)
+            self.query_one("#fleet-header", Static).update(header, layout=False)
         aggregate = aggregate_line(self.rows_cache, self.fleet.gateway_status)
         if aggregate != self._aggregate:
+            taller = self._aggregate is None or len(aggregate.split()) != len(self._aggregate.split())
             self._aggregate = aggregate
-            self.query_one("#fleet-aggregate", Static).update(aggregate)
+            self.query_one("#fleet-aggregate", Static).update(aggregate, layout=taller)
         workers = gateway_workers(self.fleet.gateway_status, frozenset(r.name for r in self.rows_cache if stale(r)))
         if workers != self._workers:
             self._workers = workers
-            self.query_one("#fleet-gateway", Static).update(workers)
+            self.query_one("#fleet-gateway", Static).update(workers, layout=False)
         self.painted_at = time.monotonic()
 
     def header(self, shown: int) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from server_control.fleet.gateway import Gateway, GatewayStatus
+from server_control.fleet.gateway_metrics import METRICS_EVERY_S
 from server_control.fleet.member import FAILED, OK, Member, MemberResult, MemberRow
 from server_control.fleet.spec import FleetSpec
 from server_control.model.vocabulary import RunState
@@ -81,18 +82,20 @@ class Fleet:
         assert self.gateway is not None
         while True:
             try:
-                await self.read_gateway(reconcile=True)
+                await self.read_gateway(reconcile=True, traffic_max_age_s=METRICS_EVERY_S)
             except Exception:  # noqa: BLE001 - the next round tries again
                 log.exception("reading the gateway failed")
             await asyncio.sleep(self.spec.poll_interval_s)
 
-    async def read_gateway(self, reconcile: bool = False) -> GatewayStatus | None:
+    async def read_gateway(self, reconcile: bool = False, traffic_max_age_s: float = 0.0) -> GatewayStatus | None:
+        """The gateway's status now; its traffic figures may be up to ``traffic_max_age_s`` old
+        (the watch's: smg's ``/metrics`` is read every METRICS_EVERY_S, not every poll)."""
         if self.gateway is None:
             return None
         self.gateway.set_members(self._worker_urls())
-        status = await self.gateway.read()
+        status = await self.gateway.read(traffic_max_age_s)
         if reconcile and status.reachable and await self.gateway.reconcile(status):
-            status = await self.gateway.read()
+            status = await self.gateway.read(traffic_max_age_s)
         self.gateway_status = status
         self._publish(GATEWAY)
         return status
@@ -162,7 +165,7 @@ class Fleet:
         wanted = set(self._worker_urls().values()) & launched
         routed: set[str] = set()
         while True:
-            status = await self.read_gateway(reconcile=True)
+            status = await self.read_gateway(reconcile=True, traffic_max_age_s=METRICS_EVERY_S)
             if status is not None:
                 routed = {w.member for w in status.workers if w.healthy and w.member in wanted}
             if routed >= wanted or time.monotonic() >= deadline:

@@ -284,7 +284,9 @@ class Gateway:
     async def wait_ready(self, timeout_s: float) -> str:
         return await self.sup.wait_ready(timeout_s)
 
-    async def read(self) -> GatewayStatus:
+    async def read(self, traffic_max_age_s: float = 0.0) -> GatewayStatus:
+        """The worker list (read now) and smg's traffic (``/metrics``: the last read while it is
+        younger than ``traffic_max_age_s``; gateway_metrics.TrafficReader)."""
         run = self.sup.status()
         state = run.state or "unknown"
         try:
@@ -303,7 +305,7 @@ class Gateway:
             )
         if state == RunState.STARTING and not self.supervise:
             state = RunState.READY  # nobody here runs the health checks: it answered, it is up
-        traffic = await self.traffic.read(self.sup.record)
+        traffic = await self.traffic.read(self.sup.record, traffic_max_age_s)
         return GatewayStatus(
             self.url, state, True, workers=workers, pid=run.pid, restarts=run.restarts, log_path=run.log_path, traffic=traffic
         )

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 WINDOW_S = 60.0
 METRICS_MAX_BYTES = 2 << 20  # smg's answer is ~30 KB with one worker; it grows per worker
 METRICS_DEADLINE_S = 2.0
+METRICS_EVERY_S = 5.0  # the fleet's gateway watch reads /metrics at most this often (rates over WINDOW_S)
 REQUESTS = "smg_router_requests_total"
 RESPONSES = "smg_http_responses_total"
 DURATION = "smg_router_request_duration_seconds_bucket"
@@ -220,14 +221,20 @@ def _started(record: RunRecord) -> float | None:
 
 class TrafficReader:
     """Reads smg's ``/metrics`` (capped at METRICS_MAX_BYTES, within METRICS_DEADLINE_S) for the
-    gateway run in ``record`` and keeps that run's TrafficWindow."""
+    gateway run in ``record`` and keeps that run's TrafficWindow. The rates are over a minute:
+    a caller that asks every poll (the fleet's gateway watch) passes ``max_age_s`` and gets the
+    last rates while they are younger than that, so that ``/metrics`` (tens of KB, more per
+    worker, parsed line by line) is read once per ``max_age_s``; a new gateway run is read at
+    once."""
 
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
         self.window = TrafficWindow()
         self._run: tuple[int, float] | None = None
+        self._last: tuple[float, GatewayRates] | None = None  # (monotonic time read, its rates)
+        self.reads = 0  # /metrics requests sent
 
-    async def read(self, record: RunRecord | None) -> GatewayRates:
+    async def read(self, record: RunRecord | None, max_age_s: float = 0.0) -> GatewayRates:
         if record is None:
             return GatewayRates(error="no gateway run record")
         url = prometheus_url(record)
@@ -236,6 +243,16 @@ class TrafficReader:
         if self._run != (record.pid, record.create_time):
             self._run = (record.pid, record.create_time)
             self.window.reset(_started(record))
+            self._last = None
+        now = time.monotonic()
+        if self._last is not None and now - self._last[0] < max_age_s:
+            return self._last[1]
+        rates = await self._read(url)
+        self._last = (now, rates)
+        return rates
+
+    async def _read(self, url: str) -> GatewayRates:
+        self.reads += 1
         try:
             resp = await bounded_request(self.client, "GET", url, max_bytes=METRICS_MAX_BYTES, deadline_s=METRICS_DEADLINE_S)
             resp.raise_for_status()

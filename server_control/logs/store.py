@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any
 
 from server_control.logs.pattern import compile_pattern
-from server_control.logs.record import CONSOLE, DISPLAY_CAP, KINDS, Record, is_long
+from server_control.logs.record import CONSOLE, DECODE, DISPLAY_CAP, KINDS, Record, is_long
 
 DEFAULT_CAPACITY = 100_000
 
@@ -51,6 +51,7 @@ class LogStore:
         self._raws: deque[str] = deque(maxlen=capacity)
         self.total = 0  # records ever stored
         self.truncated = 0  # records with a line longer than display_cap (kept whole)
+        self._decode_made: dict[int, Record] = {}  # decode_tail's last records, by seq
 
     # ---- adding -----------------------------------------------------------------------
     def extend_columns(self, nums: list[int], kinds: list[str], raws: list[str]) -> int:
@@ -132,6 +133,26 @@ class LogStore:
 
     def tail(self, n: int) -> list[Record]:
         return self._newest(n)
+
+    def tail_of_kind(self, kind: str, n: int) -> list[Record]:
+        """The records of ``kind`` among the newest ``n``, oldest first: only the kind column
+        is read for the others (the poller's look for decode lines, every poll)."""
+        k = min(n, len(self._kinds))
+        last = len(self._kinds) - 1
+        picked = [last - j for j, kd in enumerate(islice(reversed(self._kinds), k)) if kd == kind]
+        return [self._record(i) for i in reversed(picked)]
+
+    def decode_tail(self, n: int = 400) -> list[Record]:
+        """The `Decode batch` records among the newest ``n`` (the session's poller reads a load
+        from them every poll: telemetry/http_poll.py). A record returned by the last call is
+        returned again as the same object, its fields parsed once, not at every poll."""
+        k = min(n, len(self._kinds))
+        last, first = len(self._kinds) - 1, self.first_seq
+        picked = [last - j for j, kd in enumerate(islice(reversed(self._kinds), k)) if kd == DECODE]
+        made = self._decode_made
+        out = [made.get(first + i) or self._record(i) for i in reversed(picked)]
+        self._decode_made = {r.seq: r for r in out}
+        return out
 
     def records(self) -> list[Record]:
         return self._newest(len(self._raws))

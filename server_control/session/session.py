@@ -76,7 +76,7 @@ class Session:
         self.parts = SnapshotParts(self.panels, self.timeline)
         self.runtime = SwitchWatch()
         self.poller = HttpPoller(
-            self.url, api_key, interval_s=poll_interval_s, records_fn=lambda: self.store.tail(400), on_sample=self._on_sample
+            self.url, api_key, interval_s=poll_interval_s, records_fn=self.store.decode_tail, on_sample=self._on_sample
         )
         self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
         self.control = Control(

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from itertools import islice
 from types import MappingProxyType
+from typing import Any
 
 from server_control.control.guard import shown
 from server_control.model.snapshot import MODES, ModeShare, Series, ServerStatus, SettingChange, SpecStatus, Switch, Timeline
@@ -27,14 +29,31 @@ class SnapshotParts:
         self.panels = panels
         self.timeline = timeline
         self._series: tuple[int, Series] = (-1, Series())  # (panels.version, built)
+        self._built: dict[str, tuple[int, tuple[Any, ...]]] = {}  # panel -> (points added then, its tuple)
         self._switches: tuple[int, tuple[Switch, ...]] = (-1, ())  # (timeline.version, built)
 
     def series(self) -> Series:
         version, built = self._series
         if version != self.panels.version:
-            built = Series(*(tuple((round(t, 3), v) for t, v in self.panels.series[name]) for name in PANELS))
+            built = Series(*(self._panel(name) for name in PANELS))
             self._series = (self.panels.version, built)
         return built
+
+    def _panel(self, name: str) -> tuple[Any, ...]:
+        """The panel's points as the snapshot's tuple: only the points added since the last
+        build are rounded and appended (a snapshot a second with 600 points a panel)."""
+        points, added = self.panels.series[name], self.panels.added[name]
+        then, old = self._built.get(name, (0, ()))
+        new = added - then
+        if new == 0:
+            return old
+        if new >= len(points) or not old:
+            out = tuple((round(t, 3), v) for t, v in points)
+        else:
+            fresh = tuple((round(t, 3), v) for t, v in islice(points, len(points) - new, None))
+            out = (old + fresh)[-len(points) :]
+        self._built[name] = (added, out)
+        return out
 
     def timeline_of(self, s: Sample | None) -> Timeline:
         """The last ``SWITCHES_SHOWN`` switches and the share of each mode (``s``: the last poll)."""

@@ -23,7 +23,8 @@ from typing import Any
 import httpx
 
 from server_control.model.load import Load
-from server_control.sanitize import clean_json, strip_controls
+from server_control.sanitize import loads_clean, strip_controls
+from server_control.telemetry.lean_get import AnswerTooLarge, LeanGet
 from server_control.telemetry.sample import (
     Sample,
     fresh_decode_load,
@@ -40,10 +41,6 @@ DEFAULT_TIMEOUT_S = 2.0
 FRESH_LOG_S = 3.0  # a decode line stamped longer ago than this (or 3 intervals) is not live
 MIN_INTERVAL_S = 0.05
 MAX_BODY_BYTES = 4 << 20  # every answer a control-plane client reads is capped at this
-
-
-class AnswerTooLarge(httpx.RequestError):
-    """The server's answer (its body) is larger than the cap: not read further."""
 
 
 async def bounded_request(
@@ -160,6 +157,7 @@ class HttpPoller:
         self._log_seq = 0  # newest log record seen at the last poll
         self._log_primed = False
         self._client: httpx.AsyncClient | None = None
+        self._lean: LeanGet | None = None  # plain http://: the poll's GETs (lean_get.py), not httpx
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._loads_ok = True  # flips to False after a 404, re-tried every 30 polls
@@ -178,16 +176,29 @@ class HttpPoller:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+        if self._lean is not None:
+            await self._lean.aclose()
+
+    def lean(self) -> LeanGet | None:
+        """The GET of lean_get.py for a plain http:// server (a sixth of httpx's CPU a request);
+        None for https:// (httpx)."""
+        if self._lean is None and self.url.startswith("http://"):
+            self._lean = LeanGet(self.url, auth_headers(self.api_key), self.timeout_s)
+        return self._lean
 
     async def get(self, path: str) -> httpx.Response:
         self.requests += 1
-        resp = await bounded_request(self.client(), "GET", self.url + path)
+        lean = self.lean()
+        if lean is not None:
+            resp = await lean.get(path, max_bytes=MAX_BODY_BYTES, deadline_s=2.0 * max(1.0, self.timeout_s))
+        else:
+            resp = await bounded_request(self.client(), "GET", self.url + path)
         resp.raise_for_status()
         return resp
 
     async def get_json(self, path: str) -> object:
         resp = await self.get(path)
-        return clean_json(json.loads(resp.content.decode("utf-8")))  # shown later: terminal-safe now
+        return loads_clean(resp.content.decode("utf-8"))  # shown later: terminal-safe now
 
     async def server_info(self) -> dict[str, Any]:
         try:

@@ -30,10 +30,12 @@ class PanelSeries:
         self.maxlen = maxlen
         self.series: dict[str, deque[Any]] = {name: deque(maxlen=maxlen) for name in PANELS}
         self.version = 0  # grows with every point added (consumers rebuild only on a change)
+        self.added: dict[str, int] = dict.fromkeys(PANELS, 0)  # points ever added, per panel
 
     def add(self, name: str, t: float, value: float | None) -> None:
         if value is not None:
             self.series[name].append((t, value))
+            self.added[name] += 1
             self.version += 1
 
     def add_sample(self, sample: Sample) -> None:

@@ -123,3 +123,48 @@ def test_prometheus_url_from_the_run_argv():
         "http://127.0.0.1:29001/metrics"
     )
     assert prometheus_url(_record(["x", "--prometheus-port", "nope"])) is None
+
+
+async def test_metrics_are_read_at_most_every_few_seconds_and_at_once_for_a_new_run():
+    """The fleet's watch asks for the traffic every poll; /metrics (tens of KB, parsed line by
+    line) is read once per ``max_age_s``, the reads in between answer the last rates; a new
+    gateway run is read at once. A real listener on loopback counts the requests."""
+    import dataclasses
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.setblocking(False)
+    port = srv.getsockname()[1]
+    asked: list[bytes] = []
+    body = SMG_TEXT.encode()
+
+    async def serve():
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(srv)
+            asked.append(await loop.sock_recv(conn, 65536))
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+            await loop.sock_sendall(conn, head % len(body) + body)
+            conn.close()
+
+    task = asyncio.create_task(serve())
+    try:
+        async with httpx.AsyncClient(timeout=1.0, trust_env=False) as client:
+            reader = TrafficReader(client)
+            record = _record(["smg", "--prometheus-port", str(port)])
+            first = await reader.read(record, max_age_s=0.3)
+            again = [await reader.read(record, max_age_s=0.3) for _ in range(5)]
+            assert len(asked) == 1 and reader.reads == 1
+            assert all(r == first for r in again) and first.error is None, first
+            await asyncio.sleep(0.35)
+            await reader.read(record, max_age_s=0.3)
+            assert len(asked) == 2
+            restarted = dataclasses.replace(record, pid=record.pid + 1)
+            await reader.read(restarted, max_age_s=0.3)
+            assert len(asked) == 3  # another run: its own counters, read now
+            await reader.read(restarted)
+            assert len(asked) == 4  # max_age_s 0 (`fleet status`, a test): read now
+    finally:
+        task.cancel()
+        srv.close()

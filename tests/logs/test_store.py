@@ -72,6 +72,33 @@ def test_since_and_tail():
     assert [r.seq for r in small.since(1)] == [5, 6]  # only what is still in memory
 
 
+def test_tail_of_kind_is_the_tail_filtered_by_kind():
+    """The poller's look for decode lines (``decode_tail``) reads only the kind column of the
+    others: the same records, seqs and text as filtering the tail, after drops too."""
+    store = LogStore(capacity=10)
+    store.extend(parse_text(LOG * 3))  # 18 records, the oldest 8 dropped
+    for n in (0, 1, 2, 5, 7, 10, 400):
+        for kind in ("decode", "spec_switch", "http"):
+            want = [(r.seq, r.raw) for r in store.tail(n) if r.kind == kind]
+            assert [(r.seq, r.raw) for r in store.tail_of_kind(kind, n)] == want, (n, kind)
+    assert [r.seq for r in store.decode_tail(400)] == [13] and store.decode_tail(400)[0].running_req == 8
+
+
+def test_decode_tail_gives_the_records_it_gave_before_again_parsed_once():
+    """Every poll asks for the decode records: the ones it had already are the same objects
+    (their fields parsed once), the new ones are added, and the list equals the tail's."""
+    store = LogStore(capacity=10)
+    store.extend(parse_text(LOG))
+    before = store.decode_tail(400)
+    store.extend(parse_text(LOG))
+    after = store.decode_tail(400)
+    assert [r.seq for r in after] == [7] and after[0] is not before[0]  # seq 1 was dropped
+    store.extend(parse_text(LOG.splitlines()[0] + "\n"))
+    again = store.decode_tail(400)
+    assert [r.seq for r in again] == [7, 13] and again[0] is after[0]
+    assert [(r.seq, r.raw) for r in again] == [(r.seq, r.raw) for r in store.tail(400) if r.kind == "decode"]
+
+
 def test_filter_by_regex_invert_kind_rank():
     store = make_store()
     assert [r.seq for r in store.filter("switched")] == [2, 5]

@@ -219,3 +219,26 @@ def test_a_switch_keeps_its_own_time_not_when_it_was_read():
     t2 = ModeTimeline()
     t2.add_sample(s)
     assert t2.events[0]["t"] == now - 30.0  # the patch's own time of the switch, not the poll's
+
+
+def test_the_snapshots_series_built_from_the_new_points_equals_a_full_build():
+    """The snapshot's series are appended to with the points added since the last build (a
+    fleet builds 32 snapshots a second, 600 points a panel): after any number of points, with
+    the panels full and dropping, they equal the tuples built from every point."""
+    import random  # noqa: PLC0415
+
+    from server_control.session.snapshot_parts import SnapshotParts  # noqa: PLC0415
+    from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries  # noqa: PLC0415
+
+    panels = PanelSeries(maxlen=50)
+    parts = SnapshotParts(panels, ModeTimeline())
+    rng = random.Random(7)
+    t = 1000.0
+    for _ in range(60):
+        for _ in range(rng.choice((0, 1, 1, 2, 7, 49, 50, 51, 120))):
+            t += 0.1234567
+            name = rng.choice(PANELS)
+            panels.add(name, t, rng.random())
+        got = parts.series()
+        for name in PANELS:
+            assert getattr(got, name) == tuple((round(a, 3), v) for a, v in panels.series[name]), name

@@ -183,3 +183,36 @@ async def test_l_without_a_gateway_log_says_so():
         await pilot.pause()
         assert isinstance(app.screen, FleetScreen)
         assert any("no gateway log" in n.message for n in app._notifications)
+
+
+async def test_new_figures_repaint_the_lines_without_re_laying_the_screen_out():
+    """A second's new tok/s changes the aggregate line's text, not its height: the line is
+    repainted, the screen is not laid out again (a layout pass every second, on every line);
+    the gateway coming or going (one line more or less) does lay it out."""
+    from textual.widgets import Static  # noqa: PLC0415
+
+    fleet = _Rows(ROWS)
+    app = _host(fleet)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        layouts: list[str] = []
+        for wid in ("#fleet-aggregate", "#fleet-header", "#fleet-gateway"):
+            static = screen.query_one(wid, Static)
+
+            def counted(*a, _orig=static.refresh, _wid=wid, **kw):
+                if kw.get("layout"):
+                    layouts.append(_wid)
+                return _orig(*a, **kw)
+
+            static.refresh = counted
+        for tok in (20.0, 60.0, 90.0):
+            fleet.set([_row("a", tok_s=tok, mode="speculative"), *ROWS[1:]])
+            screen.refresh_rows()
+            await pilot.pause()
+            assert f"fleet {tok + 54.5:.1f} tok/s" in screen_text(app)  # repainted with the new figure
+        assert layouts == [], layouts
+        fleet.gateway_status = GATEWAY  # the aggregate's second line (the gateway's part) appears
+        screen.refresh_rows()
+        await pilot.pause()
+        assert "#fleet-aggregate" in layouts and "gateway 2/2 workers healthy" in screen_text(app)
