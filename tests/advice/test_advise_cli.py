@@ -57,14 +57,7 @@ def test_advise_suggests_from_the_curves_and_keeps_them(sim_factory, tmp_path):
 
 
 def test_a_restarted_server_adds_to_what_was_saved(tmp_path):
-    from server_control.protocol import cost_curves as cc
-
-    def reading(steps):
-        c = cc.CostCounters()
-        for i in range(steps + 1):
-            c.step("speculative", 3, i * 0.03)
-            c.commit("speculative", 3, 9)
-        return cc.parse(c.snapshot())
+    from tests.support.advice import speculative_curves as reading
 
     store.update("http://127.0.0.1:1", "m", reading(50), tmp_path)
     store.update("http://127.0.0.1:1", "m", reading(80), tmp_path)  # same life, later

@@ -63,14 +63,7 @@ async def test_a_restarted_server_starts_a_new_window_not_an_operator_change(mon
     subtract the old life's counters from the new one, nor take the N the new life starts
     with for the operator's."""
     from server_control.advice.source import Reading
-    from server_control.protocol import cost_curves as cc
-
-    def curves(steps):
-        c = cc.CostCounters()
-        for i in range(steps + 1):
-            c.step("speculative", 3, i * 0.03)
-            c.commit("speculative", 3, 9)
-        return cc.parse(c.snapshot())
+    from tests.support.advice import speculative_curves as curves
 
     readings = iter([Reading("u", "m", 6, "auto", curves(500)), Reading("u", "m", 5, "auto", curves(20))])
     monkeypatch.setattr("server_control.supervision.live_tuner.read_server", lambda *a: next(readings))

@@ -40,3 +40,15 @@ def wait_steps(url, modes=("speculative", "target_only"), steps=200, timeout=60)
             return
         time.sleep(0.3)
     raise AssertionError(f"fewer than {steps} steps per mode after {timeout} s")
+
+
+def speculative_curves(steps: int):
+    """Parsed cost curves of ``steps`` + 1 speculative steps at batch 3 (cumulative, as a
+    server publishes them): one life's counters for the restart tests."""
+    from server_control.protocol import cost_curves as cc
+
+    c = cc.CostCounters()
+    for i in range(steps + 1):
+        c.step("speculative", 3, i * 0.03)
+        c.commit("speculative", 3, 9)
+    return cc.parse(c.snapshot())
