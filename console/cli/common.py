@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from server_control.model.vocabulary import RunState
 from server_control.protocol.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
 from server_control.sanitize import strip_controls
 
@@ -178,7 +179,7 @@ def unreachable_hint(url: str, session: Session | None = None) -> str:
         return f"{url}: {session.foreign}"
     if session is not None and session.profile is not None:
         run = session.run.status()
-        if run.state in ("stopped", None):
+        if run.state in (RunState.STOPPED, None):
             return f"{session.profile.name} is not running (stopped; nothing answers at {url})"
     return f"no answer from {url}; choose the server with --url URL, --profile F, or --demo (the run of `specconsole demo`)"
 

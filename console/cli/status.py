@@ -143,7 +143,7 @@ async def _status(args) -> int:
     print(json.dumps(snap.to_json(), indent=1) if args.json else render_text(snap))
     if not snap.server.reachable:
         error(hint)
-        stopped = snap.run.state == "stopped" and not snap.attached and not snap.server.foreign
+        stopped = snap.run.state == RunState.STOPPED and not snap.attached and not snap.server.foreign
         return EXIT_NOT_RUNNING if stopped else EXIT_FAILED
     return EXIT_OK
 

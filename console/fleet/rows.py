@@ -10,7 +10,10 @@ from rich.text import Text
 
 from console.widgets.fmt import mark
 from server_control.fleet.member import NO_ANSWER, MemberRow
-from server_control.model.vocabulary import RunState
+from server_control.model.vocabulary import EXTERNAL_STATE, RunState
+
+# A member whose numbers are live: answering, or attached (no supervisor state of ours).
+SERVING_STATES = frozenset({RunState.READY, RunState.UNHEALTHY, EXTERNAL_STATE})
 
 MODE_WORD = {"speculative": "SPEC", "target_only": "TARGET", None: "-"}
 BAD_STATES = (RunState.CRASHED, RunState.FATAL, RunState.UNHEALTHY, NO_ANSWER)
@@ -60,7 +63,7 @@ def verify_glyphs(marks: str) -> Text:
 
 def stale(row: MemberRow) -> bool:
     """Numbers that are not live: a member that does not answer, or is not serving."""
-    return not row.reachable or row.state not in ("ready", "unhealthy", "external")
+    return not row.reachable or row.state not in SERVING_STATES
 
 
 def cells(row: MemberRow, selected: bool) -> dict[str, Text | str]:

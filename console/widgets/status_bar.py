@@ -109,8 +109,8 @@ def line_one(snap: SessionSnapshot) -> Text:
         t.append(" steering off", "bold magenta")
         t.append_text(verify_text(snap.verify))
         return t
-    if not snap.server.reachable and snap.run.state == "stopped" and not snap.attached:
-        t.append(" STOPPED ", STATE_STYLES["stopped"])  # stopped on purpose: not an outage
+    if not snap.server.reachable and snap.run.state == RunState.STOPPED and not snap.attached:
+        t.append(" STOPPED ", STATE_STYLES[RunState.STOPPED])  # stopped on purpose: not an outage
         if spec.mode:
             t.append(f" last {label.strip()}", "dim")
     elif not snap.server.reachable and snap.server.error and snap.server.error != "not polled yet":
@@ -145,7 +145,7 @@ def line_two(snap: SessionSnapshot) -> Text:
         t.append(" (attached)", "cyan")
     if server.foreign:
         t.append(f"  {_short(server.error or '?', 96)}", "bold magenta")
-    elif not server.reachable and state != "stopped":
+    elif not server.reachable and state != RunState.STOPPED:
         t.append(f"  unreachable: {_short(server.error or '?')}", "bold red")
     if run.fatal_reason:
         t.append(f"  {_short(run.fatal_reason)}", "bold red")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from server_control.logs import record as kinds
 from server_control.logs.record import Record
 from server_control.protocol import decision as d
 from server_control.telemetry.log_time import record_epoch
@@ -42,18 +43,18 @@ class LogFacts:
         """Take in the store's records since ``seen_seq`` (up to ``last_seq``)."""
         for rec in records:
             kind = rec.kind
-            if self.began is None and kind != "console":
+            if self.began is None and kind != kinds.CONSOLE:
                 self.began = record_epoch(rec.ts, now)
-            if kind == "other" and rec.text.startswith(DAMPING_CHANGES):
+            if kind == kinds.OTHER and rec.text.startswith(DAMPING_CHANGES):
                 on_damping(record_epoch(rec.ts, now) or now)
-            elif kind in ("spec_switch", "spec_init"):
+            elif kind in (kinds.SPEC_SWITCH, kinds.SPEC_INIT):
                 timeline.add_record(rec, now)
-                if kind == "spec_init" and len(self.init) < KEEP_INIT_RECORDS:
+                if kind == kinds.SPEC_INIT and len(self.init) < KEEP_INIT_RECORDS:
                     self.init.append(rec)
-            elif kind == "ready":
+            elif kind == kinds.READY:
                 self.ready.append(rec)
                 del self.ready[:-4]
-            elif kind == "error" and d.NOT_ACTIVE_PREFIX in rec.text:
+            elif kind == kinds.ERROR and d.NOT_ACTIVE_PREFIX in rec.text:
                 self.not_active.append(rec)
                 del self.not_active[:-8]
         self.seen_seq = last_seq

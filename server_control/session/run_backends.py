@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from server_control.model.operation import OperationResult
 from server_control.model.run_status import RunStatus
-from server_control.model.vocabulary import EXTERNAL_STATE, FINAL_STATES, Outcome, RunState
+from server_control.model.vocabulary import EXTERNAL_STATE, FINAL_STATES, STOPPED_STATES, Outcome, RunState
 from server_control.telemetry.sample import Sample
 
 if TYPE_CHECKING:
@@ -61,7 +61,6 @@ class RunLike(Protocol):
 
 
 OWNER_TTL_S = 5.0  # how long an answer to "is it ours?" is kept (the same leader pid)
-GONE_STATES = ("stopped", "fatal", "crashed")
 
 
 class AttachedRun:
@@ -169,7 +168,7 @@ class ProfileRun:
         from server_control.proc.listener import listening_pid  # noqa: PLC0415
 
         rec = self.sup.record
-        if rec is None or self.sup.state in GONE_STATES:
+        if rec is None or self.sup.state in STOPPED_STATES:
             return False
         when, pid, answer = self._owner
         now = time.monotonic()

@@ -6,7 +6,7 @@ import multiprocessing as mp
 import time
 from typing import Any
 
-from server_control.sim.worker import run_rank
+from server_control.sim.worker import HANDSHAKE_READY, run_rank
 
 
 class RankError(RuntimeError):
@@ -38,7 +38,7 @@ class RankGroup:
             if not conn.poll(left):
                 raise RankError(f"TP{rank} did not finish initialisation within {timeout:.0f} s")
             msg = self._recv(rank)
-            if msg[0] != "ready":
+            if msg[0] != HANDSHAKE_READY:
                 raise RankError(f"TP{rank} sent {msg!r} instead of ready")
 
     def _recv(self, rank: int) -> Any:

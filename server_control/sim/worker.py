@@ -78,6 +78,7 @@ def make_switch(cfg: dict[str, Any], log: Logger, rank: int = 0) -> decision.Spe
     return sw
 
 
+HANDSHAKE_READY = "ready"  # a rank's first message to the parent: initialised
 SETTING_KEYS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY)
 
 
@@ -159,7 +160,7 @@ def run_rank(rank: int, cfg: dict[str, Any], conn: Connection) -> None:
     try:
         startup_lines(cfg, log)
         sw = make_switch(cfg, log, rank)
-        conn.send(("ready", rank, os.getpid()))
+        conn.send((HANDSHAKE_READY, rank, os.getpid()))
         while True:
             timeout = None if deadline is None else max(0.0, deadline - time.time())
             if not conn.poll(timeout):
