@@ -172,13 +172,11 @@ def run_attach(args) -> int:
 
     try:
         check_url(args.url, "URL")
-        keys = {
-            "api_key": key_from_env(args.api_key_env, "--api-key-env", required=True),
-            "admin_api_key": key_from_env(args.admin_api_key_env, "--admin-api-key-env", required=True),
-        }
+        key = key_from_env(args.api_key_env, "--api-key-env", required=True)
+        admin = key_from_env(args.admin_api_key_env, "--admin-api-key-env", required=True)
     except UsageError as exc:
         return usage_error(str(exc))
-    session = Session.attach(args.url, log_path=args.log, **keys)
+    session = Session.attach(args.url, log_path=args.log, api_key=key, admin_api_key=admin)
     return _run_app(session, args, what="server", launch="never", notice=log_notice(args.log))
 
 

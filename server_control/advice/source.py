@@ -96,20 +96,22 @@ def poll_reading(url: str, reachable: bool, error: str | None, model: str | None
 def read_advice(url: str, api_key: str | None = None, state_dir: str | Path | None = None) -> Advice:
     """Blocking (run it in a thread): read the server's curves, estimate, advise. SourceError
     if unreadable (and, with ``state_dir``, nothing saved either)."""
-    return advice_from(lambda: read_server(url, api_key), url, state_dir)
+    home = None if state_dir is None else store.CurvesHome(Path(state_dir), url)
+    return advice_from(lambda: read_server(url, api_key), url, home)
 
 
-def advice_from(read: Callable[[], Reading], url: str, state_dir: str | Path | None = None) -> Advice:
+def advice_from(read: Callable[[], Reading], url: str, home: store.CurvesHome | None = None) -> Advice:
     """Blocking (a thread: the estimate's bootstrap): advise from ``read()``'s reading (a
-    request, or a poll already made), kept in ``state_dir`` when given."""
-    if state_dir is None:
+    request, or a poll already made), kept in ``home`` when given."""
+    if home is None:
         reading = read()
         return advise(estimate(reading.curves), reading.threshold)
+    state_dir, key = home.state_dir, home.key
     try:
         reading = read()
     except SourceError as exc:
         try:
-            saved = store.load(url, None, state_dir)
+            saved = store.load(url, None, state_dir, key)
         except store.StoreError as bad:
             raise SourceError(f"{exc}; saved curves unreadable: {bad}") from None
         if saved is None:
@@ -119,7 +121,7 @@ def advice_from(read: Callable[[], Reading], url: str, state_dir: str | Path | N
             adv, sentence=f"{adv.sentence} (server did not answer; from the curves saved {duration(saved.age_s())} ago)"
         )
     try:
-        saved = store.update(url, reading.model, reading.curves, state_dir)
+        saved = store.update(url, reading.model, reading.curves, state_dir, key=key)
     except store.StoreError as bad:  # the live reading still advises; the file is named
         adv = advise(estimate(reading.curves), reading.threshold)
         return replace(adv, sentence=f"{adv.sentence} (curves not kept: {bad})")

@@ -1,7 +1,9 @@
 """Cost curves kept in the state dir, so the next console starts with what this one learnt.
 
-``<state dir>/advice/<key>.json`` per server (key: a hash of its URL; a reading from
-another model at that URL starts the curves afresh, since its costs are another's):
+``<state dir>/advice/<key>.json`` per server (key: a hash of its URL, or of the name a
+``CurvesHome`` gives it, e.g. a fleet member's, whose URL is a tunnel's port that changes
+from run to run; a reading from another model there starts the curves afresh, since its
+costs are another's):
 ``{"version": 1, "url", "model", "saved_at", "first_seen", "base": curves, "last": curves}``.
 The server's counters are cumulative over its life; ``last`` is its latest reading and
 ``base`` what earlier lives of the server counted (when a reading has fewer steps than
@@ -31,6 +33,15 @@ MAX_BYTES = 1 << 20
 
 class StoreError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class CurvesHome:
+    """Where a server's curves are kept: a state dir, and the name they are kept under
+    (its URL, unless the URL does not name the server for long)."""
+
+    state_dir: Path
+    key: str
 
 
 def _to_json(c: Curves) -> dict[str, Any]:
@@ -94,14 +105,15 @@ class Saved:
         return max(0.0, (time.time() if now is None else now) - self.saved_at)
 
 
-def path_for(url: str, model: str | None, state_dir: str | Path | None = None) -> Path:
-    key = hashlib.sha256(url.encode()).hexdigest()[:16]
-    return resolve_state_dir(state_dir) / "advice" / f"{key}.json"
+def path_for(url: str, model: str | None, state_dir: str | Path | None = None, key: str | None = None) -> Path:
+    """The file of the server kept under ``key`` (its ``url`` when None)."""
+    digest = hashlib.sha256((url if key is None else key).encode()).hexdigest()[:16]
+    return resolve_state_dir(state_dir) / "advice" / f"{digest}.json"
 
 
-def load(url: str, model: str | None, state_dir: str | Path | None = None) -> Saved | None:
+def load(url: str, model: str | None, state_dir: str | Path | None = None, key: str | None = None) -> Saved | None:
     """The saved curves of this server, None if none; StoreError naming the file if bad."""
-    path = path_for(url, model, state_dir)
+    path = path_for(url, model, state_dir, key)
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_BYTES + 1)
@@ -132,12 +144,19 @@ def load(url: str, model: str | None, state_dir: str | Path | None = None) -> Sa
         raise StoreError(f"{path}: {exc}") from None
 
 
-def update(url: str, model: str | None, reading: Curves, state_dir: str | Path | None = None, now: float | None = None) -> Saved:
+def update(
+    url: str,
+    model: str | None,
+    reading: Curves,
+    state_dir: str | Path | None = None,
+    now: float | None = None,
+    key: str | None = None,
+) -> Saved:
     """Fold a fresh reading of the server's counters into the saved curves and write them."""
     now = time.time() if now is None else now
-    path = path_for(url, model, state_dir)
+    path = path_for(url, model, state_dir, key)
     try:
-        saved = load(url, model, state_dir)
+        saved = load(url, model, state_dir, key)
     except StoreError:
         os.replace(path, path.with_suffix(".json.bad"))  # kept for a look, never lost
         saved = None
@@ -145,7 +164,7 @@ def update(url: str, model: str | None, reading: Curves, state_dir: str | Path |
         saved = Saved(url, model, now, now, EMPTY, EMPTY)
     base = add(saved.base, saved.last) if _restarted(saved.last, reading) else saved.base
     new = Saved(url, model, now, saved.first_seen, base, reading)
-    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     atomic_write(
         path,
         json.dumps(

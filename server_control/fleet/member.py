@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from server_control.advice.store import CurvesHome
 from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
 from server_control.model.gpu_status import GpuStatus
 from server_control.model.operation import OperationResult
@@ -116,6 +117,16 @@ def run_outcome(result: OperationResult) -> str:
     return OK if result.done else NO_ANSWER if result.no_answer else FAILED
 
 
+def curves_home(fleet: FleetSpec, spec: MemberSpec, state_dir: str | Path | None = None) -> CurvesHome | None:
+    """Where the fleet keeps a member's cost curves: a local member's supervised run keeps
+    its own (the run's state dir, by its URL); a remote or URL member's are the fleet's,
+    under the member's name and where it is (a remote member's URL is a tunnel's port,
+    new every run), so the next fleet console advises from them too."""
+    if spec.kind == LOCAL:
+        return None
+    return CurvesHome(resolve_state_dir(state_dir) / "fleet" / fleet.name / "curves", f"{fleet.name}/{spec.name}@{spec.where}")
+
+
 def _gpu_util(gpus: GpuStatus) -> float | None:
     utils = [d.util for d in gpus.devices if d.util is not None]
     return round(sum(utils) / len(utils), 1) if utils else None
@@ -157,14 +168,16 @@ class Member:
             return cls(spec, Session.for_profile(spec.profile, state_dir, supervise=supervise, poll_interval_s=poll))
         key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         admin = os.environ.get(spec.admin_api_key_env) if spec.admin_api_key_env else None
+        home = curves_home(fleet, spec, state_dir) if supervise else None
         if spec.kind == URL:
-            return cls(spec, Session.attach(spec.url, log_path=spec.log, api_key=key, admin_api_key=admin, poll_interval_s=poll))
+            session = Session.attach(spec.url, spec.log, curves_home=home, api_key=key, admin_api_key=admin, poll_interval_s=poll)
+            return cls(spec, session)
         from server_control.fleet.remote import RemoteRun  # noqa: PLC0415
         from server_control.proc.ports import free_port  # noqa: PLC0415
 
         port = free_port()
         mirrors = resolve_state_dir(state_dir) / "fleet" / fleet.name / spec.name
-        remote = RemoteRun(spec, port, mirrors, status_interval_s=fleet.status_interval_s)
+        remote = RemoteRun(spec, port, mirrors, status_interval_s=fleet.status_interval_s, curves_home=home)
         session = Session(f"http://127.0.0.1:{port}", remote, api_key=key, admin_api_key=admin, poll_interval_s=poll)
         return cls(spec, session, remote)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from server_control.advice.store import CurvesHome
 from server_control.fleet.spec import MemberSpec
 from server_control.fleet.ssh import SshHost, SshResult
 from server_control.model.gpu_status import GpuStatus
@@ -49,8 +50,10 @@ class RemoteRun:
         *,
         status_interval_s: float = 10.0,
         launch_wait_s: float = 120.0,
+        curves_home: CurvesHome | None = None,
     ) -> None:
         self.member = member
+        self._curves_home = curves_home
         self.ssh = SshHost(member)
         self.local_port = local_port
         self.mirror_dir = Path(mirror_dir)
@@ -100,6 +103,9 @@ class RemoteRun:
 
     def history_dir(self) -> Path | None:
         return None  # the history is kept where the server runs, by the console there
+
+    def curves_home(self, url: str) -> CurvesHome | None:
+        return self._curves_home  # the fleet's, under the member's name: ``url`` is a tunnel's port
 
     def status(self) -> RunStatus:
         run = self.remote.run if self.remote is not None else RunStatus()

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from server_control.advice.store import CurvesHome
 from server_control.model.operation import OperationResult
 from server_control.model.run_status import RunStatus
 from server_control.model.vocabulary import EXTERNAL_STATE, FINAL_STATES, STOPPED_STATES, Outcome, RunState
@@ -59,6 +60,10 @@ class RunLike(Protocol):
         """The state dir whose history this session keeps on disk; None: memory only (an
         attached server; a headless command, which only reads and writes no state)."""
 
+    def curves_home(self, url: str) -> CurvesHome | None:
+        """Where this session keeps the server's cost curves (the advisor's); None: not kept
+        (as ``history_dir``, unless the fleet keeps a member's: remote, or at a URL)."""
+
 
 OWNER_TTL_S = 5.0  # how long an answer to "is it ours?" is kept (the same leader pid)
 
@@ -66,8 +71,9 @@ OWNER_TTL_S = 5.0  # how long an answer to "is it ours?" is kept (the same leade
 class AttachedRun:
     """No process of ours: a server someone else runs (state "external")."""
 
-    def __init__(self, log_path: str | Path | None = None) -> None:
+    def __init__(self, log_path: str | Path | None = None, curves_home: CurvesHome | None = None) -> None:
         self._log_path = Path(log_path) if log_path else None
+        self._curves_home = curves_home
 
     async def start(self, on_change: Callable[[], None]) -> None:
         pass
@@ -105,6 +111,9 @@ class AttachedRun:
     def history_dir(self) -> Path | None:
         return None
 
+    def curves_home(self, url: str) -> CurvesHome | None:
+        return self._curves_home
+
 
 class ProfileRun:
     """The profile's run through server_control.supervision.supervisor.Supervisor. With ``supervise``
@@ -125,6 +134,9 @@ class ProfileRun:
 
     def history_dir(self) -> Path | None:
         return self.sup.state_dir if self.supervise else None
+
+    def curves_home(self, url: str) -> CurvesHome | None:
+        return CurvesHome(self.sup.state_dir, url) if self.supervise else None
 
     async def start(self, on_change: Callable[[], None]) -> None:
         self.sup.on_change = lambda _sup: on_change()

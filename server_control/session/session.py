@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server_control.advice.source import SourceError, advice_from, poll_reading
+from server_control.advice.store import CurvesHome
 from server_control.advice.words import Advice
 from server_control.control.guard import REAPPLY, SettingGuard, shown
 from server_control.control.settings import Control, change
@@ -112,10 +113,9 @@ class Session:
         return cls(profile.url, run, profile=profile, api_key=profile.api_key(), admin_api_key=profile.admin_api_key(), **kw)
 
     @classmethod
-    def attach(
-        cls, url: str, log_path: str | Path | None = None, api_key: str | None = None, admin_api_key: str | None = None, **kw: Any
-    ) -> Session:
-        return cls(url, AttachedRun(log_path), api_key=api_key, admin_api_key=admin_api_key, **kw)
+    def attach(cls, url: str, log_path: str | Path | None = None, *, curves_home: CurvesHome | None = None, **kw: Any) -> Session:
+        """A server someone else runs (``kw``: the keys and the rest, as ``Session``'s)."""
+        return cls(url, AttachedRun(log_path, curves_home), **kw)
 
     # -- life cycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -364,7 +364,7 @@ class Session:
             raise SourceError("not this run's server: no advice from it")
         s, err = self.last, self.last.error if self.last else None
         poll = (self.url, bool(s and s.reachable), err, s.model if s else None, s.ranks[0].dynamic if s and s.ranks else None)
-        return await asyncio.to_thread(advice_from, lambda: poll_reading(*poll), self.url, self.run.history_dir())
+        return await asyncio.to_thread(advice_from, lambda: poll_reading(*poll), self.url, self.run.curves_home(self.url))
 
     async def verify(self) -> OperationResult:
         result = self.verification()

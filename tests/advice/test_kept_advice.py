@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from server_control.advice.source import SourceError, read_advice
+from server_control.advice.store import CurvesHome
 from server_control.proc.ports import free_port
 from server_control.session.run_backends import AttachedRun
 from server_control.session.session import Session
@@ -38,8 +39,8 @@ class _Supervised(AttachedRun):
         super().__init__()
         self.state_dir = state_dir
 
-    def history_dir(self):
-        return self.state_dir
+    def curves_home(self, url):
+        return CurvesHome(self.state_dir, url)
 
 
 async def test_only_the_supervising_session_keeps_curves(monkeypatch, tmp_path):
@@ -48,4 +49,4 @@ async def test_only_the_supervising_session_keeps_curves(monkeypatch, tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     assert await Session(url, _Supervised(tmp_path)).advice() == "advice"
     assert await Session(url, AttachedRun()).advice() == "advice"
-    assert [a[2] for a in asked] == [tmp_path, None]
+    assert [a[2] for a in asked] == [CurvesHome(tmp_path, url), None]
