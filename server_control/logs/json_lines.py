@@ -119,7 +119,10 @@ def _escape(text: str) -> str:
 
 def _bodies(pattern: re.Pattern[str], templates: dict[str | None, str], text: str, n: int) -> list[str] | None:
     """Each line's body (its JSON after the head) by the variant's template, ``_SLOW`` for a
-    line to take the Record way; None when the block has not n matches (a line of another shape)."""
+    line to take the Record way; None when the block has not n matches (a line of another shape)
+    or a raw held a "\\n" of its own (its two lines could stand in for another that fails)."""
+    if text.count("\n") != n - 1:
+        return None
     matches = list(pattern.finditer(text))
     if len(matches) != n:
         return None

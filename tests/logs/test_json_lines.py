@@ -119,6 +119,14 @@ def test_the_odd_lines_in_one_batch() -> None:
     assert [json.loads(x) for x in out.decode().splitlines()] == [slow(r) for r in recs]
 
 
+def test_a_raw_holding_a_newline_cannot_stand_in_for_another() -> None:
+    """Columns from anywhere: "A\\nA" then a line of another shape match twice for two raws."""
+    recs = [Record(1, "decode", P + DEC + "\n" + P + DEC), Record(3, "decode", P + "Decode batch, #running-req: x")]
+    assert check(recs) == [False, False]
+    recs = [Record(1, "http", P + "a\n" + P + "b"), Record(3, "http", "")]
+    assert check(recs) == [False, False]
+
+
 def test_the_benchmark_log_with_odd_lines_agrees_line_by_line(tmp_path: Path) -> None:
     path = tmp_path / "bench.log"
     generate(path, 20_000)
