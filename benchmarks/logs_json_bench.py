@@ -4,9 +4,9 @@
 
 Generates the logs benchmark's TP2 EAGLE-3 log (benchmarks/logs_bench.py) unless --file is
 given, then runs, round by round and interleaved (a shared machine's drift hits every arm
-alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json` (SGLang's stats lines by
-one match and a template: server_control/logs/json_lines.py), the same every line by a
-Record and msgspec (`SPECCONSOLE_JSON=records`, the way before), the same with the
+alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json` (most lines per batch by
+one finditer and a template per shape: server_control/logs/json_lines.py), the same every
+line by a Record and msgspec (`SPECCONSOLE_JSON=records`), the same with the
 standard library's JSON encoder (`SPECCONSOLE_JSON=std`), and `--kind decode`; stdout
 goes to /dev/null. Prints wall and CPU seconds (the child's user + system) per arm and the
 ratio to grep, per round and the median.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -207,8 +208,14 @@ def _print_file(path: Path, printer: _Printer, matches, filtered: bool) -> None:
     """Every record of ``path`` that ``matches``; JSON with no filter by the fast JSON lines
     (server_control/logs/json_lines.py)."""
     if printer.json and not filtered and printer.encode_one is not None:
-        for chunk in json_lines(iter_file(path), printer.encode_one):
-            printer.out.write(chunk)
+        # A batch holds ~30k match objects at once, and the cyclic collector would walk
+        # them over and over (~1/3 of the time); this loop makes no reference cycles.
+        gc.disable()
+        try:
+            for chunk in json_lines(iter_file(path), printer.encode_one):
+                printer.out.write(chunk)
+        finally:
+            gc.enable()
         printer.out.flush()
         return
     for columns in iter_file(path):

@@ -30,15 +30,19 @@ COMMAND_MODULES = (
     "console.cli.journal",  # journal: who changed what, when, and how it went
     "console.cli.patch",  # patch install / uninstall / status (a .pth in an SGLang env)
 )
+# Commands whose module registers only them: `specconsole logs ...` builds just that parser
+# (importing every command module costs ~0.3 CPU-s, more than a short `logs` run itself).
+SOLO_COMMANDS = {"logs": "console.cli.logs"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; ``only`` (a module of SOLO_COMMANDS): that command's alone."""
     parser = argparse.ArgumentParser(
         prog="specconsole",
         description="Operator console for SGLang with dynamic speculation disable.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only is None else (only,):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -51,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(SOLO_COMMANDS.get(argv[0]) if argv else None)
     # `specconsole` alone, or `specconsole --profile F`, opens the console.
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["ui", *argv]

@@ -1,124 +1,197 @@
 """Records as JSON lines (the log record contract, docs/logs.md), fast for a whole file.
 
-``specconsole logs FILE --parse --json`` spends its time per line: a ``Record`` object,
-its prefix parse, its fields dict, the contract dict, the encoder. SGLang 0.5.23's own
-Decode and Prefill lines, most of a busy server's log, are written here without any of
-them: one regex match of the whole line checks that it has exactly the known shape, its
-digits are valid JSON numbers as they stand (no leading zeros; the message has no quote,
-backslash or control character), and a template puts them in the contract's key order.
-Every other line (other shapes, other releases, other kinds) goes the ``Record`` way and
-msgspec's encoder. Both give the same JSON values (tests/logs/test_json_lines.py compares
+``specconsole logs FILE --parse --json`` the ``Record`` way spends ~4-13 us a line (the
+object, its prefix parse, its fields dict, the contract dict, the encoder). Here most lines
+are written per batch (``Parser.feed``'s columns) with no Python code per line: a group's
+lines are joined, one ``finditer`` over the block checks each line's whole shape, and
+``template % match`` (a match is a mapping of its named groups) writes its JSON. A line's
+shape variant (rank or none, accept figures or none, cuda graph True or False) is told by
+the empty group that closes last (``lastgroup``: conditionals at the pattern's end pick
+it), and each variant has its own template with its nulls and booleans written in. The
+groups are merged back into file order by iterators (``map(next, ...)``), behind a
+``{"line":N,"kind":"K",`` head per line. Three groups:
+
+* SGLang 0.5.23's own Decode and Prefill lines: their digits are valid JSON numbers as they
+  stand (ASCII, at most 18 before the point, no leading zero: a block with one goes line by
+  line), and the message has no quote, backslash or control character;
+* the kinds without fields (http, other, warning, error, ready), when the line starts with
+  SGLang's bracket prefix (the Record way's own prefix pattern, bounded so that it ends well
+  within its 240-character window; a ``,`` in the clock goes the Record way): the block is
+  JSON-escaped before the match (an escape starts with a backslash, which no prefix holds);
+* everything else (spec_init/spec_switch, tracebacks, lines without that prefix) goes the
+  ``Record`` way and msgspec's encoder, as does a line of a block that does not fit.
+
+Both ways give the same JSON values and key order (tests/logs/test_json_lines.py compares
 them line by line on the benchmark's log and on odd lines).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, compress, repeat
+from operator import attrgetter
 from typing import Any
 
-from server_control.logs.record import DECODE, JSON_KEYS, PREFILL, Record
+from server_control.logs.record import DECODE, ERROR, HTTP, JSON_KEYS, OTHER, PREFILL, READY, WARNING, Record
 
-_INT = r"(?P<%s>0|[1-9]\d*)"
-_FLOAT = r"(?P<%s>(?:0|[1-9]\d*)\.\d+)"
-_PREFIX = (
-    r"\[(?P<date>\d{4}-\d\d-\d\d) (?P<clock>\d\d:\d\d:\d\d(?:\.\d{1,9})?)"
-    r"(?: (?P<rank>[A-Z]{2,3}\d+(?: [A-Z]{2,3}\d+)*))?\] "
+Slow = Callable[[int, str, str], "str | None"]  # (line, kind, raw) -> the whole JSON line
+
+HEAD = '{"line":%d,"kind":"%s",'
+_N = r"\d{1,18}"
+_F = r"\d{1,18}\.\d+"
+_RANKS = r"(?P<rank>(?:[A-Z]{1,6}_)?[A-Z]{2,3}\d{1,6}(?: (?:[A-Z]{1,6}_)?[A-Z]{2,3}\d{1,6}){0,7})"
+# (?a): ASCII digits only (int("٣") reads 3; a template would write "٣"). (?m): ^ and $ at
+# each line of a block joined by "\n", so that a match is one whole line.
+_STATS_HEAD = r"(?am)^\[(?P<date>\d{4}-\d\d-\d\d) (?P<clock>\d\d:\d\d:\d\d(?:\.\d{1,9}|))(?: " + _RANKS + r"|)\] "
+_DECODE_BLOCK = re.compile(
+    _STATS_HEAD + rf"(?P<text>Decode batch[.,] #running-req: (?P<running_req>{_N}), #(?:full |)token: (?P<num_tokens>{_N}), "
+    rf"(?:full |)token usage: (?P<token_usage>{_F}), "
+    rf"(?:accept len: (?P<accept_len>{_F}), accept rate: (?P<accept_rate>{_F}), |)"
+    rf"(?:cuda|cpu|npu) graph: (?:(?P<graph_true>True)|False), gen throughput \(token/s\): (?P<gen_throughput>{_F}), "
+    rf"#queue-req: (?P<queue_req>{_N})(?:, |))"
+    r"(?(rank)(?(accept_len)(?(graph_true)(?P<d0>)|(?P<d1>))|(?(graph_true)(?P<d2>)|(?P<d3>)))"
+    r"|(?(accept_len)(?(graph_true)(?P<d4>)|(?P<d5>))|(?(graph_true)(?P<d6>)|(?P<d7>))))$"
 )
-_DECODE = re.compile(
-    _PREFIX
-    + "(?P<text>Decode batch[.,] #running-req: "
-    + _INT % "running_req"
-    + ", #(?:full )?token: "
-    + _INT % "num_tokens"
-    + ", (?:full )?token usage: "
-    + _FLOAT % "token_usage"
-    + ", (?:accept len: "
-    + _FLOAT % "accept_len"
-    + ", accept rate: "
-    + _FLOAT % "accept_rate"
-    + ", )?(?:cuda|cpu|npu) graph: "
-    r"(?P<cuda_graph>True|False), gen throughput \(token/s\): "
-    + _FLOAT % "gen_throughput"
-    + ", #queue-req: "
-    + _INT % "queue_req"
-    + "(?:, )?)"
+_PREFILL_BLOCK = re.compile(
+    _STATS_HEAD + rf"(?P<text>Prefill batch[.,] #new-seq: (?P<new_seq>{_N}), #new-token: (?P<new_token>{_N}), "
+    rf"#cached-token: (?P<cached_token>{_N}), (?:full |)token usage: (?P<token_usage>{_F}), "
+    rf"#running-req: (?P<running_req>{_N}), #queue-req: (?P<queue_req>{_N})(?:, |))"
+    r"(?(rank)(?P<p0>)|(?P<p1>))$"
 )
-_PREFILL = re.compile(
-    _PREFIX
-    + "(?P<text>Prefill batch[.,] #new-seq: "
-    + _INT % "new_seq"
-    + ", #new-token: "
-    + _INT % "new_token"
-    + ", #cached-token: "
-    + _INT % "cached_token"
-    + ", (?:full )?token usage: "
-    + _FLOAT % "token_usage"
-    + ", #running-req: "
-    + _INT % "running_req"
-    + ", #queue-req: "
-    + _INT % "queue_req"
-    + "(?:, )?)"
+# record._SGLANG_PREFIX at the line's start, bounded (<= 8 ranks of <= 6 digits: it ends by
+# column 140 of its 240 window) and with "." only in the clock; "none" when it is not there.
+_PLAIN_BLOCK = re.compile(
+    r"(?am)^(?:(?P<bracket>\[)(?:(?P<date>\d{4}-\d\d-\d\d)[ T]|)(?P<clock>\d\d:\d\d:\d\d(?:\.\d{1,9}|))"
+    rf"(?: {_RANKS}|)\](?: |)|)(?P<text>.*)"
+    r"(?(bracket)(?(date)(?(rank)(?P<q0>)|(?P<q1>))|(?(rank)(?P<q2>)|(?P<q3>)))|(?P<none>))$"
 )
+_LEADING_ZERO = re.compile(r": 0\d")  # in a matched stats line ": " comes before numbers only
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")  # "\n" joins the block, "\t" is replaced first
+_SLOW = "\x00"  # the "template" of a line that goes the Record way (no body holds a NUL)
+_LASTGROUP = attrgetter("lastgroup")
 
 
-def _template(kind: str, present: frozenset[str], rank: bool) -> str:
-    """``{"line":%(line)s,"kind":...}``: the contract's keys in its order, a %(name)s for each
-    key the line has (its unmatched groups read "null"), null for the others."""
-    parts = []
-    for key in JSON_KEYS:
-        if key == "kind":
-            parts.append(f'"kind":"{kind}"')
-        elif key == "ts":
-            parts.append('"ts":"%(date)sT%(clock)s"')
-        elif key in ("text", "rank"):
-            parts.append(f'"{key}":"%({key})s"' if key == "text" or rank else f'"{key}":null')
-        elif key == "line" or key in present:
-            parts.append(f'"{key}":%({key})s')
-        else:
-            parts.append(f'"{key}":null')
-    return "{" + ",".join(parts) + "}\n"
+def _body(ts: str, rank: bool, values: dict[str, str]) -> str:
+    """A variant's template after the head: ``ts``, rank from its group or null, text, the
+    contract's other keys from ``values`` (a %(group)s or a JSON literal), null for the rest."""
+    parts = [f'"ts":"{ts}"', '"rank":"%(rank)s"' if rank else '"rank":null', '"text":"%(text)s"']
+    parts.extend(f'"{key}":{values.get(key, "null")}' for key in JSON_KEYS[5:])
+    return ",".join(parts) + "}\n"
 
 
-def _templates(kind: str, pattern: re.Pattern[str]) -> tuple[str, str]:
-    present = frozenset(pattern.groupindex)
-    return _template(kind, present, False), _template(kind, present, True)  # without, with a rank
+def _stats_values(keys: Sequence[str]) -> dict[str, str]:
+    return {key: f"%({key})s" for key in keys}
 
 
-_DECODE_T = _templates(DECODE, _DECODE)
-_PREFILL_T = _templates(PREFILL, _PREFILL)
-_BOOL = {"True": "true", "False": "false"}
+_TS = "%(date)sT%(clock)s"
+_DECODE_KEYS = ("running_req", "queue_req", "token_usage", "num_tokens", "gen_throughput")
+_DECODE_T: dict[str | None, str] = {}
+for _i, (_rank, _accept, _graph) in enumerate((r, a, g) for r in (True, False) for a in (True, False) for g in ("true", "false")):
+    _values = _stats_values(_DECODE_KEYS + (("accept_len", "accept_rate") if _accept else ()))
+    _DECODE_T[f"d{_i}"] = _body(_TS, _rank, {**_values, "cuda_graph": _graph})
+_PREFILL_KEYS = ("running_req", "queue_req", "token_usage", "new_seq", "new_token", "cached_token")
+_PREFILL_T: dict[str | None, str] = {
+    "p0": _body(_TS, True, _stats_values(_PREFILL_KEYS)),
+    "p1": _body(_TS, False, _stats_values(_PREFILL_KEYS)),
+}
+_PLAIN_T: dict[str | None, str] = {
+    "q0": _body(_TS, True, {}),
+    "q1": _body(_TS, False, {}),
+    "q2": _body("%(clock)s", True, {}),
+    "q3": _body("%(clock)s", False, {}),
+    "none": _SLOW,
+}
 
 
-def fast_json(line: int, kind: str, raw: str) -> str | None:
-    """The JSON line of an SGLang 0.5.23 Decode/Prefill line, else None (take the Record way)."""
-    if kind == DECODE:
-        m = _DECODE.fullmatch(raw)
-        if m is None:
-            return None
-        values = m.groupdict("null")
-        values["cuda_graph"] = _BOOL[values["cuda_graph"]]
-        templates = _DECODE_T
-    elif kind == PREFILL:
-        m = _PREFILL.fullmatch(raw)
-        if m is None:
-            return None
-        values = m.groupdict("null")
-        templates = _PREFILL_T
-    else:
+def _escape(text: str) -> str:
+    """``text`` as the inside of a JSON string ("\\n" left alone: it joins the block)."""
+    if "\\" in text:
+        text = text.replace("\\", "\\\\")
+    if '"' in text:
+        text = text.replace('"', '\\"')
+    if "\t" in text:
+        text = text.replace("\t", "\\t")
+    if _CONTROL.search(text):
+        text = _CONTROL.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    return text
+
+
+def _bodies(pattern: re.Pattern[str], templates: dict[str | None, str], text: str, n: int) -> list[str] | None:
+    """Each line's body (its JSON after the head) by the variant's template, ``_SLOW`` for a
+    line to take the Record way; None when the block has not n matches (a line of another shape)
+    or a raw held a "\\n" of its own (its two lines could stand in for another that fails)."""
+    if text.count("\n") != n - 1:
         return None
-    values["line"] = str(line)
-    return templates[values["rank"] != "null"] % values
+    matches = list(pattern.finditer(text))
+    if len(matches) != n:
+        return None
+    return list(map(str.__mod__, map(templates.__getitem__, map(_LASTGROUP, matches)), matches))
+
+
+def _decode(kinds: list[str], raws: list[str]) -> list[str] | None:
+    text = "\n".join(raws)
+    return None if _LEADING_ZERO.search(text) else _bodies(_DECODE_BLOCK, _DECODE_T, text, len(raws))
+
+
+def _prefill(kinds: list[str], raws: list[str]) -> list[str] | None:
+    text = "\n".join(raws)
+    return None if _LEADING_ZERO.search(text) else _bodies(_PREFILL_BLOCK, _PREFILL_T, text, len(raws))
+
+
+def _plain(kinds: list[str], raws: list[str]) -> list[str] | None:
+    return _bodies(_PLAIN_BLOCK, _PLAIN_T, _escape("\n".join(raws)), len(raws))
+
+
+_PLAIN_KINDS = (HTTP, OTHER, WARNING, ERROR, READY)  # kinds whose fields are all null
+_GROUPS = {DECODE: 0, PREFILL: 1, **dict.fromkeys(_PLAIN_KINDS, 2)}
+_WAYS = (_decode, _prefill, _plain)
+
+
+def _one_by_one(way: Callable[[list[str], list[str]], list[str] | None], kinds: list[str], raws: list[str]) -> list[str]:
+    """A block that did not fit, a line at a time (a block of one each)."""
+    out = []
+    for k, r in zip(kinds, raws):
+        got = way([k], [r])
+        out.append(_SLOW if got is None else got[0])
+    return out
+
+
+def fast_bodies(kinds: Sequence[str], raws: Sequence[str]) -> list[str]:
+    """Each record's JSON after its ``HEAD``, in order; ``_SLOW`` where the Record way must write it."""
+    group = list(map(_GROUPS.get, kinds, repeat(3)))
+    streams: list[Iterator[str]] = []
+    for g, way in enumerate(_WAYS):
+        mask = list(map(g.__eq__, group))
+        k, r = list(compress(kinds, mask)), list(compress(raws, mask))
+        got = way(k, r) if r else []
+        streams.append(iter(got if got is not None else _one_by_one(way, k, r)))
+    streams.append(repeat(_SLOW))
+    return list(map(next, map(streams.__getitem__, group)))
+
+
+def fast_lines(nums: Sequence[int], kinds: Sequence[str], raws: Sequence[str], slow: Slow) -> list[str | None]:
+    """The JSON line of each record of a batch ("\\n" included), in order; ``slow(line, kind,
+    raw)`` writes those the fast groups do not take (tests pass one that returns None)."""
+    bodies = fast_bodies(kinds, raws)
+    heads = map(HEAD.__mod__, zip(nums, kinds))
+    if _SLOW not in bodies:
+        return list(map(str.__add__, heads, bodies))
+    return [h + b if b != _SLOW else slow(n, k, r) for h, b, n, k, r in zip(heads, bodies, nums, kinds, raws)]
 
 
 def json_lines(
     columns: Iterable[tuple[Sequence[int], Sequence[str], Sequence[str]]], encode: Callable[[Any], bytes]
 ) -> Iterable[bytes]:
     """UTF-8 JSON lines of every record in ``columns`` (``Parser.feed``'s batches), one bytes per batch;
-    ``encode`` (msgspec's ``Encoder.encode``) writes the records the fast path does not take."""
+    ``encode`` (msgspec's ``Encoder.encode``) writes the records the fast groups do not take."""
     for nums, kinds, raws in columns:
-        out = []
-        for n, k, r in zip(nums, kinds, raws):
-            fast = fast_json(n, k, r)
-            out.append(fast if fast is not None else encode(Record(n, k, r).to_json()).decode() + "\n")
-        yield "".join(out).encode("utf-8", "replace")
+        if not nums:
+            continue
+        bodies = fast_bodies(kinds, raws)
+        if _SLOW in bodies:
+            for i in [i for i, b in enumerate(bodies) if b == _SLOW]:
+                rec = Record(nums[i], kinds[i], raws[i])
+                whole = encode(rec.to_json()).decode() + "\n"
+                bodies[i] = whole[len(HEAD % (rec.line, rec.kind)) :]
+        yield "".join(chain.from_iterable(zip(map(HEAD.__mod__, zip(nums, kinds)), bodies))).encode("utf-8", "replace")
