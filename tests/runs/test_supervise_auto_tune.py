@@ -78,3 +78,12 @@ def test_bad_bounds_are_refused_by_name(make_profile, state_dir):
     path = make_profile("badtune", tp=1)
     r = cli("supervise", "--profile", str(path), "--auto-tune", "9-3", "--json")
     assert r.returncode == 2 and "auto-tune bounds" in r.stderr and "9-3" in r.stderr, r.stderr
+
+
+def test_threshold_auto_by_url_and_wait_only_with_auto(state_dir):
+    r = cli("threshold", "auto", "--url", "http://127.0.0.1:9/", "--wait", "0", "--json")
+    assert r.returncode == 1 and '"state": "no answer"' in r.stdout, (r.stdout, r.stderr)
+    (asked,) = [e for e in journal.read(state_dir) if e.action == "auto-tune"]
+    assert asked.target == "http://127.0.0.1:9/" and asked.profile is None
+    r = cli("threshold", "7", "--url", "http://127.0.0.1:9", "--wait", "1")
+    assert r.returncode == 2 and "--wait goes with `threshold auto`" in r.stderr, r.stderr
