@@ -68,12 +68,13 @@ class LiveTuner:
             self.journal("auto-tune", "off", line, key=decision.THRESHOLD_KEY, new=n)
 
     def _answer(self, ask: Entry) -> None:
-        """A request to turn tuning on: on (a new window, the N found next taken as the
-        tuner's own), said and answered in the journal with the request's ``op``."""
+        """A request to turn tuning on: on (a new window), said and answered in the journal
+        with the request's ``op``. Either way the N found next is taken as the tuner's own:
+        an operator's N set just before asking, not yet seen, does not turn it off again."""
         line = (ALREADY_ON_LINE if self.tuner.on else ON_LINE).format(who=ask.who)
         if not self.tuner.on:
             self.tuner.turn_on()
-            self.known = None
+        self.known = None
         self.say(line)
         if self.journal is not None:
             self.journal("auto-tune", "on", line, key=decision.THRESHOLD_KEY, op=ask.op)

@@ -104,3 +104,15 @@ async def test_a_request_turns_the_stopped_tuner_on_with_the_operators_n(monkeyp
     again = tr.ask(sd, URL, "p")
     await tuner.step()
     assert said[-1] == ALREADY_ON_LINE.format(who=again.who) and journaled[-1][1]["op"] == again.op
+
+
+async def test_asked_right_after_the_operators_n_before_the_tuner_saw_it_stays_on(monkeypatch, tmp_path):
+    sd = tmp_path / "state"
+    follow = tr.Follower(sd)
+    readings = iter([Reading(URL, "m", 6, "auto", curves(500)), Reading(URL, "m", 13, "auto", curves(600))])
+    monkeypatch.setattr("server_control.supervision.live_tuner.read_server", lambda *a: next(readings))
+    tuner = LiveTuner(URL, None, TuneSettings(1, 16), clock=lambda: 0.0, asks=lambda: follow.requests(URL))
+    await tuner.step()
+    tr.ask(sd, URL, "p")  # `threshold 13` then at once `threshold auto`: one poll sees both
+    await tuner.step()
+    assert tuner.tuner.on is True and tuner.known == 13
