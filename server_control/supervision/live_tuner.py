@@ -77,7 +77,7 @@ class LiveTuner:
         self.known = None
         self.say(line)
         if self.journal is not None:
-            self.journal("auto-tune", "on", line, key=decision.THRESHOLD_KEY, op=ask.op)
+            self.journal("auto-tune", "on", line, op=ask.op)  # no key: it changes no setting
 
     async def step(self) -> Move | None:
         """One poll: read, maybe decide, maybe apply. Returns the move applied (or None)."""

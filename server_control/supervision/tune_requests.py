@@ -7,7 +7,9 @@ as ``target``); the supervising process follows the journal (``Follower``: only 
 appended since its last look, never the whole file again), turns its tuner on, and answers
 with an entry of the same ``op`` (``result`` on), which the command waits for (``answer``).
 The journal is the channel because every process of this host already writes and reads it
-(state/journal.py), it keeps who asked and when, and it needs no port or socket.
+(state/journal.py), it keeps who asked and when, and it needs no port or socket. Neither
+entry names a setting ``key``: the control guard (control/guard.py) takes entries with a
+key and an op for another client's change of that setting, and these change nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import os
 import time
 from pathlib import Path
 
-from server_control.protocol.decision import THRESHOLD_KEY
 from server_control.state import journal
 
 ACTION = "auto-tune"
@@ -37,7 +38,6 @@ def ask(state_dir: str | Path | None, url: str, profile: str | None) -> journal.
         ACTION,
         target=url,
         profile=profile,
-        key=THRESHOLD_KEY,
         result=REQUESTED,
         detail=ASK_DETAIL,
         op=journal.new_op(),
