@@ -2,9 +2,12 @@
 
 threshold: without N, print the threshold every DP rank reads back; with N, set it through
 /set_internal_state and confirm it on every rank. `--force MODE` sets the forced mode
-(auto | speculative | target_only) instead.
-  Exit codes: 0 read / applied; 1 refused by the server, unsupported (stock SGLang) or error;
-  2 bad arguments; 130 interrupted.
+(auto | speculative | target_only) instead. `threshold auto` turns the supervising
+process's tuner (`supervise --auto-tune`, which an operator's N turned off) back on: a
+request in the journal, answered there by that process (supervision/tune_requests.py).
+  Exit codes: 0 read / applied / tuning on; 1 refused by the server, unsupported (stock
+  SGLang), error, or no supervising tuner answered within --wait; 2 bad arguments; 130
+  interrupted.
 
 verify: the three layers (configuration, initialisation, runtime), each pass / fail /
 pending with the evidence and, on failure, the likely cause. `--wait S` keeps watching
@@ -24,10 +27,12 @@ from console.cli.common import (
     EXIT_OK,
     UsageError,
     add_target_arguments,
+    check_url,
     error,
     open_session,
     run_async,
     settle,
+    target_profile,
     unreachable_hint,
 )
 from console.cli.status import verification_text
@@ -36,11 +41,14 @@ from server_control.model.verification import Verification
 from server_control.model.vocabulary import ChangeState
 from server_control.protocol.arg_types import seconds_where
 from server_control.protocol.decision import validate_force, validate_threshold
+from server_control.supervision import tune_requests
 
 THRESHOLD_EPILOG = (
-    "Exit codes: 0 read/applied, 1 refused by the server/unsupported/error, 2 bad arguments "
-    "(an invalid N or MODE: nothing is sent), 130 interrupted."
+    "Exit codes: 0 read/applied/tuning on, 1 refused by the server/unsupported/error/no "
+    "supervising tuner answered, 2 bad arguments (an invalid N or MODE: nothing is sent), "
+    "130 interrupted."
 )
+AUTO = "auto"
 VERIFY_EPILOG = "Exit codes: 0 all pass, 1 a failure, 3 pending, 2 bad arguments, 130 interrupted."
 
 
@@ -65,6 +73,10 @@ def _print_change(args, result: OperationResult) -> None:
 async def _threshold(args) -> int:
     if args.value is not None and args.force is not None:
         raise UsageError("give either N or --force MODE, not both")
+    if args.value == AUTO:
+        return await asyncio.to_thread(_auto, args)
+    if args.wait is not None:
+        raise UsageError("--wait goes with `threshold auto`")
     try:  # a bad N or MODE is a bad argument (exit 2, nothing sent): ASCII digits only, 0..4096
         value = validate_threshold(args.value) if args.value is not None else None
         if args.force is not None:
@@ -108,6 +120,33 @@ async def _threshold(args) -> int:
         await session.close()
 
 
+def _auto(args) -> int:
+    """`threshold auto`: ask the supervising process to tune again, wait for its answer."""
+    if args.url:
+        check_url(args.url)
+        url, name, state_dir = args.url, None, args.state_dir
+    else:
+        profile, state_dir = target_profile(args, existing=True)
+        url, name = profile.url, profile.name
+    follow = tune_requests.Follower(state_dir)  # from here on: the answer comes after the ask
+    ask = tune_requests.ask(state_dir, url, name)
+    if ask is None:
+        error(f"refused: the journal in {state_dir or 'the state dir'} could not be written (see the log)")
+        return EXIT_FAILED
+    got = tune_requests.answer(follow, ask.op, 10.0 if args.wait is None else args.wait)
+    if args.json:
+        print(json.dumps({"state": "on" if got else "no answer", "op": ask.op, "detail": got.detail if got else None}, indent=1))
+    if got is None:
+        error(
+            f"no supervising tuner answered for {url}: auto-tune runs in `specconsole supervise "
+            "--auto-tune LO-HI` (start it, or is it watching only?); the request stays in the journal"
+        )
+        return EXIT_FAILED
+    if not args.json:
+        print(f"{got.detail} ({got.who})")
+    return EXIT_OK
+
+
 async def _verify(args) -> int:
     if args.wait is not None and args.wait < 0:
         raise UsageError(f"--wait must be >= 0 seconds, got {args.wait}")
@@ -147,8 +186,20 @@ def register(subparsers) -> None:
         epilog=THRESHOLD_EPILOG,
         help="read the dynamic speculation threshold, or set it on every rank",
     )
-    p.add_argument("value", nargs="?", metavar="N", help="new threshold (integer 0..4096; 0 = never disable); omit to read")
+    p.add_argument(
+        "value",
+        nargs="?",
+        metavar="N",
+        help="new threshold (integer 0..4096; 0 = never disable), or `auto`: the supervising "
+        "process's auto-tune back on; omit to read",
+    )
     p.add_argument("--force", metavar="MODE", help="set the forced mode: auto | speculative | target_only")
+    p.add_argument(
+        "--wait",
+        type=seconds_where("0 = do not wait"),
+        metavar="S",
+        help="with auto: how long to wait for the supervising process's answer (default 10)",
+    )
     add_target_arguments(p)
     p.set_defaults(func=cmd_threshold)
 

@@ -28,6 +28,7 @@ from server_control.supervision.health_watch import exit_words
 from server_control.supervision.live_tuner import LiveTuner
 from server_control.supervision.ownership import HANDOFF, ROLE_WORDS
 from server_control.supervision.supervisor import Supervisor
+from server_control.supervision.tune_requests import Follower
 
 EPILOG = (
     "Exit codes: 0 detached (Ctrl-C) or the run was stopped elsewhere, 1 FATAL or the loop "
@@ -108,6 +109,7 @@ def _start_tuner(args, profile, sup: Supervisor, detach: asyncio.Event) -> tuple
     if args.auto_tune is None:
         return None
     control = Control(profile.url, profile.api_key(), profile.admin_api_key())
+    follow = Follower(sup.state_dir)  # from the journal's end: earlier requests are not this run's
     tuner = LiveTuner(
         profile.url,
         control,
@@ -115,6 +117,7 @@ def _start_tuner(args, profile, sup: Supervisor, detach: asyncio.Event) -> tuple
         api_key=profile.api_key(),
         say=lambda line: out(args, {"event": "auto-tune", "profile": profile.name, "line": line}, line),
         journal=sup.journal,
+        asks=lambda: follow.requests(profile.url),  # `specconsole threshold auto`: on again
     )
     return asyncio.create_task(tuner.run(detach, when=lambda: sup.supervising)), control
 
@@ -276,6 +279,6 @@ def register(subparsers) -> None:
         default=None,
         metavar="LO-HI",
         help="tune the threshold from the server's own cost curves within LO..HI (moves said and "
-        "journaled; an operator's threshold turns it off)",
+        "journaled; an operator's threshold turns it off, `specconsole threshold auto` back on)",
     )
     p.set_defaults(func=cmd_supervise)

@@ -9,6 +9,10 @@ suggestion, within ``[lo, hi]``:
     extrapolated beyond the data (one step toward it lets exploration look there), but as
     far as the measurement itself reaches: where both modes were measured (exploration) at
     every bucket from N to a batch B and the same mode won at each, N moves to B at once;
+  * never against the measurement: a move flips the mode of the batches between the old
+    and the new N, and it stops before the first of them where both modes were measured
+    and the mode it would run there lost (a sign-fit crossover or a line can put N past a
+    bucket measured the other way, on noise near a flat optimum);
   * a reversal (a move against the direction of the last one) waits one more decision that
     asks for it, so N does not swing between neighbours on noise;
   * a phase change is followed: when the mean context of the last interval's steps is
@@ -137,6 +141,7 @@ class Tuner:
         reach = measured_reach(e, threshold, target)
         if reach is not None:
             new = max(new, reach) if target > threshold else min(new, reach)
+        new = measured_limit(e, threshold, new)
         if new == threshold:
             return None
         direction = 1 if new > threshold else -1
@@ -182,6 +187,27 @@ def _mean_context(curves: Curves) -> float | None:
     rows = [(b.context_sum, b.steps) for b in curves.buckets if b.context_sum is not None and b.steps > 0]
     steps = sum(n for _c, n in rows)
     return sum(c for c, _n in rows) / steps if steps else None
+
+
+def measured_limit(e: Estimate, threshold: int, new: int) -> int:
+    """``new``, or the N nearest it on the way from ``threshold`` before the first batch the
+    move would flip (to speculation going up, to target-only going down) where both modes
+    were measured and the mode it would run there measured slower."""
+    by: dict[int, dict[str, float]] = {}
+    for p in e.points:
+        for b in range(p.lo, (p.hi or p.lo) + 1):
+            by.setdefault(b, {})[p.mode] = p.tok_s
+    if new > threshold:
+        for b in range(threshold + 1, new + 1):
+            d = by.get(b, {})
+            if SPECULATIVE in d and TARGET_ONLY in d and d[SPECULATIVE] < d[TARGET_ONLY]:
+                return b - 1
+    else:
+        for b in range(threshold, new, -1):
+            d = by.get(b, {})
+            if SPECULATIVE in d and TARGET_ONLY in d and d[TARGET_ONLY] < d[SPECULATIVE]:
+                return b
+    return new
 
 
 def measured_reach(e: Estimate, threshold: int, target: int) -> int | None:

@@ -13,9 +13,11 @@ journaled with its evidence::
     Dynamic speculation: threshold 8 -> 10 (auto: target-only faster from batch 10, ...)
 
 An operator's N wins: when the server's threshold is not the one the tuner last saw or
-set (someone else set it), tuning turns off (one line, journaled) until asked again. The
-threshold is read again right before a move is applied, so a change made meanwhile is
-seen; a change landing in the few milliseconds between that read and the move is
+set (someone else set it), tuning turns off (one line, journaled) until asked again:
+``asks`` gives the requests to turn it back on (``specconsole threshold auto``,
+supervision/tune_requests.py), each answered in the journal with its ``op``, and the N
+found then is taken as the tuner's. The threshold is read again right before a move is
+applied, so a change made meanwhile is seen; a change landing in the few milliseconds between that read and the move is
 overwritten by the move (and then turns tuning off at the next poll, the operator's value
 lost): said in docs/advice.md. A forced mode is never tuned. A server that restarted
 (fewer steps than the last reading) starts a new window, and its N is taken as found.
@@ -31,8 +33,11 @@ from typing import Any
 from server_control.advice.source import SourceError, read_server
 from server_control.protocol import decision
 from server_control.protocol.tuner import Move, Tuner, TuneSettings
+from server_control.state.journal import Entry
 
 OFF_LINE = "Dynamic speculation: auto-tune off (threshold set to {n} by the operator)"
+ON_LINE = "Dynamic speculation: auto-tune on again (asked by {who})"
+ALREADY_ON_LINE = "Dynamic speculation: auto-tune already on (asked by {who})"
 
 
 class LiveTuner:
@@ -46,10 +51,11 @@ class LiveTuner:
         say: Callable[[str], None] = lambda _line: None,
         journal: Callable[..., None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        asks: Callable[[], list[Entry]] = lambda: [],
     ) -> None:
         self.url, self.control, self.api_key = url, control, api_key
         self.tuner = Tuner(settings)
-        self.say, self.journal, self.clock = say, journal, clock
+        self.say, self.journal, self.clock, self.asks = say, journal, clock, asks
         self.known: int | None = None  # the threshold last seen or set by the tuner
         self._steps = 0  # decode steps in the last reading (fewer: the server restarted)
         self.last_error: str | None = None
@@ -61,8 +67,22 @@ class LiveTuner:
         if self.journal is not None:
             self.journal("auto-tune", "off", line, key=decision.THRESHOLD_KEY, new=n)
 
+    def _answer(self, ask: Entry) -> None:
+        """A request to turn tuning on: on (a new window), said and answered in the journal
+        with the request's ``op``. Either way the N found next is taken as the tuner's own:
+        an operator's N set just before asking, not yet seen, does not turn it off again."""
+        line = (ALREADY_ON_LINE if self.tuner.on else ON_LINE).format(who=ask.who)
+        if not self.tuner.on:
+            self.tuner.turn_on()
+        self.known = None
+        self.say(line)
+        if self.journal is not None:
+            self.journal("auto-tune", "on", line, op=ask.op)  # no key: it changes no setting
+
     async def step(self) -> Move | None:
         """One poll: read, maybe decide, maybe apply. Returns the move applied (or None)."""
+        for ask in self.asks():
+            self._answer(ask)
         try:
             reading = await asyncio.to_thread(read_server, self.url, self.api_key)
         except SourceError as exc:

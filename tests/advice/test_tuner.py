@@ -8,7 +8,7 @@ import pytest
 
 from server_control.protocol import cost_curves as cc
 from server_control.protocol.crossover import estimate
-from server_control.protocol.tuner import MOVE_PREFIX, Tuner, TuneSettings, measured_reach, parse_bounds
+from server_control.protocol.tuner import MOVE_PREFIX, Tuner, TuneSettings, measured_limit, measured_reach, parse_bounds
 from tests.support.advice import curves
 
 
@@ -159,3 +159,33 @@ def test_a_context_shift_restarts_the_window():
     assert tuner._history[0][1] is long_ctx  # the window now starts at the shift
     move = tuner.observe(15.0, both, 8)
     assert move is not None and move.new < 8  # decided on the short-context steps alone
+
+
+def _measured(rates, steps=400, seed=3):
+    """Curves with both modes measured at each batch: {batch: (speculative, target-only
+    tok/s)}; a speculative step commits 2 tokens per request, 3 % noise on step times."""
+    import random
+
+    rng, c, t = random.Random(seed), cc.CostCounters(), 0.0
+    for _ in range(steps):
+        for b, (spec, tgt) in rates.items():
+            for mode, rate, per in (("speculative", spec, 2), ("target_only", tgt, 1)):
+                c.step(mode, b, t, 500.0)
+                t += b * per / rate * (1 + rng.gauss(0, 0.03))
+                c.commit(mode, b, b * per)
+    return cc.parse(c.snapshot())
+
+
+def test_a_move_stops_before_a_batch_measured_the_other_way():
+    """Near a flat optimum the sign fit can put the crossover below a bucket where
+    speculation measured faster (target-only 5 % ahead at batch 1, 2 % behind at 2, far
+    ahead at 3: the fit says target-only from batch 1): N moves down from 3 only to 2,
+    never flipping batch 2 to the mode measured slower there."""
+    got = _measured({1: (78.0, 82.0), 2: (151.0, 148.0), 3: (200.0, 260.0)})
+    e = estimate(got)
+    assert e.suggested == 1, e  # the fit's answer, past batch 2
+    tuner = Tuner(TuneSettings(1, 16, interval_s=5, window_s=1000, max_step=2))
+    tuner.observe(0.0, cc.Curves(32, 0, ()), 3)
+    move = tuner.observe(5.0, got, 3)
+    assert move is not None and (move.old, move.new) == (3, 2), move
+    assert measured_limit(e, 3, 1) == 2 and measured_limit(e, 1, 3) == 2 and measured_limit(e, 2, 3) == 2
