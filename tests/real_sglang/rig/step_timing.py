@@ -10,7 +10,9 @@ then wraps, in the process that imports them,
   * ``Scheduler.run_batch`` of a decode batch: ``run_batch`` (its duration) and
     ``step_period`` (from one decode ``run_batch`` start to the next, when the two are
     consecutive batches of the same size: a whole scheduler iteration).
-Each key holds cumulative ``[calls, seconds]`` per batch size; a daemon thread writes them
+Each key holds cumulative ``[calls, seconds, cpu seconds]`` per batch size (cpu: the
+calling thread's CPU time, ``time.thread_time``, which a loaded machine's waits for a core
+do not inflate); a daemon thread writes them
 to ``DIR/<pid>.json`` every 0.25 s (atomic rename). A benchmark diffs two reads. The
 scheduler's own per-step overhead is ``step_period - forward`` on a plain server.
 
@@ -38,7 +40,7 @@ SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 _TOTALS: dict[str, dict[int, list[float]]] = {}
 _LOCK = threading.Lock()
 _WRITER: list[threading.Thread] = []
-_LAST_DECODE: list[tuple[float, int]] = []  # (start, batch size) of the last decode run_batch
+_LAST_DECODE: list[tuple[float, int, float]] = []  # (start, batch size, thread cpu) of the last decode run_batch
 TRACE_ENV = "SPECCONSOLE_RIG_STEP_TRACE"
 TRACE_CAP = 20000
 _TRACE: list[list[float]] = []
@@ -48,11 +50,12 @@ def enabled() -> bool:
     return bool(os.environ.get(ENV))
 
 
-def record(key: str, bs: int, seconds: float) -> None:
+def record(key: str, bs: int, seconds: float, cpu_seconds: float = 0.0) -> None:
     with _LOCK:
-        cell = _TOTALS.setdefault(key, {}).setdefault(int(bs), [0, 0.0])
+        cell = _TOTALS.setdefault(key, {}).setdefault(int(bs), [0, 0.0, 0.0])
         cell[0] += 1
         cell[1] += seconds
+        cell[2] += cpu_seconds
     if not _WRITER:
         _start_writer()
 
@@ -89,13 +92,13 @@ def _start_writer() -> None:
 def _timed(fn, key_of):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
             key, bs = key_of(*args, **kwargs)
             if key:
-                record(key, bs, time.perf_counter() - t0)
+                record(key, bs, time.perf_counter() - t0, time.thread_time() - c0)
 
     return wrapper
 
@@ -132,10 +135,10 @@ def patch_scheduler(module) -> None:
     @functools.wraps(cls.run_batch)
     def run_batch(self, batch, *args, **kwargs):
         if batch.forward_mode.is_decode():
-            now, bs = time.perf_counter(), batch.batch_size()
+            now, bs, cpu = time.perf_counter(), batch.batch_size(), time.thread_time()
             if _LAST_DECODE and _LAST_DECODE[0][1] == bs and now - _LAST_DECODE[0][0] < 5:
-                record("step_period", bs, now - _LAST_DECODE[0][0])
-            _LAST_DECODE[:] = [(now, bs)]
+                record("step_period", bs, now - _LAST_DECODE[0][0], cpu - _LAST_DECODE[0][2])
+            _LAST_DECODE[:] = [(now, bs, cpu)]
         else:
             _LAST_DECODE.clear()
         return inner(self, batch, *args, **kwargs)
