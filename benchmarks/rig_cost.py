@@ -1,12 +1,16 @@
 """What a decode step of a rig pair costs, part by part, timed inside the server.
 
     python -m benchmarks.rig_cost [--models deep,trained] [--batches 1,8,16]
-                                  [--tokens 48] [--rounds 2] [--threads 1] [--json]
-                                  [--out FILE]
+                                  [--tokens 48] [--rounds 2] [--threads 1] [--interleave]
+                                  [--json] [--out FILE]
 
 For each pair, a plain server (the target alone) and the patched server (the EAGLE-3
-pair), started one at a time with ``SPECCONSOLE_RIG_STEP_TIMING`` (tests/real_sglang/rig/
-step_timing.py: forwards, draft-extend and decode steps timed in the scheduler process).
+pair) with ``SPECCONSOLE_RIG_STEP_TIMING`` (tests/real_sglang/rig/step_timing.py:
+forwards, draft-extend and decode steps timed in the scheduler process, wall and the
+scheduler thread's CPU time). Started one at a time, each running all its windows; with
+``--interleave`` both are up, the one not measured paused (SIGSTOP of its process group),
+and every round runs plain, target-only and speculative at each batch size, the order
+rotated from round to round.
 Each window is one /generate of ``b`` prompts of the trained language (greedy,
 ``--tokens`` new tokens each), so the decode batch is ``b`` from its first step; the
 patched server runs it forced target-only and forced speculative. Printed per pair and
@@ -19,6 +23,7 @@ batch (ms, mean over the window's steps of exactly that batch size, median of ro
          step period
   patched speculative: target verify forward, draft-extend, draft decode forwards,
          accept length, step period
+  cpu: the same forwards and step periods in CPU time, plain / target-only per step
 
 Figures go in docs/cpu-rig.md with the load average.
 """
