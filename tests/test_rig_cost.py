@@ -25,3 +25,19 @@ def test_a_totals_file_without_the_cpu_column_reads_as_zero_cpu():
     old = {"step_period": {"8": [2, 0.4]}}
     assert rig_cost._diff(old, {}, "step_period", 8) == (2, 0.4)
     assert rig_cost._diff(old, {}, "step_period", 8, col=2) == (2, 0.0)
+
+
+def test_the_patch_per_step_calls_are_timed_by_batch(monkeypatch):
+    import types
+
+    monkeypatch.setattr(step_timing, "_TOTALS", {})
+    monkeypatch.setattr(step_timing, "_WRITER", [object()])
+    module = types.SimpleNamespace(
+        on_decode_step=lambda worker, bs, original: "decided",
+        on_verified=lambda worker, n, bs, original: "counted",
+    )
+    step_timing.patch_switch(module)
+    assert module.on_decode_step(None, 8, None) == "decided"
+    assert module.on_verified(None, [1, 0, 2], 3, None) == "counted"
+    snap = step_timing.snapshot()
+    assert snap["patch:on_decode_step"]["8"][0] == 1 and snap["patch:on_verified"]["3"][0] == 1

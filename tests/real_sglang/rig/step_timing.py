@@ -7,6 +7,11 @@ then wraps, in the process that imports them,
     ``draft:<MODE>`` (``forward_batch.forward_mode``) and the batch size;
   * ``EagleDraftWorker._draft_extend_for_decode``: the whole draft-extend after a decode
     step (its forward, lm_head, argmax and bookkeeping), keyed ``draft_extend``;
+  * ``EAGLEWorkerV2.verify``: SGLang's whole verify (``run_eagle_verify``: preparation,
+    the target forward, sampling, acceptance bookkeeping), keyed ``verify``;
+  * the patch's own per-step calls (``server_control.sglang_patch.worker``):
+    ``on_decode_step`` and ``on_verified``, keyed ``patch:on_decode_step`` /
+    ``patch:on_verified``;
   * ``Scheduler.run_batch`` of a decode batch: ``run_batch`` (its duration) and
     ``step_period`` (from one decode ``run_batch`` start to the next, when the two are
     consecutive batches of the same size: a whole scheduler iteration).
@@ -117,9 +122,21 @@ def _extend_key(self, batch, *args, **kwargs):
     return "draft_extend", batch.batch_size()
 
 
+def _verify_key(self, batch, *args, **kwargs):
+    return "verify", batch.batch_size()
+
+
 def patch_eagle(module) -> None:
     cls = module.EagleDraftWorker
     cls._draft_extend_for_decode = _timed(cls._draft_extend_for_decode, _extend_key)
+    module.EAGLEWorkerV2.verify = _timed(module.EAGLEWorkerV2.verify, _verify_key)
+
+
+def patch_switch(module) -> None:
+    """The patch's per-step functions (called by attribute, so wrapping the module's names
+    times every call)."""
+    module.on_decode_step = _timed(module.on_decode_step, lambda worker, bs, *a, **k: ("patch:on_decode_step", bs))
+    module.on_verified = _timed(module.on_verified, lambda worker, n, *a, **k: ("patch:on_verified", len(n)))
 
 
 def _run_batch_key(self, batch, *args, **kwargs):
@@ -173,4 +190,10 @@ def _traced(run_batch):
     return traced
 
 
-AFTER_IMPORT = {RUNNER_MODULE: patch_runner, EAGLE_MODULE: patch_eagle, SCHEDULER_MODULE: patch_scheduler}
+SWITCH_MODULE = "server_control.sglang_patch.worker"
+AFTER_IMPORT = {
+    RUNNER_MODULE: patch_runner,
+    EAGLE_MODULE: patch_eagle,
+    SCHEDULER_MODULE: patch_scheduler,
+    SWITCH_MODULE: patch_switch,
+}
