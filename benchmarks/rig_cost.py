@@ -1,12 +1,16 @@
 """What a decode step of a rig pair costs, part by part, timed inside the server.
 
     python -m benchmarks.rig_cost [--models deep,trained] [--batches 1,8,16]
-                                  [--tokens 48] [--rounds 2] [--threads 1] [--json]
-                                  [--out FILE]
+                                  [--tokens 48] [--rounds 2] [--threads 1] [--interleave]
+                                  [--json] [--out FILE]
 
 For each pair, a plain server (the target alone) and the patched server (the EAGLE-3
-pair), started one at a time with ``SPECCONSOLE_RIG_STEP_TIMING`` (tests/real_sglang/rig/
-step_timing.py: forwards, draft-extend and decode steps timed in the scheduler process).
+pair) with ``SPECCONSOLE_RIG_STEP_TIMING`` (tests/real_sglang/rig/step_timing.py:
+forwards, draft-extend and decode steps timed in the scheduler process, wall and the
+scheduler thread's CPU time). Started one at a time, each running all its windows; with
+``--interleave`` both are up, the one not measured paused (SIGSTOP of its process group),
+and every round runs plain, target-only and speculative at each batch size, the order
+rotated from round to round.
 Each window is one /generate of ``b`` prompts of the trained language (greedy,
 ``--tokens`` new tokens each), so the decode batch is ``b`` from its first step; the
 patched server runs it forced target-only and forced speculative. Printed per pair and
@@ -19,6 +23,7 @@ batch (ms, mean over the window's steps of exactly that batch size, median of ro
          step period
   patched speculative: target verify forward, draft-extend, draft decode forwards,
          accept length, step period
+  cpu: the same forwards and step periods in CPU time, plain / target-only per step
 
 Figures go in docs/cpu-rig.md with the load average.
 """
@@ -29,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -41,10 +47,11 @@ from server_control.protocol import decision
 EXTRA = ("--max-total-tokens", "16384", "--max-running-requests", "48")
 
 
-def _diff(after: dict, before: dict, key: str, bs: int) -> tuple[int, float]:
-    a = after.get(key, {}).get(str(bs), [0, 0.0])
-    b = before.get(key, {}).get(str(bs), [0, 0.0])
-    return int(a[0] - b[0]), float(a[1] - b[1])
+def _diff(after: dict, before: dict, key: str, bs: int, col: int = 1) -> tuple[int, float]:
+    """Calls and seconds (``col`` 1: wall; 2: the scheduler thread's CPU) of ``key`` at ``bs``."""
+    a = after.get(key, {}).get(str(bs), [0, 0.0, 0.0])
+    b = before.get(key, {}).get(str(bs), [0, 0.0, 0.0])
+    return int(a[0] - b[0]), float(a[col] - b[col]) if len(a) > col and len(b) > col else 0.0
 
 
 def _read(directory: Path) -> dict:
@@ -60,8 +67,8 @@ def _read(directory: Path) -> dict:
     return best
 
 
-def _ms(after: dict, before: dict, key: str, bs: int) -> float | None:
-    n, s = _diff(after, before, key, bs)
+def _ms(after: dict, before: dict, key: str, bs: int, col: int = 1) -> float | None:
+    n, s = _diff(after, before, key, bs, col)
     return 1000 * s / n if n else None
 
 
@@ -89,6 +96,7 @@ def window(server, timing: Path, bs: int, tokens: int, seed: int) -> dict:
     }
     for key in sorted(keys):
         row[key] = _ms(after, before, key, bs)
+        row[f"cpu:{key}"] = _ms(after, before, key, bs, col=2)
     return row
 
 
@@ -105,41 +113,73 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def _modes(patched: bool) -> list[str]:
+    return [decision.TARGET_ONLY, decision.SPECULATIVE] if patched else ["plain"]
+
+
+def _cell(server, timing: Path, mode: str, bs: int, k: int, opts, name: str, log) -> dict:
+    if mode != "plain" and not asyncio.run(loadgen.set_force(server.url, mode)):
+        raise RuntimeError(f"{name} refused force {mode}")
+    row = window(server, timing, bs, opts.tokens, 100 * k + bs)
+    row["load_1m"] = os.getloadavg()[0]
+    shown = {key: v for key, v in row.items() if isinstance(v, float) and key != "wall_s" and not key.startswith("cpu:draft")}
+    log(f"{name} {mode} b={bs} round {k}: " + ", ".join(f"{key} {v:.2f}" for key, v in shown.items()))
+    return row
+
+
 def measure_pair(rig, kind: str, opts: argparse.Namespace, tmp: Path, log) -> dict:
+    """Plain and patched servers of ``kind``: one after the other, or (``opts.interleave``)
+    both up, the one not measured paused (SIGSTOP of its process group), every round
+    running plain, target-only and speculative at each batch size in a rotated order."""
     from tests.real_sglang.rig.pool import Spec, launch
     from tests.real_sglang.rig.step_timing import ENV
 
-    result: dict = {"models": kind}
-    for patched in (False, True):
-        timing = tmp / f"{kind}-{'patched' if patched else 'plain'}"
-        spec = Spec(kind, patched=patched, extra=EXTRA)
-        env = {ENV: str(timing), "OMP_NUM_THREADS": str(opts.threads)}
-        server = launch(rig, spec, tmp, 7200, env_extra=env)
-        try:
-            ready = server.wait_ready(timeout_s=1200)
-            log(f"{spec.name}: ready in {ready:.0f} s")
-            modes = [decision.TARGET_ONLY, decision.SPECULATIVE] if patched else ["plain"]
+    cells: dict = {m: {bs: [] for bs in opts.batches} for m in ["plain", *_modes(True)]}
+    servers: dict = {}
+    try:
+        for patched in (False, True):
+            timing = tmp / f"{kind}-{'patched' if patched else 'plain'}"
+            spec = Spec(kind, patched=patched, extra=EXTRA)
+            env = {ENV: str(timing), "OMP_NUM_THREADS": str(opts.threads)}
+            server = launch(rig, spec, tmp, 7200, env_extra=env)
+            servers[patched] = (server, timing, spec.name)
+            log(f"{spec.name}: ready in {server.wait_ready(timeout_s=1200):.0f} s")
             window(server, timing, max(opts.batches), 8, 900)  # warm every path
-            for mode in modes:
-                if patched and not asyncio.run(loadgen.set_force(server.url, mode)):
-                    raise RuntimeError(f"{spec.name} refused force {mode}")
-                cells = []
+            if opts.interleave:
+                os.killpg(server.pgid, signal.SIGSTOP)
+                continue
+            for mode in _modes(patched):
                 for bs in opts.batches:
-                    rows = []
                     for k in range(opts.rounds):
-                        row = window(server, timing, bs, opts.tokens, 100 * k + bs)
-                        log(
-                            f"{spec.name} {mode} b={bs} round {k}: "
-                            + ", ".join(f"{key} {v:.2f}" for key, v in row.items() if isinstance(v, float) and key != "wall_s")
-                        )
-                        rows.append(row)
-                    cells.append(_median_rows(rows))
-                result[mode] = cells
-        finally:
-            left = server.stop()
-            if left:
-                raise RuntimeError(f"{spec.name}: processes left {left}")
+                        cells[mode][bs].append(_cell(server, timing, mode, bs, k, opts, spec.name, log))
+            _stop(servers.pop(patched))
+        if opts.interleave:
+            arms = [(False, "plain"), *((True, m) for m in _modes(True))]
+            for k in range(opts.rounds):
+                for bs in opts.batches:
+                    for patched, mode in arms[k % len(arms) :] + arms[: k % len(arms)]:
+                        server, timing, name = servers[patched]
+                        os.killpg(servers[not patched][0].pgid, signal.SIGSTOP)
+                        os.killpg(server.pgid, signal.SIGCONT)
+                        cells[mode][bs].append(_cell(server, timing, mode, bs, k, opts, name, log))
+    finally:
+        for key in list(servers):
+            _stop(servers.pop(key))
+    result: dict = {"models": kind}
+    for mode, by_bs in cells.items():
+        result[mode] = [_median_rows(by_bs[bs]) for bs in opts.batches]
     return result
+
+
+def _stop(entry) -> None:
+    server, _timing, name = entry
+    try:
+        os.killpg(server.pgid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+    left = server.stop()
+    if left:
+        raise RuntimeError(f"{name}: processes left {left}")
 
 
 def summarise(result: dict) -> list[dict]:
@@ -168,6 +208,13 @@ def summarise(result: dict) -> list[dict]:
                 "spec_period_ms": spec.get("step_period"),
                 "spec_accept_length": spec.get("accept_length"),
                 "t_o_over_plain_period": _ratio(plain.get("step_period"), t_o.get("step_period")),
+                "cpu_plain_forward_ms": plain.get("cpu:target:DECODE"),
+                "cpu_t_o_forward_ms": t_o.get("cpu:target:TARGET_VERIFY") or t_o.get("cpu:target:DECODE"),
+                "cpu_t_o_draft_extend_ms": t_o.get("cpu:draft_extend"),
+                "cpu_plain_period_ms": plain.get("cpu:step_period"),
+                "cpu_t_o_period_ms": t_o.get("cpu:step_period"),
+                "cpu_t_o_over_plain_period": _ratio(plain.get("cpu:step_period"), t_o.get("cpu:step_period")),
+                "load_1m": statistics.mean(x for x in (plain.get("load_1m"), t_o.get("load_1m")) if x is not None),
             }
         )
     return rows
@@ -190,6 +237,12 @@ def render(rows: list[dict]) -> str:
         ("fwd / draft-extend", "forward_over_draft_extend", ".1f"),
         ("t-o step ms", "t_o_period_ms", ".2f"),
         ("plain / t-o per step", "t_o_over_plain_period", ".3f"),
+        ("cpu: plain fwd ms", "cpu_plain_forward_ms", ".2f"),
+        ("cpu: t-o fwd ms", "cpu_t_o_forward_ms", ".2f"),
+        ("cpu: plain step ms", "cpu_plain_period_ms", ".2f"),
+        ("cpu: t-o step ms", "cpu_t_o_period_ms", ".2f"),
+        ("cpu: plain / t-o per step", "cpu_t_o_over_plain_period", ".3f"),
+        ("load", "load_1m", ".1f"),
         ("spec step ms", "spec_period_ms", ".2f"),
         ("accept", "spec_accept_length", ".2f"),
     ]
@@ -212,6 +265,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1,
         help="OMP_NUM_THREADS of the servers (default 1: a shared, loaded CPU turns OpenMP's spinning threads into waiting)",
+    )
+    p.add_argument(
+        "--interleave",
+        action="store_true",
+        help="both servers up, the idle one paused; plain, target-only and speculative windows rotated within each round",
     )
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path)

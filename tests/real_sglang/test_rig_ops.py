@@ -195,3 +195,75 @@ def test_extend_attention_matches_causal_sdpa():
         v = torch.cat([vb[s[: n - e]], ve[st : st + e]])
         ref = _ref_attention(q[st : st + e], k, v, causal_from=n - e)
         torch.testing.assert_close(out[st : st + e], ref, rtol=1e-5, atol=1e-5)
+
+
+def _one_query_case(seed: int):
+    """An extend call with one causal query per request, as a target-only verify makes it."""
+    g = torch.Generator().manual_seed(seed)
+    H, Hkv, D, slots = 4, 2, 8, 64
+    kb, vb = torch.randn(slots, Hkv, D, generator=g), torch.randn(slots, Hkv, D, generator=g)
+    r2t = torch.randperm(slots).to(torch.int32).view(4, 16)
+    rpi, seq = torch.tensor([3, 0, 2]), torch.tensor([7, 1, 12])
+    ext, start = torch.ones(3, dtype=torch.int32), torch.arange(3, dtype=torch.int32)
+    q, ke, ve = (torch.randn(3, h, D, generator=g) for h in (H, Hkv, Hkv))
+    new = r2t[rpi, seq - 1].long()
+    return kb, vb, r2t, rpi, seq, ext, start, q, ke, ve, new, D
+
+
+def _extend(kb, vb, r2t, rpi, seq, ext, start, q, ke, ve, D):
+    out = torch.empty(q.shape)
+    ops.extend_attention_cpu(
+        q, ke, ve, out, kb, vb, 1.0, 1.0, r2t, rpi, seq, ext, start, 1, D**-0.5, 0.0, False, 0, None, None, None, True
+    )
+    return out
+
+
+def test_extend_with_one_query_per_request_runs_the_decode_loop_bit_for_bit(monkeypatch):
+    """The cache holds the new K/V (SGLang's forward_extend wrote them): the decode
+    stand-in's loop runs, and its output equals the general path's bit for bit."""
+    from tests.real_sglang.rig import attention_ops
+
+    kb, vb, r2t, rpi, seq, ext, start, q, ke, ve, new, D = _one_query_case(3)
+    kb[new], vb[new] = ke, ve
+    calls = []
+    decode = attention_ops.decode_attention
+    monkeypatch.setattr(attention_ops, "decode_attention", lambda *a: (calls.append(1), decode(*a)))
+    fast = _extend(kb, vb, r2t, rpi, seq, ext, start, q, ke, ve, D)
+    assert calls == [1]
+    monkeypatch.setattr(attention_ops, "_one_query_cached", lambda *a: False)
+    general = _extend(kb, vb, r2t, rpi, seq, ext, start, q, ke, ve, D)
+    assert calls == [1] and torch.equal(fast, general)
+
+
+def test_extend_with_one_query_takes_new_kv_from_its_arguments_when_the_cache_lacks_them(monkeypatch):
+    """The cache holds other values at the new slots (nothing wrote them): the general path
+    runs and attends over the new K/V passed in, as the real kernel does."""
+    from tests.real_sglang.rig import attention_ops
+
+    kb, vb, r2t, rpi, seq, ext, start, q, ke, ve, new, D = _one_query_case(4)
+    calls = []
+    decode = attention_ops.decode_attention
+    monkeypatch.setattr(attention_ops, "decode_attention", lambda *a: (calls.append(1), decode(*a)))
+    out = _extend(kb, vb, r2t, rpi, seq, ext, start, q, ke, ve, D)
+    assert calls == []
+    for i in range(3):
+        n, row = int(seq[i]), int(rpi[i])
+        s = r2t[row, :n].long()
+        k, v = torch.cat([kb[s[:-1]], ke[i : i + 1]]), torch.cat([vb[s[:-1]], ve[i : i + 1]])
+        torch.testing.assert_close(out[i : i + 1], _ref_attention(q[i : i + 1], k, v), rtol=1e-5, atol=1e-5)
+
+
+def test_one_query_metadata_is_recomputed_after_an_in_place_change_and_in_inference_mode():
+    """The memo of the new-token slots follows in-place changes of its inputs (a request
+    moved to another pool row) and is skipped for inference tensors."""
+    from tests.real_sglang.rig import attention_ops
+
+    kb, vb, r2t, rpi, seq, ext, start, q, ke, ve, new, D = _one_query_case(5)
+    assert torch.equal(attention_ops._new_slots(r2t, rpi, seq, ext, start), new)
+    rpi[0] = 1
+    assert torch.equal(attention_ops._new_slots(r2t, rpi, seq, ext, start), r2t[rpi, seq - 1].long())
+    with torch.inference_mode():
+        r2t_i, rpi_i = r2t.clone(), rpi.clone()
+        assert torch.equal(attention_ops._new_slots(r2t_i, rpi_i, seq, ext, start), r2t[rpi, seq - 1].long())
+        rpi_i[0] = 3
+        assert torch.equal(attention_ops._new_slots(r2t_i, rpi_i, seq, ext, start), r2t[rpi_i, seq - 1].long())

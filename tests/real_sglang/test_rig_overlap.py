@@ -1,6 +1,7 @@
 """The rig's overlap-scheduler stand-ins (rig/overlap.py): the torch row gather against
 the semantics of SGLang's Triton ``_gather_rows_kernel``, and the preload installing both
-replacements in a fresh process only when asked to."""
+replacements in a fresh process only when asked to, and two hooks of one module both
+installed."""
 
 from __future__ import annotations
 
@@ -72,3 +73,21 @@ def test_preload_replaces_both_only_with_the_variable():
         "sglang.srt.arg_groups.speculative_hook",
         "sglang.kernels.ops.speculative.gather_spec_extras",
     ]
+
+
+@pytest.mark.sglang
+@SKIP_NO_SGLANG
+def test_preload_runs_both_hooks_of_one_module(tmp_path):
+    """Step timing and the op profiler both wrap ``ModelRunner.forward``: with both asked
+    for, the preload installs both (the profiler's around the timer's)."""
+    code = (
+        "import os, tests.real_sglang.rig.preload\n"
+        "from sglang.srt.model_executor.model_runner import ModelRunner as M\n"
+        "f = M.forward\n"
+        "print(os.path.basename(f.__code__.co_filename), os.path.basename(f.__wrapped__.__code__.co_filename))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), SPECCONSOLE_RIG_LIB="/nonexistent")
+    env.update(SPECCONSOLE_RIG_STEP_TIMING=str(tmp_path / "t"), SPECCONSOLE_RIG_OP_PROFILE=str(tmp_path / "p"))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["op_profile.py", "step_timing.py"]

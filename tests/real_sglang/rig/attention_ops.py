@@ -39,6 +39,63 @@ def _window_mask(q_pos, k_len, window):
     return mask
 
 
+# The last call's batch metadata and what it implied (the layers of one forward share the
+# same tensors): ((tensor, its _version) per input, the new tokens' slots or None).
+_LAST_META: list = []
+
+
+def _new_slots(req_to_token, req_pool_indices, seq_lens, ext_lens, starts):
+    """Each request's new-token slot when every request extends by one token at rows
+    0..bs-1, else None. Memoised on the tensors' identity and ``_version`` (an in-place
+    change bumps it), so the layers of one forward pay for it once; inference-mode tensors
+    (no version counter: SGLang's ``SGLANG_ENABLE_TORCH_INFERENCE_MODE``) are never
+    memoised."""
+    try:
+        key = [(t, t._version) for t in (req_to_token, req_pool_indices, seq_lens, ext_lens, starts)]
+    except RuntimeError:
+        key = None
+        _LAST_META.clear()
+    if key is not None and _LAST_META and all(a is b and va == vb for (a, va), (b, vb) in zip(_LAST_META[0], key)):
+        return _LAST_META[1]
+    bs = seq_lens.shape[0]
+    one = bs == ext_lens.shape[0] == starts.shape[0] and bool((ext_lens == 1).all())
+    slots = req_to_token[req_pool_indices, seq_lens - 1].long() if one and torch.equal(starts.long(), torch.arange(bs)) else None
+    if key is not None:
+        _LAST_META[:] = [key, slots]
+    return slots
+
+
+def _one_query_cached(
+    q, k_new, v_new, k_buffer, v_buffer, req_to_token, req_pool_indices, seq_lens, ext_lens, starts, tree_mask, is_causal
+):
+    """Whether an extend call is the decode case: one query per request (request i's query
+    is row i, its new token the last of its ``seq_lens[i]`` slots), causal, no tree mask,
+    and the cache already holding the new K/V bit for bit, in their own dtype, at those
+    slots (what SGLang's ``forward_extend`` leaves after ``set_kv_buffer``; checked on
+    every call, not assumed).
+
+    A verify with one draft token per request (the patch's target-only steps) is such a
+    call. The general path below computes the same outputs for it, with extra per-request
+    work (overwriting the gathered rows with ``k/v_extend``, more slicing): the stand-in's
+    own cost, not SGLang's, so this case runs the decode stand-in's loop instead."""
+    if q.shape[0] != seq_lens.shape[0] or not is_causal or (tree_mask is not None and tree_mask.numel() > 0):
+        return False
+    new_slots = _new_slots(req_to_token, req_pool_indices, seq_lens, ext_lens, starts)
+    if new_slots is None:
+        return False
+    if k_new is None or v_new is None:
+        return True  # the general path reads the new keys from the cache too
+    if k_new.dtype != k_buffer.dtype or v_new.dtype != v_buffer.dtype:
+        return False
+    k_cached, v_cached = k_buffer[new_slots], v_buffer[new_slots]
+    return bool(
+        k_new.numel() == k_cached.numel()
+        and v_new.numel() == v_cached.numel()
+        and torch.equal(k_cached, k_new.reshape(k_cached.shape))
+        and torch.equal(v_cached, v_new.reshape(v_cached.shape))
+    )
+
+
 def decode_attention(
     query,
     k_cache,
@@ -107,6 +164,17 @@ def extend_attention(
     causal rule among the new tokens; ``is_causal=False`` lets every query see every key."""
     if is_cross_attention:
         raise NotImplementedError("rig extend_attention_cpu: cross-attention is not supported")
+    if _one_query_cached(
+        q_extend, k_extend, v_extend, k_buffer, v_buffer, req_to_token, req_pool_indices, seq_lens,
+        extend_seq_lens, extend_start_loc, tree_mask, is_causal,
+    ):  # fmt: skip
+        # One causal query per request whose K/V the cache already holds: the decode
+        # stand-in's loop, the same math on the same values (see _one_query_cached).
+        decode_attention(
+            q_extend, k_buffer, v_buffer, k_scale, v_scale, o_extend, None, None, None, None,
+            req_to_token, req_pool_indices, seq_lens, sm_scale, logit_cap, False, sliding_window_size, encoder_lens, sinks,
+        )  # fmt: skip
+        return
     rows, lens = req_pool_indices.tolist(), seq_lens.tolist()
     exts, starts = extend_seq_lens.tolist(), extend_start_loc.tolist()
     mask_off = 0

@@ -13,7 +13,8 @@ nothing: no torch import happens here. With ``SPECCONSOLE_RIG_OVERLAP=1`` it als
 overlap scheduler run speculative decoding on the CPU (``overlap.py``). With
 ``SPECCONSOLE_RIG_TP_FAULTS`` it installs the tp rig's faults (``tp_faults.py``). With
 ``SPECCONSOLE_RIG_STEP_TIMING=DIR`` it times forwards, draft-extend and the scheduler's
-decode steps (``step_timing.py``).
+decode steps (``step_timing.py``); with ``SPECCONSOLE_RIG_OP_PROFILE=DIR`` it profiles the
+target's forwards op by op (``op_profile.py``).
 
 At import it also loads the stand-in ``libcuda.so.1`` (``RTLD_GLOBAL``) named by
 ``SPECCONSOLE_RIG_LIB`` (default: ``<rig cache>/current/lib/libcuda.so.1``), unless a
@@ -55,8 +56,19 @@ def _after_import() -> dict:
     if os.environ.get("SPECCONSOLE_RIG_STEP_TIMING"):
         from tests.real_sglang.rig import step_timing
 
-        hooks.update(step_timing.AFTER_IMPORT)
+        _merge(hooks, step_timing.AFTER_IMPORT)
+    if os.environ.get("SPECCONSOLE_RIG_OP_PROFILE"):
+        from tests.real_sglang.rig import op_profile
+
+        _merge(hooks, op_profile.AFTER_IMPORT)
     return hooks
+
+
+def _merge(hooks: dict, more: dict) -> None:
+    """Add ``more`` to ``hooks``; two hooks of one module both run, in order."""
+    for name, hook in more.items():
+        first = hooks.get(name)
+        hooks[name] = hook if first is None else (lambda module, _a=first, _b=hook: (_a(module), _b(module)))
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -7,10 +7,17 @@ then wraps, in the process that imports them,
     ``draft:<MODE>`` (``forward_batch.forward_mode``) and the batch size;
   * ``EagleDraftWorker._draft_extend_for_decode``: the whole draft-extend after a decode
     step (its forward, lm_head, argmax and bookkeeping), keyed ``draft_extend``;
+  * ``EAGLEWorkerV2.verify``: SGLang's whole verify (``run_eagle_verify``: preparation,
+    the target forward, sampling, acceptance bookkeeping), keyed ``verify``;
+  * the patch's own per-step calls (``server_control.sglang_patch.worker``):
+    ``on_decode_step`` and ``on_verified``, keyed ``patch:on_decode_step`` /
+    ``patch:on_verified``;
   * ``Scheduler.run_batch`` of a decode batch: ``run_batch`` (its duration) and
     ``step_period`` (from one decode ``run_batch`` start to the next, when the two are
     consecutive batches of the same size: a whole scheduler iteration).
-Each key holds cumulative ``[calls, seconds]`` per batch size; a daemon thread writes them
+Each key holds cumulative ``[calls, seconds, cpu seconds]`` per batch size (cpu: the
+calling thread's CPU time, ``time.thread_time``, which a loaded machine's waits for a core
+do not inflate); a daemon thread writes them
 to ``DIR/<pid>.json`` every 0.25 s (atomic rename). A benchmark diffs two reads. The
 scheduler's own per-step overhead is ``step_period - forward`` on a plain server.
 
@@ -38,7 +45,7 @@ SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 _TOTALS: dict[str, dict[int, list[float]]] = {}
 _LOCK = threading.Lock()
 _WRITER: list[threading.Thread] = []
-_LAST_DECODE: list[tuple[float, int]] = []  # (start, batch size) of the last decode run_batch
+_LAST_DECODE: list[tuple[float, int, float]] = []  # (start, batch size, thread cpu) of the last decode run_batch
 TRACE_ENV = "SPECCONSOLE_RIG_STEP_TRACE"
 TRACE_CAP = 20000
 _TRACE: list[list[float]] = []
@@ -48,11 +55,12 @@ def enabled() -> bool:
     return bool(os.environ.get(ENV))
 
 
-def record(key: str, bs: int, seconds: float) -> None:
+def record(key: str, bs: int, seconds: float, cpu_seconds: float = 0.0) -> None:
     with _LOCK:
-        cell = _TOTALS.setdefault(key, {}).setdefault(int(bs), [0, 0.0])
+        cell = _TOTALS.setdefault(key, {}).setdefault(int(bs), [0, 0.0, 0.0])
         cell[0] += 1
         cell[1] += seconds
+        cell[2] += cpu_seconds
     if not _WRITER:
         _start_writer()
 
@@ -89,13 +97,13 @@ def _start_writer() -> None:
 def _timed(fn, key_of):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
             key, bs = key_of(*args, **kwargs)
             if key:
-                record(key, bs, time.perf_counter() - t0)
+                record(key, bs, time.perf_counter() - t0, time.thread_time() - c0)
 
     return wrapper
 
@@ -114,9 +122,21 @@ def _extend_key(self, batch, *args, **kwargs):
     return "draft_extend", batch.batch_size()
 
 
+def _verify_key(self, batch, *args, **kwargs):
+    return "verify", batch.batch_size()
+
+
 def patch_eagle(module) -> None:
     cls = module.EagleDraftWorker
     cls._draft_extend_for_decode = _timed(cls._draft_extend_for_decode, _extend_key)
+    module.EAGLEWorkerV2.verify = _timed(module.EAGLEWorkerV2.verify, _verify_key)
+
+
+def patch_switch(module) -> None:
+    """The patch's per-step functions (called by attribute, so wrapping the module's names
+    times every call)."""
+    module.on_decode_step = _timed(module.on_decode_step, lambda worker, bs, *a, **k: ("patch:on_decode_step", bs))
+    module.on_verified = _timed(module.on_verified, lambda worker, n, *a, **k: ("patch:on_verified", len(n)))
 
 
 def _run_batch_key(self, batch, *args, **kwargs):
@@ -132,10 +152,10 @@ def patch_scheduler(module) -> None:
     @functools.wraps(cls.run_batch)
     def run_batch(self, batch, *args, **kwargs):
         if batch.forward_mode.is_decode():
-            now, bs = time.perf_counter(), batch.batch_size()
+            now, bs, cpu = time.perf_counter(), batch.batch_size(), time.thread_time()
             if _LAST_DECODE and _LAST_DECODE[0][1] == bs and now - _LAST_DECODE[0][0] < 5:
-                record("step_period", bs, now - _LAST_DECODE[0][0])
-            _LAST_DECODE[:] = [(now, bs)]
+                record("step_period", bs, now - _LAST_DECODE[0][0], cpu - _LAST_DECODE[0][2])
+            _LAST_DECODE[:] = [(now, bs, cpu)]
         else:
             _LAST_DECODE.clear()
         return inner(self, batch, *args, **kwargs)
@@ -170,4 +190,10 @@ def _traced(run_batch):
     return traced
 
 
-AFTER_IMPORT = {RUNNER_MODULE: patch_runner, EAGLE_MODULE: patch_eagle, SCHEDULER_MODULE: patch_scheduler}
+SWITCH_MODULE = "server_control.sglang_patch.worker"
+AFTER_IMPORT = {
+    RUNNER_MODULE: patch_runner,
+    EAGLE_MODULE: patch_eagle,
+    SCHEDULER_MODULE: patch_scheduler,
+    SWITCH_MODULE: patch_switch,
+}
