@@ -110,3 +110,54 @@ class Receiver:
         for s in [*self.sockets, *([self.push] if self.push else [])]:
             s.close(linger=0)
         self.ctx.term()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def two_rank_child(rank: int, port: int, tp0_only: bool, out) -> None:
+    """One TP rank of two (a spawned process): a real gloo group as SGLang's TP CPU group,
+    SGLang's receiver; puts (rank, [(names SGLang got, threshold)] per iteration)."""
+    from server_control.sglang_patch import hook
+
+    hook.install()  # before anything imports SGLang, as the bootstrap does
+    import sglang.srt.managers.scheduler_components.request_receiver  # noqa: F401 - patched on import
+    import torch.distributed as dist
+    from sglang.srt.managers.io_struct import AbortReq
+    from sglang.srt.runtime_context import get_parallel
+
+    from server_control.sglang_patch import autotune
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    _override, server_args = publish(16, "1-16")
+    group = SimpleNamespace(rank=rank, rank_in_group=rank, ranks=[0, 1], world_size=2, cpu_group=dist.group.WORLD)
+    ranks = dict(moe_tp_size=2, tp_size=2, tp_rank=rank, attn_tp_size=2, attn_tp_rank=rank, pp_rank=0, attn_cp_rank=0)
+    with get_parallel().override(**ranks, tp_group=group):
+        dyn = rank_worker(server_args)._dynspec
+        clock = dyn.autotune.clock = Clock()
+        if tp0_only:  # the negative control: TP0 applies its own move, nothing is broadcast
+            offer = autotune.AutoTune.offer
+
+            def local_offer(self):
+                move = offer(self)
+                if move is not None:
+                    self.apply(move)
+                    self.pending = None
+                return None
+
+            autotune.AutoTune.offer = local_offer
+        receiver = Receiver(server_args, pulls=rank == 0)
+        feed(dyn.curves, seed=10 + rank)  # each rank's own timings (TP1's never decide)
+        seen = []
+        for i in range(4):
+            clock.t = 6.0 * i
+            got = receiver.real.recv_requests(local_reqs=[AbortReq(rid=f"abort-{i}")] if rank == 0 else [])
+            feed(dyn.curves, steps=500, seed=100 * i + rank, t0=1000.0 * (i + 1))
+            seen.append(([type(r).__name__ for r in got], dyn.switch.threshold))
+        out.put((rank, seen))
+    dist.destroy_process_group()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import queue
+import time
 
 import pytest
 
@@ -22,7 +24,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 from server_control.proc.ports import free_port  # noqa: E402
 from server_control.protocol.tuner import MOVE_PREFIX  # noqa: E402
 from server_control.sglang_patch import autotune, gate  # noqa: E402
-from tests.sglang.autotune_objects import Receiver, feed, publish, rank_worker  # noqa: E402
+from tests.sglang.autotune_objects import Clock, Receiver, feed, publish, rank_worker, two_rank_child  # noqa: E402
 
 
 def tp1_ranks():
@@ -30,14 +32,6 @@ def tp1_ranks():
     from sglang.srt.runtime_context import get_parallel
 
     return get_parallel().override(tp_rank=0, pp_rank=0, attn_tp_rank=0, attn_cp_rank=0)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture
@@ -195,57 +189,23 @@ def test_the_flag_refuses_a_bad_value(text, capsys):
     assert "auto-tune bounds must" in capsys.readouterr().err
 
 
-def _rank(rank: int, port: int, tp0_only: bool, out) -> None:
-    """One TP rank of two: a real gloo group as SGLang's TP CPU group, SGLang's receiver."""
-    from types import SimpleNamespace
-
-    import torch.distributed as dist
-
-    from server_control.sglang_patch import hook
-
-    hook.install()
-    import sglang.srt.managers.scheduler_components.request_receiver  # noqa: F401 - patched on import
-    from sglang.srt.runtime_context import get_parallel
-
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    _override, server_args = publish(16, "1-16")
-    group = SimpleNamespace(rank=rank, ranks=[0, 1], world_size=2, cpu_group=dist.group.WORLD)
-    ranks = dict(moe_tp_size=2, tp_size=2, tp_rank=rank, attn_tp_size=2, attn_tp_rank=rank, pp_rank=0, attn_cp_rank=0)
-    with get_parallel().override(**ranks, tp_group=group):
-        dyn = rank_worker(server_args)._dynspec
-        clock = dyn.autotune.clock = Clock()
-        if tp0_only:  # the negative control: TP0 applies its own move, nothing is broadcast
-            offer = autotune.AutoTune.offer
-
-            def local_offer(self):
-                move = offer(self)
-                if move is not None:
-                    self.apply(move)
-                    self.pending = None
-                return None
-
-            autotune.AutoTune.offer = local_offer
-        receiver = Receiver(server_args, pulls=rank == 0)
-        feed(dyn.curves, seed=10 + rank)  # each rank's own timings (TP1's never decide)
-        seen = []
-        for i in range(4):
-            clock.t = 6.0 * i
-            got = receiver.real.recv_requests(local_reqs=[AbortReq(rid=f"abort-{i}")] if rank == 0 else [])
-            feed(dyn.curves, steps=500, seed=100 * i + rank, t0=1000.0 * (i + 1))
-            seen.append(([type(r).__name__ for r in got], dyn.switch.threshold))
-        out.put((rank, seen))
-    dist.destroy_process_group()
-
-
 def _two_ranks(tp0_only: bool) -> dict:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_rank, args=(r, port, tp0_only, out), daemon=True) for r in (0, 1)]
+    procs = [ctx.Process(target=two_rank_child, args=(r, port, tp0_only, out), daemon=True) for r in (0, 1)]
     for p in procs:
         p.start()
+    results: dict = {}
     try:
-        results = dict(out.get(timeout=240) for _ in procs)
+        deadline = time.monotonic() + 240
+        while len(results) < len(procs) and time.monotonic() < deadline:
+            try:
+                rank, seen = out.get(timeout=1)
+                results[rank] = seen
+            except queue.Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                assert not dead, f"a rank died (exit codes {dead}); its traceback is on stderr"
     finally:
         for p in procs:
             p.join(timeout=30)
