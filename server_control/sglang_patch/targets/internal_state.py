@@ -232,7 +232,8 @@ def _get(p: _Patch, controller: Any, recv_req: Any) -> Any:
         output = p.get(controller, recv_req)
     except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
         failure = exc
-    live = _cache(controller).rows_for(dyn, failure) if dyn is not None else None
+    tuned = dyn.autotune.applied if dyn is not None and dyn.autotune is not None else 0  # moves: gather anew
+    live = _cache(controller).rows_for(dyn, failure, tuned) if dyn is not None else None
     if failure is not None:
         raise failure
     state = getattr(output, "internal_state", None)
