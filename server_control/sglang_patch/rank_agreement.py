@@ -273,6 +273,8 @@ def encode_live(snapshot: dict[str, Any]) -> dict[str, Any]:
     for key in rank_verdict.EXTRA_LIVE_KEYS:
         if snapshot.get(key) is not None:
             entry[key] = snapshot[key]
+    if isinstance(entry.get("auto_tune"), dict):  # the row's share of LIVE_BYTES: no evidence text
+        entry["auto_tune"] = {k: entry["auto_tune"].get(k) for k in rank_verdict.AUTO_TUNE_ROW}
     return entry
 
 
