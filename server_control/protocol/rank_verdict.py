@@ -23,8 +23,10 @@ LIVE_KEYS = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "m
 # batches and N only, so equal on every rank
 COMPARED = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "exploration")
 # also gathered when a rank has them: the steps=0 state's memory on the rank (GiB, see
-# the patch's startup.py), its graph / eager forward counts per mode, and exploration
-EXTRA_LIVE_KEYS = ("state_memory", "forwards", "exploration")
+# the patch's startup.py), its graph / eager forward counts per mode, exploration, and the
+# in-server tuner's state (sglang_patch/autotune.py: on, off_reason, the moves it applied)
+EXTRA_LIVE_KEYS = ("state_memory", "forwards", "exploration", "auto_tune")
+AUTO_TUNE_ROW = ("on", "off_reason", "moves")  # of auto_tune, in a rank's row
 
 
 def live_entry(rank: int, snapshot: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,15 @@ from server_control.protocol.crossover import TRUSTED_EXTRAPOLATION, Estimate, e
 
 MOVE_PREFIX = "Dynamic speculation: threshold "
 CONTEXT_SHIFT = 2.0
+AUTO_TUNE_KEY = "speculative_disable_auto_tune"  # runtime 1 (on) / 0 (off); at start LO-HI
+OPERATOR_OFF = "Dynamic speculation: auto-tune off (threshold set to {} by the operator)"
+
+
+def validate_switch(value: object) -> bool:
+    """The runtime value of ``AUTO_TUNE_KEY``: 1 turns tuning on, 0 off (ValueError else)."""
+    if value in (1, 0) and not isinstance(value, str):
+        return bool(value)
+    raise ValueError(f"{AUTO_TUNE_KEY} must be 1 (on) or 0 (off), got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,9 @@
-"""The five new server arguments, as a namespace class SGLang collects into ServerArgs.
+"""The new server arguments, as a namespace class SGLang collects into ServerArgs.
+
+The five runtime settings (``NEW_FIELDS``, settable through ``/set_internal_state``) and
+the start-only ``--speculative-disable-auto-tune LO-HI`` (``AUTO_TUNE_FIELD``; empty = off):
+the bounds of the in-server tuner (sglang_patch/autotune.py); at runtime the same key takes
+1 (on) or 0 (off).
 
 SGLang 0.5.23 builds ``ServerArgs`` at import of ``sglang.srt.server_args`` with
 ``msgspec.defstruct`` from ``collect_input_fields(_INPUT_NAMESPACES)``. We wrap
@@ -12,7 +17,7 @@ asks of extension fields), on the command line (``add_cli_args_from_dataclass``)
 import argparse
 from typing import Any
 
-from server_control.protocol import decision, explore
+from server_control.protocol import decision, explore, tuner
 from server_control.sglang_patch import gate
 
 NEW_FIELDS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY, explore.SHARE_KEY)
@@ -30,6 +35,23 @@ VALIDATORS = {
     decision.FORCE_KEY: decision.validate_force,
     explore.SHARE_KEY: explore.validate_share,
 }
+AUTO_TUNE_FIELD = tuner.AUTO_TUNE_KEY
+ALL_FIELDS = (*NEW_FIELDS, AUTO_TUNE_FIELD)
+
+
+def parse_auto_tune(text: str) -> str:
+    """The start value of ``--speculative-disable-auto-tune``: ``LO-HI`` (e.g. ``2-32``) or
+    empty (off); ArgumentTypeError with the reason otherwise."""
+    text = text.strip()
+    if text:
+        try:
+            tuner.parse_bounds(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+parse_auto_tune.__name__ = AUTO_TUNE_FIELD
 
 _namespace_class = None
 
@@ -107,6 +129,16 @@ def namespace_class() -> Any:
                 type_parser=_cli_type(explore.SHARE_KEY),
             ),
         ] = 0.0
+        speculative_disable_auto_tune: A[
+            str,
+            Arg(
+                help="Dynamic speculation: LO-HI (e.g. 2-32) lets the server move the threshold itself "
+                "toward the measured crossover, within LO..HI, decided on TP0 and broadcast to every "
+                "rank (empty = off). An operator's threshold turns it off; "
+                "/set_internal_state speculative_disable_auto_tune=1 (on) or 0 (off).",
+                type_parser=parse_auto_tune,
+            ),
+        ] = ""
 
     _namespace_class = DynamicSpeculationArgs
     return DynamicSpeculationArgs
@@ -136,11 +168,11 @@ def wrap_collect_input_fields() -> None:
     fields_module.collect_input_fields = collect_input_fields
 
 
-FLAGS = tuple("--" + key.replace("_", "-") for key in NEW_FIELDS)
+FLAGS = tuple("--" + key.replace("_", "-") for key in ALL_FIELDS)
 
 
 def drop_flags_from_argv(argv: list[str]) -> list[str]:
-    """Take the five flags (``--flag value`` and ``--flag=value``) off ``argv`` in place, so
+    """Take the patch's flags (``--flag value`` and ``--flag=value``) off ``argv`` in place, so
     SGLang's parser, which does not know them here, still starts the server; logs one line
     naming what was dropped. Returns the dropped arguments."""
     kept, dropped, i = [], [], 0
@@ -166,7 +198,7 @@ def drop_flags_from_argv(argv: list[str]) -> list[str]:
 
 def missing_fields(server_args_cls: Any) -> list[str]:
     present = set(getattr(server_args_cls, "__struct_fields__", ()))
-    return [name for name in NEW_FIELDS if name not in present]
+    return [name for name in ALL_FIELDS if name not in present]
 
 
 def check_server_args(module: Any) -> bool:

@@ -91,6 +91,9 @@ SWITCH_ANCHORS: Anchors = {
     "sglang.srt.mem_cache.kv_cache_configurator": {
         "KVCacheConfigurator": ["_profile_available_bytes", "is_draft_worker", "spec_algorithm", "model_config", "page_size"]
     },
+    "sglang.srt.managers.scheduler_components.request_receiver": {
+        "SchedulerRequestReceiver": ["recv_requests", "_broadcast_reqs_across_ranks"]
+    },
 }
 
 

@@ -38,6 +38,7 @@ TARGETS: dict[str, str] = {
     "sglang.srt.managers.scheduler_components.batch_result_processor": "batch_result_processor",
     "sglang.srt.observability.metrics_collector": "metrics_collector",
     "sglang.srt.mem_cache.kv_cache_configurator": "kv_cache_configurator",
+    "sglang.srt.managers.scheduler_components.request_receiver": "request_receiver",
 }
 SERVER_ARGS = "sglang.srt.server_args"
 

@@ -273,6 +273,8 @@ def encode_live(snapshot: dict[str, Any]) -> dict[str, Any]:
     for key in rank_verdict.EXTRA_LIVE_KEYS:
         if snapshot.get(key) is not None:
             entry[key] = snapshot[key]
+    if isinstance(entry.get("auto_tune"), dict):  # the row's share of LIVE_BYTES: no evidence text
+        entry["auto_tune"] = {k: entry["auto_tune"].get(k) for k in rank_verdict.AUTO_TUNE_ROW}
     return entry
 
 
@@ -340,15 +342,18 @@ def gather_live(dyn: Any, failure: BaseException | None = None) -> list[dict[str
 class LiveCache:
     """``/server_info``'s rows: gathered on the first request and then every
     ``gather_every()``-th one; the others reuse the last rows. Every rank counts the same
-    requests (each is broadcast to every TP rank), so every rank decides alike."""
+    requests (each is broadcast to every TP rank), so every rank decides alike. A new
+    ``version`` (the in-server tuner's move count, alike on every rank) gathers again."""
 
     def __init__(self) -> None:
         self.requests = 0
         self.rows: list[dict[str, Any]] | None = None
         self.age = 0  # requests since the rows were gathered
+        self.version = 0
 
-    def rows_for(self, dyn: Any, failure: BaseException | None = None) -> list[Any] | None:
-        due = self.rows is None or self.requests % gather_every() == 0
+    def rows_for(self, dyn: Any, failure: BaseException | None = None, version: int = 0) -> list[Any] | None:
+        due = self.rows is None or version != self.version or self.requests % gather_every() == 0
+        self.version = version
         self.requests += 1
         if due:
             self.rows = gather_live(dyn, failure)

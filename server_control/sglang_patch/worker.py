@@ -34,8 +34,8 @@ import os
 import time
 from typing import Any
 
-from server_control.protocol import decision, explore
-from server_control.sglang_patch import curves, gate, metrics, refusals
+from server_control.protocol import decision, explore, tuner
+from server_control.sglang_patch import autotune, curves, gate, metrics, refusals
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
@@ -82,6 +82,7 @@ class DynamicSpeculation:
         "curves",
         "explorer",
         "ran",
+        "autotune",
     )
 
     def __init__(self, switch: decision.SpecSwitch | None, reason: str | None, worker: Any = None, explorer: Any = None) -> None:
@@ -100,6 +101,7 @@ class DynamicSpeculation:
         self.curves = curves.new() if switch is not None else None  # cost per mode and batch
         self.explorer = explorer if explorer is not None else explore.Explorer()  # off unless set
         self.ran = decision.SPECULATIVE  # the mode this decode step runs in (after exploration)
+        self.autotune: Any = None  # autotune.AutoTune with --speculative-disable-auto-tune
 
     @property
     def ready(self) -> bool:
@@ -128,6 +130,8 @@ class DynamicSpeculation:
             snap["num_steps"] = self.num_steps()  # the step count the worker really runs
             curves.publish(snap, self.curves)
             snap[explore.SNAPSHOT_KEY] = self.explorer.snapshot(self.switch.threshold)
+            if self.autotune is not None:
+                snap["auto_tune"] = self.autotune.snapshot()
         if self.verdict is not None:
             snap["tp_ranks"] = self.verdict.summary()
         if self.state_memory is not None:
@@ -140,8 +144,8 @@ class DynamicSpeculation:
 
 
 def read_settings(server_args: Any) -> dict[str, Any]:
-    """The five settings as published (``get_spec()``), else as on the record."""
-    from server_control.sglang_patch.fields import DEFAULTS
+    """The patch's settings as published (``get_spec()``), else as on the record."""
+    from server_control.sglang_patch.fields import AUTO_TUNE_FIELD, DEFAULTS
 
     try:
         from sglang.srt.runtime_context import get_spec
@@ -150,7 +154,7 @@ def read_settings(server_args: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - not published (tests, odd launchers)
         bag = None
     out = {}
-    for key, default in DEFAULTS.items():
+    for key, default in {**DEFAULTS, AUTO_TUNE_FIELD: ""}.items():
         value = getattr(bag, key, None) if bag is not None else None
         if value is None:
             value = getattr(server_args, key, default)
@@ -179,6 +183,7 @@ def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpecula
     dyn = DynamicSpeculation(switch, reason, worker, explorer)
     if reason is not None:
         gate.not_active(reason)
+    autotune.configure(dyn, settings[tuner.AUTO_TUNE_KEY] or "")
     return dyn
 
 
@@ -198,6 +203,8 @@ def announce(dyn: DynamicSpeculation) -> None:
             f"Dynamic speculation: exploration share {dyn.explorer.share:g} (the other mode now and then "
             f"at batches within {explore.window(switch.threshold)} of the threshold)"
         )
+    if dyn.autotune is not None:
+        logger.info(dyn.autotune.start_line())
     if os.environ.get("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "").lower() in ("1", "true", "yes"):
         logger.warning(SKIP_DRAFT_EXTEND_WARNING)
     logger.info("Dynamic speculation: target-only runtime state ready (speculative_num_steps=0, draft-extend kept)")

@@ -16,12 +16,12 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from server_control.protocol import cost_curves, decision
-from server_control.protocol.tuner import Tuner, TuneSettings
+from server_control.protocol.tuner import AUTO_TUNE_KEY, OPERATOR_OFF, Tuner, TuneSettings
 
 if TYPE_CHECKING:
     from server_control.sim.scheduler import Scheduler
 
-AUTO_TUNE_KEY = "speculative_disable_auto_tune"
+__all__ = ["AUTO_TUNE_KEY", "AutoTune"]
 AUTO = "auto"  # the origin of the tuner's own changes
 
 
@@ -78,7 +78,7 @@ class AutoTune:
         """After a setting was applied: an operator's threshold turns tuning off (the line)."""
         if key == decision.THRESHOLD_KEY and origin != AUTO and self.tuner.on:
             self.tuner.off(f"threshold set to {value} by the operator")
-            return f"Dynamic speculation: auto-tune off (threshold set to {value} by the operator)"
+            return OPERATOR_OFF.format(value)
         return None
 
     def snapshot(self) -> dict[str, Any]:

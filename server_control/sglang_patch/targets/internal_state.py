@@ -2,7 +2,8 @@
 ``SchedulerInternalStateController`` patch, runtime settings and live state per rank.
 
   * ``_update_handlers``: SGLang's allowlist for ``POST /set_internal_state`` gains the
-    five keys. Validation raises SGLang's ``UpdateRejected`` with our line
+    five keys and ``speculative_disable_auto_tune`` (1/0: the in-server tuner on/off,
+    sglang_patch/autotune.py; an operator's threshold turns it off). Validation raises SGLang's ``UpdateRejected`` with our line
     (``Dynamic speculation: refused <key>=<value>: <reason>``), which SGLang logs and
     answers with ``false``; nothing is applied when any key of the request is refused.
     Apply changes this rank's ``SpecSwitch`` (effective from the next decode step; every
@@ -27,7 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from server_control.protocol import decision, explore, rank_verdict
+from server_control.protocol import decision, explore, rank_verdict, tuner
 from server_control.sglang_patch import gate, metrics, overrides, rank_agreement
 from server_control.sglang_patch.fields import NEW_FIELDS, VALIDATORS
 from server_control.sglang_patch.wrapping import wrap_methods
@@ -73,6 +74,8 @@ def force_value(value: Any) -> str:
 def _check(key: str, value: Any) -> Any:
     if key == decision.FORCE_KEY:
         return force_value(value)
+    if key == tuner.AUTO_TUNE_KEY:
+        return tuner.validate_switch(value)
     return VALIDATORS[key](value)
 
 
@@ -158,6 +161,11 @@ class _Patch:
             raise self.rejected(
                 f"Dynamic speculation: refused {key}={value}: dynamic speculation disable is not active on this rank ({reason})"
             )
+        if key == tuner.AUTO_TUNE_KEY and find(controller.scheduler).autotune is None:
+            raise self.rejected(
+                f"Dynamic speculation: refused {key}={value}: the server was started without "
+                "--speculative-disable-auto-tune LO-HI (the tuner's bounds)"
+            )
         try:
             _check(key, value)
         except ValueError as exc:
@@ -167,6 +175,9 @@ class _Patch:
 def _apply(controller: Any, key: Any, value: Any) -> Any:
     """A validated setting on this rank's switch; SGLang's override for the readback."""
     dyn = find(controller.scheduler)
+    if key == tuner.AUTO_TUNE_KEY:  # a command, not a config leaf: no override
+        logger.info(dyn.autotune.switch(tuner.validate_switch(value)))
+        return None
     if key == explore.SHARE_KEY:  # every rank applies it at the same point of its loop
         message, new = dyn.explorer.set_share(value), dyn.explorer.share
     else:
@@ -176,6 +187,8 @@ def _apply(controller: Any, key: Any, value: Any) -> Any:
         from server_control.sglang_patch import startup
 
         startup.warn_limits(dyn)
+        if dyn.autotune is not None:  # the operator's N wins: tuning off until asked again
+            dyn.autotune.operator_threshold(new)
     return {key: new} if _leaf_known(key) else None
 
 
@@ -219,7 +232,8 @@ def _get(p: _Patch, controller: Any, recv_req: Any) -> Any:
         output = p.get(controller, recv_req)
     except Exception as exc:  # noqa: BLE001 - take part in the gather, then raise
         failure = exc
-    live = _cache(controller).rows_for(dyn, failure) if dyn is not None else None
+    tuned = dyn.autotune.applied if dyn is not None and dyn.autotune is not None else 0  # moves: gather anew
+    live = _cache(controller).rows_for(dyn, failure, tuned) if dyn is not None else None
     if failure is not None:
         raise failure
     state = getattr(output, "internal_state", None)
@@ -246,7 +260,7 @@ def patch(module: Any, off_reason: str | None = None) -> None:
 
     def _update_handlers(self: Any) -> Any:
         handlers = p.handlers(self)
-        for key in NEW_FIELDS:
+        for key in (*NEW_FIELDS, tuner.AUTO_TUNE_KEY):
             handlers[key] = p.handler_cls(
                 lambda k, v, _self=self: p.validate(_self, k, v), lambda k, v, _self=self: _apply(_self, k, v)
             )
