@@ -53,7 +53,12 @@ async def test_a_url_members_curves_outlive_the_fleet_console(sim_factory, tmp_p
 
 
 def test_a_remote_members_curves_are_kept_by_name_not_by_tunnel_port(tmp_path):
-    spec = parse_fleet({"name": "f", "members": {"r1": {"host": "gpu-host-1", "profile": "p.toml"}, "r2": {"host": "gpu-host-2", "profile": "p.toml"}}})
+    spec = parse_fleet(
+        {
+            "name": "f",
+            "members": {"r1": {"host": "gpu-host-1", "profile": "p.toml"}, "r2": {"host": "gpu-host-2", "profile": "p.toml"}},
+        }
+    )
     r1, r2 = spec.members
     home = curves_home(spec, r1, tmp_path)
     assert home is not None and home == curves_home(spec, r1, tmp_path)  # whatever port its tunnel takes

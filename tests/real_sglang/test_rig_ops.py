@@ -267,3 +267,19 @@ def test_one_query_metadata_is_recomputed_after_an_in_place_change_and_in_infere
         assert torch.equal(attention_ops._new_slots(r2t_i, rpi_i, seq, ext, start), r2t[rpi, seq - 1].long())
         rpi_i[0] = 3
         assert torch.equal(attention_ops._new_slots(r2t_i, rpi_i, seq, ext, start), r2t[rpi_i, seq - 1].long())
+
+
+def test_murmur_hash_stand_in_matches_the_blockwise_reference():
+    """The seeded sampler's hash (rig/sampling_ops.py), vectorised in int64, equals the same
+    MurmurHash3 written on Python integers, row by row and column by column, seeds above
+    2**32 included. (Checked by hand once against the mmh3 package, MurmurHash3_x86_32 of
+    the four 4-byte blocks with seed 0: equal; mmh3 is not a test dependency.)"""
+    from tests.real_sglang.rig.sampling_ops import murmur_hash32_reference
+
+    seeds = torch.tensor([0, 42, 2**40 + 7, 2**63 - 1], dtype=torch.uint64)
+    positions = torch.tensor([0, 5, 17, 4095])
+    cols = torch.arange(7)
+    got = torch.ops.sgl_kernel.murmur_hash32_cpu(seeds, positions, cols)
+    want = [[murmur_hash32_reference(int(s), int(p), int(c)) for c in cols] for s, p in zip(seeds.tolist(), positions.tolist())]
+    assert got.tolist() == want
+    assert len({v for row in want for v in row}) == 28  # no two cells alike

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from types import SimpleNamespace
+from typing import Any
 
 import zmq
 
@@ -70,7 +71,7 @@ class Receiver:
         from sglang.srt.managers.scheduler_components.request_receiver import SchedulerRequestReceiver
 
         self.ctx = zmq.Context()
-        self.sockets = []
+        self.sockets: list[Any] = []
         self.push = None
         if pulls:
             pull = self._socket(zmq.PULL, "tok")
@@ -150,7 +151,7 @@ def two_rank_child(rank: int, port: int, tp0_only: bool, out) -> None:
                     self.pending = None
                 return None
 
-            autotune.AutoTune.offer = local_offer
+            autotune.AutoTune.offer = local_offer  # type: ignore[method-assign]
         receiver = Receiver(server_args, pulls=rank == 0)
         feed(dyn.curves, seed=10 + rank)  # each rank's own timings (TP1's never decide)
         seen = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from . import attention_ops, spec_ops
+from . import attention_ops, sampling_ops, spec_ops
 
 # name -> (schema arguments, implementation). Mutated tensors carry alias annotations.
 OPS: dict[str, tuple[str, object]] = {
@@ -61,6 +61,10 @@ OPS: dict[str, tuple[str, object]] = {
     "copy_all_layer_kv_cache_cpu": (
         "(Tensor data_ptrs, Tensor strides, Tensor tgt_loc, Tensor src_loc) -> ()",
         spec_ops.copy_all_layer_kv_cache,
+    ),
+    "murmur_hash32_cpu": (
+        "(Tensor seed, Tensor positions, Tensor col_indices) -> Tensor",
+        sampling_ops.murmur_hash32,
     ),
     "decode_attention_cpu": (
         "(Tensor query, Tensor(a!) k_cache, Tensor(b!) v_cache, float k_scale, float v_scale, "

@@ -47,12 +47,14 @@ class Spec:
     paths: tuple[str, str] | None = None  # (target, draft) directories: a pair from disk, not the rig's
     dtype: str = "float32"
     steps: int = 2  # draft steps (topk 1, steps + 1 draft tokens)
+    seeded: bool = False  # each request's sampling_seed drawn by (rig/seeded_sampling.py)
 
     @property
     def name(self) -> str:
         parts = [self.models, "patched" if self.patched else "plain"]
         parts += ["overlap"] if self.overlap else []
         parts += ["skip-draft-extend"] if self.skip_draft_extend else []
+        parts += ["seeded"] if self.seeded else []
         parts += [f"tp{self.tp}"] if self.tp > 1 else []
         return "-".join(parts)
 
@@ -78,6 +80,8 @@ def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict
     env.update(env_extra or {})
     if spec.skip_draft_extend:
         env[SKIP_ENV] = "1"
+    if spec.seeded:
+        env["SPECCONSOLE_RIG_SEEDED_SAMPLING"] = "1"
     if spec.tp > 1:
         env["SGLANG_CPU_OMP_THREADS_BIND"] = omp_bind(spec.tp)
     if spec.patched:

@@ -57,6 +57,10 @@ def _after_import() -> dict:
         from tests.real_sglang.rig import step_timing
 
         _merge(hooks, step_timing.AFTER_IMPORT)
+    if os.environ.get("SPECCONSOLE_RIG_SEEDED_SAMPLING") == "1":
+        from tests.real_sglang.rig import seeded_sampling
+
+        _merge(hooks, seeded_sampling.AFTER_IMPORT)
     if os.environ.get("SPECCONSOLE_RIG_OP_PROFILE"):
         from tests.real_sglang.rig import op_profile
 
