@@ -48,10 +48,13 @@ def test_tp0_moves_n_and_both_ranks_apply_it(rig, tmp_path):
         traffic_s = time.monotonic() - traffic_t0
         report("tp 2 auto-tune: traffic until the first move", seconds=traffic_s, batches=batches)
         assert live["auto_tune"]["moves"] >= 1, (live["auto_tune"], server.log_tail())
-        move = live["auto_tune"]["last_move"]
-        assert move["old"] == 2 and move["new"] > 2, move
+        move = live["auto_tune"]["last_move"]  # under load a second move may follow the first
+        assert move["new"] > move["old"] >= 2, move
         log = server.log_text()
-        assert _ranks(log, f"{MOVE}{move['new']} (auto: ") == {"TP0", "TP1"}, server.log_tail()
+        first = re.search(rf"^\[[^\]]* TP0\] {re.escape(MOVE)}(\d+) \(auto: ", log, re.M)
+        assert first is not None and int(first.group(1)) > 2, server.log_tail()
+        assert _ranks(log, f"{MOVE}{first.group(1)} (auto: ") == {"TP0", "TP1"}, server.log_tail()
+        assert _ranks(log, f"threshold {move['old']} -> {move['new']} (auto: ") == {"TP0", "TP1"}, server.log_tail()
         # both ranks read back the same threshold (the rows are gathered anew after a move)
         rows = live["ranks"]
         assert [r["threshold"] for r in rows] == [live["threshold"]] * 2 and live["threshold"] >= move["new"]
