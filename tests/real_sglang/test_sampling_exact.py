@@ -221,11 +221,11 @@ def test_json_schema_under_flips_is_valid_and_equal_plain(pool):
     report("json schema under flips", flips=flips)
 
 
-# The 2,000-sample chi-square tests take over 10 minutes each on a 2-core machine (one such
-# batch did not finish there): they run by hand with SPECCONSOLE_HEAVY_TESTS=1, not in CI.
+# The 2,000-sample chi-square tests (the four took 109 s at load ~1 on 2 cores, far longer
+# at load 17-35): they run by hand with SPECCONSOLE_HEAVY_TESTS=1, not in CI.
 HEAVY = pytest.mark.skipif(
     os.environ.get("SPECCONSOLE_HEAVY_TESTS") != "1",
-    reason="2,000-sample chi-square: set SPECCONSOLE_HEAVY_TESTS=1 to run it (> 10 min)",
+    reason="2,000-sample chi-square: set SPECCONSOLE_HEAVY_TESTS=1 to run it (~2 min at low load)",
 )
 
 
