@@ -4,8 +4,10 @@
 
 Generates the logs benchmark's TP2 EAGLE-3 log (benchmarks/logs_bench.py) unless --file is
 given, then runs, round by round and interleaved (a shared machine's drift hits every arm
-alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json` (most lines per batch by
-one finditer and a template per shape: server_control/logs/json_lines.py), the same every
+alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json` (most lines written by the C
+writer, server_control/logs/native_json.c), the same by the Python fast groups alone (one
+finditer and a template per shape: server_control/logs/json_lines.py;
+`SPECCONSOLE_JSON=python`), the same every
 line by a Record and msgspec (`SPECCONSOLE_JSON=records`), the same with the
 standard library's JSON encoder (`SPECCONSOLE_JSON=std`), and `--kind decode`; stdout
 goes to /dev/null. Prints wall and CPU seconds (the child's user + system) per arm and the
@@ -30,6 +32,7 @@ ARMS = {
     "grep -c": lambda f: ["grep", "-c", "Decode batch", str(f)],
     "grep > file": lambda f: ["grep", "Decode batch", str(f)],
     "logs --parse --json": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
+    "... (Python way)": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
     "... (Record way)": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
     "... (stdlib json)": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--parse", "--json"],
     "logs --kind decode": lambda f: [sys.executable, "-m", "console", "logs", str(f), "--kind", "decode"],
@@ -44,6 +47,8 @@ def run_arm(name: str, argv: list[str], sink: Path) -> tuple[float, float]:
         env["SPECCONSOLE_JSON"] = "std"
     elif "Record way" in name:
         env["SPECCONSOLE_JSON"] = "records"
+    elif "Python way" in name:
+        env["SPECCONSOLE_JSON"] = "python"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     with open(sink if name == "grep > file" else os.devnull, "wb") as out:

@@ -27,6 +27,7 @@ them line by line on the benchmark's log and on odd lines).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
@@ -180,18 +181,59 @@ def fast_lines(nums: Sequence[int], kinds: Sequence[str], raws: Sequence[str], s
     return [h + b if b != _SLOW else slow(n, k, r) for h, b, n, k, r in zip(heads, bodies, nums, kinds, raws)]
 
 
+def _load_native() -> Native | None:
+    """The C writer (native_json.c, built at install when a C compiler is there), or None:
+    then the Python fast groups write every line (the same bytes, slower).
+    ``SPECCONSOLE_JSON=python`` asks for the Python way (the benchmark's arm)."""
+    if os.environ.get("SPECCONSOLE_JSON") == "python":
+        return None
+    try:
+        from server_control.logs import _native_json  # noqa: PLC0415
+    except ImportError:
+        return None
+    return _native_json.json_batch
+
+
+Native = Callable[[Sequence[int], Sequence[str], Sequence[str]], tuple[bytes, list[int], list[int]]]
+NATIVE = _load_native()
+
+
+def _python_batch(nums: Sequence[int], kinds: Sequence[str], raws: Sequence[str], encode: Callable[[Any], bytes]) -> bytes:
+    bodies = fast_bodies(kinds, raws)
+    if _SLOW in bodies:
+        for i in [i for i, b in enumerate(bodies) if b == _SLOW]:
+            rec = Record(nums[i], kinds[i], raws[i])
+            whole = encode(rec.to_json()).decode() + "\n"
+            bodies[i] = whole[len(HEAD % (rec.line, rec.kind)) :]
+    return "".join(chain.from_iterable(zip(map(HEAD.__mod__, zip(nums, kinds)), bodies))).encode("utf-8", "replace")
+
+
+def _native_batch(
+    native: Native, nums: Sequence[int], kinds: Sequence[str], raws: Sequence[str], encode: Callable[[Any], bytes]
+) -> bytes:
+    """The C writer's bytes, with the records it left written the Python way and put back in place."""
+    data, left, at = native(nums, kinds, raws)
+    if not left:
+        return data
+    rest = _python_batch([nums[i] for i in left], [kinds[i] for i in left], [raws[i] for i in left], encode)
+    lines = rest.split(b"\n")  # one a record: JSON escapes a "\n" inside a string
+    view, prev = memoryview(data), 0
+    parts: list[bytes | memoryview] = []
+    for off, line in zip(at, lines):
+        parts += (view[prev:off], line, b"\n")
+        prev = off
+    parts.append(view[prev:])
+    return b"".join(parts)
+
+
 def json_lines(
-    columns: Iterable[tuple[Sequence[int], Sequence[str], Sequence[str]]], encode: Callable[[Any], bytes]
+    columns: Iterable[tuple[Sequence[int], Sequence[str], Sequence[str]]],
+    encode: Callable[[Any], bytes],
+    native: Native | None = NATIVE,
 ) -> Iterable[bytes]:
     """UTF-8 JSON lines of every record in ``columns`` (``Parser.feed``'s batches), one bytes per batch;
-    ``encode`` (msgspec's ``Encoder.encode``) writes the records the fast groups do not take."""
+    ``encode`` (msgspec's ``Encoder.encode``) writes the records the fast groups do not take;
+    ``native`` (the C writer; None: Python only) the records it takes."""
     for nums, kinds, raws in columns:
-        if not nums:
-            continue
-        bodies = fast_bodies(kinds, raws)
-        if _SLOW in bodies:
-            for i in [i for i, b in enumerate(bodies) if b == _SLOW]:
-                rec = Record(nums[i], kinds[i], raws[i])
-                whole = encode(rec.to_json()).decode() + "\n"
-                bodies[i] = whole[len(HEAD % (rec.line, rec.kind)) :]
-        yield "".join(chain.from_iterable(zip(map(HEAD.__mod__, zip(nums, kinds)), bodies))).encode("utf-8", "replace")
+        if nums:
+            yield _python_batch(nums, kinds, raws, encode) if native is None else _native_batch(native, nums, kinds, raws, encode)
