@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from benchmarks.logs_bench import generate
 from server_control.logs import iter_file
@@ -82,11 +83,13 @@ def test_the_benchmark_log_with_odd_lines_agrees_line_by_line(tmp_path: Path) ->
     assert [json.loads(x) for x in out] == want
 
 
-def test_the_cli_writes_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("way", ["", "python"])  # the C writer where built; the Python layer alone
+def test_the_cli_writes_them(tmp_path: Path, way: str) -> None:
+    """A file with every odd line and invalid UTF-8, by the CLI, each way: the Record way's values."""
     path = tmp_path / "odd.log"
     data = ("\n".join(line for line, _ in ODD) + "\n").encode() + P.encode() + b"invalid UTF-8 \xff\xfe \xc3( end\n"
     path.write_bytes(data)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPECCONSOLE_JSON=way)
     got = (
         subprocess.run(
             [sys.executable, "-m", "console", "logs", str(path), "--parse", "--json"],
