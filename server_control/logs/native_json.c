@@ -231,6 +231,22 @@ static int stats_head(Cur *c, Span *d, Span *clk, Span *rank)
     return LIT(c, "] ");
 }
 
+/* the end of a stats line: nothing, or ", " and nothing */
+static int stats_end(Cur *c) { return c->p == c->e || (LIT(c, ", ") && c->p == c->e); }
+
+/* ts, rank, text and the three fields both stats kinds have, in the contract's order */
+static void put_stats_start(Out *o, Span d, Span clk, Span rank, Span text, Span run, Span queue, Span use)
+{
+    put_prefix(o, d, clk, rank);
+    put_span(o, text);
+    PUT(o, "\",\"running_req\":");
+    put_span(o, run);
+    PUT(o, ",\"queue_req\":");
+    put_span(o, queue);
+    PUT(o, ",\"token_usage\":");
+    put_span(o, use);
+}
+
 static int decode_line(Out *o, Cur c)
 {
     Span d, clk, rank, text, run, tok, use, al = {NULL, 0}, ar = {NULL, 0}, gen, queue;
@@ -263,17 +279,10 @@ static int decode_line(Out *o, Cur c)
     if (!LIT(&c, ", gen throughput (token/s): ") || !decimal(&c, &gen) || !LIT(&c, ", #queue-req: ") ||
         !number(&c, &queue))
         return 0;
-    if (c.p != c.e && !(LIT(&c, ", ") && c.p == c.e))
+    if (!stats_end(&c))
         return 0;
     text.n = c.e - text.s;
-    put_prefix(o, d, clk, rank);
-    put_span(o, text);
-    PUT(o, "\",\"running_req\":");
-    put_span(o, run);
-    PUT(o, ",\"queue_req\":");
-    put_span(o, queue);
-    PUT(o, ",\"token_usage\":");
-    put_span(o, use);
+    put_stats_start(o, d, clk, rank, text, run, queue, use);
     PUT(o, ",\"num_tokens\":");
     put_span(o, tok);
     PUT(o, ",\"gen_throughput\":");
@@ -308,17 +317,10 @@ static int prefill_line(Out *o, Cur c)
     if (!LIT(&c, "token usage: ") || !decimal(&c, &use) || !LIT(&c, ", #running-req: ") || !number(&c, &run) ||
         !LIT(&c, ", #queue-req: ") || !number(&c, &queue))
         return 0;
-    if (c.p != c.e && !(LIT(&c, ", ") && c.p == c.e))
+    if (!stats_end(&c))
         return 0;
     text.n = c.e - text.s;
-    put_prefix(o, d, clk, rank);
-    put_span(o, text);
-    PUT(o, "\",\"running_req\":");
-    put_span(o, run);
-    PUT(o, ",\"queue_req\":");
-    put_span(o, queue);
-    PUT(o, ",\"token_usage\":");
-    put_span(o, use);
+    put_stats_start(o, d, clk, rank, text, run, queue, use);
     PUT(o, ",\"num_tokens\":null,\"gen_throughput\":null,\"accept_len\":null,\"accept_rate\":null,"
            "\"cuda_graph\":null,\"new_seq\":");
     put_span(o, seq);
