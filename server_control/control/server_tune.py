@@ -15,6 +15,10 @@ tune.lock``), so each move is journaled once. An observer's first poll journals 
 move too when the threshold is still its ``new`` (a move nobody watched), and a server
 whose count went down (it restarted) is treated as new.
 
+``specconsole supervise`` of a profile whose server tunes itself (``tunes_itself``) polls
+``/server_info`` every ``FOLLOW_EVERY_S`` while it supervises the run (``follow``), so the
+moves are journaled with no console open; a console's session sees them in its own polls.
+
 Only the last move is published: when several moves fall between two polls, the entry is
 the last one's, and its ``detail`` says how many moves the poll saw (the earlier ones'
 lines are in the server log).
@@ -22,7 +26,9 @@ lines are in the server log).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +40,7 @@ from server_control.telemetry.sample import Sample, intval
 
 ACTION = "server auto-tune"  # the journal's action for a move the server's own tuner made
 LOCK_WAIT_S = 2.0
+FOLLOW_EVERY_S = 2.0  # `specconsole supervise`'s poll of a server that tunes itself
 
 
 @dataclass(frozen=True)
@@ -137,3 +144,36 @@ class ServerTuneWatch:
                 )
         except (OSError, LockTimeout):  # the journal never fails an observer
             return False
+
+
+TUNE_FLAGS = ("--speculative-disable-auto-tune", "--sim-auto-tune")  # a server that tunes itself
+
+
+def tunes_itself(server_args: list[str]) -> bool:
+    """Whether the launch flags ask the server to tune N itself."""
+    return any(a == f or a.startswith(f + "=") for a in server_args for f in TUNE_FLAGS)
+
+
+async def follow(
+    watch: ServerTuneWatch,
+    poll: Callable[[], Awaitable[Sample]],
+    stop: asyncio.Event,
+    *,
+    every_s: float = FOLLOW_EVERY_S,
+    when: Callable[[], bool] = lambda: True,
+    say: Callable[[ServerMove], None] = lambda _move: None,
+) -> None:
+    """A process without a session (``specconsole supervise``): poll every ``every_s`` while
+    ``when()`` (it supervises the run) until ``stop``; each new move journaled and said."""
+    while not stop.is_set():
+        if when():
+            try:
+                move = watch.observe(await poll())
+            except Exception:  # noqa: BLE001 - a failed poll is no move
+                move = None
+            if move is not None:
+                say(move)
+        try:
+            await asyncio.wait_for(stop.wait(), every_s)
+        except TimeoutError:
+            pass
