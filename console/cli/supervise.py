@@ -18,6 +18,7 @@ from collections.abc import Callable
 from console.cli.common import EXIT_CONFLICT, EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
 from console.cli.runs import common_parser, out, run_dict, supervisor_for, with_profile
 from server_control.config.profile import ProfileError
+from server_control.control import server_tune
 from server_control.control.settings import Control
 from server_control.model.vocabulary import LIVE_STATES, RunState
 from server_control.protocol.arg_types import seconds_where
@@ -29,6 +30,7 @@ from server_control.supervision.live_tuner import LiveTuner
 from server_control.supervision.ownership import HANDOFF, ROLE_WORDS
 from server_control.supervision.supervisor import Supervisor
 from server_control.supervision.tune_requests import Follower
+from server_control.telemetry.http_poll import HttpPoller
 
 EPILOG = (
     "Exit codes: 0 detached (Ctrl-C) or the run was stopped elsewhere, 1 FATAL or the loop "
@@ -56,6 +58,7 @@ async def _supervise(args, profile) -> int:
     watch = asyncio.create_task(sup.watch())
     await asyncio.sleep(0)  # the loop's first step tries the restart lock
     tune = _start_tuner(args, profile, sup, detach)
+    moves = _follow_server_tune(args, profile, sup, detach)
     out(
         args,
         {
@@ -88,6 +91,9 @@ async def _supervise(args, profile) -> int:
                 else f"detached; the server is not running ({sup.state}, {exit_words(sup.exit_code)}; pid {sup.record.pid})",
             )
     finally:
+        if moves is not None:
+            moves.cancel()
+            await asyncio.gather(moves, return_exceptions=True)
         if tune is not None:
             tune[0].cancel()
             await asyncio.gather(tune[0], return_exceptions=True)
@@ -120,6 +126,29 @@ def _start_tuner(args, profile, sup: Supervisor, detach: asyncio.Event) -> tuple
         asks=lambda: follow.requests(profile.url),  # `specconsole threshold auto`: on again
     )
     return asyncio.create_task(tuner.run(detach, when=lambda: sup.supervising)), control
+
+
+def _follow_server_tune(args, profile, sup: Supervisor, detach: asyncio.Event) -> asyncio.Task | None:
+    """A server that tunes N itself (its flags): its moves journaled once each and said, while
+    this process supervises the run (server_control/control/server_tune.py)."""
+    try:
+        if not server_tune.tunes_itself(profile.server_args()):
+            return None
+    except ProfileError:
+        return None
+    watch = server_tune.ServerTuneWatch(profile.url, sup.state_dir, profile.name)
+    poller = HttpPoller(profile.url, profile.api_key())
+
+    def say(move: server_tune.ServerMove) -> None:
+        out(args, {"event": "server auto-tune", "profile": profile.name, "line": move.line}, move.line)
+
+    async def run() -> None:
+        try:
+            await server_tune.follow(watch, poller.poll_once, detach, when=lambda: sup.supervising, say=say)
+        finally:
+            await poller.aclose()
+
+    return asyncio.create_task(run())
 
 
 def _bounds(text: str):

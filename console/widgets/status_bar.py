@@ -34,6 +34,7 @@ CHANGE_STYLES: dict[str, str] = {
     ChangeState.ERROR: "bold red",
     ChangeState.OVERRIDDEN: "bold red",
     ChangeState.ELSEWHERE: "bold yellow",  # elsewhere: a change this console did not make
+    ChangeState.AUTO_TUNED: "cyan",  # the server's own tuner moved N (its evidence in the detail)
     ChangeState.NOT_KEPT: "bold red",
 }
 
@@ -50,6 +51,8 @@ def change_text(change: SettingChange | None, name: str = "") -> Text:
         t.append(f"{lead} \u2192 {change.requested} pending", CHANGE_STYLES["pending"])
     elif change is not None and state == "applied":
         t.append(f"{lead}{' ' + str(change.requested) if name else ''} applied", CHANGE_STYLES["applied"])
+    elif change is not None and state == "auto-tuned":  # the detail says it: "auto-tuned 8 -> 10 (...)"
+        t.append(f"{lead} {change.detail or state}", CHANGE_STYLES[state])
     elif change is not None and state in CHANGE_STYLES:
         t.append(f"{lead} {state}{': ' + change.detail if change.detail else ''}", CHANGE_STYLES[state])
     return t

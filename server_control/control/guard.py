@@ -25,10 +25,12 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
 
+from server_control.control.server_tune import ServerMove, ServerTuneWatch
 from server_control.control.settings import READBACK_TIMEOUT_S, VALIDATE, Control, change
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
@@ -37,6 +39,7 @@ from server_control.state import journal
 from server_control.telemetry.sample import Sample
 
 REAPPLY = "reapply"  # the journal's action for a setting re-applied after a restart (runtime_settings.py)
+AUTO_TUNED = "server auto-tune"  # ``elsewhere``'s who for a move of the server's own tuner
 SETTLE_S = 0.3
 CONFIRM_WAIT_S = READBACK_TIMEOUT_S + 1.0
 LOOKBACK_S = 5.0
@@ -66,6 +69,8 @@ class SettingGuard:
         self._mine: dict[str, object] = {}  # the last value this session set, per key
         self._busy: set[str] = set()  # keys this session is changing now
         self._seen: dict[str, object] | None = None  # the settings at the previous reachable poll
+        self.server_tune = ServerTuneWatch(target, state_dir, profile)
+        self._move: ServerMove | None = None  # the server's own move the last poll showed
 
     def _record(self, key: str, result: str, **kw: object) -> None:
         journal.record(self.state_dir, ACTION[key], target=self.target, profile=self.profile, key=key, result=result, **kw)
@@ -154,11 +159,14 @@ class SettingGuard:
     def _by(self, key: str, value: object, op: str | None, since: float) -> str:
         """Who set ``key`` to ``value`` last, as the journal knows it (another op than ``op``)."""
         e = self._last(key, value, op, since)
+        if e is not None and e.action == AUTO_TUNED:
+            return "the server's own auto-tune"
         return e.who if e is not None else ""
 
     def elsewhere(self, sample: Sample) -> list[tuple[str, object, object, str]]:
         """(key, old, new, who) for each setting that changed since the previous reachable
         poll without this session setting it."""
+        self._move = self.server_tune.observe(sample)  # journaled before the journal is asked who
         if not sample.reachable:
             self._seen = None  # a restart in between: the new server's first values are no news
             return []
@@ -171,6 +179,9 @@ class SettingGuard:
                 continue
             if key in self._mine and _same(key, self._mine[key], new):
                 continue
+            if key == d.THRESHOLD_KEY and self._move is not None and _same(key, self._move.new, new):
+                out.append((key, old, new, AUTO_TUNED))  # the server's own tuner moved it
+                continue
             e = self._last(key, new, None, time.time() - 600)
             if e is not None and e.action == REAPPLY:  # a restart carried it back: the run's own value
                 out.append((key, old, new, REAPPLY))
@@ -179,7 +190,16 @@ class SettingGuard:
         return out
 
     def words(self, key: str, old: object, new: object, who: str) -> str:
+        if who == AUTO_TUNED and self._move is not None:
+            return self._move.words(old)
         return f"{LABEL[key]} changed elsewhere: {old} -> {new}" + (f", by {who}" if who else "")
+
+    def seen(self, key: str, old: object, new: object, who: str) -> SettingChange:
+        """The session's ``last_change`` for one of ``elsewhere``'s changes."""
+        if who == REAPPLY:  # the restart carried the run's runtime value back: ours, not another client's
+            return replace(change(new, ChangeState.APPLIED, "re-applied after the restart"), key=key)
+        state = ChangeState.AUTO_TUNED if who == AUTO_TUNED else ChangeState.ELSEWHERE
+        return replace(change(new, state, self.words(key, old, new, who)), key=key)
 
 
 def _same(key: str, a: object, b: object) -> bool:

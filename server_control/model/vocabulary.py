@@ -69,6 +69,7 @@ class ChangeState(StrEnum):
     ERROR = "error"  # the request or the read-back failed
     OVERRIDDEN = "overridden"  # another client changed it since
     ELSEWHERE = "elsewhere"  # not ours: another client changed it (seen in a poll)
+    AUTO_TUNED = "auto-tuned"  # not ours: the server's own tuner moved N (seen in a poll)
     NOT_KEPT = "not kept"  # applied now, but could not be kept for a restart (record not written)
 
 

@@ -16,8 +16,11 @@ suggestion, within ``[lo, hi]``:
   * a reversal (a move against the direction of the last one) waits one more decision that
     asks for it, so N does not swing between neighbours on noise;
   * a phase change is followed: when the mean context of the last interval's steps is
-    more than ``CONTEXT_SHIFT`` times (or less than 1/CONTEXT_SHIFT of) the window's, the
-    window restarts there;
+    more than ``CONTEXT_SHIFT`` times (or less than 1/CONTEXT_SHIFT of) the window's, or
+    its acceptance (tokens per verified request over the speculative steps, at least
+    ``MIN_ACCEPT_VERIFIED`` of them on each side) more than ``ACCEPT_SHIFT`` times (or
+    less than 1/ACCEPT_SHIFT of) the window's, the window restarts there: the crossover
+    moves with both;
   * one decision for the whole server: the caller (one process, never each rank) applies
     the move as any runtime change is applied, broadcast to every rank.
 Each move carries its evidence, the log line
@@ -36,6 +39,8 @@ from server_control.protocol.crossover import TRUSTED_EXTRAPOLATION, Estimate, e
 
 MOVE_PREFIX = "Dynamic speculation: threshold "
 CONTEXT_SHIFT = 2.0
+ACCEPT_SHIFT = 1.15  # per-token 0.85 -> 0.6 (3 drafts): 3.2 -> 2.2 tokens per request per verify, 1.45; one phase: 1.01-1.03
+MIN_ACCEPT_VERIFIED = 50
 AUTO_TUNE_KEY = "speculative_disable_auto_tune"  # runtime 1 (on) / 0 (off); at start LO-HI
 OPERATOR_OFF = "Dynamic speculation: auto-tune off (threshold set to {} by the operator)"
 
@@ -164,16 +169,17 @@ class Tuner:
         return move
 
     def _follow_phase(self, now: float, curves: Curves) -> None:
-        """Restart the window where the mean context of the last interval left the window's."""
+        """Restart the window where the mean context or the acceptance of the last interval
+        left the window's."""
         if len(self._history) < 3:
             return
         recent_t, recent = next(
             ((t, c) for t, c in reversed(self._history) if t <= now - self.settings.interval_s), self._history[0]
         )
-        new, old = _mean_context(curves.minus(recent)), _mean_context(recent.minus(self._history[0][1]))
-        if new is None or old is None or old <= 0 or new <= 0:
-            return
-        if max(new / old, old / new) > CONTEXT_SHIFT:
+        last, before = curves.minus(recent), recent.minus(self._history[0][1])
+        if _shifted(_mean_context(last), _mean_context(before), CONTEXT_SHIFT) or _shifted(
+            _mean_accept(last), _mean_accept(before), ACCEPT_SHIFT
+        ):
             while self._history[0][0] < recent_t:
                 self._history.popleft()
 
@@ -190,6 +196,19 @@ class Tuner:
             "moves": self.moves,
             "last_move": {"old": m.old, "new": m.new, "evidence": m.evidence} if m else None,
         }
+
+
+def _shifted(new: float | None, old: float | None, factor: float) -> bool:
+    return new is not None and old is not None and new > 0 and old > 0 and max(new / old, old / new) > factor
+
+
+def _mean_accept(curves: Curves) -> float | None:
+    """Tokens per request per verified speculative step (each bucket's tokens over its
+    verifies times its mean batch: the batch mix does not move it); None below
+    MIN_ACCEPT_VERIFIED verifies."""
+    rows = [b for b in curves.buckets if b.mode == SPECULATIVE and b.verified > 0 and b.mean_batch > 0]
+    verified = sum(b.verified for b in rows)
+    return sum(b.tokens / b.mean_batch for b in rows) / verified if verified >= MIN_ACCEPT_VERIFIED else None
 
 
 def _mean_context(curves: Curves) -> float | None:

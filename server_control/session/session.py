@@ -261,10 +261,8 @@ class Session:
         if sample.reachable:
             self.last_good = sample
         for key, old, new, who in self.guard.elsewhere(sample):  # a change this session did not make
-            if who == REAPPLY:  # the restart carried the run's runtime value back: ours, not another client's
-                self.last_change = replace(change(new, ChangeState.APPLIED, "re-applied after the restart"), key=key)
-            else:
-                self.last_change = replace(change(new, ChangeState.ELSEWHERE, self.guard.words(key, old, new, who)), key=key)
+            self.last_change = self.guard.seen(key, old, new, who)  # re-applied, auto-tuned or elsewhere
+            if who != REAPPLY:
                 self._elsewhere_at = time.monotonic()
             if key != d.FORCE_KEY:
                 self._damping(sample.ts)

@@ -21,7 +21,7 @@ from server_control.telemetry.sample import Sample
 from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
 
 SWITCHES_SHOWN = 200
-ELSEWHERE_SHOWN_S = 60.0  # how long "N changed elsewhere: ..." stays on the status line
+ELSEWHERE_SHOWN_S = 60.0  # how long "N changed elsewhere: ..." or "auto-tuned ..." stays on the status line
 
 
 class SnapshotParts:
@@ -105,11 +105,12 @@ def server_status(s: Sample | None, foreign: bool) -> ServerStatus:
 
 
 def stale_elsewhere(tc: SettingChange | None, g: Sample | None, elsewhere_at: float) -> bool:
-    """``tc`` is a change made elsewhere (told at monotonic ``elsewhere_at``) that is old news
-    (ELSEWHERE_SHOWN_S) or no longer what the last answered poll ``g`` shows."""
+    """``tc`` is a change made elsewhere or by the server's own tuner (told at monotonic
+    ``elsewhere_at``) that is old news (ELSEWHERE_SHOWN_S) or no longer what the last
+    answered poll ``g`` shows."""
     return (
         tc is not None
-        and tc.state == ChangeState.ELSEWHERE
+        and tc.state in (ChangeState.ELSEWHERE, ChangeState.AUTO_TUNED)
         and (
             time.monotonic() - elsewhere_at > ELSEWHERE_SHOWN_S
             or (g is not None and tc.key in shown(g) and not _same_value(shown(g)[tc.key], tc.requested))

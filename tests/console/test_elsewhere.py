@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from console.app import SpecConsoleApp
 from server_control.control.settings import Control
 from server_control.session.session import Session
@@ -21,3 +23,25 @@ async def test_the_screen_shows_a_change_another_client_made(sim_factory, tmp_pa
         finally:
             await other.aclose()
         await wait_for(pilot, lambda: "N changed elsewhere: 5 -> 8" in screen_text(app), what="the change told")
+
+
+async def test_the_screen_says_auto_tuned_for_the_servers_own_move(sim_factory, tmp_path, monkeypatch):
+    """A server that tunes N itself: its move reads "auto-tuned 10 -> 9 (...)" with its evidence,
+    never "changed elsewhere" (control/server_tune.py)."""
+    monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path / "state"))
+    sim = sim_factory(
+        "--sim-auto-tune", "1-16", "--sim-explore-share", "0.1",
+        threshold=10, traffic="phases:s=10000,c=1-14,period=12", time_scale=20,
+    )  # fmt: skip
+    sim.wait_ready()
+    app = SpecConsoleApp(Session.attach(sim.url, poll_interval_s=0.25))
+    told = []
+    async with app.run_test(size=(220, 30)) as pilot:
+
+        def seen() -> bool:
+            text = screen_text(app)
+            told.append("changed elsewhere" in text)
+            return re.search(r"auto-tuned \d+ -> \d+ \((target-only|speculation) faster", text) is not None
+
+        await wait_for(pilot, seen, what="the server's own move told")
+    assert not any(told), "a move of the server's own tuner was told as a change made elsewhere"

@@ -1,0 +1,75 @@
+"""ServerTuneWatch on polls made by hand: a move journaled once whoever sees it, an
+observer's first poll, several moves between two polls, a server that restarted, an
+operator's N after a move (not the server's), and the status bar's words."""
+
+from __future__ import annotations
+
+from server_control.control.server_tune import ACTION, ServerMove, ServerTuneWatch, move_op
+from server_control.model.snapshot import SettingChange
+from server_control.model.vocabulary import ChangeState
+from server_control.protocol import decision as d
+from server_control.state import journal
+from server_control.telemetry.sample import RankState, Sample
+
+URL = "http://127.0.0.1:1"
+EV = "target-only faster from batch 10, 412 vs 388 tok/s, n=1234 steps over 30 s"
+
+
+def poll(n: int, moves: int, old: int | None = None, new: int | None = None, ev: str = EV) -> Sample:
+    last = {"old": old, "new": new, "evidence": ev} if old is not None else None
+    dyn = {"threshold": n, "auto_tune": {"on": True, "off_reason": None, "moves": moves, "last_move": last}}
+    rank = RankState.from_json(0, {d.THRESHOLD_KEY: n, d.STATE_KEY: dyn})
+    return Sample(ts=0.0, reachable=True, ranks=[rank])
+
+
+def moves(state) -> list[journal.Entry]:
+    return [e for e in journal.read(state) if e.action == ACTION]
+
+
+def test_a_move_is_journaled_once_by_any_number_of_observers(tmp_path):
+    a, b = ServerTuneWatch(URL, tmp_path), ServerTuneWatch(URL, tmp_path)
+    for w in (a, b):
+        assert w.observe(poll(8, 0)) is None
+    for w in (a, b):
+        move = w.observe(poll(10, 1, 8, 10))
+        assert move is not None and move.words() == f"auto-tuned 8 -> 10 ({EV})"
+    (e,) = moves(tmp_path)
+    assert (e.key, e.old, e.new, e.result) == (d.THRESHOLD_KEY, 8, 10, "applied")
+    assert e.detail == f"Dynamic speculation: threshold 8 -> 10 (auto: {EV})" and e.op.startswith("tune-")
+    assert a.observe(poll(10, 1, 8, 10)) is None  # the same move again: nothing new
+    restarted = ServerTuneWatch(URL, tmp_path)  # an observer's restart: its first poll
+    assert restarted.observe(poll(10, 1, 8, 10)) is not None
+    assert len(moves(tmp_path)) == 1
+
+
+def test_a_first_poll_journals_a_move_nobody_saw_and_notes_it(tmp_path):
+    ServerTuneWatch(URL, tmp_path).observe(poll(10, 3, 8, 10))
+    (e,) = moves(tmp_path)
+    assert e.detail.endswith("[seen at the first poll of an observer or of a restarted server]")
+
+
+def test_several_moves_between_polls_are_said(tmp_path):
+    w = ServerTuneWatch(URL, tmp_path)
+    w.observe(poll(6, 0))
+    w.observe(poll(10, 2, 8, 10))
+    (e,) = moves(tmp_path)
+    assert (e.old, e.new) == (8, 10) and "[2 moves since the previous poll (N was 6)" in e.detail
+
+
+def test_a_restarted_server_starts_over_and_an_operators_n_is_not_a_move(tmp_path):
+    w = ServerTuneWatch(URL, tmp_path)
+    w.observe(poll(8, 0))
+    w.observe(poll(10, 1, 8, 10))
+    assert w.observe(poll(7, 1, 8, 10)) is None  # the operator's 7: not the server's move
+    w.observe(Sample(ts=0.0, reachable=False))
+    ev2 = EV.replace("1234", "99")
+    assert w.observe(poll(10, 1, 8, 10, ev2)) is not None  # a new run's first move, same old/new
+    assert len(moves(tmp_path)) == 2
+    assert move_op(URL, ServerMove(1, 8, 10, ev2)) != move_op(URL, ServerMove(1, 8, 10, EV))
+
+
+def test_the_status_bar_says_auto_tuned_with_its_evidence():
+    from console.widgets.status_bar import change_text
+
+    tc = SettingChange(10, ChangeState.AUTO_TUNED, f"auto-tuned 8 -> 10 ({EV})", key=d.THRESHOLD_KEY)
+    assert change_text(tc).plain == f" auto-tuned 8 -> 10 ({EV})"
