@@ -177,27 +177,44 @@ def _crossover(fits: dict[str, Fit]) -> tuple[str, int | None]:
     return ("target_only_wins", 1) if d > c else ("speculation_wins", None)
 
 
-def _measured(
-    points: tuple[Point, ...], draw: dict[tuple[int, int], float] | None = None
-) -> tuple[str, int | None, float] | None:
-    """The sign-step crossover over the buckets both modes measured (see the module doc)."""
-    shared = sorted(_shared(points), key=lambda k: k[0])
-    if len(shared) < 2:
-        return None
+Pair = tuple[int, float, float]  # a bucket both modes measured: (lo, tok/s target-only - speculative, its se)
+
+
+def _pairs(points: tuple[Point, ...]) -> list[Pair]:
+    """The buckets both modes measured, by batch."""
     by = {(p.mode, p.lo, p.hi): p for p in points}
-    zs = []
-    for lo, hi in shared:
+    out = []
+    for lo, hi in sorted(_shared(points)):
         s, t = by[(SPECULATIVE, lo, hi)], by[(TARGET_ONLY, lo, hi)]
-        diff = draw[(lo, hi)] if draw else t.tok_s - s.tok_s
-        zs.append((lo, diff / max(1e-9, math.hypot(s.tok_s_se, t.tok_s_se))))
+        out.append((lo, t.tok_s - s.tok_s, max(1e-9, math.hypot(s.tok_s_se, t.tok_s_se))))
+    return out
+
+
+def _measured(pairs: list[Pair], draw: list[float] | None = None) -> tuple[str, int | None, float] | None:
+    """The sign-step crossover over the buckets both modes measured (see the module doc);
+    ``draw``: one bootstrap draw of each pair's tok/s difference."""
+    if len(pairs) < 2:
+        return None
+    if draw is None:
+        zs = [diff / se for _lo, diff, se in pairs]
+    else:
+        zs = [d / se for d, (_lo, _diff, se) in zip(draw, pairs)]
+    # cost(c) = sum of max(0, z) below c + sum of max(0, -z) from c, for every c in one pass
+    above = sum(-z for z in zs if z < 0)
+    below = 0.0
     best, best_cost = len(zs), float("inf")
-    for c in range(len(zs) + 1):
-        cost = sum(max(0.0, z) for _lo, z in zs[:c]) + sum(max(0.0, -z) for _lo, z in zs[c:])
-        if cost < best_cost - 1e-12:
-            best, best_cost = c, cost
+    for c, z in enumerate(zs):
+        if below + above < best_cost - 1e-12:
+            best, best_cost = c, below + above
+        if z > 0:
+            below += z
+        else:
+            above += z
+    if below + above < best_cost - 1e-12:
+        best = len(zs)
     if best == len(zs):  # speculation wins at every shared bucket: above them, the fit says
         return None
-    cross = zs[best][0]
+    cross = pairs[best][0]
     if cross == 1:
         return "target_only_wins", 1, 0.0
     return "crossover", cross, 1.0 if best == 0 else 0.0
@@ -214,13 +231,8 @@ def _lowered(measured: tuple[str, int | None, float] | None, fits: dict[str, Fit
     return measured
 
 
-def _draw_diffs(points: tuple[Point, ...], rng: random.Random) -> dict[tuple[int, int], float]:
-    by = {(p.mode, p.lo, p.hi): p for p in points}
-    out = {}
-    for lo, hi in _shared(points):
-        s, t = by[(SPECULATIVE, lo, hi)], by[(TARGET_ONLY, lo, hi)]
-        out[(lo, hi)] = rng.gauss(t.tok_s - s.tok_s, math.hypot(s.tok_s_se, t.tok_s_se))
-    return out
+def _draw_diffs(pairs: list[Pair], rng: random.Random) -> list[float]:
+    return [rng.gauss(diff, se) for _lo, diff, se in pairs]
 
 
 def _suggest(verdict: str, crossover: int | None) -> int:
@@ -252,13 +264,14 @@ def estimate(curves: Curves, seed: int = 0) -> Estimate:
             f"no {' or '.join(m.replace('_', '-') for m in missing)} steps measured yet "
             f"(at least {MIN_STEPS} steps in each of 2 batch buckets)",
         )
-    measured = _lowered(_measured(points), fits)
+    pairs = _pairs(points)
+    measured = _lowered(_measured(pairs), fits)
     verdict, cross = measured[:2] if measured else _crossover(fits)
     suggested = _suggest(verdict, cross)
     rng = random.Random(seed)
     draws_n = []
     for _ in range(RESAMPLES):
-        again = _lowered(_measured(points, _draw_diffs(points, rng)), fits) if measured else None
+        again = _lowered(_measured(pairs, _draw_diffs(pairs, rng)), fits) if measured else None
         if again is not None:
             v, c = again[0], again[1]
         else:

@@ -1,8 +1,11 @@
 """The advisor's estimate and words on curves drawn from the simulator's model (pure)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from server_control.advice.words import advise, duration
+from server_control.protocol import crossover
 from server_control.protocol.crossover import estimate
 from server_control.protocol.explore import Explorer, window
 from server_control.sim import model
@@ -112,3 +115,29 @@ def test_speculation_faster_at_every_batch_is_never_called_target_only_wins():
     assert all(e.tok_s("speculative", b) > e.tok_s("target_only", b) for b in range(1, 17))
     assert e.verdict == "speculation_wins" and e.suggested == 0, (e.verdict, e.crossover)
     assert e.interval == (0, 0)
+
+
+def _sign_step_by_brute_force(zs: list[float]) -> int:
+    """The c minimising the sum of max(0, z) below c and max(0, -z) from c (the module doc),
+    every c summed afresh: the one-pass search must find the same."""
+    best, best_cost = len(zs), float("inf")
+    for c in range(len(zs) + 1):
+        cost = sum(max(0.0, z) for z in zs[:c]) + sum(max(0.0, -z) for z in zs[c:])
+        if cost < best_cost - 1e-9:
+            best, best_cost = c, cost
+    return best
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(-40, 40), min_size=2, max_size=30))
+def test_the_one_pass_sign_step_is_the_brute_force_one(tenths: list[int]) -> None:
+    zs = [t / 10 for t in tenths]  # z = diff / se with se 1: exact sums, no rounding ties
+    pairs = [(lo, z, 1.0) for lo, z in enumerate(zs, start=1)]
+    best = _sign_step_by_brute_force(zs)
+    got = crossover._measured(pairs)
+    if best == len(zs):
+        assert got is None
+    else:
+        assert got is not None and got[1] == best + 1, (zs, best, got)
+    drawn = crossover._measured(pairs, [2 * z for z in zs])  # a draw: the same search on its values
+    assert (drawn is None) == (got is None) and (drawn is None or drawn[1] == got[1])
