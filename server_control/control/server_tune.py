@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server_control.protocol import decision as d
-from server_control.protocol.tuner import MOVE_PREFIX
+from server_control.protocol.tuner import Move
 from server_control.state import journal
 from server_control.state.private_files import FileLock, LockTimeout
 from server_control.telemetry.sample import Sample, intval
@@ -55,7 +55,8 @@ class ServerMove:
 
     @property
     def line(self) -> str:
-        return f"{MOVE_PREFIX}{self.old} -> {self.new} (auto: {self.evidence})"
+        """The server's own log line of the move (the tuner's words)."""
+        return Move(self.old, self.new, self.evidence).line
 
     def words(self, old: object = None) -> str:
         """What the console says: ``auto-tuned 8 -> 10 (target-only faster from batch 10, ...)``;
