@@ -1,6 +1,6 @@
 """What a session records of its server in the profile's history (server_control/state/history.py):
 one point per poll (batch, tok/s, accept length, N, mode; ``up`` False while the server does
-not answer or is not this run's), the run it belongs to (its start time: a change marks a
+not answer or is not this run's), the run it belongs to (its start time and pid: a change marks a
 restart), written at a low rate and when the session closes. An attached session (no
 profile) keeps its points in memory only, and so does a second console on a profile whose
 history another console writes (it says "written by pid N")."""
@@ -18,8 +18,15 @@ from server_control.state.history import History, HistPoint, Recorded, history_p
 from server_control.telemetry.sample import Sample
 
 
+def run_id_of(run: RunStatus) -> str:
+    """The run a point belongs to: its start time and its pid (a start time has whole
+    seconds only, and a restart can fall in the same second as the start it replaces)."""
+    started = run.started_at or ""
+    return f"{started}#{run.pid}" if run.pid is not None else started
+
+
 def point_of(sample: Sample, run: RunStatus, foreign: bool = False) -> HistPoint:
-    run_id = run.started_at or ""
+    run_id = run_id_of(run)
     if not sample.reachable or foreign:
         return HistPoint(sample.ts, up=False, run=run_id)
     load = sample.load

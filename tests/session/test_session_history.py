@@ -9,9 +9,12 @@ import stat
 import time
 
 from server_control.config.profile import load_profile
+from server_control.model.run_status import RunStatus
+from server_control.session.history_keeper import point_of
 from server_control.session.session import Session
 from server_control.state.history import history_path, read_history
 from server_control.state.state_dir import resolve_state_dir
+from server_control.telemetry.sample import Sample
 from tests.support.wait import until
 
 
@@ -37,6 +40,16 @@ async def test_the_history_survives_a_restart_of_the_server_and_of_the_session(s
     recorded = again.history()
     assert [p.ts for p in recorded.points] == [p.ts for p in points], "a new session starts with the record"
     assert recorded.until == points[-1].ts
+
+
+def test_a_restart_within_the_same_second_is_another_run() -> None:
+    """A run's start time has whole seconds only: a restart in the second of the start it
+    replaces (a fresh-clone CI run saw it) must still be a new run in the history."""
+    sample = Sample(ts=1.0, reachable=False)
+    first = point_of(sample, RunStatus(pid=100, started_at="2026-12-02T07:30:00+00:00"))
+    again = point_of(sample, RunStatus(pid=101, started_at="2026-12-02T07:30:00+00:00"))
+    assert first.run != again.run
+    assert point_of(sample, RunStatus(pid=100, started_at="2026-12-02T07:30:00+00:00")).run == first.run
 
 
 def test_unreadable_lines_and_a_failed_write_are_said_in_the_log_view(sim_profile, tmp_path):
