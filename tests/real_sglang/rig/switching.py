@@ -21,6 +21,7 @@ from .server import DECODE_RE, RigServer
 TO_TARGET_ONLY = "Dynamic speculation: switched to target-only"
 TO_SPECULATIVE = "Dynamic speculation: switched to speculative"
 FORCED_TARGET_ONLY = f"Dynamic speculation: force mode set to {decision.TARGET_ONLY}"
+PREFILL = "Prefill batch"
 WARM_FLOOR = 2.0  # mean accept length right after resuming, warm draft KV (max 3.00)
 RESUME_SKIP = 1  # the first line after a switch may still report the step before it
 RESUME_WINDOW = 5  # steps judged after resuming (a cold draft needs ~PERIOD positions)
@@ -118,14 +119,18 @@ def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 3
     force(server, decision.TARGET_ONLY)
 
     def from_force() -> str:
-        """The log from the scheduler's own "force mode set to target-only" line: SGLang
-        streams a request's last tokens (stream_output) before it logs that step's
-        ``Decode batch`` line, so an earlier request's last line can land after our
-        window opened; the force line is logged by the scheduler between steps, after
-        every earlier step's line."""
+        """The log from this request's own ``Prefill batch`` line after the scheduler's
+        "force mode set to target-only" line. An earlier request's last lines can land
+        after our window opened, and even after the force line: SGLang streams a
+        request's last tokens before it logs that step's ``Decode batch`` line, and the
+        overlap scheduler logs the line of the step it launched before it received the
+        force only after that loop iteration's receive. The probe is sent once the force
+        was answered, i.e. it is received at a later iteration than the force: every
+        earlier step's line is written before the probe's prefill line."""
         text = win.text()
         mark = text.find(FORCED_TARGET_ONLY)
-        return "" if mark < 0 else text[mark:]
+        start = -1 if mark < 0 else text.find(PREFILL, mark)
+        return "" if start < 0 else text[start:]
 
     try:
         job = Background(lambda: generate_ids(server, [prompt], max_new)[0])
@@ -135,7 +140,7 @@ def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 3
     finally:
         force(server, decision.AUTO)
     text = from_force()
-    assert text, f"no forced target-only line in the log:\n{win.text()[-3000:]}"
+    assert text, f"no forced target-only line followed by the probe's prefill in the log:\n{win.text()[-3000:]}"
     cut = text.find(TO_SPECULATIVE)
     assert cut >= 0, f"no forced switch back to speculative in the log:\n{text[-3000:]}"
     before, after = text[:cut], text[cut:]
