@@ -1,8 +1,10 @@
 """A threshold that follows the measured crossover: the tuner's decisions (pure).
 
 Every ``interval_s`` the tuner estimates (``estimate``) from the cost curves of the last
-``window_s`` seconds only (so a phase change is followed) and moves N toward the
-suggestion, within ``[lo, hi]``:
+``window_s`` seconds only (so a phase change is followed; while those hold fewer than
+``MIN_WINDOW_STEPS`` decode steps, as on a quiet or slow server, the window reaches back
+until they do, at most ``MAX_WINDOW_FACTOR`` windows) and moves N toward the suggestion,
+within ``[lo, hi]``:
   * hysteresis: no move while the current N lies inside the suggestion's 95 % interval
     (unless the crossover is extrapolated beyond the data: its interval then says little);
   * bounded rate: at most ``max_step`` per decision, and 1 when the crossover is
@@ -41,6 +43,8 @@ MOVE_PREFIX = "Dynamic speculation: threshold "
 CONTEXT_SHIFT = 2.0
 ACCEPT_SHIFT = 1.15  # per-token 0.85 -> 0.6 (3 drafts): 3.2 -> 2.2 tokens per request per verify, 1.45; one phase: 1.01-1.03
 MIN_ACCEPT_VERIFIED = 50
+MIN_WINDOW_STEPS = 200  # a window of fewer decode steps reaches further back (thin traffic)
+MAX_WINDOW_FACTOR = 10  # ... at most this many window_s back
 AUTO_TUNE_KEY = "speculative_disable_auto_tune"  # runtime 1 (on) / 0 (off); at start LO-HI
 OPERATOR_OFF = "Dynamic speculation: auto-tune off (threshold set to {} by the operator)"
 
@@ -131,7 +135,8 @@ class Tuner:
         if not self.on:
             return None
         self._history.append((now, curves))
-        while len(self._history) > 1 and self._history[1][0] <= now - self.settings.window_s:
+        kept = self.settings.window_s * MAX_WINDOW_FACTOR
+        while len(self._history) > 1 and self._history[1][0] <= now - kept:
             self._history.popleft()
         if self._last_decision is None:
             self._last_decision = now
@@ -139,7 +144,7 @@ class Tuner:
             return None
         self._last_decision = now
         self._follow_phase(now, curves)
-        base_t, base = self._history[0]
+        base_t, base = self._base(now, curves)
         window = curves.minus(base) if base is not curves else curves
         e = estimate(window)
         if e.suggested is None or e.interval is None:
@@ -168,15 +173,29 @@ class Tuner:
         self.last_move = move
         return move
 
+    def _base(self, now: float, curves: Curves) -> tuple[float, Curves]:
+        """The window's start: the last reading at least ``window_s`` old (the oldest kept if
+        none is), or, while the window holds fewer than ``MIN_WINDOW_STEPS`` decode steps,
+        an older one (thin traffic), at most ``MAX_WINDOW_FACTOR`` windows back."""
+        history = self._history
+        i = 0
+        while i + 1 < len(history) and history[i + 1][0] <= now - self.settings.window_s:
+            i += 1
+        total = _steps(curves)
+        while i > 0 and total - _steps(history[i][1]) < MIN_WINDOW_STEPS:
+            i -= 1
+        return history[i]
+
     def _follow_phase(self, now: float, curves: Curves) -> None:
         """Restart the window where the mean context or the acceptance of the last interval
         left the window's."""
         if len(self._history) < 3:
             return
+        base_t, base = self._base(now, curves)
         recent_t, recent = next(
-            ((t, c) for t, c in reversed(self._history) if t <= now - self.settings.interval_s), self._history[0]
+            ((t, c) for t, c in reversed(self._history) if base_t <= t <= now - self.settings.interval_s), (base_t, base)
         )
-        last, before = curves.minus(recent), recent.minus(self._history[0][1])
+        last, before = curves.minus(recent), recent.minus(base)
         if _shifted(_mean_context(last), _mean_context(before), CONTEXT_SHIFT) or _shifted(
             _mean_accept(last), _mean_accept(before), ACCEPT_SHIFT
         ):
@@ -209,6 +228,10 @@ def _mean_accept(curves: Curves) -> float | None:
     rows = [b for b in curves.buckets if b.mode == SPECULATIVE and b.verified > 0 and b.mean_batch > 0]
     verified = sum(b.verified for b in rows)
     return sum(b.tokens / b.mean_batch for b in rows) / verified if verified >= MIN_ACCEPT_VERIFIED else None
+
+
+def _steps(curves: Curves) -> int:
+    return sum(b.steps for b in curves.buckets)
 
 
 def _mean_context(curves: Curves) -> float | None:
