@@ -143,8 +143,9 @@ class Tuner:
         if now - self._last_decision < self.settings.interval_s:
             return None
         self._last_decision = now
-        self._follow_phase(now, curves)
         base_t, base = self._base(now, curves)
+        if self._follow_phase(now, curves, base_t, base):
+            base_t, base = self._base(now, curves)
         window = curves.minus(base) if base is not curves else curves
         e = estimate(window)
         if e.suggested is None or e.interval is None:
@@ -186,12 +187,11 @@ class Tuner:
             i -= 1
         return history[i]
 
-    def _follow_phase(self, now: float, curves: Curves) -> None:
-        """Restart the window where the mean context or the acceptance of the last interval
-        left the window's."""
+    def _follow_phase(self, now: float, curves: Curves, base_t: float, base: Curves) -> bool:
+        """Restart the window (True) where the mean context or the acceptance of the last
+        interval left the window's (from ``base``)."""
         if len(self._history) < 3:
-            return
-        base_t, base = self._base(now, curves)
+            return False
         recent_t, recent = next(
             ((t, c) for t, c in reversed(self._history) if base_t <= t <= now - self.settings.interval_s), (base_t, base)
         )
@@ -201,6 +201,8 @@ class Tuner:
         ):
             while self._history[0][0] < recent_t:
                 self._history.popleft()
+            return True
+        return False
 
     def snapshot(self) -> dict[str, object]:
         s = self.settings

@@ -118,7 +118,7 @@ def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 3
     win = LogWindow(server)
     force(server, decision.TARGET_ONLY)
 
-    def from_force() -> str:
+    def from_probe() -> str:
         """The log from this request's own ``Prefill batch`` line after the scheduler's
         "force mode set to target-only" line. An earlier request's last lines can land
         after our window opened, and even after the force line: SGLang streams a
@@ -134,12 +134,12 @@ def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 3
 
     try:
         job = Background(lambda: generate_ids(server, [prompt], max_new)[0])
-        win.wait(lambda: len(DECODE_RE.findall(from_force())) >= stretch_steps or not job.alive(), "target-only steps")
+        win.wait(lambda: len(DECODE_RE.findall(from_probe())) >= stretch_steps or not job.alive(), "target-only steps")
         force(server, decision.SPECULATIVE)
         output = job.result()
     finally:
         force(server, decision.AUTO)
-    text = from_force()
+    text = from_probe()
     assert text, f"no forced target-only line followed by the probe's prefill in the log:\n{win.text()[-3000:]}"
     cut = text.find(TO_SPECULATIVE)
     assert cut >= 0, f"no forced switch back to speculative in the log:\n{text[-3000:]}"
