@@ -116,3 +116,44 @@ async def test_current_match_is_marked_under_no_color(fake, make_app, monkeypatc
         rest = [s for s in segments if s.text.strip() and "speculation disable" not in s.text]
         assert hit and all(s.style.reverse for s in hit), "the current match must stand out without colour"
         assert rest and not any(s.style.reverse for s in rest)
+
+
+async def test_a_jump_holds_while_the_log_is_shorter_than_the_screen(fake, make_app):
+    """CI's failure: `:` 1 (or a search) while the whole log fits the screen kept following,
+    so the next lines pushed the marked line away. A jump pauses following wherever it lands."""
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        view = app.log_view
+        assert len(view.rows) < view.scrollable_content_region.height, "the sample log fits the screen"
+        await pilot.press("colon")
+        await answer(pilot, app, "1")
+        assert not view.follow
+        fake.add_lines(lines(400))
+        await settle(pilot, app)
+        assert not view.follow and view.new_while_paused >= 400
+        strip = row_on_screen(app, "\u25b6")
+        assert strip is not None and "".join(s.text for s in strip).lstrip().startswith("1\u25b6"), screen_text(app)
+        # a search while following the short log: its match stays on screen too
+        await pilot.press("escape", "end")
+        await settle(pilot, app)
+        fake.add_lines(lines(3, "late"))
+        await settle(pilot, app)
+        await pilot.press("ctrl+f")
+        await answer(pilot, app, "late line 1")
+        assert not view.follow
+        fake.add_lines(lines(400, "later"))
+        await settle(pilot, app)
+        assert row_on_screen(app, "late line 1") is not None, screen_text(app)
+        # from the top, a match in the last screenful: the jump lands at the very end, and
+        # following must stay paused (Textual's own anchor would re-engage there and follow)
+        await pilot.press("escape", "home")
+        fake.add_lines(lines(3, "last"))
+        await settle(pilot, app)
+        assert not view.follow and view.scroll_y == 0
+        await pilot.press("ctrl+f")
+        await answer(pilot, app, "last line 2")
+        assert not view.follow and view.scroll_y == view.max_scroll_y
+        fake.add_lines(lines(400, "after"))
+        await settle(pilot, app)
+        assert not view.follow and row_on_screen(app, "last line 2") is not None, screen_text(app)

@@ -76,14 +76,15 @@ class LogView(LogLines, can_focus=True):
         return None if self.search.current is None else self.rows.row_of(self.search.current)
 
     def _show_match(self, key: int | None) -> bool:
-        """Scroll so the match sits a third of the way down, with context around it."""
+        """Scroll so the match sits a third of the way down, with context around it, and
+        pause following wherever it lands (in the last screenful too, or while the whole log
+        fits the screen): the next lines must not push the line the operator asked for away."""
         self._gen += 1
         row = None if key is None else self.rows.row_of(key)
         if row is not None:
             height = self.scrollable_content_region.height or 1
-            if row < len(self.rows) - height:
-                self.follow = False
             self.scroll_to(y=max(0, min(row - height // 3, self.max_scroll_y)), animate=False, immediate=True)
+            self.follow = False  # after the scroll: a scroll down to the end would resume following
             self.refresh()
         self._post_status()
         return key is not None
