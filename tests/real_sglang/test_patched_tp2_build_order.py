@@ -27,6 +27,7 @@ from server_control.proc.ports import free_port
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.build import omp_bind, server_args, server_env
 from tests.real_sglang.rig.server import RigServer
+from tests.support.heavy import heavy
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1500)]
 HOLD_S = 25  # after TP1 went on (it reaches its next blocking point within ~1 s on the rig)
@@ -73,6 +74,7 @@ def _wait_for(server: RigServer, needle: str, timeout_s: float) -> None:
     raise TimeoutError(f"no {needle!r} within {timeout_s:.0f} s:\n{server.log_tail()}")
 
 
+@heavy("a negative control of the build order, ~75 s: a hung tp 2 server held on purpose")
 def test_negative_control_the_old_order_hangs_the_group(rig, tmp_path):
     """Build first, then agree: TP0 enters the build's barrier, TP1 (refused) never does."""
     server = _start(rig, tmp_path, "barrier,refuse=1,old_order,verdict_grace=5")

@@ -33,7 +33,6 @@ the patched server's greedy checks, the plain server's samples, the patched serv
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
@@ -42,6 +41,7 @@ from server_control.protocol import decision
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import switching as sw
 from tests.real_sglang.rig.pool import OneAtATime, Spec
+from tests.support.heavy import heavy
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1800)]
 
@@ -222,11 +222,8 @@ def test_json_schema_under_flips_is_valid_and_equal_plain(pool):
 
 
 # The 2,000-sample chi-square tests (the four took 109 s at load ~1 on 2 cores, far longer
-# at load 17-35): they run by hand with SPECCONSOLE_HEAVY_TESTS=1, not in CI.
-HEAVY = pytest.mark.skipif(
-    os.environ.get("SPECCONSOLE_HEAVY_TESTS") != "1",
-    reason="2,000-sample chi-square: set SPECCONSOLE_HEAVY_TESTS=1 to run it (~2 min at low load)",
-)
+# at load 17-35): the heavy tier (tests/support/heavy.py), not in CI.
+HEAVY = heavy("2,000-sample chi-square, ~2 min at low load")
 
 
 @HEAVY

@@ -24,6 +24,7 @@ from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import switching as sw
 from tests.real_sglang.rig.pool import OneAtATime, Spec
 from tests.real_sglang.rig.trained_models import PERIOD, prompt_ids
+from tests.support.heavy import heavy
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1200)]
 
@@ -140,10 +141,12 @@ class TestTrainedOverlap(_WarmDraft):
     SPEC = Spec("trained", overlap=True)
 
 
+@heavy("one more server: the synchronous scheduler's negative control runs in CI")
 class TestTrainedOverlapNegativeControl(_NegativeControl):
     SPEC = Spec("trained", overlap=True, skip_draft_extend=True)
 
 
+@heavy("one more server: the random pair runs in CI under the overlap scheduler, the trained one under both")
 class TestRandom(_TokenExact):
     SPEC = Spec("random")
 

@@ -197,6 +197,9 @@ def rig_env_vars(rig: Rig, overlap: bool = False) -> dict:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0",
+        # a stop SIGTERMs the whole group: the scheduler dies first, SGLang's watchdog takes
+        # that for a crash and sleeps 5 s before a py-spy dump: ~6 s of every rig stop
+        "SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0",
         # SGLang torch.compile()s a draft helper; compiling it on CPU costs ~25 s of
         # start-up (first request) and needs a C++ toolchain. Eager is exact and enough.
         "TORCHDYNAMO_DISABLE": "1",
