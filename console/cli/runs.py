@@ -32,6 +32,7 @@ from console.cli.common import (
     error,
     target_profile,
 )
+from server_control.config.argv_check import check_argv
 from server_control.config.interpreter import check_sglang
 from server_control.config.profile import ProfileError
 from server_control.model.vocabulary import RunState
@@ -105,6 +106,9 @@ def cmd_launch(args) -> int:
             sglang = check_sglang(spec.argv[0]) if profile.kind == "sglang" else None
             if sglang is not None and sglang.problem:
                 problems.append(sglang.problem)
+            parsed = check_argv(profile, spec) if sglang is not None and sglang.version else None
+            if parsed is not None and parsed.refusal:
+                problems.append(parsed.refusal)
             problems = list(dict.fromkeys(problems))
             env = spec.masked_env_overrides()
             for problem in problems:
@@ -120,6 +124,7 @@ def cmd_launch(args) -> int:
                             "log_path": str(spec.log_path),
                             "sglang": sglang.version if sglang else None,
                             "problems": problems,
+                            "parsed_by_sglang": None if parsed is None or parsed.skipped else parsed.ok,
                         }
                     )
                 )
@@ -128,14 +133,32 @@ def cmd_launch(args) -> int:
                 print(f"# cwd {spec.cwd}\n# log {spec.log_path}")
                 if sglang is not None and sglang.version:
                     print(f"# {sglang.describe()}")
+                if parsed is not None:
+                    print(f"# SGLang's parser: {parsed.skipped or ('refuses it' if parsed.refusal else 'takes it')}")
                 for k, v in env.items():
                     print(f"{k}={shlex.quote(v)}")
                 print(spec.command_line())
             return EXIT_OK
+        refusal = _parse_refusal(args, profile)
+        if refusal is not None:
+            error(refusal)
+            return EXIT_USAGE
         return asyncio.run(_launch(args, profile))
     except ProfileError as exc:
         error(str(exc))
         return EXIT_USAGE
+
+
+def _parse_refusal(args, profile) -> str | None:
+    """Why SGLang's own parser refuses the command line a launch would run (None: it takes
+    it, or it cannot be asked there: then a warning says so and the launch goes on)."""
+    if profile.kind != "sglang":
+        return None
+    spec = profile.launch_spec(getattr(args, "run_state_dir", None), preview=[])
+    parsed = check_argv(profile, spec)
+    if parsed.skipped:
+        error(f"warning: the command line was not checked by SGLang's parser: {parsed.skipped}")
+    return parsed.refusal
 
 
 REAPPLY_WAIT_S = 600.0  # restart with runtime settings and no --wait: wait this long to re-apply them

@@ -121,7 +121,7 @@ def limit_warnings(threshold: int, max_running_requests: int | None, cuda_graph_
         out.append(
             f"threshold {threshold} >= cuda_graph_max_bs {cuda_graph_max_bs}: target-only "
             f"above {cuda_graph_max_bs} {EAGER_ABOVE} (target verify and draft-extend "
-            "eager); raise --cuda-graph-max-bs or lower the threshold"
+            "eager); raise --cuda-graph-max-bs-decode or lower the threshold"
         )
     return out
 

@@ -48,8 +48,8 @@ def test_profile_flags_and_aliases_are_understood():
 
 
 def test_unknown_flags_are_returned_not_fatal():
-    _a, unknown = parse("--enable-torch-compile", "--cuda-graph-max-bs", "16")
-    assert unknown == ["--enable-torch-compile", "--cuda-graph-max-bs", "16"]
+    _a, unknown = parse("--enable-torch-compile", "--cuda-graph-max-bs-decode", "16")
+    assert unknown == ["--enable-torch-compile", "--cuda-graph-max-bs-decode", "16"]
 
 
 @pytest.mark.parametrize(

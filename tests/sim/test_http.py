@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from server_control.protocol import decision
 from tests.support.sim import start_sim
 
-UNKNOWN = ("--enable-torch-compile", "--cuda-graph-max-bs", "16")
+UNKNOWN = ("--enable-torch-compile", "--cuda-graph-max-bs-decode", "16")
 
 
 @pytest.fixture(scope="module")

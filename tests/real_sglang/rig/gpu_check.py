@@ -118,7 +118,7 @@ def cuda_args(pair, spec: Spec, port: int, opts: argparse.Namespace) -> list[str
         *("--model-path", str(pair.target), "--tp-size", str(spec.tp), "--host", "127.0.0.1", "--port", str(port)),
         *(("--attention-backend", opts.attention_backend) if opts.attention_backend else ()),
         *(("--mem-fraction-static", str(opts.mem_fraction_static)) if opts.mem_fraction_static else ()),
-        *("--cuda-graph-max-bs", "32", "--dtype", spec.dtype),
+        *("--cuda-graph-max-bs-decode", "32", "--dtype", spec.dtype),
     ]
     if spec.patched:
         args += [
