@@ -39,8 +39,11 @@ def rig():
         facts = _facts(built.root, kind)
         if facts is not None:
             pairs[kind] = "cached" if kind in cached else "built in this run"
-            if kind not in cached and "train_s" in facts:  # the training's wall time
-                pairs[f"{kind}_train_s"] = float(facts["train_s"])
+            for key in ("build_s", "train_s"):  # the build's wall time; a training's (no kept weights)
+                if kind not in cached and key in facts:
+                    pairs[f"{kind}_{key}"] = float(facts[key])
+            if kind not in cached and "weights" in facts:
+                pairs[f"{kind}_weights"] = facts["weights"]
     report(f"rig build ({built.root})", rig_s=rig_s, **pairs)
 
 

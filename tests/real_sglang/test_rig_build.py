@@ -38,3 +38,30 @@ def test_using_a_version_marks_it_used(tmp_path, monkeypatch):
     os.utime(root / "rig.json", (old, old))
     assert build.ensure_rig().root == root
     assert time.time() - (root / "rig.json").stat().st_mtime < 60
+
+
+def test_the_trained_pair_comes_from_the_kept_weights_and_is_checked(tmp_path):
+    """A cold rig cache loads the kept weights (seconds, no training) and still checks them
+    on fresh sequences; weights that do not copy the language are refused, not served.
+    Needs torch/transformers (the sglang extra)."""
+    import pytest
+
+    pytest.importorskip("transformers")
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from tests.real_sglang.rig import trained_models
+
+    facts = trained_models.build(tmp_path / "t", tmp_path / "d")
+    assert facts["weights"] == "kept test data (trained)" and "train_s" not in facts
+    assert min(facts["target_accuracy"], facts["draft_accuracy_extend"], facts["draft_accuracy_decode"]) >= 0.99
+    assert (tmp_path / "t" / "model.safetensors").is_file() and (tmp_path / "d" / "config.json").is_file()
+
+    broken = tmp_path / "broken"
+    shutil.copytree(trained_models.DATA_DIR, broken)
+    draft = load_file(str(broken / "draft.safetensors"))
+    draft["fc.weight"] = draft["fc.weight"] * 0  # the draft no longer sees the target's states
+    save_file(draft, str(broken / "draft.safetensors"))
+    with pytest.raises(RuntimeError, match="did not converge"):
+        trained_models.build(tmp_path / "t2", tmp_path / "d2", data_dir=broken)

@@ -29,7 +29,14 @@ RIG_DIR = Path(__file__).resolve().parent
 REPO_ROOT = RIG_DIR.parents[2]
 PRELOAD_MODULE = "tests.real_sglang.rig.preload"
 NO_NCCL = "/nonexistent/no-nccl-on-cpu/libnccl.so.2"
-_SOURCES = ("fake_libcuda.c", "tiny_models.py", "trained_models.py", "build.py")
+_SOURCES = (
+    "fake_libcuda.c",
+    "tiny_models.py",
+    "trained_models.py",
+    "build.py",
+    "data/trained/target.safetensors",
+    "data/trained/draft.safetensors",
+)
 KEEP_UNUSED_S = 2 * 86400  # other rig versions unused this long are deleted
 MODEL_KINDS = ("trained", "random")
 
@@ -144,8 +151,8 @@ def _prune(keep: Path) -> None:
 
 
 def ensure_models(rig: Rig, kind: str) -> ModelPair:
-    """The rig's ``kind`` pair ("trained": period-k language, trained here on first use, ~1-2
-    min; "random": random weights), built once into ``<rig>/models/<kind>``."""
+    """The rig's ``kind`` pair ("trained": period-k language, from the weights kept as test
+    data, checked, ~3 s; "random": random weights), built once into ``<rig>/models/<kind>``."""
     if kind not in MODEL_KINDS:
         raise ValueError(f"model kind must be one of {MODEL_KINDS}, got {kind!r}")
     root = rig.root / "models" / kind

@@ -1,4 +1,6 @@
-"""Tiny target + EAGLE-3 draft TRAINED here on a period-k language (test rig only).
+"""Tiny target + EAGLE-3 draft TRAINED on a period-k language (test rig only); the trained
+weights are kept as test data (``DATA_DIR``) and checked at every build; ``--write-data``
+retrains them.
 
 The language: ``PERIOD`` random tokens, then the same block again and again, so the next
 token is always the one ``PERIOD`` positions back. The target (the rig's Llama shape,
@@ -33,6 +35,9 @@ LAST_TOKEN = 500  # ids the tokenizer can decode
 TARGET_PHASES = ((64, 32, 300), (192, 8, 150))
 DRAFT_PHASES = ((64, 32, 250), (192, 8, 120))
 CHECK_SEQ = 320
+# the trained weights, kept as test data (~1.4 MB): a cold rig cache loads and checks them
+# in seconds instead of training for minutes; ``--write-data`` retrains and rewrites them
+DATA_DIR = Path(__file__).resolve().parent / "data" / "trained"
 
 
 def period_sequences(n: int, length: int, g, period: int = PERIOD):
@@ -262,22 +267,74 @@ def _check(target, net, g) -> dict:
     return facts
 
 
-def build(target_dir: Path, draft_dir: Path, seed: int = 0, log=print) -> dict:
-    """Train both models and write them as checkpoints SGLang loads; returns facts."""
+def _trained_pair(seed: int, log):
+    """(target, draft net) trained from ``seed`` (~2 min on an idle 2-core machine, 20 on a
+    loaded CI machine: why the result is kept as test data, ``DATA_DIR``)."""
+    import torch
+
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    target = train_target(g, log=log)
+    return target, train_draft(target, g, log=log)
+
+
+def _from_data(data_dir: Path):
+    """(target, draft net) from the weights kept in ``data_dir``."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = {k: v for k, v in _target_config().items() if k not in ("architectures", "torch_dtype")}
+    target = LlamaForCausalLM(LlamaConfig(**cfg, attn_implementation="sdpa"))
+    target.load_state_dict(load_file(str(data_dir / "target.safetensors")))
+    target.eval()
+    weights = load_file(str(data_dir / "draft.safetensors"))
+    net = DraftNet(weights.pop("embed_tokens.weight"), torch.Generator().manual_seed(0))
+    if set(weights) != set(net.w):
+        raise RuntimeError(f"{data_dir}: the draft's weights do not match DraftNet: {sorted(set(weights) ^ set(net.w))}")
+    net.w = weights
+    return target, net
+
+
+def write_data(data_dir: Path, seed: int = 0, log=print) -> dict:
+    """Train from ``seed`` and keep the weights as test data (``python -m
+    tests.real_sglang.rig.trained_models --write-data``); returns the training's facts."""
     import time
 
     import torch
     from safetensors.torch import save_file
 
     t0 = time.monotonic()
-    torch.manual_seed(seed)
-    g = torch.Generator().manual_seed(seed)
+    target, net = _trained_pair(seed, log)
+    facts = _check(target, net, torch.Generator().manual_seed(seed + 1))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous() for k, v in target.state_dict().items()}, str(data_dir / "target.safetensors"))
+    draft = {k: v.detach().contiguous() for k, v in net.w.items()}
+    draft["embed_tokens.weight"] = net.embed.contiguous()
+    save_file(draft, str(data_dir / "draft.safetensors"))
+    facts.update(seed=seed, train_s=round(time.monotonic() - t0, 1))
+    (data_dir / "training.json").write_text(json.dumps(facts, indent=1) + "\n")
+    return facts
+
+
+def build(target_dir: Path, draft_dir: Path, seed: int = 0, log=print, data_dir: Path | None = None) -> dict:
+    """Both models as checkpoints SGLang loads, from the weights kept in ``data_dir``
+    (default ``DATA_DIR``; trained afresh from ``seed`` where it holds none), checked on
+    fresh sequences either way; returns facts."""
+    import time
+
+    import torch
+    from safetensors.torch import save_file
+
+    t0 = time.monotonic()
+    data_dir = DATA_DIR if data_dir is None else data_dir
     for d in (target_dir, draft_dir):
         d.mkdir(parents=True, exist_ok=True)
         tm._train_tokenizer(d)
-    target = train_target(g, log=log)
-    net = train_draft(target, g, log=log)
-    facts = _check(target, net, g)
+    kept = (data_dir / "target.safetensors").is_file() and (data_dir / "draft.safetensors").is_file()
+    target, net = _from_data(data_dir) if kept else _trained_pair(seed, log)
+    facts = _check(target, net, torch.Generator().manual_seed(seed + 1))
+    facts["weights"] = f"kept test data ({data_dir.name})" if kept else f"trained in this build (seed {seed})"
     state = {k: v.detach().contiguous() for k, v in target.state_dict().items()}
     save_file(state, str(target_dir / "model.safetensors"))
     (target_dir / "config.json").write_text(json.dumps(_target_config(), indent=1))
@@ -292,5 +349,21 @@ def build(target_dir: Path, draft_dir: Path, seed: int = 0, log=print) -> dict:
     )
     save_file(draft, str(draft_dir / "model.safetensors"))
     (draft_dir / "config.json").write_text(json.dumps(tm.draft_config(), indent=1))
-    facts.update(period=PERIOD, train_s=round(time.monotonic() - t0, 1))
+    facts.update(period=PERIOD, build_s=round(time.monotonic() - t0, 1))
+    if not kept:
+        facts["train_s"] = facts["build_s"]
     return facts
+
+
+def main(argv: list[str]) -> int:
+    if argv != ["--write-data"]:
+        print("usage: python -m tests.real_sglang.rig.trained_models --write-data  (retrain, keep the weights as test data)")
+        return 2
+    print(json.dumps(write_data(DATA_DIR), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
