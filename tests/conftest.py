@@ -1,8 +1,39 @@
-"""Fixtures shared across test folders."""
+"""Fixtures shared across test folders; the run's figures (tests/support/run_figures.py)
+and, under pytest-xdist, the real-SGLang tier kept in one worker."""
 
 import pytest
 
+from tests.support import run_figures
 from tests.support.sim import start_sim
+
+REAL_SERVER_GROUP = "real-sglang-servers"
+
+
+def pytest_configure(config):
+    config._specconsole_figures = run_figures.make_dir()
+
+
+def pytest_unconfigure(config):
+    run_figures.remove_dir(getattr(config, "_specconsole_figures", None))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` every test that starts a real SGLang server runs in one
+    worker, one server at a time (each takes ~3 GB and both cores while it starts); the
+    rest of the suite runs beside it in the other workers."""
+    for item in items:
+        if item.get_closest_marker("sglang_server") is not None:
+            item.add_marker(pytest.mark.xdist_group(REAL_SERVER_GROUP))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if getattr(terminalreporter.config, "_specconsole_figures", None) is None:
+        return  # a worker: the controller prints
+    lines = run_figures.read_all()
+    if lines:
+        terminalreporter.section("real SGLang on CPU: measured figures")
+        for line in run_figures.summary(lines):
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import run_figures
+
 SGLANG_MISSING = importlib.util.find_spec("sglang") is None
 SKIP_NO_SGLANG = pytest.mark.skipif(
     SGLANG_MISSING,
@@ -58,20 +60,10 @@ def rig_python() -> str:
     return sys.executable
 
 
-FIGURES: list[str] = []
-
-
 def report(name: str, **numbers) -> None:
-    """Record measured figures; printed in the terminal summary of the run."""
+    """Record measured figures; printed in the terminal summary of the run (tests/conftest.py)."""
     text = ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in numbers.items())
-    FIGURES.append(f"{name}: {text}")
-
-
-def pytest_terminal_summary(terminalreporter):
-    if FIGURES:
-        terminalreporter.section("real SGLang on CPU: measured figures")
-        for line in FIGURES:
-            terminalreporter.write_line(line)
+    run_figures.record(f"{name}: {text}")
 
 
 def log_dir(tmp_path_factory, name: str) -> Path:

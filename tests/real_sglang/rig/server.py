@@ -20,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support import run_figures
+
 READY_LINE = "The server is fired up and ready to roll!"
 DECODE_RE = re.compile(r"Decode batch[,.] #running-req: (\d+).*?accept len: ([0-9.]+)")
 
@@ -117,12 +119,20 @@ class RigServer:
         while time.monotonic() < deadline:
             if READY_LINE in self.log_text():
                 self.ready_s = time.monotonic() - self.started
+                self._count("ready")
                 return self.ready_s
             if (self.proc is not None and self.proc.poll() is not None) or not self.processes():
                 code = None if self.proc is None else self.proc.returncode
+                self._count("exited")
                 raise RuntimeError(f"server exited ({code}) before ready; log {self.log_path}:\n{self.log_tail()}")
             time.sleep(0.5)
+        self._count("not ready")
         raise TimeoutError(f"server not ready after {timeout_s:.0f} s; log {self.log_path}:\n{self.log_tail()}")
+
+    def _count(self, outcome: str) -> None:
+        """One start in the run's figures (its count and start-up time end the summary)."""
+        start_s = time.monotonic() - self.started
+        run_figures.record(f"{run_figures.STARTS}: {self.log_path.name}, {outcome}, start_s={start_s:.1f}")
 
     def request(self, path: str, body: dict | None = None, timeout: float = 120):
         data = None if body is None else json.dumps(body).encode()
