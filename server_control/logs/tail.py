@@ -6,7 +6,10 @@
   ("rotated", None)    the path now names another file (rename + create): reading it from 0
   ("truncated", None)  the same file got shorter (copytruncate, ``: > file``): from 0 again
 None means nothing new: sleep ``poll_interval`` before the next poll (``Follower.events``
-does exactly that). Before switching to a rotated file the old one is read to its end.
+does exactly that). Before switching to a rotated file the old one is read to its end; if
+the writer rotated more than once since (``<path>`` -> ``<path>.1`` -> ``<path>.2`` ...,
+proc/keeper.py), the parts written in between are read next, oldest first, each reported
+as a rotation.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import BinaryIO
 
 DEFAULT_CHUNK = 1 << 20
 DEFAULT_POLL_S = 0.1
+MAX_PARTS = 1000  # rotated parts looked at (<path>.1 .. <path>.1000) to find a missed one
 
 
 Event = tuple[str, bytes | None]  # ("opened" | "data" | "rotated" | "truncated", data)
@@ -66,10 +70,43 @@ class Follower:
         except OSError as exc:
             self.error = f"cannot read {self.path}: {exc.strerror or exc}"
             return False
+        self._adopt(f)
+        return True
+
+    def _adopt(self, f: BinaryIO) -> None:
         st = os.fstat(f.fileno())
         self._f, self._id, self._pos, self.error = f, (st.st_dev, st.st_ino), 0, None
         self.opened += 1
-        return True
+
+    def _part_index(self, file_id: tuple[int, int] | None) -> int | None:
+        """``i`` where ``<path>.i`` is the file ``file_id`` (the rotation scheme of the
+        keeper, proc/keeper.py), None if no rotated part is that file."""
+        for i in range(1, MAX_PARTS + 1):
+            try:
+                st = os.stat(f"{self.path}.{i}")
+            except OSError:
+                return None
+            if (st.st_dev, st.st_ino) == file_id:
+                return i
+        return None
+
+    def _successor(self, drained: tuple[int, int] | None) -> BinaryIO | None:
+        """The rotated part written right after the file just drained, when the writer
+        rotated more than once since the last poll (a loaded follower): ``<path>.(i-1)``
+        where the drained file is now ``<path>.i``. None: the path's own file comes next
+        (or the drained file is gone: what was between cannot be found)."""
+        for _ in range(3):
+            i = self._part_index(drained)
+            if i is None or i == 1:
+                return None
+            try:
+                f = open(f"{self.path}.{i - 1}", "rb")
+            except OSError:
+                return None
+            if self._part_index(drained) == i:  # no rotation while opening: f is the successor
+                return f
+            f.close()
+        return None
 
     def poll(self) -> Event | None:
         if self._f is None:
@@ -94,8 +131,12 @@ class Follower:
             if rest:
                 self._pos += len(rest)
                 return ("data", rest)
+            drained = self._id
             self.close()
-            if not self._open():
+            successor = self._successor(drained)
+            if successor is not None:
+                self._adopt(successor)
+            elif not self._open():
                 return None
             self.rotations += 1
             return ("rotated", None)
