@@ -192,7 +192,7 @@ def _drain(follower: Follower) -> bytes:
         event = follower.poll()
         if event is None:
             break
-        if event[0] == "data":
+        if event[0] == "data" and event[1] is not None:
             out += event[1]
     return out
 

@@ -285,7 +285,7 @@ def _from_data(data_dir: Path):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg = {k: v for k, v in _target_config().items() if k not in ("architectures", "torch_dtype")}
-    target = LlamaForCausalLM(LlamaConfig(**cfg, attn_implementation="sdpa"))
+    target = LlamaForCausalLM(LlamaConfig(**{**cfg, "attn_implementation": "sdpa"}))
     target.load_state_dict(load_file(str(data_dir / "target.safetensors")))
     target.eval()
     weights = load_file(str(data_dir / "draft.safetensors"))
