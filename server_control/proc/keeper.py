@@ -135,7 +135,13 @@ def _say(log_fd: int, msg: str) -> None:
 
 
 def _reply(obj: dict[str, Any]) -> None:
-    os.write(1, (json.dumps(obj) + "\n").encode())
+    """Answer the launcher and let go of its pipes. A launcher killed before it read the
+    answer (EPIPE) changes nothing here: the record is written, the server runs, and the
+    keeper goes on keeping its log and its exit status."""
+    try:
+        os.write(1, (json.dumps(obj) + "\n").encode())
+    except OSError:
+        pass  # nobody reads the answer any more; the run is found through its record
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
