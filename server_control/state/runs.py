@@ -57,6 +57,11 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _is_pid(v: object) -> bool:
+    """A process of ours: never 0 (our own group to kill), a negative number or init."""
+    return _is_int(v) and v > 1  # type: ignore[operator]  # _is_int checked the type
+
+
 def _short(v: object) -> str:
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -70,7 +75,7 @@ def _member(m: object) -> bool:
     return (
         isinstance(m, list)
         and len(m) in (2, 3)
-        and _is_int(m[0])
+        and _is_pid(m[0])
         and isinstance(m[1], (int, float))
         and not isinstance(m[1], bool)
         and (len(m) == 2 or m[2] is None or _is_int(m[2]))
@@ -84,7 +89,8 @@ _FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
         k: (lambda v: v is None or isinstance(v, str), "must be a string or null")
         for k in ("profile_path", "fatal_reason", "ready_at", "health", "boot_id", "last_exit")
     },
-    **{k: (_is_int, "must be an integer") for k in ("pid", "pgid", "sid", "port", "restarts", "launcher_pid")},
+    **{k: (_is_pid, "must be a process id (an integer > 1)") for k in ("pid", "pgid", "sid")},
+    **{k: (_is_int, "must be an integer") for k in ("port", "restarts", "launcher_pid")},
     **{
         k: (lambda v: v is None or _is_int(v), "must be an integer or null")
         for k in ("exit_code", "start_ticks", "keeper_pid", "keeper_ticks")

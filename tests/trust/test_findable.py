@@ -98,3 +98,26 @@ def test_an_unreadable_record_without_a_note_names_what_listens(make_profile, st
     assert "NOT stopped" in res.stdout and f"still listening on port {rec.port}" in res.stdout
     assert f"pid {rec.pid}" in res.stdout, res.stdout
     assert listeners(rec.port), "it still serves: nothing was signalled without a verified identity"
+
+
+@pytest.mark.parametrize("field,value", [("pid", -1), ("pid", 0), ("pgid", 0), ("sid", -7)])
+def test_a_record_naming_an_impossible_process_is_recovered_from_the_keeper_note(make_profile, state_dir, groups, field, value):
+    """``pid: -1`` raised ValueError in every command; ``pid: 0`` made ``stop`` SIGKILL the
+    run's own children and say "stopped" while the leader still served. Such a record is
+    unreadable like any other tampered one: moved aside, the run recovered from the note."""
+    import json
+
+    profile = make_profile(name=f"bad{field}{abs(value)}")
+    rec = _launched(profile)
+    groups.add(rec.pgid)
+    path = runs.record_path(profile.stem)
+    data = json.loads(path.read_text())
+    data[field] = value
+    path.write_text(json.dumps(data))
+    status = cli("status", "--profile", str(profile))
+    said = status.stdout + status.stderr
+    assert "Traceback" not in said, said
+    assert f"pid {rec.pid}" in said and "keeper's note" in said and "moved aside" in said, said
+    res = cli("stop", "--profile", str(profile))
+    assert res.returncode == 0 and "stopped" in res.stdout, res.stdout + res.stderr
+    assert not run_pids(rec.port)
