@@ -50,13 +50,16 @@ READ_CHUNK = 1 << 16
 
 class LogWriter:
     """Append to the run's log file; rotate by size at a line boundary (a part exceeds
-    ``max_bytes`` only by a line longer than that)."""
+    ``max_bytes`` only by the line that did not fit). A line longer than a whole part (a
+    server writing without end) is cut at the limit, so the disk a run takes stays bounded
+    by about ``(keep + 1) * 2 * max_bytes`` whatever it writes."""
 
     def __init__(self, fd: int, path: str, mode: int, max_bytes: int, keep: int) -> None:
         self.fd, self.path, self.mode = fd, path, mode
         self.max_bytes, self.keep = max_bytes, keep
         self.size = os.fstat(fd).st_size
         self.at_line_start = True
+        self.line_len = 0  # bytes of the line in progress written so far
         self.dropped = 0
         self.rotations = 0
 
@@ -71,6 +74,8 @@ class LogWriter:
             view = view[n:]
             self.size += n
         self.at_line_start = data.endswith(b"\n")
+        nl = data.rfind(b"\n")
+        self.line_len = len(data) - nl - 1 if nl >= 0 else self.line_len + len(data)
 
     def _rotate(self) -> None:
         try:
@@ -102,13 +107,17 @@ class LogWriter:
                 data = data[cut + 1 :]
             elif self.size and self.at_line_start:
                 pass  # the next line would not fit: new part first
-            else:  # a line longer than the limit: finish it here
+            else:
                 nl = data.find(b"\n")
-                if nl < 0:
-                    self._raw(data)
-                    return
-                self._raw(data[: nl + 1])
-                data = data[nl + 1 :]
+                end = nl + 1 if nl >= 0 else len(data)
+                if self.line_len + end <= self.max_bytes:  # the line in progress fits a part: finish it here
+                    self._raw(data[:end])
+                    data = data[end:]
+                    if nl < 0:
+                        return
+                elif room > 0:  # a line longer than a whole part: cut it at the limit
+                    self._raw(data[:room])
+                    data = data[room:]
             self._rotate()
 
 
