@@ -324,13 +324,17 @@ def _restart_problems(rs: dict[str, Any]) -> list[str]:
     return e
 
 
+MIN_HEALTH_S = 0.05
+
+
 def _health_problems(hl: dict[str, Any]) -> list[str]:
     e: list[str] = []
     if isinstance(hl["path"], str) and not hl["path"].startswith("/"):
         e.append(f"[health] path: must start with '/', got {hl['path']!r}")
     for k in ("interval_s", "timeout_s"):
-        if isinstance(hl[k], float) and hl[k] <= 0:
-            e.append(f"[health] {k}: must be a finite number > 0, got {hl[k]}")
+        if isinstance(hl[k], float) and hl[k] < MIN_HEALTH_S:
+            # each check is a request (SGLang's /health generates a token): 1e-300 sent ~300 a second
+            e.append(f"[health] {k}: must be >= {MIN_HEALTH_S} s (as in fleet files), got {hl[k]}")
     if isinstance(hl["failures"], int) and hl["failures"] < 1:
         e.append(f"[health] failures: must be >= 1, got {hl['failures']}")
     return e

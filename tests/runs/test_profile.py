@@ -83,6 +83,8 @@ def test_api_key_variable_unset_is_named(state_dir, monkeypatch):
         ("[sim]\nseed = true\n", r"\[sim\] seed: --sim-seed takes a value"),
         ("[sim]\nmax_lifetime = -5\n", r"\[sim\] max_lifetime: invalid value -5"),
         ('[sim]\nhealth_fail_mode = "hung"\n', r"\[sim\] health_fail_mode: must be one of 503, hang"),
+        ("[health]\ninterval_s = 1e-300\n", r"\[health\] interval_s: must be >= 0\.05 s"),
+        ("[health]\ntimeout_s = 0.01\n", r"\[health\] timeout_s: must be >= 0\.05 s"),
         ("server = 3\n", r"server: must be a table"),
         ('name = "a b"\n', r"name: must be letters"),
     ],
