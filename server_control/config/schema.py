@@ -254,6 +254,19 @@ def _check_values(p: dict[str, Any]) -> list[str]:
     ]
 
 
+# the key flags of SGLang's launch_server and the profile key that carries each one instead
+KEY_FLAGS = {"--api-key": "api_key_env", "--admin-api-key": "admin_api_key_env"}
+
+
+def _key_flag(arg: str) -> str | None:
+    """The key flag ``arg`` is (also as ``--flag=value`` or an abbreviation argparse takes)."""
+    flag = arg.split("=", 1)[0]
+    for name in KEY_FLAGS:
+        if flag == name or (len(flag) >= 5 and flag.startswith("--") and name.startswith(flag) and flag != "--"):
+            return name
+    return None
+
+
 def _server_problems(s: dict[str, Any]) -> list[str]:
     e: list[str] = []
     if s["kind"] not in KINDS:
@@ -273,6 +286,12 @@ def _server_problems(s: dict[str, Any]) -> list[str]:
             e.append(f"[server] {k}: must be the NAME of an environment variable, got {s[k]!r}")
     if s["kind"] == "sglang" and not s["model_path"]:
         e.append('[server] model_path: required for kind = "sglang"')
+    for i, arg in enumerate(s["extra_args"] if isinstance(s["extra_args"], (list, tuple)) else ()):
+        if isinstance(arg, str) and (flag := _key_flag(arg)):
+            e.append(
+                f"[server] extra_args[{i}]: {flag} would put a key on the command line (ps, the run record, "
+                f"--dry-run): name the variable that holds it in [server] {KEY_FLAGS[flag]} instead"
+            )
     return e
 
 

@@ -85,6 +85,12 @@ def test_api_key_variable_unset_is_named(state_dir, monkeypatch):
         ('[sim]\nhealth_fail_mode = "hung"\n', r"\[sim\] health_fail_mode: must be one of 503, hang"),
         ("[health]\ninterval_s = 1e-300\n", r"\[health\] interval_s: must be >= 0\.05 s"),
         ("[health]\ntimeout_s = 0.01\n", r"\[health\] timeout_s: must be >= 0\.05 s"),
+        (
+            '[server]\nextra_args = ["--api-key", "sk-live-123"]\n',
+            r"\[server\] extra_args\[0\]: --api-key would put a key .*api_key_env",
+        ),
+        ('[server]\nextra_args = ["--admin-api-key=sk-1"]\n', r"\[server\] extra_args\[0\]: --admin-api-key .*admin_api_key_env"),
+        ('[server]\nextra_args = ["--api-ke", "sk-1"]\n', r"extra_args\[0\]: --api-key would put"),
         ("server = 3\n", r"server: must be a table"),
         ('name = "a b"\n', r"name: must be letters"),
     ],
@@ -204,3 +210,10 @@ def test_dry_run_shows_the_command_even_with_an_unset_key_variable(tmp_path, mon
     assert doc["env"]["SPECCONSOLE_API_KEY"] == "<$SGLANG_API_KEY unset>"
     assert len(doc["problems"]) == 1 and "[server] api_key_env" in doc["problems"][0]
     assert "a real launch would fail" in out.stderr and str(path) in out.stderr
+
+
+def test_a_key_in_extra_args_is_refused_without_repeating_it(tmp_path):
+    path = write(tmp_path, '[server]\nextra_args = ["--port", "1234", "--api-key", "sk-live-secret"]\n')
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert "extra_args[2]: --api-key" in str(info.value) and "sk-live-secret" not in str(info.value)
