@@ -151,8 +151,13 @@ FIELD_OF_KEY = {
 def values_by_rank(state: dict[str, Any], key: str) -> list[tuple[str, object]]:
     """(rank label, value of ``key``) for every TP rank an ``internal_states`` entry covers:
     each gathered rank where the patch published them, else the entry's own (TP0's) value."""
-    rows = (state.get(d.STATE_KEY) or {}).get("ranks") if isinstance(state, dict) else None
+    if not isinstance(state, dict):
+        return [("", f"<unreadable: the entry is a {type(state).__name__}, not an object>")]
+    dyn = state.get(d.STATE_KEY)
+    if dyn is not None and not isinstance(dyn, dict):  # a broken server: say what, never raise
+        return [("", f"<unreadable: {d.STATE_KEY} is a {type(dyn).__name__}, not an object>")]
+    rows = (dyn or {}).get("ranks")
     field = FIELD_OF_KEY.get(key)
     if isinstance(rows, list) and rows and field is not None:
         return [(f"TP{r.get('rank')}", r.get(field)) for r in rows if isinstance(r, dict)]
-    return [("", state.get(key) if isinstance(state, dict) else None)]
+    return [("", state.get(key))]
