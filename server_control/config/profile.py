@@ -26,12 +26,14 @@ from typing import Any
 from server_control.config.schema import log_mode, validate
 from server_control.protocol import decision
 from server_control.protocol.keys import ADMIN_API_KEY_ENV, API_KEY_ENV
+from server_control.state.private_files import read_regular
 from server_control.state.run_logs import log_dir_problem
 from server_control.state.state_dir import resolve_state_dir
 
 SERVE_MODULES = {"sim": "server_control.sim", "sglang": "server_control.sglang_patch.serve"}
 DEFAULT_STOP_GRACE = {"sim": 5.0, "sglang": 30.0}
 MASK = "****"
+MAX_PROFILE_BYTES = 1 << 20  # a profile is a page of TOML: /dev/zero or a FIFO is refused, not read
 SIM_DEFAULT_MODEL = "sim/model"  # the simulator needs some --model-path
 _SECRET_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
 
@@ -320,7 +322,7 @@ def load_profile(path: str | Path) -> Profile:
     """Read and validate a TOML profile. Raises ProfileError (file and key named)."""
     p = Path(os.path.expanduser(str(path)))
     try:
-        raw = p.read_bytes()
+        raw = read_regular(p, MAX_PROFILE_BYTES)
     except OSError as exc:
         raise ProfileError(f"{p}: cannot read profile ({exc.strerror or exc})", p) from None
     try:

@@ -22,9 +22,11 @@ from typing import Any
 
 from server_control.config.profile import Profile, ProfileError, find_profile, load_profile
 from server_control.config.schema import ENV_RE, NAME_RE, nul_problems
+from server_control.state.private_files import read_regular
 
 LOCAL, SSH, URL = "local", "ssh", "url"
 MEMBER_KINDS = (LOCAL, SSH, URL)
+MAX_FLEET_BYTES = 4 << 20  # a fleet file of a thousand members is ~200 kB: /dev/zero or a FIFO is refused
 GATEWAY_POLICIES = ("round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash")
 DEFAULT_REMOTE_COMMAND = ("specconsole",)
 
@@ -354,7 +356,7 @@ def load_fleet(path: str | Path) -> FleetSpec:
         shipped = assets_dir() / "fleets" / f"{path}.toml"
         p = shipped if shipped.exists() else p
     try:
-        data = tomllib.loads(p.read_bytes().decode("utf-8"))
+        data = tomllib.loads(read_regular(p, MAX_FLEET_BYTES).decode("utf-8"))
     except OSError as exc:
         raise FleetError(f"{p}: cannot read fleet file ({exc.strerror or exc})", p) from None
     except UnicodeDecodeError as exc:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from server_control.sanitize import strip_controls
+from server_control.state.private_files import read_regular
 from server_control.state.state_dir import resolve_state_dir
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ def read_counted(
     """(entries, lines skipped because they are not a valid entry)."""
     try:
         path = journal_path(state_dir)
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
+        lines = read_regular(path, 4 * MAX_BYTES).decode("utf-8", errors="replace").splitlines() if path.exists() else []
     except (OSError, ValueError):
         return [], 0
     out: list[Entry] = []

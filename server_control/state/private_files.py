@@ -6,13 +6,18 @@
 * ``FileLock(path)``: an ``flock`` on a lock file (opened ``O_NOFOLLOW``); the kernel
   releases it when its holder dies. ``try_acquire()`` never waits; ``await acquire()``
   polls (never blocking an event loop), so two holders in one process cannot deadlock.
+* ``read_regular(path, max_bytes)``: a file's bytes, refused (OSError with the reason) when
+  it is not a regular file (a FIFO would hang the reader, ``/dev/zero`` would fill memory) or
+  is larger than ``max_bytes``; opened non-blocking, read under the cap.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import secrets
+import stat
 import time
 from pathlib import Path
 
@@ -129,3 +134,25 @@ class FileLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (OSError otherwise: FileNotFoundError
+    as usual; EINVAL "not a regular file"; EFBIG "larger than N bytes")."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            if total > max_bytes:
+                raise OSError(errno.EFBIG, f"larger than {max_bytes} bytes")
+            chunks.append(chunk)
+    finally:
+        os.close(fd)

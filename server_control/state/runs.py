@@ -34,9 +34,11 @@ from typing import Any
 import psutil
 
 from server_control.state.identity import RunIdentity, verified_leader
-from server_control.state.private_files import FileLock, atomic_write
+from server_control.state.private_files import FileLock, atomic_write, read_regular
 from server_control.state.start_ticks import ProcStart, proc_start, recorded
 from server_control.state.state_dir import private_dir, resolve_state_dir
+
+MAX_RECORD_BYTES = 4 << 20  # a run record or a keeper's note is a few kB: a FIFO or /dev/zero is refused
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +286,7 @@ def load_record(name: str, state_dir: str | Path | None = None) -> RunRecord | N
     """The record for a profile name, or None if there is none. Raises RunRecordError if bad."""
     path = record_path(name, state_dir)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_regular(path, MAX_RECORD_BYTES).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -328,7 +330,7 @@ def keeper_note(name: str, state_dir: str | Path | None = None) -> dict[str, Any
     """The keeper's start note in ``runs/<name>.exit`` while its server runs (``returncode``
     null: server_control/keeper.py), or None."""
     try:
-        note = json.loads(exit_file(name, state_dir).read_text(encoding="utf-8", errors="replace"))
+        note = json.loads(read_regular(exit_file(name, state_dir), MAX_RECORD_BYTES).decode("utf-8", errors="replace"))
     except (OSError, ValueError):
         return None
     if not isinstance(note, dict) or note.get("returncode", 0) is not None or not isinstance(note.get("record"), dict):
