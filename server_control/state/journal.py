@@ -13,12 +13,14 @@ skipped (logged).
 
 from __future__ import annotations
 
+import errno
 import getpass
 import json
 import logging
 import math
 import os
 import socket
+import stat
 import sys
 import time
 import uuid
@@ -36,7 +38,7 @@ MAX_BYTES = 10_000_000
 PENDING, READ_BACK = "pending", "read back"
 STEPS = (PENDING, READ_BACK)  # the steps of a runtime change before its result
 _TEXT_FIELDS = ("user", "host", "program", "action", "target", "result", "detail", "op")
-_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+_APPEND = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -135,9 +137,15 @@ def record(state_dir: str | Path | None, action: str, **fields: Any) -> Entry | 
         path = journal_path(state_dir)
         if path.exists() and path.stat().st_size > MAX_BYTES:
             os.replace(path, path.with_name(JOURNAL_NAME + ".1"))
-        fd = os.open(path, _APPEND, 0o600)
+        fd = os.open(path, _APPEND | os.O_NONBLOCK, 0o600)  # a FIFO without a reader: ENXIO, not a hang; RDWR: pread
         try:
-            os.write(fd, (json.dumps(entry.to_json(), default=str) + "\n").encode("utf-8"))
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, f"{path} is not a regular file")
+            line = json.dumps(entry.to_json(), default=str) + "\n"
+            if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+                line = "\n" + line  # the last line is torn (a writer died mid-line): never glue onto it
+            os.write(fd, line.encode("utf-8"))
         finally:
             os.close(fd)
     except Exception as exc:  # noqa: BLE001 - writing the journal never fails an operation

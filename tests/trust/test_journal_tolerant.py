@@ -76,3 +76,28 @@ def test_a_pending_step_of_a_killed_client_is_not_in_flight(state_dir):
     assert set(ops) == {"deadop", "liveop"}
     assert not guard._in_flight(ops["deadop"]), "its writer is gone: never finishes"
     assert guard._in_flight(ops["liveop"]), "a live writer's change is waited for"
+
+
+def test_an_entry_after_a_torn_last_line_is_not_glued_onto_it(tmp_path):
+    """A writer killed mid-line leaves the journal without its last newline: the next entry
+    used to be appended to that line, and both were lost as one bad line."""
+    from server_control.state import journal
+
+    journal.record(tmp_path, "threshold", target="http://127.0.0.1:1", key="k", old=1, new=2, result="applied")
+    path = journal.journal_path(tmp_path)
+    with open(path, "ab") as f:
+        f.write(b'{"time": 1, "user": "x", "act')  # torn
+    journal.record(tmp_path, "threshold", target="http://127.0.0.1:1", key="k", old=2, new=3, result="applied")
+    entries, bad = journal.read_counted(tmp_path)
+    assert [(e.old, e.new) for e in entries] == [(1, 2), (2, 3)] and bad == 1
+
+
+def test_a_fifo_as_the_journal_does_not_hang_a_write(tmp_path):
+    import os
+
+    from server_control.state import journal
+
+    path = journal.journal_path(tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    assert journal.record(tmp_path, "threshold", target="http://127.0.0.1:1") is None  # refused, said, not hung
