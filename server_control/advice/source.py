@@ -8,6 +8,7 @@ advice comes from the saved curves and its sentence says how old they are.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -37,23 +38,36 @@ class Reading:
     curves: Curves
 
 
-def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> Reading:
-    """GET ``/server_info``; SourceError saying what failed (no answer, too big, no curves)."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    where = url.rstrip("/") + "/server_info"
+async def _get_capped(where: str, headers: dict[str, str], timeout_s: float, deadline_s: float) -> bytes:
+    """The body of a 200 answer, at most MAX_BYTES, complete within ``deadline_s`` overall
+    (a server trickling a byte every 50 ms never trips the per-read timeout)."""
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client, client.stream("GET", where, headers=headers) as resp:
-            body = bytearray()
-            for chunk in resp.iter_bytes():
-                body += chunk
-                if len(body) > MAX_BYTES:
-                    raise SourceError(f"{where}: answer larger than {MAX_BYTES} bytes")
-            if resp.status_code != 200:
-                raise SourceError(f"{where}: HTTP {resp.status_code}")
+        async with asyncio.timeout(deadline_s):
+            async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as client:
+                async with client.stream("GET", where, headers=headers) as resp:
+                    body = bytearray()
+                    async for chunk in resp.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_BYTES:
+                            raise SourceError(f"{where}: answer larger than {MAX_BYTES} bytes")
+                    if resp.status_code != 200:
+                        raise SourceError(f"{where}: HTTP {resp.status_code}")
+                    return bytes(body)
+    except TimeoutError:
+        raise SourceError(f"{where}: timed out (no complete answer within {deadline_s:g} s)") from None
     except httpx.HTTPError as exc:
         raise SourceError(f"{where}: {type(exc).__name__}: {exc}") from None
+
+
+def read_server(url: str, api_key: str | None = None, timeout_s: float = 5.0, deadline_s: float | None = None) -> Reading:
+    """GET ``/server_info`` (capped; within ``deadline_s`` overall, default 2 x ``timeout_s``);
+    SourceError saying what failed (no answer, too big, too slow, no curves). Called from a
+    thread without an event loop (the CLI, ``asyncio.to_thread``): it runs its own."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    where = url.rstrip("/") + "/server_info"
+    body = asyncio.run(_get_capped(where, headers, timeout_s, 2.0 * timeout_s if deadline_s is None else deadline_s))
     try:
-        info = json.loads(bytes(body))
+        info = json.loads(body)
     except ValueError as exc:
         raise SourceError(f"{where}: not JSON ({exc})") from None
     states = info.get("internal_states") if isinstance(info, dict) else None

@@ -131,3 +131,16 @@ async def test_ssh_output_without_end_is_capped(sshd, tmp_path):
     assert "answer too large" in res.why()
     assert len(res.stdout) <= MAX_OUTPUT_BYTES
     assert time.monotonic() - t0 < 30
+
+
+def test_advice_reads_meet_the_overall_deadline(hostile):
+    """``advise`` (and the tuner and the fleet's advice line, which use the same reader from a
+    thread) read /server_info with a per-read timeout only: a trickling server kept them
+    reading forever."""
+    from server_control.advice.source import SourceError, read_server
+
+    url = hostile("trickle")
+    t0 = time.monotonic()
+    with pytest.raises(SourceError, match="timed out"):
+        read_server(url, timeout_s=0.5)
+    assert time.monotonic() - t0 < 5
