@@ -197,7 +197,7 @@ class Supervisor:
                 ),
             )
             return None
-        if rec.fatal_reason:  # kept for the next console, which reads the reason once
+        if rec.fatal_reason:  # kept until someone acts (launch, stop, restart): reading is not acting
             self.update(
                 RunState.FATAL,
                 record=rec,
@@ -206,8 +206,6 @@ class Supervisor:
                 restarts=rec.restarts,
                 fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES),
             )
-            if not self.supervising and not runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
-                runs.delete_record(self.profile.name, self.state_dir, pid=rec.pid)
             return None
         code = process.exit_status(self.exit_file, rec.pid, rec.create_time, wait_s=0)
         if self.supervising or runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):

@@ -123,12 +123,20 @@ async def test_crash_burst_goes_fatal_with_exit_code_and_log_tail(make_profile, 
     assert identity.run_processes(last.identity()) == []  # no orphans
     logs = sorted(Path(rec.log_path).parent.glob("*.log"))
     assert len(logs) == 3  # each start its own log
-    # the FATAL record is kept for the next console, which reads the reason once
-    later = Supervisor(profile)
-    assert later.adopt() is None and later.state == RunState.FATAL and later.fatal_reason == sup.fatal_reason
-    assert later.restarts == sup.restarts > 0 and later.exit_code == sup.exit_code
-    assert runs.load_record("f") is None
-    assert (await sup.stop()).ok
+    # the FATAL record is kept until someone acts: every reader sees the reason (a read-only
+    # `status` deleted it, and the second one said "stopped" with the reason and tail gone)
+    for _ in range(2):
+        later = Supervisor(profile)
+        assert later.adopt() is None and later.state == RunState.FATAL and later.fatal_reason == sup.fatal_reason
+        assert later.restarts == sup.restarts > 0 and later.exit_code == sup.exit_code
+        assert runs.load_record("f") is not None
+    # launch acts: the FATAL record never blocks the next start, and is replaced
+    again = Supervisor(profile)
+    rec2 = await again.launch()
+    groups.add(rec2.pgid)
+    assert runs.load_record("f").pid == rec2.pid and runs.load_record("f").fatal_reason is None
+    assert (await again.stop()).ok
+    assert runs.load_record("f") is None  # stop acted: the record goes
 
 
 async def test_stop_during_backoff_cancels_the_restart(make_profile, groups):
