@@ -37,6 +37,7 @@ from server_control.config.interpreter import check_sglang
 from server_control.config.profile import ProfileError
 from server_control.model.vocabulary import RunState
 from server_control.protocol.arg_types import seconds_where
+from server_control.sanitize import strip_controls
 from server_control.state import run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.supervision import carried_settings as runtime_settings
@@ -129,8 +130,10 @@ def cmd_launch(args) -> int:
                     )
                 )
             else:
-                print(f"# profile {profile.name} ({profile.path})")
-                print(f"# cwd {spec.cwd}\n# log {spec.log_path}")
+                # paths come from the operator's files and directories: never let them drive the terminal
+                print(strip_controls(f"# profile {profile.name} ({profile.path})").replace("\n", " "))
+                print(strip_controls(f"# cwd {spec.cwd}").replace("\n", " "))
+                print(strip_controls(f"# log {spec.log_path}").replace("\n", " "))
                 if sglang is not None and sglang.version:
                     print(f"# {sglang.describe()}")
                 if parsed is not None:

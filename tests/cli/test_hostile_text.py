@@ -74,3 +74,15 @@ def test_launch_wait_and_supervise_fatal_tails_show_no_sequence(tmp_path, make_p
     assert sup.returncode == 1 and "FATAL" in out, out
     assert_clean(out, "supervise FATAL")
     assert f"Traceback: {VISIBLE}" in out
+
+
+def test_dry_run_shows_a_hostile_profile_path_without_its_sequences(tmp_path, state_dir):
+    """A directory named with an escape sequence (OSC title) printed raw by --dry-run."""
+    odd = tmp_path / "p\x1b]0;owned\x07dir"
+    odd.mkdir()
+    profile = odd / "t.toml"
+    profile.write_text('name = "t"\n[server]\nkind = "sim"\nport = 1\n')
+    res = cli("launch", "--profile", str(profile), "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout
+    assert "# profile t (" in res.stdout and "pdir/t.toml)" in res.stdout  # the OSC (its text too) gone
