@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -31,12 +33,14 @@ from server_control.model.operation import OperationResult
 from server_control.model.run_status import RunStatus
 from server_control.model.snapshot import SessionSnapshot
 from server_control.model.vocabulary import Outcome, RunState
+from server_control.sanitize import strip_controls
 from server_control.telemetry.sample import Sample
 
 log = logging.getLogger(__name__)
 STATUS_TIMEOUT_S = 60.0
 TUNNEL_UP_S = 15.0
 KEEP_MIRRORS = 5
+_MIRROR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")  # a run log's own name (<stamp>-<n>.log)
 # remote `launch` exit codes (docs/operations.md): 3 = a live run already holds the profile
 LAUNCH_CONFLICT = 3
 
@@ -189,7 +193,7 @@ class RemoteRun:
                 self.remote, self.error = SessionSnapshot.from_json(body), None
                 self.statuses += 1
                 await self._ensure_tunnel(self.remote.url)
-                await self._ensure_log(self.remote.run.log_path)
+                self.error = await self._ensure_log(self.remote.run.log_path)
         self._on_change()
 
     async def _loop(self) -> None:
@@ -228,18 +232,25 @@ class RemoteRun:
             return True
         return False
 
-    async def _ensure_log(self, remote_log: str | None) -> None:
+    async def _ensure_log(self, remote_log: str | None) -> str | None:
+        """Stream the host's log into its mirror; what is wrong with it (None: fine). The
+        host's answer names the file: a name that is not a plain file name ("/tmp/..")
+        is refused, never joined onto the mirror directory."""
         alive = self._stream is not None and self._stream.returncode is None
         if not remote_log or (alive and remote_log == self._remote_log):
-            return
+            return None
+        name = Path(remote_log).name
+        if name in ("", ".", "..") or not _MIRROR_NAME.fullmatch(name):
+            return f"{self.member.host}: bad log path {strip_controls(remote_log)[:200]!r} in its status"
         if self._stream is not None:
             await self.ssh.stop_stream(self._stream)
         self._remote_log = remote_log
-        mirror = self.mirror_dir / Path(remote_log).name
+        mirror = self.mirror_dir / name
         mirror.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        mirror.write_bytes(b"")  # `logs --follow` sends the file from its start again
+        os.close(os.open(mirror, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))  # sent from its start again
         self._stream = await self.ssh.stream(["logs", "--follow", remote_log], mirror)
         self._mirror = mirror
         from server_control.state.run_logs import prune_dir
 
         prune_dir(self.mirror_dir, KEEP_MIRRORS, protect=(mirror,))
+        return None

@@ -219,7 +219,8 @@ class SshHost:
         wrapped = f"{inner} </dev/null & p=$!; cat >/dev/null; kill $p 2>/dev/null"
         argv = [SSH, *self._options(True), self.member.host, "--", f"sh -c {shlex.quote(wrapped)}"]
         out_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(out_path, "ab") as out:
+        fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)  # a run's log: private
+        with open(fd, "ab") as out:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=out, stderr=asyncio.subprocess.DEVNULL, start_new_session=True
             )
