@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from server_control.proc.ports import free_port
 from server_control.state import runs
 from tests.support.tmux import Term
 
@@ -30,7 +31,7 @@ SGR = re.compile(r"\x1b\[([0-9;]*)m")
 
 def test_operator_screen_in_a_16_colour_terminal(tmp_path):
     t = Term(tmp_path)
-    cmd = f"{sys.executable} -m console demo --time-scale 5 --no-mouse; sleep 30"
+    cmd = f"{sys.executable} -m console demo --port {free_port()} --time-scale 5 --no-mouse; sleep 30"
     rec = None
     supervise = None
     t.start(cmd)

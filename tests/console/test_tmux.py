@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from server_control.proc.ports import free_port
 from server_control.state import runs
 
 pytestmark = [
@@ -30,7 +31,7 @@ def test_demo_in_tmux(tmp_path):
     tmux = ["tmux", "-L", sock]
     env = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "TMUX")}
     env.update(TERM="xterm-256color", PYTHONPATH=str(REPO), SPECCONSOLE_STATE_DIR=str(state))
-    cmd = f"{sys.executable} -m console demo --time-scale 10 --no-mouse; sleep 30"
+    cmd = f"{sys.executable} -m console demo --port {free_port()} --time-scale 10 --no-mouse; sleep 30"
 
     def screen() -> str:
         out = subprocess.run([*tmux, "capture-pane", "-p", "-t", "demo"], capture_output=True, text=True, env=env, timeout=10)
@@ -69,6 +70,11 @@ def test_demo_in_tmux(tmp_path):
         assert not rec.is_live(), "quitting the demo with s stops the simulator"
     finally:
         subprocess.run([*tmux, "kill-server"], env=env, timeout=10, capture_output=True)
+        if rec is None:  # it failed before it read the record: the demo may still have started
+            try:
+                rec = runs.load_record("demo", state / "demo")
+            except runs.RunRecordError:
+                rec = None
         if rec is not None and rec.is_live():
             try:
                 os.killpg(rec.pgid, signal.SIGTERM)

@@ -4,9 +4,12 @@ capture-pane (tests/console/*_tmux.py)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
+
+from server_control.state import runs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,4 +44,14 @@ class Term:
         raise AssertionError(f"timed out waiting for {what}:\n{self.screen()}")
 
     def close(self) -> None:
+        """End the tmux server, then every run still live in this terminal's state dirs (the
+        demo's is ``<state>/demo``), by its recorded process group: a test that failed before
+        its own stop never leaves a simulator behind."""
         self.tmux("kill-server", capture_output=True)
+        for state in (self.state, *(p for p in self.state.glob("*") if p.is_dir())):
+            for rec in runs.list_records(state):
+                if rec.is_live():
+                    try:
+                        os.killpg(rec.pgid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
