@@ -32,6 +32,7 @@ from console.cli.common import (
     error,
     target_profile,
 )
+from console.cli.deferred_signals import deferred, exit_code
 from server_control.config.argv_check import check_argv
 from server_control.config.interpreter import check_sglang
 from server_control.config.profile import ProfileError
@@ -216,14 +217,19 @@ async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | 
 
 # ---- stop / restart -----------------------------------------------------------------------
 def cmd_stop(args) -> int:
-    return with_profile(args, _stop)
+    with deferred("stop") as got:
+        code = with_profile(args, _stop)
+    return exit_code(got, code)
 
 
 async def _stop(args, profile) -> int:
     sup = supervisor_for(args, profile)
     sup.adopt()
     res = await sup.stop(grace=args.grace)
-    out(args, {"profile": profile.name, **res.to_dict()}, f"{profile.name}: {res.message}")
+    try:
+        out(args, {"profile": profile.name, **res.to_dict()}, f"{profile.name}: {res.message}")
+    except OSError:
+        pass  # the terminal is gone (a dropped ssh link): the stop itself is done
     return EXIT_OK if res.ok else EXIT_FAILED
 
 
@@ -235,7 +241,10 @@ async def _restart(args, profile) -> int:
     sup = supervisor_for(args, profile)
     sup.adopt()
     carry = sup.current_runtime()  # N etc. changed at runtime: carried to the new server, as the console's `r`
-    res = await sup.stop(grace=args.grace)
+    with deferred("stop of the restart") as got:
+        res = await sup.stop(grace=args.grace)
+    if got:  # interrupted while stopping: the stop is finished, the new start is not made
+        return exit_code(got, EXIT_FAILED)
     if not res.ok:
         error(f"restart aborted: {res.message}")
         return EXIT_FAILED

@@ -1,0 +1,64 @@
+"""An interrupted ``stop`` (SIGHUP from a dropped ssh link, SIGTERM, Ctrl-C) finishes what
+it started: a process of the run that ignores SIGTERM still gets its SIGKILL after the grace,
+and the stop says it was interrupted (trust round 4 item 2: it exited at once, rc 129, and
+the process kept running). Real processes and real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from server_control.state import runs
+from tests.support.sim import REPO_ROOT
+from tests.support.trust import cli
+
+# the run's leader starts a child that ignores SIGTERM, then becomes the simulator
+WRAPPER = "#!/bin/sh\n(trap '' TERM; exec sleep 300) &\nexec {python} \"$@\"\n"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT])
+def test_a_stop_interrupted_in_its_grace_still_kills_what_ignores_sigterm(make_profile, state_dir, groups, tmp_path, sig):
+    wrapper = tmp_path / "python-wrapper"
+    wrapper.write_text(WRAPPER.format(python=sys.executable))
+    wrapper.chmod(0o755)
+    profile = make_profile(name=f"is{int(sig)}", tp=1, grace=3.0)
+    profile.write_text(profile.read_text().replace(f'python = "{sys.executable}"', f'python = "{wrapper}"'))
+    res = cli("launch", "--profile", str(profile), "--wait", "60")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rec = runs.load_record(profile.stem)
+    groups.add(rec.pgid)
+    stopper = subprocess.Popen(
+        [sys.executable, "-m", "console", "stop", "--profile", str(profile)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)  # inside the 3 s grace: the sleep ignored SIGTERM
+    stopper.send_signal(sig)
+    out, err = stopper.communicate(timeout=30)
+    deadline = time.monotonic() + 5
+    left = _group(rec.pgid)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = _group(rec.pgid)
+    assert left == [], f"left running after an interrupted stop: {left}; stop said {out!r} {err!r}"
+    assert stopper.returncode == 128 + int(sig), (stopper.returncode, out, err)
+    assert "stopped" in out and f"finished the stop before acting on {signal.Signals(sig).name}" in err, (out, err)
+
+
+def _group(pgid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.getpgid(int(name)) == pgid:
+                    out.append(int(name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return out
