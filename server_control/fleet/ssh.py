@@ -69,6 +69,18 @@ def control_dir() -> Path:
     return d
 
 
+def _die_with_owner() -> None:
+    """In the forked ssh, before exec: SIGTERM when the process that started it dies, even
+    by SIGKILL (Linux ``PR_SET_PDEATHSIG``): a tunnel left with ppid 1 let any local user
+    reach the remote server's control API through the operator's login."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the owner's own cleanup (close, stop_stream) still ends it
+
+
 @dataclass(frozen=True)
 class SshResult:
     argv: tuple[str, ...]
@@ -173,6 +185,7 @@ class SshHost:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
+                preexec_fn=_die_with_owner,
             )
         except OSError as exc:
             return SshResult(tuple(argv), SSH_FAILED, "", f"cannot run {SSH}: {exc}", 0.0)
@@ -222,7 +235,12 @@ class SshHost:
         fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)  # a run's log: private
         with open(fd, "ab") as out:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=out, stderr=asyncio.subprocess.DEVNULL, start_new_session=True
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=out,
+                stderr=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_owner,
             )
         self._streams.append(proc)
         return proc
@@ -246,6 +264,7 @@ class SshHost:
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=_die_with_owner,
         )
         self._streams.append(proc)
         return proc
@@ -274,6 +293,7 @@ class SshHost:
                     stdout=asyncio.subprocess.DEVNULL,
                     stderr=asyncio.subprocess.DEVNULL,
                     start_new_session=True,
+                    preexec_fn=_die_with_owner,
                 )
                 await asyncio.wait_for(proc.wait(), 5.0)
             except (TimeoutError, OSError):

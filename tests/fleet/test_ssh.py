@@ -105,3 +105,59 @@ async def test_tunnel_reaches_a_server_the_host_sees(member, tmp_path):
             await host.close()
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"http://127.0.0.1:{local}/server_info", timeout=2)
+
+
+OWNER = """
+import asyncio, json, sys
+from server_control.fleet.spec import MemberSpec
+from server_control.fleet.ssh import SshHost
+
+async def main():
+    member = MemberSpec(**json.loads(sys.argv[1]))
+    host = SshHost(member)
+    tunnel = await host.tunnel(int(sys.argv[2]), "127.0.0.1", int(sys.argv[3]))
+    print(tunnel.pid, flush=True)
+    await asyncio.sleep(300)
+
+asyncio.run(main())
+"""
+
+
+def test_a_tunnel_ends_when_its_owner_is_killed(member, tmp_path):
+    """The fleet console killed with SIGKILL left ``ssh -N -L`` running with ppid 1 (trust
+    round 4 item 6): any local user reached the remote control API through the operator's login."""
+    import dataclasses
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from tests.support.sim import REPO_ROOT
+
+    spec = {f.name: getattr(member, f.name) for f in dataclasses.fields(member)}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, json.dumps(spec), str(free_port()), "9"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+    )
+    try:
+        pid = int(owner.stdout.readline())
+        assert psutil.pid_exists(pid)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.1)
+        alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        if alive:
+            os.kill(pid, signal.SIGKILL)
+        assert not alive, "the tunnel outlived its owner"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
