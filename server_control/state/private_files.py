@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 LOCK_POLL_S = 0.02
+_NO_FILE = -1  # a lock "held" on a read-only filesystem where its file does not exist
 LOCK_WAIT_S = 60.0
 _PRIVATE_OPEN = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -82,7 +83,18 @@ class FileLock:
     def try_acquire(self) -> bool:
         if self._fd is not None:
             return True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES):
+                raise
+            # a read-only state filesystem (ext4 remounts so after I/O errors): flock works on
+            # a read-only descriptor; with no lock file nobody can hold it (nobody can create it)
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except FileNotFoundError:
+                self._fd = _NO_FILE
+                return True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -119,6 +131,8 @@ class FileLock:
         return True
 
     def release(self) -> None:
+        if self._fd == _NO_FILE:
+            self._fd = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
