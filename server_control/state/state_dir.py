@@ -32,6 +32,13 @@ def check_private_dir(path: Path) -> Path:
         raise StateDirError(f"state directory {path} is not a directory")
     mode = stat.S_IMODE(st.st_mode)
     if mode & 0o022:
+        real = os.path.realpath(path)
+        if real != os.path.abspath(path):  # a symlink (to /tmp, say): never advise chmod on its target
+            raise StateDirError(
+                f"state directory {path} is a link to {real}, which is group- or world-writable (mode "
+                f"{mode:04o}): others could plant run records there; point {STATE_DIR_ENV} at a private "
+                "directory of your own instead"
+            )
         raise StateDirError(
             f"state directory {path} is group- or world-writable (mode {mode:04o}): others could "
             f"plant run records there; fix it with: chmod go-w {path}"

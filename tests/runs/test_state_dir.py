@@ -84,3 +84,18 @@ def test_bad_log_mode_is_refused_with_the_reason(make_profile, value, why):
     path.write_text(path.read_text().replace('kind = "sim"\n', f'kind = "sim"\nlog_mode = "{value}"\n'))
     with pytest.raises(ProfileError, match=rf"\[server\] log_mode: .*{why}"):
         load_profile(path)
+
+
+def test_a_state_dir_linked_to_a_shared_directory_is_refused_naming_the_target(tmp_path, monkeypatch):
+    """A state dir that is a symlink to /tmp was refused with "chmod go-w <the link>", which
+    would have changed /tmp itself."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    link = tmp_path / "state-link"
+    link.symlink_to(shared)
+    monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(link))
+    with pytest.raises(StateDirError) as info:
+        resolve_state_dir()
+    assert f"is a link to {shared}" in str(info.value) and "chmod" not in str(info.value)
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
