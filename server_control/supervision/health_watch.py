@@ -167,12 +167,32 @@ class HealthWatch:
                 if sup.state == RunState.READY:
                     sup.procs.forget()
                     sup.procs.current()  # records the run's members now that they all run
+                    self._mark_ready()
                     await sup.carried.reapply()
                     break
                 if time.monotonic() >= deadline:
                     break
                 await asyncio.sleep(min(0.25, sup.profile.health["interval_s"]))
         return sup.state
+
+    def _mark_ready(self) -> None:
+        """Write ``ready_at`` into the record once the run was seen ready (a later hang then
+        reads as unhealthy, not as still starting: `launch --wait` of an unsupervised run
+        never wrote it). Best effort: a state dir that cannot be written changes nothing."""
+        rec = self.sup.record
+        if rec is None or rec.ready_at:
+            return
+        stamp = runs.iso_time(time.time())
+
+        def change(r: runs.RunRecord) -> None:
+            r.ready_at = r.ready_at or stamp
+
+        try:
+            saved = runs.try_update_record(self.sup.profile.name, self.sup.state_dir, rec.pid, change)
+        except OSError:
+            return
+        if saved is not None and self.sup.record is rec:
+            self.sup.record = saved
 
     async def _exit_status(self) -> tuple[bool, int | None]:
         """(dead, exit code or None) for the current record's server process."""

@@ -121,3 +121,22 @@ def test_a_record_naming_an_impossible_process_is_recovered_from_the_keeper_note
     res = cli("stop", "--profile", str(profile))
     assert res.returncode == 0 and "stopped" in res.stdout, res.stdout + res.stderr
     assert not run_pids(rec.port)
+
+
+def test_a_run_seen_ready_by_launch_wait_reads_unhealthy_when_it_hangs_not_starting(make_profile, state_dir, groups):
+    """``launch --wait`` saw the server ready but never wrote ``ready_at``: once the server
+    hung, ``status`` of the unsupervised run said "starting"."""
+    profile = make_profile(name="hang")
+    rec = _launched(profile)
+    groups.add(rec.pgid)
+    assert runs.load_record("hang").ready_at is not None
+    os.killpg(rec.pgid, signal.SIGSTOP)
+    try:
+        res = cli("status", "--profile", str(profile), "--json")
+    finally:
+        os.killpg(rec.pgid, signal.SIGCONT)
+    import json
+
+    state = json.loads(res.stdout)["run"]["state"]
+    assert state != "starting", res.stdout
+    assert cli("stop", "--profile", str(profile)).returncode == 0
