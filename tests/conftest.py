@@ -17,6 +17,7 @@ def pytest_unconfigure(config):
     run_figures.remove_dir(getattr(config, "_specconsole_figures", None))
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the mark into the "@group" its scheduler reads
 def pytest_collection_modifyitems(config, items):
     """Under ``--dist loadgroup`` every test that starts a real SGLang server runs in one
     worker, one server at a time (each takes ~3 GB and both cores while it starts); the

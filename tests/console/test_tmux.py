@@ -16,6 +16,7 @@ import pytest
 
 from server_control.proc.ports import free_port
 from server_control.state import runs
+from tests.support.tmux import end_runs
 
 pytestmark = [
     pytest.mark.tmux,
@@ -70,11 +71,7 @@ def test_demo_in_tmux(tmp_path):
         assert not rec.is_live(), "quitting the demo with s stops the simulator"
     finally:
         subprocess.run([*tmux, "kill-server"], env=env, timeout=10, capture_output=True)
-        if rec is None:  # it failed before it read the record: the demo may still have started
-            try:
-                rec = runs.load_record("demo", state / "demo")
-            except runs.RunRecordError:
-                rec = None
+        end_runs(state)  # whatever the test reached: the demo, and a supervise it was handed to
         if rec is not None and rec.is_live():
             try:
                 os.killpg(rec.pgid, signal.SIGTERM)

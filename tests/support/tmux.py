@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
+
 from server_control.state import runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,10 +50,24 @@ class Term:
         demo's is ``<state>/demo``), by its recorded process group: a test that failed before
         its own stop never leaves a simulator behind."""
         self.tmux("kill-server", capture_output=True)
-        for state in (self.state, *(p for p in self.state.glob("*") if p.is_dir())):
-            for rec in runs.list_records(state):
-                if rec.is_live():
-                    try:
-                        os.killpg(rec.pgid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+        end_runs(self.state)
+
+
+def end_runs(state: Path) -> None:
+    """End every run recorded under ``state`` (and its sub-directories: the demo's is
+    ``<state>/demo``) and the ``supervise`` process a console handed it to, by the pids and
+    groups their records name (a supervisor left alive would start the server again)."""
+    for d in (state, *(p for p in state.glob("*") if p.is_dir())):
+        for rec in runs.list_records(d):
+            sup_pid = (rec.supervisor or {}).get("pid")
+            if isinstance(sup_pid, int) and sup_pid > 1 and sup_pid != os.getpid():
+                try:
+                    if "supervise" in " ".join(psutil.Process(sup_pid).cmdline()):
+                        os.kill(sup_pid, signal.SIGKILL)
+                except (psutil.Error, ProcessLookupError, PermissionError):
+                    pass
+            if rec.is_live():
+                try:
+                    os.killpg(rec.pgid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
