@@ -81,13 +81,17 @@ def tail_lines(path: str | Path, n: int = 50, max_bytes: int = SCAN_CAP, line_ca
             if size and newlines and newlines[0] == size - 1:
                 ends = ends[1:]  # the file ends with a newline: no empty last line
             starts = [e + 1 for e in ends[1:]]
-            if pos == 0 and len(starts) < len(ends):
-                starts.append(0)  # the first line of the file
+            began_before = None  # the oldest line's start lies before the scanned end of the file
+            if len(starts) < len(ends):
+                starts.append(pos)  # the first line of the file, or one longer than the scan
+                began_before = pos if pos > 0 else None
             out = []
             for start, stop in zip(starts, ends, strict=False):
                 f.seek(start)
                 data = f.read(min(stop - start, line_cap))
                 text = " ".join(clean_lines(data))
+                if began_before is not None and start == began_before:
+                    text = f"[a line begun more than {max_bytes} bytes before the end] {text}"
                 out.append(text + (f" ... [{stop - start - len(data)} bytes cut]" if stop - start > line_cap else ""))
     except OSError:
         return []

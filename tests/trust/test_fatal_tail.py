@@ -24,3 +24,14 @@ def test_plain_tails(tmp_path):
     log.write_bytes(b"")
     assert tail_lines(log, 3) == []
     assert tail_lines(tmp_path / "missing.log", 3) == []
+
+
+def test_a_last_line_longer_than_the_scan_is_still_shown(tmp_path):
+    """A FATAL tail whose last line was over the 32 MiB scan said "last 0 lines"."""
+    log = tmp_path / "server.log"
+    with open(log, "wb") as f:
+        f.write(b"before\n")
+        f.write(b"Q" * (2 * 1024 * 1024))  # no newline; the scan below is 1 MiB
+    tail = tail_lines(log, 50, max_bytes=1024 * 1024)
+    assert len(tail) == 1 and tail[0].startswith("[a line begun more than 1048576 bytes before the end] QQQ")
+    assert tail[0].endswith("bytes cut]")
