@@ -264,6 +264,10 @@ async def update_record(
         return _update(name, state_dir, pid, change)
 
 
+WARN_EVERY_S = 30.0
+_WARNED_AT: dict[str, float] = {}  # profile name -> when its record last could not be updated (said)
+
+
 def try_update_record(name: str, state_dir: str | Path | None, pid: int, change: Callable[[RunRecord], None]) -> RunRecord | None:
     """``update_record`` if the profile lock is free now; None (nothing done) if it is busy
     or the record cannot be written now (a full disk: these updates are best effort)."""
@@ -276,7 +280,10 @@ def try_update_record(name: str, state_dir: str | Path | None, pid: int, change:
     try:
         return _update(name, state_dir, pid, change)
     except OSError as exc:
-        log.warning("run record of %s not updated: %s", name, exc)
+        now = time.monotonic()
+        if now - _WARNED_AT.get(name, -WARN_EVERY_S) >= WARN_EVERY_S:  # a supervisor retries 4 times a second
+            _WARNED_AT[name] = now
+            log.warning("run record of %s not updated: %s (said at most every %.0f s)", name, exc, WARN_EVERY_S)
         return None
     finally:
         lock.release()

@@ -133,3 +133,25 @@ def test_launch_on_a_full_disk_starts_no_server(make_profile, full_state, full_f
     assert not left, f"a server runs without a record: {left}"
     assert res.returncode == 1, res.stdout + res.stderr
     assert "cannot write the run record" in res.stdout + res.stderr and "No space left" in res.stdout + res.stderr
+
+
+def test_a_record_that_cannot_be_written_is_said_once_in_a_while(state_dir, monkeypatch, caplog):
+    """supervise on a full disk repeated 'run record ... not updated' four times a second."""
+    import errno
+    import logging
+
+    from server_control.state import runs
+    from tests.support.records import own_record
+
+    runs.save_record(own_record())
+    rec = runs.load_record("r")
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runs, "_update", full)
+    with caplog.at_level(logging.WARNING, logger=runs.log.name):
+        for _ in range(40):  # ten seconds of a supervisor's retries
+            assert runs.try_update_record("r", None, rec.pid, lambda r: None) is None
+    said = [r for r in caplog.records if "not updated" in r.getMessage()]
+    assert len(said) == 1 and "No space left on device" in said[0].getMessage()
