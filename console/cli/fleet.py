@@ -65,7 +65,7 @@ def _print(args, fleet, action: str, results, code: int) -> None:
         print(json.dumps(body, indent=1, default=str))
         return
     if action == "status":
-        shown = [c for c in COLUMNS if c.key != "sel"]
+        shown = [c for c in COLUMNS if c.key not in ("sel", "trend")]  # the trend is a sparkline: screen only
         print("  ".join(f"{c.title:<{c.width}}" for c in shown))
         for row in fleet.rows():
             cell = cells(row, False)

@@ -147,3 +147,16 @@ def test_fleet_status_of_a_member_stopped_on_purpose_is_not_a_failure(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     member = json.loads(res.stdout)["members"][0]
     assert member["outcome"] == "ok" and member["data"]["state"] == "stopped", member
+
+
+def test_fleet_status_as_text_prints_its_table(tmp_path):
+    """`fleet status` (text) crashed with KeyError: 'trend': the screen's sparkline column
+    has no text cell. The header and one row per member, no traceback."""
+    fleet = tmp_path / "text.toml"
+    fleet.write_text(f'name = "text"\n[members.a]\nprofile = "{write_profile(tmp_path, "tx", tp=1)}"\n')
+    res = cli("fleet", "status", "--fleet", str(fleet), state_dir=tmp_path / "state")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].split()[:3] == ["MEMBER", "HOST", "STATE"] and "TREND" not in lines[0]
+    assert lines[1].split()[0] == "a" and "stopped" in lines[1]
