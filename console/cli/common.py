@@ -98,8 +98,20 @@ def add_target_arguments(p: argparse.ArgumentParser, log: bool = True) -> None:
 
 
 def check_url(url: str, what: str = "--url") -> None:
+    """A server URL: http(s), a host, and a port (when given) in 1..65535."""
     if not url.startswith(URL_SCHEMES):
         raise UsageError(f"{what} must start with http:// or https://, got {url!r}")
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"{what} has a port that is not 1..65535, got {url!r}") from None
+    if not parts.hostname:
+        raise UsageError(f"{what} names no host, got {url!r}")
+    if port is not None and not 1 <= port <= 65535:
+        raise UsageError(f"{what} has a port that is not 1..65535, got {url!r}")
 
 
 def key_from_env(var: str | None, flag: str, required: bool = False) -> str | None:

@@ -87,8 +87,11 @@ def register(subparsers) -> None:
     attach = subparsers.add_parser(
         "attach",
         help="the console on a server someone else started",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "The console on a server someone else started (nothing is launched or restarted): "
+            "its state from /server_info and /metrics, N steered at runtime, its log followed "
+            "with --log."
+        ),
     )
     attach.add_argument("url", help="the server, e.g. http://127.0.0.1:30000")
     attach.add_argument("--log", metavar="FILE", help="the server's log file, to follow")

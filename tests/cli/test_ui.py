@@ -30,6 +30,17 @@ def test_attach_errors(capsys, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     assert main(["attach", "http://127.0.0.1:1", "--api-key-env", "NO_SUCH_KEY_VAR"]) == 2
     assert "NO_SUCH_KEY_VAR" in capsys.readouterr().err
+    for bad in ("http://127.0.0.1:99999", "http://127.0.0.1:0", "http://"):  # 99999 was accepted
+        assert main(["attach", bad]) == 2
+        assert "URL " in capsys.readouterr().err
+
+
+def test_attach_help_is_its_own(capsys):
+    """`attach --help` showed the demo's text."""
+    with pytest.raises(SystemExit):
+        main(["attach", "--help"])
+    out = capsys.readouterr().out
+    assert "someone else started" in out and "crosses the threshold" not in out
 
 
 def test_demo_argument_errors(capsys):
