@@ -112,3 +112,19 @@ def test_the_capture_fault_fires_inside_the_capture():
             backend.capture_one("bs2", lambda: None)
         assert calls[3:] == ["warmup", "warmup", "capture"] and fired == [tp_faults.INJECTED]
     assert FullCudaGraphBackend.__dict__["capture_one"] is full
+
+
+def test_the_itl_ratio_of_a_zero_p50_is_undefined_not_a_crash():
+    """CI's loaded run: plain's console-arm p50 gap was 0 (tokens read together) and the ITL
+    check died with ZeroDivisionError instead of reporting."""
+    import math
+
+    from tests.real_sglang.rig.gpu_checks_polling import _over
+
+    def row(p50, base):
+        return {"p50_s": p50, "base_s": base}
+
+    table = {"patched/console": row(0.02, 0.01), "plain/console": row(0.0, 0.01)}
+    assert math.isnan(_over(table, "console"))
+    table["plain/console"] = row(0.01, 0.01)
+    assert _over(table, "console") == 2.0
