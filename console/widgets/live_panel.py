@@ -42,7 +42,7 @@ from server_control.state.history import HistPoint, Recorded
 BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 HATCH = "\u2592"  # the full cells of a target-only bar
 LABEL_W = 7
-AXIS_MIN_H = 5  # content rows needed before a row goes to the time axis
+AXIS_MIN_H = 4  # content rows needed before a row goes to the time axis (the advice line leaves 4 at 120x40)
 MODE_STYLE = {0: "green", 1: "bright_blue"}  # series.mode: 0 speculative, 1 target-only
 
 

@@ -216,3 +216,19 @@ async def test_burst_is_flushed_in_batches(fake, make_app):
                 break
         assert view.row_count == base + 5000
         assert 1 <= len(flushes) <= 2 and sum(flushes) == 5000
+
+
+def test_the_search_and_filter_come_before_the_counters_in_the_status_line():
+    """Under load (a 4-digit count of new lines while paused) the search status was cut off
+    the end of the 120-column line: the tmux test saw the match marked but never its status."""
+    from console.messages import LogViewStatus
+    from console.widgets.log.pane import status_text
+
+    st = LogViewStatus(
+        follow=False, new=1879, shown=1920, total=2009, dropped=0, truncated=0, filter="TP0",
+        search="speculation disable", hits=3, wrap=False, position=(1, 3), polls_hidden=67, folded=22,
+    )  # fmt: skip
+    text = status_text(st).plain
+    assert text.index("search: /speculation disable/ 1/3") < text.index("1879 new lines")
+    assert text.index("filter: TP0") < text.index("1920 of 2009 shown")
+    assert text.index("1/3") < 60

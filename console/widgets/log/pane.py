@@ -15,15 +15,23 @@ from server_control.logs.store import LogStore
 
 
 def status_text(st: LogViewStatus) -> Text:
-    """FOLLOW/PAUSED, what is shown of what was read, what is kept back (and the key that
-    shows it), the filter, the search (n/of), and only the counters that are not zero."""
+    """FOLLOW/PAUSED, the search (n/of) and the filter the operator typed (first: a narrow
+    or busy line cuts its end, never what was asked), then what is shown of what was read,
+    what is kept back (and the key that shows it), and only the counters that are not zero."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if st.follow:
         t.append(" FOLLOW ", "bold black on green")
     else:
         t.append(" PAUSED ", "bold black on yellow")
-        if st.new:
-            t.append(f" {st.new} new lines", "bold yellow")
+    if st.search:
+        t.append("  search: ", "dim")
+        where = f"{st.position[0]}/{st.position[1]}" if st.position else f"{st.hits} hits"
+        t.append(f"/{st.search}/ {where}", "bold yellow")
+    if st.filter:
+        t.append("  filter: ", "dim")
+        t.append(st.filter, "bold cyan")
+    if not st.follow and st.new:
+        t.append(f"  {st.new} new lines", "bold yellow")
     t.append(f"  {st.shown} of {st.total} shown")
     if st.show_polls:
         t.append("  polls shown (a hides)", "dim")
@@ -33,13 +41,6 @@ def status_text(st: LogViewStatus) -> Text:
         t.append("  TP ranks unfolded (t)", "dim")
     elif st.folded:
         t.append(f"  {st.folded} folded (t)", "dim")
-    if st.filter:
-        t.append("  filter: ", "dim")
-        t.append(st.filter, "bold cyan")
-    if st.search:
-        t.append("  search: ", "dim")
-        where = f"{st.position[0]}/{st.position[1]}" if st.position else f"{st.hits} hits"
-        t.append(f"/{st.search}/ {where}", "bold yellow")
     if st.wrap:
         t.append("  wrap", "cyan")
     if st.dropped:
