@@ -194,9 +194,16 @@ class TestRandomOverlapExploration:
         run, against_rule, explored, _ = _waves_counting(server, 0.0)
         assert_same_tokens(run.outputs, want)
         assert against_rule == (0, 0) and explored == 0, (against_rule, explored)
-        run, against_rule, explored, live = _waves_counting(server, 0.1)
-        assert_same_tokens(run.outputs, want)
-        assert against_rule[0] > 0 and against_rule[1] > 0, against_rule
+        # the waves' batch-1 tail is a handful of steps, fewer on a loaded machine (CI: 0
+        # target-only at batch 1 in one run): up to 3 runs, each token-exact, their counts summed
+        against_rule, explored = (0, 0), 0
+        for runs_done in range(1, 4):
+            run, counted, more, live = _waves_counting(server, 0.1)
+            assert_same_tokens(run.outputs, want)
+            against_rule, explored = (against_rule[0] + counted[0], against_rule[1] + counted[1]), explored + more
+            if against_rule[0] > 0 and against_rule[1] > 0:
+                break
+        assert against_rule[0] > 0 and against_rule[1] > 0, (against_rule, runs_done)
         assert explored > 0 and live["exploration"]["share"] == 0.1
-        report("exploration on the CPU rig (random, overlap)", explored=explored, against_rule=str(against_rule))
+        report("exploration on the CPU rig (random, overlap)", explored=explored, against_rule=str(against_rule), runs=runs_done)
         assert server.request("/set_internal_state", {"server_args": {explore.SHARE_KEY: 0}}) == [True]
