@@ -5,7 +5,6 @@ the process kept running). Real processes and real signals."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import time
 import pytest
 
 from server_control.state import runs
-from tests.support.sim import REPO_ROOT
+from tests.support.sim import REPO_ROOT, group_pids
 from tests.support.trust import cli
 
 # the run's leader starts a child that ignores SIGTERM, then becomes the simulator
@@ -43,22 +42,10 @@ def test_a_stop_interrupted_in_its_grace_still_kills_what_ignores_sigterm(make_p
     stopper.send_signal(sig)
     out, err = stopper.communicate(timeout=30)
     deadline = time.monotonic() + 5
-    left = _group(rec.pgid)
+    left = group_pids(rec.pgid)
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = _group(rec.pgid)
+        left = group_pids(rec.pgid)
     assert left == [], f"left running after an interrupted stop: {left}; stop said {out!r} {err!r}"
     assert stopper.returncode == 128 + int(sig), (stopper.returncode, out, err)
     assert "stopped" in out and f"finished the stop before acting on {signal.Signals(sig).name}" in err, (out, err)
-
-
-def _group(pgid: int) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.getpgid(int(name)) == pgid:
-                    out.append(int(name))
-            except (ProcessLookupError, PermissionError):
-                pass
-    return out
