@@ -158,11 +158,17 @@ def _add_group_and_session(leader: psutil.Process, found: dict[int, psutil.Proce
         pgid = None
     if pgid is None:
         return
+    # 0 (or 1): the group or session leader lives outside this pid namespace, where every
+    # process of the container shares it: matching on it would take in strangers
+    group = pgid if pgid > 1 else None
+    session = sid if sid is not None and sid > 1 else None
+    if group is None and session is None:
+        return
     for p in psutil.process_iter():
         if p.pid in found:
             continue
         try:  # the group and session first: two system calls, where the start time reads /proc
-            if (os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid) and started_at(p) >= earliest:
+            if (os.getpgid(p.pid) == group or os.getsid(p.pid) == session) and started_at(p) >= earliest:
                 found[p.pid] = p
         except (psutil.Error, OSError):
             continue

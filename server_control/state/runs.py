@@ -91,7 +91,10 @@ _FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
         k: (lambda v: v is None or isinstance(v, str), "must be a string or null")
         for k in ("profile_path", "fatal_reason", "ready_at", "health", "boot_id", "last_exit")
     },
-    **{k: (_is_pid, "must be a process id (an integer > 1)") for k in ("pid", "pgid", "sid")},
+    **{k: (_is_pid, "must be a process id (an integer > 1)") for k in ("pid", "pgid")},
+    # 0: the session's leader is outside this pid namespace (a container); a session id is only
+    # ever compared, never signalled
+    "sid": (lambda v: _is_int(v) and v >= 0, "must be a session id (an integer >= 0)"),  # type: ignore[operator]
     **{k: (_is_int, "must be an integer") for k in ("port", "restarts", "launcher_pid")},
     **{
         k: (lambda v: v is None or _is_int(v), "must be an integer or null")

@@ -126,3 +126,28 @@ def test_forged_record_never_signals_a_stranger(case, make_profile, groups, stat
 )
 def test_command_line_match(actual, recorded, matches):
     assert identity.cmdline_matches(actual, recorded) is matches
+
+
+def test_a_record_written_inside_a_container_loads(state_dir):
+    """In a pid namespace whose session leader lives outside it (a container, CI's machine),
+    ``os.getsid`` answers 0: every record written there was refused as "sid must be a process
+    id" and every command that read it failed."""
+    from tests.support.records import own_record
+
+    rec = own_record(sid=0)
+    runs.save_record(rec)
+    assert runs.load_record("r") == rec
+
+
+def test_a_group_and_session_outside_the_namespace_take_in_no_strangers(groups, monkeypatch):
+    """Where the leader's group and session ids read 0 (their leaders outside this pid
+    namespace), every process of the container shares them: the identity walk must not take
+    a later stranger in as a process of the run (``stop`` would signal it)."""
+    leader_pid, leader = stranger(groups)
+    time.sleep(0.05)  # the stranger starts after the leader: only the start-time test is left
+    _, other = stranger(groups)
+    monkeypatch.setattr(identity.os, "getpgid", lambda pid: 0)
+    monkeypatch.setattr(identity.os, "getsid", lambda pid: 0)
+    found: dict[int, psutil.Process] = {}
+    identity._add_group_and_session(leader, found)
+    assert other.pid not in found and leader_pid not in found, sorted(found)
