@@ -272,7 +272,10 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--auto-threshold", type=int, help="auto's threshold (default: 2 x top level)")
     p.add_argument("--plain-url", help="a running plain server (else one is started)")
     p.add_argument("--url", help="a running patched server (else one is started)")
-    p.add_argument("--models", default="trained", help="the rig pair (default trained)")
+    p.add_argument("--models", default="trained", help="the rig pair: trained, deep or crossover (default trained)")
+    p.add_argument("--steps", type=int, default=2, help="draft steps (steps + 1 tokens a verify; default 2)")
+    p.add_argument("--max-total-tokens", type=int, default=8192, help="the servers' KV pool (default 8192)")
+    p.add_argument("--max-running-requests", type=int, help="the servers' running cap (default SGLang's)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path, help="also write the JSON summary here")
     opts = p.parse_args(argv)
@@ -286,14 +289,17 @@ def main(argv: list[str] | None = None) -> int:
     from tests.real_sglang.rig.pool import Spec, launch
 
     threshold = opts.auto_threshold or 2 * max(opts.levels)
+    extra = (*SERVER_EXTRA, "--max-total-tokens", str(opts.max_total_tokens))  # the last one counts
+    if opts.max_running_requests:
+        extra += ("--max-running-requests", str(opts.max_running_requests))
     servers = []
     with tempfile.TemporaryDirectory(prefix="mode-cost-") as tmp:
         rig = ensure_rig()
         try:
             arms: list[Arm] = []
             for url, spec in (
-                (opts.plain_url, Spec(opts.models, patched=False, extra=SERVER_EXTRA)),
-                (opts.url, Spec(opts.models, extra=SERVER_EXTRA)),
+                (opts.plain_url, Spec(opts.models, patched=False, extra=extra)),
+                (opts.url, Spec(opts.models, extra=extra, steps=opts.steps)),
             ):
                 group = None
                 if url is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from server_control.proc.ports import free_port
 
-from . import deep_models
+from . import crossover_models, deep_models
 from .build import ModelPair, Rig, ensure_models, omp_bind, server_args, server_env
 from .server import RigServer, plain_launch_argv
 
@@ -38,7 +38,7 @@ PATCHED_ARGS = (
 
 @dataclass(frozen=True)
 class Spec:
-    models: str  # "trained", "random" (build.MODEL_KINDS) or "deep"
+    models: str  # "trained", "random" (build.MODEL_KINDS), "deep" or "crossover"
     patched: bool = True  # False: plain SGLang, target alone, no speculation
     overlap: bool = False  # SGLang's overlap scheduler (rig/overlap.py)
     skip_draft_extend: bool = False  # SKIP_ENV=1: SGLang skips draft-extend at steps=0
@@ -60,8 +60,13 @@ class Spec:
 
 
 def models(rig: Rig, kind: str) -> ModelPair:
-    """The rig's pair ``kind``: build.MODEL_KINDS, or "deep" (deep_models.py)."""
-    return deep_models.ensure(rig) if kind == deep_models.KIND else ensure_models(rig, kind)
+    """The rig's pair ``kind``: build.MODEL_KINDS, "deep" (deep_models.py) or "crossover"
+    (crossover_models.py)."""
+    if kind == deep_models.KIND:
+        return deep_models.ensure(rig)
+    if kind == crossover_models.KIND:
+        return crossover_models.ensure(rig)
+    return ensure_models(rig, kind)
 
 
 def pair_of(rig: Rig, spec: Spec) -> ModelPair:
