@@ -51,7 +51,8 @@ from server_control.protocol import decision
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192", "--enable-metrics")
 PLAIN, SPEC, TARGET, AUTO = "plain", decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO
-ARMS = (PLAIN, SPEC, TARGET, AUTO)
+ADAPTIVE, ADAPTIVE_TUNED = "sglang_adaptive", "sglang_adaptive_tuned"
+ARMS = (PLAIN, SPEC, TARGET, AUTO, ADAPTIVE, ADAPTIVE_TUNED)
 
 
 @dataclass
@@ -151,10 +152,13 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def summarise(result: dict, levels: list[int], threshold: int | None = None) -> dict:
     rows = []
     for c in levels:
-        cells = {arm: _cell(result, arm, c) for arm in ARMS}
+        cells = {arm: _cell(result, arm, c) for arm in ARMS if arm in result["per_mode"]}
         tok = {arm: (cell["tok_s"] if cell else None) for arm, cell in cells.items()}
         ms = {arm: (cell["ms_per_step"] if cell else None) for arm, cell in cells.items()}
+        tok.update({a: None for a in (PLAIN, SPEC, TARGET, AUTO) if a not in tok})
+        ms.update({a: None for a in (PLAIN, SPEC, TARGET, AUTO) if a not in ms})
         best = max((v for v in (tok[SPEC], tok[TARGET]) if v is not None), default=None)
+        others = max((v for a, v in tok.items() if a != AUTO and v is not None), default=None)
         rows.append(
             {
                 "concurrency": c,
@@ -167,6 +171,7 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
                 "target_only_over_plain_tok_s": _ratio(tok[TARGET], tok[PLAIN]),
                 "plain_over_target_only_ms": _ratio(ms[PLAIN], ms[TARGET]),
                 "auto_over_best_fixed": _ratio(tok[AUTO], best),
+                "auto_over_best_other": _ratio(tok[AUTO], others),
             }
         )
     all_cells = [cell for rows_ in result["per_mode"].values() for cell in rows_]
@@ -181,6 +186,7 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
         "auto_threshold": threshold,
         "errors": sum(cell["errors"] for cell in all_cells),
         "problems": [p for cell in all_cells for p in cell["problems"]],
+        "arms": [a for a in ARMS if a in result["per_mode"]],
         "rounds": result["per_mode"],
     }
 
@@ -190,18 +196,24 @@ def _f(v: float | None, fmt: str = ".1f") -> str:
 
 
 def render(summary: dict) -> str:
-    head = (
-        "| c | plain | speculative | target-only | auto | t-o / plain (per step) | t-o / plain (tok/s) | auto / max(spec, t-o) |"
-    )
-    lines = [head, "| " + " | ".join("---" for _ in range(8)) + " |"]
+    arms = summary.get("arms") or [PLAIN, SPEC, TARGET, AUTO]
+    ratios = ("t-o / plain (per step)", "t-o / plain (tok/s)", "auto / max(spec, t-o)", "auto / best other arm")
+    head = "| c | " + " | ".join(a.replace("_", " ") for a in arms) + " | " + " | ".join(ratios) + " |"
+    lines = [head, "| " + " | ".join("---" for _ in range(1 + len(arms) + len(ratios))) + " |"]
     for r in summary["rows"]:
-        cells = [f"{_f(r['tok_s'][a])} ({_f(r['ms_per_step'][a], '.2f')} ms)" for a in ARMS]
+        cells = [f"{_f(r['tok_s'][a])} ({_f(r['ms_per_step'][a], '.2f')} ms)" for a in arms]
         lines.append(
             f"| {r['concurrency']} | "
             + " | ".join(cells)
             + " | "
             + " | ".join(
-                _f(r[k], ".2f") for k in ("plain_over_target_only_ms", "target_only_over_plain_tok_s", "auto_over_best_fixed")
+                _f(r.get(k), ".2f")
+                for k in (
+                    "plain_over_target_only_ms",
+                    "target_only_over_plain_tok_s",
+                    "auto_over_best_fixed",
+                    "auto_over_best_other",
+                )
             )
             + " |"
         )
@@ -276,6 +288,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=2, help="draft steps (steps + 1 tokens a verify; default 2)")
     p.add_argument("--max-total-tokens", type=int, default=8192, help="the servers' KV pool (default 8192)")
     p.add_argument("--max-running-requests", type=int, help="the servers' running cap (default SGLang's)")
+    p.add_argument("--adaptive", action="store_true", help="also SGLang's own --speculative-adaptive (its default config)")
+    p.add_argument("--adaptive-config", type=Path, help="also SGLang's adaptive with this config file (the peer tuned)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path, help="also write the JSON summary here")
     opts = p.parse_args(argv)
@@ -297,9 +311,16 @@ def main(argv: list[str] | None = None) -> int:
         rig = ensure_rig()
         try:
             arms: list[Arm] = []
-            for url, spec in (
-                (opts.plain_url, Spec(opts.models, patched=False, extra=extra)),
-                (opts.url, Spec(opts.models, extra=extra, steps=opts.steps)),
+            peers = [(None, Spec(opts.models, patched=False, extra=extra, steps=opts.steps, adaptive="default"), ADAPTIVE)]
+            if opts.adaptive_config:
+                tuned = Spec(
+                    opts.models, patched=False, extra=extra, steps=opts.steps, adaptive=str(opts.adaptive_config.resolve())
+                )
+                peers.append((None, tuned, ADAPTIVE_TUNED))
+            for url, spec, name in (
+                (opts.plain_url, Spec(opts.models, patched=False, extra=extra), PLAIN),
+                (opts.url, Spec(opts.models, extra=extra, steps=opts.steps), AUTO),
+                *[p for p in peers if opts.adaptive or p[2] == ADAPTIVE_TUNED],
             ):
                 group = None
                 if url is None:
@@ -312,8 +333,10 @@ def main(argv: list[str] | None = None) -> int:
                     _signal(group, signal.SIGCONT)
                     set_threshold(url, threshold)
                     arms += patched_arms(url, group)
-                else:
+                elif name == PLAIN:
                     arms.insert(0, Arm(PLAIN, url, None, group))
+                else:
+                    arms.append(Arm(name, url, None, group))
             result = asyncio.run(interleaved(arms, opts, threshold, lambda line: print(line, file=sys.stderr)))
         finally:
             left = []

@@ -190,7 +190,8 @@ def register(subparsers) -> None:
         "value",
         nargs="?",
         metavar="N",
-        help="new threshold (integer 0..4096; 0 = never disable), or `auto`: the supervising "
+        help="new threshold (integer 0..4096; 0 = never disable; N counts decode requests in the step, "
+        "raw, never padded to a CUDA-graph size), or `auto`: the supervising "
         "process's auto-tune back on; omit to read",
     )
     p.add_argument("--force", metavar="MODE", help="set the forced mode: auto | speculative | target_only")

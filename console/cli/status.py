@@ -78,7 +78,7 @@ def render_text(snap: SessionSnapshot) -> str:
         f"server: {'reachable' if srv.reachable else 'UNREACHABLE: ' + str(srv.error)}"
         f"  model {_fmt(srv.model)}  tp {_fmt(srv.tp_size)}  dp {_fmt(srv.dp_size)}"
         f"  version {_fmt(srv.version)}",
-        f"speculation: mode {_fmt(spec.mode)}  threshold {_fmt(spec.threshold)}"
+        f"speculation: mode {_fmt(spec.mode)}  threshold {_fmt(spec.threshold)} decode requests"
         f" (back at <= {_fmt(spec.low_mark)})  force {_fmt(spec.force)}"
         f"  switches {_fmt(spec.switch_count)}  runtime changes "
         + {True: "supported", False: "NOT supported", None: "unknown"}[spec.supports_runtime_threshold],

@@ -37,6 +37,7 @@ from console.widgets.history_chart import (
 from console.widgets.snapshot_view import SnapshotView
 from server_control.model.load import Load
 from server_control.model.snapshot import Point, SessionSnapshot
+from server_control.protocol.decision import THRESHOLD_COUNTS_WORDS
 from server_control.state.history import HistPoint, Recorded
 
 BLOCKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
@@ -191,6 +192,8 @@ class LivePanel(SnapshotView):
         self.zoom = 0  # index in ZOOMS
         self.metric = "batch"
         self.border_title = "live"
+        # what the chart's batch and its N line count, where an operator hovers to ask
+        self.tooltip = f"batch and N count {THRESHOLD_COUNTS_WORDS}; target-only while batch > N"
 
     def zoom_out(self, step: int = 1) -> str:
         """Zoom out (``step`` -1: in), clamped; says the view now shown."""

@@ -25,6 +25,7 @@ from server_control.model.run_status import RunStatus
 from server_control.model.switch_health import SwitchHealth
 from server_control.model.switch_rate import SwitchRate
 from server_control.model.verification import Verification
+from server_control.protocol.decision import THRESHOLD_COUNTS
 
 Point = tuple[float, float]
 MODES = ("speculative", "target_only")
@@ -104,6 +105,7 @@ class SpecStatus:
         return {
             "mode": self.mode,
             "threshold": self.threshold,
+            "threshold_counts": THRESHOLD_COUNTS,  # what the batch and N count (protocol/decision.py)
             "low_mark": self.low_mark,
             "hysteresis": self.hysteresis,
             "min_dwell_steps": self.min_dwell_steps,

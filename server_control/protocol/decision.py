@@ -46,6 +46,13 @@ DWELL_KEY = "speculative_disable_min_dwell_steps"
 FORCE_KEY = "speculative_disable_force_mode"
 STATE_KEY = "dynamic_speculation"  # nested live state inside each internal_states entry
 
+# What N counts: the decode requests of the step, as SGLang hands them to
+# ``activate_step_by_batch`` (``batch.seq_lens.shape[0]``), never padded to a CUDA-graph size.
+# SGLang's own --speculative-adaptive pads the batch to a graph size, then takes the bucket at
+# or below it: its "8" and our N=8 are not the same batches.
+THRESHOLD_COUNTS = "decode_requests"
+THRESHOLD_COUNTS_WORDS = "decode requests in the step, raw (never padded to a CUDA-graph size)"
+
 INIT_PREFIX = "Dynamic speculation disable enabled: threshold="
 NOT_ACTIVE_PREFIX = "Dynamic speculation disable NOT active: "
 SWITCH_PREFIX = "Dynamic speculation: switched to "

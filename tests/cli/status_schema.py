@@ -94,6 +94,7 @@ def snapshot_schema(run: dict) -> dict:
         "spec": {
             "mode": opt(str),
             "threshold": opt(int),
+            "threshold_counts": (str,),
             "low_mark": opt(int),
             "hysteresis": opt(int),
             "min_dwell_steps": opt(int),

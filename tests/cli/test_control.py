@@ -44,6 +44,17 @@ def test_status_json(wave_sim):
     assert snap["gpus"]["available"] is False and snap["logs"]["total"] > 0
 
 
+def test_status_says_what_n_counts(wave_sim):
+    """Issue 31 item 4: N and the batch count raw decode requests (SGLang's adaptive pads to a
+    graph size first); the JSON names the unit, the text says it beside N."""
+    r = cli("status", "--url", wave_sim.url, "--json")
+    assert json.loads(r.stdout)["spec"]["threshold_counts"] == "decode_requests", r.stdout[:400]
+    text = cli("status", "--url", wave_sim.url).stdout
+    line = next(x for x in text.splitlines() if x.startswith("speculation:"))
+    assert " decode requests (back at <= " in line, line
+    assert "never padded to a CUDA-graph size" in " ".join(cli("threshold", "--help").stdout.split())
+
+
 def test_schema_check_catches_a_missing_key_a_reorder_and_a_wrong_type():
     change = {"requested": 6, "state": "applied", "detail": "", "ranks": [True], "key": "speculative_disable_batch_threshold"}
     assert problems(change, CHANGE) == []

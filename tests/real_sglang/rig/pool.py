@@ -48,10 +48,13 @@ class Spec:
     dtype: str = "float32"
     steps: int = 2  # draft steps (topk 1, steps + 1 draft tokens)
     seeded: bool = False  # each request's sampling_seed drawn by (rig/seeded_sampling.py)
+    # not patched: SGLang's own --speculative-adaptive ("default": DEFAULT_ADAPTIVE_CONFIG, or
+    # a config file's path); None: the target alone
+    adaptive: str | None = None
 
     @property
     def name(self) -> str:
-        parts = [self.models, "patched" if self.patched else "plain"]
+        parts = [self.models, "patched" if self.patched else "adaptive" if self.adaptive else "plain"]
         parts += ["overlap"] if self.overlap else []
         parts += ["skip-draft-extend"] if self.skip_draft_extend else []
         parts += ["seeded"] if self.seeded else []
@@ -100,6 +103,12 @@ def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict
             extra=[*dtype, *PATCHED_ARGS, *spec.extra],
         )
         argv = [sys.executable, "-m", "server_control.sglang_patch.serve", *args]
+    elif spec.adaptive:
+        config = [] if spec.adaptive == "default" else ["--speculative-adaptive-config", spec.adaptive]
+        args = server_args(
+            rig, port, steps=spec.steps, models=pair, tp=spec.tp, extra=[*dtype, "--speculative-adaptive", *config, *spec.extra]
+        )
+        argv = plain_launch_argv(args)
     else:
         argv = plain_launch_argv(server_args(rig, port, models=pair, speculative=False, tp=spec.tp, extra=[*dtype, *spec.extra]))
     return RigServer.start(argv, env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s)
