@@ -300,7 +300,10 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.advise_rig", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--models", default="trained", help="the rig pair (trained or deep)")
+    p.add_argument("--models", default="trained", help="the rig pair: trained, deep or crossover")
+    p.add_argument("--steps", type=int, default=2, help="draft steps (default 2)")
+    p.add_argument("--max-total-tokens", type=int, default=8192, help="the server's KV pool (default 8192)")
+    p.add_argument("--max-running-requests", type=int, help="the server's running cap (default SGLang's)")
     p.add_argument("--levels", type=mode_cost._levels, default=[2, 4, 6, 8, 10])
     p.add_argument("--threshold", type=int, help="N in phase 1 (default: the middle level)")
     p.add_argument("--share", type=explore.validate_share, default=0.1, help="exploration share in phase 1")
@@ -343,7 +346,10 @@ def main(argv: list[str] | None = None) -> int:
 
         with tempfile.TemporaryDirectory(prefix="advise-rig-") as tmp:
             env = {"OMP_NUM_THREADS": str(opts.threads)}
-            server = launch(ensure_rig(), Spec(opts.models, extra=mode_cost.SERVER_EXTRA), Path(tmp), 7200, env)
+            extra = (*mode_cost.SERVER_EXTRA, "--max-total-tokens", str(opts.max_total_tokens))  # the last one counts
+            if opts.max_running_requests:
+                extra += ("--max-running-requests", str(opts.max_running_requests))
+            server = launch(ensure_rig(), Spec(opts.models, extra=extra, steps=opts.steps), Path(tmp), 7200, env)
             try:
                 log(f"{opts.models} patched server ready in {server.wait_ready(timeout_s=1200):.0f} s")
                 out = asyncio.run(run(server.url, opts, log))

@@ -21,8 +21,11 @@ line is needed: each such bucket gives z = (tok/s target-only - tok/s speculativ
 and the crossover is the step c that fits the signs best, the c minimising
     sum over buckets below c of max(0, z)  +  sum over buckets from c of max(0, -z)
 (a noisy bucket on the wrong side costs little, a clear one much). If c is the lowest such
-bucket, target-only may win lower still: then the lines' crossover is taken when it lies
-lower, and the estimate says how far below the shared buckets it is (``extrapolated``).
+bucket, target-only may win lower still: below the batches target-only ran, its step time
+is held at its cost at the lowest of them (flat, as a weight-bound step is; a line fitted
+where steps grow per token would make it ever cheaper towards batch 1), speculation's line
+gives the other side, and the estimate says how far below the shared buckets the
+crossover then lies (``extrapolated``).
 
 The 95 % interval comes from a parametric bootstrap (seeded, so the same curves give the
 same interval): each bucket's step time and tokens per step are drawn from normals with
@@ -158,9 +161,11 @@ def _fits_from(points: tuple[Point, ...], draws: dict[Point, tuple[float, float]
     return fits
 
 
-def _predict(fit: Fit, batch: float) -> float:
+def _predict(fit: Fit, batch: float, served: float | None = None) -> float:
+    """tok/s at ``batch`` from the line's step time at ``batch`` (or at ``served`` requests'
+    tokens: the step time of one batch, the tokens of another)."""
     t = fit.intercept_s + fit.slope_s * batch
-    return batch * fit.per_request / t if t > 0 else float("inf")
+    return (batch if served is None else served) * fit.per_request / t if t > 0 else float("inf")
 
 
 def _crossover(fits: dict[str, Fit]) -> tuple[str, int | None]:
@@ -221,13 +226,20 @@ def _measured(pairs: list[Pair], draw: list[float] | None = None) -> tuple[str, 
 
 
 def _lowered(measured: tuple[str, int | None, float] | None, fits: dict[str, Fit]) -> tuple[str, int | None, float] | None:
-    """Target-only already wins at the lowest shared bucket: the lines may put it lower."""
+    """Target-only already wins at the lowest shared bucket: it may win lower still. Below
+    the batches it ran, target-only's step is held at its cost at the lowest of them (a
+    step costs at least the reading of the weights: flat while that bounds it, as on a
+    GPU), so a line fitted where steps grow per token never makes target-only look cheap
+    where it never ran; speculation's line is used where it ran."""
     if measured is None or measured[2] == 0.0 or measured[1] is None:
         return measured
     c = measured[1]
-    verdict, line = _crossover(fits)
-    if line is not None and line < c:
-        return verdict, line, float(c - line + 1)
+    s, t = fits[SPECULATIVE], fits[TARGET_ONLY]
+    low = c
+    while low > 1 and _predict(t, max(low - 1, t.lo), low - 1) > _predict(s, low - 1):
+        low -= 1
+    if low < c:
+        return ("target_only_wins" if low == 1 else "crossover"), low, float(c - low + 1)
     return measured
 
 
