@@ -346,7 +346,11 @@ def main(argv: list[str] | None = None) -> int:
 
         with tempfile.TemporaryDirectory(prefix="advise-rig-") as tmp:
             env = {"OMP_NUM_THREADS": str(opts.threads)}
-            extra = (*mode_cost.SERVER_EXTRA, "--max-total-tokens", str(opts.max_total_tokens))  # the last one counts
+            extra: tuple[str, ...] = (
+                *mode_cost.SERVER_EXTRA,
+                "--max-total-tokens",
+                str(opts.max_total_tokens),
+            )  # the last one counts
             if opts.max_running_requests:
                 extra += ("--max-running-requests", str(opts.max_running_requests))
             server = launch(ensure_rig(), Spec(opts.models, extra=extra, steps=opts.steps), Path(tmp), 7200, env)

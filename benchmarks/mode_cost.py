@@ -1,7 +1,10 @@
-"""What each mode really costs on the real server: the CPU rig's trained EAGLE-3 pair.
+"""What each mode really costs on the real server: a CPU rig pair (trained, deep, crossover).
 
     python -m benchmarks.mode_cost [--levels 1,2,4,8,16] [--rounds 3] [--warmup 3]
                                    [--measure 10] [--max-tokens 64] [--auto-threshold N]
+                                   [--models trained|deep|crossover] [--steps 2]
+                                   [--max-total-tokens 8192] [--max-running-requests R]
+                                   [--adaptive] [--adaptive-config FILE]
                                    [--json] [--out FILE]
 
 Starts a plain SGLang server (the target alone) and the patched server (the trained
@@ -17,6 +20,12 @@ rotated each round:
                at c = N a closed loop briefly holds c + 1 requests, a finished one not yet
                freed beside its successor, which switches auto to target-only, and the
                hysteresis keeps it there while the batch stays at N)
+
+``--adaptive`` adds a third server, SGLang's own ``--speculative-adaptive`` (its default
+config; unpatched) as the arm ``sglang_adaptive``, and ``--adaptive-config FILE`` a fourth
+with that config (``sglang_adaptive_tuned``): the peer on the same pair and traffic. SGLang's
+adaptive needs ``--steps`` among its candidates (0, 1, 3, 5, 7 by default). Its windows are
+drained and timed like the others; SGLang publishes no mode share for them.
 
 The server not being measured is paused (SIGSTOP of its process group; SIGCONT before its
 own window), so the two never share the CPU. Before each window the server is drained
@@ -303,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.real_sglang.rig.pool import Spec, launch
 
     threshold = opts.auto_threshold or 2 * max(opts.levels)
-    extra = (*SERVER_EXTRA, "--max-total-tokens", str(opts.max_total_tokens))  # the last one counts
+    extra: tuple[str, ...] = (*SERVER_EXTRA, "--max-total-tokens", str(opts.max_total_tokens))  # the last one counts
     if opts.max_running_requests:
         extra += ("--max-running-requests", str(opts.max_running_requests))
     servers = []
