@@ -137,7 +137,8 @@ class SettingGuard:
                 result.detail if result.state == ChangeState.APPLIED else f"{key}={value} read back after a concurrent change",
                 result.ranks,
             )
-        if values and all(v == values[0] for v in values) and (ops or not _same(key, values[0], old)):
+        unreadable = any(isinstance(v, str) and v.startswith("<unreadable") for v in values)
+        if values and not unreadable and all(v == values[0] for v in values) and (ops or not _same(key, values[0], old)):
             by = self._by(key, values[0], op, started - LOOKBACK_S)
             return change(
                 requested,

@@ -129,8 +129,9 @@ class Control:
         return [s if isinstance(s, dict) else {} for s in states]
 
     async def values(self, key: str) -> list[Any]:
-        """``key`` as each DP rank reads it now (a forced mode by its name)."""
-        return [_named(key, s.get(key)) for s in await self.internal_states()]
+        """``key`` as each rank reads it now: every TP rank of every DP rank where the server
+        publishes them (a forced mode by its name; a malformed value named)."""
+        return [_named(key, v) for s in await self.internal_states() for _label, v in rank_verdict.values_by_rank(s, key)]
 
     async def get(self) -> dict[str, Any]:
         """{"thresholds": [per rank], "force": [...], "supported": bool} or {"error": ...}."""

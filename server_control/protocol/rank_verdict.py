@@ -148,6 +148,22 @@ FIELD_OF_KEY = {
 }
 
 
+INTEGER_FIELDS = ("threshold", "hysteresis", "min_dwell_steps")
+
+
+def readable(field: str | None, value: object, who: str = "") -> object:
+    """``value`` as read, or ``<unreadable: ...>`` naming the rank and what is wrong when an
+    integer setting is not an integer (JSON's ``Infinity``, ``NaN``, ``7.5``, ``true``, a
+    string): never compared as if another client had set it."""
+    if field not in INTEGER_FIELDS or value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    try:
+        shown = json.dumps(value)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    return f"<unreadable: {who + ' ' if who else ''}{field} is {shown[:40]}, not an integer>"
+
+
 def values_by_rank(state: dict[str, Any], key: str) -> list[tuple[str, object]]:
     """(rank label, value of ``key``) for every TP rank an ``internal_states`` entry covers:
     each gathered rank where the patch published them, else the entry's own (TP0's) value."""
@@ -159,5 +175,10 @@ def values_by_rank(state: dict[str, Any], key: str) -> list[tuple[str, object]]:
     rows = (dyn or {}).get("ranks")
     field = FIELD_OF_KEY.get(key)
     if isinstance(rows, list) and rows and field is not None:
-        return [(f"TP{r.get('rank')}", r.get(field)) for r in rows if isinstance(r, dict)]
-    return [("", state.get(key))]
+        out = []
+        for r in rows:
+            if isinstance(r, dict):
+                who = f"TP{r.get('rank')}"
+                out.append((who, readable(field, r.get(field), who)))
+        return out
+    return [("", readable(field, state.get(key)))]

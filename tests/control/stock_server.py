@@ -16,6 +16,8 @@
                   1 speculative, 2 target_only) and reads back as its name
   --mode stalerank  typed, with TP 2 published per rank (dynamic_speculation.ranks) where
                   TP1 never takes a runtime change: SGLang answers from TP0 only ([true])
+  --mode infinite  typed, TP 2 per rank, where TP1 publishes its threshold as JSON's
+                  Infinity (a broken rank: Python's json reads it as float inf)
   --mode hostile  every string it controls carries terminal control sequences (HOSTILE:
                   CSI, OSC title, OSC 52 clipboard, OSC 8 hyperlink, DCS, C1): /server_info
                   (model path, version, modes, last switch), /v1/loads, its log lines, and
@@ -102,6 +104,17 @@ async def _server_info(mode: str, state: dict):
                 "internal_states": [dict(state, dynamic_speculation={"mode": "speculative", "active": True, "ranks": ranks})],
             }
         )
+    if mode == "infinite":
+        n = state["speculative_disable_batch_threshold"]
+        rank_rows = f'[{{"rank": 0, "active": true, "threshold": {n}}}, {{"rank": 1, "active": true, "threshold": Infinity}}]'
+        entry = (
+            f'{{"speculative_disable_batch_threshold": {n}, "speculative_disable_force_mode": "auto", '
+            f'"dynamic_speculation": {{"mode": "speculative", "active": true, "ranks": {rank_rows}}}}}'
+        )
+        return PlainTextResponse(
+            f'{{"model_path": "inf-model", "tp_size": 2, "internal_states": [{entry}]}}',
+            media_type="application/json",
+        )
     if mode == "hostile":
         return JSONResponse(
             {
@@ -143,7 +156,7 @@ async def _server_info(mode: str, state: dict):
 
 def _set_internal_state(mode: str, state: dict, body: dict):
     """/set_internal_state as the mode answers it (``state``: what typed modes keep)."""
-    if mode in ("typed", "stalerank"):
+    if mode in ("typed", "stalerank", "infinite"):
         args = body.get("server_args") or {}
         if any(not isinstance(v, (int, float)) for v in args.values()):
             return JSONResponse({"detail": [{"msg": "Input should be a valid number"}]}, status_code=422)
@@ -235,7 +248,7 @@ def main() -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument(
         "--mode",
-        choices=("stock", "garbage", "hang", "typed", "metrics", "noload", "nogate", "stalerank", "hostile"),
+        choices=("stock", "garbage", "hang", "typed", "metrics", "noload", "nogate", "stalerank", "infinite", "hostile"),
         default="stock",
     )
     p.add_argument("--max-lifetime", type=float, default=120.0)
