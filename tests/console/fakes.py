@@ -52,6 +52,7 @@ def sample_snapshot() -> dict:
         "spec": {
             "mode": "target_only",
             "threshold": 5,
+            "threshold_counts": "decode_requests",
             "low_mark": 4,
             "hysteresis": 1,
             "min_dwell_steps": 10,

@@ -151,10 +151,17 @@ def test_a_tunnel_ends_when_its_owner_is_killed(member, tmp_path):
         assert psutil.pid_exists(pid)
         owner.send_signal(signal.SIGKILL)
         owner.wait(10)
+
+        def running() -> bool:  # it may exit between any two looks: that is the awaited end
+            try:
+                return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return False
+
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        while time.monotonic() < deadline and running():
             time.sleep(0.1)
-        alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        alive = running()
         if alive:
             os.kill(pid, signal.SIGKILL)
         assert not alive, "the tunnel outlived its owner"

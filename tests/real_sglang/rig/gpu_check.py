@@ -297,7 +297,7 @@ def _mode_cost(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict]:
     pool.cache["mode_cost"] = summary
     assert summary["errors"] == 0, f"{summary['errors']} failed requests"
     assert not summary["problems"], summary["problems"]
-    assert all((r["tok_s"][k] or 0) > 0 for r in summary["rows"] for k in mode_cost.ARMS)
+    assert all((r["tok_s"][k] or 0) > 0 for r in summary["rows"] for k in summary["arms"])
     return "\n" + mode_cost.render(summary), {}
 
 
