@@ -62,6 +62,7 @@ SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192", "--
 PLAIN, SPEC, TARGET, AUTO = "plain", decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO
 ADAPTIVE, ADAPTIVE_TUNED = "sglang_adaptive", "sglang_adaptive_tuned"
 ARMS = (PLAIN, SPEC, TARGET, AUTO, ADAPTIVE, ADAPTIVE_TUNED)
+ARM_WORDS = {TARGET: "target-only", ADAPTIVE: "SGLang adaptive", ADAPTIVE_TUNED: "SGLang adaptive tuned"}
 
 
 @dataclass
@@ -207,7 +208,7 @@ def _f(v: float | None, fmt: str = ".1f") -> str:
 def render(summary: dict) -> str:
     arms = summary.get("arms") or [PLAIN, SPEC, TARGET, AUTO]
     ratios = ("t-o / plain (per step)", "t-o / plain (tok/s)", "auto / max(spec, t-o)", "auto / best other arm")
-    head = "| c | " + " | ".join(a.replace("_", " ") for a in arms) + " | " + " | ".join(ratios) + " |"
+    head = "| c | " + " | ".join(ARM_WORDS.get(a, a) for a in arms) + " | " + " | ".join(ratios) + " |"
     lines = [head, "| " + " | ".join("---" for _ in range(1 + len(arms) + len(ratios))) + " |"]
     for r in summary["rows"]:
         cells = [f"{_f(r['tok_s'][a])} ({_f(r['ms_per_step'][a], '.2f')} ms)" for a in arms]

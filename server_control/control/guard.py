@@ -71,6 +71,7 @@ class SettingGuard:
         self._seen: dict[str, object] | None = None  # the settings at the previous reachable poll
         self.server_tune = ServerTuneWatch(target, state_dir, profile)
         self._move: ServerMove | None = None  # the server's own move the last poll showed
+        self._journaled: journal.Entry | None = None  # its entry, when another observer journaled it first
 
     def _record(self, key: str, result: str, **kw: object) -> None:
         journal.record(self.state_dir, ACTION[key], target=self.target, profile=self.profile, key=key, result=result, **kw)
@@ -184,6 +185,12 @@ class SettingGuard:
                 out.append((key, old, new, AUTO_TUNED))  # the server's own tuner moved it
                 continue
             e = self._last(key, new, None, time.time() - 600)
+            if key == d.THRESHOLD_KEY and e is not None and e.action == AUTO_TUNED and _same(key, e.old, old):
+                # the server's own move, journaled by another observer before this poll showed
+                # its move record (N and the move are published a moment apart)
+                self._journaled = e
+                out.append((key, old, new, AUTO_TUNED))
+                continue
             if e is not None and e.action == REAPPLY:  # a restart carried it back: the run's own value
                 out.append((key, old, new, REAPPLY))
                 continue
@@ -193,6 +200,10 @@ class SettingGuard:
     def words(self, key: str, old: object, new: object, who: str) -> str:
         if who == AUTO_TUNED and self._move is not None:
             return self._move.words(old)
+        if who == AUTO_TUNED and self._journaled is not None:
+            line = (self._journaled.detail or "").split(" [")[0]
+            why = line[line.find("(auto: ") + len("(auto: ") : -1] if "(auto: " in line and line.endswith(")") else ""
+            return f"auto-tuned {old} -> {new}" + (f" ({why})" if why else "")
         return f"{LABEL[key]} changed elsewhere: {old} -> {new}" + (f", by {who}" if who else "")
 
     def seen(self, key: str, old: object, new: object, who: str) -> SettingChange:
