@@ -3,7 +3,7 @@
 Downloads ``gpu_bundle/requirements.txt`` as cp312 manylinux x86_64 wheels (no deps, only
 binaries), writes ``manifest.json`` (name, version, file, bytes, sha256 of each) and splits
 the wheels into ``part1/`` and ``part2/`` so that each part plus the repository fits one
-transfer (``--part-mib``, default 60 of the 64 MiB). The output directory lies outside the
+transfer (``--part-mib``, default 56 of the 64 MiB: the repository itself is ~4.6 MiB). The output directory lies outside the
 repository (default ``~/.cache/specconsole-gpu-bundle``); ``--check DIR`` re-verifies a
 built bundle (sizes, hashes, parts) without downloading.
 """
@@ -177,7 +177,7 @@ def main(argv: list[str]) -> int:
         prog="scripts/build-gpu-bundle", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--out", type=Path, default=default_out())
-    p.add_argument("--part-mib", type=float, default=60.0)
+    p.add_argument("--part-mib", type=float, default=56.0)
     p.add_argument("--check", action="store_true", help="verify --out, download nothing")
     opts = p.parse_args(argv)
     if opts.check:

@@ -29,7 +29,9 @@ SITE_STAND_IN = REPO / "gpu_bundle" / "site"
 # sglang 0.5.23's Rust radix-tree core (mem_cache.so) is built with tch against torch
 # 2.14.1's libtorch; under torch 2.11 it loads but reads tensors wrong ("Rust TreeCore
 # panicked: ... UnknownKind(27)"). SGLang's own pure-Python tree core is selected instead.
-BRIDGE_ENV = {"SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": "python"}
+# The stand-in sgl_kernel has no "sglang-kernel" distribution for SGLang's version check
+# (engine._set_envs_and_config asserts sglang-kernel >= 0.4.9 on CUDA): SGLang's own switch.
+BRIDGE_ENV = {"SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": "python", "SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK": "1"}
 READY = "SPECCONSOLE_GPU_BUNDLE_READY"
 DRY_IMPORTS = (
     "sglang.launch_server",

@@ -102,6 +102,7 @@ def test_environment_finds_stand_in_before_bundle(tmp_path):
     assert paths[:2] == [str(REPO), str(REPO / "gpu_bundle" / "site")]
     assert paths[-1] == "/elsewhere"
     assert env["SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"] == "python"
+    assert env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] == "1"
 
 
 def test_dry_run_needs_bundle():
@@ -164,6 +165,68 @@ def test_preload_routes_the_jit_tree_kernels(mode, want):
     proc = subprocess.run([sys.executable, "-c", _PRELOAD], env=env, capture_output=True, text=True, timeout=300, cwd=str(REPO))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split()[0] == want
+
+
+# The bare image has neither cutlass (nvidia-cutlass-dsl) nor flash_mla, nor an
+# "sglang-kernel" distribution: a child blocks those imports and hides that distribution,
+# as the H200's image did (2026-12-04: the plain server died importing cutlass, the patched
+# one importing flash_mla, both first on SGLang's sglang-kernel version check).
+_BARE_IMAGE = r"""
+import importlib.abc, importlib.metadata, sys
+class Bare(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("cutlass", "flash_mla"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Bare())
+real_version = importlib.metadata.version
+def version(name):
+    if name == "sglang-kernel":
+        raise importlib.metadata.PackageNotFoundError(name)
+    return real_version(name)
+importlib.metadata.version = version
+import sglang.srt.utils.common as common
+common.version = version
+def attempt(what, fn):
+    try:
+        fn()
+        print(what, "ok")
+    except NotImplementedError as exc:
+        print(what, "stand-in", exc)
+    except Exception as exc:
+        print(what, "failed", type(exc).__name__, exc)
+def dual():
+    from sglang.kernels.ops.gemm.cutedsl_dual_gemm import DualGemmQuantMode, can_use_dual_gemm, MAX_DUAL_GEMM_DECODE_TOKENS
+    assert DualGemmQuantMode.UNQUANT == 4 and not DualGemmQuantMode.UNQUANT.is_quantized
+    assert can_use_dual_gemm(1, 64, 128, DualGemmQuantMode.UNQUANT) is False
+def flashmla():
+    from sglang.srt.layers.attention.flashmla_backend import FlashMLABackend
+    assert not isinstance(object(), FlashMLABackend)
+    FlashMLABackend()
+attempt("dual_gemm", dual)
+attempt("flashmla", flashmla)
+attempt("version", lambda: common.assert_pkg_version("sglang-kernel", "0.4.9", ""))
+"""
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize("bridged", [True, False])
+def test_the_bare_images_missing_modules_are_stood_in_for(bridged):
+    base = {k: v for k, v in os.environ.items() if k not in run.BRIDGE_ENV and k != "PYTHONPATH"}
+    env = run.environment(Path("/nonexistent-bundle"), base=base) if bridged else dict(base, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-c", _BARE_IMAGE], env=env, capture_output=True, text=True, timeout=300, cwd=str(REPO)
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
+    if bridged:
+        assert said["dual_gemm"] == "ok", said
+        assert said["flashmla"].startswith("stand-in") and "no flash_mla in the GPU bundle" in said["flashmla"], said
+        assert said["version"] == "ok", said
+    else:  # the control: the image as it is fails all three
+        assert said["dual_gemm"].startswith("failed ModuleNotFoundError") and "cutlass" in said["dual_gemm"], said
+        assert said["flashmla"].startswith("failed ModuleNotFoundError") and "flash_mla" in said["flashmla"], said
+        assert said["version"].startswith("failed Exception") and "not installed" in said["version"], said
 
 
 def test_gpu_check_bundle_stops_while_a_part_is_missing(tmp_path, monkeypatch, capsys):

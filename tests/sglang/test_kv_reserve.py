@@ -91,3 +91,35 @@ def test_a_build_over_the_reserve_says_what_to_set():
     assert startup.over_reserve(0.3, None) is None
     line = startup.over_reserve(0.8, 0.5)
     assert line is not None and f"{reserve.RESERVE_ENV}=0.80" in line and "0.500 GiB taken out" in line
+
+
+def test_the_estimate_covers_what_the_rigs_state_took_on_an_h200():
+    """The rig's pair on one H200 (2026-12-04, scripts/gpu-check --bundle): the steps=0 state
+    took 0.012 GiB with decode graphs of 32 requests; the buffers alone came to 0.0009 GiB,
+    so the check failed. The graphs' own memory is now part of the estimate."""
+    with_graphs = reserve.estimate_gib(32, 2048, 1, 512, 64, graphs=True, attention=("triton", "triton"))
+    assert with_graphs >= 0.012
+    without = reserve.estimate_gib(32, 2048, 1, 512, 64, graphs=False, attention=("triton", "triton"))
+    assert without < 0.001  # eager: no graph memory, only the page tables
+
+
+def test_a_flashinfer_server_reserves_the_states_new_workspace(monkeypatch):
+    monkeypatch.delenv(reserve.FLASHINFER_WORKSPACE_ENV, raising=False)
+    base = reserve.estimate_gib(32, 4096, 1, 1000, 64, graphs=False, attention=("fa3", "fa3"))
+    fi = reserve.estimate_gib(32, 4096, 1, 1000, 64, graphs=False, attention=("flashinfer", "flashinfer"))
+    assert round(fi - base, 3) == 0.5
+    split = reserve.estimate_gib(32, 4096, 1, 1000, 64, graphs=False, attention=("fa3", "flashinfer"))
+    assert split == fi
+    det = reserve.estimate_gib(32, 4096, 1, 1000, 64, graphs=False, attention=("flashinfer",), deterministic=True)
+    assert round(det - base, 3) == 2.0
+    monkeypatch.setenv(reserve.FLASHINFER_WORKSPACE_ENV, str(1024 * 1024 * 1024))
+    big = reserve.estimate_gib(32, 4096, 1, 1000, 64, graphs=False, attention=("flashinfer", None))
+    assert round(big - base, 3) == 1.0
+
+
+def test_the_configurator_reserves_the_workspace_of_a_flashinfer_server(budget, publish, monkeypatch):
+    monkeypatch.delenv(reserve.FLASHINFER_WORKSPACE_ENV, raising=False)
+    publish(disable_cuda_graph=True, max_running_requests=32, attention_backend="flashinfer")
+    budget(configurator(), 0)
+    want = reserve.estimate_gib(32, 4096, 1, 1000, 64, graphs=False)
+    assert round(reserve.reserved_gib() - want, 3) == 0.5

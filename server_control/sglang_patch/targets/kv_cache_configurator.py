@@ -65,5 +65,19 @@ def _estimate(configurator: Any) -> float:
     hidden = getattr(mc, "hidden_size", None) or getattr(text, "hidden_size", 0)
     vocab = getattr(mc, "vocab_size", None) or getattr(text, "vocab_size", 0)
     return reserve.estimate_gib(
-        bs, int(mc.context_len), int(configurator.page_size or 1), int(vocab or 0), int(hidden or 0), graphs
+        bs,
+        int(mc.context_len),
+        int(configurator.page_size or 1),
+        int(vocab or 0),
+        int(hidden or 0),
+        graphs,
+        attention=_attention_backends(),
+        deterministic=bool(getattr(getattr(get_exec(), "deterministic", None), "enable_deterministic_inference", False)),
     )
+
+
+def _attention_backends() -> tuple[str | None, ...]:
+    """SGLang's resolved (prefill, decode) attention backends (None where unset)."""
+    from sglang.srt.runtime_context import attention_backends
+
+    return tuple(attention_backends())

@@ -9,9 +9,13 @@ While the run goes, ``Budget.allows`` also skips a planned step whose estimate n
 fits what is left (an earlier step ran long), so the run ends inside the budget instead
 of being killed mid-way by the call's limit. No budget (``--budget-s 0``): every step runs.
 
-The estimates are guesses for an H200-class GPU with the rig's tiny float32 pair and the
-bundle's stand-in kernels (docs/gpu-check.md, "Time budget"): no GPU run of SGLang has
-measured them yet. The CPU rig is 5-20x slower; there the budget is off by default.
+The estimates are for one H200 with the rig's tiny float32 pair and the bundle's stand-in
+kernels (docs/gpu-check.md, "Time budget"): the server starts and the first checks were
+measured there on 2026-12-04 (rounded up); the fault servers, the stress, ITL, adaptive and
+the sweeps were not reached then and are still guesses. The CPU rig is 5-20x slower; there
+the budget is off by default. Forced flips under load rank second: of the checks a CPU cannot
+prove, it is the one most likely to show corruption under CUDA graphs plus the overlap
+scheduler.
 """
 
 from __future__ import annotations
@@ -24,24 +28,24 @@ T0_ENV = "SPECCONSOLE_GPU_CHECK_T0"  # wall-clock start, set before a bundle ins
 
 # step -> (priority, seconds on one GPU). Server phases: the start plus their first checks.
 STEPS: dict[str, tuple[int, float]] = {
-    "preflight": (1, 5),
-    "build the rig's trained models": (1, 35),
-    "start trained-plain": (1, 60),
-    "start patched": (1, 90),
+    "preflight": (1, 12),  # H200: 8-12 s
+    "build the rig's trained models": (1, 10),  # H200: 8 s from the kept weights
+    "start trained-plain": (1, 85),  # H200: 57-83 s
+    "start patched": (1, 85),  # H200: 78 s
     "start-up": (1, 2),
-    "switch both ways": (1, 10),
-    "graph / eager per bucket": (1, 15),
+    "switch both ways": (1, 5),  # H200: 1.9 s
+    "graph / eager per bucket": (1, 5),  # H200: 2.4 s
     "steps=0 memory per rank": (1, 2),
     "target-only stress at max batch": (2, 20),
+    "forced flips under load": (2, 0),  # + --flip-seconds (``estimates``)
     "a rank fails inside a capture": (2, 100),
     "N warnings in the log": (2, 5),
-    "runtime threshold": (3, 8),
-    "warm draft after target-only": (3, 10),
+    "runtime threshold": (3, 3),  # H200: 1.3 s
+    "warm draft after target-only": (3, 3),  # H200: 1.2 s
+    "automatic switches": (3, 15),
     "a rank fails before the build": (3, 90),
     "ITL under polling": (4, 60),
     "adaptive on": (4, 110),
-    "automatic switches": (5, 15),
-    "forced flips under load": (6, 0),  # + --flip-seconds (``estimates``)
     "tok/s plain": (7, 20),
     "tok/s per mode": (7, 0),  # + the sweeps' windows (``estimates``)
     "tp": (2, 150),  # the tp > 1 phase, where there are GPUs for it

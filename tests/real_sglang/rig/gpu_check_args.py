@@ -84,7 +84,7 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     p.add_argument("--context-length", type=int, default=None, help=f"a real pair: default its own, at most {CONTEXT_CAP}")
     p.add_argument("--speculative-num-steps", type=int, default=None, help="draft steps (default 2 rig, 3 real pair; topk 1)")
     p.add_argument("--mem-fraction-static", type=float, default=None, help="default 0.3 rig, SGLang's own for a real pair")
-    p.add_argument("--flip-seconds", type=float, default=90.0)
+    p.add_argument("--flip-seconds", type=float, default=30.0, help="forced flips under load: seconds of flipping (default 30)")
     p.add_argument("--max-new", type=int, default=None, help=f"tokens per reference output (>= 100; default {MAX_NEW})")
     p.add_argument("--levels", type=_levels, default=[1, 4, 16])
     p.add_argument("--warmup", type=float, default=2.0)
