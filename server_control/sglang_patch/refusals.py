@@ -95,19 +95,42 @@ def qsa_index_share(worker: Any) -> str | None:
     return None
 
 
-def disaggregation_decode() -> str | None:
+def disaggregation() -> str | None:
     """A PD-disaggregation decode server settles its first token through
     ``process_batch_result_prebuilt`` (the prefill server's result), a path the patch's
-    per-mode accounting and the TP agreement were never run on: refused, not untested."""
+    per-mode accounting and the TP agreement were never run on: refused, not untested. A
+    prefill server never decodes: the state would be memory for nothing."""
     from sglang.srt.runtime_context import get_disagg
 
-    if getattr(get_disagg(), "disaggregation_mode", None) == "decode":
+    mode = getattr(get_disagg(), "disaggregation_mode", None)
+    if mode == "decode":
         return (
             "PD disaggregation decode server (--disaggregation-mode decode): its results "
             "arrive through process_batch_result_prebuilt, which the patch does not "
             "cover (not tested)"
         )
+    if mode == "prefill":
+        return (
+            "PD disaggregation prefill server (--disaggregation-mode prefill): it never "
+            "decodes, so a target-only state would only take memory"
+        )
     return None
+
+
+def before_pool(server_args: Any) -> str | None:
+    """The refusals the configuration alone decides, so the KV pool is sized without the
+    state's reserve when the switch will be refused (reserve.py; the worker's refusals
+    come later and say the same)."""
+    from sglang.srt.runtime_context import get_parallel
+
+    pp = get_parallel().pp_size
+    return (
+        adaptive_machinery(server_args)
+        or lora(server_args)
+        or hisparse(server_args)
+        or (f"pipeline parallelism (pp_size={pp}) is not supported" if pp > 1 else None)
+        or disaggregation()
+    )
 
 
 def reason(worker: Any, server_args: Any, worker_cls: Any) -> str | None:
@@ -119,5 +142,5 @@ def reason(worker: Any, server_args: Any, worker_cls: Any) -> str | None:
         or hisparse(server_args)
         or pipeline(worker)
         or qsa_index_share(worker)
-        or disaggregation_decode()
+        or disaggregation()
     )

@@ -11,6 +11,7 @@ pytest.importorskip("sglang", reason="needs the real sglang==0.5.23 package")
 pytestmark = pytest.mark.sglang
 
 import sglang.srt.mem_cache.kv_cache_configurator as kvc  # noqa: E402
+from sglang.srt.runtime_context import get_server_args  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 from server_control.sglang_patch import reserve, startup  # noqa: E402
@@ -34,9 +35,10 @@ def budget(monkeypatch):
     return wrapper
 
 
-def configurator(algo=SpeculativeAlgorithm.EAGLE3, draft=False):
+def configurator(algo=SpeculativeAlgorithm.EAGLE3, draft=False, server_args=None):
     text = SimpleNamespace(hidden_size=64, vocab_size=1000)
     return SimpleNamespace(
+        server_args=server_args if server_args is not None else get_server_args(),
         is_draft_worker=draft,
         spec_algorithm=algo,
         page_size=1,
@@ -123,3 +125,47 @@ def test_the_configurator_reserves_the_workspace_of_a_flashinfer_server(budget, 
     budget(configurator(), 0)
     want = reserve.estimate_gib(32, 4096, 1, 1000, 64, graphs=False)
     assert round(reserve.reserved_gib() - want, 3) == 0.5
+
+
+def _adaptive(server_args, config):
+    """The published args as seen with --speculative-adaptive on (SGLang's resolution turns
+    it off on this CPU host; the configurator reads these two fields of it)."""
+
+    class Adaptive:
+        speculative_adaptive = True
+        speculative_adaptive_config = config
+
+        def __getattr__(self, name):
+            return getattr(server_args, name)
+
+    return Adaptive()
+
+
+@pytest.mark.parametrize(
+    "fields, why",
+    [
+        (dict(speculative_eagle_topk=4, speculative_num_draft_tokens=8), "speculative_eagle_topk=4"),
+        (dict(disaggregation_mode="prefill"), "PD disaggregation prefill server"),
+        ({"adaptive": None}, "SGLang's adaptive controller builds the steps=0 state itself"),
+    ],
+)
+def test_nothing_is_reserved_when_no_state_will_be_built(budget, publish, caplog, monkeypatch, fields, why):
+    """A topk-4 server lost 0.25 GiB of KV to a state the switch then refused to build."""
+    monkeypatch.setenv(reserve.RESERVE_ENV, "1.5")
+    adaptive = fields.pop("adaptive", False)
+    server_args = publish(**fields)
+    if adaptive is not False:  # SGLang's default config: steps 0 among its candidates
+        server_args = _adaptive(server_args, adaptive)
+    assert budget(configurator(server_args=server_args), 0) == 10 * GIB
+    assert reserve.reserved_gib() is None
+    said = [r.getMessage() for r in caplog.records if "nothing taken out of the KV cache budget" in r.getMessage()]
+    assert len(said) == 1 and why in said[0], said
+
+
+def test_an_adaptive_controller_without_steps_0_still_reserves(budget, publish, tmp_path, monkeypatch):
+    config = tmp_path / "adaptive.json"
+    config.write_text('{"1": {"candidate_steps": [1, 3]}, "16": {"candidate_steps": [1]}}')
+    monkeypatch.setenv(reserve.RESERVE_ENV, "1.5")
+    server_args = _adaptive(publish(), str(config))
+    assert budget(configurator(server_args=server_args), 0) == int(8.5 * GIB)
+    assert reserve.reserved_gib() == 1.5

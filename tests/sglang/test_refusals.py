@@ -106,10 +106,17 @@ def test_a_pd_disaggregation_decode_server_is_refused(publish, caplog):
     )
 
 
-def test_a_pd_disaggregation_prefill_server_is_not_refused_for_it(publish, caplog):
+def test_a_pd_disaggregation_prefill_server_is_refused(publish, caplog):
+    """It never decodes: a steps=0 state there would only take memory."""
     server_args = publish(disaggregation_mode="prefill", **ON)
-    worker = started_worker(server_args, Recorder())
-    assert "disaggregation" not in str(worker._dynspec.reason)
+    rec = Recorder()
+    assert_refused(
+        started_worker(server_args, rec),
+        rec,
+        caplog,
+        "PD disaggregation prefill server (--disaggregation-mode prefill): it never "
+        "decodes, so a target-only state would only take memory",
+    )
 
 
 @pytest.mark.parametrize(

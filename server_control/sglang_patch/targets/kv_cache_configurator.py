@@ -1,14 +1,16 @@
 """``sglang.srt.mem_cache.kv_cache_configurator``: take the steps=0 state's memory out of
 the target's KV budget before the pool is sized (reserve.py). Full mode only, EAGLE /
 EAGLE3 servers only (the switch can be turned on at runtime, so the reserve does not
-depend on the threshold), the target's configurator only, once per process."""
+depend on the threshold), the target's configurator only, once per process; nothing when
+the configuration alone refuses the switch (``refusals.before_pool``) or SGLang's adaptive
+controller builds the steps=0 state that the switch then reuses."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from server_control.sglang_patch import gate, hook, reserve
+from server_control.sglang_patch import gate, hook, refusals, reserve
 from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.mem_cache.kv_cache_configurator")
@@ -27,6 +29,14 @@ def after(module: Any) -> None:
         if self.is_draft_worker or reserve.reserved_gib() is not None or not _eagle(self):
             return available
         try:
+            why = refusals.before_pool(self.server_args) or _reused(self.server_args)
+        except Exception as exc:  # noqa: BLE001 - the pool is sized as SGLang would
+            gate.not_active(f"cannot reserve the target-only state's memory: {exc}")
+            return available
+        if why:
+            logger.info(f"Dynamic speculation: nothing taken out of the KV cache budget: {why}")
+            return available
+        try:
             gib = reserve.operator_gib()
             source = reserve.RESERVE_ENV
             if gib is None:
@@ -40,6 +50,18 @@ def after(module: Any) -> None:
         return reserve.take(available, gib)
 
     wrap_methods(cls, ((_profile_available_bytes, orig),))
+
+
+def _reused(server_args: Any) -> str | None:
+    """SGLang's adaptive controller with steps 0 among its candidates builds a steps=0
+    state of its own, which the switch reuses (worker.build_states): nothing new to hold."""
+    if not getattr(server_args, "speculative_adaptive", False):
+        return None
+    from sglang.srt.speculative.adaptive_spec_params import resolve_candidate_steps_from_config
+
+    if 0 in resolve_candidate_steps_from_config(getattr(server_args, "speculative_adaptive_config", None)):
+        return "SGLang's adaptive controller builds the steps=0 state itself (reused, not rebuilt)"
+    return None
 
 
 def _eagle(configurator: Any) -> bool:
