@@ -252,5 +252,7 @@ class RemoteRun:
         self._mirror = mirror
         from server_control.state.run_logs import prune_dir
 
-        prune_dir(self.mirror_dir, KEEP_MIRRORS, protect=(mirror,))
+        for gone in prune_dir(self.mirror_dir, KEEP_MIRRORS, protect=(mirror,)):
+            for part in gone.parent.glob(f"{gone.name}.[0-9]*"):  # its rotated parts
+                part.unlink(missing_ok=True)
         return None

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from server_control.fleet.spec import MemberSpec
+from server_control.proc.keeper import READ_CHUNK, LogWriter
 from server_control.sanitize import clean_json
 
 SSH = "ssh"
@@ -150,11 +151,28 @@ async def _end(proc: asyncio.subprocess.Process, grace_s: float = 2.0) -> None:
             continue
 
 
+MIRROR_PART_BYTES = 64 << 20  # a streamed log mirror's part; with MIRROR_KEEP old ones, ~3 x 2 x 64 MiB at most
+MIRROR_KEEP = 2
+
+
+async def _pump_into(reader: asyncio.StreamReader | None, writer: LogWriter) -> None:
+    """The stream's stdout into its mirror until EOF; the mirror's file closed after."""
+    try:
+        while reader is not None:
+            data = await reader.read(READ_CHUNK)
+            if not data:
+                return
+            writer.write(data)
+    finally:
+        os.close(writer.fd)
+
+
 class SshHost:
     def __init__(self, member: MemberSpec, *, multiplex: bool = True) -> None:
         self.member = member
         self.multiplex = multiplex
         self._streams: list[asyncio.subprocess.Process] = []
+        self._pumps: dict[asyncio.subprocess.Process, asyncio.Task[None]] = {}
 
     def _options(self, mux: bool) -> list[str]:
         if mux and self.multiplex:
@@ -223,9 +241,14 @@ class SshHost:
             time.monotonic() - t0,
         )
 
-    async def stream(self, cli_args: list[str], out_path: Path) -> asyncio.subprocess.Process:
-        """Start ``specconsole ARGS`` on the host with its stdout appended to ``out_path``;
-        it ends when ``stop_stream`` (or ``close``) ends the ssh process."""
+    async def stream(
+        self, cli_args: list[str], out_path: Path, *, part_bytes: int = MIRROR_PART_BYTES, keep: int = MIRROR_KEEP
+    ) -> asyncio.subprocess.Process:
+        """Start ``specconsole ARGS`` on the host with its stdout appended to ``out_path``
+        (mode 0600), through the run logs' writer: rotated at ``part_bytes``, ``keep`` old
+        parts (``out_path.1`` ...), a line without end cut at a part, so a mirror's disk is
+        bounded whatever the host sends; it ends when ``stop_stream`` (or ``close``) ends
+        the ssh process."""
         inner = self.member.remote_command(*cli_args)
         # the remote CLI in the background; the shell waits for EOF on stdin (the connection
         # went), then ends it
@@ -233,16 +256,21 @@ class SshHost:
         argv = [SSH, *self._options(True), self.member.host, "--", f"sh -c {shlex.quote(wrapped)}"]
         out_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)  # a run's log: private
-        with open(fd, "ab") as out:
+        writer = LogWriter(fd, str(out_path), 0o600, part_bytes, keep)
+        try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
-                stdout=out,
+                stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
                 start_new_session=True,
                 preexec_fn=_die_with_owner,
             )
+        except BaseException:
+            os.close(writer.fd)
+            raise
         self._streams.append(proc)
+        self._pumps[proc] = asyncio.create_task(_pump_into(proc.stdout, writer))
         return proc
 
     async def tunnel(self, local_port: int, remote_host: str, remote_port: int) -> asyncio.subprocess.Process:
@@ -280,6 +308,12 @@ class SshHost:
                 await _end(proc)
         if proc in self._streams:
             self._streams.remove(proc)
+        pump = self._pumps.pop(proc, None)
+        if pump is not None:
+            try:
+                await asyncio.wait_for(pump, 5.0)
+            except (TimeoutError, asyncio.CancelledError):
+                pass
 
     async def close(self) -> None:
         for proc in list(self._streams):

@@ -86,6 +86,41 @@ async def test_stream_mirrors_and_its_remote_command_ends_with_the_connection(me
         await host.close()
 
 
+async def test_a_flooding_stream_is_rotated_and_capped_and_private(member, tmp_path):
+    """A host's log flooding its mirror (one reached 909 MB in 45 s) is written through the
+    run logs' writer: parts of ``part_bytes``, ``keep`` old ones, mode 0600."""
+    log = tmp_path / "server-1.log"
+    log.write_text("[2026-11-30 10:00:00] first line\n")
+    mirror = tmp_path / "mirror" / "server-1.log"
+    part, total = 64 * 1024, 0
+    host = SshHost(member)
+    try:
+        proc = await host.stream(["logs", "--follow", str(log)], mirror, part_bytes=part, keep=1)
+        for _ in range(200):
+            if "first line" in (mirror.read_text() if mirror.exists() else ""):
+                break
+            await asyncio.sleep(0.05)
+        with log.open("a") as f:
+            for i in range(6000):  # ~0.9 MB: 14 parts' worth
+                f.write(f"[2026-11-30 10:00:01] flood line {i:05d} " + "x" * 100 + "\n")
+            f.write("[2026-11-30 10:00:02] the last line\n")
+        for _ in range(600):
+            if "the last line" in mirror.read_text():
+                break
+            await asyncio.sleep(0.05)
+        assert "the last line" in mirror.read_text()
+        await host.stop_stream(proc)
+    finally:
+        await host.close()
+    parts = sorted(mirror.parent.iterdir())
+    assert [p.name for p in parts] == ["server-1.log", "server-1.log.1"]  # keep=1: one old part
+    for p in parts:
+        total += p.stat().st_size
+        assert p.stat().st_size <= 2 * part, (p, p.stat().st_size)
+        assert p.stat().st_mode & 0o777 == 0o600, oct(p.stat().st_mode)
+    assert total <= 4 * part
+
+
 async def test_tunnel_reaches_a_server_the_host_sees(member, tmp_path):
     with start_sim(tmp_path, "--sim-light", tp=1, lifetime=60) as sim:
         sim.wait_ready()
