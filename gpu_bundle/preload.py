@@ -3,7 +3,9 @@
 
 Routes SGLang's JIT CUDA tree kernels (``sglang.kernels.ops.speculative.tree``, compiled
 with nvcc through tvm-ffi at first use) to the tested torch stand-ins of
-``gpu_bundle.ops.spec_tree`` right after that module is imported, unless
+``gpu_bundle.ops.spec_tree``, and its sampled verify
+(``sglang.kernels.ops.speculative.sampling``, which also needs FlashInfer's headers) to
+``gpu_bundle.ops.spec_sampling``, right after each module is imported, unless
 ``SPECCONSOLE_GPU_BUNDLE_TREE=jit`` keeps SGLang's own. Nothing else is replaced.
 """
 
@@ -14,6 +16,7 @@ import os
 import sys
 
 TREE_MODULE = "sglang.kernels.ops.speculative.tree"
+SAMPLING_MODULE = "sglang.kernels.ops.speculative.sampling"
 APPLIED: list[str] = []
 
 
@@ -23,6 +26,14 @@ def route_tree(module) -> None:
     module.build_tree_kernel_efficient = spec_tree.build_tree_kernel_efficient
     module.verify_tree_greedy = spec_tree.verify_tree_greedy
     APPLIED.append(TREE_MODULE)
+
+
+def route_sampling(module) -> None:
+    """The sampled verify (temperature > 0): its JIT kernel needs FlashInfer's headers."""
+    from gpu_bundle.ops import spec_sampling
+
+    module.tree_speculative_sampling_target_only = spec_sampling.tree_speculative_sampling_target_only
+    APPLIED.append(SAMPLING_MODULE)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -52,10 +63,15 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 def install() -> None:
     if os.environ.get("SPECCONSOLE_GPU_BUNDLE_TREE", "torch") == "jit" or APPLIED:
         return
-    if TREE_MODULE in sys.modules:
-        route_tree(sys.modules[TREE_MODULE])
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport({TREE_MODULE: route_tree}))
+    hooks = {TREE_MODULE: route_tree, SAMPLING_MODULE: route_sampling}
+    pending = {}
+    for name, hook in hooks.items():
+        if name in sys.modules:
+            hook(sys.modules[name])
+        else:
+            pending[name] = hook
+    if pending and not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(pending))
 
 
 install()

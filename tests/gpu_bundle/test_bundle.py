@@ -152,9 +152,11 @@ def test_stand_in_sgl_kernel_package():
 _PRELOAD = r"""
 import gpu_bundle.preload as pre
 import sglang.kernels.ops.speculative.tree as tree
-from gpu_bundle.ops import spec_tree
+import sglang.kernels.ops.speculative.sampling as sampling
+from gpu_bundle.ops import spec_sampling, spec_tree
 routed = tree.verify_tree_greedy is spec_tree.verify_tree_greedy and tree.build_tree_kernel_efficient is spec_tree.build_tree_kernel_efficient
-print("routed" if routed else "jit", pre.APPLIED)
+sampled = sampling.tree_speculative_sampling_target_only is spec_sampling.tree_speculative_sampling_target_only
+print("routed" if routed else "jit", "routed" if sampled else "jit", pre.APPLIED)
 """
 
 
@@ -164,7 +166,7 @@ def test_preload_routes_the_jit_tree_kernels(mode, want):
     env = dict(os.environ, PYTHONPATH=str(REPO), SPECCONSOLE_GPU_BUNDLE_TREE=mode)
     proc = subprocess.run([sys.executable, "-c", _PRELOAD], env=env, capture_output=True, text=True, timeout=300, cwd=str(REPO))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split()[0] == want
+    assert proc.stdout.split()[:2] == [want, want]
 
 
 # The bare image has neither cutlass (nvidia-cutlass-dsl) nor flash_mla, nor an

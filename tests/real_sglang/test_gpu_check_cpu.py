@@ -52,6 +52,7 @@ EXPECTED = [
     ("start-up", True),
     ("switch both ways", True),
     ("graph / eager per bucket", True),
+    ("sampled requests", True),
     ("steps=0 memory per rank", True),
     ("target-only stress at max batch", True),
     ("N warnings in the log", True),
@@ -109,7 +110,7 @@ def test_gpu_check_passes_on_the_cpu_rig(rig, tmp_path):
     results = json.loads(out.read_text())
     assert [(r["name"], r["ok"]) for r in results] == EXPECTED
     assert all(r["detail"] == f"skipped by --skip {r['name'].split(' (tp')[0]!r}" for r in results if r["ok"] is None)
-    assert "gpu-check: all passed (15/15 checks, 6 skipped)" in res.stdout
+    assert "gpu-check: all passed (16/16 checks, 6 skipped)" in res.stdout
     assert "| c | plain | speculative | target-only | auto |" in res.stdout
     by_name = {r["name"]: r for r in results}
     report(

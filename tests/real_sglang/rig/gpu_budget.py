@@ -37,6 +37,7 @@ STEPS: dict[str, tuple[int, float]] = {
     "graph / eager per bucket": (1, 5),  # H200: 2.4 s
     "steps=0 memory per rank": (1, 2),
     "target-only stress at max batch": (2, 20),
+    "sampled requests": (2, 5),
     "forced flips under load": (2, 0),  # + --flip-seconds (``estimates``)
     "a rank fails inside a capture": (2, 100),
     "N warnings in the log": (2, 5),

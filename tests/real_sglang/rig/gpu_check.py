@@ -259,6 +259,7 @@ def _patched_checks(step, pool, server, spec, inputs, parked, opts, mode_cost) -
     step("start-up", "start-up", gc.startup, server, ready_s=pool.ready_s[spec.name], tp=1, cuda=cuda)
     step("switch both ways", "switch both ways", gc.switch_both_ways, server, prompts, tp=1, cuda=cuda, floor=floor)
     step("graph / eager per bucket", "graph / eager per bucket", gm.forwards_per_bucket, server, prompts, cuda=cuda)
+    step("sampled requests", "sampled requests", gc.sampled_requests, server, prompts, ref[0])
     step("steps=0 memory per rank", "steps=0 memory per rank", gm.memory_per_rank, server, cuda=cuda)
     step("target-only stress at max batch", "target-only stress at max batch", gs.stress_target_only, server, work, cuda=cuda)
     step("N warnings in the log", "N warnings in the log", gw.n_warnings, server, tp=1)

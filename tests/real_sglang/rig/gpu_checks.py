@@ -131,6 +131,39 @@ def switch_both_ways(
     return f"accept {first:.2f} alone; switched on {sorted(want)} and back", {"accept": first}
 
 
+SAMPLED = {"temperature": 1.0, "top_k": 8, "top_p": 0.9, "ignore_eos": True}
+
+
+def sampled_requests(server: RigServer, prompts: list[list[int]], want: list[int]) -> tuple[str, dict]:
+    """Sampled (temperature 1, top-k, top-p) requests in both modes: 2 at once speculate
+        (threshold 2: on CUDA SGLang's sampled verify, the bundle's stand-in kernel), 6 at once
+        run target-only (the sampler's renorm kernels). Every request gets its tokens, each a
+        vocabulary id, and the server then answers a greedy request token-exact (a token past the vocabulary would
+    end the detokenizer: the traceback check). On the CPU
+        SGLang verifies greedily whatever the temperature: there this proves completion only."""
+    max_new = 32
+    mark = len(server.log_text())
+    sw.force(server, decision.SPECULATIVE)  # an earlier check may have left target-only (hysteresis)
+    try:
+        spec = server.request("/generate", {"input_ids": prompts[:2], "sampling_params": {**SAMPLED, "max_new_tokens": max_new}})
+    finally:
+        sw.force(server, decision.AUTO)
+    verifies = sum(o["meta_info"].get("spec_verify_ct", 0) for o in spec)
+    assert verifies > 0, "the 2 sampled requests never verified a draft"
+    wide = server.request("/generate", {"input_ids": prompts[:6], "sampling_params": {**SAMPLED, "max_new_tokens": max_new}})
+    assert sw.TO_TARGET_ONLY in server.log_text()[mark:], "6 sampled requests did not switch to target-only"
+    outs = [o["output_ids"] for o in [*spec, *wide]]
+    assert all(len(o) == max_new for o in outs), [len(o) for o in outs]
+    assert all(isinstance(t, int) and t >= 0 for o in outs for t in o), "a sampled token that is not a token id"
+    assert "Traceback" not in server.log_text()[mark:], "a traceback in the log after sampled requests"
+    again = sw.generate_ids(server, prompts[:1], len(want))
+    assert again == [want], "a greedy request after the sampled ones differs from the plain server"
+    return (
+        f"{len(outs)} sampled requests x {max_new} tokens ({verifies} speculative verifies); greedy token-exact after",
+        {"verifies": verifies},
+    )
+
+
 def runtime_threshold(server: RigServer, prompts: list[list[int]], tp: int) -> tuple[str, dict]:
     """Threshold 8 at runtime: read back on every rank, 6 requests speculate; back to 2."""
     mark = len(server.log_text())
