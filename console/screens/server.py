@@ -170,7 +170,7 @@ class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
         self._built_at = time.monotonic()
         try:
             self.snapshot = self.session.snapshot()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a snapshot that fails is a toast, the screen goes on
             self.notify(f"snapshot failed: {exc}", severity="error")
 
     def watch_snapshot(self, old: SessionSnapshot, snap: SessionSnapshot) -> None:
@@ -191,7 +191,7 @@ class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
         is shielded: leaving the screen (the fleet's escape) does not cut a change in half."""
         try:
             result = await asyncio.shield(call)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any failure of an operator's action is a toast, never a crash
             self.notify(f"{what} failed: {exc}", severity="error", timeout=8)
             return None
         finally:

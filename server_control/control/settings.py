@@ -255,7 +255,7 @@ class Control:
     def _seq(self) -> int | None:
         try:
             return self.log_seq() if self.log_seq else None
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - no log position: the reason is then looked up without one
             return None
 
     async def _log_reason(self, key: str, seq: int | None, wait_s: float = 1.0) -> str | None:
@@ -270,7 +270,7 @@ class Control:
                     m = pattern.search(getattr(rec, "text", "") or "")
                     if m:
                         return m.group(1)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a log that cannot be read gives no reason, not an error
                 return None
             if time.monotonic() >= deadline:
                 return None

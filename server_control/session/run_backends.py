@@ -151,7 +151,7 @@ class ProfileRun:
             self._watch.cancel()
             try:
                 await self._watch
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the watch ends here; its last error was already reported
                 pass
             self._watch = None
 

@@ -135,7 +135,7 @@ def default_store() -> Any:
         import torch.distributed.distributed_c10d as c10d
 
         store = c10d._get_default_store()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - torch's private store API: any failure named in one line
         raise RuntimeError(f"{STORE_MISSING}: {exc!r}") from None
     if store is None:
         raise RuntimeError(STORE_MISSING)
@@ -160,7 +160,7 @@ def agree(mine: dict[str, Any], group: Any, store: Any, timeout: float, run: int
     try:
         store.wait([verdict_key], datetime.timedelta(seconds=wait))
         return Verdict.from_json(store.get(verdict_key))
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no verdict in time, or a store error: either way the switch stays off
         return Verdict(
             False,
             f"no verdict from TP0 within {wait:.0f} s (TP0 has no "
@@ -179,7 +179,7 @@ def tp_group() -> Any:
         from sglang.srt.runtime_context import get_parallel
 
         group = get_parallel().tp_group
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no TP group to agree with: a single rank decides alone
         return None
     return group if getattr(group, "world_size", 1) > 1 else None
 
@@ -204,7 +204,7 @@ def settle(dyn: Any, local_failure: str | None, memory: dict[str, Any] | None = 
         )
         try:
             dyn.verdict = agree(mine, group, default_store(), timeout_s(), dyn.run)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - the agreement must never stop the server: the switch goes off instead
             dyn.verdict = Verdict(False, f"the TP ranks could not agree ({exc}); the switch is off on every rank", False)
         if not dyn.verdict.agreed:
             active, reason = False, dyn.verdict.reason
@@ -261,7 +261,7 @@ def confirm_built(dyn: Any, failure: str | None) -> None:
     if failure is not None:  # let the others log it before SGLang ends the process tree
         try:
             store.wait([_key(group, f"seen/{i}", run) for i in range(group.world_size)], datetime.timedelta(seconds=SEEN_WAIT_S))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - best effort: the failure is raised next whatever the others saw
             pass
     raise BuildFailed(message)
 

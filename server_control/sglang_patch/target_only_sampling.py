@@ -100,7 +100,7 @@ def missing() -> str | None:
     for name, attrs in need.items():
         try:
             module = importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a module SGLang lacks or cannot import is named, not raised
             return f"{name} ({exc!r})"
         for attr in attrs:
             if not hasattr(module, attr):

@@ -178,7 +178,7 @@ def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpecula
         return dyn
     try:
         reason = refusals.reason(worker, server_args, worker_cls)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - an unknown set-up turns the switch off, never the server
         reason = f"cannot check the set-up ({exc!r})"
     dyn = DynamicSpeculation(switch, reason, worker, explorer)
     if reason is not None:

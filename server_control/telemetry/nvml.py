@@ -152,7 +152,7 @@ class NvmlSampler:
                 try:
                     row[key] = query(h)
                     ok += 1
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - a query a driver lacks is a blank cell, not a dead sampler
                     row[key] = None
                     last_exc = exc
             rows.append((s["index"], row))
@@ -178,7 +178,7 @@ class NvmlSampler:
                     continue
                 try:
                     pids.update(int(p.pid) for p in fn(h))
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - a process list a driver refuses leaves that GPU's pids empty
                     pass
             per_dev.append(sorted(pids & ours))
         with self._lock:
@@ -209,7 +209,7 @@ class NvmlSampler:
         finally:
             try:
                 self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - shutting NVML down on the way out: nothing left to tell
                 pass
 
     def _notify(self) -> None:

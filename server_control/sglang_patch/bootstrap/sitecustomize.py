@@ -76,7 +76,7 @@ def _preload(names: list[str]) -> None:
         for name in names:
             try:
                 importlib.import_module(name)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a preload that fails is reported; the server still starts
                 sys.stderr.write(f"specconsole bootstrap: SPECCONSOLE_SGLANG_PRELOAD module {name!r} failed to import: {exc!r}\n")
     finally:
         if added and _ROOT in sys.path:
@@ -92,12 +92,12 @@ def _main() -> None:
         from server_control.sglang_patch import hook
 
         hook.install()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - no hook: the server runs unpatched and says so
         sys.stderr.write(f"Dynamic speculation disable NOT active: the specconsole import hook could not be installed: {exc!r}\n")
     try:
         if not globals().get("_SPECCONSOLE_FROM_PTH"):  # from a .pth: site imports it next
             _chain_previous()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - another sitecustomize's failure is theirs, reported, not ours to raise
         sys.stderr.write(f"specconsole bootstrap: the previous sitecustomize failed: {exc!r}\n")
     if os.environ.pop("SPECCONSOLE_SERVE_MAIN", None) == "1":
         try:
@@ -107,7 +107,7 @@ def _main() -> None:
             from server_control.protocol.keys import take_key_flags
 
             sys.argv[:] = take_key_flags(sys.argv)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - the server starts without our key flags rather than not at all
             sys.stderr.write(f"specconsole bootstrap: could not pass the API keys: {exc!r}\n")
     names = [n.strip() for n in os.environ.get("SPECCONSOLE_SGLANG_PRELOAD", "").split(",")]
     if any(names):

@@ -175,7 +175,7 @@ def install() -> None:
             if dyn.active:
                 try:
                     worker.build_states(w, module)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - the rig copies the patch: a failed build is settled, never raised
                     failure = f"could not build the target-only (steps=0) runtime state: {exc!r}"
             if rank_agreement.settle(dyn, failure):
                 worker.announce(dyn)
