@@ -41,3 +41,55 @@ def test_layer_picture_names_every_package() -> None:
     packages = {p.split("/")[1] for p in _tree() if p.count("/") == 1}
     missing = {p for p in packages if not re.search(rf"\b{p}/", picture)}
     assert not missing
+
+
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+NAMED = re.compile(r"`([\w./-]+\.(?:py|toml|json|md))(?:[:`]|::)")
+# names the docs give to files that are not in a tree: the rig cache's facts, a model
+# directory's config, an operator's example fleet file
+ELSEWHERE = {"facts.json", "config.json", "f.toml"}
+SKIPPED_DIRS = {".git", ".venv", "__pycache__", "node_modules", ".mypy_cache", ".ruff_cache"}
+
+
+def _files(base: Path) -> set[str]:
+    out = set()
+    for path in base.rglob("*"):
+        if path.is_file() and not SKIPPED_DIRS & set(path.relative_to(base).parts):
+            out.add(str(path.relative_to(base)))
+    return out
+
+
+def _sglang_files() -> set[str]:
+    """SGLang's own files (the docs cite its code by path), without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return set()
+    return _files(Path(next(iter(spec.submodule_search_locations))))
+
+
+def stale_names(docs: list[Path], ours: set[str], sglang: set[str]) -> list[str]:
+    """Every backticked file name in the docs names a file: ours (a path, or a name unique
+    enough to end one) or SGLang's (its package's files, when it is installed)."""
+    stale = []
+    for doc in docs:
+        for i, line in enumerate(doc.read_text().splitlines(), 1):
+            for name in NAMED.findall(line):
+                if name in ELSEWHERE:
+                    continue
+                if any(f == name or f.endswith("/" + name) for f in ours):
+                    continue
+                if any(f == name or f.endswith("/" + name) for f in sglang) or (not sglang and "/" in name):
+                    continue
+                stale.append(f"{doc.name}:{i}: {name}")
+    return stale
+
+
+def test_every_file_the_docs_name_exists(tmp_path) -> None:
+    ours, sglang = _files(ROOT), _sglang_files()
+    assert stale_names(DOCS, ours, sglang) == []
+    # the control: a renamed module is caught
+    doc = tmp_path / "d.md"
+    doc.write_text("Validated by `server_control/config/profile.py` (+ `profile_schema.py`).\n")
+    assert stale_names([doc], ours, sglang) == ["d.md:1: profile_schema.py"]
