@@ -1,7 +1,8 @@
-"""`specconsole logs [FILE | --profile F | --demo] [--follow] [--grep RE] [--invert] [--kind K] [--rank R] [--parse] [--json]`
+"""`specconsole logs [FILE | --profile F | --demo] [-f] [-n N] [--grep RE] [--invert] [--kind K] [--rank R] [--parse] [--json]`
 
 Prints a server log's records, filtered; `--parse --json` prints one JSON object per
-record (the log record contract, docs/logs.md). `--profile F` / `--demo` (with
+record (the log record contract, docs/logs.md). `-n N`: only the last N (that match);
+`--follow` starts from the last 10, like tail -f (`-n all`: from the start). `--profile F` / `--demo` (with
 `--state-dir`, as the other commands): that run's log (the run record's, else the newest
 log the profile's runs wrote). Without any of them: the newest run log under the state
 directory (server_control.state.state_dir: `$SPECCONSOLE_STATE_DIR` or the platform's user state
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import gc
 import json
 import os
@@ -96,6 +98,15 @@ def register(subparsers) -> None:
         action="store_true",
         help="keep following (tail -F: waits for the file, survives rotation and truncation)",
     )
+    p.add_argument(
+        "-n",
+        "--lines",
+        metavar="N",
+        type=_lines,
+        default=None,
+        help=f"only the last N records (that match) before following; 'all' for every one "
+        f"(default: all, and with --follow the last {FOLLOW_LINES}, like tail -f)",
+    )
     p.add_argument("--grep", metavar="RE", help="only records whose line matches this regex")
     p.add_argument("--invert", action="store_true", help="only records that do NOT match --grep")
     p.add_argument(
@@ -105,6 +116,25 @@ def register(subparsers) -> None:
     p.add_argument("--parse", action="store_true", help="print records (line, kind, text) instead of the raw lines")
     p.add_argument("--json", action="store_true", help="with --parse: one JSON object per record (implies --parse)")
     p.set_defaults(func=run)
+
+
+FOLLOW_LINES = 10  # what -f shows of the file before following, as tail -f does
+
+
+ALL = -1  # ``-n all``
+
+
+def _lines(text: str) -> int:
+    """``-n``: a count >= 0, or ``all`` (``ALL``: every record)."""
+    if text.strip().lower() == "all":
+        return ALL
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of records >= 0 or 'all', got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of records >= 0 or 'all', got {text!r}")
+    return n
 
 
 def json_lines_encoder():
@@ -189,9 +219,16 @@ def run(args) -> int:
         return EXIT_FAILED
     printer = _Printer(args, sys.stdout.buffer)
     try:
+        if args.lines is None:  # not given: all, and with --follow the last FOLLOW_LINES
+            last = FOLLOW_LINES if args.follow else None
+        else:
+            last = None if args.lines == ALL else args.lines
         if args.follow:
-            return asyncio.run(_follow(path, matches, printer))
-        _print_file(path, printer, matches, filtered=bool(args.grep or kinds or args.rank))
+            return asyncio.run(_follow(path, matches, printer, last))
+        if last is not None:
+            _print_last(path, printer, matches, last)
+        else:
+            _print_file(path, printer, matches, filtered=bool(args.grep or kinds or args.rank))
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_OK
@@ -222,17 +259,36 @@ def _print_file(path: Path, printer: _Printer, matches, filtered: bool) -> None:
         printer.write([r for r in records_from_columns(*columns) if matches(r)])
 
 
-async def _follow(path: Path, matches, printer: _Printer) -> int:
+def _print_last(path: Path, printer: _Printer, matches, last: int) -> None:
+    """The last ``last`` records of ``path`` that ``matches``."""
+    kept: collections.deque = collections.deque(maxlen=last)
+    for columns in iter_file(path):
+        kept.extend(r for r in records_from_columns(*columns) if matches(r))
+    printer.write(list(kept))
+
+
+async def _follow(path: Path, matches, printer: _Printer, last: int | None = None) -> int:
+    """Follow ``path``; of what it already holds only the last ``last`` matching records
+    (None: all), then every new one."""
     store = LogStore()
     seen = 0
+    backlog: collections.deque | None = collections.deque(maxlen=last) if last is not None else None
 
     def on_records(last_seq: int) -> None:
         nonlocal seen
-        fresh = store.since(seen)
+        fresh = [r for r in store.since(seen) if matches(r)]
         seen = last_seq
-        printer.write([r for r in fresh if matches(r)])
+        if backlog is not None:
+            backlog.extend(fresh)
+        else:
+            printer.write(fresh)
 
     pipeline = LogPipeline(path, store, on_records)
+    while backlog is not None and pipeline.step():  # what the file holds now, read to its end
+        pass
+    if backlog is not None:
+        held, backlog = list(backlog), None
+        printer.write(held)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         try:

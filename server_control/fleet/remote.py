@@ -7,7 +7,7 @@ What a session needs of a run, and where it comes from here:
 - the HTTP surface: an ``ssh -N -L`` tunnel from a local port to the server's address as
   the host sees it (the URL of that status), so the session polls and steers the server
   with the same code as a local one, and nothing listens beyond sshd;
-- the log: ``specconsole logs --follow <remote log>`` streamed into a local mirror file, which
+- the log: ``specconsole logs --follow --lines all <remote log>`` streamed into a local mirror file, which
   the session follows like any log (same parser, same store, same screen; the copy
   survives the link dropping). A restart on the host (a new log path) starts a new mirror;
 - launch / stop / restart: ``specconsole launch --wait|stop|restart --json`` on the host.
@@ -248,7 +248,7 @@ class RemoteRun:
         mirror = self.mirror_dir / name
         mirror.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.close(os.open(mirror, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))  # sent from its start again
-        self._stream = await self.ssh.stream(["logs", "--follow", remote_log], mirror)
+        self._stream = await self.ssh.stream(["logs", "--follow", "--lines", "all", remote_log], mirror)
         self._mirror = mirror
         from server_control.state.run_logs import prune_dir
 

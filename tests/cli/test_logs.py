@@ -146,3 +146,54 @@ def test_binary_garbage_does_not_crash(tmp_path, flag):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count(b"\n") == data.count(b"\n") + 1  # one record per line, the last unterminated
     assert b"\x1b" not in proc.stdout
+
+
+def _numbered(path, n):
+    with open(path, "w") as f:
+        for i in range(1, n + 1):
+            f.write(f"[2026-11-29 10:00:{i % 60:02d}] line {i}\n")
+
+
+def test_lines_prints_only_the_last_n_and_refuses_a_bad_count(tmp_path):
+    path = tmp_path / "server.log"
+    _numbered(path, 30)
+    res = subprocess.run(
+        [sys.executable, "-m", "console", "logs", str(path), "-n", "3"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert res.returncode == 0 and [ln.split()[-1] for ln in res.stdout.splitlines()] == ["28", "29", "30"]
+    res = subprocess.run(
+        [sys.executable, "-m", "console", "logs", str(path), "--lines", "2", "--grep", "line 1", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0 and [json.loads(x)["line"] for x in res.stdout.splitlines()] == [18, 19]  # of the matches
+    res = subprocess.run([sys.executable, "-m", "console", "logs", str(path)], cwd=ROOT, capture_output=True, text=True)
+    assert len(res.stdout.splitlines()) == 30  # without -f or -n: every record
+    for bad in ("-1", "ten"):
+        res = subprocess.run(
+            [sys.executable, "-m", "console", "logs", str(path), "-n", bad], cwd=ROOT, capture_output=True, text=True
+        )
+        assert res.returncode == 2 and "must be a number of records >= 0 or 'all'" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("lines, want", [(None, list(range(21, 31))), ("4", [27, 28, 29, 30]), ("all", list(range(1, 31)))])
+def test_follow_starts_from_the_last_lines_like_tail(tmp_path, lines, want):
+    path = tmp_path / "server.log"
+    _numbered(path, 30)
+    argv = [sys.executable, "-m", "console", "logs", str(path), "--follow", "--json", *(["-n", lines] if lines else [])]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        first = read_json_lines(proc, len(want))
+        assert [r["line"] for r in first] == want
+        with open(path, "a") as f:
+            f.write("[2026-11-29 10:01:00] line 31\n[2026-11-29 10:01:01] line 32\n")
+        assert [r["line"] for r in read_json_lines(proc, 2)] == [31, 32]  # then every new one
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        proc.stdout.close()
+        proc.stderr.close()
