@@ -68,7 +68,12 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    demo.add_argument("--port", type=int, metavar="N", help="port (default: the profile's, or a free one if busy)")
+    demo.add_argument(
+        "--port",
+        type=int,
+        metavar="N",
+        help="port of the single-server demo (default: the profile's, or a free one if busy; not with --fleet)",
+    )
     demo.add_argument(
         "--time-scale",
         type=positive,
@@ -147,6 +152,10 @@ def run_demo(args) -> int:
 
     if args.time_scale <= 0:
         return usage_error(f"--time-scale must be > 0, got {args.time_scale}")
+    if args.fleet and args.port is not None:
+        return usage_error("--port is the single server's; the demo fleet takes free ports for its members and gateway")
+    if args.keep and not args.fleet:
+        return usage_error("--keep is for --fleet: it leaves the demo fleet running on quit")
     if args.fleet:
         from console.cli.fleet import run_demo as run_fleet_demo
 
