@@ -27,6 +27,7 @@ EXIT_USAGE = 2  # bad profile or arguments
 EXIT_CONFLICT = 3  # launch/supervise: a live run holds the profile or its port
 EXIT_PENDING = 3  # verify: a layer is still pending
 EXIT_TIMEOUT = 4  # launch/restart --wait: not ready in time
+EXIT_UNREACHABLE = 5  # status, threshold, verify: nothing answered at the server's URL
 EXIT_INTERRUPTED = 130  # Ctrl-C
 EXIT_BROKEN_PIPE = 141  # the reader of stdout left (`... | head`)
 

@@ -6,13 +6,14 @@ threshold: without N, print the threshold every DP rank reads back; with N, set 
 process's tuner (`supervise --auto-tune`, which an operator's N turned off) back on: a
 request in the journal, answered there by that process (supervision/tune_requests.py).
   Exit codes: 0 read / applied / tuning on; 1 refused by the server, unsupported (stock
-  SGLang), error, or no supervising tuner answered within --wait; 2 bad arguments; 130
-  interrupted.
+  SGLang), error, or no supervising tuner answered within --wait; 2 bad arguments; 5 no
+  answer at the server's URL; 130 interrupted.
 
 verify: the three layers (configuration, initialisation, runtime), each pass / fail /
 pending with the evidence and, on failure, the likely cause. `--wait S` keeps watching
 up to S seconds while anything is pending.
-  Exit codes: 0 all pass; 1 a failure; 3 pending; 2 bad arguments; 130 interrupted.
+  Exit codes: 0 all pass; 1 a failure; 3 pending; 2 bad arguments; 5 no answer at the
+  server's URL (the layers still printed, pending); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_UNREACHABLE,
     UsageError,
     add_target_arguments,
     check_url,
@@ -46,10 +48,10 @@ from server_control.supervision import tune_requests
 THRESHOLD_EPILOG = (
     "Exit codes: 0 read/applied/tuning on, 1 refused by the server/unsupported/error/no "
     "supervising tuner answered, 2 bad arguments (an invalid N or MODE: nothing is sent), "
-    "130 interrupted."
+    "5 no answer at the server's URL, 130 interrupted."
 )
 AUTO = "auto"
-VERIFY_EPILOG = "Exit codes: 0 all pass, 1 a failure, 3 pending, 2 bad arguments, 130 interrupted."
+VERIFY_EPILOG = "Exit codes: 0 all pass, 1 a failure, 3 pending, 2 bad arguments, 5 no answer, 130 interrupted."
 
 
 def ranks_text(ranks: tuple[bool, ...] | list[bool]) -> str:
@@ -97,6 +99,8 @@ async def _threshold(args) -> int:
             elif "error" in got:
                 print(f"error: {got['error']}")
                 error(unreachable_hint(session.url, session))
+                if not (session.last and session.last.reachable):
+                    return EXIT_UNREACHABLE
             else:
                 print(
                     f"threshold per DP rank: {got['thresholds']}  force: {got['force']}  runtime changes "
@@ -115,6 +119,7 @@ async def _threshold(args) -> int:
             and not (session.last and session.last.reachable)
         ):
             error(unreachable_hint(session.url, session))
+            return EXIT_UNREACHABLE
         return EXIT_OK if result.done else EXIT_FAILED
     finally:
         await session.close()
@@ -167,6 +172,7 @@ async def _verify(args) -> int:
     print(json.dumps(result.to_json(), indent=1) if args.json else verification_text(result, "verification", "likely cause"))
     if not reachable:
         error(hint)
+        return EXIT_UNREACHABLE
     return result.exit_code
 
 

@@ -284,17 +284,17 @@ async def _follow(path: Path, matches, printer: _Printer, last: int | None = Non
             printer.write(fresh)
 
     pipeline = LogPipeline(path, store, on_records)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # before anything is printed: a reader may end us then
+        try:
+            loop.add_signal_handler(sig, pipeline.stop)
+        except (NotImplementedError, RuntimeError):
+            pass
     while backlog is not None and pipeline.step():  # what the file holds now, read to its end
         pass
     if backlog is not None:
         held, backlog = list(backlog), None
         printer.write(held)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            loop.add_signal_handler(sig, pipeline.stop)
-        except (NotImplementedError, RuntimeError):
-            pass
     if not path.exists():
         error(f"waiting for {path} to appear", PREFIX)
     await pipeline.run()

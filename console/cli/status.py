@@ -7,10 +7,10 @@ else the demo's run. A server that does not answer is named with its URL. API ke
 named by `--api-key-env` / `--admin-api-key-env` (default SPECCONSOLE_API_KEY and
 SPECCONSOLE_ADMIN_API_KEY); profiles name their own variables.
 
-Exit codes: 0 the server answered; 1 it did not (the snapshot is still printed, with the
-reason), or what answers is not this run's server, or `--demo` has no run; 2 bad profile or
-arguments; 3 not running: the profile's run was stopped on purpose (or never launched), so
-nothing should answer; 130 interrupted.
+Exit codes: 0 the server answered; 1 what answers is not this run's server, or `--demo` has
+no run; 2 bad profile or arguments; 3 not running: the profile's run was stopped on purpose
+(or never launched), so nothing should answer; 5 no answer at the server's URL (the snapshot
+is still printed, with the reason); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_UNREACHABLE,
     add_target_arguments,
     error,
     open_session,
@@ -36,8 +37,8 @@ from server_control.model.vocabulary import RunState
 from server_control.supervision.ownership import ROLE_WORDS
 
 EPILOG = (
-    "Exit codes: 0 the server answered, 1 it did not (snapshot printed with the reason) or it is not "
-    "this run's server, 2 bad profile/arguments, 3 not running (stopped on purpose), 130 interrupted."
+    "Exit codes: 0 the server answered, 1 it is not this run's server, 2 bad profile/arguments, "
+    "3 not running (stopped on purpose), 5 no answer (snapshot printed with the reason), 130 interrupted."
 )
 EXIT_NOT_RUNNING = 3
 
@@ -144,7 +145,9 @@ async def _status(args) -> int:
     if not snap.server.reachable:
         error(hint)
         stopped = snap.run.state == RunState.STOPPED and not snap.attached and not snap.server.foreign
-        return EXIT_NOT_RUNNING if stopped else EXIT_FAILED
+        if stopped:
+            return EXIT_NOT_RUNNING
+        return EXIT_FAILED if snap.server.foreign else EXIT_UNREACHABLE
     return EXIT_OK
 
 

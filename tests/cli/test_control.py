@@ -89,14 +89,19 @@ def test_threshold_set_read_and_refuse(wave_sim):
     assert r.returncode == 0 and r.stdout.startswith("applied")
 
 
-def test_unreachable_status_1_verify_3():
+def test_no_answer_is_exit_5_on_every_command():
+    """One documented code for "nothing answered at the URL" (status said 1, verify 3
+    "pending", threshold 1): a script can tell it from a refusal or a failure."""
     url = f"http://127.0.0.1:{free_port()}"
     r = cli("status", "--url", url, "--json")
-    assert r.returncode == 1
+    assert r.returncode == 5
     assert problems(json.loads(r.stdout), snapshot_schema(RUN)) == []
     assert "/server_info" in json.loads(r.stdout)["server"]["error"]
     r = cli("verify", "--url", url)
-    assert r.returncode == 3 and "pending" in r.stdout
+    assert r.returncode == 5 and "pending" in r.stdout and "no answer from" in r.stderr
+    for args in (("threshold",), ("threshold", "7"), ("threshold", "--force", "auto")):
+        r = cli(*args, "--url", url)
+        assert r.returncode == 5 and "no answer from" in r.stderr, (args, r.stdout, r.stderr)
 
 
 def test_verify_fails_when_threshold_is_zero(tmp_path):
