@@ -59,9 +59,9 @@ class FleetApp(ConsoleApp):
         return cast(FleetScreen, self.screen_stack[0])
 
     async def action_quit(self) -> None:
-        """ctrl+q: as `q` on the screen shown (a member's comes back to the fleet first)."""
+        """ctrl+q: the fleet's quit question (from a member's screen: back to the fleet first)."""
         if isinstance(self.screen, MemberScreen):
-            self.screen.action_quit_console()
+            self.screen.quit_fleet()
         else:
             self.fleet_screen.action_quit_fleet()
 

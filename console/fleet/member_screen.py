@@ -1,8 +1,8 @@
 """One member's server screen: the single-server screen (``ServerScreen``) over that
 member's session, pushed by the fleet screen on `enter`. ``escape`` (when the log view has
-no filter or search left to clear) dismisses it, back to the fleet table; `q` dismisses it
-with "quit": the fleet's question follows (the fleet owns the sessions: this screen neither
-starts nor closes one)."""
+no filter or search left to clear) and `q` dismiss it, back to the fleet table (a member's
+`q` never asks to stop the whole fleet); ctrl+q dismisses it with "quit": the fleet's
+question follows (the fleet owns the sessions: this screen neither starts nor closes one)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from textual.binding import Binding
 from console.screens.server import ServerScreen
 from server_control.session.api import SessionLike
 
-QUIT = "quit"  # the result of a member screen dismissed by `q`
+QUIT = "quit"  # the result of a member screen dismissed by ctrl+q
 
 
 class MemberScreen(ServerScreen):
@@ -20,7 +20,7 @@ class MemberScreen(ServerScreen):
     def __init__(self, member: str, session: SessionLike, fleet_name: str) -> None:
         super().__init__(session, start_session=False)
         self.member = member
-        self.sub_title = f"member {member} of fleet {fleet_name} (escape: back to the fleet)"
+        self.sub_title = f"member {member} of fleet {fleet_name} (escape or q: back to the fleet; ctrl+q: quit)"
 
     def action_back_to_fleet(self) -> None:
         """escape: the log view clears its filter or search first (console/widgets/log/view.py);
@@ -28,5 +28,9 @@ class MemberScreen(ServerScreen):
         self.dismiss()
 
     def action_quit_console(self) -> None:
-        """`q` on a member's screen: back to the fleet, and the fleet's question."""
+        """`q` on a member's screen: back to the fleet (as escape), no question."""
+        self.dismiss()
+
+    def quit_fleet(self) -> None:
+        """ctrl+q on a member's screen: back to the fleet, and the fleet's quit question."""
         self.dismiss(QUIT)

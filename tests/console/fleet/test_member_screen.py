@@ -72,11 +72,12 @@ async def test_enter_pushes_a_screen_over_that_members_session_and_escape_comes_
         await wait_for(pilot, lambda: isinstance(app.screen, MemberScreen) and app.screen.member == "a", "a's screen")
         assert app.screen is not screen and _subscribed(fleet) == {"a": 1, "b": 0}
 
-        await pilot.press("q")  # the fleet's question, over the fleet table
-        await wait_for(pilot, lambda: isinstance(app.screen, ChoiceScreen), "the fleet's quit question")
-        assert isinstance(app.screen_stack[-2], FleetScreen) and _subscribed(fleet) == {"a": 0, "b": 0}
-        await pilot.press("escape")  # stay
-        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet again")
+        assert "escape or q: back to the fleet" in app.screen.sub_title
+        await pilot.press("q")  # a member's q goes back, as escape: it never offers to stop the fleet
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), "back to the fleet (q)")
+        assert _subscribed(fleet) == {"a": 0, "b": 0}
+        await pilot.pause()
+        assert not any(isinstance(s, ChoiceScreen) for s in app.screen_stack)
 
         await pilot.press("enter", "ctrl+q")  # Textual's quit asks the same, from a member's screen too
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceScreen), "the fleet's quit question (ctrl+q)")
