@@ -114,4 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from tests.real_sglang.rig.pool import end_on_term
+
+    end_on_term()  # kill / a closed terminal stop the servers as Ctrl-C does
     sys.exit(main())

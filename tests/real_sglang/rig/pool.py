@@ -79,6 +79,19 @@ def pair_of(rig: Rig, spec: Spec) -> ModelPair:
     return models(rig, spec.models)
 
 
+def end_on_term() -> None:
+    """SIGTERM and SIGHUP end this process as Ctrl-C does (KeyboardInterrupt), so the
+    ``finally`` that stops its rig servers runs: a benchmark killed by ``kill`` or a closed
+    terminal left four SIGSTOPped servers behind. For scripts' ``main`` (not tests)."""
+    import signal
+
+    def interrupt(signum, _frame) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+
+
 def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict | None = None) -> RigServer:
     """Start ``spec`` (not waiting for it); ``env_extra`` joins its environment."""
     port = free_port()
