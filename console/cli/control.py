@@ -11,7 +11,8 @@ request in the journal, answered there by that process (supervision/tune_request
 
 verify: the three layers (configuration, initialisation, runtime), each pass / fail /
 pending with the evidence and, on failure, the likely cause. `--wait S` keeps watching
-up to S seconds while anything is pending.
+up to S seconds while anything is pending. `--explain`: each rank's init line (its line
+number and text), or what no init line means and where to look.
   Exit codes: 0 all pass; 1 a failure; 3 pending; 2 bad arguments; 5 no answer at the
   server's URL (the layers still printed, pending); 130 interrupted.
 """
@@ -166,10 +167,17 @@ async def _verify(args) -> int:
             result = (await session.verify()).verification
         reachable, url = bool(session.last and session.last.reachable), session.url
         hint = unreachable_hint(url, session)
+        explained = session.init_explanation() if args.explain else None
     finally:
         await session.close()
     result = result or Verification()
-    print(json.dumps(result.to_json(), indent=1) if args.json else verification_text(result, "verification", "likely cause"))
+    if args.json:
+        out = result.to_json() | ({"init_lines": explained.to_json()} if explained else {})
+        print(json.dumps(out, indent=1))
+    else:
+        print(verification_text(result, "verification", "likely cause"))
+        if explained:
+            print(explained.text())
     if not reachable:
         error(hint)
         return EXIT_UNREACHABLE
@@ -215,4 +223,10 @@ def register(subparsers) -> None:
     )
     add_target_arguments(p)
     p.add_argument("--wait", type=seconds_where("0 = look once"), metavar="S", help="keep watching up to S seconds while pending")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="also each rank's init line (Dynamic speculation disable enabled: threshold=N) with its line "
+        "number, or what its absence means and where to look",
+    )
     p.set_defaults(func=cmd_verify)

@@ -1,11 +1,9 @@
 """One object per server: ties the run, logs, telemetry, control and verification together.
 Its API (``SessionLike``) is described in one place: server_control/session/api.py.
 
-Wiring only: the parts live in server_control.session.{run_backends,log_facts,
-snapshot_parts} and the packages below (supervision, logs, telemetry, control). Subscribers
-are called on the event loop with a topic: "snapshot" (after a poll, an NVML sample, a
-run-state or setting change) or "logs" (new records in ``session.store``). ``snapshot()``
-is a ``SessionSnapshot`` (server_control/model/snapshot.py).
+Wiring only: the parts live in server_control.session.* and the packages below. Subscribers
+are called on the event loop with a topic: "snapshot" (a poll, an NVML sample, a run-state or
+setting change) or "logs" (new records in ``session.store``); ``snapshot()`` is a ``SessionSnapshot``.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from server_control.advice.source import SourceError, advice_from, poll_reading
 from server_control.advice.store import CurvesHome
 from server_control.advice.words import Advice
 from server_control.control.guard import REAPPLY, SettingGuard, shown
+from server_control.control.init_lines import InitExplanation
 from server_control.control.settings import Control, change
 from server_control.control.verify import SwitchWatch
 from server_control.logs import LogPipeline, LogStore
@@ -39,7 +38,7 @@ from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
 from server_control.session.run_notes import RunNotes, not_ours
 from server_control.session.snapshot_parts import SnapshotParts, rate_of, server_status, stale_elsewhere
 from server_control.session.subscribers import Subscribers
-from server_control.session.verdict import verification_of
+from server_control.session.verdict import explanation_of, verification_of
 from server_control.state.history import Recorded
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
 from server_control.telemetry.nvml import NvmlSampler
@@ -355,6 +354,9 @@ class Session:
     def verification(self) -> Verification:
         runtime = self.runtime.status(self.timeline.current())
         return verification_of(self.last, self.profile, self.facts, log_attached=self._log_path is not None, runtime=runtime)
+
+    def init_explanation(self) -> InitExplanation:
+        return explanation_of(self.last, self.profile, self.facts, log_attached=self._log_path is not None)
 
     async def advice(self) -> Advice:
         """The advisor's answer from the last poll's cost curves, kept in the state dir if supervised."""
