@@ -144,6 +144,15 @@ ACTIONS: tuple[Action, ...] = (
         owner="log",
     ),
     Action(
+        "I",
+        "log_init",
+        "Init line",
+        "Go to each rank's init line (Dynamic speculation disable enabled: threshold=N) in turn, or say none was logged",
+        "log",
+        show=False,
+        owner="log",
+    ),
+    Action(
         "y",
         "log_yank",
         "Copy",

@@ -7,7 +7,8 @@ number, marks that line (it becomes the current line) and scrolls to it; `y` cop
 current line (the marked one, else the current search match) to the clipboard with
 Textual's ``copy_to_clipboard`` (OSC 52: works over ssh and in tmux with set-clipboard on),
 or, with no current line, the lines on the screen. Where the log holds one number twice
-(a restart began a new file), the newest run's line is the one meant.
+(a restart began a new file), the newest run's line is the one meant. `I` goes to each
+rank's init line in turn (or says that none was logged, and what that means).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from rich.text import Text
 
 from console.widgets.log.format import record_lines
 from console.widgets.log.rows import SUB_BITS
+from server_control.control.init_lines import NOT_IN_SERVER
+from server_control.logs.record import SPEC_INIT
 
 if TYPE_CHECKING:
     from console.widgets.log.rows import Rows
@@ -132,3 +135,26 @@ def yank(view: LogView) -> str | None:
     view.app.copy_to_clipboard(text)
     view.notify(f"copied {what} ({len(text)} characters)", timeout=3)
     return text
+
+
+def goto_init(view: LogView) -> Record | None:
+    """`I`: the next rank's init line (``Dynamic speculation disable enabled: threshold=N``),
+    marked as `:` marks a line, each press the next one (TP0, TP1, ... then round again); with
+    none in the log, says what that means (the switch is not in this server) and where to
+    look. Returns the record gone to."""
+    store = view.store
+    inits = store.tail_of_kind(SPEC_INIT, len(store)) if store is not None else []
+    if store is None or not inits:
+        view.notify(f"{NOT_IN_SERVER}; `specconsole verify --explain` says where to look", severity="warning", timeout=10)
+        return None
+    n = view.init_next % len(inits)
+    view.init_next = n + 1
+    rec = inits[n]
+    view.numbers = True
+    where = find_line(view.rows, store, rec.line)
+    if where.row is not None and where.key is not None:
+        view.show_row(where.row, where.key)
+    view.notify(f"init line {n + 1} of {len(inits)}: {rec.rank or 'main'} log line {rec.line}", timeout=5)
+    if where.why:
+        view.notify(where.why, severity="warning", timeout=6)
+    return rec

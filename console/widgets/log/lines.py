@@ -65,6 +65,7 @@ class LogLines(ScrollView):
         self._status: LogViewStatus | None = None
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
         self.mark: int | None = None  # the current line's key (`:` go-to-line marks it)
+        self.init_next = 0  # `I`: the init line it goes to next (line_numbers.goto_init)
 
     @property
     def row_count(self) -> int:

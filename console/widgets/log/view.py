@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 
 from console.actions.table import bindings_for
 from console.widgets.log.format import LineFilter
-from console.widgets.log.line_numbers import yank
+from console.widgets.log.line_numbers import goto_init, yank
 from console.widgets.log.lines import LogLines
 from console.widgets.log.prompts import filter_prompt, goto_prompt, save_prompt, search_prompt
 
@@ -201,6 +201,9 @@ class LogView(LogLines, can_focus=True):
 
     def action_log_goto(self) -> None:
         self.app.push_screen(*goto_prompt(self))
+
+    def action_log_init(self) -> None:
+        goto_init(self)
 
     def action_log_yank(self) -> None:
         yank(self)
