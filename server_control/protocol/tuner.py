@@ -138,8 +138,10 @@ class Tuner:
         self._reversals.clear()
         self._hold_until = None
 
-    def observe(self, now: float, curves: Curves, threshold: int) -> Move | None:
-        """A reading of the cumulative curves at ``now`` (seconds); a Move or None."""
+    def observe(self, now: float, curves: Curves, threshold: int, exploring: bool = False) -> Move | None:
+        """A reading of the cumulative curves at ``now`` (seconds); a Move or None.
+        ``exploring``: the server explores (a share > 0): an extrapolated suggestion with no
+        band measured in the window waits for exploration's bands instead of stepping blind."""
         if not self.on:
             return None
         self._history.append((now, curves))
@@ -164,11 +166,11 @@ class Tuner:
             self._reversal_asked = False
             return None
         target = min(self.settings.hi, max(self.settings.lo, e.suggested or self.settings.hi))
-        new = self._toward(e, threshold, target, far)
+        new = self._toward(e, threshold, target, far, exploring)
         if new == threshold:
             return None
         direction = 1 if new > threshold else -1
-        if direction == -self._direction and not self._reversal_allowed(now, threshold, target):
+        if direction == -self._direction and not self._reversal_allowed(now, threshold, target, far):
             return None
         self._direction, self._reversal_asked = direction, False
         move = Move(threshold, new, evidence(e, now - base_t))
@@ -176,12 +178,12 @@ class Tuner:
         self.last_move = move
         return move
 
-    def _toward(self, e: Estimate, threshold: int, target: int, far: bool) -> int:
+    def _toward(self, e: Estimate, threshold: int, target: int, far: bool, exploring: bool) -> int:
         """The N to move to: a bounded step toward ``target``, never against a measured band.
         An extrapolated ``target`` (far) moves N as far as significant bands carry it where any
-        band was measured (exploration: it measures beyond N soon enough), else by one."""
+        band was measured or the server explores (it measures beyond N soon enough), else by one."""
         reach = measured_reach(e, threshold, target)
-        if far and e.bands:
+        if far and (e.bands or exploring):
             new = threshold if reach is None or not _measured_beyond(e, threshold, target) else reach
         else:
             step = 1 if far else self.settings.max_step
@@ -190,11 +192,12 @@ class Tuner:
                 new = max(new, reach) if target > threshold else min(new, reach)
         return measured_limit(e, threshold, new)
 
-    def _reversal_allowed(self, now: float, threshold: int, target: int) -> bool:
-        """A reversal goes only toward a suggestion more than a bucket away, asked by two
-        decisions in a row, and not while the cool-down of the last one lasts (``cooldown_s``,
-        doubled for each reversal in the last ``REVERSAL_MEMORY_S``)."""
-        if abs(target - threshold) <= 1 or (self._hold_until is not None and now < self._hold_until):
+    def _reversal_allowed(self, now: float, threshold: int, target: int, far: bool) -> bool:
+        """A reversal goes only on measurement (never an extrapolation), toward a suggestion
+        more than a bucket away, asked by two decisions in a row, and not while the cool-down
+        of the last one lasts (``cooldown_s``, doubled for each reversal in the last
+        ``REVERSAL_MEMORY_S``)."""
+        if far or abs(target - threshold) <= 1 or (self._hold_until is not None and now < self._hold_until):
             self._reversal_asked = False
             return False
         if not self._reversal_asked:

@@ -130,7 +130,7 @@ def replay(
         step_no += 1
         if t >= next_obs:
             next_obs += 1.0
-            move = tuner.observe(t, cost_curves.parse(counters.snapshot()), switch.threshold)
+            move = tuner.observe(t, cost_curves.parse(counters.snapshot()), switch.threshold, explorer.share > 0)
             if move is not None:
                 d = 1 if move.new > move.old else -1
                 reversals += d == -direction
