@@ -332,7 +332,7 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
     shared = bands(curves, split)
     pairs = [(b.lo, b.diff, b.se) for b in shared]
     missing = [m for m in (SPECULATIVE, TARGET_ONLY) if m not in fits]
-    if missing and len(pairs) < 2:
+    if missing and not pairs:
         return Estimate(
             points,
             None,
@@ -348,6 +348,8 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
             shared,
         )
     measured = _lowered(_measured(pairs), fits)
+    if missing and measured is None and len(pairs) == 1 and pairs[0][1] > 0:  # one band, target-only won
+        measured = ("target_only_wins" if pairs[0][0] == 1 else "crossover", pairs[0][0], 1.0)
     verdict, cross = measured[:2] if measured else _crossover(fits) if not missing else ("speculation_wins", None)
     suggested = _suggest(verdict, cross)
     rng = random.Random(seed)

@@ -170,7 +170,7 @@ class Tuner:
         if new == threshold:
             return None
         direction = 1 if new > threshold else -1
-        if direction == -self._direction and not self._reversal_allowed(now, threshold, target, far):
+        if direction == -self._direction and not self._reversal_allowed(now, threshold, target, far, e, new):
             return None
         self._direction, self._reversal_asked = direction, False
         move = Move(threshold, new, evidence(e, now - base_t))
@@ -184,7 +184,13 @@ class Tuner:
         band was measured or the server explores (it measures beyond N soon enough), else by one."""
         reach = measured_reach(e, threshold, target)
         if far and (e.bands or exploring):
-            new = threshold if reach is None or not _measured_beyond(e, threshold, target) else reach
+            if reach is not None and _measured_beyond(e, threshold, target):
+                new = reach
+            elif _edge_won(e, threshold, target):  # won at N's edge, nothing measured beyond: look there
+                new = threshold + (self.settings.max_step if target > threshold else -self.settings.max_step)
+                new = min(new, target) if target > threshold else max(new, target)
+            else:
+                new = threshold
         else:
             step = 1 if far else self.settings.max_step
             new = threshold + max(-step, min(step, target - threshold))
@@ -192,12 +198,16 @@ class Tuner:
                 new = max(new, reach) if target > threshold else min(new, reach)
         return measured_limit(e, threshold, new)
 
-    def _reversal_allowed(self, now: float, threshold: int, target: int, far: bool) -> bool:
-        """A reversal goes only on measurement (never an extrapolation), toward a suggestion
-        more than a bucket away, asked by two decisions in a row, and not while the cool-down
-        of the last one lasts (``cooldown_s``, doubled for each reversal in the last
-        ``REVERSAL_MEMORY_S``)."""
-        if far or abs(target - threshold) <= 1 or (self._hold_until is not None and now < self._hold_until):
+    def _reversal_allowed(self, now: float, threshold: int, target: int, far: bool, e: Estimate, new: int) -> bool:
+        """A reversal goes only on measurement (never an extrapolation: a band among the
+        batches it flips won by ``REACH_Z`` standard errors by the mode it gives them), toward
+        a suggestion more than a bucket away, asked by two decisions in a row, and not while
+        the cool-down of the last one lasts (``cooldown_s``, doubled for each reversal in the
+        last ``REVERSAL_MEMORY_S``)."""
+        lo, hi = min(threshold, new), max(threshold, new)
+        up = new > threshold
+        shown = any(lo < b.hi and b.lo <= hi and (-b.diff if up else b.diff) >= REACH_Z * b.se for b in e.bands)
+        if far or not shown or abs(target - threshold) <= 1 or (self._hold_until is not None and now < self._hold_until):
             self._reversal_asked = False
             return False
         if not self._reversal_asked:
@@ -276,6 +286,20 @@ def _mean_context(curves: Curves) -> float | None:
     rows = [(b.context_sum, b.steps) for b in curves.buckets if b.context_sum is not None and b.steps > 0]
     steps = sum(n for _c, n in rows)
     return sum(c for c, _n in rows) / steps if steps else None
+
+
+def _edge_won(e: Estimate, threshold: int, target: int) -> bool:
+    """Whether the band at N's edge (going up: the one holding N + 1, else N; going down: the
+    one holding N) was won, by ``REACH_Z`` standard errors, by the mode the move gives more
+    batches, with no band beyond it: the crossover lies further than anything measured."""
+    edge = next((b for b in e.bands if b.lo <= threshold <= b.hi), None)
+    if target > threshold:
+        edge = next((b for b in e.bands if b.lo <= threshold + 1 <= b.hi), edge)
+    if edge is None:
+        return False
+    if target > threshold:
+        return -edge.diff >= REACH_Z * edge.se and not any(b.lo > edge.hi for b in e.bands)
+    return edge.diff >= REACH_Z * edge.se and not any(b.hi < edge.lo for b in e.bands)
 
 
 def _measured_beyond(e: Estimate, threshold: int, target: int) -> bool:
