@@ -46,11 +46,21 @@ MIN_ACCEPT_VERIFIED = 50
 DEFAULT_EXPLORE_SHARE = 0.05  # exploration with auto-tune unless the operator sets a share
 MAX_COOLDOWN_DOUBLINGS = 4
 REVERSAL_MEMORY_S = 1800.0  # reversals this recent lengthen the cool-down after the next
+EDGE_MARGIN = 0.05  # ... and steps past the measured edge when it leads there by this share
 REACH_Z = 2.0  # a band carries N across it on measurement alone when its winner leads by this many se
 MIN_WINDOW_STEPS = 200  # a window of fewer decode steps reaches further back (thin traffic)
 MAX_WINDOW_FACTOR = 10  # ... at most this many window_s back
 AUTO_TUNE_KEY = "speculative_disable_auto_tune"  # runtime 1 (on) / 0 (off); at start LO-HI
 OPERATOR_OFF = "Dynamic speculation: auto-tune off (threshold set to {} by the operator)"
+
+
+def start_share(given: float | None, auto_tune: bool) -> float:
+    """The exploration share a server starts with: the operator's when given, else
+    ``DEFAULT_EXPLORE_SHARE`` with auto-tune (the tuner compares the modes where both ran)
+    and 0 without."""
+    if given is not None:
+        return given
+    return DEFAULT_EXPLORE_SHARE if auto_tune else 0.0
 
 
 def validate_switch(value: object) -> bool:
@@ -289,17 +299,22 @@ def _mean_context(curves: Curves) -> float | None:
 
 
 def _edge_won(e: Estimate, threshold: int, target: int) -> bool:
-    """Whether the band at N's edge (going up: the one holding N + 1, else N; going down: the
-    one holding N) was won, by ``REACH_Z`` standard errors, by the mode the move gives more
-    batches, with no band beyond it: the crossover lies further than anything measured."""
-    edge = next((b for b in e.bands if b.lo <= threshold <= b.hi), None)
+    """Whether the band at N's edge (the one holding N + 1 going up, else the nearest at or
+    below N) was won by the mode the move gives more batches, by ``REACH_Z`` standard errors
+    and ``EDGE_MARGIN`` of throughput, with no band beyond it: the crossover lies further
+    than anything measured, and not just beyond (a flat optimum's margins are smaller)."""
+    below = [b for b in e.bands if b.lo <= threshold]
+    edge = max(below, key=lambda b: b.lo) if below else None
     if target > threshold:
         edge = next((b for b in e.bands if b.lo <= threshold + 1 <= b.hi), edge)
     if edge is None:
         return False
+    lead = -edge.diff if target > threshold else edge.diff
+    if lead < REACH_Z * edge.se or lead < EDGE_MARGIN * min(edge.speculative, edge.target_only):
+        return False
     if target > threshold:
-        return -edge.diff >= REACH_Z * edge.se and not any(b.lo > edge.hi for b in e.bands)
-    return edge.diff >= REACH_Z * edge.se and not any(b.hi < edge.lo for b in e.bands)
+        return not any(b.lo > edge.hi for b in e.bands)
+    return not any(b.hi < edge.lo for b in e.bands)
 
 
 def _measured_beyond(e: Estimate, threshold: int, target: int) -> bool:
