@@ -36,6 +36,7 @@ class Reading:
     threshold: int | None
     force: str | None
     curves: Curves
+    explore_share: float = 0.0  # dynamic_speculation.exploration.share (0: not exploring)
 
 
 async def _get_capped(where: str, headers: dict[str, str], timeout_s: float, deadline_s: float) -> bytes:
@@ -96,7 +97,13 @@ def reading_of(url: str, model: str | None, live: object) -> Reading:
         threshold if isinstance(threshold, int) and not isinstance(threshold, bool) else None,
         live.get("force") if isinstance(live.get("force"), str) else None,
         curves,
+        _share(live.get("exploration")),
     )
+
+
+def _share(exploration: object) -> float:
+    share = exploration.get("share") if isinstance(exploration, dict) else None
+    return float(share) if isinstance(share, (int, float)) and not isinstance(share, bool) and share > 0 else 0.0
 
 
 def poll_reading(url: str, reachable: bool, error: str | None, model: str | None, live: object) -> Reading:

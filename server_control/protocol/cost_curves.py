@@ -33,9 +33,17 @@ SPECULATIVE = "speculative"
 TARGET_ONLY = "target_only"
 MODES = (SPECULATIVE, TARGET_ONLY)
 DEFAULT_CAP = 32
+MAX_TUNED_CAP = 256
 TOP = 4096  # the last power-of-two bucket; larger batches share one more
 DEFAULT_MAX_GAP_S = 1.0
 SNAPSHOT_KEY = "cost_curves"
+
+
+def tuned_cap(hi: int) -> int:
+    """The cap of a tuned server's counters: exact buckets up to the tuner's top bound
+    (at least ``DEFAULT_CAP``, at most ``MAX_TUNED_CAP``), so every N it may set is a
+    bucket boundary and the modes are compared at the same batch."""
+    return max(DEFAULT_CAP, min(hi, MAX_TUNED_CAP))
 
 
 def bucket_count(cap: int = DEFAULT_CAP) -> int:

@@ -87,6 +87,7 @@ class Estimate:
     mean_context: float | None
     busy_seconds: float  # decode time the curves hold
     missing: str | None = None  # what data is missing (insufficient)
+    bands: tuple[Band, ...] = ()  # both modes compared at matching batches (``bands``)
 
     def tok_s(self, mode: str, batch: float) -> float | None:
         fit = _fits_from(self.points).get(mode)
@@ -118,8 +119,11 @@ def _point(b: Bucket) -> Point | None:
 
 def _fit(points: list[tuple[float, int, float, float]]) -> Fit | None:
     """(batch, steps, step_s, tokens_per_step) -> the line and the pooled per-request rate."""
-    if len(points) < 2:  # one bucket tells no slope
+    if not points:
         return None
+    if len(points) == 1:  # one bucket tells no slope: held flat (a weight-bound step's shape)
+        b, _n, t, k = points[0]
+        return Fit(t, 0.0, k / b, b, b)
     w = sum(n for _b, n, _t, _k in points)
     tokens = sum(k * n for _b, n, _t, k in points)
     per_request = tokens / sum(b * n for b, n, _t, _k in points)
@@ -182,17 +186,79 @@ def _crossover(fits: dict[str, Fit]) -> tuple[str, int | None]:
     return ("target_only_wins", 1) if d > c else ("speculation_wins", None)
 
 
-Pair = tuple[int, float, float]  # a bucket both modes measured: (lo, tok/s target-only - speculative, its se)
+@dataclass(frozen=True)
+class Band:
+    """Consecutive exact batches both modes ran, compared on the same batch mix: each
+    batch weighs min(steps speculative, steps target-only) in both modes' tok/s, so the
+    modes are compared at matching batch sizes (never a bucket's different mean batches)."""
+
+    lo: int
+    hi: int
+    speculative: float  # tok/s on the band's matched mix
+    target_only: float
+    se: float  # of target_only - speculative
+    steps: int  # the fewer steps of the two modes
+
+    @property
+    def diff(self) -> float:
+        return self.target_only - self.speculative
 
 
-def _pairs(points: tuple[Point, ...]) -> list[Pair]:
-    """The buckets both modes measured, by batch."""
-    by = {(p.mode, p.lo, p.hi): p for p in points}
+def _band_rate(rows: list[tuple[float, Bucket]]) -> tuple[float, float]:
+    """(tok/s, its se) of one mode over (weight, bucket) rows: the weighted mean tokens per
+    step over the weighted mean step time; se from the pooled within-batch variances."""
+    w_t = sum(w * b.seconds / b.steps for w, b in rows)
+    w_k = sum(w * b.tokens / b.verified for w, b in rows)
+    n = sum(b.steps for _w, b in rows)
+    k = sum(b.verified for _w, b in rows)
+    df_t = sum(b.steps - 1 for _w, b in rows)
+    df_k = sum(b.verified - 1 for _w, b in rows)
+    var_t = sum(max(0.0, b.seconds_sq - b.seconds**2 / b.steps) for _w, b in rows) / df_t if df_t > 0 else 0.0
+    var_k = sum(max(0.0, b.tokens_sq - b.tokens**2 / b.verified) for _w, b in rows) / df_k if df_k > 0 else 0.0
+    ws = sum(w for w, _b in rows)
+    mean_t, mean_k = w_t / ws, w_k / ws
+    tok_s = mean_k / mean_t
+    rel = math.sqrt(var_t / n / mean_t**2 + (var_k / k / mean_k**2 if mean_k else 0.0))
+    return tok_s, tok_s * rel
+
+
+def bands(curves: Curves, split: int | None = None) -> tuple[Band, ...]:
+    """The exact batches (lo == hi) both modes ran, grouped from the lowest into bands of at
+    least ``MIN_STEPS`` steps of each mode's on the matched mix (a short last group joins the
+    band before it); no band holds both ``split`` and ``split + 1`` (the threshold: each side
+    of it is judged on its own)."""
+    by: dict[int, dict[str, Bucket]] = {}
+    for b in curves.buckets:
+        if b.lo == b.hi and b.steps > 0 and b.verified > 0 and b.seconds > 0:
+            by.setdefault(b.lo, {})[b.mode] = b
+    rows = []
+    for batch in sorted(by):
+        d = by[batch]
+        if SPECULATIVE in d and TARGET_ONLY in d:
+            s, t = d[SPECULATIVE], d[TARGET_ONLY]
+            rows.append((float(min(s.steps, t.steps)), s, t))
+    groups: list[list[tuple[float, Bucket, Bucket]]] = []
+    for side in (rows, []) if split is None else ([r for r in rows if r[1].lo <= split], [r for r in rows if r[1].lo > split]):
+        done: list[list[tuple[float, Bucket, Bucket]]] = []
+        open_group: list[tuple[float, Bucket, Bucket]] = []
+        for row in side:
+            open_group.append(row)
+            if sum(w for w, _s, _t in open_group) >= MIN_STEPS:
+                done.append(open_group)
+                open_group = []
+        if open_group and done:
+            done[-1].extend(open_group)
+        groups.extend(done)
     out = []
-    for lo, hi in sorted(_shared(points)):
-        s, t = by[(SPECULATIVE, lo, hi)], by[(TARGET_ONLY, lo, hi)]
-        out.append((lo, t.tok_s - s.tok_s, max(1e-9, math.hypot(s.tok_s_se, t.tok_s_se))))
-    return out
+    for g in groups:
+        spec, spec_se = _band_rate([(w, s) for w, s, _t in g])
+        tgt, tgt_se = _band_rate([(w, t) for w, _s, t in g])
+        steps = int(sum(w for w, _s, _t in g))
+        out.append(Band(g[0][1].lo, g[-1][1].lo, spec, tgt, max(1e-9, math.hypot(spec_se, tgt_se)), steps))
+    return tuple(out)
+
+
+Pair = tuple[int, float, float]  # a band both modes measured: (lo, tok/s target-only - speculative, its se)
 
 
 def _measured(pairs: list[Pair], draw: list[float] | None = None) -> tuple[str, int | None, float] | None:
@@ -231,7 +297,7 @@ def _lowered(measured: tuple[str, int | None, float] | None, fits: dict[str, Fit
     step costs at least the reading of the weights: flat while that bounds it, as on a
     GPU), so a line fitted where steps grow per token never makes target-only look cheap
     where it never ran; speculation's line is used where it ran."""
-    if measured is None or measured[2] == 0.0 or measured[1] is None:
+    if measured is None or measured[2] == 0.0 or measured[1] is None or len(fits) < 2:
         return measured
     c = measured[1]
     s, t = fits[SPECULATIVE], fits[TARGET_ONLY]
@@ -253,7 +319,9 @@ def _suggest(verdict: str, crossover: int | None) -> int:
     return max(1, crossover - 1)  # N = 1 is the least that still disables
 
 
-def estimate(curves: Curves, seed: int = 0) -> Estimate:
+def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimate:
+    """The crossover of ``curves``; ``split``: the threshold the curves were measured at
+    (bands never straddle it)."""
     points = _points(curves)
     busy = sum(b.seconds for b in curves.buckets)
     spec = [p for p in points if p.mode == SPECULATIVE]
@@ -261,8 +329,10 @@ def estimate(curves: Curves, seed: int = 0) -> Estimate:
     mean_ctx = sum(c for c, _n in ctx_rows) / sum(n for _c, n in ctx_rows) if ctx_rows and sum(n for _c, n in ctx_rows) else None
     fits = _fits_from(points)
     accept = fits[SPECULATIVE].per_request if SPECULATIVE in fits else None
+    shared = bands(curves, split)
+    pairs = [(b.lo, b.diff, b.se) for b in shared]
     missing = [m for m in (SPECULATIVE, TARGET_ONLY) if m not in fits]
-    if missing:
+    if missing and not pairs:
         return Estimate(
             points,
             None,
@@ -274,18 +344,22 @@ def estimate(curves: Curves, seed: int = 0) -> Estimate:
             mean_ctx,
             busy,
             f"no {' or '.join(m.replace('_', '-') for m in missing)} steps measured yet "
-            f"(at least {MIN_STEPS} steps in each of 2 batch buckets)",
+            f"(at least {MIN_STEPS} steps in a batch bucket)",
+            shared,
         )
-    pairs = _pairs(points)
     measured = _lowered(_measured(pairs), fits)
-    verdict, cross = measured[:2] if measured else _crossover(fits)
+    if missing and measured is None and len(pairs) == 1 and pairs[0][1] > 0:  # one band, target-only won
+        measured = ("target_only_wins" if pairs[0][0] == 1 else "crossover", pairs[0][0], 1.0)
+    verdict, cross = measured[:2] if measured else _crossover(fits) if not missing else ("speculation_wins", None)
     suggested = _suggest(verdict, cross)
     rng = random.Random(seed)
     draws_n = []
     for _ in range(RESAMPLES):
-        again = _lowered(_measured(pairs, _draw_diffs(pairs, rng)), fits) if measured else None
+        again = _lowered(_measured(pairs, _draw_diffs(pairs, rng)), fits) if measured or missing else None
         if again is not None:
             v, c = again[0], again[1]
+        elif missing:
+            v, c = "speculation_wins", None
         else:
             draws = {
                 p: (max(1e-9, rng.gauss(p.step_s, p.step_se)), max(0.0, rng.gauss(p.tokens_per_step, p.tokens_se)))
@@ -296,13 +370,13 @@ def estimate(curves: Curves, seed: int = 0) -> Estimate:
     draws_n.sort()
     interval = (draws_n[int(0.025 * (len(draws_n) - 1))], draws_n[math.ceil(0.975 * (len(draws_n) - 1))])
     # how far the crossover (or the verdict) lies beyond the batches each mode measured
-    spec_top = max(p.batch for p in spec)
-    tgt_low = min(p.batch for p in points if p.mode == TARGET_ONLY)
-    data_top = max(p.batch for p in points)
     if measured is not None:
         extrapolated = measured[2]
+    elif missing:  # speculation won every band, and a mode lacks a bucket of its own: unknown above
+        extrapolated = float(MAX_N)
     elif cross is None:  # speculation wins everywhere: where target-only ran, spec is a guess
-        extrapolated = max(0.0, data_top - spec_top)
+        extrapolated = max(0.0, max(p.batch for p in points) - max(p.batch for p in spec))
     else:
-        extrapolated = max(0.0, cross - spec_top, tgt_low - cross + 1)
-    return Estimate(points, cross, suggested, interval, verdict, extrapolated, accept, mean_ctx, busy)
+        tgt_low = min(p.batch for p in points if p.mode == TARGET_ONLY)
+        extrapolated = max(0.0, cross - max(p.batch for p in spec), tgt_low - cross + 1)
+    return Estimate(points, cross, suggested, interval, verdict, extrapolated, accept, mean_ctx, busy, None, shared)

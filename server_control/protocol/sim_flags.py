@@ -127,8 +127,9 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
     SimFlag(
         "explore_share",
         explore_share,
-        0.0,
-        "share of decode steps (0..0.1) that run the other mode near the threshold, so both cost curves exist there (0 = off)",
+        None,
+        "share of decode steps (0..0.1) that run the other mode near the threshold, so both cost curves exist there "
+        "(0 = off; default 0.05 with --sim-auto-tune, else 0)",
     ),
     SimFlag(
         "auto_tune",

@@ -43,10 +43,24 @@ MOVE_PREFIX = "Dynamic speculation: threshold "
 CONTEXT_SHIFT = 2.0
 ACCEPT_SHIFT = 1.15  # per-token 0.85 -> 0.6 (3 drafts): 3.2 -> 2.2 tokens per request per verify, 1.45; one phase: 1.01-1.03
 MIN_ACCEPT_VERIFIED = 50
+DEFAULT_EXPLORE_SHARE = 0.05  # exploration with auto-tune unless the operator sets a share
+MAX_COOLDOWN_DOUBLINGS = 4
+REVERSAL_MEMORY_S = 1800.0  # reversals this recent lengthen the cool-down after the next
+EDGE_MARGIN = 0.05  # ... and steps past the measured edge when it leads there by this share
+REACH_Z = 2.0  # a band carries N across it on measurement alone when its winner leads by this many se
 MIN_WINDOW_STEPS = 200  # a window of fewer decode steps reaches further back (thin traffic)
 MAX_WINDOW_FACTOR = 10  # ... at most this many window_s back
 AUTO_TUNE_KEY = "speculative_disable_auto_tune"  # runtime 1 (on) / 0 (off); at start LO-HI
 OPERATOR_OFF = "Dynamic speculation: auto-tune off (threshold set to {} by the operator)"
+
+
+def start_share(given: float | None, auto_tune: bool) -> float:
+    """The exploration share a server starts with: the operator's when given, else
+    ``DEFAULT_EXPLORE_SHARE`` with auto-tune (the tuner compares the modes where both ran)
+    and 0 without."""
+    if given is not None:
+        return given
+    return DEFAULT_EXPLORE_SHARE if auto_tune else 0.0
 
 
 def validate_switch(value: object) -> bool:
@@ -63,11 +77,12 @@ class TuneSettings:
     interval_s: float = 5.0
     window_s: float = 30.0
     max_step: int = 2
+    cooldown_s: float = 60.0  # no move for this long after a reversal (doubling while they follow each other)
 
     def __post_init__(self) -> None:
         if not 1 <= self.lo <= self.hi:
             raise ValueError(f"auto-tune bounds must satisfy 1 <= lo <= hi, got {self.lo}-{self.hi}")
-        if self.interval_s <= 0 or self.window_s <= 0 or self.max_step < 1:
+        if self.interval_s <= 0 or self.window_s <= 0 or self.max_step < 1 or self.cooldown_s < 0:
             raise ValueError("auto-tune interval, window and step must be positive")
 
 
@@ -101,10 +116,9 @@ def evidence(e: Estimate, busy_s: float) -> str:
         return f"speculation faster at every measured batch, {span}"
     b = e.crossover
     t, s = e.tok_s(TARGET_ONLY, b), e.tok_s(SPECULATIVE, b)
-    at = {(p.mode, p.lo) for p in e.points if p.lo <= b <= (p.hi or b)}
-    if (TARGET_ONLY, b) in at and (SPECULATIVE, b) in at:  # both measured there: the measurement
-        by = {p.mode: p for p in e.points if p.lo <= b <= (p.hi or b)}
-        t, s = by[TARGET_ONLY].tok_s, by[SPECULATIVE].tok_s
+    band = next((d for d in e.bands if d.lo <= b <= d.hi), None)
+    if band is not None:  # both measured there at matching batches: the measurement
+        t, s = band.target_only, band.speculative
     nums = f", {t:.0f} vs {s:.0f} tok/s" if t is not None and s is not None else ""
     return f"target-only faster from batch {b}{nums}, {span}"
 
@@ -120,6 +134,8 @@ class Tuner:
         self._last_decision: float | None = None
         self._direction = 0  # of the last move: +1 up, -1 down
         self._reversal_asked = False
+        self._reversals: collections.deque[float] = collections.deque()  # when, the recent ones
+        self._hold_until: float | None = None
 
     def off(self, reason: str) -> None:
         self.on, self.off_reason = False, reason
@@ -129,9 +145,13 @@ class Tuner:
         self._history.clear()
         self._last_decision = None
         self._direction, self._reversal_asked = 0, False
+        self._reversals.clear()
+        self._hold_until = None
 
-    def observe(self, now: float, curves: Curves, threshold: int) -> Move | None:
-        """A reading of the cumulative curves at ``now`` (seconds); a Move or None."""
+    def observe(self, now: float, curves: Curves, threshold: int, exploring: bool = False) -> Move | None:
+        """A reading of the cumulative curves at ``now`` (seconds); a Move or None.
+        ``exploring``: the server explores (a share > 0): an extrapolated suggestion with no
+        band measured in the window waits for exploration's bands instead of stepping blind."""
         if not self.on:
             return None
         self._history.append((now, curves))
@@ -147,7 +167,7 @@ class Tuner:
         if self._follow_phase(now, curves, base_t, base):
             base_t, base = self._base(now, curves)
         window = curves.minus(base) if base is not curves else curves
-        e = estimate(window)
+        e = estimate(window, split=threshold)
         if e.suggested is None or e.interval is None:
             return None
         lo, hi = e.interval
@@ -156,23 +176,58 @@ class Tuner:
             self._reversal_asked = False
             return None
         target = min(self.settings.hi, max(self.settings.lo, e.suggested or self.settings.hi))
-        step = 1 if far else self.settings.max_step
-        new = threshold + max(-step, min(step, target - threshold))
-        reach = measured_reach(e, threshold, target)
-        if reach is not None:
-            new = max(new, reach) if target > threshold else min(new, reach)
-        new = measured_limit(e, threshold, new)
+        new = self._toward(e, threshold, target, far, exploring)
         if new == threshold:
             return None
         direction = 1 if new > threshold else -1
-        if direction == -self._direction and not self._reversal_asked:
-            self._reversal_asked = True
+        if direction == -self._direction and not self._reversal_allowed(now, threshold, target, far, e, new):
             return None
         self._direction, self._reversal_asked = direction, False
         move = Move(threshold, new, evidence(e, now - base_t))
         self.moves += 1
         self.last_move = move
         return move
+
+    def _toward(self, e: Estimate, threshold: int, target: int, far: bool, exploring: bool) -> int:
+        """The N to move to: a bounded step toward ``target``, never against a measured band.
+        An extrapolated ``target`` (far) moves N as far as significant bands carry it where any
+        band was measured or the server explores (it measures beyond N soon enough), else by one."""
+        reach = measured_reach(e, threshold, target)
+        if far and (e.bands or exploring):
+            if reach is not None and _measured_beyond(e, threshold, target):
+                new = reach
+            elif _edge_won(e, threshold, target):  # won at N's edge, nothing measured beyond: look there
+                new = threshold + (self.settings.max_step if target > threshold else -self.settings.max_step)
+                new = min(new, target) if target > threshold else max(new, target)
+            else:
+                new = threshold
+        else:
+            step = 1 if far else self.settings.max_step
+            new = threshold + max(-step, min(step, target - threshold))
+            if reach is not None:
+                new = max(new, reach) if target > threshold else min(new, reach)
+        return measured_limit(e, threshold, new)
+
+    def _reversal_allowed(self, now: float, threshold: int, target: int, far: bool, e: Estimate, new: int) -> bool:
+        """A reversal goes only on measurement (never an extrapolation: a band among the
+        batches it flips won by ``REACH_Z`` standard errors by the mode it gives them), toward
+        a suggestion more than a bucket away, asked by two decisions in a row, and not while
+        the cool-down of the last one lasts (``cooldown_s``, doubled for each reversal in the
+        last ``REVERSAL_MEMORY_S``)."""
+        lo, hi = min(threshold, new), max(threshold, new)
+        up = new > threshold
+        shown = any(lo < b.hi and b.lo <= hi and (-b.diff if up else b.diff) >= REACH_Z * b.se for b in e.bands)
+        if far or not shown or abs(target - threshold) <= 1 or (self._hold_until is not None and now < self._hold_until):
+            self._reversal_asked = False
+            return False
+        if not self._reversal_asked:
+            self._reversal_asked = True
+            return False
+        while self._reversals and self._reversals[0] <= now - REVERSAL_MEMORY_S:
+            self._reversals.popleft()
+        self._reversals.append(now)
+        self._hold_until = now + self.settings.cooldown_s * 2 ** min(len(self._reversals) - 1, MAX_COOLDOWN_DOUBLINGS)
+        return True
 
     def _base(self, now: float, curves: Curves) -> tuple[float, Curves]:
         """The window's start: the last reading at least ``window_s`` old (the oldest kept if
@@ -214,6 +269,7 @@ class Tuner:
             "interval_s": s.interval_s,
             "window_s": s.window_s,
             "max_step": s.max_step,
+            "cooldown_s": s.cooldown_s,
             "moves": self.moves,
             "last_move": {"old": m.old, "new": m.new, "evidence": m.evidence} if m else None,
         }
@@ -242,46 +298,60 @@ def _mean_context(curves: Curves) -> float | None:
     return sum(c for c, _n in rows) / steps if steps else None
 
 
+def _edge_won(e: Estimate, threshold: int, target: int) -> bool:
+    """Whether the band at N's edge (the one holding N + 1 going up, else the nearest at or
+    below N) was won by the mode the move gives more batches, by ``REACH_Z`` standard errors
+    and ``EDGE_MARGIN`` of throughput, with no band beyond it: the crossover lies further
+    than anything measured, and not just beyond (a flat optimum's margins are smaller)."""
+    below = [b for b in e.bands if b.lo <= threshold]
+    edge = max(below, key=lambda b: b.lo) if below else None
+    if target > threshold:
+        edge = next((b for b in e.bands if b.lo <= threshold + 1 <= b.hi), edge)
+    if edge is None:
+        return False
+    lead = -edge.diff if target > threshold else edge.diff
+    if lead < REACH_Z * edge.se or lead < EDGE_MARGIN * min(edge.speculative, edge.target_only):
+        return False
+    if target > threshold:
+        return not any(b.lo > edge.hi for b in e.bands)
+    return not any(b.hi < edge.lo for b in e.bands)
+
+
+def _measured_beyond(e: Estimate, threshold: int, target: int) -> bool:
+    """Whether a band lies on the far side of N toward ``target`` (measurement, not a guess)."""
+    if target > threshold:
+        return any(b.hi > threshold for b in e.bands)
+    return any(b.lo <= threshold for b in e.bands)
+
+
 def measured_limit(e: Estimate, threshold: int, new: int) -> int:
-    """``new``, or the N nearest it on the way from ``threshold`` before the first batch the
-    move would flip (to speculation going up, to target-only going down) where both modes
-    were measured and the mode it would run there measured slower."""
-    by: dict[int, dict[str, float]] = {}
-    for p in e.points:
-        for b in range(p.lo, (p.hi or p.lo) + 1):
-            by.setdefault(b, {})[p.mode] = p.tok_s
+    """``new``, or the N nearest it on the way from ``threshold`` before the first band of
+    batches the move would flip (to speculation going up, to target-only going down) where
+    both modes were measured at matching batches and the mode it would run there was slower."""
     if new > threshold:
-        for b in range(threshold + 1, new + 1):
-            d = by.get(b, {})
-            if SPECULATIVE in d and TARGET_ONLY in d and d[SPECULATIVE] < d[TARGET_ONLY]:
-                return b - 1
+        for b in sorted(e.bands, key=lambda b: b.lo):
+            if b.hi > threshold and b.lo <= new and b.speculative < b.target_only:
+                return max(threshold, b.lo - 1)
     else:
-        for b in range(threshold, new, -1):
-            d = by.get(b, {})
-            if SPECULATIVE in d and TARGET_ONLY in d and d[TARGET_ONLY] < d[SPECULATIVE]:
-                return b
+        for b in sorted(e.bands, key=lambda b: b.hi, reverse=True):
+            if b.lo <= threshold and b.hi > new and b.target_only < b.speculative:
+                return min(threshold, b.hi)
     return new
 
 
 def measured_reach(e: Estimate, threshold: int, target: int) -> int | None:
-    """How far N may move toward ``target`` on measurement alone: the last bucket of the
-    unbroken run of buckets, from N's side of the boundary on, that both modes measured
-    and the same mode won (speculation going up, target-only going down); None if none."""
-    by: dict[tuple[int, int], dict[str, float]] = {}
-    for p in e.points:
-        by.setdefault((p.lo, p.hi), {})[p.mode] = p.tok_s
-    shared = sorted(
-        (lo, hi, d[SPECULATIVE], d[TARGET_ONLY]) for (lo, hi), d in by.items() if SPECULATIVE in d and TARGET_ONLY in d and hi
-    )
+    """How far N may move toward ``target`` on measurement alone: the end of the unbroken run
+    of bands (both modes at matching batches), from N's side of the boundary on, where the
+    same mode won (speculation going up, target-only going down); None if none."""
     reach = None
     if target > threshold:
-        for lo, hi, spec, tgt in (r for r in shared if r[1] > threshold):
-            if spec <= tgt or (reach is not None and lo > reach + 1) or (reach is None and lo > threshold + 1):
+        for b in sorted((b for b in e.bands if b.hi > threshold), key=lambda b: b.lo):
+            if -b.diff < REACH_Z * b.se or (reach is not None and b.lo > reach + 1) or (reach is None and b.lo > threshold + 1):
                 break
-            reach = min(hi, target)
+            reach = min(b.hi, target)
     elif target < threshold:
-        for lo, hi, spec, tgt in sorted((r for r in shared if r[0] <= threshold), reverse=True):
-            if tgt <= spec or (reach is not None and hi < reach) or (reach is None and hi < threshold):
+        for b in sorted((b for b in e.bands if b.lo <= threshold), key=lambda b: b.lo, reverse=True):
+            if b.diff < REACH_Z * b.se or (reach is not None and b.hi < reach) or (reach is None and b.hi < threshold):
                 break
-            reach = max(lo - 1, target)
+            reach = max(b.lo - 1, target)
     return reach

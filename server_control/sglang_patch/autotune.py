@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server_control.protocol import cost_curves, decision
-from server_control.protocol.tuner import MOVE_PREFIX, OPERATOR_OFF, Move, Tuner, TuneSettings, parse_bounds
+from server_control.protocol.tuner import MOVE_PREFIX, OPERATOR_OFF, Move, Tuner, TuneSettings, parse_bounds, start_share
 
 logger = logging.getLogger("sglang.srt.managers.scheduler_components.request_receiver")
 
@@ -66,6 +66,12 @@ def configure(dyn: Any, text: str, clock: Any = time.monotonic) -> AutoTune | No
         return None
     at = AutoTune(dyn, settings, clock)
     dyn.autotune = _active[0] = at
+    if dyn.curves is not None:  # exact buckets up to the top bound: the modes compared at one batch
+        from server_control.sglang_patch import curves
+
+        dyn.curves = curves.new(cost_curves.tuned_cap(settings.hi))
+    if not dyn.explorer.share:  # exploration with auto-tune unless set (0 at runtime turns it off)
+        dyn.explorer.set_share(start_share(None, True))
     return at
 
 
@@ -119,7 +125,7 @@ class AutoTune:
         dyn = self.dyn
         if not self.tuner.on or not dyn.ready or dyn.curves is None:
             return None
-        move = self.tuner.observe(now, cost_curves.parse(dyn.curves.snapshot()), dyn.switch.threshold)
+        move = self.tuner.observe(now, cost_curves.parse(dyn.curves.snapshot()), dyn.switch.threshold, dyn.explorer.share > 0)
         if move is not None:
             self.pending = TuneMove(move.old, move.new, move.line)
         return self.pending

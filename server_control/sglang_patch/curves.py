@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from server_control.protocol.cost_curves import SNAPSHOT_KEY, CostCounters
+from server_control.protocol.cost_curves import DEFAULT_CAP, SNAPSHOT_KEY, CostCounters
 
 
-def new() -> CostCounters:
-    return CostCounters()
+def new(cap: int = DEFAULT_CAP) -> CostCounters:
+    """The counters: exact buckets up to ``cap`` (a tuned server: ``cost_curves.tuned_cap``)."""
+    return CostCounters(cap)
 
 
 def publish(snap: dict[str, Any], counters: CostCounters | None) -> None:

@@ -125,7 +125,8 @@ def namespace_class() -> Any:
             Arg(
                 help=f"Exploration: the share of decode steps (0..{explore.MAX_SHARE}) that run the other "
                 "mode at batch sizes near N, so both modes' cost curves exist there (0 = off). "
-                "Settable at runtime via /set_internal_state.",
+                "With --speculative-disable-auto-tune a start value of 0 means the tuner's default (0.05); "
+                "settable at runtime via /set_internal_state (0 there turns it off).",
                 type_parser=_cli_type(explore.SHARE_KEY),
             ),
         ] = 0.0

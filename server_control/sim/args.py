@@ -11,11 +11,17 @@ from server_control.protocol.arg_types import int_at_least, port_number, validat
 from server_control.protocol.keys import take_key_flags
 from server_control.protocol.sglang_version import SGLANG_VERSION
 from server_control.protocol.sim_flags import SIM_FLAGS
+from server_control.protocol.tuner import start_share
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
 FAIL_BUILD_WHY = "could not build the target-only (steps=0) runtime state: RuntimeError('simulated by --sim-fail-build-rank')"
+
+
+def explore_share(a: argparse.Namespace) -> float:
+    """The exploration share the main process and every rank start with (the same)."""
+    return start_share(a.sim_explore_share, a.sim_auto_tune is not None)
 
 
 def off_reason(a: argparse.Namespace) -> str | None:

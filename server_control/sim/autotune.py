@@ -47,7 +47,8 @@ class AutoTune:
                     continue
                 raw = sched.curves.snapshot()
                 threshold, now = sched.switch.threshold, sched._vnow
-            move = self.tuner.observe(now, cost_curves.parse(raw), threshold)
+                exploring = sched.explorer.share > 0
+            move = self.tuner.observe(now, cost_curves.parse(raw), threshold, exploring)
             if move is not None:
                 with sched.cond:
                     self._lines[move.new] = move.line

@@ -20,6 +20,12 @@ same for a plain decode and for a verify of all draft tokens; the draft model's 
 so target-only wins from the smallest b with T_spec(b, L) > A(p) * T_target(b, L): a
 higher acceptance or a longer context (when A > 1 + draft_kv_share) moves it up.
 With ``kv`` = 0 (the default) the model is the short-context calibration above.
+
+A GPU's shape (``flat_then_linear``): a step costs the reading of the weights, F ms, while
+that bounds it, then c ms per token it computes (b tokens target-only, b * k speculative:
+k = draft steps + 1 verified per request), the draft model adding D ms; the same saturation
+curve with a high ``power`` (a knee of ~4 % at power 16):
+    T_target(b) ~ max(F, c b) * (1 + overhead),   T_spec(b) ~ max(F + D, c k b)
 """
 
 from __future__ import annotations
@@ -50,6 +56,23 @@ class Calibration:
 
 
 DEFAULT = Calibration()
+FLAT_POWER = 16.0
+
+
+def flat_then_linear(
+    flat_ms: float, ms_per_token: float, accept_length: float, draft_ms: float = 3.0, num_steps: int = 3
+) -> Calibration:
+    """A GPU-shaped calibration: flat at ``flat_ms`` while weight-bound, then linear in the
+    step's tokens (``num_steps`` + 1 per request speculative, 1 target-only)."""
+    return Calibration(
+        plain_t0_ms=flat_ms,
+        plain_c_ms=ms_per_token,
+        spec_t0_ms=flat_ms + draft_ms,
+        spec_c_ms=ms_per_token * (num_steps + 1),
+        accept_length=accept_length,
+        calibrated_num_steps=num_steps,
+        power=FLAT_POWER,
+    )
 
 
 def _curve(t0: float, c: float, batch: int, power: float) -> float:

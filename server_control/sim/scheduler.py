@@ -70,8 +70,10 @@ class Scheduler:
         self.phase_index: int | None = None  # phased traffic: the phase now running
         self.cal = dataclasses.replace(model.DEFAULT, kv_ms_per_ktoken=args.sim_kv_cost)
         # per-mode, per-batch-bucket cost counters, as the patch keeps them (step clock)
-        self.curves = cost_curves.CostCounters() if self.switch is not None else None
-        self.explorer = explore.Explorer(args.sim_explore_share)
+        # exact buckets up to the tuner's top bound when it tunes (modes compared at one batch)
+        cap = cost_curves.tuned_cap(args.sim_auto_tune[1]) if args.sim_auto_tune is not None else cost_curves.DEFAULT_CAP
+        self.curves = cost_curves.CostCounters(cap) if self.switch is not None else None
+        self.explorer = explore.Explorer(simargs.explore_share(args))
         self.autotune = (
             AutoTune(self, TuneSettings(*args.sim_auto_tune))
             if args.sim_auto_tune is not None and self.switch is not None

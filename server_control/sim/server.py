@@ -63,7 +63,7 @@ def rank_config(a: argparse.Namespace, deadline: float | None) -> dict[str, Any]
         "dwell": a.speculative_disable_min_dwell_steps,
         "force": a.speculative_disable_force_mode,
         "off_reason": simargs.off_reason(a),
-        "explore_share": a.sim_explore_share,
+        "explore_share": simargs.explore_share(a),
         # ranks outlive the main process's own deadline by a grace period, so a normal
         # shutdown stops them first; orphans still go at deadline + grace
         "deadline": None if deadline is None else deadline + RANK_GRACE_S,

@@ -101,7 +101,7 @@ class LiveTuner:
             self._operator(n)
             return None
         self.known = n
-        move = self.tuner.observe(self.clock(), reading.curves, n)
+        move = self.tuner.observe(self.clock(), reading.curves, n, reading.explore_share > 0)
         if move is None:
             return None
         now = await self.control.values(decision.THRESHOLD_KEY)

@@ -45,7 +45,7 @@ def test_where_exploration_measured_both_modes_n_jumps_to_the_measured_boundary(
 
 def test_a_reversal_waits_for_a_second_decision_that_asks_for_it():
     up, _ = curves(3, 0.2, 8000, 0.95, share=0.1)  # speculation wins everywhere: up
-    down, _ = curves(12, 0.0, 500, 0.65, share=0.1)  # target-only wins from batch ~3: down
+    down, _ = curves(5, 0.0, 500, 0.65, share=0.1)  # target-only wins from batch ~3, measured at 3-8: down
     tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=6, max_step=2))
     tuner.observe(0.0, cc.Curves(32, 0, ()), 3)
     first = tuner.observe(5.0, up, 3)
