@@ -46,15 +46,16 @@ def test_layer_picture_names_every_package() -> None:
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 NAMED = re.compile(r"`([\w./-]+\.(?:py|toml|json|md))(?:[:`]|::)")
 # names the docs give to files that are not in a tree: the rig cache's facts, a model
-# directory's config, an operator's example fleet file
-ELSEWHERE = {"facts.json", "config.json", "f.toml"}
+# directory's config, an operator's example fleet file, the GPU bundle's manifest
+ELSEWHERE = {"facts.json", "config.json", "f.toml", "manifest.json"}
 SKIPPED_DIRS = {".git", ".venv", "__pycache__", "node_modules", ".mypy_cache", ".ruff_cache"}
 
 
 def _files(base: Path) -> set[str]:
     out = set()
     for path in base.rglob("*"):
-        if path.is_file() and not SKIPPED_DIRS & set(path.relative_to(base).parts):
+        parts = path.relative_to(base).parts
+        if path.is_file() and not SKIPPED_DIRS & set(parts) and not any(p.startswith(".") for p in parts[:-1]):
             out.add(str(path.relative_to(base)))
     return out
 

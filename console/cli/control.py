@@ -30,6 +30,7 @@ from console.cli.common import (
     EXIT_UNREACHABLE,
     UsageError,
     add_target_arguments,
+    answered_nothing,
     check_url,
     error,
     open_session,
@@ -100,7 +101,7 @@ async def _threshold(args) -> int:
             elif "error" in got:
                 print(f"error: {got['error']}")
                 error(unreachable_hint(session.url, session))
-                if not (session.last and session.last.reachable):
+                if answered_nothing(session):
                     return EXIT_UNREACHABLE
             else:
                 print(
@@ -120,7 +121,8 @@ async def _threshold(args) -> int:
             and not (session.last and session.last.reachable)
         ):
             error(unreachable_hint(session.url, session))
-            return EXIT_UNREACHABLE
+            if answered_nothing(session):
+                return EXIT_UNREACHABLE
         return EXIT_OK if result.done else EXIT_FAILED
     finally:
         await session.close()
@@ -166,7 +168,7 @@ async def _verify(args) -> int:
             await asyncio.sleep(0.25)
             result = (await session.verify()).verification
         reachable, url = bool(session.last and session.last.reachable), session.url
-        hint = unreachable_hint(url, session)
+        hint, nothing = unreachable_hint(url, session), answered_nothing(session)
         explained = session.init_explanation() if args.explain else None
     finally:
         await session.close()
@@ -180,7 +182,8 @@ async def _verify(args) -> int:
             print(explained.text())
     if not reachable:
         error(hint)
-        return EXIT_UNREACHABLE
+        if nothing:
+            return EXIT_UNREACHABLE
     return result.exit_code
 
 

@@ -23,6 +23,7 @@ from console.cli.common import (
     EXIT_OK,
     EXIT_UNREACHABLE,
     add_target_arguments,
+    answered_nothing,
     error,
     open_session,
     run_async,
@@ -138,7 +139,7 @@ async def _status(args) -> int:
     try:
         await settle(session)
         snap = session.snapshot()
-        hint = unreachable_hint(snap.url, session)
+        hint, nothing = unreachable_hint(snap.url, session), answered_nothing(session)
     finally:
         await session.close()
     print(json.dumps(snap.to_json(), indent=1) if args.json else render_text(snap))
@@ -147,7 +148,7 @@ async def _status(args) -> int:
         stopped = snap.run.state == RunState.STOPPED and not snap.attached and not snap.server.foreign
         if stopped:
             return EXIT_NOT_RUNNING
-        return EXIT_FAILED if snap.server.foreign else EXIT_UNREACHABLE
+        return EXIT_UNREACHABLE if nothing and not snap.server.foreign else EXIT_FAILED
     return EXIT_OK
 
 

@@ -258,7 +258,9 @@ def confirm_built(dyn: Any, failure: str | None) -> None:
     )
     logger.error(f"Dynamic speculation: {message}")
     store.set(_key(group, f"seen/{me}", run), "1")
-    if failure is not None:  # let the others log it before SGLang ends the process tree
+    # every rank waits until every rank has logged it (bounded): the first to raise makes
+    # SGLang end the process tree, which cut a rank off before its line (CI: TP1's missing)
+    if group.world_size > 1:
         try:
             store.wait([_key(group, f"seen/{i}", run) for i in range(group.world_size)], datetime.timedelta(seconds=SEEN_WAIT_S))
         except Exception:  # noqa: BLE001 - best effort: the failure is raised next whatever the others saw

@@ -89,15 +89,27 @@ def auth_headers(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
+TIMED_OUT = "timed out"
+REFUSED = "connection refused or host unreachable"
+
+
+def no_answer(error: str | None) -> bool:
+    """Whether ``describe_error``'s line says nothing answered (refused, unreachable, timed
+    out), not that something answered wrongly (too large, an HTTP error, bad JSON)."""
+    if not error:
+        return False
+    return f": {REFUSED}" in error or error.endswith(f": {TIMED_OUT}")
+
+
 def describe_error(exc: BaseException, what: str) -> str:
     """One line naming what failed (``what``: the endpoint or its URL) and why (what a
     server said in it, a reason phrase or a body, is made terminal-safe)."""
     if isinstance(exc, httpx.TimeoutException):
-        return f"{what}: timed out"
+        return f"{what}: {TIMED_OUT}"
     if isinstance(exc, AnswerTooLarge):
         return f"{what}: {exc}"
     if isinstance(exc, httpx.ConnectError):
-        return strip_controls(f"{what}: connection refused or host unreachable ({exc})")
+        return strip_controls(f"{what}: {REFUSED} ({exc})")
     if isinstance(exc, httpx.HTTPStatusError):
         return f"{what}: HTTP {exc.response.status_code}"
     if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):

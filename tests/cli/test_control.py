@@ -155,3 +155,19 @@ def test_threshold_needs_the_admin_key(tmp_path):
         assert r.returncode == 1 and "not authorised" in r.stdout, r.stdout
         r = cli("threshold", "6", "--url", sim.url, "--admin-api-key-env", "TEST_ADMIN", env={"TEST_ADMIN": "s3cret"})
         assert r.returncode == 0 and r.stdout.startswith("applied"), r.stdout
+
+
+def test_no_answer_is_nothing_answering_not_a_wrong_answer():
+    """Exit 5 is for refused, unreachable or timed out; a server that answered wrongly (too
+    large, an HTTP error, bad JSON) is a failure, 1 (the hostile server's tests)."""
+    import httpx
+
+    from server_control.telemetry.http_poll import describe_error, no_answer
+    from server_control.telemetry.lean_get import AnswerTooLarge
+
+    url = "http://127.0.0.1:9/server_info"
+    assert no_answer(describe_error(httpx.ConnectError("refused"), url))
+    assert no_answer(describe_error(httpx.ReadTimeout("slow"), url))
+    request = httpx.Request("GET", url)
+    assert not no_answer(describe_error(AnswerTooLarge("answer too large (over 8 bytes)", request=request), url))
+    assert not no_answer(f"{url}: HTTP 500") and not no_answer(None) and not no_answer("")
