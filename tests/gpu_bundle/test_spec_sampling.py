@@ -161,36 +161,17 @@ def test_a_rejected_token_is_left_out_of_the_bonus():
         assert int(predicts[0]) == 3 and vocab == 4  # u = 0.7 x 0.6: past 0.1 + 0.1, at token 3
 
 
-def test_the_sampled_verify_reads_no_tensor_data_on_the_host():
+def _meta_args(bs: int, n: int, d: int) -> list[torch.Tensor]:
+    """The kernel's 11 tensors on ``meta``: no data, so any host read raises."""
     m = dict(device="meta")
-    bs, n, d = 3, 4, 16
-    i64 = dict(dtype=torch.int64, **m)
-    spec_sampling.tree_speculative_sampling_target_only(
-        torch.empty(bs * n, dtype=torch.int32, **m),
-        torch.empty(bs, n, dtype=torch.int32, **m),
-        torch.empty(bs, dtype=torch.int32, **m),
-        torch.empty(bs, n, **i64),
-        torch.empty(bs, n, **i64),
-        torch.empty(bs, n, **i64),
-        torch.empty(bs, n, **i64),
-        torch.empty(bs, n, **m),
-        torch.empty(bs, **m),
-        torch.empty(bs * n, d, **m),
-        torch.empty(bs * n, d, **m),
-    )
+    i32, i64 = dict(dtype=torch.int32, **m), dict(dtype=torch.int64, **m)
+    outs = [torch.empty(bs * n, **i32), torch.empty(bs, n, **i32), torch.empty(bs, **i32)]
+    tree = [torch.empty(bs, n, **i64) for _ in range(4)]  # candidates, index, next token, sibling
+    coins = [torch.empty(bs, n, **m), torch.empty(bs, **m)]
+    return [*outs, *tree, *coins, torch.empty(bs * n, d, **m), torch.empty(bs * n, d, **m)]
+
+
+def test_the_sampled_verify_reads_no_tensor_data_on_the_host():
+    spec_sampling.tree_speculative_sampling_target_only(*_meta_args(3, 4, 16))
     with pytest.raises((RuntimeError, NotImplementedError)):  # the control: the loop reads data
-        kernel_reference(
-            torch.empty(bs * n, dtype=torch.int32, **m),
-            torch.empty(bs, n, dtype=torch.int32, **m),
-            torch.empty(bs, dtype=torch.int32, **m),
-            torch.empty(bs, n, **i64),
-            torch.empty(bs, n, **i64),
-            torch.empty(bs, n, **i64),
-            torch.empty(bs, n, **i64),
-            torch.empty(bs, n, **m),
-            torch.empty(bs, **m),
-            torch.empty(bs * n, d, **m),
-            torch.empty(bs * n, d, **m),
-            1.0,
-            1.0,
-        )
+        kernel_reference(*_meta_args(3, 4, 16), 1.0, 1.0)
