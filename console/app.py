@@ -16,6 +16,7 @@ from textual.screen import Screen
 from console import hangup
 from console.actions.table import BINDING_IDS
 from console.driver import driver_class
+from console.exit_watchdog import ExitWatchdog
 from console.palette import system_commands
 from console.prefs import load_keymap, load_theme, save_theme
 from console.screens.server import ServerScreen
@@ -40,6 +41,7 @@ class ConsoleApp(App[str]):
         self.notice = notice  # shown as a warning once the screen is up
         self.remember_theme = remember_theme  # the user's preferences: theme, keymap (console/prefs.py)
         self.hung_up = False  # the terminal went away (SIGHUP): left as `q` + Enter
+        self.exit_watchdog: ExitWatchdog | None = None  # set by the command: armed on SIGHUP
 
     @property
     def farewell(self) -> str:
@@ -59,7 +61,7 @@ class ConsoleApp(App[str]):
             self.set_keymap(keymap)
             if problems:
                 self.notify("; ".join(problems), severity="warning", timeout=20)
-        hangup.install(self._on_hangup)
+        hangup.install(self._on_hangup, self._arm_exit_watchdog)
         if self.notice:
             self.notify(self.notice, severity="warning", timeout=20)
 
@@ -68,6 +70,11 @@ class ConsoleApp(App[str]):
         if not self.hung_up:
             self.hung_up = True
             self.hang_up()
+
+    def _arm_exit_watchdog(self) -> None:
+        """In the SIGHUP handler itself (the loop may be blocked on the dead terminal)."""
+        if self.exit_watchdog is not None:
+            self.exit_watchdog.arm()
 
     def hang_up(self) -> None:
         raise NotImplementedError

@@ -31,9 +31,10 @@ class HandOff:
 
 def hand_off(session, target_args: list[str]) -> HandOff | None:
     """After ``session.close()``: start the detached supervisor if the session supervised a
-    run that keeps going. ``target_args`` choose the run (``--profile F --state-dir D``)."""
+    run that keeps going (or, when the view hung before the close finished, still supervises
+    one: console/exit_watchdog.py). ``target_args`` choose the run (``--profile F --state-dir D``)."""
     run = getattr(session, "run", None)
-    if not isinstance(run, ProfileRun) or not run.needs_handoff:
+    if not isinstance(run, ProfileRun) or not (run.needs_handoff or run.supervises_live_run):
         return None
     log_dir = run.handoff_log_dir()
     log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -3,8 +3,12 @@ kernel sends SIGHUP. The console then does what `q` then Enter does: close the s
 leaving the server running, so the command hands supervision to a detached `specconsole
 supervise` (console/handoff.py), instead of dying with the server left unsupervised.
 
-``install(leave)`` sets the handler on the app's loop (``leave()``: the app's own
-"quit, leave it running"); the terminal is gone, so nothing is asked and nothing is drawn.
+``install(leave, at_once)`` sets a plain signal handler, not the loop's: it runs in the main
+thread even while the app's loop is blocked (a write to the dead terminal can block it:
+console/exit_watchdog.py). ``at_once()`` runs in the handler itself (it arms the exit
+watchdog: a thread start, nothing that waits); ``leave()`` (the app's own "quit, leave it
+running") is then scheduled on the loop. The terminal is gone, so nothing is asked and
+nothing is drawn.
 """
 
 from __future__ import annotations
@@ -14,11 +18,18 @@ import signal
 from collections.abc import Callable
 
 
-def install(leave: Callable[[], None]) -> bool:
-    """SIGHUP calls ``leave`` on the running loop. False where signals cannot be set here
-    (not the main thread, Windows): Textual's default then stays."""
+def install(leave: Callable[[], None], at_once: Callable[[], None] | None = None) -> bool:
+    """SIGHUP: ``at_once()`` in the handler, ``leave`` on the running loop. False where
+    signals cannot be set here (not the main thread, Windows): Textual's default then stays."""
     try:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, leave)
-    except (NotImplementedError, RuntimeError, ValueError, AttributeError):
+        loop = asyncio.get_running_loop()
+
+        def on_sighup(_signum: int, _frame: object) -> None:
+            if at_once is not None:
+                at_once()
+            loop.call_soon_threadsafe(leave)
+
+        signal.signal(signal.SIGHUP, on_sighup)
+    except (RuntimeError, ValueError, AttributeError):
         return False
     return True

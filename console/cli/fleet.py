@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 
 from console.cli.common import UsageError, run_async, usage_error
 from server_control.model.vocabulary import RunState
@@ -132,21 +133,35 @@ def run_ui(args) -> int:
     except UsageError as exc:
         return usage_error(str(exc))
     from console.fleet.app import FleetApp  # noqa: PLC0415 - textual only when a screen is wanted
-    from console.fleet.leaving import hand_off_fleet  # noqa: PLC0415
 
     app = FleetApp(Fleet(spec, args.state_dir))
+    _run_fleet_app(app, args)
+    return app.return_code or 0
+
+
+def _run_fleet_app(app, args, after: Callable[[], str] | None = None) -> None:
+    """Run the fleet screen; when it was left running (`q` then Leave, or the terminal gone),
+    hand each local member it supervised to a detached supervise, and say so. ``after``: a
+    last line (the demo's traffic)."""
+    from console.exit_watchdog import ExitWatchdog, Once  # noqa: PLC0415
+    from console.fleet.leaving import hand_off_fleet  # noqa: PLC0415
+
+    finish = Once(lambda: hand_off_fleet(app.fleet) if app.leaving else [])
+    app.exit_watchdog = ExitWatchdog(finish)  # a dead terminal: handed off and gone in 2 s
     try:
         app.run(mouse=not args.no_mouse)
     finally:
-        handed = hand_off_fleet(app.fleet) if app.leaving else []
+        handed = finish() or []
+        app.exit_watchdog.disarm()
     try:
         for h in handed:
             print(f"specconsole: {h.words()}", flush=True)
         if app.leaving:
             print("specconsole: the fleet was left running", flush=True)
+        if after is not None:
+            print(after(), flush=True)
     except OSError:  # the terminal went away (SIGHUP): the hand-offs are in their logs and run records
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-    return app.return_code or 0
 
 
 def demo_app(args):
@@ -179,13 +194,16 @@ def demo_app(args):
 
 
 def run_demo(args) -> int:
-    """`specconsole demo --fleet`."""
+    """`specconsole demo --fleet`: quitting stops the fleet, unless --keep and `q` then Leave
+    (each member then handed to a detached supervise, as the fleet screen's Leave does)."""
     app, traffic = demo_app(args)
-    app.run(mouse=not args.no_mouse)
-    print(
-        f"demo fleet: {traffic.sent} requests through the gateway ({traffic.errors} errors); "
-        + ("left running" if args.keep else "stopped")
-    )
+
+    def said() -> str:
+        return f"demo fleet: {traffic.sent} requests through the gateway ({traffic.errors} errors); " + (
+            "left running" if app.leaving else "stopped"
+        )
+
+    _run_fleet_app(app, args, after=said)
     return app.return_code or 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import signal
 import time
@@ -21,7 +22,7 @@ from server_control.config.profile import ProfileError
 from server_control.control import server_tune
 from server_control.control.settings import Control
 from server_control.model.vocabulary import LIVE_STATES, RunState
-from server_control.protocol.arg_types import seconds_where
+from server_control.protocol.arg_types import seconds_where, server_port
 from server_control.protocol.tuner import parse_bounds
 from server_control.state import runs
 from server_control.state.runs import RunConflict
@@ -43,6 +44,8 @@ def cmd_supervise(args) -> int:
 
 
 async def _supervise(args, profile) -> int:
+    if args.port is not None:  # the run's own port: a fleet console moved it off the profile's
+        profile = dataclasses.replace(profile, server={**profile.server, "port": args.port})
     last: dict = {}
     sup = supervisor_for(
         args, profile, on_change=_reporter(args, profile, last), role=HANDOFF if args.handed_off else "supervise"
@@ -296,6 +299,13 @@ def register(subparsers) -> None:
         default=10.0,
         metavar="S",
         help="after a stop from elsewhere, wait S seconds for a relaunch before exiting",
+    )
+    p.add_argument(
+        "--port",
+        type=server_port,
+        default=None,
+        metavar="N",
+        help="the run's port instead of the profile's (a fleet console that moved a member off a busy port hands it off so)",
     )
     p.add_argument(
         "--handed-off",

@@ -110,13 +110,17 @@ def _run_app(session, args, after: str = "", handoff: list[str] | None = None, *
     running). A server left running that this console supervised is handed to a detached
     `specconsole supervise` (``handoff``: the arguments that name its run)."""
     from console.app import SpecConsoleApp  # noqa: PLC0415 - textual only when a screen is wanted
+    from console.exit_watchdog import ExitWatchdog, Once  # noqa: PLC0415
     from console.handoff import hand_off  # noqa: PLC0415
 
     app = SpecConsoleApp(session, remember_theme=True, mouse_motion=args.mouse_motion, **kwargs)
+    finish = Once(lambda: hand_off(session, handoff) if handoff is not None else None)
+    app.exit_watchdog = ExitWatchdog(finish)  # a dead terminal: handed off and gone in 2 s
     try:
         app.run(mouse=not args.no_mouse)
     finally:  # also when the terminal went away (SIGHUP: console/hangup.py) and drawing failed
-        handed = hand_off(session, handoff) if handoff is not None else None
+        handed = finish()
+        app.exit_watchdog.disarm()
     lines = []
     if app.farewell:
         lines.append(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""))

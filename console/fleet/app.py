@@ -66,6 +66,7 @@ class FleetApp(ConsoleApp):
             self.fleet_screen.action_quit_fleet()
 
     def hang_up(self) -> None:
-        """SIGHUP: leave the fleet running, handed off (as `q` + Enter)."""
-        self.leaving = True
+        """SIGHUP: leave the fleet running, handed off (as `q` + Enter); the demo without
+        --keep stops it (as its `q` does)."""
+        self.leaving = not self.stops_on_quit
         self.exit()

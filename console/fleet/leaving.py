@@ -8,6 +8,7 @@ and the gateway."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from console.handoff import HandOff, hand_off
@@ -18,11 +19,11 @@ from console.screens.confirm import ChoiceScreen
 class MemberHandOff:
     member: str
     handed: HandOff | None
-    why: str = ""  # why not, when ``handed`` is None
+    why: str = ""  # why not, when ``handed`` is None; else what the hand-off does not carry
 
     def words(self) -> str:
         if self.handed is not None:
-            return f"{self.member}: {self.handed.words()}"
+            return f"{self.member}: {self.handed.words()}" + (f" ({self.why})" if self.why else "")
         return f"{self.member}: not handed off ({self.why})"
 
 
@@ -53,7 +54,11 @@ def hand_off_fleet(fleet) -> list[MemberHandOff]:
     for m in fleet.members.values():
         run = getattr(m.session, "run", None)
         sup = getattr(run, "sup", None)
-        if m.spec.kind != "local" or sup is None or not getattr(run, "needs_handoff", False):
+        if (
+            m.spec.kind != "local"
+            or sup is None
+            or not (getattr(run, "needs_handoff", False) or getattr(run, "supervises_live_run", False))
+        ):
             continue
         profile = m.spec.profile
         path = getattr(profile, "path", None)
@@ -61,8 +66,15 @@ def hand_off_fleet(fleet) -> list[MemberHandOff]:
             on_disk = load_profile(path) if path else None
         except (ProfileError, OSError):
             on_disk = None
-        if on_disk is None or (on_disk.name, on_disk.port) != (profile.name, profile.port):
-            out.append(MemberHandOff(m.name, None, "its profile exists only in this console (moved port)"))
+        if on_disk is None or on_disk.name != profile.name:
+            out.append(MemberHandOff(m.name, None, "its profile exists only in this console"))
             continue
-        out.append(MemberHandOff(m.name, hand_off(m.session, ["--profile", str(path), "--state-dir", str(sup.state_dir)])))
+        args = ["--profile", str(path), "--state-dir", str(sup.state_dir)]
+        if on_disk.port != profile.port:  # moved off a busy port (the demo fleet): restarts keep the run's
+            args += ["--port", str(profile.port)]
+        if dataclasses.replace(on_disk, server={**on_disk.server, "port": profile.port}) != profile:
+            why = "settings changed here besides the port (a demo time scale) are not carried: a restart uses the profile file's"
+            out.append(MemberHandOff(m.name, hand_off(m.session, args), why))
+            continue
+        out.append(MemberHandOff(m.name, hand_off(m.session, args)))
     return out

@@ -79,6 +79,14 @@ def port_number(text: str) -> int:
     return value
 
 
+def server_port(text: str) -> int:
+    """A port a server listens on: 1..65535 (0 would mean "any")."""
+    value = int_at_least(1)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"port must be 1..65535, got {value}")
+    return value
+
+
 def validated(fn: Callable[[str], T]) -> Callable[[str], T]:
     """``fn``'s ValueError as argparse's error."""
 

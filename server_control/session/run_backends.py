@@ -145,8 +145,15 @@ class ProfileRun:
             self.sup.reclaim_from_handoff()  # a console that quit handed it to `supervise`: take it back
             self._watch = asyncio.create_task(self.sup.watch(), name="supervise")
 
+    @property
+    def supervises_live_run(self) -> bool:
+        """This process holds the run's restart lock and the run goes on: leaving now leaves it
+        unsupervised unless it is handed on (also asked before ``close()`` ran, by a console
+        whose view hung on a dead terminal: console/exit_watchdog.py)."""
+        return bool(self.sup.supervising and self.sup.record is not None and self.sup.state not in FINAL_STATES)
+
     async def close(self) -> None:
-        self.needs_handoff = bool(self.sup.supervising and self.sup.record is not None and self.sup.state not in FINAL_STATES)
+        self.needs_handoff = self.supervises_live_run
         if self._watch is not None:
             self._watch.cancel()
             try:

@@ -98,3 +98,22 @@ def test_a_loose_state_dir_is_refused_by_every_command(make_profile, state_dir):
             assert "Traceback" not in r.stderr
     finally:
         os.chmod(state_dir, 0o700)
+
+
+def test_supervise_port_runs_the_profile_on_the_port_given_and_refuses_a_bad_one(make_profile, groups, state_dir):
+    """`supervise --port N`: the port a fleet console moved a member to (issue 34 item 5)."""
+    from server_control.proc.ports import free_port  # noqa: PLC0415
+
+    path = make_profile("moved", tp=1)
+    for bad in ("0", "65536", "x"):
+        r = cli("supervise", "--profile", str(path), "--port", bad)
+        assert r.returncode == 2 and "--port" in r.stderr, (bad, r.stderr)
+    port = free_port()
+    sup = start_cli("supervise", "--profile", str(path), "--port", str(port), groups=groups)
+    read_until(sup, "moved: ready")
+    rec = runs.load_record("moved")
+    groups.add(rec.pgid)
+    assert rec.port == port
+    sup.send_signal(signal.SIGINT)
+    sup.communicate(timeout=30)
+    assert cli("stop", "--profile", str(path)).returncode == 0
