@@ -22,7 +22,7 @@ from tests.support.tmux import REPO, Term
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240)]
 HUNG_FOR_S = 8.0  # the negative control: still there this long after the hang-up
-GONE_WITHIN_S = 10.0  # generous for CI; the watchdog's own grace is 1.5 s (measured: scripts/hangup-cycles)
+GONE_WITHIN_S = 10.0  # generous for CI; the watchdog's own grace is 1.5 s (measured: python -m benchmarks.hangup_cycles)
 
 
 def _handoff_pid(state) -> int | None:
