@@ -7,8 +7,10 @@
     specconsole fleet launch --fleet F [--wait S] [--members a,b] [--json]   (the gateway after them)
     specconsole fleet stop --fleet F [--members a,b] [--json]                (the gateway first)
     specconsole demo --fleet                        four simulated replicas behind smg, with traffic
+    specconsole fleet status --demo [--json]        (and every action) the demo fleet, where the demo keeps it
 
-The fleet file is `--fleet F` (a path or a shipped fleet's name), else $SPECCONSOLE_FLEET.
+The fleet file is `--fleet F` (a path or a shipped fleet's name), else $SPECCONSOLE_FLEET;
+`--demo` is the demo fleet in `<state dir>/demo` (or `--state-dir DIR` itself).
 Every member is asked at once; each gives one result (ok, pending, refused, failed,
 no-answer) and `--json` prints them all. Headless commands never take over supervising.
 
@@ -23,10 +25,12 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from console.cli.common import UsageError, run_async, usage_error
 from server_control.model.vocabulary import RunState
 from server_control.protocol.arg_types import seconds_where
+from server_control.protocol.decision import validate_force, validate_threshold
 
 EPILOG = "Exit codes: 0 all ok, 1 any refused/failed/no answer, 3 any pending, 2 bad fleet file or arguments, 130 interrupted."
 ACTIONS = ("status", "threshold", "verify", "launch", "stop")
@@ -35,13 +39,18 @@ ACTIONS = ("status", "threshold", "verify", "launch", "stop")
 def _spec(args):
     from server_control.fleet.spec import FleetError, load_fleet
 
-    where = args.fleet or os.environ.get("SPECCONSOLE_FLEET")
-    if not where:
-        raise UsageError("which fleet? give --fleet F (a fleet file or a shipped fleet's name) or set SPECCONSOLE_FLEET")
-    try:
-        spec = load_fleet(where)
-    except FleetError as exc:
-        raise UsageError(str(exc)) from None
+    if getattr(args, "demo", False):
+        spec = _demo_spec(args)
+    else:
+        where = args.fleet or os.environ.get("SPECCONSOLE_FLEET")
+        if not where:
+            raise UsageError(
+                "which fleet? give --fleet F (a fleet file or a shipped fleet's name), --demo, or set SPECCONSOLE_FLEET"
+            )
+        try:
+            spec = load_fleet(where)
+        except FleetError as exc:
+            raise UsageError(str(exc)) from None
     names = [n.strip() for n in (args.members or "").split(",") if n.strip()] or None
     unknown = [n for n in names or () if n not in spec.names()]
     if unknown:
@@ -49,6 +58,26 @@ def _spec(args):
             f"--members: no member {', '.join(map(repr, unknown))} in {spec.path} (members: {', '.join(spec.names())})"
         )
     return spec, names
+
+
+def _demo_spec(args):
+    """`--demo`: the demo fleet where `specconsole demo --fleet` keeps it (``<state dir>/demo``,
+    or --state-dir DIR itself), its members and gateway on the ports of their live runs."""
+    from console.cli.demo_target import demo_state_dir  # noqa: PLC0415
+    from server_control.fleet.demo import demo_fleet  # noqa: PLC0415
+
+    if args.fleet:
+        raise UsageError("give --fleet F or --demo, not both")
+    state = demo_state_dir(args.state_dir)
+    args.state_dir = str(state)
+    return demo_fleet(state)
+
+
+def demo_hint(state_dir) -> str:
+    """How a headless command reaches the demo fleet in ``state_dir``."""
+    from console.cli.demo_target import demo_state_dir  # noqa: PLC0415
+
+    return "specconsole fleet status --demo" + ("" if Path(state_dir) == demo_state_dir() else f" --state-dir {state_dir}")
 
 
 def _print(args, fleet, action: str, results, code: int) -> None:
@@ -100,10 +129,11 @@ async def _run(args) -> int:
     elif action == "threshold":
         if args.value is not None and args.force is not None:
             raise UsageError("give either N or --force MODE, not both")
-        value = args.force if args.force is not None else args.value
         action = "force" if args.force is not None else "threshold"
-        if action == "threshold":
-            value = int(value) if value.strip().lstrip("+-").isdigit() else value
+        try:  # a bad N or MODE is a bad argument, as for one server: one line, exit 2, nothing sent
+            value = validate_force(args.force) if args.force is not None else validate_threshold(args.value)
+        except ValueError as exc:
+            raise UsageError(f"refused: {exc}") from None
     fleet = Fleet(spec, args.state_dir, supervise=False)
     await fleet.start()
     try:
@@ -190,7 +220,8 @@ def demo_app(args):
         if not args.keep:
             await fleet.act("stop")
 
-    return FleetApp(fleet, on_start=start, on_exit=stop, stops_on_quit=not args.keep), traffic
+    notice = f"demo fleet state dir {state_dir}; headless: {demo_hint(state_dir)}"
+    return FleetApp(fleet, on_start=start, on_exit=stop, stops_on_quit=not args.keep, notice=notice), traffic
 
 
 def run_demo(args) -> int:
@@ -211,6 +242,9 @@ def register(subparsers) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--fleet", metavar="F", help="fleet file or shipped name (default $SPECCONSOLE_FLEET)")
+    common.add_argument(
+        "--demo", action="store_true", help="the demo fleet (`specconsole demo --fleet`) in <state dir>/demo or --state-dir"
+    )
     common.add_argument("--members", metavar="A,B", help="only these members (default: all)")
     common.add_argument("--state-dir", metavar="DIR", help="state dir (default $SPECCONSOLE_STATE_DIR or the user's)")
     common.add_argument("--json", action="store_true", help="print JSON: one result per member")

@@ -160,3 +160,39 @@ def test_fleet_status_as_text_prints_its_table(tmp_path):
     lines = res.stdout.splitlines()
     assert lines[0].split()[:3] == ["MEMBER", "HOST", "STATE"] and "TREND" not in lines[0]
     assert lines[1].split()[0] == "a" and "stopped" in lines[1]
+
+
+def test_a_bad_n_or_mode_to_the_fleet_is_one_line_and_exit_2_as_for_one_server(tmp_path):
+    """Issue 35 item 7: a bad N gave one `refused` line per member and exit 1."""
+    for args in (("abc",), ("99999",), ("-1",), ("--force", "sideways")):
+        res = cli("fleet", "threshold", *args, "--fleet", "demo", state_dir=tmp_path)
+        assert res.returncode == 2 and res.stdout == "", (args, res.stdout)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("specconsole: refused: ") and args[-1] in lines[0], (args, lines)
+
+
+def test_fleet_demo_reaches_the_demo_fleet_headless_as_text_and_json(tmp_path):
+    """Issue 35: the headless fleet commands could not find the demo fleet (no `--demo`;
+    every member "failed" without an undocumented --state-dir). Nothing running, then the
+    demo fleet launched headless, steered, read and stopped with `--demo` alone."""
+    state = tmp_path / "state"
+    res = cli("fleet", "status", "--demo", state_dir=state)
+    assert res.returncode == 0, res.stderr
+    assert [ln.split()[:3] for ln in res.stdout.splitlines()[1:5]] == [[f"replica{i}", "local", "stopped"] for i in range(1, 5)]
+    assert cli("fleet", "status", "--demo", "--fleet", "demo", state_dir=state).returncode == 2
+    pgids = []
+    try:
+        res = cli("fleet", "launch", "--demo", "--json", state_dir=state)
+        pgids = [r.pgid for r in list_records(state / "demo")]
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert len(pgids) == 5  # four members and the gateway, in <state>/demo
+        res = cli("fleet", "threshold", "6", "--demo", state_dir=state)
+        assert res.returncode == 0 and res.stdout.count(" ok ") == 4, res.stdout + res.stderr
+        body = json.loads(cli("fleet", "status", "--demo", "--json", state_dir=state).stdout)
+        assert body["fleet"] == "demo-fleet" and len(body["members"]) == 4
+        assert all(m["outcome"] == "ok" and m["data"]["state"] == "ready" for m in body["members"]), body["members"]
+        assert body["gateway"]["state"] == "ready"
+    finally:
+        res = cli("fleet", "stop", "--demo", state_dir=state)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert all(group_pids(pg) == [] for pg in pgids)
