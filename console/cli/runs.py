@@ -242,7 +242,7 @@ async def _restart(args, profile) -> int:
     sup.adopt()
     carry = sup.current_runtime()  # N etc. changed at runtime: carried to the new server, as the console's `r`
     with deferred("stop of the restart") as got:
-        res = await sup.stop(grace=args.grace)
+        res = await sup.stop(grace=args.grace, keeping_runtime=True)
     if got:  # interrupted while stopping: the stop is finished, the new start is not made
         return exit_code(got, EXIT_FAILED)
     if not res.ok:

@@ -149,17 +149,17 @@ class Session:
         self._started = False
 
     async def launch(self) -> OperationResult:
-        result = await self.run.launch()
-        self._on_run_change()
-        return result
+        return self._after_run_op(await self.run.launch())
 
     async def stop(self) -> OperationResult:
-        result = await self.run.stop()
-        self._on_run_change()
-        return result
+        return self._after_run_op(await self.run.stop(), ended=True)
 
     async def restart(self) -> OperationResult:
-        result = await self.run.restart()
+        return self._after_run_op(await self.run.restart())
+
+    def _after_run_op(self, result: OperationResult, ended: bool = False) -> OperationResult:
+        if ended and result.done:  # its runtime changes ended with the run (the stop's message says so)
+            self.last_change = None
         self._on_run_change()
         return result
 

@@ -54,6 +54,7 @@ from server_control.state import identity, journal, run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.state.state_dir import resolve_state_dir
 from server_control.supervision.carried_settings import CarriedSettings, not_reapplied
+from server_control.supervision.carried_settings import describe as describe_runtime
 from server_control.supervision.health_watch import TAIL_LINES, HealthWatch, exit_words
 from server_control.supervision.ownership import Ownership
 from server_control.supervision.restart_policy import RestartPolicy
@@ -311,7 +312,9 @@ class Supervisor:
         return rec
 
     # -- stop / restart ---------------------------------------------------------------------
-    async def stop(self, grace: float | None = None) -> StopResult:
+    async def stop(self, grace: float | None = None, keeping_runtime: bool = False) -> StopResult:
+        """Stop the run. Its runtime settings end with it (said in the message) unless
+        ``keeping_runtime`` (a restart, which re-applies them)."""
         async with self.op_lock:
             self.epoch += 1
             grace = self.profile.stop_grace_s if grace is None else grace
@@ -343,6 +346,11 @@ class Supervisor:
             res = await process.stop_run(rec.identity(), grace, self.exit_file)
             if mark_error:
                 res.message += f"; {mark_error}"
+            if res.ok and rec.runtime and not keeping_runtime:
+                res.message += (
+                    f"; runtime settings ended with the run: {describe_runtime(dict(rec.runtime), self.dynamic)} "
+                    "(the next launch runs the profile's; `restart` keeps them)"
+                )
             self.journal("stop", Outcome.DONE if res.ok else Outcome.FAILED, f"pid {rec.pid}: {res.message}")
             if res.ok:
                 async with runs.profile_lock(name, sd):
@@ -358,7 +366,7 @@ class Supervisor:
     async def restart(self) -> runs.RunRecord:
         """Stop, then launch; settings changed at runtime are re-applied to the new server."""
         carry = self.current_runtime()
-        res = await self.stop()
+        res = await self.stop(keeping_runtime=True)
         if not res.ok:
             raise RuntimeError(f"restart aborted: {res.message}")
         return await self.launch(runtime=carry)
