@@ -18,7 +18,7 @@ from server_control.advice.source import SourceError
 from server_control.advice.words import Advice
 
 EVERY_S = 30.0
-RETRY_S = 2.0  # until the first advice: the session's first poll may not have come yet
+RETRY_S = 2.0  # until advice from the server itself: its first poll may not have come yet (saved curves meanwhile)
 
 
 class AdviceStrip(Static):
@@ -45,7 +45,8 @@ class AdviceStrip(Static):
             else:
                 self.advice = adv
                 self.display = True
-            await asyncio.sleep(self.every_s if self.advice is not None else min(self.every_s, RETRY_S))
+            live = self.advice is not None and not self.advice.saved_only
+            await asyncio.sleep(self.every_s if live else min(self.every_s, RETRY_S))
 
     def render(self) -> Text:
         adv = self.advice

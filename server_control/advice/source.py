@@ -29,6 +29,10 @@ class SourceError(Exception):
     pass
 
 
+class NotReadYet(SourceError):
+    """No poll has come back yet (a console just opened): not the server failing to answer."""
+
+
 @dataclass(frozen=True)
 class Reading:
     url: str
@@ -110,7 +114,9 @@ def poll_reading(url: str, reachable: bool, error: str | None, model: str | None
     """The reading from a poll already made (its answer's first rank's state); SourceError
     when the poll was not answered or holds no curves."""
     if not reachable:
-        raise SourceError(error or f"{url.rstrip('/')}/server_info: no answer yet")
+        if error is None:
+            raise NotReadYet(f"{url.rstrip('/')}/server_info: not read yet")
+        raise SourceError(error)
     return reading_of(url, model, live)
 
 
@@ -138,8 +144,9 @@ def advice_from(read: Callable[[], Reading], url: str, home: store.CurvesHome | 
         if saved is None:
             raise
         adv = advise(estimate(saved.total()), None)
+        why = "server not read yet" if isinstance(exc, NotReadYet) else "server did not answer"
         return replace(
-            adv, sentence=f"{adv.sentence} (server did not answer; from the curves saved {duration(saved.age_s())} ago)"
+            adv, sentence=f"{adv.sentence} ({why}; from the curves saved {duration(saved.age_s())} ago)", saved_only=True
         )
     try:
         saved = store.update(url, reading.model, reading.curves, state_dir, key=key)

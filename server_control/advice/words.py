@@ -26,6 +26,7 @@ class Advice:
     sentence: str
     confident: bool  # worth applying: data near the crossover, current N outside the interval
     estimate: Estimate
+    saved_only: bool = False  # from curves kept on disk: the server was not read (not yet, or no answer)
 
     def to_json(self) -> dict[str, Any]:
         e = self.estimate
@@ -39,6 +40,7 @@ class Advice:
             "batches": list(self.batches) if self.batches else None,
             "sentence": self.sentence,
             "confident": self.confident,
+            "saved_only": self.saved_only,
             "extrapolated_batches": round(e.extrapolated, 1),
             "accept_length": e.accept_length,
             "mean_context": e.mean_context,

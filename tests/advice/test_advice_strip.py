@@ -46,3 +46,32 @@ async def test_a_server_that_never_answered_leaves_the_strip_hidden():
             pilot, lambda: strip.note != "advice: reading the server's cost curves", what="the failed read", timeout=20
         )
         assert strip.advice is None and not strip.display and "advice" not in screen_text(app)
+
+
+class _Reads(App[None]):
+    def __init__(self, answers) -> None:
+        super().__init__()
+        self.answers = answers
+
+    async def _read(self):
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    def compose(self):
+        yield AdviceStrip(self._read, every_s=30.0)
+
+
+async def test_advice_from_saved_curves_is_replaced_by_the_servers_within_seconds(sim_factory):
+    """A console just opened: the first read comes before the first poll, from the curves
+    saved on disk. The strip asked again only 30 s later (issue 35: "server did not answer"
+    for 10-30 s while the server answered); now it asks every 2 s until the server's own."""
+    import dataclasses  # noqa: PLC0415
+
+    sim = sim_factory("--sim-explore-share", "0.1", threshold=8, traffic="phases:s=10000,c=1-14,period=12", time_scale=20)
+    sim.wait_ready()
+    wait_steps(sim.url, steps=1500)
+    live = await asyncio.to_thread(read_advice, sim.url)
+    saved = dataclasses.replace(live, sentence="from the saved curves", saved_only=True)
+    app = _Reads([saved, live])
+    async with app.run_test(size=(160, 5)) as pilot:
+        await wait_for(pilot, lambda: "from the saved curves" in screen_text(app), what="the saved advice", timeout=10)
+        await wait_for(pilot, lambda: "would give" in screen_text(app), what="the server's own advice", timeout=8)

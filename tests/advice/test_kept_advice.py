@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from server_control.advice.source import SourceError, read_advice
+from server_control.advice.source import SourceError, advice_from, poll_reading, read_advice
 from server_control.advice.store import CurvesHome
 from server_control.proc.ports import free_port
 from server_control.session.run_backends import AttachedRun
@@ -30,6 +30,14 @@ def test_the_curves_outlive_the_server(sim_factory, tmp_path):
     later = read_advice(sim.url, None, state)
     assert later.suggested is not None and abs(later.suggested - live.suggested) <= 1
     assert "server did not answer; from the curves saved " in later.sentence and later.sentence.endswith(" ago)")
+    assert later.saved_only and not live.saved_only and later.to_json()["saved_only"] is True
+    # a console just opened: no poll has come back yet. Not "did not answer" (issue 35: every
+    # console open said so for 10-30 s while the server answered); the strip asks again soon
+    home = CurvesHome(state, sim.url)
+    opening = advice_from(lambda: poll_reading(sim.url, False, None, None, None), sim.url, home)
+    assert "(server not read yet; from the curves saved " in opening.sentence and opening.saved_only
+    failing = advice_from(lambda: poll_reading(sim.url, False, "connection refused", None, None), sim.url, home)
+    assert "(server did not answer; from the curves saved " in failing.sentence
     with pytest.raises(SourceError):  # another state dir holds nothing for it
         read_advice(sim.url, None, tmp_path / "other")
 
