@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import shlex
 import sys
@@ -37,7 +38,7 @@ from server_control.config.argv_check import check_argv
 from server_control.config.interpreter import check_sglang
 from server_control.config.profile import ProfileError
 from server_control.model.vocabulary import RunState
-from server_control.protocol.arg_types import seconds_where
+from server_control.protocol.arg_types import seconds_where, server_port
 from server_control.sanitize import strip_controls
 from server_control.state import run_logs, runs
 from server_control.state.runs import RunConflict
@@ -102,6 +103,8 @@ def run_dict(rec: runs.RunRecord | None) -> dict | None:
 def cmd_launch(args) -> int:
     try:
         profile = _load(args)
+        if args.port is not None:  # this run's port instead of the profile's (the demo's: 30000 or a free one)
+            profile = dataclasses.replace(profile, server={**profile.server, "port": args.port})
         if args.dry_run:
             problems: list[str] = []
             spec = profile.launch_spec(getattr(args, "run_state_dir", None), preview=problems)
@@ -281,6 +284,13 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--dry-run", action="store_true", help="print the exact command and the environment the profile adds (keys masked)"
+    )
+    p.add_argument(
+        "--port",
+        type=server_port,
+        default=None,
+        metavar="N",
+        help="listen on port N (1..65535) instead of the profile's (with --demo: instead of 30000, or a free one if busy)",
     )
     p.add_argument(
         "--wait",
