@@ -16,10 +16,12 @@ import re
 from dataclasses import dataclass
 
 from server_control.logs.record import Record
+from server_control.protocol import sim_gpus
 
 # Read-only endpoints polled by specconsole (telemetry/http_poll.py, the supervisor's health
 # probe, control read-back), by SGLang's gateway (smg registers and monitors a worker through
-# /health, /v1/models[/{id}], /server_info, /model_info, /v1/loads) and by Prometheus.
+# /health, /v1/models[/{id}], /server_info, /model_info, /v1/loads), by Prometheus, and the
+# demo's GPU panel (the simulator's /sim/gpus: server_control/protocol/sim_gpus.py).
 POLL_PATHS = frozenset(
     {
         "/health",
@@ -33,6 +35,7 @@ POLL_PATHS = frozenset(
         "/v1/models",
         "/get_model_info",
         "/model_info",
+        sim_gpus.PATH,
     }
 )
 POLL_PREFIXES = ("/v1/models/",)

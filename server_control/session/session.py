@@ -41,7 +41,7 @@ from server_control.session.subscribers import Subscribers
 from server_control.session.verdict import explanation_of, verification_of
 from server_control.state.history import Recorded
 from server_control.telemetry.http_poll import DEFAULT_INTERVAL_S, HttpPoller
-from server_control.telemetry.nvml import NvmlSampler
+from server_control.telemetry.nvml import NvmlSampler, gpu_reader_for
 from server_control.telemetry.sample import Sample
 from server_control.telemetry.series import ModeTimeline, PanelSeries
 
@@ -78,7 +78,7 @@ class Session:
         self.poller = HttpPoller(
             self.url, api_key, interval_s=poll_interval_s, records_fn=self.store.decode_tail, on_sample=self._on_sample
         )
-        self.nvml = NvmlSampler(self.run.pids, nvml=nvml, on_update=self._on_nvml_thread)
+        self.nvml = NvmlSampler(self.run.pids, nvml=nvml or gpu_reader_for(profile, url, api_key), on_update=self._on_nvml_thread)
         self.control = Control(
             self.url, api_key, admin_api_key, records_since=self.store.since, log_seq=lambda: self.store.last_seq
         )

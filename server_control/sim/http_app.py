@@ -16,10 +16,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from server_control.protocol import decision
+from server_control.protocol import sim_gpus as sim_gpus_wire
 from server_control.protocol.sglang_version import SGLANG_VERSION
 from server_control.sim import args as simargs
 from server_control.sim import catalog
 from server_control.sim.generation import BadRequest, Generator, error_response, read_json
+from server_control.sim.gpus import SimGpus
 from server_control.sim.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -251,7 +253,8 @@ def _generation_routes(state: AppState) -> list[Route]:
 
 
 def _sim_routes(state: AppState) -> list[Route]:
-    """/sim/stats: the simulator's own counters (tests, benchmarks)."""
+    """/sim/stats: the simulator's own counters (tests, benchmarks); /sim/gpus: its GPUs
+    (server_control/protocol/sim_gpus.py), which the demo's GPU panel shows."""
     sched = state.scheduler
     a = state.args
 
@@ -275,4 +278,9 @@ def _sim_routes(state: AppState) -> list[Route]:
             }
         )
 
-    return [route(state, "/sim/stats", sim_stats)]
+    gpus = SimGpus(sched, a.tp_size * a.dp_size)
+
+    async def sim_gpus(request: Request) -> Response:
+        return JSONResponse(gpus.answer())
+
+    return [route(state, "/sim/stats", sim_stats), route(state, sim_gpus_wire.PATH, sim_gpus)]

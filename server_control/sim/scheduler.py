@@ -248,6 +248,7 @@ class Scheduler:
             self.timing.lag_s = max(0.0, self.clock.now() - end) / self.clock.scale
             last_end, last_wall = end, wall
             last_vend = self._vnow = vstart + dt
+            self.stats.busy_seconds += dt
             touched = produce(self, new, decoding, step_mode)
             step_no += 1
             self.stats.steps = step_no

@@ -20,6 +20,7 @@ class Stats:
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
     finished_total: int = 0
+    busy_seconds: float = 0.0  # simulated seconds spent in steps (the GPUs' utilisation: sim/gpus.py)
 
 
 @dataclass

@@ -7,7 +7,8 @@ ever below 0.25 s (a process query holds the driver lock for milliseconds).
 Any NVML failure - the module missing, ``NVMLError_LibraryNotFound`` ("NVML Shared Library
 Not Found", the case on machines without a driver), a driver/library version mismatch,
 no permission - gives ``available = False`` with the reason. Nothing here raises into the
-caller. The ``nvml`` module can be injected (tests without a GPU use a fake one).
+caller. The ``nvml`` module can be injected (tests without a GPU use a fake one; the demo's
+simulator runs answer through ``gpu_reader_for``: their GPUs over HTTP).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from server_control.model.gpu_status import GpuDevice, GpuStatus
+from server_control.telemetry.sim_gpus import SimGpuReader
 
 MIN_INTERVAL_S = 0.25
 
@@ -27,6 +29,16 @@ def load_pynvml() -> Any:
     import pynvml  # noqa: PLC0415
 
     return pynvml
+
+
+def gpu_reader_for(profile: Any, url: str, api_key: str | None) -> Any:
+    """Where the GPU numbers of a profile's run come from: the simulator's stand-in for a
+    profile that runs the simulator (its GPUs over HTTP: telemetry/sim_gpus.py), else None
+    (the real NVML, loaded by the sampler)."""
+    if profile is None or getattr(profile, "kind", None) != "sim":
+        return None
+    server = profile.server
+    return SimGpuReader(url, int(server.get("tp_size", 1)) * int(server.get("dp_size", 1)), api_key)
 
 
 def error_reason(exc: BaseException) -> str:
