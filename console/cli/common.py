@@ -207,12 +207,15 @@ def unreachable_hint(url: str, session: Session | None = None) -> str:
 
 
 async def settle(session: Session, timeout_s: float = 5.0) -> None:
-    """Wait for one poll and for the log to be read up to where it was when we began."""
+    """Wait for one poll, for the log to be read up to where it was when we began, and for
+    the GPU sampler's first sample (or its reason for having none)."""
     deadline = time.monotonic() + timeout_s
     path = session.snapshot().logs.path
     size = os.path.getsize(path) if path and os.path.exists(path) else None
     while time.monotonic() < deadline:
-        if session.polls >= 1 and session.log_caught_up(size):
+        gpus = session.nvml.snapshot()
+        gpus_said = session.nvml.samples >= 1 or (not gpus.available and gpus.reason != "not started")
+        if session.polls >= 1 and session.log_caught_up(size) and gpus_said:
             break
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.05)  # the records of the last chunk reach the listeners

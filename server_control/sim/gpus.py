@@ -40,6 +40,8 @@ class SimGpus:
         while len(self._marks) > 2 and self._marks[1][0] <= now - WINDOW_S:
             self._marks.popleft()
         t0, b0 = self._marks[0]
+        if now - t0 <= 0:  # the first reading: the share since the server became ready
+            t0, b0 = now - self.sched.serving_seconds(), 0.0
         if now - t0 <= 0:
             return 0
         return max(0, min(100, round(100 * (busy - b0) / (now - t0))))

@@ -35,6 +35,8 @@ def test_one_gpu_per_rank_that_follows_the_load(sim_factory):
     idle.wait_ready()
     busy.wait_ready()
     pids = httpx.get(busy.url + "/sim/stats", timeout=5).json()["rank_pids"]
+    time.sleep(0.5)
+    assert _gpus(busy.url)[0]["util"] > 50  # the first reading too (the share since ready: a headless `status`)
     loaded = _util_settled(busy.url, lambda u: u >= 80)
     assert [g["index"] for g in loaded] == [0, 1] and [g["pids"] for g in loaded] == [[p] for p in pids]
     assert all(g["name"] == wire.NAME and g["util"] >= 80 for g in loaded), loaded
