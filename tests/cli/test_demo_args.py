@@ -60,5 +60,7 @@ def test_launch_demo_takes_the_port_given_and_refuses_a_bad_one(tmp_path):
         assert json.loads(res.stdout)["run"]["port"] == port
         status = json.loads(run("status", "--demo", "--json").stdout)  # found where it runs, without --port
         assert status["url"] == f"http://127.0.0.1:{port}" and status["run"]["state"] == "ready"
+        gpus = status["gpus"]  # the simulator's, read before the command answers (it said "N/A (not started)")
+        assert gpus["available"] and len(gpus["devices"]) == 2 and gpus["devices"][0]["name"].endswith("(simulated)"), gpus
     finally:
         assert run("stop", "--demo").returncode == 0
