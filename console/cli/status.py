@@ -30,6 +30,7 @@ from console.cli.common import (
     settle,
     unreachable_hint,
 )
+from server_control.model.latency import line as latency_line
 from server_control.model.rank_resources import RankResources
 from server_control.model.run_status import RunStatus
 from server_control.model.snapshot import SessionSnapshot
@@ -92,6 +93,7 @@ def render_text(snap: SessionSnapshot) -> str:
         lines += [f"  {note}" for note in (run.last_error, run.runtime_note) if note]
     for mode, pm in snap.timeline.per_mode.items():
         lines.append(f"  {mode:12s} share {_fmt(pm.share)}  {_fmt(pm.tok_s)} tok/s")
+    lines.append(latency_line(srv.latency))
     if gpus.available:
         for dev in gpus.devices:
             lines.append(

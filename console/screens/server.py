@@ -35,6 +35,7 @@ from console.screens.help import HelpScreen
 from console.widgets.advice_strip import AdviceStrip
 from console.widgets.footer import KeysFooter
 from console.widgets.gpu_table import GpuTable
+from console.widgets.latency_line import LatencyLine
 from console.widgets.live_panel import LivePanel
 from console.widgets.log.pane import LogPane
 from console.widgets.log.view import LogView
@@ -86,6 +87,7 @@ class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
             yield SwitchTimeline(id="timeline").data_bind(ServerScreen.snapshot)
             yield VerifyPanel(id="verify").data_bind(ServerScreen.snapshot)
         yield GpuTable(id="gpus").data_bind(ServerScreen.snapshot)
+        yield LatencyLine(id="latency").data_bind(ServerScreen.snapshot)
         yield AdviceStrip(self.session.advice, id="advice-strip")
         yield LogPane(self.session.store, id="logs")
         yield KeysFooter()

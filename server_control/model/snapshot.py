@@ -20,6 +20,7 @@ from typing import Any
 
 from server_control.model.gpu_status import GpuStatus
 from server_control.model.json_read import as_bool, as_counts, as_int, as_list, as_num, as_obj, as_str
+from server_control.model.latency import LatencyStatus
 from server_control.model.load import Load
 from server_control.model.run_status import RunStatus
 from server_control.model.switch_health import SwitchHealth
@@ -56,6 +57,7 @@ class ServerStatus:
     dp_size: int | None = None
     version: str | None = None
     foreign: bool = False  # something answers at the URL, but it is not this run's server (``error`` says who)
+    latency: LatencyStatus = LatencyStatus()  # TTFT/ITL/e2e/queue percentiles from /metrics (model/latency.py)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +68,7 @@ class ServerStatus:
             "dp_size": self.dp_size,
             "version": self.version,
             "foreign": self.foreign,
+            "latency": self.latency.to_json(),
         }
 
     @classmethod
@@ -79,6 +82,7 @@ class ServerStatus:
             dp_size=as_int(r.get("dp_size")),
             version=as_str(r.get("version")),
             foreign=r.get("foreign") is True,
+            latency=LatencyStatus.from_json(r.get("latency")),
         )
 
 

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from server_control.control.guard import shown
+from server_control.model.latency import LatencyStatus
 from server_control.model.snapshot import MODES, ModeShare, Series, ServerStatus, SettingChange, SpecStatus, Switch, Timeline
 from server_control.model.switch_health import SwitchHealth
 from server_control.model.switch_rate import SwitchRate
@@ -101,6 +102,7 @@ def server_status(s: Sample | None, foreign: bool) -> ServerStatus:
         dp_size=s.dp_size if s else None,
         version=s.version if s else None,
         foreign=foreign,
+        latency=s.latency if s and s.latency is not None else LatencyStatus(),
     )
 
 

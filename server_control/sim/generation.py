@@ -125,9 +125,7 @@ class Generator:
                 # finished is set after the last tokens are counted: read it first
                 done = req.finished
                 n = req.generated
-                if n > sent:
-                    if sent == 0:
-                        self.state.observe_ttft(self.sched.clock.now() - req.created)
+                if n > sent:  # its latencies are counted by the scheduler (sim/step_output.py)
                     yield sent, n
                     sent = n
                 if done:

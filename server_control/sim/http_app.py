@@ -48,9 +48,6 @@ class AppState:
         self.metrics = Metrics(self)
         self.generator = Generator(self)
 
-    def observe_ttft(self, sim_seconds: float) -> None:
-        self.metrics.ttft.observe(max(0.0, sim_seconds))
-
     def health_failing(self) -> bool:
         at = self.args.sim_health_fail_after
         return self.ready and at is not None and self.scheduler.serving_seconds() >= at

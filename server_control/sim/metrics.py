@@ -18,6 +18,35 @@ prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank")
 
 
+ITL_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.010,
+    0.015,
+    0.020,
+    0.025,
+    0.030,
+    0.035,
+    0.040,
+    0.060,
+    0.080,
+    0.100,
+    0.200,
+    0.400,
+    0.600,
+    0.800,
+    1.0,
+    2.0,
+    4.0,
+    6.0,
+    8.0,
+)
+E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0, 800.0)
+QUEUE_BUCKETS = (0.0, 0.001, 0.005, 0.010, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0)
+
+
 class Metrics:
     def __init__(self, state: AppState) -> None:
         self.state = state
@@ -49,7 +78,34 @@ class Metrics:
             registry=r,
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40),
         ).labels(**self.labels)
+        # SGLang 0.5.23's request latency histograms, its bucket bounds (observability/metrics_collector.py)
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            LABELS,
+            registry=r,
+            buckets=ITL_BUCKETS,
+        ).labels(**self.labels)
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds",
+            "Histogram of End-to-end request latency in seconds",
+            LABELS,
+            registry=r,
+            buckets=E2E_BUCKETS,
+        ).labels(**self.labels)
+        self.queue = Histogram(
+            "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", LABELS, registry=r, buckets=QUEUE_BUCKETS
+        ).labels(**self.labels)
         self._counted = (0, 0)
+        self._latency = {"ttft": self.ttft, "itl": self.itl, "e2e": self.e2e, "queue": self.queue}
+        state.scheduler.latency_sink = self.observe_latency
+
+    def observe_latency(self, kind: str, seconds: float, n: int) -> None:
+        """The scheduler's thread, as each request's tokens come (every request, the
+        simulator's own traffic too, as SGLang counts every request it serves)."""
+        hist = self._latency[kind]
+        for _ in range(n):
+            hist.observe(max(0.0, seconds))
 
     def _update(self) -> None:
         sched = self.state.scheduler

@@ -32,6 +32,8 @@ class Request:
     spec_steps: int = 0  # speculative verify steps this request took part in
     spec_tokens: int = 0  # tokens produced in those steps
     first_token_at: float | None = None
+    admitted_at: float | None = None  # simulated clock: taken from the queue into a batch
+    last_token_at: float | None = None  # simulated clock: its latest tokens (the inter-token latency)
     finished: bool = False
     error: str | None = None
     waiter: asyncio.Event | None = None  # set by the HTTP layer; passed to the deliver callback

@@ -84,6 +84,8 @@ class Scheduler:
         self.running: list[Request] = []
         self.settings: collections.deque[Any] = collections.deque()
         self.stats = Stats()
+        # (kind, seconds, how many) of each request's latencies: ttft, itl, e2e, queue (sim/metrics.py)
+        self.latency_sink: Callable[[str, float, int], None] | None = None
         self.timing = StepTiming()
         self.spec_steps_total = 0
         self.spec_tokens_total = 0
@@ -330,6 +332,7 @@ class Scheduler:
             if req.finished:
                 continue
             used += need
+            req.admitted_at = self.clock.now()
             self.running.append(req)
             new.append(req)
         self.stats.waiting = len(self.waiting)

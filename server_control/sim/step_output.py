@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from server_control.sim.scheduler import Scheduler
 
 
+def _ignore(kind: str, seconds: float, n: int) -> None:
+    return None
+
+
 def produce(sched: Scheduler, new: list[Request], decoding: list[Request], step_mode: str) -> list[Any]:
     """The tokens of one step: the first token of each request ``new`` (prefilled), the
     accepted drafts + 1 of each ``decoding`` request (1 when the step is not speculative);
@@ -25,11 +29,16 @@ def produce(sched: Scheduler, new: list[Request], decoding: list[Request], step_
     iv = sched.interval
     produced = 0
     accepted: list[int] = []  # drafts accepted per decoding request (the patch's count)
+    now = sched.clock.now()
+    observe = sched.latency_sink or _ignore
     for req in new:
         if req.finished:
             continue
         req.generated = 1
-        req.first_token_at = sched.clock.now()
+        req.first_token_at = req.last_token_at = now
+        observe("ttft", now - req.created, 1)
+        if req.admitted_at is not None:
+            observe("queue", req.admitted_at - req.created, 1)
         sched.stats.prompt_tokens_total += req.prompt_tokens
         produced += 1
     for req in decoding:
@@ -41,6 +50,9 @@ def produce(sched: Scheduler, new: list[Request], decoding: list[Request], step_
         req.generated += n
         produced += n
         accepted.append(n - 1)
+        if n > 0 and req.last_token_at is not None:  # as SGLang: the interval shared by the tokens it brought
+            observe("itl", (now - req.last_token_at) / n, n)
+        req.last_token_at = now
         if spec:
             req.spec_steps += 1
             req.spec_tokens += n
@@ -61,6 +73,7 @@ def produce(sched: Scheduler, new: list[Request], decoding: list[Request], step_
         if req.generated >= req.max_new_tokens and not req.finished:
             req.finished = True
             sched.stats.finished_total += 1
+            observe("e2e", now - req.created, 1)
         if req.waiter is not None:
             touched.append(req.waiter)
         if not req.finished:

@@ -22,8 +22,10 @@ from typing import Any
 
 import httpx
 
+from server_control.model.latency import LatencyStatus
 from server_control.model.load import Load
 from server_control.sanitize import loads_clean, strip_controls
+from server_control.telemetry.latency import NO_HISTOGRAMS, LatencyWindows, read_histograms
 from server_control.telemetry.lean_get import AnswerTooLarge, LeanGet
 from server_control.telemetry.sample import (
     Sample,
@@ -41,6 +43,7 @@ DEFAULT_TIMEOUT_S = 2.0
 FRESH_LOG_S = 3.0  # a decode line stamped longer ago than this (or 3 intervals) is not live
 MIN_INTERVAL_S = 0.05
 MAX_BODY_BYTES = 4 << 20  # every answer a control-plane client reads is capped at this
+LATENCY_EVERY_S = 2.0  # /metrics for the latency windows: at most this often
 
 
 async def bounded_request(
@@ -175,6 +178,9 @@ class HttpPoller:
         self._loads_ok = True  # flips to False after a 404, re-tried every 30 polls
         self._idle: tuple[Load, int, int] | None = None  # (idle load, decode steps then, polls since)
         self._metrics_ok = True
+        self.latency = LatencyWindows()
+        self._latency_ok = True  # False: no histograms (no --enable-metrics): asked every 30 polls
+        self._latency_next = 0.0
         self._quiet_polls = 0  # polls in a row that found the server idle (see ``quiet``)
         self._quiet_steps: int | None = None  # decode steps at the first of them
 
@@ -244,6 +250,23 @@ class HttpPoller:
                 self._metrics_ok = False
         return load_from_records(records) if records else None
 
+    async def _latency(self, sample: Sample) -> LatencyStatus:
+        """The latency windows, /metrics read at most every ``LATENCY_EVERY_S`` (and, on a
+        server without the histograms, every 30 polls)."""
+        now = time.monotonic()
+        self.latency.watch_decode(sample.ts, sample.load.gen_throughput, sample.load.queue)
+        due = now >= self._latency_next and (self._latency_ok or self.polls % 30 == 0)
+        if due:
+            self._latency_next = now + LATENCY_EVERY_S
+            try:
+                self.latency.add(time.time(), read_histograms((await self.get("/metrics")).text))
+            except httpx.HTTPStatusError as exc:
+                self.latency.unreadable(NO_HISTOGRAMS if exc.response.status_code == 404 else describe_error(exc, "/metrics"))
+            except (httpx.HTTPError, UnicodeDecodeError) as exc:
+                self.latency.unreadable(describe_error(exc, f"{self.url}/metrics"))
+            self._latency_ok = self.latency.reason is None
+        return self.latency.status(time.time())
+
     def _records(self) -> list[Any]:
         if self.records_fn is None:
             return []
@@ -293,6 +316,7 @@ class HttpPoller:
             sample = sample_from_server_info(time.time(), info)
             sample.load = fresh or self._still_idle(sample) or await self._load(records) or Load()
             self._remember_idle(sample, fresh)
+            sample.latency = await self._latency(sample)
         except Exception as exc:  # noqa: BLE001 - whatever the server did, it is a state, not a crash
             sample = Sample(ts=time.time(), reachable=False, error=describe_error(exc, f"{self.url}/server_info"))
             sample.load = fresh or Load()  # a live log still tells the load while HTTP is down

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from server_control.model.latency import LatencyStatus
 from server_control.model.load import Load
 from server_control.protocol import decision as d
 
@@ -83,6 +84,7 @@ class Sample:
     version: str | None = None
     poll_s: float | None = None  # how long the poll took
     next_poll_s: float | None = None  # when the poller polls again, from this poll's start
+    latency: LatencyStatus | None = None  # the /metrics histograms' windows (telemetry/latency.py)
 
     @property
     def supports_runtime_threshold(self) -> bool | None:

@@ -76,6 +76,17 @@ GPU = {
 }
 
 
+PERCENTILES = {"count": INT, "p50": opt(*NUM), "p95": opt(*NUM), "p99": opt(*NUM)}
+LATENCY_WINDOW = {
+    "window_s": NUM,
+    "span_s": NUM,
+    "ttft": PERCENTILES,
+    "itl": PERCENTILES,
+    "e2e": PERCENTILES,
+    "queue": PERCENTILES,
+}
+
+
 def snapshot_schema(run: dict) -> dict:
     return {
         "profile": opt(str),
@@ -90,6 +101,13 @@ def snapshot_schema(run: dict) -> dict:
             "dp_size": opt(int),
             "version": opt(str),
             "foreign": (bool,),
+            "latency": {
+                "available": (bool,),
+                "reason": opt(str),
+                "windows": ListOf(LATENCY_WINDOW),
+                "stalled": (bool,),
+                "stall": opt(str),
+            },
         },
         "spec": {
             "mode": opt(str),

@@ -48,6 +48,22 @@ def sample_snapshot() -> dict:
             "dp_size": 1,
             "version": "0.5.23",
             "foreign": False,
+            "latency": {
+                "available": True,
+                "reason": None,
+                "windows": [
+                    {
+                        "window_s": 15.0,
+                        "span_s": 14.0,
+                        "ttft": {"count": 41, "p50": 0.031, "p95": 0.049, "p99": 0.086},
+                        "itl": {"count": 3200, "p50": 0.016, "p95": 0.023, "p99": 0.037},
+                        "e2e": {"count": 40, "p50": 3.3, "p95": 7.0, "p99": 7.8},
+                        "queue": {"count": 41, "p50": 0.0004, "p95": 0.0009, "p99": 0.001},
+                    }
+                ],
+                "stalled": False,
+                "stall": None,
+            },
         },
         "spec": {
             "mode": "target_only",
