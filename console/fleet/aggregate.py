@@ -1,11 +1,15 @@
 """The fleet screen's aggregate line and per-row trend: pure functions over ``MemberRow``.
 
-    fleet 412.5 tok/s | SPEC 3  TARGET 1 | live 4/4 | restarts 1
+    fleet 412.5 tok/s | SPEC 3  TARGET 1 | live 4/4 | restarts 1 | ITL p95 imbalance: replica3 58ms vs 21ms (...)
     gateway 4/4 workers healthy · 4.2 req/s · 0 err/min · p50 41 ms (60 s)
 
 The gateway's traffic is smg's own counters (server_control/fleet/gateway_metrics.py): requests a
 second, client errors a minute and the router's p50 latency over the last minute, or
 "metrics unavailable (reason)".
+
+The imbalance flag: a member whose p95 inter-token latency over the last 15 s (its /metrics
+histograms, the table's ITL95 column) is at least twice the median of the others' (three
+members with histograms at least).
 
 The total counts only members whose numbers are live (``rows.stale`` is False); members per
 mode likewise; "down" lists the members that do not answer or are not serving. ``Trends``
@@ -19,7 +23,7 @@ from collections.abc import Iterable
 
 from rich.text import Text
 
-from console.fleet.rows import MODE_WORD, stale
+from console.fleet.rows import MODE_WORD, ms, stale
 from server_control.fleet.member import MemberRow
 
 BARS = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
@@ -45,6 +49,9 @@ def aggregate_line(rows: Iterable[MemberRow], gateway=None) -> Text:
     restarts = sum(r.restarts for r in rows)
     if restarts:
         t.append(f" | restarts {restarts}", "yellow")
+    slow = imbalance(live)
+    if slow:
+        t.append(f" | {slow}", "bold yellow")
     if gateway is not None:  # its own line: 80 columns hold the fleet's part or the gateway's, not both
         healthy = gateway.reachable and gateway.healthy_workers == len(gateway.workers) > 0
         t.append("\n")
@@ -59,6 +66,23 @@ def aggregate_line(rows: Iterable[MemberRow], gateway=None) -> Text:
             style = "dim" if traffic.error else "bold red" if traffic.err_min else ""
             t.append(" \u00b7 " + traffic.words(), style)
     return t
+
+
+IMBALANCE = 2.0  # a member's p95 ITL this many times the others' median is flagged
+
+
+def imbalance(live: list[MemberRow]) -> str:
+    """``ITL p95 imbalance: replica3 58ms vs 21ms (the others' median)``, or "" (fewer than
+    three members with the histograms, or none that slow)."""
+    have = [(r.itl_p95, r.name) for r in live if r.itl_p95 is not None and r.itl_p95 > 0]
+    if len(have) < 3:
+        return ""
+    worst, name = max(have)
+    others = sorted(v for v, n in have if n != name)
+    median = others[len(others) // 2] if len(others) % 2 else (others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
+    if worst < IMBALANCE * median:
+        return ""
+    return f"ITL p95 imbalance: {name} {ms(worst)} vs {ms(median)} (the others' median)"
 
 
 def sparkline(values: Iterable[float | None], width: int = TREND_POINTS) -> str:

@@ -44,6 +44,7 @@ COLUMNS = (
     Column("marks", "VERIFY", 7, lambda r: r.marks),
     Column("restarts", "RST", 4, lambda r: r.restarts),
     Column("gpu_util", "GPU%", 5, lambda r: -1.0 if r.gpu_util is None else r.gpu_util),
+    Column("itl_p95", "ITL95", 6, lambda r: -1.0 if r.itl_p95 is None else r.itl_p95),  # 15 s, from /metrics
     Column("trend", "TOK/S TREND", 11, lambda r: 0),  # the last readings (console/fleet/aggregate.py)
 )
 SORTABLE = tuple(c.key for c in COLUMNS if c.key not in ("sel", "trend"))
@@ -87,7 +88,15 @@ def cells(row: MemberRow, selected: bool) -> dict[str, Text | str]:
         "marks": verify_glyphs(row.marks),
         "restarts": str(row.restarts),
         "gpu_util": live(_num(row.gpu_util)),
+        "itl_p95": live(ms(row.itl_p95)),
     }
+
+
+def ms(seconds: float | None) -> str:
+    """A latency in a table cell: "23ms", "1.4s", "-"."""
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1000:.0f}ms" if seconds < 1 else f"{seconds:.1f}s"
 
 
 def matches(row: MemberRow, text: str) -> bool:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from server_control.advice.store import CurvesHome
 from server_control.fleet.spec import LOCAL, URL, FleetSpec, MemberSpec
 from server_control.model.gpu_status import GpuStatus
+from server_control.model.latency import LatencyStatus
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SettingChange
 from server_control.model.verification import Verification
@@ -43,6 +44,9 @@ OUTCOMES = (OK, PENDING, FAILED, REFUSED, NO_ANSWER)
 ACTIONS = ("threshold", "force", "verify", "launch", "stop", "restart", "status")
 _NO_ANSWER_WORDS = ("timed out", "connection refused", "unreachable", "no answer", "ssh failed")
 MARK = {"pass": "+", "fail": "x", "pending": "."}
+
+
+LATENCY_WINDOW_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ class MemberRow:
     marks: str = "..."  # one character per layer: + pass, x fail, . pending
     restarts: int = 0
     gpu_util: float | None = None
+    itl_p95: float | None = None  # seconds, over the last 15 s (server.latency; None: no histograms)
+    ttft_p95: float | None = None
     error: str | None = None
     url: str = ""
     last_change: str | None = None  # the state of the last threshold/force change
@@ -125,6 +131,12 @@ def curves_home(fleet: FleetSpec, spec: MemberSpec, state_dir: str | Path | None
     if spec.kind == LOCAL:
         return None
     return CurvesHome(resolve_state_dir(state_dir) / "fleet" / fleet.name / "curves", f"{fleet.name}/{spec.name}@{spec.where}")
+
+
+def _p95(latency: LatencyStatus, metric: str) -> float | None:
+    """The member's p95 of ``metric`` over the last 15 s (the screen's window)."""
+    w = latency.window(LATENCY_WINDOW_S) if latency.available else None
+    return w.get(metric).p95 if w is not None else None
 
 
 def _gpu_util(gpus: GpuStatus) -> float | None:
@@ -227,6 +239,8 @@ class Member:
             marks="".join(MARK.get(x.status, "?") for x in ver.layers),
             restarts=run.restarts,
             gpu_util=_gpu_util(gpus),
+            itl_p95=_p95(snap.server.latency, "itl"),
+            ttft_p95=_p95(snap.server.latency, "ttft"),
             error=error,
             url=self.url,
             last_change=snap.last_change.state if snap.last_change else None,
