@@ -85,7 +85,7 @@ def _ended(p: psutil.Process) -> bool:
 
 def _threshold(url: str) -> int | None:
     try:
-        return httpx.get(url, timeout=2).json()["internal_states"][0]["speculative_disable_batch_threshold"]
+        return httpx.get(url, timeout=2, trust_env=False).json()["internal_states"][0]["speculative_disable_batch_threshold"]
     except (httpx.HTTPError, ValueError, KeyError, IndexError):
         return None
 

@@ -40,7 +40,7 @@ class SimGpuReader:
 
     # -- what the sampler calls -------------------------------------------------------------
     def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
-        self._client = httpx.Client(timeout=TIMEOUT_S, headers=self.headers)
+        self._client = httpx.Client(timeout=TIMEOUT_S, headers=self.headers, trust_env=False)  # never a proxy
 
     def nvmlShutdown(self) -> None:  # noqa: N802
         if self._client is not None:
