@@ -63,10 +63,19 @@ def _run_state(run: RunStatus) -> str:
     return f"{state} (exit {code}" + (f", signal {-code})" if code < 0 else ")")
 
 
+def _who(info) -> str:
+    return f"{ROLE_WORDS.get(info.kind, info.kind)} pid {info.pid} (since {info.since})"
+
+
 def _supervisor_line(run: RunStatus) -> str:
-    who = run.supervisor
+    who, lost, prior = run.supervisor, run.lost_supervisor, run.took_over_from
     if run.supervising:
-        return "supervisor: this process"
+        return "supervisor: this process" + (f" (took over from {_who(prior)}, which ended without detaching)" if prior else "")
+    if who is None and lost is not None:
+        return (
+            f"supervisor: none: {_who(lost)} ended without detaching (killed or crashed); "
+            "nobody restarts a crash; `specconsole supervise` would"
+        )
     if who is None:
         return "supervisor: none (nobody restarts a crash; `specconsole supervise` would)"
     return f"supervisor: {ROLE_WORDS.get(who.kind, who.kind)}, pid {who.pid}, since {who.since}"

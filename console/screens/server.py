@@ -180,6 +180,14 @@ class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
             view.save_name = snap.profile or "log"
         if old.attached != snap.attached:
             self.refresh_bindings()
+        gone = snap.run.took_over_from
+        if gone is not None and old.run.took_over_from is None:  # once: the moment this console took over
+            self.notify(
+                f"supervising this run now: the previous supervisor (pid {gone.pid}, {gone.kind}) ended without "
+                "detaching (killed or crashed), so nobody restarted crashes until now",
+                severity="warning",
+                timeout=20,
+            )
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if isinstance(self.app.screen, ModalScreen):

@@ -55,6 +55,8 @@ class RunStatus:
     runtime_note: str | None = None  # at runtime, kept across restarts (server_control/supervision/carried_settings.py)
     supervisor: SupervisorInfo | None = None  # who restarts crashes (None: nobody)
     last_exit: str | None = None  # how the server last ended on its own (crash, watchdog): kept across restarts
+    lost_supervisor: SupervisorInfo | None = None  # named by the record, gone without detaching (nobody supervises)
+    took_over_from: SupervisorInfo | None = None  # such a one, when this process took supervision over from it
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -79,6 +81,8 @@ class RunStatus:
                 runtime_note=self.runtime_note,
                 supervisor=self.supervisor.to_json() if self.supervisor else None,
                 last_exit=self.last_exit,
+                lost_supervisor=self.lost_supervisor.to_json() if self.lost_supervisor else None,
+                took_over_from=self.took_over_from.to_json() if self.took_over_from else None,
             )
         return out
 
@@ -106,4 +110,6 @@ class RunStatus:
             runtime_note=as_str(r.get("runtime_note")),
             supervisor=SupervisorInfo.from_json(r.get("supervisor")),
             last_exit=as_str(r.get("last_exit")),
+            lost_supervisor=SupervisorInfo.from_json(r.get("lost_supervisor")),
+            took_over_from=SupervisorInfo.from_json(r.get("took_over_from")),
         )

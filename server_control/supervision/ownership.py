@@ -48,7 +48,9 @@ class Ownership:
         self.sup = sup
         self.role = role
         self.lock: FileLock | None = None
+        self.took_over_from: SupervisorInfo | None = None  # a supervisor found gone when this process took the lock
         self._cache: tuple[float, SupervisorInfo | None] = (0.0, None)  # (monotonic, who) of a read
+        self._lost: SupervisorInfo | None = None  # the recorded supervisor found gone at that read
 
     @property
     def supervising(self) -> bool:
@@ -57,8 +59,17 @@ class Ownership:
 
     def try_lock(self) -> None:
         if self.lock is None:
+            gone = None if self.sup.record is None else self.lost()
             self.lock = runs.RestartLock.acquire(self.sup.profile.name, self.sup.state_dir)
             if self.lock is not None:
+                if gone is not None and gone.pid != psutil.Process().pid:
+                    log.warning(
+                        "%s: took over supervision from %s pid %s, which ended without detaching",
+                        self.sup.profile.name,
+                        ROLE_WORDS.get(gone.kind, gone.kind),
+                        gone.pid,
+                    )
+                    self.took_over_from = gone
                 self.sup.changed()
 
     def unlock(self) -> None:
@@ -113,9 +124,21 @@ class Ownership:
 
     def _read(self) -> SupervisorInfo | None:
         info, proc = self._recorded()
+        self._lost = None
         if proc is None or not runs.RestartLock.held_elsewhere(self.sup.profile.name, self.sup.state_dir):
+            # a supervisor that detaches clears its entry: one left behind ended without
+            # detaching (kill -9, an OOM kill, a crash): said, never silently nobody
+            self._lost = SupervisorInfo.from_json(info) if info.get("pid") else None
             return None
         return SupervisorInfo.from_json(info)
+
+    def lost(self) -> SupervisorInfo | None:
+        """The supervisor the record still names though it is gone (it ended without
+        detaching); None when someone supervises, or the last one left cleanly."""
+        if self.supervising:
+            return None
+        self.of()  # refreshes the cache and what was lost
+        return self._lost
 
     def reclaim_from_handoff(self) -> int | None:
         """Take the run back from the `supervise` a leaving console handed it to: that

@@ -163,6 +163,8 @@ class Supervisor:
             runtime_note=self.runtime_note,
             supervisor=self.supervisor_of(),
             last_exit=self.last_exit,
+            lost_supervisor=self.ownership.lost(),
+            took_over_from=self.ownership.took_over_from,
         )
 
     def status_json(self) -> dict[str, Any]:

@@ -52,6 +52,8 @@ RUN_SUPERVISED = {
     "runtime_note": opt(str),
     "supervisor": opt({"pid": INT, "kind": STR, "since": STR}),
     "last_exit": opt(str),
+    "lost_supervisor": opt({"pid": INT, "kind": STR, "since": STR}),
+    "took_over_from": opt({"pid": INT, "kind": STR, "since": STR}),
 }
 CHANGE = {"requested": opt(int, str), "state": STR, "detail": STR, "ranks": ListOf((bool,)), "key": opt(str)}
 SUGGESTION = {"key": STR, "name": STR, "value": INT, "current": INT, "effect": STR}

@@ -117,3 +117,32 @@ def test_supervise_port_runs_the_profile_on_the_port_given_and_refuses_a_bad_one
     sup.send_signal(signal.SIGINT)
     sup.communicate(timeout=30)
     assert cli("stop", "--profile", str(path)).returncode == 0
+
+
+def test_a_supervisor_killed_is_said_and_the_next_one_says_it_took_over(make_profile, groups, state_dir):
+    """Issue 34 item 4: a supervisor that died (kill -9) left `status` saying only "none",
+    as if nobody had ever supervised; now it names the one that ended without detaching,
+    and the next supervisor says whom it took over from. A clean detach says neither."""
+    path = make_profile("lost", tp=1)
+    first = start_cli("supervise", "--profile", str(path), groups=groups)
+    read_until(first, "lost: ready")
+    groups.add(runs.load_record("lost").pgid)
+    first.send_signal(signal.SIGINT)  # the negative control: a clean detach
+    first.communicate(timeout=30)
+    text = cli("status", "--profile", str(path)).stdout
+    assert "supervisor: none (nobody restarts" in text and "without detaching" not in text, text
+    second = start_cli("supervise", "--profile", str(path), groups=groups)
+    read_until(second, "adopted lost")
+    wait_for(lambda: (runs.load_record("lost").supervisor or {}).get("pid") == second.pid, 30, what="the record naming it")
+    os.kill(second.pid, signal.SIGKILL)  # killed: no detach, its entry left in the record
+    second.communicate(timeout=30)
+    text = cli("status", "--profile", str(path)).stdout
+    assert f"supervisor: none: specconsole supervise pid {second.pid}" in text and "ended without detaching" in text, text
+    snap = json.loads(cli("status", "--profile", str(path), "--json").stdout)
+    assert snap["run"]["lost_supervisor"]["pid"] == second.pid and snap["run"]["supervisor"] is None
+    third = start_cli("supervise", "--profile", str(path), groups=groups)
+    seen = read_until(third, "took over supervision from")
+    assert f"pid {second.pid}, which ended without detaching" in seen[-1], seen
+    third.send_signal(signal.SIGINT)
+    third.communicate(timeout=30)
+    assert cli("stop", "--profile", str(path)).returncode == 0
