@@ -106,19 +106,19 @@ async def test_filter_search_follow_on_the_live_log(sim):
     async with app.run_test(size=(120, 30)) as pilot:
         view = app.log_view
         await wait_for(pilot, lambda: any(r.kind == "spec_switch" for r in view.shown_records()), what="a switch line")
-        await pilot.press("slash")
+        await pilot.press("ampersand")
         app.screen.query_one(Input).value = "switched to"
         await pilot.press("enter")
         await pilot.pause(0.3)
         kinds = {r.kind for r in view.shown_records()}
         assert kinds == {"spec_switch"}
-        await pilot.press("slash")
+        await pilot.press("ampersand")
         app.screen.query_one(Input).value = "!Decode batch"
         await pilot.press("enter")
         await pilot.pause(0.3)
         assert not any("Decode batch" in r.raw for r in view.shown_records())
         await pilot.press("escape")
-        await pilot.press("ctrl+f")
+        await pilot.press("slash")
         app.screen.query_one(Input).value = "Dynamic speculation disable enabled"
         await pilot.press("enter")
         await pilot.pause(0.2)

@@ -39,7 +39,7 @@ def test_goto_line_and_the_current_match_under_no_color(tmp_path):
         t.keys("1", "Enter")
         text = t.wait(lambda s: re.search(r"^\s+1\u25b6 ", s, re.M) is not None, what="line 1 marked")
         assert not re.search(r"^\s+2\u25b6 ", text, re.M)
-        t.keys("C-f")
+        t.keys("/")
         t.wait(lambda s: "Search: regex" in s, what="the search prompt")
         t.keys("speculation disable", literal=True)
         t.keys("Enter")

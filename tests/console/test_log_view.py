@@ -66,16 +66,16 @@ async def test_filter_invert_and_bad_regex(fake, make_app):
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        await pilot.press("slash")
+        await pilot.press("ampersand")
         await prompt(pilot, app, "switched to")
         text = screen_text(app)
         assert "switched to target-only" in text and "fired up" not in text
         assert "filter: /switched to/" in text
-        await pilot.press("slash")
+        await pilot.press("ampersand")
         await prompt(pilot, app, "!Decode batch")
         assert "Decode batch" not in shown(app) and "fired up" in shown(app)
         assert "NOT /Decode batch/" in screen_text(app)
-        await pilot.press("slash")
+        await pilot.press("ampersand")
         await prompt(pilot, app, "(unclosed")
         assert isinstance(app.screen, PromptScreen), "a bad regex keeps the prompt open"
         assert "bad regex" in str(app.screen.query_one("#error", Label).render())
@@ -101,7 +101,7 @@ async def test_search_highlights_and_jumps_keeping_context(fake, make_app):
         view = app.log_view
         view.jump_home()
         await pilot.pause()
-        await pilot.press("ctrl+f")
+        await pilot.press("slash")
         await prompt(pilot, app, "NEEDLE")
         assert view.search_hits == 2
         first = view.current_match_row()
@@ -117,7 +117,7 @@ async def test_search_highlights_and_jumps_keeping_context(fake, make_app):
         assert view.current_match_row() == first
         await pilot.press("N")
         assert view.current_match_row() == second
-        await pilot.press("ctrl+f")
+        await pilot.press("slash")
         await prompt(pilot, app, "[bad")
         assert isinstance(app.screen, PromptScreen)
         await pilot.press("escape")
@@ -146,7 +146,7 @@ async def test_quick_filters_wrap_and_save(fake, make_app, tmp_path):
         await pilot.pause()
         assert view.wrap and view.row_count > rows
         assert "x" * 70 in screen_text(app)
-        await pilot.press("slash")
+        await pilot.press("ampersand")
         await prompt(pilot, app, "Dynamic")
         target = tmp_path / "shown.log"
         await pilot.press("ctrl+s")

@@ -75,9 +75,9 @@ async def test_reopened_inverted_filter_keeps_its_inversion(make_app, fake):
     app = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await settle_log(pilot, app)
-        await pilot.press("slash")
+        await pilot.press("ampersand")
         await answer_prompt(pilot, app, "!Decode")
-        await pilot.press("slash")
+        await pilot.press("ampersand")
         assert app.screen.query_one(Input).value == "!Decode"
         await pilot.press("enter")
         await pilot.pause()
@@ -89,7 +89,7 @@ async def test_search_starts_at_the_nearest_match_and_shows_its_position(make_ap
     app = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await settle_log(pilot, app)  # following: the view is at the end
-        await pilot.press("ctrl+f")
+        await pilot.press("slash")
         await answer_prompt(pilot, app, "NEEDLE")
         text = screen_text(app)
         assert "NEEDLE 270" in text, "the nearest match to the view, not the first of the log"

@@ -1,4 +1,4 @@
-"""The log view's prompts (`/` filter, `ctrl+f` search, `:` go to line, `ctrl+s` save): what they ask,
+"""The log view's prompts (`&` filter, `/` search, `:` go to line, `ctrl+s` save): what they ask,
 how they check the answer (the error shows under the input), and what they do with it.
 
 `ctrl+s` offers a full path in the home directory, named after the profile and the time

@@ -1,4 +1,4 @@
-"""Search in the log view (ctrl+f, n, N): which lines match and which match is current.
+"""Search in the log view (`/`, n, N: as in less): which lines match and which match is current.
 Separate from the filter, which hides lines; the view scrolls to the current match."""
 
 from __future__ import annotations
