@@ -188,6 +188,14 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action("tab", "focus_next", "Focus", "Move focus (log view, verification checklist)", "console", show=False, owner="app"),
     Action("question_mark", "help", "Help", "List every key", "console", display="?"),
+    Action(
+        "D",
+        "details",
+        "Details",
+        "The top of the screen in full: status, reason, latency, advice, last change",
+        "console",
+        show=False,
+    ),
     Action("ctrl+z", "suspend_process", "Suspend", "Suspend to the shell (fg resumes)", "console", show=False, owner="app"),
     Action("q", "quit_console", "Quit", "Quit (asks whether to leave the server running)", "console"),
 )

@@ -31,6 +31,7 @@ from console.actions.table import NEEDS_OWNER, bindings_for, footer_rank
 from console.messages import LogsAppended, SnapshotChanged
 from console.palette import ConsoleCommands
 from console.screens.confirm import confirm, quit_choice
+from console.screens.details import DetailsScreen, details_text
 from console.screens.help import HelpScreen
 from console.widgets.advice_strip import AdviceStrip
 from console.widgets.footer import KeysFooter
@@ -224,6 +225,13 @@ class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())
+
+    def action_details(self) -> None:
+        """`D`: the top lines in full (console/screens/details.py)."""
+        strip = self.query_one(AdviceStrip)
+        advice = strip.advice.sentence if strip.advice is not None else strip.note
+        status = self.query_one(StatusBar).lines
+        self.app.push_screen(DetailsScreen(details_text(self.snapshot, status, advice)))
 
     def action_quit_console(self) -> None:
         """`q`: nothing of ours runs: leave; else ask (leave it running, stop it, stay)."""
