@@ -5,6 +5,7 @@ means and where to look. `specconsole verify --explain` prints it (text and JSON
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ class LogLine:
 
 @dataclass(frozen=True)
 class InitExplanation:
-    init: tuple[LogLine, ...]  # one per rank that logged it, in the log's order
+    init: tuple[LogLine, ...]  # one per rank that logged it, in rank order (DP, then TP): the ranks race to log
     not_active: tuple[LogLine, ...]
     verdict: str  # one line: what the log says
     where_to_look: tuple[str, ...] = ()
@@ -57,6 +58,12 @@ class InitExplanation:
         return "\n".join(out)
 
 
+def _rank_order(rank: str) -> tuple[int, ...]:
+    """ "main" first, then "TP0" < "TP1" < "DP1 TP0" (by DP, then TP; numbers, not text)."""
+    numbers = [int(n) for n in re.findall(r"\d+", rank)]
+    return (0,) if rank == "main" else (1, *([0] * (2 - len(numbers))), *numbers)
+
+
 def _line(rec: Record) -> LogLine:
     return LogLine(rec.rank or "main", getattr(rec, "line", None), rec.text)
 
@@ -66,7 +73,7 @@ def explain(init: list[Record], not_active: list[Record], *, log_attached: bool,
     by_rank: dict[str, Record] = {}
     for rec in init:
         by_rank.setdefault(rec.rank or "main", rec)
-    lines = tuple(_line(r) for r in by_rank.values())
+    lines = tuple(sorted((_line(r) for r in by_rank.values()), key=lambda x: _rank_order(x.rank)))
     refused = tuple(_line(r) for r in not_active)
     if not log_attached:
         return InitExplanation(lines, refused, NO_LOG)

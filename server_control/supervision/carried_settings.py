@@ -53,6 +53,14 @@ def describe(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
     )
 
 
+def ended_with_the_run(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
+    """What a stop says of the settings changed at runtime (a restart keeps them)."""
+    return (
+        f"runtime settings ended with the run: {describe(runtime, profile_dynamic)} "
+        "(the next launch runs the profile's; `restart` keeps them)"
+    )
+
+
 def not_reapplied(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
     return (
         "runtime settings NOT re-applied after the restart ([restart] reapply_runtime = false): "

@@ -53,8 +53,7 @@ from server_control.proc.process import ProcInfo, StopResult
 from server_control.state import identity, journal, run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.state.state_dir import resolve_state_dir
-from server_control.supervision.carried_settings import CarriedSettings, not_reapplied
-from server_control.supervision.carried_settings import describe as describe_runtime
+from server_control.supervision.carried_settings import CarriedSettings, ended_with_the_run, not_reapplied
 from server_control.supervision.health_watch import TAIL_LINES, HealthWatch, exit_words
 from server_control.supervision.ownership import Ownership
 from server_control.supervision.restart_policy import RestartPolicy
@@ -315,8 +314,7 @@ class Supervisor:
 
     # -- stop / restart ---------------------------------------------------------------------
     async def stop(self, grace: float | None = None, keeping_runtime: bool = False) -> StopResult:
-        """Stop the run. Its runtime settings end with it (said in the message) unless
-        ``keeping_runtime`` (a restart, which re-applies them)."""
+        """Stop the run; its runtime settings end with it, said, unless ``keeping_runtime`` (a restart)."""
         async with self.op_lock:
             self.epoch += 1
             grace = self.profile.stop_grace_s if grace is None else grace
@@ -349,10 +347,7 @@ class Supervisor:
             if mark_error:
                 res.message += f"; {mark_error}"
             if res.ok and rec.runtime and not keeping_runtime:
-                res.message += (
-                    f"; runtime settings ended with the run: {describe_runtime(dict(rec.runtime), self.dynamic)} "
-                    "(the next launch runs the profile's; `restart` keeps them)"
-                )
+                res.message += f"; {ended_with_the_run(dict(rec.runtime), self.dynamic)}"
             self.journal("stop", Outcome.DONE if res.ok else Outcome.FAILED, f"pid {rec.pid}: {res.message}")
             if res.ok:
                 async with runs.profile_lock(name, sd):

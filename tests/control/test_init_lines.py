@@ -37,6 +37,17 @@ def test_every_rank_with_its_line():
     assert "TP1      log line 3: Dynamic speculation disable enabled" in got.text()
 
 
+def test_the_ranks_in_rank_order_whichever_logged_first():
+    """The ranks race to log their init line (TP1 before TP0 in a CI run): shown by rank."""
+    recs = _records(
+        f"[2026-12-04 10:00:00 DP1 TP0] {INIT}",
+        f"[2026-12-04 10:00:00 TP1] {INIT}",
+        f"[2026-12-04 10:00:01 TP0] {INIT}",
+    )
+    got = explain(*_split(recs), log_attached=True, ranks_expected=3)
+    assert [(x.rank, x.line) for x in got.init] == [("TP0", 3), ("TP1", 2), ("DP1 TP0", 1)]
+
+
 def test_no_init_line_says_what_it_means_and_where_to_look():
     recs = _records("[2026-12-04 10:00:00 TP0] The server is fired up and ready to roll!")
     got = explain(*_split(recs), log_attached=True, ranks_expected=1)

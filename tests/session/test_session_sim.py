@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from server_control.session.session import Session
+from server_control.telemetry.latency import NO_HISTOGRAMS
 from tests.support.sim import WAVE, start_sim
 from tests.support.wait import until
 
@@ -65,6 +66,13 @@ async def test_all_layers_pass_and_snapshot_shape(sim):
         "dp_size": 1,
         "version": "0.5.23",
         "foreign": False,
+        "latency": {  # no --enable-metrics on this server: said, with how to get them
+            "available": False,
+            "reason": NO_HISTOGRAMS,
+            "windows": [],
+            "stalled": False,
+            "stall": None,
+        },
     }
     spec = snap["spec"]
     assert spec["threshold"] == 5 and spec["low_mark"] == 4 and spec["force"] == "auto"
