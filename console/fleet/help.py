@@ -4,9 +4,6 @@ motion keys), not the single-server screen's (those act on one member: enter ope
 from __future__ import annotations
 
 from rich.table import Table
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
-from textual.widgets import Static
 
 from console.screens.help import HelpScreen
 
@@ -44,6 +41,5 @@ class FleetHelpScreen(HelpScreen):
         super().__init__()
         self.fleet_bindings = bindings
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(fleet_help_table(self.fleet_bindings), id="help-table")
+    def page(self) -> Table:
+        return fleet_help_table(self.fleet_bindings)

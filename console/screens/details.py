@@ -5,12 +5,9 @@ cut with an ellipsis). Esc, q or D closes it."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
+from console.screens.help import ReadingScreen
 from server_control.model.latency import line as latency_line
 from server_control.model.mode_reason import mode_reason
 from server_control.model.snapshot import SessionSnapshot
@@ -44,21 +41,13 @@ def details_text(snap: SessionSnapshot, status_lines: tuple[Text, ...], advice: 
     return out
 
 
-class DetailsScreen(ModalScreen):
-    BINDINGS = [Binding("escape,q,D", "dismiss_details", "Close")]
-    DEFAULT_CSS = """
-    DetailsScreen { align: center middle; }
-    DetailsScreen > VerticalScroll { width: 90%; max-width: 120; height: 90%; border: thick $accent;
-                                     background: $surface; padding: 0 1; }
-    """
+class DetailsScreen(ReadingScreen):
+    BINDINGS = [Binding("D", "dismiss_page", "Close")]
+    PAGE_ID = "details-text"
 
     def __init__(self, text: Text) -> None:
         super().__init__()
         self.text = text
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(self.text, id="details-text")
-
-    def action_dismiss_details(self) -> None:
-        self.dismiss(None)
+    def page(self) -> Text:
+        return self.text

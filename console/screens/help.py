@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import RenderableType
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -41,17 +42,32 @@ def help_table() -> Table:
     return table
 
 
-class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss_help", "Close")]
+class ReadingScreen(ModalScreen):
+    """A modal page of text to read and scroll, closed by esc or q (and the key of its
+    subclass): the help and the details screen (console/screens/details.py)."""
+
+    BINDINGS = [Binding("escape,q", "dismiss_page", "Close")]
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90%; max-width: 100; height: 90%; border: thick $accent;
-                                  background: $surface; padding: 0 1; }
+    ReadingScreen { align: center middle; }
+    ReadingScreen > VerticalScroll { width: 90%; max-width: 100; height: 90%; border: thick $accent;
+                                     background: $surface; padding: 0 1; }
     """
+    PAGE_ID = "page"
+
+    def page(self) -> RenderableType:
+        raise NotImplementedError
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(help_table(), id="help-table")
+            yield Static(self.page(), id=self.PAGE_ID)
 
-    def action_dismiss_help(self) -> None:
+    def action_dismiss_page(self) -> None:
         self.dismiss(None)
+
+
+class HelpScreen(ReadingScreen):
+    BINDINGS = [Binding("question_mark", "dismiss_page", "Close")]
+    PAGE_ID = "help-table"
+
+    def page(self) -> RenderableType:
+        return help_table()

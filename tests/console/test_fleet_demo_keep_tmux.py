@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 
 import psutil
 import pytest
 
 from server_control.state import runs
 from tests.support.tmux import Term
+from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(300)]
 
@@ -30,35 +30,33 @@ def _handed(rec: runs.RunRecord) -> bool:
     return who.get("kind") == "handoff" and isinstance(who.get("pid"), int) and psutil.pid_exists(who["pid"])
 
 
-def _wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+def _launched(tmp_path, name: str) -> Term:
+    """`demo --fleet --keep` in tmux, its exit code printed after it, launched."""
+    t = Term(tmp_path, size=(150, 40))
+    t.sock = f"specconsole-{name}-{os.getpid()}"
+    t.start(f"{sys.executable} -m console demo --fleet --keep --time-scale 5 --no-mouse; echo EXIT=$?; sleep 120")
+    t.wait(lambda s: "launch on 5: 5 ok" in s, timeout=120, what="the demo fleet launched")
+    return t
 
 
 def test_leave_hands_each_member_to_a_supervisor_that_restarts_its_crash(tmp_path):
-    t = Term(tmp_path, size=(150, 40))
-    t.sock = f"specconsole-fleetkeep-{os.getpid()}"
-    t.start(f"{sys.executable} -m console demo --fleet --keep --time-scale 5 --no-mouse; echo EXIT=$?; sleep 120")
+    t = _launched(tmp_path, "fleetkeep")
     try:
-        t.wait(lambda s: "launch on 5: 5 ok" in s, timeout=120, what="the demo fleet launched")
         t.keys("q")
         t.wait(lambda s: "Leave fleet running" in s, what="the quit question")
         t.keys("Enter")  # Leave (the default)
         out = t.wait(lambda s: "EXIT=" in s, timeout=60, what="the console's exit")
         assert "EXIT=0" in out and "left running" in out, out
         assert out.count("supervision handed to `specconsole supervise`") == 4, out
-        members = _wait(lambda: (m := _members(t.state)) and len(m) == 4 and all(map(_handed, m)) and m, 30, "4 hand-offs")
+        members = wait_for(
+            lambda: (m := _members(t.state)) and len(m) == 4 and all(map(_handed, m)) and m, 30, what="4 hand-offs"
+        )
         victim = members[0]
         os.killpg(victim.pgid, signal.SIGKILL)  # the member's server crashes
-        back = _wait(
+        back = wait_for(
             lambda: (r := runs.load_record(victim.name, t.state / "demo")) and r.restarts >= 1 and r.is_live() and r,
             90,
-            "the crash restarted by the member's supervisor",
+            what="the crash restarted by the member's supervisor",
         )
         assert back.pid != victim.pid and back.port == victim.port  # on the port the gateway routes to
     finally:
@@ -66,11 +64,8 @@ def test_leave_hands_each_member_to_a_supervisor_that_restarts_its_crash(tmp_pat
 
 
 def test_stop_with_keep_stops_everything_and_says_so(tmp_path):
-    t = Term(tmp_path, size=(150, 40))
-    t.sock = f"specconsole-fleetstop-{os.getpid()}"
-    t.start(f"{sys.executable} -m console demo --fleet --keep --time-scale 5 --no-mouse; echo EXIT=$?; sleep 120")
+    t = _launched(tmp_path, "fleetstop")
     try:
-        t.wait(lambda s: "launch on 5: 5 ok" in s, timeout=120, what="the demo fleet launched")
         pgids = [r.pgid for r in runs.list_records(t.state / "demo")]
         t.keys("q")
         t.wait(lambda s: "Stop fleet" in s, what="the quit question")
