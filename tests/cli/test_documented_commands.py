@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from server_control.proc.ports import free_port
 from tests.cli.documented import REPO, documented, known_options
 from tests.support.cli import cli
 
@@ -108,7 +109,7 @@ def test_documented_commands_against_the_demo_and_with_nothing_running(tmp_path,
     state = tmp_path / "demo"
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path))
     _sweep(state, running=False)
-    res = cli("launch", "--demo", "--state-dir", str(state), "--wait", "60")
+    res = cli("launch", "--demo", "--state-dir", str(state), "--wait", "60", "--port", str(free_port()))  # not 30000
     try:
         assert res.returncode == 0, res.stdout + res.stderr
         _sweep(state, running=True)

@@ -106,6 +106,7 @@ worker_url = "{worker_url}"
     assert len(pgids) == 3 and all(group_pids(pg) == [] for pg in pgids)
 
 
+@pytest.mark.xdist_group("demo_fleet_ports")  # the shipped ports when free: one worker at a time
 async def test_demo_fleet_sends_traffic_through_the_gateway_and_stops_on_quit(tmp_path):
     args = argparse.Namespace(state_dir=str(tmp_path / "demo"), time_scale=5.0, keep=False, no_mouse=True)
     app, traffic = demo_app(args)
@@ -171,6 +172,7 @@ def test_a_bad_n_or_mode_to_the_fleet_is_one_line_and_exit_2_as_for_one_server(t
         assert len(lines) == 1 and lines[0].startswith("specconsole: refused: ") and args[-1] in lines[0], (args, lines)
 
 
+@pytest.mark.xdist_group("demo_fleet_ports")  # the shipped ports when free: one worker at a time
 def test_fleet_demo_reaches_the_demo_fleet_headless_as_text_and_json(tmp_path):
     """Issue 35: the headless fleet commands could not find the demo fleet (no `--demo`;
     every member "failed" without an undocumented --state-dir). Nothing running, then the

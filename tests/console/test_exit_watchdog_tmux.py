@@ -17,6 +17,7 @@ import time
 import psutil
 import pytest
 
+from server_control.proc.ports import free_port
 from server_control.state import runs
 from tests.support.tmux import REPO, Term
 
@@ -36,7 +37,8 @@ def test_a_console_stuck_on_a_dead_terminal_hands_off_and_ends(tmp_path, watchdo
     t = Term(tmp_path)
     t.sock = f"specconsole-wd-{os.getpid()}-{int(watchdog)}"
     flag = "" if watchdog else "--no-watchdog "
-    t.start(f"exec {sys.executable} {REPO / 'tests/support/stuck_terminal.py'} {flag}demo --time-scale 5 --no-mouse")
+    argv = f"{flag}demo --time-scale 5 --no-mouse --port {free_port()}"  # a free port: other tests run demos too
+    t.start(f"exec {sys.executable} {REPO / 'tests/support/stuck_terminal.py'} {argv}")
     console = None
     try:
         t.wait(lambda s: "READY" in s and "N=5" in s, what="READY and N=5")

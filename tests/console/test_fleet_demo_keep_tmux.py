@@ -18,7 +18,8 @@ from server_control.state import runs
 from tests.support.tmux import Term
 from tests.support.wait import wait_for
 
-pytestmark = [pytest.mark.tmux, pytest.mark.timeout(300)]
+# the demo fleet takes its shipped ports (30010-30014) when free: its tests share one worker
+pytestmark = [pytest.mark.tmux, pytest.mark.timeout(300), pytest.mark.xdist_group("demo_fleet_ports")]
 
 
 def _members(state) -> list[runs.RunRecord]:
