@@ -43,7 +43,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -161,24 +161,35 @@ def _brief(adv: Advice) -> dict[str, Any]:
     return {k: doc[k] for k in ("current", "suggested", "interval", "crossover", "verdict", "sentence", "confident")}
 
 
-async def explore_phase(url: str, opts: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
-    """Closed-loop clients walking a triangle over the levels' range under auto with
-    exploration; the advisor read every ``opts.read_every`` seconds and at the end."""
-    schedule = triangle(min(opts.levels), max(opts.levels))
-    result = loadgen.LevelResult(max(schedule), AUTO)
-    body = {
+def stream_body(max_tokens: int) -> dict[str, Any]:
+    return {
         "prompt": loadgen.PROMPT,
-        "max_tokens": opts.max_tokens,
+        "max_tokens": max_tokens,
         "stream": True,
         "ignore_eos": True,
         "temperature": 0.0,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
+
+
+async def walk_triangle(
+    url: str,
+    schedule: Sequence[int],
+    hold_s: float,
+    seconds: float,
+    max_tokens: int,
+    every_s: float,
+    tick: Callable[[float], Awaitable[None]],
+) -> loadgen.LevelResult:
+    """Closed-loop clients whose number walks ``schedule`` (``hold_s`` at each count) for
+    ``seconds``; ``tick(elapsed)`` awaited every ``every_s`` seconds on the way. Failed
+    requests are counted (and the first kept) in the result, never raised."""
+    result = loadgen.LevelResult(max(schedule), AUTO)
+    body = stream_body(max_tokens)
     t0 = time.monotonic()
-    end = t0 + opts.explore_s
+    end = t0 + seconds
     span = (t0, end)
     active = [schedule[0]]
-    readings: list[dict[str, Any]] = []
     limits = httpx.Limits(max_connections=max(schedule) + 4)
     async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(600.0, connect=10.0), limits=limits) as client:
 
@@ -195,23 +206,37 @@ async def explore_phase(url: str, opts: argparse.Namespace, log: Callable[[str],
                     await asyncio.sleep(0.2)
 
         tasks = [asyncio.create_task(worker(i)) for i in range(max(schedule))]
-        next_read = t0 + opts.read_every
+        next_tick = t0 + every_s
         try:
             k = 0
             while time.monotonic() < end:
                 active[0] = schedule[k % len(schedule)]
                 k += 1
-                await asyncio.sleep(max(0.0, min(opts.hold, end - time.monotonic())))
-                if time.monotonic() >= next_read and time.monotonic() < end:
-                    next_read += opts.read_every
-                    _reading, adv = await _read(url)
-                    row = {"at_s": round(time.monotonic() - t0), **_brief(adv)}
-                    readings.append(row)
-                    log(f"phase 1 at {row['at_s']} s: {adv.sentence}")
+                await asyncio.sleep(max(0.0, min(hold_s, end - time.monotonic())))
+                if time.monotonic() >= next_tick and time.monotonic() < end:
+                    next_tick += every_s
+                    await tick(time.monotonic() - t0)
         finally:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+    return result
+
+
+async def explore_phase(url: str, opts: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    """Closed-loop clients walking a triangle over the levels' range under auto with
+    exploration; the advisor read every ``opts.read_every`` seconds and at the end."""
+    schedule = triangle(min(opts.levels), max(opts.levels))
+    readings: list[dict[str, Any]] = []
+
+    async def read(elapsed: float) -> None:
+        _reading, adv = await _read(url)
+        row = {"at_s": round(elapsed), **_brief(adv)}
+        readings.append(row)
+        log(f"phase 1 at {row['at_s']} s: {adv.sentence}")
+
+    result = await walk_triangle(url, schedule, opts.hold, opts.explore_s, opts.max_tokens, opts.read_every, read)
+    async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
         explored = await _exploration_state(client, url)
     reading, adv = await _read(url)
     log(f"phase 1 at {opts.explore_s:.0f} s (the reading): {adv.sentence}")

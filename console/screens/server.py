@@ -179,6 +179,8 @@ class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
     def watch_snapshot(self, old: SessionSnapshot, snap: SessionSnapshot) -> None:
         for view in self.query(LogView):  # ctrl+s names its file after the profile
             view.save_name = snap.profile or "log"
+        for strip in self.query(AdviceStrip):
+            strip.threshold_seen(snap.spec.threshold if snap.server.reachable else None)
         if old.attached != snap.attached:
             self.refresh_bindings()
         gone = snap.run.took_over_from

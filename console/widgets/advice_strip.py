@@ -3,7 +3,9 @@ suggestion's sentence (or what data is missing), refreshed every ``EVERY_S`` sec
 the session's ``advice`` (the cost curves of its last poll, estimated in a thread: no request
 of its own). Hidden until the server has answered once (a server that is not up
 yet, or a port nothing listens on, leaves the screen as it was); after that a failed read
-is said on the strip. `A` opens the full view, which applies the suggestion."""
+is said on the strip. When the server's N changes (a key, `A`'s apply, the tuner, another
+client) the strip reads again at once instead of speaking of the old N for up to
+``EVERY_S``. `A` opens the full view, which applies the suggestion."""
 
 from __future__ import annotations
 
@@ -31,6 +33,16 @@ class AdviceStrip(Static):
         """``read``: the session's ``advice`` (SourceError when there is none to give)."""
         super().__init__(id=id)
         self.read, self.every_s = read, every_s
+        self._again = asyncio.Event()
+        self._asked_for: int | None = None  # the N a read was last asked for (once per N)
+
+    def threshold_seen(self, n: int | None) -> None:
+        """The server's N as last polled: an N the advice does not speak of reads again now
+        (once per N: advice that still lags, from saved curves, waits its turn)."""
+        adv = self.advice
+        if n is not None and adv is not None and adv.current is not None and adv.current != n and n != self._asked_for:
+            self._asked_for = n
+            self._again.set()
 
     def on_mount(self) -> None:
         self.display = False
@@ -46,7 +58,11 @@ class AdviceStrip(Static):
                 self.advice = adv
                 self.display = True
             live = self.advice is not None and not self.advice.saved_only
-            await asyncio.sleep(self.every_s if live else min(self.every_s, RETRY_S))
+            self._again.clear()
+            try:
+                await asyncio.wait_for(self._again.wait(), self.every_s if live else min(self.every_s, RETRY_S))
+            except TimeoutError:
+                pass
 
     def render(self) -> Text:
         adv = self.advice

@@ -30,7 +30,9 @@ crossover then lies (``extrapolated``).
 The 95 % interval comes from a parametric bootstrap (seeded, so the same curves give the
 same interval): each bucket's step time and tokens per step are drawn from normals with
 their standard errors, the fit and the crossover are redone ``RESAMPLES`` times, and the
-2.5th and 97.5th percentiles of the suggested N are the interval.
+2.5th and 97.5th percentiles of the suggested N are the interval, widened where needed to
+hold the suggested N itself (a step-shaped estimator's percentiles can lie beside its
+point). Each draw runs the estimator the point ran (by measurement, or by the lines).
 """
 
 from __future__ import annotations
@@ -309,6 +311,18 @@ def _lowered(measured: tuple[str, int | None, float] | None, fits: dict[str, Fit
     return measured
 
 
+def _by_measurement(
+    pairs: list[Pair], fits: dict[str, Fit], missing: list[str], draw: list[float] | None = None
+) -> tuple[str, int | None, float] | None:
+    """The crossover from the bands both modes ran (``draw``: one bootstrap draw of their
+    differences), or None where they do not decide it. With one band, and a mode that has
+    no bucket of its own to fit, a band target-only won is the crossover."""
+    measured = _lowered(_measured(pairs, draw), fits)
+    if missing and measured is None and len(pairs) == 1 and (pairs[0][1] if draw is None else draw[0]) > 0:
+        measured = ("target_only_wins" if pairs[0][0] == 1 else "crossover", pairs[0][0], 1.0)
+    return measured
+
+
 def _draw_diffs(pairs: list[Pair], rng: random.Random) -> list[float]:
     return [rng.gauss(diff, se) for _lo, diff, se in pairs]
 
@@ -347,15 +361,14 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
             f"(at least {MIN_STEPS} steps in a batch bucket)",
             shared,
         )
-    measured = _lowered(_measured(pairs), fits)
-    if missing and measured is None and len(pairs) == 1 and pairs[0][1] > 0:  # one band, target-only won
-        measured = ("target_only_wins" if pairs[0][0] == 1 else "crossover", pairs[0][0], 1.0)
+    measured = _by_measurement(pairs, fits, missing)
     verdict, cross = measured[:2] if measured else _crossover(fits) if not missing else ("speculation_wins", None)
     suggested = _suggest(verdict, cross)
     rng = random.Random(seed)
     draws_n = []
     for _ in range(RESAMPLES):
-        again = _lowered(_measured(pairs, _draw_diffs(pairs, rng)), fits) if measured or missing else None
+        # the same estimator on each draw: by measurement where the point estimate was
+        again = _by_measurement(pairs, fits, missing, _draw_diffs(pairs, rng)) if measured or missing else None
         if again is not None:
             v, c = again[0], again[1]
         elif missing:
@@ -368,7 +381,11 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
             v, c = _crossover(_fits_from(points, draws))
         draws_n.append(_suggest(v, c))
     draws_n.sort()
-    interval = (draws_n[int(0.025 * (len(draws_n) - 1))], draws_n[math.ceil(0.975 * (len(draws_n) - 1))])
+    # a percentile interval of a step-shaped estimator can lie beside its own point (a
+    # crossover extrapolated from near-parallel lines jumps between draws): it is widened
+    # to hold the suggestion, so an interval never disowns the N it is shown with
+    lo_n, hi_n = draws_n[int(0.025 * (len(draws_n) - 1))], draws_n[math.ceil(0.975 * (len(draws_n) - 1))]
+    interval = (min(lo_n, suggested), max(hi_n, suggested))
     # how far the crossover (or the verdict) lies beyond the batches each mode measured
     if measured is not None:
         extrapolated = measured[2]

@@ -15,6 +15,9 @@ within ``[lo, hi]``:
     and the new N, and it stops before the first of them where both modes were measured
     and the mode it would run there lost (a sign-fit crossover or a line can put N past a
     bucket measured the other way, on noise near a flat optimum);
+  * a move on extrapolation (nothing measured where it leads) follows another such move
+    only after ``MIN_WINDOW_STEPS`` decode steps at the new N: the same stale window
+    stepped N up 17 -> 19 -> 21 -> 23 in 12 s on a slow real server;
   * a reversal (a move against the direction of the last one) waits one more decision that
     asks for it, so N does not swing between neighbours on noise;
   * a phase change is followed: when the mean context of the last interval's steps is
@@ -136,6 +139,7 @@ class Tuner:
         self._reversal_asked = False
         self._reversals: collections.deque[float] = collections.deque()  # when, the recent ones
         self._hold_until: float | None = None
+        self._blind_from: int | None = None  # decode steps counted at the last extrapolated move
 
     def off(self, reason: str) -> None:
         self.on, self.off_reason = False, reason
@@ -147,6 +151,7 @@ class Tuner:
         self._direction, self._reversal_asked = 0, False
         self._reversals.clear()
         self._hold_until = None
+        self._blind_from = None
 
     def observe(self, now: float, curves: Curves, threshold: int, exploring: bool = False) -> Move | None:
         """A reading of the cumulative curves at ``now`` (seconds); a Move or None.
@@ -175,6 +180,8 @@ class Tuner:
         if lo <= threshold <= hi and not far:
             self._reversal_asked = False
             return None
+        if far and self._blind_from is not None and _steps(curves) - self._blind_from < MIN_WINDOW_STEPS:
+            return None  # the last move was blind too: its new N has not been measured yet
         target = min(self.settings.hi, max(self.settings.lo, e.suggested or self.settings.hi))
         new = self._toward(e, threshold, target, far, exploring)
         if new == threshold:
@@ -183,6 +190,7 @@ class Tuner:
         if direction == -self._direction and not self._reversal_allowed(now, threshold, target, far, e, new):
             return None
         self._direction, self._reversal_asked = direction, False
+        self._blind_from = _steps(curves) if far else None
         move = Move(threshold, new, evidence(e, now - base_t))
         self.moves += 1
         self.last_move = move

@@ -37,6 +37,15 @@ async def test_the_advice_view_applies_the_suggestion_after_a_yes(sim_factory, t
         await wait_for(pilot, lambda: f"N={n} applied" in screen_text(app), what="applied and read back")
         info = httpx.get(sim.url + "/server_info", timeout=5).json()
         assert [st["speculative_disable_batch_threshold"] for st in info["internal_states"]] == [n]
+        # the strip on the main screen speaks of the applied N within seconds (it lagged by
+        # up to its 30 s period, saying "N={n} would give ..." of the N already set)
+        from console.widgets.advice_strip import AdviceStrip  # noqa: PLC0415
+
+        strip = app.screen.query_one(AdviceStrip)
+        await wait_for(
+            pilot, lambda: strip.advice is not None and strip.advice.current == n, what="the strip at the new N", timeout=5
+        )
+        assert f"N={n} would give" not in screen_text(app)
         entries = journal.read(tmp_path / "state")
         assert any(e.key == "speculative_disable_batch_threshold" and e.new == n and e.old == 8 for e in entries), [
             e.words() for e in entries

@@ -143,3 +143,15 @@ def test_the_one_pass_sign_step_is_the_brute_force_one(tenths: list[int]) -> Non
     assert (drawn is None) == (got is None)
     if drawn is not None and got is not None:
         assert drawn[1] == got[1]
+
+
+@pytest.mark.parametrize("n, steps, seed, share, hi", [(2, 400, 3, 0.0, 20), (6, 100, 3, 0.05, 20), (8, 100, 1, 0.1, 20)])
+def test_the_95_interval_always_holds_the_suggested_n(n, steps, seed, share, hi):
+    """Early curves (100-400 steps): the console showed N=538 with "95% interval 0-284" (a
+    percentile interval of a crossover extrapolated from near-parallel lines), and N=3 with
+    "95% interval 0" (the bootstrap left out the one-band rule the point used)."""
+    got, _ = curves(n, steps=steps, seed=seed, share=share, hi=hi)
+    e = estimate(got)
+    assert e.suggested is not None
+    lo, hi_n = e.interval
+    assert lo <= e.suggested <= hi_n, (e.suggested, e.interval, e.verdict)

@@ -189,3 +189,25 @@ def test_a_move_stops_before_a_batch_measured_the_other_way():
     move = tuner.observe(5.0, got, 3)
     assert move is not None and (move.old, move.new) == (3, 2), move
     assert measured_limit(e, 3, 1) == 2 and measured_limit(e, 1, 3) == 2 and measured_limit(e, 2, 3) == 2
+
+
+def test_a_blind_move_waits_for_steps_at_its_new_n_before_the_next():
+    """On a slow real server (2-3 steps a second) one stale window stepped N up three times
+    in 12 s, 17 -> 19 -> 21 -> 23, each "speculation faster at every measured batch" from
+    the same steps (benchmarks/tune_rig.py): a move on extrapolation now waits for
+    MIN_WINDOW_STEPS decode steps after the one before."""
+    from server_control.advice.store import add
+    from server_control.protocol.tuner import MIN_WINDOW_STEPS
+
+    up, _ = curves(3, 0.2, 8000, 0.95, steps=1000)  # speculation only, up to batch 3: blind upward
+    assert estimate(up).extrapolated > 2
+    tuner = Tuner(TuneSettings(1, 32, interval_s=5, window_s=1000, max_step=2))
+    tuner.observe(0.0, cc.Curves(32, 0, ()), 3)
+    first = tuner.observe(5.0, up, 3)
+    assert first is not None and first.new > 3
+    n = first.new
+    for t in (10.0, 15.0, 20.0, 25.0):  # no new steps: no second blind move
+        assert tuner.observe(t, up, n) is None
+    more, _ = curves(3, 0.2, 8000, 0.95, steps=MIN_WINDOW_STEPS + 10, seed=7)
+    again = tuner.observe(30.0, add(up, more), n)
+    assert again is not None and again.new > n  # measured anew: it may go on

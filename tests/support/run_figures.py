@@ -52,13 +52,28 @@ def read_all() -> list[str]:
 
 
 def summary(lines: list[str]) -> list[str]:
-    """The figures, server start-ups counted and summed last."""
+    """The figures, then server start-ups counted and summed, one line per configuration
+    (the server's log name: how many starts, which test modules, their start-up time)."""
     starts = [line for line in lines if line.startswith(STARTS + ":")]
     rest = [line for line in lines if not line.startswith(STARTS + ":")]
     total = 0.0
+    by: dict[str, tuple[int, float, list[str]]] = {}
     for line in starts:
-        for part in line.split(","):
-            key, _, value = part.strip().rpartition("=")
-            if key.endswith("start_s"):
-                total += float(value)
-    return [*rest, f"real SGLang servers started: {len(starts)}, start-up time {total:.0f} s in all"]
+        fields = [part.strip() for part in line[len(STARTS) + 1 :].split(",")]
+        name, seconds, modules = fields[0] if fields else "?", 0.0, []
+        for part in fields[1:]:
+            key, _, value = part.rpartition("=")
+            if key == "start_s":
+                try:
+                    seconds = float(value)
+                except ValueError:
+                    seconds = 0.0
+            elif key == "by":
+                modules.append(value)
+        total += seconds
+        n, s, mods = by.get(name, (0, 0.0, []))
+        by[name] = (n + 1, s + seconds, mods + [m for m in modules if m not in mods])
+    out = [*rest, f"real SGLang servers started: {len(starts)}, start-up time {total:.0f} s in all"]
+    for name, (n, s, mods) in sorted(by.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        out.append(f"  {n} x {name} ({s:.0f} s): {', '.join(mods) or '-'}")
+    return out

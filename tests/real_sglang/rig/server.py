@@ -132,7 +132,8 @@ class RigServer:
     def _count(self, outcome: str) -> None:
         """One start in the run's figures (its count and start-up time end the summary)."""
         start_s = time.monotonic() - self.started
-        run_figures.record(f"{run_figures.STARTS}: {self.log_path.name}, {outcome}, start_s={start_s:.1f}")
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0].rpartition("/")[2] or "-"
+        run_figures.record(f"{run_figures.STARTS}: {self.log_path.name}, {outcome}, by={test}, start_s={start_s:.1f}")
 
     def request(self, path: str, body: dict | None = None, timeout: float = 120):
         data = None if body is None else json.dumps(body).encode()
