@@ -42,8 +42,7 @@ import json
 import os
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from typing import Any
 import httpx
 
 from benchmarks import mode_cost
+from benchmarks.triangle_traffic import triangle, walk_triangle
 from server_control import loadgen
 from server_control.advice.source import Reading, read_server
 from server_control.advice.words import Advice, advise
@@ -99,14 +99,6 @@ def agreement(levels: Sequence[int], measured: int | None, advised: int | None, 
         "within one bucket" if ok else "not within one bucket"
     )
     return Agreement(ok, measured, (lo, hi), advised, suggested, why)
-
-
-def triangle(lo: int, hi: int) -> list[int]:
-    """Every concurrency from ``lo`` up to ``hi`` and back down (one cycle, ends excluded once)."""
-    if lo > hi or lo < 1:
-        raise ValueError(f"want 1 <= lo <= hi, got {lo}, {hi}")
-    up = list(range(lo, hi + 1))
-    return up + up[-2:0:-1]
 
 
 async def _set(client: httpx.AsyncClient, url: str, values: dict[str, Any]) -> bool:
@@ -159,68 +151,6 @@ async def _read(url: str) -> tuple[Reading, Advice]:
 def _brief(adv: Advice) -> dict[str, Any]:
     doc = adv.to_json()
     return {k: doc[k] for k in ("current", "suggested", "interval", "crossover", "verdict", "sentence", "confident")}
-
-
-def stream_body(max_tokens: int) -> dict[str, Any]:
-    return {
-        "prompt": loadgen.PROMPT,
-        "max_tokens": max_tokens,
-        "stream": True,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }
-
-
-async def walk_triangle(
-    url: str,
-    schedule: Sequence[int],
-    hold_s: float,
-    seconds: float,
-    max_tokens: int,
-    every_s: float,
-    tick: Callable[[float], Awaitable[None]],
-) -> loadgen.LevelResult:
-    """Closed-loop clients whose number walks ``schedule`` (``hold_s`` at each count) for
-    ``seconds``; ``tick(elapsed)`` awaited every ``every_s`` seconds on the way. Failed
-    requests are counted (and the first kept) in the result, never raised."""
-    result = loadgen.LevelResult(max(schedule), AUTO)
-    body = stream_body(max_tokens)
-    t0 = time.monotonic()
-    end = t0 + seconds
-    span = (t0, end)
-    active = [schedule[0]]
-    limits = httpx.Limits(max_connections=max(schedule) + 4)
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(600.0, connect=10.0), limits=limits) as client:
-
-        async def worker(i: int) -> None:
-            while time.monotonic() < end:
-                if i >= active[0]:
-                    await asyncio.sleep(0.05)
-                    continue
-                try:
-                    await loadgen._one_request(client, url, body, result, span, None)
-                except (httpx.HTTPError, RuntimeError, ValueError) as exc:
-                    result.errors += 1
-                    result.error_sample = result.error_sample or f"{type(exc).__name__}: {exc}"
-                    await asyncio.sleep(0.2)
-
-        tasks = [asyncio.create_task(worker(i)) for i in range(max(schedule))]
-        next_tick = t0 + every_s
-        try:
-            k = 0
-            while time.monotonic() < end:
-                active[0] = schedule[k % len(schedule)]
-                k += 1
-                await asyncio.sleep(max(0.0, min(hold_s, end - time.monotonic())))
-                if time.monotonic() >= next_tick and time.monotonic() < end:
-                    next_tick += every_s
-                    await tick(time.monotonic() - t0)
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-    return result
 
 
 async def explore_phase(url: str, opts: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:

@@ -40,11 +40,13 @@ from typing import Any
 import httpx
 
 from benchmarks import mode_cost
-from benchmarks.advise_rig import _set, triangle, walk_triangle
+from benchmarks.advise_rig import _set
+from benchmarks.triangle_traffic import triangle, walk_triangle
 from server_control.protocol import decision
 from server_control.protocol.tuner import AUTO_TUNE_KEY, MOVE_PREFIX, parse_bounds
 
-MOVE_LINE = re.compile(r"^\[[^\]]* TP0\] (" + re.escape(MOVE_PREFIX) + r"(\d+) -> (\d+) \(auto: .*\))$", re.M)
+# one rank's moves: TP0's at tp > 1, the only rank's (no TP in its prefix) at tp 1
+MOVE_LINE = re.compile(r"^\[(?![^\]]* TP[1-9])[^\]]*\] (" + re.escape(MOVE_PREFIX) + r"(\d+) -> (\d+) \(auto: .*\))$", re.M)
 
 
 def _range(text: str) -> tuple[int, int]:

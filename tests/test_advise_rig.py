@@ -2,7 +2,8 @@
 
 import pytest
 
-from benchmarks.advise_rig import agreement, triangle
+from benchmarks.advise_rig import agreement
+from benchmarks.triangle_traffic import triangle
 
 LEVELS = [2, 4, 6, 8, 10]
 
