@@ -12,6 +12,7 @@ from server_control.model.json_read import as_int, as_list, as_num, as_obj, as_s
 
 METRICS = ("ttft", "itl", "e2e", "queue")  # the order they are shown in
 WORDS = {"ttft": "TTFT", "itl": "ITL", "e2e": "e2e", "queue": "queue"}
+MODE_WORDS = {"speculative": "speculative", "target_only": "target-only"}
 
 
 @dataclass(frozen=True)
@@ -39,18 +40,27 @@ class LatencyWindow:
     window_s: float  # asked for
     span_s: float  # covered by the snapshots held (shorter just after start)
     metrics: tuple[tuple[str, Percentiles], ...]  # (name in METRICS, its percentiles)
+    # (mode, mean inter-token latency in seconds) of the patch's steps in the window
+    itl_by_mode: tuple[tuple[str, float], ...] = ()
 
     def get(self, name: str) -> Percentiles:
         return dict(self.metrics).get(name, Percentiles())
 
     def to_json(self) -> dict[str, Any]:
-        return {"window_s": self.window_s, "span_s": round(self.span_s, 2), **{k: self.get(k).to_json() for k in METRICS}}
+        by_mode = {m: round(v, 6) for m, v in self.itl_by_mode}
+        return {
+            "window_s": self.window_s,
+            "span_s": round(self.span_s, 2),
+            **{k: self.get(k).to_json() for k in METRICS},
+            "itl_mean_by_mode": by_mode,
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> LatencyWindow:
         r = as_obj(raw)
         metrics = tuple((k, Percentiles.from_json(r[k])) for k in METRICS if k in r)
-        return cls(float(as_num(r.get("window_s")) or 0), float(as_num(r.get("span_s")) or 0), metrics)
+        by_mode = tuple((str(m), float(v)) for m, v in as_obj(r.get("itl_mean_by_mode")).items() if as_num(v) is not None)
+        return cls(float(as_num(r.get("window_s")) or 0), float(as_num(r.get("span_s")) or 0), metrics, by_mode)
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,8 @@ def line(status: LatencyStatus, seconds: float = 60.0) -> str:
         p = w.get(name)
         if p.count:
             parts.append(f"{WORDS[name]} p50 {seconds_words(p.p50)} p95 {seconds_words(p.p95)} p99 {seconds_words(p.p99)}")
+    if w.itl_by_mode:
+        parts.append("ITL mean by mode " + ", ".join(f"{MODE_WORDS.get(m, m)} {seconds_words(v)}" for m, v in w.itl_by_mode))
     done = w.get("e2e").count
     span = f"last {w.span_s:.0f} s" if w.span_s > 0 else "since the server started"
     head = f"latency ({span}, {done} requests done): "
@@ -140,4 +152,6 @@ def compact(status: LatencyStatus, seconds: float = 15.0) -> str:
     span = f"{w.span_s:.0f} s" if w.span_s > 0 else "since start"
     body = " · ".join(parts) if parts else "nothing observed"
     out = f"latency {span}: {body} (p50/p95, {w.get('e2e').count} done)"
+    if w.itl_by_mode:  # last: the part a narrow screen cuts
+        out += " · ITL mean " + " / ".join(f"{MODE_WORDS.get(m, m)} {seconds_words(v)}" for m, v in w.itl_by_mode)
     return out + (f"  STALL: {status.stall}" if status.stalled else "")

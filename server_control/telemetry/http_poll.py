@@ -25,7 +25,7 @@ import httpx
 from server_control.model.latency import LatencyStatus
 from server_control.model.load import Load
 from server_control.sanitize import loads_clean, strip_controls
-from server_control.telemetry.latency import NO_HISTOGRAMS, LatencyWindows, read_histograms
+from server_control.telemetry.latency import NO_HISTOGRAMS, LatencyWindows, mode_totals, read_histograms
 from server_control.telemetry.lean_get import AnswerTooLarge, LeanGet
 from server_control.telemetry.sample import (
     Sample,
@@ -255,6 +255,7 @@ class HttpPoller:
         server without the histograms, every 30 polls)."""
         now = time.monotonic()
         self.latency.watch_decode(sample.ts, sample.load.gen_throughput, sample.load.queue)
+        self.latency.add_modes(time.time(), mode_totals(sample.ranks[0].dynamic) if sample.ranks else None)
         due = now >= self._latency_next and (self._latency_ok or self.polls % 30 == 0)
         if due:
             self._latency_next = now + LATENCY_EVERY_S

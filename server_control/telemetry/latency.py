@@ -8,6 +8,12 @@ Only the four histograms' lines are read (a prefix test per line, not the whole 
 through a parser: /metrics of a real server is hundreds of lines); a counter that went down
 (the server restarted) starts the windows again. A stall: decode throughput below a quarter
 of its median over the last 60 s while requests wait in the queue.
+
+The ITL split by mode (speculative and target-only steps) comes from the patch's cost
+curves in ``dynamic_speculation`` (SGLang's histogram does not say which mode a token came
+from): per mode, the decode seconds each request waited (a step's time times its batch)
+over the tokens committed, i.e. the mean inter-token latency of that mode's steps, over
+the same windows. A mean, not a percentile: the counters are sums.
 """
 
 from __future__ import annotations
@@ -19,6 +25,30 @@ import statistics
 from collections.abc import Mapping
 
 from server_control.model.latency import LatencyStatus, LatencyWindow, Percentiles
+from server_control.protocol.cost_curves import SNAPSHOT_KEY, CurvesError, parse
+
+ModeTotals = dict[str, tuple[float, float]]  # mode -> (request-seconds waited, tokens committed)
+
+
+def mode_totals(dynamic: object) -> ModeTotals | None:
+    """Per mode, cumulative request-seconds (a step's time times its batch) and tokens, from
+    a rank's ``dynamic_speculation.cost_curves``; None when it publishes none (or bad ones)."""
+    raw = dynamic.get(SNAPSHOT_KEY) if isinstance(dynamic, dict) else None
+    if raw is None:
+        return None
+    try:
+        curves = parse(raw)
+    except CurvesError:
+        return None
+    out: ModeTotals = {}
+    for b in curves.buckets:
+        if b.steps <= 0 or b.verified <= 0:
+            continue
+        waited, tokens = out.get(b.mode, (0.0, 0.0))
+        # tokens of the timed steps only: a bucket's untimed steps committed tokens too
+        out[b.mode] = (waited + b.seconds * b.mean_batch, tokens + b.tokens * min(1.0, b.steps / b.verified))
+    return out
+
 
 HISTOGRAMS = {
     "ttft": "sglang:time_to_first_token_seconds",
@@ -102,6 +132,7 @@ class LatencyWindows:
         self.windows_s = windows_s
         self._snaps: collections.deque[tuple[float, dict[str, Buckets]]] = collections.deque()
         self._rates: collections.deque[tuple[float, float]] = collections.deque()  # (t, decode tok/s)
+        self._modes: collections.deque[tuple[float, ModeTotals]] = collections.deque()
         self.reason: str | None = "not read yet"
         self.stall: str | None = None
 
@@ -116,6 +147,35 @@ class LatencyWindows:
         self._snaps.append((t, dict(histograms)))
         while len(self._snaps) > 2 and self._snaps[1][0] < t - KEEP_S:
             self._snaps.popleft()
+
+    def add_modes(self, t: float, totals: ModeTotals | None) -> None:
+        """The patch's per-mode totals at ``t`` (each poll); a total that went down (a
+        restart) starts them again."""
+        if totals is None:
+            return
+        last = self._modes[-1][1] if self._modes else None
+        if last is not None and any(v[0] < last.get(m, (0.0, 0.0))[0] - 1e-9 for m, v in totals.items()):
+            self._modes.clear()
+        self._modes.append((t, totals))
+        while len(self._modes) > 2 and self._modes[1][0] < t - KEEP_S:
+            self._modes.popleft()
+
+    def itl_by_mode(self, window_s: float) -> tuple[tuple[str, float], ...]:
+        """(mode, mean inter-token latency in seconds) over the last ``window_s``, the modes
+        that committed tokens in it."""
+        if len(self._modes) < 2:
+            return ()
+        t_last, last = self._modes[-1]
+        t0, base = next(((ts, m) for ts, m in self._modes if ts >= t_last - window_s), self._modes[0])
+        if t0 == t_last:
+            t0, base = self._modes[-2]
+        out = []
+        for mode in sorted(last):
+            w1, k1 = last[mode]
+            w0, k0 = base.get(mode, (0.0, 0.0))
+            if k1 - k0 > 0:
+                out.append((mode, (w1 - w0) / (k1 - k0)))
+        return tuple(out)
 
     def unreadable(self, why: str) -> None:
         self.reason = why
@@ -154,5 +214,5 @@ class LatencyWindows:
                     continue
                 count = int(d[-1][1]) if d else 0
                 metrics.append((key, Percentiles(count, quantile(0.5, d), quantile(0.95, d), quantile(0.99, d))))
-            windows.append(LatencyWindow(w, 0.0 if first else t_last - t0, tuple(metrics)))
+            windows.append(LatencyWindow(w, 0.0 if first else t_last - t0, tuple(metrics), self.itl_by_mode(w)))
         return LatencyStatus(True, None, tuple(windows), self.stall is not None, self.stall)

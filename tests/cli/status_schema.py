@@ -86,6 +86,7 @@ LATENCY_WINDOW = {
     "itl": PERCENTILES,
     "e2e": PERCENTILES,
     "queue": PERCENTILES,
+    "itl_mean_by_mode": MapOf(NUM),
 }
 
 

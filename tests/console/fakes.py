@@ -59,6 +59,7 @@ def sample_snapshot() -> dict:
                         "itl": {"count": 3200, "p50": 0.016, "p95": 0.023, "p99": 0.037},
                         "e2e": {"count": 40, "p50": 3.3, "p95": 7.0, "p99": 7.8},
                         "queue": {"count": 41, "p50": 0.0004, "p95": 0.0009, "p99": 0.001},
+                        "itl_mean_by_mode": {"speculative": 0.021, "target_only": 0.016},
                     }
                 ],
                 "stalled": False,

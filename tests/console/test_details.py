@@ -21,6 +21,7 @@ async def test_d_shows_the_cut_lines_whole_at_80_columns():
         assert isinstance(app.screen, DetailsScreen)
         text = app.screen.text.plain
         assert "latency (last 14 s, 40 requests done): TTFT p50 31 ms p95 49 ms p99 86 ms" in text
+        assert "ITL mean by mode speculative 21 ms, target-only 16 ms" in text  # the split, whole
         assert "queue p50 0 ms" in text and "why this mode" in text and "status" in text
         await pilot.press("escape")
         await pilot.pause()

@@ -10,8 +10,9 @@ import math
 import httpx
 
 from server_control.model.latency import LatencyStatus, compact, line
+from server_control.protocol import cost_curves as cc
 from server_control.telemetry.http_poll import HttpPoller
-from server_control.telemetry.latency import NO_HISTOGRAMS, LatencyWindows, quantile, read_histograms
+from server_control.telemetry.latency import NO_HISTOGRAMS, LatencyWindows, mode_totals, quantile, read_histograms
 
 INF = math.inf
 TEXT = """# HELP sglang:inter_token_latency_seconds Histogram of inter-token latency in seconds.
@@ -105,6 +106,50 @@ def test_the_simulators_histograms_through_the_poller(sim_factory):
     assert w.span_s > 1 and w.get("itl").count > 0 and w.get("ttft").count > 0, w
     assert 0 < w.get("itl").p50 <= w.get("itl").p95 <= w.get("itl").p99
     assert "ITL " in compact(st, 60.0) and "(p50/p95," in compact(st, 60.0)
+
+
+def _dynamic(steps):
+    """A rank's dynamic_speculation with cost curves of ``steps``: (mode, batch, step s, tokens)."""
+    c, t = cc.CostCounters(), 0.0
+    for mode, batch, dt, tokens in steps:
+        c.step(mode, batch, t)
+        t += dt
+        c.commit(mode, batch, tokens)
+    c.step("target_only", 1, t)  # the last step's time ends at the next one
+    return {cc.SNAPSHOT_KEY: c.snapshot()}
+
+
+def test_itl_by_mode_is_each_modes_request_seconds_over_its_tokens():
+    """Speculative steps of batch 4 taking 90 ms and committing 12 tokens: each request
+    waits 90 ms for 3 tokens, 30 ms a token; target-only of batch 4, 40 ms, 4 tokens: 40 ms."""
+    spec = [("speculative", 4, 0.090, 12)] * 20
+    target = [("target_only", 4, 0.040, 4)] * 20
+    first = mode_totals(_dynamic(spec[:10]))
+    later = mode_totals(_dynamic(spec + target))
+    assert set(first) == {"speculative"} and mode_totals({}) is None and mode_totals({cc.SNAPSHOT_KEY: "x"}) is None
+    lw = LatencyWindows()
+    lw.add(100.0, read_histograms(TEXT))
+    lw.add_modes(100.0, first)
+    lw.add(110.0, read_histograms(TEXT))
+    lw.add_modes(110.0, later)
+    w = lw.status(110.0).window(15.0)
+    got = dict(w.itl_by_mode)
+    assert math.isclose(got["speculative"], 0.030, rel_tol=1e-6) and math.isclose(got["target_only"], 0.040, rel_tol=1e-6)
+    assert w.to_json()["itl_mean_by_mode"] == {"speculative": 0.03, "target_only": 0.04}
+    assert compact(lw.status(110.0), 15.0).endswith("· ITL mean speculative 30 ms / target-only 40 ms")
+    # a restart (totals went down) starts them again: nothing to compare yet
+    lw.add_modes(120.0, first)
+    assert lw.itl_by_mode(15.0) == ()
+
+
+def test_the_simulators_itl_by_mode_through_the_poller(sim_factory):
+    """The demo's server switches (N=5 under a wave of 1-12): both modes' mean ITL."""
+    sim = sim_factory("--enable-metrics", threshold=5, traffic="phases:s=10000,c=1-12,period=4", time_scale=5)
+    sim.wait_ready()
+    st = _poll(sim.url, 8)
+    modes = dict(st.window(60.0).itl_by_mode)
+    assert set(modes) == {"speculative", "target_only"}, st
+    assert all(0 < v < 1 for v in modes.values()), modes
 
 
 def test_a_server_without_metrics_is_said_once_and_not_read_at_every_poll(sim_factory):
