@@ -1,4 +1,5 @@
-"""GPU table: utilisation, memory, power, temperature and the run's PIDs per GPU; without
+"""GPU table: utilisation (with NVML GPM's SM / tensor / DRAM-bandwidth activity where the
+GPUs have it), memory, power, temperature and the run's PIDs per GPU; without
 NVML one line (no border, no header) with the reason. Below it, per server rank that
 reports them: the steps=0 state's memory (GiB) and its graph/all decode steps per mode."""
 
@@ -18,8 +19,12 @@ from server_control.model.snapshot import SessionSnapshot
 
 
 def gpu_table(gpus: GpuStatus) -> Table:
+    """One row per GPU; where any GPU reports NVML GPM (Hopper and later), its SM,
+    tensor-core and DRAM-bandwidth activity beside utilisation (which reads ~100 % while
+    any kernel runs)."""
     table = Table(box=None, padding=(0, 1), expand=True, show_edge=False, header_style="dim")
-    for col in ("gpu", "name", "util", "memory", "power", "temp", "pids"):
+    gpm = any(d.has_gpm for d in gpus.devices)
+    for col in ("gpu", "name", "util", *(("SM", "tensor", "DRAM bw") if gpm else ()), "memory", "power", "temp", "pids"):
         table.add_column(col, no_wrap=True)
     for d in gpus.devices:
         util_style = "bold red" if d.util is not None and d.util >= 90 else ""
@@ -29,6 +34,7 @@ def gpu_table(gpus: GpuStatus) -> Table:
             str(d.index),
             d.name,
             Text(num(d.util, "{:.0f}%"), util_style),
+            *((num(v, "{:.0f}%") for v in (d.sm_active_pct, d.tensor_active_pct, d.dram_bw_pct)) if gpm else ()),
             mem,
             num(d.power_w, "{:.0f} W"),
             num(d.temp_c, "{:.0f}\u00b0C"),

@@ -23,6 +23,14 @@ class GpuDevice:
     power_w: float | None = None
     temp_c: float | None = None
     pids: tuple[int, ...] = ()
+    # NVML GPM (Hopper and later; None elsewhere): SM, tensor-core and DRAM-bandwidth activity, %
+    sm_active_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_bw_pct: float | None = None
+
+    @property
+    def has_gpm(self) -> bool:
+        return any(v is not None for v in (self.sm_active_pct, self.tensor_active_pct, self.dram_bw_pct))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -34,6 +42,9 @@ class GpuDevice:
             "power_w": self.power_w,
             "temp_c": self.temp_c,
             "pids": list(self.pids),
+            "sm_active_pct": self.sm_active_pct,
+            "tensor_active_pct": self.tensor_active_pct,
+            "dram_bw_pct": self.dram_bw_pct,
         }
 
     @classmethod
@@ -50,6 +61,9 @@ class GpuDevice:
             power_w=as_num(r.get("power_w")),
             temp_c=as_num(r.get("temp_c")),
             pids=tuple(p for p in map(as_int, as_list(r.get("pids"))) if p is not None),
+            sm_active_pct=as_num(r.get("sm_active_pct")),
+            tensor_active_pct=as_num(r.get("tensor_active_pct")),
+            dram_bw_pct=as_num(r.get("dram_bw_pct")),
         )
 
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from server_control.model.gpu_status import GpuDevice, GpuStatus
+from server_control.telemetry.gpm import METRICS as GPM_METRICS
+from server_control.telemetry.gpm import GpmReader
 from server_control.telemetry.sim_gpus import SimGpuReader
 
 MIN_INTERVAL_S = 0.25
@@ -80,6 +82,7 @@ class NvmlSampler:
         self._static: list[dict[str, Any]] = []
         self._devices: list[dict[str, Any]] = []
         self._handles: list[Any] = []
+        self._gpm: GpmReader | None = None
         self.samples = 0
 
     # -- public -------------------------------------------------------------------------
@@ -109,6 +112,9 @@ class NvmlSampler:
                         power_w=dev.get("power_w"),
                         temp_c=dev.get("temp_c"),
                         pids=tuple(dev.get("pids") or ()),
+                        sm_active_pct=dev.get("sm_active_pct"),
+                        tensor_active_pct=dev.get("tensor_active_pct"),
+                        dram_bw_pct=dev.get("dram_bw_pct"),
                     )
                     for dev in self._devices
                 ),
@@ -134,6 +140,7 @@ class NvmlSampler:
         except Exception as exc:  # noqa: BLE001 - every NVML failure is a reason, never a crash
             self._set_unavailable(error_reason(exc))
             return False
+        self._gpm = GpmReader(nv, self._handles)  # per device: GPM where the driver has it
         with self._lock:
             self._static = static
             self._devices = [dict(s, util=None, mem_used_mb=None, power_w=None, temp_c=None, pids=[]) for s in static]
@@ -157,9 +164,10 @@ class NvmlSampler:
             "power_w": lambda h: round(nv.nvmlDeviceGetPowerUsage(h) / 1000.0, 1),
             "temp_c": lambda h: int(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
         }
-        rows, ok, last_exc = [], 0, None
+        rows: list[tuple[int, dict[str, Any]]] = []
+        ok, last_exc = 0, None
         for s, h in zip(self._static, self._handles):
-            row = {}
+            row: dict[str, Any] = {}
             for key, query in queries.items():
                 try:
                     row[key] = query(h)
@@ -167,6 +175,11 @@ class NvmlSampler:
                 except Exception as exc:  # noqa: BLE001 - a query a driver lacks is a blank cell, not a dead sampler
                     row[key] = None
                     last_exc = exc
+            if self._gpm is not None:  # GPM is extra: it never decides whether NVML is gone
+                try:
+                    row.update(self._gpm.read(len(rows)))
+                except Exception:  # noqa: BLE001 - a GPM read the driver refuses: blank GPM cells
+                    row.update({field: None for field, _ in GPM_METRICS})
             rows.append((s["index"], row))
         if rows and not ok and last_exc is not None:
             raise last_exc
@@ -219,6 +232,8 @@ class NvmlSampler:
                 self._notify()
                 self._stop.wait(max(0.0, min(next_util, next_proc) - time.monotonic()))
         finally:
+            if self._gpm is not None:
+                self._gpm.close()
             try:
                 self._nvml.nvmlShutdown()
             except Exception:  # noqa: BLE001 - shutting NVML down on the way out: nothing left to tell

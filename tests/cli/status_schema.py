@@ -75,6 +75,9 @@ GPU = {
     "power_w": opt(*NUM),
     "temp_c": opt(*NUM),
     "pids": ListOf(INT),
+    "sm_active_pct": opt(*NUM),
+    "tensor_active_pct": opt(*NUM),
+    "dram_bw_pct": opt(*NUM),
 }
 
 

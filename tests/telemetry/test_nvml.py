@@ -122,6 +122,9 @@ def test_sampling_maps_run_pids_to_gpus():
         "power_w": 350.5,
         "temp_c": 61,
         "pids": [1000],
+        "sm_active_pct": None,  # no GPM in this driver
+        "tensor_active_pct": None,
+        "dram_bw_pct": None,
     }
     assert d1["pids"] == [1001] and d1["util"] == 91
     assert d1["temp_c"] is None  # an unsupported query leaves None, not a crash
@@ -168,3 +171,96 @@ def test_pids_fn_raising_is_tolerated():
 
 def test_import_error_reason():
     assert "nvidia-ml-py" in error_reason(ImportError("No module named 'pynvml'"))
+
+
+class FakeGpmNvml(FakeNvml):
+    """GPM on GPU 0 only (a Hopper beside an older card), with pynvml's own ctypes
+    structures and constants: SM 45.5 %, tensor 30.2 %, DRAM bandwidth refused."""
+
+    def __init__(self):
+        super().__init__()
+        import pynvml
+
+        self.pynvml = pynvml
+        self.c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
+        for name in ("NVML_GPM_METRICS_GET_VERSION", "NVML_GPM_METRIC_SM_UTIL", "NVML_GPM_METRIC_ANY_TENSOR_UTIL"):
+            setattr(self, name, getattr(pynvml, name))
+        self.NVML_GPM_METRIC_DRAM_BW_UTIL = pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL
+        self.samples_taken, self.freed, self.gets = [], 0, 0
+
+    def nvmlGpmQueryDeviceSupport(self, h):
+        return SimpleNamespace(isSupportedDevice=1 if h == 0 else 0)
+
+    def nvmlGpmSampleAlloc(self):
+        return self.pynvml.c_nvmlGpmSample_t()
+
+    def nvmlGpmSampleFree(self, sample):
+        self.freed += 1
+
+    def nvmlGpmSampleGet(self, h, sample):
+        self.samples_taken.append(h)
+        return sample
+
+    def nvmlGpmMetricsGet(self, mg):
+        self.gets += 1
+        assert mg.version == self.NVML_GPM_METRICS_GET_VERSION and mg.numMetrics == 3
+        values = {self.NVML_GPM_METRIC_SM_UTIL: 45.5, self.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 30.2}
+        for j in range(mg.numMetrics):
+            m = mg.metrics[j]
+            if m.metricId in values:
+                m.value, m.nvmlReturn = values[m.metricId], 0
+            else:
+                m.nvmlReturn = 3  # NVML_ERROR_NOT_SUPPORTED
+        return mg
+
+
+def test_gpm_beside_utilisation_where_the_gpu_has_it():
+    """GPM at the pynvml edge (no Hopper here: a stand-in with pynvml's own structures):
+    GPU 0 reports SM and tensor activity from its second sample on, DRAM bandwidth refused
+    is blank; GPU 1 without GPM is blank and never sampled; the buffers are freed."""
+    fake = FakeGpmNvml()
+    s = NvmlSampler(nvml=fake, util_interval_s=0.25, proc_interval_s=0.25)
+    s.start()
+    assert wait_for(lambda: s.snapshot().devices and s.snapshot().devices[0].sm_active_pct is not None)
+    s.stop()
+    d0, d1 = s.snapshot().devices
+    assert (d0.sm_active_pct, d0.tensor_active_pct, d0.dram_bw_pct) == (45.5, 30.2, None) and d0.has_gpm
+    assert not d1.has_gpm and set(fake.samples_taken) == {0}
+    assert fake.gets == len(fake.samples_taken) - 1  # the first sample only starts the interval
+    assert fake.freed == 2 and fake.shutdown
+    assert d0.to_json()["sm_active_pct"] == 45.5
+
+
+def test_a_gpm_read_that_fails_leaves_blank_cells_not_a_dead_sampler():
+    fake = FakeGpmNvml()
+
+    def refuse(mg):
+        raise FakeNVMLError("GPM: insufficient permissions")
+
+    fake.nvmlGpmMetricsGet = refuse
+    s = NvmlSampler(nvml=fake, util_interval_s=0.25, proc_interval_s=0.25)
+    s.start()
+    assert wait_for(lambda: s.samples >= 3)
+    s.stop()
+    snap = s.snapshot()
+    assert snap.available and snap.devices[0].util == 90 and not snap.devices[0].has_gpm
+
+
+def test_the_gpu_table_shows_gpm_columns_only_where_a_gpu_has_them():
+    from rich.console import Console
+
+    from console.widgets.gpu_table import gpu_table
+    from server_control.model.gpu_status import GpuDevice, GpuStatus
+
+    def text(devices):
+        console = Console(width=140, record=True)
+        console.print(gpu_table(GpuStatus(True, None, devices)))
+        return console.export_text()
+
+    plain = GpuDevice(0, "A100", util=99, mem_used_mb=1, mem_total_mb=2, power_w=300, temp_c=60)
+    hopper = GpuDevice(1, "H200", util=99, sm_active_pct=41.0, tensor_active_pct=12.0, dram_bw_pct=87.0)
+    assert "SM" not in text((plain,)) and "DRAM bw" not in text((plain,))
+    both = text((plain, hopper))
+    assert "SM" in both and "tensor" in both and "DRAM bw" in both
+    row = next(line for line in both.splitlines() if "H200" in line)
+    assert "41%" in row and "12%" in row and "87%" in row
