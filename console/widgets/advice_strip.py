@@ -20,7 +20,7 @@ from server_control.advice.source import SourceError
 from server_control.advice.words import Advice
 
 EVERY_S = 30.0
-RETRY_S = 2.0  # until advice from the server itself: its first poll may not have come yet (saved curves meanwhile)
+RETRY_S = 2.0  # until the server's own advice with an N (its first poll, its first steps, may not have come yet)
 
 
 class AdviceStrip(Static):
@@ -57,7 +57,10 @@ class AdviceStrip(Static):
             else:
                 self.advice = adv
                 self.display = True
-            live = self.advice is not None and not self.advice.saved_only
+            # the server's own curves with a suggestion: every ``every_s``; until then (saved
+            # curves, or "not enough data yet" in a console's first seconds) every RETRY_S
+            adv = self.advice
+            live = adv is not None and not adv.saved_only and adv.suggested is not None
             self._again.clear()
             try:
                 await asyncio.wait_for(self._again.wait(), self.every_s if live else min(self.every_s, RETRY_S))

@@ -75,3 +75,22 @@ async def test_advice_from_saved_curves_is_replaced_by_the_servers_within_second
     async with app.run_test(size=(160, 5)) as pilot:
         await wait_for(pilot, lambda: "from the saved curves" in screen_text(app), what="the saved advice", timeout=10)
         await wait_for(pilot, lambda: "would give" in screen_text(app), what="the server's own advice", timeout=8)
+
+
+async def test_not_enough_data_yet_is_asked_again_within_seconds(sim_factory):
+    """A demo opened at its start said "not enough data yet" for 30 s while the steps came
+    in (the strip asked again only after its period); now every 2 s until it has an N."""
+    from server_control.advice.words import advise  # noqa: PLC0415
+    from server_control.protocol.cost_curves import Curves  # noqa: PLC0415
+    from server_control.protocol.crossover import estimate  # noqa: PLC0415
+
+    sim = sim_factory("--sim-explore-share", "0.1", threshold=8, traffic="phases:s=10000,c=1-14,period=12", time_scale=20)
+    sim.wait_ready()
+    wait_steps(sim.url, steps=1500)
+    live = await asyncio.to_thread(read_advice, sim.url)
+    early = advise(estimate(Curves(32, 0, ())), 8)
+    assert early.suggested is None and early.sentence.startswith("not enough data yet")
+    app = _Reads([early, live])
+    async with app.run_test(size=(160, 5)) as pilot:
+        await wait_for(pilot, lambda: "not enough data yet" in screen_text(app), what="the early advice", timeout=10)
+        await wait_for(pilot, lambda: "would give" in screen_text(app), what="the server's advice", timeout=8)
