@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 from server_control import bench_server
+from server_control.net import tls
 from server_control.protocol import decision, spec_metrics
 
 PROMPT = "Summarise the trade-offs of speculative decoding under heavy load. " * 4
@@ -144,7 +145,7 @@ async def run_level(
         body["model"] = model
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(
-        trust_env=False, timeout=httpx.Timeout(request_timeout_s, connect=10.0), limits=limits
+        trust_env=False, verify=tls.shared(), timeout=httpx.Timeout(request_timeout_s, connect=10.0), limits=limits
     ) as client:
         result.leftover = await bench_server.idle(client, url)
         if drain:
@@ -193,7 +194,7 @@ async def server_totals(client: httpx.AsyncClient, url: str) -> dict[str, Any] |
 async def set_force(url: str, mode: str, api_key: str | None = None) -> bool:
     """Force a mode through /set_internal_state: the name first, then the mode's index when the
     server refuses a string (SGLang 0.5.23 types the values as numbers: 400; others 422)."""
-    async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
+    async with httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=10.0) as client:
         for value in (mode, decision.FORCE_CHOICES.index(mode)):
             resp = await client.post(
                 url.rstrip("/") + "/set_internal_state",

@@ -59,8 +59,8 @@ class AdviceStrip(Static):
                 self.display = True
             # the server's own curves with a suggestion: every ``every_s``; until then (saved
             # curves, or "not enough data yet" in a console's first seconds) every RETRY_S
-            adv = self.advice
-            live = adv is not None and not adv.saved_only and adv.suggested is not None
+            shown = self.advice
+            live = shown is not None and not shown.saved_only and shown.suggested is not None
             self._again.clear()
             try:
                 await asyncio.wait_for(self._again.wait(), self.every_s if live else min(self.every_s, RETRY_S))

@@ -29,6 +29,7 @@ import httpx
 
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
+from server_control.net import tls
 from server_control.protocol import decision as d
 from server_control.protocol import rank_verdict
 from server_control.sanitize import clean_json, strip_controls
@@ -108,7 +109,7 @@ class Control:
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
-            self._client = httpx.AsyncClient(trust_env=False, timeout=self.timeout_s)
+            self._client = httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=self.timeout_s)
         return self._client
 
     async def aclose(self) -> None:

@@ -33,6 +33,7 @@ from server_control.config.profile import LaunchSpec, Profile, ProfileError
 from server_control.fleet.gateway_metrics import GatewayRates, TrafficReader
 from server_control.fleet.spec import FleetSpec, GatewaySpec
 from server_control.model.vocabulary import RunState
+from server_control.net import tls
 from server_control.proc.ports import free_port
 from server_control.sanitize import clean_json
 from server_control.state.state_dir import resolve_state_dir
@@ -241,7 +242,9 @@ class Gateway:
         self.members_by_url: dict[str, str] = {}
         self.sup = Supervisor(GatewayProfile(self.name, self.spec, ()), state_dir=self.state_dir)
         # no keep-alive: an idle connection of ours would hold smg's graceful shutdown
-        self._client = httpx.AsyncClient(timeout=3.0, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0))
+        self._client = httpx.AsyncClient(
+            timeout=3.0, trust_env=False, verify=tls.shared(), limits=httpx.Limits(max_keepalive_connections=0)
+        )
         self._watch: asyncio.Task[None] | None = None
         self._added: dict[str, float] = {}  # url -> when we asked smg to add it
         self.traffic = TrafficReader(self._client)

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import psutil
 
+from server_control.net import tls
 from server_control.proc.ports import free_port
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding server_control
@@ -105,7 +106,7 @@ class SimProcess:
     def wait_ready(self, timeout: float = 60) -> SimProcess:
         """Poll /health until 200; raises with the log tail if the process dies or times out."""
         deadline = time.monotonic() + timeout
-        with httpx.Client(timeout=2.0, trust_env=False) as client:
+        with httpx.Client(timeout=2.0, trust_env=False, verify=tls.shared()) as client:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"simulator exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from server_control.model.vocabulary import FINAL_STATES, LIVE_STATES, RunState
+from server_control.net import tls
 from server_control.proc import process
 from server_control.sanitize import strip_controls
 from server_control.state import identity, run_logs, runs
@@ -119,7 +120,7 @@ class HealthWatch:
         hl = self.sup.profile.health
         tick = min(0.25, hl["interval_s"])
         next_probe = 0.0
-        client = httpx.AsyncClient(trust_env=False, timeout=hl["timeout_s"])
+        client = httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=hl["timeout_s"])
         try:
             while True:
                 self.sup.ownership.try_lock()
@@ -157,7 +158,7 @@ class HealthWatch:
         (the server exited first) or starting (timeout)."""
         sup = self.sup
         deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient(trust_env=False, timeout=sup.profile.health["timeout_s"]) as c:
+        async with httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=sup.profile.health["timeout_s"]) as c:
             while sup.record is not None:
                 dead, code = await self._exit_status()
                 if dead:

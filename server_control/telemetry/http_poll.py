@@ -24,6 +24,7 @@ import httpx
 
 from server_control.model.latency import LatencyStatus
 from server_control.model.load import Load
+from server_control.net import tls
 from server_control.sanitize import loads_clean, strip_controls
 from server_control.telemetry.latency import NO_HISTOGRAMS, LatencyWindows, mode_totals, read_histograms
 from server_control.telemetry.lean_get import AnswerTooLarge, LeanGet
@@ -187,7 +188,9 @@ class HttpPoller:
     # -- HTTP ------------------------------------------------------------------------
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
-            self._client = httpx.AsyncClient(trust_env=False, timeout=self.timeout_s, headers=auth_headers(self.api_key))
+            self._client = httpx.AsyncClient(
+                trust_env=False, verify=tls.shared(), timeout=self.timeout_s, headers=auth_headers(self.api_key)
+            )
         return self._client
 
     async def aclose(self) -> None:

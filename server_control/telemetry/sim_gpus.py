@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from server_control.net import tls
 from server_control.protocol import sim_gpus as wire
 
 FRESH_S = 0.2  # one request per sample: the sampler's four queries per device reuse it
@@ -40,7 +41,9 @@ class SimGpuReader:
 
     # -- what the sampler calls -------------------------------------------------------------
     def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
-        self._client = httpx.Client(timeout=TIMEOUT_S, headers=self.headers, trust_env=False)  # never a proxy
+        self._client = httpx.Client(
+            timeout=TIMEOUT_S, headers=self.headers, trust_env=False, verify=tls.shared()
+        )  # never a proxy
 
     def nvmlShutdown(self) -> None:  # noqa: N802
         if self._client is not None:
