@@ -28,8 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server_control.logs.pipeline import iter_file
-from server_control.logs.store import LogStore
+from server_control.logs import LogStore, iter_file
 
 GOAL_LINES_PER_S = 500_000
 GOAL_GREP_RATIO = 1 / 20

@@ -75,6 +75,25 @@ def test_one_import_path_per_name_no_reexport_lines() -> None:
     assert found == []
 
 
+def test_a_packages_api_names_come_from_the_package() -> None:
+    """A package that names its API in ``__all__`` (server_control/logs/) is imported by that
+    API from outside it: ``LogStore`` came by two paths (7 from ``logs.store``, 12 from
+    ``logs``), ``Record`` by two. Inside the package, its modules import each other."""
+    import server_control.logs as logs_pkg
+
+    api = set(logs_pkg.__all__)
+    pattern = re.compile(r"^\s*from server_control\.logs\.\w+ import ([^\n(]+)$", re.M)
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group(0).strip()}"
+        for top in ("server_control", "console", "tests", "benchmarks")
+        for p in sorted((ROOT / top).rglob("*.py"))
+        if not str(p.relative_to(ROOT)).startswith("server_control/logs/")
+        for m in pattern.finditer(p.read_text())
+        if {n.strip().split(" as ")[0] for n in m.group(1).split(",")} & api
+    ]
+    assert found == []
+
+
 def test_no_test_module_imports_another_test_modules_helpers() -> None:
     """Shared test helpers live in tests/support/ (fixtures in conftest.py files)."""
     pattern = re.compile(r"^\s*(?:from (?:tests\.[\w.]*\.|\.+)test_\w+ import|import tests\.[\w.]*\btest_\w+)", re.M)

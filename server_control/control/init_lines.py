@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from server_control.logs.record import Record
+from server_control.logs import Record
 
 INIT_TEXT = "Dynamic speculation disable enabled: threshold=N"
 NOT_IN_SERVER = (

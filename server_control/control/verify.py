@@ -28,7 +28,7 @@ from server_control.telemetry.sample import Sample, intval
 from server_control.telemetry.series import is_forced
 
 if TYPE_CHECKING:
-    from server_control.logs.record import Record
+    from server_control.logs import Record
 
 
 DEFAULT_STEP_S = 0.1  # a conservative decode step time, to turn the dwell (steps) into seconds

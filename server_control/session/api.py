@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from server_control.advice.words import Advice
-from server_control.logs.store import LogStore
+from server_control.logs import LogStore
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot
 from server_control.model.verification import Verification

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from server_control.logs import Record
 from server_control.logs import record as kinds
-from server_control.logs.record import Record
 from server_control.protocol import decision as d
 from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.series import ModeTimeline

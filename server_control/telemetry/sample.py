@@ -15,7 +15,7 @@ from server_control.model.load import Load
 from server_control.protocol import decision as d
 
 if TYPE_CHECKING:
-    from server_control.logs.record import Record
+    from server_control.logs import Record
 
 
 def num(value: object) -> float | None:

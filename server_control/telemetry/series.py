@@ -19,7 +19,7 @@ from server_control.telemetry.sample import Sample, intval, num
 
 PANELS = ("batch", "gen_throughput", "accept_len", "threshold", "mode")  # mode: 1 target-only
 if TYPE_CHECKING:
-    from server_control.logs.record import Record
+    from server_control.logs import Record
 
 
 DEFAULT_POINTS = 600

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from console.cli.logs import json_lines_encoder
-from server_control.logs.parse import parse_text
+from server_control.logs import parse_text
 
 LINES = [
     "[2026-11-29 10:00:05 TP0] Decode batch, #running-req: 7, #token: 900, token usage: 0.12, accept len: 2.80, "

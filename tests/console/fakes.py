@@ -11,8 +11,7 @@ import copy
 
 from server_control.advice.source import SourceError
 from server_control.advice.words import Advice
-from server_control.logs.parse import parse_text
-from server_control.logs.store import LogStore
+from server_control.logs import LogStore, parse_text
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SessionSnapshot, SettingChange
 from server_control.model.verification import Verification

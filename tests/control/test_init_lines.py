@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 from server_control.control.init_lines import NO_LOG, NOT_IN_SERVER, explain
+from server_control.logs import Parser
 from server_control.logs.lines import LineSplitter
-from server_control.logs.parse import Parser, records_from_columns
+from server_control.logs.parse import records_from_columns
 from tests.support.cli import cli
 from tests.support.sim import start_sim
 

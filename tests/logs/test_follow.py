@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from server_control.logs import LogPipeline, LogStore
-from server_control.logs.tail import Follower
+from server_control.logs import Follower, LogPipeline, LogStore
 
 POLL = 0.02
 DEADLINE = 15.0

@@ -6,9 +6,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server_control.logs import JSON_KEYS, KINDS, LogStore, parse_bytes
+from server_control.logs import JSON_KEYS, KINDS, LogStore, Parser, parse_bytes
 from server_control.logs.lines import LineSplitter
-from server_control.logs.parse import Parser, records_from_columns
+from server_control.logs.parse import records_from_columns
 from tests.logs.samples import SAMPLES
 
 # Pieces that steer the fuzzer towards the interesting paths.

@@ -17,10 +17,9 @@ import msgspec
 import pytest
 
 from benchmarks.logs_bench import generate
-from server_control.logs import iter_file
+from server_control.logs import Record, iter_file, parse_bytes, parse_text
 from server_control.logs.json_lines import fast_lines, json_lines
-from server_control.logs.parse import parse_bytes, parse_text
-from server_control.logs.record import Record, _fast_stats, parse_stat_pairs
+from server_control.logs.record import _fast_stats, parse_stat_pairs
 from tests.support.odd_log_lines import DEC, ODD, P, odd_records
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,9 +2,8 @@
 
 import pytest
 
-from server_control.logs import JSON_KEYS, KINDS, Parser, parse_bytes, parse_text
+from server_control.logs import DISPLAY_CAP, JSON_KEYS, KINDS, Parser, parse_bytes, parse_text
 from server_control.logs.lines import LineSplitter
-from server_control.logs.record import DISPLAY_CAP
 from tests.logs.samples import SAMPLES
 
 

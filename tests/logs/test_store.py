@@ -2,8 +2,7 @@
 
 import pytest
 
-from server_control.logs import LogStore, parse_text
-from server_control.logs.record import DISPLAY_CAP
+from server_control.logs import DISPLAY_CAP, LogStore, parse_text
 from server_control.logs.store import record_matcher
 
 LOG = """[2026-11-29 10:00:00 TP0] Decode batch, #running-req: 8, #token: 1, token usage: 0.01, cuda graph: True, gen throughput (token/s): 5.00, #queue-req: 0,

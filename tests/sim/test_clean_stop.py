@@ -6,7 +6,7 @@ death and the main process's own SIGTERM."""
 
 from __future__ import annotations
 
-from server_control.logs.parse import parse_text
+from server_control.logs import parse_text
 
 
 def test_a_sigterm_to_the_group_logs_no_failure(sim_factory):

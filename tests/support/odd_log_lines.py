@@ -4,8 +4,7 @@ kinds without fields under SGLang's prefix, and lines of other shapes."""
 
 from __future__ import annotations
 
-from server_control.logs.parse import parse_text
-from server_control.logs.record import Record
+from server_control.logs import Record, parse_text
 
 P = "[2026-11-29 10:00:05 TP0] "
 DEC = (

@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from server_control.logs import LogPipeline, LogStore
-from server_control.logs.record import Record
+from server_control.logs import LogPipeline, LogStore, Record
 from server_control.telemetry.http_poll import HttpPoller
 from server_control.telemetry.sample import fresh_decode_load, record_age_s
 from tests.support.sim import start_sim

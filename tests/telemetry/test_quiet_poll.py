@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from server_control.logs.record import Record
+from server_control.logs import Record
 from server_control.model.load import Load
 from server_control.session.session import Session
 from server_control.telemetry import http_poll

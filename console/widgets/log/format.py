@@ -12,8 +12,9 @@ from rich.style import Style
 from rich.text import Text
 
 from console.widgets.log.rank_fold import relabel
-from server_control.logs.pattern import compile_pattern as operator_regex
-from server_control.logs.record import CONSOLE, DISPLAY_CAP, ERROR, Record
+from server_control.logs import DISPLAY_CAP, Record
+from server_control.logs import compile_pattern as operator_regex
+from server_control.logs.record import CONSOLE, ERROR
 from server_control.logs.store import rank_matches
 from server_control.protocol.decision import NOT_ACTIVE_PREFIX
 from server_control.sanitize import strip_controls

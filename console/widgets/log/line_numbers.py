@@ -26,8 +26,7 @@ from server_control.logs.record import SPEC_INIT
 if TYPE_CHECKING:
     from console.widgets.log.rows import Rows
     from console.widgets.log.view import LogView
-    from server_control.logs.record import Record
-    from server_control.logs.store import LogStore
+    from server_control.logs import LogStore, Record
 
 MIN_DIGITS = 5
 NUMBER_STYLE = Style(dim=True)

@@ -29,7 +29,7 @@ from console.widgets.log.line_numbers import gutter, gutter_width
 from console.widgets.log.rows import SUB_BITS, Rows
 from console.widgets.log.search import LogSearch
 from console.widgets.log.select import Selection
-from server_control.logs.store import LogStore
+from server_control.logs import LogStore
 
 FLUSH_S = 0.05  # a burst of lines is one flush
 REDRAW_S = 1.0  # new rows reach the view at most once a second: following, each scroll

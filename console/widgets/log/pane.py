@@ -11,7 +11,7 @@ from textual.widget import Widget
 from console.messages import LogViewChanged, LogViewStatus
 from console.widgets.line_repaint import repaint_changed_cells
 from console.widgets.log.view import LogView
-from server_control.logs.store import LogStore
+from server_control.logs import LogStore
 
 
 def status_text(st: LogViewStatus) -> Text:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from console.widgets.log.format import record_lines
 
 if TYPE_CHECKING:
-    from server_control.logs.record import Record
+    from server_control.logs import Record
 
 
 SUB_BITS = 20  # a line's key: seq << SUB_BITS | line index within the record

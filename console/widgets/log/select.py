@@ -10,8 +10,9 @@ from collections.abc import Iterable
 
 from console.widgets.log.format import LineFilter
 from console.widgets.log.rank_fold import RankFolder
+from server_control.logs import Record
 from server_control.logs.access import is_polling
-from server_control.logs.record import HTTP, Record
+from server_control.logs.record import HTTP
 
 
 class Selection:
