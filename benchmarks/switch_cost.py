@@ -101,24 +101,13 @@ async def _set(client: httpx.AsyncClient, url: str, values: dict) -> None:
         raise RuntimeError(f"the server refused {values}: {resp.status_code} {resp.text[:200]}")
 
 
-def _body(max_tokens: int) -> dict:
-    return {
-        "prompt": loadgen.PROMPT,
-        "max_tokens": max_tokens,
-        "stream": True,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }
-
-
 async def _client(client, url, plan, result, window) -> None:
     for max_tokens, pause in plan:
         if time.monotonic() >= window[1]:
             return
         began = time.monotonic()
         try:
-            await loadgen._one_request(client, url, _body(max_tokens), result, window, None)
+            await loadgen._one_request(client, url, loadgen.stream_body(max_tokens), result, window, None)
         except (httpx.HTTPError, RuntimeError, ValueError) as exc:
             result.errors += 1
             result.error_sample = result.error_sample or f"{type(exc).__name__}: {exc}"

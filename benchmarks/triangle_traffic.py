@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import httpx
 
@@ -22,17 +21,6 @@ def triangle(lo: int, hi: int) -> list[int]:
     return up + up[-2:0:-1]
 
 
-def stream_body(max_tokens: int) -> dict[str, Any]:
-    return {
-        "prompt": loadgen.PROMPT,
-        "max_tokens": max_tokens,
-        "stream": True,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }
-
-
 async def walk_triangle(
     url: str,
     schedule: Sequence[int],
@@ -46,7 +34,7 @@ async def walk_triangle(
     ``seconds``; ``tick(elapsed)`` awaited every ``every_s`` seconds on the way. Failed
     requests are counted (and the first kept) in the result, never raised."""
     result = loadgen.LevelResult(max(schedule), decision.AUTO)
-    body = stream_body(max_tokens)
+    body = loadgen.stream_body(max_tokens)
     t0 = time.monotonic()
     end = t0 + seconds
     span = (t0, end)

@@ -116,6 +116,22 @@ async def _one_request(
         result.completed += 1
 
 
+def stream_body(max_tokens: int, model: str | None = None) -> dict[str, Any]:
+    """One streamed greedy completion of ``max_tokens`` (EOS ignored), usage in every chunk:
+    what every load of ours sends."""
+    body: dict[str, Any] = {
+        "prompt": PROMPT,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if model:
+        body["model"] = model
+    return body
+
+
 async def run_level(
     url: str,
     concurrency: int,
@@ -133,16 +149,7 @@ async def run_level(
     runs nothing (what an earlier window left behind would otherwise share this one)."""
     url = url.rstrip("/")
     result = LevelResult(concurrency, mode)
-    body = {
-        "prompt": PROMPT,
-        "max_tokens": max_tokens,
-        "stream": True,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }
-    if model:
-        body["model"] = model
+    body = stream_body(max_tokens, model)
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(
         trust_env=False, verify=tls.shared(), timeout=httpx.Timeout(request_timeout_s, connect=10.0), limits=limits
