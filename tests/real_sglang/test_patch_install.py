@@ -46,7 +46,11 @@ def test_a_plain_launch_server_loads_the_installed_patch(rig, tmp_path):
     port = free_port()
     args = server_args(rig, port, extra=["--speculative-disable-batch-threshold", "5"])
     server = RigServer.start(
-        [python, "-m", "sglang.launch_server", *args], env, tmp_path / "server.log", port, lifetime_s=SERVER_LIFETIME_S
+        [python, "-m", "sglang.launch_server", *args],
+        env,
+        tmp_path / "installed-patch-launch-server.log",
+        port,
+        lifetime_s=SERVER_LIFETIME_S,
     )
     try:
         ready = server.wait_ready(timeout_s=900)

@@ -58,7 +58,7 @@ def _start(rig, work, faults: str) -> RigServer:
     return RigServer.start(
         [sys.executable, "-m", "server_control.sglang_patch.serve", *args],
         env,
-        work / "server.log",
+        work / "tp2-build-fault.log",
         port,
         lifetime_s=SERVER_LIFETIME_S,
     )

@@ -31,7 +31,7 @@ def plain_server(rig, rig_python, tmp_path_factory):
     port = free_port()
     argv = plain_launch_argv(server_args(rig, port, extra=["--decode-log-interval", "4"]), rig_python)
     server = RigServer.start(
-        argv, server_env(rig), tmp_path_factory.mktemp("plain") / "server.log", port, lifetime_s=SERVER_LIFETIME_S
+        argv, server_env(rig), tmp_path_factory.mktemp("plain") / "plain-eagle3.log", port, lifetime_s=SERVER_LIFETIME_S
     )
     try:
         ready = server.wait_ready()

@@ -13,6 +13,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -123,6 +124,7 @@ class CliRun:
 
         from .server import RigServer
 
+        t0 = time.monotonic()  # the start counts from the launch, not from when it returned
         self.state_dir = work / "state"
         self.profile = write_profile(
             rig, work, free_port(), tp=tp, threshold=threshold, lifetime_s=lifetime_s, name=name, env=env, extra_args=extra_args
@@ -131,7 +133,12 @@ class CliRun:
         lines = res.stdout.strip().splitlines()
         rec = (json.loads(lines[-1]).get("run") or {}) if lines else {}
         self.server = RigServer(
-            proc=None, port=rec.get("port", 0), log_path=Path(rec.get("log_path") or work / "no-log"), group=rec.get("pgid")
+            proc=None,
+            port=rec.get("port", 0),
+            log_path=Path(rec.get("log_path") or work / "no-log"),
+            group=rec.get("pgid"),
+            started=t0,
+            label=f"{name} tp{tp} via launch",
         )
         if res.returncode != 0:
             self.close()

@@ -80,6 +80,7 @@ class RigServer:
     group: int | None = None
     started: float = field(default_factory=time.monotonic)
     ready_s: float | None = None
+    label: str | None = None  # its configuration in the run's start figures (default: the log's name)
 
     @property
     def url(self) -> str:
@@ -133,7 +134,8 @@ class RigServer:
         """One start in the run's figures (its count and start-up time end the summary)."""
         start_s = time.monotonic() - self.started
         test = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0].rpartition("/")[2] or "-"
-        run_figures.record(f"{run_figures.STARTS}: {self.log_path.name}, {outcome}, by={test}, start_s={start_s:.1f}")
+        name = self.label or self.log_path.name
+        run_figures.record(f"{run_figures.STARTS}: {name}, {outcome}, by={test}, start_s={start_s:.1f}")
 
     def request(self, path: str, body: dict | None = None, timeout: float = 120):
         data = None if body is None else json.dumps(body).encode()
