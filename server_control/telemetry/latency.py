@@ -162,13 +162,16 @@ class LatencyWindows:
 
     def itl_by_mode(self, window_s: float) -> tuple[tuple[str, float], ...]:
         """(mode, mean inter-token latency in seconds) over the last ``window_s``, the modes
-        that committed tokens in it."""
-        if len(self._modes) < 2:
+        that committed tokens in it; with one reading yet (a headless `status`), since the
+        server started, as the histograms' windows say then."""
+        if not self._modes:
             return ()
         t_last, last = self._modes[-1]
-        t0, base = next(((ts, m) for ts, m in self._modes if ts >= t_last - window_s), self._modes[0])
-        if t0 == t_last:
-            t0, base = self._modes[-2]
+        base: ModeTotals = {}
+        if len(self._modes) > 1:
+            t0, base = next(((ts, m) for ts, m in self._modes if ts >= t_last - window_s), self._modes[0])
+            if t0 == t_last:
+                base = self._modes[-2][1]
         out = []
         for mode in sorted(last):
             w1, k1 = last[mode]

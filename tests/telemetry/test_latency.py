@@ -8,6 +8,7 @@ import asyncio
 import math
 
 import httpx
+import pytest
 
 from server_control.model.latency import LatencyStatus, compact, line
 from server_control.protocol import cost_curves as cc
@@ -130,6 +131,8 @@ def test_itl_by_mode_is_each_modes_request_seconds_over_its_tokens():
     lw = LatencyWindows()
     lw.add(100.0, read_histograms(TEXT))
     lw.add_modes(100.0, first)
+    # one reading (a headless `status` polls once): since the server started, not nothing
+    assert dict(lw.status(100.0).window(15.0).itl_by_mode) == pytest.approx({"speculative": 0.030})
     lw.add(110.0, read_histograms(TEXT))
     lw.add_modes(110.0, later)
     w = lw.status(110.0).window(15.0)
@@ -137,9 +140,9 @@ def test_itl_by_mode_is_each_modes_request_seconds_over_its_tokens():
     assert math.isclose(got["speculative"], 0.030, rel_tol=1e-6) and math.isclose(got["target_only"], 0.040, rel_tol=1e-6)
     assert w.to_json()["itl_mean_by_mode"] == {"speculative": 0.03, "target_only": 0.04}
     assert compact(lw.status(110.0), 15.0).endswith("· ITL mean speculative 30 ms / target-only 40 ms")
-    # a restart (totals went down) starts them again: nothing to compare yet
+    # a restart (totals went down) starts them again: since that restart
     lw.add_modes(120.0, first)
-    assert lw.itl_by_mode(15.0) == ()
+    assert dict(lw.itl_by_mode(15.0)) == pytest.approx({"speculative": 0.030})
 
 
 def test_the_simulators_itl_by_mode_through_the_poller(sim_factory):
