@@ -1,9 +1,10 @@
 """`specconsole logs FILE --parse --json` against grep on the same file (issue 23 item 8).
 
-    python -m benchmarks.logs_json_bench [--lines 1000000] [--rounds 3] [--file LOG]
+    python -m benchmarks.logs_json_bench [--lines 1000000] [--rounds 3] [--file LOG] [--corpus mixed]
 
-Generates the logs benchmark's TP2 EAGLE-3 log (benchmarks/logs_bench.py) unless --file is
-given, then runs, round by round and interleaved (a shared machine's drift hits every arm
+Generates the logs benchmark's TP2 EAGLE-3 log (benchmarks/logs_bench.py), or with
+`--corpus mixed` a log of mixed SGLang versions' line shapes (benchmarks/mixed_log.py), unless
+--file is given, then runs, round by round and interleaved (a shared machine's drift hits every arm
 alike): `grep -c 'Decode batch'`, `specconsole logs --parse --json` (most lines written by the C
 writer, server_control/logs/native_json.c), the same by the Python fast groups alone (one
 finditer and a template per shape: server_control/logs/json_lines.py;
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 
 from benchmarks.logs_bench import generate
+from benchmarks.mixed_log import generate_mixed
 
 ARMS = {
     "grep -c": lambda f: ["grep", "-c", "Decode batch", str(f)],
@@ -63,12 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lines", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--file", type=Path)
+    p.add_argument("--corpus", choices=("generator", "mixed"), default="generator", help="the log to generate")
     p.add_argument("--skip", action="append", default=[], help="leave out the arms whose name contains this")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         path = args.file or Path(tmp) / "bench.log"
         if args.file is None:
-            generate(path, args.lines)
+            (generate_mixed if args.corpus == "mixed" else generate)(path, args.lines)
         lines = sum(1 for _ in open(path, "rb"))
         print(f"{path}: {lines} lines, {path.stat().st_size / 1e6:.0f} MB; load average {os.getloadavg()}")
         arms = {a: m for a, m in ARMS.items() if not any(s in a for s in args.skip)}

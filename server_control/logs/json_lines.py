@@ -11,9 +11,11 @@ it), and each variant has its own template with its nulls and booleans written i
 groups are merged back into file order by iterators (``map(next, ...)``), behind a
 ``{"line":N,"kind":"K",`` head per line. Three groups:
 
-* SGLang 0.5.23's own Decode and Prefill lines: their digits are valid JSON numbers as they
-  stand (ASCII, at most 18 before the point, no leading zero: a block with one goes line by
-  line), and the message has no quote, backslash or control character;
+* Decode and Prefill lines: a block of SGLang 0.5.23's own shape in one ``finditer`` (its
+  digits are valid JSON numbers as they stand: ASCII, at most 18 before the point, no leading
+  zero; the message has no quote, backslash or control character); a block that does not
+  fit goes a line at a time key by key (``stats_body``: any release's shape, the Record
+  way's pair rules, each known value clean or the line goes the Record way);
 * the kinds without fields (http, other, warning, error, ready), when the line starts with
   SGLang's bracket prefix (the Record way's own prefix pattern, bounded so that it ends well
   within its 240-character window; a ``,`` in the clock goes the Record way): the block is
@@ -34,7 +36,20 @@ from itertools import chain, compress, repeat
 from operator import attrgetter
 from typing import Any
 
-from server_control.logs.record import DECODE, ERROR, HTTP, JSON_KEYS, OTHER, PREFILL, READY, WARNING, Record
+from server_control.logs.record import (
+    DECODE,
+    ERROR,
+    HTTP,
+    JSON_KEYS,
+    OTHER,
+    PREFILL,
+    READY,
+    SPEC_FIELDS,
+    STAT_FIELDS,
+    STAT_KEYS,
+    WARNING,
+    Record,
+)
 
 Slow = Callable[[int, str, str], "str | None"]  # (line, kind, raw) -> the whole JSON line
 
@@ -144,13 +159,68 @@ def _plain(kinds: list[str], raws: list[str]) -> list[str] | None:
     return _bodies(_PLAIN_BLOCK, _PLAIN_T, _escape("\n".join(raws)), len(raws))
 
 
+# A stats line of any shape, key by key (record.parse_stat_pairs's rules, on the lines whose
+# every known value is already a JSON number or a bool): SGLang's bracket prefix at the start
+# (the plain kinds' own), the message ASCII without control characters (then ``strip()``
+# strips spaces only), each known key's value clean, or the line goes the Record way.
+_LINE_HEAD = re.compile(
+    r"(?a)\[(?:(?P<date>\d{4}-\d\d-\d\d)[ T]|)(?P<clock>\d\d:\d\d:\d\d(?:\.\d{1,9}|))" rf"(?: {_RANKS}|)\](?: |)"
+)
+_INT_VALUE = re.compile(r"(?a)0|[1-9]\d{0,17}")
+_FLOAT_VALUE = re.compile(r"(?a)(?:0|[1-9]\d{0,17})\.\d+")
+_BOOL_VALUE = {"True": "true", "False": "false"}
+_CLEAN = {int: _INT_VALUE, float: _FLOAT_VALUE}
+_BY_KEY = {key: (STAT_FIELDS.index(name), _CLEAN.get(kind)) for key, (name, kind) in STAT_KEYS.items()}
+_UNSTRIPPED = re.compile(r"[\x00-\x1f]")  # str.strip() would strip \x1c-\x1f (and tabs) too
+_STATS_T = (
+    '"ts":"%s","rank":%s,"text":"%s"'
+    + "".join(f',"{key}":%s' for key in STAT_FIELDS)
+    + "".join(f',"{key}":null' for key in SPEC_FIELDS)
+    + "}\n"
+)
+_NULL_FIELDS = ["null"] * len(STAT_FIELDS)
+
+
+def stats_body(raw: str) -> str:
+    """A Decode/Prefill line's JSON after its head, its fields read key by key in any order
+    (unknown keys skipped, a later key over an earlier), or ``_SLOW`` for the Record way."""
+    m = _LINE_HEAD.match(raw)
+    if m is None or not raw.isascii() or _UNSTRIPPED.search(raw):
+        return _SLOW
+    text = raw[m.end() :]
+    values = _NULL_FIELDS.copy()
+    for part in text.split(", "):
+        key, sep, value = part.rpartition(": ")
+        if not sep:
+            continue
+        spec = _BY_KEY.get(key) or _BY_KEY.get(key.rpartition(". ")[2].strip())
+        if spec is None:
+            continue
+        at, clean = spec
+        value = value.strip().rstrip(",")
+        if clean is None:
+            if value not in _BOOL_VALUE:
+                return _SLOW
+            values[at] = _BOOL_VALUE[value]
+        elif clean.fullmatch(value) is None:
+            return _SLOW
+        else:
+            values[at] = value
+    date, clock, rank = m.group("date", "clock", "rank")
+    if "\\" in text or '"' in text:  # no control characters here: the rest of _escape has nothing to do
+        text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return _STATS_T % (f"{date}T{clock}" if date else clock, f'"{rank}"' if rank else "null", text, *values)
+
+
 _PLAIN_KINDS = (HTTP, OTHER, WARNING, ERROR, READY)  # kinds whose fields are all null
 _GROUPS = {DECODE: 0, PREFILL: 1, **dict.fromkeys(_PLAIN_KINDS, 2)}
 _WAYS = (_decode, _prefill, _plain)
 
 
 def _one_by_one(way: Callable[[list[str], list[str]], list[str] | None], kinds: list[str], raws: list[str]) -> list[str]:
-    """A block that did not fit, a line at a time (a block of one each)."""
+    """A block that did not fit, a line at a time: a stats line key by key, any other a block of one."""
+    if way is _decode or way is _prefill:
+        return list(map(stats_body, raws))
     out = []
     for k, r in zip(kinds, raws):
         got = way([k], [r])

@@ -10,14 +10,17 @@
    test_native_json.py compares both byte for byte); it leaves a record whenever in doubt:
    a raw that is not ASCII, holds a "\n", or is not of the exact shape below.
 
-   Shapes (the regexes of json_lines.py, without backtracking: each part below is followed
-   by a character its run cannot hold, so a greedy run of the allowed length is the match):
-   - decode/prefill: "[" date " " clock [" " ranks] "] " then SGLang 0.5.23's Decode batch
-     or Prefill batch text; numbers are runs of 1-18 ASCII digits (with "." and 1+ digits
-     for a float), and the line holds no ": 0" followed by a digit (a leading zero);
-   - http, other, warning, error, ready: "[" [date (" " | "T")] clock [" " ranks] "]" [" "]
-     then any text, JSON-escaped ("\\", "\"", "\t", and \u00XX for the other control
-     characters but "\n").
+   Shapes (the patterns of json_lines.py, without backtracking: each part below is followed
+   by a character its run cannot hold, so a greedy run of the allowed length is the match).
+   Every kind: "[" [date (" " | "T")] clock [" " ranks] "]" [" "] at the start, then
+   - decode/prefill: any text without control characters, read key by key as
+     record.parse_stat_pairs reads it (", "-separated pieces, each key the part before its
+     last ": ", or after the last ". " in that; unknown keys skipped, a later key over an
+     earlier); each known key's value clean: an int is "0" or 1-18 ASCII digits without a
+     leading zero, a float that int, "." and 1+ digits, a graph flag True or False; the text
+     JSON-escaped, each number written as the server wrote it;
+   - http, other, warning, error, ready: any text, JSON-escaped ("\\", "\"", "\t", and \u00XX
+     for the other control characters but "\n").
    date: 4-2-2 digits with "-"; clock: 2:2:2 digits, optionally "." and 1-9 digits; ranks:
    1-8 tokens split by one space, each [A-Z]{1,6}"_" (optional), [A-Z]{2,3}, 1-6 digits. */
 
@@ -58,24 +61,6 @@ static int digits(Cur *c, Py_ssize_t lo, Py_ssize_t hi)
 {
     Py_ssize_t n = run_of(c, '0', '9');
     return n >= lo && n <= hi;
-}
-
-static int number(Cur *c, Span *v)
-{
-    v->s = c->p;
-    if (!digits(c, 1, 18))
-        return 0;
-    v->n = c->p - v->s;
-    return 1;
-}
-
-static int decimal(Cur *c, Span *v)
-{
-    v->s = c->p;
-    if (!digits(c, 1, 18) || !LIT(c, ".") || !digits(c, 1, PY_SSIZE_T_MAX))
-        return 0;
-    v->n = c->p - v->s;
-    return 1;
 }
 
 static int rank_token(Cur *c)
@@ -132,14 +117,6 @@ static int clock_part(Cur *c, Span *v)
     }
     v->n = c->p - v->s;
     return 1;
-}
-
-static int leading_zero(const char *s, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i + 3 < n; i++)
-        if (s[i] == ':' && s[i + 1] == ' ' && s[i + 2] == '0' && s[i + 3] >= '0' && s[i + 3] <= '9')
-            return 1;
-    return 0;
 }
 
 /* ---- output ---- */
@@ -218,154 +195,192 @@ static void put_escaped(Out *o, const char *s, Py_ssize_t n)
     }
 }
 
-#define TAIL_AFTER_GRAPH "\"new_seq\":null,\"new_token\":null,\"cached_token\":null," \
-    "\"input_throughput\":null,\"threshold\":null,\"mode\":null,\"batch\":null}\n"
-#define TAIL_AFTER_CACHED "\"input_throughput\":null,\"threshold\":null,\"mode\":null,\"batch\":null}\n"
+#define SPEC_NULLS ",\"threshold\":null,\"mode\":null,\"batch\":null}\n"
 
-/* "[" date " " clock [" " ranks] "] " of a stats line */
-static int stats_head(Cur *c, Span *d, Span *clk, Span *rank)
+/* "[" [date (" " | "T")] clock [" " ranks] "]" [" "]: SGLang's bracket prefix at the start */
+static int line_head(Cur *c, Span *d, Span *clk, Span *rank)
 {
-    if (!LIT(c, "[") || !date_part(c, d) || !LIT(c, " ") || !clock_part(c, clk))
+    d->s = NULL;
+    if (!LIT(c, "["))
+        return 0;
+    Cur at_date = *c;
+    if (!(date_part(c, d) && (LIT(c, " ") || LIT(c, "T")))) {
+        *c = at_date;
+        d->s = NULL;
+    }
+    if (!clock_part(c, clk))
         return 0;
     ranks(c, rank);
-    return LIT(c, "] ");
-}
-
-/* the end of a stats line: nothing, or ", " and nothing */
-static int stats_end(Cur *c) { return c->p == c->e || (LIT(c, ", ") && c->p == c->e); }
-
-/* ts, rank, text and the three fields both stats kinds have, in the contract's order */
-static void put_stats_start(Out *o, Span d, Span clk, Span rank, Span text, Span run, Span queue, Span use)
-{
-    put_prefix(o, d, clk, rank);
-    put_span(o, text);
-    PUT(o, "\",\"running_req\":");
-    put_span(o, run);
-    PUT(o, ",\"queue_req\":");
-    put_span(o, queue);
-    PUT(o, ",\"token_usage\":");
-    put_span(o, use);
-}
-
-static int decode_line(Out *o, Cur c)
-{
-    Span d, clk, rank, text, run, tok, use, al = {NULL, 0}, ar = {NULL, 0}, gen, queue;
-    int graph;
-    if (!stats_head(&c, &d, &clk, &rank))
+    if (!LIT(c, "]"))
         return 0;
-    text.s = c.p;
-    if (!LIT(&c, "Decode batch") || !(LIT(&c, ".") || LIT(&c, ",")) || !LIT(&c, " #running-req: ") ||
-        !number(&c, &run) || !LIT(&c, ", #"))
-        return 0;
-    LIT(&c, "full ");
-    if (!LIT(&c, "token: ") || !number(&c, &tok) || !LIT(&c, ", "))
-        return 0;
-    LIT(&c, "full ");
-    if (!LIT(&c, "token usage: ") || !decimal(&c, &use) || !LIT(&c, ", "))
-        return 0;
-    if (c.p < c.e && *c.p == 'a') {
-        if (!LIT(&c, "accept len: ") || !decimal(&c, &al) || !LIT(&c, ", accept rate: ") || !decimal(&c, &ar) ||
-            !LIT(&c, ", "))
-            return 0;
-    }
-    if (!(LIT(&c, "cuda") || LIT(&c, "cpu") || LIT(&c, "npu")) || !LIT(&c, " graph: "))
-        return 0;
-    if (LIT(&c, "True"))
-        graph = 1;
-    else if (LIT(&c, "False"))
-        graph = 0;
-    else
-        return 0;
-    if (!LIT(&c, ", gen throughput (token/s): ") || !decimal(&c, &gen) || !LIT(&c, ", #queue-req: ") ||
-        !number(&c, &queue))
-        return 0;
-    if (!stats_end(&c))
-        return 0;
-    text.n = c.e - text.s;
-    put_stats_start(o, d, clk, rank, text, run, queue, use);
-    PUT(o, ",\"num_tokens\":");
-    put_span(o, tok);
-    PUT(o, ",\"gen_throughput\":");
-    put_span(o, gen);
-    if (al.s != NULL) {
-        PUT(o, ",\"accept_len\":");
-        put_span(o, al);
-        PUT(o, ",\"accept_rate\":");
-        put_span(o, ar);
-    } else {
-        PUT(o, ",\"accept_len\":null,\"accept_rate\":null");
-    }
-    if (graph)
-        PUT(o, ",\"cuda_graph\":true,");
-    else
-        PUT(o, ",\"cuda_graph\":false,");
-    PUT(o, TAIL_AFTER_GRAPH);
+    LIT(c, " ");
     return 1;
 }
 
-static int prefill_line(Out *o, Cur c)
+/* ---- stats lines, key by key (record.parse_stat_pairs's rules) ---- */
+
+enum { T_INT, T_FLOAT, T_BOOL };
+enum { N_FIELDS = 12 };
+/* record.STAT_FIELDS, in the contract's order, each as written before its value */
+#define FIELD(name) {",\"" name "\":", (Py_ssize_t)sizeof(",\"" name "\":") - 1}
+static const struct {
+    const char *s;
+    Py_ssize_t n;
+} FIELD[N_FIELDS] = {
+    FIELD("running_req"), FIELD("queue_req"),   FIELD("token_usage"), FIELD("num_tokens"),
+    FIELD("gen_throughput"), FIELD("accept_len"), FIELD("accept_rate"), FIELD("cuda_graph"),
+    FIELD("new_seq"), FIELD("new_token"),   FIELD("cached_token"), FIELD("input_throughput"),
+};
+/* record.STAT_KEYS (tests/logs/test_native_json.py takes a line of each and compares) */
+#define KEY(s, f, t) {s, (Py_ssize_t)sizeof(s) - 1, f, t}
+static const struct {
+    const char *key;
+    Py_ssize_t n;
+    int field, type;
+} STAT_KEY[] = {
+    KEY("#running-req", 0, T_INT),
+    KEY("#queue-req", 1, T_INT),
+    KEY("token usage", 2, T_FLOAT),
+    KEY("full token usage", 2, T_FLOAT),
+    KEY("#token", 3, T_INT),
+    KEY("#full token", 3, T_INT),
+    KEY("gen throughput (token/s)", 4, T_FLOAT),
+    KEY("accept len", 5, T_FLOAT),
+    KEY("accept rate", 6, T_FLOAT),
+    KEY("cuda graph", 7, T_BOOL),
+    KEY("cpu graph", 7, T_BOOL),
+    KEY("npu graph", 7, T_BOOL),
+    KEY("#new-seq", 8, T_INT),
+    KEY("#new-token", 9, T_INT),
+    KEY("#cached-token", 10, T_INT),
+    KEY("input throughput (token/s)", 11, T_FLOAT),
+};
+enum { N_KEYS = (int)(sizeof(STAT_KEY) / sizeof(STAT_KEY[0])) };
+
+static int key_index(const char *s, const char *e)
 {
-    Span d, clk, rank, text, seq, newtok, cached, use, run, queue;
-    if (!stats_head(&c, &d, &clk, &rank))
+    Py_ssize_t n = e - s;
+    for (int i = 0; i < N_KEYS; i++)
+        if (STAT_KEY[i].n == n && memcmp(STAT_KEY[i].key, s, (size_t)n) == 0)
+            return i;
+    return -1;
+}
+
+/* where the last two characters "ab" start in [s, e), or NULL (str.rpartition's search) */
+static const char *last_of(const char *s, const char *e, char a, char b)
+{
+    for (Py_ssize_t i = (e - s) - 2; i >= 0; i--)
+        if (s[i] == a && s[i + 1] == b)
+            return s + i;
+    return NULL;
+}
+
+/* a clean value: an int "0" or 1-18 digits without a leading zero; a float that int, "."
+   and 1+ digits; a bool True/False. Anything else leaves the line to the Record way. */
+static int clean(int type, const char *s, const char *e)
+{
+    Cur c = {s, e};
+    if (type == T_BOOL)
+        return (e - s == 4 && memcmp(s, "True", 4) == 0) || (e - s == 5 && memcmp(s, "False", 5) == 0);
+    if (c.p < c.e && *c.p == '0')
+        c.p++;
+    else if (!digits(&c, 1, 18) || *s == '0')
         return 0;
-    text.s = c.p;
-    if (!LIT(&c, "Prefill batch") || !(LIT(&c, ".") || LIT(&c, ",")) || !LIT(&c, " #new-seq: ") ||
-        !number(&c, &seq) || !LIT(&c, ", #new-token: ") || !number(&c, &newtok) || !LIT(&c, ", #cached-token: ") ||
-        !number(&c, &cached) || !LIT(&c, ", "))
+    if (type == T_FLOAT && (!LIT(&c, ".") || !digits(&c, 1, PY_SSIZE_T_MAX)))
         return 0;
-    LIT(&c, "full ");
-    if (!LIT(&c, "token usage: ") || !decimal(&c, &use) || !LIT(&c, ", #running-req: ") || !number(&c, &run) ||
-        !LIT(&c, ", #queue-req: ") || !number(&c, &queue))
+    return c.p == c.e;
+}
+
+static int stats_line(Out *o, Cur c)
+{
+    Span d, clk, rank, val[N_FIELDS];
+    int type[N_FIELDS];
+    if (!line_head(&c, &d, &clk, &rank))
         return 0;
-    if (!stats_end(&c))
-        return 0;
-    text.n = c.e - text.s;
-    put_stats_start(o, d, clk, rank, text, run, queue, use);
-    PUT(o, ",\"num_tokens\":null,\"gen_throughput\":null,\"accept_len\":null,\"accept_rate\":null,"
-           "\"cuda_graph\":null,\"new_seq\":");
-    put_span(o, seq);
-    PUT(o, ",\"new_token\":");
-    put_span(o, newtok);
-    PUT(o, ",\"cached_token\":");
-    put_span(o, cached);
-    PUT(o, ",");
-    PUT(o, TAIL_AFTER_CACHED);
+    for (const char *q = c.p; q < c.e; q++)
+        if ((unsigned char)*q < 0x20) /* str.strip() would strip \x1c-\x1f and tabs too */
+            return 0;
+    memset(val, 0, sizeof(val));
+    const char *ps = c.p;
+    for (;;) {
+        const char *pe = ps;
+        while (pe + 1 < c.e && !(pe[0] == ',' && pe[1] == ' '))
+            pe++;
+        if (pe + 1 >= c.e)
+            pe = c.e;
+        const char *sep = last_of(ps, pe, ':', ' ');
+        if (sep != NULL) {
+            int k = key_index(ps, sep);
+            if (k < 0) {
+                const char *dot = last_of(ps, sep, '.', ' ');
+                const char *ks = dot ? dot + 2 : ps, *ke = sep;
+                while (ks < ke && *ks == ' ')
+                    ks++;
+                while (ke > ks && ke[-1] == ' ')
+                    ke--;
+                k = key_index(ks, ke);
+            }
+            if (k >= 0) {
+                const char *vs = sep + 2, *ve = pe;
+                while (vs < ve && *vs == ' ')
+                    vs++;
+                while (ve > vs && ve[-1] == ' ')
+                    ve--;
+                while (ve > vs && ve[-1] == ',')
+                    ve--;
+                if (!clean(STAT_KEY[k].type, vs, ve))
+                    return 0;
+                int f = STAT_KEY[k].field;
+                val[f].s = vs;
+                val[f].n = ve - vs;
+                type[f] = STAT_KEY[k].type;
+            }
+        }
+        if (pe == c.e)
+            break;
+        ps = pe + 2;
+    }
+    put_prefix(o, d, clk, rank);
+    put_escaped(o, c.p, c.e - c.p);
+    PUT(o, "\"");
+    for (int f = 0; f < N_FIELDS; f++) {
+        put(o, FIELD[f].s, FIELD[f].n);
+        if (val[f].s == NULL)
+            PUT(o, "null");
+        else if (type[f] == T_BOOL && val[f].n == 4)
+            PUT(o, "true");
+        else if (type[f] == T_BOOL)
+            PUT(o, "false");
+        else
+            put_span(o, val[f]);
+    }
+    PUT(o, SPEC_NULLS);
     return 1;
 }
 
 static int plain_line(Out *o, Cur c)
 {
-    Span d = {NULL, 0}, clk, rank;
-    if (!LIT(&c, "["))
+    Span d, clk, rank;
+    if (!line_head(&c, &d, &clk, &rank))
         return 0;
-    Cur at_date = c;
-    if (!(date_part(&c, &d) && (LIT(&c, " ") || LIT(&c, "T")))) {
-        c = at_date;
-        d.s = NULL;
-    }
-    if (!clock_part(&c, &clk))
-        return 0;
-    ranks(&c, &rank);
-    if (!LIT(&c, "]"))
-        return 0;
-    LIT(&c, " ");
     put_prefix(o, d, clk, rank);
     put_escaped(o, c.p, c.e - c.p);
-    PUT(o, "\",\"running_req\":null,\"queue_req\":null,\"token_usage\":null,\"num_tokens\":null,"
-           "\"gen_throughput\":null,\"accept_len\":null,\"accept_rate\":null,\"cuda_graph\":null,");
-    PUT(o, TAIL_AFTER_GRAPH);
+    PUT(o, "\"");
+    for (int f = 0; f < N_FIELDS; f++) {
+        put(o, FIELD[f].s, FIELD[f].n);
+        PUT(o, "null");
+    }
+    PUT(o, SPEC_NULLS);
     return 1;
 }
 
-enum { K_NONE, K_DECODE, K_PREFILL, K_PLAIN };
+enum { K_NONE, K_STATS, K_PLAIN };
 
 static int kind_of(const char *k, Py_ssize_t n)
 {
 #define IS(s) (n == (Py_ssize_t)sizeof(s) - 1 && memcmp(k, s, sizeof(s) - 1) == 0)
-    if (IS("decode"))
-        return K_DECODE;
-    if (IS("prefill"))
-        return K_PREFILL;
+    if (IS("decode") || IS("prefill"))
+        return K_STATS;
     if (IS("http") || IS("other") || IS("warning") || IS("error") || IS("ready"))
         return K_PLAIN;
     return K_NONE;
@@ -414,10 +429,8 @@ static PyObject *json_batch(PyObject *Py_UNUSED(self), PyObject *args)
                 Py_ssize_t mark = o.len;
                 put_head(&o, line, k, kn);
                 Cur c = {s, s + sn};
-                if (which == K_DECODE)
-                    taken = !leading_zero(s, sn) && decode_line(&o, c);
-                else if (which == K_PREFILL)
-                    taken = !leading_zero(s, sn) && prefill_line(&o, c);
+                if (which == K_STATS)
+                    taken = stats_line(&o, c);
                 else
                     taken = plain_line(&o, c);
                 if (!taken)

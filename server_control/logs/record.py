@@ -70,7 +70,7 @@ _LEVEL_DATE_START = re.compile(
 _SYSLOG_START = re.compile(r"[A-Z][a-z]{2} [ \d]\d (\d\d:\d\d:\d\d) \S+ [^:\s]+: ")
 
 # "key: value" pairs of the Decode/Prefill stat lines.
-_STAT_KEYS = {
+STAT_KEYS = {
     "#running-req": ("running_req", int),
     "#queue-req": ("queue_req", int),
     "token usage": ("token_usage", float),
@@ -148,7 +148,7 @@ def parse_stat_pairs(text: str) -> dict[str, Any]:
     """Pieces are ", "-separated "key: value" pairs; the first key may carry the
     "Decode batch. " / "Prefill batch(mixed ...). " head in front of it."""
     out: dict[str, Any] = {}
-    keys = _STAT_KEYS
+    keys = STAT_KEYS
     for part in text.split(", "):
         key, sep, value = part.rpartition(": ")
         if not sep:

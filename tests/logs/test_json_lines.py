@@ -1,7 +1,8 @@
 """The fast JSON lines (server_control/logs/json_lines.py) give the same JSON values, keys
 in the same order, as the Record way (``Record.to_json`` and msgspec), line by line: each
 odd line alone (a block of one), all of them in one batch (a line that does not fit sends
-its block line by line), mixed into the benchmark's log; and `specconsole logs FILE
+its block line by line), mixed into the benchmark's log, a log of mixed SGLang versions'
+shapes, stats lines mutated at random; and `specconsole logs FILE
 --parse --json` writes them (a real CLI process)."""
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.logs_bench import generate
+from benchmarks.mixed_log import generate_mixed
 from server_control.logs import Record, iter_file, parse_bytes, parse_text
 from server_control.logs.json_lines import fast_lines, json_lines
 from server_control.logs.record import _fast_stats, parse_stat_pairs
@@ -115,3 +119,47 @@ def test_parse_stats_one_match_agrees_with_the_pairs(tmp_path: Path) -> None:
             taken += 1
             assert fast == parse_stat_pairs(rec.text), rec.raw
     assert taken > 2_000
+
+
+def test_the_mixed_versions_log_agrees_line_by_line_and_goes_fast(tmp_path: Path) -> None:
+    """Stats lines of every release's and option's shape (benchmarks/mixed_log.py) are read key
+    by key: the Record way's values, and nearly all of them without a Record."""
+    path = tmp_path / "mixed.log"
+    generate_mixed(path, 20_000)
+    stats = stats_taken = 0
+    for nums, kinds, raws in iter_file(path):
+        recs = [Record(n, k, r) for n, k, r in zip(nums, kinds, raws)]
+        for rec, took in zip(recs, check(recs)):
+            if rec.kind in ("decode", "prefill"):
+                stats += 1
+                stats_taken += took
+    assert stats > 14_000 and stats_taken == stats, "every mixed stats line goes the fast way"
+
+
+MUTABLE = [line for line, _ in ODD if " batch" in line and "\n" not in line]
+STATS_ALPHABET = '0123456789 ,.:-_[]#ATPXZaeknrstu()/"\\\t\x1f\x01é%'
+
+
+@st.composite
+def mutated_stats(draw: st.DrawFn) -> str:
+    chars = list(draw(st.sampled_from(MUTABLE)))
+    for _ in range(draw(st.integers(0, 4))):
+        i = draw(st.integers(0, len(chars)))
+        op = draw(st.sampled_from(["insert", "delete", "replace"]))
+        c = draw(st.sampled_from(STATS_ALPHABET))
+        if op == "insert":
+            chars.insert(i, c)
+        elif i < len(chars):
+            if op == "delete":
+                del chars[i]
+            else:
+                chars[i] = c
+    return "".join(chars)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(mutated_stats(), min_size=1, max_size=4), st.sampled_from(["decode", "prefill"]))
+def test_mutated_stats_lines_key_by_key_agree_with_the_record_way(raws: list[str], kind: str) -> None:
+    """Digits, separators, keys, quotes and control characters inserted, deleted or replaced:
+    where the fast way takes a line, its values are the Record way's."""
+    check([Record(i + 1, kind, raw) for i, raw in enumerate(raws)])

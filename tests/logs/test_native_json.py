@@ -6,6 +6,7 @@ leaves are written the Python way and put back in place."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from pathlib import Path
@@ -16,8 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.logs_bench import generate
-from server_control.logs import iter_file
+from benchmarks.mixed_log import generate_mixed
+from server_control.logs import Record, iter_file
 from server_control.logs.json_lines import NATIVE, Native, fast_bodies, json_lines
+from server_control.logs.record import STAT_KEYS
 from tests.support.odd_log_lines import DEC, ODD, PRE, P, odd_records
 
 ENC = msgspec.json.Encoder().encode
@@ -83,13 +86,14 @@ LIMITS = [
     (P + DEC.replace("token usage: 0.10", "token usage: " + "1" * 19 + ".5"), False),
     (P + DEC.replace("token usage: 0.10", "token usage: 0."), False),
     (P + DEC.replace("token usage: 0.10", "token usage: 0"), False),
-    (P + DEC + ",", False),
+    # key by key: a trailing ",", spaces, a key left out, an unknown key are all read
+    (P + DEC + ",", True),
     (P + DEC + ", ", True),
-    (P + DEC + ",  ", False),
-    (P + DEC.replace("accept rate: 0.45, ", ""), False),
-    (P + DEC.replace("cuda graph", "tpu graph"), False),
-    (P + DEC.replace("True", "true"), False),
-    (P + PRE + " ", False),
+    (P + DEC + ",  ", True),
+    (P + DEC.replace("accept rate: 0.45, ", ""), True),
+    (P + DEC.replace("cuda graph", "tpu graph"), True),
+    (P + DEC.replace("True", "true"), False),  # a graph flag that is not True or False
+    (P + PRE + " ", True),
 ]
 PLAIN_LIMITS = [
     ("[2026-11-29 10:00:05]  two spaces after the bracket", True),
@@ -128,6 +132,29 @@ def test_the_benchmark_log_byte_for_byte(tmp_path: Path) -> None:
     assert left < len(lines) * 0.05, "the C writer takes the benchmark's stats and plain lines"
 
 
+def test_the_mixed_versions_log_byte_for_byte_and_taken(tmp_path: Path) -> None:
+    """Stats lines of every release's and option's shape (benchmarks/mixed_log.py): the C
+    writer reads them key by key, takes every one, and writes the Python layer's bytes."""
+    path = tmp_path / "mixed.log"
+    generate_mixed(path, 20_000)
+    batches = list(iter_file(path))
+    assert b"".join(json_lines(batches, ENC, native())) == b"".join(json_lines(batches, ENC, None))
+    for nums, kinds, raws in batches:
+        left = native()(nums, kinds, raws)[1]
+        assert not [raws[i] for i in left if kinds[i] in ("decode", "prefill")]
+
+
+@pytest.mark.parametrize("key", sorted(STAT_KEYS))
+def test_each_key_of_the_record_way_is_read_by_the_c_writer(key: str) -> None:
+    """The C writer's key table is record.STAT_KEYS: a line holding only that key (after
+    another release's head) is taken, with the Record way's value."""
+    value = {int: "42", float: "4.25", bool: "False"}[STAT_KEYS[key][1]]
+    raw = f"{P}Decode batch. {key}: {value}, unknown: 1"
+    data, left, _ = native()([1], ["decode"], [raw])
+    assert not left, raw
+    assert json.loads(data) == json.loads(ENC(Record(1, "decode", raw).to_json()))
+
+
 ALPHABET = '0123456789 ,.:-_[]#ATPXZ"\\\t\x01\r\né\x7f'
 
 
@@ -141,6 +168,7 @@ def mutated(draw: st.DrawFn) -> tuple[str, str]:
                 P + PRE,
                 '[2026-11-29 10:00:05] INFO:     127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK',
                 "[10:00:05 TP0 EP0] WARNING: no date",
+                *(line for line, _ in ODD if " batch" in line and "\n" not in line),
             ]
         )
     )

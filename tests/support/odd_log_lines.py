@@ -33,12 +33,41 @@ ODD: list[tuple[str, bool]] = [
     ("[2026-11-29 10:00:05 ATTN_TP0 EP1] " + DEC, True),
     (P + PRE, True),
     ("[2026-11-29 10:00:05.5] " + PRE.rstrip(", "), True),
+    # other releases' and options' stats shapes, key by key (unknown keys skipped, a later key
+    # over an earlier, any order)
+    (P + DEC + ', extra: "quoted\\"', True),  # an unknown key's value, escaped in the text
+    ("[2026-11-29 10:00:05 DP0 TP3 EP3] Decode batch [896581], " + DEC.partition(", ")[2], True),
+    (P + DEC + ", est. decode TFLOPS/s (per GPU): 12.34, est. read BW (GB/s per GPU): 1234.56, fwd occupancy: 87.65%", True),
+    (
+        P + "Decode batch, #running-req: 5, #full token: 5323, full token usage: 0.51, mamba num: 23, mamba usage: 0.09, "
+        "pre-allocated usage: 0.98, #prealloc-req: 7, #transfer-req: 2, #retracted-req: 0, npu graph: False, "
+        "gen throughput (token/s): 80.30, #queue-req: 1, ",
+        True,
+    ),
+    (P + "Decode batch. #queue-req: 3, #running-req: 9, #running-req: 10, cap len: 03.5, token usage: 0.5", True),
+    (P + "Decode batch.  #running-req: 9", True),  # the key after ". ", stripped
+    ("[10:00:05] Decode batch, #running-req: 2, #queue-req: 0", True),  # the clock alone
+    (
+        P + "Prefill batch, #new-seq: 1, #new-token: 5120, #cached-token: 3132, token usage: 0.61, #running-req: 5, "
+        "#queue-req: 0, #pending-token: 1485, cuda graph: False, input throughput (token/s): 79193.29",
+        True,
+    ),
+    (
+        P + "Prefill batch(mixed #running-req: 3). #new-seq: 1, #new-token: 9, #cached-token: 0, "
+        "cache hit rate: 0.00%, #running-req: 3, #queue-req: 0",
+        True,
+    ),
     # stats lines that are not the known shape: the Record way
     (P + DEC.replace("#running-req: 7", "#running-req: 07"), False),  # leading zero: not a JSON number
     (P + PRE.replace("#new-seq: 4", "#new-seq: 04"), False),
     (P + DEC.replace("#running-req: 7", "#running-req: 1\u0663"), False),  # Arabic-Indic digit: int() reads it
     (P + DEC.replace("#token: 900", "#token: 12345678901234567890"), False),  # 20 digits
-    (P + DEC + ', extra: "quoted\\"', False),
+    (P + DEC + ", cuda graph: yes", False),  # a known key's value that is not clean
+    (P + DEC.replace("#running-req: 7", "#running-req: 1.5"), False),  # an int key's float
+    (P + DEC.replace("token usage: 0.10", "token usage: nan"), False),  # not a JSON number
+    (P + DEC.replace("token usage: 0.10", "token usage: 1e3"), False),
+    (P + DEC.replace("#queue-req: 2", "#queue-req: 2 ,"), False),  # "2 " after rstrip(",")
+    (P + DEC + ", #queue-req:  5\t", False),  # a tab: str.strip() would strip it
     (P + PRE + "input throughput (token/s): 1e9", False),
     ("wrapper: " + P + DEC, False),
     (f"[2026-11-29 10:00:05 {RANKS_60}] " + DEC, False),  # the prefix runs past the 240-column window
