@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from textual.app import App, SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.dom import DOMNode
 
 from console.actions.table import ACTIONS, PALETTE_EXCLUDE, Action, key_text
 
-if TYPE_CHECKING:
-    from console.screens.server import ServerScreen
+
+class ActionOwners(Protocol):
+    """What the palette needs of its screen: the node that runs an owner's actions."""
+
+    def action_owner(self, owner: str) -> DOMNode: ...
 
 
 class ConsoleCommands(Provider):
@@ -24,7 +28,7 @@ class ConsoleCommands(Provider):
         return [a for a in ACTIONS if a.action not in PALETTE_EXCLUDE]
 
     def _run(self, action: Action) -> None:
-        screen = cast("ServerScreen", self.screen)
+        screen = cast(ActionOwners, self.screen)
         self.app.call_later(self.app.run_action, action.action, screen.action_owner(action.owner))
 
     async def discover(self) -> Hits:

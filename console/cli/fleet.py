@@ -197,7 +197,7 @@ def _run_fleet_app(app, args, after: Callable[[], str] | None = None) -> None:
 def demo_app(args):
     """The demo fleet's app: it launches the fleet and its gateway, then sends traffic through
     the gateway; quitting stops it all (unless --keep). Returns (app, traffic)."""
-    from console.cli.ui import demo_state_dir
+    from console.cli.demo_target import demo_state_dir  # noqa: PLC0415
     from console.fleet.app import FleetApp  # noqa: PLC0415 - textual only when a screen is wanted
     from server_control.fleet.demo import GatewayTraffic, demo_fleet
     from server_control.fleet.fleet import Fleet

@@ -21,9 +21,9 @@ def publish() -> None:
     """Publish this rank's current state, if metrics are on in this process."""
     if not _metrics:
         return
-    from server_control.sglang_patch import worker
+    from server_control.sglang_patch.current_rank import current
 
-    dyn = worker.current()
+    dyn = current()
     if dyn is None or dyn.switch is None:
         return
     try:

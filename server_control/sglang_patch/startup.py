@@ -29,13 +29,24 @@ says no (``free memory ... below the estimate ...``).
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Callable
 from typing import Any
 
-from server_control.protocol import decision
+from server_control.protocol import decision, explore
 from server_control.sglang_patch import rank_agreement
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 GIB = 1024**3
+
+SKIP_DRAFT_EXTEND_WARNING = (
+    "Dynamic speculation: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND is set: draft-extend is "
+    "skipped while target-only, so the draft's KV cache has a hole at every position "
+    "decoded target-only: an EAGLE-3 draft reads those slots (stale, possibly another "
+    "request's data) for the rest of each request. Measured on the CPU rig's trained pair "
+    "(docs/cpu-rig.md): accept length 1.00 instead of 3.00 for the 12 steps after "
+    "resuming; unset it unless you measure the loss on your model"
+)
 
 
 def free_gib(worker: Any) -> float | None:
@@ -118,10 +129,9 @@ def warn_limits(dyn: Any) -> None:
         logger.warning(f"Dynamic speculation: {line}")
 
 
-def prepare(worker: Any, module: Any, free_before: float | None) -> None:
-    """After SGLang's ``init_cuda_graphs``: agree, then build where every rank said yes."""
-    from server_control.sglang_patch import worker as worker_mod
-
+def prepare(worker: Any, module: Any, free_before: float | None, build_states: Callable[[Any, Any], None]) -> None:
+    """After SGLang's ``init_cuda_graphs``: agree, then build (``build_states(worker, module)``,
+    worker.py's) where every rank said yes."""
     dyn = worker._dynspec
     plan = memory_plan(free_before, free_gib(worker))
     refusal = memory_refusal(plan) if dyn.active else None
@@ -130,7 +140,7 @@ def prepare(worker: Any, module: Any, free_before: float | None) -> None:
     before = free_gib(worker)
     failure = None
     try:
-        worker_mod.build_states(worker, module)
+        build_states(worker, module)
     except Exception as exc:  # noqa: BLE001 - named below, on every rank
         failure = f"could not build the target-only (steps=0) runtime state: {exc!r}"
     after = free_gib(worker)
@@ -149,9 +159,32 @@ def prepare(worker: Any, module: Any, free_before: float | None) -> None:
         over = over_reserve(used, plan.get("reserved_gib"))
         if over is not None:
             logger.warning(over)
-    worker_mod.announce(dyn)
+    announce(dyn)
     try:
         dyn.limits = server_limits()
     except Exception as exc:  # noqa: BLE001 - an anchor moved: say so, keep serving
         logger.warning(f"Dynamic speculation: cannot read max_running_requests / cuda_graph_max_bs ({exc!r})")
     warn_limits(dyn)
+
+
+def announce(dyn: Any) -> None:
+    """The start-up lines of a rank whose switch is ready (after the ranks agreed)."""
+    switch = dyn.switch
+    if switch is None:  # not active: its NOT active line was logged instead
+        return
+    if switch.threshold > 0:
+        logger.info(decision.init_line(switch.threshold, switch.hysteresis, switch.min_dwell_steps))
+    else:
+        logger.info("Dynamic speculation: ready, threshold=0 (never disable); settable at runtime via /set_internal_state")
+    if switch.force != decision.AUTO:
+        logger.info(f"Dynamic speculation: force mode set to {switch.force}")
+    if dyn.explorer.share:
+        logger.info(
+            f"Dynamic speculation: exploration share {dyn.explorer.share:g} (the other mode now and then "
+            f"at batches within {explore.window(switch.threshold)} of the threshold)"
+        )
+    if dyn.autotune is not None:
+        logger.info(dyn.autotune.start_line())
+    if os.environ.get("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "").lower() in ("1", "true", "yes"):
+        logger.warning(SKIP_DRAFT_EXTEND_WARNING)
+    logger.info("Dynamic speculation: target-only runtime state ready (speculative_num_steps=0, draft-extend kept)")

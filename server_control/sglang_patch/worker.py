@@ -30,7 +30,6 @@ targets/eagle_worker_v2.py:
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any
 
@@ -39,28 +38,9 @@ from server_control.sglang_patch import autotune, curves, gate, metrics, refusal
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
-SKIP_DRAFT_EXTEND_WARNING = (
-    "Dynamic speculation: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND is set: draft-extend is "
-    "skipped while target-only, so the draft's KV cache has a hole at every position "
-    "decoded target-only: an EAGLE-3 draft reads those slots (stale, possibly another "
-    "request's data) for the rest of each request. Measured on the CPU rig's trained pair "
-    "(docs/cpu-rig.md): accept length 1.00 instead of 3.00 for the 12 steps after "
-    "resuming; unset it unless you measure the loss on your model"
-)
 
-_current: list[Any] = [None]  # the process's DynamicSpeculation (one scheduler per process)
 # the verify result being settled (targets/batch_result_processor.py sets it)
 settling: list[Any] = [None]
-
-
-def current() -> Any:
-    """This process's DynamicSpeculation, or None (no patched worker here)."""
-    return _current[0]
-
-
-def set_current(dyn: Any) -> None:
-    """The patched ``EAGLEWorkerV2.__init__`` (targets/eagle_worker_v2.py) made ``dyn``."""
-    _current[0] = dyn
 
 
 class DynamicSpeculation:
@@ -185,29 +165,6 @@ def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpecula
         gate.not_active(reason)
     autotune.configure(dyn, settings[tuner.AUTO_TUNE_KEY] or "")
     return dyn
-
-
-def announce(dyn: DynamicSpeculation) -> None:
-    """The start-up lines of a rank whose switch is ready (after the ranks agreed)."""
-    switch = dyn.switch
-    if switch is None:  # not active: its NOT active line was logged instead
-        return
-    if switch.threshold > 0:
-        logger.info(decision.init_line(switch.threshold, switch.hysteresis, switch.min_dwell_steps))
-    else:
-        logger.info("Dynamic speculation: ready, threshold=0 (never disable); settable at runtime via /set_internal_state")
-    if switch.force != decision.AUTO:
-        logger.info(f"Dynamic speculation: force mode set to {switch.force}")
-    if dyn.explorer.share:
-        logger.info(
-            f"Dynamic speculation: exploration share {dyn.explorer.share:g} (the other mode now and then "
-            f"at batches within {explore.window(switch.threshold)} of the threshold)"
-        )
-    if dyn.autotune is not None:
-        logger.info(dyn.autotune.start_line())
-    if os.environ.get("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "").lower() in ("1", "true", "yes"):
-        logger.warning(SKIP_DRAFT_EXTEND_WARNING)
-    logger.info("Dynamic speculation: target-only runtime state ready (speculative_num_steps=0, draft-extend kept)")
 
 
 def _covers_every_bucket(controller: Any) -> bool:

@@ -12,21 +12,42 @@ A threshold set through ``/set_internal_state`` (the operator) turns tuning off,
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from server_control.protocol import cost_curves, decision
 from server_control.protocol.tuner import AUTO_TUNE_KEY, OPERATOR_OFF, Tuner, TuneSettings
 
 if TYPE_CHECKING:
-    from server_control.sim.scheduler import Scheduler
+    from server_control.protocol.explore import Explorer
+    from server_control.sim.logfmt import Logger
+    from server_control.sim.requests import SimClock
 
 __all__ = ["AUTO_TUNE_KEY", "AutoTune"]
 AUTO = "auto"  # the origin of the tuner's own changes
 
 
+class TunedScheduler(Protocol):
+    """What the tuner uses of the scheduler (scheduler.py): its curves and switch under its
+    lock, its simulated clock, and its settings queue."""
+
+    clock: SimClock
+    cond: threading.Condition
+    curves: cost_curves.CostCounters | None
+    switch: decision.SpecSwitch | None
+    explorer: Explorer
+    ready: bool
+    log: Logger
+
+    @property
+    def vnow(self) -> float: ...
+
+    def apply_setting(self, key: str, value: object, origin: str = ...) -> concurrent.futures.Future[Any]: ...
+
+
 class AutoTune:
-    def __init__(self, sched: Scheduler, settings: TuneSettings) -> None:
+    def __init__(self, sched: TunedScheduler, settings: TuneSettings) -> None:
         self.sched = sched
         self.tuner = Tuner(settings)
         self._stop = threading.Event()
@@ -46,7 +67,7 @@ class AutoTune:
                 if sched.curves is None or sched.switch is None or not sched.ready:
                     continue
                 raw = sched.curves.snapshot()
-                threshold, now = sched.switch.threshold, sched._vnow
+                threshold, now = sched.switch.threshold, sched.vnow
                 exploring = sched.explorer.share > 0
             move = self.tuner.observe(now, cost_curves.parse(raw), threshold, exploring)
             if move is not None:

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from server_control.protocol.sglang_version import SGLANG_VERSION
 
 if TYPE_CHECKING:
-    from server_control.sim.http_app import AppState
+    from server_control.sim.app_view import AppView
 
 
 RouteMaker = Callable[..., Route]
@@ -34,7 +34,7 @@ GET_MODEL_INFO_DEPRECATED = (
 )
 
 
-def model_card(state: AppState, model: str) -> dict[str, Any]:
+def model_card(state: AppView, model: str) -> dict[str, Any]:
     return {
         "id": model,
         "object": "model",
@@ -46,7 +46,7 @@ def model_card(state: AppState, model: str) -> dict[str, Any]:
     }
 
 
-def model_info(state: AppState) -> dict[str, Any]:
+def model_info(state: AppView) -> dict[str, Any]:
     a = state.args
     return {
         "model_path": a.model_path,
@@ -66,7 +66,7 @@ def model_info(state: AppState) -> dict[str, Any]:
     }
 
 
-def load_entry(state: AppState, rank: int, include: set[str] | None) -> dict[str, Any]:
+def load_entry(state: AppView, rank: int, include: set[str] | None) -> dict[str, Any]:
     """One DP rank's ``LoadSnapshot.to_dict(include)``: every core key, then the sections asked for."""
     a, s = state.args, state.scheduler.stats
     snap = state.scheduler.snapshot_switch()
@@ -121,7 +121,7 @@ def parse_include(raw: str | None) -> set[str] | None:
     return wanted
 
 
-def loads_body(state: AppState, include: set[str] | None, dp_rank: int | None) -> dict[str, Any]:
+def loads_body(state: AppView, include: set[str] | None, dp_rank: int | None) -> dict[str, Any]:
     ranks = range(state.args.dp_size) if dp_rank is None else [dp_rank]
     return {
         "timestamp": dt.datetime.now(dt.UTC).isoformat(),
@@ -132,7 +132,7 @@ def loads_body(state: AppState, include: set[str] | None, dp_rank: int | None) -
     }
 
 
-def routes(state: AppState, route: RouteMaker) -> list[Route]:
+def routes(state: AppView, route: RouteMaker) -> list[Route]:
     """The catalog routes, wrapped by the app's ``route`` (auth as SGLang)."""
 
     async def v1_models(request: Request) -> Response:

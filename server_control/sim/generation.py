@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 if TYPE_CHECKING:
-    from server_control.sim.http_app import AppState
+    from server_control.sim.app_view import AppView
     from server_control.sim.requests import Request as SimRequest
 
 
@@ -98,7 +98,7 @@ async def read_json(request: Request) -> dict[str, Any]:
 class Generator:
     """Runs requests through the scheduler for the HTTP layer."""
 
-    def __init__(self, state: AppState) -> None:
+    def __init__(self, state: AppView) -> None:
         self.state = state
         self.sched = state.scheduler
 

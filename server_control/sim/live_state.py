@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import argparse
+from typing import TYPE_CHECKING, Any, Protocol
 
 from server_control.protocol import cost_curves, decision, explore, rank_verdict
 from server_control.sim import args as simargs
 
 if TYPE_CHECKING:
-    from server_control.sim.scheduler import Scheduler
+    from server_control.sim.autotune import AutoTune
 
 
-def tp_rank_rows(sched: Scheduler) -> list[dict[str, Any]]:
+class SwitchHolder(Protocol):
+    """What the entry is read from (the scheduler, scheduler.py)."""
+
+    args: argparse.Namespace
+    spec: bool
+    off_reason: str | None
+    num_steps: int
+    switch: decision.SpecSwitch | None
+    curves: cost_curves.CostCounters | None
+    explorer: explore.Explorer
+    autotune: AutoTune | None
+
+
+def tp_rank_rows(sched: SwitchHolder) -> list[dict[str, Any]]:
     failed = sched.args.sim_fail_build_rank
     return [
         {"rank": r, "active": r != failed, "reason": simargs.FAIL_BUILD_WHY if r == failed else None}
@@ -19,7 +33,7 @@ def tp_rank_rows(sched: Scheduler) -> list[dict[str, Any]]:
     ]
 
 
-def switch_snapshot(sched: Scheduler) -> dict[str, Any] | None:
+def switch_snapshot(sched: SwitchHolder) -> dict[str, Any] | None:
     """The switch's snapshot + active, reason, the draft steps really run, the cost curves,
     exploration and auto-tune, and with TP > 1 every rank (the ranks agree every step, or
     the simulator stops). None without speculative decoding."""

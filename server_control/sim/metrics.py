@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from server_control.protocol.spec_metrics import SpecMetrics
 
 if TYPE_CHECKING:
-    from server_control.sim.http_app import AppState
+    from server_control.sim.app_view import AppView
 
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -48,7 +48,7 @@ QUEUE_BUCKETS = (0.0, 0.001, 0.005, 0.010, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5
 
 
 class Metrics:
-    def __init__(self, state: AppState) -> None:
+    def __init__(self, state: AppView) -> None:
         self.state = state
         self.registry = r = CollectorRegistry(auto_describe=True)
         self.labels = {"model_name": state.model_name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}

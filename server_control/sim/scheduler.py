@@ -158,6 +158,11 @@ class Scheduler:
         return switch_snapshot(self)
 
     @property
+    def vnow(self) -> float:
+        """Simulated seconds at the last step (the tuner's clock)."""
+        return self._vnow
+
+    @property
     def avg_spec_accept_length(self) -> float:
         return self.spec_tokens_total / self.spec_steps_total if self.spec_steps_total else 0.0
 

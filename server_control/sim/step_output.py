@@ -5,21 +5,42 @@ count, and the finished requests taken out of the running batch."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import argparse
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
-from server_control.protocol import decision
+from server_control.protocol import cost_curves, decision
 from server_control.sim import model
 
 if TYPE_CHECKING:
-    from server_control.sim.requests import Request
-    from server_control.sim.scheduler import Scheduler
+    from server_control.sim.requests import Request, SimClock
+    from server_control.sim.stats import Stats
+
+
+class StepHost(Protocol):
+    """What a step reads and counts on (the scheduler, scheduler.py)."""
+
+    args: argparse.Namespace
+    clock: SimClock
+    rng: random.Random
+    accept_p: float
+    num_steps: int
+    running: list[Request]
+    stats: Stats
+    switch: decision.SpecSwitch | None
+    curves: cost_curves.CostCounters | None
+    latency_sink: Callable[[str, float, int], None] | None
+    interval: dict[str, float]
+    spec_steps_total: int
+    spec_tokens_total: int
 
 
 def _ignore(kind: str, seconds: float, n: int) -> None:
     return None
 
 
-def produce(sched: Scheduler, new: list[Request], decoding: list[Request], step_mode: str) -> list[Any]:
+def produce(sched: StepHost, new: list[Request], decoding: list[Request], step_mode: str) -> list[Any]:
     """The tokens of one step: the first token of each request ``new`` (prefilled), the
     accepted drafts + 1 of each ``decoding`` request (1 when the step is not speculative);
     the switch and the cost curves told what the verify accepted; finished requests dropped

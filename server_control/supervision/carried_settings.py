@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from server_control.control.guard import REAPPLY
 from server_control.control.settings import VALIDATE, Control
@@ -22,7 +23,8 @@ from server_control.state import journal, runs
 
 if TYPE_CHECKING:
     from server_control.model.snapshot import SettingChange
-    from server_control.supervision.supervisor import Supervisor
+    from server_control.model.vocabulary import RunState
+    from server_control.supervision.supervised import SupervisedProfile
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +95,28 @@ async def reapply(
     return True, f"re-applied runtime settings after the restart: {what}"
 
 
+class CarriedSettingsPort(Protocol):
+    """What the carried settings use of their supervisor (supervisor.py)."""
+
+    profile: SupervisedProfile
+    state_dir: Path
+    record: runs.RunRecord | None
+
+    @property
+    def dynamic(self) -> dict[str, Any]: ...
+
+    def update(self, state: RunState | None = None, **attrs: Any) -> None: ...
+
+    def journal(self, action: str, result: str, detail: str = "", **kw: Any) -> None: ...
+
+    def load_disk(self) -> runs.RunRecord | None: ...
+
+
 class CarriedSettings:
     """A part of ``Supervisor`` (server_control/supervision/supervisor.py): the run's runtime
     settings, kept in its record and re-applied to the next server."""
 
-    def __init__(self, sup: Supervisor) -> None:
+    def __init__(self, sup: CarriedSettingsPort) -> None:
         self.sup = sup
 
     def current(self) -> dict[str, Any]:

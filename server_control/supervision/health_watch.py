@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -35,7 +36,11 @@ from server_control.state import identity, run_logs, runs
 from server_control.telemetry.http_poll import bounded_request
 
 if TYPE_CHECKING:
-    from server_control.supervision.supervisor import Supervisor
+    from server_control.supervision.carried_settings import CarriedSettings
+    from server_control.supervision.ownership import Ownership
+    from server_control.supervision.restart_policy import RestartPolicy
+    from server_control.supervision.run_processes import RunProcesses
+    from server_control.supervision.supervised import SupervisedProfile
 
 TAIL_LINES = 50
 IDLE_POLL_S = 1.0
@@ -52,11 +57,45 @@ def exit_words(code: int | None) -> str:
     return f"exit code {code}"
 
 
+class HealthWatchPort(Protocol):
+    """What the watch reads and sets on its supervisor (supervisor.py)."""
+
+    profile: SupervisedProfile
+    state_dir: Path
+    record: runs.RunRecord | None
+    state: RunState
+    restarts: int
+    epoch: int
+    health_error: str | None
+    backoff_history: list[float]
+    op_lock: asyncio.Lock
+    policy: RestartPolicy
+    procs: RunProcesses
+    ownership: Ownership
+    carried: CarriedSettings
+
+    @property
+    def supervising(self) -> bool: ...
+
+    @property
+    def exit_file(self) -> Path: ...
+
+    def update(self, state: RunState | None = None, **attrs: Any) -> None: ...
+
+    def journal(self, action: str, result: str, detail: str = "", **kw: Any) -> None: ...
+
+    def load_disk(self) -> runs.RunRecord | None: ...
+
+    def adopt(self) -> runs.RunRecord | None: ...
+
+    async def start(self, previous_logs: list[str], runtime: dict[str, Any] | None = None) -> runs.RunRecord: ...
+
+
 class HealthWatch:
     """Watches one run for ``Supervisor``: its own state is the count of failed health
     checks in a row; the run's state it reads and sets on the supervisor."""
 
-    def __init__(self, sup: Supervisor) -> None:
+    def __init__(self, sup: HealthWatchPort) -> None:
         self.sup = sup
         self.fails = 0
         self.probes = 0  # health requests sent (the figures in docs/console.md)

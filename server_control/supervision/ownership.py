@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
@@ -29,7 +30,7 @@ from server_control.state.runs import iso_time
 from server_control.state.start_ticks import proc_start, recorded
 
 if TYPE_CHECKING:
-    from server_control.supervision.supervisor import Supervisor
+    from server_control.supervision.supervised import SupervisedProfile
 
 log = logging.getLogger(__name__)
 HANDOFF = "handoff"
@@ -41,10 +42,22 @@ ROLE_WORDS = {
 }
 
 
+class OwnershipPort(Protocol):
+    """What the ownership uses of its supervisor (supervisor.py)."""
+
+    profile: SupervisedProfile
+    state_dir: Path
+    record: runs.RunRecord | None
+
+    def changed(self) -> None: ...
+
+    def load_disk(self) -> runs.RunRecord | None: ...
+
+
 class Ownership:
     """The restart lock of one run and what this process says about itself as its supervisor."""
 
-    def __init__(self, sup: Supervisor, role: str) -> None:
+    def __init__(self, sup: OwnershipPort, role: str) -> None:
         self.sup = sup
         self.role = role
         self.lock: FileLock | None = None

@@ -22,7 +22,8 @@ import logging
 import os
 import select
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import psutil
 
@@ -33,7 +34,7 @@ from server_control.state import identity, runs
 from server_control.state.start_ticks import proc_start
 
 if TYPE_CHECKING:
-    from server_control.supervision.supervisor import Supervisor
+    from server_control.supervision.supervised import SupervisedProfile
 
 log = logging.getLogger(__name__)
 MAX_MEMBERS = 512
@@ -41,8 +42,18 @@ KEEPER_GONE = "the run's keeper is gone"
 RESCAN_S = 10.0
 
 
+class RunProcessesPort(Protocol):
+    """What the run's processes use of their supervisor (supervisor.py)."""
+
+    profile: SupervisedProfile
+    state_dir: Path
+    record: runs.RunRecord | None
+    state: RunState
+    last_error: str | None
+
+
 class RunProcesses:
-    def __init__(self, sup: Supervisor) -> None:
+    def __init__(self, sup: RunProcessesPort) -> None:
         self.sup = sup
         self._seen: set[tuple[int, float]] = set()  # leaders this process launched or verified
         self._cache: tuple[float, list[ProcInfo]] = (0.0, [])

@@ -54,12 +54,13 @@ def rank_worker(server_args):
     """A started patched EAGLEWorkerV2 (stand-ins at the device edge): its DynamicSpeculation."""
     import sglang.srt.speculative.eagle_worker_v2 as ew
 
+    from server_control.sglang_patch import current_rank
     from server_control.sglang_patch import worker as patch_worker
     from tests.sglang.objects import Recorder, build_worker
 
     worker = build_worker(ew.EAGLEWorkerV2, Recorder())
     worker._dynspec = patch_worker.init_state(worker, server_args, ew.EAGLEWorkerV2)
-    patch_worker.set_current(worker._dynspec)
+    current_rank.set_current(worker._dynspec)
     worker.init_cuda_graphs()
     return worker
 

@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY, generate_latest  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from server_control.protocol import spec_metrics  # noqa: E402
-from server_control.sglang_patch import worker as patch_worker  # noqa: E402
+from server_control.sglang_patch import current_rank  # noqa: E402
 from tests.sglang.objects import Recorder, decode_batch, started_worker  # noqa: E402
 
 LABELS = {"model_name": "tiny", "engine_type": "unified", "tp_rank": 0, "pp_rank": 0, "moe_ep_rank": 0}
@@ -34,7 +34,7 @@ def test_collector_publishes_the_switch(publish):
 
     server_args = publish(speculative_disable_batch_threshold=4, speculative_disable_min_dwell_steps=0)
     worker = started_worker(server_args, Recorder())
-    patch_worker._current[0] = worker._dynspec  # as the patched __init__ does in a server
+    current_rank.set_current(worker._dynspec)  # as the patched __init__ does in a server
     collector = SchedulerMetricsCollector(labels=LABELS, server_args=server_args)
     got = scrape()
     assert got[("sglang:spec_disable_batch_threshold", ())] == 4

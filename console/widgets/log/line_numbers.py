@@ -25,7 +25,7 @@ from server_control.logs.record import SPEC_INIT
 
 if TYPE_CHECKING:
     from console.widgets.log.rows import Rows
-    from console.widgets.log.view import LogView
+    from console.widgets.log.surface import LogSurface
     from server_control.logs import LogStore, Record
 
 MIN_DIGITS = 5
@@ -117,7 +117,7 @@ def screen_text(rows: Rows, store: LogStore, top: int, height: int) -> str:
     return "\n".join(out)
 
 
-def yank(view: LogView) -> str | None:
+def yank(view: LogSurface) -> str | None:
     """`y`: copy the current line (the marked one, else the current search match) or, with
     none, the lines on the screen; says what it copied. Returns the text copied."""
     store = view.store
@@ -136,7 +136,7 @@ def yank(view: LogView) -> str | None:
     return text
 
 
-def goto_init(view: LogView) -> Record | None:
+def goto_init(view: LogSurface) -> Record | None:
     """`I`: the next rank's init line (``Dynamic speculation disable enabled: threshold=N``),
     marked as `:` marks a line, each press the next one (TP0, TP1, ... then round again); with
     none in the log, says what that means (the switch is not in this server) and where to

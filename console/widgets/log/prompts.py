@@ -18,10 +18,10 @@ from console.widgets.log.format import LineFilter, compile_pattern, record_text
 from console.widgets.log.line_numbers import find_line
 
 if TYPE_CHECKING:
-    from console.widgets.log.view import LogView
+    from console.widgets.log.surface import LogSurface
 
 
-def filter_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], None]]:
+def filter_prompt(view: LogSurface) -> tuple[PromptScreen, Callable[[str | None], None]]:
     def checked(s: str) -> str:
         LineFilter.parse(s)  # raises ValueError: the prompt shows why and stays
         return s
@@ -33,7 +33,7 @@ def filter_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], N
     return PromptScreen("Filter: regex (leading ! inverts, empty clears)", checked, view.filter.prompt_text), done
 
 
-def search_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], None]]:
+def search_prompt(view: LogSurface) -> tuple[PromptScreen, Callable[[str | None], None]]:
     def done(s: str | None) -> None:
         if s is not None and not view.search_for(s) and s:
             view.notify(f"no line matches /{s}/", severity="warning")
@@ -46,7 +46,7 @@ def search_prompt(view: LogView) -> tuple[PromptScreen, Callable[[str | None], N
     return PromptScreen("Search: regex (n next, N previous, esc clears)", checked, view.search_text), done
 
 
-def goto_prompt(view: LogView) -> tuple[PromptScreen, Callable[[int | None], None]]:
+def goto_prompt(view: LogSurface) -> tuple[PromptScreen, Callable[[int | None], None]]:
     """`:` a file line number (what verification cites: "log line 118"): marks it, scrolls to it."""
 
     def checked(text: str) -> int:
@@ -81,7 +81,7 @@ def write_records(records: list, path: Path) -> int:
     return len(records)
 
 
-def save_prompt(view: LogView) -> tuple[PromptScreen, Callable[[Path | None], None]]:
+def save_prompt(view: LogSurface) -> tuple[PromptScreen, Callable[[Path | None], None]]:
     def checked(text: str) -> Path:
         if not text.strip():
             raise ValueError("a file name is needed")

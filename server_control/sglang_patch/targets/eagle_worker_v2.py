@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from server_control.sglang_patch import (
+    current_rank,
     forwards,
     gate,
     hook,
@@ -37,7 +38,7 @@ def after(module: Any) -> None:
 
 def _step_forced() -> bool:
     """Whether the patch forced the decode step now running target-only."""
-    dyn = worker.current()
+    dyn = current_rank.current()
     return dyn is not None and dyn.step_forced is True
 
 
@@ -56,7 +57,7 @@ def _patch_worker(cls: Any, module: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - never keep the worker from starting
             self._dynspec = worker.DynamicSpeculation(None, f"worker set-up failed: {exc!r}", self)
             gate.not_active(self._dynspec.reason)
-        worker.set_current(self._dynspec)
+        current_rank.set_current(self._dynspec)
 
     def init_cuda_graphs(self: Any) -> None:
         from server_control.sglang_patch import startup
@@ -64,7 +65,7 @@ def _patch_worker(cls: Any, module: Any) -> None:
         free_before = startup.free_gib(self) if "_dynspec" in self.__dict__ else None
         orig_graphs(self)
         if self.__dict__.get("_dynspec") is not None:
-            startup.prepare(self, module, free_before)  # agree, then build (or stop)
+            startup.prepare(self, module, free_before, worker.build_states)  # agree, then build (or stop)
 
     def activate_step_by_batch(self: Any, batch_size: Any) -> None:
         worker.on_decode_step(self, batch_size, orig_activate)

@@ -163,21 +163,21 @@ def install() -> None:
     wanted = faults()
     if not wanted:
         return
-    from server_control.sglang_patch import rank_agreement, startup, worker
+    from server_control.sglang_patch import rank_agreement, startup
 
     _wrap_agreement(wanted)
     _wrap_build(wanted)
     if "old_order" in wanted:
 
-        def prepare(w, module, free_before):
+        def prepare(w, module, free_before, build_states):
             dyn = w._dynspec
             failure = None
             if dyn.active:
                 try:
-                    worker.build_states(w, module)
+                    build_states(w, module)
                 except Exception as exc:  # noqa: BLE001 - the rig copies the patch: a failed build is settled, never raised
                     failure = f"could not build the target-only (steps=0) runtime state: {exc!r}"
             if rank_agreement.settle(dyn, failure):
-                worker.announce(dyn)
+                startup.announce(dyn)
 
         startup.prepare = prepare
