@@ -8,7 +8,9 @@ with none of them every entry of the state dir. A runtime change shows once, wit
 result (its "pending" and "read back" steps only while it is still in flight; --steps
 shows them all).
 
-Exit codes: 0 printed (an empty journal too); 2 bad arguments; 130 interrupted.
+Exit codes: 0 printed (an empty journal too, or none yet); 1 the journal file cannot be read
+(not a regular file, over its size cap, no permission: said in one line); 2 bad arguments;
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from console.cli.common import (
 )
 from server_control.state import journal
 
-EPILOG = "Exit codes: 0 printed, 2 bad arguments, 130 interrupted."
+EPILOG = "Exit codes: 0 printed, 1 the journal cannot be read, 2 bad arguments, 130 interrupted."
+EXIT_UNREADABLE = 1
 STEPS = journal.STEPS
 
 
@@ -57,9 +60,13 @@ def cmd_journal(args) -> int:
             filters["profile"] = profile.name
     except UsageError as exc:
         return usage_error(str(exc))
-    entries, bad = journal.read_counted(state_dir, **filters)
-    if bad:
-        print(f"specconsole: {bad} unreadable line(s) skipped in {journal.journal_path(state_dir)}", file=sys.stderr)
+    found = journal.read_counted(state_dir, **filters)
+    if found.unreadable is not None:
+        print(f"specconsole: cannot read the journal {journal.journal_path(state_dir)}: {found.unreadable}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    entries = found.entries
+    if found.skipped:
+        print(f"specconsole: {found.skipped} unreadable line(s) skipped in {journal.journal_path(state_dir)}", file=sys.stderr)
     if not args.steps:
         entries = collapse(entries)
     if args.n:

@@ -154,6 +154,17 @@ def record(state_dir: str | Path | None, action: str, **fields: Any) -> Entry | 
     return entry
 
 
+@dataclass(frozen=True)
+class JournalRead:
+    """What a read of the journal found: its entries (oldest first, filtered), how many lines
+    were not a valid entry, and why the file could not be read at all (None when it could, or
+    when there is no journal yet)."""
+
+    entries: list[Entry]
+    skipped: int = 0
+    unreadable: str | None = None
+
+
 def read(
     state_dir: str | Path | None = None,
     *,
@@ -163,8 +174,8 @@ def read(
     limit: int | None = None,
 ) -> list[Entry]:
     """Entries oldest first, filtered by server URL and/or profile name and time (bad
-    lines skipped: ``read_counted`` says how many). Never raises."""
-    return read_counted(state_dir, target=target, profile=profile, since=since, limit=limit)[0]
+    lines skipped, an unreadable file read as none: ``read_counted`` says both). Never raises."""
+    return read_counted(state_dir, target=target, profile=profile, since=since, limit=limit).entries
 
 
 def read_counted(
@@ -174,13 +185,19 @@ def read_counted(
     profile: str | None = None,
     since: float | None = None,
     limit: int | None = None,
-) -> tuple[list[Entry], int]:
-    """(entries, lines skipped because they are not a valid entry)."""
+) -> JournalRead:
+    """The entries, the lines skipped, and why the file could not be read (a FIFO, a
+    directory, over its size cap, no permission): never raises."""
     try:
         path = journal_path(state_dir)
-        lines = read_regular(path, 4 * MAX_BYTES).decode("utf-8", errors="replace").splitlines() if path.exists() else []
-    except (OSError, ValueError):
-        return [], 0
+    except (OSError, ValueError) as exc:
+        return JournalRead([], 0, str(exc))
+    try:
+        lines = read_regular(path, 4 * MAX_BYTES).decode("utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        lines = []
+    except OSError as exc:
+        return JournalRead([], 0, exc.strerror or str(exc))
     out: list[Entry] = []
     bad = 0
     for line in lines:
@@ -198,4 +215,4 @@ def read_counted(
         if since is not None and e.time < since:
             continue
         out.append(e)
-    return (out[-limit:] if limit else out), bad
+    return JournalRead(out[-limit:] if limit else out, bad)

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import socket
+from pathlib import Path
+
+import pytest
 
 from server_control.state import runs
 from tests.support.cli import cli
@@ -37,3 +41,29 @@ def test_journal_lists_changes_and_lifecycle_with_who(make_profile, groups, stat
     assert cli("journal", "--url", url, "-n", "1").stdout.count("\n") == 1
     assert cli("journal", "--url", "http://127.0.0.1:1").stdout == ""
     assert cli("journal", "-n", "0").returncode == 2
+
+
+def _state_with_journal(tmp_path, monkeypatch, make) -> Path:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(state))
+    monkeypatch.delenv("SPECCONSOLE_PROFILE", raising=False)
+    make(state / "journal.jsonl")
+    return state / "journal.jsonl"
+
+
+@pytest.mark.parametrize("make, why", [(os.mkfifo, "not a regular file"), (os.mkdir, "not a regular file")])
+def test_a_journal_that_cannot_be_read_is_said_not_shown_empty(tmp_path, monkeypatch, make, why):
+    """A FIFO or a directory where the journal belongs: one line naming the file and why,
+    exit 1 (as `logs` for a file it cannot read), as text and --json; not an empty journal."""
+    path = _state_with_journal(tmp_path, monkeypatch, make)
+    for extra in ((), ("--json",)):
+        res = cli("journal", *extra, timeout=30)
+        assert res.returncode == 1, (extra, res.returncode, res.stderr)
+        assert res.stdout == ""
+        assert res.stderr.strip() == f"specconsole: cannot read the journal {path}: {why}", res.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o700)
+    monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(empty))
+    res = cli("journal", timeout=30)
+    assert (res.returncode, res.stdout, res.stderr) == (0, "", ""), "no journal yet is an empty journal, not an error"
