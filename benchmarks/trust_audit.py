@@ -1,16 +1,16 @@
-"""The fault and hostile-input audit (issue 22), runnable by hand (not in CI: ~3-6 min):
+"""The fault and hostile-input audit (issues 22 and 37), by hand, not in CI (~5 min):
 
-    python -m benchmarks.trust_audit [--json] [--keep]
+    python -m benchmarks.trust_audit [--json] [--keep] [--only TEXT]
 
 Every check drives the real CLI (``python -m console``) against real simulator runs in a
-private state dir (a small tmpfs for the full-disk faults when run as root), real hostile
-HTTP servers on 127.0.0.1 (tests/support/hostile_http.py) and real signals. It prints one
-line per check and the figures recorded in docs/operations.md (the hostile inputs are
-in benchmarks/trust_inputs.py):
+private state dir (tmpfs, read-only binds as root), hostile HTTP servers on 127.0.0.1, the
+tests' real sshd and real signals: round 3 here and in trust_inputs.py, round 4's 14 items
+in trust_run_faults.py, trust_remote_faults.py, trust_file_faults.py. Every pid of ours is
+noted (trust_pids.py) and must be gone after each check and at the end. Figures: docs/operations.md
 
     faults handled as documented   F of N
-    bad inputs refused, clearly    B of M   (exit 2 naming the key / field, no traceback)
-    processes left behind          P        (server processes on the audit's ports at the end)
+    bad inputs refused, clearly    B of M   (exit 2 or a one-line refusal, no traceback)
+    processes left behind          P        (recorded pids alive after their check or the end)
     data lost                      D        (a setting applied and then missing from the record)
 """
 
@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import psutil
@@ -33,7 +34,11 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.trust_file_faults import check_file_faults, long_last_line  # noqa: E402
 from benchmarks.trust_inputs import check_bad_inputs  # noqa: E402
+from benchmarks.trust_pids import OwnPids  # noqa: E402
+from benchmarks.trust_remote_faults import check_remote_faults  # noqa: E402
+from benchmarks.trust_run_faults import check_run_faults  # noqa: E402
 from server_control.proc.ports import free_port  # noqa: E402
 from server_control.state import runs  # noqa: E402
 
@@ -66,8 +71,10 @@ load_time = 0.3
 
 
 class Audit:
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path, only: str | None = None) -> None:
+        self.root, self.only = root, only
+        self.pids = OwnPids()  # everything of ours, by pid: checked after each check and at the end
+        self.left: list[str] = []
         self.state = root / "state"
         self.ports: list[int] = []
         self.results: list[dict] = []
@@ -92,6 +99,8 @@ class Audit:
             )
         except subprocess.TimeoutExpired as exc:
             return subprocess.CompletedProcess(exc.cmd, 124, str(exc.stdout or ""), f"timed out after {timeout_s} s")
+        finally:
+            self.pids.note_records(os.environ.get("SPECCONSOLE_STATE_DIR"))
 
     @staticmethod
     def serving(port: int) -> list[int]:
@@ -103,11 +112,19 @@ class Audit:
         return out
 
     def check(self, kind: str, name: str, fn: Callable[[], tuple[bool, str]]) -> None:
+        if self.only and self.only not in name:
+            return
         t0 = time.monotonic()
         try:
             ok, note = fn()
         except Exception as exc:  # noqa: BLE001 - a check that raises is a failed check
             ok, note = False, f"{type(exc).__name__}: {exc}"
+        self.pids.note_records(self.state)
+        left = self.pids.wait_gone(8.0)  # nothing of ours outlives its check
+        if left:
+            ok, note = False, f"LEFT RUNNING {left}; {note}"
+            self.left += left
+            self.pids.end_all()
         self.results.append({"kind": kind, "name": name, "ok": ok, "note": note[:300], "s": round(time.monotonic() - t0, 1)})
         print(f"{'ok  ' if ok else 'FAIL'} {kind:5} {name}: {note[:160]}", flush=True)
 
@@ -305,19 +322,11 @@ class Audit:
         ok, note = self.stopped_clean(path)
         return ok and all(alive), f"both still supervising/watching: {alive}; {note}"
 
-    def fault_long_last_line(self) -> tuple[bool, str]:
-        from server_control.state.run_logs import tail_lines
-
-        log = self.root / "long.log"
-        log.write_bytes(b"".join(f"line {i}\n".encode() for i in range(60)) + b"E" * 300_000 + b"\n")
-        tail = tail_lines(log, 50)
-        return len(tail) == 50 and tail[-1].endswith("bytes cut]"), f"{len(tail)} lines"
-
     def run_all(self) -> dict:
         for when in ("at-server", "0.4", "0.6", "1.0"):
-            self.check("fault", f"launcher SIGKILLed ({when})", lambda w=when: self.fault_launcher_killed(w))
+            self.check("fault", f"launcher SIGKILLed ({when})", partial(self.fault_launcher_killed, when))
         for how in ("truncated", "titles", "log_path"):
-            self.check("fault", f"record {how}", lambda h=how: self.fault_record_damaged(h))
+            self.check("fault", f"record {how}", partial(self.fault_record_damaged, how))
         self.check("fault", "record unreadable, keeper note gone", self.fault_record_and_note_lost)
         self.check("fault", "keeper SIGKILLed", self.fault_keeper_killed)
         self.check("fault", "bad journal line, then threshold", self.fault_bad_journal_line)
@@ -327,16 +336,18 @@ class Audit:
             ("endless", "status"),
             ("trickle", "threshold 8"),
         ):
-            self.check("fault", f"HTTP body {mode}: {command}", lambda m=mode, c=command: self.fault_hostile_http(m, c))
+            self.check("fault", f"HTTP body {mode}: {command}", partial(self.fault_hostile_http, mode, command))
         for what in ("stop", "threshold", "launch"):
-            self.check("fault", f"full disk: {what}", lambda w=what: self.fault_full_disk(w))
+            self.check("fault", f"full disk: {what}", partial(self.fault_full_disk, what))
         self.check("fault", "two supervise at once", self.fault_supervise_race)
-        self.check("fault", "300 KB last log line in the FATAL tail", self.fault_long_last_line)
+        self.check("fault", "300 KB last log line in the FATAL tail", long_last_line)
         check_bad_inputs(self)
+        check_run_faults(self)
+        check_remote_faults(self)
+        check_file_faults(self)
         time.sleep(0.5)
-        left = sorted({pid for port in self.ports for pid in self.serving(port)})
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
+        left = self.left + self.pids.wait_gone(5.0)  # by the pids recorded, never by name
+        self.pids.end_all()
         faults = [r for r in self.results if r["kind"] == "fault"]
         inputs = [r for r in self.results if r["kind"] == "input"]
         return {
@@ -345,6 +356,9 @@ class Audit:
             "inputs_ok": sum(r["ok"] for r in inputs),
             "inputs": len(inputs),
             "processes_left": len(left),
+            "left": left,
+            "pids_tracked": len(self.pids.procs),
+            "groups_tracked": len(self.pids.groups),
             "data_lost": self.lost,
             "results": self.results,
         }
@@ -354,12 +368,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the audit's temp dir")
+    ap.add_argument("--only", metavar="TEXT", help="run only the checks whose name contains TEXT")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="specconsole-audit-"))
     os.chmod(root, 0o700)
     t0 = time.monotonic()
     try:
-        summary = Audit(root).run_all()
+        summary = Audit(root, args.only).run_all()
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -370,7 +385,8 @@ def main() -> int:
     print(
         f"faults handled as documented  {summary['faults_ok']} of {summary['faults']}\n"
         f"bad inputs refused, clearly   {summary['inputs_ok']} of {summary['inputs']}\n"
-        f"processes left behind         {summary['processes_left']}\n"
+        f"processes left behind         {summary['processes_left']}  (of {summary['pids_tracked']} pids and "
+        f"{summary['groups_tracked']} process groups recorded)\n"
         f"data lost                     {summary['data_lost']}\n"
         f"took {summary['seconds']} s, load average {summary['load_average']}"
     )
