@@ -69,6 +69,7 @@ async def _supervise(args, profile) -> int:
             "profile": profile.name,
             "run": run_dict(rec),
             "supervising": sup.supervising,
+            "cannot_lock": sup.ownership.cannot_lock,
             "supervisor": (lambda w: w.to_json() if w else None)(sup.supervisor_of()),
         },
         f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + _role_line(sup),
@@ -173,6 +174,7 @@ def _reporter(args, profile, last: dict) -> Callable[[Supervisor], None]:
             sup.supervising,
             sup.next_restart_at,
             sup.runtime_note,
+            sup.ownership.cannot_lock,
         )
         if last.get("key") == key:
             return
@@ -203,6 +205,10 @@ def _report_note_and_role(sup: Supervisor, profile, last: dict) -> None:
     if sup.runtime_note and last.get("note") != sup.runtime_note:  # re-applied (or not) after a restart
         last["note"] = sup.runtime_note
         print(f"{time.strftime('%H:%M:%S')}  {profile.name}: {sup.runtime_note}", flush=True)
+    cannot = sup.ownership.cannot_lock
+    if "supervising" in last and cannot is not None and last.get("cannot_lock") != cannot:  # after the first words
+        print(f"{time.strftime('%H:%M:%S')}  {profile.name}: {cannot}; a crash is said, not restarted", flush=True)
+    last["cannot_lock"] = cannot
     if "supervising" in last and last["supervising"] != sup.supervising:  # after the first words
         last["supervising"] = sup.supervising
         print(
@@ -275,6 +281,8 @@ async def _until_done(args, profile, sup: Supervisor, detach: asyncio.Event, wat
 def _role_line(sup: Supervisor) -> str:
     if sup.supervising:
         return "supervising (Ctrl-C detaches and leaves the server running)"
+    if sup.ownership.cannot_lock is not None:
+        return f"watching only: {sup.ownership.cannot_lock}; a crash is said, not restarted (Ctrl-C leaves)"
     who = sup.supervisor_of()
     holder = f"{ROLE_WORDS.get(who.kind, who.kind)} pid {who.pid}" if who else "another process"
     return (

@@ -75,6 +75,7 @@ class FileLock:
         self.path = Path(path)
         self.what = what
         self._fd: int | None = None
+        self.read_only = False  # held through the read-only fallback (a read-only state filesystem)
 
     @property
     def held(self) -> bool:
@@ -94,11 +95,14 @@ class FileLock:
                 fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except FileNotFoundError:
                 self._fd = _NO_FILE
+                self.read_only = True
                 return True
+            self.read_only = True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
+            self.read_only = False
             return False
         self._fd = fd
         return True
@@ -131,6 +135,7 @@ class FileLock:
         return True
 
     def release(self) -> None:
+        self.read_only = False
         if self._fd == _NO_FILE:
             self._fd = None
         if self._fd is not None:

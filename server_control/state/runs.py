@@ -385,14 +385,28 @@ def live_record_on_port(port: int, state_dir: str | Path | None = None, exclude:
     return None
 
 
+class ReadOnlyState(Exception):
+    """The state directory is read-only: no restart could write its run record or log."""
+
+
 class RestartLock:
     """``runs/<name>.lock``, flock'ed by the one process that restarts crashes of a run.
     The kernel releases it when that process dies, however it dies."""
 
     @staticmethod
     def acquire(name: str, state_dir: str | Path | None = None) -> FileLock | None:
+        """The lock, or None when another process holds it. Raises ReadOnlyState on a read-only
+        state filesystem: a lock taken there would promise restarts that cannot be launched."""
         lock = FileLock(runs_dir(state_dir) / f"{name}.lock", f"the restart lock of profile {name!r}")
-        return lock if lock.try_acquire() else None
+        if not lock.try_acquire():
+            return None
+        if lock.read_only:
+            lock.release()
+            raise ReadOnlyState(
+                f"cannot take the restart lock: the state directory {runs_dir(state_dir).parent} is read-only "
+                "(a restart could not write its run record, note or log there)"
+            )
+        return lock
 
     @staticmethod
     def held_elsewhere(name: str, state_dir: str | Path | None = None) -> bool:

@@ -62,6 +62,7 @@ class Ownership:
         self.role = role
         self.lock: FileLock | None = None
         self.took_over_from: SupervisorInfo | None = None  # a supervisor found gone when this process took the lock
+        self.cannot_lock: str | None = None  # why the lock could not be taken though nobody holds it
         self._cache: tuple[float, SupervisorInfo | None] = (0.0, None)  # (monotonic, who) of a read
         self._lost: SupervisorInfo | None = None  # the recorded supervisor found gone at that read
 
@@ -73,7 +74,15 @@ class Ownership:
     def try_lock(self) -> None:
         if self.lock is None:
             gone = None if self.sup.record is None else self.lost()
-            self.lock = runs.RestartLock.acquire(self.sup.profile.name, self.sup.state_dir)
+            try:
+                self.lock = runs.RestartLock.acquire(self.sup.profile.name, self.sup.state_dir)
+            except runs.ReadOnlyState as exc:
+                if self.cannot_lock != str(exc):
+                    self.cannot_lock = str(exc)
+                    log.warning("%s: %s", self.sup.profile.name, exc)
+                    self.sup.changed()
+                return
+            self.cannot_lock = None
             if self.lock is not None:
                 if gone is not None and gone.pid != psutil.Process().pid:
                     log.warning(

@@ -88,8 +88,8 @@ def test_an_entry_after_a_torn_last_line_is_not_glued_onto_it(tmp_path):
     with open(path, "ab") as f:
         f.write(b'{"time": 1, "user": "x", "act')  # torn
     journal.record(tmp_path, "threshold", target="http://127.0.0.1:1", key="k", old=2, new=3, result="applied")
-    entries, bad = journal.read_counted(tmp_path)
-    assert [(e.old, e.new) for e in entries] == [(1, 2), (2, 3)] and bad == 1
+    found = journal.read_counted(tmp_path)
+    assert [(e.old, e.new) for e in found.entries] == [(1, 2), (2, 3)] and found.skipped == 1 and found.unreadable is None
 
 
 def test_a_fifo_as_the_journal_does_not_hang_a_write(tmp_path):
