@@ -71,8 +71,9 @@ def _mount(audit: Audit, label: str, opts: str) -> Path | str:
 def read_only_state(audit: Audit) -> tuple[bool, str]:
     """Item 1: the state dir made read-only after launch (a read-only bind mount over it: a
     remount of a filesystem with the keeper's log open for writing is refused as busy, while
-    ext4 after I/O errors forces it); ``supervise`` must not claim that somebody else
-    supervises, ``stop`` signals anyway and says what it could not write."""
+    ext4 after I/O errors forces it); ``supervise`` says it cannot take the restart lock
+    (the state is read-only) and never that somebody else supervises, ``stop`` signals
+    anyway and says what it could not write."""
     state = audit.root / "ro-state"
     old = os.environ["SPECCONSOLE_STATE_DIR"]
     os.environ["SPECCONSOLE_STATE_DIR"] = str(state)
@@ -96,11 +97,12 @@ def read_only_state(audit: Audit) -> tuple[bool, str]:
         time.sleep(0.3)
         left = _group(rec.pgid)
         lied = "another process supervises" in sup_said
+        cannot = "cannot take the restart lock" in sup_said and "read-only" in sup_said
         said = res.stdout + res.stderr
-        ok = not left and "could not" in said and "Traceback" not in said + sup_said and not lied
+        ok = not left and "could not" in said and "Traceback" not in said + sup_said and not lied and cannot
         last = sup_said.splitlines()[-2:] if sup_said else []
         stop = f"stop exit {res.returncode}: {said.strip()[-150:]!r}; left {left}"
-        return ok, f"read-only bind; supervise: {last} (claims another supervisor: {lied}); {stop}"
+        return ok, f"read-only bind; supervise: {last} (says it cannot lock: {cannot}; claims another: {lied}); {stop}"
     finally:
         os.environ["SPECCONSOLE_STATE_DIR"] = old
         if bound:
