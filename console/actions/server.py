@@ -51,7 +51,7 @@ class ControlActions(_Base):
         if self._desired is not None:
             return self._desired
         change = self.snapshot.last_change
-        if change is not None and change.state == "pending" and isinstance(change.requested, int):
+        if change is not None and change.state == vocabulary.ChangeState.PENDING and isinstance(change.requested, int):
             return change.requested
         return self.snapshot.spec.threshold
 

@@ -40,7 +40,7 @@ from server_control.config.profile import ProfileError
 from server_control.model.vocabulary import RunState
 from server_control.protocol.arg_types import seconds_where, server_port
 from server_control.sanitize import strip_controls
-from server_control.state import run_logs, runs
+from server_control.state import restart_lock, run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.supervision import carried_settings as runtime_settings
 from server_control.supervision.supervisor import Supervisor
@@ -185,7 +185,7 @@ async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | 
         return EXIT_FAILED
     state = sup.state
     wait = args.wait
-    if wait is None and rec.runtime_pending and not runs.RestartLock.held_elsewhere(profile.name, sup.state_dir):
+    if wait is None and rec.runtime_pending and not restart_lock.RestartLock.held_elsewhere(profile.name, sup.state_dir):
         wait = REAPPLY_WAIT_S  # nobody else would re-apply them: wait for ready and do it here
         if not args.json:
             print(

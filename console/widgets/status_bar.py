@@ -47,11 +47,11 @@ def change_text(change: SettingChange | None, name: str = "") -> Text:
     t = Text()
     state = change.state if change else None
     lead = f" {name}" if name else ""
-    if change is not None and state == "pending":
+    if change is not None and state == ChangeState.PENDING:
         t.append(f"{lead} \u2192 {change.requested} pending", CHANGE_STYLES["pending"])
-    elif change is not None and state == "applied":
+    elif change is not None and state == ChangeState.APPLIED:
         t.append(f"{lead}{' ' + str(change.requested) if name else ''} applied", CHANGE_STYLES["applied"])
-    elif change is not None and state == "auto-tuned":  # the detail says it: "auto-tuned 8 -> 10 (...)"
+    elif change is not None and state == ChangeState.AUTO_TUNED:  # the detail says it: "auto-tuned 8 -> 10 (...)"
         t.append(f"{lead} {change.detail or state}", CHANGE_STYLES[state])
     elif change is not None and state in CHANGE_STYLES:
         t.append(f"{lead} {state}{': ' + change.detail if change.detail else ''}", CHANGE_STYLES[state])

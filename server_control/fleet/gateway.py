@@ -32,7 +32,7 @@ import httpx
 from server_control.config.profile import LaunchSpec, Profile, ProfileError
 from server_control.fleet.gateway_metrics import GatewayRates, TrafficReader
 from server_control.fleet.spec import FleetSpec, GatewaySpec
-from server_control.model.vocabulary import RunState
+from server_control.model.vocabulary import OtherState, RunState
 from server_control.net import tls
 from server_control.proc.ports import free_port
 from server_control.sanitize import clean_json
@@ -291,7 +291,7 @@ class Gateway:
         """The worker list (read now) and smg's traffic (``/metrics``: the last read while it is
         younger than ``traffic_max_age_s``; gateway_metrics.TrafficReader)."""
         run = self.sup.status()
-        state = run.state or "unknown"
+        state = run.state or OtherState.UNKNOWN
         try:
             resp = await bounded_request(self._client, "GET", self.url + "/workers")
             resp.raise_for_status()

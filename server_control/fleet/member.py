@@ -29,7 +29,7 @@ from server_control.model.latency import LatencyStatus
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SettingChange
 from server_control.model.verification import Verification
-from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, RunState
+from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, OtherState, RunState
 from server_control.state.state_dir import resolve_state_dir
 
 ROW_MAX_AGE_S = 5.0  # a row whose session published nothing is rebuilt after this long
@@ -219,7 +219,7 @@ class Member:
         snap = self.session.snapshot()
         run, spec, live, ver = snap.run, snap.spec, snap.live, snap.verify
         gpus = self.remote.gpus() if self.remote is not None else snap.gpus
-        state = run.state or "unknown"
+        state: str = run.state or OtherState.UNKNOWN
         error = run.last_error or (None if snap.server.reachable else snap.server.error)
         if self.remote is not None and self.remote.error:
             state, error = NO_ANSWER, self.remote.error

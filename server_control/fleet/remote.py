@@ -32,7 +32,7 @@ from server_control.model.gpu_status import GpuStatus
 from server_control.model.operation import OperationResult
 from server_control.model.run_status import RunStatus
 from server_control.model.snapshot import SessionSnapshot
-from server_control.model.vocabulary import Outcome, RunState
+from server_control.model.vocabulary import OtherState, Outcome, RunState
 from server_control.sanitize import strip_controls
 from server_control.telemetry.sample import Sample
 
@@ -115,7 +115,7 @@ class RemoteRun:
         run = self.remote.run if self.remote is not None else RunStatus()
         st = replace(
             run,
-            state=run.state or "unknown",
+            state=run.state or OtherState.UNKNOWN,
             log_path=str(self._mirror) if self._mirror else None,
             supervising=bool(run.supervising),
         )

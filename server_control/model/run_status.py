@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from server_control.model.json_read import as_bool, as_int, as_list, as_num, as_obj, as_str
+from server_control.model.vocabulary import ServerState, server_state
 
 _EMPTY_SETTINGS: Mapping[str, int | str] = MappingProxyType({})
 
@@ -37,7 +38,7 @@ class RunStatus:
     ``next_restart_in_s``) exist only where a supervisor does (a profile's run), so an
     attached server's JSON has none of their keys."""
 
-    state: str | None = None  # starting|ready|unhealthy|crashed|stopped|fatal|external
+    state: ServerState | None = None  # a RunState, or Attached.EXTERNAL
     pid: int | None = None
     pgid: int | None = None
     started_at: str | None = None
@@ -90,7 +91,7 @@ class RunStatus:
     def from_json(cls, raw: object) -> RunStatus:
         r = as_obj(raw)
         return cls(
-            state=as_str(r.get("state")),
+            state=server_state(r.get("state")),
             pid=as_int(r.get("pid")),
             pgid=as_int(r.get("pgid")),
             started_at=as_str(r.get("started_at")),

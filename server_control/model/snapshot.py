@@ -26,6 +26,7 @@ from server_control.model.run_status import RunStatus
 from server_control.model.switch_health import SwitchHealth
 from server_control.model.switch_rate import SwitchRate
 from server_control.model.verification import Verification
+from server_control.model.vocabulary import ChangeState, change_state
 from server_control.protocol.decision import THRESHOLD_COUNTS
 
 Point = tuple[float, float]
@@ -151,7 +152,7 @@ class SettingChange:
     which setting (its server-argument name; None when not said)."""
 
     requested: object
-    state: str
+    state: ChangeState
     detail: str = ""
     ranks: tuple[bool, ...] = ()
     key: str | None = None
@@ -167,12 +168,13 @@ class SettingChange:
 
     @classmethod
     def from_json(cls, raw: object) -> SettingChange | None:
-        if not isinstance(raw, dict) or not isinstance(raw.get("state"), str):
+        state = change_state(raw.get("state")) if isinstance(raw, dict) else None
+        if not isinstance(raw, dict) or state is None:
             return None
         req = raw.get("requested")
         return cls(
             requested=req if isinstance(req, (int, str)) else None,
-            state=raw["state"],
+            state=state,
             detail=as_str(raw.get("detail")) or "",
             ranks=tuple(x for x in as_list(raw.get("ranks")) if isinstance(x, bool)),
             key=as_str(raw.get("key")),

@@ -44,8 +44,35 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 }
 
 
-# RunStatus.state of an attached server: not a run of ours, no supervisor state.
-EXTERNAL_STATE = "external"
+class OtherState(StrEnum):
+    """``RunStatus.state`` where there is no run state of ours to say."""
+
+    EXTERNAL = "external"  # an attached server: not a run of ours, no supervisor state
+    UNKNOWN = "unknown"  # a remote member whose host has not said yet
+
+
+EXTERNAL_STATE = OtherState.EXTERNAL
+# What ``RunStatus.state`` may say
+ServerState = RunState | OtherState
+
+
+def server_state(raw: object) -> ServerState | None:
+    """The state a JSON string names; None for anything else (another version's word too)."""
+    if isinstance(raw, str):
+        for vocabulary in (RunState, OtherState):
+            try:
+                return vocabulary(raw)
+            except ValueError:
+                continue
+    return None
+
+
+def change_state(raw: object) -> ChangeState | None:
+    """The change state a JSON string names; None for anything else."""
+    try:
+        return ChangeState(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
 
 
 class TransitionError(RuntimeError):

@@ -12,7 +12,7 @@ and uptime. A record without them (written by an earlier version) is matched by
 Locks in ``runs/``: ``<name>.op.lock`` (``profile_lock``) is held by whoever reads, decides
 and rewrites the record (launch: from the "already running?" check to the saved record;
 stop; every update), ``port-<port>.op.lock`` by a launch for its port, and
-``<name>.lock`` (``RestartLock``) by the one process that restarts crashes.
+``<name>.lock`` (``restart_lock.RestartLock``) by the one process that restarts crashes.
 
 State dir: ``server_control.state.state_dir.resolve_state_dir`` (refused when group- or
 world-writable: ``StateDirError``).
@@ -383,31 +383,3 @@ def live_record_on_port(port: int, state_dir: str | Path | None = None, exclude:
         if rec.port == port and rec.name != exclude and rec.is_live():
             return rec
     return None
-
-
-class ReadOnlyState(Exception):
-    """The state directory is read-only: no restart could write its run record or log."""
-
-
-class RestartLock:
-    """``runs/<name>.lock``, flock'ed by the one process that restarts crashes of a run.
-    The kernel releases it when that process dies, however it dies."""
-
-    @staticmethod
-    def acquire(name: str, state_dir: str | Path | None = None) -> FileLock | None:
-        """The lock, or None when another process holds it. Raises ReadOnlyState on a read-only
-        state filesystem: a lock taken there would promise restarts that cannot be launched."""
-        lock = FileLock(runs_dir(state_dir) / f"{name}.lock", f"the restart lock of profile {name!r}")
-        if not lock.try_acquire():
-            return None
-        if lock.read_only:
-            lock.release()
-            raise ReadOnlyState(
-                f"cannot take the restart lock: the state directory {runs_dir(state_dir).parent} is read-only "
-                "(a restart could not write its run record, note or log there)"
-            )
-        return lock
-
-    @staticmethod
-    def held_elsewhere(name: str, state_dir: str | Path | None = None) -> bool:
-        return FileLock(runs_dir(state_dir) / f"{name}.lock").is_held_elsewhere()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import psutil
 
 from server_control.model.run_status import SupervisorInfo
-from server_control.state import identity, runs
+from server_control.state import identity, restart_lock, runs
 from server_control.state.private_files import FileLock
 from server_control.state.runs import iso_time
 from server_control.state.start_ticks import proc_start, recorded
@@ -75,8 +75,8 @@ class Ownership:
         if self.lock is None:
             gone = None if self.sup.record is None else self.lost()
             try:
-                self.lock = runs.RestartLock.acquire(self.sup.profile.name, self.sup.state_dir)
-            except runs.ReadOnlyState as exc:
+                self.lock = restart_lock.RestartLock.acquire(self.sup.profile.name, self.sup.state_dir)
+            except restart_lock.ReadOnlyState as exc:
                 if self.cannot_lock != str(exc):
                     self.cannot_lock = str(exc)
                     log.warning("%s: %s", self.sup.profile.name, exc)
@@ -147,7 +147,7 @@ class Ownership:
     def _read(self) -> SupervisorInfo | None:
         info, proc = self._recorded()
         self._lost = None
-        if proc is None or not runs.RestartLock.held_elsewhere(self.sup.profile.name, self.sup.state_dir):
+        if proc is None or not restart_lock.RestartLock.held_elsewhere(self.sup.profile.name, self.sup.state_dir):
             # a supervisor that detaches clears its entry: one left behind ended without
             # detaching (kill -9, an OOM kill, a crash): said, never silently nobody
             self._lost = SupervisorInfo.from_json(info) if info.get("pid") else None

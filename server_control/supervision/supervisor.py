@@ -50,7 +50,7 @@ from server_control.model.run_status import RunStatus, SupervisorInfo
 from server_control.model.vocabulary import STOPPED_STATES, Outcome, RunState, check_transition
 from server_control.proc import process, run_recovery
 from server_control.proc.process import ProcInfo, StopResult
-from server_control.state import identity, journal, run_logs, runs
+from server_control.state import identity, journal, restart_lock, run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.state.state_dir import resolve_state_dir
 from server_control.supervision.carried_settings import CarriedSettings, ended_with_the_run, not_reapplied
@@ -210,7 +210,7 @@ class Supervisor:
             )
             return None
         code = process.exit_status(self.exit_file, rec.pid, rec.create_time, wait_s=0)
-        if self.supervising or runs.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
+        if self.supervising or restart_lock.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
             who = "the process supervising it restarts it"
         else:
             who = "nobody supervises it: `specconsole launch` or `supervise` starts it again"

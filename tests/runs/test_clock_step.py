@@ -17,7 +17,7 @@ import psutil
 
 from server_control.config.profile import load_profile
 from server_control.model.vocabulary import RunState
-from server_control.state import identity, runs
+from server_control.state import identity, restart_lock, runs
 from server_control.supervision.supervisor import Supervisor
 from tests.support.clock import step_wall_clock
 from tests.support.procs import alive
@@ -100,7 +100,7 @@ async def test_the_supervisor_is_known_after_the_clock_steps(make_profile, state
             supervisor=sup.ownership.info(),
         )
     )
-    lock = runs.RestartLock.acquire("s")
+    lock = restart_lock.RestartLock.acquire("s")
     assert lock is not None
     try:
         for step in STEPS_S:

@@ -13,7 +13,7 @@ import pytest
 
 from server_control.config.profile import LaunchSpec
 from server_control.proc import process
-from server_control.state import identity, run_logs, runs
+from server_control.state import identity, restart_lock, run_logs, runs
 from server_control.state.identity import RunIdentity
 from server_control.supervision.restart_policy import RestartPolicy
 from tests.support.records import own_record
@@ -196,11 +196,11 @@ def test_long_run_resets_backoff_and_old_starts_leave_the_window():
 
 
 def test_restart_lock_has_one_holder_at_a_time(state_dir):
-    first = runs.RestartLock.acquire("x")
+    first = restart_lock.RestartLock.acquire("x")
     assert first is not None
-    assert runs.RestartLock.acquire("x") is None  # a second console only observes
-    assert runs.RestartLock.acquire("y") is not None  # other profiles are independent
+    assert restart_lock.RestartLock.acquire("x") is None  # a second console only observes
+    assert restart_lock.RestartLock.acquire("y") is not None  # other profiles are independent
     first.release()
-    again = runs.RestartLock.acquire("x")
+    again = restart_lock.RestartLock.acquire("x")
     assert again is not None
     again.release()
