@@ -15,7 +15,7 @@ from console.widgets.line_repaint import repaint_changed_cells
 from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, SettingChange
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import EXTERNAL_STATE, ChangeState, RunState
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 
 STATE_STYLES: dict[str, str] = {
     RunState.READY: "bold black on green",
@@ -39,7 +39,7 @@ CHANGE_STYLES: dict[str, str] = {
 }
 
 
-SETTING_WORDS = {d.HYSTERESIS_KEY: "hysteresis", d.DWELL_KEY: "dwell", d.FORCE_KEY: "force"}
+SETTING_WORDS = {decision.HYSTERESIS_KEY: "hysteresis", decision.DWELL_KEY: "dwell", decision.FORCE_KEY: "force"}
 
 
 def change_text(change: SettingChange | None, name: str = "") -> Text:

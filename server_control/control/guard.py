@@ -34,7 +34,7 @@ from server_control.control.server_tune import ServerMove, ServerTuneWatch
 from server_control.control.settings import READBACK_TIMEOUT_S, VALIDATE, Control, change
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.state import journal
 from server_control.telemetry.sample import Sample
 
@@ -43,8 +43,18 @@ AUTO_TUNED = "server auto-tune"  # ``elsewhere``'s who for a move of the server'
 SETTLE_S = 0.3
 CONFIRM_WAIT_S = READBACK_TIMEOUT_S + 1.0
 LOOKBACK_S = 5.0
-ACTION = {d.THRESHOLD_KEY: "threshold", d.FORCE_KEY: "force", d.HYSTERESIS_KEY: "hysteresis", d.DWELL_KEY: "dwell"}
-LABEL = {d.THRESHOLD_KEY: "N", d.FORCE_KEY: "forced mode", d.HYSTERESIS_KEY: "hysteresis", d.DWELL_KEY: "min_dwell_steps"}
+ACTION = {
+    decision.THRESHOLD_KEY: "threshold",
+    decision.FORCE_KEY: "force",
+    decision.HYSTERESIS_KEY: "hysteresis",
+    decision.DWELL_KEY: "dwell",
+}
+LABEL = {
+    decision.THRESHOLD_KEY: "N",
+    decision.FORCE_KEY: "forced mode",
+    decision.HYSTERESIS_KEY: "hysteresis",
+    decision.DWELL_KEY: "min_dwell_steps",
+}
 
 
 def shown(sample: Sample) -> dict[str, object]:
@@ -53,10 +63,10 @@ def shown(sample: Sample) -> dict[str, object]:
     if r0 is None:
         return {}
     return {
-        d.THRESHOLD_KEY: r0.threshold,
-        d.FORCE_KEY: r0.force,
-        d.HYSTERESIS_KEY: r0.hysteresis,
-        d.DWELL_KEY: r0.min_dwell_steps,
+        decision.THRESHOLD_KEY: r0.threshold,
+        decision.FORCE_KEY: r0.force,
+        decision.HYSTERESIS_KEY: r0.hysteresis,
+        decision.DWELL_KEY: r0.min_dwell_steps,
     }
 
 
@@ -181,11 +191,11 @@ class SettingGuard:
                 continue
             if key in self._mine and _same(key, self._mine[key], new):
                 continue
-            if key == d.THRESHOLD_KEY and self._move is not None and _same(key, self._move.new, new):
+            if key == decision.THRESHOLD_KEY and self._move is not None and _same(key, self._move.new, new):
                 out.append((key, old, new, AUTO_TUNED))  # the server's own tuner moved it
                 continue
             e = self._last(key, new, None, time.time() - 600)
-            if key == d.THRESHOLD_KEY and e is not None and e.action == AUTO_TUNED and _same(key, e.old, old):
+            if key == decision.THRESHOLD_KEY and e is not None and e.action == AUTO_TUNED and _same(key, e.old, old):
                 # the server's own move, journaled by another observer before this poll showed
                 # its move record (N and the move are published a moment apart)
                 self._journaled = e

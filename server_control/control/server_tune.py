@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.protocol.tuner import Move
 from server_control.state import journal
 from server_control.state.private_files import FileLock, LockTimeout
@@ -135,7 +135,7 @@ class ServerTuneWatch:
                         ACTION,
                         target=self.target,
                         profile=self.profile,
-                        key=d.THRESHOLD_KEY,
+                        key=decision.THRESHOLD_KEY,
                         old=move.old,
                         new=move.new,
                         result="applied",

@@ -30,18 +30,17 @@ import httpx
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
 from server_control.net import tls
-from server_control.protocol import decision as d
-from server_control.protocol import rank_verdict
+from server_control.protocol import decision, rank_verdict
 from server_control.sanitize import clean_json, strip_controls
 from server_control.telemetry.http_poll import auth_headers, bounded_request, describe_error
 from server_control.telemetry.sample import intval
 
 UNSUPPORTED = "this server does not support runtime threshold changes"
 VALIDATE: dict[str, Callable[[object], object]] = {
-    d.THRESHOLD_KEY: d.validate_threshold,
-    d.HYSTERESIS_KEY: d.validate_hysteresis,
-    d.DWELL_KEY: d.validate_dwell,
-    d.FORCE_KEY: d.validate_force,
+    decision.THRESHOLD_KEY: decision.validate_threshold,
+    decision.HYSTERESIS_KEY: decision.validate_hysteresis,
+    decision.DWELL_KEY: decision.validate_dwell,
+    decision.FORCE_KEY: decision.validate_force,
 }  # the runtime settings
 READBACK_TIMEOUT_S = 3.0
 READBACK_PERIOD_S = 0.02
@@ -80,8 +79,13 @@ def _where(dp: int, tp_label: str, dp_count: int) -> str:
 
 def _named(key: str, value: object) -> object:
     """A force mode read back as its numeric code -> its name; anything else as it is."""
-    if key == d.FORCE_KEY and isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(d.FORCE_CHOICES):
-        return d.FORCE_CHOICES[value]
+    if (
+        key == decision.FORCE_KEY
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and 0 <= value < len(decision.FORCE_CHOICES)
+    ):
+        return decision.FORCE_CHOICES[value]
     return value
 
 
@@ -141,24 +145,24 @@ class Control:
         except (httpx.HTTPError, ValueError) as exc:
             return {"error": describe_error(exc, f"{self.url}/server_info")}
         return {
-            "thresholds": [intval(s.get(d.THRESHOLD_KEY)) for s in states],
-            "force": [s.get(d.FORCE_KEY) for s in states],
-            "supported": bool(states) and all(d.THRESHOLD_KEY in s for s in states),
+            "thresholds": [intval(s.get(decision.THRESHOLD_KEY)) for s in states],
+            "force": [s.get(decision.FORCE_KEY) for s in states],
+            "supported": bool(states) and all(decision.THRESHOLD_KEY in s for s in states),
         }
 
     async def set_threshold(self, value: object) -> SettingChange:
-        return await self._set_valid(d.THRESHOLD_KEY, d.validate_threshold, value)
+        return await self._set_valid(decision.THRESHOLD_KEY, decision.validate_threshold, value)
 
     async def set_force(self, value: object) -> SettingChange:
-        return await self._set_valid(d.FORCE_KEY, d.validate_force, value)
+        return await self._set_valid(decision.FORCE_KEY, decision.validate_force, value)
 
     async def set_hysteresis(self, value: object) -> SettingChange:
         """Resume speculating at batch <= max(1, N - H); validated, then read back per rank."""
-        return await self._set_valid(d.HYSTERESIS_KEY, d.validate_hysteresis, value)
+        return await self._set_valid(decision.HYSTERESIS_KEY, decision.validate_hysteresis, value)
 
     async def set_dwell(self, value: object) -> SettingChange:
         """Decode steps a mode is held before the next switch; validated, read back per rank."""
-        return await self._set_valid(d.DWELL_KEY, d.validate_dwell, value)
+        return await self._set_valid(decision.DWELL_KEY, decision.validate_dwell, value)
 
     async def _set_valid(self, key: str, validate: Callable[[object], object], value: object) -> SettingChange:
         """Refused here with the reason when ``validate`` says no; else sent and read back."""
@@ -176,10 +180,10 @@ class Control:
         return await self._set_valid(key, validate, value)
 
     async def _post(self, key: str, value: object) -> httpx.Response:
-        if key == d.FORCE_KEY and isinstance(value, str):
+        if key == decision.FORCE_KEY and isinstance(value, str):
             # SGLang's HTTP layer types these values as numbers (a string gets 400/422 before
             # any scheduler sees it): the patch and the simulator take the index in FORCE_CHOICES.
-            value = d.FORCE_CHOICES.index(value)
+            value = decision.FORCE_CHOICES.index(value)
         return await bounded_request(
             self.client(), "POST", self.url + "/set_internal_state", headers=self._headers(), json={"server_args": {key: value}}
         )

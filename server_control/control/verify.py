@@ -22,8 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from server_control.model.verification import FAIL, PASS, PENDING, Verification, VerifyLayer
-from server_control.protocol import decision as d
-from server_control.protocol import rank_verdict
+from server_control.protocol import decision, rank_verdict
 from server_control.telemetry.sample import Sample, intval
 from server_control.telemetry.series import is_forced
 
@@ -79,7 +78,7 @@ def limit_warnings(sample: Sample, threshold: int | None) -> list[str]:
     running = intval(limits.get("max_running_requests"))
     if running is None:
         running = intval(sample.args.get("max_running_requests"))
-    return d.limit_warnings(threshold, running, intval(limits.get("cuda_graph_max_bs")))
+    return decision.limit_warnings(threshold, running, intval(limits.get("cuda_graph_max_bs")))
 
 
 def _with_limits(result: VerifyLayer, sample: Sample, threshold: int | None) -> VerifyLayer:
@@ -87,7 +86,7 @@ def _with_limits(result: VerifyLayer, sample: Sample, threshold: int | None) -> 
     if result.status != PASS or not warnings:
         return result
     evidence = f"{result.evidence}; warning: " + "; warning: ".join(warnings)
-    never = [w for w in warnings if d.NEVER_TRIGGERS in w]
+    never = [w for w in warnings if decision.NEVER_TRIGGERS in w]
     if never:  # the switch is a no-op on this server
         return layer(result.name, FAIL, evidence, never[0])
     return layer(result.name, PASS, evidence)
@@ -98,7 +97,7 @@ def configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
     if sample is None or not sample.reachable:
         return result
     live = [r.threshold for r in sample.ranks if r.threshold is not None]
-    threshold = live[0] if live else intval(sample.args.get(d.THRESHOLD_KEY))
+    threshold = live[0] if live else intval(sample.args.get(decision.THRESHOLD_KEY))
     return _with_limits(result, sample, threshold)
 
 
@@ -107,12 +106,12 @@ def _configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
     if sample is None or not sample.reachable:
         why = sample.error if sample else "not polled yet"
         return layer(name, PENDING, f"/server_info not available yet ({why})")
-    flat = intval(sample.args.get(d.THRESHOLD_KEY))
+    flat = intval(sample.args.get(decision.THRESHOLD_KEY))
     per_rank = [r.threshold for r in sample.ranks]
-    has_key = d.THRESHOLD_KEY in sample.args or any(r.has_threshold_key for r in sample.ranks)
-    ev = f"/server_info {d.THRESHOLD_KEY}={flat}; internal_states[*].{d.THRESHOLD_KEY}={per_rank}"
+    has_key = decision.THRESHOLD_KEY in sample.args or any(r.has_threshold_key for r in sample.ranks)
+    ev = f"/server_info {decision.THRESHOLD_KEY}={flat}; internal_states[*].{decision.THRESHOLD_KEY}={per_rank}"
     if not has_key:
-        return layer(name, FAIL, f"/server_info has no {d.THRESHOLD_KEY}", CAUSE_NOT_PATCHED)
+        return layer(name, FAIL, f"/server_info has no {decision.THRESHOLD_KEY}", CAUSE_NOT_PATCHED)
     if expected is not None:
         if flat == expected:
             note = "" if all(v == expected for v in per_rank) else " (changed at runtime since)"
@@ -130,7 +129,7 @@ def _configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
         FAIL,
         ev,
         f"threshold 0 never disables speculation: launch with "
-        f"--{d.THRESHOLD_KEY.replace('_', '-')} N (N > 0) or set it at runtime",
+        f"--{decision.THRESHOLD_KEY.replace('_', '-')} N (N > 0) or set it at runtime",
     )
 
 
@@ -145,7 +144,7 @@ def switch_off(sample: Sample | None) -> tuple[str, str] | None:
     reason) or that its TP ranks disagree; None otherwise."""
     for r in sample.ranks if sample is not None else []:
         dyn = r.dynamic or {}
-        where = f"/server_info internal_states[{r.dp_rank}].{d.STATE_KEY}"
+        where = f"/server_info internal_states[{r.dp_rank}].{decision.STATE_KEY}"
         if dyn.get("active") is False and dyn.get("reason"):
             return f"{where}: active false", str(dyn["reason"])
         rows = dyn.get("ranks")
@@ -169,7 +168,7 @@ def initialisation(
     if not_active:
         rec = not_active[-1]
         text = getattr(rec, "text", "") or ""
-        reason = text.split(d.NOT_ACTIVE_PREFIX, 1)[-1].strip() if d.NOT_ACTIVE_PREFIX in text else text
+        reason = text.split(decision.NOT_ACTIVE_PREFIX, 1)[-1].strip() if decision.NOT_ACTIVE_PREFIX in text else text
         return layer(name, FAIL, _where(rec), reason or "the patch logged that it is not active")
     off = switch_off(sample)
     if off is not None:
@@ -227,7 +226,7 @@ class SwitchWatch:
         self.low: int | None = None
         self.idle = False  # the latest poll saw no decode batch
         self.last: Sample | None = None
-        self.dwell_steps = d.DEFAULT_MIN_DWELL_STEPS
+        self.dwell_steps = decision.DEFAULT_MIN_DWELL_STEPS
 
     def grace_s(self) -> float:
         return POLL_MARGIN_S + self.dwell_steps * self.step_s
@@ -240,21 +239,21 @@ class SwitchWatch:
         rank = sample.ranks[0] if sample.ranks else None
         if rank and rank.min_dwell_steps is not None:
             self.dwell_steps = rank.min_dwell_steps
-        low = self.low = max(1, n - (rank.hysteresis if rank and rank.hysteresis is not None else d.DEFAULT_HYSTERESIS))
+        low = self.low = max(1, n - (rank.hysteresis if rank and rank.hysteresis is not None else decision.DEFAULT_HYSTERESIS))
         self.max_batch = batch if self.max_batch is None else max(self.max_batch, batch)
         self.idle = batch <= 0
         mode = sample.mode
         if batch > n:
             self.crossed_at = self.crossed_at or sample.ts
-        if batch > n and mode == d.SPECULATIVE:
+        if batch > n and mode == decision.SPECULATIVE:
             self.stuck_since = self.stuck_since or sample.ts
             self.stuck_s = sample.ts - self.stuck_since
             self.stuck_batch = batch
         else:
             self.stuck_since, self.stuck_s = None, 0.0
-        if mode == d.TARGET_ONLY and self.idle:
+        if mode == decision.TARGET_ONLY and self.idle:
             self._back_prev = None  # no decode step: no evidence either way
-        elif mode == d.TARGET_ONLY and batch <= low:
+        elif mode == decision.TARGET_ONLY and batch <= low:
             if self._back_prev is not None:
                 self.back_due_s += sample.ts - self._back_prev
             self._back_prev = sample.ts
@@ -265,13 +264,13 @@ class SwitchWatch:
         name = "runtime"
         s = self.last
         force = s.ranks[0].force if s and s.ranks else None
-        if force and force != d.AUTO:
+        if force and force != decision.AUTO:
             return layer(name, PENDING, f"forced mode {force}: the threshold rule is not in control")
-        down = next((e for e in events if e["mode"] == d.TARGET_ONLY and batch_driven(e)), None)
+        down = next((e for e in events if e["mode"] == decision.TARGET_ONLY and batch_driven(e)), None)
         back = None
         if down is not None:
             later = [e for e in events if e["t"] >= down["t"] and e is not down]
-            back = next((e for e in later if e["mode"] == d.SPECULATIVE and batch_driven(e)), None)
+            back = next((e for e in later if e["mode"] == decision.SPECULATIVE and batch_driven(e)), None)
         grace = self.grace_s()
         if self.stuck_since is not None and self.stuck_s > grace:  # first: an earlier pass masks no later failure
             return layer(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server_control.model.json_read import as_int, as_num, as_obj, as_str
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 
 WINDOW_S = 120.0  # the rate is measured over the last two minutes
 
@@ -31,7 +31,7 @@ class Suggestion:
     def from_json(cls, raw: object) -> Suggestion | None:
         r = as_obj(raw)
         key, value, current = as_str(r.get("key")), as_int(r.get("value")), as_int(r.get("current"))
-        if key not in (d.HYSTERESIS_KEY, d.DWELL_KEY) or value is None or current is None:
+        if key not in (decision.HYSTERESIS_KEY, decision.DWELL_KEY) or value is None or current is None:
             return None
         return cls(key, as_str(r.get("name")) or key, value, current, as_str(r.get("effect")) or "")
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 
 LIVE_KEYS = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "num_steps", "switch_count", "last_batch")
 # exploration (protocol/explore.py): its share and explored step count, from step numbers,
@@ -141,10 +141,10 @@ def judge(got: Sequence[dict[str, Any] | None], timeout_s: float) -> Verdict:
 
 
 FIELD_OF_KEY = {
-    d.THRESHOLD_KEY: "threshold",
-    d.HYSTERESIS_KEY: "hysteresis",
-    d.DWELL_KEY: "min_dwell_steps",
-    d.FORCE_KEY: "force",
+    decision.THRESHOLD_KEY: "threshold",
+    decision.HYSTERESIS_KEY: "hysteresis",
+    decision.DWELL_KEY: "min_dwell_steps",
+    decision.FORCE_KEY: "force",
 }
 
 
@@ -169,9 +169,9 @@ def values_by_rank(state: dict[str, Any], key: str) -> list[tuple[str, object]]:
     each gathered rank where the patch published them, else the entry's own (TP0's) value."""
     if not isinstance(state, dict):
         return [("", f"<unreadable: the entry is a {type(state).__name__}, not an object>")]
-    dyn = state.get(d.STATE_KEY)
+    dyn = state.get(decision.STATE_KEY)
     if dyn is not None and not isinstance(dyn, dict):  # a broken server: say what, never raise
-        return [("", f"<unreadable: {d.STATE_KEY} is a {type(dyn).__name__}, not an object>")]
+        return [("", f"<unreadable: {decision.STATE_KEY} is a {type(dyn).__name__}, not an object>")]
     rows = (dyn or {}).get("ranks")
     field = FIELD_OF_KEY.get(key)
     if isinstance(rows, list) and rows and field is not None:

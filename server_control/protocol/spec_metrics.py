@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 
 PREFIX = "sglang:spec_disable_"
 
@@ -40,9 +40,9 @@ GAUGES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
     (
         "force_mode",
         "Dynamic speculation forced mode: 0 auto, 1 speculative, 2 target_only.",
-        lambda s: d.FORCE_CHOICES.index(s["force"]),
+        lambda s: decision.FORCE_CHOICES.index(s["force"]),
     ),
-    ("mode", "Dynamic speculation current mode: 0 speculative, 1 target-only.", lambda s: d.MODES.index(s["mode"])),
+    ("mode", "Dynamic speculation current mode: 0 speculative, 1 target-only.", lambda s: decision.MODES.index(s["mode"])),
     ("active", "1 when dynamic speculation disable is active on this rank.", lambda s: int(bool(s.get("active", True)))),
     ("last_decode_batch", "Decode batch size of the last decode step the switch saw.", lambda s: s["last_batch"]),
     (
@@ -63,7 +63,7 @@ FORWARD_PARTS = ("target_graph", "target_eager", "draft_extend_graph", "draft_ex
 
 def _forwards(part: str) -> Callable[[dict[str, Any]], Any]:
     """Decode forwards by mode of one part (``snapshot["forwards"][mode][part]``)."""
-    return lambda s: {m: int(((s.get("forwards") or {}).get(m) or {}).get(part, 0)) for m in d.MODES}
+    return lambda s: {m: int(((s.get("forwards") or {}).get(m) or {}).get(part, 0)) for m in decision.MODES}
 
 
 # (name, documentation, label, value): label None = one series; else one per mode.
@@ -200,12 +200,12 @@ def window(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[
         a, b = after.get(key, {} if sub else 0), before.get(key, {} if sub else 0)
         return float((a.get(sub, 0) - b.get(sub, 0)) if sub else a - b)
 
-    steps = {m: gain("decode_steps", m) for m in d.MODES}
+    steps = {m: gain("decode_steps", m) for m in decision.MODES}
     total = sum(steps.values())
     verifies = gain("spec_verifies")
     return {
         "decode_steps": steps,
-        "target_only_share": steps[d.TARGET_ONLY] / total if total else None,
-        "switches": sum(gain("switches", m) for m in d.MODES),
+        "target_only_share": steps[decision.TARGET_ONLY] / total if total else None,
+        "switches": sum(gain("switches", m) for m in decision.MODES),
         "accept_length": 1 + gain("accepted_drafts") / verifies if verifies else None,
     }

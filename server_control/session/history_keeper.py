@@ -12,7 +12,7 @@ from pathlib import Path
 
 from server_control.config.profile import Profile
 from server_control.model.run_status import RunStatus
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.session.run_backends import RunLike
 from server_control.state.history import History, HistPoint, Recorded, history_path
 from server_control.telemetry.sample import Sample
@@ -36,7 +36,7 @@ def point_of(sample: Sample, run: RunStatus, foreign: bool = False) -> HistPoint
         load.gen_throughput,
         load.accept_len,
         sample.threshold,
-        None if sample.mode is None else int(sample.mode == d.TARGET_ONLY),
+        None if sample.mode is None else int(sample.mode == decision.TARGET_ONLY),
         True,
         run_id,
     )

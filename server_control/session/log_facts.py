@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 
 from server_control.logs import Record
 from server_control.logs import record as kinds
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.series import ModeTimeline
 
@@ -54,7 +54,7 @@ class LogFacts:
             elif kind == kinds.READY:
                 self.ready.append(rec)
                 del self.ready[:-4]
-            elif kind == kinds.ERROR and d.NOT_ACTIVE_PREFIX in rec.text:
+            elif kind == kinds.ERROR and decision.NOT_ACTIVE_PREFIX in rec.text:
                 self.not_active.append(rec)
                 del self.not_active[:-8]
         self.seen_seq = last_seq

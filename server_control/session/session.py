@@ -31,7 +31,7 @@ from server_control.model.snapshot import LogStatus, SessionSnapshot, SettingCha
 from server_control.model.switch_rate import SwitchRate
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import ChangeState, Outcome
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.session.history_keeper import HistoryKeeper
 from server_control.session.log_facts import LogFacts
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
@@ -263,7 +263,7 @@ class Session:
             self.last_change = self.guard.seen(key, old, new, who)  # re-applied, auto-tuned or elsewhere
             if who != REAPPLY:
                 self._elsewhere_at = time.monotonic()
-            if key != d.FORCE_KEY:
+            if key != decision.FORCE_KEY:
                 self._damping(sample.ts)
         self.panels.add_sample(sample)
         self.timeline.add_sample(sample)
@@ -285,10 +285,10 @@ class Session:
 
     # -- control --------------------------------------------------------------------------
     async def set_threshold(self, n: object) -> OperationResult:
-        return OperationResult.of_change("threshold", await self._change(n, self.control.set_threshold, d.THRESHOLD_KEY))
+        return OperationResult.of_change("threshold", await self._change(n, self.control.set_threshold, decision.THRESHOLD_KEY))
 
     async def set_force(self, mode: object) -> OperationResult:
-        return OperationResult.of_change("force", await self._change(mode, self.control.set_force, d.FORCE_KEY))
+        return OperationResult.of_change("force", await self._change(mode, self.control.set_force, decision.FORCE_KEY))
 
     async def set_setting(self, key: str, value: object) -> OperationResult:
         """Any runtime setting by its server-argument name (hysteresis, dwell: the flapping
@@ -325,7 +325,7 @@ class Session:
                 result = replace(
                     result, state=ChangeState.NOT_KEPT, detail=f"applied now, NOT kept across a restart: {lost} ({result.detail})"
                 )
-            if key != d.FORCE_KEY:
+            if key != decision.FORCE_KEY:
                 self._damping(time.time())
         self.last_change = result
         self.poller.poke()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from server_control.control.guard import REAPPLY
 from server_control.control.settings import VALIDATE, Control
 from server_control.model.vocabulary import ChangeState
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.state import journal, runs
 
 if TYPE_CHECKING:
@@ -28,12 +28,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ORDER = (d.THRESHOLD_KEY, d.HYSTERESIS_KEY, d.DWELL_KEY, d.FORCE_KEY)
+ORDER = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY)
 PROFILE_KEY = {
-    d.THRESHOLD_KEY: "threshold",
-    d.HYSTERESIS_KEY: "hysteresis",
-    d.DWELL_KEY: "min_dwell_steps",
-    d.FORCE_KEY: "force_mode",
+    decision.THRESHOLD_KEY: "threshold",
+    decision.HYSTERESIS_KEY: "hysteresis",
+    decision.DWELL_KEY: "min_dwell_steps",
+    decision.FORCE_KEY: "force_mode",
 }
 
 

@@ -21,7 +21,7 @@ on the switches that called for it). Pure: times in, a frozen value out.
 from __future__ import annotations
 
 from server_control.model.switch_rate import WINDOW_S, Suggestion, SwitchRate
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 
 LIMIT_PER_MIN = 6.0  # more than one switch per 10 s on average is flapping
 MIN_SWITCHES = 4  # and never judged on fewer switches than this
@@ -39,7 +39,7 @@ def suggest(threshold: int | None, hysteresis: int | None, dwell: int | None) ->
     if low > 1:
         new_h = min(threshold - 1, max(hysteresis + 1, 2 * hysteresis))
         return Suggestion(
-            d.HYSTERESIS_KEY,
+            decision.HYSTERESIS_KEY,
             "hysteresis",
             new_h,
             hysteresis,
@@ -48,7 +48,7 @@ def suggest(threshold: int | None, hysteresis: int | None, dwell: int | None) ->
     new_d = min(MAX_SUGGESTED_DWELL, max(dwell + 10, 4 * dwell))
     if new_d <= dwell:
         return None
-    return Suggestion(d.DWELL_KEY, "min dwell", new_d, dwell, f"hold each mode {new_d} decode steps instead of {dwell}")
+    return Suggestion(decision.DWELL_KEY, "min dwell", new_d, dwell, f"hold each mode {new_d} decode steps instead of {dwell}")
 
 
 def switch_rate(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from server_control.model.latency import LatencyStatus
 from server_control.model.load import Load
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 
 if TYPE_CHECKING:
     from server_control.logs import Record
@@ -50,19 +50,19 @@ class RankState:
     @property
     def mode(self) -> str | None:
         mode = (self.dynamic or {}).get("mode")
-        return mode if mode in d.MODES else None
+        return mode if mode in decision.MODES else None
 
     @classmethod
     def from_json(cls, index: int, raw: object) -> RankState:
         raw = raw if isinstance(raw, dict) else {}
-        dynamic = raw.get(d.STATE_KEY)
-        force = raw.get(d.FORCE_KEY)
+        dynamic = raw.get(decision.STATE_KEY)
+        force = raw.get(decision.FORCE_KEY)
         return cls(
             dp_rank=index,
-            has_threshold_key=d.THRESHOLD_KEY in raw,
-            threshold=intval(raw.get(d.THRESHOLD_KEY)),
-            hysteresis=intval(raw.get(d.HYSTERESIS_KEY)),
-            min_dwell_steps=intval(raw.get(d.DWELL_KEY)),
+            has_threshold_key=decision.THRESHOLD_KEY in raw,
+            threshold=intval(raw.get(decision.THRESHOLD_KEY)),
+            hysteresis=intval(raw.get(decision.HYSTERESIS_KEY)),
+            min_dwell_steps=intval(raw.get(decision.DWELL_KEY)),
             force=force if isinstance(force, str) else None,
             dynamic=dynamic if isinstance(dynamic, dict) else None,
             last_gen_throughput=num(raw.get("last_gen_throughput")),
@@ -98,14 +98,14 @@ class Sample:
         for r in self.ranks:
             if r.threshold is not None:
                 return r.threshold
-        return intval(self.args.get(d.THRESHOLD_KEY))
+        return intval(self.args.get(decision.THRESHOLD_KEY))
 
     @property
     def mode(self) -> str | None:
         modes = [r.mode for r in self.ranks if r.mode]
         if not modes:
             return None
-        return d.TARGET_ONLY if d.TARGET_ONLY in modes else modes[0]
+        return decision.TARGET_ONLY if decision.TARGET_ONLY in modes else modes[0]
 
 
 def _mean(values: list[float]) -> float | None:

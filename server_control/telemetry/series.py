@@ -13,7 +13,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.sample import Sample, intval, num
 
@@ -46,7 +46,7 @@ class PanelSeries:
         self.add("gen_throughput", sample.ts, load.gen_throughput)
         self.add("accept_len", sample.ts, load.accept_len)
         self.add("threshold", sample.ts, sample.threshold)
-        self.add("mode", sample.ts, None if sample.mode is None else int(sample.mode == d.TARGET_ONLY))
+        self.add("mode", sample.ts, None if sample.mode is None else int(sample.mode == decision.TARGET_ONLY))
 
     def to_json(self) -> dict[str, Any]:
         return {name: [[round(t, 3), v] for t, v in pts] for name, pts in self.series.items()}
@@ -124,7 +124,7 @@ class ModeTimeline:
             return False
         mode = getattr(rec, "mode", None)
         mode = mode.replace("-", "_") if isinstance(mode, str) else None
-        if mode not in d.MODES:
+        if mode not in decision.MODES:
             return False
         n = self._ordinal.get(rank, 0) + 1
         self._ordinal[rank] = n
@@ -161,7 +161,7 @@ class ModeTimeline:
                 continue
             last: dict[str, Any] = dyn["last_switch"] if isinstance(dyn.get("last_switch"), dict) else {}
             mode = last.get("to") or r.mode
-            if mode not in d.MODES:
+            if mode not in decision.MODES:
                 continue
             added |= self._add(
                 (r.dp_rank, count),
@@ -192,7 +192,7 @@ def polled_text(dp_rank: int, count: int, mode: str, batch: int | None, threshol
     """A polled switch in words (the evidence the verification panel shows)."""
     at = f" at decode batch {batch}" if batch is not None else ""
     n = f" (threshold {threshold})" if threshold is not None else ""
-    return f"polled internal_states[{dp_rank}].{d.STATE_KEY}: switch {count} to {d.mode_label(mode)}{at}{n}"
+    return f"polled internal_states[{dp_rank}].{decision.STATE_KEY}: switch {count} to {decision.mode_label(mode)}{at}{n}"
 
 
 def is_forced(event: dict[str, Any]) -> bool:
@@ -204,7 +204,7 @@ def is_forced(event: dict[str, Any]) -> bool:
     batch, n = event.get("batch"), event.get("threshold")
     if event.get("source") != "poll" or batch is None or not n:
         return False
-    return bool(batch <= n if event.get("mode") == d.TARGET_ONLY else batch > n)
+    return bool(batch <= n if event.get("mode") == decision.TARGET_ONLY else batch > n)
 
 
 def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries) -> dict[str, Any]:
@@ -213,14 +213,14 @@ def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries)
     From the servers' own counters (dynamic_speculation seconds and tokens, summed over DP
     ranks) when published; otherwise from the gen_throughput series, each point assigned
     to the mode in force at that time by the timeline."""
-    secs = {m: 0.0 for m in d.MODES}
-    toks = {m: 0.0 for m in d.MODES}
+    secs = {m: 0.0 for m in decision.MODES}
+    toks = {m: 0.0 for m in decision.MODES}
     have = False
     for r in sample.ranks if sample else []:
         dyn = r.dynamic or {}
         s, t = dyn.get("seconds"), dyn.get("tokens")
         if isinstance(s, dict) and isinstance(t, dict):
-            for m in d.MODES:
+            for m in decision.MODES:
                 secs[m] += num(s.get(m)) or 0.0
                 toks[m] += num(t.get(m)) or 0.0
             have = True
@@ -229,7 +229,7 @@ def per_mode(sample: Sample | None, timeline: ModeTimeline, panels: PanelSeries)
     total = sum(secs.values())
     return {
         m: {"share": round(secs[m] / total, 4) if total else None, "tok_s": round(toks[m] / secs[m], 1) if secs[m] > 0 else None}
-        for m in d.MODES
+        for m in decision.MODES
     }
 
 
@@ -239,19 +239,19 @@ def _per_mode_from_series(timeline: ModeTimeline, panels: PanelSeries) -> dict[s
     events = sorted(timeline.current(), key=lambda e: e["t"])
     began = timeline.began
     pts = [p for p in panels.series["gen_throughput"] if began is None or p[0] >= began]
-    out: dict[str, dict[str, float | None]] = {m: {"share": None, "tok_s": None} for m in d.MODES}
+    out: dict[str, dict[str, float | None]] = {m: {"share": None, "tok_s": None} for m in decision.MODES}
     if not pts:
         return out
-    counts = {m: 0 for m in d.MODES}
-    sums = {m: 0.0 for m in d.MODES}
-    i, mode = 0, d.SPECULATIVE
+    counts = {m: 0 for m in decision.MODES}
+    sums = {m: 0.0 for m in decision.MODES}
+    i, mode = 0, decision.SPECULATIVE
     for t, v in pts:
         while i < len(events) and events[i]["t"] <= t:
             mode = events[i]["mode"]
             i += 1
         counts[mode] += 1
         sums[mode] += v
-    for m in d.MODES:
+    for m in decision.MODES:
         out[m]["share"] = round(counts[m] / len(pts), 4)
         out[m]["tok_s"] = round(sums[m] / counts[m], 1) if counts[m] else None
     return out

@@ -4,7 +4,7 @@ then read back on every rank (the flapping suggestion of the console applies the
 from __future__ import annotations
 
 from server_control.control.settings import Control
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from tests.support.sim import start_sim
 
 
@@ -20,9 +20,9 @@ async def test_hysteresis_and_dwell_applied_and_read_back(tmp_path):
         finally:
             await control.aclose()
         log = sim.wait_for_log("min_dwell_steps changed")
-    assert hyst.state == "applied" and d.HYSTERESIS_KEY in hyst.detail, hyst
+    assert hyst.state == "applied" and decision.HYSTERESIS_KEY in hyst.detail, hyst
     assert dwell.state == "applied" and "=40" in dwell.detail, dwell
-    assert [s[d.HYSTERESIS_KEY] for s in states] == [3] and [s[d.DWELL_KEY] for s in states] == [40]
-    assert [s[d.STATE_KEY]["low_mark"] for s in states] == [2]  # resume at <= max(1, 5 - 3)
+    assert [s[decision.HYSTERESIS_KEY] for s in states] == [3] and [s[decision.DWELL_KEY] for s in states] == [40]
+    assert [s[decision.STATE_KEY]["low_mark"] for s in states] == [2]  # resume at <= max(1, 5 - 3)
     assert "hysteresis changed" in log
     assert [r.state for r in refused] == ["refused", "refused"], refused

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from server_control.control.guard import REAPPLY, SettingGuard
 from server_control.control.settings import Control
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.state import journal
 from server_control.telemetry.sample import sample_from_server_info
 
@@ -20,25 +20,25 @@ def _sample(threshold: int):
 
 
 async def test_a_pending_reapply_names_the_restart(tmp_path):
-    journal.record(tmp_path, "threshold", target=TARGET, key=d.THRESHOLD_KEY, result="applied", old=5, new=7)
-    journal.record(tmp_path, REAPPLY, target=TARGET, key=d.THRESHOLD_KEY, result=journal.PENDING, old=5, new=7)
+    journal.record(tmp_path, "threshold", target=TARGET, key=decision.THRESHOLD_KEY, result="applied", old=5, new=7)
+    journal.record(tmp_path, REAPPLY, target=TARGET, key=decision.THRESHOLD_KEY, result=journal.PENDING, old=5, new=7)
     control = Control(TARGET)
     try:
         guard = SettingGuard(control, TARGET, state_dir=tmp_path)
         assert guard.elsewhere(_sample(5)) == []  # the new server's first values are no news
-        assert guard.elsewhere(_sample(7)) == [(d.THRESHOLD_KEY, 5, 7, REAPPLY)]
+        assert guard.elsewhere(_sample(7)) == [(decision.THRESHOLD_KEY, 5, 7, REAPPLY)]
     finally:
         await control.aclose()
 
 
 async def test_another_clients_change_in_flight_is_still_theirs(tmp_path):
-    journal.record(tmp_path, REAPPLY, target=TARGET, key=d.THRESHOLD_KEY, result="applied", old=5, new=7)
-    journal.record(tmp_path, "threshold", target=TARGET, key=d.THRESHOLD_KEY, result="applied", old=7, new=9)
+    journal.record(tmp_path, REAPPLY, target=TARGET, key=decision.THRESHOLD_KEY, result="applied", old=5, new=7)
+    journal.record(tmp_path, "threshold", target=TARGET, key=decision.THRESHOLD_KEY, result="applied", old=7, new=9)
     control = Control(TARGET)
     try:
         guard = SettingGuard(control, TARGET, state_dir=tmp_path)
         guard.elsewhere(_sample(7))
         (key, old, new, who), *_ = guard.elsewhere(_sample(9))
-        assert (key, old, new) == (d.THRESHOLD_KEY, 7, 9) and who not in ("", REAPPLY), who
+        assert (key, old, new) == (decision.THRESHOLD_KEY, 7, 9) and who not in ("", REAPPLY), who
     finally:
         await control.aclose()

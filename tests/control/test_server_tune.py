@@ -7,7 +7,7 @@ from __future__ import annotations
 from server_control.control.server_tune import ACTION, ServerMove, ServerTuneWatch, move_op
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.state import journal
 from server_control.telemetry.sample import RankState, Sample
 
@@ -18,7 +18,7 @@ EV = "target-only faster from batch 10, 412 vs 388 tok/s, n=1234 steps over 30 s
 def poll(n: int, moves: int, old: int | None = None, new: int | None = None, ev: str = EV) -> Sample:
     last = {"old": old, "new": new, "evidence": ev} if old is not None else None
     dyn = {"threshold": n, "auto_tune": {"on": True, "off_reason": None, "moves": moves, "last_move": last}}
-    rank = RankState.from_json(0, {d.THRESHOLD_KEY: n, d.STATE_KEY: dyn})
+    rank = RankState.from_json(0, {decision.THRESHOLD_KEY: n, decision.STATE_KEY: dyn})
     return Sample(ts=0.0, reachable=True, ranks=[rank])
 
 
@@ -34,7 +34,7 @@ def test_a_move_is_journaled_once_by_any_number_of_observers(tmp_path):
         move = w.observe(poll(10, 1, 8, 10))
         assert move is not None and move.words() == f"auto-tuned 8 -> 10 ({EV})"
     (e,) = moves(tmp_path)
-    assert (e.key, e.old, e.new, e.result) == (d.THRESHOLD_KEY, 8, 10, "applied")
+    assert (e.key, e.old, e.new, e.result) == (decision.THRESHOLD_KEY, 8, 10, "applied")
     assert e.detail == f"Dynamic speculation: threshold 8 -> 10 (auto: {EV})" and e.op.startswith("tune-")
     assert a.observe(poll(10, 1, 8, 10)) is None  # the same move again: nothing new
     restarted = ServerTuneWatch(URL, tmp_path)  # an observer's restart: its first poll
@@ -71,5 +71,5 @@ def test_a_restarted_server_starts_over_and_an_operators_n_is_not_a_move(tmp_pat
 def test_the_status_bar_says_auto_tuned_with_its_evidence():
     from console.widgets.status_bar import change_text
 
-    tc = SettingChange(10, ChangeState.AUTO_TUNED, f"auto-tuned 8 -> 10 ({EV})", key=d.THRESHOLD_KEY)
+    tc = SettingChange(10, ChangeState.AUTO_TUNED, f"auto-tuned 8 -> 10 ({EV})", key=decision.THRESHOLD_KEY)
     assert change_text(tc).plain == f" auto-tuned 8 -> 10 ({EV})"

@@ -16,7 +16,7 @@ from console.app import SpecConsoleApp
 from console.cli import build_parser, ui
 from console.cli.common import open_session
 from server_control.model.load import Load
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.telemetry.sample import sample_from_server_info
 from tests.console.screen_text import screen_text
 
@@ -26,23 +26,23 @@ DOWN = {"to": "target_only", "batch": 8, "threshold": 5, "step": 40}
 
 def sample(ts: float, batch: int, mode: str, switches: int):
     state = {
-        d.THRESHOLD_KEY: 5,
-        d.HYSTERESIS_KEY: 1,
-        d.DWELL_KEY: 10,
-        d.FORCE_KEY: "auto",
-        d.STATE_KEY: {"mode": mode, "switch_count": switches, "low_mark": 4, "last_switch": DOWN if switches else None},
+        decision.THRESHOLD_KEY: 5,
+        decision.HYSTERESIS_KEY: 1,
+        decision.DWELL_KEY: 10,
+        decision.FORCE_KEY: "auto",
+        decision.STATE_KEY: {"mode": mode, "switch_count": switches, "low_mark": 4, "last_switch": DOWN if switches else None},
     }
-    s = sample_from_server_info(ts, {"tp_size": 1, "dp_size": 1, d.THRESHOLD_KEY: 5, "internal_states": [state]})
+    s = sample_from_server_info(ts, {"tp_size": 1, "dp_size": 1, decision.THRESHOLD_KEY: 5, "internal_states": [state]})
     s.load = Load(batch=batch, queue=0, source="loads")
     return s
 
 
 def sequence(t0: float) -> list:
     """One poll a second, timed around the wall clock's now as the pollers write them."""
-    seq = [sample(t0 + i, 8, d.SPECULATIVE, 0) for i in range(3)]
-    seq += [sample(t0 + 3 + i, 6, d.TARGET_ONLY, 1) for i in range(2)]
-    seq += [sample(t0 + 5 + i, 0, d.TARGET_ONLY, 1) for i in range(45)]  # 6 -> 0, idle
-    seq += [sample(t0 + 50 + i, 1, d.TARGET_ONLY, 1) for i in range(8)]  # batch 1, no switch back
+    seq = [sample(t0 + i, 8, decision.SPECULATIVE, 0) for i in range(3)]
+    seq += [sample(t0 + 3 + i, 6, decision.TARGET_ONLY, 1) for i in range(2)]
+    seq += [sample(t0 + 5 + i, 0, decision.TARGET_ONLY, 1) for i in range(45)]  # 6 -> 0, idle
+    seq += [sample(t0 + 50 + i, 1, decision.TARGET_ONLY, 1) for i in range(8)]  # batch 1, no switch back
     return seq
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from server_control.config.profile import load_profile
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.session.session import Session
 from tests.support.sim import WAVE, start_sim
 from tests.support.wait import until
@@ -58,13 +58,13 @@ async def test_switch_rate_and_settings_changes_name_their_key(tmp_path):
         rate = session.snapshot().spec.switch_rate
         assert rate.per_min > 0 and rate.count >= 4
         assert session.snapshot().spec.hysteresis == 1
-        result = await session.set_setting(d.HYSTERESIS_KEY, 3)
-        assert result.done and result.change.key == d.HYSTERESIS_KEY, result
-        assert session.snapshot().last_change.key == d.HYSTERESIS_KEY
+        result = await session.set_setting(decision.HYSTERESIS_KEY, 3)
+        assert result.done and result.change.key == decision.HYSTERESIS_KEY, result
+        assert session.snapshot().last_change.key == decision.HYSTERESIS_KEY
         await until(lambda: session.snapshot().spec.hysteresis == 3, what="hysteresis 3 polled")
         assert session.snapshot().spec.low_mark == 2
         n = await session.set_threshold(6)
-        assert n.change.key == d.THRESHOLD_KEY
+        assert n.change.key == decision.THRESHOLD_KEY
     finally:
         await session.close()
         sim.stop()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from server_control.protocol import decision as d
+from server_control.protocol import decision
 from server_control.telemetry.flapping import suggest, switch_rate
 
 
@@ -11,7 +11,7 @@ def test_demo_switching_every_6_s_is_flapping_and_widens_the_band_first():
     times = [now - 6.0 * i for i in range(20)]  # the issue: hysteresis 1, a switch every ~6 s
     rate = switch_rate(times, now, since=0.0, threshold=5, hysteresis=1, dwell=10)
     assert rate.flapping and rate.per_min == 10.0 and rate.count == 20
-    assert (rate.suggestion.key, rate.suggestion.value) == (d.HYSTERESIS_KEY, 2)
+    assert (rate.suggestion.key, rate.suggestion.value) == (decision.HYSTERESIS_KEY, 2)
     assert rate.suggestion.describe() == "hysteresis 1 -> 2 (resume speculating at batch <= 3 instead of <= 4)"
 
 
@@ -31,7 +31,7 @@ def test_a_young_console_does_not_extrapolate():
 def test_suggestions_escalate_then_stop():
     assert suggest(5, 2, 10).value == 4  # N - H = 3 > 1: double H, capped at N - 1
     dwell = suggest(5, 4, 10)  # the band is as wide as it gets (resume <= 1)
-    assert (dwell.key, dwell.value) == (d.DWELL_KEY, 40)
-    assert suggest(1, 1, 10).key == d.DWELL_KEY  # N = 1: hysteresis cannot help
+    assert (dwell.key, dwell.value) == (decision.DWELL_KEY, 40)
+    assert suggest(1, 1, 10).key == decision.DWELL_KEY  # N = 1: hysteresis cannot help
     assert suggest(0, 1, 10) is None and suggest(None, 1, 10) is None  # never disabled / unknown
     assert suggest(5, 4, 10_000) is None  # nothing left to grow
