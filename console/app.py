@@ -14,9 +14,9 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from console import hangup
-from console.actions.table import BINDING_IDS
 from console.driver import driver_class
 from console.exit_watchdog import ExitWatchdog
+from console.keys import BINDING_IDS
 from console.palette import system_commands
 from console.prefs import load_keymap, load_theme, save_theme
 from console.screens.server import ServerScreen

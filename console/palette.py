@@ -11,7 +11,7 @@ from textual.app import App, SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
 
-from console.actions.table import ACTIONS, PALETTE_EXCLUDE, Action, key_text
+from console.keys import ACTIONS, PALETTE_EXCLUDE, Action, key_text
 
 
 class ActionOwners(Protocol):

@@ -1,5 +1,5 @@
 """What the console remembers between runs for this user: the theme chosen in the palette,
-and a keymap that rebinds actions by their binding ids (console/actions/table.py: the action
+and a keymap that rebinds actions by their binding ids (console/keys.py: the action
 names), e.g. ``{"keymap": {"threshold_up": "u", "threshold_down": "d,minus"}}``.
 
 Kept in ``<state dir>/console.json`` (private, written atomically); a missing or unreadable

@@ -103,3 +103,14 @@ def test_no_test_module_imports_another_test_modules_helpers() -> None:
         for m in pattern.finditer(p.read_text())
     ]
     assert found == []
+
+
+def test_every_console_module_is_in_a_console_layer() -> None:
+    """A module or package added to console/ must take a floor in the console's contract."""
+    layers = next(c for c in _contracts() if c["type"] == "layers" and str(c["layers"][0]).startswith("console"))["layers"]  # type: ignore[index]
+    assert isinstance(layers, list)
+    layered = {m.strip() for layer in layers for m in str(layer).split("|")}
+    pkg = ROOT / "console"
+    present = {f"console.{p.name}" for p in pkg.iterdir() if (p / "__init__.py").exists()}
+    present |= {f"console.{p.stem}" for p in pkg.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert present == layered, f"missing: {sorted(present - layered)}, gone: {sorted(layered - present)}"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from console.dialogs.confirm import ChoiceScreen
 from console.handoff import HandOff, hand_off
-from console.screens.confirm import ChoiceScreen
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from console.dialogs.confirm import ChoiceScreen, confirm
+from console.dialogs.prompt import PromptScreen
 from console.fleet.advice import FleetAdvice
 from console.fleet.aggregate import Trends, aggregate_line
 from console.fleet.member_screen import QUIT, MemberScreen
@@ -23,8 +25,6 @@ from console.fleet.palette import FleetCommands
 from console.fleet.results import ResultsPanel
 from console.fleet.rows import SORTABLE, arrange, cells, stale
 from console.fleet.table import FleetTable
-from console.screens.confirm import ChoiceScreen, confirm
-from console.screens.prompt import PromptScreen
 from server_control.protocol.decision import validate_threshold
 
 REFRESH_S = 1.0
@@ -282,7 +282,7 @@ class FleetScreen(Screen):
 
     def action_stop(self) -> None:
         names = self.targets()
-        from console.screens.confirm import confirm
+        from console.dialogs.confirm import confirm
 
         self.app.push_screen(
             confirm(
@@ -316,8 +316,8 @@ class FleetScreen(Screen):
     def action_quit_fleet(self) -> None:
         """q: leave the fleet running (members handed to a detached supervise each), stop it,
         or stay (console/fleet/leaving.py); a demo fleet that stops on quit only confirms."""
+        from console.dialogs.confirm import confirm  # noqa: PLC0415
         from console.fleet.leaving import quit_question  # noqa: PLC0415
-        from console.screens.confirm import confirm  # noqa: PLC0415
 
         if getattr(self.app, "stops_on_quit", False):
             self.app.push_screen(

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 
-from console.screens.confirm import confirm
+from console.dialogs.confirm import confirm
 from console.widgets.advice_panel import AdvicePanel
 from server_control.advice.source import SourceError
 from server_control.advice.words import Advice

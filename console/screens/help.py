@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from console.actions.table import ACTIONS, key_text
+from console.keys import ACTIONS, key_text
 
 GROUPS = (
     ("threshold", "Threshold and mode"),

@@ -24,13 +24,13 @@ from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
-from console.actions.advice import AdviceActions
-from console.actions.chart import ChartActions
-from console.actions.server import ControlActions
-from console.actions.table import NEEDS_OWNER, bindings_for, footer_rank
+from console.dialogs.confirm import confirm, quit_choice
+from console.keys import NEEDS_OWNER, bindings_for, footer_rank
 from console.messages import LogsAppended, SnapshotChanged
 from console.palette import ConsoleCommands
-from console.screens.confirm import confirm, quit_choice
+from console.screens.advice_actions import AdviceActions
+from console.screens.chart_actions import ChartActions
+from console.screens.control_actions import ControlActions
 from console.screens.details import DetailsScreen, details_text
 from console.screens.help import HelpScreen
 from console.widgets.advice_strip import AdviceStrip
@@ -106,7 +106,7 @@ class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
         return self.query_one(LogView)
 
     def action_owner(self, owner: str) -> DOMNode:
-        """The node that runs the actions of ``owner`` (console/actions/table.py)."""
+        """The node that runs the actions of ``owner`` (console/keys.py)."""
         return self.log_view if owner == "log" else self.app if owner == "app" else self
 
     def on_mount(self) -> None:

@@ -1,5 +1,5 @@
 """The footer: Textual's, showing only the keys that fit whole. A narrow terminal loses the
-last keys of the table (the least important, console/actions/table.py), never half a word;
+last keys of the table (the least important, console/keys.py), never half a word;
 `?` and the palette list them all."""
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from console.cli.fleet import demo_app
+from console.dialogs.confirm import ChoiceScreen
 from console.fleet.screen import FleetScreen
-from console.screens.confirm import ChoiceScreen
 from server_control.config.profile import load_profile
 from server_control.state.runs import list_records
 from tests.console.screen_text import wait_for

@@ -46,7 +46,7 @@ async def answer_prompt(pilot, app, text: str) -> None:
     """Type ``text`` into the open prompt and press enter."""
     from textual.widgets import Input
 
-    from console.screens.prompt import PromptScreen
+    from console.dialogs.prompt import PromptScreen
 
     assert isinstance(app.screen, PromptScreen), app.screen
     app.screen.query_one(Input).value = text

@@ -10,11 +10,11 @@ from dataclasses import replace
 from rich.console import Console
 from textual.widgets import Input, Label
 
-from console.actions.table import ACTIONS, PALETTE_EXCLUDE, key_text
+from console.dialogs.confirm import ChoiceScreen
+from console.dialogs.prompt import PromptScreen
+from console.keys import ACTIONS, PALETTE_EXCLUDE, key_text
 from console.palette import ConsoleCommands
-from console.screens.confirm import ChoiceScreen
 from console.screens.help import HelpScreen, help_table
-from console.screens.prompt import PromptScreen
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SettingChange, Switch
 from tests.console.screen_text import screen_text

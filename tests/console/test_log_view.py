@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.widgets import Input, Label
 
-from console.screens.prompt import PromptScreen
+from console.dialogs.prompt import PromptScreen
 from tests.console.screen_text import screen_text
 
 

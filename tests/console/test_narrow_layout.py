@@ -15,7 +15,7 @@ def test_short_chart_still_labels_n():
 async def test_prompt_title_and_error_wrap_instead_of_being_cut(make_app):
     from textual.widgets import Input
 
-    from console.screens.prompt import PromptScreen
+    from console.dialogs.prompt import PromptScreen
     from server_control.protocol.decision import validate_threshold
     from tests.console.screen_text import screen_text
 
@@ -40,7 +40,7 @@ def test_help_descriptions_fit_one_line_at_80_columns():
 
     from rich.console import Console
 
-    from console.actions.table import ACTIONS
+    from console.keys import ACTIONS
     from console.screens.help import help_table
 
     # The help box at 80 columns: 90% of the width less border and padding.

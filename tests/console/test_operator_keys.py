@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from console.screens.confirm import ChoiceScreen
+from console.dialogs.confirm import ChoiceScreen
 from tests.console.fakes import FakeSession
 from tests.console.screen_text import answer_prompt, screen_text, settle_log, toasts, wait_for
 

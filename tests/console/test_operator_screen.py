@@ -138,7 +138,7 @@ async def test_less_keys_move_and_k_filters_nothing(make_app, fake):
 
 # ---- 13. ctrl+s: a full path in the home directory, never a silent overwrite -----------------
 async def test_save_offers_a_path_in_home_and_asks_before_overwriting(make_app, fake, tmp_path, monkeypatch):
-    from console.screens.confirm import ChoiceScreen
+    from console.dialogs.confirm import ChoiceScreen
 
     monkeypatch.setenv("HOME", str(tmp_path))
     app = make_app()

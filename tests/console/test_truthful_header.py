@@ -6,7 +6,7 @@ tests/session/test_not_our_server.py)."""
 
 from __future__ import annotations
 
-from console.screens.confirm import ChoiceScreen
+from console.dialogs.confirm import ChoiceScreen
 from tests.console.screen_text import screen_text
 
 FOREIGN = "not this run's server: port 30000 answers, but from pid 999 (python -m other), not a process of this run"

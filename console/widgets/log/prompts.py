@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.screens.confirm import confirm
-from console.screens.prompt import PromptScreen
+from console.dialogs.confirm import confirm
+from console.dialogs.prompt import PromptScreen
 from console.widgets.log.format import LineFilter, compile_pattern, record_text
 from console.widgets.log.line_numbers import find_line
 

@@ -1,6 +1,6 @@
 """The log view: the rows of the session's log store on screen (``LogLines``,
 console/widgets/log/lines.py) and what the operator does with them: the log keys (bound
-here, from the one actions table, console/actions/table.py), the filter and the quick
+here, from the one actions table, console/keys.py), the filter and the quick
 filters, and the search (highlight and jump: ``search_for``, ``search_next``,
 ``search_previous``). Filter (hide) and search (highlight and jump) are separate. The keys
 move like less and k9s (j k g G space b ctrl+d ctrl+u), without animation (an animation
@@ -13,7 +13,7 @@ from __future__ import annotations
 from textual.actions import SkipAction
 from textual.screen import ModalScreen
 
-from console.actions.table import bindings_for
+from console.keys import bindings_for
 from console.widgets.log.format import LineFilter
 from console.widgets.log.line_numbers import goto_init, yank
 from console.widgets.log.lines import LogLines
@@ -139,7 +139,7 @@ class LogView(LogLines, can_focus=True):
         self._gen += 1
         self._rebuild()
 
-    # ---- the log keys (console/actions/table.py, target "log") ---------------------------
+    # ---- the log keys (console/keys.py, target "log") ---------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """Under a modal screen (a prompt, the help) the log keys are off, as the app's are."""
         return not isinstance(self.app.screen, ModalScreen)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from textual.app import App
 
+from console.dialogs.prompt import PromptScreen
 from console.fleet.screen import FleetScreen
-from console.screens.prompt import PromptScreen
 from server_control.fleet.gateway import GatewayStatus, GatewayWorker
 from server_control.fleet.member import MemberRow
 from server_control.fleet.spec import parse_fleet

@@ -12,9 +12,9 @@ import time
 
 import psutil
 
+from console.dialogs.confirm import ChoiceScreen
 from console.fleet.app import FleetApp
 from console.fleet.leaving import hand_off_fleet
-from console.screens.confirm import ChoiceScreen
 from server_control.fleet.fleet import Fleet
 from server_control.fleet.spec import parse_fleet
 from server_control.state import runs

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from console.dialogs.confirm import ChoiceScreen
 from console.fleet.app import FleetApp
 from console.fleet.member_screen import MemberScreen
 from console.fleet.screen import FleetScreen
-from console.screens.confirm import ChoiceScreen
 from server_control.fleet.member import MemberRow
 from server_control.fleet.spec import parse_fleet
 from tests.console.fakes import FakeSession

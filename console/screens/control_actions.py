@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 
-from console.screens.confirm import confirm
-from console.screens.prompt import PromptScreen
+from console.dialogs.confirm import confirm
+from console.dialogs.prompt import PromptScreen
 from server_control.model import vocabulary
 from server_control.model.operation import OperationResult
 from server_control.protocol.decision import FORCE_CHOICES, validate_threshold
