@@ -188,7 +188,7 @@ def open_session(args: argparse.Namespace, poll_interval_s: float = 0.25) -> Ses
 def answered_nothing(session: Session) -> bool:
     """The last poll found nothing answering at the URL (refused, unreachable, timed out):
     exit 5; a server that answered wrongly (too large, an HTTP error) is a failure (1)."""
-    from server_control.telemetry.http_poll import no_answer  # noqa: PLC0415 - with the session
+    from server_control.net.http import no_answer  # noqa: PLC0415 - with the session
 
     last = session.last
     return last is None or (not last.reachable and no_answer(last.error))

@@ -30,9 +30,9 @@ import httpx
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
 from server_control.net import tls
+from server_control.net.http import auth_headers, bounded_request, describe_error
 from server_control.protocol import decision, rank_verdict
 from server_control.sanitize import clean_json, strip_controls
-from server_control.telemetry.http_poll import auth_headers, bounded_request, describe_error
 from server_control.telemetry.sample import intval
 
 UNSUPPORTED = "this server does not support runtime threshold changes"

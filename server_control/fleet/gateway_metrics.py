@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from server_control.telemetry.http_poll import bounded_request
+from server_control.net.http import bounded_request
 
 if TYPE_CHECKING:
     from server_control.state.runs import RunRecord

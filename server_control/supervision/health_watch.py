@@ -30,10 +30,10 @@ import httpx
 
 from server_control.model.vocabulary import FINAL_STATES, LIVE_STATES, RunState
 from server_control.net import tls
+from server_control.net.http import bounded_request
 from server_control.proc import process
 from server_control.sanitize import strip_controls
 from server_control.state import identity, run_logs, runs
-from server_control.telemetry.http_poll import bounded_request
 
 if TYPE_CHECKING:
     from server_control.supervision.carried_settings import CarriedSettings

@@ -26,11 +26,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from server_control.net.http import AnswerTooLarge
+
 HEAD_LIMIT = 64 << 10  # status line and headers at most this long
-
-
-class AnswerTooLarge(httpx.RequestError):
-    """The server's answer (its body) is larger than the cap: not read further."""
 
 
 class _Closed(Exception):

@@ -162,8 +162,7 @@ def test_no_answer_is_nothing_answering_not_a_wrong_answer():
     large, an HTTP error, bad JSON) is a failure, 1 (the hostile server's tests)."""
     import httpx
 
-    from server_control.telemetry.http_poll import describe_error, no_answer
-    from server_control.telemetry.lean_get import AnswerTooLarge
+    from server_control.net.http import AnswerTooLarge, describe_error, no_answer
 
     url = "http://127.0.0.1:9/server_info"
     assert no_answer(describe_error(httpx.ConnectError("refused"), url))

@@ -18,7 +18,8 @@ import pytest
 from server_control.control.settings import Control
 from server_control.fleet.spec import MemberSpec
 from server_control.fleet.ssh import MAX_OUTPUT_BYTES, TOO_LARGE, SshHost
-from server_control.telemetry.http_poll import MAX_BODY_BYTES, HttpPoller
+from server_control.net.http import MAX_BODY_BYTES
+from server_control.telemetry.http_poll import HttpPoller
 from tests.fleet.conftest import sshd  # noqa: F401 (fixture)
 from tests.support.sim import REPO_ROOT
 
