@@ -51,9 +51,9 @@ import httpx
 
 from benchmarks import mode_cost
 from benchmarks.triangle_traffic import triangle, walk_triangle
-from server_control import loadgen
 from server_control.advice.source import Reading, read_server
 from server_control.advice.words import Advice, advise
+from server_control.bench import loadgen
 from server_control.protocol import decision, explore
 from server_control.protocol.cost_curves import bucket_index
 from server_control.protocol.crossover import estimate

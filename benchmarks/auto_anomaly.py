@@ -34,7 +34,7 @@ from pathlib import Path
 
 from benchmarks import mode_cost
 from benchmarks.mode_cost import Arm
-from server_control import loadgen
+from server_control.bench import loadgen
 from server_control.protocol import decision
 
 SPEC, TARGET, AUTO = decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.rig_cost import EXTRA, window
-from server_control import loadgen
+from server_control.bench import loadgen
 from server_control.protocol import decision
 
 ARMS = ("lazy", "kept")

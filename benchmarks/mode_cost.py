@@ -54,7 +54,7 @@ from pathlib import Path
 
 import httpx
 
-from server_control import loadgen
+from server_control.bench import loadgen
 from server_control.protocol import decision
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server_control import loadgen
+from server_control.bench import loadgen
 from server_control.protocol import decision
 
 EXTRA = ("--max-total-tokens", "16384", "--max-running-requests", "48")

@@ -24,7 +24,7 @@ import time
 import httpx
 import psutil
 
-from server_control import loadgen
+from server_control.bench import loadgen
 from server_control.proc.sim_launcher import SimProcess, group_pids, start_sim
 from server_control.protocol import decision
 from server_control.sim import model

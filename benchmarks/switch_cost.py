@@ -20,7 +20,7 @@ the order rotated, the server drained before each window:
   speculative  forced speculative
   target_only  forced target-only
 
-Each window's mode share comes from the patch's counters (bench_server.window): a forced
+Each window's mode share comes from the patch's counters (referee.window): a forced
 arm with any step in the other mode is a PROBLEM, and so is an auto window that never
 switched (the workload did not hover). Per window: client tok/s, switches (the patch's
 ``switch_count``), decode steps per mode, and from the trace (benchmarks/switch_trace.py)
@@ -52,7 +52,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks import switch_trace
-from server_control import bench_server, loadgen
+from server_control.bench import loadgen, referee
 from server_control.protocol import decision
 
 AUTO, SPEC, TARGET = decision.AUTO, decision.SPECULATIVE, decision.TARGET_ONLY
@@ -75,7 +75,7 @@ def draws(seed: int, n: int, tokens: tuple[int, int], pause: tuple[float, float]
 
 def arm_problem(arm: str, steps_window: dict | None, switches: int | None) -> str | None:
     """Why a window is not what its arm claims (None: it is)."""
-    problem = bench_server.share_problem(arm, steps_window)
+    problem = referee.share_problem(arm, steps_window)
     if problem or arm != AUTO:
         return problem
     if steps_window is None or steps_window.get("steps") is None:
@@ -118,20 +118,20 @@ async def window(url: str, arm: str, seed: int, opts: argparse.Namespace, timing
     result = loadgen.LevelResult(opts.clients, arm)
     limits = httpx.Limits(max_connections=opts.clients + 4)
     async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(600.0, connect=10.0), limits=limits) as client:
-        leftover = await bench_server.drain(client, url)
+        leftover = await referee.drain(client, url)
         await _set(client, url, {decision.FORCE_KEY: decision.FORCE_CHOICES.index(arm)})
         t0 = time.monotonic()
         span = (t0 + opts.warmup, t0 + opts.warmup + opts.measure)
         plans = [draws(seed * 1000 + k, 10_000, opts.tokens, opts.pause) for k in range(opts.clients)]
         tasks = [asyncio.create_task(_client(client, url, p, result, span)) for p in plans]
         await asyncio.sleep(max(0.0, span[0] - time.monotonic()))
-        start, sw0 = await bench_server.counters(client, url), await _switch_count(client, url)
+        start, sw0 = await referee.counters(client, url), await _switch_count(client, url)
         await asyncio.sleep(max(0.0, span[1] - time.monotonic()))
-        end, sw1 = await bench_server.counters(client, url), await _switch_count(client, url)
+        end, sw1 = await referee.counters(client, url), await _switch_count(client, url)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    steps_window = bench_server.window(start, end)
+    steps_window = referee.window(start, end)
     switches = sw1 - sw0 if sw0 is not None and sw1 is not None else None
     row = {
         "arm": arm,
@@ -171,12 +171,12 @@ def window_steps(rows: list[list[float]], first: int, last: int) -> list[switch_
     return switch_trace.steps(picked)
 
 
-async def _until(client: httpx.AsyncClient, url: str, mode: str, n: int, deadline: float) -> bench_server.Counters:
+async def _until(client: httpx.AsyncClient, url: str, mode: str, n: int, deadline: float) -> referee.Counters:
     """Poll the patch's counters until ``mode`` has run ``n`` decode steps in all."""
     while True:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{mode} did not reach {n} decode steps before the deadline")
-        now = await bench_server.counters(client, url)
+        now = await referee.counters(client, url)
         if now.steps is None:
             raise RuntimeError("the server publishes no step counters")
         if now.steps.get(mode, 0) >= n:
@@ -190,9 +190,9 @@ async def resume_check(url: str, opts: argparse.Namespace, timing: Path) -> dict
     n = opts.resume_steps + 10
     deadline = time.monotonic() + opts.resume_timeout
     async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(600.0, connect=10.0)) as client:
-        await bench_server.drain(client, url)
+        await referee.drain(client, url)
         await _set(client, url, {decision.FORCE_KEY: decision.FORCE_CHOICES.index(SPEC)})
-        start = await bench_server.counters(client, url)
+        start = await referee.counters(client, url)
         plan = [(opts.tokens[1], 0.0)] * 10_000
         span = (time.monotonic(), time.monotonic() + 3600)
         tasks = [asyncio.create_task(_client(client, url, plan, result, span)) for _ in range(opts.clients)]

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import httpx
 
-from server_control import loadgen
+from server_control.bench import loadgen
 from server_control.protocol import decision
 
 

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.rig_cost import EXTRA, window
-from server_control import loadgen
+from server_control.bench import loadgen
 from server_control.protocol import decision
 
 

@@ -1,8 +1,8 @@
-"""The load generator (server_control/loadgen.py) against a real simulator process."""
+"""The load generator (server_control/bench/loadgen.py) against a real simulator process."""
 
 import httpx
 
-from server_control import bench_server, loadgen
+from server_control.bench import loadgen, referee
 from server_control.protocol import decision
 
 
@@ -87,12 +87,12 @@ def test_share_problem_names_a_forced_window_that_ran_the_other_mode():
             "force": force,
         }
 
-    assert bench_server.share_problem(decision.TARGET_ONLY, win(0, 50, decision.TARGET_ONLY)) is None
-    assert bench_server.share_problem(decision.SPECULATIVE, win(50, 0, decision.SPECULATIVE)) is None
-    assert "2.0% of the window" in bench_server.share_problem(decision.SPECULATIVE, win(49, 1, decision.SPECULATIVE))
-    assert "no decode step" in bench_server.share_problem(decision.TARGET_ONLY, win(0, 0, decision.TARGET_ONLY))
-    assert "force=auto" in bench_server.share_problem(decision.TARGET_ONLY, win(0, 9, decision.AUTO))
-    assert bench_server.share_problem(decision.AUTO, win(3, 9, decision.AUTO)) is None
+    assert referee.share_problem(decision.TARGET_ONLY, win(0, 50, decision.TARGET_ONLY)) is None
+    assert referee.share_problem(decision.SPECULATIVE, win(50, 0, decision.SPECULATIVE)) is None
+    assert "2.0% of the window" in referee.share_problem(decision.SPECULATIVE, win(49, 1, decision.SPECULATIVE))
+    assert "no decode step" in referee.share_problem(decision.TARGET_ONLY, win(0, 0, decision.TARGET_ONLY))
+    assert "force=auto" in referee.share_problem(decision.TARGET_ONLY, win(0, 9, decision.AUTO))
+    assert referee.share_problem(decision.AUTO, win(3, 9, decision.AUTO)) is None
 
 
 async def test_sweep_interleaves_every_arm_in_every_round_and_checks_the_server(sim_factory):
@@ -153,7 +153,7 @@ async def test_a_window_waits_for_what_the_last_one_left_running(sim_factory):
     async def leave_running(client):
         tasks = [asyncio.create_task(client.post(sim.url + "/v1/completions", json=body)) for _ in range(4)]
         for _ in range(100):
-            if (await bench_server.idle(client, sim.url)) == 4:
+            if (await referee.idle(client, sim.url)) == 4:
                 return tasks
             await asyncio.sleep(0.05)
         raise AssertionError("the 4 requests never ran")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import mode_cost
-from server_control import loadgen
+from server_control.bench import loadgen
 from server_control.protocol import decision
 
 

@@ -149,7 +149,7 @@ def _server_lines(per_mode: dict) -> list[str]:
 
 
 async def _measure(args, url: str) -> dict:
-    from server_control import loadgen
+    from server_control.bench import loadgen
 
     return await loadgen.sweep(
         url,

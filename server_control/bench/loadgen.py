@@ -8,9 +8,9 @@ a warm-up, so throughput is the steady state at that concurrency.
 A sweep measures, level by level, ``rounds`` rounds in which every mode runs one window
 (speculative, target-only, auto; forced through /set_internal_state), the order rotated
 each round, so a shared machine's drift and whatever one arm leaves behind fall on every
-arm alike. Before each window the server is drained (``bench_server.drain``: no running or
+arm alike. Before each window the server is drained (``referee.drain``: no running or
 waiting request left from the arm before). Each window also records what the server says
-it did (``bench_server``): its decode passes and milliseconds per decode step, the share
+it did (``referee``): its decode passes and milliseconds per decode step, the share
 of steps target-only (a forced arm that did not run all its steps in its mode is a
 problem, reported, never a figure), and, with the patch's metrics, switches and the
 accept length over speculative steps. Each level's cell is the median of its rounds;
@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from server_control import bench_server
+from server_control.bench import referee
 from server_control.net import tls
 from server_control.protocol import decision, spec_metrics
 
@@ -51,7 +51,7 @@ class LevelResult:
     ttft_p99_s: float | None = None
     chunk_gap_p50_s: float | None = None
     server: dict[str, Any] | None = None  # the patch's /metrics over the window (spec_metrics.window)
-    steps: dict[str, Any] | None = None  # the server's step counters (bench_server.window)
+    steps: dict[str, Any] | None = None  # the server's step counters (referee.window)
     leftover: int | None = None  # requests the server still ran when this window began
     drain_s: float | None = None  # waited for the server to be idle (None: it cannot say)
     problem: str | None = None  # the window is not what its mode claims
@@ -154,9 +154,9 @@ async def run_level(
     async with httpx.AsyncClient(
         trust_env=False, verify=tls.shared(), timeout=httpx.Timeout(request_timeout_s, connect=10.0), limits=limits
     ) as client:
-        result.leftover = await bench_server.idle(client, url)
+        result.leftover = await referee.idle(client, url)
         if drain:
-            result.drain_s = await bench_server.drain(client, url)
+            result.drain_s = await referee.drain(client, url)
         t0 = time.monotonic()
         window = (t0 + warmup_s, t0 + warmup_s + measure_s)
 
@@ -171,13 +171,13 @@ async def run_level(
 
         tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
         await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
-        start = await bench_server.counters(client, url)
+        start = await referee.counters(client, url)
         before = await server_totals(client, url)
         await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
-        end = await bench_server.counters(client, url)
+        end = await referee.counters(client, url)
         result.server = spec_metrics.window(before, await server_totals(client, url))
-        result.steps = bench_server.window(start, end)
-        result.problem = bench_server.share_problem(mode, result.steps)
+        result.steps = referee.window(start, end)
+        result.problem = referee.share_problem(mode, result.steps)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
