@@ -20,10 +20,10 @@ from server_control.control.settings import VALIDATE, Control
 from server_control.model.vocabulary import ChangeState
 from server_control.protocol import decision
 from server_control.state import journal, runs
+from server_control.supervision.run_facts import RunUpdater
 
 if TYPE_CHECKING:
     from server_control.model.snapshot import SettingChange
-    from server_control.model.vocabulary import RunState
     from server_control.supervision.supervised import SupervisedProfile
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ async def reapply(
     return True, f"re-applied runtime settings after the restart: {what}"
 
 
-class CarriedSettingsPort(Protocol):
+class CarriedSettingsPort(RunUpdater, Protocol):
     """What the carried settings use of their supervisor (supervisor.py)."""
 
     profile: SupervisedProfile
@@ -104,8 +104,6 @@ class CarriedSettingsPort(Protocol):
 
     @property
     def dynamic(self) -> dict[str, Any]: ...
-
-    def update(self, state: RunState | None = None, **attrs: Any) -> None: ...
 
     def journal(self, action: str, result: str, detail: str = "", **kw: Any) -> None: ...
 

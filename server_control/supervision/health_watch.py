@@ -34,6 +34,7 @@ from server_control.net.http import bounded_request
 from server_control.proc import process
 from server_control.sanitize import strip_controls
 from server_control.state import identity, run_logs, runs
+from server_control.supervision.run_facts import RunUpdater
 
 if TYPE_CHECKING:
     from server_control.supervision.carried_settings import CarriedSettings
@@ -57,7 +58,7 @@ def exit_words(code: int | None) -> str:
     return f"exit code {code}"
 
 
-class HealthWatchPort(Protocol):
+class HealthWatchPort(RunUpdater, Protocol):
     """What the watch reads and sets on its supervisor (supervisor.py)."""
 
     profile: SupervisedProfile
@@ -79,8 +80,6 @@ class HealthWatchPort(Protocol):
 
     @property
     def exit_file(self) -> Path: ...
-
-    def update(self, state: RunState | None = None, **attrs: Any) -> None: ...
 
     def journal(self, action: str, result: str, detail: str = "", **kw: Any) -> None: ...
 

@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Unpack
 
 from server_control.model.run_status import RunStatus, SupervisorInfo
 from server_control.model.vocabulary import STOPPED_STATES, Outcome, RunState, check_transition
@@ -53,10 +53,12 @@ from server_control.proc.process import ProcInfo, StopResult
 from server_control.state import identity, journal, restart_lock, run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.state.state_dir import resolve_state_dir
+from server_control.supervision import found_run
 from server_control.supervision.carried_settings import CarriedSettings, ended_with_the_run, not_reapplied
-from server_control.supervision.health_watch import TAIL_LINES, HealthWatch, exit_words
+from server_control.supervision.health_watch import HealthWatch
 from server_control.supervision.ownership import Ownership
 from server_control.supervision.restart_policy import RestartPolicy
+from server_control.supervision.run_facts import RunFacts
 from server_control.supervision.run_processes import RunProcesses
 from server_control.supervision.supervised import SupervisedProfile
 
@@ -99,14 +101,15 @@ class Supervisor:
         self.carried = CarriedSettings(self)
 
     # -- state ------------------------------------------------------------------------------
-    def update(self, state: RunState | None = None, **attrs: Any) -> None:
+    def update(self, state: RunState | None = None, **facts: Unpack[RunFacts]) -> None:
         """Set the run state (checked against vocabulary.TRANSITIONS: a change the state
-        machine does not allow raises TransitionError) and other attributes; tell on_change."""
+        machine does not allow raises TransitionError) and the facts given (``RunFacts``, each
+        by name and type); tell on_change if anything changed."""
         changed = state is not None and state != self.state
         if state is not None:
             check_transition(self.state, state)
             self.state = state
-        for k, v in attrs.items():
+        for k, v in facts.items():
             changed |= getattr(self, k) != v
             setattr(self, k, v)
         if changed:
@@ -172,56 +175,18 @@ class Supervisor:
 
     # -- adopt ------------------------------------------------------------------------------
     def adopt(self) -> runs.RunRecord | None:
+        """Take the run its record on disk names (found_run.py says in which state); the
+        record when its server lives, else None."""
         rec = self.load_disk()
         if rec is None:
             return None
-        if self.procs.live(rec):
+        live = self.procs.live(rec)
+        if live:
             self.health_watch.fails = 0
-            self.update(
-                RunState.UNHEALTHY if rec.health == RunState.UNHEALTHY else RunState.STARTING,
-                record=rec,
-                restarts=rec.restarts,
-                exit_code=None,
-                fatal_reason=None,
-                last_error=None,
-                last_exit=rec.last_exit or self.last_exit,
-            )
-            return rec
-        left = identity.run_processes(rec.identity())
-        if left:
-            names = "; ".join(f"pid {p.pid}: {p.cmdline}" for p in process.describe(left))
-            self.update(
-                RunState.CRASHED,
-                record=rec,
-                last_error=(
-                    f"server pid {rec.pid} is gone but {len(left)} process(es) of its run remain "
-                    f"({names}); stop or launch cleans them up"
-                ),
-            )
-            return None
-        if rec.fatal_reason:  # kept until someone acts (launch, stop, restart): reading is not acting
-            self.update(
-                RunState.FATAL,
-                record=rec,
-                fatal_reason=rec.fatal_reason,
-                exit_code=rec.exit_code,
-                restarts=rec.restarts,
-                fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES),
-            )
-            return None
-        code = process.exit_status(self.exit_file, rec.pid, rec.create_time, wait_s=0)
-        if self.supervising or restart_lock.RestartLock.held_elsewhere(self.profile.name, self.state_dir):
-            who = "the process supervising it restarts it"
-        else:
-            who = "nobody supervises it: `specconsole launch` or `supervise` starts it again"
-        self.update(
-            RunState.CRASHED,
-            record=rec,
-            exit_code=code,
-            restarts=rec.restarts,
-            last_error=f"server pid {rec.pid} exited ({exit_words(code)}); {who}",
-        )
-        return None
+        supervised = lambda: self.supervising or restart_lock.RestartLock.held_elsewhere(self.profile.name, self.state_dir)  # noqa: E731
+        state, facts = found_run.reading(rec, live, self.exit_file, supervised, self.last_exit)
+        self.update(state, **facts)
+        return rec if live else None
 
     # -- launch -----------------------------------------------------------------------------
     async def launch(self, runtime: dict[str, Any] | None = None) -> runs.RunRecord:
