@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 
 from server_control.logs import LogStore, iter_file
@@ -35,74 +37,75 @@ GOAL_GREP_RATIO = 1 / 20
 GOAL_RSS_MB = 200
 
 
+def write_log(path: Path, lines: Iterable[str]) -> int:
+    """Write ``lines`` (a record may hold several lines), 10,000 at a time; returns bytes."""
+    size = 0
+    it = iter(lines)
+    with open(path, "w", encoding="utf-8") as f:
+        while chunk := list(islice(it, 10_000)):
+            text = "\n".join(chunk) + "\n"
+            size += len(text)
+            f.write(text)
+    return size
+
+
 def generate(path: Path, n_lines: int, seed: int = 7) -> int:
     """Write ``n_lines`` lines of a TP2 EAGLE-3 server under wave traffic; returns bytes."""
+    return write_log(path, _records(n_lines, seed))
+
+
+def _records(n_lines: int, seed: int) -> Iterator[str]:
     rnd = random.Random(seed)
-    out = []
-    size = 0
     t0 = 1_795_000_000
     mode = "speculative"
     batch = 4
     i = 0
-    with open(path, "w", encoding="utf-8") as f:
-        while i < n_lines:
-            second = t0 + i // 200
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second))
-            batch = max(1, min(64, batch + rnd.choice((-1, 0, 0, 1))))
-            r = rnd.random()
-            if r < 0.55:
-                accept = (
-                    ""
-                    if mode == "target_only"
-                    else (f"accept len: {rnd.uniform(1.5, 3.5):.2f}, accept rate: {rnd.uniform(0.3, 0.8):.2f}, ")
-                )
-                line = (
-                    f"[{stamp} TP0] Decode batch, #running-req: {batch}, #token: {batch * 900 + rnd.randrange(900)}, "
-                    f"token usage: {rnd.random():.2f}, {accept}cuda graph: True, "
-                    f"gen throughput (token/s): {rnd.uniform(50, 900):.2f}, #queue-req: {rnd.randrange(4)}, "
-                )
-            elif r < 0.75:
-                line = (
-                    f"[{stamp} TP0] Prefill batch, #new-seq: {rnd.randrange(1, 5)}, #new-token: {rnd.randrange(1, 8192)}, "
-                    f"#cached-token: {rnd.randrange(4096)}, token usage: {rnd.random():.2f}, "
-                    f"#running-req: {batch}, #queue-req: {rnd.randrange(4)}, "
-                )
-            elif r < 0.95:
-                line = (
-                    f'[{stamp}] INFO:     127.0.0.1:{rnd.randrange(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
-                )
-            elif r < 0.97:
-                new = "target_only" if mode == "speculative" else "speculative"
-                why = "(decode batch 9 > threshold 5)" if new == "target_only" else "(decode batch 3 <= 4, threshold 5)"
-                mode = new
-                line = f"[{stamp} TP{rnd.randrange(2)}] Dynamic speculation: switched to {new.replace('_', '-')} {why}"
-            elif r < 0.99:
-                line = f"[{stamp} TP1] Cache flushed; waiting for requests (#running-req drained), idle GPU memory 12.3 GB"
-            elif r < 0.998:
-                line = (
-                    "/usr/lib/python3/dist-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml "
-                    "package is deprecated. Please install nvidia-ml-py instead."
-                )
-            else:
-                line = (
-                    f"[{stamp} TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
-                    f'  File "/sglang/srt/managers/scheduler.py", line 2712, in run_scheduler_process\n'
-                    f"    scheduler.event_loop_overlap()\n"
-                    f"RuntimeError: CUDA error: an illegal memory access was encountered"
-                )
-                i += 3
-            out.append(line)
-            i += 1
-            if len(out) >= 10_000:
-                text = "\n".join(out) + "\n"
-                size += len(text)
-                f.write(text)
-                out.clear()
-        if out:
-            text = "\n".join(out) + "\n"
-            size += len(text)
-            f.write(text)
-    return size
+    while i < n_lines:
+        second = t0 + i // 200
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second))
+        batch = max(1, min(64, batch + rnd.choice((-1, 0, 0, 1))))
+        r = rnd.random()
+        if r < 0.55:
+            accept = (
+                ""
+                if mode == "target_only"
+                else (f"accept len: {rnd.uniform(1.5, 3.5):.2f}, accept rate: {rnd.uniform(0.3, 0.8):.2f}, ")
+            )
+            line = (
+                f"[{stamp} TP0] Decode batch, #running-req: {batch}, #token: {batch * 900 + rnd.randrange(900)}, "
+                f"token usage: {rnd.random():.2f}, {accept}cuda graph: True, "
+                f"gen throughput (token/s): {rnd.uniform(50, 900):.2f}, #queue-req: {rnd.randrange(4)}, "
+            )
+        elif r < 0.75:
+            line = (
+                f"[{stamp} TP0] Prefill batch, #new-seq: {rnd.randrange(1, 5)}, #new-token: {rnd.randrange(1, 8192)}, "
+                f"#cached-token: {rnd.randrange(4096)}, token usage: {rnd.random():.2f}, "
+                f"#running-req: {batch}, #queue-req: {rnd.randrange(4)}, "
+            )
+        elif r < 0.95:
+            line = f'[{stamp}] INFO:     127.0.0.1:{rnd.randrange(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+        elif r < 0.97:
+            new = "target_only" if mode == "speculative" else "speculative"
+            why = "(decode batch 9 > threshold 5)" if new == "target_only" else "(decode batch 3 <= 4, threshold 5)"
+            mode = new
+            line = f"[{stamp} TP{rnd.randrange(2)}] Dynamic speculation: switched to {new.replace('_', '-')} {why}"
+        elif r < 0.99:
+            line = f"[{stamp} TP1] Cache flushed; waiting for requests (#running-req drained), idle GPU memory 12.3 GB"
+        elif r < 0.998:
+            line = (
+                "/usr/lib/python3/dist-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml "
+                "package is deprecated. Please install nvidia-ml-py instead."
+            )
+        else:
+            line = (
+                f"[{stamp} TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+                f'  File "/sglang/srt/managers/scheduler.py", line 2712, in run_scheduler_process\n'
+                f"    scheduler.event_loop_overlap()\n"
+                f"RuntimeError: CUDA error: an illegal memory access was encountered"
+            )
+            i += 3
+        yield line
+        i += 1
 
 
 def rss_mb() -> float:

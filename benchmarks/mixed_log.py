@@ -27,7 +27,10 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+from benchmarks.logs_bench import write_log
 
 RANKS = ("", " TP0", " DP1 TP1", " TP2 EP2", " DP0 TP3 EP3", " PP1 TP0")
 
@@ -108,51 +111,43 @@ def _prefill_text(rnd: random.Random, batch: int) -> str:
 
 def generate_mixed(path: Path, n_lines: int, seed: int = 11) -> int:
     """Write ``n_lines`` lines of mixed versions' shapes; returns bytes written."""
+    return write_log(path, _records(n_lines, seed))
+
+
+def _records(n_lines: int, seed: int) -> Iterator[str]:
     rnd = random.Random(seed)
     t0 = 1_795_000_000
-    batch, mode, i, size = 4, "speculative", 0, 0
-    out: list[str] = []
-    with open(path, "w", encoding="utf-8") as f:
-        while i < n_lines:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t0 + i // 200))
-            if rnd.random() < 0.3:
-                stamp += f".{rnd.randrange(1000):03d}"
-            prefix = f"[{stamp}{rnd.choice(RANKS)}] "
-            batch = max(1, min(64, batch + rnd.choice((-1, 0, 0, 1))))
-            r = rnd.random()
-            if r < 0.55:
-                line = prefix + _decode_text(rnd, batch)
-            elif r < 0.75:
-                line = prefix + _prefill_text(rnd, batch)
-            elif r < 0.95:
-                line = f'{prefix}INFO:     127.0.0.1:{rnd.randrange(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
-            elif r < 0.97:
-                new = "target_only" if mode == "speculative" else "speculative"
-                why = "(decode batch 9 > threshold 5)" if new == "target_only" else "(decode batch 3 <= 4, threshold 5)"
-                mode = new
-                line = f"{prefix}Dynamic speculation: switched to {new.replace('_', '-')} {why}"
-            elif r < 0.998:
-                line = f"{prefix}Cache flushed; waiting for requests (#running-req drained), idle GPU memory 12.3 GB"
-            else:
-                line = (
-                    f"{prefix}Scheduler hit an exception: Traceback (most recent call last):\n"
-                    '  File "/sglang/srt/managers/scheduler.py", line 2712, in run_scheduler_process\n'
-                    "    scheduler.event_loop_overlap()\n"
-                    "RuntimeError: CUDA error: an illegal memory access was encountered"
-                )
-                i += 3
-            out.append(line)
-            i += 1
-            if len(out) >= 10_000:
-                text = "\n".join(out) + "\n"
-                size += len(text)
-                f.write(text)
-                out.clear()
-        if out:
-            text = "\n".join(out) + "\n"
-            size += len(text)
-            f.write(text)
-    return size
+    batch, mode, i = 4, "speculative", 0
+    while i < n_lines:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t0 + i // 200))
+        if rnd.random() < 0.3:
+            stamp += f".{rnd.randrange(1000):03d}"
+        prefix = f"[{stamp}{rnd.choice(RANKS)}] "
+        batch = max(1, min(64, batch + rnd.choice((-1, 0, 0, 1))))
+        r = rnd.random()
+        if r < 0.55:
+            line = prefix + _decode_text(rnd, batch)
+        elif r < 0.75:
+            line = prefix + _prefill_text(rnd, batch)
+        elif r < 0.95:
+            line = f'{prefix}INFO:     127.0.0.1:{rnd.randrange(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+        elif r < 0.97:
+            new = "target_only" if mode == "speculative" else "speculative"
+            why = "(decode batch 9 > threshold 5)" if new == "target_only" else "(decode batch 3 <= 4, threshold 5)"
+            mode = new
+            line = f"{prefix}Dynamic speculation: switched to {new.replace('_', '-')} {why}"
+        elif r < 0.998:
+            line = f"{prefix}Cache flushed; waiting for requests (#running-req drained), idle GPU memory 12.3 GB"
+        else:
+            line = (
+                f"{prefix}Scheduler hit an exception: Traceback (most recent call last):\n"
+                '  File "/sglang/srt/managers/scheduler.py", line 2712, in run_scheduler_process\n'
+                "    scheduler.event_loop_overlap()\n"
+                "RuntimeError: CUDA error: an illegal memory access was encountered"
+            )
+            i += 3
+        yield line
+        i += 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,12 +16,8 @@ from server_control.supervision.supervisor import Supervisor
 _WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
-async def test_stop_on_a_read_only_state_dir_signals_and_says_what_it_could_not_write(
-    make_profile, state_dir, groups, monkeypatch
-):
-    profile = load_profile(make_profile("ro", tp=1, grace=2.0))
-    rec = await Supervisor(profile).launch()
-    groups.add(rec.pgid)
+def make_read_only(state_dir, monkeypatch) -> None:
+    """EROFS at every open for writing under ``state_dir`` (``monkeypatch.undo()`` ends it)."""
     real_open = os.open
 
     def read_only(path, flags, *args, **kw):
@@ -30,6 +26,15 @@ async def test_stop_on_a_read_only_state_dir_signals_and_says_what_it_could_not_
         return real_open(path, flags, *args, **kw)
 
     monkeypatch.setattr(os, "open", read_only)
+
+
+async def test_stop_on_a_read_only_state_dir_signals_and_says_what_it_could_not_write(
+    make_profile, state_dir, groups, monkeypatch
+):
+    profile = load_profile(make_profile("ro", tp=1, grace=2.0))
+    rec = await Supervisor(profile).launch()
+    groups.add(rec.pgid)
+    make_read_only(state_dir, monkeypatch)
     sup = Supervisor(profile)
     sup.adopt()
     res = await sup.stop()
@@ -50,14 +55,7 @@ async def test_supervise_on_a_read_only_state_dir_says_it_cannot_take_the_restar
     profile = load_profile(make_profile("rosup", tp=1, grace=2.0))
     rec = await Supervisor(profile).launch()
     groups.add(rec.pgid)
-    real_open = os.open
-
-    def read_only(path, flags, *args, **kw):
-        if str(path).startswith(str(state_dir)) and flags & _WRITE:
-            raise OSError(errno.EROFS, "Read-only file system", str(path))
-        return real_open(path, flags, *args, **kw)
-
-    monkeypatch.setattr(os, "open", read_only)
+    make_read_only(state_dir, monkeypatch)
     sup = Supervisor(profile, role="supervise")
     sup.adopt()
     sup.ownership.try_lock()
