@@ -94,3 +94,46 @@ def test_every_file_the_docs_name_exists(tmp_path) -> None:
     doc = tmp_path / "d.md"
     doc.write_text("Validated by `server_control/config/profile.py` (+ `profile_schema.py`).\n")
     assert stale_names([doc], ours, sglang) == ["d.md:1: profile_schema.py"]
+
+
+# a dotted name of ours in the docs: backticked, or after `python -m`
+FILE_NAME = re.compile(r"\.(?:md|py|toml|json|tcss)$")  # `console.md` is a file, checked above
+DOTTED = re.compile(r"(?:`|python -m )((?:server_control|console|benchmarks)(?:\.[A-Za-z_]\w*)+)")
+
+
+def _resolves(name: str, root: Path) -> bool:
+    """``name`` is a module or package of the tree (a C extension counts where its source
+    is named in pyproject.toml), or an attribute a module defines at its top level."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        base = root.joinpath(*parts[:cut])
+        module = base.with_suffix(".py") if not (base / "__init__.py").exists() else base / "__init__.py"
+        if not module.exists():
+            if cut == len(parts) and name in (root / "pyproject.toml").read_text():
+                return True  # an extension module built at install
+            continue
+        rest = parts[cut:]
+        if not rest:
+            return True
+        source = module.read_text()
+        return re.search(rf"^(?:def |class |async def )?{re.escape(rest[0])}\b", source, re.M) is not None or (
+            f"import {rest[0]}" in source or f" {rest[0]}," in source
+        )
+    return False
+
+
+def stale_modules(docs: list[Path], root: Path) -> list[str]:
+    return [
+        f"{doc.name}:{i}: {name}"
+        for doc in docs
+        for i, line in enumerate(doc.read_text().splitlines(), 1)
+        for name in DOTTED.findall(line)
+        if not FILE_NAME.search(name) and not _resolves(name, root)
+    ]
+
+
+def test_every_module_the_docs_name_exists(tmp_path) -> None:
+    assert stale_modules(DOCS, ROOT) == []
+    doc = tmp_path / "d.md"
+    doc.write_text("`python -m benchmarks.logs_bench`, `server_control.loadgen`, `server_control.logs.NO_SUCH`\n")
+    assert stale_modules([doc], ROOT) == ["d.md:1: server_control.loadgen", "d.md:1: server_control.logs.NO_SUCH"]
