@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from server_control.model.vocabulary import EXTERNAL_STATE, ChangeState, OtherState, Outcome, RunState
+from server_control.model.vocabulary import EXTERNAL_STATE, ChangeState, OtherState, Outcome, RunState, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = {s.value for s in RunState} | {EXTERNAL_STATE}
@@ -51,14 +51,17 @@ def test_the_scan_finds_what_it_must() -> None:
     assert run_state_words(ast.parse('if s == RunState.READY: pass\nx = ("ready", 3)\n')) == []
 
 
-# A setting change's state and an operation's outcome are typed (``SettingChange.state:
-# ChangeState``, ``OperationResult.outcome: Outcome``); their words are shared with other
+# A setting change's state, an operation's outcome and a verification's verdict are typed
+# (``SettingChange.state: ChangeState``, ``OperationResult.outcome: Outcome``,
+# ``VerifyLayer.status`` / ``Verification.summary: Verdict``); their words are shared with other
 # vocabularies (a log record's kind "error", a journal entry's result "applied"), so the
-# rule there is narrower: a ``.state`` / ``.outcome`` (or a variable of that name) is never
+# rule there is narrower: a ``.state`` / ``.outcome`` / ``.status`` / ``.summary`` (or a variable of that name) is never
 # compared with one of their strings.
 TYPED_WORDS = {
     "state": {s.value for s in ChangeState} | {s.value for s in OtherState},
     "outcome": {s.value for s in Outcome},
+    "status": {s.value for s in Verdict},
+    "summary": {s.value for s in Verdict},
 }
 
 
@@ -94,7 +97,7 @@ def test_no_change_state_or_outcome_string_compared_outside_the_vocabulary() -> 
 
 
 def test_the_typed_scan_finds_what_it_must() -> None:
-    src = 'if c.state == "pending": pass\nif outcome in ("done", 1): pass\nif state != "unknown": pass\n'
-    assert [line for line, _ in typed_word_comparisons(ast.parse(src))] == [1, 2, 3]
+    src = 'if c.state == "pending": pass\nif outcome in ("done", 1): pass\nif state != "unknown": pass\nif r.summary == "fail": pass\n'
+    assert [line for line, _ in typed_word_comparisons(ast.parse(src))] == [1, 2, 3, 4]
     clean = 'if c.state == ChangeState.PENDING: pass\nif rec.kind == "error": pass\nif x == "applied": pass\n'
     assert typed_word_comparisons(ast.parse(clean)) == []

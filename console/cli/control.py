@@ -42,7 +42,7 @@ from console.cli.common import (
 from console.cli.status import verification_text
 from server_control.model.operation import OperationResult
 from server_control.model.verification import Verification
-from server_control.model.vocabulary import ChangeState
+from server_control.model.vocabulary import ChangeState, Verdict
 from server_control.protocol.arg_types import seconds_where
 from server_control.protocol.decision import validate_force, validate_threshold
 from server_control.supervision import tune_requests
@@ -164,7 +164,7 @@ async def _verify(args) -> int:
         await settle(session)
         deadline = time.monotonic() + (args.wait or 0.0)
         result = (await session.verify()).verification
-        while result is not None and result.summary == "pending" and time.monotonic() < deadline:
+        while result is not None and result.summary == Verdict.PENDING and time.monotonic() < deadline:
             await asyncio.sleep(0.25)
             result = (await session.verify()).verification
         reachable, url = bool(session.last and session.last.reachable), session.url

@@ -12,13 +12,14 @@ from console.widgets.fmt import mark
 from console.widgets.snapshot_view import SnapshotView
 from server_control.model.snapshot import SessionSnapshot
 from server_control.model.verification import Verification, VerifyLayer
+from server_control.model.vocabulary import Verdict
 
 LAYERS = ("configuration", "initialisation", "runtime")
 
 
 def layers_of(ver: Verification) -> list[VerifyLayer]:
     found = {layer.name: layer for layer in ver.layers}
-    return [found.get(name) or VerifyLayer(name, "pending") for name in LAYERS]
+    return [found.get(name) or VerifyLayer(name, Verdict.PENDING) for name in LAYERS]
 
 
 class VerifyPanel(SnapshotView, can_focus=True):

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from server_control.model.verification import FAIL, PASS, PENDING, Verification, VerifyLayer
+from server_control.model.verification import Verification, VerifyLayer
+from server_control.model.vocabulary import Verdict
 from server_control.protocol import decision, rank_verdict
 from server_control.telemetry.sample import Sample, intval
 from server_control.telemetry.series import is_forced
@@ -46,13 +47,13 @@ CAUSE_NO_INIT = (
 CAUSE_NO_SWITCH = "the gate is not on the decode path (the switch is never consulted per decode step)"
 
 
-def layer(name: str, status: str, evidence: str, cause: str | None = None) -> VerifyLayer:
+def layer(name: str, status: Verdict, evidence: str, cause: str | None = None) -> VerifyLayer:
     return VerifyLayer(name, status, evidence, cause)
 
 
 def summary(layers: list[VerifyLayer]) -> Verification:
     statuses = [x.status for x in layers]
-    overall = FAIL if FAIL in statuses else PENDING if PENDING in statuses else PASS
+    overall = Verdict.FAIL if Verdict.FAIL in statuses else Verdict.PENDING if Verdict.PENDING in statuses else Verdict.PASS
     return Verification(overall, tuple(layers))
 
 
@@ -83,13 +84,13 @@ def limit_warnings(sample: Sample, threshold: int | None) -> list[str]:
 
 def _with_limits(result: VerifyLayer, sample: Sample, threshold: int | None) -> VerifyLayer:
     warnings = limit_warnings(sample, threshold)
-    if result.status != PASS or not warnings:
+    if result.status != Verdict.PASS or not warnings:
         return result
     evidence = f"{result.evidence}; warning: " + "; warning: ".join(warnings)
     never = [w for w in warnings if decision.NEVER_TRIGGERS in w]
     if never:  # the switch is a no-op on this server
-        return layer(result.name, FAIL, evidence, never[0])
-    return layer(result.name, PASS, evidence)
+        return layer(result.name, Verdict.FAIL, evidence, never[0])
+    return layer(result.name, Verdict.PASS, evidence)
 
 
 def configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
@@ -105,28 +106,28 @@ def _configuration(sample: Sample | None, expected: int | None) -> VerifyLayer:
     name = "configuration"
     if sample is None or not sample.reachable:
         why = sample.error if sample else "not polled yet"
-        return layer(name, PENDING, f"/server_info not available yet ({why})")
+        return layer(name, Verdict.PENDING, f"/server_info not available yet ({why})")
     flat = intval(sample.args.get(decision.THRESHOLD_KEY))
     per_rank = [r.threshold for r in sample.ranks]
     has_key = decision.THRESHOLD_KEY in sample.args or any(r.has_threshold_key for r in sample.ranks)
     ev = f"/server_info {decision.THRESHOLD_KEY}={flat}; internal_states[*].{decision.THRESHOLD_KEY}={per_rank}"
     if not has_key:
-        return layer(name, FAIL, f"/server_info has no {decision.THRESHOLD_KEY}", CAUSE_NOT_PATCHED)
+        return layer(name, Verdict.FAIL, f"/server_info has no {decision.THRESHOLD_KEY}", CAUSE_NOT_PATCHED)
     if expected is not None:
         if flat == expected:
             note = "" if all(v == expected for v in per_rank) else " (changed at runtime since)"
-            return layer(name, PASS, ev + note)
+            return layer(name, Verdict.PASS, ev + note)
         return layer(
             name,
-            FAIL,
+            Verdict.FAIL,
             ev + f"; the profile asks {expected}",
             "the running server was launched with another threshold (an adopted older run, or extra_args overriding the profile)",
         )
     if (flat or 0) > 0 or any((v or 0) > 0 for v in per_rank):
-        return layer(name, PASS, ev)
+        return layer(name, Verdict.PASS, ev)
     return layer(
         name,
-        FAIL,
+        Verdict.FAIL,
         ev,
         f"threshold 0 never disables speculation: launch with "
         f"--{decision.THRESHOLD_KEY.replace('_', '-')} N (N > 0) or set it at runtime",
@@ -169,10 +170,10 @@ def initialisation(
         rec = not_active[-1]
         text = getattr(rec, "text", "") or ""
         reason = text.split(decision.NOT_ACTIVE_PREFIX, 1)[-1].strip() if decision.NOT_ACTIVE_PREFIX in text else text
-        return layer(name, FAIL, _where(rec), reason or "the patch logged that it is not active")
+        return layer(name, Verdict.FAIL, _where(rec), reason or "the patch logged that it is not active")
     off = switch_off(sample)
     if off is not None:
-        return layer(name, FAIL, *off)
+        return layer(name, Verdict.FAIL, *off)
     by_rank: dict[str, Record] = {}
     for rec in init_records:
         by_rank.setdefault(rec.rank or "", rec)
@@ -187,18 +188,20 @@ def initialisation(
             f"({', '.join(k or 'main' for k in by_rank)}; threshold={thresholds}); {_where(first)}"
         )
         if seen >= ranks_expected:
-            return layer(name, PASS, ev)
+            return layer(name, Verdict.PASS, ev)
     else:
         ev = "no 'Dynamic speculation disable enabled' line in the log"
     if not log_attached:
-        return layer(name, PENDING, "no server log attached (give the log file to read the init line)")
+        return layer(name, Verdict.PENDING, "no server log attached (give the log file to read the init line)")
     if ready_records:
         ev += f"; the server is ready ({_where(ready_records[0])})"
         if seen:
-            return layer(name, FAIL, ev, f"only {seen} of {ranks_expected} scheduler ranks loaded the patch: " + CAUSE_NO_INIT)
-        return layer(name, FAIL, ev, CAUSE_NO_INIT)
+            return layer(
+                name, Verdict.FAIL, ev, f"only {seen} of {ranks_expected} scheduler ranks loaded the patch: " + CAUSE_NO_INIT
+            )
+        return layer(name, Verdict.FAIL, ev, CAUSE_NO_INIT)
     return layer(
-        name, PENDING, ev + ("; server answers HTTP, waiting for the ready line" if server_ready else "; server starting")
+        name, Verdict.PENDING, ev + ("; server answers HTTP, waiting for the ready line" if server_ready else "; server starting")
     )
 
 
@@ -265,7 +268,7 @@ class SwitchWatch:
         s = self.last
         force = s.ranks[0].force if s and s.ranks else None
         if force and force != decision.AUTO:
-            return layer(name, PENDING, f"forced mode {force}: the threshold rule is not in control")
+            return layer(name, Verdict.PENDING, f"forced mode {force}: the threshold rule is not in control")
         down = next((e for e in events if e["mode"] == decision.TARGET_ONLY and batch_driven(e)), None)
         back = None
         if down is not None:
@@ -275,24 +278,28 @@ class SwitchWatch:
         if self.stuck_since is not None and self.stuck_s > grace:  # first: an earlier pass masks no later failure
             return layer(
                 name,
-                FAIL,
+                Verdict.FAIL,
                 f"batch {self.stuck_batch} > threshold {s.threshold if s else '?'} for "
                 f"{self.stuck_s:.1f} s (> {grace:.1f} s: {POLL_MARGIN_S:.0f} s + dwell) while "
                 f"internal_states report mode=speculative and no switch was logged",
                 CAUSE_NO_SWITCH,
             )
         if down and back:
-            return layer(name, PASS, f"to target-only: {_event(down)}; back to speculative: {_event(back)}")
+            return layer(name, Verdict.PASS, f"to target-only: {_event(down)}; back to speculative: {_event(back)}")
         if down is not None:
             return self._after_down(name, down, grace)
         if self.crossed_at is None:
             if s is None or s.threshold is None or self.max_batch is None:
-                return layer(name, PENDING, "no live decode batch and threshold read from the server yet")
+                return layer(name, Verdict.PENDING, "no live decode batch and threshold read from the server yet")
             return layer(
-                name, PENDING, f"the decode batch has not exceeded the threshold {s.threshold} yet (max seen {self.max_batch})"
+                name,
+                Verdict.PENDING,
+                f"the decode batch has not exceeded the threshold {s.threshold} yet (max seen {self.max_batch})",
             )
         return layer(
-            name, PENDING, f"the batch exceeded the threshold (max {self.max_batch}); waiting for the switch (minimum dwell)"
+            name,
+            Verdict.PENDING,
+            f"the batch exceeded the threshold (max {self.max_batch}); waiting for the switch (minimum dwell)",
         )
 
     def _after_down(self, name: str, down: dict[str, Any], grace: float) -> VerifyLayer:
@@ -301,7 +308,7 @@ class SwitchWatch:
         if self.back_due_s > grace:
             return layer(
                 name,
-                FAIL,
+                Verdict.FAIL,
                 f"switched to target-only ({_event(down)}) but stayed there "
                 f"{self.back_due_s:.1f} s of decode steps with the batch between 1 and the low "
                 f"mark {low} (> {grace:.1f} s: {POLL_MARGIN_S:.0f} s + dwell)",
@@ -309,19 +316,21 @@ class SwitchWatch:
             )
         if self.idle and not self.back_due_s:
             return layer(
-                name, PENDING, f"switched to target-only ({_event(down)}); {IDLE_SINCE_SWITCH} (idle time is not evidence)"
+                name,
+                Verdict.PENDING,
+                f"switched to target-only ({_event(down)}); {IDLE_SINCE_SWITCH} (idle time is not evidence)",
             )
         if self.idle:
             return layer(
                 name,
-                PENDING,
+                Verdict.PENDING,
                 f"switched to target-only ({_event(down)}); idle after "
                 f"{self.back_due_s:.1f} s of decode steps at batch 1..{low}; judged at the next "
                 "decode step",
             )
         return layer(
             name,
-            PENDING,
+            Verdict.PENDING,
             f"switched to target-only ({_event(down)}); waiting for the batch to "
             f"drop to the low mark {low} and speculation to come back",
         )

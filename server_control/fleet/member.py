@@ -29,7 +29,7 @@ from server_control.model.latency import LatencyStatus
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SettingChange
 from server_control.model.verification import Verification
-from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, OtherState, RunState
+from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, OtherState, RunState, Verdict
 from server_control.state.state_dir import resolve_state_dir
 
 ROW_MAX_AGE_S = 5.0  # a row whose session published nothing is rebuilt after this long
@@ -43,7 +43,7 @@ OK, PENDING, FAILED, REFUSED, NO_ANSWER = "ok", "pending", "failed", "refused", 
 OUTCOMES = (OK, PENDING, FAILED, REFUSED, NO_ANSWER)
 ACTIONS = ("threshold", "force", "verify", "launch", "stop", "restart", "status")
 _NO_ANSWER_WORDS = ("timed out", "connection refused", "unreachable", "no answer", "ssh failed")
-MARK = {"pass": "+", "fail": "x", "pending": "."}
+MARK = {Verdict.PASS: "+", Verdict.FAIL: "x", Verdict.PENDING: "."}
 
 
 LATENCY_WINDOW_S = 15.0
@@ -291,10 +291,10 @@ class Member:
     async def _verify(self, value: object, wait_s: float | None) -> MemberResult:
         deadline = time.monotonic() + (wait_s or 0.0)
         result = (await self.session.verify()).verification or Verification()
-        while result.summary == "pending" and time.monotonic() < deadline:
+        while result.summary == Verdict.PENDING and time.monotonic() < deadline:
             await asyncio.sleep(0.25)
             result = (await self.session.verify()).verification or Verification()
-        outcome = {"pass": OK, "fail": FAILED}.get(result.summary, PENDING)
+        outcome = {Verdict.PASS: OK, Verdict.FAIL: FAILED}.get(result.summary, PENDING)
         if outcome != OK and not self.session.snapshot().server.reachable:
             outcome = NO_ANSWER if outcome == PENDING else outcome
         worst = next((x for x in result.layers if x.status == result.summary), result.layers[0])

@@ -6,14 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-PASS, FAIL, PENDING = "pass", "fail", "pending"
+from server_control.model.vocabulary import Verdict, verdict
+
 LAYERS = ("configuration", "initialisation", "runtime")
 
 
 @dataclass(frozen=True)
 class VerifyLayer:
     name: str
-    status: str  # pass | fail | pending
+    status: Verdict
     evidence: str | None = None
     cause: str | None = None  # the likely cause of a failure
 
@@ -23,8 +24,8 @@ class VerifyLayer:
     @classmethod
     def from_json(cls, raw: object) -> VerifyLayer | None:
         r = raw if isinstance(raw, dict) else {}
-        name, status = r.get("name"), r.get("status")
-        if not isinstance(name, str) or not isinstance(status, str):
+        name, status = r.get("name"), verdict(r.get("status"))
+        if not isinstance(name, str) or status is None:
             return None
         evidence, cause = r.get("evidence"), r.get("cause")
         return cls(name, status, evidence if isinstance(evidence, str) else None, cause if isinstance(cause, str) else None)
@@ -32,13 +33,13 @@ class VerifyLayer:
 
 @dataclass(frozen=True)
 class Verification:
-    summary: str = PENDING  # fail if any layer fails, else pending if any is pending, else pass
+    summary: Verdict = Verdict.PENDING  # fail if any layer fails, else pending if any is pending, else pass
     layers: tuple[VerifyLayer, ...] = ()
 
     @property
     def exit_code(self) -> int:
         """0 all pass, 1 a failure, 3 pending (documented for `specconsole verify`)."""
-        return {PASS: 0, FAIL: 1}.get(self.summary, 3)
+        return {Verdict.PASS: 0, Verdict.FAIL: 1}.get(self.summary, 3)
 
     def to_json(self) -> dict[str, Any]:
         return {"summary": self.summary, "layers": [x.to_json() for x in self.layers]}
@@ -47,8 +48,7 @@ class Verification:
     def from_json(cls, raw: object) -> Verification:
         r = raw if isinstance(raw, dict) else {}
         layers: list[Any] = r["layers"] if isinstance(r.get("layers"), list) else []
-        summary = r.get("summary")
         return cls(
-            summary if isinstance(summary, str) else PENDING,
+            verdict(r.get("summary")) or Verdict.PENDING,
             tuple(x for x in map(VerifyLayer.from_json, layers) if x is not None),
         )

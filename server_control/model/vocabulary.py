@@ -100,6 +100,23 @@ class ChangeState(StrEnum):
     NOT_KEPT = "not kept"  # applied now, but could not be kept for a restart (record not written)
 
 
+class Verdict(StrEnum):
+    """How a verification layer went, and the three together (``VerifyLayer.status``,
+    ``Verification.summary``)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    PENDING = "pending"  # not judged yet (no answer, no decode step seen)
+
+
+def verdict(raw: object) -> Verdict | None:
+    """The verdict a JSON string names; None for anything else."""
+    try:
+        return Verdict(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+
+
 class Outcome(StrEnum):
     """How a session operation went (``OperationResult.outcome``)."""
 
