@@ -5,23 +5,23 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from server_control.fleet.member import FAILED, NO_ANSWER, OK, PENDING, REFUSED
+from server_control.model.vocabulary import MemberOutcome
 
 STYLE = {
-    OK: "green",
-    PENDING: "yellow",
-    REFUSED: "bold white on red",
-    NO_ANSWER: "bold white on red",
-    FAILED: "bold white on red",
+    MemberOutcome.OK: "green",
+    MemberOutcome.PENDING: "yellow",
+    MemberOutcome.REFUSED: "bold white on red",
+    MemberOutcome.NO_ANSWER: "bold white on red",
+    MemberOutcome.FAILED: "bold white on red",
 }
 
 
 def summary_line(action: str, results, elapsed_s: float | None = None) -> Text:
-    counts: dict[str, int] = {}
+    counts: dict[MemberOutcome, int] = {}
     for r in results:
         counts[r.outcome] = counts.get(r.outcome, 0) + 1
     text = Text(f"{action} on {len(results)}: ")
-    for i, (outcome, n) in enumerate(sorted(counts.items(), key=lambda kv: kv[0] != OK)):
+    for i, (outcome, n) in enumerate(sorted(counts.items(), key=lambda kv: kv[0] != MemberOutcome.OK)):
         if i:
             text.append(", ")
         text.append(f"{n} {outcome}", style=STYLE.get(outcome, ""))

@@ -9,14 +9,14 @@ from typing import Any
 from rich.text import Text
 
 from console.widgets.fmt import mark
-from server_control.fleet.member import NO_ANSWER, MemberRow
-from server_control.model.vocabulary import EXTERNAL_STATE, RunState
+from server_control.fleet.member import MemberRow
+from server_control.model.vocabulary import EXTERNAL_STATE, MemberOutcome, RunState
 
 # A member whose numbers are live: answering, or attached (no supervisor state of ours).
 SERVING_STATES = frozenset({RunState.READY, RunState.UNHEALTHY, EXTERNAL_STATE})
 
 MODE_WORD = {"speculative": "SPEC", "target_only": "TARGET", None: "-"}
-BAD_STATES = (RunState.CRASHED, RunState.FATAL, RunState.UNHEALTHY, NO_ANSWER)
+BAD_STATES = (RunState.CRASHED, RunState.FATAL, RunState.UNHEALTHY, MemberOutcome.NO_ANSWER)
 
 
 @dataclass(frozen=True)

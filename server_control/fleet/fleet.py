@@ -26,9 +26,9 @@ from typing import Any
 
 from server_control.fleet.gateway import Gateway, GatewayStatus
 from server_control.fleet.gateway_metrics import METRICS_EVERY_S
-from server_control.fleet.member import FAILED, OK, Member, MemberResult, MemberRow
+from server_control.fleet.member import Member, MemberResult, MemberRow
 from server_control.fleet.spec import FleetSpec
-from server_control.model.vocabulary import RunState
+from server_control.model.vocabulary import MemberOutcome, RunState
 from server_control.session.subscribers import Subscribers
 
 log = logging.getLogger(__name__)
@@ -148,9 +148,9 @@ class Fleet:
         if action == "stop" and not names and self.gateway is not None:
             results.append(gw)
         if action == "launch" and not names and self.gateway is not None:
-            launched = [r.member for r in results if r.outcome == OK]
+            launched = [r.member for r in results if r.outcome == MemberOutcome.OK]
             gw = await self._gateway_action("launch", wait_s, launched)
-            if gw.outcome != OK and launched:  # not rolled back: said, with the way out
+            if gw.outcome != MemberOutcome.OK and launched:  # not rolled back: said, with the way out
                 gw = dataclasses.replace(
                     gw,
                     detail=f"{gw.detail}; the members launched ({', '.join(launched)}) "
@@ -179,31 +179,39 @@ class Fleet:
         try:
             if action == "stop":
                 res = await gw.stop()
-                return MemberResult(GATEWAY, action, OK if res.ok else FAILED, res.message, res.to_dict())
+                return MemberResult(
+                    GATEWAY, action, MemberOutcome.OK if res.ok else MemberOutcome.FAILED, res.message, res.to_dict()
+                )
             adopted = gw.adopt()
             if adopted is not None:
-                return MemberResult(GATEWAY, action, OK, f"already running (pid {adopted.pid})")
+                return MemberResult(GATEWAY, action, MemberOutcome.OK, f"already running (pid {adopted.pid})")
             rec = await gw.launch()
             if wait_s:
                 deadline = time.monotonic() + wait_s
                 state = await gw.wait_ready(wait_s)
                 if state != RunState.READY:
-                    return MemberResult(GATEWAY, action, FAILED, f"gateway {state}: {gw.sup.last_error}")
+                    return MemberResult(GATEWAY, action, MemberOutcome.FAILED, f"gateway {state}: {gw.sup.last_error}")
                 routed, wanted = await self._wait_routed(deadline, set(launched))
                 if routed < wanted:
                     return MemberResult(
                         GATEWAY,
                         action,
-                        FAILED,
+                        MemberOutcome.FAILED,
                         f"launched pid {rec.pid} on {gw.url}; routes to "
                         f"{routed} of {wanted} members after {wait_s:.0f} s (smg adds workers "
                         "asynchronously; `fleet status` shows them)",
                     )
                 return MemberResult(
-                    GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url}; routes to {routed} of {wanted} members"
+                    GATEWAY,
+                    action,
+                    MemberOutcome.OK,
+                    f"launched pid {rec.pid} on {gw.url}; routes to {routed} of {wanted} members",
                 )
             return MemberResult(
-                GATEWAY, action, OK, f"launched pid {rec.pid} on {gw.url} (not waited for: smg adds its workers asynchronously)"
+                GATEWAY,
+                action,
+                MemberOutcome.OK,
+                f"launched pid {rec.pid} on {gw.url} (not waited for: smg adds its workers asynchronously)",
             )
         except Exception as exc:  # noqa: BLE001 - reported like any member's trouble
-            return MemberResult(GATEWAY, action, FAILED, f"{type(exc).__name__}: {exc}")
+            return MemberResult(GATEWAY, action, MemberOutcome.FAILED, f"{type(exc).__name__}: {exc}")

@@ -29,7 +29,7 @@ from server_control.model.latency import LatencyStatus
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SettingChange
 from server_control.model.verification import Verification
-from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, OtherState, RunState, Verdict
+from server_control.model.vocabulary import LIVE_STATES, STOPPED_STATES, ChangeState, MemberOutcome, OtherState, RunState, Verdict
 from server_control.state.state_dir import resolve_state_dir
 
 ROW_MAX_AGE_S = 5.0  # a row whose session published nothing is rebuilt after this long
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from server_control.session.session import Session
 
 
-OK, PENDING, FAILED, REFUSED, NO_ANSWER = "ok", "pending", "failed", "refused", "no-answer"
-OUTCOMES = (OK, PENDING, FAILED, REFUSED, NO_ANSWER)
 ACTIONS = ("threshold", "force", "verify", "launch", "stop", "restart", "status")
 _NO_ANSWER_WORDS = ("timed out", "connection refused", "unreachable", "no answer", "ssh failed")
 MARK = {Verdict.PASS: "+", Verdict.FAIL: "x", Verdict.PENDING: "."}
@@ -82,13 +80,13 @@ class MemberRow:
 class MemberResult:
     member: str
     action: str
-    outcome: str
+    outcome: MemberOutcome
     detail: str
     data: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def stands_out(self) -> bool:
-        return self.outcome in (REFUSED, NO_ANSWER, FAILED)
+        return self.outcome in (MemberOutcome.REFUSED, MemberOutcome.NO_ANSWER, MemberOutcome.FAILED)
 
     def to_json(self) -> dict[str, Any]:
         return {"member": self.member, "action": self.action, "outcome": self.outcome, "detail": self.detail, "data": self.data}
@@ -97,9 +95,9 @@ class MemberResult:
 def exit_code(results: Iterable[MemberResult]) -> int:
     """0 all ok, 1 any refusal / no answer / failure, 3 any pending (and no failure)."""
     outcomes = {r.outcome for r in results}
-    if outcomes & {FAILED, REFUSED, NO_ANSWER}:
+    if outcomes & {MemberOutcome.FAILED, MemberOutcome.REFUSED, MemberOutcome.NO_ANSWER}:
         return 1
-    return 3 if PENDING in outcomes else 0
+    return 3 if MemberOutcome.PENDING in outcomes else 0
 
 
 def _no_answer(detail: str) -> bool:
@@ -107,20 +105,20 @@ def _no_answer(detail: str) -> bool:
     return any(w in low for w in _NO_ANSWER_WORDS)
 
 
-def change_outcome(change: SettingChange | None) -> str:
+def change_outcome(change: SettingChange | None) -> MemberOutcome:
     state = change.state if change is not None else None
     if state == ChangeState.APPLIED:
-        return OK
+        return MemberOutcome.OK
     if state == ChangeState.PENDING:
-        return PENDING
+        return MemberOutcome.PENDING
     if state in (ChangeState.REFUSED, ChangeState.UNSUPPORTED):
-        return REFUSED
-    return NO_ANSWER if _no_answer(change.detail if change is not None else "") else FAILED
+        return MemberOutcome.REFUSED
+    return MemberOutcome.NO_ANSWER if _no_answer(change.detail if change is not None else "") else MemberOutcome.FAILED
 
 
-def run_outcome(result: OperationResult) -> str:
+def run_outcome(result: OperationResult) -> MemberOutcome:
     """A launch/stop/restart result as a member outcome (a host that never answered stands out)."""
-    return OK if result.done else NO_ANSWER if result.no_answer else FAILED
+    return MemberOutcome.OK if result.done else MemberOutcome.NO_ANSWER if result.no_answer else MemberOutcome.FAILED
 
 
 def curves_home(fleet: FleetSpec, spec: MemberSpec, state_dir: str | Path | None = None) -> CurvesHome | None:
@@ -222,7 +220,7 @@ class Member:
         state: str = run.state or OtherState.UNKNOWN
         error = run.last_error or (None if snap.server.reachable else snap.server.error)
         if self.remote is not None and self.remote.error:
-            state, error = NO_ANSWER, self.remote.error
+            state, error = MemberOutcome.NO_ANSWER, self.remote.error
         return MemberRow(
             name=self.name,
             kind=self.spec.kind,
@@ -266,7 +264,7 @@ class Member:
         except AttributeError:
             raise ValueError(f"unknown action {action!r} (known: {', '.join(ACTIONS)})") from None
         except Exception as exc:  # noqa: BLE001 - one member's trouble is its own result
-            return MemberResult(self.name, action, FAILED, f"{type(exc).__name__}: {exc}")
+            return MemberResult(self.name, action, MemberOutcome.FAILED, f"{type(exc).__name__}: {exc}")
 
     async def _threshold(self, value: object, wait_s: float | None) -> MemberResult:
         result = await self.session.set_threshold(value)
@@ -294,18 +292,18 @@ class Member:
         while result.summary == Verdict.PENDING and time.monotonic() < deadline:
             await asyncio.sleep(0.25)
             result = (await self.session.verify()).verification or Verification()
-        outcome = {Verdict.PASS: OK, Verdict.FAIL: FAILED}.get(result.summary, PENDING)
-        if outcome != OK and not self.session.snapshot().server.reachable:
-            outcome = NO_ANSWER if outcome == PENDING else outcome
+        outcome = {Verdict.PASS: MemberOutcome.OK, Verdict.FAIL: MemberOutcome.FAILED}.get(result.summary, MemberOutcome.PENDING)
+        if outcome != MemberOutcome.OK and not self.session.snapshot().server.reachable:
+            outcome = MemberOutcome.NO_ANSWER if outcome == MemberOutcome.PENDING else outcome
         worst = next((x for x in result.layers if x.status == result.summary), result.layers[0])
         return MemberResult(self.name, "verify", outcome, f"{worst.name}: {worst.evidence}", result.to_json())
 
     async def _status(self, value: object, wait_s: float | None) -> MemberResult:
         row = self.row()
         if row.reachable or (row.state == RunState.STOPPED and not self.session.snapshot().server.foreign):
-            outcome = OK  # stopped on purpose (or never launched): a state, not a failure
+            outcome = MemberOutcome.OK  # stopped on purpose (or never launched): a state, not a failure
         else:
-            outcome = NO_ANSWER if row.state not in STOPPED_STATES else FAILED
+            outcome = MemberOutcome.NO_ANSWER if row.state not in STOPPED_STATES else MemberOutcome.FAILED
         return MemberResult(self.name, "status", outcome, row.error or row.state, row.to_json())
 
     def _live(self) -> bool:
@@ -313,9 +311,9 @@ class Member:
 
     async def _launch(self, value: object, wait_s: float | None) -> MemberResult:
         if self.spec.kind == URL:
-            return MemberResult(self.name, "launch", REFUSED, "attached by URL: launch it where it runs")
+            return MemberResult(self.name, "launch", MemberOutcome.REFUSED, "attached by URL: launch it where it runs")
         if self.spec.kind == LOCAL and self._live():
-            return MemberResult(self.name, "launch", OK, "already running", self.session.snapshot().run.to_json())
+            return MemberResult(self.name, "launch", MemberOutcome.OK, "already running", self.session.snapshot().run.to_json())
         result = await self.session.launch()
         if not result.done:
             return MemberResult(self.name, "launch", run_outcome(result), result.message, result.to_json())
@@ -324,11 +322,11 @@ class Member:
                 return MemberResult(
                     self.name,
                     "launch",
-                    FAILED,
+                    MemberOutcome.FAILED,
                     f"not ready within {wait_s:g} s: {self.row().error or self.row().state}",
                     result.to_json(),
                 )
-        return MemberResult(self.name, "launch", OK, result.message or "launched", result.to_json())
+        return MemberResult(self.name, "launch", MemberOutcome.OK, result.message or "launched", result.to_json())
 
     async def _wait_reachable(self, wait_s: float) -> bool:
         deadline = time.monotonic() + wait_s
@@ -341,12 +339,12 @@ class Member:
 
     async def _stop(self, value: object, wait_s: float | None) -> MemberResult:
         if self.spec.kind == URL:
-            return MemberResult(self.name, "stop", REFUSED, "attached by URL: stop it where it runs")
+            return MemberResult(self.name, "stop", MemberOutcome.REFUSED, "attached by URL: stop it where it runs")
         result = await self.session.stop()
         return MemberResult(self.name, "stop", run_outcome(result), result.message or "stopped", result.to_json())
 
     async def _restart(self, value: object, wait_s: float | None) -> MemberResult:
         if self.spec.kind == URL:
-            return MemberResult(self.name, "restart", REFUSED, "attached by URL: restart it where it runs")
+            return MemberResult(self.name, "restart", MemberOutcome.REFUSED, "attached by URL: restart it where it runs")
         result = await self.session.restart()
         return MemberResult(self.name, "restart", run_outcome(result), result.message or "restarted", result.to_json())

@@ -117,6 +117,16 @@ def verdict(raw: object) -> Verdict | None:
         return None
 
 
+class MemberOutcome(StrEnum):
+    """How an action went on one fleet member (``MemberResult.outcome``)."""
+
+    OK = "ok"
+    PENDING = "pending"  # a verification not judged yet
+    FAILED = "failed"
+    REFUSED = "refused"
+    NO_ANSWER = "no-answer"  # the member (its host, its tunnel, its server) did not answer
+
+
 class Outcome(StrEnum):
     """How a session operation went (``OperationResult.outcome``)."""
 

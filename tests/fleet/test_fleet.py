@@ -10,8 +10,9 @@ import httpx
 import pytest
 
 from server_control.fleet.fleet import Fleet
-from server_control.fleet.member import FAILED, NO_ANSWER, OK, REFUSED, exit_code
+from server_control.fleet.member import exit_code
 from server_control.fleet.spec import parse_fleet
+from server_control.model.vocabulary import MemberOutcome
 from server_control.state.runs import list_records
 from tests.fleet.conftest import remote_member, write_profile
 from tests.support.sim import free_port, group_pids
@@ -73,7 +74,12 @@ async def _wait(predicate, timeout_s=30.0):
 
 def test_launch_all_and_the_gateway_lists_every_member(running, sshd):
     loop, fleet, results = running
-    assert [(r.member, r.outcome) for r in results] == [("a", OK), ("b", OK), ("c", OK), ("gateway", OK)]
+    assert [(r.member, r.outcome) for r in results] == [
+        ("a", MemberOutcome.OK),
+        ("b", MemberOutcome.OK),
+        ("c", MemberOutcome.OK),
+        ("gateway", MemberOutcome.OK),
+    ]
     assert exit_code(results) == 0
     # launch --wait returns once smg routes to every member launched (it adds them asynchronously)
     assert results[-1].detail.endswith("routes to 3 of 3 members"), results[-1].detail
@@ -116,7 +122,7 @@ def test_rows_show_every_member_with_its_remote_log_and_verification(running):
         "the remote member's init line arrived through the mirrored log"
     )
     results = run(loop, fleet.act("verify", names=["a", "c"], wait_s=30))
-    assert [(r.member, r.outcome) for r in results] == [("a", OK), ("c", OK)], results
+    assert [(r.member, r.outcome) for r in results] == [("a", MemberOutcome.OK), ("c", MemberOutcome.OK)], results
     rows = {r.name: r for r in fleet.rows()}
     assert rows["c"].marks == "+++" and rows["c"].mode in ("speculative", "target_only")
     assert rows["a"].tok_s and rows["a"].accept_len is not None
@@ -125,30 +131,35 @@ def test_rows_show_every_member_with_its_remote_log_and_verification(running):
 def test_threshold_on_all_then_some_read_back_and_refusals_stand_out(running):
     loop, fleet, _ = running
     results = run(loop, fleet.act("threshold", 7, names=["a", "b", "c"]))
-    assert {r.outcome for r in results} == {OK} and exit_code(results) == 0
+    assert {r.outcome for r in results} == {MemberOutcome.OK} and exit_code(results) == 0
     assert all("read back on" in r.detail for r in results)
     assert run(loop, _wait(lambda: all(r.threshold == 7 for r in fleet.rows() if r.name != "gone")))
     results = run(loop, fleet.act("threshold", 9, names=["b"]))
-    assert [(r.member, r.outcome) for r in results] == [("b", OK)]
+    assert [(r.member, r.outcome) for r in results] == [("b", MemberOutcome.OK)]
     assert run(loop, _wait(lambda: {r.name: r.threshold for r in fleet.rows()} == {"a": 7, "b": 9, "c": 7, "gone": None}))
     bad = run(loop, fleet.act("threshold", -2))
     by = {r.member: r for r in bad}
-    assert {m: r.outcome for m, r in by.items()} == {"a": REFUSED, "b": REFUSED, "c": REFUSED, "gone": REFUSED}
+    assert {m: r.outcome for m, r in by.items()} == {
+        "a": MemberOutcome.REFUSED,
+        "b": MemberOutcome.REFUSED,
+        "c": MemberOutcome.REFUSED,
+        "gone": MemberOutcome.REFUSED,
+    }
     assert all(r.stands_out for r in bad) and exit_code(bad) == 1 and "must be >= 0" in by["c"].detail
     (silent,) = run(loop, fleet.act("threshold", 8, names=["gone"]))
-    assert silent.outcome == NO_ANSWER and silent.stands_out and "connection refused" in silent.detail
+    assert silent.outcome == MemberOutcome.NO_ANSWER and silent.stands_out and "connection refused" in silent.detail
 
 
 def test_force_mode_fleet_wide_and_attach_only_members_refuse_life_cycle(running):
     loop, fleet, _ = running
     results = run(loop, fleet.act("force", "speculative", names=["a", "b", "c"]))
-    assert {r.outcome for r in results} == {OK}
+    assert {r.outcome for r in results} == {MemberOutcome.OK}
     assert run(
         loop, _wait(lambda: all(r.force == "speculative" and r.mode == "speculative" for r in fleet.rows() if r.name != "gone"))
     )
-    assert {r.outcome for r in run(loop, fleet.act("force", "auto", names=["a", "b", "c"]))} == {OK}
+    assert {r.outcome for r in run(loop, fleet.act("force", "auto", names=["a", "b", "c"]))} == {MemberOutcome.OK}
     launch, stop = run(loop, fleet.act("launch", names=["gone"]))[0], run(loop, fleet.act("stop", names=["gone"]))[0]
-    assert (launch.outcome, stop.outcome) == (REFUSED, REFUSED) and "attached by URL" in launch.detail
+    assert (launch.outcome, stop.outcome) == (MemberOutcome.REFUSED, MemberOutcome.REFUSED) and "attached by URL" in launch.detail
     with pytest.raises(KeyError, match="no member 'nobody'"):
         fleet.select(["nobody"])
 
@@ -158,7 +169,13 @@ def test_stop_all_leaves_nothing_running_here_or_there(running, dirs):
     pgids = [r.pgid for r in list_records(dirs["local"])] + [r.pgid for r in list_records(dirs["remote"])]
     assert len(pgids) == 4  # a, b, the gateway here; c on the "remote host"
     results = run(loop, fleet.act("stop"))
-    assert [(r.member, r.outcome) for r in results] == [("a", OK), ("b", OK), ("c", OK), ("gone", REFUSED), ("gateway", OK)]
+    assert [(r.member, r.outcome) for r in results] == [
+        ("a", MemberOutcome.OK),
+        ("b", MemberOutcome.OK),
+        ("c", MemberOutcome.OK),
+        ("gone", MemberOutcome.REFUSED),
+        ("gateway", MemberOutcome.OK),
+    ]
     assert exit_code(results) == 1  # the attached member refused: the operator sees it
     assert all(group_pids(pg) == [] for pg in pgids)
     assert not list_records(dirs["local"]) and not list_records(dirs["remote"])
@@ -185,11 +202,11 @@ def test_remote_host_down_is_no_answer(fleet_spec, dirs, sshd):
     try:
         loop.run_until_complete(fleet.start())
         row = fleet.rows()[0]
-        assert row.state == NO_ANSWER and row.error.startswith(f"{sshd.host}: ssh failed")
+        assert row.state == MemberOutcome.NO_ANSWER and row.error.startswith(f"{sshd.host}: ssh failed")
         (res,) = loop.run_until_complete(fleet.act("launch"))
-        assert res.outcome == NO_ANSWER and res.stands_out
+        assert res.outcome == MemberOutcome.NO_ANSWER and res.stands_out
         (res,) = loop.run_until_complete(fleet.act("stop"))
-        assert res.outcome in (NO_ANSWER, FAILED)
+        assert res.outcome in (MemberOutcome.NO_ANSWER, MemberOutcome.FAILED)
     finally:
         loop.run_until_complete(fleet.close())
         loop.close()

@@ -10,8 +10,8 @@ import asyncio
 import time
 
 from server_control.fleet.fleet import GATEWAY, Fleet
-from server_control.fleet.member import OK
 from server_control.fleet.spec import parse_fleet
+from server_control.model.vocabulary import MemberOutcome
 from tests.fleet.conftest import write_profile
 from tests.support.sim import free_port
 
@@ -101,7 +101,7 @@ async def test_launch_wait_waits_until_a_late_member_is_routed(tmp_path):
         results = await asyncio.wait_for(fleet.act("launch", wait_s=90), 150)
         returned_at = time.monotonic()
         gw = next(r for r in results if r.member == GATEWAY)
-        assert [r.outcome for r in results] == [OK, OK, OK], results
+        assert [r.outcome for r in results] == [MemberOutcome.OK, MemberOutcome.OK, MemberOutcome.OK], results
         assert gw.detail.endswith("routes to 2 of 2 members"), gw.detail
         assert ("a",) in seen, f"the gateway routed to a alone while the launch waited: {seen}"
         assert forwarder.opened_at is not None and returned_at > forwarder.opened_at, "it returned only after b was routable"

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from server_control.fleet.member import FAILED, NO_ANSWER, OK, PENDING, REFUSED, MemberResult, change_outcome, exit_code
+from server_control.fleet.member import MemberResult, change_outcome, exit_code
 from server_control.model.snapshot import SettingChange
+from server_control.model.vocabulary import MemberOutcome
 
 
 @pytest.mark.parametrize(
     "change, outcome",
     [
-        ({"state": "applied", "detail": "read back on 2 DP ranks"}, OK),
-        ({"state": "pending", "detail": "sent"}, PENDING),
-        ({"state": "refused", "detail": "must be >= 0"}, REFUSED),
-        ({"state": "unsupported", "detail": "stock SGLang"}, REFUSED),
-        ({"state": "error", "detail": "/set_internal_state: timed out"}, NO_ANSWER),
-        ({"state": "error", "detail": "/server_info: connection refused or host unreachable (x)"}, NO_ANSWER),
-        ({"state": "error", "detail": "server said true but read-back shows 3"}, FAILED),
+        ({"state": "applied", "detail": "read back on 2 DP ranks"}, MemberOutcome.OK),
+        ({"state": "pending", "detail": "sent"}, MemberOutcome.PENDING),
+        ({"state": "refused", "detail": "must be >= 0"}, MemberOutcome.REFUSED),
+        ({"state": "unsupported", "detail": "stock SGLang"}, MemberOutcome.REFUSED),
+        ({"state": "error", "detail": "/set_internal_state: timed out"}, MemberOutcome.NO_ANSWER),
+        ({"state": "error", "detail": "/server_info: connection refused or host unreachable (x)"}, MemberOutcome.NO_ANSWER),
+        ({"state": "error", "detail": "server said true but read-back shows 3"}, MemberOutcome.FAILED),
     ],
 )
 def test_change_outcome(change, outcome):
@@ -27,18 +28,20 @@ def test_change_outcome(change, outcome):
 @pytest.mark.parametrize(
     "outcomes, code",
     [
-        ([OK, OK], 0),
-        ([OK, PENDING], 3),
-        ([PENDING, REFUSED], 1),
-        ([OK, NO_ANSWER], 1),
-        ([FAILED], 1),
+        ([MemberOutcome.OK, MemberOutcome.OK], 0),
+        ([MemberOutcome.OK, MemberOutcome.PENDING], 3),
+        ([MemberOutcome.PENDING, MemberOutcome.REFUSED], 1),
+        ([MemberOutcome.OK, MemberOutcome.NO_ANSWER], 1),
+        ([MemberOutcome.FAILED], 1),
         ([], 0),
     ],
 )
 def test_exit_code_aggregates(outcomes, code):
     results = [MemberResult(f"m{i}", "verify", o, "") for i, o in enumerate(outcomes)]
     assert exit_code(results) == code
-    assert [r.stands_out for r in results] == [o in (REFUSED, NO_ANSWER, FAILED) for o in outcomes]
+    assert [r.stands_out for r in results] == [
+        o in (MemberOutcome.REFUSED, MemberOutcome.NO_ANSWER, MemberOutcome.FAILED) for o in outcomes
+    ]
 
 
 def test_a_row_is_built_only_after_its_session_published_a_change(monkeypatch):
