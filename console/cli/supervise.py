@@ -50,7 +50,17 @@ async def _supervise(args, profile) -> int:
     sup = supervisor_for(
         args, profile, on_change=_reporter(args, profile, last), role=HANDOFF if args.handed_off else "supervise"
     )
-    got = await _adopt_or_launch(sup, profile)
+    handed = sup.adopt() if args.handed_off else None
+    if args.handed_off and handed is None:
+        # handed a run that ended meanwhile (stopped elsewhere): launching here would start
+        # a server nobody asked for, left running in a detached process
+        out(
+            args,
+            {"event": "nothing", "profile": profile.name},
+            f"{profile.name}: handed off, but the run is not running: nothing to supervise",
+        )
+        return EXIT_OK
+    got = (handed, "adopted") if handed is not None else await _adopt_or_launch(sup, profile)
     if isinstance(got, int):
         return got
     rec, how = got

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 
 from server_control.state import runs
 from server_control.state.state_dir import resolve_state_dir
@@ -146,3 +147,22 @@ def test_a_supervisor_killed_is_said_and_the_next_one_says_it_took_over(make_pro
     third.send_signal(signal.SIGINT)
     third.communicate(timeout=30)
     assert cli("stop", "--profile", str(path)).returncode == 0
+
+
+def test_a_hand_off_with_nothing_running_launches_nothing(make_profile, groups, state_dir):
+    """A console that quits hands its run to `supervise --handed-off`; when the run was
+    stopped meanwhile (from another terminal, or a test's cleanup before the terminal
+    closed) the hand-off found nothing and LAUNCHED a new server on the profile's port,
+    left running with nobody to stop it. It now says so and ends."""
+    path = make_profile("handed", tp=1)
+    proc = start_cli("supervise", "--profile", str(path), "--handed-off", groups=groups)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # before the fix: it launched and supervises
+        out = ""
+    rec = runs.load_record("handed")
+    if rec is not None:  # before the fix: a server was launched; stopped by its group at the end
+        groups.add(rec.pgid)
+    assert rec is None, out
+    assert proc.returncode == 0, out
+    assert "nothing to supervise" in out and "launched" not in out, out
