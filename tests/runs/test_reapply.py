@@ -60,6 +60,8 @@ async def test_runtime_settings_are_reapplied_after_a_crash_and_a_console_restar
         }
         await crash_and_restart(sup, groups)
         await settled(sup.profile.url, [8, "target_only"], "after the crash restart")
+        # the note is written once the re-apply has read both values back: a poll can see them first
+        await until(lambda: sup.runtime_note is not None, what="the re-apply's note")
         assert sup.runtime_note == (
             "re-applied runtime settings after the restart: threshold 8 (profile 5), force_mode target_only (profile auto)"
         )
