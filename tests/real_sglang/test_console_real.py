@@ -1,7 +1,9 @@
 """The console (Textual Pilot) on the real patched SGLang server: a key press moves the
 server's threshold and the mode badge follows what the server actually does.
 
-Six long requests keep the decode batch at 6. Threshold 6: speculative. ``-`` -> N=5:
+Runs on test_patched_e2e.py's server (launched with N=2; tests/real_sglang/conftest.py),
+N set to 6 through ``specconsole threshold`` first. Six long requests keep the decode
+batch at 6. Threshold 6: speculative. ``-`` -> N=5:
 6 > 5, the server switches to target-only. ``+`` ``+`` -> N=7: 6 <= 7 - 1 (hysteresis 1),
 back to speculative. The console learns each mode from the server (HTTP + log), not from
 the key.
@@ -13,8 +15,8 @@ import threading
 
 import pytest
 
-from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG
-from tests.real_sglang.rig.profiles import CliRun
+from tests.real_sglang.conftest import SKIP_NO_SGLANG
+from tests.real_sglang.rig import reuse
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 textual = pytest.importorskip("textual", reason="the console needs textual")
@@ -28,14 +30,22 @@ from tests.console.screen_text import wait_for as wait_on_screen  # noqa: E402
 LOAD_TOKENS = 500  # 6 x ~510 tokens fit the 4096-token KV pool
 
 
-@pytest.fixture(scope="module")
-def served(rig, tmp_path_factory):
-    run = CliRun(rig, tmp_path_factory.mktemp("console"), threshold=6, lifetime_s=SERVER_LIFETIME_S, name="rig-console")
-    try:
-        run.server.wait_ready(timeout_s=120)
-        yield run
-    finally:
-        assert run.close() == []
+@pytest.fixture
+def served(e2e_run):
+    """The session's rig-e2e server (``specconsole launch``, tests/real_sglang/conftest.py),
+    after test_patched_e2e.py's scenario and before its stop: N=6 set as an operator does
+    (``specconsole threshold 6``), the mode back to speculative (rig/reuse.py), then the
+    rest of the runtime state checked to be the launch's (hysteresis 1, dwell 4, no forced
+    mode, speculative), as on a server launched with N=6."""
+    res = e2e_run.cli("threshold", "6", "--json")
+    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
+    reuse.back_to_speculative(e2e_run.server)  # e2e's last check left it forced target-only, then auto
+    (state,) = e2e_run.server.request("/server_info")["internal_states"]
+    live = state["dynamic_speculation"]
+    assert state["speculative_disable_batch_threshold"] == 6 and live["threshold"] == 6, state
+    got = (live["hysteresis"], live["min_dwell_steps"], live["force"], live["mode"])
+    assert got == (1, 4, "auto", "speculative"), got
+    return e2e_run
 
 
 def _mode(run) -> str | None:

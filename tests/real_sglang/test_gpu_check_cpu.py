@@ -1,7 +1,11 @@
 """scripts/gpu-check on this CPU: every part but the GPU (issue item 6), in the time CI has.
 
 ``--device cpu`` runs the real script end to end on the CPU rig (overlap scheduler on,
-through rig/overlap.py; no CUDA graphs) with two servers (plain, then patched): the plain
+through rig/overlap.py; no CUDA graphs) with two servers (plain, then patched): its
+``main`` in this process, on the tier's shared servers (tests/real_sglang/conftest.py:
+trained-plain comes from test_switch_exact.py's reference, trained-patched-overlap goes on
+to its TestTrainedOverlap, each started once and reset when handed over; the script's own
+process, exit codes and wrapper are the subprocess tests below): the plain
 reference, start-up with the steps=0 state, switch both ways, graph / eager per bucket,
 steps=0 memory, N's warnings in the log, runtime threshold, inter-token latency under
 polling (the plain server SIGSTOPped and resumed, interleaved with the patched one) and
@@ -27,11 +31,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tests.real_sglang.conftest import SKIP_NO_SGLANG, report
-from tests.real_sglang.rig import gpu_check, gpu_checks
+from tests.real_sglang.rig import gpu_budget, gpu_check, gpu_checks
 from tests.real_sglang.rig.build import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "gpu-check"
@@ -77,9 +82,10 @@ def _script(args: list[str], timeout: float) -> subprocess.CompletedProcess:
 @pytest.mark.sglang_server
 @SKIP_NO_SGLANG
 @pytest.mark.timeout(2400)
-def test_gpu_check_passes_on_the_cpu_rig(rig, tmp_path):
+def test_gpu_check_passes_on_the_cpu_rig(pool, tmp_path, capsys, monkeypatch):
     out = tmp_path / "results.json"
-    res = _script(
+    monkeypatch.setenv(gpu_budget.T0_ENV, str(time.time()))  # as main would, kept to this test
+    code = gpu_check.main(
         [
             "--device",
             "cpu",
@@ -104,14 +110,15 @@ def test_gpu_check_passes_on_the_cpu_rig(rig, tmp_path):
             "--logs",
             str(tmp_path / "logs"),
         ],
-        timeout=2300,
+        shared=pool,
     )
-    assert res.returncode == 0, f"{res.stdout[-6000:]}\n{res.stderr[-3000:]}"
+    stdout = capsys.readouterr().out
+    assert code == 0, stdout[-6000:]
     results = json.loads(out.read_text())
     assert [(r["name"], r["ok"]) for r in results] == EXPECTED
     assert all(r["detail"] == f"skipped by --skip {r['name'].split(' (tp')[0]!r}" for r in results if r["ok"] is None)
-    assert "gpu-check: all passed (16/16 checks, 6 skipped)" in res.stdout
-    assert "| c | plain | speculative | target-only | auto |" in res.stdout
+    assert "gpu-check: all passed (16/16 checks, 6 skipped)" in stdout
+    assert "| c | plain | speculative | target-only | auto |" in stdout
     by_name = {r["name"]: r for r in results}
     report(
         "gpu-check --device cpu",

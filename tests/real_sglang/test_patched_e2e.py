@@ -6,7 +6,8 @@ is accepted (accept length 3.00 with 2 steps); target-only decodes 1 token per s
 The tests run in file order against one server (the order is the scenario):
 c=1 speculative -> c=6 target-only (all six end on one step: the batch goes 6 -> 0) ->
 15 s idle with the console attached (runtime pending, not failed) -> c=1 speculative ->
-threshold 8 -> c=6 speculative -> verify -> stop.
+threshold 8 -> c=6 speculative -> verify -> [test_console_real.py on the same server,
+tests/real_sglang/conftest.py's SHARED_ORDER] -> stop.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ import time
 
 import pytest
 
-from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
+from tests.real_sglang.conftest import SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import gpu_checks_memory as gm
-from tests.real_sglang.rig.profiles import CliRun
-from tests.real_sglang.rig.server import RigServer, rss_mb, start_ticks, still_alive
+from tests.real_sglang.rig.server import RigServer, start_ticks, still_alive
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 
@@ -49,25 +49,11 @@ def _state(server: RigServer) -> dict:
     return states[0]
 
 
-@pytest.fixture(scope="module")
-def run(rig, tmp_path_factory):
-    t0 = time.monotonic()
-    run = CliRun(rig, tmp_path_factory.mktemp("patched"), threshold=2, lifetime_s=SERVER_LIFETIME_S)
-    try:
-        run.server.wait_ready(timeout_s=120)
-        pids = run.server.processes()
-        rss = rss_mb(pids)
-        report(
-            "patched server via specconsole launch",
-            ready_s=time.monotonic() - t0,
-            processes=len(pids),
-            rss_total_mb=sum(rss.values()),
-            rss_max_mb=max(rss.values()),
-        )
-        yield run
-    finally:
-        left = run.close()
-        assert left == [], f"processes left: {left}"
+@pytest.fixture
+def run(e2e_run):
+    """The session's rig-e2e server (tests/real_sglang/conftest.py): this scenario runs
+    first on it; test_console_real.py's test comes between its verify and its stop."""
+    return e2e_run
 
 
 def test_configuration_and_initialisation_are_logged(run):

@@ -26,8 +26,13 @@ while the requests run; the plain server (the target alone) gives the reference.
   speculative and flips (half their steps speculative) therefore differ from plain on
   this rig. On a GPU the sampling kernel samples; the CPU rig cannot show that.
 
-One server at a time (rig/pool.py), in file order: the plain server's greedy references,
-the patched server's greedy checks, the plain server's samples, the patched server's.
+One server at a time (rig/pool.py): the plain server, then the patched one, each started
+once (tests/real_sglang/conftest.py's SHARED_ORDER runs the tests on the plain server's
+references first: the seeded ones, the heavy tier's samples; the greedy ones come with the
+first test). Both run with seeded sampling per request (rig/seeded_sampling.py); the plain
+one (random-plain-seeded) is the one test_switch_exact.py's random classes started for
+their reference, reused here (reset: rig/reuse.py), and the patched one goes on to its
+heavy TestRandom.
 """
 
 from __future__ import annotations
@@ -38,19 +43,19 @@ import time
 import pytest
 
 from server_control.protocol import decision
-from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
+from tests.real_sglang.conftest import SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import switching as sw
-from tests.real_sglang.rig.pool import OneAtATime, Spec
+from tests.real_sglang.rig.pool import RANDOM_KV, OneAtATime, Spec
 from tests.support.heavy import heavy
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1800)]
 
 MODELS = "random"
-KV = (
-    "--max-total-tokens",
-    "40000",  # 2,000 requests of 15 tokens decode as one batch
-    "--constrained-json-disable-any-whitespace",
-)
+# 2,000 requests of 15 tokens decode as one batch; JSON without free whitespace; seeded
+# sampling per request (rig/seeded_sampling.py: a request without a sampling_seed samples
+# as on a stock server), so one plain and one patched server serve every test here
+PLAIN = Spec(MODELS, patched=False, extra=RANDOM_KV, seeded=True)
+PATCHED = Spec(MODELS, extra=RANDOM_KV, seeded=True)
 PROMPTS = [[(7 * i + 3 * k) % 400 + 20 for k in range(12 + i)] for i in range(4)]
 PENALTIES = {"frequency_penalty": 0.6, "presence_penalty": 0.4, "repetition_penalty": 1.3}
 SAMPLES = 2000
@@ -66,15 +71,6 @@ SCHEMA = {
 P_PASS = 1e-3  # a mode whose distribution equals plain's passes at this level
 P_REJECT = 1e-6  # the skewed control (and CPU speculative) must fall below it
 MODES = (decision.TARGET_ONLY, decision.SPECULATIVE, "flips")
-
-
-@pytest.fixture(scope="module")
-def pool(rig, tmp_path_factory):
-    pool = OneAtATime(rig, tmp_path_factory.mktemp("sampling-exact"), SERVER_LIFETIME_S)
-    yield pool
-    pool.close()
-    report("sampling-exact servers ready (s)", **{k.replace("-", "_"): v for k, v in pool.ready_s.items()})
-    assert pool.left == [], f"processes left: {pool.left}"
 
 
 def generate(server, prompts, params: dict, timeout: float = 900, **top) -> list[dict]:
@@ -136,7 +132,7 @@ def chi_square_p(a: list[int], b: list[int]) -> float:
 def references(pool: OneAtATime) -> dict:
     """The plain server's greedy references (penalties, logprobs, json schema)."""
     if "plain" not in pool.cache:
-        plain = pool.get(Spec(MODELS, patched=False, extra=KV))
+        plain = pool.get(PLAIN)
         json_outs = generate(
             plain, PROMPTS, {"max_new_tokens": 64, "temperature": 0, "ignore_eos": False, "json_schema": json.dumps(SCHEMA)}
         )
@@ -156,7 +152,7 @@ def references(pool: OneAtATime) -> dict:
 def sampled_references(pool: OneAtATime) -> dict:
     """The plain server's 2,000 samples at temperature 1.0 and at 0.5 (the control)."""
     if "plain sampled" not in pool.cache:
-        plain = pool.get(Spec(MODELS, patched=False, extra=KV))
+        plain = pool.get(PLAIN)
         pool.cache["plain sampled"] = {
             "sampled": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 3, **SAMPLED})),
             "skewed": tokens_at(generate(plain, [PROMPTS[0]] * SAMPLES, {"max_new_tokens": 3, **SKEWED})),
@@ -165,7 +161,7 @@ def sampled_references(pool: OneAtATime) -> dict:
 
 
 def patched(pool: OneAtATime):
-    return pool.get(Spec(MODELS, extra=KV))
+    return pool.get(PATCHED)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -284,7 +280,7 @@ def seeded(server, params: dict, seed_offset: int = 0) -> list[list[int]]:
 
 def seeded_references(pool: OneAtATime) -> dict:
     if "plain seeded" not in pool.cache:
-        plain = pool.get(Spec(MODELS, patched=False, extra=KV, seeded=True))
+        plain = pool.get(PLAIN)
         pool.cache["plain seeded"] = {
             "sampled": seeded(plain, SAMPLED),
             "again": seeded(plain, SAMPLED),
@@ -313,7 +309,7 @@ def test_seeded_references_are_seeded_and_depend_on_the_sampler(pool):
 @pytest.mark.parametrize("mode", [decision.TARGET_ONLY, decision.SPECULATIVE])
 def test_seeded_sampling_target_only_equals_plain_token_for_token(pool, mode):
     ref = seeded_references(pool)["sampled"]
-    server = pool.get(Spec(MODELS, extra=KV, seeded=True))
+    server = pool.get(PATCHED)
     got, _ = under(server, mode, lambda: seeded(server, SAMPLED))
     report(f"seeded sampling {mode}", requests_differing=_differ(ref, got), of=len(ref))
     if mode == decision.TARGET_ONLY:

@@ -12,7 +12,11 @@
   concurrency changes. Trained and random-weight models.
 * The same with SGLang's overlap scheduler (item 3; rig/overlap.py says what it takes).
 
-One server at a time (rig/pool.py); the classes run in file order, one server each.
+One server at a time, shared with other modules (rig/pool.py): the classes run in the
+order of tests/real_sglang/conftest.py's SHARED_ORDER, so that trained-plain and
+trained-patched-overlap serve scripts/gpu-check's CPU run too (test_gpu_check_cpu.py)
+and random-plain the sampling tests (test_sampling_exact.py), each started once; a
+server handed over is reset first (rig/reuse.py).
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ from __future__ import annotations
 import pytest
 
 from server_control.protocol import decision, explore
-from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
+from tests.real_sglang.conftest import SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import switching as sw
-from tests.real_sglang.rig.pool import OneAtATime, Spec
+from tests.real_sglang.rig.pool import RANDOM_KV, OneAtATime, Spec
 from tests.real_sglang.rig.trained_models import PERIOD, prompt_ids
 from tests.support.heavy import heavy
 
@@ -34,20 +38,18 @@ PROBE = prompt_ids(100)  # the warm-draft request
 WAVE_LENGTHS = [16, 24, 32, 100, 40, 48, 56, 64]  # first half shrinks to one, then 4 join
 
 
-@pytest.fixture(scope="module")
-def pool(rig, tmp_path_factory):
-    pool = OneAtATime(rig, tmp_path_factory.mktemp("switch-exact"), SERVER_LIFETIME_S)
-    yield pool
-    pool.close()
-    report("switch/token-exact servers ready (s)", **{k.replace("-", "_"): v for k, v in pool.ready_s.items()})
-    assert pool.left == [], f"processes left: {pool.left}"
+# the random pair's servers run with the sampling tests' flags (KV pool, per-request
+# seeding: rig/seeded_sampling.py; the same on the plain and the patched server, as
+# before): one random-plain-seeded server serves both modules, random-patched-seeded the
+# heavy TestRandom and the sampling tests
+FLAGS = {"trained": {}, "random": {"extra": RANDOM_KV, "seeded": True}}
 
 
 def reference(pool: OneAtATime, models: str) -> dict:
     """Plain-server outputs of PROMPTS and PROBE (computed once per model kind)."""
     key = ("reference", models)
     if key not in pool.cache:
-        server = pool.get(Spec(models, patched=False))
+        server = pool.get(Spec(models, patched=False, **FLAGS[models]))
         outs = sw.generate_ids(server, [*PROMPTS, PROBE], MAX_NEW)
         pool.cache[key] = {"prompts": outs[:-1], "probe": outs[-1]}
     return pool.cache[key]
@@ -148,11 +150,11 @@ class TestTrainedOverlapNegativeControl(_NegativeControl):
 
 @heavy("one more server: the random pair runs in CI under the overlap scheduler, the trained one under both")
 class TestRandom(_TokenExact):
-    SPEC = Spec("random")
+    SPEC = Spec("random", **FLAGS["random"])
 
 
 class TestRandomOverlap(_TokenExact):
-    SPEC = Spec("random", overlap=True)
+    SPEC = Spec("random", overlap=True, **FLAGS["random"])
 
 
 def _curve_steps(server, mode: str, batches: range) -> int:
@@ -184,7 +186,7 @@ class TestRandomOverlapExploration:
     """Exploration set at runtime on the last class's server (the same spec: no new
     server): both modes run at batches near N, every output token-exact."""
 
-    SPEC = Spec("random", overlap=True)
+    SPEC = Spec("random", overlap=True, **FLAGS["random"])
 
     def test_exploration_runs_both_modes_near_n_token_exact(self, pool):
         want = reference(pool, self.SPEC.models)["prompts"]

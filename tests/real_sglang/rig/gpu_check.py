@@ -141,8 +141,10 @@ def _plain_tok_s(mode_cost, url: str, pool: OneAtATime, opts) -> tuple[str, dict
     return ", ".join(f"c={r['concurrency']}: {r['tok_s']:.0f}" for r in rows) + " tok/s", {}
 
 
-def _nothing_left(pool: OneAtATime) -> tuple[str, dict]:
+def _nothing_left(pool: OneAtATime, kept: str | None = None) -> tuple[str, dict]:
     assert pool.left == [], f"processes left: {pool.left}"
+    if kept is not None:  # a caller's pool (the CPU test's shared servers): its server stays
+        return f"every process group it stopped ended; {kept} left running for the pool's next user", {}
     return "every server's process group ended", {}
 
 
@@ -168,7 +170,9 @@ def _too_little_time(why: str) -> tuple[str, dict]:
     raise AssertionError(f"a step every run needs does not fit --budget-s: {why}")
 
 
-def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
+def run_checks(opts: argparse.Namespace, log_dir: Path, shared: OneAtATime | None = None) -> gc.Checklist:
+    """The checks; ``shared``: a caller's pool (tests/real_sglang/test_gpu_check_cpu.py: the
+    tier's servers, whose next user gets the last one), else one of its own, closed at the end."""
     from benchmarks import mode_cost
 
     checks, cuda = gc.Checklist(), opts.device == "cuda"
@@ -186,7 +190,7 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
         return checks
     spec_of = partial(_spec, opts)
     launcher = partial(cuda_launch, opts=opts) if cuda else launch
-    pool = OneAtATime(rig, log_dir, lifetime_s=int(opts.lifetime), launcher=launcher)
+    pool = shared if shared is not None else OneAtATime(rig, log_dir, lifetime_s=int(opts.lifetime), launcher=launcher)
     prompts, floor = work.prompts, work.accept_floor
     parked: list[RigServer] = []
     try:
@@ -217,8 +221,9 @@ def run_checks(opts: argparse.Namespace, log_dir: Path) -> gc.Checklist:
     finally:
         for s in parked:
             gp.unpark(pool, s)
-        pool.close()
-        checks.run("no process left", _nothing_left, pool)
+        if shared is None:
+            pool.close()
+        checks.run("no process left", _nothing_left, pool, None if pool.spec is None else pool.spec.name)
     return checks
 
 
@@ -319,7 +324,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return gpu_check_args.parse(argv, __doc__)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, shared: OneAtATime | None = None) -> int:
+    """The script (``shared``: run_checks')."""
     argv = sys.argv[1:] if argv is None else argv
     opts = parse(argv)
     os.environ.setdefault(gpu_budget.T0_ENV, str(time.time()))  # the budget counts a bundle install
@@ -339,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         log_dir = opts.logs or Path(tmp)
         log_dir.mkdir(parents=True, exist_ok=True)
-        checks = run_checks(opts, log_dir)
+        checks = run_checks(opts, log_dir, shared)
     print(checks.summary())
     if opts.json:
         opts.json.write_text(json.dumps([r.__dict__ for r in checks.results], indent=1))

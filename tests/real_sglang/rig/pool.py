@@ -1,9 +1,12 @@
 """Rig servers by specification, one alive at a time (test rig only).
 
 A CI machine has 2 cores and a few GB: each tiny server still costs ~3 GB (torch + SGLang
-in 3 processes) and ~1 min to start, so a test module asks ``OneAtATime.get(spec)`` for
-the server it needs; a different spec stops the running one first. Tests are ordered so
-that each server starts once.
+in 3 processes) and ~1 min to start, so a test asks ``OneAtATime.get(spec)`` for the
+server it needs; a different spec stops the running one first. The real-SGLang tier has
+one pool for the whole session (tests/real_sglang/conftest.py), shared by the modules
+(each its own ``user`` and ``cache``), and orders the tests so that each server starts
+once. A server handed to another user than the last one is first reset (``on_reuse``:
+rig/reuse.py puts its runtime state back to the launch's, and checks it).
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ PATCHED_ARGS = (
     "--decode-log-interval",
     "1",
 )
+# a KV pool for 40,000 tokens (test_sampling_exact.py's 2,000 requests decode as one
+# batch) and xgrammar's JSON without free whitespace: the random pair's plain and patched
+# servers of test_sampling_exact.py and test_switch_exact.py (one plain server for both)
+RANDOM_KV = ("--max-total-tokens", "40000", "--constrained-json-disable-any-whitespace")
 
 
 @dataclass(frozen=True)
@@ -128,14 +135,23 @@ def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict
 
 
 class OneAtATime:
-    def __init__(self, rig: Rig, log_dir: Path, lifetime_s: int, launcher=launch) -> None:
+    def __init__(self, rig: Rig, log_dir: Path, lifetime_s: int, launcher=launch, on_reuse=None) -> None:
         self.rig, self.log_dir, self.lifetime_s = rig, log_dir, lifetime_s
         self.launcher = launcher  # (rig, spec, log_dir, lifetime_s) -> RigServer
+        self.on_reuse = on_reuse  # (server, spec) -> None: called before another user gets it
         self.spec: Spec | None = None
         self.server: RigServer | None = None
         self.ready_s: dict[str, float] = {}
         self.left: list[int] = []  # pids a stop could not end (asserted empty at the end)
-        self.cache: dict = {}  # results tests share (reference outputs, figures)
+        self.user = "-"  # who asks now (the tier's ``pool`` fixture: the test module)
+        self.served: str | None = None  # the user the running server last served
+        self.reused: list[tuple[str, str]] = []  # (spec name, user): a running server handed over
+        self._caches: dict[str, dict] = {}
+
+    @property
+    def cache(self) -> dict:
+        """Results the current user's tests share (reference outputs, figures)."""
+        return self._caches.setdefault(self.user, {})
 
     def get(self, spec: Spec) -> RigServer:
         if spec != self.spec:
@@ -146,6 +162,12 @@ class OneAtATime:
             self.server = self.launcher(self.rig, spec, self.log_dir, self.lifetime_s)
             self.server.wait_ready(timeout_s=900)
             self.ready_s[spec.name] = time.monotonic() - t0
+        elif self.served != self.user:
+            assert self.server is not None
+            if self.on_reuse is not None:
+                self.on_reuse(self.server, spec)
+            self.reused.append((spec.name, self.user))
+        self.served = self.user
         assert self.server is not None
         return self.server
 
@@ -153,3 +175,4 @@ class OneAtATime:
         if self.server is not None:
             self.left += self.server.stop()
         self.spec = self.server = None
+        self.served = None

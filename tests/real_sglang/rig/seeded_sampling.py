@@ -10,6 +10,12 @@ with the batch like the temperatures. This hook builds that same tensor without 
 deterministic inference, so the sampler itself, SGLang's and the patch's target-only draw
 (``sglang_patch/target_only_sampling.py`` passes ``sampling_info.sampling_seed`` on), runs
 as written: a test can compare sampled tokens one for one.
+
+Per request: only a batch with a request that carries a ``sampling_seed`` gets the tensor
+(42 for its other requests, as SGLang's); a batch without one is left to SGLang's own
+sampler, untouched, so one server serves the seeded tests and the unseeded ones (greedy,
+the chi-square samples) alike. A batch merged with a seeded one gets 42s for its requests
+(SGLang's merge concatenates the tensors only when both batches have one).
 """
 
 from __future__ import annotations
@@ -25,17 +31,27 @@ def install(module: Any) -> None:
 
     cls = module.SamplingBatchInfo
     orig = cls.from_schedule_batch.__func__
+    orig_merge = cls.merge_batch
 
     def from_schedule_batch(klass: Any, batch: Any, vocab_size: int) -> Any:
         info = orig(klass, batch, vocab_size)
-        if info.sampling_seed is None:
-            seeds = [r.sampling_params.sampling_seed for r in batch.reqs]
+        seeds = [r.sampling_params.sampling_seed for r in batch.reqs]
+        if info.sampling_seed is None and any(s is not None for s in seeds):
             info.sampling_seed = torch.tensor(
                 [DEFAULT_SEED if s is None else s for s in seeds], dtype=torch.int64, device=info.temperatures.device
             )
         return info
 
+    def merge_batch(self: Any, other: Any) -> Any:
+        for unseeded, seeded in ((self, other), (other, self)):
+            if unseeded.sampling_seed is None and seeded.sampling_seed is not None:
+                unseeded.sampling_seed = torch.full(
+                    (len(unseeded),), DEFAULT_SEED, dtype=torch.int64, device=seeded.sampling_seed.device
+                )
+        return orig_merge(self, other)
+
     cls.from_schedule_batch = classmethod(from_schedule_batch)
+    cls.merge_batch = merge_batch
 
 
 AFTER_IMPORT = {MODULE: install}
