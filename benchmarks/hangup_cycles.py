@@ -1,8 +1,8 @@
 """The terminal goes away, again and again (issue 34's acceptance): N cycles of the
 single-server demo console in real tmux, N set at runtime, then `tmux kill-session`; each
 cycle measures how long the console takes to end after the hang-up, checks that the run
-is handed to a detached supervise, then `kill -9`s the server and checks that supervisor
-restarts it with the runtime N re-applied. ``--stuck`` runs the console under
+still has its own detached supervisor (role `run`, started with it), then `kill -9`s the
+server and checks that supervisor restarts it with the runtime N re-applied. ``--stuck`` runs the console under
 tests/support/stuck_terminal.py (Textual's writes block on the dead terminal: the field's
 hang, every time). Prints one line per cycle and a summary (JSON with --json).
 
@@ -61,8 +61,8 @@ def cycle(root: Path, i: int, stuck: bool) -> dict:
         if not gone:
             console.kill()
         state = t.state / "demo"
-        rec = _wait(lambda: (r := runs.load_record("demo", state)) and (r.supervisor or {}).get("kind") == "handoff" and r, 20)
-        out["handed_off"] = bool(rec)
+        rec = _wait(lambda: (r := runs.load_record("demo", state)) and (r.supervisor or {}).get("kind") == "run" and r, 20)
+        out["supervised"] = bool(rec)
         if rec:
             os.killpg(rec.pgid, signal.SIGKILL)
             back = _wait(lambda: (r := runs.load_record("demo", state)) and r.restarts >= 1 and r.is_live() and r, 60)
@@ -108,8 +108,8 @@ def main() -> int:
         "cycles": len(rows),
         "stuck_writer": args.stuck,
         "consoles_left_after_2s": sum(1 for r in rows if r.get("exit_s") is None or r["exit_s"] > 2.0),
-        "runs_without_supervisor": sum(1 for r in rows if not r.get("handed_off")),
-        "crash_not_restarted": sum(1 for r in rows if r.get("handed_off") and not r.get("restarted")),
+        "runs_without_supervisor": sum(1 for r in rows if not r.get("supervised")),
+        "crash_not_restarted": sum(1 for r in rows if r.get("supervised") and not r.get("restarted")),
         "n_not_reapplied": sum(1 for r in rows if r.get("restarted") and not r.get("n_reapplied")),
         "exit_s_median": statistics.median(exits) if exits else None,
         "exit_s_max": max(exits) if exits else None,

@@ -1,15 +1,16 @@
 """A console whose terminal is gone ends within 2 s, whatever Textual does.
 
 When the terminal goes away (SIGHUP: an SSH link dropped, `tmux kill-session`), the view
-leaves the server running and Textual shuts down. That shutdown can block for ever: its
-driver's writer thread writes to a terminal that no longer exists, and the main thread waits
-for it in ``WriterThread.stop()`` (a bounded queue nothing drains; Textual issue #6692). The
-console then hung as an orphan and never handed its run to a detached supervisor.
+closes, leaving the server running, and Textual shuts down. That shutdown can block for
+ever: its driver's writer thread writes to a terminal that no longer exists, and the main
+thread waits for it in ``WriterThread.stop()`` (a bounded queue nothing drains; Textual issue
+#6692). The console then hung as an orphan. Nothing is lost when it is ended: the run's
+supervisor is its own detached process (console/run_supervisor.py).
 
 ``ExitWatchdog.arm()`` (called in the SIGHUP handler: console/hangup.py) wakes its daemon
-thread: if the command has not returned ``GRACE_S`` later, it runs ``before_exit`` (the hand-off of what the console
-supervised: the same ``Once`` the command's own ``finally`` runs, so it happens exactly
-once) and ends the process with ``os._exit``. ``disarm()`` (the command returned) stops it.
+thread: if the command has not returned ``GRACE_S`` later, it runs ``before_exit`` (default:
+nothing; a ``Once`` shared with the command's ``finally`` runs exactly once) and ends the
+process with ``os._exit``. ``disarm()`` (the command returned) stops it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ExitWatchdog:
     """Started with the console (its thread waits on a pipe); ``arm()`` is one ``os.write``,
     safe inside a signal handler whatever the interrupted main thread held."""
 
-    def __init__(self, before_exit: Callable[[], object], grace_s: float = GRACE_S) -> None:
+    def __init__(self, before_exit: Callable[[], object] = lambda: None, grace_s: float = GRACE_S) -> None:
         self.before_exit = before_exit
         self.grace_s = grace_s
         self._read, self._write = os.pipe()
@@ -81,7 +82,7 @@ class ExitWatchdog:
         try:
             self.before_exit()
         except Exception as exc:  # noqa: BLE001 - the process ends next whatever failed; say what did
-            _say(f"specconsole: the hand-off before the forced exit failed: {exc!r}")
+            _say(f"specconsole: the last step before the forced exit failed: {exc!r}")
         _say(f"specconsole: the terminal is gone and the view did not close within {self.grace_s:g} s: ended")
         os._exit(EXIT_CODE)
 

@@ -1,7 +1,6 @@
 """The terminal went away (an SSH link dropped, `tmux kill-session`, the window closed): the
-kernel sends SIGHUP. The console then does what `q` then Enter does: close the session
-leaving the server running, so the command hands supervision to a detached `specconsole
-supervise` (console/handoff.py), instead of dying with the server left unsupervised.
+kernel sends SIGHUP. The console then does what `q` then Enter does: close the view leaving
+the server running, under its own detached supervisor (console/run_supervisor.py).
 
 ``install(leave, at_once)`` sets a plain signal handler, not the loop's: it runs in the main
 thread even while the app's loop is blocked (a write to the dead terminal can block it:

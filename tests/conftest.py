@@ -1,12 +1,17 @@
 """Fixtures shared across test folders; the run's figures (tests/support/run_figures.py)
 and, under pytest-xdist, the real-SGLang tier kept in one worker."""
 
+import os
+
 import pytest
 
 from tests.support import run_figures
 from tests.support.sim import start_sim
 
 REAL_SERVER_GROUP = "real-sglang-servers"
+# every `specconsole supervise` a test starts (a run's own detached supervisor included)
+# ends within this, whatever the test's cleanup reached: none outlives the run by long
+os.environ.setdefault("SPECCONSOLE_SUPERVISE_MAX_S", "420")
 
 
 def pytest_configure(config):

@@ -156,6 +156,7 @@ def run(args) -> int:
 
 def run_ui(args) -> int:
     """The fleet screen; quitting leaves every server running (the next console adopts them)."""
+    from console.run_supervisor import member_supervisors  # noqa: PLC0415
     from server_control.fleet.fleet import Fleet
 
     try:
@@ -164,33 +165,28 @@ def run_ui(args) -> int:
         return usage_error(str(exc))
     from console.fleet.app import FleetApp  # noqa: PLC0415 - textual only when a screen is wanted
 
-    app = FleetApp(Fleet(spec, args.state_dir))
+    app = FleetApp(Fleet(spec, args.state_dir, supervisors=member_supervisors))
     _run_fleet_app(app, args)
     return app.return_code or 0
 
 
 def _run_fleet_app(app, args, after: Callable[[], str] | None = None) -> None:
-    """Run the fleet screen; when it was left running (`q` then Leave, or the terminal gone),
-    hand each local member it supervised to a detached supervise, and say so. ``after``: a
-    last line (the demo's traffic)."""
-    from console.exit_watchdog import ExitWatchdog, Once  # noqa: PLC0415
-    from console.fleet.leaving import hand_off_fleet  # noqa: PLC0415
+    """Run the fleet screen; when it was left running (`q` then Leave, or the terminal gone)
+    say what keeps each member. ``after``: a last line (the demo's traffic)."""
+    from console.exit_watchdog import ExitWatchdog  # noqa: PLC0415
+    from console.fleet.leaving import supervised_words  # noqa: PLC0415
 
-    finish = Once(lambda: hand_off_fleet(app.fleet) if app.leaving else [])
-    app.exit_watchdog = ExitWatchdog(finish)  # a dead terminal: handed off and gone in 2 s
+    app.exit_watchdog = ExitWatchdog()  # a dead terminal: gone in 2 s
     try:
         app.run(mouse=not args.no_mouse)
     finally:
-        handed = finish() or []
         app.exit_watchdog.disarm()
     try:
-        for h in handed:
-            print(f"specconsole: {h.words()}", flush=True)
         if app.leaving:
-            print("specconsole: the fleet was left running", flush=True)
+            print(f"specconsole: the fleet was left running; {supervised_words(app.fleet)}", flush=True)
         if after is not None:
             print(after(), flush=True)
-    except OSError:  # the terminal went away (SIGHUP): the hand-offs are in their logs and run records
+    except OSError:  # the terminal went away (SIGHUP)
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115
 
 
@@ -199,12 +195,13 @@ def demo_app(args):
     the gateway; quitting stops it all (unless --keep). Returns (app, traffic)."""
     from console.cli.demo_target import demo_state_dir  # noqa: PLC0415
     from console.fleet.app import FleetApp  # noqa: PLC0415 - textual only when a screen is wanted
+    from console.run_supervisor import member_supervisors  # noqa: PLC0415
     from server_control.fleet.demo import GatewayTraffic, demo_fleet
     from server_control.fleet.fleet import Fleet
 
     state_dir = demo_state_dir(args.state_dir)
     spec = demo_fleet(state_dir, args.time_scale)
-    fleet = Fleet(spec, state_dir)
+    fleet = Fleet(spec, state_dir, supervisors=member_supervisors)
     first = spec.members[0].profile
     if spec.gateway is None or first is None:  # the demo fleet always has both
         raise UsageError("the demo fleet needs a gateway and a local member")
@@ -226,7 +223,7 @@ def demo_app(args):
 
 def run_demo(args) -> int:
     """`specconsole demo --fleet`: quitting stops the fleet, unless --keep and `q` then Leave
-    (each member then handed to a detached supervise, as the fleet screen's Leave does)."""
+    (each member keeps its own detached supervisor, as after the fleet screen's Leave)."""
     app, traffic = demo_app(args)
 
     def said() -> str:

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import shlex
 import sys
 
 from console.cli.common import (
@@ -34,12 +33,10 @@ from console.cli.common import (
     target_profile,
 )
 from console.cli.deferred_signals import deferred, exit_code
-from server_control.config.argv_check import check_argv
-from server_control.config.interpreter import check_sglang
+from console.cli.launch_preview import parse_refusal, print_preview
 from server_control.config.profile import ProfileError
-from server_control.model.vocabulary import RunState
+from server_control.model.vocabulary import LIVE_STATES, Outcome, RunState
 from server_control.protocol.arg_types import seconds_where, server_port
-from server_control.sanitize import strip_controls
 from server_control.state import restart_lock, run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.supervision import carried_settings as runtime_settings
@@ -106,47 +103,8 @@ def cmd_launch(args) -> int:
         if args.port is not None:  # this run's port instead of the profile's (the demo's: 30000 or a free one)
             profile = dataclasses.replace(profile, server={**profile.server, "port": args.port})
         if args.dry_run:
-            problems: list[str] = []
-            spec = profile.launch_spec(getattr(args, "run_state_dir", None), preview=problems)
-            sglang = check_sglang(spec.argv[0]) if profile.kind == "sglang" else None
-            if sglang is not None and sglang.problem:
-                problems.append(sglang.problem)
-            parsed = check_argv(profile, spec) if sglang is not None and sglang.version else None
-            if parsed is not None and parsed.refusal:
-                problems.append(parsed.refusal)
-            problems = list(dict.fromkeys(problems))
-            env = spec.masked_env_overrides()
-            for problem in problems:
-                error(f"warning: a real launch would fail: {problem}")
-            if args.json:
-                print(
-                    json.dumps(
-                        {
-                            "profile": profile.name,
-                            "argv": spec.masked_argv(),
-                            "env": env,
-                            "cwd": str(spec.cwd),
-                            "log_path": str(spec.log_path),
-                            "sglang": sglang.version if sglang else None,
-                            "problems": problems,
-                            "parsed_by_sglang": None if parsed is None or parsed.skipped else parsed.ok,
-                        }
-                    )
-                )
-            else:
-                # paths come from the operator's files and directories: never let them drive the terminal
-                print(strip_controls(f"# profile {profile.name} ({profile.path})").replace("\n", " "))
-                print(strip_controls(f"# cwd {spec.cwd}").replace("\n", " "))
-                print(strip_controls(f"# log {spec.log_path}").replace("\n", " "))
-                if sglang is not None and sglang.version:
-                    print(f"# {sglang.describe()}")
-                if parsed is not None:
-                    print(f"# SGLang's parser: {parsed.skipped or ('refuses it' if parsed.refusal else 'takes it')}")
-                for k, v in env.items():
-                    print(f"{k}={shlex.quote(v)}")
-                print(spec.command_line())
-            return EXIT_OK
-        refusal = _parse_refusal(args, profile)
+            return print_preview(args, profile)
+        refusal = parse_refusal(args, profile)
         if refusal is not None:
             error(refusal)
             return EXIT_USAGE
@@ -156,36 +114,42 @@ def cmd_launch(args) -> int:
         return EXIT_USAGE
 
 
-def _parse_refusal(args, profile) -> str | None:
-    """Why SGLang's own parser refuses the command line a launch would run (None: it takes
-    it, or it cannot be asked there: then a warning says so and the launch goes on)."""
-    if profile.kind != "sglang":
-        return None
-    spec = profile.launch_spec(getattr(args, "run_state_dir", None), preview=[])
-    parsed = check_argv(profile, spec)
-    if parsed.skipped:
-        error(f"warning: the command line was not checked by SGLang's parser: {parsed.skipped}")
-    return parsed.refusal
-
-
 REAPPLY_WAIT_S = 600.0  # restart with runtime settings and no --wait: wait this long to re-apply them
 
 
-async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | None = None) -> int:
-    """Launch (``runtime``: the settings a restart carries, re-applied once ready: waited for
-    even without --wait when no supervisor runs to do it)."""
-    sup = sup or supervisor_for(args, profile)
-    try:
-        rec = await sup.launch(runtime=runtime)
-    except RunConflict as exc:
-        error(f"refused: {exc}")
-        return EXIT_CONFLICT
-    except (OSError, RuntimeError) as exc:
-        error(f"launch failed: {exc}")
-        return EXIT_FAILED
+async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | None = None, bare: bool | None = None) -> int:
+    """Launch: by the run's own detached supervisor, or here (``--no-supervise``; a restart:
+    ``sup`` given, ``runtime`` the settings it carries, ``bare`` whether the run was launched
+    ``--no-supervise``). A run launched here that should have a supervisor and has none gets
+    one; without one, runtime settings are re-applied here once ready (waited for even
+    without --wait)."""
+    supervised = ""
+    spawned = False
+    if sup is None and not args.no_supervise:
+        sup = supervisor_for(args, profile)
+        got = await _launch_supervised(args, profile, sup)
+        if isinstance(got, int):
+            return got
+        rec, supervised = got
+    else:
+        bare = args.no_supervise if bare is None else bare
+        sup = sup or supervisor_for(args, profile)
+        try:
+            rec = await sup.launch(runtime=runtime, unsupervised=bare)
+        except RunConflict as exc:
+            error(f"refused: {exc}")
+            return EXIT_CONFLICT
+        except (OSError, RuntimeError) as exc:
+            error(f"launch failed: {exc}")
+            return EXIT_FAILED
+        if bare:
+            supervised = "nobody supervises it (--no-supervise): a crash is not restarted"
+        else:
+            supervised, spawned = _supervisor_for_relaunch(profile, sup)
     state = sup.state
     wait = args.wait
-    if wait is None and rec.runtime_pending and not restart_lock.RestartLock.held_elsewhere(profile.name, sup.state_dir):
+    held = spawned or restart_lock.RestartLock.held_elsewhere(profile.name, sup.state_dir)
+    if wait is None and rec.runtime_pending and not held:
         wait = REAPPLY_WAIT_S  # nobody else would re-apply them: wait for ready and do it here
         if not args.json:
             print(
@@ -193,7 +157,10 @@ async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | 
                 f"({runtime_settings.describe(rec.runtime, profile.dynamic)})",
                 flush=True,
             )
-    if wait is not None:
+    elif rec.runtime_pending and held:
+        carried = runtime_settings.describe(rec.runtime, profile.dynamic)
+        supervised += f"; it re-applies the runtime settings once ready: {carried}"
+    if wait is not None and state in LIVE_STATES:  # (a run's supervisor may have found it FATAL already)
         state = await sup.wait_ready(wait)
     out(
         args,
@@ -204,9 +171,11 @@ async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | 
             "exit_code": sup.exit_code,
             "error": sup.last_error,
             "runtime_note": sup.runtime_note,
+            "supervisor": supervised or None,
         },
         f"launched {profile.name}: pid {rec.pid} (group {rec.pgid}) on {profile.url}, "
         f"state {state}\nlog: {rec.log_path}"
+        + (f"\n{supervised}" if supervised else "")
         + (f"\n{sup.last_error}" if sup.last_error else "")
         + (f"\n{sup.runtime_note}" if sup.runtime_note and sup.runtime_note != sup.last_error else ""),
     )
@@ -216,6 +185,47 @@ async def _launch(args, profile, sup: Supervisor | None = None, runtime: dict | 
         tail = run_logs.tail_lines(rec.log_path, 20)
         print(f"--- last {len(tail)} lines of {rec.log_path} ---", *tail, sep="\n", file=sys.stderr)
     return EXIT_TIMEOUT if state == RunState.STARTING else EXIT_FAILED
+
+
+def _supervisor_for_relaunch(profile, sup: Supervisor) -> tuple[str, bool]:
+    """After a restart made here: the run's supervisor follows the new server (it waits
+    ``supervise --linger`` for it); when there is none, one is started. (What to say, whether
+    one was started.)"""
+    from console.run_supervisor import DetachedSupervisors  # noqa: PLC0415
+
+    if restart_lock.RestartLock.held_elsewhere(profile.name, sup.state_dir):
+        return "its supervisor follows the new server", False
+    supervisors = DetachedSupervisors.for_profile(profile, sup.state_dir)
+    if isinstance(supervisors, str):
+        return f"nobody supervises it: {supervisors}", False
+    return supervisors.adopt(profile.port).detail, True
+
+
+async def _launch_supervised(args, profile, sup: Supervisor) -> tuple[runs.RunRecord, str] | int:
+    """The run launched by its own detached supervisor (console/run_supervisor.py): (the
+    record, what supervises it), or the exit code of a refusal or failure (said)."""
+    from console.run_supervisor import DetachedSupervisors  # noqa: PLC0415
+
+    live = sup.adopt()
+    if live is not None:
+        error(f"refused: profile {profile.name!r} is already running: pid {live.pid} on {live.host}:{live.port}")
+        return EXIT_CONFLICT
+    supervisors = DetachedSupervisors.for_profile(profile, sup.state_dir)
+    if isinstance(supervisors, str):  # cannot happen for a profile loaded from its file
+        error(f"launch failed: no detached supervisor can run this profile: {supervisors}")
+        return EXIT_FAILED
+    got = await supervisors.launch(profile.port)
+    if got.outcome != Outcome.DONE:
+        if "already running" in got.detail or "is held by" in got.detail:
+            error(got.detail if got.detail.startswith("refused") else f"refused: {got.detail}")
+            return EXIT_CONFLICT
+        error(got.detail if got.outcome == Outcome.FAILED else f"refused: {got.detail}")
+        return EXIT_FAILED if got.outcome == Outcome.FAILED else EXIT_USAGE
+    rec = sup.adopt() or sup.record
+    if rec is None:
+        error(f"launch failed: the supervisor launched it, but the run has ended already ({got.detail})")
+        return EXIT_FAILED
+    return rec, got.detail
 
 
 # ---- stop / restart -----------------------------------------------------------------------
@@ -244,6 +254,7 @@ async def _restart(args, profile) -> int:
     sup = supervisor_for(args, profile)
     sup.adopt()
     carry = sup.current_runtime()  # N etc. changed at runtime: carried to the new server, as the console's `r`
+    bare = sup.record is not None and sup.record.unsupervised
     with deferred("stop of the restart") as got:
         res = await sup.stop(grace=args.grace, keeping_runtime=True)
     if got:  # interrupted while stopping: the stop is finished, the new start is not made
@@ -254,7 +265,7 @@ async def _restart(args, profile) -> int:
     if not args.json:
         print(f"{profile.name}: {res.message}", flush=True)
     try:
-        return await _launch(args, profile, sup, runtime=carry)
+        return await _launch(args, profile, sup, runtime=carry, bare=bare)
     except ProfileError as exc:
         error(str(exc))
         return EXIT_USAGE
@@ -299,6 +310,12 @@ def register(subparsers) -> None:
         nargs="?",
         const=600.0,
         help="wait up to S seconds (default 600) until /health answers",
+    )
+    p.add_argument(
+        "--no-supervise",
+        action="store_true",
+        help="a bare run: no detached supervisor (by default one launches it and restarts its crashes); "
+        "nobody restarts a crash, and no console starts a supervisor for it",
     )
     p.set_defaults(func=cmd_launch)
 

@@ -14,21 +14,22 @@ import dataclasses
 import json
 import signal
 import time
-from collections.abc import Callable
 
+from console.cli.answer_pipe import AnswerPipe
 from console.cli.common import EXIT_CONFLICT, EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
 from console.cli.runs import common_parser, out, run_dict, supervisor_for, with_profile
+from console.cli.supervise_words import reporter, role_line
 from server_control.config.profile import ProfileError
 from server_control.control import server_tune
 from server_control.control.settings import Control
 from server_control.model.vocabulary import LIVE_STATES, RunState
-from server_control.protocol.arg_types import seconds_where, server_port
+from server_control.protocol.arg_types import positive, seconds_where, server_port
 from server_control.protocol.tuner import parse_bounds
 from server_control.state import runs
 from server_control.state.runs import RunConflict
 from server_control.supervision.health_watch import exit_words
 from server_control.supervision.live_tuner import LiveTuner
-from server_control.supervision.ownership import HANDOFF, ROLE_WORDS
+from server_control.supervision.ownership import RUN
 from server_control.supervision.supervisor import Supervisor
 from server_control.supervision.tune_requests import Follower
 from server_control.telemetry.http_poll import HttpPoller
@@ -40,27 +41,43 @@ EPILOG = (
 
 
 def cmd_supervise(args) -> int:
-    return with_profile(args, _supervise)
+    answer = AnswerPipe.open(args.answer_fd)
+    try:
+        return with_profile(args, lambda a, p: _supervise(a, p, answer))
+    finally:
+        answer.close()
 
 
-async def _supervise(args, profile) -> int:
-    if args.port is not None:  # the run's own port: a fleet console moved it off the profile's
+async def _supervise(args, profile, answer: AnswerPipe | None = None) -> int:
+    if args.port is not None:  # the run's own port: the demo's free one, a fleet member moved off a busy one
         profile = dataclasses.replace(profile, server={**profile.server, "port": args.port})
+    if args.time_scale is not None:  # the simulator's, as the console that started this one had it
+        if profile.kind != "sim":
+            error(f"--time-scale is the simulator's; profile {profile.name!r} runs {profile.kind}")
+            return EXIT_USAGE
+        profile = dataclasses.replace(profile, sim={**profile.sim, "time_scale": args.time_scale})
+    if args.launch_only and args.adopt_only:
+        error("--launch-only and --adopt-only exclude each other")
+        return EXIT_USAGE
     last: dict = {}
-    sup = supervisor_for(
-        args, profile, on_change=_reporter(args, profile, last), role=HANDOFF if args.handed_off else "supervise"
-    )
-    handed = sup.adopt() if args.handed_off else None
-    if args.handed_off and handed is None:
-        # handed a run that ended meanwhile (stopped elsewhere): launching here would start
-        # a server nobody asked for, left running in a detached process
+    sup = supervisor_for(args, profile, on_change=reporter(args, profile, last), role=RUN if args.detached else "supervise")
+    found = sup.adopt()
+    # the restart lock before any launch: the record then names this process as the run's
+    # supervisor before the server starts
+    sup.ownership.try_lock()
+    if args.adopt_only and found is None:
+        # the run ended meanwhile (stopped elsewhere): launching here would start a server
+        # nobody asked for, left running in a detached process
         out(
             args,
             {"event": "nothing", "profile": profile.name},
-            f"{profile.name}: handed off, but the run is not running: nothing to supervise",
+            f"{profile.name}: the run is not running: nothing to supervise",
         )
         return EXIT_OK
-    got = (handed, "adopted") if handed is not None else await _adopt_or_launch(sup, profile)
+    if args.launch_only and found is not None:  # a launch asked of a run's new supervisor: refused, as `launch` is
+        error(f"refused: profile {profile.name!r} is already running: pid {found.pid} on {found.host}:{found.port}")
+        return EXIT_CONFLICT
+    got = (found, "adopted") if found is not None else await _adopt_or_launch(sup, profile, adopt=not args.launch_only)
     if isinstance(got, int):
         return got
     rec, how = got
@@ -82,8 +99,10 @@ async def _supervise(args, profile) -> int:
             "cannot_lock": sup.ownership.cannot_lock,
             "supervisor": (lambda w: w.to_json() if w else None)(sup.supervisor_of()),
         },
-        f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + _role_line(sup),
+        f"{how} {profile.name}: pid {rec.pid} on {profile.url}; log {rec.log_path}\n" + role_line(sup),
     )
+    if answer is not None:
+        answer.answered(json.dumps({"event": how, "profile": profile.name, "pid": rec.pid}))
     last["supervising"] = sup.supervising
     code = EXIT_OK
     try:
@@ -172,64 +191,9 @@ def _bounds(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _reporter(args, profile, last: dict) -> Callable[[Supervisor], None]:
-    """The supervisor's ``on_change``: a line (or a JSON event) per change worth saying;
-    ``last`` keeps what was said."""
-
-    def report(sup: Supervisor) -> None:
-        key = (
-            sup.state,
-            sup.restarts,
-            sup.record.pid if sup.record else None,
-            sup.supervising,
-            sup.next_restart_at,
-            sup.runtime_note,
-            sup.ownership.cannot_lock,
-        )
-        if last.get("key") == key:
-            return
-        last["key"] = key
-        snap = sup.status_json()
-        if args.json:
-            print(json.dumps({"event": "state", "profile": profile.name, "time": time.time(), **snap}), flush=True)
-            return
-        bits = [f"{profile.name}: {sup.state}"]
-        if snap["pid"]:
-            bits.append(f"pid {snap['pid']}")
-        if sup.restarts:
-            bits.append(f"restarts {sup.restarts}")
-        if snap["next_restart_in_s"] is not None:
-            bits.append(f"restart in {snap['next_restart_in_s']:g} s")
-        if sup.last_error:
-            bits.append(sup.last_error)
-        line = "  ".join(bits)
-        if last.get("line") != line:  # e.g. only `supervising` changed: said below
-            last["line"] = line
-            print(f"{time.strftime('%H:%M:%S')}  {line}", flush=True)
-        _report_note_and_role(sup, profile, last)
-
-    return report
-
-
-def _report_note_and_role(sup: Supervisor, profile, last: dict) -> None:
-    if sup.runtime_note and last.get("note") != sup.runtime_note:  # re-applied (or not) after a restart
-        last["note"] = sup.runtime_note
-        print(f"{time.strftime('%H:%M:%S')}  {profile.name}: {sup.runtime_note}", flush=True)
-    cannot = sup.ownership.cannot_lock
-    if "supervising" in last and cannot is not None and last.get("cannot_lock") != cannot:  # after the first words
-        print(f"{time.strftime('%H:%M:%S')}  {profile.name}: {cannot}; a crash is said, not restarted", flush=True)
-    last["cannot_lock"] = cannot
-    if "supervising" in last and last["supervising"] != sup.supervising:  # after the first words
-        last["supervising"] = sup.supervising
-        print(
-            f"{time.strftime('%H:%M:%S')}  {profile.name}: "
-            + ("now supervising (took over the restart lock)" if sup.supervising else "no longer supervising"),
-            flush=True,
-        )
-
-
-async def _adopt_or_launch(sup: Supervisor, profile) -> tuple[runs.RunRecord, str] | int:
-    """(the run, "adopted" | "launched"), or the exit code of a refused or failed launch (said)."""
+async def _adopt_or_launch(sup: Supervisor, profile, adopt: bool = True) -> tuple[runs.RunRecord, str] | int:
+    """(the run, "adopted" | "launched"), or the exit code of a refused or failed launch
+    (said). ``adopt`` False (``--launch-only``): a run that won a launch race is a refusal."""
     rec = sup.adopt()
     if rec is not None:
         return rec, "adopted"
@@ -238,7 +202,7 @@ async def _adopt_or_launch(sup: Supervisor, profile) -> tuple[runs.RunRecord, st
     except RunConflict as exc:
         # a lost launch race (another launch or supervise of this profile won): watch
         # that run, as a supervise started a moment later would
-        rec = sup.adopt() if exc.record.name == profile.name else None
+        rec = sup.adopt() if adopt and exc.record.name == profile.name else None
         if rec is None:
             error(f"refused: {exc}")
             return EXIT_CONFLICT
@@ -251,11 +215,31 @@ async def _adopt_or_launch(sup: Supervisor, profile) -> tuple[runs.RunRecord, st
         return EXIT_FAILED
 
 
+LIFETIME_ENV = "SPECCONSOLE_SUPERVISE_MAX_S"  # a bound on a supervise's life (the test suite sets it: no leaks)
+
+
+def _lifetime_end() -> float | None:
+    """When ``$SPECCONSOLE_SUPERVISE_MAX_S`` (seconds, if set and valid) ends this process's
+    supervision (monotonic), or None."""
+    import os  # noqa: PLC0415
+
+    try:
+        limit = float(os.environ.get(LIFETIME_ENV, ""))
+    except ValueError:
+        return None
+    return time.monotonic() + limit if limit > 0 else None
+
+
 async def _until_done(args, profile, sup: Supervisor, detach: asyncio.Event, watch: asyncio.Task) -> int:
     """Wait until detached, FATAL (said, EXIT_FAILED), stopped for ``--linger`` s (said) or
     the watch loop ends."""
     stopped_since: float | None = None
+    ends_at = _lifetime_end()
     while not detach.is_set() and not watch.done():
+        if ends_at is not None and time.monotonic() > ends_at:
+            out(args, {"event": "lifetime", "profile": profile.name}, f"{profile.name}: {LIFETIME_ENV} reached: detaching")
+            detach.set()
+            break
         if sup.state == RunState.FATAL:
             tail = "\n".join(sup.fatal_tail)
             out(
@@ -288,19 +272,6 @@ async def _until_done(args, profile, sup: Supervisor, detach: asyncio.Event, wat
     return EXIT_OK
 
 
-def _role_line(sup: Supervisor) -> str:
-    if sup.supervising:
-        return "supervising (Ctrl-C detaches and leaves the server running)"
-    if sup.ownership.cannot_lock is not None:
-        return f"watching only: {sup.ownership.cannot_lock}; a crash is said, not restarted (Ctrl-C leaves)"
-    who = sup.supervisor_of()
-    holder = f"{ROLE_WORDS.get(who.kind, who.kind)} pid {who.pid}" if who else "another process"
-    return (
-        f"watching only: {holder} supervises this run and restarts its crashes; this process "
-        "takes over if it stops (Ctrl-C leaves)"
-    )
-
-
 def register(subparsers) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     common = common_parser()
@@ -326,9 +297,33 @@ def register(subparsers) -> None:
         help="the run's port instead of the profile's (a fleet console that moved a member off a busy port hands it off so)",
     )
     p.add_argument(
-        "--handed-off",
+        "--detached",
         action="store_true",
-        help="started by a console that quit leaving the server running (the next console takes over)",
+        help="this is the run's own supervisor, started detached by a console or `launch` (status says so)",
+    )
+    p.add_argument(
+        "--answer-fd",
+        type=int,
+        default=None,
+        metavar="N",
+        help=argparse.SUPPRESS,  # console/run_supervisor.py: the first answer also on this fd, then closed
+    )
+    p.add_argument(
+        "--launch-only",
+        action="store_true",
+        help="launch the run, never adopt one (a live run: refused, exit 3, as `launch` is)",
+    )
+    p.add_argument(
+        "--adopt-only",
+        action="store_true",
+        help="supervise the live run, never launch one (exit 0, saying so, when none runs)",
+    )
+    p.add_argument(
+        "--time-scale",
+        type=positive,
+        default=None,
+        metavar="X",
+        help="a simulator profile's time scale for the launches and restarts of this run",
     )
     p.add_argument(
         "--auto-tune",

@@ -14,9 +14,13 @@ Demo choices: its runs live in `<state dir>/demo` (so they never collide with a 
 profile's run record, lock or logs); if the profile's port is busy it takes a free one and
 says so; an already running demo simulator is adopted on its own port; the screen names
 the demo's state dir and how headless commands reach it (`specconsole status --demo`);
-quitting asks whether to leave the simulator running, and Enter leaves it running (as for
-`ui`: Enter never stops a server; `s` stops it), handed to a detached `specconsole
-supervise`; `specconsole stop --demo` stops it later. A closed terminal (SIGHUP) does the same.
+quitting asks whether to stop the simulator too, and Enter leaves it running (as for `ui`:
+Enter never stops a server; `s` stops it); `specconsole stop --demo` stops it later.
+
+Supervision never lives in the console: every run it launches starts under its own detached
+`specconsole supervise` (console/run_supervisor.py), which restarts a crash whether or not a
+console is open; a console finding a live run without one starts one and says so. Quitting,
+a closed terminal (SIGHUP) or a killed console end only the view.
 
 Exit codes: 0 normal quit; 2 bad profile, arguments or missing API-key variable.
 """
@@ -105,54 +109,51 @@ def register(subparsers) -> None:
     attach.set_defaults(func=run_attach)
 
 
-def _run_app(session, args, after: str = "", handoff: list[str] | None = None, **kwargs) -> int:
-    """Run the screen; then print its farewell (and ``after`` when the server was left
-    running). A server left running that this console supervised is handed to a detached
-    `specconsole supervise` (``handoff``: the arguments that name its run)."""
+def _run_app(session, args, after: str = "", **kwargs) -> int:
+    """Run the screen; then print its farewell (and ``after`` when the server was left running)."""
     from console.app import SpecConsoleApp  # noqa: PLC0415 - textual only when a screen is wanted
-    from console.exit_watchdog import ExitWatchdog, Once  # noqa: PLC0415
-    from console.handoff import hand_off  # noqa: PLC0415
+    from console.exit_watchdog import ExitWatchdog  # noqa: PLC0415
 
     app = SpecConsoleApp(session, remember_theme=True, mouse_motion=args.mouse_motion, **kwargs)
-    finish = Once(lambda: hand_off(session, handoff) if handoff is not None else None)
-    app.exit_watchdog = ExitWatchdog(finish)  # a dead terminal: handed off and gone in 2 s
+    app.exit_watchdog = ExitWatchdog()  # a dead terminal: gone in 2 s
     try:
         app.run(mouse=not args.no_mouse)
     finally:  # also when the terminal went away (SIGHUP: console/hangup.py) and drawing failed
-        handed = finish()
         app.exit_watchdog.disarm()
-    lines = []
-    if app.farewell:
-        lines.append(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""))
-    if handed is not None:
-        lines.append(f"specconsole: {handed.words()}")
     try:
-        for line in lines:
-            print(line, flush=True)
-    except OSError:  # no terminal left to say it on: the hand-off is in its log and the run record
+        if app.farewell:
+            print(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""), flush=True)
+    except OSError:  # no terminal left to say it on
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter's final flush must not fail
     return app.return_code or EXIT_OK
 
 
+def console_session(profile, state_dir):
+    """A console's session on ``profile``'s run: a client of the run's own detached
+    supervisor (console/run_supervisor.py)."""
+    from console.run_supervisor import DetachedSupervisors  # noqa: PLC0415
+    from server_control.session.session import Session  # noqa: PLC0415
+
+    supervisors = DetachedSupervisors.for_profile(profile, state_dir)
+    if isinstance(supervisors, str):  # never for a profile loaded from its file
+        raise OSError(f"no detached supervisor can run profile {profile.name!r}: {supervisors}")
+    return Session.for_profile(profile, state_dir=state_dir, supervisors=supervisors)
+
+
 def run_ui(args) -> int:
     from server_control.config.profile import ProfileError
-    from server_control.session.session import Session
     from server_control.state.state_dir import resolve_state_dir
 
     try:
         profile = load_profile_arg(args.profile)
-        session = Session.for_profile(profile, state_dir=args.state_dir)
-        state_dir = resolve_state_dir(args.state_dir)  # the one the session's run uses
+        session = console_session(profile, resolve_state_dir(args.state_dir))
     except (ProfileError, OSError, UsageError) as exc:
         return usage_error(str(exc))
-    return _run_app(
-        session, args, what="server", launch="offer", handoff=["--profile", str(profile.path), "--state-dir", str(state_dir)]
-    )
+    return _run_app(session, args, what="server", launch="offer")
 
 
 def run_demo(args) -> int:
     from server_control.config.profile import ProfileError
-    from server_control.session.session import Session
 
     if args.time_scale <= 0:
         return usage_error(f"--time-scale must be > 0, got {args.time_scale}")
@@ -168,7 +169,7 @@ def run_demo(args) -> int:
         return usage_error(f"--port must be 1..65535, got {args.port}")
     try:
         target = demo_target(demo_state_dir(args.state_dir), args.port, args.time_scale)
-        session = Session.for_profile(target.profile, state_dir=target.state_dir)
+        session = console_session(target.profile, target.state_dir)
     except (ProfileError, OSError) as exc:
         return usage_error(str(exc))
     notice = "; ".join(filter(None, [target.note, f"demo state dir {target.state_dir}; headless: {target.hint()}"]))
@@ -179,7 +180,6 @@ def run_demo(args) -> int:
         launch="auto",
         notice=notice,
         after=f"stop it with: {target.hint().replace('status', 'stop')}",
-        handoff=["--demo", "--state-dir", str(target.state_dir)],
     )
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
+
+if TYPE_CHECKING:
+    from server_control.model.run_status import RunStatus
 
 
 class ChoiceScreen(ModalScreen):
@@ -65,14 +70,22 @@ def confirm(question: str, default_yes: bool = False) -> ChoiceScreen:
     return ChoiceScreen(question, [("y", "Yes", True), ("n", "No", False)], default=0 if default_yes else 1, cancel_value=False)
 
 
-def quit_choice(what: str) -> ChoiceScreen:
-    """Quit: leave the server running ("leave", the default: Enter never stops a server),
-    stop it ("stop"), or stay (None)."""
+def quit_choice(what: str, kept_by: str = "") -> ChoiceScreen:
+    """Quit: stop the server too? Leave it running ("leave", the default: Enter never stops a
+    server), stop it ("stop"), or stay (None). ``kept_by``: who restarts its crashes."""
+    keeper = kept_by or "nobody restarts a crash (the run has no supervisor)"
     return ChoiceScreen(
-        f"Quit the console. Leave the {what} running?\n\nLeave: it keeps serving; supervision "
-        "passes to a detached `specconsole supervise` (it restarts a crash) until the next "
-        f"console takes it back.\nStop: stop the {what} and all its processes now.",
+        f"Quit the console. Stop the {what} too?\n\nLeave: it keeps serving; {keeper}.\n"
+        f"Stop: stop the {what} and all its processes now.",
         [("l", f"Leave {what} running", "leave"), ("s", f"Stop {what}", "stop"), ("c", "Cancel", None)],
         default=0,
         cancel_value=None,
     )
+
+
+def kept_by(run: RunStatus) -> str:
+    """Who restarts the run's crashes, in words ("" when nobody does)."""
+    from server_control.supervision.ownership import ROLE_WORDS  # noqa: PLC0415
+
+    who = run.supervisor
+    return f"{ROLE_WORDS.get(who.kind, who.kind)} (pid {who.pid}) restarts a crash" if who is not None else ""

@@ -26,7 +26,7 @@ class FleetApp(ConsoleApp):
         self.fleet = fleet
         self.start_fleet = start_fleet
         self.stops_on_quit = stops_on_quit  # the demo without --keep: on_exit stops everything
-        self.leaving = False  # quit leaving the fleet running: hand its local members off (console/fleet/leaving.py)
+        self.leaving = False  # quit leaving the fleet running (console/fleet/leaving.py)
         self.on_start, self.on_exit = on_start, on_exit
 
     def get_default_screen(self) -> Screen:
@@ -66,7 +66,7 @@ class FleetApp(ConsoleApp):
             self.fleet_screen.action_quit_fleet()
 
     def hang_up(self) -> None:
-        """SIGHUP: leave the fleet running, handed off (as `q` + Enter); the demo without
+        """SIGHUP: leave the fleet running (as `q` + Enter); the demo without
         --keep stops it (as its `q` does)."""
         self.leaving = not self.stops_on_quit
         self.exit()

@@ -70,7 +70,7 @@ class FleetScreen(Screen):
         Binding("l", "gateway_log", "Gateway log", show=False, tooltip="The gateway's (smg's) own log, followed"),
         Binding("escape", "clear", "Clear", show=False, tooltip="Clear the marks and the filter"),
         Binding("question_mark", "fleet_help", "Help", tooltip="This help"),
-        Binding("q", "quit_fleet", "Quit", tooltip="Quit: leave the fleet running (handed off) or stop it (asks)"),
+        Binding("q", "quit_fleet", "Quit", tooltip="Quit: leave the fleet running (supervised) or stop it (asks)"),
     ]
     DEFAULT_CSS = """
     FleetScreen #fleet-header { height: 1; padding: 0 1; background: $boost; }
@@ -314,7 +314,7 @@ class FleetScreen(Screen):
         self.refresh_rows()
 
     def action_quit_fleet(self) -> None:
-        """q: leave the fleet running (members handed to a detached supervise each), stop it,
+        """q: leave the fleet running (each local member keeps its own supervisor), stop it,
         or stay (console/fleet/leaving.py); a demo fleet that stops on quit only confirms."""
         from console.dialogs.confirm import confirm  # noqa: PLC0415
         from console.fleet.leaving import quit_question  # noqa: PLC0415
@@ -329,7 +329,7 @@ class FleetScreen(Screen):
 
     def _quit_answer(self, choice: object) -> None:
         if choice == "leave":
-            self.app.leaving = True  # type: ignore[attr-defined]  # FleetApp: hand off after the fleet closed
+            self.app.leaving = True  # type: ignore[attr-defined]  # FleetApp: says so after the fleet closed
             self.app.exit()
         elif choice == "stop":
             self.query_one(ResultsPanel).pending("stop", list(self.fleet.members))

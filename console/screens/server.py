@@ -24,7 +24,7 @@ from textual.dom import DOMNode
 from textual.reactive import var
 from textual.screen import ModalScreen, Screen
 
-from console.dialogs.confirm import confirm, quit_choice
+from console.dialogs.confirm import confirm, kept_by, quit_choice
 from console.keys import NEEDS_OWNER, bindings_for, footer_rank
 from console.messages import LogsAppended, SnapshotChanged
 from console.palette import ConsoleCommands
@@ -241,7 +241,7 @@ class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
         if self.snapshot.attached or not run.pid or run.state is None or run.state in FINAL_STATES:
             self.leave(stop=False)
             return
-        self.app.push_screen(quit_choice(self.what), self._quit_answer)
+        self.app.push_screen(quit_choice(self.what, kept_by(run)), self._quit_answer)
 
     def _quit_answer(self, choice: object) -> None:
         if choice:
@@ -262,5 +262,7 @@ class ServerScreen(ControlActions, AdviceActions, ChartActions, Screen):
         if stop:
             farewell = f"specconsole: {self.what} stopped."
         elif run.pid and run.state is not None and run.state not in FINAL_STATES:
-            farewell = f"specconsole: {self.what} left running: pid {run.pid}, port {run.port}, log {run.log_path}"
+            farewell = f"specconsole: {self.what} left running: pid {run.pid}, port {run.port}, log {run.log_path}" + (
+                f"; {kept_by(run)}" if run.supervisor is not None else "; nobody restarts a crash (no supervisor)"
+            )
         self.app.exit(farewell, return_code=0)

@@ -26,7 +26,7 @@ from typing import Any
 
 from server_control.fleet.gateway import Gateway, GatewayStatus
 from server_control.fleet.gateway_metrics import METRICS_EVERY_S
-from server_control.fleet.member import Member, MemberResult, MemberRow
+from server_control.fleet.member import Member, MemberResult, MemberRow, SupervisorsFor
 from server_control.fleet.spec import FleetSpec
 from server_control.model.vocabulary import MemberOutcome, RunState
 from server_control.session.subscribers import Subscribers
@@ -37,11 +37,22 @@ ROUTED_POLL_S = 0.5  # launch --wait: how often the gateway's worker list is rea
 
 
 class Fleet:
-    def __init__(self, spec: FleetSpec, state_dir: str | Path | None = None, *, supervise: bool = True) -> None:
+    def __init__(
+        self,
+        spec: FleetSpec,
+        state_dir: str | Path | None = None,
+        *,
+        supervise: bool = True,
+        supervisors: SupervisorsFor | None = None,
+    ) -> None:
+        """``supervisors``: each local member's own detached supervisors (a console's:
+        member.py); without them a ``supervise`` fleet supervises its members in this process."""
         self.spec = spec
         self.state_dir = state_dir
         self.supervise = supervise
-        self.members: dict[str, Member] = {m.name: Member.build(m, spec, state_dir, supervise=supervise) for m in spec.members}
+        self.members: dict[str, Member] = {
+            m.name: Member.build(m, spec, state_dir, supervise=supervise, supervisors=supervisors) for m in spec.members
+        }
         self.gateway = Gateway(spec, state_dir, supervise=supervise) if spec.gateway else None
         self.gateway_status: GatewayStatus | None = None
         self._subs = Subscribers(log)

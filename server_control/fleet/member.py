@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,8 +35,14 @@ from server_control.state.state_dir import resolve_state_dir
 ROW_MAX_AGE_S = 5.0  # a row whose session published nothing is rebuilt after this long
 
 if TYPE_CHECKING:
+    from server_control.config.profile import Profile
     from server_control.fleet.remote import RemoteRun
+    from server_control.session.run_backends import RunSupervisorPort
     from server_control.session.session import Session
+
+# a local member's own detached supervisors (the console's: console/run_supervisor.py), or
+# None where a detached supervisor cannot run its profile (then this process supervises it)
+SupervisorsFor = Callable[["Profile", "str | Path | None"], "RunSupervisorPort | None"]
 
 
 ACTIONS = ("threshold", "force", "verify", "launch", "stop", "restart", "status")
@@ -170,12 +176,22 @@ class Member:
         return self.spec.worker_url or self.session.url
 
     @classmethod
-    def build(cls, spec: MemberSpec, fleet: FleetSpec, state_dir: str | Path | None = None, *, supervise: bool = True) -> Member:
+    def build(
+        cls,
+        spec: MemberSpec,
+        fleet: FleetSpec,
+        state_dir: str | Path | None = None,
+        *,
+        supervise: bool = True,
+        supervisors: SupervisorsFor | None = None,
+    ) -> Member:
         from server_control.session.session import Session  # noqa: PLC0415 - heavy
 
         poll = fleet.poll_interval_s
         if spec.kind == LOCAL and spec.profile is not None:
-            return cls(spec, Session.for_profile(spec.profile, state_dir, supervise=supervise, poll_interval_s=poll))
+            own = supervisors(spec.profile, state_dir) if supervisors is not None and supervise else None
+            session = Session.for_profile(spec.profile, state_dir, supervise=supervise, supervisors=own, poll_interval_s=poll)
+            return cls(spec, session)
         key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         admin = os.environ.get(spec.admin_api_key_env) if spec.admin_api_key_env else None
         home = curves_home(fleet, spec, state_dir) if supervise else None

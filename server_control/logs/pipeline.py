@@ -68,6 +68,15 @@ class LogPipeline:
     def add_listener(self, callback: Callable[[int], None]) -> None:
         self._listeners.append(callback)
 
+    def caught_up(self, size_at: int | None = None) -> bool:
+        """The follower has read the log up to ``size_at`` (default: its size now); True when
+        the file cannot be read."""
+        try:
+            size = self.path.stat().st_size if size_at is None else size_at
+        except OSError:
+            return True
+        return self.follower.is_open and self.follower.position >= size
+
     @property
     def state(self) -> str:
         """ "waiting" (no file yet), "following", "error: <reason>", or "stopped"."""

@@ -58,6 +58,7 @@ class RunStatus:
     last_exit: str | None = None  # how the server last ended on its own (crash, watchdog): kept across restarts
     lost_supervisor: SupervisorInfo | None = None  # named by the record, gone without detaching (nobody supervises)
     took_over_from: SupervisorInfo | None = None  # such a one, when this process took supervision over from it
+    supervisor_note: str | None = None  # a console found the run without a supervisor and started one: said so
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -84,6 +85,7 @@ class RunStatus:
                 last_exit=self.last_exit,
                 lost_supervisor=self.lost_supervisor.to_json() if self.lost_supervisor else None,
                 took_over_from=self.took_over_from.to_json() if self.took_over_from else None,
+                supervisor_note=self.supervisor_note,
             )
         return out
 
@@ -113,4 +115,5 @@ class RunStatus:
             last_exit=as_str(r.get("last_exit")),
             lost_supervisor=SupervisorInfo.from_json(r.get("lost_supervisor")),
             took_over_from=SupervisorInfo.from_json(r.get("took_over_from")),
+            supervisor_note=as_str(r.get("supervisor_note")),
         )

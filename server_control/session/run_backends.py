@@ -1,8 +1,10 @@
 """The run behind a session: what launches, stops and reports the server process.
 
-``Session`` talks to one of these (``RunLike``): ``ProfileRun`` (a profile's run through
-the supervisor), ``AttachedRun`` (a server someone else runs: refuses to launch or stop
-it), or the fleet's ``RemoteRun`` (a profile's run on another host, over SSH).
+``Session`` talks to one of these (``RunLike``): ``ProfileRun`` (a profile's run: given a
+``RunSupervisorPort``, as every console is, a client of the run's own detached supervisor;
+without one, supervised in this process, as a library session is), ``AttachedRun`` (a
+server someone else runs: refuses to launch or stop it), or the fleet's ``RemoteRun`` (a
+profile's run on another host, over SSH).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from server_control.advice.store import CurvesHome
 from server_control.model.operation import OperationResult
 from server_control.model.run_status import RunStatus
+from server_control.model.supervisor_start import SupervisorStart
 from server_control.model.vocabulary import EXTERNAL_STATE, FINAL_STATES, STOPPED_STATES, Outcome, RunState
 from server_control.telemetry.sample import Sample
 
@@ -63,6 +66,18 @@ class RunLike(Protocol):
     def curves_home(self, url: str) -> CurvesHome | None:
         """Where this session keeps the server's cost curves (the advisor's); None: not kept
         (as ``history_dir``, unless the fleet keeps a member's: remote, or at a URL)."""
+
+
+class RunSupervisorPort(Protocol):
+    """Starts a run's own detached supervisor (console/run_supervisor.py): a `specconsole
+    supervise` in its own session, which outlives the console."""
+
+    async def launch(self, port: int) -> SupervisorStart:
+        """A supervisor that launches the run on ``port`` and supervises it; answered once it
+        said launched (or why not)."""
+
+    def adopt(self, port: int) -> SupervisorStart:
+        """A supervisor for the live run on ``port`` that has none (it never launches)."""
 
 
 OWNER_TTL_S = 5.0  # how long an answer to "is it ours?" is kept (the same leader pid)
@@ -115,18 +130,39 @@ class AttachedRun:
         return self._curves_home
 
 
+SUPERVISOR_START_WAIT_S = 15.0  # a supervisor started for a run gets this long to take the lock
+
+
 class ProfileRun:
     """The profile's run through server_control.supervision.supervisor.Supervisor. With ``supervise``
-    the session runs ``Supervisor.watch()`` (health, crash restart while it holds the
-    profile's restart lock); without it (headless read-only commands) it only adopts, and
-    the run state is judged from the leader process and the HTTP poll."""
+    the session runs ``Supervisor.watch()``; without it (headless read-only commands) it only
+    adopts, and the run state is judged from the leader process and the HTTP poll.
 
-    def __init__(self, profile: Profile, state_dir: str | Path | None = None, supervise: bool = True) -> None:
+    ``supervisors`` given (every console): the run's own detached supervisor restarts its
+    crashes; this session's watch never takes the restart lock. A launch starts that
+    supervisor, which launches; a live run found without one (its supervisor was killed)
+    gets one, said in ``supervisor_note``, unless it was launched ``--no-supervise``. Stop and
+    restart are done here under the run's locks, as `specconsole stop` / `restart` do them:
+    the supervisor sees the record and follows (server_control/supervision/health_watch.py).
+    Without ``supervisors`` (a library session) the watch supervises in this process while it
+    runs, and nobody does after it closes."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        state_dir: str | Path | None = None,
+        supervise: bool = True,
+        supervisors: RunSupervisorPort | None = None,
+    ) -> None:
         from server_control.supervision.supervisor import Supervisor  # noqa: PLC0415 - heavy, profile case only
 
         self.sup = Supervisor(profile, state_dir=state_dir)
         self.supervise = supervise
-        self.needs_handoff = False  # set by close(): we supervised a run that goes on without us
+        self.supervisors = supervisors
+        if supervisors is not None:
+            self.sup.ownership.may_lock = False
+        self.supervisor_note: str | None = None  # the last supervisor this session started, and why
+        self._started_supervisor: tuple[float, int | None] = (-SUPERVISOR_START_WAIT_S, None)  # (monotonic, pid)
         self._watch: asyncio.Task[Any] | None = None
         self._pids: list[int] = []
         self._reachable = False
@@ -142,18 +178,37 @@ class ProfileRun:
         self.sup.on_change = lambda _sup: on_change()
         self.sup.adopt()
         if self.supervise:
-            self.sup.reclaim_from_handoff()  # a console that quit handed it to `supervise`: take it back
             self._watch = asyncio.create_task(self.sup.watch(), name="supervise")
+            self.ensure_supervised()
 
-    @property
-    def supervises_live_run(self) -> bool:
-        """This process holds the run's restart lock and the run goes on: leaving now leaves it
-        unsupervised unless it is handed on (also asked before ``close()`` ran, by a console
-        whose view hung on a dead terminal: console/exit_watchdog.py)."""
-        return bool(self.sup.supervising and self.sup.record is not None and self.sup.state not in FINAL_STATES)
+    def ensure_supervised(self) -> SupervisorStart | None:
+        """A client of the run's supervisor (``supervisors`` given) that finds the live run
+        without one (killed, or an earlier version's console left it) starts one and says so
+        (``supervisor_note``, logged); never for a run launched ``--no-supervise``. What was
+        started, or None."""
+        rec = self.sup.record
+        if (
+            self.supervisors is None
+            or rec is None
+            or rec.unsupervised
+            or self.sup.state in FINAL_STATES
+            or self.sup.state in STOPPED_STATES
+            or self.sup.supervisor_of() is not None
+        ):
+            return None
+        when, _pid = self._started_supervisor
+        if time.monotonic() - when < SUPERVISOR_START_WAIT_S:
+            return None  # the one started a moment ago is still starting
+        lost = self.sup.ownership.lost()
+        got = self.supervisors.adopt(self.sup.profile.port)
+        self._started_supervisor = (time.monotonic(), got.pid)
+        why = f"its supervisor (pid {lost.pid}) ended without detaching" if lost is not None else "nobody supervised it"
+        self.supervisor_note = f"{why}: {got.detail}"
+        log.warning("%s: %s", self.sup.profile.name, self.supervisor_note)
+        self.sup.changed()
+        return got
 
     async def close(self) -> None:
-        self.needs_handoff = self.supervises_live_run
         if self._watch is not None:
             self._watch.cancel()
             try:
@@ -161,11 +216,6 @@ class ProfileRun:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the watch ends here; its last error was already reported
                 pass
             self._watch = None
-
-    def handoff_log_dir(self) -> Path:
-        """Where the detached `specconsole supervise` that a quitting console hands this run
-        to writes its log."""
-        return Path(self.sup.state_dir) / "logs" / self.sup.profile.name
 
     def log_path(self) -> Path | None:
         rec = self.sup.record
@@ -179,6 +229,8 @@ class ProfileRun:
         self._pids = [p.pid for p in self.sup.processes()]
         if sample.reachable and sample.next_poll_s is not None:  # this run's server answered (not another's)
             self.sup.poll_answered(time.monotonic() - (sample.poll_s or 0.0), sample.next_poll_s)
+        if self.supervise:
+            self.ensure_supervised()
 
     def owns_server(self) -> bool | None:
         """Whether a process of this run (the recorded, verified leader or one of its
@@ -211,10 +263,17 @@ class ProfileRun:
                 st = dataclasses.replace(st, state=RunState.READY)
             elif rec.health == RunState.UNHEALTHY or rec.ready_at:  # it answered before: not starting
                 st = dataclasses.replace(st, state=RunState.UNHEALTHY)
-        return st
+        return dataclasses.replace(st, supervisor_note=self.supervisor_note) if self.supervisor_note else st
 
     async def launch(self) -> OperationResult:
-        return await self._start("launch", self.sup.launch)
+        if self.supervisors is None:
+            return await self._start("launch", self.sup.launch)
+        if self.sup.adopt() is not None:  # live already (launched elsewhere a moment ago)
+            return OperationResult("launch", Outcome.REFUSED, "the run is already live", run=self.status())
+        got = await self.supervisors.launch(self.sup.profile.port)
+        self._started_supervisor = (time.monotonic(), got.pid)
+        self.sup.adopt()
+        return OperationResult("launch", got.outcome, got.detail, run=self.status())
 
     async def restart(self) -> OperationResult:
         return await self._start("restart", self.sup.restart)

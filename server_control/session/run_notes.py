@@ -1,7 +1,8 @@
 """What the session's log view says when its run changes: the server exited (and when it
 restarts), it restarted (its new pid), the run's runtime settings re-applied (or not)
-after a restart. Each said once: the last one said of each kind is kept here. And what it
-says when what answers at the run's port is not this run's server (``not_ours``)."""
+after a restart, a supervisor started for a run found without one. Each said once: the
+last one said of each kind is kept here. And what it says when what answers at the run's
+port is not this run's server (``not_ours``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ class RunNotes:
     def __init__(self) -> None:
         self._last_exit: str | None = None  # the run's last exit already said in the log view
         self._restarts: int | None = None  # the run's restart count last seen (None: not yet)
-        self._runtime_note: str | None = None
+        self._said: dict[str, str | None] = {}  # the last note said of each kind
 
     def exits(self, st: RunStatus) -> list[str]:
         """The lines to say for the run status ``st``: a new exit (a crash, said where the log
@@ -29,11 +30,15 @@ class RunNotes:
         self._restarts = st.restarts
         return out
 
-    def runtime(self, note: str | None) -> str | None:
-        """``note`` (the run's settings re-applied, or not, after a restart) when it is new."""
-        new = note if note and note != self._runtime_note else None
-        self._runtime_note = note
-        return new
+    def news(self, st: RunStatus) -> list[str]:
+        """The run's notes (runtime settings after a restart, a supervisor started for it)
+        that are new since the last look."""
+        out = []
+        for kind, note in (("runtime", st.runtime_note), ("supervisor", st.supervisor_note)):
+            if note and note != self._said.get(kind):
+                out.append(note)
+            self._said[kind] = note
+        return out
 
 
 def not_ours(port: int | None) -> str:

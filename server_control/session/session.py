@@ -34,7 +34,7 @@ from server_control.model.vocabulary import ChangeState, Outcome
 from server_control.protocol import decision
 from server_control.session.history_keeper import HistoryKeeper
 from server_control.session.log_facts import LogFacts
-from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike
+from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike, RunSupervisorPort
 from server_control.session.run_notes import RunNotes, not_ours
 from server_control.session.snapshot_parts import SnapshotParts, rate_of, server_status, stale_elsewhere
 from server_control.session.subscribers import Subscribers
@@ -84,12 +84,8 @@ class Session:
         )
         self.last_change: SettingChange | None = None
         self._elsewhere_at = 0.0  # monotonic time of the last "changed elsewhere" (shown ELSEWHERE_SHOWN_S)
-        self.guard = SettingGuard(
-            self.control,
-            self.url,
-            getattr(getattr(run, "sup", None), "state_dir", None),
-            profile.name if profile is not None else None,
-        )
+        state_dir = getattr(getattr(run, "sup", None), "state_dir", None)
+        self.guard = SettingGuard(self.control, self.url, state_dir, profile.name if profile is not None else None)
         self.last: Sample | None = None
         self.last_good: Sample | None = None  # the last poll the server answered (stale data, greyed)
         self.foreign: str | None = None  # why what answers is not this run's server (steering off)
@@ -107,8 +103,16 @@ class Session:
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
-    def for_profile(cls, profile: Profile, state_dir: str | Path | None = None, *, supervise: bool = True, **kw: Any) -> Session:
-        run = ProfileRun(profile, state_dir, supervise)
+    def for_profile(
+        cls,
+        profile: Profile,
+        state_dir: str | Path | None = None,
+        *,
+        supervise: bool = True,
+        supervisors: RunSupervisorPort | None = None,
+        **kw: Any,
+    ) -> Session:
+        run = ProfileRun(profile, state_dir, supervise, supervisors)  # supervisors: see ProfileRun
         return cls(profile.url, run, profile=profile, api_key=profile.api_key(), admin_api_key=profile.admin_api_key(), **kw)
 
     @classmethod
@@ -203,13 +207,7 @@ class Session:
     def log_caught_up(self, size_at: int | None = None) -> bool:
         """True when the follower has read the log up to ``size_at`` (default: its size now),
         or there is no log to read."""
-        if self._pipeline is None or self._log_path is None:
-            return True
-        try:
-            size = self._log_path.stat().st_size if size_at is None else size_at
-        except OSError:
-            return True
-        return self._pipeline.follower.is_open and self._pipeline.follower.position >= size
+        return self._pipeline is None or self._pipeline.caught_up(size_at)
 
     def _on_records(self, last_seq: int) -> None:
         try:
@@ -275,12 +273,12 @@ class Session:
 
     def _on_run_change(self) -> None:
         if self._started:
-            for line in self.notes.exits(self.run.status()):
+            st = self.run.status()
+            for line in self.notes.exits(st):
                 self.mark(line)
             self._follow(self.run.log_path())
-            note = self.notes.runtime(self.run.status().runtime_note)
-            if note:
-                self.mark(note)
+            for line in self.notes.news(st):  # said after the new log is followed
+                self.mark(line)
         self._publish("snapshot")
 
     # -- control --------------------------------------------------------------------------

@@ -100,7 +100,7 @@ _FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
         k: (lambda v: v is None or _is_int(v), "must be an integer or null")
         for k in ("exit_code", "start_ticks", "keeper_pid", "keeper_ticks")
     },
-    **{k: (lambda v: isinstance(v, bool), "must be true or false") for k in ("stopping", "runtime_pending")},
+    **{k: (lambda v: isinstance(v, bool), "must be true or false") for k in ("stopping", "runtime_pending", "unsupervised")},
     **{k: (_strlist, "must be a list of strings") for k in ("argv", "log_paths", "titles")},
     "create_time": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "must be a number"),
     "members": (
@@ -154,6 +154,7 @@ class RunRecord:
     keeper_pid: int | None = None  # the keeper that copies the log and records the exit code
     keeper_ticks: int | None = None  # its start ticks (a reused pid is not the keeper)
     last_exit: str | None = None  # how the previous server of this run ended on its own (a restart's record)
+    unsupervised: bool = False  # launched `--no-supervise`: nobody restarts a crash, by choice (no console starts a supervisor)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)

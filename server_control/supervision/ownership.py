@@ -1,14 +1,16 @@
-"""Who supervises a run, and the hand-over between a leaving console and the next one.
+"""Who supervises a run.
 
 The process that holds a profile's restart lock writes ``{pid, create_time, boot_id,
 start_ticks, kind, since}`` into the run record (``supervisor``); ``kind`` is its role:
-``console`` (the TUI), ``supervise`` (`specconsole supervise`) or ``handoff`` (the
-detached `specconsole supervise` a console starts when it quits leaving the server
-running). ``Ownership.of()`` says who it is, checked (the lock is held, that pid has that
-start: boot id + start ticks, server_control/state/start_ticks.py; ``create_time`` only in an
-earlier version's record). The next
-console takes a handed-off run back (``reclaim_from_handoff``): the `supervise` gets
-SIGTERM, detaches, and the console's watch loop takes the lock.
+``run`` (the run's own detached `specconsole supervise`, which every console and `launch`
+starts with the run: console/run_supervisor.py), ``supervise`` (a `specconsole supervise`
+someone started by hand) or, in records of earlier versions, ``console`` and ``handoff``.
+``Ownership.of()`` says who it is, checked (the lock is held, that pid has that start: boot
+id + start ticks, server_control/state/start_ticks.py; ``create_time`` only in an earlier
+version's record).
+
+A console is a client of its run's supervisor: its ``Ownership`` has ``may_lock`` False, so
+it never takes the lock, never restarts a crash, and has nothing to hand over when it ends.
 
 ``Ownership`` is a part of ``Supervisor`` (server_control/supervision/supervisor.py): it
 holds the restart lock and this process's role.
@@ -33,12 +35,13 @@ if TYPE_CHECKING:
     from server_control.supervision.supervised import SupervisedProfile
 
 log = logging.getLogger(__name__)
-HANDOFF = "handoff"
-ROLES = ("console", "supervise", HANDOFF)
+RUN = "run"  # the run's own detached supervisor
+ROLES = (RUN, "supervise", "console")
 ROLE_WORDS = {
-    "console": "a console",
+    RUN: "the run's own specconsole supervise (detached)",
     "supervise": "specconsole supervise",
-    HANDOFF: "specconsole supervise (handed over by a console that quit)",
+    "console": "a session supervising in its own process (the library's; a console of an earlier version)",
+    "handoff": "specconsole supervise (handed over by a console of an earlier version)",
 }
 
 
@@ -57,9 +60,10 @@ class OwnershipPort(Protocol):
 class Ownership:
     """The restart lock of one run and what this process says about itself as its supervisor."""
 
-    def __init__(self, sup: OwnershipPort, role: str) -> None:
+    def __init__(self, sup: OwnershipPort, role: str, may_lock: bool = True) -> None:
         self.sup = sup
         self.role = role
+        self.may_lock = may_lock  # False: a client of the run's supervisor (a console) never supervises
         self.lock: FileLock | None = None
         self.took_over_from: SupervisorInfo | None = None  # a supervisor found gone when this process took the lock
         self.cannot_lock: str | None = None  # why the lock could not be taken though nobody holds it
@@ -72,7 +76,7 @@ class Ownership:
         return self.lock is not None
 
     def try_lock(self) -> None:
-        if self.lock is None:
+        if self.lock is None and self.may_lock:
             gone = None if self.sup.record is None else self.lost()
             try:
                 self.lock = restart_lock.RestartLock.acquire(self.sup.profile.name, self.sup.state_dir)
@@ -161,19 +165,3 @@ class Ownership:
             return None
         self.of()  # refreshes the cache and what was lost
         return self._lost
-
-    def reclaim_from_handoff(self) -> int | None:
-        """Take the run back from the `supervise` a leaving console handed it to: that
-        process (pid, start time and a `supervise` command line checked) gets SIGTERM. Its
-        pid, or None if the run was not handed off."""
-        info, proc = self._recorded()
-        if info.get("kind") != HANDOFF or proc is None:
-            return None
-        try:
-            if "supervise" not in proc.cmdline():
-                return None
-            proc.terminate()
-        except psutil.Error:
-            return None
-        log.info("%s: took supervision back from the handed-off supervise pid %s", self.sup.profile.name, proc.pid)
-        return proc.pid

@@ -189,14 +189,15 @@ class Supervisor:
         return rec if live else None
 
     # -- launch -----------------------------------------------------------------------------
-    async def launch(self, runtime: dict[str, Any] | None = None) -> runs.RunRecord:
-        """Start the server. ``runtime``: settings to re-apply once it is ready (a restart)."""
+    async def launch(self, runtime: dict[str, Any] | None = None, unsupervised: bool = False) -> runs.RunRecord:
+        """Start the server. ``runtime``: settings to re-apply once it is ready (a restart);
+        ``unsupervised``: recorded, so that no console starts a supervisor for it."""
         async with self.op_lock:
             self.epoch += 1
             self.policy = RestartPolicy.from_profile(self.profile.restart)
             self.update(restarts=0, fatal_reason=None, fatal_tail=[], backoff_history=[], runtime_note=None, last_exit=None)
             try:
-                return await self.start(previous_logs=[], runtime=runtime)
+                return await self.start(previous_logs=[], runtime=runtime, unsupervised=unsupervised)
             except RunConflict as exc:
                 self.journal("launch", Outcome.REFUSED, str(exc))
                 raise
@@ -210,7 +211,9 @@ class Supervisor:
             self.state_dir, action, target=self.profile.url, profile=self.profile.name, result=result, detail=detail, **kw
         )
 
-    async def start(self, previous_logs: list[str], runtime: dict[str, Any] | None = None) -> runs.RunRecord:
+    async def start(
+        self, previous_logs: list[str], runtime: dict[str, Any] | None = None, unsupervised: bool = False
+    ) -> runs.RunRecord:
         name, sd = self.profile.name, self.state_dir
         async with runs.profile_lock(name, sd), runs.port_lock(self.profile.port, sd):
             disk = self.load_disk()
@@ -254,6 +257,7 @@ class Supervisor:
                 runtime=carry,
                 runtime_pending=bool(carry),
                 last_exit=self.last_exit,
+                unsupervised=unsupervised,
             )
             manifest = runs.log_manifest(name, sd)
             started = await asyncio.to_thread(
@@ -328,10 +332,11 @@ class Supervisor:
     async def restart(self) -> runs.RunRecord:
         """Stop, then launch; settings changed at runtime are re-applied to the new server."""
         carry = self.current_runtime()
+        bare = self.record is not None and self.record.unsupervised  # launched --no-supervise: it stays so
         res = await self.stop(keeping_runtime=True)
         if not res.ok:
             raise RuntimeError(f"restart aborted: {res.message}")
-        return await self.launch(runtime=carry)
+        return await self.launch(runtime=carry, unsupervised=bare)
 
     async def wait_ready(self, timeout: float) -> RunState:
         """Probe health until ready (no restarts): ready, crashed or starting (timeout)."""
@@ -352,9 +357,6 @@ class Supervisor:
 
     def supervisor_of(self) -> SupervisorInfo | None:
         return self.ownership.of()
-
-    def reclaim_from_handoff(self) -> int | None:
-        return self.ownership.reclaim_from_handoff()
 
     def current_runtime(self) -> dict[str, Any]:
         """Settings changed at runtime (server_control/supervision/carried_settings.py)."""

@@ -54,6 +54,7 @@ RUN_SUPERVISED = {
     "last_exit": opt(str),
     "lost_supervisor": opt({"pid": INT, "kind": STR, "since": STR}),
     "took_over_from": opt({"pid": INT, "kind": STR, "since": STR}),
+    "supervisor_note": opt(STR),
 }
 CHANGE = {"requested": opt(int, str), "state": STR, "detail": STR, "ranks": ListOf((bool,)), "key": opt(str)}
 SUGGESTION = {"key": STR, "name": STR, "value": INT, "current": INT, "effect": STR}

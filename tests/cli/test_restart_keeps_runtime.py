@@ -9,6 +9,7 @@ import json
 
 from server_control.state import journal
 from tests.support.cli import cli
+from tests.support.wait import wait_for
 
 
 def test_restart_reapplies_the_runtime_threshold(make_profile, groups, state_dir):
@@ -19,9 +20,15 @@ def test_restart_reapplies_the_runtime_threshold(make_profile, groups, state_dir
     assert r.returncode == 0 and r.stdout.startswith("applied"), r.stdout + r.stderr
     r = cli("restart", "--profile", str(path))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "re-applied runtime settings after the restart: threshold 7 (profile" in r.stdout, r.stdout
-    snap = json.loads(cli("status", "--profile", str(path), "--json").stdout)
-    assert snap["spec"]["threshold"] == 7, snap["spec"]  # before: 5, the profile's
+    # the run's own supervisor re-applies them (the restart says so)
+    assert "it re-applies the runtime settings once ready: threshold 7 (profile 5)" in r.stdout, r.stdout
+    snap = wait_for(
+        lambda: (lambda j: j if j["spec"]["threshold"] == 7 else None)(
+            json.loads(cli("status", "--profile", str(path), "--json").stdout)
+        ),
+        timeout=60,
+        what="threshold 7 re-applied",
+    )  # before: 5, the profile's
     assert snap["run"]["runtime"] == {"speculative_disable_batch_threshold": 7}
     reapplied = [e for e in journal.read(state_dir) if e.action == "reapply"]
     assert reapplied and reapplied[-1].new == 7 and reapplied[-1].result == "applied"

@@ -18,7 +18,7 @@ from tests.support.wait import wait_for
 
 def test_status_says_crashed_with_its_exit_code_when_nobody_supervises(make_profile, groups, state_dir):
     path = make_profile("nobody", tp=1)
-    r = cli("launch", "--profile", str(path), "--wait", "60", "--json")
+    r = cli("launch", "--profile", str(path), "--wait", "60", "--json", "--no-supervise")
     assert r.returncode == 0, r.stderr
     rec = runs.load_record("nobody")
     groups.add(rec.pgid)
@@ -149,13 +149,13 @@ def test_a_supervisor_killed_is_said_and_the_next_one_says_it_took_over(make_pro
     assert cli("stop", "--profile", str(path)).returncode == 0
 
 
-def test_a_hand_off_with_nothing_running_launches_nothing(make_profile, groups, state_dir):
-    """A console that quits hands its run to `supervise --handed-off`; when the run was
-    stopped meanwhile (from another terminal, or a test's cleanup before the terminal
-    closed) the hand-off found nothing and LAUNCHED a new server on the profile's port,
+def test_adopt_only_with_nothing_running_launches_nothing(make_profile, groups, state_dir):
+    """`supervise --adopt-only` (a console starting a supervisor for a live run found without
+    one; it was `--handed-off`): when the run was stopped meanwhile (from another terminal)
+    it found nothing and LAUNCHED a new server on the profile's port,
     left running with nobody to stop it. It now says so and ends."""
     path = make_profile("handed", tp=1)
-    proc = start_cli("supervise", "--profile", str(path), "--handed-off", groups=groups)
+    proc = start_cli("supervise", "--profile", str(path), "--adopt-only", groups=groups)
     try:
         out, _ = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:  # before the fix: it launched and supervises

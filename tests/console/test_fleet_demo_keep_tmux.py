@@ -1,7 +1,7 @@
 """`specconsole demo --fleet --keep`, `q` then Leave (issue 34 item 5): each of the four
-simulated members is handed to a detached `specconsole supervise` (before: the fleet demo
-never called the hand-off, so a member's crash stayed down, and `q` then Stop still said
-"left running"); a `kill -9` of a member's server is restarted by its supervisor. The
+simulated members keeps its own detached `specconsole supervise`, started with it (before:
+a member's crash stayed down after the console left, and `q` then Stop still said "left
+running"); a `kill -9` of a member's server is restarted by its supervisor. The
 real command in real tmux, the real gateway; everything is ended by the pids and groups
 the records name (tests/support/tmux.py)."""
 
@@ -26,9 +26,9 @@ def _members(state) -> list[runs.RunRecord]:
     return [r for r in runs.list_records(state / "demo") if not r.name.endswith("-gateway")]
 
 
-def _handed(rec: runs.RunRecord) -> bool:
+def _supervised(rec: runs.RunRecord) -> bool:
     who = rec.supervisor or {}
-    return who.get("kind") == "handoff" and isinstance(who.get("pid"), int) and psutil.pid_exists(who["pid"])
+    return who.get("kind") == "run" and isinstance(who.get("pid"), int) and psutil.pid_exists(who["pid"])
 
 
 def _launched(tmp_path, name: str) -> Term:
@@ -40,7 +40,7 @@ def _launched(tmp_path, name: str) -> Term:
     return t
 
 
-def test_leave_hands_each_member_to_a_supervisor_that_restarts_its_crash(tmp_path):
+def test_leave_leaves_each_member_with_its_supervisor_that_restarts_its_crash(tmp_path):
     t = _launched(tmp_path, "fleetkeep")
     try:
         t.keys("q")
@@ -48,9 +48,9 @@ def test_leave_hands_each_member_to_a_supervisor_that_restarts_its_crash(tmp_pat
         t.keys("Enter")  # Leave (the default)
         out = t.wait(lambda s: "EXIT=" in s, timeout=60, what="the console's exit")
         assert "EXIT=0" in out and "left running" in out, out
-        assert out.count("supervision handed to `specconsole supervise`") == 4, out
+        assert "4 of 4 local member(s) have their own supervisor" in out.replace("\n", ""), out
         members = wait_for(
-            lambda: (m := _members(t.state)) and len(m) == 4 and all(map(_handed, m)) and m, 30, what="4 hand-offs"
+            lambda: (m := _members(t.state)) and len(m) == 4 and all(map(_supervised, m)) and m, 30, what="4 supervisors"
         )
         victim = members[0]
         os.killpg(victim.pgid, signal.SIGKILL)  # the member's server crashes
@@ -73,7 +73,7 @@ def test_stop_with_keep_stops_everything_and_says_so(tmp_path):
         t.keys("s")
         out = t.wait(lambda s: "EXIT=" in s, timeout=90, what="the console's exit")
         assert "EXIT=0" in out and "; stopped" in out and "left running" not in out, out  # before: "left running"
-        assert "handed to" not in out
+        assert "have their own supervisor" not in out
         assert len(pgids) == 5 and not any(r.is_live() for r in runs.list_records(t.state / "demo"))
     finally:
         t.close()

@@ -1,7 +1,7 @@
-"""An SSH drop is a quit that leaves the server supervised (issue 23 item 2): `tmux
-kill-session` (the terminal goes away, the console gets SIGHUP) hands the run to a detached
-`specconsole supervise`, as `q` then Enter does; before, the console died and `status` said
-"supervisor: none". Real tmux, the real demo, the run record read from disk; everything
+"""An SSH drop ends only the view (issue 34): after `tmux kill-session` (the terminal goes
+away, the console gets SIGHUP) the run keeps the detached `specconsole supervise` it was
+launched under (role `run`), the same process before and after; before, the supervision
+lived in the console, had to be handed off, and once `status` said "supervisor: none". Real tmux, the real demo, the run record read from disk; everything
 started is stopped by the pids and groups recorded (the simulator's group, the supervise)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def demo_status(t: Term) -> dict:
     return json.loads(r.stdout)
 
 
-def test_kill_session_hands_the_run_to_a_detached_supervise(tmp_path):
+def test_kill_session_leaves_the_run_with_its_own_supervisor(tmp_path):
     t = Term(tmp_path)
     t.sock = f"specconsole-hup-{os.getpid()}"
     t.start(f"{sys.executable} -m console demo --time-scale 5 --no-mouse")
@@ -42,20 +42,23 @@ def test_kill_session_hands_the_run_to_a_detached_supervise(tmp_path):
         t.wait(lambda s: "READY" in s and "N=5" in s, what="READY and N=5")
         rec = runs.load_record("demo", t.state / "demo")
         assert rec is not None and rec.is_live()
+        before = (rec.supervisor or {}).get("pid")
+        assert (rec.supervisor or {}).get("kind") == "run" and before, rec.supervisor
         t.tmux("kill-session", "-t", "t", check=True)  # the terminal goes away: SIGHUP
         deadline = time.monotonic() + 45
         who = None
         while time.monotonic() < deadline:
             disk = runs.load_record("demo", t.state / "demo")
             who = disk.supervisor if disk is not None else None
-            if who and who.get("kind") == "handoff":
+            if who and who.get("kind") == "run":
                 break
             time.sleep(0.3)
-        assert who and who.get("kind") == "handoff", who  # before: no supervisor at all
+        assert who and who.get("kind") == "run", who  # before: no supervisor at all
         sup_pid = who["pid"]
+        assert sup_pid == before  # nothing handed over: the same supervisor
         assert psutil.pid_exists(sup_pid) and rec.is_live()  # the server runs on, supervised
         st = demo_status(t)
-        assert st["run"]["supervisor"]["pid"] == sup_pid and st["run"]["supervisor"]["kind"] == "handoff"
+        assert st["run"]["supervisor"]["pid"] == sup_pid and st["run"]["supervisor"]["kind"] == "run"
     finally:
         subprocess.run(
             [sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],

@@ -81,12 +81,13 @@ def test_operator_screen_in_a_16_colour_terminal(tmp_path):
         t.keys("q")
         t.wait(lambda s: "Leave" in s and "supervis" in s, what="the quit question")
         t.keys("Enter")
-        text = t.wait(lambda s: "left running" in s and "supervision handed" in s, what="the farewell lines")
+        text = t.wait(lambda s: "left running" in s and "restarts a crash" in s, what="the farewell line")
         assert rec is not None and rec.is_live()
-        found = re.search(r"supervise` \(pid (\d+)", text.replace("\n", ""))
+        found = re.search(r"detached\) \(pid (\d+)\) restarts a crash", text.replace("\n", ""))
         supervise = int(found.group(1)) if found else None
+        assert supervise == (runs.load_record("demo", t.state / "demo").supervisor or {}).get("pid"), text
     finally:
-        # what Enter left running: the detached supervise it was handed to (stopped first, by
+        # what Enter left running: the run's own detached supervise (stopped first, by
         # the pid it printed, so it cannot restart what `stop` ends) and the simulator
         # (stopped as an operator would, then by its group if a record still says it lives)
         for pid in [supervise] if supervise else []:

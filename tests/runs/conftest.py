@@ -89,6 +89,19 @@ def make_profile(tmp_path, state_dir):
     return make
 
 
+def run_supervisor_group(rec: runs.RunRecord) -> list[int]:
+    """The group of the run's own detached supervisor (a session leader: its pid), never
+    this process's."""
+    info = rec.supervisor or {}
+    pid = info.get("pid")
+    try:
+        if info.get("kind") == "run" and isinstance(pid, int) and pid != os.getpid() and os.getpgid(pid) == pid:
+            return [pid]
+    except (ProcessLookupError, PermissionError):
+        pass
+    return []
+
+
 @pytest.fixture
 def groups(state_dir):
     """Register process groups to kill at teardown; every run record's group is killed too."""
@@ -96,6 +109,7 @@ def groups(state_dir):
     yield pgids
     for rec in runs.list_records(state_dir) if state_dir.exists() else []:
         pgids.add(rec.pgid)
+        pgids.update(run_supervisor_group(rec))
     for pgid in pgids:
         try:
             os.killpg(pgid, signal.SIGKILL)

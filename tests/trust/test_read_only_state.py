@@ -50,7 +50,7 @@ async def test_supervise_on_a_read_only_state_dir_says_it_cannot_take_the_restar
     read-only descriptor) and then failed every restart with EROFS: it cannot launch there.
     It says instead that it cannot take the restart lock, and why, and watches only; the
     lock is taken again once the filesystem is writable."""
-    from console.cli.supervise import _role_line
+    from console.cli.supervise_words import role_line
 
     profile = load_profile(make_profile("rosup", tp=1, grace=2.0))
     rec = await Supervisor(profile).launch()
@@ -59,7 +59,7 @@ async def test_supervise_on_a_read_only_state_dir_says_it_cannot_take_the_restar
     sup = Supervisor(profile, role="supervise")
     sup.adopt()
     sup.ownership.try_lock()
-    line = _role_line(sup)
+    line = role_line(sup)
     monkeypatch.undo()
     assert not sup.supervising
     assert "cannot take the restart lock" in line and "read-only" in line and str(state_dir) in line, line

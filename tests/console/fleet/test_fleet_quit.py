@@ -1,8 +1,10 @@
-"""The fleet screen's `q` (issue 23 item 2): a question, as on the single-server screen,
-and Enter leaves the fleet running with each local member handed to a detached
-`specconsole supervise`; before, `q` quit at once and the members were left unsupervised.
-Real: a local simulator member launched from the fleet screen under Pilot; the detached
-supervise is a real process (stopped by its pid), the simulator by its group."""
+"""The fleet screen's `q`: a question, as on the single-server screen ("Stop the fleet
+too?"), and Enter leaves the fleet running. A local member launched from the fleet console
+starts under its own detached `specconsole supervise` (issue 34), so leaving hands nothing
+over: the member's supervisor was there from the start, and restarts a crash after the
+console is gone.
+Real: a local simulator member launched from the fleet screen under Pilot; its supervisor
+is a real process in its own session (stopped by its group), the simulator by its group."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import psutil
 
 from console.dialogs.confirm import ChoiceScreen
 from console.fleet.app import FleetApp
-from console.fleet.leaving import hand_off_fleet
+from console.run_supervisor import member_supervisors
 from server_control.fleet.fleet import Fleet
 from server_control.fleet.spec import parse_fleet
 from server_control.state import runs
@@ -22,46 +24,55 @@ from tests.console.screen_text import screen_text, wait_for
 from tests.fleet.conftest import write_profile
 
 
-async def test_fleet_q_asks_and_enter_hands_the_members_off(tmp_path, monkeypatch):
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def test_fleet_q_asks_and_enter_leaves_each_member_with_its_own_supervisor(tmp_path, monkeypatch):
     state = tmp_path / "state"
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(state))
     profile = write_profile(tmp_path, "fq", tp=1)
     spec = parse_fleet({"name": "quit", "poll_interval_s": 0.5, "members": {"a": {"profile": str(profile)}}})
-    fleet = Fleet(spec, state)
+    fleet = Fleet(spec, state, supervisors=member_supervisors)
     app = FleetApp(fleet)
-    rec = None
-    handed = []
+    groups: set[int] = set()
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: app.fleet_screen.order == ["a"], "the row")
             await pilot.press("L")
             await wait_for(pilot, lambda: app.fleet_screen.last_rows["a"]["state"].plain == "ready", "ready", 60)
             rec = runs.load_record("fq", state)
+            groups.add(rec.pgid)
+            who = rec.supervisor
+            assert who is not None and who["kind"] == "run" and who["pid"] != os.getpid(), who
+            groups.add(who["pid"])
+            assert os.getsid(who["pid"]) == who["pid"]  # its own session
+            assert not fleet.members["a"].session.run.sup.supervising  # the console is a client
             await pilot.press("q")
             await pilot.pause()
-            assert isinstance(app.screen, ChoiceScreen)  # before: the app was gone
-            assert "supervise" in screen_text(app) and "Leave" in screen_text(app)
+            assert isinstance(app.screen, ChoiceScreen)
+            text = screen_text(app)
+            assert "Stop the fleet too?" in text and "1 of 1 local member(s) have their" in text, text
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.return_code is not None, "exit")
         assert app.leaving
-        handed = hand_off_fleet(fleet)
-        assert [h.member for h in handed] == ["a"] and handed[0].handed is not None, handed
-        pid = handed[0].handed.pid
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and ((runs.load_record("fq", state).supervisor or {}).get("kind") != "handoff"):
+        assert psutil.pid_exists(who["pid"]) and rec.is_live()  # left running, still supervised
+        os.killpg(rec.pgid, signal.SIGKILL)  # a crash after the console left
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            new = runs.load_record("fq", state)
+            if new is not None and new.pid != rec.pid and new.is_live():
+                break
             time.sleep(0.2)
-        who = runs.load_record("fq", state).supervisor
-        assert who["kind"] == "handoff" and who["pid"] == pid and psutil.pid_exists(pid)
-        assert rec is not None and rec.is_live()  # left running
+        else:
+            raise AssertionError("the member's crash was not restarted after the fleet console left")
+        groups.add(new.pgid)
+        assert new.restarts == 1 and (new.supervisor or {}).get("pid") == who["pid"]
     finally:
-        for h in handed:
-            if h.handed is not None:
-                try:
-                    os.kill(h.handed.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        if rec is not None:
-            try:
-                os.killpg(rec.pgid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        for rec_ in runs.list_records(state) if state.exists() else []:
+            groups.add(rec_.pgid)
+        for pgid in groups:
+            _kill_group(pgid)

@@ -129,7 +129,9 @@ class CliRun:
         self.profile = write_profile(
             rig, work, free_port(), tp=tp, threshold=threshold, lifetime_s=lifetime_s, name=name, env=env, extra_args=extra_args
         )
-        res = self.cli("launch", "--wait", "600", "--json", timeout=660)
+        # bare (no detached supervisor): these servers prove the patch, and a crash they
+        # provoke must stay a crash, not become another 30-s start of real SGLang
+        res = self.cli("launch", "--wait", "600", "--json", "--no-supervise", timeout=660)
         lines = res.stdout.strip().splitlines()
         rec = (json.loads(lines[-1]).get("run") or {}) if lines else {}
         self.server = RigServer(
