@@ -4,9 +4,11 @@ cycle measures how long the console takes to end after the hang-up, checks that 
 still has its own detached supervisor (role `run`, started with it), then `kill -9`s the
 server and checks that supervisor restarts it with the runtime N re-applied. ``--stuck`` runs the console under
 tests/support/stuck_terminal.py (Textual's writes block on the dead terminal: the field's
-hang, every time). Prints one line per cycle and a summary (JSON with --json).
+hang, every time); ``--end kill9`` ends the console with `kill -9` instead of the hang-up
+(nothing of the console runs after it: the run's supervisor never depended on it). Prints
+one line per cycle and a summary (JSON with --json).
 
-    python -m benchmarks.hangup_cycles [--cycles 20] [--stuck] [--json]
+    python -m benchmarks.hangup_cycles [--cycles 20] [--stuck] [--end hangup|kill9] [--json]
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def _wait(cond, timeout: float):
     return None
 
 
-def cycle(root: Path, i: int, stuck: bool) -> dict:
+def cycle(root: Path, i: int, stuck: bool, end: str = "hangup") -> dict:
     t = Term(root / f"c{i}")
     t.sock = f"specconsole-hupbench-{os.getpid()}-{i}"
     entry = str(REPO / "tests/support/stuck_terminal.py") if stuck else "-m console"
@@ -54,7 +56,10 @@ def cycle(root: Path, i: int, stuck: bool) -> dict:
             t.wait(lambda s, n=n: f"N={n}" in s, what=f"N={n}", timeout=20)
         pane = t.tmux("display-message", "-p", "-t", "t", "#{pane_pid}", capture_output=True, text=True).stdout
         console = psutil.Process(int(pane))
-        t.tmux("kill-session", "-t", "t", check=True)
+        if end == "kill9":
+            console.kill()
+        else:
+            t.tmux("kill-session", "-t", "t", check=True)
         hung_up = time.monotonic()
         gone = _wait(lambda: _ended(console), 30)  # a zombie has ended: only its reaping (by init) is left
         out["exit_s"] = round(time.monotonic() - hung_up, 2) if gone else None  # None: still there after 30 s
@@ -94,12 +99,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cycles", type=int, default=20)
     ap.add_argument("--stuck", action="store_true", help="Textual's writes block on the dead terminal (the field's hang)")
+    ap.add_argument(
+        "--end", choices=("hangup", "kill9"), default="hangup", help="how the console ends (default: tmux kill-session)"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="hupbench-") as tmp:
         for i in range(args.cycles):
-            row = cycle(Path(tmp), i, args.stuck)
+            row = cycle(Path(tmp), i, args.stuck, args.end)
             rows.append(row)
             if not args.json:
                 print(json.dumps(row), flush=True)
@@ -107,6 +115,7 @@ def main() -> int:
     summary = {
         "cycles": len(rows),
         "stuck_writer": args.stuck,
+        "end": args.end,
         "consoles_left_after_2s": sum(1 for r in rows if r.get("exit_s") is None or r["exit_s"] > 2.0),
         "runs_without_supervisor": sum(1 for r in rows if not r.get("supervised")),
         "crash_not_restarted": sum(1 for r in rows if r.get("supervised") and not r.get("restarted")),
