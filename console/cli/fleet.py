@@ -134,7 +134,9 @@ async def _run(args) -> int:
             value = validate_force(args.force) if args.force is not None else validate_threshold(args.value)
         except ValueError as exc:
             raise UsageError(f"refused: {exc}") from None
-    fleet = Fleet(spec, args.state_dir, supervise=False)
+    from console.run_supervisor import member_supervisors  # noqa: PLC0415
+
+    fleet = Fleet(spec, args.state_dir, supervise=False, supervisors=member_supervisors)  # a launch: each its own supervisor
     await fleet.start()
     try:
         await fleet.settle()

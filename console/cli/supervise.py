@@ -59,6 +59,12 @@ async def _supervise(args, profile, answer: AnswerPipe | None = None) -> int:
     if args.launch_only and args.adopt_only:
         error("--launch-only and --adopt-only exclude each other")
         return EXIT_USAGE
+    # Ctrl-C, SIGTERM, SIGHUP detach from here on (a signal during the adopt or the launch
+    # too: said once the loop below sees it; the default handlers would be lost in the loop)
+    loop = asyncio.get_running_loop()
+    detach = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, detach.set)
     last: dict = {}
     sup = supervisor_for(args, profile, on_change=reporter(args, profile, last), role=RUN if args.detached else "supervise")
     found = sup.adopt()
@@ -81,10 +87,6 @@ async def _supervise(args, profile, answer: AnswerPipe | None = None) -> int:
     if isinstance(got, int):
         return got
     rec, how = got
-    loop = asyncio.get_running_loop()
-    detach = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, detach.set)
     watch = asyncio.create_task(sup.watch())
     await asyncio.sleep(0)  # the loop's first step tries the restart lock
     tune = _start_tuner(args, profile, sup, detach)

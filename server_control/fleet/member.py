@@ -189,7 +189,7 @@ class Member:
 
         poll = fleet.poll_interval_s
         if spec.kind == LOCAL and spec.profile is not None:
-            own = supervisors(spec.profile, state_dir) if supervisors is not None and supervise else None
+            own = supervisors(spec.profile, state_dir) if supervisors is not None else None
             session = Session.for_profile(spec.profile, state_dir, supervise=supervise, supervisors=own, poll_interval_s=poll)
             return cls(spec, session)
         key = os.environ.get(spec.api_key_env) if spec.api_key_env else None

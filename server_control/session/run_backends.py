@@ -22,6 +22,7 @@ from server_control.model.operation import OperationResult
 from server_control.model.run_status import RunStatus
 from server_control.model.supervisor_start import SupervisorStart
 from server_control.model.vocabulary import EXTERNAL_STATE, FINAL_STATES, STOPPED_STATES, Outcome, RunState
+from server_control.state.restart_lock import RestartLock
 from server_control.telemetry.sample import Sample
 
 if TYPE_CHECKING:
@@ -194,6 +195,7 @@ class ProfileRun:
             or self.sup.state in FINAL_STATES
             or self.sup.state in STOPPED_STATES
             or self.sup.supervisor_of() is not None
+            or RestartLock.held_elsewhere(self.sup.profile.name, self.sup.state_dir)  # one that has not named itself yet
         ):
             return None
         when, _pid = self._started_supervisor
@@ -268,8 +270,10 @@ class ProfileRun:
     async def launch(self) -> OperationResult:
         if self.supervisors is None:
             return await self._start("launch", self.sup.launch)
-        if self.sup.adopt() is not None:  # live already (launched elsewhere a moment ago)
-            return OperationResult("launch", Outcome.REFUSED, "the run is already live", run=self.status())
+        live = self.sup.adopt()
+        if live is not None:  # launched elsewhere a moment ago
+            why = f"profile {self.sup.profile.name!r} is already running: pid {live.pid} on {live.host}:{live.port}"
+            return OperationResult("launch", Outcome.REFUSED, why, run=self.status())
         got = await self.supervisors.launch(self.sup.profile.port)
         self._started_supervisor = (time.monotonic(), got.pid)
         self.sup.adopt()

@@ -55,9 +55,10 @@ def reading(
         if supervised()
         else "nobody supervises it: `specconsole launch` or `supervise` starts it again"
     )
+    ended = f"exited ({exit_words(code)})" if rec.ready_at else f"exited before ready: {exit_words(code)}"
     return RunState.CRASHED, RunFacts(
         record=rec,
         exit_code=code,
         restarts=rec.restarts,
-        last_error=f"server pid {rec.pid} exited ({exit_words(code)}); {who}",
+        last_error=f"server pid {rec.pid} {ended}; {who}",
     )

@@ -11,6 +11,7 @@ for a condition, with a deadline."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from console.dialogs.confirm import ChoiceScreen
 from server_control.config.profile import load_profile
 from server_control.control.settings import Control
 from server_control.model.vocabulary import Outcome
+from server_control.session.run_backends import SUPERVISOR_START_WAIT_S
 from server_control.state import runs
 from tests.console.screen_text import screen_text, wait_for
 from tests.runs.conftest import groups, make_profile, state_dir  # noqa: F401 (fixtures)
@@ -38,6 +40,19 @@ def live_record(name: str, other_than: int | None = None) -> runs.RunRecord | No
 
 def supervisor_log(state_dir, name: str) -> str:
     return "".join(p.read_text() for p in sorted((state_dir / "logs" / name).glob("supervise-*.log")))
+
+
+def supervisors_of(path) -> list[int]:
+    """The live `supervise` processes of the profile ``path``."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        try:
+            if "supervise" in cmd and str(path) in cmd and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except psutil.Error:
+            pass
+    return sorted(out)
 
 
 def gone(pid: int) -> bool:
@@ -113,9 +128,35 @@ async def test_the_run_has_its_own_supervisor_and_the_console_is_its_client(make
         assert any("ended without detaching: started" in r.text for r in session2.store.since(0) if r.kind == "console")
         assert not session2.run.sup.supervising
         assert "the run's own specconsole supervise (detached), pid" in cli("status", "--profile", str(path)).stdout
+
+        # a restart from the console while its supervisor is slow (frozen: it cannot name
+        # itself in the new record yet): the console starts no second one (the lock is
+        # held); thawed, the supervisor follows the new server and re-applies N
+        started_at, _ = session2.run._started_supervisor
+        await pilot.pause(max(0.0, started_at + SUPERVISOR_START_WAIT_S - time.monotonic()))  # past the start's grace
+        os.kill(second, signal.SIGSTOP)
+        try:
+            assert (await session2.restart()).outcome == Outcome.DONE
+            third = wait_until(lambda: live_record("rs", other_than=new.pid), timeout=60, what="the restarted server")
+            groups.add(third.pgid)
+            await pilot.pause(3.0)  # several polls, each of which would start a supervisor if it thought none ran
+            assert supervisors_of(path) == [second], supervisors_of(path)
+        finally:
+            os.kill(second, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while await threshold_of(profile.url) != [8]:
+            assert time.monotonic() < deadline, "the runtime N was not re-applied after the console's restart"
+            await pilot.pause(0.2)
+        await wait_for(
+            pilot,
+            lambda: (runs.load_record("rs").supervisor or {}).get("pid") == second,
+            timeout=30,
+            what="the same supervisor naming itself in the new record",
+        )
+        assert supervisors_of(path) == [second], supervisors_of(path)
         await pilot.press("q", "s")  # stop it too
         await wait_for(pilot, lambda: app2.return_code is not None, timeout=60, what="exit")
-    assert not new.is_live()
+    assert not third.is_live()
     wait_until(lambda: gone(second), timeout=40, what="the supervisor ending after the stop (its --linger)")
 
 
@@ -169,3 +210,37 @@ def test_launch_starts_the_run_under_its_own_supervisor(make_profile, groups, st
     assert runs.load_record("rl").supervisor["pid"] == who["pid"]  # the first one still
     assert cli("stop", "--profile", str(path)).returncode == 0
     wait_until(lambda: gone(who["pid"]), timeout=40, what="the supervisor ending after the stop")
+
+
+async def test_a_run_recorded_by_an_earlier_version_is_adopted_and_gets_a_supervisor(make_profile, groups, state_dir):
+    """A record of the earlier layout (no ``unsupervised``; its supervisor a console that
+    handed off, gone without detaching) is adopted by a console, which says whose
+    supervision ended and starts the run's own."""
+    path = make_profile("ro", tp=1)
+    assert cli("launch", "--profile", str(path), "--no-supervise", "--wait", "60").returncode == 0
+    rec = runs.load_record("ro")
+    groups.add(rec.pgid)
+    record_file = runs.record_path("ro", state_dir)
+    old = json.loads(record_file.read_text())
+    del old["unsupervised"]
+    old["supervisor"] = {"pid": 999999, "create_time": 1.0, "boot_id": None, "start_ticks": None, "kind": "handoff", "since": "x"}
+    record_file.write_text(json.dumps(old))
+    session = console_session(load_profile(path), state_dir)
+    await session.start()
+    try:
+        deadline = time.monotonic() + 30
+        while session.run.supervisor_note is None:
+            assert time.monotonic() < deadline, "no supervisor started for the adopted run"
+            await asyncio.sleep(0.1)
+        assert (
+            "its supervisor (pid 999999) ended without detaching: started specconsole supervise pid"
+            in session.run.supervisor_note
+        )
+        assert session.run.status().pid == rec.pid  # adopted, not relaunched
+        while (who := session.run.status().supervisor) is None or who.kind != "run":
+            assert time.monotonic() < deadline + 30, "the new supervisor never took the lock"
+            await asyncio.sleep(0.1)
+        groups.add(who.pid)
+    finally:
+        await session.close()
+    assert cli("stop", "--profile", str(path)).returncode == 0
