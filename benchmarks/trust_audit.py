@@ -128,8 +128,11 @@ class Audit:
         self.results.append({"kind": kind, "name": name, "ok": ok, "note": note[:300], "s": round(time.monotonic() - t0, 1)})
         print(f"{'ok  ' if ok else 'FAIL'} {kind:5} {name}: {note[:160]}", flush=True)
 
-    def launch(self, path: Path) -> runs.RunRecord:
-        res = self.cli("launch", "--profile", str(path), "--wait", "60")
+    def launch(self, path: Path, *flags: str) -> runs.RunRecord:
+        """``specconsole launch --wait`` (the run's own detached supervisor launches it);
+        ``--no-supervise`` where a check's subject needs the restart lock free (its own
+        `supervise`) or destroys the record the supervisor would follow."""
+        res = self.cli("launch", "--profile", str(path), "--wait", "60", *flags)
         if res.returncode != 0:
             raise RuntimeError(f"launch failed: {res.stdout} {res.stderr}")
         rec = runs.load_record(path.stem)
@@ -187,7 +190,7 @@ class Audit:
 
     def fault_record_and_note_lost(self) -> tuple[bool, str]:
         path = self.profile("lost")
-        rec = self.launch(path)
+        rec = self.launch(path, "--no-supervise")
         runs.record_path(path.stem).write_text("{")
         runs.exit_file(path.stem).unlink(missing_ok=True)
         res = self.cli("stop", "--profile", str(path))

@@ -80,7 +80,7 @@ def read_only_state(audit: Audit) -> tuple[bool, str]:
     bound = False
     try:
         path = audit.profile("rostate")
-        rec = audit.launch(path)
+        rec = audit.launch(path, "--no-supervise")  # the lock free: the subject is this check's own supervise
         for cmd in (["mount", "--bind", str(state), str(state)], ["mount", "-o", "remount,bind,ro", str(state)]):
             res = subprocess.run(cmd, capture_output=True, text=True)
             if res.returncode != 0:
@@ -278,7 +278,7 @@ def supervise_full_disk(audit: Audit) -> tuple[bool, str]:
     os.environ["SPECCONSOLE_STATE_DIR"] = str(mnt / "state")
     try:
         path = audit.profile("fullsup")
-        rec = audit.launch(path)
+        rec = audit.launch(path, "--no-supervise")  # the lock free: the subject is this check's own supervise
         try:
             with open(mnt / "filler", "wb") as f:
                 while True:

@@ -165,3 +165,23 @@ class Ownership:
             return None
         self.of()  # refreshes the cache and what was lost
         return self._lost
+
+    def end_run_supervisor(self, rec: runs.RunRecord, wait_s: float = 5.0) -> int | None:
+        """After a stop (not a restart's): the run's own detached supervisor (role ``run``,
+        named by ``rec``; its pid, start time and a `supervise` command line checked; never
+        this process) gets SIGTERM, which detaches it, so a stop leaves nothing of the run
+        behind. Its pid once it ended (waited up to ``wait_s``), or None."""
+        info = rec.supervisor or {}
+        if info.get("kind") != RUN or info.get("pid") == psutil.Process().pid:
+            return None
+        try:
+            proc = psutil.Process(int(info["pid"]))
+            start = recorded(info.get("boot_id"), info.get("start_ticks"))
+            if not identity.same_process(proc, float(info["create_time"]), start) or "supervise" not in proc.cmdline():
+                return None
+            proc.terminate()
+            proc.wait(wait_s)
+        except (psutil.Error, KeyError, TypeError, ValueError):
+            return None
+        return proc.pid
+

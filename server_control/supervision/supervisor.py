@@ -325,6 +325,9 @@ class Supervisor:
                     except OSError as exc:
                         res.message += f"; the run record could not be removed ({exc.strerror or exc})"
                 self.update(RunState.STOPPED, record=None, exit_code=res.exit_code, next_restart_at=None, last_error=None)
+                ended = None if keeping_runtime else await asyncio.to_thread(self.ownership.end_run_supervisor, rec)
+                if ended is not None:  # a restart's stop leaves it: it follows the new server
+                    res.message += f"; its supervisor (pid {ended}) ended"
             else:
                 self.update(RunState.STOPPED, exit_code=res.exit_code, last_error=res.message)
             return res
