@@ -129,9 +129,7 @@ class Audit:
         print(f"{'ok  ' if ok else 'FAIL'} {kind:5} {name}: {note[:160]}", flush=True)
 
     def launch(self, path: Path, *flags: str) -> runs.RunRecord:
-        """``specconsole launch --wait`` (the run's own detached supervisor launches it);
-        ``--no-supervise`` where a check's subject needs the restart lock free (its own
-        `supervise`) or destroys the record the supervisor would follow."""
+        """``launch --wait`` (under its own supervisor; ``--no-supervise``: docs/operations.md)."""
         res = self.cli("launch", "--profile", str(path), "--wait", "60", *flags)
         if res.returncode != 0:
             raise RuntimeError(f"launch failed: {res.stdout} {res.stderr}")

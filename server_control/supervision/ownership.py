@@ -184,4 +184,3 @@ class Ownership:
         except (psutil.Error, KeyError, TypeError, ValueError):
             return None
         return proc.pid
-
