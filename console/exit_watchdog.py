@@ -66,8 +66,16 @@ class ExitWatchdog:
             self._tell(ARM)
 
     def disarm(self) -> None:
-        """The command returned: never fire (the thread ends)."""
+        """Never fire (the thread ends)."""
         self._tell(DISARM)
+
+    def finished(self) -> None:
+        """The command returned: disarmed, unless the terminal went away (armed). Then the
+        process still ends within the grace: Python's own shutdown joins Textual's input
+        thread, which can spin on the dead terminal for ever (found as orphaned consoles at
+        70 % of a core each, their main thread in ``threading._shutdown``)."""
+        if not self.armed:
+            self.disarm()
 
     def _tell(self, what: bytes) -> None:
         try:

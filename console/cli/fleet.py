@@ -182,7 +182,7 @@ def _run_fleet_app(app, args, after: Callable[[], str] | None = None) -> None:
     try:
         app.run(mouse=not args.no_mouse)
     finally:
-        app.exit_watchdog.disarm()
+        app.exit_watchdog.finished()
     try:
         if app.leaving:
             print(f"specconsole: the fleet was left running; {supervised_words(app.fleet)}", flush=True)

@@ -119,7 +119,7 @@ def _run_app(session, args, after: str = "", **kwargs) -> int:
     try:
         app.run(mouse=not args.no_mouse)
     finally:  # also when the terminal went away (SIGHUP: console/hangup.py) and drawing failed
-        app.exit_watchdog.disarm()
+        app.exit_watchdog.finished()
     try:
         if app.farewell:
             print(app.farewell + (f"; {after}" if after and "left running" in app.farewell else ""), flush=True)

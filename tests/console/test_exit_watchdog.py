@@ -31,6 +31,41 @@ CHILD = textwrap.dedent(
 )
 
 
+AFTER_RETURN = textwrap.dedent(
+    """
+    import sys, threading
+    sys.path.insert(0, {repo!r})
+    from console.exit_watchdog import ExitWatchdog
+    dog = ExitWatchdog(grace_s=0.3)
+    dog.arm()  # the terminal went away
+    threading.Thread(target=lambda: threading.Event().wait()).start()  # a non-daemon thread that never ends
+    dog.{end}()  # the command returned; Python's shutdown now joins that thread
+    print("returned", flush=True)
+    """
+)
+
+
+def test_a_hung_up_console_ends_even_when_python_s_shutdown_blocks_on_a_thread():
+    """Found as orphaned consoles after `tmux kill-server`: the command returned, Python's
+    shutdown joined Textual's input thread spinning on the dead terminal, and the watchdog had
+    been disarmed by the return. ``finished()`` keeps it armed: the process ends in the grace.
+    Negative control: ``disarm()`` there, the process never ends."""
+    r = subprocess.run(
+        [sys.executable, "-c", AFTER_RETURN.format(repo=str(REPO), end="finished")], capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 0 and r.stdout == "returned\n" and "ended" in r.stderr, (r.stdout, r.stderr)
+    stuck = subprocess.Popen(
+        [sys.executable, "-c", AFTER_RETURN.format(repo=str(REPO), end="disarm")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert stuck.wait(timeout=3) is None, "the negative control ended on its own"
+    except subprocess.TimeoutExpired:
+        pass  # still there: the hang, as found
+    finally:
+        stuck.kill()
+        stuck.wait(timeout=10)
+
+
 def _child(disarm: bool) -> subprocess.CompletedProcess:
     code = CHILD.format(repo=str(REPO), disarm=disarm)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
