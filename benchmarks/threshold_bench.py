@@ -21,6 +21,7 @@ import time
 
 from server_control.control.settings import Control
 from server_control.proc.sim_launcher import start_sim
+from server_control.protocol.runtime_settings import THRESHOLD
 
 GOAL_P99_MS = 250.0
 
@@ -39,13 +40,13 @@ async def measure(url: str, iterations: int, warmup: int = 5) -> tuple[list[floa
         for i in range(warmup + iterations):
             n = 5 + (i % 4)  # 5, 6, 7, 8, 5, ...: always a change
             t0 = time.perf_counter()
-            result = await control.set_threshold(n)
+            result = await control.set_setting(THRESHOLD.key, n)
             dt = (time.perf_counter() - t0) * 1000
             if result.state != "applied":
                 failures.append(f"{n}: {result.state}: {result.detail}")
             elif i >= warmup:
                 lat.append(dt)
-        await control.set_threshold(5)
+        await control.set_setting(THRESHOLD.key, 5)
     finally:
         await control.aclose()
     return lat, failures

@@ -11,6 +11,7 @@ from server_control.protocol.decision import (
     init_line,
     validate_threshold,
 )
+from server_control.protocol.runtime_settings import DWELL, FORCE, HYSTERESIS, THRESHOLD, apply
 
 
 def run(sw, batches):
@@ -43,9 +44,9 @@ def test_dwell_blocks_flapping():
 
 def test_force_overrides_and_auto_returns():
     sw = SpecSwitch(threshold=5, min_dwell_steps=100)
-    sw.set_force("target-only")
+    assert apply(sw, FORCE, "target-only")[0] == "Dynamic speculation: force mode set to target_only"
     assert sw.decide(1) == "Dynamic speculation: switched to target-only (forced)"
-    sw.set_force("auto")
+    apply(sw, FORCE, 0)  # over HTTP: the mode's index
     assert sw.decide(1) is None and sw.mode == TARGET_ONLY  # dwell still applies in auto
 
 
@@ -64,7 +65,10 @@ def test_bad_thresholds_refused_with_reason(bad):
 
 def test_set_threshold_message_and_snapshot():
     sw = SpecSwitch(threshold=5)
-    assert sw.set_threshold(8) == "Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)"
+    assert apply(sw, THRESHOLD, 8) == ("Dynamic speculation: threshold changed 5 -> 8 (resume_at<=7)", 8)
+    assert apply(sw, HYSTERESIS, 2)[0] == "Dynamic speculation: hysteresis changed 1 -> 2 (resume_at<=6)"
+    assert apply(sw, DWELL, 4)[0] == "Dynamic speculation: min_dwell_steps changed 10 -> 4"
+    apply(sw, HYSTERESIS, 1)
     snap = sw.snapshot()
     assert snap["threshold"] == 8 and snap["low_mark"] == 7 and snap["mode"] == SPECULATIVE
     assert init_line(5, 1, 10) == "Dynamic speculation disable enabled: threshold=5, resume_at<=4, min_dwell_steps=10"

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "console.cli.supervise",  # supervise
     "console.cli.logs",  # logs
     "console.cli.control",  # threshold, verify
+    "console.cli.setting",  # setting: every runtime setting (threshold, hysteresis, dwell, force)
     "console.cli.status",  # status (the session snapshot)
     "console.cli.sim",  # sim (the simulated SGLang server)
     "console.cli.bench",  # bench

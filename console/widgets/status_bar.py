@@ -15,7 +15,8 @@ from console.widgets.line_repaint import repaint_changed_cells
 from server_control.model.snapshot import EMPTY_SNAPSHOT, SessionSnapshot, SettingChange
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import EXTERNAL_STATE, ChangeState, RunState
-from server_control.protocol import decision
+from server_control.protocol import runtime_settings
+from server_control.protocol.runtime_settings import RuntimeSetting
 
 STATE_STYLES: dict[str, str] = {
     RunState.READY: "bold black on green",
@@ -39,7 +40,10 @@ CHANGE_STYLES: dict[str, str] = {
 }
 
 
-SETTING_WORDS = {decision.HYSTERESIS_KEY: "hysteresis", decision.DWELL_KEY: "dwell", decision.FORCE_KEY: "force"}
+def other_setting(key: str | None) -> RuntimeSetting | None:
+    """A runtime setting shown beside N, not in N's slot (every one but N), by its key."""
+    setting = runtime_settings.by_key(key) if key is not None else None
+    return setting if setting is not None and setting is not runtime_settings.THRESHOLD else None
 
 
 def change_text(change: SettingChange | None, name: str = "") -> Text:
@@ -60,21 +64,21 @@ def change_text(change: SettingChange | None, name: str = "") -> Text:
 
 def threshold_text(snap: SessionSnapshot) -> Text:
     spec, change = snap.spec, snap.last_change
-    other = change is not None and change.key in SETTING_WORDS  # hysteresis, dwell, force: not in the N slot
+    other = other_setting(change.key if change is not None else None)  # hysteresis, dwell, force: not in N's slot
     t = Text()
     t.append(" N=", "bold")
     t.append("?" if spec.threshold is None else str(spec.threshold), "bold cyan")
     if spec.threshold == 0:
         t.append(" never disable", "bold yellow")  # the rule is off: speculate at every batch
-    if not other:
+    if other is None:
         t.append_text(change_text(change))
     if spec.low_mark is not None and spec.threshold:
         t.append(f" (resume \u2264{spec.low_mark})", "dim")
     if spec.force and spec.force != "auto":
         t.append(f" forced {spec.force.replace('_', '-')}", "bold magenta")
-    if other and change is not None:
+    if other is not None and change is not None:
         t.append(" ")
-        t.append_text(change_text(change, SETTING_WORDS[change.key or ""]))
+        t.append_text(change_text(change, other.word))
     return t
 
 

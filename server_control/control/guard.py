@@ -25,16 +25,15 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 
 import psutil
 
 from server_control.control.server_tune import ServerMove, ServerTuneWatch
-from server_control.control.settings import READBACK_TIMEOUT_S, VALIDATE, Control, change
+from server_control.control.settings import READBACK_TIMEOUT_S, Control, change
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
-from server_control.protocol import decision
+from server_control.protocol import runtime_settings
 from server_control.state import journal
 from server_control.telemetry.sample import Sample
 
@@ -43,18 +42,6 @@ AUTO_TUNED = "server auto-tune"  # ``elsewhere``'s who for a move of the server'
 SETTLE_S = 0.3
 CONFIRM_WAIT_S = READBACK_TIMEOUT_S + 1.0
 LOOKBACK_S = 5.0
-ACTION = {
-    decision.THRESHOLD_KEY: "threshold",
-    decision.FORCE_KEY: "force",
-    decision.HYSTERESIS_KEY: "hysteresis",
-    decision.DWELL_KEY: "dwell",
-}
-LABEL = {
-    decision.THRESHOLD_KEY: "N",
-    decision.FORCE_KEY: "forced mode",
-    decision.HYSTERESIS_KEY: "hysteresis",
-    decision.DWELL_KEY: "min_dwell_steps",
-}
 
 
 def shown(sample: Sample) -> dict[str, object]:
@@ -62,12 +49,7 @@ def shown(sample: Sample) -> dict[str, object]:
     r0 = sample.ranks[0] if sample.ranks else None
     if r0 is None:
         return {}
-    return {
-        decision.THRESHOLD_KEY: r0.threshold,
-        decision.FORCE_KEY: r0.force,
-        decision.HYSTERESIS_KEY: r0.hysteresis,
-        decision.DWELL_KEY: r0.min_dwell_steps,
-    }
+    return {s.key: r0.settings.get(s.key) for s in runtime_settings.SETTINGS}
 
 
 class SettingGuard:
@@ -84,15 +66,16 @@ class SettingGuard:
         self._journaled: journal.Entry | None = None  # its entry, when another observer journaled it first
 
     def _record(self, key: str, result: str, **kw: object) -> None:
-        journal.record(self.state_dir, ACTION[key], target=self.target, profile=self.profile, key=key, result=result, **kw)
+        word = runtime_settings.named(key).word  # the journal's action: the setting's command-line word
+        journal.record(self.state_dir, word, target=self.target, profile=self.profile, key=key, result=result, **kw)
 
     async def change(
         self, key: str, requested: object, action: Callable[[object], Awaitable[SettingChange]], old: object = None
     ) -> SettingChange:
-        op, started = journal.new_op(), time.time()
+        op, started, setting = journal.new_op(), time.time(), runtime_settings.named(key)
         try:  # " 5" or "+5" is journaled as the value applied: 5
-            shown_new: object = VALIDATE[key](requested)
-        except (ValueError, KeyError):
+            shown_new: object = setting.validate(requested)
+        except ValueError:
             shown_new = requested
         self._busy.add(key)
         try:
@@ -103,9 +86,9 @@ class SettingGuard:
                 result.state == ChangeState.ERROR and result.ranks and all(result.ranks)
             )
             if accepted:  # the server took it: is it still ours once concurrent changes are over?
-                result = await self._confirm(key, VALIDATE[key](requested), requested, old, result, op, started)
+                result = await self._confirm(key, setting.validate(requested), requested, old, result, op, started)
             if result.state == ChangeState.APPLIED:
-                self._mine[key] = VALIDATE[key](requested)
+                self._mine[key] = setting.validate(requested)
             self._record(key, result.state, old=old, new=shown_new, detail=result.detail, op=op)
             return result
         finally:
@@ -143,6 +126,7 @@ class SettingGuard:
             return result
         if values and all(v == value for v in values):
             return change(
+                key,
                 requested,
                 ChangeState.APPLIED,
                 result.detail if result.state == ChangeState.APPLIED else f"{key}={value} read back after a concurrent change",
@@ -150,11 +134,12 @@ class SettingGuard:
             )
         unreadable = any(isinstance(v, str) and v.startswith("<unreadable") for v in values)
         if values and not unreadable and all(v == values[0] for v in values) and (ops or not _same(key, values[0], old)):
-            by = self._by(key, values[0], op, started - LOOKBACK_S)
+            by, label = self._by(key, values[0], op, started - LOOKBACK_S), runtime_settings.named(key).label
             return change(
+                key,
                 requested,
                 ChangeState.OVERRIDDEN,
-                f"overridden by another client (now {LABEL[key]}={values[0]}" + (f", by {by}" if by else "") + ")",
+                f"overridden by another client (now {label}={values[0]}" + (f", by {by}" if by else "") + ")",
                 result.ranks,
             )
         return result
@@ -191,11 +176,11 @@ class SettingGuard:
                 continue
             if key in self._mine and _same(key, self._mine[key], new):
                 continue
-            if key == decision.THRESHOLD_KEY and self._move is not None and _same(key, self._move.new, new):
+            if key == runtime_settings.THRESHOLD.key and self._move is not None and _same(key, self._move.new, new):
                 out.append((key, old, new, AUTO_TUNED))  # the server's own tuner moved it
                 continue
             e = self._last(key, new, None, time.time() - 600)
-            if key == decision.THRESHOLD_KEY and e is not None and e.action == AUTO_TUNED and _same(key, e.old, old):
+            if key == runtime_settings.THRESHOLD.key and e is not None and e.action == AUTO_TUNED and _same(key, e.old, old):
                 # the server's own move, journaled by another observer before this poll showed
                 # its move record (N and the move are published a moment apart)
                 self._journaled = e
@@ -214,18 +199,16 @@ class SettingGuard:
             line = (self._journaled.detail or "").split(" [")[0]
             why = line[line.find("(auto: ") + len("(auto: ") : -1] if "(auto: " in line and line.endswith(")") else ""
             return f"auto-tuned {old} -> {new}" + (f" ({why})" if why else "")
-        return f"{LABEL[key]} changed elsewhere: {old} -> {new}" + (f", by {who}" if who else "")
+        return f"{runtime_settings.named(key).label} changed elsewhere: {old} -> {new}" + (f", by {who}" if who else "")
 
     def seen(self, key: str, old: object, new: object, who: str) -> SettingChange:
         """The session's ``last_change`` for one of ``elsewhere``'s changes."""
         if who == REAPPLY:  # the restart carried the run's runtime value back: ours, not another client's
-            return replace(change(new, ChangeState.APPLIED, "re-applied after the restart"), key=key)
+            return change(key, new, ChangeState.APPLIED, "re-applied after the restart")
         state = ChangeState.AUTO_TUNED if who == AUTO_TUNED else ChangeState.ELSEWHERE
-        return replace(change(new, state, self.words(key, old, new, who)), key=key)
+        return change(key, new, state, self.words(key, old, new, who))
 
 
 def _same(key: str, a: object, b: object) -> bool:
-    try:
-        return VALIDATE[key](a) == VALIDATE[key](b)
-    except (ValueError, KeyError):
-        return a == b
+    setting = runtime_settings.by_key(key)
+    return setting.same(a, b) if setting is not None else a == b

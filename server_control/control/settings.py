@@ -31,23 +31,20 @@ from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
 from server_control.net import tls
 from server_control.net.http import auth_headers, bounded_request, describe_error
-from server_control.protocol import decision, rank_verdict
+from server_control.protocol import rank_verdict, runtime_settings
+from server_control.protocol.runtime_settings import FORCE, THRESHOLD, RuntimeSetting
 from server_control.sanitize import clean_json, strip_controls
 from server_control.telemetry.sample import intval
 
 UNSUPPORTED = "this server does not support runtime threshold changes"
-VALIDATE: dict[str, Callable[[object], object]] = {
-    decision.THRESHOLD_KEY: decision.validate_threshold,
-    decision.HYSTERESIS_KEY: decision.validate_hysteresis,
-    decision.DWELL_KEY: decision.validate_dwell,
-    decision.FORCE_KEY: decision.validate_force,
-}  # the runtime settings
 READBACK_TIMEOUT_S = 3.0
 READBACK_PERIOD_S = 0.02
 
 
-def change(requested: object, state: ChangeState, detail: str, ranks: Sequence[bool] | None = None) -> SettingChange:
-    return SettingChange(requested, state, detail, tuple(ranks or ()))
+def change(
+    key: str | None, requested: object, state: ChangeState, detail: str, ranks: Sequence[bool] | None = None
+) -> SettingChange:
+    return SettingChange(requested, state, detail, tuple(ranks or ()), key)
 
 
 def rank_results(body: object) -> list[bool] | None:
@@ -78,15 +75,9 @@ def _where(dp: int, tp_label: str, dp_count: int) -> str:
 
 
 def _named(key: str, value: object) -> object:
-    """A force mode read back as its numeric code -> its name; anything else as it is."""
-    if (
-        key == decision.FORCE_KEY
-        and isinstance(value, int)
-        and not isinstance(value, bool)
-        and 0 <= value < len(decision.FORCE_CHOICES)
-    ):
-        return decision.FORCE_CHOICES[value]
-    return value
+    """A named setting read back as its index (the forced mode) -> its name; anything else as it is."""
+    setting = runtime_settings.by_key(key)
+    return setting.shown(value) if setting is not None else value
 
 
 class Control:
@@ -139,78 +130,61 @@ class Control:
         return [_named(key, v) for s in await self.internal_states() for _label, v in rank_verdict.values_by_rank(s, key)]
 
     async def get(self) -> dict[str, Any]:
-        """{"thresholds": [per rank], "force": [...], "supported": bool} or {"error": ...}."""
+        """{"thresholds": [per rank], "force": [...], "settings": {word: [per rank]}, "supported":
+        bool} or {"error": ...}: every DP rank's entry (a named value by its name)."""
         try:
             states = await self.internal_states()
         except (httpx.HTTPError, ValueError) as exc:
             return {"error": describe_error(exc, f"{self.url}/server_info")}
         return {
-            "thresholds": [intval(s.get(decision.THRESHOLD_KEY)) for s in states],
-            "force": [s.get(decision.FORCE_KEY) for s in states],
-            "supported": bool(states) and all(decision.THRESHOLD_KEY in s for s in states),
+            "thresholds": [intval(s.get(THRESHOLD.key)) for s in states],
+            "force": [s.get(FORCE.key) for s in states],
+            "settings": {rs.word: [_named(rs.key, s.get(rs.key)) for s in states] for rs in runtime_settings.SETTINGS},
+            "supported": bool(states) and all(THRESHOLD.key in s for s in states),
         }
 
-    async def set_threshold(self, value: object) -> SettingChange:
-        return await self._set_valid(decision.THRESHOLD_KEY, decision.validate_threshold, value)
-
-    async def set_force(self, value: object) -> SettingChange:
-        return await self._set_valid(decision.FORCE_KEY, decision.validate_force, value)
-
-    async def set_hysteresis(self, value: object) -> SettingChange:
-        """Resume speculating at batch <= max(1, N - H); validated, then read back per rank."""
-        return await self._set_valid(decision.HYSTERESIS_KEY, decision.validate_hysteresis, value)
-
-    async def set_dwell(self, value: object) -> SettingChange:
-        """Decode steps a mode is held before the next switch; validated, read back per rank."""
-        return await self._set_valid(decision.DWELL_KEY, decision.validate_dwell, value)
-
-    async def _set_valid(self, key: str, validate: Callable[[object], object], value: object) -> SettingChange:
-        """Refused here with the reason when ``validate`` says no; else sent and read back."""
-        try:
-            n = validate(value)
-        except ValueError as exc:
-            return change(value, ChangeState.REFUSED, str(exc))
-        return await self._set(key, n, value)
-
     async def set_setting(self, key: str, value: object) -> SettingChange:
-        """Any of the four runtime settings by its server-argument name (validated here first)."""
-        validate = VALIDATE.get(key)
-        if validate is None:
-            return change(value, ChangeState.REFUSED, f"{key} is not a runtime setting")
-        return await self._set_valid(key, validate, value)
-
-    async def _post(self, key: str, value: object) -> httpx.Response:
-        if key == decision.FORCE_KEY and isinstance(value, str):
-            # SGLang's HTTP layer types these values as numbers (a string gets 400/422 before
-            # any scheduler sees it): the patch and the simulator take the index in FORCE_CHOICES.
-            value = decision.FORCE_CHOICES.index(value)
-        return await bounded_request(
-            self.client(), "POST", self.url + "/set_internal_state", headers=self._headers(), json={"server_args": {key: value}}
-        )
-
-    async def _set(self, key: str, value: object, requested: object) -> SettingChange:
-        seq = self._seq()
+        """One runtime setting by its server-argument name: refused here with the reason when
+        the value is not valid, else sent, then read back on every rank."""
+        setting = runtime_settings.by_key(key)
+        if setting is None:
+            return change(key, value, ChangeState.REFUSED, f"{key} is not a runtime setting")
         try:
-            resp = await self._post(key, value)
+            valid = setting.validate(value)
+        except ValueError as exc:
+            return change(key, value, ChangeState.REFUSED, str(exc))
+        return await self._set(setting, valid, value)
+
+    async def _post(self, setting: RuntimeSetting, value: runtime_settings.Value) -> httpx.Response:
+        # SGLang's HTTP layer types these values as numbers (a string gets 400/422 before any
+        # scheduler sees it): a named value travels as its index (``RuntimeSetting.to_wire``).
+        body = {"server_args": {setting.key: setting.to_wire(value)}}
+        return await bounded_request(self.client(), "POST", self.url + "/set_internal_state", headers=self._headers(), json=body)
+
+    async def _set(self, setting: RuntimeSetting, value: runtime_settings.Value, requested: object) -> SettingChange:
+        key, seq = setting.key, self._seq()
+        try:
+            resp = await self._post(setting, value)
         except httpx.HTTPError as exc:
-            return change(requested, ChangeState.ERROR, describe_error(exc, f"{self.url}/set_internal_state"))
+            return change(key, requested, ChangeState.ERROR, describe_error(exc, f"{self.url}/set_internal_state"))
         if resp.status_code in (401, 403):
             return change(
+                key,
                 requested,
                 ChangeState.ERROR,
                 f"/set_internal_state: HTTP {resp.status_code}: not authorised "
                 "(give the admin or API key: admin_api_key_env / api_key_env in the profile)",
             )
         if resp.status_code == 404:
-            return change(requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED} (/set_internal_state: HTTP 404)")
+            return change(key, requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED} (/set_internal_state: HTTP 404)")
         try:
             resp.raise_for_status()
             ranks = rank_results(json.loads(resp.content.decode("utf-8")))
         except (httpx.HTTPError, ValueError, UnicodeDecodeError) as exc:
-            return change(requested, ChangeState.ERROR, describe_error(exc, f"{self.url}/set_internal_state"))
+            return change(key, requested, ChangeState.ERROR, describe_error(exc, f"{self.url}/set_internal_state"))
         if ranks is None:
             return change(
-                requested, ChangeState.ERROR, f"/set_internal_state: unexpected answer {strip_controls(resp.text[:200])!r}"
+                key, requested, ChangeState.ERROR, f"/set_internal_state: unexpected answer {strip_controls(resp.text[:200])!r}"
             )
         if not all(ranks):
             return await self._explain_false(key, requested, ranks, seq)
@@ -225,7 +199,7 @@ class Control:
             try:
                 states = await self.internal_states()
                 if states and all(key not in s for s in states):
-                    return change(requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
+                    return change(key, requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED} (no {key} in internal_states)", ranks)
                 seen = [
                     (_where(i, label, len(states)), _named(key, v))
                     for i, s in enumerate(states)
@@ -234,28 +208,28 @@ class Control:
                 if states and all(v == value for _, v in seen):
                     tp = len(seen) // len(states)
                     on = f"{len(states)} DP rank(s)" + (f" x {tp} TP ranks" if tp > 1 else "")
-                    return change(requested, ChangeState.APPLIED, f"{key}={value} read back on {on}", ranks)
+                    return change(key, requested, ChangeState.APPLIED, f"{key}={value} read back on {on}", ranks)
             except (httpx.HTTPError, ValueError) as exc:
                 seen = [("", describe_error(exc, "read-back"))]
             if time.monotonic() >= deadline:
                 wrong = [(w, v) for w, v in seen if v != value] or seen
                 shown = "; ".join(f"{w} reads {key}={v}" if w else f"{key}={v}" for w, v in wrong)
-                return change(requested, ChangeState.ERROR, f"server said true but {shown} (want {value})", ranks)
+                return change(key, requested, ChangeState.ERROR, f"server said true but {shown} (want {value})", ranks)
             await asyncio.sleep(READBACK_PERIOD_S)
 
     async def _explain_false(self, key: str, requested: object, ranks: list[bool], seq: int | None) -> SettingChange:
         reason = await self._log_reason(key, seq)
         if reason and "not supported" in reason:
-            return change(requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED}: {reason}", ranks)
+            return change(key, requested, ChangeState.UNSUPPORTED, f"{UNSUPPORTED}: {reason}", ranks)
         try:
             states = await self.internal_states()
             if states and all(key not in s for s in states):
                 detail = f"{UNSUPPORTED} (the server answered false and has no {key} in internal_states)"
-                return change(requested, ChangeState.UNSUPPORTED, detail + (f": {reason}" if reason else ""), ranks)
+                return change(key, requested, ChangeState.UNSUPPORTED, detail + (f": {reason}" if reason else ""), ranks)
         except (httpx.HTTPError, ValueError):
             pass
         detail = f"the server refused {key}={requested}"
-        return change(requested, ChangeState.REFUSED, f"{detail}: {reason}" if reason else detail, ranks)
+        return change(key, requested, ChangeState.REFUSED, f"{detail}: {reason}" if reason else detail, ranks)
 
     def _seq(self) -> int | None:
         try:

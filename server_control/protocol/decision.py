@@ -53,9 +53,10 @@ STATE_KEY = "dynamic_speculation"  # nested live state inside each internal_stat
 THRESHOLD_COUNTS = "decode_requests"
 THRESHOLD_COUNTS_WORDS = "decode requests in the step, raw (never padded to a CUDA-graph size)"
 
+LOG_PREFIX = "Dynamic speculation: "
 INIT_PREFIX = "Dynamic speculation disable enabled: threshold="
 NOT_ACTIVE_PREFIX = "Dynamic speculation disable NOT active: "
-SWITCH_PREFIX = "Dynamic speculation: switched to "
+SWITCH_PREFIX = LOG_PREFIX + "switched to "
 
 
 def mode_label(mode: str) -> str:
@@ -66,7 +67,7 @@ def mode_label(mode: str) -> str:
 _INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)  # not "８" (full-width) nor "٨"
 
 
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
+def validate_int(name: str, value: object, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -83,15 +84,15 @@ def _check_int(name: str, value: object, lo: int, hi: int) -> int:
 
 def validate_threshold(value: object) -> int:
     """An integer 0..MAX_THRESHOLD (0 = never disable). Raises ValueError with the reason."""
-    return _check_int(THRESHOLD_KEY, value, 0, MAX_THRESHOLD)
+    return validate_int(THRESHOLD_KEY, value, 0, MAX_THRESHOLD)
 
 
 def validate_hysteresis(value: object) -> int:
-    return _check_int(HYSTERESIS_KEY, value, 0, MAX_THRESHOLD)
+    return validate_int(HYSTERESIS_KEY, value, 0, MAX_THRESHOLD)
 
 
 def validate_dwell(value: object) -> int:
-    return _check_int(DWELL_KEY, value, 0, 1_000_000)
+    return validate_int(DWELL_KEY, value, 0, 1_000_000)
 
 
 def validate_force(value: object) -> str:
@@ -159,15 +160,19 @@ class SpecSwitch:
         "verifies",
         "accepted_drafts",
         "proposed_drafts",
+        "more",
     )
 
     def __init__(
         self,
-        threshold: int = 0,
-        hysteresis: int = DEFAULT_HYSTERESIS,
-        min_dwell_steps: int = DEFAULT_MIN_DWELL_STEPS,
-        force: str = AUTO,
+        threshold: object = 0,
+        hysteresis: object = DEFAULT_HYSTERESIS,
+        min_dwell_steps: object = DEFAULT_MIN_DWELL_STEPS,
+        force: object = AUTO,
+        **more: int | str,
     ) -> None:
+        """Each setting validated here (ValueError with the reason); ``more``: runtime settings
+        the rule does not read (validated by the caller), kept and published with the others."""
         self.threshold = validate_threshold(threshold)
         self.hysteresis = validate_hysteresis(hysteresis)
         self.min_dwell_steps = validate_dwell(min_dwell_steps)
@@ -185,6 +190,22 @@ class SpecSwitch:
         self.verifies = 0
         self.accepted_drafts = 0
         self.proposed_drafts = 0
+        self.more: dict[str, int | str] = dict(more)
+
+    def setting(self, field: str) -> int | str:
+        """A runtime setting's value by its field name (``runtime_settings.RuntimeSetting.field``)."""
+        value: int | str = self.more[field] if field in self.more else getattr(self, field)
+        return value
+
+    def put(self, field: str, value: int | str) -> int | str:
+        """Set a validated runtime setting by its field name, effective from the next step;
+        returns the old value."""
+        old = self.setting(field)
+        if field in self.more:
+            self.more[field] = value
+        else:
+            setattr(self, field, value)
+        return old
 
     @property
     def enabled(self) -> bool:
@@ -257,16 +278,6 @@ class SpecSwitch:
         """Mean tokens per request per verify over the steps that drafted (None: none yet)."""
         return 1 + self.accepted_drafts / self.verifies if self.verifies else None
 
-    def set_threshold(self, value: object) -> str:
-        """Validate and apply; returns the log message. Effective from the next step."""
-        new = validate_threshold(value)
-        old, self.threshold = self.threshold, new
-        return f"Dynamic speculation: threshold changed {old} -> {new} (resume_at<={self.low_mark})"
-
-    def set_force(self, value: object) -> str:
-        self.force = validate_force(value)
-        return f"Dynamic speculation: force mode set to {self.force}"
-
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready live state, published per rank in /server_info internal_states."""
         return {
@@ -287,4 +298,5 @@ class SpecSwitch:
             "verifies": self.verifies,
             "accepted_drafts": self.accepted_drafts,
             "proposed_drafts": self.proposed_drafts,
+            **self.more,
         }

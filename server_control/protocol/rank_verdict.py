@@ -16,12 +16,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server_control.protocol import decision
+from server_control.protocol import decision, runtime_settings
 
-LIVE_KEYS = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "num_steps", "switch_count", "last_batch")
-# exploration (protocol/explore.py): its share and explored step count, from step numbers,
-# batches and N only, so equal on every rank
-COMPARED = ("active", "threshold", "hysteresis", "min_dwell_steps", "force", "mode", "exploration")
+
+def live_keys() -> tuple[str, ...]:
+    """A rank's live row: active, every runtime setting (protocol/runtime_settings.py), the mode..."""
+    return ("active", *(s.field for s in runtime_settings.SETTINGS), "mode", "num_steps", "switch_count", "last_batch")
+
+
+def compared() -> tuple[str, ...]:
+    """What every rank's live row must agree on. Exploration (protocol/explore.py): its share
+    and explored step count, from step numbers, batches and N only, so equal on every rank."""
+    return ("active", *(s.field for s in runtime_settings.SETTINGS), "mode", "exploration")
+
+
 # also gathered when a rank has them: the steps=0 state's memory on the rank (GiB, see
 # the patch's startup.py), its graph / eager forward counts per mode, exploration, and the
 # in-server tuner's state (sglang_patch/autotune.py: on, off_reason, the moves it applied)
@@ -31,7 +39,7 @@ AUTO_TUNE_ROW = ("on", "off_reason", "moves")  # of auto_tune, in a rank's row
 
 def live_entry(rank: int, snapshot: dict[str, Any]) -> dict[str, Any]:
     """One rank's entry from its snapshot (``SpecSwitch.snapshot()`` + active, num_steps)."""
-    entry = {key: snapshot.get(key) for key in LIVE_KEYS}
+    entry = {key: snapshot.get(key) for key in live_keys()}
     entry["rank"] = rank
     entry["active"] = bool(snapshot.get("active", True))
     return entry
@@ -50,7 +58,7 @@ def disagreement(rows: list[Any]) -> str | None:
         if "failed" in row:
             parts.append(f"TP{row.get('rank')} {row['failed']}")
             continue
-        keys = [k for k in COMPARED if row.get(k) != first.get(k)]
+        keys = [k for k in compared() if row.get(k) != first.get(k)]
         if keys:
             parts.append(
                 f"TP{row.get('rank')} "
@@ -125,7 +133,8 @@ def judge(got: Sequence[dict[str, Any] | None], timeout_s: float) -> Verdict:
     if diff is not None:
         return Verdict(
             False,
-            f"TP ranks were started with different settings [threshold, hysteresis, dwell, force] ({diff})" + off,
+            f"TP ranks were started with different settings [{', '.join(s.word for s in runtime_settings.SETTINGS)}] ({diff})"
+            + off,
             setups,
             per_rank,
         )
@@ -140,22 +149,12 @@ def judge(got: Sequence[dict[str, Any] | None], timeout_s: float) -> Verdict:
     return Verdict(False, f"TP ranks disagree: {why}; ready: {_names(ready) or 'none'}" + off, setups, per_rank)
 
 
-FIELD_OF_KEY = {
-    decision.THRESHOLD_KEY: "threshold",
-    decision.HYSTERESIS_KEY: "hysteresis",
-    decision.DWELL_KEY: "min_dwell_steps",
-    decision.FORCE_KEY: "force",
-}
-
-
-INTEGER_FIELDS = ("threshold", "hysteresis", "min_dwell_steps")
-
-
 def readable(field: str | None, value: object, who: str = "") -> object:
     """``value`` as read, or ``<unreadable: ...>`` naming the rank and what is wrong when an
     integer setting is not an integer (JSON's ``Infinity``, ``NaN``, ``7.5``, ``true``, a
     string): never compared as if another client had set it."""
-    if field not in INTEGER_FIELDS or value is None or (isinstance(value, int) and not isinstance(value, bool)):
+    integer = any(s.field == field and s.kind is int for s in runtime_settings.SETTINGS)
+    if not integer or value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     try:
         shown = json.dumps(value)
@@ -173,7 +172,8 @@ def values_by_rank(state: dict[str, Any], key: str) -> list[tuple[str, object]]:
     if dyn is not None and not isinstance(dyn, dict):  # a broken server: say what, never raise
         return [("", f"<unreadable: {decision.STATE_KEY} is a {type(dyn).__name__}, not an object>")]
     rows = (dyn or {}).get("ranks")
-    field = FIELD_OF_KEY.get(key)
+    setting = runtime_settings.by_key(key)
+    field = setting.field if setting is not None else None
     if isinstance(rows, list) and rows and field is not None:
         out = []
         for r in rows:

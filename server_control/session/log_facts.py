@@ -10,16 +10,16 @@ from collections.abc import Callable, Iterable
 
 from server_control.logs import Record
 from server_control.logs import record as kinds
-from server_control.protocol import decision
+from server_control.protocol import decision, runtime_settings
 from server_control.telemetry.log_time import record_epoch
 from server_control.telemetry.series import ModeTimeline
 
 KEEP_INIT_RECORDS = 512
-DAMPING_CHANGES = (
-    "Dynamic speculation: threshold changed",
-    "Dynamic speculation: hysteresis changed",
-    "Dynamic speculation: min_dwell_steps changed",
-)  # a new regime for the switch rate
+
+
+def damping_changes() -> tuple[str, ...]:
+    """The log lines of a change of a setting that damps the rule: a new regime for the switch rate."""
+    return tuple(s.change_prefix for s in runtime_settings.SETTINGS if s.damps)
 
 
 class LogFacts:
@@ -45,7 +45,7 @@ class LogFacts:
             kind = rec.kind
             if self.began is None and kind != kinds.CONSOLE:
                 self.began = record_epoch(rec.ts, now)
-            if kind == kinds.OTHER and rec.text.startswith(DAMPING_CHANGES):
+            if kind == kinds.OTHER and rec.text.startswith(damping_changes()):
                 on_damping(record_epoch(rec.ts, now) or now)
             elif kind in (kinds.SPEC_SWITCH, kinds.SPEC_INIT):
                 timeline.add_record(rec, now)

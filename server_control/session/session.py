@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from server_control.advice.source import SourceError, advice_from, poll_reading
 from server_control.advice.store import CurvesHome
 from server_control.advice.words import Advice
-from server_control.control.guard import REAPPLY, SettingGuard, shown
+from server_control.control.guard import REAPPLY, SettingGuard
 from server_control.control.init_lines import InitExplanation
-from server_control.control.settings import Control, change
+from server_control.control.settings import Control
 from server_control.control.verify import SwitchWatch
 from server_control.logs import LogPipeline, LogStore
 from server_control.logs.access import is_polling
@@ -30,12 +30,13 @@ from server_control.model.operation import OperationResult
 from server_control.model.snapshot import LogStatus, SessionSnapshot, SettingChange
 from server_control.model.switch_rate import SwitchRate
 from server_control.model.verification import Verification
-from server_control.model.vocabulary import ChangeState, Outcome
-from server_control.protocol import decision
+from server_control.model.vocabulary import Outcome
+from server_control.protocol import runtime_settings
 from server_control.session.history_keeper import HistoryKeeper
 from server_control.session.log_facts import LogFacts
 from server_control.session.run_backends import AttachedRun, ProfileRun, RunLike, RunSupervisorPort
 from server_control.session.run_notes import RunNotes, not_ours
+from server_control.session.setting_changes import SettingChanges
 from server_control.session.snapshot_parts import SnapshotParts, rate_of, server_status, stale_elsewhere
 from server_control.session.subscribers import Subscribers
 from server_control.session.verdict import explanation_of, verification_of
@@ -86,6 +87,15 @@ class Session:
         self._elsewhere_at = 0.0  # monotonic time of the last "changed elsewhere" (shown ELSEWHERE_SHOWN_S)
         state_dir = getattr(getattr(run, "sup", None), "state_dir", None)
         self.guard = SettingGuard(self.control, self.url, state_dir, profile.name if profile is not None else None)
+        self.settings = SettingChanges(
+            self.control,
+            self.guard,
+            refusal=self._refusal,
+            current=lambda: self.last,
+            remember=run.remember_runtime,
+            on_change=self._on_setting_change,
+            poke=self.poller.poke,
+        )
         self.last: Sample | None = None
         self.last_good: Sample | None = None  # the last poll the server answered (stale data, greyed)
         self.foreign: str | None = None  # why what answers is not this run's server (steering off)
@@ -97,7 +107,6 @@ class Session:
         self._pipeline: LogPipeline | None = None
         self._log_path: Path | None = None
         self.facts = LogFacts()
-        self._damping_at: float | None = None  # the last change of N / hysteresis / dwell
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
 
@@ -193,7 +202,7 @@ class Session:
             self._pipeline.stop()
             self.timeline.reset()
             self.facts.reset()
-            self._damping_at = None
+            self.settings.damping_at = None
             self.runtime = SwitchWatch()
         self._log_path = path
         self._pipeline = None
@@ -218,7 +227,7 @@ class Session:
 
     def _scan_records(self, last_seq: int) -> None:
         records = self.store.since(self.facts.seen_seq)
-        self.facts.scan(records, last_seq, time.time(), self.timeline, self._damping)
+        self.facts.scan(records, last_seq, time.time(), self.timeline, self.settings.damped)
         if any(r.kind != "console" and not is_polling(r) for r in records):
             self.poller.wake()  # work, a switch, a setting changed: a quiet poller polls now
 
@@ -261,8 +270,7 @@ class Session:
             self.last_change = self.guard.seen(key, old, new, who)  # re-applied, auto-tuned or elsewhere
             if who != REAPPLY:
                 self._elsewhere_at = time.monotonic()
-            if key != decision.FORCE_KEY:
-                self._damping(sample.ts)
+            self.settings.seen_elsewhere(key, sample.ts)
         self.panels.add_sample(sample)
         self.timeline.add_sample(sample)
         self.runtime.observe(sample)
@@ -283,19 +291,26 @@ class Session:
 
     # -- control --------------------------------------------------------------------------
     async def set_threshold(self, n: object) -> OperationResult:
-        return OperationResult.of_change("threshold", await self._change(n, self.control.set_threshold, decision.THRESHOLD_KEY))
+        return await self.set_setting(runtime_settings.THRESHOLD.key, n)
 
     async def set_force(self, mode: object) -> OperationResult:
-        return OperationResult.of_change("force", await self._change(mode, self.control.set_force, decision.FORCE_KEY))
+        return await self.set_setting(runtime_settings.FORCE.key, mode)
 
     async def set_setting(self, key: str, value: object) -> OperationResult:
-        """Any runtime setting by its server-argument name (hysteresis, dwell: the flapping
-        suggestion), validated and read back on every rank like N."""
-        return OperationResult.of_change(key, await self._change(value, lambda v: self.control.set_setting(key, v), key))
+        """Any runtime setting by its server-argument name (protocol/runtime_settings.py),
+        validated and read back on every rank; the operation is named by the setting's word."""
+        setting = runtime_settings.by_key(key)
+        return OperationResult.of_change(setting.word if setting else key, await self.settings.set(key, value))
 
-    def _damping(self, at: float) -> None:
-        if self._damping_at is None or at > self._damping_at:
-            self._damping_at = at
+    def _refusal(self) -> str | None:
+        """Why a change is refused now: what answers is not this run's server (or None)."""
+        if self.foreign is None and self.last is not None and self.last.reachable:
+            self._ours(self.last)  # the port may have changed hands since the last poll
+        return self.foreign
+
+    def _on_setting_change(self, change: SettingChange) -> None:
+        self.last_change = change
+        self._publish("snapshot")
 
     def switch_rate(self) -> SwitchRate:
         """Rule-made switches per minute lately, from their own times: flapping and what to do
@@ -303,32 +318,7 @@ class Session:
         log's first line, this session's start) and from the last change of N / hysteresis /
         dwell, so that every observer of the run says the same."""
         up = self.run.status().uptime_s
-        return rate_of(self.last_good, self.timeline, (self._started_at, self.facts.began), up, self._damping_at)
-
-    async def _change(self, requested: object, action: Callable[[object], Awaitable[SettingChange]], key: str) -> SettingChange:
-        if self.foreign is None and self.last is not None and self.last.reachable:
-            self._ours(self.last)  # the port may have changed hands since the last poll
-        if self.foreign is not None:
-            return replace(change(requested, ChangeState.REFUSED, self.foreign), key=key)
-        self.last_change = replace(
-            change(requested, ChangeState.PENDING, "sent; waiting for every DP rank to read back"), key=key
-        )
-        self._publish("snapshot")
-        old = shown(self.last).get(key) if self.last is not None and self.last.reachable else None
-        # journaled; a concurrent change that wins makes it "overridden"
-        result = replace(await self.guard.change(key, requested, action, old), key=key)
-        if result.state == ChangeState.APPLIED:
-            lost = await self.run.remember_runtime(key, requested)  # re-applied after a restart
-            if lost:
-                result = replace(
-                    result, state=ChangeState.NOT_KEPT, detail=f"applied now, NOT kept across a restart: {lost} ({result.detail})"
-                )
-            if key != decision.FORCE_KEY:
-                self._damping(time.time())
-        self.last_change = result
-        self.poller.poke()
-        self._publish("snapshot")
-        return result
+        return rate_of(self.last_good, self.timeline, (self._started_at, self.facts.began), up, self.settings.damping_at)
 
     # -- what the headless commands and the fleet ask beyond the screen ----------------------
     @property

@@ -8,7 +8,7 @@ rank that pulls the requests, and applied on every rank from SGLang's own broadc
     ``broadcast_pyobj`` over the TP group as the pulled requests.
   * Every rank (TP0 included) takes the ``TuneMove`` objects out of the list the broadcast
     returned (SGLang's dispatcher never sees them) and applies each as a runtime threshold
-    change is applied (targets/internal_state.py): the switch's ``set_threshold``, SGLang's
+    change is applied (targets/internal_state.py): the switch's threshold (``runtime_settings.apply``), SGLang's
     override for the readback, the limit warnings, the metrics; then logs the move's line
         Dynamic speculation: threshold 8 -> 10 (auto: target-only faster from batch 10, ...)
     Every rank applies the same move at the same loop iteration: no mixed modes. A move
@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from server_control.protocol import cost_curves, decision
+from server_control.protocol import cost_curves, decision, runtime_settings
 from server_control.protocol.tuner import MOVE_PREFIX, OPERATOR_OFF, Move, Tuner, TuneSettings, parse_bounds, start_share
+from server_control.sglang_patch.sglang_shapes import RankState
 
 logger = logging.getLogger("sglang.srt.managers.scheduler_components.request_receiver")
 
 POLL_S = 1.0
-_active: list[Any] = [None]  # the process's AutoTune while the flag is set (one scheduler per process)
+_active: list[AutoTune | None] = [None]  # the process's AutoTune while the flag is set (one scheduler per process)
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,10 @@ class TuneMove:
 
 
 def active() -> AutoTune | None:
-    return _active[0]  # type: ignore[no-any-return]
+    return _active[0]
 
 
-def configure(dyn: Any, text: str, clock: Any = time.monotonic) -> AutoTune | None:
+def configure(dyn: RankState, text: str, clock: Callable[[], float] = time.monotonic) -> AutoTune | None:
     """At start-up (worker.init_state): the flag's ``LO-HI`` (validated by the parser) -> this
     process's AutoTune, also held as ``dyn.autotune``; empty -> None."""
     _active[0] = None
@@ -90,7 +91,7 @@ def dp_attention() -> bool:
 
 
 class AutoTune:
-    def __init__(self, dyn: Any, settings: TuneSettings, clock: Any = time.monotonic) -> None:
+    def __init__(self, dyn: RankState, settings: TuneSettings, clock: Callable[[], float] = time.monotonic) -> None:
         self.dyn = dyn
         self.tuner = Tuner(settings)
         self.clock = clock
@@ -123,7 +124,7 @@ class AutoTune:
             return None
         self._last_poll = now
         dyn = self.dyn
-        if not self.tuner.on or not dyn.ready or dyn.curves is None:
+        if not self.tuner.on or not dyn.ready or dyn.curves is None or dyn.switch is None:  # ready: a switch
             return None
         move = self.tuner.observe(now, cost_curves.parse(dyn.curves.snapshot()), dyn.switch.threshold, dyn.explorer.share > 0)
         if move is not None:
@@ -131,7 +132,7 @@ class AutoTune:
         return self.pending
 
     # --- every rank: apply ---------------------------------------------------------
-    def take(self, reqs: Any) -> Any:
+    def take(self, reqs: list[object]) -> list[object]:
         """The broadcast's list without TuneMove objects, each of them applied here."""
         if not reqs:
             return reqs
@@ -145,18 +146,19 @@ class AutoTune:
 
     def apply(self, move: TuneMove) -> None:
         switch = self.dyn.switch
+        assert switch is not None  # configure() makes an AutoTune only for a rank with a switch
         if switch.threshold != move.old or not self.tuner.on:
             why = self.tuner.off_reason if not self.tuner.on else f"the threshold is {switch.threshold} now"
             logger.info(f"Dynamic speculation: auto-tune move {move.old} -> {move.new} dropped ({why})")
             return
-        switch.set_threshold(move.new)
+        runtime_settings.apply(switch, runtime_settings.THRESHOLD, move.new)
         self.applied += 1
         self.last = move
         logger.info(move.line)
         _as_runtime_change(self.dyn, move.new)
 
     # --- every rank: the operator ----------------------------------------------------
-    def operator_threshold(self, value: Any) -> None:
+    def operator_threshold(self, value: object) -> None:
         """An operator's threshold wins: tuning off until asked again."""
         self.pending = None
         if self.tuner.on:
@@ -172,7 +174,7 @@ class AutoTune:
         self.tuner.off("turned off through /set_internal_state")
         return "Dynamic speculation: auto-tune off (asked)"
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         snap = self.tuner.snapshot()
         m = self.last
         snap["moves"] = self.applied
@@ -185,7 +187,7 @@ def _evidence(move: TuneMove) -> str:
     return move.line[len(head) : -1] if move.line.startswith(head) else move.line
 
 
-def _as_runtime_change(dyn: Any, new: int) -> None:
+def _as_runtime_change(dyn: RankState, new: int) -> None:
     """What the rest of a runtime threshold change does (targets/internal_state.py):
     SGLang's override (the readback), the bounded overrides log, the limit warnings, the
     metrics. Never raises into the scheduler loop."""

@@ -4,16 +4,16 @@ outside the worker's own calls (the metrics, the lazy draft head's check)."""
 
 from __future__ import annotations
 
-from typing import Any
+from server_control.sglang_patch.sglang_shapes import RankState
 
-_current: list[Any] = [None]
+_current: list[RankState | None] = [None]
 
 
-def current() -> Any:
+def current() -> RankState | None:
     """This process's DynamicSpeculation, or None (no patched worker here)."""
     return _current[0]
 
 
-def set_current(dyn: Any) -> None:
+def set_current(dyn: RankState) -> None:
     """The patched ``EAGLEWorkerV2.__init__`` made ``dyn``."""
     _current[0] = dyn

@@ -11,8 +11,6 @@ and, through ``spec_metrics``, as ``sglang:spec_disable_bucket_*`` on ``/metrics
 
 from __future__ import annotations
 
-from typing import Any
-
 from server_control.protocol.cost_curves import DEFAULT_CAP, SNAPSHOT_KEY, CostCounters
 
 
@@ -21,6 +19,6 @@ def new(cap: int = DEFAULT_CAP) -> CostCounters:
     return CostCounters(cap)
 
 
-def publish(snap: dict[str, Any], counters: CostCounters | None) -> None:
+def publish(snap: dict[str, object], counters: CostCounters | None) -> None:
     if counters is not None:
         snap[SNAPSHOT_KEY] = counters.snapshot()

@@ -1,6 +1,7 @@
 """The new server arguments, as a namespace class SGLang collects into ServerArgs.
 
-The five runtime settings (``NEW_FIELDS``, settable through ``/set_internal_state``) and
+The runtime settings (``new_fields()``: the switch's, ``protocol/runtime_settings.py``, and the
+exploration share; settable through ``/set_internal_state``) and
 the start-only ``--speculative-disable-auto-tune LO-HI`` (``AUTO_TUNE_FIELD``; empty = off):
 the bounds of the in-server tuner (sglang_patch/autotune.py); at runtime the same key takes
 1 (on) or 0 (off).
@@ -15,28 +16,37 @@ asks of extension fields), on the command line (``add_cli_args_from_dataclass``)
 """
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
-from server_control.protocol import decision, explore, tuner
+from server_control.protocol import explore, runtime_settings, tuner
 from server_control.sglang_patch import gate
 
-NEW_FIELDS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY, explore.SHARE_KEY)
-DEFAULTS = {
-    decision.THRESHOLD_KEY: 0,
-    decision.HYSTERESIS_KEY: decision.DEFAULT_HYSTERESIS,
-    decision.DWELL_KEY: decision.DEFAULT_MIN_DWELL_STEPS,
-    decision.FORCE_KEY: decision.AUTO,
-    explore.SHARE_KEY: 0.0,
-}
-VALIDATORS = {
-    decision.THRESHOLD_KEY: decision.validate_threshold,
-    decision.HYSTERESIS_KEY: decision.validate_hysteresis,
-    decision.DWELL_KEY: decision.validate_dwell,
-    decision.FORCE_KEY: decision.validate_force,
-    explore.SHARE_KEY: explore.validate_share,
-}
 AUTO_TUNE_FIELD = tuner.AUTO_TUNE_KEY
-ALL_FIELDS = (*NEW_FIELDS, AUTO_TUNE_FIELD)
+
+
+def new_fields() -> tuple[str, ...]:
+    """The keys settable through ``/set_internal_state``: the switch's runtime settings
+    (``protocol/runtime_settings.py``) and the exploration share."""
+    return (*runtime_settings.keys(), explore.SHARE_KEY)
+
+
+def all_fields() -> tuple[str, ...]:
+    return (*new_fields(), AUTO_TUNE_FIELD)
+
+
+def defaults() -> dict[str, object]:
+    return {s.key: s.default for s in runtime_settings.SETTINGS} | {explore.SHARE_KEY: 0.0}
+
+
+def validator(key: str) -> Callable[[object], object]:
+    """The server's own check of one of ``new_fields()``; KeyError for any other key."""
+    if key == explore.SHARE_KEY:
+        return explore.validate_share
+    setting = runtime_settings.by_key(key)
+    if setting is None:
+        raise KeyError(key)
+    return setting.validate
 
 
 def parse_auto_tune(text: str) -> str:
@@ -56,18 +66,20 @@ parse_auto_tune.__name__ = AUTO_TUNE_FIELD
 _namespace_class = None
 
 
-def _cli_type(key: str) -> Any:
-    validator = VALIDATORS[key]
+def _cli_type(key: str) -> Callable[[str], object]:
+    validate = validator(key)
+    setting = runtime_settings.by_key(key)
+    named = setting is not None and setting.kind is str
 
-    def parse(text: str) -> Any:
+    def parse(text: str) -> object:
         value: object = text
-        if key != decision.FORCE_KEY:
+        if not named:
             try:
                 value = int(text.strip())
             except ValueError:
                 pass  # the validator names what is wrong with it
         try:
-            return validator(value)
+            return validate(value)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -75,74 +87,44 @@ def _cli_type(key: str) -> Any:
     return parse
 
 
+EXPLORE_HELP = (
+    f"Exploration: the share of decode steps (0..{explore.MAX_SHARE}) that run the other "
+    "mode at batch sizes near N, so both modes' cost curves exist there (0 = off). "
+    "With --speculative-disable-auto-tune a start value of 0 means the tuner's default (0.05); "
+    "settable at runtime via /set_internal_state (0 there turns it off)."
+)
+AUTO_TUNE_HELP = (
+    "Dynamic speculation: LO-HI (e.g. 2-32) lets the server move the threshold itself "
+    "toward the measured crossover, within LO..HI, decided on TP0 and broadcast to every "
+    "rank (empty = off). An operator's threshold turns it off; "
+    "/set_internal_state speculative_disable_auto_tune=1 (on) or 0 (off)."
+)
+
+
 def namespace_class() -> Any:
-    """``DynamicSpeculationArgs``: a msgspec Struct in SGLang's field style (built once)."""
+    """``DynamicSpeculationArgs``: a msgspec Struct in SGLang's field style (built once), one
+    field per runtime setting of ``protocol/runtime_settings.py``, then the exploration share
+    and the auto-tune bounds."""
     global _namespace_class
     if _namespace_class is not None:
         return _namespace_class
     import msgspec
     from sglang.srt.arg_groups.arg_utils import A, Arg
 
-    hyst, dwell = decision.DEFAULT_HYSTERESIS, decision.DEFAULT_MIN_DWELL_STEPS
-
-    class DynamicSpeculationArgs(msgspec.Struct):
-        """Namespace ``spec``: dynamic speculation disable (specconsole patch)."""
-
-        _NS_PATH = "spec"
-        speculative_disable_batch_threshold: A[
-            int,
-            Arg(
-                help="Dynamic speculation disable: speculate while the decode batch is <= N, "
-                "run the target model alone (steps=0 state) above N. 0 = never disable. "
-                "Settable at runtime via /set_internal_state.",
-                type_parser=_cli_type(decision.THRESHOLD_KEY),
-            ),
-        ] = 0
-        speculative_disable_hysteresis: A[
-            int,
-            Arg(
-                help=f"Back to speculative when the decode batch <= max(1, N - H). Default {hyst}.",
-                type_parser=_cli_type(decision.HYSTERESIS_KEY),
-            ),
-        ] = hyst
-        speculative_disable_min_dwell_steps: A[
-            int,
-            Arg(
-                help=f"Decode steps spent in a mode before switching again. Default {dwell}.",
-                type_parser=_cli_type(decision.DWELL_KEY),
-            ),
-        ] = dwell
-        speculative_disable_force_mode: A[
-            str,
-            Arg(
-                help="auto (the threshold rule), speculative or target_only (forced).",
-                choices=list(decision.FORCE_CHOICES),
-                type_parser=_cli_type(decision.FORCE_KEY),
-            ),
-        ] = decision.AUTO
-        speculative_disable_explore_share: A[
-            float,
-            Arg(
-                help=f"Exploration: the share of decode steps (0..{explore.MAX_SHARE}) that run the other "
-                "mode at batch sizes near N, so both modes' cost curves exist there (0 = off). "
-                "With --speculative-disable-auto-tune a start value of 0 means the tuner's default (0.05); "
-                "settable at runtime via /set_internal_state (0 there turns it off).",
-                type_parser=_cli_type(explore.SHARE_KEY),
-            ),
-        ] = 0.0
-        speculative_disable_auto_tune: A[
-            str,
-            Arg(
-                help="Dynamic speculation: LO-HI (e.g. 2-32) lets the server move the threshold itself "
-                "toward the measured crossover, within LO..HI, decided on TP0 and broadcast to every "
-                "rank (empty = off). An operator's threshold turns it off; "
-                "/set_internal_state speculative_disable_auto_tune=1 (on) or 0 (off).",
-                type_parser=parse_auto_tune,
-            ),
-        ] = ""
-
-    _namespace_class = DynamicSpeculationArgs
-    return DynamicSpeculationArgs
+    rows: list[tuple[str, Any, object]] = []
+    for s in runtime_settings.SETTINGS:
+        words = f"Dynamic speculation disable: {s.help}. Default {s.default}; settable at runtime via /set_internal_state."
+        extra = {"choices": list(s.choices)} if s.choices else {}
+        rows.append((s.key, A[s.kind, Arg(help=words, type_parser=_cli_type(s.key), **extra)], s.default))
+    rows.append((explore.SHARE_KEY, A[float, Arg(help=EXPLORE_HELP, type_parser=_cli_type(explore.SHARE_KEY))], 0.0))
+    rows.append((AUTO_TUNE_FIELD, A[str, Arg(help=AUTO_TUNE_HELP, type_parser=parse_auto_tune)], ""))
+    _namespace_class = msgspec.defstruct(
+        "DynamicSpeculationArgs",
+        rows,
+        namespace={"_NS_PATH": "spec", "__doc__": "Namespace ``spec``: dynamic speculation disable (specconsole patch)."},
+        module=__name__,
+    )
+    return _namespace_class
 
 
 def wrap_collect_input_fields() -> None:
@@ -169,18 +151,19 @@ def wrap_collect_input_fields() -> None:
     fields_module.collect_input_fields = collect_input_fields
 
 
-FLAGS = tuple("--" + key.replace("_", "-") for key in ALL_FIELDS)
+def flags() -> tuple[str, ...]:
+    return tuple("--" + key.replace("_", "-") for key in all_fields())
 
 
 def drop_flags_from_argv(argv: list[str]) -> list[str]:
     """Take the patch's flags (``--flag value`` and ``--flag=value``) off ``argv`` in place, so
     SGLang's parser, which does not know them here, still starts the server; logs one line
     naming what was dropped. Returns the dropped arguments."""
-    kept, dropped, i = [], [], 0
+    kept, dropped, i, ours = [], [], 0, flags()
     while i < len(argv):
         arg = argv[i]
         name = arg.split("=", 1)[0]
-        if i > 0 and name in FLAGS:
+        if i > 0 and name in ours:
             take = 1 if "=" in arg or i + 1 >= len(argv) else 2
             dropped += argv[i : i + take]
             i += take
@@ -199,7 +182,7 @@ def drop_flags_from_argv(argv: list[str]) -> list[str]:
 
 def missing_fields(server_args_cls: Any) -> list[str]:
     present = set(getattr(server_args_cls, "__struct_fields__", ()))
-    return [name for name in ALL_FIELDS if name not in present]
+    return [name for name in all_fields() if name not in present]
 
 
 def check_server_args(module: Any) -> bool:

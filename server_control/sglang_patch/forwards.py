@@ -11,10 +11,9 @@ during the step: ``patch_runner`` counts its calls in this process.
 
 from __future__ import annotations
 
-from typing import Any
-
 from server_control.protocol import decision
 from server_control.protocol.spec_metrics import FORWARD_PARTS
+from server_control.sglang_patch.sglang_shapes import DraftExtendGraphRunner, RankState
 from server_control.sglang_patch.wrapping import wrap_methods
 
 _replays = [0]  # draft-extend graph replays in this process
@@ -24,19 +23,19 @@ def replays() -> int:
     return _replays[0]
 
 
-def patch_runner(cls: Any) -> None:
+def patch_runner(cls: type[DraftExtendGraphRunner]) -> None:
     if getattr(cls, "_specconsole_patched", False):
         return
     orig = cls.execute
 
-    def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def execute(self: DraftExtendGraphRunner, *args: object, **kwargs: object) -> object:
         _replays[0] += 1
         return orig(self, *args, **kwargs)
 
     wrap_methods(cls, ((execute, orig),))
 
 
-def count(dyn: Any, forced: bool, result: Any, replays_before: int) -> None:
+def count(dyn: RankState, forced: bool, result: object, replays_before: int) -> None:
     """One decode step of ``dyn``'s rank, in the mode it ran in."""
     if dyn.forwards is None:
         dyn.forwards = {m: dict.fromkeys(FORWARD_PARTS, 0) for m in decision.MODES}

@@ -21,7 +21,6 @@ import importlib.util
 import logging
 import os
 import sys
-from typing import Any
 
 from server_control.protocol.decision import NOT_ACTIVE_PREFIX
 from server_control.protocol.sglang_version import SGLANG_VERSION
@@ -130,7 +129,7 @@ def _module_names(path: str, classes: dict[str, list[str]]) -> dict[str, set[str
         tree = ast.parse(fh.read(), filename=path)
     found: dict[str, set[str]] = {"": set()}
 
-    def names_of(body: Any) -> set[str]:
+    def names_of(body: list[ast.stmt]) -> set[str]:
         out: set[str] = set()
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -26,7 +26,10 @@ import importlib.abc
 import importlib.util
 import sys
 import threading
-from typing import Any
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import TypedDict
 
 from server_control.sglang_patch import gate
 
@@ -44,8 +47,17 @@ SERVER_ARGS = "sglang.srt.server_args"
 
 FULL, REPORT, OFF = "full", "report", "off"
 
+
+class _HookState(TypedDict):
+    installed: bool
+    gate: str | None  # the gate's reason (None: passed)
+    mode: str | None  # FULL, REPORT or OFF once the gate ran
+    applied: set[str]  # the target modules patched
+    serve_main: bool
+
+
 _lock = threading.RLock()
-_state: dict[str, Any] = {"installed": False, "gate": None, "mode": None, "applied": set(), "serve_main": False}
+_state: _HookState = {"installed": False, "gate": None, "mode": None, "applied": set(), "serve_main": False}
 
 
 def gate_reason() -> str | None:
@@ -60,15 +72,16 @@ def mode() -> str:
 
 def _gate() -> tuple[str | None, str]:
     with _lock:
-        if _state["mode"] is None:
+        current = _state["mode"]
+        if current is None:
             reason = gate.check()
             _state["gate"] = reason
             if reason is None:
-                _state["mode"] = FULL
+                _state["mode"] = current = FULL
             else:
                 gate.not_active(reason)
-                _state["mode"] = REPORT if gate.report_parts_missing() is None else OFF
-        return _state["gate"], _state["mode"]
+                _state["mode"] = current = REPORT if gate.report_parts_missing() is None else OFF
+        return _state["gate"], current
 
 
 def serve_main() -> bool:
@@ -89,7 +102,7 @@ def mark_serve_main() -> None:
             fields.drop_flags_from_argv(sys.argv)
 
 
-def target(name: str) -> Any:
+def target(name: str) -> ModuleType:
     """The module of ``targets/`` that patches SGLang's module ``name``."""
     return importlib.import_module(f"{__package__}.targets.{TARGETS[name]}")
 
@@ -100,7 +113,7 @@ def _before(name: str) -> None:
         first()
 
 
-def _after(name: str, module: Any) -> None:
+def _after(name: str, module: ModuleType) -> None:
     try:
         target(name).after(module)
     except Exception as exc:  # noqa: BLE001 - never break SGLang's import
@@ -109,19 +122,19 @@ def _after(name: str, module: Any) -> None:
 
 
 class _HookedLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, name: str) -> None:
+    def __init__(self, loader: importlib.abc.Loader, name: str) -> None:
         self._loader = loader
         self._name = name
 
-    def create_module(self, spec: Any) -> Any:
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
-    def exec_module(self, module: Any) -> None:
+    def exec_module(self, module: ModuleType) -> None:
         _before(self._name)
         self._loader.exec_module(module)
         _after(self._name, module)
 
-    def __getattr__(self, item: Any) -> Any:  # get_source, get_code, is_package, ... for inspect
+    def __getattr__(self, item: str) -> object:  # get_source, get_code, is_package, ... for inspect
         return getattr(self._loader, item)
 
 
@@ -129,7 +142,7 @@ class PatchFinder(importlib.abc.MetaPathFinder):
     def __init__(self) -> None:
         self._busy: set[str] = set()
 
-    def find_spec(self, fullname: Any, path: Any, target: Any = None) -> Any:
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
         if fullname not in TARGETS or fullname in self._busy:
             return None
         self._busy.add(fullname)

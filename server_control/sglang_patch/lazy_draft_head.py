@@ -32,7 +32,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+
+from server_control.sglang_patch.sglang_shapes import DraftModel, EagleDraftInput, EagleDraftWorker, Tensor
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 ON_LINE = "Dynamic speculation: target-only steps skip draft-extend's lm_head and argmax (computed on resuming)"
@@ -48,7 +50,7 @@ def counts() -> dict[str, int]:
     return dict(_counts)
 
 
-def eligible(draft_worker: Any) -> bool:
+def eligible(draft_worker: EagleDraftWorker) -> bool:
     """Whether skipping the head is exact bookkeeping for this draft worker (see above)."""
     cached = draft_worker.__dict__.get("_specconsole_lazy_head")
     if cached is not None:
@@ -82,7 +84,7 @@ def eligible(draft_worker: Any) -> bool:
     return ok
 
 
-def head_logits(model: Any, hidden: Any) -> Any:
+def head_logits(model: DraftModel, hidden: Tensor) -> Tensor:
     """The draft's next-token logits from carried (pre-norm) hidden states."""
     import torch
 
@@ -93,7 +95,7 @@ def head_logits(model: Any, hidden: Any) -> Any:
     return torch.matmul(normed.to(weight.dtype), weight.t())[:, :cols]
 
 
-def fill_pending(draft_worker: Any, spec_info: Any) -> None:
+def fill_pending(draft_worker: EagleDraftWorker, spec_info: EagleDraftInput | None) -> None:
     """Compute the top-1 a skipped head left out (the resume step), in place."""
     import torch
 
@@ -109,7 +111,7 @@ def fill_pending(draft_worker: Any, spec_info: Any) -> None:
     _counts["resumed"] += 1
 
 
-def patch(module: Any, step_forced: Callable[[], bool]) -> None:
+def patch(module: ModuleType, step_forced: Callable[[], bool]) -> None:
     """Wrap ``module.EagleDraftWorker`` (``step_forced()``: whether the patch forced the
     current decode step target-only) and the LogitsProcessor's ``_get_logits``."""
     cls = module.EagleDraftWorker
@@ -118,7 +120,9 @@ def patch(module: Any, step_forced: Callable[[], bool]) -> None:
     orig_extend = cls._draft_extend_for_decode
     orig_draft = cls.draft
 
-    def _draft_extend_for_decode(self: Any, batch: Any, batch_result: Any, *args: Any, **kwargs: Any) -> Any:
+    def _draft_extend_for_decode(
+        self: EagleDraftWorker, batch: object, batch_result: object, *args: object, **kwargs: object
+    ) -> object:
         if not (step_forced() and eligible(self)):
             return orig_extend(self, batch, batch_result, *args, **kwargs)
         _skip[0] = True
@@ -132,7 +136,7 @@ def patch(module: Any, step_forced: Callable[[], bool]) -> None:
             _counts["skipped"] += 1
         return out
 
-    def draft(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+    def draft(self: EagleDraftWorker, batch: object, *args: object, **kwargs: object) -> object:
         fill_pending(self, getattr(batch, "spec_info", None))
         return orig_draft(self, batch, *args, **kwargs)
 
@@ -142,14 +146,14 @@ def patch(module: Any, step_forced: Callable[[], bool]) -> None:
     _patch_logits(module)
 
 
-def _patch_logits(module: Any) -> None:
+def _patch_logits(module: ModuleType) -> None:
     from sglang.srt.layers.logits_processor import LogitsProcessor
 
     if getattr(LogitsProcessor, "_specconsole_lazy_head_patched", False):
         return
     orig = LogitsProcessor._get_logits
 
-    def _get_logits(self: Any, hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
+    def _get_logits(self: object, hidden_states: Tensor, *args: object, **kwargs: object) -> Tensor:
         if _skip[0]:
             return hidden_states.new_zeros((hidden_states.shape[0], 1))
         return orig(self, hidden_states, *args, **kwargs)

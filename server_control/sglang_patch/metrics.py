@@ -12,9 +12,13 @@ per-step counting is plain integers in ``SpecSwitch``).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-_metrics: list[Any] = []  # one SpecMetrics per process (prometheus names are process-global)
+if TYPE_CHECKING:
+    from server_control.protocol.spec_metrics import SpecMetrics
+
+_metrics: list[SpecMetrics] = []  # one SpecMetrics per process (prometheus names are process-global)
 
 
 def publish() -> None:
@@ -32,7 +36,7 @@ def publish() -> None:
         pass
 
 
-def register(labels: Any) -> None:
+def register(labels: Mapping[str, str]) -> None:
     """The first ``SchedulerMetricsCollector`` of this process creates the metrics with its
     labels (targets/metrics_collector.py)."""
     if _metrics:

@@ -15,13 +15,13 @@ values is lost (``overrides_log()`` shows the latest source of each field).
 
 from __future__ import annotations
 
-from typing import Any
+from server_control.sglang_patch.sglang_shapes import OverridesLog, RuntimeContext
 
 
-def compacted(log: list[Any]) -> list[Any]:
+def compacted(log: OverridesLog) -> OverridesLog:
     """``log`` without superseded fields (pure: a new list of new dicts)."""
-    seen: set[Any] = set()
-    out = []
+    seen: set[str] = set()
+    out: OverridesLog = []
     for source, fields in reversed(log):
         kept = {k: v for k, v in fields.items() if k not in seen}
         seen.update(fields)
@@ -31,7 +31,7 @@ def compacted(log: list[Any]) -> list[Any]:
     return out
 
 
-def compact(context: Any = None) -> int:
+def compact(context: RuntimeContext | None = None) -> int:
     """Compact the process's runtime-context overrides log; returns its length."""
     if context is None:
         from sglang.srt.runtime_context import get_context

@@ -17,7 +17,7 @@ import contextlib
 import io
 import json
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn
 
 
 class _Refused(Exception):
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check(argv: list[str], parser: argparse.ArgumentParser) -> dict[str, Any]:
+def check(argv: list[str], parser: argparse.ArgumentParser) -> dict[str, object]:
     sink = io.StringIO()
     try:
         with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
@@ -57,7 +57,7 @@ def _is_argv(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(a, str) for a in value)
 
 
-def answer(request: object) -> dict[str, Any]:
+def answer(request: object) -> dict[str, object]:
     """A list: one command line's answer. An object ``{"argvs": {name: list}}``: each one's
     answer under its name, and ``"options"``: every option string the parser knows."""
     many = isinstance(request, dict) and isinstance(request.get("argvs"), dict)

@@ -43,10 +43,10 @@ import hashlib
 import json
 import logging
 import os
-from typing import Any
 
-from server_control.protocol import decision, rank_verdict
+from server_control.protocol import decision, rank_verdict, runtime_settings
 from server_control.protocol.rank_verdict import Verdict, judge
+from server_control.sglang_patch.sglang_shapes import GroupCoordinator, RankState, Store
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
@@ -56,7 +56,7 @@ DEFAULT_TIMEOUT_S = 120.0
 SEEN_WAIT_S = 10.0  # a rank whose build failed waits this long for the others to log it
 VERDICT_GRACE_S = 30.0  # ranks > 0 wait this much longer than TP0 for its verdict
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_version: list[Any] = []
+_version: list[str] = []
 _run = [0]  # this process's init_cuda_graphs runs (the same count on every rank)
 LIVE_BYTES = 768  # one rank's live row in the gather: JSON, space-padded
 GATHER_EVERY_ENV = "SPECCONSOLE_DYNSPEC_GATHER_EVERY"
@@ -84,21 +84,22 @@ def patch_version() -> str:
     return version
 
 
-def settings_of(switch: Any) -> list[Any]:
-    return [switch.threshold, switch.hysteresis, switch.min_dwell_steps, switch.force]
+def settings_of(switch: decision.SpecSwitch) -> list[int | str]:
+    """The switch's runtime settings in the table's order (protocol/runtime_settings.py)."""
+    return [switch.setting(s.field) for s in runtime_settings.SETTINGS]
 
 
 def facts(
     active: bool,
     reason: str | None,
-    settings: list[Any],
+    settings: list[int | str],
     sglang: str,
     setup_ok: bool = True,
-    memory: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    memory: dict[str, float | None] | None = None,
+) -> dict[str, object]:
     """One rank's report. ``active``: it will build; ``setup_ok``: no refusal of the
     set-up (refusals.py) on this rank; ``memory``: its free memory and the estimate."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "active": bool(active),
         "reason": reason,
         "settings": list(settings),
@@ -118,7 +119,7 @@ def timeout_s() -> float:
         return DEFAULT_TIMEOUT_S
 
 
-def _key(group: Any, what: str, run: int = 1) -> str:
+def _key(group: GroupCoordinator, what: str, run: int = 1) -> str:
     return f"specconsole/dynspec/{PROTOCOL}/tp{'-'.join(map(str, group.ranks))}/run{run}/{what}"
 
 
@@ -128,13 +129,13 @@ def next_run() -> int:
     return _run[0]
 
 
-def default_store() -> Any:
+def default_store() -> Store:
     """The world process group's store (torch private API, guarded): raises RuntimeError
     with STORE_MISSING when it cannot be had."""
     try:
         import torch.distributed.distributed_c10d as c10d
 
-        store = c10d._get_default_store()
+        store: Store | None = c10d._get_default_store()
     except Exception as exc:  # noqa: BLE001 - torch's private store API: any failure named in one line
         raise RuntimeError(f"{STORE_MISSING}: {exc!r}") from None
     if store is None:
@@ -142,7 +143,7 @@ def default_store() -> Any:
     return store
 
 
-def agree(mine: dict[str, Any], group: Any, store: Any, timeout: float, run: int = 1) -> Verdict:
+def agree(mine: dict[str, object], group: GroupCoordinator, store: Store, timeout: float, run: int = 1) -> Verdict:
     """Exchange ``mine`` with the other ranks of ``group`` through ``store``."""
     store.set(_key(group, f"facts/{group.rank_in_group}", run), json.dumps(mine))
     verdict_key = _key(group, "verdict", run)
@@ -159,7 +160,7 @@ def agree(mine: dict[str, Any], group: Any, store: Any, timeout: float, run: int
     wait = timeout + VERDICT_GRACE_S
     try:
         store.wait([verdict_key], datetime.timedelta(seconds=wait))
-        return Verdict.from_json(store.get(verdict_key))
+        return Verdict.from_json(store.get(verdict_key).decode())
     except Exception:  # noqa: BLE001 - no verdict in time, or a store error: either way the switch stays off
         return Verdict(
             False,
@@ -169,7 +170,7 @@ def agree(mine: dict[str, Any], group: Any, store: Any, timeout: float, run: int
         )
 
 
-def tp_group() -> Any:
+def tp_group() -> GroupCoordinator | None:
     """SGLang's tensor-parallel GroupCoordinator, or None (not distributed, e.g. tests)."""
     try:
         import torch.distributed as dist
@@ -184,7 +185,7 @@ def tp_group() -> Any:
     return group if getattr(group, "world_size", 1) > 1 else None
 
 
-def settle(dyn: Any, local_failure: str | None, memory: dict[str, Any] | None = None) -> bool:
+def settle(dyn: RankState, local_failure: str | None, memory: dict[str, float | None] | None = None) -> bool:
     """BEFORE the steps=0 build: agree with the other TP ranks whether every rank builds.
     ``local_failure``: why this rank will not build (besides ``dyn``'s own refusal).
     Returns whether this rank (and so every rank) builds; otherwise it is off with one
@@ -209,6 +210,7 @@ def settle(dyn: Any, local_failure: str | None, memory: dict[str, Any] | None = 
         if not dyn.verdict.agreed:
             active, reason = False, dyn.verdict.reason
     if not active:
+        assert reason is not None  # a rank that does not build says why (None never reached gate.not_active)
         if dyn.active:
             dyn.deactivate(reason)
         else:
@@ -218,7 +220,7 @@ def settle(dyn: Any, local_failure: str | None, memory: dict[str, Any] | None = 
     return True
 
 
-def confirm_built(dyn: Any, failure: str | None) -> None:
+def confirm_built(dyn: RankState, failure: str | None) -> None:
     """AFTER the build, on every rank that built: each reports whether its build worked.
     A failure anywhere raises ``BuildFailed`` naming the rank and why, on every rank that
     gets here (the rank that failed raises too): SGLang's scheduler then stops the server
@@ -268,7 +270,7 @@ def confirm_built(dyn: Any, failure: str | None) -> None:
     raise BuildFailed(message)
 
 
-def encode_live(snapshot: dict[str, Any]) -> dict[str, Any]:
+def encode_live(snapshot: dict[str, object]) -> dict[str, object]:
     """One rank's live entry, for the gather."""
     entry = rank_verdict.live_entry(0, snapshot)
     entry.pop("rank", None)
@@ -280,18 +282,18 @@ def encode_live(snapshot: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def _pack(entry: dict[str, Any]) -> bytes:
+def _pack(entry: dict[str, object]) -> bytes:
     raw = json.dumps(entry, separators=(",", ":")).encode()
     if len(raw) > LIVE_BYTES:  # keep what identifies the rank; cut the rest
-        short = {k: entry[k] for k in rank_verdict.LIVE_KEYS if k in entry}
+        short = {k: entry[k] for k in rank_verdict.live_keys() if k in entry}
         if "failed" in entry:
             short["failed"] = str(entry["failed"])[: LIVE_BYTES // 2]
         raw = json.dumps(short, separators=(",", ":")).encode()[:LIVE_BYTES]
     return raw.ljust(LIVE_BYTES, b" ")
 
 
-def decode_live(rows: list[bytes]) -> list[dict[str, Any]]:
-    out = []
+def decode_live(rows: list[bytes]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
     for rank, raw in enumerate(rows):
         try:
             item = json.loads(raw.decode("utf-8", "replace").strip())
@@ -315,7 +317,7 @@ def gather_every() -> int:
         return DEFAULT_GATHER_EVERY
 
 
-def gather_live(dyn: Any, failure: BaseException | None = None) -> list[dict[str, Any]] | None:
+def gather_live(dyn: RankState, failure: BaseException | None = None) -> list[dict[str, object]] | None:
     """Every TP rank's live values (a collective: call it where every rank does), or None
     when the group is one rank or not every rank runs this patch. Never raises before
     its part of the collective is done: ``failure`` (what went wrong on this rank before)
@@ -330,7 +332,7 @@ def gather_live(dyn: Any, failure: BaseException | None = None) -> list[dict[str
     import torch.distributed as dist
 
     try:
-        entry: dict[str, Any] = encode_live(dyn.snapshot())
+        entry: dict[str, object] = encode_live(dyn.snapshot())
     except Exception as exc:  # noqa: BLE001 - still take part
         entry = {"failed": repr(exc)}
     if failure is not None:
@@ -349,11 +351,11 @@ class LiveCache:
 
     def __init__(self) -> None:
         self.requests = 0
-        self.rows: list[dict[str, Any]] | None = None
+        self.rows: list[dict[str, object]] | None = None
         self.age = 0  # requests since the rows were gathered
         self.version = 0
 
-    def rows_for(self, dyn: Any, failure: BaseException | None = None, version: int = 0) -> list[Any] | None:
+    def rows_for(self, dyn: RankState, failure: BaseException | None = None, version: int = 0) -> list[dict[str, object]] | None:
         due = self.rows is None or version != self.version or self.requests % gather_every() == 0
         self.version = version
         self.requests += 1

@@ -10,14 +10,15 @@ Runs in the worker's ``__init__`` (after SGLang's own), on every rank.
 from __future__ import annotations
 
 import os
-from typing import Any
+
+from server_control.sglang_patch.sglang_shapes import EagleWorkerV2
 
 
 def _env_on(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def worker_class(worker: Any, worker_cls: Any) -> str | None:
+def worker_class(worker: object, worker_cls: type) -> str | None:
     if type(worker) is not worker_cls:
         return (
             f"speculative worker {type(worker).__name__} is not EAGLEWorkerV2 "
@@ -26,7 +27,7 @@ def worker_class(worker: Any, worker_cls: Any) -> str | None:
     return None
 
 
-def adaptive_machinery(server_args: Any) -> str | None:
+def adaptive_machinery(server_args: object) -> str | None:
     """SGLang's own list (``adaptive_spec_params.adaptive_unsupported_reason``): EAGLE/EAGLE3,
     built-in worker, topk == 1, no attention DP, no multi-layer EAGLE, no TBO, no PDMux."""
     from sglang.srt.speculative.adaptive_spec_params import adaptive_unsupported_reason
@@ -35,7 +36,7 @@ def adaptive_machinery(server_args: Any) -> str | None:
     return why
 
 
-def lora(server_args: Any) -> str | None:
+def lora(server_args: object) -> str | None:
     """``arg_groups/lora_hook.py`` refuses LoRA with --speculative-adaptive."""
     from sglang.srt.arg_groups.overrides import resolving_view
 
@@ -50,7 +51,7 @@ def lora(server_args: Any) -> str | None:
     return None
 
 
-def hisparse(server_args: Any) -> str | None:
+def hisparse(server_args: object) -> str | None:
     """``arg_groups/hisparse_hook.py`` refuses HiSparse with --speculative-adaptive."""
     from sglang.srt.arg_groups.overrides import resolving_view
 
@@ -62,7 +63,7 @@ def hisparse(server_args: Any) -> str | None:
     return None
 
 
-def pipeline(worker: Any) -> str | None:
+def pipeline(worker: EagleWorkerV2) -> str | None:
     """Only the last PP stage hosts the draft; ``arg_groups/validation_hook.py`` refuses
     SGLANG_ENABLE_PP_SPEC with --speculative-adaptive (the PP relay slices results with
     the configured draft-token count)."""
@@ -80,7 +81,7 @@ def pipeline(worker: Any) -> str | None:
     return None
 
 
-def qsa_index_share(worker: Any) -> str | None:
+def qsa_index_share(worker: EagleWorkerV2) -> str | None:
     """``speculative/eagle_worker_v2.py`` (``_configure_qsa_mtp_index_share``) turns QSA MTP
     index sharing off under --speculative-adaptive: the shared index buffers belong to one
     runtime state. Here SGLang has already turned it on, so the swap would break it."""
@@ -117,7 +118,7 @@ def disaggregation() -> str | None:
     return None
 
 
-def before_pool(server_args: Any) -> str | None:
+def before_pool(server_args: object) -> str | None:
     """The refusals the configuration alone decides, so the KV pool is sized without the
     state's reserve when the switch will be refused (reserve.py; the worker's refusals
     come later and say the same)."""
@@ -133,7 +134,7 @@ def before_pool(server_args: Any) -> str | None:
     )
 
 
-def reason(worker: Any, server_args: Any, worker_cls: Any) -> str | None:
+def reason(worker: EagleWorkerV2, server_args: object, worker_cls: type) -> str | None:
     """Why the steps=0 target-only path cannot serve this set-up, or None."""
     return (
         worker_class(worker, worker_cls)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from collections.abc import Mapping
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def patched_env(env: dict[str, Any] | None = None) -> dict[str, str]:
+def patched_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """A copy of ``env`` (default os.environ) with the bootstrap first on PYTHONPATH and
     the project root taken off it (paths compared after realpath)."""
     env = dict(os.environ if env is None else env)

@@ -31,10 +31,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
 
 from server_control.protocol import decision, explore
 from server_control.sglang_patch import rank_agreement
+from server_control.sglang_patch.sglang_shapes import EagleWorkerV2, RankState
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 GIB = 1024**3
@@ -49,7 +50,7 @@ SKIP_DRAFT_EXTEND_WARNING = (
 )
 
 
-def free_gib(worker: Any) -> float | None:
+def free_gib(worker: EagleWorkerV2) -> float | None:
     """This rank's free device memory (GiB; host memory on the CPU), or None."""
     try:
         from sglang.srt.utils.common import get_available_gpu_memory
@@ -59,7 +60,7 @@ def free_gib(worker: Any) -> float | None:
         return None
 
 
-def memory_plan(free_before: float | None, free_now: float | None) -> dict[str, Any]:
+def memory_plan(free_before: float | None, free_now: float | None) -> dict[str, float | None]:
     """The rank's memory facts before the build: what SGLang's own graphs took (the
     estimate of the steps=0 state) and what is free now."""
     estimate = None
@@ -74,7 +75,7 @@ def memory_plan(free_before: float | None, free_now: float | None) -> dict[str, 
     }
 
 
-def memory_refusal(plan: dict[str, Any]) -> str | None:
+def memory_refusal(plan: dict[str, float | None]) -> str | None:
     free, estimate = plan.get("free_gib"), plan.get("estimate_gib")
     if free is not None and estimate is not None and free < estimate:
         return (
@@ -98,7 +99,7 @@ def over_reserve(used: float, reserved: float | None) -> str | None:
     )
 
 
-def server_limits() -> dict[str, Any]:
+def server_limits() -> dict[str, int | None]:
     """The effective caps N is measured against: ``max_running_requests`` (after SGLang's
     resolution: 48 for an EAGLE server unless set, ``arg_groups/speculative_hook.py``) and
     the largest decode CUDA-graph bucket (None with decode graphs off)."""
@@ -119,7 +120,7 @@ def server_limits() -> dict[str, Any]:
     }
 
 
-def warn_limits(dyn: Any) -> None:
+def warn_limits(dyn: RankState) -> None:
     """Log why N cannot work as asked on this server (start-up and each runtime change)."""
     if dyn.switch is None or not dyn.limits:
         return
@@ -129,7 +130,12 @@ def warn_limits(dyn: Any) -> None:
         logger.warning(f"Dynamic speculation: {line}")
 
 
-def prepare(worker: Any, module: Any, free_before: float | None, build_states: Callable[[Any, Any], None]) -> None:
+def prepare(
+    worker: EagleWorkerV2,
+    module: ModuleType,
+    free_before: float | None,
+    build_states: Callable[[EagleWorkerV2, ModuleType], None],
+) -> None:
     """After SGLang's ``init_cuda_graphs``: agree, then build (``build_states(worker, module)``,
     worker.py's) where every rank said yes."""
     dyn = worker._dynspec
@@ -167,7 +173,7 @@ def prepare(worker: Any, module: Any, free_before: float | None, build_states: C
     warn_limits(dyn)
 
 
-def announce(dyn: Any) -> None:
+def announce(dyn: RankState) -> None:
     """The start-up lines of a rank whose switch is ready (after the ranks agreed)."""
     switch = dyn.switch
     if switch is None:  # not active: its NOT active line was logged instead

@@ -27,7 +27,17 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from types import ModuleType
+
+from server_control.sglang_patch.sglang_shapes import (
+    EagleVerifyInput,
+    EagleWorkerCommonModule,
+    GroupCoordinator,
+    LogitsProcessorOutput,
+    SamplingBatchInfo,
+    ScheduleBatch,
+    Tensor,
+)
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
@@ -36,7 +46,7 @@ UTILS = "sglang.srt.speculative.eagle_utils"
 SAMPLER = "sglang.srt.layers.sampler"
 
 
-def _greedy_platform(utils: Any) -> bool:
+def _greedy_platform(utils: ModuleType) -> bool:
     """Whether SGLang's verify commits the argmax for sampling requests on this machine."""
     from sglang.srt.runtime_context import get_spec
 
@@ -55,7 +65,7 @@ def _greedy_platform(utils: Any) -> bool:
     )
 
 
-def wanted(verify_input: Any, batch: Any, utils: Any, kwargs: dict[str, Any]) -> bool:
+def wanted(verify_input: EagleVerifyInput, batch: ScheduleBatch, utils: ModuleType, kwargs: dict[str, object]) -> bool:
     info = batch.sampling_info
     if getattr(verify_input, "draft_token_num", None) != 1 or batch.forward_mode.is_idle():
         return False
@@ -66,7 +76,7 @@ def wanted(verify_input: Any, batch: Any, utils: Any, kwargs: dict[str, Any]) ->
     return _greedy_platform(utils)
 
 
-def plain_draw(logits: Any, info: Any, positions: Any, sampler: Any) -> Any:
+def plain_draw(logits: Tensor, info: SamplingBatchInfo, positions: Tensor, sampler: ModuleType) -> Tensor:
     """One token per row, drawn as SGLang's plain sampler draws it (pytorch backend)."""
     import torch
 
@@ -78,11 +88,11 @@ def plain_draw(logits: Any, info: Any, positions: Any, sampler: Any) -> Any:
     )
 
 
-def _broadcast(*tensors: Any) -> None:
+def _broadcast(*tensors: Tensor) -> None:
     from sglang.srt.layers.dp_attention import is_dp_attention_enabled
     from sglang.srt.runtime_context import get_parallel
 
-    group = get_parallel().attn_tp_group if is_dp_attention_enabled() else get_parallel().tp_group
+    group: GroupCoordinator = get_parallel().attn_tp_group if is_dp_attention_enabled() else get_parallel().tp_group
     if group.world_size > 1:
         for t in tensors:
             group.broadcast(t, src=0)
@@ -114,13 +124,19 @@ def patch() -> None:
     if anchor is not None:
         logger.warning(f"Dynamic speculation: target-only steps keep SGLang's verify sampling (anchor {anchor} missing)")
         return
-    common: Any = sys.modules[COMMON]
+    common: EagleWorkerCommonModule = sys.modules[COMMON]
     utils, sampler = sys.modules[UTILS], sys.modules[SAMPLER]
     orig = common.eagle_sample
     if getattr(orig, "_specconsole_patched", False):
         return
 
-    def eagle_sample(verify_input: Any, batch: Any, logits_output: Any, *args: Any, **kwargs: Any) -> Any:
+    def eagle_sample(
+        verify_input: EagleVerifyInput,
+        batch: ScheduleBatch,
+        logits_output: LogitsProcessorOutput,
+        *args: object,
+        **kwargs: object,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         predict, accept_lens, accept_index = orig(verify_input, batch, logits_output, *args, **kwargs)
         if wanted(verify_input, batch, utils, kwargs):
             drawn = plain_draw(logits_output.next_token_logits, batch.sampling_info, verify_input.positions, sampler)

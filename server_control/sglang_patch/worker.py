@@ -31,16 +31,26 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-from server_control.protocol import decision, explore, tuner
+from server_control.protocol import decision, explore, runtime_settings, tuner
+from server_control.protocol.cost_curves import CostCounters
+from server_control.protocol.rank_verdict import Verdict
 from server_control.sglang_patch import autotune, curves, gate, metrics, refusals
+from server_control.sglang_patch.sglang_shapes import (
+    AdaptiveController,
+    AutoTunePort,
+    EagleWorkerV2,
+    SpecRuntimeState,
+)
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 
 
 # the verify result being settled (targets/batch_result_processor.py sets it)
-settling: list[Any] = [None]
+settling: list[object] = [None]  # SGLang's GenerationBatchResult, read with getattr
 
 
 class DynamicSpeculation:
@@ -65,23 +75,29 @@ class DynamicSpeculation:
         "autotune",
     )
 
-    def __init__(self, switch: decision.SpecSwitch | None, reason: str | None, worker: Any = None, explorer: Any = None) -> None:
+    def __init__(
+        self,
+        switch: decision.SpecSwitch | None,
+        reason: str | None,
+        worker: object = None,
+        explorer: explore.Explorer | None = None,
+    ) -> None:
         self.switch = switch
         self.active = reason is None and switch is not None
         self.reason = reason
-        self.normal_state = None
-        self.target_only_state = None
-        self.verdict = None  # rank_agreement.Verdict once the TP group agreed
+        self.normal_state: SpecRuntimeState | None = None
+        self.target_only_state: SpecRuntimeState | None = None
+        self.verdict: Verdict | None = None  # once the TP group agreed (rank_agreement.settle)
         self.step_forced: bool | None = None  # this decode step forced target-only?
         self.worker = worker
         self.run = 0  # the agreement's run number (rank_agreement.settle)
-        self.state_memory: dict[str, Any] | None = None  # startup.prepare: GiB, this rank
-        self.forwards: dict[str, Any] | None = None  # graph / eager counts per mode
-        self.limits: dict[str, Any] | None = None  # startup.server_limits()
-        self.curves = curves.new() if switch is not None else None  # cost per mode and batch
+        self.state_memory: dict[str, float | None] | None = None  # startup.prepare: GiB, this rank
+        self.forwards: dict[str, dict[str, int]] | None = None  # graph / eager counts per mode
+        self.limits: dict[str, int | None] | None = None  # startup.server_limits()
+        self.curves: CostCounters | None = curves.new() if switch is not None else None  # cost per mode and batch
         self.explorer = explorer if explorer is not None else explore.Explorer()  # off unless set
         self.ran = decision.SPECULATIVE  # the mode this decode step runs in (after exploration)
-        self.autotune: Any = None  # autotune.AutoTune with --speculative-disable-auto-tune
+        self.autotune: AutoTunePort | None = None  # autotune.AutoTune with --speculative-disable-auto-tune
 
     @property
     def ready(self) -> bool:
@@ -100,9 +116,9 @@ class DynamicSpeculation:
         steps = getattr(self.worker, "speculative_num_steps", None)
         return steps if isinstance(steps, int) else None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         if self.switch is None:
-            snap: dict[str, Any] = {"enabled": False, "active": False, "reason": self.reason}
+            snap: dict[str, object] = {"enabled": False, "active": False, "reason": self.reason}
         else:
             snap = self.switch.snapshot()
             snap["active"] = self.active
@@ -123,9 +139,9 @@ class DynamicSpeculation:
         return snap
 
 
-def read_settings(server_args: Any) -> dict[str, Any]:
+def read_settings(server_args: object) -> dict[str, Any]:  # untyped: as SGLang's bags hold them (init_state checks)
     """The patch's settings as published (``get_spec()``), else as on the record."""
-    from server_control.sglang_patch.fields import AUTO_TUNE_FIELD, DEFAULTS
+    from server_control.sglang_patch.fields import AUTO_TUNE_FIELD, defaults
 
     try:
         from sglang.srt.runtime_context import get_spec
@@ -134,7 +150,7 @@ def read_settings(server_args: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - not published (tests, odd launchers)
         bag = None
     out = {}
-    for key, default in {**DEFAULTS, AUTO_TUNE_FIELD: ""}.items():
+    for key, default in {**defaults(), AUTO_TUNE_FIELD: ""}.items():
         value = getattr(bag, key, None) if bag is not None else None
         if value is None:
             value = getattr(server_args, key, default)
@@ -142,15 +158,10 @@ def read_settings(server_args: Any) -> dict[str, Any]:
     return out
 
 
-def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpeculation:
+def init_state(worker: EagleWorkerV2, server_args: object, worker_cls: type) -> DynamicSpeculation:
     settings = read_settings(server_args)
     try:
-        switch = decision.SpecSwitch(
-            settings[decision.THRESHOLD_KEY],
-            settings[decision.HYSTERESIS_KEY],
-            settings[decision.DWELL_KEY],
-            settings[decision.FORCE_KEY],
-        )
+        switch = decision.SpecSwitch(**{s.field: s.validate(settings[s.key]) for s in runtime_settings.SETTINGS})
         explorer = explore.Explorer(settings[explore.SHARE_KEY])
     except ValueError as exc:
         dyn = DynamicSpeculation(None, f"bad setting: {exc}", worker)
@@ -167,7 +178,7 @@ def init_state(worker: Any, server_args: Any, worker_cls: Any) -> DynamicSpecula
     return dyn
 
 
-def _covers_every_bucket(controller: Any) -> bool:
+def _covers_every_bucket(controller: AdaptiveController) -> bool:
     """Whether the adaptive controller's steps=0 state has a graph for every decode bucket
     (its own tiers may prune the buckets that cannot reach steps=0). SGLang builds that
     state with ``cuda_graph_bs=params.cuda_graph_bs_for_step(0)`` (``init_states``): None
@@ -189,7 +200,7 @@ def _covers_every_bucket(controller: Any) -> bool:
     return handed is not None and sorted(reach) == sorted(handed)
 
 
-def _pruned_line(reach: list[int]) -> str:
+def _pruned_line(reach: list[int] | None) -> str:
     """What a pruned steps=0 tier means for target-only batches: SGLang's graph runner pads a
     batch up to the next captured bucket, so only batches above its largest run eager."""
     if not reach:
@@ -204,12 +215,13 @@ def _pruned_line(reach: list[int]) -> str:
     )
 
 
-def build_states(worker: Any, module: Any) -> None:
+def build_states(worker: EagleWorkerV2, module: ModuleType) -> None:
     """Have the target-only (steps=0) runtime state on ``worker._dynspec``, and the normal
     one unless SGLang's adaptive controller owns the speculative states."""
     dyn = worker._dynspec
-    controller = getattr(worker, "adaptive_controller", None)
+    controller: AdaptiveController | None = getattr(worker, "adaptive_controller", None)
     dw = worker._draft_worker
+    assert dw is not None  # refusals.pipeline: a worker without a draft is never built for
     if controller is not None:
         dyn.normal_state = None  # at or below N the adaptive controller picks the step count
         own = controller._states.get(0)  # anchored (gate.py, test_behaviour_anchors.py)
@@ -240,9 +252,9 @@ def build_states(worker: Any, module: Any) -> None:
         )
 
 
-def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
+def on_decode_step(worker: EagleWorkerV2, batch_size: int, original: Callable[[EagleWorkerV2, int], None]) -> None:
     """The per-step decision (wraps ``activate_step_by_batch``)."""
-    dyn = worker.__dict__.get("_dynspec")
+    dyn: DynamicSpeculation | None = worker.__dict__.get("_dynspec")
     if dyn is None or not dyn.ready:
         if (
             dyn is not None
@@ -252,7 +264,8 @@ def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
             worker.apply_runtime_state(dyn.normal_state)  # switched off while target-only
         original(worker, batch_size)
         return
-    switch = dyn.switch
+    switch, costs, target_only = dyn.switch, dyn.curves, dyn.target_only_state
+    assert switch is not None and costs is not None and target_only is not None  # ready: active (a switch, curves), built
     now = time.monotonic()
     message = switch.decide(batch_size, now)
     steps = switch.steps  # the step number, batch and N: the same on every rank
@@ -263,14 +276,14 @@ def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
         switch.threshold,
         switch.force == decision.AUTO,
     )
-    dyn.curves.step(ran, batch_size, now)  # cost curves (sglang_patch/curves.py), per mode run
+    costs.step(ran, batch_size, now)  # cost curves (sglang_patch/curves.py), per mode run
     if message is not None:
         logger.info(message)
         metrics.publish()
     if ran == decision.TARGET_ONLY:
         dyn.step_forced = True
         if worker.speculative_num_steps != 0:
-            worker.apply_runtime_state(dyn.target_only_state)
+            worker.apply_runtime_state(target_only)
         return
     dyn.step_forced = False
     if dyn.normal_state is None:  # SGLang's adaptive controller picks the speculative state
@@ -279,10 +292,12 @@ def on_decode_step(worker: Any, batch_size: int, original: Any) -> None:
         worker.apply_runtime_state(dyn.normal_state)
 
 
-def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, original: Any) -> Any:
+def on_verified(
+    worker: EagleWorkerV2, num_correct_drafts_per_req: list[int], batch_size: int, original: Callable[..., None]
+) -> None:
     """Count the settled verify result in the mode its step ran in; a step the patch forced
     target-only never feeds SGLang's adaptive controller."""
-    dyn = worker.__dict__.get("_dynspec")
+    dyn: DynamicSpeculation | None = worker.__dict__.get("_dynspec")
     result = settling[0]
     forced = getattr(result, "_specconsole_forced", None) if result is not None else None
     if dyn is not None and dyn.switch is not None:
@@ -294,8 +309,8 @@ def on_verified(worker: Any, num_correct_drafts_per_req: Any, batch_size: Any, o
         mode = decision.TARGET_ONLY if forced else decision.SPECULATIVE
         before = dyn.switch.tokens[mode]
         dyn.switch.record_verify(num_correct_drafts_per_req, tokens, mode)
-        if dyn.ready:  # cost curves: the tokens record_verify just counted
+        if dyn.ready and dyn.curves is not None:  # cost curves: the tokens record_verify just counted
             dyn.curves.commit(mode, len(num_correct_drafts_per_req), dyn.switch.tokens[mode] - before)
     if forced:
-        return None
-    return original(worker, num_correct_drafts_per_req, batch_size=batch_size)
+        return
+    original(worker, num_correct_drafts_per_req, batch_size=batch_size)

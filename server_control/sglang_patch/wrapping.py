@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
 
 
-def wrap_methods(cls: Any, pairs: Any) -> None:
+def wrap_methods(cls: type, pairs: Iterable[tuple[Callable[..., object], Callable[..., object]]]) -> None:
     """``pairs``: (wrapper, original) functions. Each wrapper takes the original's name,
     docstring and qualified name, and ``__wrapped__`` points at the original. Marks the
     class patched (``_specconsole_patched``) so a second call can be skipped."""
     for new, old in pairs:
-        new.__wrapped__ = old
+        new.__wrapped__ = old  # type: ignore[attr-defined]
         new.__doc__ = old.__doc__
         new.__qualname__ = old.__qualname__
         setattr(cls, old.__name__, new)
-    cls._specconsole_patched = True
+    cls._specconsole_patched = True  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from server_control.protocol import decision
+from server_control.protocol import runtime_settings
 from server_control.protocol.arg_types import int_at_least, port_number, validated
 from server_control.protocol.keys import take_key_flags
 from server_control.protocol.sglang_version import SGLANG_VERSION
@@ -32,12 +32,7 @@ def off_reason(a: argparse.Namespace) -> str | None:
         return None
     from server_control.protocol import rank_verdict
 
-    settings = [
-        a.speculative_disable_batch_threshold,
-        a.speculative_disable_hysteresis,
-        a.speculative_disable_min_dwell_steps,
-        a.speculative_disable_force_mode,
-    ]
+    settings = [getattr(a, s.key) for s in runtime_settings.SETTINGS]
     facts = [
         {
             "active": r != failed,
@@ -70,10 +65,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     a("--speculative-num-steps", type=int_at_least(1), default=None)
     a("--speculative-eagle-topk", type=int_at_least(1), default=None)
     a("--speculative-num-draft-tokens", type=int_at_least(1), default=None)
-    a("--speculative-disable-batch-threshold", type=validated(decision.validate_threshold), default=0)
-    a("--speculative-disable-hysteresis", type=validated(decision.validate_hysteresis), default=decision.DEFAULT_HYSTERESIS)
-    a("--speculative-disable-min-dwell-steps", type=validated(decision.validate_dwell), default=decision.DEFAULT_MIN_DWELL_STEPS)
-    a("--speculative-disable-force-mode", type=validated(decision.validate_force), default=decision.AUTO)
+    for setting in runtime_settings.SETTINGS:
+        a(setting.flag, type=validated(setting.validate), default=setting.default, help=setting.help)
     a("--host", default="127.0.0.1")
     a("--port", type=port_number, default=30000)
     a("--enable-metrics", action="store_true")

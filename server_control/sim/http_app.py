@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from server_control.protocol import decision
+from server_control.protocol import decision, runtime_settings
 from server_control.protocol import sim_gpus as sim_gpus_wire
 from server_control.protocol.sglang_version import SGLANG_VERSION
 from server_control.sim import args as simargs
@@ -57,11 +57,8 @@ class AppState:
         snap = sched.snapshot_switch()
         live = snap if snap and "threshold" in snap else None
         a = self.args
-        entry = {
-            decision.THRESHOLD_KEY: live["threshold"] if live else a.speculative_disable_batch_threshold,
-            decision.HYSTERESIS_KEY: live["hysteresis"] if live else a.speculative_disable_hysteresis,
-            decision.DWELL_KEY: live["min_dwell_steps"] if live else a.speculative_disable_min_dwell_steps,
-            decision.FORCE_KEY: live["force"] if live else a.speculative_disable_force_mode,
+        entry = {s.key: live[s.field] if live else getattr(a, s.key) for s in runtime_settings.SETTINGS}
+        entry |= {
             decision.STATE_KEY: snap,
             "last_gen_throughput": round(sched.stats.gen_throughput, 4),
             "avg_spec_accept_length": round(sched.avg_spec_accept_length, 4),
@@ -175,8 +172,6 @@ def _state_routes(state: AppState) -> list[Route]:
             return JSONResponse({"detail": bad}, status_code=422)
         ok = True
         for key, value in updates.items():
-            if key == decision.FORCE_KEY and isinstance(value, int) and 0 <= value < len(decision.FORCE_CHOICES):
-                value = decision.FORCE_CHOICES[value]  # the patch takes the mode's index
             fut = sched.apply_setting(str(key), value)
             applied, _text = await asyncio.wrap_future(fut)
             ok = ok and applied

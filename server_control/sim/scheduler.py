@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from server_control.protocol import cost_curves, decision, explore
+from server_control.protocol import cost_curves, decision, explore, runtime_settings
 from server_control.protocol.tuner import TuneSettings
 from server_control.sim import args as simargs
 from server_control.sim import logfmt, model
@@ -56,12 +56,7 @@ class Scheduler:
         self.num_steps = args.speculative_num_steps or 0
         self.off_reason = simargs.off_reason(args)  # the switch is off on every rank: why
         self.switch = (
-            decision.SpecSwitch(
-                args.speculative_disable_batch_threshold,
-                args.speculative_disable_hysteresis,
-                args.speculative_disable_min_dwell_steps,
-                args.speculative_disable_force_mode,
-            )
+            decision.SpecSwitch(**{s.field: getattr(args, s.key) for s in runtime_settings.SETTINGS})
             if self.spec and self.off_reason is None
             else None
         )

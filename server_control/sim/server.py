@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from server_control.protocol import runtime_settings
 from server_control.sim import args as simargs
 from server_control.sim.logfmt import Logger
 
@@ -58,10 +59,7 @@ def rank_config(a: argparse.Namespace, deadline: float | None) -> dict[str, Any]
         "max_total_tokens": a.max_total_tokens,
         "max_running_requests": a.max_running_requests,
         "context_length": a.context_length,
-        "threshold": a.speculative_disable_batch_threshold,
-        "hysteresis": a.speculative_disable_hysteresis,
-        "dwell": a.speculative_disable_min_dwell_steps,
-        "force": a.speculative_disable_force_mode,
+        "settings": {s.field: getattr(a, s.key) for s in runtime_settings.SETTINGS},  # the switch's
         "off_reason": simargs.off_reason(a),
         "explore_share": simargs.explore_share(a),
         # ranks outlive the main process's own deadline by a grace period, so a normal

@@ -22,7 +22,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from server_control.protocol import cost_curves, decision, explore
+from server_control.protocol import cost_curves, decision, explore, runtime_settings
 from server_control.protocol.tuner import DEFAULT_EXPLORE_SHARE, Tuner, TuneSettings
 from server_control.sim import model
 
@@ -135,7 +135,7 @@ def replay(
                 d = 1 if move.new > move.old else -1
                 reversals += d == -direction
                 direction = d
-                switch.set_threshold(move.new)
+                runtime_settings.apply(switch, runtime_settings.THRESHOLD, move.new)
                 path.append((t, move.new))
     return Replay(curve.name, start, curve.best_n(settings.hi), tuple(path), minutes, reversals)
 

@@ -17,7 +17,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from server_control.protocol import decision
+from server_control.protocol import decision, runtime_settings
 from server_control.protocol.explore import Explorer
 from server_control.sim.logfmt import Logger, rank_tag
 
@@ -69,31 +69,24 @@ def make_switch(cfg: dict[str, Any], log: Logger, rank: int = 0) -> decision.Spe
         log.warning(decision.NOT_ACTIVE_PREFIX + cfg["off_reason"])
         return None
     if not cfg["spec"]:
-        if cfg["threshold"] > 0 or cfg["force"] != decision.AUTO:
+        if cfg["settings"]["threshold"] > 0 or cfg["settings"]["force"] != decision.AUTO:
             log.info(decision.NOT_ACTIVE_PREFIX + "no --speculative-algorithm is set")
         return None
-    sw = decision.SpecSwitch(cfg["threshold"], cfg["hysteresis"], cfg["dwell"], cfg["force"])
+    sw = decision.SpecSwitch(**cfg["settings"])
     if sw.enabled:
         log.info(decision.init_line(sw.threshold, sw.hysteresis, sw.min_dwell_steps))
     return sw
 
 
 HANDSHAKE_READY = "ready"  # a rank's first message to the parent: initialised
-SETTING_KEYS = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY)
 
 
 def apply_setting(sw: decision.SpecSwitch, key: str, value: object) -> str:
-    if key == decision.THRESHOLD_KEY:
-        return sw.set_threshold(value)
-    if key == decision.FORCE_KEY:
-        return sw.set_force(value)
-    if key == decision.HYSTERESIS_KEY:
-        old, sw.hysteresis = sw.hysteresis, decision.validate_hysteresis(value)
-        return f"Dynamic speculation: hysteresis changed {old} -> {sw.hysteresis} (resume_at<={sw.low_mark})"
-    if key == decision.DWELL_KEY:
-        old, sw.min_dwell_steps = sw.min_dwell_steps, decision.validate_dwell(value)
-        return f"Dynamic speculation: min_dwell_steps changed {old} -> {sw.min_dwell_steps}"
-    raise KeyError(key)
+    """One runtime setting on this rank's switch (KeyError: not one of ours); its log line."""
+    setting = runtime_settings.by_key(key)
+    if setting is None:
+        raise KeyError(key)
+    return runtime_settings.apply(sw, setting, value)[0]
 
 
 def _idle_until(deadline: float | None) -> None:
@@ -131,7 +124,7 @@ def handle(
         return ("mode", step_no, mode)
     _, key, value = msg
     try:
-        if sw is None and key in SETTING_KEYS:
+        if sw is None and runtime_settings.by_key(key) is not None:
             raise ValueError(
                 f"dynamic speculation disable is not active on this rank ({off_reason})"
                 if off_reason

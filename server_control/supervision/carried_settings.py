@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from server_control.control.guard import REAPPLY
-from server_control.control.settings import VALIDATE, Control
+from server_control.control.settings import Control
 from server_control.model.vocabulary import ChangeState
-from server_control.protocol import decision
+from server_control.protocol import runtime_settings
 from server_control.state import journal, runs
 from server_control.supervision.run_facts import RunUpdater
 
@@ -28,21 +28,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ORDER = (decision.THRESHOLD_KEY, decision.HYSTERESIS_KEY, decision.DWELL_KEY, decision.FORCE_KEY)
-PROFILE_KEY = {
-    decision.THRESHOLD_KEY: "threshold",
-    decision.HYSTERESIS_KEY: "hysteresis",
-    decision.DWELL_KEY: "min_dwell_steps",
-    decision.FORCE_KEY: "force_mode",
-}
+
+def _profile_key(key: str) -> str:
+    return runtime_settings.named(key).profile_key
 
 
 def remember(runtime: dict[str, Any], key: str, value: object, profile_dynamic: dict[str, Any]) -> None:
     """Keep ``key = value`` in ``runtime`` (validated); a value equal to the profile's is dropped."""
-    if key not in VALIDATE:
+    setting = runtime_settings.by_key(key)
+    if setting is None:
         return
-    value = VALIDATE[key](value)
-    if value == profile_dynamic.get(PROFILE_KEY[key]):
+    value = setting.validate(value)
+    if value == profile_dynamic.get(setting.profile_key):
         runtime.pop(key, None)
     else:
         runtime[key] = value
@@ -51,7 +48,9 @@ def remember(runtime: dict[str, Any], key: str, value: object, profile_dynamic: 
 def describe(runtime: dict[str, Any], profile_dynamic: dict[str, Any]) -> str:
     """``threshold 8 (profile 5), force_mode target_only (profile auto)``."""
     return ", ".join(
-        f"{PROFILE_KEY[k]} {runtime[k]} (profile {profile_dynamic.get(PROFILE_KEY[k])})" for k in ORDER if k in runtime
+        f"{s.profile_key} {runtime[s.key]} (profile {profile_dynamic.get(s.profile_key)})"
+        for s in runtime_settings.SETTINGS
+        if s.key in runtime
     )
 
 
@@ -80,7 +79,7 @@ async def reapply(
     """Set every kept value on the new server, read back on every rank. (all ok, what was
     done). ``on_start(key, value)`` before and ``on_result(key, value, change)`` after each setting."""
     failed = []
-    for key in ORDER:
+    for key in runtime_settings.keys():
         if key in runtime:
             if on_start is not None:
                 on_start(key, runtime[key])
@@ -88,7 +87,7 @@ async def reapply(
             if on_result is not None:
                 on_result(key, runtime[key], res)
             if res.state != ChangeState.APPLIED:
-                failed.append(f"{PROFILE_KEY[key]} {runtime[key]}: {res.state}: {res.detail}")
+                failed.append(f"{_profile_key(key)} {runtime[key]}: {res.state}: {res.detail}")
     what = describe(runtime, profile_dynamic)
     if failed:
         return False, f"could not re-apply runtime settings after the restart ({'; '.join(failed)})"
@@ -173,11 +172,11 @@ class CarriedSettings:
                 claimed[0],
                 sup.dynamic,
                 lambda key, value, res: sup.journal(
-                    REAPPLY, res.state, res.detail, key=key, old=sup.dynamic.get(PROFILE_KEY[key]), new=value
+                    REAPPLY, res.state, res.detail, key=key, old=sup.dynamic.get(_profile_key(key)), new=value
                 ),
                 # journaled before the set: a poll that sees the value first knows it is the re-apply
                 lambda key, value: sup.journal(
-                    REAPPLY, journal.PENDING, key=key, old=sup.dynamic.get(PROFILE_KEY[key]), new=value
+                    REAPPLY, journal.PENDING, key=key, old=sup.dynamic.get(_profile_key(key)), new=value
                 ),
             )
         finally:

@@ -32,7 +32,7 @@ from typing import Any
 
 from server_control.advice.source import SourceError, read_server
 from server_control.model.vocabulary import ChangeState
-from server_control.protocol import decision
+from server_control.protocol import decision, runtime_settings
 from server_control.protocol.tuner import Move, Tuner, TuneSettings
 from server_control.state.journal import Entry
 
@@ -109,7 +109,7 @@ class LiveTuner:
         if any(v != n for v in now):  # set meanwhile: the operator's value stands
             self._operator(next(v for v in now if v != n))
             return None
-        change = await self.control.set_threshold(move.new)
+        change = await self.control.set_setting(runtime_settings.THRESHOLD.key, move.new)
         if change.state != ChangeState.APPLIED:
             line = f"Dynamic speculation: auto-tune move {move.old} -> {move.new} not applied ({change.state}: {change.detail})"
             self.say(line)

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from server_control.model.latency import LatencyStatus
 from server_control.model.load import Load
-from server_control.protocol import decision
+from server_control.protocol import decision, runtime_settings
+from server_control.protocol.runtime_settings import RuntimeSetting
 
 if TYPE_CHECKING:
     from server_control.logs import Record
@@ -33,6 +34,12 @@ def intval(value: object) -> int | None:
     return None if f is None else int(f)
 
 
+def _setting_value(setting: RuntimeSetting, raw: object) -> int | str | None:
+    if setting.kind is str:
+        return raw if isinstance(raw, str) else None
+    return intval(raw)
+
+
 @dataclass
 class RankState:
     """One DP rank's entry of /server_info internal_states."""
@@ -46,6 +53,9 @@ class RankState:
     dynamic: dict[str, Any] | None  # SpecSwitch.snapshot() as published by the patch, if any
     last_gen_throughput: float | None
     avg_spec_accept_length: float | None
+    # every runtime setting (protocol/runtime_settings.py) by its key, as published: an
+    # integer one as an int or None, a named one as its name or None
+    settings: dict[str, int | str | None] = field(default_factory=dict)
 
     @property
     def mode(self) -> str | None:
@@ -67,6 +77,7 @@ class RankState:
             dynamic=dynamic if isinstance(dynamic, dict) else None,
             last_gen_throughput=num(raw.get("last_gen_throughput")),
             avg_spec_accept_length=num(raw.get("avg_spec_accept_length")),
+            settings={s.key: _setting_value(s, raw.get(s.key)) for s in runtime_settings.SETTINGS},
         )
 
 

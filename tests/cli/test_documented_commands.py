@@ -41,6 +41,7 @@ ELSEWHERE = {
 HERE: dict[tuple[str, ...], tuple[list[list[str]], set[int], set[int]]] = {
     ("status",): ([["--demo"]], {0}, {0, 1, 5}),
     ("threshold",): ([["--demo"], ["6", "--demo"], ["--force", "auto", "--demo"], ["auto", "--demo"]], {0, 1}, {1, 5}),
+    ("setting",): ([["--demo"], ["dwell", "--demo"], ["hysteresis", "2", "--demo"], ["force", "auto", "--demo"]], {0}, {1, 5}),
     ("verify",): ([["--demo"], ["--demo", "--explain"]], {0, 3}, {1, 5}),
     ("logs",): (
         [["--demo", "-n", "5"], ["--demo", "--grep", "threshold", "-n", "3"], ["--demo", "--parse", "-n", "5"]],

@@ -6,6 +6,7 @@ import re
 
 from console.app import SpecConsoleApp
 from server_control.control.settings import Control
+from server_control.protocol.runtime_settings import THRESHOLD
 from server_control.session.session import Session
 from tests.console.screen_text import screen_text, wait_for
 
@@ -19,7 +20,7 @@ async def test_the_screen_shows_a_change_another_client_made(sim_factory, tmp_pa
         await wait_for(pilot, lambda: "N=5" in screen_text(app), what="N=5")
         other = Control(sim.url)
         try:
-            assert (await other.set_threshold(8)).state == "applied"  # a client with no journal (curl-like)
+            assert (await other.set_setting(THRESHOLD.key, 8)).state == "applied"  # a client with no journal (curl-like)
         finally:
             await other.aclose()
         await wait_for(pilot, lambda: "N changed elsewhere: 5 -> 8" in screen_text(app), what="the change told")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from server_control.control.settings import Control
 from server_control.protocol import decision
+from server_control.protocol.runtime_settings import DWELL, HYSTERESIS
 from tests.support.sim import start_sim
 
 
@@ -13,10 +14,10 @@ async def test_hysteresis_and_dwell_applied_and_read_back(tmp_path):
         sim.wait_ready()
         control = Control(sim.url)
         try:
-            hyst = await control.set_hysteresis(3)
-            dwell = await control.set_dwell(40)
+            hyst = await control.set_setting(HYSTERESIS.key, 3)
+            dwell = await control.set_setting(DWELL.key, 40)
             states = await control.internal_states()
-            refused = [await control.set_hysteresis(-1), await control.set_dwell("many")]
+            refused = [await control.set_setting(HYSTERESIS.key, -1), await control.set_setting(DWELL.key, "many")]
         finally:
             await control.aclose()
         log = sim.wait_for_log("min_dwell_steps changed")

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from server_control.control import verify as v
 from server_control.control.settings import Control
+from server_control.protocol.runtime_settings import THRESHOLD
 from server_control.telemetry.sample import sample_from_server_info
 
 
 async def test_a_tp_rank_that_did_not_take_the_change_is_named(stand):
     srv = stand("stalerank")  # an older patch: TP0 answers true, TP1 kept 5
     control = Control(srv.url)
-    result = await control.set_threshold(9)
+    result = await control.set_setting(THRESHOLD.key, 9)
     await control.aclose()
     assert result.state == "error", result
     assert result.detail == ("server said true but TP1 reads speculative_disable_batch_threshold=5 (want 9)")

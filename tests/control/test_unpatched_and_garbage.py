@@ -8,6 +8,7 @@ import asyncio
 from server_control.control.settings import UNSUPPORTED, Control
 from server_control.logs import LogPipeline, LogStore
 from server_control.proc.ports import free_port
+from server_control.protocol.runtime_settings import FORCE, THRESHOLD
 from server_control.telemetry.http_poll import HttpPoller
 
 
@@ -18,7 +19,7 @@ async def test_stock_sglang_says_unsupported_with_its_log_line(stand):
     task = asyncio.create_task(pipeline.run())
     try:
         control = Control(srv.url, records_since=store.since, log_seq=lambda: store.last_seq)
-        result = await control.set_threshold(8)
+        result = await control.set_setting(THRESHOLD.key, 8)
         await control.aclose()
     finally:
         pipeline.stop()
@@ -32,11 +33,12 @@ async def test_stock_sglang_says_unsupported_with_its_log_line(stand):
 async def test_stock_sglang_without_log_still_unsupported(stand):
     srv = stand("stock")
     control = Control(srv.url)
-    result = await control.set_threshold(3)
+    result = await control.set_setting(THRESHOLD.key, 3)
     got = await control.get()
     await control.aclose()
     assert result.state == "unsupported" and "no speculative_disable_batch_threshold" in result.detail
-    assert got == {"thresholds": [None], "force": [None], "supported": False}
+    none = {"threshold": [None], "hysteresis": [None], "dwell": [None], "force": [None]}
+    assert got == {"thresholds": [None], "force": [None], "settings": none, "supported": False}
 
 
 async def test_invalid_values_refused_locally_without_a_server():
@@ -48,17 +50,17 @@ async def test_invalid_values_refused_locally_without_a_server():
         (10**9, "absurd"),
         (True, "must be an integer"),
     ]:
-        result = await control.set_threshold(bad)
+        result = await control.set_setting(THRESHOLD.key, bad)
         assert result.state == "refused", bad
         assert words in result.detail, (bad, result)
-    result = await control.set_force("sideways")
+    result = await control.set_setting(FORCE.key, "sideways")
     assert result.state == "refused" and "auto" in result.detail
     await control.aclose()
 
 
 async def test_connection_refused_is_error():
     control = Control(f"http://127.0.0.1:{free_port()}")
-    result = await control.set_threshold(4)
+    result = await control.set_setting(THRESHOLD.key, 4)
     await control.aclose()
     assert result.state == "error" and "connection refused" in result.detail
 
@@ -121,9 +123,9 @@ async def test_poller_connection_refused_then_recovers(stand, tmp_path):
 async def test_force_mode_falls_back_to_numeric_code_on_422(stand):
     srv = stand("typed")
     control = Control(srv.url)
-    forced = await control.set_force("target-only")
-    back = await control.set_force("auto")
-    n = await control.set_threshold(9)
+    forced = await control.set_setting(FORCE.key, "target-only")
+    back = await control.set_setting(FORCE.key, "auto")
+    n = await control.set_setting(THRESHOLD.key, 9)
     await control.aclose()
     assert forced.state == "applied", forced
     assert back.state == "applied" and n.state == "applied"

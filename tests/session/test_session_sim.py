@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from server_control.protocol.runtime_settings import THRESHOLD
 from server_control.session.session import Session
 from server_control.telemetry.latency import NO_HISTOGRAMS
 from tests.support.sim import WAVE, start_sim
@@ -124,7 +125,7 @@ async def test_server_refusal_quotes_the_log(sim):
     await session.start()
     try:
         await until(lambda: session.store.total > 0, what="log records")
-        result = await session.control._set("speculative_disable_batch_threshold", -1, -1)
+        result = await session.control._set(THRESHOLD, -1, -1)
     finally:
         await session.close()
     assert result.state == "refused", result

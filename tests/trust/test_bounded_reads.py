@@ -19,6 +19,7 @@ from server_control.control.settings import Control
 from server_control.fleet.spec import MemberSpec
 from server_control.fleet.ssh import MAX_OUTPUT_BYTES, TOO_LARGE, SshHost
 from server_control.net.http import MAX_BODY_BYTES
+from server_control.protocol.runtime_settings import THRESHOLD
 from server_control.telemetry.http_poll import HttpPoller
 from tests.fleet.conftest import sshd  # noqa: F401 (fixture)
 from tests.support.sim import REPO_ROOT
@@ -101,7 +102,7 @@ async def test_a_trickling_server_meets_the_overall_deadline(hostile):
     control = Control(url, timeout_s=0.5)
     t0 = time.monotonic()
     try:
-        res = await control.set_threshold(8)
+        res = await control.set_setting(THRESHOLD.key, 8)
     finally:
         await control.aclose()
     assert res.state == "error" and "timed out" in res.detail

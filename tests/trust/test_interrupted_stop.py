@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from server_control.state import runs
@@ -18,6 +19,24 @@ from tests.support.trust import cli
 
 # the run's leader starts a child that ignores SIGTERM, then becomes the simulator
 WRAPPER = "#!/bin/sh\n(trap '' TERM; exec sleep 300) &\nexec {python} \"$@\"\n"
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def in_grace(leader: int, stopper: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """Wait until the stop has sent SIGTERM (the run's leader is gone) and is in its grace.
+    A fixed sleep raced the stopper's own start-up under load: signalled before it had
+    begun, it died with nothing stopped (stop said nothing)."""
+    deadline = time.monotonic() + timeout_s
+    while _running(leader):
+        assert stopper.poll() is None, "the stop ended before its grace"
+        assert time.monotonic() < deadline, "the stop never sent SIGTERM"
+        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT])
@@ -38,7 +57,7 @@ def test_a_stop_interrupted_in_its_grace_still_kills_what_ignores_sigterm(make_p
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)  # inside the 3 s grace: the sleep ignored SIGTERM
+    in_grace(rec.pid, stopper)  # the leader went on SIGTERM; the sleep ignored it
     stopper.send_signal(sig)
     out, err = stopper.communicate(timeout=30)
     deadline = time.monotonic() + 5

@@ -8,22 +8,23 @@ tell which step (forced or not, how many draft tokens) the counts belong to. Ful
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from types import ModuleType
 
 from server_control.sglang_patch import hook, worker
 from server_control.sglang_patch.wrapping import wrap_methods
 
 
-def after(module: Any) -> None:
+def after(module: ModuleType) -> None:
     if hook.mode() != hook.FULL:
         return
     cls = module.SchedulerBatchResultProcessor
     if getattr(cls, "_specconsole_patched", False):
         return
-    orig = cls._resolve_spec_v2_tokens
+    orig: Callable[[object, object, object], list[list[int]]] = cls._resolve_spec_v2_tokens
     settling = worker.settling
 
-    def _resolve_spec_v2_tokens(self: Any, result: Any, batch: Any) -> Any:
+    def _resolve_spec_v2_tokens(self: object, result: object, batch: object) -> list[list[int]]:
         previous, settling[0] = settling[0], result
         try:
             return orig(self, result, batch)

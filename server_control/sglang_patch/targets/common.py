@@ -3,17 +3,16 @@ is written with SGLang's format and rank prefix (logging only: in every gate mod
 
 from __future__ import annotations
 
-from typing import Any
-
 from server_control.sglang_patch import gate
+from server_control.sglang_patch.sglang_shapes import UtilsCommonModule
 
 
-def after(module: Any) -> None:
+def after(module: UtilsCommonModule) -> None:
     original = getattr(module, "configure_logger", None)
     if original is None or getattr(original, "_specconsole", False):
         return
 
-    def configure_logger(*args: Any, **kwargs: Any) -> Any:
+    def configure_logger(*args: object, **kwargs: object) -> object:
         result = original(*args, **kwargs)
         gate.flush()
         return result

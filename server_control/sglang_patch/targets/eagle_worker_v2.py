@@ -7,7 +7,8 @@ Full mode only."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from types import ModuleType
 
 from server_control.sglang_patch import (
     current_rank,
@@ -19,10 +20,11 @@ from server_control.sglang_patch import (
     target_only_sampling,
     worker,
 )
+from server_control.sglang_patch.sglang_shapes import EagleWorkerV2, GenerationBatchResult, SpecRuntimeState
 from server_control.sglang_patch.wrapping import wrap_methods
 
 
-def after(module: Any) -> None:
+def after(module: ModuleType) -> None:
     if hook.mode() != hook.FULL:
         return
     cls = module.EAGLEWorkerV2
@@ -42,24 +44,25 @@ def _step_forced() -> bool:
     return dyn is not None and dyn.step_forced is True
 
 
-def _patch_worker(cls: Any, module: Any) -> None:
-    orig_init = cls.__init__
+def _patch_worker(cls: type[EagleWorkerV2], module: ModuleType) -> None:
+    orig_init: Callable[..., None] = cls.__init__
     orig_graphs = cls.init_cuda_graphs
     orig_activate = cls.activate_step_by_batch
     orig_forward = cls.forward_batch_generation
     orig_verified = cls.on_verify_complete_cpu
     orig_apply = cls.apply_runtime_state
 
-    def __init__(self: Any, server_args: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(self: EagleWorkerV2, server_args: object, *args: object, **kwargs: object) -> None:
         orig_init(self, server_args, *args, **kwargs)
         try:
             self._dynspec = worker.init_state(self, server_args, cls)
         except Exception as exc:  # noqa: BLE001 - never keep the worker from starting
-            self._dynspec = worker.DynamicSpeculation(None, f"worker set-up failed: {exc!r}", self)
-            gate.not_active(self._dynspec.reason)
+            why = f"worker set-up failed: {exc!r}"
+            self._dynspec = worker.DynamicSpeculation(None, why, self)
+            gate.not_active(why)
         current_rank.set_current(self._dynspec)
 
-    def init_cuda_graphs(self: Any) -> None:
+    def init_cuda_graphs(self: EagleWorkerV2) -> None:
         from server_control.sglang_patch import startup
 
         free_before = startup.free_gib(self) if "_dynspec" in self.__dict__ else None
@@ -67,10 +70,10 @@ def _patch_worker(cls: Any, module: Any) -> None:
         if self.__dict__.get("_dynspec") is not None:
             startup.prepare(self, module, free_before, worker.build_states)  # agree, then build (or stop)
 
-    def activate_step_by_batch(self: Any, batch_size: Any) -> None:
+    def activate_step_by_batch(self: EagleWorkerV2, batch_size: int) -> None:
         worker.on_decode_step(self, batch_size, orig_activate)
 
-    def forward_batch_generation(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+    def forward_batch_generation(self: EagleWorkerV2, batch: object, *args: object, **kwargs: object) -> GenerationBatchResult:
         replays = forwards.replays()
         out = orig_forward(self, batch, *args, **kwargs)
         dyn = self.__dict__.get("_dynspec")
@@ -83,10 +86,10 @@ def _patch_worker(cls: Any, module: Any) -> None:
             dyn.step_forced = None
         return out
 
-    def on_verify_complete_cpu(self: Any, num_correct_drafts_per_req: Any, batch_size: int = 0) -> Any:
-        return worker.on_verified(self, num_correct_drafts_per_req, batch_size, orig_verified)
+    def on_verify_complete_cpu(self: EagleWorkerV2, num_correct_drafts_per_req: list[int], batch_size: int = 0) -> None:
+        worker.on_verified(self, num_correct_drafts_per_req, batch_size, orig_verified)
 
-    def apply_runtime_state(self: Any, state: Any) -> None:
+    def apply_runtime_state(self: EagleWorkerV2, state: SpecRuntimeState) -> None:
         orig_apply(self, state)
         overrides.compact()
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from server_control.protocol import decision, explore, rank_verdict, tuner
+from server_control.protocol import decision, explore, rank_verdict, runtime_settings, tuner
 from server_control.sglang_patch import gate, metrics, overrides, rank_agreement
-from server_control.sglang_patch.fields import NEW_FIELDS, VALIDATORS
+from server_control.sglang_patch.fields import new_fields, validator
 from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.managers.scheduler_components.internal_state")
@@ -55,28 +55,16 @@ def _why_absent(scheduler: Any) -> str:
     )
 
 
-def force_value(value: Any) -> str:
-    """The force mode from a request. SGLang's HTTP layer types /set_internal_state values
-    as numbers (a JSON string is answered 422 before it reaches a scheduler), so over HTTP
-    the mode is its index in FORCE_CHOICES: 0 = auto, 1 = speculative, 2 = target_only.
-    Names are accepted too (Engine API, in-process callers)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if float(value).is_integer() and 0 <= int(value) < len(decision.FORCE_CHOICES):
-            return decision.FORCE_CHOICES[int(value)]
-        raise ValueError(
-            f"{decision.FORCE_KEY} must be one of "
-            + ", ".join(f"{i} ({name})" for i, name in enumerate(decision.FORCE_CHOICES))
-            + f", got {value}"
-        )
-    return decision.validate_force(value)
-
-
-def _check(key: str, value: Any) -> Any:
-    if key == decision.FORCE_KEY:
-        return force_value(value)
+def _check(key: str, value: object) -> object:
+    """The server's own check of a requested value. SGLang's HTTP layer types
+    /set_internal_state values as numbers (a JSON string is answered 422 before it reaches a
+    scheduler), so over HTTP a named setting (the forced mode) travels as its index: 0 =
+    auto, 1 = speculative, 2 = target_only; names are accepted too (Engine API, in-process
+    callers)."""
     if key == tuner.AUTO_TUNE_KEY:
         return tuner.validate_switch(value)
-    return VALIDATORS[key](value)
+    setting = runtime_settings.by_key(key)
+    return setting.from_wire(value) if setting is not None else validator(key)(value)
 
 
 def _leaf_known(key: str) -> bool:
@@ -91,15 +79,8 @@ def _leaf_known(key: str) -> bool:
 def _publish(state: dict[str, Any], dyn: Any, reason: str | None, live: list[Any] | None) -> None:
     if dyn is not None and dyn.switch is not None:
         sw = dyn.switch
-        state.update(
-            {
-                decision.THRESHOLD_KEY: sw.threshold,
-                decision.HYSTERESIS_KEY: sw.hysteresis,
-                decision.DWELL_KEY: sw.min_dwell_steps,
-                decision.FORCE_KEY: sw.force,
-                explore.SHARE_KEY: dyn.explorer.share,
-            }
-        )
+        state.update({s.key: sw.setting(s.field) for s in runtime_settings.SETTINGS})
+        state[explore.SHARE_KEY] = dyn.explorer.share
         state[decision.STATE_KEY] = snap = dyn.snapshot()
         if live is not None:
             snap["ranks"] = live
@@ -181,7 +162,7 @@ def _apply(controller: Any, key: Any, value: Any) -> Any:
     if key == explore.SHARE_KEY:  # every rank applies it at the same point of its loop
         message, new = dyn.explorer.set_share(value), dyn.explorer.share
     else:
-        message, new = _set_on(dyn.switch, key, value)
+        message, new = runtime_settings.apply(dyn.switch, runtime_settings.named(key), value)
     logger.info(message)
     if key == decision.THRESHOLD_KEY:
         from server_control.sglang_patch import startup
@@ -192,24 +173,10 @@ def _apply(controller: Any, key: Any, value: Any) -> Any:
     return {key: new} if _leaf_known(key) else None
 
 
-def _set_on(switch: Any, key: Any, value: Any) -> tuple[str, Any]:
-    if key == decision.THRESHOLD_KEY:
-        return switch.set_threshold(value), switch.threshold
-    if key == decision.FORCE_KEY:
-        return switch.set_force(force_value(value)), switch.force
-    if key == decision.HYSTERESIS_KEY:
-        old, switch.hysteresis = switch.hysteresis, decision.validate_hysteresis(value)
-        return (
-            f"Dynamic speculation: hysteresis changed {old} -> {switch.hysteresis} (resume_at<={switch.low_mark})"
-        ), switch.hysteresis
-    old, switch.min_dwell_steps = switch.min_dwell_steps, decision.validate_dwell(value)
-    return (f"Dynamic speculation: min_dwell_steps changed {old} -> {switch.min_dwell_steps}", switch.min_dwell_steps)
-
-
 def _set(p: _Patch, controller: Any, recv_req: Any) -> Any:
     keys = getattr(recv_req, "server_args", None) or {}
     dyn = p.dyn(controller)
-    gathers = any(k in NEW_FIELDS for k in keys) and dyn is not None
+    gathers = any(k in new_fields() for k in keys) and dyn is not None
     try:
         output = p.set(controller, recv_req)
         overrides.compact()
@@ -260,7 +227,7 @@ def patch(module: Any, off_reason: str | None = None) -> None:
 
     def _update_handlers(self: Any) -> Any:
         handlers = p.handlers(self)
-        for key in (*NEW_FIELDS, tuner.AUTO_TUNE_KEY):
+        for key in (*new_fields(), tuner.AUTO_TUNE_KEY):
             handlers[key] = p.handler_cls(
                 lambda k, v, _self=self: p.validate(_self, k, v), lambda k, v, _self=self: _apply(_self, k, v)
             )

@@ -8,15 +8,16 @@ controller builds the steps=0 state that the switch then reuses."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from types import ModuleType
 
 from server_control.sglang_patch import gate, hook, refusals, reserve
+from server_control.sglang_patch.sglang_shapes import KVCacheConfigurator
 from server_control.sglang_patch.wrapping import wrap_methods
 
 logger = logging.getLogger("sglang.srt.mem_cache.kv_cache_configurator")
 
 
-def after(module: Any) -> None:
+def after(module: ModuleType) -> None:
     if hook.mode() != hook.FULL:
         return
     cls = module.KVCacheConfigurator
@@ -24,8 +25,8 @@ def after(module: Any) -> None:
         return
     orig = cls._profile_available_bytes
 
-    def _profile_available_bytes(self: Any, pre_model_load_memory: Any) -> Any:
-        available = orig(self, pre_model_load_memory)
+    def _profile_available_bytes(self: KVCacheConfigurator, pre_model_load_memory: int) -> int:
+        available: int = orig(self, pre_model_load_memory)
         if self.is_draft_worker or reserve.reserved_gib() is not None or not _eagle(self):
             return available
         try:
@@ -52,7 +53,7 @@ def after(module: Any) -> None:
     wrap_methods(cls, ((_profile_available_bytes, orig),))
 
 
-def _reused(server_args: Any) -> str | None:
+def _reused(server_args: object) -> str | None:
     """SGLang's adaptive controller with steps 0 among its candidates builds a steps=0
     state of its own, which the switch reuses (worker.build_states): nothing new to hold."""
     if not getattr(server_args, "speculative_adaptive", False):
@@ -64,11 +65,11 @@ def _reused(server_args: Any) -> str | None:
     return None
 
 
-def _eagle(configurator: Any) -> bool:
+def _eagle(configurator: KVCacheConfigurator) -> bool:
     return getattr(configurator.spec_algorithm, "name", None) in ("EAGLE", "EAGLE3")
 
 
-def _estimate(configurator: Any) -> float:
+def _estimate(configurator: KVCacheConfigurator) -> float:
     from sglang.srt.model_executor.cuda_graph_config import (
         Backend,
         Phase,
@@ -78,7 +79,7 @@ def _estimate(configurator: Any) -> float:
 
     config = get_exec().graph.cuda_graph_config
     graphs = config is not None and not check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
-    bs: Any = config.decode.max_bs if graphs else None
+    bs: object = config.decode.max_bs if graphs else None
     if not isinstance(bs, int):
         running = get_schedule().max_running_requests
         bs = running if isinstance(running, int) else 48

@@ -4,13 +4,13 @@ its ``log_stats``. Full mode only."""
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
 
 from server_control.sglang_patch import hook, metrics
 from server_control.sglang_patch.wrapping import wrap_methods
 
 
-def after(module: Any) -> None:
+def after(module: ModuleType) -> None:
     if hook.mode() != hook.FULL:
         return
     cls = module.SchedulerMetricsCollector
@@ -18,12 +18,12 @@ def after(module: Any) -> None:
         return
     orig_init, orig_log = cls.__init__, cls.log_stats
 
-    def __init__(self: Any, labels: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(self: object, labels: dict[str, str], *args: object, **kwargs: object) -> None:
         orig_init(self, labels, *args, **kwargs)
         metrics.register(labels)
         metrics.publish()
 
-    def log_stats(self: Any, stats: Any) -> None:
+    def log_stats(self: object, stats: object) -> None:
         orig_log(self, stats)
         metrics.publish()
 

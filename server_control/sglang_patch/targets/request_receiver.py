@@ -11,20 +11,21 @@ Without the flag it calls SGLang's method and nothing else. Full mode only.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from types import ModuleType
 
 from server_control.sglang_patch import autotune, hook
 from server_control.sglang_patch.wrapping import wrap_methods
 
 
-def patch(module: Any) -> None:
+def patch(module: ModuleType) -> None:
     cls = module.SchedulerRequestReceiver
     if getattr(cls, "_specconsole_patched", False):
         return
-    orig = cls.recv_requests
+    orig: Callable[[object, list[object] | None], list[object]] = cls.recv_requests
     active = autotune._active
 
-    def recv_requests(self: Any, local_reqs: Any = None) -> Any:
+    def recv_requests(self: object, local_reqs: list[object] | None = None) -> list[object]:
         at = active[0]
         if at is None:
             return orig(self, local_reqs)
@@ -36,6 +37,6 @@ def patch(module: Any) -> None:
     wrap_methods(cls, ((recv_requests, orig),))
 
 
-def after(module: Any) -> None:
+def after(module: ModuleType) -> None:
     if hook.mode() == hook.FULL:
         patch(module)

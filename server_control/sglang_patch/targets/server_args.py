@@ -11,7 +11,7 @@ started takes the four flags off ``sys.argv`` so SGLang's parser still starts th
 from __future__ import annotations
 
 import sys
-from typing import Any
+from types import ModuleType
 
 from server_control.sglang_patch import fields, hook
 
@@ -21,6 +21,6 @@ def before() -> None:
         fields.wrap_collect_input_fields()
 
 
-def after(module: Any) -> None:
+def after(module: ModuleType) -> None:
     if not (hook.mode() != hook.OFF and fields.check_server_args(module)) and hook.serve_main():
         fields.drop_flags_from_argv(sys.argv)
