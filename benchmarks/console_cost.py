@@ -200,7 +200,7 @@ def bench_idle(tree: Path, seconds: float, profile: bool, out: Path, warmup: flo
     with tempfile.TemporaryDirectory(prefix="specconsole-cost-") as d:
         tmp = Path(d)
         demo = (REPO / "assets" / "profiles" / "demo.toml").read_text()
-        from server_control.proc.ports import free_port
+        from server_control.host.ports import free_port
 
         prof = tmp / "idle.toml"
         prof.write_text(

@@ -185,7 +185,7 @@ def bench(members: int, seconds: float, kind: str, tmp: Path, traffic: str = "wa
 
 
 def _ports(n: int) -> list[int]:
-    from server_control.proc.ports import free_port
+    from server_control.host.ports import free_port
 
     ports: list[int] = []
     while len(ports) < n:

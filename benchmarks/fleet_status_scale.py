@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 
 
 def fleet_file(path: Path, members: int) -> None:

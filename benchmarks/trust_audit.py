@@ -39,7 +39,7 @@ from benchmarks.trust_inputs import check_bad_inputs  # noqa: E402
 from benchmarks.trust_pids import OwnPids  # noqa: E402
 from benchmarks.trust_remote_faults import check_remote_faults  # noqa: E402
 from benchmarks.trust_run_faults import check_run_faults  # noqa: E402
-from server_control.proc.ports import free_port  # noqa: E402
+from server_control.host.ports import free_port  # noqa: E402
 from server_control.state import runs  # noqa: E402
 
 HOSTILE = REPO / "tests" / "support" / "hostile_http.py"

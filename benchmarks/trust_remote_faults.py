@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from tests.support.sshd import Sshd, sshd_available, start_sshd
 
 if TYPE_CHECKING:

@@ -27,8 +27,19 @@ class Action:
     group: str  # section of the help screen
     show: bool = True  # shown in the footer
     display: str = ""  # how the keys are written for humans ("+ ]")
-    owner: str = "screen"  # who runs the action: "screen", "log" (the log view) or "app"
+    owner: str = "screen"  # who runs the action: "screen", "log" (the log view), "app" or "fleet" (the fleet screen)
     needs_owner: bool = False  # only on a server this console owns (not when attached)
+    id: str = ""  # the binding id a user keymap names, when not the action's name (the fleet's: "fleet.<action>")
+
+    @property
+    def binding_id(self) -> str:
+        return self.id or self.action
+
+
+def _fleet(keys: str, action: str, title: str, help: str, display: str, *, show: bool = True, name: str = "") -> Action:
+    """A key of the fleet screen; its binding id is ``fleet.<name>`` (apart from the server
+    screen's: both have a verify, an advice...)."""
+    return Action(keys, action, title, help, "fleet", show=show, display=display, owner="fleet", id=f"fleet.{name or action}")
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -198,11 +209,29 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action("ctrl+z", "suspend_process", "Suspend", "Suspend to the shell (fg resumes)", "console", show=False, owner="app"),
     Action("q", "quit_console", "Quit", "Quit (asks whether to leave the server running)", "console"),
+    # the fleet screen (console/fleet/screen.py): keys act on the marked members, or on every member shown
+    _fleet("enter", "open_member", "Open", "The single-server screen of the member (escape comes back)", "enter"),
+    _fleet("space", "toggle_select", "Select", "Mark / unmark the member (keys act on the marked ones)", "space"),
+    _fleet("equals_sign", "set_n", "Set N", "Set threshold N (asks; validated)", "="),
+    _fleet("plus,right_square_bracket", "step_n(1)", "N+1", "N + 1 per member", "+ ]", name="step_n_up"),
+    _fleet("minus,left_square_bracket", "step_n(-1)", "N-1", "N - 1 per member", "- [", name="step_n_down"),
+    _fleet("F", "force", "Force", "Force a mode: (a)uto, (s)peculative, (t)arget-only", "F"),
+    _fleet("A", "apply_advice", "Advice", "Set each member's own suggested N (asks)", "A"),
+    _fleet("v", "verify", "Verify", "Run the three verification layers", "v"),
+    _fleet("L", "launch", "Launch", "Launch (nothing marked, no filter: the gateway too)", "L"),
+    _fleet("X", "stop", "Stop", "Stop (asks; nothing marked, no filter: the gateway too)", "X"),
+    _fleet("o", "sort", "Sort", "Sort by the next column", "o"),
+    _fleet("O", "sort_reverse", "Reverse", "Reverse the sort", "O", show=False),
+    _fleet("slash", "filter", "Filter", "Filter rows (words; !word excludes)", "/"),
+    _fleet("l", "gateway_log", "Gateway log", "The gateway's (smg's) own log, followed", "l", show=False),
+    _fleet("escape", "clear", "Clear", "Clear the marks and the filter", "esc", show=False),
+    _fleet("question_mark", "fleet_help", "Help", "This help", "?"),
+    _fleet("q", "quit_fleet", "Quit", "Quit: leave the fleet running (supervised) or stop it (asks)", "q"),
 )
 
 PALETTE_EXCLUDE = {"focus_next", "suspend_process"}
 NEEDS_OWNER = frozenset(a.action for a in ACTIONS if a.needs_owner)
-BINDING_IDS = frozenset(a.action for a in ACTIONS)  # what a user keymap may rebind
+BINDING_IDS = frozenset(a.binding_id for a in ACTIONS)  # what a user keymap may rebind
 
 
 def key_text(action: Action) -> str:
@@ -214,7 +243,7 @@ FOOTER_FIRST = ("threshold_up", "threshold_down", "threshold_prompt", "help", "q
 
 
 FOOTER_ORDER = {
-    a.action: i
+    a.binding_id: i
     for i, a in enumerate(
         sorted(ACTIONS, key=lambda a: FOOTER_FIRST.index(a.action) if a.action in FOOTER_FIRST else len(FOOTER_FIRST))
     )
@@ -238,7 +267,8 @@ def bindings_for(owner: str) -> list[BindingType]:
             a.title,
             show=a.show,
             key_display=a.display or None,
-            id=a.action,
+            tooltip=a.help,
+            id=a.binding_id,
         )
-        for a in sorted((a for a in ACTIONS if a.owner in owners), key=lambda a: footer_rank(a.action))
+        for a in sorted((a for a in ACTIONS if a.owner in owners), key=lambda a: footer_rank(a.binding_id))
     ]

@@ -21,24 +21,30 @@ class ActionOwners(Protocol):
 
 
 class ConsoleCommands(Provider):
-    """The server screen's commands (its ``COMMANDS``): runs each action on the node that
-    owns it (``screen.action_owner(owner)``)."""
+    """The server screen's commands (its ``COMMANDS``): the actions of the owners it holds
+    (``OWNERS``), each run on the node that owns it (``screen.action_owner(owner)``)."""
+
+    OWNERS: frozenset[str] = frozenset({"screen", "log", "app"})
+    PREFIX = ""
 
     def _actions(self) -> list[Action]:
-        return [a for a in ACTIONS if a.action not in PALETTE_EXCLUDE]
+        return [a for a in ACTIONS if a.owner in self.OWNERS and a.action not in PALETTE_EXCLUDE]
 
     def _run(self, action: Action) -> None:
         screen = cast(ActionOwners, self.screen)
         self.app.call_later(self.app.run_action, action.action, screen.action_owner(action.owner))
 
+    def _text(self, action: Action) -> str:
+        return f"{self.PREFIX}{action.help} ({key_text(action)})"
+
     async def discover(self) -> Hits:
         for a in self._actions():
-            yield DiscoveryHit(f"{a.help} ({key_text(a)})", partial(self._run, a), help=a.title)
+            yield DiscoveryHit(self._text(a), partial(self._run, a), help=a.title)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for a in self._actions():
-            text = f"{a.help} ({key_text(a)})"
+            text = self._text(a)
             score = matcher.match(text)
             if score > 0:
                 yield Hit(score, matcher.highlight(text), partial(self._run, a), help=a.title)

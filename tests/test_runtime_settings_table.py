@@ -33,7 +33,7 @@ def fifth(monkeypatch):
 @pytest.fixture
 def fifth_sim(tmp_path, fifth):
     """A simulator (2 TP ranks in its process) whose table holds the fifth row, started at 4."""
-    from server_control.proc.ports import free_port
+    from server_control.host.ports import free_port
 
     port = free_port()
     argv = sim_argv(port, "--sim-light", FAKE.flag, "4", tp=2, time_scale=20.0)

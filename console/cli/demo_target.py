@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.state.state_dir import resolve_state_dir
 
 if TYPE_CHECKING:

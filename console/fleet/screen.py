@@ -12,7 +12,6 @@ import time
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -25,6 +24,7 @@ from console.fleet.palette import FleetCommands
 from console.fleet.results import ResultsPanel
 from console.fleet.rows import SORTABLE, arrange, cells, stale
 from console.fleet.table import FleetTable
+from console.keys import bindings_for
 from server_control.protocol.decision import validate_threshold
 
 REFRESH_S = 1.0
@@ -53,25 +53,7 @@ def gateway_workers(status, down: frozenset[str] = frozenset()) -> Text:
 
 class FleetScreen(Screen):
     COMMANDS = {FleetCommands}
-    BINDINGS = [
-        Binding("enter", "open_member", "Open", tooltip="The single-server screen of the member (escape comes back)"),
-        Binding("space", "toggle_select", "Select", tooltip="Mark / unmark the member (keys act on the marked ones)"),
-        Binding("equals_sign", "set_n", "Set N", tooltip="Set threshold N (asks; validated)"),
-        Binding("plus,right_square_bracket", "step_n(1)", "N+1", tooltip="N + 1 per member"),
-        Binding("minus,left_square_bracket", "step_n(-1)", "N-1", tooltip="N - 1 per member"),
-        Binding("F", "force", "Force", tooltip="Force a mode: (a)uto, (s)peculative, (t)arget-only"),
-        Binding("A", "apply_advice", "Advice", tooltip="Set each member's own suggested N (asks)"),
-        Binding("v", "verify", "Verify", tooltip="Run the three verification layers"),
-        Binding("L", "launch", "Launch", tooltip="Launch (nothing marked, no filter: the gateway too)"),
-        Binding("X", "stop", "Stop", tooltip="Stop (asks; nothing marked, no filter: the gateway too)"),
-        Binding("o", "sort", "Sort", tooltip="Sort by the next column"),
-        Binding("O", "sort_reverse", "Reverse", show=False, tooltip="Reverse the sort"),
-        Binding("slash", "filter", "Filter", tooltip="Filter rows (words; !word excludes)"),
-        Binding("l", "gateway_log", "Gateway log", show=False, tooltip="The gateway's (smg's) own log, followed"),
-        Binding("escape", "clear", "Clear", show=False, tooltip="Clear the marks and the filter"),
-        Binding("question_mark", "fleet_help", "Help", tooltip="This help"),
-        Binding("q", "quit_fleet", "Quit", tooltip="Quit: leave the fleet running (supervised) or stop it (asks)"),
-    ]
+    BINDINGS = bindings_for("fleet")  # the one key table (console/keys.py): a user keymap rebinds them
     DEFAULT_CSS = """
     FleetScreen #fleet-header { height: 1; padding: 0 1; background: $boost; }
     FleetScreen #fleet-gateway { height: 1; padding: 0 1; }
@@ -185,7 +167,7 @@ class FleetScreen(Screen):
     def action_fleet_help(self) -> None:
         from console.fleet.help import FleetHelpScreen  # noqa: PLC0415
 
-        self.app.push_screen(FleetHelpScreen(self.BINDINGS))
+        self.app.push_screen(FleetHelpScreen())
 
     def action_gateway_log(self) -> None:
         from pathlib import Path  # noqa: PLC0415

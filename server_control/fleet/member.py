@@ -199,7 +199,7 @@ class Member:
             session = Session.attach(spec.url, spec.log, curves_home=home, api_key=key, admin_api_key=admin, poll_interval_s=poll)
             return cls(spec, session)
         from server_control.fleet.remote import RemoteRun  # noqa: PLC0415
-        from server_control.proc.ports import free_port  # noqa: PLC0415
+        from server_control.host.ports import free_port  # noqa: PLC0415
 
         port = free_port()
         mirrors = resolve_state_dir(state_dir) / "fleet" / fleet.name / spec.name

@@ -9,7 +9,7 @@ The launcher writes one JSON object on the keeper's stdin::
 The keeper forks once (so the launcher never has a child to reap), starts the server in
 a new session (its own process group: the run's leader) with stdout+stderr into a pipe,
 answers ``{"pid": N, "create_time": T, "boot_id": B, "start_ticks": K}`` (the epoch start
-time, and the clock-independent one of server_control/state/start_ticks.py) or ``{"error":
+time, and the clock-independent one of server_control/host/start_ticks.py) or ``{"error":
 "..."}`` on stdout and closes it. Then it copies the pipe into the log file, rotating it by size at a line boundary
 (``<log>`` -> ``<log>.1`` -> ... ``<log>.<keep_rotated>``, the oldest deleted; a follower
 of ``<log>`` sees a rename and reads on), and writes ``{"pid", "create_time",
@@ -42,8 +42,8 @@ from typing import Any
 
 import psutil
 
+from server_control.host.start_ticks import proc_start
 from server_control.state.private_files import atomic_write, open_private
-from server_control.state.start_ticks import proc_start
 
 READ_CHUNK = 1 << 16
 
@@ -234,7 +234,7 @@ def serve(spec: dict[str, Any]) -> int:
         ct = psutil.Process(proc.pid).create_time()
     except psutil.Error:
         ct = time.time()
-    start = proc_start(proc.pid)  # the clock-independent identity (server_control/state/start_ticks.py)
+    start = proc_start(proc.pid)  # the clock-independent identity (server_control/host/start_ticks.py)
     spec.pop("env", None)  # the keys in it are not needed any more
     rec = _write_record(spec, proc, ct, start)
     if isinstance(rec, str):

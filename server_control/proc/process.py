@@ -3,7 +3,7 @@
 * ``launch(spec)``: a keeper (server_control/proc/keeper.py) starts the server in a new session
   with stdout+stderr into the run's own new log file (the console is never in the pipe),
   stdin from /dev/null, and records its exit status in ``spec.exit_file``.
-* ``run_processes(ident)`` (server_control/state/identity.py): the verified leader (pid + start
+* ``run_processes(ident)`` (server_control/host/identity.py): the verified leader (pid + start
   time + command line) with its group, session and descendants, plus recorded members.
   Nothing else, ever: a group whose leader is gone is not taken for the run.
 * ``stop_run(ident, ...)``: SIGTERM (+ SIGCONT) to the run's processes, a grace period,
@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,15 +27,17 @@ from typing import Any
 import psutil
 
 from server_control.config.profile import LaunchSpec
+from server_control.host import identity
+from server_control.host.identity import RunIdentity
+from server_control.host.start_ticks import ProcStart, recorded
 from server_control.sanitize import strip_controls
-from server_control.state import identity, run_logs
-from server_control.state.identity import RunIdentity
-from server_control.state.start_ticks import ProcStart, recorded
+from server_control.state import run_logs
 
 POLL_S = 0.1
 KILL_CONFIRM_S = 10.0
 KEEPER_TIMEOUT_S = 30.0
 EXIT_FILE_WAIT_S = 2.0
+KEEPER_NOTE_MAX_S = 20.0  # how long a keeper that still runs may take to write the exit code
 
 
 @dataclass(frozen=True)
@@ -160,11 +163,20 @@ def launch(
     )
 
 
-def exit_status(exit_file: str | Path | None, pid: int, create_time: float, wait_s: float = EXIT_FILE_WAIT_S) -> int | None:
-    """The run's exit code as its keeper recorded it (None: not known, e.g. keeper killed)."""
+def exit_status(
+    exit_file: str | Path | None,
+    pid: int,
+    create_time: float,
+    wait_s: float = EXIT_FILE_WAIT_S,
+    keeper_runs: Callable[[], bool] | None = None,
+) -> int | None:
+    """The run's exit code as its keeper recorded it (None: not known, e.g. keeper killed).
+    Waits ``wait_s`` for the keeper's note, and up to ``KEEPER_NOTE_MAX_S`` while
+    ``keeper_runs()`` says the keeper still runs (it writes the note after it reaped the
+    server: on a loaded machine that took more than 2 s, and the exit code was "unknown")."""
     if exit_file is None:
         return None
-    deadline = time.monotonic() + wait_s
+    start = time.monotonic()
     while True:
         try:
             data = json.loads(Path(exit_file).read_text(encoding="utf-8"))
@@ -177,7 +189,8 @@ def exit_status(exit_file: str | Path | None, pid: int, create_time: float, wait
                 return rc if isinstance(rc, int) and not isinstance(rc, bool) else None
         except (OSError, ValueError, AttributeError):
             pass
-        if time.monotonic() >= deadline:
+        waited = time.monotonic() - start
+        if waited >= wait_s and (keeper_runs is None or waited >= KEEPER_NOTE_MAX_S or not keeper_runs()):
             return None
         time.sleep(0.02)
 

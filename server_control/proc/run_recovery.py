@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server_control.proc import ports
+from server_control.host import ports
 from server_control.state import runs
 
 STILL_LISTENING = "still listening on port"

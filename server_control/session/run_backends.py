@@ -238,7 +238,7 @@ class ProfileRun:
         """Whether a process of this run (the recorded, verified leader or one of its
         processes) holds the listening socket of the profile's port. False when the run is
         not live (stopped, crashed, fatal, no record): then whatever answers is another's."""
-        from server_control.proc.listener import listening_pid  # noqa: PLC0415
+        from server_control.host.listener import listening_pid  # noqa: PLC0415
 
         rec = self.sup.record
         if rec is None or self.sup.state in STOPPED_STATES:

@@ -43,7 +43,7 @@ class RunNotes:
 
 def not_ours(port: int | None) -> str:
     """Why what answers at ``port`` is not this run's server, naming who holds the port."""
-    from server_control.proc.listener import holder  # noqa: PLC0415 - a scan of every process, once
+    from server_control.host.listener import holder  # noqa: PLC0415 - a scan of every process, once
 
     return (
         f"not this run's server: port {port} answers, but from {holder(port) if port else '?'}, "

@@ -252,6 +252,25 @@ def build_states(worker: EagleWorkerV2, module: ModuleType) -> None:
         )
 
 
+def prefills(batch: object) -> bool:
+    """The batch prefills (extend, a mixed chunk): SGLang's own test in
+    ``EAGLEWorkerV2.forward_batch_generation`` (``forward_mode.is_extend() or is_extend_in_batch``)."""
+    mode = getattr(batch, "forward_mode", None)
+    return getattr(batch, "is_extend_in_batch", False) is True or (mode is not None and bool(mode.is_extend()))
+
+
+def on_forward(worker: EagleWorkerV2, batch: object) -> None:
+    """Before every forward of the worker (wraps ``forward_batch_generation``): a batch that
+    prefills runs between two decode steps, so the decode step before it is not timed.
+    The cost curves hold decode steps only, as the simulator's: a prefill caused by one
+    step's finished requests lands after the NEXT step (the new request arrives while that
+    one runs), so an explored target-only step amid speculative ones was charged the
+    prefills of the speculative step before it, and target-only looked slower than it is."""
+    dyn: DynamicSpeculation | None = worker.__dict__.get("_dynspec")
+    if dyn is not None and dyn.ready and dyn.curves is not None and prefills(batch):
+        dyn.curves.idle()
+
+
 def on_decode_step(worker: EagleWorkerV2, batch_size: int, original: Callable[[EagleWorkerV2, int], None]) -> None:
     """The per-step decision (wraps ``activate_step_by_batch``)."""
     dyn: DynamicSpeculation | None = worker.__dict__.get("_dynspec")

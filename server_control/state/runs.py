@@ -3,9 +3,9 @@
 One JSON file per profile, ``<state dir>/runs/<name>.json``, mode 0600, written atomically
 (server_control/state/private_files.py). A record is *live* only if a process with its pid exists
 AND that process's start time and command line are the recorded ones (so a reused PID is
-never mistaken for the server) AND it is not a zombie (server_control/state/identity.py).
+never mistaken for the server) AND it is not a zombie (server_control/host/identity.py).
 The start time that identifies is ``boot_id`` + ``start_ticks`` (ticks since boot: the wall
-clock cannot move it, server_control/state/start_ticks.py); ``create_time`` (epoch) is for display
+clock cannot move it, server_control/host/start_ticks.py); ``create_time`` (epoch) is for display
 and uptime. A record without them (written by an earlier version) is matched by
 ``create_time`` within ``identity.LEGACY_TOLERANCE_S`` until a supervisor adds them.
 
@@ -33,9 +33,9 @@ from typing import Any
 
 import psutil
 
-from server_control.state.identity import RunIdentity, verified_leader
+from server_control.host.identity import RunIdentity, verified_leader
+from server_control.host.start_ticks import ProcStart, proc_start, recorded
 from server_control.state.private_files import FileLock, atomic_write, read_regular
-from server_control.state.start_ticks import ProcStart, proc_start, recorded
 from server_control.state.state_dir import private_dir, resolve_state_dir
 
 MAX_RECORD_BYTES = 4 << 20  # a run record or a keeper's note is a few kB: a FIFO or /dev/zero is refused

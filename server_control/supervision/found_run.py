@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from server_control.host import identity
 from server_control.model.vocabulary import RunState
 from server_control.proc import process
-from server_control.state import identity, run_logs, runs
+from server_control.state import run_logs, runs
 from server_control.supervision.health_watch import TAIL_LINES, exit_words
 from server_control.supervision.run_facts import RunFacts
 

@@ -23,17 +23,19 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from server_control.host import identity
 from server_control.model.vocabulary import FINAL_STATES, LIVE_STATES, RunState
 from server_control.net import tls
 from server_control.net.http import bounded_request
 from server_control.proc import process
 from server_control.sanitize import strip_controls
-from server_control.state import identity, run_logs, runs
+from server_control.state import run_logs, runs
 from server_control.supervision.run_facts import RunUpdater
 
 if TYPE_CHECKING:
@@ -48,6 +50,11 @@ IDLE_POLL_S = 1.0
 DISK_BACKOFF_MAX_S = 30.0
 PROBE_AT_LEAST_EVERY_S = 10.0  # a ready run is probed this often even while polls answer
 STAND_IN_SLACK_S = 0.5  # how late the next answered poll may come and still stand in
+
+
+def _keeper_runs(rec: runs.RunRecord) -> bool:
+    """The run's recorded keeper still runs (its exit-code note is still to come)."""
+    return rec.keeper_pid is not None and not rec.keeper_gone()
 
 
 def exit_words(code: int | None) -> str:
@@ -238,7 +245,9 @@ class HealthWatch:
         rec = self.sup.record
         if rec is None or self.sup.procs.live(rec):
             return False, None
-        code = await asyncio.to_thread(process.exit_status, self.sup.exit_file, rec.pid, rec.create_time)
+        code = await asyncio.to_thread(
+            process.exit_status, self.sup.exit_file, rec.pid, rec.create_time, keeper_runs=partial(_keeper_runs, rec)
+        )
         return True, code
 
     async def _idle(self) -> None:

@@ -6,7 +6,7 @@ start_ticks, kind, since}`` into the run record (``supervisor``); ``kind`` is it
 starts with the run: console/run_supervisor.py), ``supervise`` (a `specconsole supervise`
 someone started by hand) or, in records of earlier versions, ``console`` and ``handoff``.
 ``Ownership.of()`` says who it is, checked (the lock is held, that pid has that start: boot
-id + start ticks, server_control/state/start_ticks.py; ``create_time`` only in an earlier
+id + start ticks, server_control/host/start_ticks.py; ``create_time`` only in an earlier
 version's record).
 
 A console is a client of its run's supervisor: its ``Ownership`` has ``may_lock`` False, so
@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
+from server_control.host import identity
+from server_control.host.start_ticks import proc_start, recorded
 from server_control.model.run_status import SupervisorInfo
-from server_control.state import identity, restart_lock, runs
+from server_control.state import restart_lock, runs
 from server_control.state.private_files import FileLock
 from server_control.state.runs import iso_time
-from server_control.state.start_ticks import proc_start, recorded
 
 if TYPE_CHECKING:
     from server_control.supervision.supervised import SupervisedProfile

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import psutil
 
+from server_control.host import identity
+from server_control.host.start_ticks import proc_start
 from server_control.model.vocabulary import RunState
 from server_control.proc import process
 from server_control.proc.process import ProcInfo
-from server_control.state import identity, runs
-from server_control.state.start_ticks import proc_start
+from server_control.state import runs
 
 if TYPE_CHECKING:
     from server_control.supervision.supervised import SupervisedProfile

@@ -46,11 +46,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Unpack
 
+from server_control.host import identity
 from server_control.model.run_status import RunStatus, SupervisorInfo
 from server_control.model.vocabulary import STOPPED_STATES, Outcome, RunState, check_transition
 from server_control.proc import process, run_recovery
 from server_control.proc.process import ProcInfo, StopResult
-from server_control.state import identity, journal, restart_lock, run_logs, runs
+from server_control.state import journal, restart_lock, run_logs, runs
 from server_control.state.runs import RunConflict
 from server_control.state.state_dir import resolve_state_dir
 from server_control.supervision import found_run

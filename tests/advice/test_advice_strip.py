@@ -9,7 +9,7 @@ from textual.app import App
 
 from console.widgets.advice_strip import AdviceStrip
 from server_control.advice.source import read_advice
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from tests.console.screen_text import screen_text, wait_for
 from tests.support.advice import wait_steps
 

@@ -9,7 +9,7 @@ import pytest
 
 from server_control.advice.source import SourceError, advice_from, poll_reading, read_advice
 from server_control.advice.store import CurvesHome
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.session.run_backends import AttachedRun
 from server_control.session.session import Session
 from tests.support.advice import wait_steps

@@ -38,7 +38,7 @@ def test_launch_demo_takes_the_port_given_and_refuses_a_bad_one(tmp_path):
     """Issue 35: `launch --demo` had no --port (it took 30000 when free)."""
     import json  # noqa: PLC0415
 
-    from server_control.proc.ports import free_port  # noqa: PLC0415
+    from server_control.host.ports import free_port  # noqa: PLC0415
 
     def run(*argv):
         return subprocess.run(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from tests.cli.documented import REPO, documented, known_options
 from tests.support.cli import cli
 

@@ -15,7 +15,7 @@ import sys
 import time
 
 from console.cli.demo_target import demo_state_dir, demo_target
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.supervision.supervisor import Supervisor
 
 

@@ -10,7 +10,8 @@ import signal
 import httpx
 import psutil
 
-from server_control.state import identity, runs
+from server_control.host import identity
+from server_control.state import runs
 from tests.support.cli import cli, read_until, start_cli
 from tests.support.wait import wait_for
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from console.cli.main import main as cli_main
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 
 
 def test_nothing_answering_exits_5_and_says_how_to_choose_a_server(capsys):

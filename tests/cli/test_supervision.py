@@ -103,7 +103,7 @@ def test_a_loose_state_dir_is_refused_by_every_command(make_profile, state_dir):
 
 def test_supervise_port_runs_the_profile_on_the_port_given_and_refuses_a_bad_one(make_profile, groups, state_dir):
     """`supervise --port N`: the port a fleet console moved a member to (issue 34 item 5)."""
-    from server_control.proc.ports import free_port  # noqa: PLC0415
+    from server_control.host.ports import free_port  # noqa: PLC0415
 
     path = make_profile("moved", tp=1)
     for bad in ("0", "65536", "x"):

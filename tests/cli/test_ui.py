@@ -54,7 +54,7 @@ def test_demo_argument_errors(capsys):
 
 def test_demo_state_dir_and_busy_port(tmp_path, monkeypatch):
     from server_control.config import assets
-    from server_control.proc.ports import free_port
+    from server_control.host.ports import free_port
 
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path / "state"))
     state = demo_state_dir()

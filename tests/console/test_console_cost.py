@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from console.widgets.log.view import LogView
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from tests.console.screen_text import screen_text, shows, terminal_output
 
 REPO = Path(__file__).resolve().parents[2]

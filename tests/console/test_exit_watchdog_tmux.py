@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.state import runs
 from tests.support.tmux import REPO, Term
 

@@ -10,7 +10,7 @@ from textual.geometry import Region
 
 from console.driver import merge_sgr
 from console.widgets.line_repaint import changed_span
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from tests.console.screen_text import screen_text, shows, terminal_output
 
 SGR = re.compile(r"\x1b\[([0-9;]*)m")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.state import runs
 from tests.support.tmux import end_runs
 

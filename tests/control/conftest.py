@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 
 HERE = Path(__file__).parent
 

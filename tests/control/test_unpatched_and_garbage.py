@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from server_control.control.settings import UNSUPPORTED, Control
+from server_control.host.ports import free_port
 from server_control.logs import LogPipeline, LogStore
-from server_control.proc.ports import free_port
 from server_control.protocol.runtime_settings import FORCE, THRESHOLD
 from server_control.telemetry.http_poll import HttpPoller
 

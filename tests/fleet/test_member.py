@@ -50,7 +50,7 @@ def test_a_row_is_built_only_after_its_session_published_a_change(monkeypatch):
     from server_control.fleet import member as member_mod
     from server_control.fleet.member import Member
     from server_control.fleet.spec import URL, MemberSpec
-    from server_control.proc.ports import free_port
+    from server_control.host.ports import free_port
     from server_control.session.session import Session
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens; the session is not started

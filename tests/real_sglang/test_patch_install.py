@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.sglang_patch import install
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.build import REPO_ROOT, rig_env_vars, server_args

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.build import omp_bind, server_args, server_env
 from tests.real_sglang.rig.server import RigServer

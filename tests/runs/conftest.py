@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.state import runs
 
 PROFILE_TEMPLATE = """\

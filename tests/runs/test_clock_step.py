@@ -16,8 +16,9 @@ import signal
 import psutil
 
 from server_control.config.profile import load_profile
+from server_control.host import identity
 from server_control.model.vocabulary import RunState
-from server_control.state import identity, restart_lock, runs
+from server_control.state import restart_lock, runs
 from server_control.supervision.supervisor import Supervisor
 from tests.support.clock import step_wall_clock
 from tests.support.procs import alive

@@ -14,7 +14,8 @@ import time
 import psutil
 import pytest
 
-from server_control.state import identity, runs
+from server_control.host import identity
+from server_control.state import runs
 from tests.support.cli import cli
 from tests.support.wait import wait_for
 

@@ -17,7 +17,8 @@ import signal
 
 import psutil
 
-from server_control.state import identity, runs
+from server_control.host import identity
+from server_control.state import runs
 
 PAIRS = 50
 

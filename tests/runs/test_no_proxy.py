@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from tests.support.cli import read_until
 
 REPO = Path(__file__).resolve().parents[2]

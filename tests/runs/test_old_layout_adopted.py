@@ -17,8 +17,9 @@ import psutil
 import pytest
 
 from server_control.config.profile import load_profile
+from server_control.host import identity
 from server_control.model.vocabulary import LIVE_STATES, RunState
-from server_control.state import identity, runs
+from server_control.state import runs
 from server_control.supervision.supervisor import Supervisor
 from tests.support.wait import wait_for
 

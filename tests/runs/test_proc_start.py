@@ -14,8 +14,9 @@ import uuid
 import psutil
 import pytest
 
-from server_control.state import identity, runs, start_ticks
-from server_control.state.identity import RunIdentity
+from server_control.host import identity, start_ticks
+from server_control.host.identity import RunIdentity
+from server_control.state import runs
 from tests.support.clock import EPOCH_START, step_wall_clock
 from tests.support.records import own_record
 from tests.support.wait import wait_for

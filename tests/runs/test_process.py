@@ -12,9 +12,10 @@ import psutil
 import pytest
 
 from server_control.config.profile import LaunchSpec
+from server_control.host import identity
+from server_control.host.identity import RunIdentity
 from server_control.proc import process
-from server_control.state import identity, restart_lock, run_logs, runs
-from server_control.state.identity import RunIdentity
+from server_control.state import restart_lock, run_logs, runs
 from server_control.supervision.restart_policy import RestartPolicy
 from tests.support.records import own_record
 from tests.support.wait import wait_for

@@ -14,9 +14,9 @@ from types import SimpleNamespace
 
 import psutil
 
+from server_control.host import identity
+from server_control.host.start_ticks import proc_start
 from server_control.model.vocabulary import RunState
-from server_control.state import identity
-from server_control.state.start_ticks import proc_start
 from server_control.supervision import run_processes
 from server_control.supervision.run_processes import RESCAN_S, RunProcesses
 

@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from server_control.config.profile import ProfileError, load_profile
+from server_control.host import identity
 from server_control.model.vocabulary import RunState
-from server_control.state import identity, runs
+from server_control.state import runs
 from server_control.state.runs import RunConflict
 from server_control.supervision.supervisor import Supervisor
 from tests.support.procs import alive

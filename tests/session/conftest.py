@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.state import runs
 
 PROFILE = """\

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from server_control.advice.source import SourceError
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.session.run_backends import AttachedRun
 from server_control.session.session import Session
 from server_control.telemetry.sample import sample_from_server_info

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from server_control.session.session import Session
 from server_control.telemetry.flapping import COOL_DOWN_S, switch_rate
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.sglang
 from sglang.srt.managers.io_struct import AbortReq, SetInternalStateReq  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
-from server_control.proc.ports import free_port  # noqa: E402
+from server_control.host.ports import free_port  # noqa: E402
 from server_control.protocol.tuner import MOVE_PREFIX  # noqa: E402
 from server_control.sglang_patch import autotune, gate  # noqa: E402
 from tests.sglang.autotune_objects import Clock, Receiver, feed, publish, rank_worker, two_rank_child  # noqa: E402

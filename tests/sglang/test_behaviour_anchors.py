@@ -21,7 +21,7 @@ import sglang.srt.speculative.eagle_worker_v2 as ew  # noqa: E402
 from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController  # noqa: E402
 from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams  # noqa: E402
 
-from server_control.proc.ports import free_port  # noqa: E402
+from server_control.host.ports import free_port  # noqa: E402
 from server_control.protocol import decision  # noqa: E402
 from server_control.sglang_patch import rank_agreement  # noqa: E402
 from server_control.sglang_patch import worker as patch_worker  # noqa: E402

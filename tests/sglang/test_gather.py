@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs torch (installed with sglang)")
 pytestmark = pytest.mark.sglang
 
-from server_control.proc.ports import free_port  # noqa: E402
+from server_control.host.ports import free_port  # noqa: E402
 
 SNAP = {
     "active": True,

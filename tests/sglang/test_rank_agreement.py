@@ -13,7 +13,7 @@ pytestmark = pytest.mark.sglang
 
 from torch.distributed import TCPStore  # noqa: E402
 
-from server_control.proc.ports import free_port  # noqa: E402
+from server_control.host.ports import free_port  # noqa: E402
 from server_control.sglang_patch import rank_agreement  # noqa: E402
 
 SETTINGS = [4, 1, 10, "auto"]

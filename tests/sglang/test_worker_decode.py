@@ -89,3 +89,32 @@ def test_tokens_are_counted_per_mode(publish):
     worker = started_worker(publish(speculative_disable_batch_threshold=2), Recorder())
     worker.on_verify_complete_cpu([2, 0, 3], batch_size=3)
     assert worker._dynspec.switch.tokens == {"speculative": 8, "target_only": 0}
+
+
+def _timed_steps(worker) -> int:
+    snap = worker._dynspec.curves.snapshot()
+    return sum(row[2] for rows in snap["modes"].values() for row in rows)
+
+
+def test_a_prefill_between_decode_steps_is_not_timed_in_the_cost_curves(publish):
+    """Decode-only cost curves (issue 32 item 6): a decode step's time is the interval to the
+    next decode step, so a prefill between them was charged to it. On the real crossover
+    pair that made explored target-only steps (each right after a speculative step, whose
+    finished requests' prefills land after the next step) look slower than forced ones."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    server_args = publish(speculative_disable_batch_threshold=8, speculative_disable_min_dwell_steps=0)
+    worker = started_worker(server_args, Recorder())
+    worker._forward_prefill_batch = lambda batch, *args, **kwargs: "prefilled"  # SGLang's own prefill: not here
+    extend = decode_batch(2)
+    extend.forward_mode = ForwardMode.EXTEND
+    for batch in (decode_batch(4), decode_batch(4), extend, decode_batch(4), decode_batch(4)):
+        worker.forward_batch_generation(batch)
+    assert _timed_steps(worker) == 2  # the intervals 1->2 and 3->4; 2->3 held the prefill
+    mixed = decode_batch(3)
+    mixed.is_extend_in_batch = True  # a mixed chunk (--enable-mixed-chunk): prefills too
+    worker.forward_batch_generation(mixed)
+    worker.forward_batch_generation(decode_batch(4))
+    assert _timed_steps(worker) == 2
+    worker.forward_batch_generation(decode_batch(4))
+    assert _timed_steps(worker) == 3

@@ -6,13 +6,13 @@ import os
 
 import psutil
 
+from server_control.host.start_ticks import proc_start
 from server_control.state import runs
-from server_control.state.start_ticks import proc_start
 
 
 def own_record(**kw) -> runs.RunRecord:
     """A record of this test process, as the current version writes it (with its start
-    ticks: server_control/state/start_ticks.py); ``boot_id=None, start_ticks=None`` for an old one."""
+    ticks: server_control/host/start_ticks.py); ``boot_id=None, start_ticks=None`` for an old one."""
     me = psutil.Process()
     start = proc_start(me.pid)
     base = dict(

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from server_control.host.ports import free_port
 from server_control.proc import sim_launcher as launcher
-from server_control.proc.ports import free_port
 from server_control.proc.sim_launcher import DEFAULT_LIFETIME_S, SimProcess, group_pids
 
 __all__ = [

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from server_control.host.ports import free_port
 from server_control.net.http import MAX_BODY_BYTES, AnswerTooLarge, describe_error
-from server_control.proc.ports import free_port
 from server_control.telemetry.http_poll import HttpPoller
 from server_control.telemetry.lean_get import LeanGet
 

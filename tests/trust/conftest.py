@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 from tests.runs.conftest import groups, make_profile, state_dir  # noqa: F401 (fixtures)
 
 HOSTILE = Path(__file__).resolve().parent.parent / "support" / "hostile_http.py"

@@ -10,7 +10,7 @@ import errno
 import os
 
 from server_control.config.profile import load_profile
-from server_control.state import identity
+from server_control.host import identity
 from server_control.supervision.supervisor import Supervisor
 
 _WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC

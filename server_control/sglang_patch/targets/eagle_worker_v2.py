@@ -75,6 +75,7 @@ def _patch_worker(cls: type[EagleWorkerV2], module: ModuleType) -> None:
 
     def forward_batch_generation(self: EagleWorkerV2, batch: object, *args: object, **kwargs: object) -> GenerationBatchResult:
         replays = forwards.replays()
+        worker.on_forward(self, batch)  # decode-only cost curves: a prefill between decode steps is not timed
         out = orig_forward(self, batch, *args, **kwargs)
         dyn = self.__dict__.get("_dynspec")
         if dyn is not None and dyn.step_forced is not None:

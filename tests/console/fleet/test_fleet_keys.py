@@ -77,3 +77,28 @@ def test_one_verify_glyph_set_and_stale_rows_dimmed():
     dead = cells(_row("b", state="crashed", marks="+x.", batch=7, tok_s=512.0), False)
     assert dead["marks"].plain == "\u2713\u2717\u2026"
     assert dead["batch"].style == "dim" and dead["tok_s"].style == "dim"
+
+
+async def test_the_fleet_keys_are_in_the_one_table_and_a_user_keymap_rebinds_them():
+    """Issue 36 item 5: the fleet screen had its own BINDINGS, help and palette, which the
+    user keymap (console/prefs.py, binding ids) could not rebind."""
+    from console.keys import BINDING_IDS
+
+    assert {"fleet.sort", "fleet.set_n", "fleet.step_n_up", "fleet.quit_fleet"} <= BINDING_IDS
+    rows = [_row(n, threshold=4) for n in ("a", "b")]
+
+    class Host(App):
+        def on_mount(self):
+            self.set_keymap({"fleet.sort": "s"})  # as the app does with the preferences' keymap
+            self.push_screen(FleetScreen(_RowsOnly(rows)))
+
+    app = Host()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        first = screen.sort
+        await pilot.press("s")
+        assert screen.sort != first  # the rebound key sorts
+        after = screen.sort
+        await pilot.press("o")
+        assert screen.sort == after  # the default key no longer does

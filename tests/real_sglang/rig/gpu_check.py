@@ -92,7 +92,7 @@ def cuda_launch(
     """A server on the GPU(s): CUDA graphs and the overlap scheduler on (SGLang's defaults).
     ``env_extra`` joins its environment; with the rig's faults (``SPECCONSOLE_RIG_TP_FAULTS``)
     ``tp_faults_preload`` is added to the bootstrap's preload so every process installs them."""
-    from server_control.proc.ports import free_port
+    from server_control.host.ports import free_port
 
     port = free_port()
     args = cuda_args(pair_of(rig, spec), spec, port, opts)

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from server_control.proc.ports import free_port
+from server_control.host.ports import free_port
 
 from . import crossover_models, deep_models
 from .build import ModelPair, Rig, ensure_models, omp_bind, server_args, server_env

@@ -120,7 +120,7 @@ class CliRun:
         env: dict | None = None,
         extra_args: tuple = (),
     ):
-        from server_control.proc.ports import free_port
+        from server_control.host.ports import free_port
 
         from .server import RigServer
 

@@ -16,7 +16,7 @@ run is wholly gone its numbers may go to anybody (after a reboot, at once). So:
   They are what identifies orphaned ranks once the leader is gone; a group or session
   whose leader is gone is never taken for the run (a daemon's orphaned group looks the same).
 
-"Start time" is the clock-independent ``ProcStart`` (server_control/state/start_ticks.py: boot id
+"Start time" is the clock-independent ``ProcStart`` (server_control/host/start_ticks.py: boot id
 + start ticks since boot; the leader's and its members' share the boot). psutil's epoch
 ``create_time`` moves whenever the wall clock is stepped, so it is compared only for a
 record written before start ticks were recorded (``start`` None), within
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from server_control.state.start_ticks import ProcStart, proc_start, start_ticks
+from server_control.host.start_ticks import ProcStart, proc_start, start_ticks
 
 # Only for records without start ticks: psutil's epoch start time of one process moves by
 # whole seconds as the wall clock is stepped (its boot time, /proc/stat btime, moves).

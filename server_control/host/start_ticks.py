@@ -10,7 +10,7 @@ identified by ``ProcStart``: the same pid with the same ``ProcStart`` is the sam
 (the kernel cannot hand the pid out again while it lives, and a reboot changes the boot id).
 
 Linux only (the project is): where ``/proc`` cannot be read the functions answer None and
-the callers (server_control/state/identity.py) fall back to psutil's epoch start time.
+the callers (server_control/host/identity.py) fall back to psutil's epoch start time.
 """
 
 from __future__ import annotations
