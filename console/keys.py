@@ -230,6 +230,14 @@ ACTIONS: tuple[Action, ...] = (
 )
 
 PALETTE_EXCLUDE = {"focus_next", "suspend_process"}
+SERVER_OWNERS = frozenset({"screen", "log", "app"})  # the server screen's actions; "fleet": the fleet screen's
+
+
+def actions_of(owners: frozenset[str]) -> list[Action]:
+    """The actions one screen binds, helps with and offers in its palette."""
+    return [a for a in ACTIONS if a.owner in owners]
+
+
 NEEDS_OWNER = frozenset(a.action for a in ACTIONS if a.needs_owner)
 BINDING_IDS = frozenset(a.binding_id for a in ACTIONS)  # what a user keymap may rebind
 

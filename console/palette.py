@@ -11,7 +11,7 @@ from textual.app import App, SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
 
-from console.keys import ACTIONS, PALETTE_EXCLUDE, Action, key_text
+from console.keys import PALETTE_EXCLUDE, SERVER_OWNERS, Action, actions_of, key_text
 
 
 class ActionOwners(Protocol):
@@ -24,11 +24,11 @@ class ConsoleCommands(Provider):
     """The server screen's commands (its ``COMMANDS``): the actions of the owners it holds
     (``OWNERS``), each run on the node that owns it (``screen.action_owner(owner)``)."""
 
-    OWNERS: frozenset[str] = frozenset({"screen", "log", "app"})
+    OWNERS: frozenset[str] = SERVER_OWNERS
     PREFIX = ""
 
     def _actions(self) -> list[Action]:
-        return [a for a in ACTIONS if a.owner in self.OWNERS and a.action not in PALETTE_EXCLUDE]
+        return [a for a in actions_of(self.OWNERS) if a.action not in PALETTE_EXCLUDE]
 
     def _run(self, action: Action) -> None:
         screen = cast(ActionOwners, self.screen)

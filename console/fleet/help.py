@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from console.keys import ACTIONS, key_text
+from console.keys import actions_of, key_text
 from console.screens.help import HelpScreen
 
 MOTION = (("j / down, k / up", "Move the cursor one member"), ("pgdn / pgup", "Ten members"), ("g / G", "First / last member"))
@@ -17,9 +17,8 @@ def fleet_help_table() -> Table:
     table.add_column("key", style="bold cyan", no_wrap=True)
     table.add_column("what")
     table.add_row("[bold underline]Fleet[/]", "keys act on the selected members (space), or on every member shown")
-    for a in ACTIONS:
-        if a.owner == "fleet":
-            table.add_row(key_text(a), a.help)
+    for a in actions_of(frozenset({"fleet"})):
+        table.add_row(key_text(a), a.help)
     table.add_row("", "")
     table.add_row("[bold underline]Table[/]", "")
     for key, what in MOTION:

@@ -198,6 +198,10 @@ class RunRecord:
     def is_live(self) -> bool:
         return self.leader() is not None
 
+    def keeper_runs(self) -> bool:
+        """A keeper is recorded and still runs: the exit code it writes is still to come."""
+        return self.keeper_pid is not None and not self.keeper_gone()
+
     def keeper_gone(self) -> bool:
         """The run's keeper (recorded) no longer runs: its log stops growing and its exit
         code will not be known. False when no keeper is recorded (an earlier version)."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,11 +49,6 @@ IDLE_POLL_S = 1.0
 DISK_BACKOFF_MAX_S = 30.0
 PROBE_AT_LEAST_EVERY_S = 10.0  # a ready run is probed this often even while polls answer
 STAND_IN_SLACK_S = 0.5  # how late the next answered poll may come and still stand in
-
-
-def _keeper_runs(rec: runs.RunRecord) -> bool:
-    """The run's recorded keeper still runs (its exit-code note is still to come)."""
-    return rec.keeper_pid is not None and not rec.keeper_gone()
 
 
 def exit_words(code: int | None) -> str:
@@ -246,7 +240,7 @@ class HealthWatch:
         if rec is None or self.sup.procs.live(rec):
             return False, None
         code = await asyncio.to_thread(
-            process.exit_status, self.sup.exit_file, rec.pid, rec.create_time, keeper_runs=partial(_keeper_runs, rec)
+            process.exit_status, self.sup.exit_file, rec.pid, rec.create_time, keeper_runs=rec.keeper_runs
         )
         return True, code
 

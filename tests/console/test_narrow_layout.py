@@ -40,17 +40,19 @@ def test_help_descriptions_fit_one_line_at_80_columns():
 
     from rich.console import Console
 
-    from console.keys import ACTIONS
+    from console.fleet.help import fleet_help_table
+    from console.keys import SERVER_OWNERS, actions_of
     from console.screens.help import help_table
 
     # The help box at 80 columns: 90% of the width less border and padding.
-    console = Console(width=66, record=True, file=io.StringIO())
-    console.print(help_table())
-    lines = console.export_text().splitlines()
-    short = [a.help for a in ACTIONS if len(a.help) <= 40]
-    assert short
-    for text in short:
-        assert any(text in line for line in lines), text
+    for table, owners in ((help_table(), SERVER_OWNERS), (fleet_help_table(), frozenset({"fleet"}))):
+        console = Console(width=66, record=True, file=io.StringIO())
+        console.print(table)
+        lines = console.export_text().splitlines()
+        short = [a.help for a in actions_of(owners) if len(a.help) <= 40]
+        assert short
+        for text in short:
+            assert any(text in line for line in lines), text
 
 
 async def test_timeline_rows_readable_at_80x24_and_200x60(make_app):
