@@ -252,6 +252,9 @@ def build_states(worker: EagleWorkerV2, module: ModuleType) -> None:
         )
 
 
+_forward_failed: list[str] = []  # on_forward's first failure in this process (said once)
+
+
 def prefills(batch: object) -> bool:
     """The batch prefills (extend, a mixed chunk): SGLang's own test in
     ``EAGLEWorkerV2.forward_batch_generation`` (``forward_mode.is_extend() or is_extend_in_batch``)."""
@@ -267,8 +270,13 @@ def on_forward(worker: EagleWorkerV2, batch: object) -> None:
     one runs), so an explored target-only step amid speculative ones was charged the
     prefills of the speculative step before it, and target-only looked slower than it is."""
     dyn: DynamicSpeculation | None = worker.__dict__.get("_dynspec")
-    if dyn is not None and dyn.ready and dyn.curves is not None and prefills(batch):
-        dyn.curves.idle()
+    try:
+        if dyn is not None and dyn.ready and dyn.curves is not None and prefills(batch):
+            dyn.curves.idle()
+    except Exception as exc:  # noqa: BLE001 - bookkeeping never raises into serving: said once, the step stays timed
+        if not _forward_failed:
+            _forward_failed.append(repr(exc))
+            logger.warning(f"Dynamic speculation: cost curves: cannot tell a prefill batch ({exc!r}); its step stays timed")
 
 
 def on_decode_step(worker: EagleWorkerV2, batch_size: int, original: Callable[[EagleWorkerV2, int], None]) -> None:
