@@ -18,6 +18,16 @@ def _env_on(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def reserve_refused() -> str | None:
+    """The memory for the steps=0 state could not be taken out of the KV budget before the
+    pool was sized (a bad ``SPECCONSOLE_DYNSPEC_RESERVE_GIB``, or ranks that would take
+    different amounts: reserve_agreement.py): building it now would come out of SGLang's
+    own headroom, or leave the ranks' pools of different sizes."""
+    from server_control.sglang_patch import reserve
+
+    return reserve.refused()
+
+
 def worker_class(worker: object, worker_cls: type) -> str | None:
     if type(worker) is not worker_cls:
         return (
@@ -144,4 +154,5 @@ def reason(worker: EagleWorkerV2, server_args: object, worker_cls: type) -> str 
         or pipeline(worker)
         or qsa_index_share(worker)
         or disaggregation()
+        or reserve_refused()
     )

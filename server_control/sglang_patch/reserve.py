@@ -22,7 +22,9 @@ would otherwise come out of the activation headroom SGLang keeps for itself
     deterministic inference, 2 GiB with it, or ``SGLANG_FLASHINFER_WORKSPACE_SIZE`` when
     set larger).
 
-The figure is published as ``state_memory.reserved_gib`` beside the ``used_gib`` measured
+Every rank that sizes a KV pool takes the same figure or none (reserve_agreement.py); a
+figure that cannot be had or agreed on turns the switch off (``refuse``). The figure is
+published as ``state_memory.reserved_gib`` beside the ``used_gib`` measured
 after the build; a rank whose build took more than the reserve logs a warning naming
 both and the variable. Standard library only.
 """
@@ -43,10 +45,21 @@ FLASHINFER_WORKSPACE_MIB = 512
 FLASHINFER_DETERMINISTIC_WORKSPACE_MIB = 2048
 FLASHINFER_WORKSPACE_ENV = "SGLANG_FLASHINFER_WORKSPACE_SIZE"
 _reserved: list[float | None] = [None]  # GiB taken out of this process's target KV budget
+_refused: list[str | None] = [None]  # why no reserve could be taken: the switch is off (refusals.py)
 
 
 def reserved_gib() -> float | None:
     return _reserved[0]
+
+
+def refuse(reason: str) -> None:
+    """No reserve was taken for ``reason`` (a bad figure, the ranks differing): the
+    worker's set-up turns the switch off with it (refusals.reserve_refused)."""
+    _refused[0] = reason
+
+
+def refused() -> str | None:
+    return _refused[0]
 
 
 def operator_gib() -> float | None:

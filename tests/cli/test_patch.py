@@ -2,7 +2,7 @@
 runs this checkout's bootstrap at every start of PY (a fresh venv here: real interpreter,
 real site-packages, real .pth processing), under -I and -E too; a missing bootstrap is one
 clear line; uninstall leaves no trace. The real SGLang server through it:
-tests/real_sglang/test_patch_install.py."""
+tests/real_sglang/test_installed_patch_with_adaptive.py."""
 
 from __future__ import annotations
 

@@ -57,7 +57,10 @@ def rig():
 # trained-plain: the switch tests' reference, then gpu-check's plain server;
 # trained-patched-overlap: gpu-check's, then the switch tests'; random-plain-seeded: the
 # switch tests' reference, then the sampling tests' seeded and greedy references;
-# random-patched-seeded: the sampling tests', then the switch tests' TestRandom (heavy).
+# trained-patched: the switch tests' TestTrained, then its negative control (draft-extend
+# skipped for the probe on the same server: rig/skip_draft_extend.py), the same for
+# trained-patched-overlap; random-patched-overlap-seeded: the sampling tests', then the
+# switch tests' TestRandomOverlap and its exploration. The heavy TestRandom comes last.
 SHARED_ORDER = (
     ("test_patched_e2e.py", ""),  # starts rig-e2e
     ("test_console_real.py", ""),
@@ -71,9 +74,9 @@ SHARED_ORDER = (
     ("test_switch_exact.py", "TestRandomOverlap::test_plain_reference"),  # starts random-plain-seeded
     ("test_sampling_exact.py", "test_seeded_references"),
     ("test_sampling_exact.py", "test_the_chi_square_test_catches"),  # heavy
-    ("test_sampling_exact.py", ""),  # its first test starts random-patched-seeded
-    ("test_switch_exact.py", "TestRandom::"),
-    ("test_switch_exact.py", "TestRandom"),  # TestRandomOverlap, its exploration: random-patched-overlap-seeded
+    ("test_sampling_exact.py", ""),  # its first test starts random-patched-overlap-seeded
+    ("test_switch_exact.py", "TestRandomOverlap"),  # and its exploration
+    ("test_switch_exact.py", "TestRandom::"),  # heavy: random-patched-seeded
 )
 
 

@@ -19,7 +19,7 @@ is asserted, so a check cannot silently vanish):
   * a rank failing before the build: test_patched_tp2_disagree.py (tp 2, a real gloo
     barrier in the build: every rank off, the server serves); a rank failing inside the
     build: test_patched_tp2_build_order.py (the server stops, named on both ranks);
-  * adaptive on: test_patched_adaptive.py (the threshold beside the controller).
+  * adaptive on: test_installed_patch_with_adaptive.py (the threshold beside the controller).
 
 The skipped checks' CPU parts ran once by hand (docs/gpu-check.md, "CPU run"). Its negative
 control: on a machine without a GPU, ``--device cuda`` must fail (exit 1), not pass.

@@ -43,6 +43,23 @@ def test_the_server_starts_with_the_flags_and_says_why_the_switch_is_off(run):
     assert state["dynamic_speculation"] == {"enabled": False, "active": False, "reason": REASON}
 
 
+def test_concurrency_1_accepts_every_draft(run, rig):
+    """SGLang's own EAGLE-3 with the patch gated off, as the rig's unpatched server
+    (test_plain_eagle3.py, heavy tier): the constant target's token every time, every
+    draft accepted (2 steps: 3.00) by the request, the decode lines and /server_info."""
+    server = run.server
+    start = len(server.log_text())
+    out = server.generate("the quick brown fox", max_new_tokens=31)
+    meta = out["meta_info"]
+    assert out["output_ids"] == [rig.constant_token_id] * 31
+    assert meta["spec_verify_ct"] > 0
+    assert 1 + meta["spec_num_correct_drafts"] / meta["spec_verify_ct"] == pytest.approx(3.0)
+    decodes = server.decode_lines(start)
+    assert decodes, f"no Decode batch line in the log:\n{server.log_tail()}"
+    assert all(acc == pytest.approx(3.0) for _, acc in decodes), decodes
+    assert server.request("/server_info")["internal_states"][0]["avg_spec_accept_length"] == pytest.approx(3.0)
+
+
 def test_it_serves_plain_speculation_above_the_threshold(run):
     for out in run.server.generate_batch(6, 31):
         meta = out["meta_info"]

@@ -3,24 +3,42 @@ and every rank is read back (``/server_info`` gathers both ranks' live values; t
 patch's metrics carry each rank's ``tp_rank``).
 
 Same launch path as test_patched_e2e.py (``specconsole launch`` on a rig profile), with
-``tp_size = 2`` and ``--enable-metrics``. Every rank writes its own log lines with its
-``TPr`` prefix.
+``tp_size = 2``, ``--enable-metrics`` and ``--speculative-disable-auto-tune 1-8``. Every
+rank writes its own log lines with its ``TPr`` prefix.
+
+The in-server tuner runs first (the tests run in file order on one server): with
+exploration 0.1 set at runtime (so both modes' curves exist near N), under traffic
+spanning N, TP0 moves N from its own cost curves and the move rides SGLang's request
+broadcast: both ranks log it and read back the same threshold in ``/server_info``; an
+operator's N turns tuning off on both ranks. On this rig speculation wins at every batch
+(docs/cpu-rig.md, ``mode_cost``), so the tuner moves N up from 2 (``speculation faster at
+every measured batch``). Then N goes back to 2 and exploration to 0 (checked on both
+ranks), and the rest runs with tuning off, as on a server launched without it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
 
 import pytest
 
+from server_control.protocol import cost_curves, crossover
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.profiles import CliRun, specconsole
 from tests.real_sglang.rig.server import rss_mb
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 TOKENS = 31
+TUNE_TOKENS = 24
+MOVE = "Dynamic speculation: threshold 2 -> "
+THRESHOLD, SHARE, DWELL = (
+    "speculative_disable_batch_threshold",
+    "speculative_disable_explore_share",
+    "speculative_disable_min_dwell_steps",
+)
 
 
 def _ranks(text: str, needle: str) -> set[str]:
@@ -38,7 +56,7 @@ def tp2(rig, tmp_path_factory):
         threshold=2,
         lifetime_s=SERVER_LIFETIME_S,
         name="rig-tp2",
-        extra_args=("--enable-metrics",),
+        extra_args=("--enable-metrics", "--speculative-disable-auto-tune", "1-8"),
     )
     try:
         run.server.wait_ready(timeout_s=120)
@@ -54,9 +72,85 @@ def tp2(rig, tmp_path_factory):
         assert run.close() == []
 
 
+def _live(server) -> dict:
+    (state,) = server.request("/server_info")["internal_states"]
+    return state["dynamic_speculation"]
+
+
+def _why_no_move(live: dict) -> str:
+    """The tuner's state and the estimate from the whole run's curves (the tuner reads the
+    last 30 s only), for a failure message."""
+    e = crossover.estimate(cost_curves.parse(live[cost_curves.SNAPSHOT_KEY]))
+    points = [(p.mode, p.lo, p.hi, p.steps, round(p.tok_s)) for p in e.points]
+    return (
+        f"auto_tune={json.dumps(live['auto_tune'])}\nthreshold={live['threshold']} whole-run estimate: "
+        f"verdict={e.verdict} crossover={e.crossover} suggested={e.suggested} interval={e.interval} "
+        f"extrapolated={e.extrapolated} missing={e.missing}\npoints={points}"
+    )
+
+
+def test_tp0_moves_n_and_both_ranks_apply_it(tp2):
+    t0 = time.monotonic()
+    server, _, _ = tp2
+    assert _ranks(server.log_text(), "Dynamic speculation: auto-tune on, N within 1-8") == {"TP0", "TP1"}
+    assert _live(server)["auto_tune"]["moves"] == 0
+    assert server.request("/set_internal_state", {"server_args": {SHARE: 0.1}}) == [True]
+    traffic_t0, batches, live = time.monotonic(), 0, _live(server)
+    while live["auto_tune"]["moves"] == 0 and time.monotonic() - traffic_t0 < 420:
+        for n in (1, 2, 3, 4, 5, 6):
+            server.generate_batch(n, TUNE_TOKENS)
+            batches += 1
+        live = _live(server)
+    traffic_s = time.monotonic() - traffic_t0
+    report("tp 2 auto-tune: traffic until the first move", seconds=traffic_s, batches=batches)
+    assert live["auto_tune"]["moves"] >= 1, f"{_why_no_move(live)}\n{server.log_tail()}"
+    move = live["auto_tune"]["last_move"]  # under load a second move may follow the first
+    assert move["new"] > move["old"] >= 2, move
+    log = server.log_text()
+    first = re.search(rf"^\[[^\]]* TP0\] {re.escape(MOVE)}(\d+) \(auto: ", log, re.M)
+    assert first is not None and int(first.group(1)) > 2, server.log_tail()
+    assert _ranks(log, f"{MOVE}{first.group(1)} (auto: ") == {"TP0", "TP1"}, server.log_tail()
+    assert _ranks(log, f"threshold {move['old']} -> {move['new']} (auto: ") == {"TP0", "TP1"}, server.log_tail()
+    # both ranks read back the same threshold (the rows are gathered anew after a move)
+    rows = live["ranks"]
+    assert [r["threshold"] for r in rows] == [live["threshold"]] * 2 and live["threshold"] >= move["new"]
+    assert live["active"] is True and "disagree" not in log
+    # the operator's N wins on both ranks (1: below any move up from 2)
+    assert server.request("/set_internal_state", {"server_args": {THRESHOLD: 1}}) == [True]
+    after = _live(server)
+    assert after["auto_tune"]["on"] is False and after["auto_tune"]["off_reason"] == "threshold set to 1 by the operator"
+    assert [r["threshold"] for r in after["ranks"]] == [1, 1]
+    assert [r["auto_tune"]["on"] for r in after["ranks"]] == [False, False]
+    off = "Dynamic speculation: auto-tune off (threshold set to 1 by the operator)"
+    assert _ranks(server.log_text(), off) == {"TP0", "TP1"}
+    server.generate_batch(4, TUNE_TOKENS)
+    time.sleep(2)
+    assert _live(server)["threshold"] == 1  # no move after it
+    report("tp 2 auto-tune test", wall_s=time.monotonic() - t0)
+
+
+def test_after_tuning_the_launch_settings_are_back_on_both_ranks(tp2):
+    """N 2 and exploration 0 again, the mode speculative, tuning off: the rest of the
+    module runs as on a server launched with N=2 and no tuner."""
+    server, _, _ = tp2
+    assert server.request("/set_internal_state", {"server_args": {THRESHOLD: 2, SHARE: 0}}) == [True]
+    server.generate("the quick brown fox", 8)  # c=1: back to speculative at N=2
+    live = _live(server)
+    rows = [(r["threshold"], r["exploration"]["share"], r["auto_tune"]["on"], r["mode"]) for r in live["ranks"]]
+    assert rows == [(2, 0.0, False, "speculative")] * 2, live["ranks"]
+
+
 def test_both_ranks_log_the_init_line(tp2):
     server, _, _ = tp2
     assert _ranks(server.log_text(), "Dynamic speculation disable enabled: threshold=2") == {"TP0", "TP1"}
+
+
+def test_both_ranks_take_the_reserve_they_agreed_on(tp2):
+    """Before its KV pool existed each rank reported its reserve through the world's
+    store and took it only because the other reported the same (reserve_agreement.py)."""
+    server, _, _ = tp2
+    taken = "GiB taken out of the KV cache budget for the target-only (steps=0) state (estimate, the same on all 2 ranks)"
+    assert _ranks(server.log_text(), taken) == {"TP0", "TP1"}, server.log_tail()
 
 
 def test_every_rank_is_read_back(tp2):
@@ -142,7 +236,7 @@ def test_exploration_flips_the_same_steps_on_both_ranks(tp2):
     """Exploration set at runtime reaches both ranks; its explored step count (from step
     numbers, batches and N only) is the same on both, and the ranks never disagree."""
     server, _, _ = tp2
-    key, dwell_key = "speculative_disable_explore_share", "speculative_disable_min_dwell_steps"
+    key, dwell_key = SHARE, DWELL
     (entry,) = server.request("/server_info")["internal_states"]
     dwell = entry["dynamic_speculation"]["min_dwell_steps"]
     assert server.request("/set_internal_state", {"server_args": {key: 0.1, dwell_key: 0}}) == [True]

@@ -2,6 +2,11 @@
 
 Proves the stand-in libcuda, the pure-torch operators, the platform override and the tiny
 constant models together: greedy EAGLE-3 with 2 steps accepts every draft (3.00).
+
+The server test is the heavy tier's (a rig diagnostic with a server of its own, nothing of
+the patch loaded): in CI the same checks run on the fail-mode server, SGLang's EAGLE-3 with
+the patch gated off (test_patched_failmode.py::test_concurrency_1_accepts_every_draft), and
+every patched server runs on the same rig.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from server_control.host.ports import free_port
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.build import server_args, server_env
 from tests.real_sglang.rig.server import RigServer, plain_launch_argv, rss_mb
+from tests.support.heavy import heavy
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 
@@ -50,6 +56,7 @@ def plain_server(rig, rig_python, tmp_path_factory):
         assert left == [], f"processes left after stop: {left}"
 
 
+@heavy("a rig diagnostic with a server of its own: CI runs its checks on the fail-mode server")
 def test_concurrency_1_accepts_every_draft(plain_server, rig):
     start = len(plain_server.log_text())
     t0 = time.monotonic()

@@ -1,7 +1,7 @@
 """Exact beyond greedy: the patched server against a plain one, in every mode of sampling.
 
 The rig's random-weight pair (broad next-token distributions; drafts nearly always
-rejected), float32, the synchronous scheduler. The patched server runs each check forced
+rejected), float32, the patched server under the overlap scheduler (SGLang's default). The patched server runs each check forced
 target-only, forced speculative and with the forced mode flipped every 3 decode steps
 while the requests run; the plain server (the target alone) gives the reference.
 
@@ -31,8 +31,8 @@ once (tests/real_sglang/conftest.py's SHARED_ORDER runs the tests on the plain s
 references first: the seeded ones, the heavy tier's samples; the greedy ones come with the
 first test). Both run with seeded sampling per request (rig/seeded_sampling.py); the plain
 one (random-plain-seeded) is the one test_switch_exact.py's random classes started for
-their reference, reused here (reset: rig/reuse.py), and the patched one goes on to its
-heavy TestRandom.
+their reference, reused here (reset: rig/reuse.py), and the patched one
+(random-patched-overlap-seeded) goes on to its TestRandomOverlap.
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ MODELS = "random"
 # sampling per request (rig/seeded_sampling.py: a request without a sampling_seed samples
 # as on a stock server), so one plain and one patched server serve every test here
 PLAIN = Spec(MODELS, patched=False, extra=RANDOM_KV, seeded=True)
-PATCHED = Spec(MODELS, extra=RANDOM_KV, seeded=True)
+# the overlap scheduler (SGLang's default): the server test_switch_exact.py's TestRandomOverlap
+# goes on with; the synchronous scheduler's random-pair server is the heavy tier's TestRandom
+PATCHED = Spec(MODELS, overlap=True, extra=RANDOM_KV, seeded=True)
 PROMPTS = [[(7 * i + 3 * k) % 400 + 20 for k in range(12 + i)] for i in range(4)]
 PENALTIES = {"frequency_penalty": 0.6, "presence_penalty": 0.4, "repetition_penalty": 1.3}
 SAMPLES = 2000

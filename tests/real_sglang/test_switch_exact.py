@@ -3,14 +3,18 @@
 * Warm draft (issue item 1): one request runs speculative, is forced target-only for 36
   steps, then forced speculative. The trained draft reads the token PERIOD positions back
   from its OWN KV cache, so it accepts ~everything right after resuming only if
-  draft-extend kept that cache written during target-only. Negative control: with
-  ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1`` (SGLang skips draft-extend at steps=0) the
-  same guarded check must FAIL and the acceptance must drop.
+  draft-extend kept that cache written during target-only. Negative control, on the same
+  server, under both schedulers: with SGLang's ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND``
+  switched on for the probe (SGLang skips draft-extend at steps=0; rig/skip_draft_extend.py)
+  the same guarded check must FAIL and the acceptance must drop.
 * Token-exact (item 2): float32 greedy outputs of a batch of prompts are identical, token
   for token, between a plain server (no speculation) and the patched server (a) forced to
   flip modes every 3 decode steps while the batch runs, (b) switching on its own while the
   concurrency changes. Trained and random-weight models.
 * The same with SGLang's overlap scheduler (item 3; rig/overlap.py says what it takes).
+* The synchronous server runs with ``--enable-mixed-chunk``: the waves' later requests
+  are prefilled in mixed steps beside the running decodes (counted from SGLang's prefill
+  lines, at least one asserted), token-exact against the plain server all the same.
 
 One server at a time, shared with other modules (rig/pool.py): the classes run in the
 order of tests/real_sglang/conftest.py's SHARED_ORDER, so that trained-plain and
@@ -21,6 +25,8 @@ server handed over is reset first (rig/reuse.py).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from server_control.protocol import decision, explore
@@ -28,7 +34,6 @@ from tests.real_sglang.conftest import SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import switching as sw
 from tests.real_sglang.rig.pool import RANDOM_KV, OneAtATime, Spec
 from tests.real_sglang.rig.trained_models import PERIOD, prompt_ids
-from tests.support.heavy import heavy
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1200)]
 
@@ -36,12 +41,22 @@ MAX_NEW = 110  # the reference length; every run compares a prefix
 PROMPTS = [prompt_ids(i, 2 * PERIOD + 5 * (i % 3)) for i in range(8)]
 PROBE = prompt_ids(100)  # the warm-draft request
 WAVE_LENGTHS = [16, 24, 32, 100, 40, 48, 56, 64]  # first half shrinks to one, then 4 join
+# SGLang's mixed chunked prefill (supported with EAGLE-3 in 0.5.23: a mixed step decodes the
+# running requests one plain token each beside the new prefill), on the synchronous server
+MIXED_CHUNK = ("--enable-mixed-chunk",)
+MIXED_RE = re.compile(r"Prefill batch.*#running-req: ([1-9]\d*)")
+
+
+def mixed_steps(log: str) -> int:
+    """Prefill steps that carried running decodes (SGLang logs #running-req only with
+    mixed chunk on: 0 otherwise)."""
+    return len(MIXED_RE.findall(log))
 
 
 # the random pair's servers run with the sampling tests' flags (KV pool, per-request
 # seeding: rig/seeded_sampling.py; the same on the plain and the patched server, as
-# before): one random-plain-seeded server serves both modules, random-patched-seeded the
-# heavy TestRandom and the sampling tests
+# before): one random-plain-seeded server serves both modules, random-patched-overlap-seeded
+# the sampling tests and TestRandomOverlap (random-patched-seeded: the heavy TestRandom)
 FLAGS = {"trained": {}, "random": {"extra": RANDOM_KV, "seeded": True}}
 
 
@@ -92,12 +107,18 @@ class _TokenExact:
 
     def test_automatic_switches_under_changing_concurrency_are_token_exact(self, pool):
         want = reference(pool, self.SPEC.models)["prompts"]
-        run = sw.waves(pool.get(self.SPEC), PROMPTS, WAVE_LENGTHS)
+        server = pool.get(self.SPEC)
+        start = len(server.log_text())
+        run = sw.waves(server, PROMPTS, WAVE_LENGTHS)
         assert [len(o) for o in run.outputs] == WAVE_LENGTHS
         assert_same_tokens(run.outputs, want)
         # (the first wave may find the server target-only already: the previous test's
         # last forced mode; auto keeps it while the batch is > 2)
         assert run.switched_back_and_again(), run.switches
+        if MIXED_CHUNK[0] in self.SPEC.extra:  # the second wave's prefills joined running decodes
+            mixed = mixed_steps(server.log_text()[start:])
+            report(f"mixed prefill + decode steps, {self.SPEC.name}", steps=mixed)
+            assert mixed >= 1, server.log_tail()
 
 
 class _WarmDraft(_TokenExact):
@@ -117,38 +138,47 @@ class _WarmDraft(_TokenExact):
 
 
 class _NegativeControl:
+    """On the warm check's own server: SGLang skips draft-extend at target-only steps while
+    the probe runs (rig/skip_draft_extend.py: SGLang's ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND``
+    read per step), so the same check must fail; the skip ends with the test."""
+
     SPEC: Spec
 
     def test_skipping_draft_extend_makes_the_warm_check_fail(self, pool):
         want = reference(pool, "trained")["probe"]
-        probe = sw.resume_probe(pool.get(self.SPEC), PROBE, stretch_steps=3 * PERIOD)
+        server = pool.get(self.SPEC)
+        with server.skipping_draft_extend():
+            probe = sw.resume_probe(server, PROBE, stretch_steps=3 * PERIOD)
         assert_same_tokens([probe.output_ids], [want])  # the target is unaffected
         with pytest.raises(AssertionError, match="draft KV went cold"):
             sw.assert_warm_after_resume(probe)
         cold = probe.warm_mean()
         warm = pool.cache.get(("warm", self.SPEC.overlap), sw.WARM_FLOOR)
-        report(f"accept after resuming, {self.SPEC.name}", mean=cold, warm=warm, steps=str(probe.after[:8]))
+        report(f"accept after resuming, {self.SPEC.name}, draft-extend skipped", mean=cold, warm=warm, steps=str(probe.after[:8]))
         assert cold <= warm - 1.0, (cold, warm)
+
+    def test_the_warm_check_passes_again_once_draft_extend_runs(self, pool):
+        """The skip ended with the block: the server is the warm check's again."""
+        probe = sw.resume_probe(pool.get(self.SPEC), PROBE, stretch_steps=3 * PERIOD)
+        sw.assert_warm_after_resume(probe)
 
 
 class TestTrained(_WarmDraft):
-    SPEC = Spec("trained")
+    SPEC = Spec("trained", extra=MIXED_CHUNK)
 
 
 class TestTrainedNegativeControl(_NegativeControl):
-    SPEC = Spec("trained", skip_draft_extend=True)
+    SPEC = TestTrained.SPEC
 
 
 class TestTrainedOverlap(_WarmDraft):
     SPEC = Spec("trained", overlap=True)
 
 
-@heavy("one more server: the synchronous scheduler's negative control runs in CI")
 class TestTrainedOverlapNegativeControl(_NegativeControl):
-    SPEC = Spec("trained", overlap=True, skip_draft_extend=True)
+    SPEC = TestTrainedOverlap.SPEC
 
 
-@heavy("one more server: the random pair runs in CI under the overlap scheduler, the trained one under both")
 class TestRandom(_TokenExact):
     SPEC = Spec("random", **FLAGS["random"])
 

@@ -23,6 +23,7 @@ GIB = 1024**3
 def budget(monkeypatch):
     """SGLang's own budget: 10 GiB (its profiling reads the device: the device edge)."""
     monkeypatch.setattr(reserve, "_reserved", [None])
+    monkeypatch.setattr(reserve, "_refused", [None])
     cls = kvc.KVCacheConfigurator
     wrapper = cls._profile_available_bytes
     original = wrapper.__closure__  # the wrapper calls the original it closed over: swap it
@@ -169,3 +170,55 @@ def test_an_adaptive_controller_without_steps_0_still_reserves(budget, publish, 
     server_args = _adaptive(publish(), str(config))
     assert budget(configurator(server_args=server_args), 0) == int(8.5 * GIB)
     assert reserve.reserved_gib() == 1.5
+
+
+def test_the_configurator_takes_nothing_and_refuses_when_the_ranks_differ(budget, publish, monkeypatch):
+    """The ranks' verdict (reserve_agreement.py, its own tests with a real store) says they
+    differ: SGLang's own budget, the reason said once and kept for the worker's set-up."""
+    from server_control.sglang_patch import gate, refusals
+    from server_control.sglang_patch import reserve_agreement as ra
+
+    publish(disable_cuda_graph=True, max_running_requests=32)
+    said: list = []
+    monkeypatch.setattr(gate, "not_active", said.append)
+    asked: list = []
+
+    def differing(mine: ra.Figure) -> ra.ReserveVerdict:
+        asked.append(mine)
+        return ra.judge([mine, ra.Figure(mine.gib + 0.5, reserve.RESERVE_ENV)], 5.0)
+
+    monkeypatch.setattr(ra, "settle", differing)
+    assert budget(configurator(), 0) == 10 * GIB  # nothing taken
+    assert [f.source for f in asked] == ["estimate"] and asked[0].gib > 0
+    assert len(said) == 1 and said[0].startswith("the ranks would size their KV pools differently")
+    assert reserve.reserved_gib() is None
+    assert refusals.reserve_refused() == said[0]
+
+
+def test_the_configurator_takes_the_reserve_the_ranks_agree_on(budget, publish, monkeypatch):
+    from server_control.sglang_patch import reserve_agreement as ra
+
+    publish()
+    monkeypatch.setenv(reserve.RESERVE_ENV, "1.5")
+    asked: list = []
+    monkeypatch.setattr(ra, "settle", lambda mine: asked.append(mine) or ra.judge([mine, mine], 5.0))
+    assert budget(configurator(), 0) == int(8.5 * GIB)
+    assert asked == [ra.Figure(1.5, reserve.RESERVE_ENV)] and reserve.refused() is None
+
+
+def test_a_bad_reserve_turns_the_switch_off_at_the_set_up_too(budget, publish, monkeypatch):
+    """Before: the configurator logged NOT active for a bad SPECCONSOLE_DYNSPEC_RESERVE_GIB
+    and nothing kept it: the worker's set-up found no refusal and built the state anyway.
+    The other ranks are told (a figure of 0 from here), so they take none either."""
+    from server_control.sglang_patch import gate, refusals
+    from server_control.sglang_patch import reserve_agreement as ra
+
+    publish()
+    monkeypatch.setattr(gate, "not_active", lambda reason: None)
+    asked: list = []
+    monkeypatch.setattr(ra, "settle", lambda mine: asked.append(mine) or ra.judge([mine, mine], 5.0))
+    monkeypatch.setenv(reserve.RESERVE_ENV, "lots")
+    assert budget(configurator(), 0) == 10 * GIB
+    why = refusals.reserve_refused()
+    assert why is not None and "SPECCONSOLE_DYNSPEC_RESERVE_GIB='lots' is not a number of GiB" in why
+    assert [(f.gib, f.source.split(":")[0]) for f in asked] == [(0.0, "failed")]

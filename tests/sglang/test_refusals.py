@@ -211,3 +211,21 @@ def test_refused_rank_answers_false_to_the_runtime_keys(publish, caplog):
         "speculative decoding uses statically sized swap state (SGLang refuses "
         "--speculative-adaptive with it, arg_groups/hisparse_hook.py))"
     )
+
+
+def test_a_reserve_refused_before_the_pool_turns_the_switch_off_at_the_set_up(publish, caplog, monkeypatch):
+    """The KV budget was sized without the steps=0 state's memory (the ranks would have
+    taken different amounts, or a bad figure: targets/kv_cache_configurator.py): the worker
+    must not build the state. Before, a bad SPECCONSOLE_DYNSPEC_RESERVE_GIB was said NOT
+    active at the configurator and the worker built the state anyway."""
+    from server_control.sglang_patch import reserve
+
+    why = (
+        "the ranks would size their KV pools differently (rank 0: 0.012 GiB (estimate); rank 1: 0.500 GiB "
+        "(SPECCONSOLE_DYNSPEC_RESERVE_GIB)): nothing is taken out of any rank's KV cache budget; the switch "
+        "is off on every rank"
+    )
+    monkeypatch.setattr(reserve, "_refused", [why])
+    server_args = publish(**ON)
+    rec = Recorder()
+    assert_refused(started_worker(server_args, rec), rec, caplog, why)

@@ -3,14 +3,17 @@ the target's KV budget before the pool is sized (reserve.py). Full mode only, EA
 EAGLE3 servers only (the switch can be turned on at runtime, so the reserve does not
 depend on the threshold), the target's configurator only, once per process; nothing when
 the configuration alone refuses the switch (``refusals.before_pool``) or SGLang's adaptive
-controller builds the steps=0 state that the switch then reuses."""
+controller builds the steps=0 state that the switch then reuses. Every rank takes the figure
+only when all report the same (reserve_agreement.py); otherwise none does and the switch
+is off on every rank (``reserve.refuse``)."""
 
 from __future__ import annotations
 
 import logging
 from types import ModuleType
 
-from server_control.sglang_patch import gate, hook, refusals, reserve
+from server_control.sglang_patch import gate, hook, refusals, reserve, reserve_agreement
+from server_control.sglang_patch.reserve_agreement import Figure
 from server_control.sglang_patch.sglang_shapes import KVCacheConfigurator
 from server_control.sglang_patch.wrapping import wrap_methods
 
@@ -27,30 +30,44 @@ def after(module: ModuleType) -> None:
 
     def _profile_available_bytes(self: KVCacheConfigurator, pre_model_load_memory: int) -> int:
         available: int = orig(self, pre_model_load_memory)
-        if self.is_draft_worker or reserve.reserved_gib() is not None or not _eagle(self):
+        if self.is_draft_worker or reserve.reserved_gib() is not None or reserve.refused() is not None or not _eagle(self):
             return available
-        try:
-            why = refusals.before_pool(self.server_args) or _reused(self.server_args)
-        except Exception as exc:  # noqa: BLE001 - the pool is sized as SGLang would
-            gate.not_active(f"cannot reserve the target-only state's memory: {exc}")
+        mine, failure = _figure(self)
+        verdict = reserve_agreement.settle(mine)  # every rank that sizes a pool: the same figure or none
+        reason = failure or verdict.reason
+        if reason is not None:
+            reserve.refuse(reason)
+            gate.not_active(reason)
             return available
-        if why:
-            logger.info(f"Dynamic speculation: nothing taken out of the KV cache budget: {why}")
+        if mine.source.startswith(NONE):
+            logger.info(f"Dynamic speculation: nothing taken out of the KV cache budget: {mine.source[len(NONE) :]}")
             return available
-        try:
-            gib = reserve.operator_gib()
-            source = reserve.RESERVE_ENV
-            if gib is None:
-                gib, source = _estimate(self), "estimate"
-        except Exception as exc:  # noqa: BLE001 - the pool is sized as SGLang would
-            gate.not_active(f"cannot reserve the target-only state's memory: {exc}")
-            return available
+        every = f", the same on all {verdict.ranks} ranks" if verdict.ranks > 1 else ""
         logger.info(
-            f"Dynamic speculation: {gib:.3f} GiB taken out of the KV cache budget for the target-only (steps=0) state ({source})"
+            f"Dynamic speculation: {verdict.gib:.3f} GiB taken out of the KV cache budget for the target-only "
+            f"(steps=0) state ({mine.source}{every})"
         )
-        return reserve.take(available, gib)
+        return reserve.take(available, verdict.gib)
 
     wrap_methods(cls, ((_profile_available_bytes, orig),))
+
+
+NONE = "none: "  # a figure's source when this rank takes nothing for a reason of the set-up
+FAILED = "failed: "
+
+
+def _figure(configurator: KVCacheConfigurator) -> tuple[Figure, str | None]:
+    """This rank's reserve and where it comes from, and why it cannot be had (None: it can)."""
+    try:
+        why = refusals.before_pool(configurator.server_args) or _reused(configurator.server_args)
+        if why:
+            return Figure(0.0, NONE + why), None
+        gib = reserve.operator_gib()
+        if gib is not None:
+            return Figure(gib, reserve.RESERVE_ENV), None
+        return Figure(_estimate(configurator), "estimate"), None
+    except Exception as exc:  # noqa: BLE001 - the pool is sized as SGLang would, the switch off
+        return Figure(0.0, f"{FAILED}{exc}"), f"cannot reserve the target-only state's memory: {exc}"
 
 
 def _reused(server_args: object) -> str | None:

@@ -19,7 +19,7 @@ from .pool import OneAtATime, Spec
 from .server import RigServer
 
 # SGLang's adaptive controller, one slot for every batch size: candidate steps 1 and the
-# server's (the rig's servers run 2), as tests/real_sglang/test_patched_adaptive.py
+# server's (the rig's servers run 2), as tests/real_sglang/test_installed_patch_with_adaptive.py
 ADAPTIVE_SLOT = {"candidate_steps": [1, 2], "warmup_batches": 2, "update_interval": 2, "down_hysteresis": 0.0}
 
 

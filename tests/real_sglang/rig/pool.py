@@ -18,11 +18,10 @@ from pathlib import Path
 
 from server_control.host.ports import free_port
 
-from . import crossover_models, deep_models
+from . import crossover_models, deep_models, skip_draft_extend
 from .build import ModelPair, Rig, ensure_models, omp_bind, server_args, server_env
 from .server import RigServer, plain_launch_argv
 
-SKIP_ENV = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
 # float32 end to end (SGLang's dtype "auto" would run a float32 checkpoint in float16):
 # Spec.dtype's default, the rig's pairs
 COMMON_ARGS = ("--dtype", "float32")
@@ -48,7 +47,6 @@ class Spec:
     models: str  # "trained", "random" (build.MODEL_KINDS), "deep" or "crossover"
     patched: bool = True  # False: plain SGLang, target alone, no speculation
     overlap: bool = False  # SGLang's overlap scheduler (rig/overlap.py)
-    skip_draft_extend: bool = False  # SKIP_ENV=1: SGLang skips draft-extend at steps=0
     tp: int = 1
     extra: tuple = ()
     paths: tuple[str, str] | None = None  # (target, draft) directories: a pair from disk, not the rig's
@@ -63,7 +61,6 @@ class Spec:
     def name(self) -> str:
         parts = [self.models, "patched" if self.patched else "adaptive" if self.adaptive else "plain"]
         parts += ["overlap"] if self.overlap else []
-        parts += ["skip-draft-extend"] if self.skip_draft_extend else []
         parts += ["seeded"] if self.seeded else []
         parts += [f"tp{self.tp}"] if self.tp > 1 else []
         return "-".join(parts)
@@ -106,8 +103,9 @@ def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict
     dtype = ("--dtype", spec.dtype)
     env = server_env(rig, overlap=spec.overlap)
     env.update(env_extra or {})
-    if spec.skip_draft_extend:
-        env[SKIP_ENV] = "1"
+    skip_file = log_dir / f"{spec.name}.skip-draft-extend"  # RigServer.skipping_draft_extend
+    if spec.patched:
+        env[skip_draft_extend.FILE_ENV] = str(skip_file)
     if spec.seeded:
         env["SPECCONSOLE_RIG_SEEDED_SAMPLING"] = "1"
     if spec.tp > 1:
@@ -131,7 +129,10 @@ def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict
         argv = plain_launch_argv(args)
     else:
         argv = plain_launch_argv(server_args(rig, port, models=pair, speculative=False, tp=spec.tp, extra=[*dtype, *spec.extra]))
-    return RigServer.start(argv, env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s)
+    server = RigServer.start(argv, env, log_dir / f"{spec.name}.log", port, lifetime_s=lifetime_s)
+    if spec.patched:
+        server.skip_file = skip_file
+    return server
 
 
 class OneAtATime:

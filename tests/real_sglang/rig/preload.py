@@ -13,7 +13,8 @@ nothing: no torch import happens here. With ``SPECCONSOLE_RIG_OVERLAP=1`` it als
 overlap scheduler run speculative decoding on the CPU (``overlap.py``). With
 ``SPECCONSOLE_RIG_TP_FAULTS`` it installs the tp rig's faults (``tp_faults.py``). With
 ``SPECCONSOLE_RIG_STEP_TIMING=DIR`` it times forwards, draft-extend and the scheduler's
-decode steps (``step_timing.py``); with ``SPECCONSOLE_RIG_OP_PROFILE=DIR`` it profiles the
+decode steps (``step_timing.py``); with ``SPECCONSOLE_RIG_SKIP_DRAFT_EXTEND_FILE=PATH``
+SGLang skips draft-extend at target-only steps while PATH exists (``skip_draft_extend.py``); with ``SPECCONSOLE_RIG_OP_PROFILE=DIR`` it profiles the
 target's forwards op by op (``op_profile.py``).
 
 At import it also loads the stand-in ``libcuda.so.1`` (``RTLD_GLOBAL``) named by
@@ -61,6 +62,10 @@ def _after_import() -> dict:
         from tests.real_sglang.rig import seeded_sampling
 
         _merge(hooks, seeded_sampling.AFTER_IMPORT)
+    if os.environ.get("SPECCONSOLE_RIG_SKIP_DRAFT_EXTEND_FILE"):
+        from tests.real_sglang.rig import skip_draft_extend
+
+        _merge(hooks, skip_draft_extend.AFTER_IMPORT)
     if os.environ.get("SPECCONSOLE_RIG_OP_PROFILE"):
         from tests.real_sglang.rig import op_profile
 

@@ -68,6 +68,7 @@ def back_to_speculative(server: RigServer) -> None:
 
 def check(server: RigServer, spec: Spec) -> None:
     want = launch_settings(spec)
+    assert server.skip_file is None or not server.skip_file.exists(), f"draft-extend still skipped: {server.skip_file}"
     for rank, state in enumerate(_states(server)):
         live = state[decision.STATE_KEY]
         got = {key: live[name] for key, name in SNAPSHOT.items()}

@@ -7,6 +7,7 @@ started; ``stop()`` signals that group and waits until no process of it remains.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +83,18 @@ class RigServer:
     started: float = field(default_factory=time.monotonic)
     ready_s: float | None = None
     label: str | None = None  # its configuration in the run's start figures (default: the log's name)
+    skip_file: Path | None = None  # rig/skip_draft_extend.py's file (a patched pool server)
+
+    @contextlib.contextmanager
+    def skipping_draft_extend(self) -> Iterator[None]:
+        """SGLang skips draft-extend at target-only steps inside the block, as with
+        ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1`` (rig/skip_draft_extend.py)."""
+        assert self.skip_file is not None, "not a patched pool server: no skip file"
+        self.skip_file.touch()
+        try:
+            yield
+        finally:
+            self.skip_file.unlink(missing_ok=True)
 
     @property
     def url(self) -> str:
