@@ -106,10 +106,14 @@ def _sweep(state: Path, running: bool) -> None:
                 _check(argv, res, ok_running if running else ok_idle, as_json)
 
 
-def test_documented_commands_against_the_demo_and_with_nothing_running(tmp_path, monkeypatch):
+def test_documented_commands_with_nothing_running(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path))
+    _sweep(tmp_path / "demo", running=False)
+
+
+def test_documented_commands_against_the_demo(tmp_path, monkeypatch):
     state = tmp_path / "demo"
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(tmp_path))
-    _sweep(state, running=False)
     res = cli("launch", "--demo", "--state-dir", str(state), "--wait", "60", "--port", str(free_port()))  # not 30000
     try:
         assert res.returncode == 0, res.stdout + res.stderr

@@ -34,6 +34,7 @@ from tests.real_sglang.conftest import SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import switching as sw
 from tests.real_sglang.rig.pool import RANDOM_KV, OneAtATime, Spec
 from tests.real_sglang.rig.trained_models import PERIOD, prompt_ids
+from tests.support.heavy import heavy
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(1200)]
 
@@ -179,6 +180,7 @@ class TestTrainedOverlapNegativeControl(_NegativeControl):
     SPEC = TestTrainedOverlap.SPEC
 
 
+@heavy("one more server: the random pair runs in CI under the overlap scheduler, the trained one under both")
 class TestRandom(_TokenExact):
     SPEC = Spec("random", **FLAGS["random"])
 
