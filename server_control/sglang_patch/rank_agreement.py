@@ -11,9 +11,9 @@ the estimate of the steps=0 state) and rank 0 judges them (``judge``): unless ev
 said yes with the same settings and versions, NO rank builds, EVERY rank turns the switch
 off and logs the same ``NOT active`` line naming the ranks and why. The server keeps
 serving (plain speculation on every rank). After the build every rank reports whether
-its build succeeded (``confirm_built``); a rank whose build failed makes every rank that
-reaches that point stop the server with the failure named (``BuildFailed``; see
-docs/sglang-patch.md, "Every rank").
+its build succeeded, and a rank still inside its build learns of a failure elsewhere
+(build_outcome.py): a failed build stops the server on every rank within seconds, the
+failure named (see docs/sglang-patch.md, "Every rank").
 
 The exchange goes through the world process group's key-value store (the TCPStore SGLang
 created for ``init_process_group``; point-to-point, with a timeout), not through a
@@ -53,7 +53,6 @@ logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 PROTOCOL = "v2"  # the store keys below; keep them stable so other patch versions are named
 TIMEOUT_ENV = "SPECCONSOLE_DYNSPEC_AGREE_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 120.0
-SEEN_WAIT_S = 10.0  # a rank whose build failed waits this long for the others to log it
 VERDICT_GRACE_S = 30.0  # ranks > 0 wait this much longer than TP0 for its verdict
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _version: list[str] = []
@@ -62,11 +61,6 @@ LIVE_BYTES = 768  # one rank's live row in the gather: JSON, space-padded
 GATHER_EVERY_ENV = "SPECCONSOLE_DYNSPEC_GATHER_EVERY"
 DEFAULT_GATHER_EVERY = 4
 STORE_MISSING = "torch.distributed has no default store (torch's private distributed_c10d._get_default_store is gone or failed)"
-
-
-class BuildFailed(RuntimeError):
-    """The steps=0 build failed on a rank after every rank agreed to build: the server
-    stops (the other ranks may be inside a collective of the build)."""
 
 
 def patch_version() -> str:
@@ -218,56 +212,6 @@ def settle(dyn: RankState, local_failure: str | None, memory: dict[str, float | 
             gate.not_active(reason)
         return False
     return True
-
-
-def confirm_built(dyn: RankState, failure: str | None) -> None:
-    """AFTER the build, on every rank that built: each reports whether its build worked.
-    A failure anywhere raises ``BuildFailed`` naming the rank and why, on every rank that
-    gets here (the rank that failed raises too): SGLang's scheduler then stops the server
-    (``run_scheduler_process`` signals its parent). A rank stuck in a collective of the
-    build never gets here; it ends with the server."""
-    group = tp_group()
-    if group is None:
-        if failure is not None:
-            raise BuildFailed(failure)
-        return
-    me = group.rank_in_group
-    store = default_store()
-    run = getattr(dyn, "run", 1)
-    store.set(_key(group, f"built/{me}", run), json.dumps(failure))
-    keys = [_key(group, f"built/{i}", run) for i in range(group.world_size)]
-    problems = [f"TP{me}: {failure}"] if failure is not None else []
-    try:
-        store.wait(keys, datetime.timedelta(seconds=timeout_s()))
-    except Exception:  # noqa: BLE001 - a timeout: name who did not finish
-        pass
-    for i, key in enumerate(keys):
-        if i == me:
-            continue
-        if not store.check([key]):
-            problems.append(f"TP{i} did not finish its build within {timeout_s():.0f} s")
-            continue
-        other = json.loads(store.get(key))
-        if other is not None:
-            problems.append(f"TP{i}: {other}")
-    if not problems:
-        return
-    message = (
-        "the target-only (steps=0) build failed after every TP rank agreed to build ("
-        + "; ".join(problems)
-        + "); stopping the server: a rank that fails inside a "
-        "build may leave the others inside one of its collectives"
-    )
-    logger.error(f"Dynamic speculation: {message}")
-    store.set(_key(group, f"seen/{me}", run), "1")
-    # every rank waits until every rank has logged it (bounded): the first to raise makes
-    # SGLang end the process tree, which cut a rank off before its line (CI: TP1's missing)
-    if group.world_size > 1:
-        try:
-            store.wait([_key(group, f"seen/{i}", run) for i in range(group.world_size)], datetime.timedelta(seconds=SEEN_WAIT_S))
-        except Exception:  # noqa: BLE001 - best effort: the failure is raised next whatever the others saw
-            pass
-    raise BuildFailed(message)
 
 
 def encode_live(snapshot: dict[str, object]) -> dict[str, object]:

@@ -9,7 +9,8 @@
      ``NOT active`` line naming the ranks and why;
   3. the build (``worker.build_states``), measured (free memory before and after, per
      rank: GPU memory on a GPU, host memory on the CPU);
-  4. every rank confirms its build (``rank_agreement.confirm_built``). A build that fails on one
+  4. every rank confirms its build (``build_outcome.confirm_built``; a rank still inside
+     its build when another's failed is ended by ``build_outcome.BuildWatch``). A build that fails on one
      rank after the agreement stops the server, with the failure named on every rank
      that gets there: with CUDA graphs the build runs collectives (a ``barrier()`` per
      captured bucket and all-reduces in warm-up), so the other ranks may be waiting in
@@ -34,7 +35,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from server_control.protocol import decision, explore
-from server_control.sglang_patch import rank_agreement
+from server_control.sglang_patch import build_outcome, rank_agreement
 from server_control.sglang_patch.sglang_shapes import EagleWorkerV2, RankState
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
@@ -146,7 +147,8 @@ def prepare(
     before = free_gib(worker)
     failure = None
     try:
-        build_states(worker, module)
+        with build_outcome.watching(dyn):  # ends this rank if another's build fails while it is stuck in one
+            build_states(worker, module)
     except Exception as exc:  # noqa: BLE001 - named below, on every rank
         failure = f"could not build the target-only (steps=0) runtime state: {exc!r}"
     after = free_gib(worker)
@@ -155,7 +157,7 @@ def prepare(
     if failure is not None and rank_agreement.tp_group() is None:
         dyn.deactivate(failure)  # one rank: nobody waits in a collective of the build
         return
-    rank_agreement.confirm_built(dyn, failure)  # raises BuildFailed when any rank failed
+    build_outcome.confirm_built(dyn, failure)  # raises BuildFailed when any rank failed
     if used is not None:
         logger.info(
             f"Dynamic speculation: target-only (steps=0) state took {used:.3f} GiB "

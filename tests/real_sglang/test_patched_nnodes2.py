@@ -43,22 +43,66 @@ def _accept(meta: dict) -> float:
     return 1 + meta["spec_num_correct_drafts"] / meta["spec_verify_ct"]
 
 
+def _start_nodes(rig, work, env_extra: dict | None = None) -> list[RigServer]:
+    """Node 0 and node 1 (tp 2, one rank each), started (not waited for)."""
+    dist, cores = f"127.0.0.1:{free_port()}", omp_bind(2).split("|")
+    started = []
+    for rank in (0, 1):
+        port = free_port()  # node 1 binds a port of its own too (a health endpoint)
+        env = server_env(rig)
+        env["SGLANG_CPU_OMP_THREADS_BIND"] = cores[rank]
+        env.update(env_extra or {})
+        args = server_args(rig, port, tp=2, extra=["--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", dist, *DYNAMIC])
+        argv = [sys.executable, "-m", "server_control.sglang_patch.serve", *args]
+        started.append(RigServer.start(argv, env, work / f"node{rank}.log", port, lifetime_s=SERVER_LIFETIME_S))
+    return started
+
+
+FAILURE = (
+    "the target-only (steps=0) build failed after every TP rank agreed to build (TP0 was still inside its build "
+    "(a collective the failed rank never joined); TP1: could not build the target-only (steps=0) runtime state: "
+    "RuntimeError('forced by rig tp_faults fail_inside (test only)')); stopping the server"
+)
+ENTERED = "rig tp_faults: build barrier entered"
+FAST_S = 30  # issue 32 item 5
+
+
+def test_a_build_failing_on_node_1_while_node_0_is_in_its_collective_ends_both_nodes_fast(rig, tmp_path):
+    """TP1 (node 1) fails its steps=0 build before the barrier TP0 (node 0) waits in
+    (rig/tp_faults.py ``fail_inside``), the patch's own 120-s agreement timeout: both nodes'
+    servers are gone within 30 s of TP0 entering the barrier, each node's log naming the
+    failure (TP0's build watch ends node 0: build_outcome.py; its negative control without a
+    server: tests/sglang/test_build_watch.py, with one at tp 2: test_patched_tp2_build_order.py,
+    heavy). Before the watch, node 0 stayed in the barrier: gloo's timeout is SGLang's."""
+    started = _start_nodes(rig, tmp_path, {"SPECCONSOLE_RIG_TP_FAULTS": "barrier,fail_inside=1"})
+    head, other = started
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not _has(head, "TP0", ENTERED):
+            assert head.processes(), f"node 0 ended before its build:\n{head.log_tail()}"
+            time.sleep(0.5)
+        entered = time.monotonic()
+        while time.monotonic() < entered + FAST_S and (head.processes() or other.processes()):
+            time.sleep(0.5)
+        seconds = time.monotonic() - entered
+        gone = (not head.processes(), not other.processes())
+        head.count_start("exited" if all(gone) else "not ready")  # the pair is one start in the run's figures
+        assert gone == (True, True), f"{seconds:.0f} s after TP0 entered the barrier\n{head.log_tail()}\n{other.log_tail()}"
+        assert _has(head, "TP0", FAILURE) and _has(other, "TP1", FAILURE), head.log_tail() + other.log_tail()
+        assert "The server is fired up" not in head.log_text()
+        report("nnodes 2, TP1's build fails while TP0 is in the build's barrier: both nodes gone", seconds=seconds)
+    finally:
+        left = [pid for server in started for pid in server.stop()]
+        assert left == [], f"processes left: {left}"
+
+
 @pytest.fixture(scope="module")
 def nodes(rig, tmp_path_factory):
     work = tmp_path_factory.mktemp("nnodes2")
-    dist, cores = f"127.0.0.1:{free_port()}", omp_bind(2).split("|")
     t0 = time.monotonic()
-    started = []
+    started: list[RigServer] = []
     try:
-        for rank in (0, 1):
-            port = free_port()  # node 1 binds a port of its own too (a health endpoint)
-            env = server_env(rig)
-            env["SGLANG_CPU_OMP_THREADS_BIND"] = cores[rank]
-            args = server_args(
-                rig, port, tp=2, extra=["--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", dist, *DYNAMIC]
-            )
-            argv = [sys.executable, "-m", "server_control.sglang_patch.serve", *args]
-            started.append(RigServer.start(argv, env, work / f"node{rank}.log", port, lifetime_s=SERVER_LIFETIME_S))
+        started = _start_nodes(rig, work)
         head, other = started
         head.wait_ready(timeout_s=600)
         assert other.processes(), f"node 1 is gone:\n{other.log_tail()}"

@@ -10,9 +10,14 @@ the TP CPU group per bucket); the tp 2 CPU rig puts a real gloo barrier inside t
   ``HOLD_S`` more: whatever TP1 does after going on, TP0 stays in the barrier and the
   server never gets ready. The new order with the same fault serves:
   test_patched_tp2_disagree.py;
-* TP1's build fails after the ranks agreed to build: the server stops, the failure named
-  on both ranks (a rank that fails inside a build may leave the others in one of its
-  collectives, so "switch off and serve" is not offered).
+* TP1's build fails after the ranks agreed to build, before the barrier TP0 waits in (a
+  rank failing inside a capture while the others are in its collective): every rank ends
+  within ``FAST_S`` (30 s) of TP0 entering the barrier, with the patch's own 120-s agreement
+  timeout, the same failure line on both ranks naming TP1's failure and TP0 still inside
+  its build (``build_outcome.BuildWatch`` on TP0; "switch off and serve" is not offered,
+  TP0 cannot leave the collective). Its negative control (heavy tier; in CI the same
+  without a server: tests/sglang/test_build_watch.py): without the watch the server is
+  still there after 30 s (TP1 waits out the agreement timeout for TP0's report).
 """
 
 from __future__ import annotations
@@ -44,16 +49,13 @@ def _lines(text: str, needle: str) -> dict[str, list[str]]:
     return out
 
 
-def _start(rig, work, faults: str) -> RigServer:
+def _start(rig, work, faults: str, agree_timeout_s: int | None = 5) -> RigServer:
+    """``agree_timeout_s`` None: the patch's own agreement timeout."""
     port = free_port()
     env = server_env(rig)
-    env.update(
-        {
-            "SPECCONSOLE_RIG_TP_FAULTS": faults,
-            "SPECCONSOLE_DYNSPEC_AGREE_TIMEOUT_S": "5",
-            "SGLANG_CPU_OMP_THREADS_BIND": omp_bind(2),
-        }
-    )
+    env.update({"SPECCONSOLE_RIG_TP_FAULTS": faults, "SGLANG_CPU_OMP_THREADS_BIND": omp_bind(2)})
+    if agree_timeout_s is not None:
+        env["SPECCONSOLE_DYNSPEC_AGREE_TIMEOUT_S"] = str(agree_timeout_s)
     args = server_args(rig, port, tp=2, extra=["--speculative-disable-batch-threshold", "2"])
     return RigServer.start(
         [sys.executable, "-m", "server_control.sglang_patch.serve", *args],
@@ -95,22 +97,47 @@ def test_negative_control_the_old_order_hangs_the_group(rig, tmp_path):
         assert server.stop(grace_s=5) == []
 
 
-def test_a_build_failing_after_the_agreement_stops_the_server_naming_it(rig, tmp_path):
-    server = _start(rig, tmp_path, "barrier,fail_build=1")
+FAILURE = (
+    "the target-only (steps=0) build failed after every TP rank agreed to build (TP0 was still inside its build "
+    "(a collective the failed rank never joined); TP1: could not build the target-only (steps=0) runtime state: "
+    "RuntimeError('forced by rig tp_faults fail_inside (test only)')); stopping the server"
+)
+FAST_S = 30  # issue 32 item 5: a failed build ends every rank within this
+
+
+def _fail_inside(rig, tmp_path, faults: str) -> tuple[RigServer, float]:
+    """TP1's build raises before the barrier TP0 waits in; the agreement timeout is the
+    patch's own (120 s), so only the build watch can end this fast. Returns the server
+    and the seconds from TP0 entering the barrier to the server being gone (or not)."""
+    server = _start(rig, tmp_path, faults, agree_timeout_s=None)
+    _wait_for(server, ENTERED, START_S)
+    entered = time.monotonic()
+    deadline = entered + FAST_S
+    while time.monotonic() < deadline and server.processes():
+        time.sleep(0.5)
+    server.count_start("exited" if not server.processes() else "not ready")  # a start, in the run's figures
+    return server, time.monotonic() - entered
+
+
+def test_a_build_failing_while_the_other_rank_is_in_its_collective_ends_every_rank_fast(rig, tmp_path):
+    server, seconds = _fail_inside(rig, tmp_path, "barrier,fail_inside=1")
     try:
-        _wait_for(server, ENTERED, START_S)
-        t0 = time.monotonic()
-        with pytest.raises(RuntimeError, match="exited"):
-            server.wait_ready(timeout_s=300)
+        assert not server.processes(), f"still running {seconds:.0f} s after TP0 entered the barrier:\n{server.log_tail()}"
         log = server.log_text()
-        failure = (
-            "the target-only (steps=0) build failed after every TP rank agreed to "
-            "build (TP1: could not build the target-only (steps=0) runtime state: "
-            "RuntimeError('forced by rig tp_faults fail_build (test only)'))"
-        )
-        assert set(_lines(log, ENTERED)) == {"TP0", "TP1"} == set(_lines(log, LEFT))
-        assert set(_lines(log, failure)) == {"TP0", "TP1"}  # the reason on every rank
+        assert set(_lines(log, ENTERED)) == {"TP0"} and not _lines(log, LEFT)  # TP0 never got out of it
+        assert set(_lines(log, FAILURE)) == {"TP0", "TP1"}, log[-4000:]  # the same line on every rank
         assert "The server is fired up" not in log
-        report("tp 2, TP1's build fails after the agreement: server gone", seconds=time.monotonic() - t0)
+        report("tp 2, TP1's build fails while TP0 is in the build's barrier: server gone", seconds=seconds)
+    finally:
+        assert server.stop(grace_s=5) == []
+
+
+@heavy("a negative control of the build watch, ~60 s: a failed build held by a rank in the barrier")
+def test_negative_control_without_the_build_watch_the_server_outlives_the_bound(rig, tmp_path):
+    server, seconds = _fail_inside(rig, tmp_path, "barrier,fail_inside=1,no_build_watch")
+    try:
+        assert server.processes(), f"gone in {seconds:.0f} s without the watch:\n{server.log_tail()}"
+        assert not _lines(server.log_text(), FAILURE)  # TP1 still waits for TP0's report
+        report("tp 2, without the build watch: still there", seconds=seconds)
     finally:
         assert server.stop(grace_s=5) == []

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.sglang
 from torch.distributed import TCPStore  # noqa: E402
 
 from server_control.host.ports import free_port  # noqa: E402
-from server_control.sglang_patch import rank_agreement  # noqa: E402
+from server_control.sglang_patch import build_outcome, rank_agreement  # noqa: E402
 
 SETTINGS = [4, 1, 10, "auto"]
 
@@ -161,7 +161,7 @@ def test_a_second_run_never_reads_the_previous_verdict(monkeypatch):
 def test_a_build_failure_on_one_rank_stops_every_rank_naming_it(monkeypatch):
     port = free_port()
     master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
-    monkeypatch.setattr(rank_agreement, "SEEN_WAIT_S", 5.0)
+    monkeypatch.setattr(build_outcome, "SEEN_WAIT_S", 5.0)
     errors: list = [None, None]
 
     # tp_group is looked up per call: give each thread its own via a thread-local
@@ -175,8 +175,8 @@ def test_a_build_failure_on_one_rank_stops_every_rank_naming_it(monkeypatch):
         local.group = SimpleNamespace(rank_in_group=i, world_size=2, ranks=[0, 1])
         local.store = master if i == 0 else TCPStore("127.0.0.1", port, is_master=False)
         try:
-            rank_agreement.confirm_built(SimpleNamespace(run=7), failure)
-        except rank_agreement.BuildFailed as exc:
+            build_outcome.confirm_built(SimpleNamespace(run=7), failure)
+        except build_outcome.BuildFailed as exc:
             errors[i] = str(exc)
 
     threads = [th.Thread(target=body, args=(0, None)), th.Thread(target=body, args=(1, "oom"))]
@@ -191,6 +191,6 @@ def test_a_build_failure_on_one_rank_stops_every_rank_naming_it(monkeypatch):
 
 
 def test_every_rank_building_passes():
-    assert rank_agreement.confirm_built(SimpleNamespace(run=1), None) is None  # TP 1: nothing to ask
-    with pytest.raises(rank_agreement.BuildFailed, match="oom"):
-        rank_agreement.confirm_built(SimpleNamespace(run=1), "oom")
+    assert build_outcome.confirm_built(SimpleNamespace(run=1), None) is None  # TP 1: nothing to ask
+    with pytest.raises(build_outcome.BuildFailed, match="oom"):
+        build_outcome.confirm_built(SimpleNamespace(run=1), "oom")

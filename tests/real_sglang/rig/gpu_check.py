@@ -178,8 +178,8 @@ def run_checks(opts: argparse.Namespace, log_dir: Path, shared: OneAtATime | Non
     checks, cuda = gc.Checklist(), opts.device == "cuda"
     order = [k for k in gpu_budget.STEPS if opts.tp > 1 or k != "tp"]
     est = gpu_budget.estimates(opts.flip_seconds, opts.levels, opts.warmup, opts.measure, opts.repeat)
-    if opts.tp > 1:  # the failing rank waits the agreement timeout for a rank stuck in a capture
-        est["a rank fails inside a capture"] += 130
+    if opts.tp > 1:  # the stuck ranks' build watch ends them within seconds (build_outcome.py): a margin
+        est["a rank fails inside a capture"] += 15
     budget = gpu_budget.Budget(opts.budget_s, est, order)
     step = _stepper(checks, budget, set(opts.skip))
     if not checks.run("preflight", preflight, opts.device):

@@ -11,10 +11,9 @@ waited on.
     turns off (``NOT active`` naming the failure) and the server serves, token-exact;
     tp > 1: the patch stops the server (startup.py, "BuildFailed": the other ranks may be
     in one of the build's collectives, so "off and serve" is not offered), not a hang. The
-    failing rank names the failure; a rank stuck in the capture's collective never reaches
-    the confirmation (rank_agreement.confirm_built), so the failing rank waits the agreement
-    timeout (120 s) for it before it stops the server: required is the failing rank's line,
-    reported are the ranks that logged it. On the CPU (graphs off) the
+    failing rank names the failure; a rank stuck in the capture's collective is ended by its
+    build watch within seconds, naming it too (build_outcome.py): required is the failing
+    rank's line, reported are the ranks that logged it. On the CPU (graphs off) the
     fault cannot fire: the CPU run uses ``fail_build`` (raising at the start of the
     build, after the agreement) for the same outcomes, and says so.
 """

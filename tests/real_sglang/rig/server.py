@@ -134,17 +134,17 @@ class RigServer:
         while time.monotonic() < deadline:
             if READY_LINE in self.log_text():
                 self.ready_s = time.monotonic() - self.started
-                self._count("ready")
+                self.count_start("ready")
                 return self.ready_s
             if (self.proc is not None and self.proc.poll() is not None) or not self.processes():
                 code = None if self.proc is None else self.proc.returncode
-                self._count("exited")
+                self.count_start("exited")
                 raise RuntimeError(f"server exited ({code}) before ready; log {self.log_path}:\n{self.log_tail()}")
             time.sleep(0.5)
-        self._count("not ready")
+        self.count_start("not ready")
         raise TimeoutError(f"server not ready after {timeout_s:.0f} s; log {self.log_path}:\n{self.log_tail()}")
 
-    def _count(self, outcome: str) -> None:
+    def count_start(self, outcome: str) -> None:
         """One start in the run's figures (its count and start-up time end the summary)."""
         start_s = time.monotonic() - self.started
         test = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0].rpartition("/")[2] or "-"

@@ -4,6 +4,10 @@
     as each CUDA-graph capture of the build does (``barrier()`` per bucket) on a GPU;
   * ``refuse=R``: TP rank R refuses the set-up for a rank-local reason (it will not build);
   * ``fail_build=R``: TP rank R's build raises (after the ranks agreed to build);
+  * ``fail_inside=R``: TP rank R's build raises before the ``barrier`` the others enter, so
+    they wait in a collective R never joins (a rank failing inside a capture on a GPU);
+  * ``no_build_watch``: the build runs without ``build_outcome.BuildWatch`` (the negative
+    control: a rank left in the collective is not ended, the failed rank waits for it);
   * ``fail_capture=R``: TP rank R's build raises INSIDE its second CUDA-graph capture (the
     forward run under stream capture, after that shape's two warm-ups with their
     ``barrier()``), as a CUDA OOM during capture would: the backends' ``capture_one`` of
@@ -139,6 +143,9 @@ def _wrap_build(wanted: dict[str, str]) -> None:
     orig_build = worker.build_states
 
     def build_states(w, module):
+        if "fail_inside" in wanted and str(_tp_rank()) == wanted["fail_inside"]:
+            logger.info("rig tp_faults: build failing before the barrier")
+            raise RuntimeError("forced by rig tp_faults fail_inside (test only)")
         if "barrier" in wanted:
             import torch.distributed as dist
             from sglang.srt.runtime_context import get_parallel
@@ -167,6 +174,12 @@ def install() -> None:
 
     _wrap_agreement(wanted)
     _wrap_build(wanted)
+    if "no_build_watch" in wanted:
+        import contextlib
+
+        from server_control.sglang_patch import build_outcome
+
+        build_outcome.watching = lambda dyn: contextlib.nullcontext()  # type: ignore[assignment,return-value]
     if "old_order" in wanted:
 
         def prepare(w, module, free_before, build_states):
