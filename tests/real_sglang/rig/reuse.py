@@ -12,6 +12,7 @@ flushed.
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 
 from server_control.protocol import decision, explore
@@ -85,7 +86,17 @@ def _states(server: RigServer) -> list[dict]:
     return server.request("/server_info")["internal_states"]
 
 
+FLUSH_WAIT_S = 30
+
+
 def _flush(server: RigServer) -> None:
-    """SGLang's ``/flush_cache`` (idle server only: it answers 400 with requests running)."""
-    with urllib.request.urlopen(urllib.request.Request(server.url + "/flush_cache", method="POST"), timeout=60) as resp:
-        assert resp.status == 200, resp.status
+    """SGLang's ``/flush_cache``, waiting (``timeout``, SGLang's own) up to FLUSH_WAIT_S for
+    the server to be idle: it answers 400 while a batch is still running, and the last
+    user's requests can have returned before the scheduler dropped their batch (a full run
+    on 3 workers: 400 at the hand-over of random-plain-seeded, 11 s after its start)."""
+    req = urllib.request.Request(f"{server.url}/flush_cache?timeout={FLUSH_WAIT_S}", method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=FLUSH_WAIT_S + 30) as resp:
+            assert resp.status == 200, resp.status
+    except urllib.error.HTTPError as exc:
+        raise AssertionError(f"/flush_cache refused ({exc.code}): {exc.read()[:300]!r}") from None
