@@ -11,6 +11,7 @@ import re
 import pytest
 
 from tests.real_sglang.conftest import SKIP_NO_SGLANG, cli_server
+from tests.real_sglang.rig.constant_pair import assert_every_draft_accepted
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 REASON = "sglang 0.5.22 is not the supported 0.5.23; the patch is gated to that exact version"
@@ -47,17 +48,7 @@ def test_concurrency_1_accepts_every_draft(run, rig):
     """SGLang's own EAGLE-3 with the patch gated off, as the rig's unpatched server
     (test_plain_eagle3.py, heavy tier): the constant target's token every time, every
     draft accepted (2 steps: 3.00) by the request, the decode lines and /server_info."""
-    server = run.server
-    start = len(server.log_text())
-    out = server.generate("the quick brown fox", max_new_tokens=31)
-    meta = out["meta_info"]
-    assert out["output_ids"] == [rig.constant_token_id] * 31
-    assert meta["spec_verify_ct"] > 0
-    assert 1 + meta["spec_num_correct_drafts"] / meta["spec_verify_ct"] == pytest.approx(3.0)
-    decodes = server.decode_lines(start)
-    assert decodes, f"no Decode batch line in the log:\n{server.log_tail()}"
-    assert all(acc == pytest.approx(3.0) for _, acc in decodes), decodes
-    assert server.request("/server_info")["internal_states"][0]["avg_spec_accept_length"] == pytest.approx(3.0)
+    assert_every_draft_accepted(run.server, rig.constant_token_id)
 
 
 def test_it_serves_plain_speculation_above_the_threshold(run):
