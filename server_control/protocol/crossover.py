@@ -41,11 +41,11 @@ import math
 import random
 from dataclasses import dataclass
 
+from server_control.protocol.bands import MIN_STEPS, Band, bands
 from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, Bucket, Curves
 
 TRUSTED_EXTRAPOLATION = 2.0  # batches beyond the data a crossover may lie and still be advised
 
-MIN_STEPS = 8
 FIT_BUCKETS = 5
 RESAMPLES = 300
 MAX_N = 4096
@@ -188,79 +188,8 @@ def _crossover(fits: dict[str, Fit]) -> tuple[str, int | None]:
     return ("target_only_wins", 1) if d > c else ("speculation_wins", None)
 
 
-@dataclass(frozen=True)
-class Band:
-    """Consecutive exact batches both modes ran, compared on the same batch mix: each
-    batch weighs min(steps speculative, steps target-only) in both modes' tok/s, so the
-    modes are compared at matching batch sizes (never a bucket's different mean batches)."""
-
-    lo: int
-    hi: int
-    speculative: float  # tok/s on the band's matched mix
-    target_only: float
-    se: float  # of target_only - speculative
-    steps: int  # the fewer steps of the two modes
-
-    @property
-    def diff(self) -> float:
-        return self.target_only - self.speculative
-
-
-def _band_rate(rows: list[tuple[float, Bucket]]) -> tuple[float, float]:
-    """(tok/s, its se) of one mode over (weight, bucket) rows: the weighted mean tokens per
-    step over the weighted mean step time; se from the pooled within-batch variances."""
-    w_t = sum(w * b.seconds / b.steps for w, b in rows)
-    w_k = sum(w * b.tokens / b.verified for w, b in rows)
-    n = sum(b.steps for _w, b in rows)
-    k = sum(b.verified for _w, b in rows)
-    df_t = sum(b.steps - 1 for _w, b in rows)
-    df_k = sum(b.verified - 1 for _w, b in rows)
-    var_t = sum(max(0.0, b.seconds_sq - b.seconds**2 / b.steps) for _w, b in rows) / df_t if df_t > 0 else 0.0
-    var_k = sum(max(0.0, b.tokens_sq - b.tokens**2 / b.verified) for _w, b in rows) / df_k if df_k > 0 else 0.0
-    ws = sum(w for w, _b in rows)
-    mean_t, mean_k = w_t / ws, w_k / ws
-    tok_s = mean_k / mean_t
-    rel = math.sqrt(var_t / n / mean_t**2 + (var_k / k / mean_k**2 if mean_k else 0.0))
-    return tok_s, tok_s * rel
-
-
-def bands(curves: Curves, split: int | None = None) -> tuple[Band, ...]:
-    """The exact batches (lo == hi) both modes ran, grouped from the lowest into bands of at
-    least ``MIN_STEPS`` steps of each mode's on the matched mix (a short last group joins the
-    band before it); no band holds both ``split`` and ``split + 1`` (the threshold: each side
-    of it is judged on its own)."""
-    by: dict[int, dict[str, Bucket]] = {}
-    for b in curves.buckets:
-        if b.lo == b.hi and b.steps > 0 and b.verified > 0 and b.seconds > 0:
-            by.setdefault(b.lo, {})[b.mode] = b
-    rows = []
-    for batch in sorted(by):
-        d = by[batch]
-        if SPECULATIVE in d and TARGET_ONLY in d:
-            s, t = d[SPECULATIVE], d[TARGET_ONLY]
-            rows.append((float(min(s.steps, t.steps)), s, t))
-    groups: list[list[tuple[float, Bucket, Bucket]]] = []
-    for side in (rows, []) if split is None else ([r for r in rows if r[1].lo <= split], [r for r in rows if r[1].lo > split]):
-        done: list[list[tuple[float, Bucket, Bucket]]] = []
-        open_group: list[tuple[float, Bucket, Bucket]] = []
-        for row in side:
-            open_group.append(row)
-            if sum(w for w, _s, _t in open_group) >= MIN_STEPS:
-                done.append(open_group)
-                open_group = []
-        if open_group and done:
-            done[-1].extend(open_group)
-        groups.extend(done)
-    out = []
-    for g in groups:
-        spec, spec_se = _band_rate([(w, s) for w, s, _t in g])
-        tgt, tgt_se = _band_rate([(w, t) for w, _s, t in g])
-        steps = int(sum(w for w, _s, _t in g))
-        out.append(Band(g[0][1].lo, g[-1][1].lo, spec, tgt, max(1e-9, math.hypot(spec_se, tgt_se)), steps))
-    return tuple(out)
-
-
-Pair = tuple[int, float, float]  # a band both modes measured: (lo, tok/s target-only - speculative, its se)
+# a band both modes measured: (lo, tok/s target-only - speculative, its se, hi, mean batch)
+Pair = tuple[int, float, float, int, float]
 
 
 def _measured(pairs: list[Pair], draw: list[float] | None = None) -> tuple[str, int | None, float] | None:
@@ -269,9 +198,9 @@ def _measured(pairs: list[Pair], draw: list[float] | None = None) -> tuple[str, 
     if len(pairs) < 2:
         return None
     if draw is None:
-        zs = [diff / se for _lo, diff, se in pairs]
+        zs = [diff / se for _lo, diff, se, _hi, _b in pairs]
     else:
-        zs = [d / se for d, (_lo, _diff, se) in zip(draw, pairs)]
+        zs = [d / se for d, (_lo, _diff, se, _hi, _b) in zip(draw, pairs)]
     # cost(c) = sum of max(0, z) below c + sum of max(0, -z) from c, for every c in one pass
     above = sum(-z for z in zs if z < 0)
     below = 0.0
@@ -287,10 +216,28 @@ def _measured(pairs: list[Pair], draw: list[float] | None = None) -> tuple[str, 
         best = len(zs)
     if best == len(zs):  # speculation wins at every shared bucket: above them, the fit says
         return None
-    cross = pairs[best][0]
+    diffs = [p[1] for p in pairs] if draw is None else draw
+    cross = _within(pairs, diffs, best)
     if cross == 1:
         return "target_only_wins", 1, 0.0
     return "crossover", cross, 1.0 if best == 0 else 0.0
+
+
+def _within(pairs: list[Pair], diffs: list[float], best: int) -> int:
+    """Where in band ``best`` (the first one the sign step gives target-only) the crossover
+    lies: where the difference's line between the band before's mean batch and this band's
+    crosses zero, kept within the batches after the band before and up to this band's last
+    (a band can span the crossover: its lo alone would place it up to a band too early).
+    The band's lo where there is no band before, or the two do not differ in sign."""
+    lo, hi, mean = pairs[best][0], pairs[best][3], pairs[best][4]
+    if best == 0 or mean <= 0:
+        return lo
+    prev_hi, prev_mean = pairs[best - 1][3], pairs[best - 1][4]
+    d0, d1 = diffs[best - 1], diffs[best]
+    if not (d0 < 0 < d1) or mean <= prev_mean:
+        return lo
+    zero = prev_mean + (mean - prev_mean) * (-d0) / (d1 - d0)
+    return max(prev_hi + 1, min(hi, math.floor(zero) + 1))
 
 
 def _lowered(measured: tuple[str, int | None, float] | None, fits: dict[str, Fit]) -> tuple[str, int | None, float] | None:
@@ -324,7 +271,7 @@ def _by_measurement(
 
 
 def _draw_diffs(pairs: list[Pair], rng: random.Random) -> list[float]:
-    return [rng.gauss(diff, se) for _lo, diff, se in pairs]
+    return [rng.gauss(diff, se) for _lo, diff, se, _hi, _b in pairs]
 
 
 def _suggest(verdict: str, crossover: int | None) -> int:
@@ -344,7 +291,7 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
     fits = _fits_from(points)
     accept = fits[SPECULATIVE].per_request if SPECULATIVE in fits else None
     shared = bands(curves, split)
-    pairs = [(b.lo, b.diff, b.se) for b in shared]
+    pairs = [(b.lo, b.diff, b.se, b.hi, b.batch) for b in shared]
     missing = [m for m in (SPECULATIVE, TARGET_ONLY) if m not in fits]
     if missing and not pairs:
         return Estimate(
@@ -389,6 +336,10 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
     # how far the crossover (or the verdict) lies beyond the batches each mode measured
     if measured is not None:
         extrapolated = measured[2]
+        if extrapolated > 0 and split is not None and cross is not None and cross > split + 1:
+            # target-only won the lowest band, above N: between N and that band no batch was
+            # compared, so a crossover there is a guess as far as the gap reaches
+            extrapolated = max(extrapolated, float(cross - split) + 1.0)
     elif missing:  # speculation won every band, and a mode lacks a bucket of its own: unknown above
         extrapolated = float(MAX_N)
     elif cross is None:  # speculation wins everywhere: where target-only ran, spec is a guess

@@ -50,6 +50,7 @@ DEFAULT_EXPLORE_SHARE = 0.05  # exploration with auto-tune unless the operator s
 MAX_COOLDOWN_DOUBLINGS = 4
 REVERSAL_MEMORY_S = 1800.0  # reversals this recent lengthen the cool-down after the next
 EDGE_MARGIN = 0.05  # ... and steps past the measured edge when it leads there by this share
+EDGE_REACH = 2  # ... and only a band whose matched mean batch lies this close to N is its edge (a wide band says little of N)
 REACH_Z = 2.0  # a band carries N across it on measurement alone when its winner leads by this many se
 MIN_WINDOW_STEPS = 200  # a window of fewer decode steps reaches further back (thin traffic)
 MAX_WINDOW_FACTOR = 10  # ... at most this many window_s back
@@ -315,7 +316,7 @@ def _edge_won(e: Estimate, threshold: int, target: int) -> bool:
     edge = max(below, key=lambda b: b.lo) if below else None
     if target > threshold:
         edge = next((b for b in e.bands if b.lo <= threshold + 1 <= b.hi), edge)
-    if edge is None:
+    if edge is None or (edge.batch or edge.hi) < threshold - EDGE_REACH:
         return False
     lead = -edge.diff if target > threshold else edge.diff
     if lead < REACH_Z * edge.se or lead < EDGE_MARGIN * min(edge.speculative, edge.target_only):

@@ -13,7 +13,8 @@ simulator leaves it (``CostCounters.idle``). Every simulated second the publishe
 N is 13, 56 and beyond the running cap (64: N belongs at the top bound). ``replay`` gives
 N's path, the minute N came within one bucket of the best N to stay, and the reversals
 (moves against the direction of the one before). ``python -m server_control.sim.tune_replay``
-prints the table for starts 2, 5, 32, 48 and 60.
+prints the table for starts 2, 5, 20, 32, 48 and 60; ``--seeds K`` also replays every case
+at seeds 0..K-1 and counts those that meet the goal (``meets_goal``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ GPU_CURVES = (
     GpuCurve("best N 56", model.flat_then_linear(20.0, 0.28, 3.0)),
     GpuCurve("best N beyond the cap", model.flat_then_linear(20.0, 0.16, 3.0)),
 )
-STARTS = (2, 5, 32, 48, 60)
+STARTS = (2, 5, 20, 32, 48, 60)
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,12 @@ def replay(
     return Replay(curve.name, start, curve.best_n(settings.hi), tuple(path), minutes, reversals)
 
 
+def meets_goal(r: Replay, goal_min: float = 10.0, max_reversals_per_30: float = 2.0) -> bool:
+    """Within one bucket of the best N by ``goal_min`` and stays there; few reversals."""
+    settled = r.settled_min()
+    return settled is not None and settled <= goal_min and r.reversals_per_30() <= max_reversals_per_30
+
+
 def table(minutes: float = 30.0, seed: int = 0) -> list[str]:
     lines = ["curve                  best start final settled_min reversals/30min"]
     for curve in GPU_CURVES:
@@ -153,5 +160,32 @@ def table(minutes: float = 30.0, seed: int = 0) -> list[str]:
     return lines
 
 
+def sweep(seeds: int, minutes: float = 30.0) -> list[str]:
+    """Every curve from every start at seeds 0..seeds-1: the replays that miss the goal, and the count."""
+    misses, total = [], 0
+    for seed in range(seeds):
+        for curve in GPU_CURVES:
+            for start in STARTS:
+                r = replay(curve, start, minutes, seed)
+                total += 1
+                if not meets_goal(r):
+                    settled = r.settled_min()
+                    when = "never" if settled is None else f"{settled:.1f} min"
+                    path = " ".join(str(n) for _t, n in r.path)
+                    misses.append(f"miss: {curve.name} from {start} seed {seed}: settled {when}, {r.reversals} reversals: {path}")
+    shape = f"{seeds} seeds x {len(GPU_CURVES)} curves x {len(STARTS)} starts, {minutes:g} simulated minutes each"
+    return [*misses, f"meet the goal: {total - len(misses)} of {total} ({shape})"]
+
+
 if __name__ == "__main__":
-    print("\n".join(table()))
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m server_control.sim.tune_replay", description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--seeds", type=int, default=0, help="also replay every case at seeds 0..N-1 and count those meeting the goal"
+    )
+    ap.add_argument("--minutes", type=float, default=30.0)
+    args = ap.parse_args()
+    print("\n".join(table(args.minutes)))
+    if args.seeds > 0:
+        print("\n".join(sweep(args.seeds, args.minutes)))

@@ -132,7 +132,7 @@ def _sign_step_by_brute_force(zs: list[float]) -> int:
 @given(st.lists(st.integers(-40, 40), min_size=2, max_size=30))
 def test_the_one_pass_sign_step_is_the_brute_force_one(tenths: list[int]) -> None:
     zs = [t / 10 for t in tenths]  # z = diff / se with se 1: exact sums, no rounding ties
-    pairs = [(lo, z, 1.0) for lo, z in enumerate(zs, start=1)]
+    pairs = [(lo, z, 1.0, lo, float(lo)) for lo, z in enumerate(zs, start=1)]  # one batch a band
     best = _sign_step_by_brute_force(zs)
     got = crossover._measured(pairs)
     if best == len(zs):
@@ -143,6 +143,53 @@ def test_the_one_pass_sign_step_is_the_brute_force_one(tenths: list[int]) -> Non
     assert (drawn is None) == (got is None)
     if drawn is not None and got is not None:
         assert drawn[1] == got[1]
+
+
+def test_a_band_spanning_the_crossover_places_it_where_the_difference_crosses_zero():
+    """Bands group batches until each mode has its steps; one can span the crossover. The
+    sign step gives target-only that band, and its first batch alone put the crossover up to
+    a band too early (the tuner settled at N=11 where the best N was 13)."""
+    pairs = [(8, -130.0, 10.0, 11, 9.5), (12, 32.0, 10.0, 15, 13.5), (16, 113.0, 10.0, 19, 17.5)]
+    got = crossover._measured(pairs)
+    # zero of the line through (9.5, -130) and (13.5, 32): 9.5 + 4 * 130 / 162 = 12.7 -> 13
+    assert got is not None and got[1] == 13
+    # never before the band (speculation won up to 11): a zero at 9.5 + 4 * 5 / 505 = 9.54
+    assert crossover._measured([(8, -5.0, 1.0, 11, 9.5), (12, 500.0, 1.0, 15, 13.5)])[1] == 12
+    # a close win in the band puts it near the band's mean batch: 9.5 + 4 * 500 / 505 = 13.46
+    assert crossover._measured([(8, -500.0, 1.0, 11, 9.5), (12, 5.0, 1.0, 15, 13.5)])[1] == 14
+    # one batch a band: the band's own batch, as before
+    assert crossover._measured([(11, -50.0, 1.0, 11, 11.0), (12, 50.0, 1.0, 12, 12.0)])[1] == 12
+
+
+def test_target_only_winning_only_beyond_a_gap_above_n_is_a_guess_not_a_measurement():
+    """At N=14, target-only won the one band both modes ran (20-21) and nothing was compared
+    at 15-19: a crossover at 20 read as measured moved N up 14 -> 16 -> 18, flipping batches
+    to speculation where target-only was faster (best N 13). Between N and that band the
+    crossover is extrapolated, as far as the gap."""
+    from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, CostCounters, parse
+
+    c = CostCounters(64)
+    t = 0.0
+    for batch in range(10, 15):  # speculation alone at or below N
+        for _ in range(40):
+            c.step(SPECULATIVE, batch, t, 500.0)
+            t += 0.1
+            c.commit(SPECULATIVE, batch, 3 * batch)
+    for batch in range(15, 22):  # target-only alone above N (flat: weight-bound) ...
+        for _ in range(40):
+            c.step(TARGET_ONLY, batch, t, 500.0)
+            t += 0.038
+            c.commit(TARGET_ONLY, batch, batch)
+    for batch, step_s in ((20, 0.12), (21, 0.13)):  # ... and both only at 20-21: target-only won
+        for _ in range(10):
+            c.step(SPECULATIVE, batch, t, 500.0)
+            t += step_s
+            c.commit(SPECULATIVE, batch, 3 * batch)
+    c.idle()
+    e = estimate(parse(c.snapshot()), split=14)
+    assert e.bands and e.bands[0].lo == 20 and e.bands[0].diff > 0
+    assert e.crossover is not None and e.crossover > 15
+    assert e.extrapolated > crossover.TRUSTED_EXTRAPOLATION, e
 
 
 @pytest.mark.parametrize("n, steps, seed, share, hi", [(2, 400, 3, 0.0, 20), (6, 100, 3, 0.05, 20), (8, 100, 1, 0.1, 20)])
