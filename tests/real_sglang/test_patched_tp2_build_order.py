@@ -11,7 +11,8 @@ the TP CPU group per bucket); the tp 2 CPU rig puts a real gloo barrier inside t
   server never gets ready. The new order with the same fault serves:
   test_patched_tp2_disagree.py;
 * TP1's build fails after the ranks agreed to build, before the barrier TP0 waits in (a
-  rank failing inside a capture while the others are in its collective): every rank ends
+  rank failing inside a capture while the others are in its collective; heavy tier: CI
+  runs the same fault at nnodes 2, one rank a node, test_patched_nnodes2.py): every rank ends
   within ``FAST_S`` (30 s) of TP0 entering the barrier, with the patch's own 120-s agreement
   timeout, the same failure line on both ranks naming TP1's failure and TP0 still inside
   its build (``build_outcome.BuildWatch`` on TP0; "switch off and serve" is not offered,
@@ -119,6 +120,7 @@ def _fail_inside(rig, tmp_path, faults: str) -> tuple[RigServer, float]:
     return server, time.monotonic() - entered
 
 
+@heavy("one more server: CI proves the same build watch on a waiting rank at nnodes 2, test_patched_nnodes2.py")
 def test_a_build_failing_while_the_other_rank_is_in_its_collective_ends_every_rank_fast(rig, tmp_path):
     server, seconds = _fail_inside(rig, tmp_path, "barrier,fail_inside=1")
     try:
