@@ -69,7 +69,11 @@ async def test_runtime_settings_are_reapplied_after_a_crash_and_a_console_restar
         assert not runs.load_record("ra").runtime_pending
         await sup.restart()  # the console's restart
         groups.add(sup.record.pgid)
-        await until(lambda: sup.state == RunState.READY, what="ready after restart")
+        try:
+            await until(lambda: sup.state == RunState.READY, what="ready after restart")
+        except AssertionError as exc:  # hung once in a fresh clone (2026-12-05): say where the run stood
+            stood = f"state {sup.state}, last_error {sup.last_error!r}, record {sup.record}, on disk {sup.load_disk()}"
+            raise AssertionError(f"{exc}; {stood}") from None
         await settled(sup.profile.url, [8, "target_only"], "after a restart from the console")
     finally:
         watch.cancel()
