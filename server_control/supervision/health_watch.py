@@ -170,7 +170,10 @@ class HealthWatch:
                 ):
                     await self._idle()
                     continue
+                epoch = self.sup.epoch
                 dead, code = await self._exit_status()
+                if dead and epoch != self.sup.epoch:  # stopped or relaunched while the exit was read:
+                    continue  # that exit was the old server's (a restart's stop), not the new one's
                 if dead:
                     await self._on_exit(code)
                     next_probe = 0.0

@@ -141,3 +141,41 @@ async def test_the_console_log_view_says_the_settings_were_reapplied(make_profil
         )
     finally:
         await session.close(stop_server=True)
+
+
+async def test_a_restarts_stop_read_late_is_not_a_crash_of_the_new_server(make_profile, groups, monkeypatch):
+    """The watch reads a dead server's exit code in a thread; a restart from the console can
+    stop the old server and launch the new one meanwhile. That late exit was charged to the
+    new server (`server pid NEW exited`, a crash and a backoff restart of a live server): the
+    restart above never became ready once in a fresh clone. Slowing the read makes the race
+    certain: the exit read across a stop/launch is the old server's and is dropped."""
+    from server_control.supervision import health_watch
+
+    real = health_watch.process.exit_status
+
+    def slow(*args, **kwargs):
+        import time
+
+        time.sleep(3.0)  # the thread's read outlives the restart's stop and launch
+        return real(*args, **kwargs)
+
+    path = make_profile("rl", tp=1, backoff=0.2)
+    sup = Supervisor(load_profile(path))
+    rec = await sup.launch()
+    groups.add(rec.pgid)
+    watch = asyncio.create_task(sup.watch())
+    try:
+        await until(lambda: sup.state == RunState.READY, what="ready")
+        monkeypatch.setattr(health_watch.process, "exit_status", slow)
+        await sup.restart()
+        groups.add(sup.record.pgid)
+        new_pid = sup.record.pid
+        await until(lambda: sup.state == RunState.READY, what="ready after restart")
+        await asyncio.sleep(4.0)  # past the slow read
+        assert not watch.done(), watch
+        assert sup.state == RunState.READY and sup.record.pid == new_pid, (sup.state, sup.last_error)
+        assert sup.last_error is None and sup.restarts == 0, sup.last_error
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    assert (await sup.stop()).ok
