@@ -6,16 +6,14 @@ health checks, crash restart with capped backoff, start limit -> FATAL, and the 
 lock (``sup.supervising``); a second console only observes. While it supervises, the
 process writes who it is (``supervisor``) and what it sees (``health``) into the run record.
 
-Watchdog (as systemd's WatchdogSec): a server that was ready and then fails [health]
-``failures`` checks in a row is ``unhealthy``; with [health] ``watchdog = true`` (the
-default) the supervising process stops it (SIGTERM + SIGCONT, grace, SIGKILL: a hung or
-SIGSTOPped server goes too) and restarts it under the same backoff and start limit as a crash.
+Watchdog (as systemd's WatchdogSec): a server that was ready and then fails [health] ``failures`` checks in a row is
+``unhealthy``; with [health] ``watchdog = true`` (the default) the supervising process stops it (SIGTERM + SIGCONT, grace,
+SIGKILL: a hung or SIGSTOPped server goes too) and restarts it under the same backoff and start limit as a crash.
 
-A poll that the run's server answered stands in for a health check (``poll_answered``: the
-session's ``/server_info``, which goes through the scheduler): while polls keep being answered,
-a ready run is probed at ``[health] path`` only every ``PROBE_AT_LEAST_EVERY_S``, and from the
-first missing or failed answer on at every interval again, as before. Starting (readiness)
-and unhealthy runs are always probed.
+A poll that the run's server answered stands in for a health check (``poll_answered``: the session's ``/server_info``, which
+goes through the scheduler): while polls keep being answered, a ready run is probed at ``[health] path`` only every
+``PROBE_AT_LEAST_EVERY_S``, and from the first missing or failed answer on at every interval again, as before. Starting
+(readiness) and unhealthy runs are always probed.
 """
 
 from __future__ import annotations
@@ -172,11 +170,10 @@ class HealthWatch:
                     continue
                 epoch = self.sup.epoch
                 dead, code = await self._exit_status()
-                if dead and epoch != self.sup.epoch:  # stopped or relaunched while the exit was read:
-                    continue  # that exit was the old server's (a restart's stop), not the new one's
-                if dead:
-                    await self._on_exit(code)
-                    next_probe = 0.0
+                if dead:  # an exit read across a stop or launch (the epoch moved) was the old server's
+                    if epoch == self.sup.epoch:
+                        await self._on_exit(code)
+                        next_probe = 0.0
                     continue
                 if time.monotonic() >= next_probe:
                     next_probe = time.monotonic() + hl["interval_s"]
