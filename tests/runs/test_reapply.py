@@ -15,6 +15,7 @@ from server_control.model.vocabulary import RunState
 from server_control.state import runs
 from server_control.supervision.supervisor import Supervisor
 from tests.support.cli import cli
+from tests.support.supervised import launched_and_watched
 from tests.support.wait import until
 
 
@@ -159,13 +160,8 @@ async def test_a_restarts_stop_read_late_is_not_a_crash_of_the_new_server(make_p
         time.sleep(3.0)  # the thread's read outlives the restart's stop and launch
         return real(*args, **kwargs)
 
-    path = make_profile("rl", tp=1, backoff=0.2)
-    sup = Supervisor(load_profile(path))
-    rec = await sup.launch()
-    groups.add(rec.pgid)
-    watch = asyncio.create_task(sup.watch())
+    sup, watch = await launched_and_watched(make_profile("rl", tp=1, backoff=0.2), groups)
     try:
-        await until(lambda: sup.state == RunState.READY, what="ready")
         monkeypatch.setattr(health_watch.process, "exit_status", slow)
         await sup.restart()
         groups.add(sup.record.pgid)
