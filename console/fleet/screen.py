@@ -94,7 +94,7 @@ class FleetScreen(Screen):
     def on_mount(self) -> None:
         self.table.focus()
         self.refresh_rows()
-        self.set_interval(REFRESH_S, self.refresh_rows)
+        self.ticker = self.set_interval(REFRESH_S, self.refresh_rows)
 
     # ---- painting -------------------------------------------------------------------------
     def refresh_rows(self) -> None:

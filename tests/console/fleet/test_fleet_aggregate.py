@@ -88,12 +88,17 @@ async def test_palette_lists_the_fleet_actions():
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
-async def test_aggregate_trend_and_header(size):
+async def test_aggregate_trend_and_header(size, monkeypatch):
+    # the screen's own tick every 10 ms (1 s in use): a tick between the three readings below
+    # and the checks adds a fourth (it failed so on a loaded machine, where a pause outlasts
+    # 1 s), so the test holds the ticker while it feeds the readings itself
+    monkeypatch.setattr("console.fleet.screen.REFRESH_S", 0.01)
     fleet = _Rows(ROWS, GATEWAY)
     app = _host(fleet)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         screen = app.screen
+        screen.ticker.pause()
         text = screen_text(app)
         line = next(x for x in text.splitlines() if "tok/s" in x and "fleet" in x)
         assert "fleet 154.5 tok/s" in line, "the crashed member's numbers are not live: not counted"
