@@ -60,6 +60,8 @@ class Spec:
     @property
     def name(self) -> str:
         parts = [self.models, "patched" if self.patched else "adaptive" if self.adaptive else "plain"]
+        # SGLang's adaptive with a config file is another server than with its default config
+        parts += [Path(self.adaptive).stem] if self.adaptive not in (None, "default") and not self.patched else []
         parts += ["overlap"] if self.overlap else []
         parts += ["seeded"] if self.seeded else []
         parts += [f"tp{self.tp}"] if self.tp > 1 else []

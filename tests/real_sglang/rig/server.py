@@ -84,6 +84,9 @@ class RigServer:
     ready_s: float | None = None
     label: str | None = None  # its configuration in the run's start figures (default: the log's name)
     skip_file: Path | None = None  # rig/skip_draft_extend.py's file (a patched pool server)
+    # where this server's output begins in ``log_path`` (the log is appended to: an earlier
+    # server's ready line there must not make this one look ready)
+    log_offset: int = 0
 
     @contextlib.contextmanager
     def skipping_draft_extend(self) -> Iterator[None]:
@@ -108,6 +111,7 @@ class RigServer:
     def start(cls, argv: list[str], env: dict, log_path: Path, port: int, lifetime_s: int = 1200) -> RigServer:
         """Run ``argv`` (a full command line) under a watchdog in a new session."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        offset = log_path.stat().st_size if log_path.exists() else 0
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 ["timeout", "-k", "15", str(lifetime_s), *argv],
@@ -117,13 +121,17 @@ class RigServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        return cls(proc=proc, port=port, log_path=log_path)
+        return cls(proc=proc, port=port, log_path=log_path, log_offset=offset)
 
     def log_text(self) -> str:
+        """This server's output (from ``log_offset``)."""
         try:
-            return self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                text = f.read().decode(errors="replace")
         except OSError:
             return ""
+        return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text's universal newlines
 
     def log_tail(self, n: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-n:])
