@@ -12,13 +12,16 @@ import time
 
 from tests.real_sglang.rig.pool import Spec
 from tests.real_sglang.rig.server import READY_LINE, RigServer
+from tests.support import run_figures
 
 
 def _late_ready(delay_s: float) -> list[str]:
     return [sys.executable, "-c", f"import time; time.sleep({delay_s}); print({READY_LINE!r}, flush=True); time.sleep(30)"]
 
 
-def test_a_server_is_not_ready_on_an_earlier_servers_ready_line_in_the_same_log(tmp_path):
+def test_a_server_is_not_ready_on_an_earlier_servers_ready_line_in_the_same_log(tmp_path, monkeypatch):
+    starts: list[str] = []  # the stand-in is not one of the run's real SGLang starts
+    monkeypatch.setattr(run_figures, "record", starts.append)
     log = tmp_path / "crossover-adaptive.log"
     log.write_text(f"an earlier server's start\n{READY_LINE}\n\r\n")
     server = RigServer.start(_late_ready(1.5), {"PATH": "/usr/bin:/bin"}, log, port=1, lifetime_s=60)
@@ -28,6 +31,7 @@ def test_a_server_is_not_ready_on_an_earlier_servers_ready_line_in_the_same_log(
         assert time.monotonic() - t0 >= 1.0, "ready on the earlier server's line"
         assert server.log_text() == READY_LINE + "\n", server.log_text()
         assert READY_LINE in log.read_text() and log.read_text().count(READY_LINE) == 2  # the file keeps both
+        assert len(starts) == 1 and ", ready, " in starts[0], starts
     finally:
         server.stop(grace_s=5)
 
