@@ -54,8 +54,12 @@ async def test_a_live_run_and_its_orphans_are_still_known_after_the_clock_steps(
     wait_for(lambda: not alive([rec.pid]), what="the leader gone")
     ranks = {p.pid for p in identity.run_processes(runs.load_record("c").identity())}
     assert ranks and rec.pid not in ranks and ranks <= before
+    # what is still there when the stop starts must be signalled: a process of the run that
+    # ends by itself once its leader is gone (seen once in a fresh clone: one of three exited
+    # between the read above and the stop) is not the stop's to signal
+    still = set(alive(ranks))
     res = await Supervisor(profile).stop()
-    assert res.ok and res.was_running and ranks <= set(res.signalled), res.message
+    assert res.ok and res.was_running and still and still <= set(res.signalled), (res.message, ranks, still)
     assert alive(ranks) == []
 
 
