@@ -168,3 +168,28 @@ async def test_a_window_waits_for_what_the_last_one_left_running(sim_factory):
         assert drained.leftover == 4 and drained.drain_s > 0
         assert all(t.done() for t in tasks)  # the window began only after they finished
         await asyncio.gather(*tasks)
+
+
+async def test_a_slow_start_read_does_not_shorten_the_measured_window(sim_factory, monkeypatch):
+    """The window opens once the server's start counters are in. It used to open at a
+    fixed time: a start read that came back after the window's planned end (a loaded
+    machine) left an empty window, "forced target_only: the server took no decode step in
+    the window" (a 4-worker fast loop, tests/cli/test_bench.py)."""
+    import asyncio
+
+    sim = sim_factory().wait_ready()
+    assert await loadgen.set_force(sim.url, decision.TARGET_ONLY)
+    real = referee.counters
+    reads = []
+
+    async def slow_first_read(client, url):
+        reads.append(url)
+        if len(reads) == 1:  # the start read: answered after the planned window has ended
+            await asyncio.sleep(1.0)
+        return await real(client, url)
+
+    monkeypatch.setattr(referee, "counters", slow_first_read)
+    r = await loadgen.run_level(sim.url, 2, warmup_s=0.2, measure_s=0.5, max_tokens=64, mode=decision.TARGET_ONLY)
+    assert len(reads) == 2 and r.errors == 0, (reads, r.error_sample)
+    assert r.problem is None, (r.problem, r.steps["steps"], reads)
+    assert r.steps["steps"][decision.TARGET_ONLY] > 0 and r.tokens > 0, (r.steps, r.tokens)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -81,7 +82,7 @@ async def _one_request(
     url: str,
     body: dict[str, Any],
     result: LevelResult,
-    window: tuple[float, float],
+    window: list[float],
     api_key: str | None,
 ) -> None:
     start = time.monotonic()
@@ -157,8 +158,10 @@ async def run_level(
         result.leftover = await referee.idle(client, url)
         if drain:
             result.drain_s = await referee.drain(client, url)
-        t0 = time.monotonic()
-        window = (t0 + warmup_s, t0 + warmup_s + measure_s)
+        # [start, end], set once the start counters are in (until then nothing is counted
+        # and the clients keep going): a server, or this process, slow to answer them must
+        # not shorten or empty the window it measures
+        window = [math.inf, math.inf]
 
         async def worker() -> None:
             while time.monotonic() < window[1]:
@@ -170,10 +173,12 @@ async def run_level(
                     await asyncio.sleep(0.2)
 
         tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
-        await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
+        await asyncio.sleep(warmup_s)
         start = await referee.counters(client, url)
         before = await server_totals(client, url)
-        await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
+        opened = time.monotonic()
+        window[:] = [opened, opened + measure_s]
+        await asyncio.sleep(measure_s)
         end = await referee.counters(client, url)
         result.server = spec_metrics.window(before, await server_totals(client, url))
         result.steps = referee.window(start, end)
