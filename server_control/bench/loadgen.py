@@ -82,7 +82,7 @@ async def _one_request(
     url: str,
     body: dict[str, Any],
     result: LevelResult,
-    window: list[float],
+    window: Sequence[float],  # [start, end]: read at every token (run_level sets it late)
     api_key: str | None,
 ) -> None:
     start = time.monotonic()
