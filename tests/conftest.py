@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.support import run_figures
+from tests.support import collect_skip, run_figures
 from tests.support.sim import start_sim
 
 REAL_SERVER_GROUP = "real-sglang-servers"
@@ -20,6 +20,17 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     run_figures.remove_dir(getattr(config, "_specconsole_figures", None))
+
+
+def pytest_ignore_collect(collection_path, config):
+    """A module whose module-wide marks the ``-m`` expression deselects is not imported
+    (tests/support/collect_skip.py): the fast loop's workers no longer import sglang and
+    torch to collect the SGLang tier they then deselect."""
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        marks = collect_skip.module_marks(collection_path)
+        if marks and collect_skip.deselects_whole(config.getoption("markexpr", "") or "", marks):
+            return True
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the mark into the "@group" its scheduler reads
