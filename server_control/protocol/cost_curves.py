@@ -266,6 +266,35 @@ class CurvesError(ValueError):
     pass
 
 
+_INF = float("inf")
+
+
+def _plain_row(row: object) -> bool:
+    """``row`` is ROW_FIELDS' numbers: finite, non-negative, no bools; context_sum may be null."""
+    if type(row) is not list or len(row) != len(ROW_FIELDS):
+        return False
+    for i, v in enumerate(row):
+        t = type(v)
+        if t is int or t is float:
+            if not 0 <= v < _INF:  # NaN fails too
+                return False
+        elif not (v is None and i == len(ROW_FIELDS) - 1):  # context_sum
+            return False
+    return True
+
+
+def _check_row(where: str, row: object) -> None:
+    """CurvesError naming what is wrong with ``row`` (none for numbers of other types)."""
+    if not isinstance(row, list) or len(row) != len(ROW_FIELDS):
+        raise CurvesError(f"{where} must be a list of {len(ROW_FIELDS)} numbers ({', '.join(ROW_FIELDS)})")
+    for name, v in zip(ROW_FIELDS, row):
+        ok = (v is None and name == "context_sum") or (
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == v and v != _INF
+        )
+        if not ok:
+            raise CurvesError(f"{where}.{name}: expected a non-negative number, got {v!r:.40}")
+
+
 def parse(entry: object) -> Curves:
     """A ``cost_curves`` entry from JSON; CurvesError naming what is wrong."""
     if not isinstance(entry, dict):
@@ -284,15 +313,8 @@ def parse(entry: object) -> Curves:
         if not isinstance(rows, list):
             raise CurvesError(f"{SNAPSHOT_KEY}.modes.{mode} must be a list")
         for n, row in enumerate(rows):
-            where = f"{SNAPSHOT_KEY}.modes.{mode}[{n}]"
-            if not isinstance(row, list) or len(row) != len(ROW_FIELDS):
-                raise CurvesError(f"{where} must be a list of {len(ROW_FIELDS)} numbers ({', '.join(ROW_FIELDS)})")
-            for name, v in zip(ROW_FIELDS, row):
-                ok = (v is None and name == "context_sum") or (
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == v and v != float("inf")
-                )
-                if not ok:
-                    raise CurvesError(f"{where}.{name}: expected a non-negative number, got {v!r:.40}")
+            if not _plain_row(row):  # the tuner parses every second: the full check only when needed
+                _check_row(f"{SNAPSHOT_KEY}.modes.{mode}[{n}]", row)
             lo, hi, steps, secs, secs2, bsum, ver, tok, tok2, ctx = row
             buckets.append(
                 Bucket(

@@ -154,12 +154,26 @@ def _nearest(points: tuple[Point, ...], mode: str) -> list[Point]:
     return mine[:FIT_BUCKETS]
 
 
-def _fits_from(points: tuple[Point, ...], draws: dict[Point, tuple[float, float]] | None = None) -> dict[str, Fit]:
+def _nearest_index(points: tuple[Point, ...]) -> dict[str, list[int]]:
+    """``_nearest`` of each mode, as positions in ``points`` (the same for every draw)."""
+    where = {id(p): i for i, p in enumerate(points)}
+    return {mode: [where[id(p)] for p in _nearest(points, mode)] for mode in (SPECULATIVE, TARGET_ONLY)}
+
+
+def _fits_from(
+    points: tuple[Point, ...],
+    draws: list[tuple[float, float]] | None = None,
+    nearest: dict[str, list[int]] | None = None,
+) -> dict[str, Fit]:
+    """The lines of both modes; ``draws``: one bootstrap draw of each point's (step
+    seconds, tokens per step), by position; ``nearest``: ``_nearest_index(points)``."""
+    nearest = nearest if nearest is not None else _nearest_index(points)
     fits = {}
     for mode in (SPECULATIVE, TARGET_ONLY):
         rows = []
-        for p in _nearest(points, mode):
-            t, k = draws[p] if draws else (p.step_s, p.tokens_per_step)
+        for i in nearest[mode]:
+            p = points[i]
+            t, k = draws[i] if draws else (p.step_s, p.tokens_per_step)
             rows.append((p.batch, p.steps, t, k))
         fit = _fit(rows)
         if fit is not None:
@@ -313,6 +327,7 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
     suggested = _suggest(verdict, cross)
     rng = random.Random(seed)
     draws_n = []
+    nearest = _nearest_index(points)
     for _ in range(RESAMPLES):
         # the same estimator on each draw: by measurement where the point estimate was
         again = _by_measurement(pairs, fits, missing, _draw_diffs(pairs, rng)) if measured or missing else None
@@ -321,11 +336,9 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
         elif missing:
             v, c = "speculation_wins", None
         else:
-            draws = {
-                p: (max(1e-9, rng.gauss(p.step_s, p.step_se)), max(0.0, rng.gauss(p.tokens_per_step, p.tokens_se)))
-                for p in points
-            }
-            v, c = _crossover(_fits_from(points, draws))
+            gauss = rng.gauss
+            draws = [(max(1e-9, gauss(p.step_s, p.step_se)), max(0.0, gauss(p.tokens_per_step, p.tokens_se))) for p in points]
+            v, c = _crossover(_fits_from(points, draws, nearest))
         draws_n.append(_suggest(v, c))
     draws_n.sort()
     # a percentile interval of a step-shaped estimator can lie beside its own point (a

@@ -101,8 +101,24 @@ def test_context_is_published_only_when_measured():
         ({"cap": 32, "modes": {"speculative": [[1, 1, 2]]}}, r"modes.speculative\[0\] must be a list of 10"),
         ({"cap": 32, "modes": {"speculative": [[1, 1, 2, -0.1, 0, 2, 1, 3, 9, None]]}}, "seconds"),
         ({"cap": 32, "modes": {"speculative": [[1, 1, 2, "x", 0, 2, 1, 3, 9, None]]}}, "seconds"),
+        ({"cap": 32, "modes": {"speculative": [[1, 1, True, 0.1, 0, 2, 1, 3, 9, None]]}}, "steps"),
+        ({"cap": 32, "modes": {"speculative": [[1, 1, 2, float("nan"), 0, 2, 1, 3, 9, None]]}}, "seconds"),
+        ({"cap": 32, "modes": {"speculative": [[1, 1, 2, 0.1, float("inf"), 2, 1, 3, 9, None]]}}, "seconds_sq"),
+        ({"cap": 32, "modes": {"speculative": [[1, 1, 2, 0.1, 0, None, 1, 3, 9, None]]}}, "batch_sum"),
+        ({"cap": 32, "modes": {"speculative": [(1, 1, 2, 0.1, 0, 2, 1, 3, 9, None)]}}, "must be a list of 10"),
     ],
 )
 def test_bad_entries_are_refused_naming_the_field(bad, where):
     with pytest.raises(cc.CurvesError, match=where):
         cc.parse(bad)
+
+
+def test_numbers_of_other_numeric_types_are_read():
+    """parse checks plain JSON rows on a fast path; an int or float subclass (a value built
+    in-process) takes the full check and is read, not refused."""
+
+    class Seconds(float):
+        pass
+
+    row = [1, 1, 2, Seconds(0.1), 0.01, 2, 1, 3, 9, None]
+    assert cc.parse({"cap": 32, "modes": {"speculative": [row]}}).buckets[0].seconds == 0.1
