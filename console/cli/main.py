@@ -31,13 +31,33 @@ COMMAND_MODULES = (
     "console.cli.journal",  # journal: who changed what, when, and how it went
     "console.cli.patch",  # patch install / uninstall / status (a .pth in an SGLang env)
 )
-# Commands whose module registers only them: `specconsole logs ...` builds just that parser
-# (importing every command module costs ~0.3 CPU-s, more than a short `logs` run itself).
-SOLO_COMMANDS = {"logs": "console.cli.logs"}
+# Each command and the module that registers it: `specconsole status ...` builds only that
+# module's parsers (importing every command module costs ~0.3 CPU-s; one, 0.14-0.23).
+# tests/cli/test_parser_modules.py checks this against what each module registers.
+COMMAND_MODULE = {
+    "ui": "console.cli.ui",
+    "demo": "console.cli.ui",
+    "attach": "console.cli.ui",
+    "launch": "console.cli.runs",
+    "stop": "console.cli.runs",
+    "restart": "console.cli.runs",
+    "supervise": "console.cli.supervise",
+    "logs": "console.cli.logs",
+    "threshold": "console.cli.control",
+    "verify": "console.cli.control",
+    "setting": "console.cli.setting",
+    "status": "console.cli.status",
+    "sim": "console.cli.sim",
+    "bench": "console.cli.bench",
+    "advise": "console.cli.advise",
+    "fleet": "console.cli.fleet",
+    "journal": "console.cli.journal",
+    "patch": "console.cli.patch",
+}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser; ``only`` (a module of SOLO_COMMANDS): that command's alone."""
+    """The whole parser; ``only`` (a module of COMMAND_MODULE): that module's commands alone."""
     parser = argparse.ArgumentParser(
         prog="specconsole",
         description="Operator console for SGLang with dynamic speculation disable.",
@@ -56,10 +76,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(SOLO_COMMANDS.get(argv[0]) if argv else None)
     # `specconsole` alone, or `specconsole --profile F`, opens the console.
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["ui", *argv]
+    parser = build_parser(COMMAND_MODULE.get(argv[0]))  # an unknown command: all, for its error
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
