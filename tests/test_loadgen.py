@@ -4,6 +4,7 @@ import httpx
 
 from server_control.bench import loadgen, referee
 from server_control.protocol import decision
+from tests.support.sim import CLIENT_WINDOW_TIME_SCALE
 
 
 def test_crossover_and_suggested_threshold_from_rows():
@@ -17,7 +18,7 @@ def test_crossover_and_suggested_threshold_from_rows():
 
 
 async def test_run_level_counts_streamed_tokens(sim_factory):
-    sim = sim_factory().wait_ready()
+    sim = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     r = await loadgen.run_level(sim.url, 3, warmup_s=0.3, measure_s=1.0, max_tokens=64)
     assert r.errors == 0, r.error_sample
     assert r.tokens > 0 and r.tok_s > 0 and r.ttft_p50_s is not None
@@ -96,7 +97,7 @@ def test_share_problem_names_a_forced_window_that_ran_the_other_mode():
 
 
 async def test_sweep_interleaves_every_arm_in_every_round_and_checks_the_server(sim_factory):
-    sim = sim_factory().wait_ready()
+    sim = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     modes = [decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO]
     order = []
     result = await loadgen.sweep(
@@ -126,7 +127,7 @@ async def test_sweep_catches_a_force_the_server_never_applied(sim_factory, monke
     """The negative control of the share check: the harness believes a force that never
     reached the server (set_force answers True and sends nothing); the server's own step
     counters say the target-only window speculated, and the sweep reports it."""
-    sim = sim_factory().wait_ready()
+    sim = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
 
     async def believed(url, mode, api_key=None):
         return True
@@ -177,7 +178,7 @@ async def test_a_slow_start_read_does_not_shorten_the_measured_window(sim_factor
     the window" (a 4-worker fast loop, tests/cli/test_bench.py)."""
     import asyncio
 
-    sim = sim_factory().wait_ready()
+    sim = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     assert await loadgen.set_force(sim.url, decision.TARGET_ONLY)
     real = referee.counters
     reads = []

@@ -11,6 +11,7 @@ import pytest
 from benchmarks import mode_cost
 from server_control.bench import loadgen
 from server_control.protocol import decision
+from tests.support.sim import CLIENT_WINDOW_TIME_SCALE
 
 
 def _state(pid: int) -> str:
@@ -23,7 +24,10 @@ def _opts(**kw):
 
 
 def test_interleaved_runs_every_arm_every_round_pausing_the_other_server(sim_factory):
-    plain, patched = sim_factory().wait_ready(), sim_factory().wait_ready()
+    plain, patched = (
+        sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready(),
+        sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready(),
+    )
     arms = [mode_cost.Arm(mode_cost.PLAIN, plain.url, None, plain.pgid), *mode_cost.patched_arms(patched.url, patched.pgid)]
     mode_cost.set_threshold(patched.url, 4)
     seen, stop = set(), threading.Event()
@@ -62,7 +66,7 @@ def test_interleaved_runs_every_arm_every_round_pausing_the_other_server(sim_fac
 def test_interleaved_reports_an_auto_window_that_left_speculation(sim_factory):
     """Negative control of the auto check: auto at c=2 with N=1 runs target-only; told
     that N is 4 (2c <= N), the harness must call that a problem."""
-    patched = sim_factory().wait_ready()
+    patched = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     mode_cost.set_threshold(patched.url, 1)
     arms = [mode_cost.Arm(mode_cost.AUTO, patched.url, decision.AUTO)]
     result = asyncio.run(mode_cost.interleaved(arms, _opts(rounds=1), 4))
@@ -73,7 +77,7 @@ def test_interleaved_reports_an_auto_window_that_left_speculation(sim_factory):
 def test_a_refused_threshold_names_why_the_switch_is_off(sim_factory):
     """SGLang answers a refused /set_internal_state with a bare [false]: the harness reads
     the reason the patch publishes (the switch not active on this server) and names it."""
-    sim = sim_factory("--sim-fail-build-rank", "0").wait_ready()
+    sim = sim_factory("--sim-fail-build-rank", "0", time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     with pytest.raises(
         RuntimeError, match=r"threshold 32 refused: 200 \[false\] \(the switch is not active on this server: .*could not build"
     ):
@@ -81,5 +85,5 @@ def test_a_refused_threshold_names_why_the_switch_is_off(sim_factory):
 
 
 def test_an_accepted_threshold_raises_nothing(sim_factory):
-    sim = sim_factory().wait_ready()
+    sim = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     mode_cost.set_threshold(sim.url, 32)

@@ -7,7 +7,7 @@ import sys
 import httpx
 
 from server_control.protocol import decision
-from tests.support.sim import REPO_ROOT
+from tests.support.sim import CLIENT_WINDOW_TIME_SCALE, REPO_ROOT
 
 
 def bench(*argv):
@@ -17,7 +17,7 @@ def bench(*argv):
 
 
 def test_bench_command_sweeps_both_modes_and_restores_auto(sim_factory):
-    sim = sim_factory().wait_ready()
+    sim = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     r = bench("--url", sim.url, "--levels", "1,8", "--warmup", "0.3", "--measure", "1", "--max-tokens", "64", "--json")
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
@@ -42,7 +42,7 @@ def test_bench_command_reports_an_unreachable_server():
 
 
 def test_bench_reads_the_patch_metrics_when_the_server_publishes_them(sim_factory):
-    sim = sim_factory("--enable-metrics").wait_ready()
+    sim = sim_factory("--enable-metrics", time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     r = bench("--url", sim.url, "--levels", "8", "--warmup", "0.5", "--measure", "2", "--max-tokens", "64", "--json")
     assert r.returncode == 0, r.stderr
     per_mode = json.loads(r.stdout)["per_mode"]
@@ -57,7 +57,7 @@ def test_bench_reads_the_patch_metrics_when_the_server_publishes_them(sim_factor
 
 
 def test_bench_without_metrics_says_nothing_of_the_server(sim_factory):
-    sim = sim_factory().wait_ready()
+    sim = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     r = bench(
         "--url",
         sim.url,

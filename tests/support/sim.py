@@ -19,6 +19,7 @@ from server_control.proc.sim_launcher import DEFAULT_LIFETIME_S, SimProcess, gro
 
 __all__ = [
     "DEFAULT_LIFETIME_S",
+    "CLIENT_WINDOW_TIME_SCALE",
     "DEFAULT_TIME_SCALE",
     "REPO_ROOT",
     "SimHandle",
@@ -30,6 +31,10 @@ __all__ = [
 
 REPO_ROOT = launcher.PACKAGE_ROOT
 DEFAULT_TIME_SCALE = 20.0
+# For a simulator that a test's own clients load for fixed wall-clock windows (bench,
+# loadgen, mode_cost): the same windows at a quarter of the tokens, so a quarter of the CPU
+# in the simulator and in the clients (those three files: 64 -> 26 CPU-s)
+CLIENT_WINDOW_TIME_SCALE = 5.0
 SimHandle = SimProcess
 WAVE = "wave:12:20"  # 1..12 requests and back every 20 simulated seconds (1 s at x20)
 
