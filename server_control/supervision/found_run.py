@@ -50,7 +50,8 @@ def reading(
             restarts=rec.restarts,
             fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES),
         )
-    code = process.exit_status(exit_file, rec.pid, rec.create_time, wait_s=0)
+    # the keeper writes the code after it reaped the server: while it runs, wait for it
+    code = process.exit_status(exit_file, rec.pid, rec.create_time, wait_s=0, keeper_runs=rec.keeper_runs)
     who = (
         "the process supervising it restarts it"
         if supervised()

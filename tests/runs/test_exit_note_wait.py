@@ -39,3 +39,39 @@ def test_without_a_running_keeper_it_gives_up_after_the_wait(tmp_path):
     assert process.exit_status(note, 4242, 100.0, wait_s=0.5, keeper_runs=lambda: False) is None
     assert time.monotonic() - t0 < 2.0
     assert process.exit_status(note, 4242, 100.0, wait_s=0.5) is None  # nobody says the keeper runs: as before
+
+
+def test_a_run_found_dead_reads_the_exit_code_its_keeper_is_still_writing(tmp_path):
+    """The same wait where a run is found on disk (found_run.reading: `launch --wait`
+    adopting the run it launched): its server had died, its keeper had not written the
+    note yet, and the run read "exited before ready: exit code unknown" for a server that
+    exited with 2 (a 4-worker fast loop, tests/cli/test_runs.py)."""
+    import os
+    import subprocess
+
+    import psutil
+
+    from server_control.host.start_ticks import proc_start
+    from server_control.supervision import found_run
+    from tests.support.records import own_record
+
+    server = subprocess.Popen(["sleep", "0.2"], start_new_session=True)
+    created = psutil.Process(server.pid).create_time()
+    server.wait()
+    keeper = proc_start(os.getpid())  # this test process stands for the keeper: it runs
+    rec = own_record(
+        pid=server.pid,
+        create_time=created,
+        pgid=server.pid,
+        sid=server.pid,
+        argv=["sleep", "0.2"],
+        boot_id=None,
+        start_ticks=None,
+        keeper_pid=os.getpid(),
+        keeper_ticks=keeper.ticks,
+    )
+    note = tmp_path / "exit.json"
+    note.write_text(json.dumps({"pid": server.pid, "create_time": created, "returncode": None}))
+    _write_later(note, 0.5, server.pid, created)
+    _state, facts = found_run.reading(rec, False, note, lambda: True, None)
+    assert facts["exit_code"] == 2 and "exited before ready: exit code 2" in (facts["last_error"] or ""), facts
