@@ -5,12 +5,14 @@ instead of saying "not running". Real launches of the simulator, real SIGKILLs."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from server_control.state import runs
@@ -73,13 +75,36 @@ def _launched(profile, *extra: str) -> runs.RunRecord:
     return rec
 
 
+@contextlib.contextmanager
+def _supervisor_held(rec: runs.RunRecord):
+    """The run's own detached supervisor stopped (SIGSTOP, its recorded pid and start time
+    checked) while a test damages the record. It writes the record once it has seen the run
+    ready (who supervises, the health), and on a loaded machine that came after `launch
+    --wait` returned and the test had truncated the record: `status` then read a whole one
+    (a 5-worker fast loop). So: wait for that write, then hold it; continued after."""
+    deadline = time.monotonic() + 30
+    while not (rec.supervisor and rec.health == "ready") and time.monotonic() < deadline:
+        time.sleep(0.05)
+        rec = runs.load_record(rec.name) or rec
+    sup = rec.supervisor or {}
+    assert sup and rec.health == "ready", f"the run's supervisor never wrote the record: {rec}"
+    proc = psutil.Process(sup["pid"])
+    assert abs(proc.create_time() - float(sup["create_time"])) < 1.0, (sup, proc)
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGCONT)
+
+
 def test_a_truncated_record_is_recovered_from_the_keeper_note(make_profile, state_dir, groups):
     profile = make_profile(name="trunc")
     rec = _launched(profile)
     groups.add(rec.pgid)
     path = runs.record_path("trunc")
-    path.write_text(path.read_text()[:40])
-    status = cli("status", "--profile", str(profile))
+    with _supervisor_held(rec):
+        path.write_text(path.read_text()[:40])
+        status = cli("status", "--profile", str(profile))
     said = status.stdout + status.stderr
     assert f"pid {rec.pid}" in said and "keeper's note" in said and "moved aside" in said, said
     res = cli("stop", "--profile", str(profile))
@@ -91,9 +116,10 @@ def test_an_unreadable_record_without_a_note_names_what_listens(make_profile, st
     profile = make_profile(name="lost")
     rec = _launched(profile)
     groups.add(rec.pgid)
-    runs.record_path("lost").write_text("{")
-    runs.exit_file("lost").unlink(missing_ok=True)
-    res = cli("stop", "--profile", str(profile))
+    with _supervisor_held(rec):
+        runs.record_path("lost").write_text("{")
+        runs.exit_file("lost").unlink(missing_ok=True)
+        res = cli("stop", "--profile", str(profile))
     assert res.returncode == 1, res.stdout + res.stderr
     assert "NOT stopped" in res.stdout and f"still listening on port {rec.port}" in res.stdout
     assert f"pid {rec.pid}" in res.stdout, res.stdout
