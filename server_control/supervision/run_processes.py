@@ -10,8 +10,9 @@ ready when the leader's identity changed, when a process of the last list is gon
 still run (a process started since is seen within ``RESCAN_S``; a stop reads afresh).
 Once the run is ready, a verified leader is watched through a pidfd (Linux: it names that
 one process, never a later one with its pid): while the pidfd is not readable the leader has
-not exited, and ``live`` (asked four times a second) reads nothing from /proc; it verifies
-the leader in full (and records a new title) again ``RESCAN_S`` after the last time.
+not exited, and ``live`` (asked four times a second) reads only the leader's command line
+(a title it took since is recorded at once); it verifies the leader in full again
+``RESCAN_S`` after the last time.
 While the leader is verified it writes the run's other processes into the record: after the
 leader is gone they are the only way to tell its orphaned ranks from strangers.
 """
@@ -76,6 +77,7 @@ class RunProcesses:
         ``smg::router``): its new title is recorded so that other processes know it too."""
         key = (rec.pid, rec.create_time)
         if self._not_exited(key):
+            self._note_title(rec)
             return True
         if rec.leader() is not None:
             self._watch_exit(rec)
@@ -86,15 +88,35 @@ class RunProcesses:
         if key not in self._seen or (p := identity.retitled_leader(rec.identity())) is None:
             return False
         try:
-            t = identity.title(p.cmdline())
+            self._record_title(rec, p.cmdline())
         except psutil.Error:
             return False
-        if t not in rec.titles:
-            rec.titles.append(t)
-            runs.try_update_record(
-                self.sup.profile.name, self.sup.state_dir, rec.pid, lambda r: r.titles.append(t) if t not in r.titles else None
-            )
         return True
+
+    def _note_title(self, rec: runs.RunRecord) -> None:
+        """A leader the pidfd says has not exited may have taken a new title since it was
+        verified (smg takes ``smg::router``, at times after it answers as ready): one read of
+        its command line records it at once, so another console knows the leader by it (it
+        waited for the full check ``RESCAN_S`` later, and a second console found no run)."""
+        ident = rec.identity()
+        try:
+            cmdline = psutil.Process(ident.pid).cmdline()
+        except psutil.Error:
+            return
+        if not identity.cmdline_matches(cmdline, ident.argv) and identity.title(cmdline) not in ident.titles:
+            self._record_title(rec, cmdline)
+
+    def _record_title(self, rec: runs.RunRecord, cmdline: list[str]) -> None:
+        """The title in the record on disk (then in ``rec``: a write that found the record's
+        lock busy is tried again at the next call, not forgotten)."""
+        t = identity.title(cmdline)
+        if t in rec.titles:
+            return
+        saved = runs.try_update_record(
+            self.sup.profile.name, self.sup.state_dir, rec.pid, lambda r: r.titles.append(t) if t not in r.titles else None
+        )
+        if saved is not None:
+            rec.titles.append(t)
 
     def _not_exited(self, key: tuple[int, float]) -> bool:
         """The leader ``key``, verified alive before, has not exited since (its pidfd)."""
