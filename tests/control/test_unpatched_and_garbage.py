@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from server_control.control.settings import UNSUPPORTED, Control
 from server_control.host.ports import free_port
@@ -93,8 +94,13 @@ async def test_poller_timeout_is_unreachable_with_reason(stand):
 
 async def test_poller_connection_refused_then_recovers(stand, tmp_path):
     port = free_port()
-    samples = []
-    poller = HttpPoller(f"http://127.0.0.1:{port}", interval_s=0.1, timeout_s=1.0, on_sample=samples.append)
+    samples, ended = [], []  # each sample and when it was handed over (monotonic: its poll's end)
+
+    def took(sample):
+        samples.append(sample)
+        ended.append(time.monotonic())
+
+    poller = HttpPoller(f"http://127.0.0.1:{port}", interval_s=0.1, timeout_s=1.0, on_sample=took)
     task = asyncio.create_task(poller.run())
     try:
 
@@ -115,9 +121,11 @@ async def test_poller_connection_refused_then_recovers(stand, tmp_path):
     finally:
         poller.stop()
         await task
-    # polls never overlap: each began after the previous one ended
-    starts = [s.ts - s.poll_s for s in samples]
-    assert all(starts[i + 1] >= samples[i].ts - 0.005 for i in range(len(samples) - 1))
+    # polls never overlap: each began after the previous one ended (both read on the monotonic
+    # clock: a sample's ts is stamped when the answer came, before the rest of its poll, so
+    # ts - poll_s could place a start before its real one by that rest, ms on a loaded machine)
+    starts = [end - s.poll_s for s, end in zip(samples, ended, strict=True)]
+    assert all(starts[i + 1] >= ended[i] - 0.005 for i in range(len(samples) - 1))
 
 
 async def test_force_mode_falls_back_to_numeric_code_on_422(stand):
