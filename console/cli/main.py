@@ -16,26 +16,11 @@ import sys
 from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, error
 from server_control.state.state_dir import StateDirError
 
-COMMAND_MODULES = (
-    "console.cli.ui",  # (default) the TUI on a profile, `demo`, `attach`
-    "console.cli.runs",  # launch, stop, restart
-    "console.cli.supervise",  # supervise
-    "console.cli.logs",  # logs
-    "console.cli.control",  # threshold, verify
-    "console.cli.setting",  # setting: every runtime setting (threshold, hysteresis, dwell, force)
-    "console.cli.status",  # status (the session snapshot)
-    "console.cli.sim",  # sim (the simulated SGLang server)
-    "console.cli.bench",  # bench
-    "console.cli.advise",  # advise: the threshold the cost curves suggest
-    "console.cli.fleet",  # fleet: status, threshold, verify, launch, stop; the fleet screen
-    "console.cli.journal",  # journal: who changed what, when, and how it went
-    "console.cli.patch",  # patch install / uninstall / status (a .pth in an SGLang env)
-)
 # Each command and the module that registers it: `specconsole status ...` builds only that
 # module's parsers (importing every command module costs ~0.3 CPU-s; one, 0.14-0.23).
 # tests/cli/test_parser_modules.py checks this against what each module registers.
 COMMAND_MODULE = {
-    "ui": "console.cli.ui",
+    "ui": "console.cli.ui",  # (default) the TUI on a profile
     "demo": "console.cli.ui",
     "attach": "console.cli.ui",
     "launch": "console.cli.runs",
@@ -45,15 +30,17 @@ COMMAND_MODULE = {
     "logs": "console.cli.logs",
     "threshold": "console.cli.control",
     "verify": "console.cli.control",
-    "setting": "console.cli.setting",
-    "status": "console.cli.status",
-    "sim": "console.cli.sim",
+    "setting": "console.cli.setting",  # every runtime setting (threshold, hysteresis, dwell, force)
+    "status": "console.cli.status",  # the session snapshot
+    "sim": "console.cli.sim",  # the simulated SGLang server
     "bench": "console.cli.bench",
-    "advise": "console.cli.advise",
-    "fleet": "console.cli.fleet",
-    "journal": "console.cli.journal",
-    "patch": "console.cli.patch",
+    "advise": "console.cli.advise",  # the threshold the cost curves suggest
+    "fleet": "console.cli.fleet",  # status, threshold, verify, launch, stop; the fleet screen
+    "journal": "console.cli.journal",  # who changed what, when, and how it went
+    "patch": "console.cli.patch",  # install / uninstall / status (a .pth in an SGLang env)
 }
+# every command module once, in the order `--help` lists their commands
+COMMAND_MODULES = tuple(dict.fromkeys(COMMAND_MODULE.values()))
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
