@@ -2,9 +2,12 @@
 and, under pytest-xdist, the real-SGLang tier kept in one worker."""
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
+from server_control.config import parse_verdicts
 from tests.support import collect_skip, run_figures
 from tests.support.sim import start_sim
 
@@ -16,10 +19,20 @@ os.environ.setdefault("SPECCONSOLE_SUPERVISE_MAX_S", "420")
 
 def pytest_configure(config):
     config._specconsole_figures = run_figures.make_dir()
+    # SGLang's parser's kept yeses (server_control/config/parse_verdicts.py): one directory for
+    # the whole run, its workers included (they inherit the controller's environment), never
+    # the user's own cache
+    if not os.environ.get(parse_verdicts.CACHE_DIR_ENV):
+        config._specconsole_verdicts = tempfile.mkdtemp(prefix="specconsole-verdicts-")
+        os.environ[parse_verdicts.CACHE_DIR_ENV] = config._specconsole_verdicts
 
 
 def pytest_unconfigure(config):
     run_figures.remove_dir(getattr(config, "_specconsole_figures", None))
+    verdicts = getattr(config, "_specconsole_verdicts", None)
+    if verdicts:
+        shutil.rmtree(verdicts, ignore_errors=True)
+        os.environ.pop(parse_verdicts.CACHE_DIR_ENV, None)
 
 
 def pytest_ignore_collect(collection_path, config):

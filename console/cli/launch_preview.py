@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from datetime import UTC, datetime
 
 from console.cli.common import EXIT_OK, error
 from server_control.config.argv_check import check_argv
@@ -39,6 +40,7 @@ def print_preview(args, profile) -> int:
                     "sglang": sglang.version if sglang else None,
                     "problems": problems,
                     "parsed_by_sglang": None if parsed is None or parsed.skipped else parsed.ok,
+                    "parsed_verdict_kept_at": _iso(parsed.kept_at) if parsed is not None else None,
                 }
             )
         )
@@ -50,11 +52,21 @@ def print_preview(args, profile) -> int:
         if sglang is not None and sglang.version:
             print(f"# {sglang.describe()}")
         if parsed is not None:
-            print(f"# SGLang's parser: {parsed.skipped or ('refuses it' if parsed.refusal else 'takes it')}")
+            verdict = parsed.skipped or ("refuses it" if parsed.refusal else "takes it")
+            print(f"# SGLang's parser: {verdict}{_kept(parsed.kept_at)}")
         for k, v in env.items():
             print(f"{k}={shlex.quote(v)}")
         print(spec.command_line())
     return EXIT_OK
+
+
+def _iso(at: float | None) -> str | None:
+    return None if at is None else datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+
+
+def _kept(at: float | None) -> str:
+    """Said when the verdict is a kept one: the parser was not asked this time."""
+    return "" if at is None else f" (kept: it took the same command line with this SGLang at {_iso(at)})"
 
 
 def parse_refusal(args, profile) -> str | None:

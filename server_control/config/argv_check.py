@@ -3,7 +3,8 @@
 bounded subprocess (``python -m server_control.sglang_patch.parse_check``), before any
 server process or run record exists. A refusal names the profile file and the key the
 refused flag came from; an interpreter that cannot build the parser is a skip, said once,
-never a refusal."""
+never a refusal. A yes is kept (``server_control/config/parse_verdicts.py``): the same
+interpreter, SGLang, patch and command line are not asked twice."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from server_control.config import parse_verdicts
 from server_control.config.profile import SERVE_MODULES, LaunchSpec, Profile
 
 PARSE_MODULE = "server_control.sglang_patch.parse_check"
@@ -24,6 +26,7 @@ _FLAG_RE = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_-]*)")
 class ArgvCheck:
     refusal: str | None  # "<file>: <key>: SGLang refuses the command line: <why>", None if it parses
     skipped: str | None  # why the parser could not be asked (no SGLang there, a timeout), None if asked
+    kept_at: float | None = None  # a yes kept from this time (epoch s): the parser was not asked again
 
     @property
     def ok(self) -> bool:
@@ -51,12 +54,29 @@ def key_of(profile: Profile, flag: str | None) -> str:
     return "[server]"
 
 
-def check_argv(profile: Profile, spec: LaunchSpec, timeout_s: float = TIMEOUT_S) -> ArgvCheck:
-    where = str(profile.path) if profile.path is not None else "<profile>"
+def check_argv(profile: Profile, spec: LaunchSpec, timeout_s: float = TIMEOUT_S, *, kept: bool = True) -> ArgvCheck:
+    """SGLang's parser's verdict on the launch's command line; a yes kept for the same
+    interpreter, SGLang, patch and command line answers without asking (``kept=False``, or
+    ``SPECCONSOLE_PARSE_VERDICTS=off``: always ask)."""
     try:
         args = server_argv(spec)
     except ValueError as exc:
         return ArgvCheck(None, str(exc))
+    key = None
+    if kept and parse_verdicts.enabled():
+        stamp = parse_verdicts.read_stamp(spec.argv[0], spec.env, spec.cwd)
+        key = parse_verdicts.verdict_key(stamp, args) if stamp is not None else None
+        found = parse_verdicts.lookup(key) if key is not None else None
+        if found is not None:
+            return ArgvCheck(None, None, kept_at=found.at)
+    result = _ask(profile, spec, args, timeout_s)
+    if key is not None and result.ok and result.skipped is None:
+        parse_verdicts.keep(key)
+    return result
+
+
+def _ask(profile: Profile, spec: LaunchSpec, args: list[str], timeout_s: float) -> ArgvCheck:
+    where = str(profile.path) if profile.path is not None else "<profile>"
     try:
         out = subprocess.run(
             [spec.argv[0], "-m", PARSE_MODULE],
