@@ -5,6 +5,7 @@
                                    [--models trained|deep|crossover] [--steps 2]
                                    [--max-total-tokens 8192] [--max-running-requests R]
                                    [--adaptive] [--adaptive-config FILE]
+                                   [--auto-adaptive-config FILE]
                                    [--json] [--out FILE]
 
 Starts a plain SGLang server (the target alone) and the patched server (the trained
@@ -26,6 +27,10 @@ config; unpatched) as the arm ``sglang_adaptive``, and ``--adaptive-config FILE`
 with that config (``sglang_adaptive_tuned``): the peer on the same pair and traffic. SGLang's
 adaptive needs ``--steps`` among its candidates (0, 1, 3, 5, 7 by default). Its windows are
 drained and timed like the others; SGLang publishes no mode share for them.
+``--auto-adaptive-config FILE`` adds the patched server once more, launched with SGLang's
+adaptive and that config beside the threshold (``auto_adaptive``: force auto at the same N):
+at or below N SGLang's controller picks the draft steps by bucket, above it the patch runs
+the target alone, N changeable at runtime as ever.
 
 The server not being measured is paused (SIGSTOP of its process group; SIGCONT before its
 own window), so the two never share the CPU. Before each window the server is drained
@@ -61,8 +66,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192", "--enable-metrics")
 PLAIN, SPEC, TARGET, AUTO = "plain", decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO
 ADAPTIVE, ADAPTIVE_TUNED = "sglang_adaptive", "sglang_adaptive_tuned"
-ARMS = (PLAIN, SPEC, TARGET, AUTO, ADAPTIVE, ADAPTIVE_TUNED)
-ARM_WORDS = {TARGET: "target-only", ADAPTIVE: "SGLang adaptive", ADAPTIVE_TUNED: "SGLang adaptive tuned"}
+AUTO_ADAPTIVE = "auto_adaptive"  # the patch's threshold beside SGLang's adaptive controller
+ARMS = (PLAIN, SPEC, TARGET, AUTO, AUTO_ADAPTIVE, ADAPTIVE, ADAPTIVE_TUNED)
+OURS = (AUTO, AUTO_ADAPTIVE)
+ARM_WORDS = {
+    TARGET: "target-only",
+    AUTO_ADAPTIVE: "auto + SGLang adaptive",
+    ADAPTIVE: "SGLang adaptive",
+    ADAPTIVE_TUNED: "SGLang adaptive tuned",
+}
 
 
 @dataclass
@@ -168,7 +180,7 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
         tok.update({a: None for a in (PLAIN, SPEC, TARGET, AUTO) if a not in tok})
         ms.update({a: None for a in (PLAIN, SPEC, TARGET, AUTO) if a not in ms})
         best = max((v for v in (tok[SPEC], tok[TARGET]) if v is not None), default=None)
-        others = max((v for a, v in tok.items() if a != AUTO and v is not None), default=None)
+        others = max((v for a, v in tok.items() if a not in OURS and v is not None), default=None)
         rows.append(
             {
                 "concurrency": c,
@@ -182,6 +194,7 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
                 "plain_over_target_only_ms": _ratio(ms[PLAIN], ms[TARGET]),
                 "auto_over_best_fixed": _ratio(tok[AUTO], best),
                 "auto_over_best_other": _ratio(tok[AUTO], others),
+                "auto_adaptive_over_best_other": _ratio(tok.get(AUTO_ADAPTIVE), others),
             }
         )
     all_cells = [cell for rows_ in result["per_mode"].values() for cell in rows_]
@@ -208,24 +221,16 @@ def _f(v: float | None, fmt: str = ".1f") -> str:
 def render(summary: dict) -> str:
     arms = summary.get("arms") or [PLAIN, SPEC, TARGET, AUTO]
     ratios = ("t-o / plain (per step)", "t-o / plain (tok/s)", "auto / max(spec, t-o)", "auto / best other arm")
+    keys = ("plain_over_target_only_ms", "target_only_over_plain_tok_s", "auto_over_best_fixed", "auto_over_best_other")
+    if AUTO_ADAPTIVE in arms:
+        ratios += ("auto + adaptive / best other arm",)
+        keys += ("auto_adaptive_over_best_other",)
     head = "| c | " + " | ".join(ARM_WORDS.get(a, a) for a in arms) + " | " + " | ".join(ratios) + " |"
     lines = [head, "| " + " | ".join("---" for _ in range(1 + len(arms) + len(ratios))) + " |"]
     for r in summary["rows"]:
         cells = [f"{_f(r['tok_s'][a])} ({_f(r['ms_per_step'][a], '.2f')} ms)" for a in arms]
         lines.append(
-            f"| {r['concurrency']} | "
-            + " | ".join(cells)
-            + " | "
-            + " | ".join(
-                _f(r.get(k), ".2f")
-                for k in (
-                    "plain_over_target_only_ms",
-                    "target_only_over_plain_tok_s",
-                    "auto_over_best_fixed",
-                    "auto_over_best_other",
-                )
-            )
-            + " |"
+            f"| {r['concurrency']} | " + " | ".join(cells) + " | " + " | ".join(_f(r.get(k), ".2f") for k in keys) + " |"
         )
     cross = summary["crossover"]
     lines.append(
@@ -300,6 +305,11 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-running-requests", type=int, help="the servers' running cap (default SGLang's)")
     p.add_argument("--adaptive", action="store_true", help="also SGLang's own --speculative-adaptive (its default config)")
     p.add_argument("--adaptive-config", type=Path, help="also SGLang's adaptive with this config file (the peer tuned)")
+    p.add_argument(
+        "--auto-adaptive-config",
+        type=Path,
+        help="also the patched server with SGLang's adaptive and this config beside the threshold (auto_adaptive)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path, help="also write the JSON summary here")
     opts = p.parse_args(argv)
@@ -327,10 +337,13 @@ def main(argv: list[str] | None = None) -> int:
                     opts.models, patched=False, extra=extra, steps=opts.steps, adaptive=str(opts.adaptive_config.resolve())
                 )
                 peers.append((None, tuned, ADAPTIVE_TUNED))
+            if opts.auto_adaptive_config:
+                both = Spec(opts.models, extra=extra, steps=opts.steps, adaptive=str(opts.auto_adaptive_config.resolve()))
+                peers.append((None, both, AUTO_ADAPTIVE))
             for url, spec, name in (
                 (opts.plain_url, Spec(opts.models, patched=False, extra=extra), PLAIN),
                 (opts.url, Spec(opts.models, extra=extra, steps=opts.steps), AUTO),
-                *[p for p in peers if opts.adaptive or p[2] == ADAPTIVE_TUNED],
+                *[p for p in peers if opts.adaptive or p[2] != ADAPTIVE],
             ):
                 group = None
                 if url is None:
@@ -342,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                 if spec.patched:
                     _signal(group, signal.SIGCONT)
                     set_threshold(url, threshold)
-                    arms += patched_arms(url, group)
+                    arms += patched_arms(url, group) if name == AUTO else [Arm(AUTO_ADAPTIVE, url, AUTO, group)]
+                    _signal(group, signal.SIGSTOP)
                 elif name == PLAIN:
                     arms.insert(0, Arm(PLAIN, url, None, group))
                 else:

@@ -87,3 +87,35 @@ def test_a_refused_threshold_names_why_the_switch_is_off(sim_factory):
 def test_an_accepted_threshold_raises_nothing(sim_factory):
     sim = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     mode_cost.set_threshold(sim.url, 32)
+
+
+def _cell(c: int, tok_s: float) -> dict:
+    return {
+        "concurrency": c,
+        "tok_s": tok_s,
+        "ms_per_step": 10.0,
+        "tok_s_runs": [tok_s],
+        "ms_per_step_runs": [10.0],
+        "target_only_share": None,
+        "rounds": [{"leftover": 0}],
+        "errors": 0,
+        "problems": [],
+    }
+
+
+def test_the_composed_arm_is_ours_not_a_rival():
+    """``auto_adaptive`` (the threshold beside SGLang's adaptive) is one of our arms: the best
+    other arm is the best of the rest, never auto or auto_adaptive, and the table says it."""
+    tok = {"plain": 100.0, "speculative": 90.0, "target_only": 95.0, "auto": 99.0, "auto_adaptive": 120.0}
+    tok["sglang_adaptive_tuned"] = 110.0
+    result = {"per_mode": {arm: [_cell(8, v)] for arm, v in tok.items()}}
+    summary = mode_cost.summarise(result, [8], 14)
+    row = summary["rows"][0]
+    assert row["auto_over_best_other"] == 99.0 / 110.0
+    assert row["auto_adaptive_over_best_other"] == 120.0 / 110.0
+    assert summary["arms"] == ["plain", "speculative", "target_only", "auto", "auto_adaptive", "sglang_adaptive_tuned"]
+    table = mode_cost.render(summary)
+    assert "| auto + SGLang adaptive | SGLang adaptive tuned |" in table and "auto + adaptive / best other arm |" in table
+    assert table.splitlines()[2].endswith("| 0.90 | 1.09 |"), table
+    without = mode_cost.render(mode_cost.summarise({"per_mode": {a: [_cell(8, 1.0)] for a in ("plain", "auto")}}, [8], 14))
+    assert "auto + adaptive" not in without

@@ -49,6 +49,8 @@ def _rig_argvs() -> dict[str, list[str]]:
                 FAKE_RIG, 30001, tp=tp, overlap=overlap, extra=[*COMMON_ARGS, *PATCHED_ARGS]
             )
     out["rig plain"] = server_args(FAKE_RIG, 30001, speculative=False, extra=list(COMMON_ARGS))
+    adaptive = ["--speculative-adaptive", "--speculative-adaptive-config", "/x/adaptive.json"]  # mode_cost's auto_adaptive
+    out["rig patched beside adaptive"] = server_args(FAKE_RIG, 30001, steps=3, extra=[*COMMON_ARGS, *PATCHED_ARGS, *adaptive])
     return out
 
 

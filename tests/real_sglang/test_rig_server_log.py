@@ -42,3 +42,6 @@ def test_adaptive_servers_with_different_configs_have_different_names():
     assert default.name == "crossover-adaptive"
     assert tuned.name == "crossover-adaptive-adaptive_crossover_tuned"
     assert Spec("crossover").name == "crossover-patched" and Spec("crossover", patched=False).name == "crossover-plain"
+    both = Spec("crossover", steps=3, adaptive="/x/benchmarks/data/adaptive_crossover_steps.json")  # the threshold beside it
+    assert both.name == "crossover-patched-adaptive-adaptive_crossover_steps"
+    assert Spec("crossover", adaptive="default").name == "crossover-patched-adaptive"

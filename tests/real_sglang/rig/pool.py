@@ -53,15 +53,17 @@ class Spec:
     dtype: str = "float32"
     steps: int = 2  # draft steps (topk 1, steps + 1 draft tokens)
     seeded: bool = False  # each request's sampling_seed drawn by (rig/seeded_sampling.py)
-    # not patched: SGLang's own --speculative-adaptive ("default": DEFAULT_ADAPTIVE_CONFIG, or
-    # a config file's path); None: the target alone
+    # SGLang's own --speculative-adaptive ("default": DEFAULT_ADAPTIVE_CONFIG, or a config
+    # file's path). Not patched: the peer (None: the target alone); patched: the patch's
+    # threshold beside SGLang's controller, which picks the steps at or below N
     adaptive: str | None = None
 
     @property
     def name(self) -> str:
         parts = [self.models, "patched" if self.patched else "adaptive" if self.adaptive else "plain"]
+        parts += ["adaptive"] if self.patched and self.adaptive else []
         # SGLang's adaptive with a config file is another server than with its default config
-        parts += [Path(self.adaptive).stem] if self.adaptive not in (None, "default") and not self.patched else []
+        parts += [Path(self.adaptive).stem] if self.adaptive not in (None, "default") else []
         parts += ["overlap"] if self.overlap else []
         parts += ["seeded"] if self.seeded else []
         parts += [f"tp{self.tp}"] if self.tp > 1 else []
@@ -112,7 +114,9 @@ def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict
         env["SPECCONSOLE_RIG_SEEDED_SAMPLING"] = "1"
     if spec.tp > 1:
         env["SGLANG_CPU_OMP_THREADS_BIND"] = omp_bind(spec.tp)
+    config = [] if spec.adaptive in (None, "default") else ["--speculative-adaptive-config", str(spec.adaptive)]
     if spec.patched:
+        adaptive = ["--speculative-adaptive", *config] if spec.adaptive else []
         args = server_args(
             rig,
             port,
@@ -120,11 +124,10 @@ def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict
             models=pair,
             overlap=spec.overlap,
             tp=spec.tp,
-            extra=[*dtype, *PATCHED_ARGS, *spec.extra],
+            extra=[*dtype, *PATCHED_ARGS, *adaptive, *spec.extra],
         )
         argv = [sys.executable, "-m", "server_control.sglang_patch.serve", *args]
     elif spec.adaptive:
-        config = [] if spec.adaptive == "default" else ["--speculative-adaptive-config", spec.adaptive]
         args = server_args(
             rig, port, steps=spec.steps, models=pair, tp=spec.tp, extra=[*dtype, "--speculative-adaptive", *config, *spec.extra]
         )
