@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from server_control.state.private_files import atomic_write, read_regular
 from server_control.state.state_dir import StateDirError, private_dir
 
 CACHE_DIR_ENV = "SPECCONSOLE_CACHE_DIR"
@@ -119,8 +120,7 @@ def verdict_key(stamp: str, argv: list[str]) -> str:
 
 def _read(path: Path) -> dict[str, float]:
     try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES])
+        data = json.loads(read_regular(path, MAX_FILE_BYTES))  # a FIFO or a huge file: a miss
     except (OSError, ValueError):
         return {}
     kept = data.get("takes_it") if isinstance(data, dict) else None
@@ -150,13 +150,8 @@ def keep(key: str, now: float | None = None, directory: Path | None = None) -> b
     kept = {k: at for k, at in _read(path).items() if now - MAX_AGE_S <= at <= now + 60.0}
     kept[key] = now
     newest = dict(sorted(kept.items(), key=lambda kv: kv[1])[-MAX_ENTRIES:])
-    tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"takes_it": newest}, f)
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps({"takes_it": newest}))
     except OSError:
-        tmp.unlink(missing_ok=True)
         return False
     return True

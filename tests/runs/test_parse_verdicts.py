@@ -193,6 +193,10 @@ def test_old_damaged_and_unwritable_caches_are_misses(tmp_path):
     loose.mkdir(mode=0o777)
     os.chmod(loose, 0o777)
     assert parse_verdicts.keep("k", now=now, directory=loose) is False  # others could write there
+    fifo = tmp_path / "fifo"
+    fifo.mkdir(mode=0o700)
+    os.mkfifo(fifo / parse_verdicts.FILE_NAME)  # never hangs the reader
+    assert parse_verdicts.lookup("k", now=now, directory=fifo) is None
     blocked = tmp_path / "a-file"
     blocked.write_text("")  # the cache directory cannot be made under a file (root writes anywhere else)
     assert parse_verdicts.keep("k", now=now, directory=blocked / "cache") is False
