@@ -220,8 +220,13 @@ def _f(v: float | None, fmt: str = ".1f") -> str:
 
 def render(summary: dict) -> str:
     arms = summary.get("arms") or [PLAIN, SPEC, TARGET, AUTO]
-    ratios = ("t-o / plain (per step)", "t-o / plain (tok/s)", "auto / max(spec, t-o)", "auto / best other arm")
-    keys = ("plain_over_target_only_ms", "target_only_over_plain_tok_s", "auto_over_best_fixed", "auto_over_best_other")
+    ratios: tuple[str, ...] = ("t-o / plain (per step)", "t-o / plain (tok/s)", "auto / max(spec, t-o)", "auto / best other arm")
+    keys: tuple[str, ...] = (
+        "plain_over_target_only_ms",
+        "target_only_over_plain_tok_s",
+        "auto_over_best_fixed",
+        "auto_over_best_other",
+    )
     if AUTO_ADAPTIVE in arms:
         ratios += ("auto + adaptive / best other arm",)
         keys += ("auto_adaptive_over_best_other",)
