@@ -47,7 +47,7 @@ DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 NAMED = re.compile(r"`([\w./-]+\.(?:py|toml|json|md))(?:[:`]|::)")
 # names the docs give to files that are not in a tree: the rig cache's facts, a model
 # directory's config, an operator's example fleet file, the GPU bundle's manifest
-ELSEWHERE = {"facts.json", "config.json", "f.toml", "manifest.json"}
+ELSEWHERE = {"facts.json", "config.json", "f.toml", "manifest.json", "parse-verdicts.json"}  # files outside the tree
 SKIPPED_DIRS = {".git", ".venv", "__pycache__", "node_modules", ".mypy_cache", ".ruff_cache"}
 
 
