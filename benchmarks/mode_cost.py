@@ -39,7 +39,9 @@ decode-pass counter (milliseconds per decode step beside client tok/s) and the p
 step counters: a forced arm whose window did not run every step in its mode, or an auto
 window below the threshold that ran any step target-only, fails the run. Each cell is the
 median of its rounds; every round is kept in the JSON. Prints tok/s and ms per step per
-arm, target-only / plain (per step and tok/s) and auto / max(speculative, target-only).
+arm, target-only / plain (per step and tok/s) and auto / max(speculative, target-only),
+and the A/A line: auto over the forced arm of the one mode it ran at a level, round by
+round (the same server in the same mode: the spread this machine's windows cannot resolve).
 ``--plain-url``/``--url`` measure running servers instead (not paused). Figures go in
 docs/cpu-rig.md.
 """
@@ -171,6 +173,30 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def _by_round(cells: dict[str, dict | None]) -> list[dict[str, float]]:
+    """tok/s of every arm, round by round (the arms of one round ran back to back)."""
+    by_round: dict[int, dict[str, float]] = {}
+    for arm, cell in cells.items():
+        for row in (cell or {}).get("rounds") or []:
+            if row.get("round") is not None:
+                by_round.setdefault(int(row["round"]), {})[arm] = float(row["tok_s"])
+    return [tok for _, tok in sorted(by_round.items())]
+
+
+def paired(cells: dict[str, dict | None], ours: str, rival: str) -> list[float]:
+    """``ours`` over ``rival`` round by round: a drift of the machine between rounds cancels."""
+    return [t[ours] / t[rival] for t in _by_round(cells) if ours in t and t.get(rival)]
+
+
+def own_mode(cells: dict[str, dict | None]) -> str | None:
+    """The forced arm of the mode auto ran at this level (all its steps one mode), else None:
+    auto against it is the same server in the same mode, an A/A comparison whose spread is
+    what this machine's windows cannot resolve."""
+    share = (cells.get(AUTO) or {}).get("target_only_share")
+    mode = {0.0: SPEC, 1.0: TARGET}.get(share) if share is not None else None
+    return mode if mode in cells else None
+
+
 def summarise(result: dict, levels: list[int], threshold: int | None = None) -> dict:
     rows = []
     for c in levels:
@@ -195,6 +221,8 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
                 "auto_over_best_fixed": _ratio(tok[AUTO], best),
                 "auto_over_best_other": _ratio(tok[AUTO], others),
                 "auto_adaptive_over_best_other": _ratio(tok.get(AUTO_ADAPTIVE), others),
+                "auto_over_rival_by_round": {a: paired(cells, AUTO, a) for a in cells if a not in OURS},
+                "a_a": {"mode": own_mode(cells), "by_round": paired(cells, AUTO, own_mode(cells) or "")},
             }
         )
     all_cells = [cell for rows_ in result["per_mode"].values() for cell in rows_]
@@ -245,6 +273,13 @@ def render(summary: dict) -> str:
         + f"; auto at threshold {summary['auto_threshold']}"
         + (f"; {summary['errors']} failed requests" if summary["errors"] else "")
     )
+    same = [
+        f"c={r['concurrency']} " + " ".join(f"{v:.2f}" for v in r["a_a"]["by_round"])
+        for r in summary["rows"]
+        if r.get("a_a", {}).get("by_round")
+    ]
+    if same:
+        lines.append("A/A, auto / the forced arm of the mode it ran (one server, one mode), round by round: " + "; ".join(same))
     lines.extend(f"PROBLEM: {p}" for p in summary["problems"])
     return "\n".join(lines)
 

@@ -119,3 +119,26 @@ def test_the_composed_arm_is_ours_not_a_rival():
     assert table.splitlines()[2].endswith("| 0.90 | 1.09 |"), table
     without = mode_cost.render(mode_cost.summarise({"per_mode": {a: [_cell(8, 1.0)] for a in ("plain", "auto")}}, [8], 14))
     assert "auto + adaptive" not in without
+
+
+def test_a_a_pairs_auto_with_the_forced_arm_of_the_mode_it_ran_round_by_round():
+    """The A/A comparison: auto against the forced arm of the one mode it ran, round by round
+    (the arms of a round ran back to back); no A/A where auto mixed modes."""
+    runs = {"speculative": [100.0, 80.0, 90.0], "target_only": [50.0, 60.0, 55.0], "auto": [110.0, 80.0, 81.0]}
+
+    def cell(arm, share):
+        c = _cell(8, sorted(runs[arm])[1])
+        c["rounds"] = [{"round": k, "tok_s": v, "leftover": 0} for k, v in enumerate(runs[arm])]
+        c["target_only_share"] = share
+        return c
+
+    result = {"per_mode": {"speculative": [cell("speculative", 0.0)], "target_only": [cell("target_only", 1.0)]}}
+    result["per_mode"]["auto"] = [cell("auto", 0.0)]
+    row = mode_cost.summarise(result, [8], 14)["rows"][0]
+    assert row["a_a"] == {"mode": "speculative", "by_round": [1.1, 1.0, 0.9]}
+    assert row["auto_over_rival_by_round"]["target_only"] == [110 / 50, 80 / 60, 81 / 55]
+    assert "A/A, auto / the forced arm of the mode it ran (one server, one mode), round by round: c=8 1.10 1.00 0.90" in (
+        mode_cost.render(mode_cost.summarise(result, [8], 14))
+    )
+    result["per_mode"]["auto"] = [cell("auto", 0.4)]  # a mix of modes: no A/A
+    assert mode_cost.summarise(result, [8], 14)["rows"][0]["a_a"] == {"mode": None, "by_round": []}
