@@ -204,9 +204,7 @@ class HealthWatch:
                     sup.update(RunState.CRASHED, exit_code=code, last_error=f"server exited before ready: {exit_words(code)}")
                     break
                 await self._probe(c)
-                if sup.state == RunState.READY:
-                    sup.procs.forget()
-                    sup.procs.current()  # records the run's members now that they all run
+                if sup.state == RunState.READY:  # its members were recorded by the probe (procs.on_ready)
                     self._mark_ready()
                     await sup.carried.reapply()
                     break
@@ -266,6 +264,7 @@ class HealthWatch:
             return
         if ok:
             self.fails = 0
+            self.sup.procs.on_ready(was=self.sup.state)
             self.sup.update(RunState.READY, health_error=None)
             return
         self.fails += 1

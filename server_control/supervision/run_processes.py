@@ -14,7 +14,9 @@ not exited, and ``live`` (asked four times a second) reads only the leader's com
 (a title it took since is recorded at once); it verifies the leader in full again
 ``RESCAN_S`` after the last time.
 While the leader is verified it writes the run's other processes into the record: after the
-leader is gone they are the only way to tell its orphaned ranks from strangers.
+leader is gone they are the only way to tell its orphaned ranks from strangers. They are
+recorded the moment the run first answers health (``on_ready``): a crash right after ready
+(before the once-a-second reading) left its ranks unknown, so nobody stopped them.
 """
 
 from __future__ import annotations
@@ -65,6 +67,13 @@ class RunProcesses:
     def launched(self, pid: int, create_time: float) -> None:
         """This process started that leader: it is ours even after it retitles itself."""
         self._seen.add((pid, create_time))
+
+    def on_ready(self, was: RunState | None = None) -> None:
+        """The run answered health (coming from ``was``): read its processes afresh and record its
+        members now that they all run (a crash a moment later must still find its orphans)."""
+        if was != RunState.READY:
+            self.forget()
+            self.current()
 
     def forget(self) -> None:
         """The next ``current()`` reads the processes again."""

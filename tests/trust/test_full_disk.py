@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import psutil
 import pytest
 
 from server_control.state import runs
@@ -34,6 +35,15 @@ def _cleanup(port: int) -> list[int]:
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     return left
+
+
+def _running(pid: int, create_time: float) -> bool:
+    """That process still runs (a zombie left for an init that does not reap has ended)."""
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == create_time and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_stop_on_a_full_disk_signals_first_and_says_what_it_could_not_write(make_profile, full_state, full_fs):
@@ -93,8 +103,11 @@ def test_supervise_on_a_full_disk_keeps_supervising(make_profile, full_state, fu
             time.sleep(0.2)
             rec = runs.load_record("fs")
         assert rec is not None and rec.health == "ready"
+        leader = psutil.Process(rec.pid)
+        ranks = [(p.pid, p.create_time()) for p in leader.children(recursive=True)]
+        assert ranks, "the simulator's ranks"
         fill(full_fs)
-        os.kill(rec.pid, signal.SIGKILL)  # a crash on the full disk
+        os.kill(rec.pid, signal.SIGKILL)  # a crash on the full disk: its ranks are orphaned
         deadline = time.monotonic() + 60
         while (
             time.monotonic() < deadline
@@ -104,6 +117,10 @@ def test_supervise_on_a_full_disk_keeps_supervising(make_profile, full_state, fu
             time.sleep(0.2)
         out = "".join(lines)
         assert "Traceback" not in out, out[-3000:]
+        # the crashed run's orphans were stopped before the restart (or the FATAL): the record on
+        # the full disk may never have got them, the supervisor saw them while the leader ran
+        orphans = [pid for pid, ct in ranks if _running(pid, ct)]
+        assert not orphans, f"the crashed run's orphaned ranks still run: {orphans}; {out[-2000:]}"
         if any("fatal" in line for line in lines):
             assert "No space left on device" in out, out[-3000:]
         else:

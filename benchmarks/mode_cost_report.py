@@ -1,0 +1,139 @@
+"""``benchmarks.mode_cost``'s report: its arms' names, the summary of an interleaved run
+(medians, ratios, the crossover, round-by-round pairs and the A/A comparison) and the table
+it prints. No servers, no traffic: ``mode_cost`` measures, this reads what it measured."""
+
+from __future__ import annotations
+
+from server_control.bench import loadgen
+from server_control.protocol import decision
+
+PLAIN, SPEC, TARGET, AUTO = "plain", decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO
+ADAPTIVE, ADAPTIVE_TUNED = "sglang_adaptive", "sglang_adaptive_tuned"
+AUTO_ADAPTIVE = "auto_adaptive"  # the patch's threshold beside SGLang's adaptive controller
+ARMS = (PLAIN, SPEC, TARGET, AUTO, AUTO_ADAPTIVE, ADAPTIVE, ADAPTIVE_TUNED)
+OURS = (AUTO, AUTO_ADAPTIVE)
+ARM_WORDS = {
+    TARGET: "target-only",
+    AUTO_ADAPTIVE: "auto + SGLang adaptive",
+    ADAPTIVE: "SGLang adaptive",
+    ADAPTIVE_TUNED: "SGLang adaptive tuned",
+}
+
+
+def _cell(result: dict, arm: str, c: int) -> dict | None:
+    return next((r for r in result["per_mode"].get(arm, []) if r["concurrency"] == c), None)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _by_round(cells: dict[str, dict | None]) -> list[dict[str, float]]:
+    """tok/s of every arm, round by round (the arms of one round ran back to back)."""
+    by_round: dict[int, dict[str, float]] = {}
+    for arm, cell in cells.items():
+        for row in (cell or {}).get("rounds") or []:
+            if row.get("round") is not None:
+                by_round.setdefault(int(row["round"]), {})[arm] = float(row["tok_s"])
+    return [tok for _, tok in sorted(by_round.items())]
+
+
+def paired(cells: dict[str, dict | None], ours: str, rival: str) -> list[float]:
+    """``ours`` over ``rival`` round by round: a drift of the machine between rounds cancels."""
+    return [t[ours] / t[rival] for t in _by_round(cells) if ours in t and t.get(rival)]
+
+
+def own_mode(cells: dict[str, dict | None]) -> str | None:
+    """The forced arm of the mode auto ran at this level (all its steps one mode), else None:
+    auto against it is the same server in the same mode, an A/A comparison whose spread is
+    what this machine's windows cannot resolve."""
+    share = (cells.get(AUTO) or {}).get("target_only_share")
+    mode = {0.0: SPEC, 1.0: TARGET}.get(share) if share is not None else None
+    return mode if mode in cells else None
+
+
+def summarise(result: dict, levels: list[int], threshold: int | None = None) -> dict:
+    rows = []
+    for c in levels:
+        cells = {arm: _cell(result, arm, c) for arm in ARMS if arm in result["per_mode"]}
+        tok = {arm: (cell["tok_s"] if cell else None) for arm, cell in cells.items()}
+        ms = {arm: (cell["ms_per_step"] if cell else None) for arm, cell in cells.items()}
+        tok.update({a: None for a in (PLAIN, SPEC, TARGET, AUTO) if a not in tok})
+        ms.update({a: None for a in (PLAIN, SPEC, TARGET, AUTO) if a not in ms})
+        best = max((v for v in (tok[SPEC], tok[TARGET]) if v is not None), default=None)
+        others = max((v for a, v in tok.items() if a not in OURS and v is not None), default=None)
+        rows.append(
+            {
+                "concurrency": c,
+                "tok_s": tok,
+                "ms_per_step": ms,
+                "tok_s_runs": {a: cell["tok_s_runs"] for a, cell in cells.items() if cell},
+                "ms_per_step_runs": {a: cell["ms_per_step_runs"] for a, cell in cells.items() if cell},
+                "target_only_share": {a: cell["target_only_share"] for a, cell in cells.items() if cell},
+                "leftover": {a: [r.get("leftover") for r in cell["rounds"]] for a, cell in cells.items() if cell},
+                "target_only_over_plain_tok_s": _ratio(tok[TARGET], tok[PLAIN]),
+                "plain_over_target_only_ms": _ratio(ms[PLAIN], ms[TARGET]),
+                "auto_over_best_fixed": _ratio(tok[AUTO], best),
+                "auto_over_best_other": _ratio(tok[AUTO], others),
+                "auto_adaptive_over_best_other": _ratio(tok.get(AUTO_ADAPTIVE), others),
+                "auto_over_rival_by_round": {a: paired(cells, AUTO, a) for a in cells if a not in OURS},
+                "a_a": {"mode": own_mode(cells), "by_round": paired(cells, AUTO, own_mode(cells) or "")},
+            }
+        )
+    all_cells = [cell for rows_ in result["per_mode"].values() for cell in rows_]
+    per_spec = {c: _cell(result, SPEC, c) for c in levels}
+    cross = loadgen.crossover(
+        {SPEC: [x for x in per_spec.values() if x], TARGET: [x for x in (_cell(result, TARGET, c) for c in levels) if x]}
+    )
+    return {
+        "levels": levels,
+        "rows": rows,
+        "crossover": cross,
+        "auto_threshold": threshold,
+        "errors": sum(cell["errors"] for cell in all_cells),
+        "problems": [p for cell in all_cells for p in cell["problems"]],
+        "arms": [a for a in ARMS if a in result["per_mode"]],
+        "rounds": result["per_mode"],
+    }
+
+
+def _f(v: float | None, fmt: str = ".1f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def render(summary: dict) -> str:
+    arms = summary.get("arms") or [PLAIN, SPEC, TARGET, AUTO]
+    ratios: tuple[str, ...] = ("t-o / plain (per step)", "t-o / plain (tok/s)", "auto / max(spec, t-o)", "auto / best other arm")
+    keys: tuple[str, ...] = (
+        "plain_over_target_only_ms",
+        "target_only_over_plain_tok_s",
+        "auto_over_best_fixed",
+        "auto_over_best_other",
+    )
+    if AUTO_ADAPTIVE in arms:
+        ratios += ("auto + adaptive / best other arm",)
+        keys += ("auto_adaptive_over_best_other",)
+    head = "| c | " + " | ".join(ARM_WORDS.get(a, a) for a in arms) + " | " + " | ".join(ratios) + " |"
+    lines = [head, "| " + " | ".join("---" for _ in range(1 + len(arms) + len(ratios))) + " |"]
+    for r in summary["rows"]:
+        cells = [f"{_f(r['tok_s'][a])} ({_f(r['ms_per_step'][a], '.2f')} ms)" for a in arms]
+        lines.append(
+            f"| {r['concurrency']} | " + " | ".join(cells) + " | " + " | ".join(_f(r.get(k), ".2f") for k in keys) + " |"
+        )
+    cross = summary["crossover"]
+    lines.append(
+        "tok/s (ms per decode step, the server's decode-pass counter), median of the "
+        "rounds; crossover: "
+        + (f"target-only wins from concurrency {cross}" if cross else "none (speculation never lost)")
+        + f"; auto at threshold {summary['auto_threshold']}"
+        + (f"; {summary['errors']} failed requests" if summary["errors"] else "")
+    )
+    same = [
+        f"c={r['concurrency']} " + " ".join(f"{v:.2f}" for v in r["a_a"]["by_round"])
+        for r in summary["rows"]
+        if r.get("a_a", {}).get("by_round")
+    ]
+    if same:
+        lines.append("A/A, auto / the forced arm of the mode it ran (one server, one mode), round by round: " + "; ".join(same))
+    lines.extend(f"PROBLEM: {p}" for p in summary["problems"])
+    return "\n".join(lines)
