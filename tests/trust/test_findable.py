@@ -90,7 +90,19 @@ def _supervisor_held(rec: runs.RunRecord):
     assert sup and rec.health == "ready", f"the run's supervisor never wrote the record: {rec}"
     proc = psutil.Process(sup["pid"])
     assert abs(proc.create_time() - float(sup["create_time"])) < 1.0, (sup, proc)
-    proc.send_signal(signal.SIGSTOP)
+    # never held inside the record's lock: it takes it for every update (members, titles), and a
+    # `stop` would then wait its 60 s for it (a fresh clone's run: "cannot take ... lost.op.lock")
+    lock = runs.profile_lock(rec.name)
+    for _ in range(200):
+        proc.send_signal(signal.SIGSTOP)
+        while proc.status() != psutil.STATUS_STOPPED:
+            time.sleep(0.01)
+        if not lock.is_held_elsewhere():
+            break
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.02)
+    else:
+        raise AssertionError("the run's supervisor held the record's lock at every try")
     try:
         yield
     finally:
