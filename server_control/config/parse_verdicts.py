@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server_control.state.private_files import atomic_write, read_regular
-from server_control.state.state_dir import StateDirError, private_dir
+from server_control.state.state_dir import StateDirError, check_private_dir, private_dir
 
 CACHE_DIR_ENV = "SPECCONSOLE_CACHE_DIR"
 SWITCH_ENV = "SPECCONSOLE_PARSE_VERDICTS"  # "off": ask SGLang's parser every time
@@ -131,8 +131,12 @@ def _read(path: Path) -> dict[str, float]:
 
 def lookup(key: str, now: float | None = None, directory: Path | None = None) -> KeptVerdict | None:
     """The kept yes for ``key``, if one is younger than ``MAX_AGE_S``."""
-    path = (directory or cache_dir()) / FILE_NAME
-    at = _read(path).get(key)
+    where = directory or cache_dir()
+    try:
+        check_private_dir(where)  # a yes planted where others can write is not ours
+    except StateDirError:
+        return None
+    at = _read(where / FILE_NAME).get(key)
     now = time.time() if now is None else now
     if at is None or not (now - MAX_AGE_S <= at <= now + 60.0):
         return None

@@ -193,6 +193,8 @@ def test_old_damaged_and_unwritable_caches_are_misses(tmp_path):
     loose.mkdir(mode=0o777)
     os.chmod(loose, 0o777)
     assert parse_verdicts.keep("k", now=now, directory=loose) is False  # others could write there
+    (loose / parse_verdicts.FILE_NAME).write_text(json.dumps({"takes_it": {"planted": now}}))
+    assert parse_verdicts.lookup("planted", now=now, directory=loose) is None  # nor is a yes read from there
     fifo = tmp_path / "fifo"
     fifo.mkdir(mode=0o700)
     os.mkfifo(fifo / parse_verdicts.FILE_NAME)  # never hangs the reader
