@@ -2,10 +2,15 @@
 refused, and no server runs that the run record does not know about.
 
 Two long-lived worker processes (real, separate interpreters) launch the same profile
-behind a barrier, PAIRS times. After each pair the test counts the servers listening for
-that profile (every process whose command line carries the profile's port) that are not
-processes of the recorded run, then stops the run and kills any such stray by its own
-process group.
+behind a barrier, PAIRS times. After each pair the test counts this profile's servers (every
+simulator process whose command line carries the profile's port and whose working directory
+is the profile's: the profile sets both) that are not processes of the recorded run, then
+stops the run and kills any such stray by its own process group.
+
+Only this test's servers are counted and killed: in a parallel run another worker's simulator
+may carry the same port number (a free port is free only when it is taken). A decoy, a
+process with the same command-line words started elsewhere, runs through the whole test and
+must be neither counted nor killed.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ import asyncio
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import psutil
 
@@ -46,19 +54,40 @@ def _worker(profile_path: str, state_dir: str, barrier, results, rounds: int) ->
         barrier.wait()  # the test checks and stops the run
 
 
-def _servers_on(port: int) -> list[psutil.Process]:
+def _servers_on(port: int, cwd: str) -> list[psutil.Process]:
+    """The simulators on ``port`` started from ``cwd`` (the profile's directory)."""
     out = []
     flag = ["--port", str(port)]
-    for p in psutil.process_iter(["cmdline"]):
+    for p in psutil.process_iter(["cmdline", "cwd"]):
         cmd = p.info["cmdline"] or []
-        if any(cmd[i : i + 2] == flag for i in range(len(cmd) - 1)) and "server_control.sim" in cmd:
+        if any(cmd[i : i + 2] == flag for i in range(len(cmd) - 1)) and "server_control.sim" in cmd and p.info["cwd"] == cwd:
             out.append(p)
     return out
+
+
+def _described(p: psutil.Process, rec) -> str:
+    """What a stray is, beside the record's leader, so that a failure says which process it was."""
+    try:
+        with p.oneshot():
+            me = f"pid {p.pid} ppid {p.ppid()} pgid {os.getpgid(p.pid)} started {p.create_time():.2f} {p.status()}"
+    except (psutil.Error, OSError) as exc:
+        me = f"pid {p.pid}: {type(exc).__name__}"
+    leader = f"record: leader {rec.pid} started {rec.create_time:.2f}, members {list(rec.members)}" if rec else "no record"
+    return f"{me}; {leader}"
 
 
 def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, groups, state_dir):
     path = make_profile("race", tp=1, grace=2.0)
     port = int(path.read_text().split("port = ")[1].split()[0])
+    decoy = subprocess.Popen(  # another worker's server on the same port number, as far as its command line shows
+        [sys.executable, "-c", "import time; time.sleep(300)", "-m", "server_control.sim", "--port", str(port)],
+        cwd=path.parent.parent,
+        start_new_session=True,
+    )
+    groups.add(decoy.pid)
+    deadline = time.monotonic() + 10
+    while "server_control.sim" not in psutil.Process(decoy.pid).cmdline() and time.monotonic() < deadline:
+        time.sleep(0.01)
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(3), ctx.Queue()
     workers = [
@@ -66,7 +95,7 @@ def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, group
     ]
     for w in workers:
         w.start()
-    tally = {"double launch": 0, "untracked servers": 0, "errors": []}
+    tally: dict = {"double launch": 0, "untracked servers": 0, "errors": []}
     try:
         for _ in range(PAIRS):
             barrier.wait(timeout=120)
@@ -77,8 +106,9 @@ def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, group
                 tally["double launch"] += 1
             rec = runs.load_record("race")
             tracked = {p.pid for p in identity.run_processes(rec.identity())} if rec else set()
-            stray = [p for p in _servers_on(port) if p.pid not in tracked]
+            stray = [p for p in _servers_on(port, str(path.parent)) if p.pid not in tracked]
             tally["untracked servers"] += len(stray)
+            tally["errors"] += [f"untracked: {_described(p, rec)}" for p in stray]
             for p in stray:
                 groups.add(os.getpgid(p.pid))
                 os.killpg(os.getpgid(p.pid), signal.SIGKILL)
@@ -97,4 +127,7 @@ def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, group
             w.join(timeout=10)
             if w.is_alive():
                 w.kill()
+    assert decoy.poll() is None, "the test killed a process that is not its own"
+    decoy.kill()
+    decoy.wait(timeout=10)
     assert tally == {"double launch": 0, "untracked servers": 0, "errors": []}, tally

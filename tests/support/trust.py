@@ -3,6 +3,7 @@ serve a port, who listens on it, and a profile's port."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -18,12 +19,20 @@ def cli(*args: str, timeout_s: float = 90) -> subprocess.CompletedProcess:
 
 
 def run_pids(port: int) -> list[int]:
-    """Every process whose command line serves ``port`` (the simulator's ranks included)."""
+    """Every process whose command line serves ``port`` (the simulator's ranks included) and
+    that runs with this test's state directory: in a parallel run another worker's simulator
+    may carry the same port number (a free port is free only until someone takes it)."""
+    ours = os.environ.get("SPECCONSOLE_STATE_DIR")
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
         if "--port" in cmd and str(port) in cmd and "server_control.sim" in " ".join(cmd):
-            out.append(p.pid)
+            try:
+                theirs = p.environ().get("SPECCONSOLE_STATE_DIR")
+            except psutil.Error:
+                continue  # gone, or not ours to read
+            if ours is None or theirs == ours:
+                out.append(p.pid)
     return out
 
 

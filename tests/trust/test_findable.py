@@ -149,10 +149,11 @@ def test_a_record_naming_an_impossible_process_is_recovered_from_the_keeper_note
     rec = _launched(profile)
     groups.add(rec.pgid)
     path = runs.record_path(profile.stem)
-    data = json.loads(path.read_text())
-    data[field] = value
-    path.write_text(json.dumps(data))
-    status = cli("status", "--profile", str(profile))
+    with _supervisor_held(rec):  # its own write of the ready run would undo the damage
+        data = json.loads(path.read_text())
+        data[field] = value
+        path.write_text(json.dumps(data))
+        status = cli("status", "--profile", str(profile))
     said = status.stdout + status.stderr
     assert "Traceback" not in said, said
     assert f"pid {rec.pid}" in said and "keeper's note" in said and "moved aside" in said, said
