@@ -9,8 +9,9 @@ within ``[lo, hi]``:
     (unless the crossover is extrapolated beyond the data: its interval then says little);
   * bounded rate: at most ``max_step`` per decision, and 1 when the crossover is
     extrapolated beyond the data (one step toward it lets exploration look there), but as
-    far as the measurement itself reaches: where both modes were measured (exploration) at
-    every bucket from N to a batch B and the same mode won at each, N moves to B at once;
+    far as the measurement itself reaches: where both modes were measured (exploration)
+    from N on and the same mode won each band, N moves at once as far as those wins speak
+    for (``measured_reach``: a wide band's win speaks for where its steps sat);
   * never against the measurement: a move flips the mode of the batches between the old
     and the new N, and it stops before the first of them where both modes were measured
     and the mode it would run there lost (a sign-fit crossover or a line can put N past a
@@ -37,8 +38,10 @@ An operator's explicit N turns the tuner off (``off``) until it is asked again (
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import dataclass
 
+from server_control.protocol.bands import Band
 from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY, Curves
 from server_control.protocol.crossover import TRUSTED_EXTRAPOLATION, Estimate, estimate
 
@@ -319,7 +322,7 @@ def _edge_won(e: Estimate, threshold: int, target: int) -> bool:
     if edge is None or (edge.batch or edge.hi) < threshold - EDGE_REACH:
         return False
     lead = -edge.diff if target > threshold else edge.diff
-    if lead < REACH_Z * edge.se or lead < EDGE_MARGIN * min(edge.speculative, edge.target_only):
+    if lead - REACH_Z * edge.se < EDGE_MARGIN * min(edge.speculative, edge.target_only):
         return False
     if target > threshold:
         return not any(b.lo > edge.hi for b in e.bands)
@@ -349,18 +352,40 @@ def measured_limit(e: Estimate, threshold: int, new: int) -> int:
 
 
 def measured_reach(e: Estimate, threshold: int, target: int) -> int | None:
-    """How far N may move toward ``target`` on measurement alone: the end of the unbroken run
-    of bands (both modes at matching batches), from N's side of the boundary on, where the
-    same mode won (speculation going up, target-only going down); None if none."""
+    """How far N may move toward ``target`` on measurement alone: along the unbroken run of
+    bands (both modes at matching batches), from N's side of the boundary on, where the same
+    mode won by ``REACH_Z`` se (speculation going up, target-only going down), as far as each
+    band's win speaks for, and on into the next band only where it spoke for the whole band.
+    A band's win speaks for its batches as far as its matched mix's mean batch (its steps sat
+    there: a wide band can hold the crossover), and going up for all of them when it was won
+    clearly (``EDGE_MARGIN``). Going down a clear win is not enough: below a crossover the
+    lead can grow 7 % a batch (the curve of best N 13), so a wide band's lead says little of
+    its lowest batches. None if no band carries N."""
     reach = None
     if target > threshold:
         for b in sorted((b for b in e.bands if b.hi > threshold), key=lambda b: b.lo):
-            if -b.diff < REACH_Z * b.se or (reach is not None and b.lo > reach + 1) or (reach is None and b.lo > threshold + 1):
+            if -b.diff < REACH_Z * b.se or b.lo > (threshold if reach is None else reach) + 1:
                 break
-            reach = min(b.hi, target)
+            reach = min(b.hi if _clear(b) else _spoken_hi(b), target)
     elif target < threshold:
         for b in sorted((b for b in e.bands if b.lo <= threshold), key=lambda b: b.lo, reverse=True):
-            if b.diff < REACH_Z * b.se or (reach is not None and b.hi < reach) or (reach is None and b.hi < threshold):
+            if b.diff < REACH_Z * b.se or b.hi < (threshold if reach is None else reach):
                 break
-            reach = max(b.lo - 1, target)
+            reach = max(_spoken_lo(b) - 1, target)
     return reach
+
+
+def _clear(b: Band) -> bool:
+    """Whether a band's winner leads by ``EDGE_MARGIN`` of throughput: the crossover then does not lie inside it."""
+    return abs(b.diff) >= EDGE_MARGIN * min(b.speculative, b.target_only)
+
+
+def _spoken_hi(b: Band) -> int:
+    """The highest batch a band's win speaks for: its last, or, for a band whose matched mix
+    sat lower (a wide band of sparse batches), the batch its mean lies in."""
+    return min(b.hi, max(b.lo, math.floor(b.batch))) if b.batch > 0 else b.hi
+
+
+def _spoken_lo(b: Band) -> int:
+    """The lowest batch a band's win speaks for: its first, or where its matched mix's mean lies."""
+    return max(b.lo, min(b.hi, math.ceil(b.batch))) if b.batch > 0 else b.lo
