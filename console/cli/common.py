@@ -228,5 +228,9 @@ def run_async(coro_fn: Callable[[argparse.Namespace], Awaitable[int]], args: arg
     except UsageError as exc:
         return usage_error(str(exc))
     except NoRun as exc:
+        if getattr(args, "json", False):  # a script reading stdout gets the reason too, as a stopped profile's `{"error"}`
+            import json  # noqa: PLC0415
+
+            print(json.dumps({"error": strip_controls(str(exc)), "running": False}), flush=True)
         error(str(exc))
         return EXIT_FAILED

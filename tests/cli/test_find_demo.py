@@ -89,6 +89,17 @@ def test_demo_without_a_run_says_so_and_probes_nothing(state_dir):
         assert "127.0.0.1" not in r.stdout + r.stderr, (args, r.stdout, r.stderr)
 
 
+def test_demo_without_a_run_answers_json_on_stdout_with_json(state_dir):
+    """`status --json`, `threshold --json` and `setting --json` with no demo run printed
+    nothing on stdout (the reason on stderr only): a script reading the JSON got no answer."""
+    for args in (("status",), ("threshold",), ("threshold", "7"), ("setting", "force")):
+        r = cli(*args, "--json")
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        answer = json.loads(r.stdout)
+        assert answer["running"] is False and "no demo run in" in answer["error"], (args, answer)
+        assert "no demo run in" in r.stderr, (args, r.stderr)
+
+
 def test_status_of_a_run_stopped_on_purpose_says_not_running(state_dir, sim_profile):
     """Issue 23 item 10: exit 1 and a hint to pass `--demo`; now: exit 3, "not running"."""
     r = cli("status", "--profile", str(sim_profile), "--state-dir", str(state_dir))
