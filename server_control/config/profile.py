@@ -262,7 +262,8 @@ class Profile:
         for var in (self.server["api_key_env"], self.server["admin_api_key_env"]):
             base.pop(var, None)  # the key travels once, as SPECCONSOLE_*; the server removes that
         prev = overrides.get("PYTHONPATH", base.get("PYTHONPATH", ""))
-        overrides["PYTHONPATH"] = pkg_root + (os.pathsep + prev if prev else "")
+        rest = [p for p in prev.split(os.pathsep) if p != pkg_root] if prev else []  # said once, first
+        overrides["PYTHONPATH"] = os.pathsep.join([pkg_root, *rest])
         env = {**base, **overrides}
         cwd_s = self.server["cwd"]
         cwd = Path(os.path.expanduser(cwd_s)) if cwd_s else self.base_dir()

@@ -217,3 +217,23 @@ def test_a_key_in_extra_args_is_refused_without_repeating_it(tmp_path):
     with pytest.raises(ProfileError) as info:
         load_profile(path)
     assert "extra_args[2]: --api-key" in str(info.value) and "sk-live-secret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "given, rest",
+    [(None, []), ("", []), ("{root}", []), ("/elsewhere", ["/elsewhere"]), ("/elsewhere{sep}{root}", ["/elsewhere"])],
+)
+def test_the_server_path_names_the_package_root_once_and_first(state_dir, monkeypatch, given, rest):
+    """A PYTHONPATH that already held the package root (as the tests' and many venvs' do)
+    was shown and passed with it twice (``PYTHONPATH=/repo:/repo`` in a dry run)."""
+    from pathlib import Path
+
+    import server_control.config.profile as profile_module
+
+    root = str(Path(profile_module.__file__).resolve().parents[2])
+    if given is None:
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONPATH", given.format(root=root, sep=os.pathsep))
+    spec = load_profile(profile_path("demo")).launch_spec(state_dir)
+    assert spec.env["PYTHONPATH"].split(os.pathsep) == [root, *rest]
