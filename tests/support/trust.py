@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 
@@ -19,9 +20,11 @@ def cli(*args: str, timeout_s: float = 90) -> subprocess.CompletedProcess:
 
 
 def run_pids(port: int) -> list[int]:
-    """Every process whose command line serves ``port`` (the simulator's ranks included) and
-    that runs with this test's state directory: in a parallel run another worker's simulator
-    may carry the same port number (a free port is free only until someone takes it)."""
+    """Every process whose command line serves ``port`` (the simulator's ranks included),
+    but for those of another test: in a parallel run another worker's simulator may carry the
+    same port number (a free port is free only until someone takes it). Another test's is one
+    whose state directory lies outside this test's directory (the parent of its state
+    directory: a test's second, "remote" state dir is its own); a process without one counts."""
     ours = os.environ.get("SPECCONSOLE_STATE_DIR")
     out = []
     for p in psutil.process_iter(["cmdline"]):
@@ -31,7 +34,7 @@ def run_pids(port: int) -> list[int]:
                 theirs = p.environ().get("SPECCONSOLE_STATE_DIR")
             except psutil.Error:
                 continue  # gone, or not ours to read
-            if ours is None or theirs == ours:
+            if ours is None or theirs is None or Path(theirs).is_relative_to(Path(ours).parent):
                 out.append(p.pid)
     return out
 

@@ -28,12 +28,13 @@ def _lookalike(port: int, state_dir: str) -> subprocess.Popen:
     return proc
 
 
-def test_a_lookalike_of_another_state_dir_is_not_counted(state_dir, tmp_path):
+def test_a_lookalike_of_another_test_is_not_counted(state_dir, tmp_path, tmp_path_factory):
     port = free_port()
-    ours, theirs = _lookalike(port, str(state_dir)), _lookalike(port, str(tmp_path / "another-worker"))
+    ours, remote = _lookalike(port, str(state_dir)), _lookalike(port, str(tmp_path / "remote-state"))
+    theirs = _lookalike(port, str(tmp_path_factory.mktemp("another-test") / "state"))
     try:
-        assert run_pids(port) == [ours.pid]
+        assert run_pids(port) == sorted([ours.pid, remote.pid])
     finally:
-        for proc in (ours, theirs):
+        for proc in (ours, remote, theirs):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
