@@ -19,14 +19,12 @@ import asyncio
 import multiprocessing as mp
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import psutil
 
 from server_control.host import identity
 from server_control.state import runs
+from tests.support.trust import lookalike
 
 PAIRS = 50
 
@@ -79,15 +77,8 @@ def _described(p: psutil.Process, rec) -> str:
 def test_synchronised_launch_pairs_give_one_run_and_no_stray(make_profile, groups, state_dir):
     path = make_profile("race", tp=1, grace=2.0)
     port = int(path.read_text().split("port = ")[1].split()[0])
-    decoy = subprocess.Popen(  # another worker's server on the same port number, as far as its command line shows
-        [sys.executable, "-c", "import time; time.sleep(300)", "-m", "server_control.sim", "--port", str(port)],
-        cwd=path.parent.parent,
-        start_new_session=True,
-    )
+    decoy = lookalike(port, cwd=path.parent.parent)  # another worker's server on the same port number
     groups.add(decoy.pid)
-    deadline = time.monotonic() + 10
-    while "server_control.sim" not in psutil.Process(decoy.pid).cmdline() and time.monotonic() < deadline:
-        time.sleep(0.01)
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(3), ctx.Queue()
     workers = [

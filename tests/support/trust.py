@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -49,3 +50,21 @@ def listeners(port: int) -> list[int]:
 
 def port_of(profile) -> int:
     return int(next(line.split("=")[1] for line in profile.read_text().splitlines() if line.startswith("port")))
+
+
+def lookalike(port: int, cwd: str | Path | None = None, state_dir: str | None = None) -> subprocess.Popen:
+    """A process (its own session) whose command line reads like a simulator on ``port``,
+    started in ``cwd`` with ``state_dir``: another test's server, as a census sees it."""
+    env = dict(os.environ)
+    if state_dir is not None:
+        env["SPECCONSOLE_STATE_DIR"] = state_dir
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)", "-m", "server_control.sim", "--port", str(port)],
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 10
+    while "server_control.sim" not in psutil.Process(proc.pid).cmdline() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return proc
