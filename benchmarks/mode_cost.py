@@ -5,7 +5,7 @@
                                    [--models trained|deep|crossover] [--steps 2]
                                    [--max-total-tokens 8192] [--max-running-requests R]
                                    [--adaptive] [--adaptive-config FILE]
-                                   [--auto-adaptive-config FILE]
+                                   [--auto-adaptive-config FILE] [--relaunch]
                                    [--json] [--out FILE]
 
 Starts a plain SGLang server (the target alone) and the patched server (the trained
@@ -42,7 +42,11 @@ median of its rounds; every round is kept in the JSON. Prints tok/s and ms per s
 arm, target-only / plain (per step and tok/s) and auto / max(speculative, target-only),
 and the A/A line: auto over the forced arm of the one mode it ran at a level, round by
 round (the same server in the same mode: the spread this machine's windows cannot resolve).
-``--plain-url``/``--url`` measure running servers instead (not paused). Figures go in
+``--plain-url``/``--url`` measure running servers instead (not paused). ``--relaunch``
+starts every server afresh for each round (every level, every arm once, then the servers
+stopped): one launch of a configuration can step ~30 % faster or slower than the next, an
+offset that rounds on the same servers cannot remove; with it each cell's median is over
+launches, and the by-round pairs compare the arms of one round's launches. Figures go in
 docs/cpu-rig.md.
 """
 
@@ -55,7 +59,8 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,37 +140,88 @@ async def _window(arm: Arm, arms: list[Arm], c: int, opts: argparse.Namespace, t
     return row
 
 
+async def _warm(arms: list[Arm], opts: argparse.Namespace) -> None:
+    """A discarded window of each arm at the top level: a cold server may stream nothing in
+    its first window."""
+    for arm in arms:
+        await _window(arm, arms, max(opts.levels), opts, None)
+
+
+async def _round(
+    arms: list[Arm],
+    c: int,
+    k: int,
+    opts: argparse.Namespace,
+    threshold: int | None,
+    progress: Callable[[str], None] | None,
+    done: dict[str, list[dict]],
+) -> None:
+    """Round ``k`` at concurrency ``c``: every arm once, the order rotated by ``k``."""
+    by_name = {a.name: a for a in arms}
+    for name in loadgen.rotated([a.name for a in arms], k):
+        row = await _window(by_name[name], arms, c, opts, threshold)
+        row["round"] = k
+        done.setdefault(name, []).append(row)
+        if progress:
+            ms = (row.get("steps") or {}).get("ms_per_step")
+            progress(
+                f"c={c} round {k} {name:>12}: {row['tok_s']:8.1f} tok/s"
+                + (f", {ms:.2f} ms/step" if ms else "")
+                + (f", {row['leftover']} left over" if row.get("leftover") else "")
+                + (f"  PROBLEM {row['problem']}" if row.get("problem") else "")
+            )
+
+
+def _rounds(opts: argparse.Namespace) -> int:
+    return int(getattr(opts, "rounds", 0) or getattr(opts, "repeat", 1) or 1)
+
+
+def _cells(names: list[str], levels: list[int], done: dict[int, dict[str, list[dict]]]) -> dict:
+    return {"per_mode": {n: [loadgen.level_cell(c, n, done[c][n]) for c in levels] for n in names}}
+
+
 async def interleaved(
     arms: list[Arm], opts: argparse.Namespace, threshold: int | None = None, progress: Callable[[str], None] | None = None
 ) -> dict:
-    """Level by level, ``opts.rounds`` rounds of every arm (order rotated each round); a
-    discarded window of each arm at the top level warms every server first."""
-    names = [a.name for a in arms]
-    by_name = {a.name: a for a in arms}
-    for arm in arms:  # a cold server may stream nothing in its first window
-        await _window(arm, arms, max(opts.levels), opts, None)
-    per_mode: dict[str, list[dict]] = {n: [] for n in names}
-    rounds = int(getattr(opts, "rounds", 0) or getattr(opts, "repeat", 1) or 1)
+    """Level by level, ``opts.rounds`` rounds of every arm on the same servers (order
+    rotated each round); every server warmed first."""
+    await _warm(arms, opts)
+    done: dict[int, dict[str, list[dict]]] = {c: {} for c in opts.levels}
     for c in opts.levels:
-        done: dict[str, list[dict]] = {n: [] for n in names}
-        for k in range(rounds):
-            for name in loadgen.rotated(names, k):
-                row = await _window(by_name[name], arms, c, opts, threshold)
-                row["round"] = k
-                done[name].append(row)
-                if progress:
-                    ms = (row.get("steps") or {}).get("ms_per_step")
-                    progress(
-                        f"c={c} round {k} {name:>12}: {row['tok_s']:8.1f} tok/s"
-                        + (f", {ms:.2f} ms/step" if ms else "")
-                        + (f", {row['leftover']} left over" if row.get("leftover") else "")
-                        + (f"  PROBLEM {row['problem']}" if row.get("problem") else "")
-                    )
-        for name in names:
-            per_mode[name].append(loadgen.level_cell(c, name, done[name]))
+        for k in range(_rounds(opts)):
+            await _round(arms, c, k, opts, threshold, progress, done[c])
+    _resume(arms)
+    return _cells([a.name for a in arms], opts.levels, done)
+
+
+async def relaunched(
+    start: Callable[[], AbstractContextManager[list[Arm]]],
+    opts: argparse.Namespace,
+    threshold: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """Round by round, each round on servers launched for it (``start()``: a context that
+    launches every arm's server and stops them on leaving): every level, every arm once,
+    the order rotated by the round. One launch of a configuration can run ~30 % faster or
+    slower than the next (docs/cpu-rig.md), an offset no number of rounds on the same
+    servers removes; across launches it varies, and each cell's median is over launches."""
+    names: list[str] = []
+    done: dict[int, dict[str, list[dict]]] = {c: {} for c in opts.levels}
+    for k in range(_rounds(opts)):
+        with start() as arms:
+            names = names or [a.name for a in arms]
+            if [a.name for a in arms] != names:
+                raise RuntimeError(f"round {k} launched arms {[a.name for a in arms]}, the first round {names}")
+            await _warm(arms, opts)
+            for c in opts.levels:
+                await _round(arms, c, k, opts, threshold, progress, done[c])
+            _resume(arms)
+    return _cells(names, opts.levels, done)
+
+
+def _resume(arms: list[Arm]) -> None:
     for arm in arms:
         _signal(arm.group, signal.SIGCONT)
-    return {"per_mode": per_mode}
 
 
 def set_threshold(url: str, n: int) -> None:
@@ -234,6 +290,11 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="also the patched server with SGLang's adaptive and this config beside the threshold (auto_adaptive)",
     )
+    p.add_argument(
+        "--relaunch",
+        action="store_true",
+        help="new servers every round (each launch has its own speed; the median is then over launches)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path, help="also write the JSON summary here")
     opts = p.parse_args(argv)
@@ -241,57 +302,71 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     return opts
 
 
-def main(argv: list[str] | None = None) -> int:
-    opts = options(argv)
+@contextmanager
+def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) -> Iterator[list[Arm]]:
+    """Every arm's server (the running ones ``--plain-url``/``--url`` name are used as they
+    are), each paused once ready; on leaving, ours stopped and what they left in ``left``."""
     from tests.real_sglang.rig.build import ensure_rig
     from tests.real_sglang.rig.pool import Spec, launch
 
-    threshold = opts.auto_threshold or 2 * max(opts.levels)
     extra: tuple[str, ...] = (*SERVER_EXTRA, "--max-total-tokens", str(opts.max_total_tokens))  # the last one counts
     if opts.max_running_requests:
         extra += ("--max-running-requests", str(opts.max_running_requests))
+    rig = ensure_rig()
     servers = []
+    try:
+        arms: list[Arm] = []
+        peers = [(None, Spec(opts.models, patched=False, extra=extra, steps=opts.steps, adaptive="default"), ADAPTIVE)]
+        if opts.adaptive_config:
+            tuned = Spec(opts.models, patched=False, extra=extra, steps=opts.steps, adaptive=str(opts.adaptive_config.resolve()))
+            peers.append((None, tuned, ADAPTIVE_TUNED))
+        if opts.auto_adaptive_config:
+            both = Spec(opts.models, extra=extra, steps=opts.steps, adaptive=str(opts.auto_adaptive_config.resolve()))
+            peers.append((None, both, AUTO_ADAPTIVE))
+        for url, spec, name in (
+            (opts.plain_url, Spec(opts.models, patched=False, extra=extra), PLAIN),
+            (opts.url, Spec(opts.models, extra=extra, steps=opts.steps), AUTO),
+            *[p for p in peers if opts.adaptive or p[2] != ADAPTIVE],
+        ):
+            group = None
+            if url is None:
+                server = launch(rig, spec, tmp, 7200)
+                servers.append(server)
+                server.wait_ready(timeout_s=900)
+                url, group = server.url, server.pgid
+                _signal(group, signal.SIGSTOP)
+            if spec.patched:
+                _signal(group, signal.SIGCONT)
+                set_threshold(url, threshold)
+                arms += patched_arms(url, group) if name == AUTO else [Arm(AUTO_ADAPTIVE, url, AUTO, group)]
+                _signal(group, signal.SIGSTOP)
+            elif name == PLAIN:
+                arms.insert(0, Arm(PLAIN, url, None, group))
+            else:
+                arms.append(Arm(name, url, None, group))
+        yield arms
+    finally:
+        for server in servers:
+            _signal(server.pgid, signal.SIGCONT)
+            left += server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = options(argv)
+    threshold = opts.auto_threshold or 2 * max(opts.levels)
+    if opts.relaunch and (opts.url or opts.plain_url):
+        print("mode_cost: --relaunch launches every server each round; it cannot use --url or --plain-url", file=sys.stderr)
+        return 2
+    left: list = []
+    progress = lambda line: print(line, file=sys.stderr)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="mode-cost-") as tmp:
-        rig = ensure_rig()
-        try:
-            arms: list[Arm] = []
-            peers = [(None, Spec(opts.models, patched=False, extra=extra, steps=opts.steps, adaptive="default"), ADAPTIVE)]
-            if opts.adaptive_config:
-                tuned = Spec(
-                    opts.models, patched=False, extra=extra, steps=opts.steps, adaptive=str(opts.adaptive_config.resolve())
-                )
-                peers.append((None, tuned, ADAPTIVE_TUNED))
-            if opts.auto_adaptive_config:
-                both = Spec(opts.models, extra=extra, steps=opts.steps, adaptive=str(opts.auto_adaptive_config.resolve()))
-                peers.append((None, both, AUTO_ADAPTIVE))
-            for url, spec, name in (
-                (opts.plain_url, Spec(opts.models, patched=False, extra=extra), PLAIN),
-                (opts.url, Spec(opts.models, extra=extra, steps=opts.steps), AUTO),
-                *[p for p in peers if opts.adaptive or p[2] != ADAPTIVE],
-            ):
-                group = None
-                if url is None:
-                    server = launch(rig, spec, Path(tmp), 7200)
-                    servers.append(server)
-                    server.wait_ready(timeout_s=900)
-                    url, group = server.url, server.pgid
-                    _signal(group, signal.SIGSTOP)
-                if spec.patched:
-                    _signal(group, signal.SIGCONT)
-                    set_threshold(url, threshold)
-                    arms += patched_arms(url, group) if name == AUTO else [Arm(AUTO_ADAPTIVE, url, AUTO, group)]
-                    _signal(group, signal.SIGSTOP)
-                elif name == PLAIN:
-                    arms.insert(0, Arm(PLAIN, url, None, group))
-                else:
-                    arms.append(Arm(name, url, None, group))
-            result = asyncio.run(interleaved(arms, opts, threshold, lambda line: print(line, file=sys.stderr)))
-        finally:
-            left = []
-            for server in servers:
-                _signal(server.pgid, signal.SIGCONT)
-                left += server.stop()
+        if opts.relaunch:
+            result = asyncio.run(relaunched(lambda: launched(opts, threshold, Path(tmp), left), opts, threshold, progress))
+        else:
+            with launched(opts, threshold, Path(tmp), left) as arms:
+                result = asyncio.run(interleaved(arms, opts, threshold, progress))
     summary = summarise(result, opts.levels, threshold)
+    summary["relaunched"] = bool(opts.relaunch)
     summary["processes_left"] = left
     if opts.out:
         opts.out.write_text(json.dumps(summary, indent=1))

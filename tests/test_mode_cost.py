@@ -3,6 +3,8 @@ one, the patched arms on the other, the idle one paused by SIGSTOP of its group)
 
 import argparse
 import asyncio
+import contextlib
+import os
 import threading
 from pathlib import Path
 
@@ -17,6 +19,14 @@ from tests.support.sim import CLIENT_WINDOW_TIME_SCALE
 def _state(pid: int) -> str:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return stat[stat.rfind(")") + 2 :].split()[0]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return _state(pid) != "Z"
 
 
 def _opts(**kw):
@@ -142,3 +152,54 @@ def test_a_a_pairs_auto_with_the_forced_arm_of_the_mode_it_ran_round_by_round():
     )
     result["per_mode"]["auto"] = [cell("auto", 0.4)]  # a mix of modes: no A/A
     assert mode_cost.summarise(result, [8], 14)["rows"][0]["a_a"] == {"mode": None, "by_round": []}
+
+
+def test_relaunched_runs_every_round_on_servers_of_its_own(sim_factory):
+    """``--relaunch``: each round launches its servers, runs every level with every arm once
+    (rotated by the round) and stops them before the next round's launch."""
+    launches: list[list] = []
+
+    @contextlib.contextmanager
+    def start():
+        assert all(not _alive(s.proc.pid) for ss in launches for s in ss), "a round's servers outlived it"
+        plain, patched = (sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready() for _ in range(2))
+        launches.append([plain, patched])
+        mode_cost.set_threshold(patched.url, 8)
+        try:
+            yield [
+                mode_cost.Arm(mode_cost.PLAIN, plain.url, None, plain.pgid),
+                *mode_cost.patched_arms(patched.url, patched.pgid),
+            ]
+        finally:
+            plain.stop()
+            patched.stop()
+
+    lines: list[str] = []
+    result = asyncio.run(mode_cost.relaunched(start, _opts(levels=[1, 2]), 8, lines.append))
+    assert len(launches) == 2 and len({s.url for ss in launches for s in ss}) == 4
+    names = [mode_cost.PLAIN, mode_cost.SPEC, mode_cost.TARGET, mode_cost.AUTO]
+    order = [(line.split()[0], line.split()[2], line.split()[3].rstrip(":")) for line in lines]
+    expected = [(f"c={c}", str(k), n) for k in range(2) for c in (1, 2) for n in loadgen.rotated(names, k)]
+    assert order == expected
+    summary = mode_cost.summarise(result, [1, 2], 8)
+    assert summary["problems"] == [] and summary["errors"] == 0
+    for row in summary["rows"]:
+        assert all(len(row["tok_s_runs"][a]) == 2 for a in names), row
+        assert row["target_only_share"][decision.TARGET_ONLY] == 1.0 and row["target_only_share"][decision.AUTO] == 0.0
+
+
+def test_relaunched_refuses_a_round_whose_arms_differ(sim_factory):
+    sim = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
+    names = iter([mode_cost.PLAIN, mode_cost.AUTO])
+
+    @contextlib.contextmanager
+    def start():
+        yield [mode_cost.Arm(next(names), sim.url, None)]
+
+    with pytest.raises(RuntimeError, match=r"round 1 launched arms \['auto'\], the first round \['plain'\]"):
+        asyncio.run(mode_cost.relaunched(start, _opts(rounds=2), 8))
+
+
+def test_relaunch_with_a_running_server_is_refused(capsys):
+    assert mode_cost.main(["--relaunch", "--url", "http://127.0.0.1:9"]) == 2
+    assert "--relaunch launches every server each round" in capsys.readouterr().err
