@@ -13,7 +13,8 @@ import importlib
 import os
 import sys
 
-from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, error
+from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, Parser, error
+from console.cli.json_failure import JsonFailure
 from server_control.state.state_dir import StateDirError
 
 # Each command and the module that registers it: `specconsole status ...` builds only that
@@ -45,7 +46,7 @@ COMMAND_MODULES = tuple(dict.fromkeys(COMMAND_MODULE.values()))
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; ``only`` (a module of COMMAND_MODULE): that module's commands alone."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="specconsole",
         description="Operator console for SGLang with dynamic speculation disable.",
     )
@@ -63,6 +64,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    failure = JsonFailure(argv)  # --json: a failure that wrote nothing says why on stdout too
+    failure.watch()
+    try:
+        code = _run(argv)
+    except SystemExit as exc:  # argparse's usage error (2) or --help (0)
+        failure.report(exc.code if isinstance(exc.code, int) else EXIT_USAGE)
+        raise
+    return failure.report(code)
+
+
+def _run(argv: list[str]) -> int:
     # `specconsole` alone, or `specconsole --profile F`, opens the console.
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["ui", *argv]

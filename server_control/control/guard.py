@@ -15,7 +15,7 @@ entry here: the settle and the second read still catch what it did before that r
 reachable poll that this session did not set itself, with who did it when the journal
 knows; a value re-applied after a restart (journal action ``reapply``: the run carrying its
 own runtime settings, whoever supervises it) comes with ``who == REAPPLY``: not news from
-another client.
+another client, and said even when the first poll after the restart already shows it.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class SettingGuard:
         self._mine: dict[str, object] = {}  # the last value this session set, per key
         self._busy: set[str] = set()  # keys this session is changing now
         self._seen: dict[str, object] | None = None  # the settings at the previous reachable poll
+        self._reachable_at: float | None = None  # when a poll last reached the server
+        self._reapplied: dict[str, object] = {}  # per key, the re-apply (its op) said last
         self.server_tune = ServerTuneWatch(target, state_dir, profile)
         self._move: ServerMove | None = None  # the server's own move the last poll showed
         self._journaled: journal.Entry | None = None  # its entry, when another observer journaled it first
@@ -169,10 +171,13 @@ class SettingGuard:
             return []
         now = shown(sample)
         before, self._seen = self._seen, now
+        last_reached, self._reachable_at = self._reachable_at, time.time()
+        if before is None:  # the first poll, or the first after a gap (a restart in between)
+            return self._carried_back(now, last_reached)
         out = []
         for key, new in now.items():
-            old = (before or {}).get(key)
-            if before is None or new is None or old is None or new == old or key in self._busy:
+            old = before.get(key)
+            if new is None or old is None or new == old or key in self._busy:
                 continue
             if key in self._mine and _same(key, self._mine[key], new):
                 continue
@@ -187,9 +192,27 @@ class SettingGuard:
                 out.append((key, old, new, AUTO_TUNED))
                 continue
             if e is not None and e.action == REAPPLY:  # a restart carried it back: the run's own value
+                self._reapplied[key] = e.op or e.time
                 out.append((key, old, new, REAPPLY))
                 continue
             out.append((key, old, new, e.who if e is not None else ""))
+        said = {key for key, *_ in out}
+        return out + self._carried_back({k: v for k, v in now.items() if k not in said and before.get(k) == v}, last_reached)
+
+    def _carried_back(self, now: dict[str, object], since: float | None) -> list[tuple[str, object, object, str]]:
+        """Values a poll shows unchanged from the last one it could compare (or after a gap)
+        that the run re-applied after a restart since the server was last reached (the
+        journal's ``reapply``): the re-apply, said as such, once. Polls far enough apart (a
+        loaded machine, a slow link) never see the new server's launch value in between, so
+        the change itself is never seen; the restart may even fall between two polls."""
+        out: list[tuple[str, object, object, str]] = []
+        if since is None:
+            return out
+        for key, new in now.items():
+            e = self._last(key, new, None, since) if new is not None and key not in self._busy else None
+            if e is not None and e.action == REAPPLY and self._reapplied.get(key) != (e.op or e.time):
+                self._reapplied[key] = e.op or e.time
+                out.append((key, e.old, new, REAPPLY))
         return out
 
     def words(self, key: str, old: object, new: object, who: str) -> str:

@@ -95,7 +95,8 @@ worker_url = "{worker_url}"
         res = cli("fleet", "threshold", "8", "--fleet", str(fleet), "--members", "c", state_dir=local)
         assert res.returncode == 0 and res.stdout.startswith("c ") and "read back on" in res.stdout
         res = cli("fleet", "threshold", "-1", "--fleet", str(fleet), "--json", state_dir=local)
-        assert res.returncode == 2 and res.stdout == "" and "must be >= 0, got -1" in res.stderr  # refused before any member
+        assert res.returncode == 2 and "must be >= 0, got -1" in res.stderr  # refused before any member
+        assert json.loads(res.stdout)["exit"] == 2 and "must be >= 0, got -1" in json.loads(res.stdout)["error"]
         res = cli("fleet", "verify", "--fleet", str(fleet), "--wait", "30", "--json", state_dir=local)
         assert res.returncode in (0, 3), res.stdout
         assert {m["data"]["summary"] for m in json.loads(res.stdout)["members"]} <= {"pass", "pending"}

@@ -60,8 +60,10 @@ def test_a_journal_that_cannot_be_read_is_said_not_shown_empty(tmp_path, monkeyp
     for extra in ((), ("--json",)):
         res = cli("journal", *extra, timeout=30)
         assert res.returncode == 1, (extra, res.returncode, res.stderr)
-        assert res.stdout == ""
-        assert res.stderr.strip() == f"specconsole: cannot read the journal {path}: {why}", res.stderr
+        said = f"specconsole: cannot read the journal {path}: {why}"
+        # with --json the same line on stdout as {"error", "exit"} (console/cli/json_failure.py)
+        assert res.stdout == ("" if not extra else json.dumps({"error": said, "exit": 1}) + "\n"), res.stdout
+        assert res.stderr.strip() == said, res.stderr
     empty = tmp_path / "empty"
     empty.mkdir(mode=0o700)
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(empty))

@@ -10,7 +10,7 @@ from server_control.control.guard import REAPPLY, SettingGuard
 from server_control.control.settings import Control
 from server_control.protocol import decision
 from server_control.state import journal
-from server_control.telemetry.sample import sample_from_server_info
+from server_control.telemetry.sample import Sample, sample_from_server_info
 
 TARGET = "http://127.0.0.1:9"  # never contacted: the guard only reads the journal here
 
@@ -40,5 +40,56 @@ async def test_another_clients_change_in_flight_is_still_theirs(tmp_path):
         guard.elsewhere(_sample(7))
         (key, old, new, who), *_ = guard.elsewhere(_sample(9))
         assert (key, old, new) == (decision.THRESHOLD_KEY, 7, 9) and who not in ("", REAPPLY), who
+    finally:
+        await control.aclose()
+
+
+def _unreachable():
+    return Sample(ts=0.0, reachable=False, error="connection refused")
+
+
+async def test_a_reapply_the_first_poll_after_the_restart_already_shows_is_named(tmp_path):
+    """Polls far apart (a loaded machine: tests/session/test_own_reapply.py failed so in a CI
+    run; polls 2.5 s apart failed it every time) never see the new server's launch value:
+    the first poll after the gap shows 7 already. The journal's re-apply since the server was
+    last reached names it; before, nothing did and the headless change's label stayed."""
+    journal.record(tmp_path, "threshold", target=TARGET, key=decision.THRESHOLD_KEY, result="applied", old=5, new=7)
+    control = Control(TARGET)
+    try:
+        guard = SettingGuard(control, TARGET, state_dir=tmp_path)
+        assert guard.elsewhere(_sample(7)) == []  # the session's first poll: no news
+        assert guard.elsewhere(_unreachable()) == []  # the restart
+        journal.record(tmp_path, REAPPLY, target=TARGET, key=decision.THRESHOLD_KEY, result="applied", old=5, new=7)
+        assert guard.elsewhere(_sample(7)) == [(decision.THRESHOLD_KEY, 5, 7, REAPPLY)]
+        assert guard.elsewhere(_sample(7)) == []  # said once
+    finally:
+        await control.aclose()
+
+
+async def test_a_reapply_from_before_the_server_was_last_reached_is_not_news_again(tmp_path):
+    journal.record(tmp_path, REAPPLY, target=TARGET, key=decision.THRESHOLD_KEY, result="applied", old=5, new=7)
+    control = Control(TARGET)
+    try:
+        guard = SettingGuard(control, TARGET, state_dir=tmp_path)
+        assert guard.elsewhere(_sample(7)) == []
+        assert guard.elsewhere(_unreachable()) == []  # a blip: no restart, nothing re-applied since
+        assert guard.elsewhere(_sample(7)) == []
+    finally:
+        await control.aclose()
+
+
+async def test_a_restart_between_two_polls_is_named_by_its_reapply(tmp_path):
+    """No poll saw the server down: 7 before, 7 after, the re-apply in between (pending, then
+    applied: said once, not again for its result line)."""
+    control = Control(TARGET)
+    try:
+        guard = SettingGuard(control, TARGET, state_dir=tmp_path)
+        assert guard.elsewhere(_sample(7)) == []
+        journal.record(
+            tmp_path, REAPPLY, target=TARGET, key=decision.THRESHOLD_KEY, result=journal.PENDING, old=5, new=7, op="r1"
+        )
+        assert guard.elsewhere(_sample(7)) == [(decision.THRESHOLD_KEY, 5, 7, REAPPLY)]
+        journal.record(tmp_path, REAPPLY, target=TARGET, key=decision.THRESHOLD_KEY, result="applied", old=5, new=7, op="r1")
+        assert guard.elsewhere(_sample(7)) == []
     finally:
         await control.aclose()

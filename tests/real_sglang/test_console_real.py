@@ -2,8 +2,8 @@
 server's threshold and the mode badge follows what the server actually does.
 
 Runs on test_patched_e2e.py's server (launched with N=2; tests/real_sglang/conftest.py),
-N set to 6 through ``specconsole threshold`` first. Six long requests keep the decode
-batch at 6. Threshold 6: speculative. ``-`` -> N=5:
+N set to 6 through ``specconsole threshold`` first. Batches of six requests, one after
+another until the test ends, keep the decode batch at 6. Threshold 6: speculative. ``-`` -> N=5:
 6 > 5, the server switches to target-only. ``+`` ``+`` -> N=7: 6 <= 7 - 1 (hysteresis 1),
 back to speculative. The console learns each mode from the server (HTTP + log), not from
 the key.
@@ -58,14 +58,22 @@ async def wait_for(pilot, cond, what: str, timeout: float = 120.0):
 
 async def test_threshold_keys_move_the_real_server_and_the_badge_follows(served):
     errors: list = []
+    done = threading.Event()
 
     def load():
-        try:
-            served.server.generate_batch(6, LOAD_TOKENS)
-        except Exception as exc:  # noqa: BLE001 - the server is stopped under it at the end: ignored then
-            errors.append(exc)
+        # one batch of 6 after another until the test is done: a single batch (~170 steps)
+        # could end before the key's N reached the server on a loaded machine, and then no
+        # batch ever exceeded 5 (a CI run's failure: the batch's last step at 05:25:32.0, N=5
+        # applied at 05:25:32.4, the badge never moved)
+        while not done.is_set():
+            try:
+                served.server.generate_batch(6, LOAD_TOKENS)
+            except Exception as exc:  # noqa: BLE001 - reported at the end of the test
+                errors.append(exc)
+                return
 
-    threading.Thread(target=load, daemon=True).start()
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
     session = Session.for_profile(load_profile(served.profile), served.state_dir, supervise=False, poll_interval_s=0.25)
     app = SpecConsoleApp(session)
     async with app.run_test(size=(160, 40)) as pilot:
@@ -86,4 +94,7 @@ async def test_threshold_keys_move_the_real_server_and_the_badge_follows(served)
         assert _mode(served) == "speculative"
         assert served.server.request("/server_info")["internal_states"][0]["speculative_disable_batch_threshold"] == 7
         await app.session.close()
+    done.set()
+    loader.join(timeout=300)
+    assert not loader.is_alive(), "the load's last batch did not end"
     assert not errors, errors
