@@ -39,28 +39,10 @@ class UsageError(Exception):
     """Bad arguments or profile: printed by ``run_async`` and exits EXIT_USAGE."""
 
 
-_SAID: list[str] = []  # the error printer's last message (console/cli/json_failure.py)
-
-
 def error(message: str, prefix: str = "specconsole") -> None:
     """The one error printer: ``<prefix>: <message>`` on stderr (terminal-safe: a message
     may quote a server, a log or a profile)."""
-    line = strip_controls(f"{prefix}: {message}")
-    _SAID[:] = [line]
-    print(line, file=sys.stderr, flush=True)
-
-
-def last_error() -> str | None:
-    """The last line the error printer (or the parser's usage error) printed, if any."""
-    return _SAID[-1] if _SAID else None
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse's parser whose usage error is also remembered as the last error."""
-
-    def error(self, message: str) -> Any:  # argparse: prints usage and the message, exits 2
-        _SAID[:] = [strip_controls(f"{self.prog}: {message}")]
-        super().error(message)
+    print(strip_controls(f"{prefix}: {message}"), file=sys.stderr, flush=True)
 
 
 def usage_error(message: str) -> int:

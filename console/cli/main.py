@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 
-from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, Parser, error
+from console.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, error
 from console.cli.json_failure import JsonFailure
 from server_control.state.state_dir import StateDirError
 
@@ -46,7 +46,7 @@ COMMAND_MODULES = tuple(dict.fromkeys(COMMAND_MODULE.values()))
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; ``only`` (a module of COMMAND_MODULE): that module's commands alone."""
-    parser = Parser(
+    parser = argparse.ArgumentParser(
         prog="specconsole",
         description="Operator console for SGLang with dynamic speculation disable.",
     )
