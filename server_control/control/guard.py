@@ -63,6 +63,8 @@ class SettingGuard:
         self._seen: dict[str, object] | None = None  # the settings at the previous reachable poll
         self._reachable_at: float | None = None  # when a poll last reached the server
         self._reapplied: dict[str, object] = {}  # per key, the re-apply (its op) said last
+        self._journal_file: Path | None = None
+        self._journal_stamp: tuple[int, int, int] | None = None  # the journal at the last look
         self.server_tune = ServerTuneWatch(target, state_dir, profile)
         self._move: ServerMove | None = None  # the server's own move the last poll showed
         self._journaled: journal.Entry | None = None  # its entry, when another observer journaled it first
@@ -206,14 +208,27 @@ class SettingGuard:
         loaded machine, a slow link) never see the new server's launch value in between, so
         the change itself is never seen; the restart may even fall between two polls."""
         out: list[tuple[str, object, object, str]] = []
-        if since is None:
-            return out
+        if since is None or not now or not self._journal_changed():
+            return out  # nothing re-applied since the journal was last looked at
         for key, new in now.items():
             e = self._last(key, new, None, since) if new is not None and key not in self._busy else None
             if e is not None and e.action == REAPPLY and self._reapplied.get(key) != (e.op or e.time):
                 self._reapplied[key] = e.op or e.time
                 out.append((key, e.old, new, REAPPLY))
         return out
+
+    def _journal_changed(self) -> bool:
+        """Whether the journal file changed (size, mtime) since the last look: a poll reads it
+        only then, not once a setting a poll."""
+        try:
+            if self._journal_file is None:
+                self._journal_file = journal.journal_path(self.state_dir)
+            st = self._journal_file.stat()
+        except (OSError, ValueError):
+            return False
+        stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+        changed, self._journal_stamp = stamp != self._journal_stamp, stamp
+        return changed
 
     def words(self, key: str, old: object, new: object, who: str) -> str:
         if who == AUTO_TUNED and self._move is not None:
