@@ -93,3 +93,22 @@ async def test_a_restart_between_two_polls_is_named_by_its_reapply(tmp_path):
         assert guard.elsewhere(_sample(7)) == []
     finally:
         await control.aclose()
+
+
+async def test_polls_read_the_journal_only_when_it_changed(tmp_path, monkeypatch):
+    """The re-apply check is on every poll's path: an unchanged journal file is not read
+    again (it was read once per setting on every poll)."""
+    journal.record(tmp_path, "threshold", target=TARGET, key=decision.THRESHOLD_KEY, result="applied", old=5, new=7)
+    reads = []
+    real_read = journal.read
+    monkeypatch.setattr(journal, "read", lambda *a, **kw: reads.append(1) or real_read(*a, **kw))
+    control = Control(TARGET)
+    try:
+        guard = SettingGuard(control, TARGET, state_dir=tmp_path)
+        for _ in range(5):
+            assert guard.elsewhere(_sample(7)) == []
+        assert len(reads) <= 1, len(reads)
+        journal.record(tmp_path, REAPPLY, target=TARGET, key=decision.THRESHOLD_KEY, result="applied", old=5, new=7, op="r2")
+        assert guard.elsewhere(_sample(7)) == [(decision.THRESHOLD_KEY, 5, 7, REAPPLY)]
+    finally:
+        await control.aclose()
