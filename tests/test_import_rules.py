@@ -3,8 +3,9 @@
 `lint-imports` (scripts/test; contracts in pyproject.toml) checks every import statement,
 also inside functions. What it cannot see is a module loaded at run time through a string
 (``importlib.import_module``, the CLI's command list): so a fresh interpreter imports the
-session layer and every headless command module and must not have loaded Textual.
-(Rich may be loaded: httpx imports it for its own command line when it is installed.)
+session layer and every headless command module and must not have loaded Textual, nor
+Rich, click or pygments, which httpx's own command-line client would bring
+(server_control/net/lean_httpx.py keeps it out).
 """
 
 from __future__ import annotations
@@ -24,7 +25,23 @@ from console.cli.main import COMMAND_MODULES, build_parser
 for name in COMMAND_MODULES:
     importlib.import_module(name)
 build_parser()
-print(json.dumps(sorted(m for m in sys.modules if m == "textual" or m.startswith("textual."))))
+heavy = ("textual", "rich", "click", "pygments", "httpx._main")
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy)))
+"""
+LEAN = """
+import json, sys
+import server_control.net.lean_httpx as lean
+import httpx
+loaded = [m for m in ("httpx._main", "rich", "click") if m in sys.modules]
+client = httpx.Client(trust_env=False)
+client.close()
+try:
+    httpx.main()
+    said = None
+except SystemExit as exc:
+    said = str(exc)
+import httpx._main as real
+print(json.dumps({"loaded": loaded, "said": said, "real": hasattr(real, "main") and real.main is not httpx.main}))
 """
 
 
@@ -43,6 +60,15 @@ def test_session_and_headless_cli_load_no_textual() -> None:
     out = subprocess.run([sys.executable, "-c", HEADLESS], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_lean_httpx_works_without_its_command_line_client_and_leaves_the_real_one_importable() -> None:
+    out = subprocess.run([sys.executable, "-c", LEAN], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["loaded"] == [], got
+    assert got["said"] and "lean_httpx.py" in got["said"], got
+    assert got["real"] is True, got  # a later explicit import loads httpx's own module
 
 
 def test_every_package_is_in_a_layer_or_held_to_protocol() -> None:

@@ -170,7 +170,7 @@ def _progress(r) -> None:
 
 
 def run(args) -> int:
-    import httpx
+    from server_control.net.lean_httpx import httpx
 
     scale = 1.0
     try:

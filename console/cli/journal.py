@@ -8,6 +8,9 @@ with none of them every entry of the state dir. A runtime change shows once, wit
 result (its "pending" and "read back" steps only while it is still in flight; --steps
 shows them all).
 
+With no entries (none yet, or none for the filter) the text form says so in one line on
+stderr; --json prints no line (JSON lines: none is an empty stream).
+
 Exit codes: 0 printed (an empty journal too, or none yet); 1 the journal file cannot be read
 (not a regular file, over its size cap, no permission: said in one line); 2 bad arguments;
 130 interrupted.
@@ -73,7 +76,17 @@ def cmd_journal(args) -> int:
         entries = entries[-args.n :]
     for e in entries:
         print(json.dumps(e.to_json(), default=str) if args.json else e.words())
+    if not entries and not args.json:  # JSON lines: none is no line; words: say it
+        print(f"specconsole: no journal entries{_filtered(filters)} in {journal.journal_path(state_dir)}", file=sys.stderr)
     return EXIT_OK
+
+
+def _filtered(filters: dict) -> str:
+    if "target" in filters:
+        return f" for {filters['target']}"
+    if "profile" in filters:
+        return f" for profile {filters['profile']}"
+    return ""
 
 
 def register(subparsers) -> None:

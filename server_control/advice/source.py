@@ -15,11 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import httpx
-
 from server_control.advice import store
 from server_control.advice.words import Advice, advise, duration
 from server_control.net import tls
+from server_control.net.lean_httpx import httpx
 from server_control.protocol.cost_curves import SNAPSHOT_KEY, Curves, CurvesError, parse
 from server_control.protocol.crossover import estimate
 

@@ -29,10 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import httpx
-
 from server_control.bench import referee
 from server_control.net import tls
+from server_control.net.lean_httpx import httpx
 from server_control.protocol import decision, spec_metrics
 
 PROMPT = "Summarise the trade-offs of speculative decoding under heavy load. " * 4

@@ -27,8 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx
-
+from server_control.net.lean_httpx import httpx
 from server_control.protocol import decision
 
 MAX_BODY = 4 * 1024 * 1024  # bytes read from /metrics or /server_info, at most

@@ -25,12 +25,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import httpx
-
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
 from server_control.net import tls
 from server_control.net.http import auth_headers, bounded_request, describe_error
+from server_control.net.lean_httpx import httpx
 from server_control.protocol import rank_verdict, runtime_settings
 from server_control.protocol.runtime_settings import FORCE, THRESHOLD, RuntimeSetting
 from server_control.sanitize import clean_json, strip_controls

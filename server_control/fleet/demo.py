@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from server_control.fleet.spec import FleetSpec, load_fleet
 from server_control.host.ports import free_port
 from server_control.net import tls
+from server_control.net.lean_httpx import httpx
 from server_control.state import runs
 from server_control.state.state_dir import resolve_state_dir
 

@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from server_control.config.profile import LaunchSpec, Profile, ProfileError
 from server_control.fleet.gateway_metrics import GatewayRates, TrafficReader
 from server_control.fleet.spec import FleetSpec, GatewaySpec
@@ -36,6 +34,7 @@ from server_control.host.ports import free_port
 from server_control.model.vocabulary import OtherState, RunState
 from server_control.net import tls
 from server_control.net.http import bounded_request
+from server_control.net.lean_httpx import httpx
 from server_control.sanitize import clean_json
 from server_control.state.state_dir import resolve_state_dir
 

@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from server_control.net.http import bounded_request
+from server_control.net.lean_httpx import httpx
 
 if TYPE_CHECKING:
     from server_control.state.runs import RunRecord

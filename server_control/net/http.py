@@ -8,8 +8,7 @@ import asyncio
 import json
 from typing import Any
 
-import httpx
-
+from server_control.net.lean_httpx import httpx
 from server_control.sanitize import strip_controls
 
 MAX_BODY_BYTES = 4 << 20  # every answer a control-plane client reads is capped at this

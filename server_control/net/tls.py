@@ -13,7 +13,7 @@ from __future__ import annotations
 import ssl
 import threading
 
-import httpx
+from server_control.net.lean_httpx import httpx
 
 _lock = threading.Lock()
 _context: ssl.SSLContext | None = None

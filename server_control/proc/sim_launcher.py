@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 from server_control.host.ports import free_port
 from server_control.net import tls
+from server_control.net.lean_httpx import httpx
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding server_control
 DEFAULT_LIFETIME_S = 600.0

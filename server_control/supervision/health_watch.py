@@ -24,12 +24,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
-
 from server_control.host import identity
 from server_control.model.vocabulary import FINAL_STATES, LIVE_STATES, RunState
 from server_control.net import tls
 from server_control.net.http import bounded_request
+from server_control.net.lean_httpx import httpx
 from server_control.proc import process
 from server_control.sanitize import strip_controls
 from server_control.state import run_logs, runs

@@ -19,12 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from server_control.model.latency import LatencyStatus
 from server_control.model.load import Load
 from server_control.net import tls
 from server_control.net.http import MAX_BODY_BYTES, auth_headers, bounded_request, describe_error
+from server_control.net.lean_httpx import httpx
 from server_control.sanitize import loads_clean
 from server_control.telemetry.latency import NO_HISTOGRAMS, LatencyWindows, mode_totals, read_histograms
 from server_control.telemetry.lean_get import LeanGet

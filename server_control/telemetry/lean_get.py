@@ -24,9 +24,8 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-import httpx
-
 from server_control.net.http import AnswerTooLarge
+from server_control.net.lean_httpx import httpx
 
 HEAD_LIMIT = 64 << 10  # status line and headers at most this long
 

@@ -16,9 +16,8 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-import httpx
-
 from server_control.net import tls
+from server_control.net.lean_httpx import httpx
 from server_control.protocol import sim_gpus as wire
 
 FRESH_S = 0.2  # one request per sample: the sampler's four queries per device reuse it

@@ -39,7 +39,9 @@ def test_journal_lists_changes_and_lifecycle_with_who(make_profile, groups, stat
     assert steps == ["pending", "read back", "applied"], steps
     url = entries[0]["target"]
     assert cli("journal", "--url", url, "-n", "1").stdout.count("\n") == 1
-    assert cli("journal", "--url", "http://127.0.0.1:1").stdout == ""
+    none = cli("journal", "--url", "http://127.0.0.1:1")
+    assert (none.returncode, none.stdout) == (0, ""), none
+    assert none.stderr.startswith("specconsole: no journal entries for http://127.0.0.1:1 in "), none.stderr
     assert cli("journal", "-n", "0").returncode == 2
 
 
@@ -68,4 +70,7 @@ def test_a_journal_that_cannot_be_read_is_said_not_shown_empty(tmp_path, monkeyp
     empty.mkdir(mode=0o700)
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(empty))
     res = cli("journal", timeout=30)
-    assert (res.returncode, res.stdout, res.stderr) == (0, "", ""), "no journal yet is an empty journal, not an error"
+    said = f"specconsole: no journal entries in {empty / 'journal.jsonl'}\n"
+    assert (res.returncode, res.stdout, res.stderr) == (0, "", said), "no journal yet is an empty journal, said, not an error"
+    res = cli("journal", "--json", timeout=30)
+    assert (res.returncode, res.stdout, res.stderr) == (0, "", ""), "JSON lines: no entry is no line"
