@@ -16,6 +16,7 @@ import time
 import psutil
 import pytest
 
+from server_control.host.ports import free_port
 from server_control.state import runs
 from tests.support.tmux import Term
 
@@ -36,7 +37,8 @@ def demo_status(t: Term) -> dict:
 def test_kill_session_leaves_the_run_with_its_own_supervisor(tmp_path):
     t = Term(tmp_path)
     t.sock = f"specconsole-hup-{os.getpid()}"
-    t.start(f"{sys.executable} -m console demo --time-scale 5 --no-mouse")
+    # a free port: the demo's own 30000 may be any other test's demo (or anyone's) in a parallel run
+    t.start(f"{sys.executable} -m console demo --port {free_port()} --time-scale 5 --no-mouse")
     rec = sup_pid = None
     try:
         t.wait(lambda s: "READY" in s and "N=5" in s, what="READY and N=5")
