@@ -47,6 +47,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import httpx
@@ -184,8 +186,12 @@ async def _until(client: httpx.AsyncClient, url: str, mode: str, n: int, deadlin
         await asyncio.sleep(0.2)
 
 
-async def resume_check(url: str, opts: argparse.Namespace, timing: Path) -> dict:
-    """Forced speculative, target-only, speculative under continuous load (no drain between)."""
+async def resume_check(
+    url: str, opts: argparse.Namespace, timing: Path, gap: Callable[[], AbstractContextManager[object]] = nullcontext
+) -> dict:
+    """Forced speculative, target-only, speculative under continuous load (no drain between).
+    ``gap`` is entered from the switch to target-only until the switch back has been set
+    (benchmarks/warm_draft.py: SGLang skipping the draft's extend there)."""
     result = loadgen.LevelResult(opts.clients, "resume")
     n = opts.resume_steps + 10
     deadline = time.monotonic() + opts.resume_timeout
@@ -198,9 +204,10 @@ async def resume_check(url: str, opts: argparse.Namespace, timing: Path) -> dict
         tasks = [asyncio.create_task(_client(client, url, plan, result, span)) for _ in range(opts.clients)]
         try:
             now = await _until(client, url, SPEC, (start.steps or {}).get(SPEC, 0) + n, deadline)
-            await _set(client, url, {decision.FORCE_KEY: decision.FORCE_CHOICES.index(TARGET)})
-            now = await _until(client, url, TARGET, (now.steps or {})[TARGET] + 60, deadline)
-            await _set(client, url, {decision.FORCE_KEY: decision.FORCE_CHOICES.index(SPEC)})
+            with gap():
+                await _set(client, url, {decision.FORCE_KEY: decision.FORCE_CHOICES.index(TARGET)})
+                now = await _until(client, url, TARGET, (now.steps or {})[TARGET] + 60, deadline)
+                await _set(client, url, {decision.FORCE_KEY: decision.FORCE_CHOICES.index(SPEC)})
             end = await _until(client, url, SPEC, (now.steps or {})[SPEC] + n, deadline)
         finally:
             for t in tasks:
