@@ -178,7 +178,9 @@ def render(summary: dict) -> str:
         fmt = lambda xs: ", ".join("-" if x is None else f"{x:.1f}" for x in xs)  # noqa: E731
         med = cell["cold_over_warm_median"]
         lines.append(
-            f"| {c} | {fmt(runs[WARM])} | {fmt(runs[COLD])} | {fmt(cell['cold_over_warm_by_round'])} | "
+            f"| {c} | {fmt(runs[WARM])} | {fmt(runs[COLD])} | "
+            + ", ".join(f"{r:.3f}" for r in cell["cold_over_warm_by_round"])
+            + " | "
             + ("-" if med is None else f"{med:.3f}")
             + " |"
         )
