@@ -30,10 +30,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import json
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -193,28 +191,13 @@ def render(summary: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     opts = options(argv)
-    from tests.real_sglang.rig.build import ensure_rig
-    from tests.real_sglang.rig.pool import Spec, launch
-    from tests.real_sglang.rig.step_timing import ENV, TRACE_ENV
-
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
     extra = ("--max-running-requests", "128", "--max-total-tokens", "16384", "--enable-metrics", "--decode-log-interval", "40")
-    with tempfile.TemporaryDirectory(prefix="warm-draft-") as tmp:
-        timing = Path(tmp) / "timing"
-        env = {ENV: str(timing), TRACE_ENV: "1", "OMP_NUM_THREADS": str(opts.threads)}
-        server = launch(ensure_rig(), Spec(opts.models, steps=opts.steps, extra=extra), Path(tmp), 7200, env)
-        try:
-            log(f"{opts.models} patched server ready in {server.wait_ready(timeout_s=1200):.0f} s")
-            summary = asyncio.run(run(server.url, opts, timing, server.skipping_draft_extend, log))
-        finally:
-            left = server.stop()
+    left: list[int] = []
+    log = switch_cost.log_line
+    with switch_cost.traced_server(opts.models, extra, opts.threads, log, left, steps=opts.steps) as (server, timing):
+        summary = asyncio.run(run(server.url, opts, timing, server.skipping_draft_extend, log))
     summary.update({"models": opts.models, "steps": opts.steps, "processes_left": left})
-    if opts.out:
-        opts.out.write_text(json.dumps(summary, indent=1))
-    print(json.dumps(summary, indent=1) if opts.json else render(summary))
-    return 0 if not summary["problems"] and not summary["errors"] and not left else 1
+    return switch_cost.finish(summary, opts, render)
 
 
 if __name__ == "__main__":
