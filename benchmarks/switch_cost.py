@@ -45,16 +45,14 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from benchmarks import switch_trace
+from benchmarks import rig_run, switch_trace
 from server_control.bench import loadgen, referee
 from server_control.protocol import decision
 
@@ -320,42 +318,6 @@ async def run(url: str, opts: argparse.Namespace, timing: Path, log) -> dict:
     return out
 
 
-@contextmanager
-def traced_server(
-    models: str, extra: tuple[str, ...], threads: int, log, left: list[int], steps: int | None = None
-) -> Iterator[tuple[Any, Path]]:
-    """A patched rig server (tests/real_sglang/rig) writing the per-step trace of
-    rig/step_timing.py, ready: (the server, the trace's directory); stopped on leaving, the
-    pids it left appended to ``left``."""
-    from tests.real_sglang.rig.build import ensure_rig
-    from tests.real_sglang.rig.pool import Spec, launch
-    from tests.real_sglang.rig.step_timing import ENV, TRACE_ENV
-
-    with tempfile.TemporaryDirectory(prefix="rig-traced-") as tmp:
-        timing = Path(tmp) / "timing"
-        env = {ENV: str(timing), TRACE_ENV: "1", "OMP_NUM_THREADS": str(threads)}
-        spec = Spec(models, extra=extra) if steps is None else Spec(models, steps=steps, extra=extra)
-        server = launch(ensure_rig(), spec, Path(tmp), 7200, env)
-        try:
-            log(f"{models} patched server ready in {server.wait_ready(timeout_s=1200):.0f} s")
-            yield server, timing
-        finally:
-            left.extend(server.stop())
-
-
-def finish(summary: dict, opts: argparse.Namespace, render_fn) -> int:
-    """Save (``--out``), print (``--json`` or the table) and the exit code: 1 on a problem, a
-    failed request or a process left."""
-    if opts.out:
-        opts.out.write_text(json.dumps(summary, indent=1))
-    print(json.dumps(summary, indent=1) if opts.json else render_fn(summary))
-    return 0 if not summary["problems"] and not summary["errors"] and not summary["processes_left"] else 1
-
-
-def log_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     opts = options(argv)
     if opts.summarise:  # a saved --out file, summarised again (no server)
@@ -364,10 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(saved, indent=1) if opts.json else render(saved))
         return 0
     left: list[int] = []
-    with traced_server(opts.models, SERVER_EXTRA, opts.threads, log_line, left) as (server, timing):
-        summary = asyncio.run(run(server.url, opts, timing, log_line))
+    with rig_run.traced_server(opts.models, SERVER_EXTRA, opts.threads, rig_run.log_line, left) as (server, timing):
+        summary = asyncio.run(run(server.url, opts, timing, rig_run.log_line))
     summary.update({"models": opts.models, "threshold": opts.threshold, "processes_left": left})
-    return finish(summary, opts, render)
+    return rig_run.finish(summary, opts, render)
 
 
 def render(summary: dict) -> str:

@@ -37,7 +37,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TypeVar
 
-from benchmarks import switch_cost
+from benchmarks import rig_run, switch_cost
 from server_control.protocol import decision
 
 WARM, COLD = "warm", "cold"
@@ -193,11 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     opts = options(argv)
     extra = ("--max-running-requests", "128", "--max-total-tokens", "16384", "--enable-metrics", "--decode-log-interval", "40")
     left: list[int] = []
-    log = switch_cost.log_line
-    with switch_cost.traced_server(opts.models, extra, opts.threads, log, left, steps=opts.steps) as (server, timing):
+    log = rig_run.log_line
+    with rig_run.traced_server(opts.models, extra, opts.threads, log, left, steps=opts.steps) as (server, timing):
         summary = asyncio.run(run(server.url, opts, timing, server.skipping_draft_extend, log))
     summary.update({"models": opts.models, "steps": opts.steps, "processes_left": left})
-    return switch_cost.finish(summary, opts, render)
+    return rig_run.finish(summary, opts, render)
 
 
 if __name__ == "__main__":
