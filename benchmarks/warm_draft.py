@@ -35,15 +35,14 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TypeVar
 
 from benchmarks import rig_run, switch_cost
+from server_control.bench import loadgen
 from server_control.protocol import decision
 
 WARM, COLD = "warm", "cold"
 VARIANTS = (WARM, COLD)
 TARGET = decision.TARGET_ONLY
-T_ = TypeVar("T_")
 
 
 def _levels(text: str) -> list[int]:
@@ -89,11 +88,6 @@ def _window_opts(opts: argparse.Namespace, clients: int, measure: float | None =
         tokens=(opts.tokens, opts.tokens),
         pause=(0.0, 0.0),
     )
-
-
-def _rotated(items: list[T_], k: int) -> list[T_]:
-    """The arms' order in round ``k`` (as server_control.bench.loadgen.rotated)."""
-    return items[k % len(items) :] + items[: k % len(items)]
 
 
 def step_ms(row: dict) -> float | None:
@@ -143,8 +137,8 @@ async def run(url: str, opts: argparse.Namespace, timing: Path, cold: Callable[[
             await switch_cost.window(url, TARGET, 999, _window_opts(opts, opts.levels[0], measure=3.0), None)
     windows = []
     for k in range(opts.rounds):
-        for c in _rotated(opts.levels, k):
-            for variant in _rotated(list(VARIANTS), k):
+        for c in loadgen.rotated(opts.levels, k):
+            for variant in loadgen.rotated(list(VARIANTS), k):
                 with gap(variant):
                     row = await switch_cost.window(url, TARGET, k, _window_opts(opts, c), None)
                 row.update(round=k, clients=c, variant=variant)
@@ -161,7 +155,7 @@ async def run(url: str, opts: argparse.Namespace, timing: Path, cold: Callable[[
         resume_timeout=opts.resume_timeout,
     )
     for k in range(opts.resumes):
-        for variant in _rotated(list(VARIANTS), k):
+        for variant in loadgen.rotated(list(VARIANTS), k):
             res = await switch_cost.resume_check(url, check, timing, gap=functools.partial(gap, variant))
             res["variant"] = variant
             resumes.append(res)

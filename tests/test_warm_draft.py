@@ -63,4 +63,3 @@ def test_defaults_are_the_crossover_pair_at_steps_3():
     assert (opts.models, opts.steps, opts.levels, opts.tokens) == ("crossover", 3, [8, 16, 32], 64)
     win = warm_draft._window_opts(opts, 16, measure=3.0)
     assert (win.clients, win.measure, win.tokens, win.pause) == (16, 3.0, (64, 64), (0.0, 0.0))
-    assert warm_draft._rotated(["warm", "cold"], 1) == ["cold", "warm"] and warm_draft._rotated([8, 16, 32], 4) == [16, 32, 8]

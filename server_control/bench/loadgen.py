@@ -27,12 +27,14 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from server_control.bench import referee
 from server_control.net import tls
 from server_control.net.lean_httpx import httpx
 from server_control.protocol import decision, spec_metrics
+
+_T = TypeVar("_T")  # an arm: its name, or a concurrency
 
 PROMPT = "Summarise the trade-offs of speculative decoding under heavy load. " * 4
 
@@ -229,7 +231,7 @@ def crossover(per_mode: dict[str, list[dict[str, Any]]]) -> int | None:
     return None
 
 
-def rotated(modes: Sequence[str], round_index: int) -> list[str]:
+def rotated(modes: Sequence[_T], round_index: int) -> list[_T]:
     """The arms' order in round ``round_index``: each round starts one arm later."""
     k = round_index % len(modes) if modes else 0
     return [*modes[k:], *modes[:k]]
