@@ -46,14 +46,30 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+def shared_fixture_group(item) -> str | None:
+    """The group of a test that uses a fixture set up once per module, class or package
+    (a launched fleet, a simulator the module's tests read in file order): its module's, so
+    xdist sends the module's tests to one worker together. Otherwise ``--dist loadgroup``
+    spreads them one by one and every worker that gets one sets the fixture up again, with
+    the tests before it in the file run elsewhere (a fleet launched twice, the second one
+    read minutes later by tests that assume the first ones ran)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(chain and chain[-1].scope in ("module", "class", "package") for chain in defs.values()):
+        return f"module:{item.module.__name__}" if getattr(item, "module", None) else None
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the mark into the "@group" its scheduler reads
 def pytest_collection_modifyitems(config, items):
     """Under ``--dist loadgroup`` every test that starts a real SGLang server runs in one
-    worker, one server at a time (each takes ~3 GB and both cores while it starts); the
-    rest of the suite runs beside it in the other workers."""
+    worker, one server at a time (each takes ~3 GB and both cores while it starts); a
+    module whose tests share a fixture runs in one worker, in file order; the rest of the
+    suite is spread test by test."""
     for item in items:
         if item.get_closest_marker("sglang_server") is not None:
             item.add_marker(pytest.mark.xdist_group(REAL_SERVER_GROUP))
+        elif item.get_closest_marker("xdist_group") is None and (group := shared_fixture_group(item)):
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_terminal_summary(terminalreporter):
