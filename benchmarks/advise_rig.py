@@ -18,7 +18,7 @@ phase 1  the advisor. Threshold N (default the middle level), force auto, the de
          ``specconsole advise --json`` on a fresh state dir: ``read_server``, ``estimate``,
          ``advise`` (a reading every 60 s on the way, printed on stderr).
 phase 2  ``mode_cost``'s forced speculative against forced target-only at the same levels
-         (``mode_cost.interleaved``: ``--rounds`` rounds, the order rotated, drained before
+         (``interleave.interleaved``: ``--rounds`` rounds, the order rotated, drained before
          each window, each window's mode share asserted from the patch's counters), and its
          crossover: the smallest level at which target-only out-produced speculation
          (client tok/s, median of the rounds). Exploration is set to 0 first (it acts in auto
@@ -49,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks import mode_cost
+from benchmarks import interleave, mode_cost
 from benchmarks.triangle_traffic import triangle, walk_triangle
 from server_control.advice.source import Reading, read_server
 from server_control.advice.words import Advice, advise
@@ -193,8 +193,8 @@ async def run(url: str, opts: argparse.Namespace, log: Callable[[str], None]) ->
     async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
         if not await _set(client, url, {explore.SHARE_KEY: 0.0}) and setup["share_set_at_runtime"]:
             raise RuntimeError("the server refused exploration share 0")
-    arms = [mode_cost.Arm(SPEC, url, SPEC), mode_cost.Arm(TARGET, url, TARGET)]
-    result = await mode_cost.interleaved(arms, opts, None, log)
+    arms = [interleave.Arm(SPEC, url, SPEC), interleave.Arm(TARGET, url, TARGET)]
+    result = await interleave.interleaved(arms, opts, None, log)
     p2 = mode_cost.summarise(result, opts.levels)
     after = await asyncio.to_thread(read_server, url, None, 10.0)
     p2_advice = await asyncio.to_thread(lambda: advise(estimate(after.curves.minus(before.curves)), after.threshold))

@@ -32,8 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import mode_cost
-from benchmarks.mode_cost import Arm
+from benchmarks import interleave, mode_cost
+from benchmarks.interleave import Arm
 from server_control.bench import loadgen
 from server_control.protocol import decision
 
@@ -54,13 +54,13 @@ def arms(url: str) -> list[Arm]:
 
 async def run(url: str, opts) -> dict:
     plan = arms(url)
-    await mode_cost._window(plan[0], plan, max(opts.levels), opts, None)  # warm the server
+    await interleave.window(plan[0], plan, max(opts.levels), opts, None)  # warm the server
     per_arm: dict[str, list[dict]] = {a.name: [] for a in plan}
     for c in opts.levels:
         done: dict[str, list[dict]] = {a.name: [] for a in plan}
         for k in range(opts.rounds):
             for arm in plan:
-                row = await mode_cost._window(arm, plan, c, opts, None)
+                row = await interleave.window(arm, plan, c, opts, None)
                 row["round"] = k
                 done[arm.name].append(row)
                 ms = (row.get("steps") or {}).get("ms_per_step")
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             result = asyncio.run(run(url, opts))
         finally:
             if server is not None:
-                mode_cost._signal(server.pgid, signal.SIGCONT)
+                interleave.signal_group(server.pgid, signal.SIGCONT)
                 left = server.stop()
     result["processes_left"] = left
     if opts.out:

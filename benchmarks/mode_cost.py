@@ -5,7 +5,7 @@
                                    [--models trained|deep|crossover] [--steps 2]
                                    [--max-total-tokens 8192] [--max-running-requests R]
                                    [--adaptive] [--adaptive-config FILE]
-                                   [--auto-adaptive-config FILE] [--relaunch]
+                                   [--auto-adaptive-config FILE] [--cold] [--relaunch]
                                    [--json] [--out FILE]
 
 Starts a plain SGLang server (the target alone) and the patched server (the trained
@@ -30,7 +30,10 @@ drained and timed like the others; SGLang publishes no mode share for them.
 ``--auto-adaptive-config FILE`` adds the patched server once more, launched with SGLang's
 adaptive and that config beside the threshold (``auto_adaptive``: force auto at the same N):
 at or below N SGLang's controller picks the draft steps by bucket, above it the patch runs
-the target alone, N changeable at runtime as ever.
+the target alone, N changeable at runtime as ever. ``--cold`` adds ``target_only_cold``: the
+patched server forced target-only with the draft's extend skipped for the window (the rig's
+hook makes SGLang read ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND`` as set while a file
+exists): what a target-only step would cost without keeping the draft warm, beside plain's.
 
 The server not being measured is paused (SIGSTOP of its process group; SIGCONT before its
 own window), so the two never share the CPU. Before each window the server is drained
@@ -55,17 +58,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
+from benchmarks.interleave import Arm, interleaved, patched_arms, relaunched, signal_group
 from benchmarks.mode_cost_report import (  # noqa: F401 - the report's names, as callers use them from here
     ADAPTIVE,
     ADAPTIVE_TUNED,
@@ -77,151 +79,14 @@ from benchmarks.mode_cost_report import (  # noqa: F401 - the report's names, as
     PLAIN,
     SPEC,
     TARGET,
+    TARGET_COLD,
     render,
     summarise,
 )
-from server_control.bench import loadgen
 from server_control.protocol import decision
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192", "--enable-metrics")
-
-
-@dataclass
-class Arm:
-    """One arm: the server it runs on, the force mode it sets (None: sets nothing), and
-    the process group to resume for its window (None: not ours to pause)."""
-
-    name: str
-    url: str
-    force: str | None
-    group: int | None = None
-    drain: bool = True
-
-
-def _signal(group: int | None, sig: int) -> None:
-    if group is not None:
-        try:
-            os.killpg(group, sig)
-        except ProcessLookupError:
-            pass
-
-
-def _expected_problem(arm: Arm, row: dict, threshold: int | None) -> str | None:
-    """Auto with c clients holds at most 2c requests (each client's finished request not yet
-    freed beside its next one): at 2c <= N every step must be speculative."""
-    if arm.force != AUTO or threshold is None or 2 * row["concurrency"] > threshold:
-        return None
-    steps = (row.get("steps") or {}).get("steps")
-    if steps and steps.get(decision.TARGET_ONLY):
-        return f"auto at c={row['concurrency']} <= threshold {threshold} ran {steps[decision.TARGET_ONLY]} steps target-only"
-    return None
-
-
-async def _window(arm: Arm, arms: list[Arm], c: int, opts: argparse.Namespace, threshold: int | None) -> dict:
-    for other in arms:
-        if other.group is not None and other.group != arm.group:
-            _signal(other.group, signal.SIGSTOP)
-    _signal(arm.group, signal.SIGCONT)
-    if arm.force is not None and not await loadgen.set_force(arm.url, arm.force):
-        raise RuntimeError(f"{arm.name}: the server refused {decision.FORCE_KEY}={arm.force}")
-    r = await loadgen.run_level(
-        arm.url,
-        c,
-        warmup_s=opts.warmup,
-        measure_s=opts.measure,
-        max_tokens=opts.max_tokens,
-        mode=arm.force or AUTO,
-        drain=arm.drain,
-    )
-    row = r.summary()
-    row["mode"] = arm.name
-    row["problem"] = row["problem"] or _expected_problem(arm, row, threshold)
-    return row
-
-
-async def _warm(arms: list[Arm], opts: argparse.Namespace) -> None:
-    """A discarded window of each arm at the top level: a cold server may stream nothing in
-    its first window."""
-    for arm in arms:
-        await _window(arm, arms, max(opts.levels), opts, None)
-
-
-async def _round(
-    arms: list[Arm],
-    c: int,
-    k: int,
-    opts: argparse.Namespace,
-    threshold: int | None,
-    progress: Callable[[str], None] | None,
-    done: dict[str, list[dict]],
-) -> None:
-    """Round ``k`` at concurrency ``c``: every arm once, the order rotated by ``k``."""
-    by_name = {a.name: a for a in arms}
-    for name in loadgen.rotated([a.name for a in arms], k):
-        row = await _window(by_name[name], arms, c, opts, threshold)
-        row["round"] = k
-        done.setdefault(name, []).append(row)
-        if progress:
-            ms = (row.get("steps") or {}).get("ms_per_step")
-            progress(
-                f"c={c} round {k} {name:>12}: {row['tok_s']:8.1f} tok/s"
-                + (f", {ms:.2f} ms/step" if ms else "")
-                + (f", {row['leftover']} left over" if row.get("leftover") else "")
-                + (f"  PROBLEM {row['problem']}" if row.get("problem") else "")
-            )
-
-
-def _rounds(opts: argparse.Namespace) -> int:
-    return int(getattr(opts, "rounds", 0) or getattr(opts, "repeat", 1) or 1)
-
-
-def _cells(names: list[str], levels: list[int], done: dict[int, dict[str, list[dict]]]) -> dict:
-    return {"per_mode": {n: [loadgen.level_cell(c, n, done[c][n]) for c in levels] for n in names}}
-
-
-async def interleaved(
-    arms: list[Arm], opts: argparse.Namespace, threshold: int | None = None, progress: Callable[[str], None] | None = None
-) -> dict:
-    """Level by level, ``opts.rounds`` rounds of every arm on the same servers (order
-    rotated each round); every server warmed first."""
-    await _warm(arms, opts)
-    done: dict[int, dict[str, list[dict]]] = {c: {} for c in opts.levels}
-    for c in opts.levels:
-        for k in range(_rounds(opts)):
-            await _round(arms, c, k, opts, threshold, progress, done[c])
-    _resume(arms)
-    return _cells([a.name for a in arms], opts.levels, done)
-
-
-async def relaunched(
-    start: Callable[[], AbstractContextManager[list[Arm]]],
-    opts: argparse.Namespace,
-    threshold: int | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> dict:
-    """Round by round, each round on servers launched for it (``start()``: a context that
-    launches every arm's server and stops them on leaving): every level, every arm once,
-    the order rotated by the round. One launch of a configuration can run ~30 % faster or
-    slower than the next (docs/cpu-rig.md), an offset no number of rounds on the same
-    servers removes; across launches it varies, and each cell's median is over launches."""
-    names: list[str] = []
-    done: dict[int, dict[str, list[dict]]] = {c: {} for c in opts.levels}
-    for k in range(_rounds(opts)):
-        with start() as arms:
-            names = names or [a.name for a in arms]
-            if [a.name for a in arms] != names:
-                raise RuntimeError(f"round {k} launched arms {[a.name for a in arms]}, the first round {names}")
-            await _warm(arms, opts)
-            for c in opts.levels:
-                await _round(arms, c, k, opts, threshold, progress, done[c])
-            _resume(arms)
-    return _cells(names, opts.levels, done)
-
-
-def _resume(arms: list[Arm]) -> None:
-    for arm in arms:
-        _signal(arm.group, signal.SIGCONT)
 
 
 def set_threshold(url: str, n: int) -> None:
@@ -246,10 +111,6 @@ def refusal_reason(client: httpx.Client, url: str) -> str | None:
         if isinstance(snap, dict) and snap.get("active") is False:
             return f"the switch is not active on this server: {snap.get('reason')}"
     return None
-
-
-def patched_arms(url: str, group: int | None = None) -> list[Arm]:
-    return [Arm(SPEC, url, SPEC, group), Arm(TARGET, url, TARGET, group), Arm(AUTO, url, AUTO, group)]
 
 
 def measure_plain(url: str, opts: argparse.Namespace) -> dict:
@@ -290,6 +151,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="also the patched server with SGLang's adaptive and this config beside the threshold (auto_adaptive)",
     )
+    p.add_argument("--cold", action="store_true", help="also target-only with the draft's extend skipped (target_only_cold)")
     p.add_argument(
         "--relaunch",
         action="store_true",
@@ -323,6 +185,7 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
         if opts.auto_adaptive_config:
             both = Spec(opts.models, extra=extra, steps=opts.steps, adaptive=str(opts.auto_adaptive_config.resolve()))
             peers.append((None, both, AUTO_ADAPTIVE))
+        skip_file = None
         for url, spec, name in (
             (opts.plain_url, Spec(opts.models, patched=False, extra=extra), PLAIN),
             (opts.url, Spec(opts.models, extra=extra, steps=opts.steps), AUTO),
@@ -333,13 +196,15 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
                 server = launch(rig, spec, tmp, 7200)
                 servers.append(server)
                 server.wait_ready(timeout_s=900)
-                url, group = server.url, server.pgid
-                _signal(group, signal.SIGSTOP)
+                url, group, skip_file = server.url, server.pgid, server.skip_file
+                signal_group(group, signal.SIGSTOP)
             if spec.patched:
-                _signal(group, signal.SIGCONT)
+                signal_group(group, signal.SIGCONT)
                 set_threshold(url, threshold)
                 arms += patched_arms(url, group) if name == AUTO else [Arm(AUTO_ADAPTIVE, url, AUTO, group)]
-                _signal(group, signal.SIGSTOP)
+                if name == AUTO and opts.cold:
+                    arms.append(Arm(TARGET_COLD, url, TARGET, group, skip_file=skip_file))
+                signal_group(group, signal.SIGSTOP)
             elif name == PLAIN:
                 arms.insert(0, Arm(PLAIN, url, None, group))
             else:
@@ -347,13 +212,16 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
         yield arms
     finally:
         for server in servers:
-            _signal(server.pgid, signal.SIGCONT)
+            signal_group(server.pgid, signal.SIGCONT)
             left += server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = options(argv)
     threshold = opts.auto_threshold or 2 * max(opts.levels)
+    if opts.cold and opts.url:
+        print("mode_cost: --cold needs the patched server it launches (the rig's skip hook); not --url", file=sys.stderr)
+        return 2
     if opts.relaunch and (opts.url or opts.plain_url):
         print("mode_cost: --relaunch launches every server each round; it cannot use --url or --plain-url", file=sys.stderr)
         return 2

@@ -10,10 +10,12 @@ from server_control.protocol import decision
 PLAIN, SPEC, TARGET, AUTO = "plain", decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO
 ADAPTIVE, ADAPTIVE_TUNED = "sglang_adaptive", "sglang_adaptive_tuned"
 AUTO_ADAPTIVE = "auto_adaptive"  # the patch's threshold beside SGLang's adaptive controller
-ARMS = (PLAIN, SPEC, TARGET, AUTO, AUTO_ADAPTIVE, ADAPTIVE, ADAPTIVE_TUNED)
-OURS = (AUTO, AUTO_ADAPTIVE)
+TARGET_COLD = "target_only_cold"  # the patched server forced target-only with the draft's extend skipped
+ARMS = (PLAIN, SPEC, TARGET, TARGET_COLD, AUTO, AUTO_ADAPTIVE, ADAPTIVE, ADAPTIVE_TUNED)
+OURS = (AUTO, AUTO_ADAPTIVE, TARGET_COLD)
 ARM_WORDS = {
     TARGET: "target-only",
+    TARGET_COLD: "target-only, draft cold",
     AUTO_ADAPTIVE: "auto + SGLang adaptive",
     ADAPTIVE: "SGLang adaptive",
     ADAPTIVE_TUNED: "SGLang adaptive tuned",
@@ -78,6 +80,11 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
                 "auto_adaptive_over_best_other": _ratio(tok.get(AUTO_ADAPTIVE), others),
                 "auto_over_rival_by_round": {a: paired(cells, AUTO, a) for a in cells if a not in OURS},
                 "a_a": {"mode": own_mode(cells), "by_round": paired(cells, AUTO, own_mode(cells) or "")},
+                "cold_over_plain_tok_s": _ratio(tok.get(TARGET_COLD), tok[PLAIN]),
+                "plain_over_cold_ms": _ratio(ms[PLAIN], ms.get(TARGET_COLD)),
+                "warm_over_cold_ms": _ratio(ms.get(TARGET_COLD), ms[TARGET]),
+                "cold_over_plain_by_round": paired(cells, TARGET_COLD, PLAIN),
+                "cold_over_warm_by_round": paired(cells, TARGET_COLD, TARGET),
             }
         )
     all_cells = [cell for rows_ in result["per_mode"].values() for cell in rows_]
@@ -113,6 +120,9 @@ def render(summary: dict) -> str:
     if AUTO_ADAPTIVE in arms:
         ratios += ("auto + adaptive / best other arm",)
         keys += ("auto_adaptive_over_best_other",)
+    if TARGET_COLD in arms:
+        ratios += ("t-o cold / plain (per step)", "t-o warm / t-o cold (per step)")
+        keys += ("plain_over_cold_ms", "warm_over_cold_ms")
     head = "| c | " + " | ".join(ARM_WORDS.get(a, a) for a in arms) + " | " + " | ".join(ratios) + " |"
     lines = [head, "| " + " | ".join("---" for _ in range(1 + len(arms) + len(ratios))) + " |"]
     for r in summary["rows"]:
@@ -135,5 +145,9 @@ def render(summary: dict) -> str:
     ]
     if same:
         lines.append("A/A, auto / the forced arm of the mode it ran (one server, one mode), round by round: " + "; ".join(same))
+    for key, words in (("cold_over_plain_by_round", "t-o cold / plain"), ("cold_over_warm_by_round", "t-o cold / t-o warm")):
+        pairs = [f"c={r['concurrency']} " + " ".join(f"{v:.2f}" for v in r[key]) for r in summary["rows"] if r.get(key)]
+        if pairs:
+            lines.append(f"{words} (tok/s), round by round: " + "; ".join(pairs))
     lines.extend(f"PROBLEM: {p}" for p in summary["problems"])
     return "\n".join(lines)

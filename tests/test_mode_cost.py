@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import mode_cost
+from benchmarks import interleave, mode_cost
 from server_control.bench import loadgen
 from server_control.protocol import decision
 from tests.support.sim import CLIENT_WINDOW_TIME_SCALE
@@ -38,7 +38,7 @@ def test_interleaved_runs_every_arm_every_round_pausing_the_other_server(sim_fac
         sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready(),
         sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready(),
     )
-    arms = [mode_cost.Arm(mode_cost.PLAIN, plain.url, None, plain.pgid), *mode_cost.patched_arms(patched.url, patched.pgid)]
+    arms = [interleave.Arm(mode_cost.PLAIN, plain.url, None, plain.pgid), *interleave.patched_arms(patched.url, patched.pgid)]
     mode_cost.set_threshold(patched.url, 4)
     seen, stop = set(), threading.Event()
 
@@ -51,7 +51,7 @@ def test_interleaved_runs_every_arm_every_round_pausing_the_other_server(sim_fac
     t.start()
     lines = []
     try:
-        result = asyncio.run(mode_cost.interleaved(arms, _opts(), 4, lines.append))
+        result = asyncio.run(interleave.interleaved(arms, _opts(), 4, lines.append))
     finally:
         stop.set()
         t.join()
@@ -78,8 +78,8 @@ def test_interleaved_reports_an_auto_window_that_left_speculation(sim_factory):
     that N is 4 (2c <= N), the harness must call that a problem."""
     patched = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     mode_cost.set_threshold(patched.url, 1)
-    arms = [mode_cost.Arm(mode_cost.AUTO, patched.url, decision.AUTO)]
-    result = asyncio.run(mode_cost.interleaved(arms, _opts(rounds=1), 4))
+    arms = [interleave.Arm(mode_cost.AUTO, patched.url, decision.AUTO)]
+    result = asyncio.run(interleave.interleaved(arms, _opts(rounds=1), 4))
     problems = mode_cost.summarise(result, [2], 4)["problems"]
     assert len(problems) == 1 and problems[0].startswith("auto at c=2 <= threshold 4 ran"), problems
 
@@ -167,15 +167,15 @@ def test_relaunched_runs_every_round_on_servers_of_its_own(sim_factory):
         mode_cost.set_threshold(patched.url, 8)
         try:
             yield [
-                mode_cost.Arm(mode_cost.PLAIN, plain.url, None, plain.pgid),
-                *mode_cost.patched_arms(patched.url, patched.pgid),
+                interleave.Arm(mode_cost.PLAIN, plain.url, None, plain.pgid),
+                *interleave.patched_arms(patched.url, patched.pgid),
             ]
         finally:
             plain.stop()
             patched.stop()
 
     lines: list[str] = []
-    result = asyncio.run(mode_cost.relaunched(start, _opts(levels=[1, 2]), 8, lines.append))
+    result = asyncio.run(interleave.relaunched(start, _opts(levels=[1, 2]), 8, lines.append))
     assert len(launches) == 2 and len({s.url for ss in launches for s in ss}) == 4
     names = [mode_cost.PLAIN, mode_cost.SPEC, mode_cost.TARGET, mode_cost.AUTO]
     order = [(line.split()[0], line.split()[2], line.split()[3].rstrip(":")) for line in lines]
@@ -194,12 +194,62 @@ def test_relaunched_refuses_a_round_whose_arms_differ(sim_factory):
 
     @contextlib.contextmanager
     def start():
-        yield [mode_cost.Arm(next(names), sim.url, None)]
+        yield [interleave.Arm(next(names), sim.url, None)]
 
     with pytest.raises(RuntimeError, match=r"round 1 launched arms \['auto'\], the first round \['plain'\]"):
-        asyncio.run(mode_cost.relaunched(start, _opts(rounds=2), 8))
+        asyncio.run(interleave.relaunched(start, _opts(rounds=2), 8))
 
 
 def test_relaunch_with_a_running_server_is_refused(capsys):
     assert mode_cost.main(["--relaunch", "--url", "http://127.0.0.1:9"]) == 2
     assert "--relaunch launches every server each round" in capsys.readouterr().err
+
+
+def test_the_cold_arm_holds_its_skip_file_for_its_window_only(sim_factory, tmp_path):
+    """``target_only_cold`` runs forced target-only with the rig's skip file present (the
+    draft's extend skipped), and only for its own window: the warm arms' windows must not
+    see it, or "warm" would be cold too."""
+    patched = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
+    skip = tmp_path / "skip-draft-extend"
+    arms = [
+        *interleave.patched_arms(patched.url),
+        interleave.Arm(mode_cost.TARGET_COLD, patched.url, decision.TARGET_ONLY, skip_file=skip),
+    ]
+    seen: list[tuple[str, bool]] = []
+    own = loadgen.run_level
+
+    async def run_level(url, c, **kw):
+        seen.append((kw["mode"], skip.exists()))
+        return await own(url, c, **kw)
+
+    mode_cost.set_threshold(patched.url, 8)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loadgen, "run_level", run_level)
+        result = asyncio.run(interleave.interleaved(arms, _opts(rounds=1), 8))
+    assert not skip.exists()
+    assert sorted(seen) == sorted(
+        [(decision.SPECULATIVE, False), (decision.TARGET_ONLY, False), (decision.AUTO, False), (decision.TARGET_ONLY, True)] * 2
+    ), seen
+    assert mode_cost.summarise(result, [2], 8)["rows"][0]["target_only_share"][mode_cost.TARGET_COLD] == 1.0
+
+
+def test_the_cold_arm_is_reported_beside_plain_and_warm():
+    tok = {"plain": 100.0, "speculative": 80.0, "target_only": 90.0, "target_only_cold": 99.0, "auto": 91.0}
+    result = {"per_mode": {arm: [_cell(16, v)] for arm, v in tok.items()}}
+    result["per_mode"]["target_only"][0]["ms_per_step"] = 11.0
+    result["per_mode"]["target_only_cold"][0]["ms_per_step"] = 10.0
+    for arm, v in tok.items():
+        result["per_mode"][arm][0]["rounds"] = [{"round": 0, "tok_s": v, "leftover": 0}]
+    summary = mode_cost.summarise(result, [16], 8)
+    row = summary["rows"][0]
+    assert row["auto_over_best_other"] == 91.0 / 100.0  # the cold arm is ours, not a rival
+    assert row["plain_over_cold_ms"] == 1.0 and row["warm_over_cold_ms"] == 10.0 / 11.0
+    assert row["cold_over_plain_by_round"] == [0.99] and row["cold_over_warm_by_round"] == [99.0 / 90.0]
+    table = mode_cost.render(summary)
+    assert "| target-only | target-only, draft cold | auto |" in table and "t-o cold / plain (per step)" in table, table
+    assert "t-o cold / plain (tok/s), round by round: c=16 0.99" in table, table
+
+
+def test_cold_with_a_running_server_is_refused(capsys):
+    assert mode_cost.main(["--cold", "--url", "http://127.0.0.1:9"]) == 2
+    assert "--cold needs the patched server it launches" in capsys.readouterr().err
