@@ -3,8 +3,11 @@
 
 A server that tunes N itself publishes ``dynamic_speculation.auto_tune`` {on, off_reason,
 bounds, moves, last_move {old, new, evidence}} (sglang_patch/autotune.py, sim/autotune.py).
-``ServerTuneWatch.observe(sample)`` compares a reachable poll with the previous one: when
-``moves`` grew and the threshold now is ``last_move.new``, that move was the server's own.
+``ServerTuneWatch.observe(sample)`` compares a reachable poll with the moves it has seen:
+when ``moves`` grew past the last move it saw applied and the threshold now is
+``last_move.new``, that move was the server's own. The record comes first (the tuner
+decides) and N a step later (the scheduler applies the move from its settings queue), so a
+poll in between sees the record ahead of N; the move is seen at the poll that shows N.
 It is journaled (state/journal.py) as action ``server auto-tune``, key the threshold,
 ``old`` -> ``new``, result ``applied``, ``detail`` the move's log line with its evidence,
 ``op`` the move's identity (``move_op``: a digest of the target, the server's move count,
@@ -94,24 +97,29 @@ class ServerTuneWatch:
         self.state_dir = state_dir
         self.profile = profile
         self._seen: tuple[int | None, int | None] | None = None  # (moves, threshold) at the previous poll
+        self._told: int | None = None  # the move count up to which moves were seen applied (returned)
 
     def observe(self, sample: Sample) -> ServerMove | None:
         """The server's own move this poll shows (journaled once), or None."""
         if not sample.reachable:
-            self._seen = None  # a restart may come in between: the next poll is a first one
+            self._seen = self._told = None  # a restart may come in between: the next poll is a first one
             return None
         moves, move = auto_tune_of(sample)
         threshold = sample.threshold
         before, self._seen = self._seen, (moves, threshold)
+        first = before is None
+        told, prev_n = self._told, (before[1] if before is not None else None)
+        if first:
+            self._told = moves  # what came before an observer's first poll is no news (but journaled, below)
         if move is None or moves is None or threshold != move.new:
-            return None
-        prev_moves, prev_n = before if before is not None else (None, None)
-        if before is not None and prev_moves is not None and moves == prev_moves:
-            return None  # no move since the previous poll
-        if before is not None and prev_moves is not None and moves > prev_moves:
-            self.journal(move, moves - prev_moves, prev_n)
+            return None  # no move, or its record published ahead of N (decided, not yet applied)
+        if not first and told is not None and moves == told:
+            return None  # seen already
+        if not first and told is not None and moves > told:
+            self.journal(move, moves - told, prev_n)
         else:  # a first poll, or a restarted server: journaled unless someone did already
             self.journal(move, None, None)
+        self._told = moves
         return move
 
     def journal(self, move: ServerMove, seen: int | None, prev_n: int | None) -> bool:

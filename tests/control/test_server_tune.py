@@ -68,6 +68,22 @@ def test_a_restarted_server_starts_over_and_an_operators_n_is_not_a_move(tmp_pat
     assert move_op(URL, ServerMove(1, 8, 10, ev2)) != move_op(URL, ServerMove(1, 8, 10, EV))
 
 
+def test_a_move_published_before_its_n_is_the_servers_when_n_arrives(tmp_path):
+    """The server publishes the move's record when its tuner decides, and N when the
+    scheduler applies it (a step later: the move goes through the settings queue). A poll
+    between the two sees the record ahead of N; the next poll, N at the move's new value with
+    the count unchanged, is where the move is seen: the server's, not "changed elsewhere".
+    (A CI run under load said "N changed elsewhere: 9 -> 7" of the simulator's own move.)"""
+    w = ServerTuneWatch(URL, tmp_path)
+    w.observe(poll(9, 1, 10, 9))
+    assert w.observe(poll(9, 2, 9, 7)) is None  # decided, not applied yet
+    move = w.observe(poll(7, 2, 9, 7))
+    assert move is not None and (move.old, move.new) == (9, 7)
+    (_, e) = moves(tmp_path)
+    assert (e.old, e.new) == (9, 7) and "moves since" not in e.detail and "first poll" not in e.detail
+    assert w.observe(poll(7, 2, 9, 7)) is None  # told once
+
+
 def test_the_status_bar_says_auto_tuned_with_its_evidence():
     from console.widgets.status_bar import change_text
 
