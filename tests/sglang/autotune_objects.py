@@ -122,9 +122,13 @@ class Clock:
         return self.t
 
 
-def two_rank_child(rank: int, port: int, tp0_only: bool, out) -> None:
+def two_rank_child(rank: int, port: int, variants: tuple[bool, ...], out) -> None:
     """One TP rank of two (a spawned process): a real gloo group as SGLang's TP CPU group,
-    SGLang's receiver; puts (rank, [(names SGLang got, threshold)] per iteration)."""
+    SGLang's receiver; for each variant in turn (``tp0_only``: the negative control, TP0
+    applies its own move and nothing is broadcast) puts (rank, tp0_only, [(names SGLang got,
+    threshold)] per iteration). The variants share the two processes (each imports SGLang
+    and torch once) and the group; each starts from a fresh published config, worker and
+    receiver."""
     from server_control.sglang_patch import hook
 
     hook.install()  # before anything imports SGLang, as the bootstrap does
@@ -136,30 +140,36 @@ def two_rank_child(rank: int, port: int, tp0_only: bool, out) -> None:
     from server_control.sglang_patch import autotune
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    _override, server_args = publish(16, "1-16")
     group = SimpleNamespace(rank=rank, rank_in_group=rank, ranks=[0, 1], world_size=2, cpu_group=dist.group.WORLD)
     ranks = dict(moe_tp_size=2, tp_size=2, tp_rank=rank, attn_tp_size=2, attn_tp_rank=rank, pp_rank=0, attn_cp_rank=0)
-    with get_parallel().override(**ranks, tp_group=group):
-        dyn = rank_worker(server_args)._dynspec
-        clock = dyn.autotune.clock = Clock()
-        if tp0_only:  # the negative control: TP0 applies its own move, nothing is broadcast
-            offer = autotune.AutoTune.offer
+    offer = autotune.AutoTune.offer
+    for tp0_only in variants:
+        override, server_args = publish(16, "1-16")
+        with get_parallel().override(**ranks, tp_group=group):
+            dyn = rank_worker(server_args)._dynspec
+            clock = dyn.autotune.clock = Clock()
+            if tp0_only:
 
-            def local_offer(self):
-                move = offer(self)
-                if move is not None:
-                    self.apply(move)
-                    self.pending = None
-                return None
+                def local_offer(self):
+                    move = offer(self)
+                    if move is not None:
+                        self.apply(move)
+                        self.pending = None
+                    return None
 
-            autotune.AutoTune.offer = local_offer  # type: ignore[method-assign]
-        receiver = Receiver(server_args, pulls=rank == 0)
-        feed(dyn.curves, seed=10 + rank)  # each rank's own timings (TP1's never decide)
-        seen = []
-        for i in range(4):
-            clock.t = 6.0 * i
-            got = receiver.real.recv_requests(local_reqs=[AbortReq(rid=f"abort-{i}")] if rank == 0 else [])
-            feed(dyn.curves, steps=500, seed=100 * i + rank, t0=1000.0 * (i + 1))
-            seen.append(([type(r).__name__ for r in got], dyn.switch.threshold))
-        out.put((rank, seen))
+                autotune.AutoTune.offer = local_offer  # type: ignore[method-assign]
+            receiver = Receiver(server_args, pulls=rank == 0)
+            feed(dyn.curves, seed=10 + rank)  # each rank's own timings (TP1's never decide)
+            seen = []
+            for i in range(4):
+                clock.t = 6.0 * i
+                got = receiver.real.recv_requests(local_reqs=[AbortReq(rid=f"abort-{i}")] if rank == 0 else [])
+                feed(dyn.curves, steps=500, seed=100 * i + rank, t0=1000.0 * (i + 1))
+                seen.append(([type(r).__name__ for r in got], dyn.switch.threshold))
+            out.put((rank, tp0_only, seen))
+            receiver.close()
+        autotune.AutoTune.offer = offer  # type: ignore[method-assign]
+        autotune._active[0] = None
+        override.restore()
+        dist.barrier()  # both ranks done with this variant before the next one's first broadcast
     dist.destroy_process_group()

@@ -189,20 +189,24 @@ def test_the_flag_refuses_a_bad_value(text, capsys):
     assert "auto-tune bounds must" in capsys.readouterr().err
 
 
-def _two_ranks(tp0_only: bool) -> dict:
+@pytest.fixture(scope="module")
+def two_ranks() -> dict:
+    """Both variants in one pair of spawned ranks (each process imports SGLang and torch
+    once): {tp0_only: {rank: [(names SGLang got, threshold)] per iteration}}."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=two_rank_child, args=(r, port, tp0_only, out), daemon=True) for r in (0, 1)]
+    variants = (False, True)
+    procs = [ctx.Process(target=two_rank_child, args=(r, port, variants, out), daemon=True) for r in (0, 1)]
     for p in procs:
         p.start()
-    results: dict = {}
+    results: dict = {v: {} for v in variants}
     try:
         deadline = time.monotonic() + 240
-        while len(results) < len(procs) and time.monotonic() < deadline:
+        while sum(map(len, results.values())) < len(procs) * len(variants) and time.monotonic() < deadline:
             try:
-                rank, seen = out.get(timeout=1)
-                results[rank] = seen
+                rank, tp0_only, seen = out.get(timeout=1)
+                results[tp0_only][rank] = seen
             except queue.Empty:
                 dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
                 assert not dead, f"a rank died (exit codes {dead}); its traceback is on stderr"
@@ -221,15 +225,15 @@ def _same_move_at_the_same_iteration(results: dict) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_both_ranks_apply_tp0s_move_at_the_same_iteration():
-    results = _two_ranks(tp0_only=False)
+def test_both_ranks_apply_tp0s_move_at_the_same_iteration(two_ranks):
+    results = two_ranks[False]
     _same_move_at_the_same_iteration(results)
     assert results[0][0][1] == 16 and results[0][-1][1] < 16, results
 
 
 @pytest.mark.timeout(300)
-def test_negative_control_a_move_applied_on_tp0_alone_leaves_tp1_behind():
-    results = _two_ranks(tp0_only=True)
+def test_negative_control_a_move_applied_on_tp0_alone_leaves_tp1_behind(two_ranks):
+    results = two_ranks[True]
     assert results[0][-1][1] < 16 and results[1][-1][1] == 16, results
     with pytest.raises(AssertionError):
         _same_move_at_the_same_iteration(results)
