@@ -10,8 +10,10 @@ import pytest
 from server_control.config import parse_verdicts
 from tests.support import collect_skip, run_figures
 from tests.support.sim import start_sim
+from tests.support.worker_load import WorkerLoad
 
 REAL_SERVER_GROUP = "real-sglang-servers"
+_WORKERS: list[WorkerLoad | None] = [None]  # this process's (pytest_runtest_logreport takes no config)
 # every `specconsole supervise` a test starts (a run's own detached supervisor included)
 # ends within this, whatever the test's cleanup reached: none outlives the run by long
 os.environ.setdefault("SPECCONSOLE_SUPERVISE_MAX_S", "420")
@@ -19,6 +21,7 @@ os.environ.setdefault("SPECCONSOLE_SUPERVISE_MAX_S", "420")
 
 def pytest_configure(config):
     config._specconsole_figures = run_figures.make_dir()
+    config._specconsole_workers = _WORKERS[0] = WorkerLoad(REAL_SERVER_GROUP)
     # SGLang's parser's kept yeses (server_control/config/parse_verdicts.py): one directory for
     # the whole run, its workers included (they inherit the controller's environment), never
     # the user's own cache
@@ -72,6 +75,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+def pytest_runtest_logreport(report):
+    """On the controller of an xdist run, each report names its worker (``report.node``)."""
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    if gateway is not None and _WORKERS[0] is not None:
+        _WORKERS[0].add(str(gateway.id), report.nodeid, report.when, report.duration)
+
+
 def pytest_terminal_summary(terminalreporter):
     if getattr(terminalreporter.config, "_specconsole_figures", None) is None:
         return  # a worker: the controller prints
@@ -79,6 +89,11 @@ def pytest_terminal_summary(terminalreporter):
     if lines:
         terminalreporter.section("real SGLang on CPU: measured figures")
         for line in run_figures.summary(lines):
+            terminalreporter.write_line(line)
+    load = getattr(terminalreporter.config, "_specconsole_workers", None)
+    if load is not None and load.lines():
+        terminalreporter.section("xdist workers")
+        for line in load.lines():
             terminalreporter.write_line(line)
 
 
