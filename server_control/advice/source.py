@@ -18,6 +18,7 @@ from pathlib import Path
 from server_control.advice import store
 from server_control.advice.words import Advice, advise, duration
 from server_control.net import tls
+from server_control.net.http import client_limits
 from server_control.net.lean_httpx import httpx
 from server_control.protocol.cost_curves import SNAPSHOT_KEY, Curves, CurvesError, parse
 from server_control.protocol.crossover import estimate
@@ -48,7 +49,9 @@ async def _get_capped(where: str, headers: dict[str, str], timeout_s: float, dea
     (a server trickling a byte every 50 ms never trips the per-read timeout)."""
     try:
         async with asyncio.timeout(deadline_s):
-            async with httpx.AsyncClient(timeout=timeout_s, trust_env=False, verify=tls.shared()) as client:
+            async with httpx.AsyncClient(
+                timeout=timeout_s, trust_env=False, verify=tls.shared(), limits=client_limits()
+            ) as client:
                 async with client.stream("GET", where, headers=headers) as resp:
                     body = bytearray()
                     async for chunk in resp.aiter_bytes():

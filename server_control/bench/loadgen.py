@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from server_control.bench import referee
 from server_control.net import tls
+from server_control.net.http import client_limits
 from server_control.net.lean_httpx import httpx
 from server_control.protocol import decision, spec_metrics
 
@@ -152,7 +153,7 @@ async def run_level(
     url = url.rstrip("/")
     result = LevelResult(concurrency, mode)
     body = stream_body(max_tokens, model)
-    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    limits = client_limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(
         trust_env=False, verify=tls.shared(), timeout=httpx.Timeout(request_timeout_s, connect=10.0), limits=limits
     ) as client:
@@ -207,7 +208,7 @@ async def server_totals(client: httpx.AsyncClient, url: str) -> dict[str, Any] |
 async def set_force(url: str, mode: str, api_key: str | None = None) -> bool:
     """Force a mode through /set_internal_state: the name first, then the mode's index when the
     server refuses a string (SGLang 0.5.23 types the values as numbers: 400; others 422)."""
-    async with httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=10.0) as client:
+    async with httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=10.0, limits=client_limits()) as client:
         for value in (mode, decision.FORCE_CHOICES.index(mode)):
             resp = await client.post(
                 url.rstrip("/") + "/set_internal_state",

@@ -28,7 +28,7 @@ from typing import Any
 from server_control.model.snapshot import SettingChange
 from server_control.model.vocabulary import ChangeState
 from server_control.net import tls
-from server_control.net.http import auth_headers, bounded_request, describe_error
+from server_control.net.http import auth_headers, bounded_request, client_limits, describe_error
 from server_control.net.lean_httpx import httpx
 from server_control.protocol import rank_verdict, runtime_settings
 from server_control.protocol.runtime_settings import FORCE, THRESHOLD, RuntimeSetting
@@ -103,7 +103,7 @@ class Control:
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
-            self._client = httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=self.timeout_s)
+            self._client = httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=self.timeout_s, limits=client_limits())
         return self._client
 
     async def aclose(self) -> None:

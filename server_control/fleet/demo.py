@@ -22,6 +22,7 @@ from typing import Any
 from server_control.fleet.spec import FleetSpec, load_fleet
 from server_control.host.ports import free_port
 from server_control.net import tls
+from server_control.net.http import client_limits
 from server_control.net.lean_httpx import httpx
 from server_control.state import runs
 from server_control.state.state_dir import resolve_state_dir
@@ -91,7 +92,7 @@ class GatewayTraffic:
 
     def start(self) -> None:
         self._t0 = time.monotonic()
-        self._client = httpx.AsyncClient(timeout=60.0, trust_env=False, verify=tls.shared())
+        self._client = httpx.AsyncClient(timeout=60.0, trust_env=False, verify=tls.shared(), limits=client_limits())
         self._tasks = [asyncio.create_task(self._worker(i), name=f"demo-traffic-{i}") for i in range(self.peak)]
 
     async def _worker(self, i: int) -> None:

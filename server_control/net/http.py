@@ -12,6 +12,16 @@ from server_control.net.lean_httpx import httpx
 from server_control.sanitize import strip_controls
 
 MAX_BODY_BYTES = 4 << 20  # every answer a control-plane client reads is capped at this
+# SGLang (SGLANG_TIMEOUT_KEEP_ALIVE) and uvicorn close a connection idle for 5 s, and httpx
+# keeps one for reuse 5 s by default: a request ~5 s after the last could leave on a
+# connection whose close is on its way (a ReadError, the server well). Kept for less here.
+KEEPALIVE_EXPIRY_S = 2.0
+
+
+def client_limits(**kw: Any) -> httpx.Limits:
+    """httpx's pool limits for a client of a server (``kw``: httpx.Limits' other fields),
+    idle connections kept ``KEEPALIVE_EXPIRY_S``."""
+    return httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S, **kw)
 
 
 class AnswerTooLarge(httpx.RequestError):

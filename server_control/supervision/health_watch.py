@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from server_control.host import identity
 from server_control.model.vocabulary import FINAL_STATES, LIVE_STATES, RunState
 from server_control.net import tls
-from server_control.net.http import bounded_request
+from server_control.net.http import bounded_request, client_limits
 from server_control.net.lean_httpx import httpx
 from server_control.proc import process
 from server_control.sanitize import strip_controls
@@ -156,7 +156,7 @@ class HealthWatch:
         hl = self.sup.profile.health
         tick = min(0.25, hl["interval_s"])
         next_probe = 0.0
-        client = httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=hl["timeout_s"])
+        client = httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=hl["timeout_s"], limits=client_limits())
         try:
             while True:
                 self.sup.ownership.try_lock()
@@ -196,7 +196,9 @@ class HealthWatch:
         (the server exited first) or starting (timeout)."""
         sup = self.sup
         deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=sup.profile.health["timeout_s"]) as c:
+        async with httpx.AsyncClient(
+            trust_env=False, verify=tls.shared(), timeout=sup.profile.health["timeout_s"], limits=client_limits()
+        ) as c:
             while sup.record is not None:
                 dead, code = await self._exit_status()
                 if dead:

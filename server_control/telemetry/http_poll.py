@@ -22,7 +22,7 @@ from typing import Any
 from server_control.model.latency import LatencyStatus
 from server_control.model.load import Load
 from server_control.net import tls
-from server_control.net.http import MAX_BODY_BYTES, auth_headers, bounded_request, describe_error
+from server_control.net.http import MAX_BODY_BYTES, auth_headers, bounded_request, client_limits, describe_error
 from server_control.net.lean_httpx import httpx
 from server_control.sanitize import loads_clean
 from server_control.telemetry.latency import NO_HISTOGRAMS, LatencyWindows, mode_totals, read_histograms
@@ -113,7 +113,11 @@ class HttpPoller:
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
             self._client = httpx.AsyncClient(
-                trust_env=False, verify=tls.shared(), timeout=self.timeout_s, headers=auth_headers(self.api_key)
+                trust_env=False,
+                verify=tls.shared(),
+                timeout=self.timeout_s,
+                headers=auth_headers(self.api_key),
+                limits=client_limits(),
             )
         return self._client
 
