@@ -81,9 +81,13 @@ def test_operator_screen_in_a_16_colour_terminal(tmp_path):
         t.keys("q")
         t.wait(lambda s: "Leave" in s and "supervis" in s, what="the quit question")
         t.keys("Enter")
-        text = t.wait(lambda s: "left running" in s and "restarts a crash" in s, what="the farewell line")
+        text = t.wait(
+            lambda s: "leftrunning" in re.sub(r"\s+", "", s) and "restartsacrash" in re.sub(r"\s+", "", s),
+            what="the farewell line",
+        )
         assert rec is not None and rec.is_live()
-        found = re.search(r"detached\) \(pid (\d+)\) restarts a crash", text.replace("\n", ""))
+        # the farewell wraps where the state dir's path puts it (a space can be lost at the wrap)
+        found = re.search(r"detached\)\(pid(\d+)\)restartsacrash", re.sub(r"\s+", "", text))
         supervise = int(found.group(1)) if found else None
         assert supervise == (runs.load_record("demo", t.state / "demo").supervisor or {}).get("pid"), text
     finally:
