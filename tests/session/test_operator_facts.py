@@ -34,7 +34,9 @@ async def test_dead_server_keeps_its_last_known_state_with_its_time_and_the_log_
         await asyncio.sleep(0.5)
         snap = session.snapshot()
         assert snap.spec.threshold == 5 and snap.spec.mode == "target_only", snap.spec
-        assert snap.live.batch == 7 and snap.live.ts is not None and snap.live.ts < session.last.ts
+        # the last batch a poll saw: steady:7 holds 7, 6 for a moment as a finished request's
+        # successor arrives (a poll between the wait above and the kill can see that)
+        assert snap.live.batch in (6, 7) and snap.live.ts is not None and snap.live.ts < session.last.ts, snap.live
         assert [s for s in snap.series.mode if s[1] == 1], "each point knows its mode"
         lines = console_lines(session)
         assert len(lines) == 1 and "the server stopped answering" in lines[0] and first.url in lines[0]
