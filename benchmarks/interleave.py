@@ -11,9 +11,8 @@ import argparse
 import os
 import signal
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 
 from benchmarks.mode_cost_report import AUTO, SPEC, TARGET
 from server_control.bench import loadgen
@@ -30,7 +29,7 @@ class Arm:
     force: str | None
     group: int | None = None
     drain: bool = True
-    skip_file: Path | None = None  # the rig's hook: the draft's extend skipped while it exists (rig/skip_draft_extend.py)
+    during: Callable[[], AbstractContextManager[object]] = nullcontext  # held for its windows (e.g. the draft's extend skipped)
 
 
 def signal_group(group: int | None, sig: int) -> None:
@@ -59,9 +58,7 @@ async def window(arm: Arm, arms: list[Arm], c: int, opts: argparse.Namespace, th
     signal_group(arm.group, signal.SIGCONT)
     if arm.force is not None and not await loadgen.set_force(arm.url, arm.force):
         raise RuntimeError(f"{arm.name}: the server refused {decision.FORCE_KEY}={arm.force}")
-    if arm.skip_file is not None:
-        arm.skip_file.touch()
-    try:
+    with arm.during():
         r = await loadgen.run_level(
             arm.url,
             c,
@@ -71,9 +68,6 @@ async def window(arm: Arm, arms: list[Arm], c: int, opts: argparse.Namespace, th
             mode=arm.force or AUTO,
             drain=arm.drain,
         )
-    finally:
-        if arm.skip_file is not None:
-            arm.skip_file.unlink(missing_ok=True)
     row = r.summary()
     row["mode"] = arm.name
     row["problem"] = row["problem"] or _expected_problem(arm, row, threshold)

@@ -185,7 +185,7 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
         if opts.auto_adaptive_config:
             both = Spec(opts.models, extra=extra, steps=opts.steps, adaptive=str(opts.auto_adaptive_config.resolve()))
             peers.append((None, both, AUTO_ADAPTIVE))
-        skip_file = None
+        cold = None
         for url, spec, name in (
             (opts.plain_url, Spec(opts.models, patched=False, extra=extra), PLAIN),
             (opts.url, Spec(opts.models, extra=extra, steps=opts.steps), AUTO),
@@ -196,14 +196,14 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
                 server = launch(rig, spec, tmp, 7200)
                 servers.append(server)
                 server.wait_ready(timeout_s=900)
-                url, group, skip_file = server.url, server.pgid, server.skip_file
+                url, group, cold = server.url, server.pgid, server.skipping_draft_extend
                 signal_group(group, signal.SIGSTOP)
             if spec.patched:
                 signal_group(group, signal.SIGCONT)
                 set_threshold(url, threshold)
                 arms += patched_arms(url, group) if name == AUTO else [Arm(AUTO_ADAPTIVE, url, AUTO, group)]
-                if name == AUTO and opts.cold:
-                    arms.append(Arm(TARGET_COLD, url, TARGET, group, skip_file=skip_file))
+                if name == AUTO and opts.cold and cold is not None:
+                    arms.append(Arm(TARGET_COLD, url, TARGET, group, during=cold))
                 signal_group(group, signal.SIGSTOP)
             elif name == PLAIN:
                 arms.insert(0, Arm(PLAIN, url, None, group))

@@ -206,15 +206,23 @@ def test_relaunch_with_a_running_server_is_refused(capsys):
 
 
 def test_the_cold_arm_holds_its_skip_file_for_its_window_only(sim_factory, tmp_path):
-    """``target_only_cold`` runs forced target-only with the rig's skip file present (the
-    draft's extend skipped), and only for its own window: the warm arms' windows must not
-    see it, or "warm" would be cold too."""
+    """``target_only_cold`` runs forced target-only inside its ``during`` context (the rig
+    server's ``skipping_draft_extend``: a file that makes SGLang skip the draft's extend),
+    and only for its own window: the warm arms' windows must not see it, or "warm" would
+    be cold too."""
     patched = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
     skip = tmp_path / "skip-draft-extend"
-    arms = [
-        *interleave.patched_arms(patched.url),
-        interleave.Arm(mode_cost.TARGET_COLD, patched.url, decision.TARGET_ONLY, skip_file=skip),
-    ]
+
+    @contextlib.contextmanager
+    def skipping():  # as RigServer.skipping_draft_extend
+        skip.touch()
+        try:
+            yield
+        finally:
+            skip.unlink(missing_ok=True)
+
+    cold = interleave.Arm(mode_cost.TARGET_COLD, patched.url, decision.TARGET_ONLY, during=skipping)
+    arms = [*interleave.patched_arms(patched.url), cold]
     seen: list[tuple[str, bool]] = []
     own = loadgen.run_level
 
