@@ -4,7 +4,9 @@
 threshold. ``ModeTimeline`` keeps the switches between speculative and target-only seen in
 log records (every TP rank logs each switch) and in polled internal state, deduplicated:
 each switch is keyed by (DP group, ordinal of the switch since that rank started), so the
-n-th switch of a DP group is recorded once whichever rank or source reports it first.
+n-th switch of a DP group is recorded once whichever rank or source reports it first, and
+kept in the order of the ordinals (a poll can see a later switch before the log brings the
+one before it).
 """
 
 from __future__ import annotations
@@ -108,10 +110,32 @@ class ModeTimeline:
         self._seen.add(key)
         self._by_key[key] = event
         event["run"] = self.run
-        self.events.append(event)
+        event["key"] = key
+        self._insert(event)
         self.total += 1
         self.version += 1
         return True
+
+    def _insert(self, event: dict[str, Any]) -> None:
+        """In the order of the switches: before the DP group's later switches of this run
+        already here (a poll can see switch n + 2 before the log brings n + 1)."""
+        group, n = event["key"]
+        pos = len(self.events)
+        for i in range(len(self.events) - 1, -1, -1):
+            e = self.events[i]
+            if e.get("run") != self.run:
+                break
+            if e["key"][0] == group:
+                if e["key"][1] < n:
+                    break
+                pos = i
+        if pos == len(self.events):
+            self.events.append(event)
+            return
+        if len(self.events) == self.events.maxlen:
+            self.events.popleft()
+            pos = max(0, pos - 1)
+        self.events.insert(pos, event)
 
     def add_record(self, rec: Record, now: float) -> bool:
         """Feed one log record; True if it added a switch."""

@@ -106,6 +106,21 @@ def test_polled_and_logged_switches_deduplicated():
     assert len(t.events) == 3
 
 
+def test_a_poll_ahead_of_the_log_keeps_the_switches_in_their_order():
+    """A poll can see switch 4 before the log follower has delivered switches 3 and 4 (two
+    switches between polls). Switch 3, logged later, goes before 4 in the timeline, not after
+    it: the list an operator reads stays in the order the switches happened (a fast-loop run
+    saw target-only, speculative, speculative)."""
+    t = ModeTimeline()
+    for n, (mode, b) in enumerate([("target-only", 7), ("speculative", 3)], start=11):
+        t.add_record(switch("TP0", mode, b, n), now=1.0)
+    assert t.add_sample(info(4, "speculative", 3)) is True
+    assert t.add_record(switch("TP0", "target-only", 8, 13), now=2.0) is True
+    assert t.add_record(switch("TP0", "speculative", 3, 14), now=2.0) is False  # the poll's, now with its line
+    assert [e["mode"] for e in t.events] == ["target_only", "speculative", "target_only", "speculative"]
+    assert [e["batch"] for e in t.events] == [7, 3, 8, 3]
+
+
 def test_per_mode_from_server_counters():
     out = per_mode(info(1, "target_only", 7), ModeTimeline(), PanelSeries())
     assert out == {"speculative": {"share": 0.75, "tok_s": 100.0}, "target_only": {"share": 0.25, "tok_s": 400.0}}
