@@ -69,6 +69,8 @@ async def test_log_rotates_by_size_and_the_follower_reads_every_line(tmp_path, g
     groups.add(lc.pgid)
     try:
         await asyncio.to_thread(wait_for, lambda: store.total >= n, 60, 0.05, "every line followed")
+    except AssertionError as timed_out:  # say where the lines went (seen once on CI's kind of machine)
+        raise AssertionError(f"{timed_out}: {_where(store, pipeline, log, n)}") from None
     finally:
         pipeline.stop()
         await asyncio.gather(follow, return_exceptions=True)
@@ -80,6 +82,22 @@ async def test_log_rotates_by_size_and_the_follower_reads_every_line(tmp_path, g
     for part in parts:
         data = part.read_bytes()
         assert len(data) <= 20_000 and data.endswith(b"\n")  # whole lines only
+
+
+def _where(store, pipeline, log, n: int) -> str:
+    """What the follower read of the counter's ``n`` lines, the gaps in it, and the files."""
+    seen = sorted({int(r.raw.split()[1]) for r in store.records() if r.raw.startswith("line ")})
+    gaps, prev = [], -1
+    for i in [*seen, n]:
+        if i > prev + 1:
+            gaps.append(f"{prev + 1}-{i - 1}")
+        prev = i
+    files = {p.name: p.stat().st_size for p in sorted(log.parent.glob(log.name + "*"))}
+    f = pipeline.follower
+    return (
+        f"{store.total} records, {len(seen)} counter lines, missing {gaps[:20]}; files read {pipeline.files}, "
+        f"rotations {f.rotations}, truncations {f.truncations}, error {f.error!r}; on disk {files}"
+    )
 
 
 def _text(path) -> str:
