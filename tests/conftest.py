@@ -21,7 +21,7 @@ os.environ.setdefault("SPECCONSOLE_SUPERVISE_MAX_S", "420")
 
 def pytest_configure(config):
     config._specconsole_figures = run_figures.make_dir()
-    config._specconsole_workers = _WORKERS[0] = WorkerLoad(REAL_SERVER_GROUP)
+    _WORKERS[0] = WorkerLoad(REAL_SERVER_GROUP)
     # SGLang's parser's kept yeses (server_control/config/parse_verdicts.py): one directory for
     # the whole run, its workers included (they inherit the controller's environment), never
     # the user's own cache
@@ -90,7 +90,7 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("real SGLang on CPU: measured figures")
         for line in run_figures.summary(lines):
             terminalreporter.write_line(line)
-    load = getattr(terminalreporter.config, "_specconsole_workers", None)
+    load = _WORKERS[0]
     if load is not None and load.lines():
         terminalreporter.section("xdist workers")
         for line in load.lines():

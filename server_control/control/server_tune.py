@@ -96,19 +96,19 @@ class ServerTuneWatch:
         self.target = target.rstrip("/")
         self.state_dir = state_dir
         self.profile = profile
-        self._seen: tuple[int | None, int | None] | None = None  # (moves, threshold) at the previous poll
+        self._polled = False  # a reachable poll since the last unreachable one (else the next is a first)
+        self._prev_n: int | None = None  # the threshold at the previous poll
         self._told: int | None = None  # the move count up to which moves were seen applied (returned)
 
     def observe(self, sample: Sample) -> ServerMove | None:
         """The server's own move this poll shows (journaled once), or None."""
         if not sample.reachable:
-            self._seen = self._told = None  # a restart may come in between: the next poll is a first one
+            self._polled, self._told = False, None  # a restart may come in between: the next poll is a first one
             return None
         moves, move = auto_tune_of(sample)
         threshold = sample.threshold
-        before, self._seen = self._seen, (moves, threshold)
-        first = before is None
-        told, prev_n = self._told, (before[1] if before is not None else None)
+        first, told, prev_n = not self._polled, self._told, self._prev_n
+        self._polled, self._prev_n = True, threshold
         if first:
             self._told = moves  # what came before an observer's first poll is no news (but journaled, below)
         if move is None or moves is None or threshold != move.new:
