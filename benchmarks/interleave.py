@@ -21,15 +21,33 @@ from server_control.protocol import decision
 
 @dataclass
 class Arm:
-    """One arm: the server it runs on, the force mode it sets (None: sets nothing), and
-    the process group to resume for its window (None: not ours to pause)."""
+    """One arm: the server it runs on, the force mode it sets (None: sets nothing), the
+    process group to resume for its window (None: not ours to pause), and the cold-draft
+    mark its windows run with (``cold_draft_above``; None: sets nothing, a server without
+    the patch)."""
 
     name: str
     url: str
     force: str | None
     group: int | None = None
     drain: bool = True
-    during: Callable[[], AbstractContextManager[object]] = nullcontext  # held for its windows (e.g. the draft's extend skipped)
+    during: Callable[[], AbstractContextManager[object]] = nullcontext  # held for its windows
+    cold: int | None = None
+
+
+def cold_problem(arm: Arm, row: dict) -> str | None:
+    """Why a window did not run the draft as its arm claims, by the server's own counters:
+    an arm with a cold mark whose target-only steps were never cold, or one with the mark at
+    0 that ran a cold step (a mark left behind by another arm)."""
+    steps = row.get("steps") or {}
+    cold, by_mode = steps.get("cold_steps"), steps.get("steps") or {}
+    if arm.cold is None or cold is None:
+        return None
+    if arm.cold == 0 and cold:
+        return f"{arm.name}: {cold} target-only steps ran cold with the mark at 0"
+    if arm.cold > 0 and by_mode.get(decision.TARGET_ONLY) and not cold:
+        return f"{arm.name}: {by_mode[decision.TARGET_ONLY]} target-only steps, none cold (mark {arm.cold})"
+    return None
 
 
 def signal_group(group: int | None, sig: int) -> None:
@@ -58,6 +76,8 @@ async def window(arm: Arm, arms: list[Arm], c: int, opts: argparse.Namespace, th
     signal_group(arm.group, signal.SIGCONT)
     if arm.force is not None and not await loadgen.set_force(arm.url, arm.force):
         raise RuntimeError(f"{arm.name}: the server refused {decision.FORCE_KEY}={arm.force}")
+    if arm.cold is not None and not await loadgen.set_setting(arm.url, decision.COLD_DRAFT_KEY, arm.cold):
+        raise RuntimeError(f"{arm.name}: the server refused {decision.COLD_DRAFT_KEY}={arm.cold}")
     with arm.during():
         r = await loadgen.run_level(
             arm.url,
@@ -70,7 +90,7 @@ async def window(arm: Arm, arms: list[Arm], c: int, opts: argparse.Namespace, th
         )
     row = r.summary()
     row["mode"] = arm.name
-    row["problem"] = row["problem"] or _expected_problem(arm, row, threshold)
+    row["problem"] = row["problem"] or _expected_problem(arm, row, threshold) or cold_problem(arm, row)
     return row
 
 
@@ -159,4 +179,5 @@ def _resume(arms: list[Arm]) -> None:
 
 
 def patched_arms(url: str, group: int | None = None) -> list[Arm]:
-    return [Arm(SPEC, url, SPEC, group), Arm(TARGET, url, TARGET, group), Arm(AUTO, url, AUTO, group)]
+    """The patched server's three arms, each with the draft kept warm (the cold mark at 0)."""
+    return [Arm(SPEC, url, SPEC, group, cold=0), Arm(TARGET, url, TARGET, group, cold=0), Arm(AUTO, url, AUTO, group, cold=0)]

@@ -30,10 +30,13 @@ drained and timed like the others; SGLang publishes no mode share for them.
 ``--auto-adaptive-config FILE`` adds the patched server once more, launched with SGLang's
 adaptive and that config beside the threshold (``auto_adaptive``: force auto at the same N):
 at or below N SGLang's controller picks the draft steps by bucket, above it the patch runs
-the target alone, N changeable at runtime as ever. ``--cold`` adds ``target_only_cold``: the
-patched server forced target-only with the draft's extend skipped for the window (the rig's
-hook makes SGLang read ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND`` as set while a file
-exists): what a target-only step would cost without keeping the draft warm, beside plain's.
+the target alone, N changeable at runtime as ever. ``--cold`` adds two arms of the patched
+server with its cold-draft mark (``speculative_disable_cold_draft_above``: a target-only
+step above it skips the draft's extend, SGLang's own stub): ``target_only_cold``, forced
+target-only with the mark at 1 (what a target-only step costs without keeping the draft
+warm, beside plain's), and ``auto_cold``, auto at N with the mark at N (the product's cold
+mode). Every other arm of the patched server runs with the mark at 0; each window's cold
+steps are checked from the server's own counters (``cold_steps``).
 
 The server not being measured is paused (SIGSTOP of its process group; SIGCONT before its
 own window), so the two never share the CPU. Before each window the server is drained
@@ -75,6 +78,7 @@ from benchmarks.mode_cost_report import (  # noqa: F401 - the report's names, as
     ARMS,
     AUTO,
     AUTO_ADAPTIVE,
+    AUTO_COLD,
     OURS,
     PLAIN,
     SPEC,
@@ -151,7 +155,9 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="also the patched server with SGLang's adaptive and this config beside the threshold (auto_adaptive)",
     )
-    p.add_argument("--cold", action="store_true", help="also target-only with the draft's extend skipped (target_only_cold)")
+    p.add_argument(
+        "--cold", action="store_true", help="also the cold-draft arms: target_only_cold (mark 1) and auto_cold (mark N)"
+    )
     p.add_argument(
         "--relaunch",
         action="store_true",
@@ -185,7 +191,6 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
         if opts.auto_adaptive_config:
             both = Spec(opts.models, extra=extra, steps=opts.steps, adaptive=str(opts.auto_adaptive_config.resolve()))
             peers.append((None, both, AUTO_ADAPTIVE))
-        cold = None
         for url, spec, name in (
             (opts.plain_url, Spec(opts.models, patched=False, extra=extra), PLAIN),
             (opts.url, Spec(opts.models, extra=extra, steps=opts.steps), AUTO),
@@ -196,14 +201,14 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
                 server = launch(rig, spec, tmp, 7200)
                 servers.append(server)
                 server.wait_ready(timeout_s=900)
-                url, group, cold = server.url, server.pgid, server.skipping_draft_extend
+                url, group = server.url, server.pgid
                 signal_group(group, signal.SIGSTOP)
             if spec.patched:
                 signal_group(group, signal.SIGCONT)
                 set_threshold(url, threshold)
-                arms += patched_arms(url, group) if name == AUTO else [Arm(AUTO_ADAPTIVE, url, AUTO, group)]
-                if name == AUTO and opts.cold and cold is not None:
-                    arms.append(Arm(TARGET_COLD, url, TARGET, group, during=cold))
+                arms += patched_arms(url, group) if name == AUTO else [Arm(AUTO_ADAPTIVE, url, AUTO, group, cold=0)]
+                if name == AUTO and opts.cold:
+                    arms += [Arm(TARGET_COLD, url, TARGET, group, cold=1), Arm(AUTO_COLD, url, AUTO, group, cold=threshold)]
                 signal_group(group, signal.SIGSTOP)
             elif name == PLAIN:
                 arms.insert(0, Arm(PLAIN, url, None, group))
@@ -219,9 +224,6 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
 def main(argv: list[str] | None = None) -> int:
     opts = options(argv)
     threshold = opts.auto_threshold or 2 * max(opts.levels)
-    if opts.cold and opts.url:
-        print("mode_cost: --cold needs the patched server it launches (the rig's skip hook); not --url", file=sys.stderr)
-        return 2
     if opts.relaunch and (opts.url or opts.plain_url):
         print("mode_cost: --relaunch launches every server each round; it cannot use --url or --plain-url", file=sys.stderr)
         return 2

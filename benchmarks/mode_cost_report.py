@@ -10,12 +10,14 @@ from server_control.protocol import decision
 PLAIN, SPEC, TARGET, AUTO = "plain", decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO
 ADAPTIVE, ADAPTIVE_TUNED = "sglang_adaptive", "sglang_adaptive_tuned"
 AUTO_ADAPTIVE = "auto_adaptive"  # the patch's threshold beside SGLang's adaptive controller
-TARGET_COLD = "target_only_cold"  # the patched server forced target-only with the draft's extend skipped
-ARMS = (PLAIN, SPEC, TARGET, TARGET_COLD, AUTO, AUTO_ADAPTIVE, ADAPTIVE, ADAPTIVE_TUNED)
-OURS = (AUTO, AUTO_ADAPTIVE, TARGET_COLD)
+TARGET_COLD = "target_only_cold"  # the patched server forced target-only, the cold-draft mark at 1
+AUTO_COLD = "auto_cold"  # the patched server at N with the cold-draft mark at N
+ARMS = (PLAIN, SPEC, TARGET, TARGET_COLD, AUTO, AUTO_COLD, AUTO_ADAPTIVE, ADAPTIVE, ADAPTIVE_TUNED)
+OURS = (AUTO, AUTO_COLD, AUTO_ADAPTIVE, TARGET_COLD)
 ARM_WORDS = {
     TARGET: "target-only",
     TARGET_COLD: "target-only, draft cold",
+    AUTO_COLD: "auto, draft cold above N",
     AUTO_ADAPTIVE: "auto + SGLang adaptive",
     ADAPTIVE: "SGLang adaptive",
     ADAPTIVE_TUNED: "SGLang adaptive tuned",
@@ -78,6 +80,8 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
                 "auto_over_best_fixed": _ratio(tok[AUTO], best),
                 "auto_over_best_other": _ratio(tok[AUTO], others),
                 "auto_adaptive_over_best_other": _ratio(tok.get(AUTO_ADAPTIVE), others),
+                "auto_cold_over_best_other": _ratio(tok.get(AUTO_COLD), others),
+                "auto_cold_over_rival_by_round": {a: paired(cells, AUTO_COLD, a) for a in cells if a not in OURS},
                 "auto_over_rival_by_round": {a: paired(cells, AUTO, a) for a in cells if a not in OURS},
                 "a_a": {"mode": own_mode(cells), "by_round": paired(cells, AUTO, own_mode(cells) or "")},
                 "cold_over_plain_tok_s": _ratio(tok.get(TARGET_COLD), tok[PLAIN]),
@@ -123,6 +127,9 @@ def render(summary: dict) -> str:
     if TARGET_COLD in arms:
         ratios += ("t-o cold / plain (per step)", "t-o warm / t-o cold (per step)")
         keys += ("plain_over_cold_ms", "warm_over_cold_ms")
+    if AUTO_COLD in arms:
+        ratios += ("auto cold / best other arm",)
+        keys += ("auto_cold_over_best_other",)
     head = "| c | " + " | ".join(ARM_WORDS.get(a, a) for a in arms) + " | " + " | ".join(ratios) + " |"
     lines = [head, "| " + " | ".join("---" for _ in range(1 + len(arms) + len(ratios))) + " |"]
     for r in summary["rows"]:
@@ -149,5 +156,13 @@ def render(summary: dict) -> str:
         pairs = [f"c={r['concurrency']} " + " ".join(f"{v:.2f}" for v in r[key]) for r in summary["rows"] if r.get(key)]
         if pairs:
             lines.append(f"{words} (tok/s), round by round: " + "; ".join(pairs))
+    if AUTO_COLD in arms:
+        pairs = [
+            f"c={r['concurrency']} " + " ".join(f"{v:.2f}" for v in r["auto_cold_over_rival_by_round"].get(PLAIN) or [])
+            for r in summary["rows"]
+            if (r.get("auto_cold_over_rival_by_round") or {}).get(PLAIN)
+        ]
+        if pairs:
+            lines.append("auto cold / plain (tok/s), round by round: " + "; ".join(pairs))
     lines.extend(f"PROBLEM: {p}" for p in summary["problems"])
     return "\n".join(lines)

@@ -205,44 +205,46 @@ def test_relaunch_with_a_running_server_is_refused(capsys):
     assert "--relaunch launches every server each round" in capsys.readouterr().err
 
 
-def test_the_cold_arm_holds_its_skip_file_for_its_window_only(sim_factory, tmp_path):
-    """``target_only_cold`` runs forced target-only inside its ``during`` context (the rig
-    server's ``skipping_draft_extend``: a file that makes SGLang skip the draft's extend),
-    and only for its own window: the warm arms' windows must not see it, or "warm" would
-    be cold too."""
+def test_the_cold_arms_run_cold_and_every_other_arm_warm_by_the_servers_counters(sim_factory):
+    """``target_only_cold`` (mark 1) and ``auto_cold`` (mark N) set the server's cold-draft
+    mark for their windows; the warm arms set it back to 0, so a warm window after a cold
+    one runs no cold step. Checked from the server's own ``cold_steps``."""
     patched = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
-    skip = tmp_path / "skip-draft-extend"
+    arms = [
+        *interleave.patched_arms(patched.url),
+        interleave.Arm(mode_cost.TARGET_COLD, patched.url, decision.TARGET_ONLY, cold=1),
+        interleave.Arm(mode_cost.AUTO_COLD, patched.url, decision.AUTO, cold=3),
+    ]
+    mode_cost.set_threshold(patched.url, 3)
+    result = asyncio.run(interleave.interleaved(arms, _opts(levels=[6], rounds=2), 3))
+    rounds = {arm: cells[0]["rounds"] for arm, cells in result["per_mode"].items()}
+    cold = {arm: [r["steps"]["cold_steps"] for r in rows] for arm, rows in rounds.items()}
+    target = {arm: [r["steps"]["steps"][decision.TARGET_ONLY] for r in rows] for arm, rows in rounds.items()}
+    for arm in (decision.SPECULATIVE, decision.TARGET_ONLY, decision.AUTO):
+        assert cold[arm] == [0, 0], (arm, cold)
+    assert all(t > 0 for t in target[mode_cost.TARGET_COLD]), target
+    assert all(c >= 0.9 * t for c, t in zip(cold[mode_cost.TARGET_COLD], target[mode_cost.TARGET_COLD])), (cold, target)
+    assert all(c > 0 for c in cold[mode_cost.AUTO_COLD]), cold
+    assert not [r["problem"] for rows in rounds.values() for r in rows if r.get("problem")]
 
-    @contextlib.contextmanager
-    def skipping():  # as RigServer.skipping_draft_extend
-        skip.touch()
-        try:
-            yield
-        finally:
-            skip.unlink(missing_ok=True)
 
-    cold = interleave.Arm(mode_cost.TARGET_COLD, patched.url, decision.TARGET_ONLY, during=skipping)
-    arms = [*interleave.patched_arms(patched.url), cold]
-    seen: list[tuple[str, bool]] = []
-    own = loadgen.run_level
+def test_a_window_that_did_not_run_the_draft_as_its_arm_claims_is_a_problem():
+    warm = interleave.Arm(decision.TARGET_ONLY, "http://127.0.0.1:9", decision.TARGET_ONLY, cold=0)
+    cold = interleave.Arm(mode_cost.TARGET_COLD, "http://127.0.0.1:9", decision.TARGET_ONLY, cold=1)
+    peer = interleave.Arm(mode_cost.PLAIN, "http://127.0.0.1:9", None)
 
-    async def run_level(url, c, **kw):
-        seen.append((kw["mode"], skip.exists()))
-        return await own(url, c, **kw)
+    def row(target_only, cold_steps):
+        return {"steps": {"steps": {decision.TARGET_ONLY: target_only}, "cold_steps": cold_steps}}
 
-    mode_cost.set_threshold(patched.url, 8)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loadgen, "run_level", run_level)
-        result = asyncio.run(interleave.interleaved(arms, _opts(rounds=1), 8))
-    assert not skip.exists()
-    assert sorted(seen) == sorted(
-        [(decision.SPECULATIVE, False), (decision.TARGET_ONLY, False), (decision.AUTO, False), (decision.TARGET_ONLY, True)] * 2
-    ), seen
-    assert mode_cost.summarise(result, [2], 8)["rows"][0]["target_only_share"][mode_cost.TARGET_COLD] == 1.0
+    assert interleave.cold_problem(warm, row(50, 3)) == "target_only: 3 target-only steps ran cold with the mark at 0"
+    assert interleave.cold_problem(cold, row(50, 0)) == "target_only_cold: 50 target-only steps, none cold (mark 1)"
+    assert interleave.cold_problem(warm, row(50, 0)) is None and interleave.cold_problem(cold, row(50, 48)) is None
+    assert interleave.cold_problem(peer, row(50, 3)) is None  # sets no mark: nothing to check
+    assert interleave.cold_problem(cold, {"steps": None}) is None  # a server without the counters
 
 
 def test_the_cold_arm_is_reported_beside_plain_and_warm():
-    tok = {"plain": 100.0, "speculative": 80.0, "target_only": 90.0, "target_only_cold": 99.0, "auto": 91.0}
+    tok = {"plain": 100.0, "speculative": 80.0, "target_only": 90.0, "target_only_cold": 99.0, "auto": 91.0, "auto_cold": 98.0}
     result = {"per_mode": {arm: [_cell(16, v)] for arm, v in tok.items()}}
     result["per_mode"]["target_only"][0]["ms_per_step"] = 11.0
     result["per_mode"]["target_only_cold"][0]["ms_per_step"] = 10.0
@@ -250,14 +252,12 @@ def test_the_cold_arm_is_reported_beside_plain_and_warm():
         result["per_mode"][arm][0]["rounds"] = [{"round": 0, "tok_s": v, "leftover": 0}]
     summary = mode_cost.summarise(result, [16], 8)
     row = summary["rows"][0]
-    assert row["auto_over_best_other"] == 91.0 / 100.0  # the cold arm is ours, not a rival
+    assert row["auto_over_best_other"] == 91.0 / 100.0  # the cold arms are ours, not rivals
+    assert row["auto_cold_over_best_other"] == 98.0 / 100.0
+    assert row["auto_cold_over_rival_by_round"]["plain"] == [0.98]
     assert row["plain_over_cold_ms"] == 1.0 and row["warm_over_cold_ms"] == 10.0 / 11.0
     assert row["cold_over_plain_by_round"] == [0.99] and row["cold_over_warm_by_round"] == [99.0 / 90.0]
     table = mode_cost.render(summary)
     assert "| target-only | target-only, draft cold | auto |" in table and "t-o cold / plain (per step)" in table, table
     assert "t-o cold / plain (tok/s), round by round: c=16 0.99" in table, table
-
-
-def test_cold_with_a_running_server_is_refused(capsys):
-    assert mode_cost.main(["--cold", "--url", "http://127.0.0.1:9"]) == 2
-    assert "--cold needs the patched server it launches" in capsys.readouterr().err
+    assert "| auto, draft cold above N |" in table and "auto cold / plain (tok/s), round by round: c=16 0.98" in table, table

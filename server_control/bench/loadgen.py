@@ -222,6 +222,16 @@ async def set_force(url: str, mode: str, api_key: str | None = None) -> bool:
     return False
 
 
+async def set_setting(url: str, key: str, value: int, api_key: str | None = None) -> bool:
+    """Set one integer runtime setting through /set_internal_state on every rank."""
+    async with httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=10.0, limits=client_limits()) as client:
+        resp = await client.post(
+            url.rstrip("/") + "/set_internal_state", headers=headers(api_key), json={"server_args": {key: value}}
+        )
+        body = resp.json() if resp.status_code == 200 else None
+        return isinstance(body, list) and bool(body) and all(x is True for x in body)
+
+
 def crossover(per_mode: dict[str, list[dict[str, Any]]]) -> int | None:
     """Smallest concurrency at which target-only beats speculative (None if never)."""
     spec = {r["concurrency"]: r["tok_s"] for r in per_mode.get(decision.SPECULATIVE, [])}

@@ -45,6 +45,7 @@ class Counters:
     seconds: dict[str, float] | None  # the patch: seconds between steps, per mode
     force: str | None
     threshold: int | None
+    cold_steps: int | None = None  # the patch: target-only steps that skipped the draft's extend
 
 
 async def _get(client: httpx.AsyncClient, url: str, timeout: float) -> tuple[int, bytes]:
@@ -114,7 +115,9 @@ def _passes(text: str) -> tuple[float | None, float | None]:
     return decode, prefill
 
 
-def _switch_state(info: Any) -> tuple[dict[str, int] | None, dict[str, float] | None, str | None, int | None]:
+def _switch_state(info: Any) -> tuple[dict[str, int] | None, dict[str, float] | None, str | None, int | None, int | None]:
+    """(steps per mode, seconds per mode, force, N, cold steps) summed over the DP groups'
+    switch states of ``/server_info``; all None without them."""
     states = info.get("internal_states") if isinstance(info, dict) else None
     snaps: list[dict[str, Any]] = []
     for state in states or []:
@@ -122,12 +125,20 @@ def _switch_state(info: Any) -> tuple[dict[str, int] | None, dict[str, float] | 
         if isinstance(snap, dict) and isinstance(snap.get("steps"), dict):
             snaps.append(snap)
     if not snaps:
-        return None, None, None, None
+        return None, None, None, None, None
     steps = {m: sum(int(s["steps"].get(m, 0)) for s in snaps) for m in decision.MODES}
     seconds = {m: float(sum(float((s.get("seconds") or {}).get(m, 0.0)) for s in snaps)) for m in decision.MODES}
     force = snaps[0].get("force")
     threshold = snaps[0].get("threshold")
-    return (steps, seconds, force if isinstance(force, str) else None, threshold if isinstance(threshold, int) else None)
+    colds = [s.get("cold_steps") for s in snaps]
+    cold = sum(int(c) for c in colds if isinstance(c, int)) if any(isinstance(c, int) for c in colds) else None
+    return (
+        steps,
+        seconds,
+        force if isinstance(force, str) else None,
+        threshold if isinstance(threshold, int) else None,
+        cold,
+    )
 
 
 async def counters(client: httpx.AsyncClient, url: str) -> Counters:
@@ -142,14 +153,14 @@ async def counters(client: httpx.AsyncClient, url: str) -> Counters:
             decode, prefill = _passes(body.decode(errors="replace"))
     except (httpx.HTTPError, ValueError):
         pass
-    steps = seconds = force = threshold = None
+    steps = seconds = force = threshold = cold = None
     try:
         status, body = await _get(client, url + "/server_info", 10.0)
         if status == 200:
-            steps, seconds, force, threshold = _switch_state(json.loads(body))
+            steps, seconds, force, threshold, cold = _switch_state(json.loads(body))
     except (httpx.HTTPError, ValueError):
         pass
-    return Counters(at, decode, prefill, steps, seconds, force, threshold)
+    return Counters(at, decode, prefill, steps, seconds, force, threshold, cold)
 
 
 def window(before: Counters | None, after: Counters | None, seconds: float | None = None) -> dict[str, Any] | None:
@@ -167,7 +178,10 @@ def window(before: Counters | None, after: Counters | None, seconds: float | Non
         "ms_per_step_by_mode": None,
         "force": after.force,
         "threshold": after.threshold,
+        "cold_steps": None,
     }
+    if before.cold_steps is not None and after.cold_steps is not None:
+        out["cold_steps"] = after.cold_steps - before.cold_steps
     if before.decode_passes is not None and after.decode_passes is not None:
         n = after.decode_passes - before.decode_passes
         out["decode_passes"] = n

@@ -13,6 +13,12 @@ Semantics (threshold N, hysteresis H, minimum dwell D steps):
   * a forced mode ("speculative" / "target_only") overrides the rule at once; "auto" hands
     control back to the rule.
   * steps with no decode requests (batch 0) decide nothing and count nothing.
+  * cold draft above M (0 = never): a target-only step of a decode batch > M skips the
+    draft's extend (SGLang's own stub for steps 0), so it costs a plain decode step; the
+    draft's KV cache misses the positions decoded that way, and the requests that lived
+    through them are proposed for worse after speculation resumes. At or below M (and
+    with M = 0) target-only steps keep the draft warm. Not part of the rule: it never
+    changes the mode, only what a target-only step runs.
 
 Log wording (the parser in ``server_control.logs`` and verification depend on it):
   Dynamic speculation disable enabled: threshold=5, resume_at<=4, min_dwell_steps=10
@@ -44,6 +50,7 @@ THRESHOLD_KEY = "speculative_disable_batch_threshold"
 HYSTERESIS_KEY = "speculative_disable_hysteresis"
 DWELL_KEY = "speculative_disable_min_dwell_steps"
 FORCE_KEY = "speculative_disable_force_mode"
+COLD_DRAFT_KEY = "speculative_disable_cold_draft_above"
 STATE_KEY = "dynamic_speculation"  # nested live state inside each internal_states entry
 
 # What N counts: the decode requests of the step, as SGLang hands them to
@@ -93,6 +100,11 @@ def validate_hysteresis(value: object) -> int:
 
 def validate_dwell(value: object) -> int:
     return validate_int(DWELL_KEY, value, 0, 1_000_000)
+
+
+def validate_cold_draft(value: object) -> int:
+    """An integer 0..MAX_THRESHOLD (0 = keep the draft warm at every batch)."""
+    return validate_int(COLD_DRAFT_KEY, value, 0, MAX_THRESHOLD)
 
 
 def validate_force(value: object) -> str:
@@ -160,6 +172,8 @@ class SpecSwitch:
         "verifies",
         "accepted_drafts",
         "proposed_drafts",
+        "cold_draft_above",
+        "cold_steps",
         "more",
     )
 
@@ -169,6 +183,7 @@ class SpecSwitch:
         hysteresis: object = DEFAULT_HYSTERESIS,
         min_dwell_steps: object = DEFAULT_MIN_DWELL_STEPS,
         force: object = AUTO,
+        cold_draft_above: object = 0,
         **more: int | str,
     ) -> None:
         """Each setting validated here (ValueError with the reason); ``more``: runtime settings
@@ -177,6 +192,8 @@ class SpecSwitch:
         self.hysteresis = validate_hysteresis(hysteresis)
         self.min_dwell_steps = validate_dwell(min_dwell_steps)
         self.force = validate_force(force)
+        self.cold_draft_above = validate_cold_draft(cold_draft_above)
+        self.cold_steps = 0  # target-only steps that skipped the draft's extend
         self.mode = SPECULATIVE if self.force == AUTO else self.force
         self._dwell = 0
         self.steps = {SPECULATIVE: 0, TARGET_ONLY: 0}
@@ -246,6 +263,14 @@ class SpecSwitch:
         self._dwell += 1
         return message
 
+    def draft_cold(self, batch: int, ran: str) -> bool:
+        """Whether this step, run in ``ran`` (after exploration) with ``batch`` decode requests,
+        skips the draft's extend: a target-only step above the cold mark. Counts it."""
+        cold = ran == TARGET_ONLY and 0 < self.cold_draft_above < batch
+        if cold:
+            self.cold_steps += 1
+        return cold
+
     def _switch(self, mode: str, batch: int, why: str) -> str:
         self.mode = mode
         self._dwell = 0
@@ -288,6 +313,8 @@ class SpecSwitch:
             "low_mark": self.low_mark,
             "min_dwell_steps": self.min_dwell_steps,
             "force": self.force,
+            "cold_draft_above": self.cold_draft_above,
+            "cold_steps": self.cold_steps,
             "steps": dict(self.steps),
             "switches": dict(self.switches),
             "switch_count": self.switches[SPECULATIVE] + self.switches[TARGET_ONLY],

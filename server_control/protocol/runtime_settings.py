@@ -1,4 +1,5 @@
-"""The switch's runtime settings, defined once: N, hysteresis, dwell and the forced mode.
+"""The switch's runtime settings, defined once: N, hysteresis, dwell, the forced mode and
+the cold-draft mark.
 
 One row per setting; every other place derives from ``SETTINGS``: the patch's server
 arguments and its ``/set_internal_state`` allowlist (``sglang_patch/fields.py``,
@@ -134,7 +135,23 @@ FORCE = RuntimeSetting(
     line="force mode set to {new}",
 )
 
-SETTINGS: tuple[RuntimeSetting, ...] = (THRESHOLD, HYSTERESIS, DWELL, FORCE)
+COLD_DRAFT = RuntimeSetting(
+    key=decision.COLD_DRAFT_KEY,
+    field="cold_draft_above",
+    word="cold",
+    label="cold draft above",
+    profile_key="cold_draft_above",
+    default=0,
+    validate=decision.validate_cold_draft,
+    help=(
+        "target-only steps of a decode batch > M skip the draft's extend: a plain step's cost, "
+        "but the draft resumes cold (lower acceptance for the requests that lived through it); "
+        "0 = keep the draft warm at every batch"
+    ),
+    damps=False,
+)
+
+SETTINGS: tuple[RuntimeSetting, ...] = (THRESHOLD, HYSTERESIS, DWELL, FORCE, COLD_DRAFT)
 
 
 def by_key(key: str) -> RuntimeSetting | None:

@@ -24,6 +24,16 @@ class Traffic:
     phases: tuple[Phase, ...] = ()  # phases: server_control/protocol/sim_phases.py
 
 
+def recovery_steps(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid step count {text!r}") from None
+    if not 0 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"cold recovery must be 0..100000 speculative steps, got {text!r}")
+    return value
+
+
 def kv_ms(text: str) -> float:
     try:
         value = float(text)
@@ -140,6 +150,13 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
     ),
     SimFlag(
         "kv_cost", kv_ms, 0.0, "ms per request per decode step per 1000 context tokens (KV reads; 0 = the short-context model)"
+    ),
+    SimFlag(
+        "cold_recovery",
+        recovery_steps,
+        12,
+        "speculative steps a request accepts no draft after it lived through a cold target-only step "
+        "(cold_draft_above; 12: the CPU rig's trained pair, docs/cpu-rig.md)",
     ),
     SimFlag("seed", int, 0),
     SimFlag("time_scale", positive, 1.0, "simulated seconds per wall-clock second (tests use > 1)"),

@@ -7,11 +7,12 @@ report the same thing. Standard library only at import: the prometheus classes a
 passed in by the caller.
 
 Gauges: threshold, hysteresis, dwell, forced mode (0 auto, 1 speculative, 2 target_only),
-current mode (0 speculative, 1 target-only), active, last decode batch, and the accept
+the cold-draft mark, current mode (0 speculative, 1 target-only), active, last decode batch, and the accept
 length over the verify steps that drafted (SGLang's own ``sglang:spec_accept_rate`` and
 ``spec_accept_length`` follow the current draft count and read 0 / 1 while target-only).
 Counters: switches by the mode switched to, decode steps and generated tokens by mode,
-the verifies / accepted / proposed drafts of the steps that drafted, and (the patch only)
+the verifies / accepted / proposed drafts of the steps that drafted, the target-only steps
+that ran with the draft cold, and (the patch only)
 decode steps whose target forward and whose draft-extend replayed a CUDA graph or ran
 eager, by mode. Gauge ``state_memory_bytes``: what the steps=0 state took on the rank.
 Cost curves (``server_control.protocol.cost_curves``): per mode and decode-batch bucket (label
@@ -41,6 +42,11 @@ GAUGES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
         "force_mode",
         "Dynamic speculation forced mode: 0 auto, 1 speculative, 2 target_only.",
         lambda s: decision.FORCE_CHOICES.index(s["force"]),
+    ),
+    (
+        "cold_draft_above",
+        "Dynamic speculation: target-only steps of a decode batch > M skip the draft's extend (0 = warm at every batch).",
+        lambda s: s.get("cold_draft_above", 0),
     ),
     ("mode", "Dynamic speculation current mode: 0 speculative, 1 target-only.", lambda s: decision.MODES.index(s["mode"])),
     ("active", "1 when dynamic speculation disable is active on this rank.", lambda s: int(bool(s.get("active", True)))),
@@ -74,6 +80,12 @@ COUNTERS: tuple[tuple[str, str, str | None, Callable[[dict[str, Any]], Any]], ..
     ("spec_verifies", "Request verifies of decode steps that drafted.", None, lambda s: s["verifies"]),
     ("accepted_drafts", "Draft tokens accepted in decode steps that drafted.", None, lambda s: s["accepted_drafts"]),
     ("proposed_drafts", "Draft tokens proposed in decode steps that drafted.", None, lambda s: s["proposed_drafts"]),
+    (
+        "cold_steps",
+        "Target-only decode steps that skipped the draft's extend (batch above cold_draft_above).",
+        None,
+        lambda s: s.get("cold_steps", 0),
+    ),
     (
         "target_graph_forwards",
         "Decode steps whose target forward replayed a CUDA graph, by mode.",

@@ -17,7 +17,9 @@ targets/eagle_worker_v2.py:
     ``apply_runtime_state`` to the mode the step runs in.
     With steps=0, ``forward_batch_generation`` takes SGLang's own "drafting disabled"
     branch: a one-token trivial verify (a plain target decode) and, still, draft-extend,
-    so the draft KV stays warm. At or below N with ``--speculative-adaptive``, SGLang's
+    so the draft KV stays warm; unless the batch is above ``cold_draft_above``, where the
+    step takes SGLang's own skip of draft-extend instead (cold_draft.py). At or below N
+    with ``--speculative-adaptive``, SGLang's
     adaptive controller picks the step count as it would without the patch.
   * ``forward_batch_generation``: tags its result with whether the patch forced the step
     target-only, so the result, settled one step later under the overlap scheduler,
@@ -38,7 +40,7 @@ from typing import Any
 from server_control.protocol import decision, explore, runtime_settings, tuner
 from server_control.protocol.cost_curves import CostCounters
 from server_control.protocol.rank_verdict import Verdict
-from server_control.sglang_patch import autotune, curves, gate, metrics, refusals
+from server_control.sglang_patch import autotune, cold_draft, curves, gate, metrics, refusals
 from server_control.sglang_patch.sglang_shapes import (
     AdaptiveController,
     AutoTunePort,
@@ -304,6 +306,7 @@ def on_decode_step(worker: EagleWorkerV2, batch_size: int, original: Callable[[E
         switch.force == decision.AUTO,
     )
     costs.step(ran, batch_size, now)  # cost curves (sglang_patch/curves.py), per mode run
+    cold_draft.mark(cold_draft.patched() and switch.draft_cold(batch_size, ran))
     if message is not None:
         logger.info(message)
         metrics.publish()

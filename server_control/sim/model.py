@@ -7,7 +7,10 @@ fitted to the seed's measurements on the real server:
   * EAGLE-3 (3 steps, topk 1):       t0 = 29.7 ms, c = 8.05 ms  -> ~96 tok/s at b=1,
     accept length ~2.85 per request per step                     -> saturates at ~354 tok/s
   * target-only inside the patched server: the plain step plus ~5 % draft-extend overhead
-    (the draft KV is kept warm), accept length 1.0.
+    (the draft KV is kept warm), accept length 1.0; above the cold mark (cold_draft_above)
+    the plain step itself, and each request that lived through such a step accepts no draft
+    for its next ``cold_recovery_steps`` speculative steps (the draft reads the holes in its
+    KV cache; 12: what the CPU rig's trained pair shows).
 The throughput curves cross near batch 4-5.
 
 Context length and acceptance move the crossover (``--sim-kv-cost``, phased traffic):
@@ -53,6 +56,7 @@ class Calibration:
     power: float = 4.0
     kv_ms_per_ktoken: float = 0.0  # per request per step per 1000 context tokens
     draft_kv_share: float = 0.1  # the draft model's KV reads, as a share of the target's
+    cold_recovery_steps: int = 12  # speculative steps without an accepted draft after a cold stretch
 
 
 DEFAULT = Calibration()
@@ -93,15 +97,16 @@ def kv_ms(mode: str, batch: int, context: float, cal: Calibration = DEFAULT) -> 
     return base * (1.0 + cal.draft_kv_share) if mode == SPECULATIVE else base
 
 
-def step_ms(mode: str, batch: int, cal: Calibration = DEFAULT, context: float = 0.0) -> float:
-    """Decode step time of one step of ``batch`` requests (mean ``context`` tokens) in ``mode``."""
+def step_ms(mode: str, batch: int, cal: Calibration = DEFAULT, context: float = 0.0, cold: bool = False) -> float:
+    """Decode step time of one step of ``batch`` requests (mean ``context`` tokens) in ``mode``
+    (``cold``: a target-only step that skips the draft's extend)."""
     if batch <= 0:
         return 0.0
     kv = kv_ms(mode, batch, context, cal) if context > 0 and cal.kv_ms_per_ktoken else 0.0
     if mode == SPECULATIVE:
         return spec_step_ms(batch, cal) + kv
     if mode == TARGET_ONLY:
-        return plain_step_ms(batch, cal) * (1.0 + cal.target_only_overhead) + kv
+        return plain_step_ms(batch, cal) * (1.0 if cold else 1.0 + cal.target_only_overhead) + kv
     if mode == PLAIN:
         return plain_step_ms(batch, cal) + kv
     raise ValueError(f"unknown step mode {mode!r}; expected one of {', '.join(STEP_MODES)}")

@@ -31,6 +31,7 @@ class Request:
     generated: int = 0
     spec_steps: int = 0  # speculative verify steps this request took part in
     spec_tokens: int = 0  # tokens produced in those steps
+    cold_debt: int = 0  # speculative steps still without an accepted draft (a cold stretch)
     first_token_at: float | None = None
     admitted_at: float | None = None  # simulated clock: taken from the queue into a batch
     last_token_at: float | None = None  # simulated clock: its latest tokens (the inter-token latency)

@@ -63,7 +63,9 @@ class Scheduler:
         self.rng = random.Random(args.sim_seed)
         self.accept_p = self._base_accept_p = model.accept_probability()
         self.phase_index: int | None = None  # phased traffic: the phase now running
-        self.cal = dataclasses.replace(model.DEFAULT, kv_ms_per_ktoken=args.sim_kv_cost)
+        self.cal = dataclasses.replace(
+            model.DEFAULT, kv_ms_per_ktoken=args.sim_kv_cost, cold_recovery_steps=args.sim_cold_recovery
+        )
         # per-mode, per-batch-bucket cost counters, as the patch keeps them (step clock)
         # exact buckets up to the tuner's top bound when it tunes (modes compared at one batch)
         cap = cost_curves.tuned_cap(args.sim_auto_tune[1]) if args.sim_auto_tune is not None else cost_curves.DEFAULT_CAP
@@ -234,11 +236,10 @@ class Scheduler:
             start = last_end if back_to_back and last_end is not None else now
             mode = self.ranks.step(step_no, batch, lines)
             context = (sum(r.prompt_tokens + r.generated for r in decoding) / batch) if batch else 0.0
-            if self.switch is not None and batch:
-                self._decide(batch, vstart, context, bool(new), mode)
+            cold = self._decide(batch, vstart, context, bool(new), mode) if self.switch is not None and batch else False
             step_mode = (mode or model.SPECULATIVE) if self.spec else model.PLAIN
             dt = (
-                model.step_ms(step_mode, batch, self.cal, context) + model.prefill_ms(sum(r.prompt_tokens for r in new))
+                model.step_ms(step_mode, batch, self.cal, context, cold) + model.prefill_ms(sum(r.prompt_tokens for r in new))
             ) / 1000.0
             end = start + dt
             delay = self.clock.wall_delay(end)
@@ -251,7 +252,7 @@ class Scheduler:
             last_end, last_wall = end, wall
             last_vend = self._vnow = vstart + dt
             self.stats.busy_seconds += dt
-            touched = produce(self, new, decoding, step_mode)
+            touched = produce(self, new, decoding, step_mode, cold)
             step_no += 1
             self.stats.steps = step_no
             if touched:
@@ -260,9 +261,10 @@ class Scheduler:
             self.ranks.crash()
             self.on_fatal(1, "Received sigquit from a child process. It usually means the child failed.")
 
-    def _decide(self, batch: int, vstart: float, context: float, prefills: bool, mode: str | None) -> None:
+    def _decide(self, batch: int, vstart: float, context: float, prefills: bool, mode: str | None) -> bool:
         """The main process's copy of the step's decision (and exploration), checked against
-        the ranks' answer; the cost curves count the step in the mode it ran in."""
+        the ranks' answer; the cost curves count the step in the mode it ran in. Returns
+        whether the step skips the draft's extend (cold)."""
         sw = self.switch
         assert sw is not None
         sw.decide(batch, vstart)
@@ -279,6 +281,7 @@ class Scheduler:
             self.curves.step(ran, batch, vstart, context)
             if prefills:  # this step also prefills: its time is not a decode step's cost
                 self.curves.idle()
+        return sw.draft_cold(batch, ran)
 
     def _apply_settings(self) -> None:
         while self.settings:

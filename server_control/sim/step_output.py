@@ -26,6 +26,7 @@ class StepHost(Protocol):
     rng: random.Random
     accept_p: float
     num_steps: int
+    cal: model.Calibration
     running: list[Request]
     stats: Stats
     switch: decision.SpecSwitch | None
@@ -40,9 +41,23 @@ def _ignore(kind: str, seconds: float, n: int) -> None:
     return None
 
 
-def produce(sched: StepHost, new: list[Request], decoding: list[Request], step_mode: str) -> list[Any]:
+def _tokens(sched: StepHost, req: Request, spec: bool, cold: bool) -> int:
+    """What one decoding request commits in this step (before its length caps it)."""
+    n = model.sample_accept(sched.rng, sched.accept_p, sched.num_steps) if spec else 1
+    if cold:
+        req.cold_debt = sched.cal.cold_recovery_steps
+    elif spec and req.cold_debt > 0:
+        req.cold_debt -= 1
+        n = 1  # the draft proposes from the holes in its KV cache
+    return n
+
+
+def produce(sched: StepHost, new: list[Request], decoding: list[Request], step_mode: str, cold: bool = False) -> list[Any]:
     """The tokens of one step: the first token of each request ``new`` (prefilled), the
-    accepted drafts + 1 of each ``decoding`` request (1 when the step is not speculative);
+    accepted drafts + 1 of each ``decoding`` request (1 when the step is not speculative;
+    1 too while the request still recovers from a cold stretch: ``cold`` marks a target-only
+    step that skipped the draft's extend, after which each of its requests accepts no draft
+    for ``cold_recovery_steps`` speculative steps);
     the switch and the cost curves told what the verify accepted; finished requests dropped
     from the running batch. Returns the waiters to wake."""
     touched = []
@@ -65,9 +80,7 @@ def produce(sched: StepHost, new: list[Request], decoding: list[Request], step_m
     for req in decoding:
         if req.finished:
             continue
-        left = req.max_new_tokens - req.generated
-        n = model.sample_accept(sched.rng, sched.accept_p, sched.num_steps) if spec else 1
-        n = min(n, left)
+        n = min(_tokens(sched, req, spec, cold), req.max_new_tokens - req.generated)
         req.generated += n
         produced += n
         accepted.append(n - 1)

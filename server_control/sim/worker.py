@@ -121,6 +121,7 @@ def handle(
                 sw.threshold,
                 sw.force == decision.AUTO,
             )
+            sw.draft_cold(batch, mode)  # each rank marks its own cold steps, as the patch's ranks do
         return ("mode", step_no, mode)
     _, key, value = msg
     try:

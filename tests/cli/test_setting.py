@@ -28,7 +28,7 @@ def test_setting_a_value_with_nothing_answering_exits_5_with_the_change_as_json(
 def test_an_unknown_name_or_a_bad_value_is_refused_before_anything_is_sent(capsys):
     url = f"http://127.0.0.1:{free_port()}"
     assert cli_main(["setting", "speed", "3", "--url", url]) == 2
-    assert "refused: no runtime setting 'speed' (one of: threshold, hysteresis, dwell, force)" in capsys.readouterr().err
+    assert "refused: no runtime setting 'speed' (one of: threshold, hysteresis, dwell, force, cold)" in capsys.readouterr().err
     assert cli_main(["setting", "dwell", "many", "--url", url, "--json"]) == 2
     assert "speculative_disable_min_dwell_steps must be an integer, got 'many'" in capsys.readouterr().err
     assert cli_main(["setting", "force", "sideways", "--url", url]) == 2

@@ -38,7 +38,7 @@ async def test_stock_sglang_without_log_still_unsupported(stand):
     got = await control.get()
     await control.aclose()
     assert result.state == "unsupported" and "no speculative_disable_batch_threshold" in result.detail
-    none = {"threshold": [None], "hysteresis": [None], "dwell": [None], "force": [None]}
+    none = {"threshold": [None], "hysteresis": [None], "dwell": [None], "force": [None], "cold": [None]}
     assert got == {"thresholds": [None], "force": [None], "settings": none, "supported": False}
 
 

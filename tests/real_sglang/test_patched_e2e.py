@@ -6,7 +6,8 @@ is accepted (accept length 3.00 with 2 steps); target-only decodes 1 token per s
 The tests run in file order against one server (the order is the scenario):
 c=1 speculative -> c=6 target-only (all six end on one step: the batch goes 6 -> 0) ->
 15 s idle with the console attached (runtime pending, not failed) -> c=1 speculative ->
-threshold 8 -> c=6 speculative -> verify -> [test_console_real.py on the same server,
+threshold 8 -> c=6 speculative -> the cold-draft mark 2, forced target-only (c=4 cold, c=1
+warm) -> verify -> [test_console_real.py on the same server,
 tests/real_sglang/conftest.py's SHARED_ORDER] -> stop.
 """
 
@@ -19,6 +20,7 @@ import time
 
 import pytest
 
+from server_control.protocol import decision
 from tests.real_sglang.conftest import SKIP_NO_SGLANG, report
 from tests.real_sglang.rig import gpu_checks_memory as gm
 from tests.real_sglang.rig.server import RigServer, start_ticks, still_alive
@@ -152,6 +154,45 @@ def test_runtime_threshold_8_makes_concurrency_6_speculate(run):
     for out in outs:
         assert _accept_length(out["meta_info"]) == pytest.approx(3.0), out["meta_info"]
     assert "switched to target-only" not in run.server.log_text()[start:]
+
+
+def _delta(before: dict, after: dict) -> dict:
+    """What the switch counted between two reads: target-only steps, cold steps, and the
+    target-only steps' target forwards and draft-extends."""
+    fwd = lambda s, part: s["forwards"]["target_only"][part]  # noqa: E731
+    return {
+        "target_only": after["steps"]["target_only"] - before["steps"]["target_only"],
+        "cold": after["cold_steps"] - before["cold_steps"],
+        "target_forwards": fwd(after, "target_eager") - fwd(before, "target_eager"),
+        "draft_extends": fwd(after, "draft_extend_eager") - fwd(before, "draft_extend_eager"),
+    }
+
+
+def test_cold_draft_above_2_skips_draft_extend_above_it_and_keeps_the_tokens(run, rig):
+    """`specconsole setting cold 2` on the real server, forced target-only: a batch of 4 runs
+    every step cold (SGLang's own stub: a target forward, no draft-extend), a batch of 1 warm
+    (its draft-extend runs); the tokens are the target's either way."""
+    res = run.cli("setting", "cold", "2", "--json")
+    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
+    assert _state(run.server)[decision.COLD_DRAFT_KEY] == 2
+    assert "Dynamic speculation: cold_draft_above changed 0 -> 2" in run.server.log_text()
+    try:
+        assert run.cli("setting", "force", "target_only").returncode == 0
+        before = _state(run.server)[decision.STATE_KEY]
+        outs = run.server.generate_batch(4, TOKENS_C1)
+        middle = _state(run.server)[decision.STATE_KEY]
+        one = run.server.generate("the quick brown fox", TOKENS_C1)
+        after = _state(run.server)[decision.STATE_KEY]
+    finally:
+        assert run.cli("setting", "cold", "0").returncode == 0
+        assert run.cli("setting", "force", "auto").returncode == 0
+    for out in [*outs, one]:
+        assert out["output_ids"] == [rig.constant_token_id] * TOKENS_C1
+    four, single = _delta(before, middle), _delta(middle, after)
+    steps = TOKENS_C1 - 1  # decode steps: the first token comes from the prefill
+    assert four == {"target_only": steps, "cold": steps, "target_forwards": steps, "draft_extends": 0}, four
+    assert single == {"target_only": steps, "cold": 0, "target_forwards": steps, "draft_extends": steps}, single
+    assert after["cold_draft_above"] == 2 and _state(run.server)[decision.STATE_KEY]["cold_draft_above"] == 0
 
 
 def test_gpu_check_memory_and_forwards_on_the_cpu(run):

@@ -94,6 +94,7 @@ def test_a_shadowed_sitecustomize_importing_server_args_gets_the_fields(tmp_path
         "speculative_disable_hysteresis",
         "speculative_disable_min_dwell_steps",
         "speculative_disable_force_mode",
+        "speculative_disable_cold_draft_above",
         "speculative_disable_explore_share",
         "speculative_disable_auto_tune",
     ], stderr[-3000:]

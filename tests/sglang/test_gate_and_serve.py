@@ -96,7 +96,7 @@ def test_faked_other_version_still_parses_the_flags_with_the_switch_off():
     result, lines, stderr = _fake_version_run()
     assert len(lines) == 1 and lines[0].endswith(" TP1] " + NOT_SUPPORTED), stderr[-3000:]
     assert result["mode"] == "report"
-    assert result["threshold"] == 5 and len(result["fields"]) == 6
+    assert result["threshold"] == 5 and len(result["fields"]) == 7
     assert result["argv"][-1] == "--speculative-disable-force-mode=target_only"  # untouched
     assert result["worker_patched"] is False  # the switch itself is not applied
     assert result["controller_patched"] is True  # it reports why

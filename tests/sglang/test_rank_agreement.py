@@ -16,7 +16,7 @@ from torch.distributed import TCPStore  # noqa: E402
 from server_control.host.ports import free_port  # noqa: E402
 from server_control.sglang_patch import build_outcome, rank_agreement  # noqa: E402
 
-SETTINGS = [4, 1, 10, "auto"]
+SETTINGS = [4, 1, 10, "auto", 0]
 
 
 def mine(active=True, reason=None, settings=SETTINGS, sglang="0.5.23", patch=None) -> dict:
@@ -84,9 +84,9 @@ def test_a_silent_rank_0_leaves_no_rank_switching(monkeypatch):
         (dict(sglang="0.5.22"), "TP ranks run different sglang versions (TP0 0.5.23; TP1 0.5.22)"),
         (dict(patch="0123456789ab"), "TP ranks run different versions of the patch (TP0 "),
         (
-            dict(settings=[8, 1, 10, "auto"]),
+            dict(settings=[8, 1, 10, "auto", 0]),
             "TP ranks were started with different settings "
-            "[threshold, hysteresis, dwell, force] (TP0 [4, 1, 10, 'auto']; TP1 [8, 1, 10, 'auto'])",
+            "[threshold, hysteresis, dwell, force, cold] (TP0 [4, 1, 10, 'auto', 0]; TP1 [8, 1, 10, 'auto', 0])",
         ),
     ],
 )
@@ -119,6 +119,7 @@ def test_live_values_round_trip_and_a_disagreement_is_named():
         "hysteresis": 1,
         "min_dwell_steps": 0,
         "force": "auto",
+        "cold_draft_above": 0,
         "mode": "target_only",
         "num_steps": 0,
         "switch_count": 1,

@@ -2,7 +2,8 @@
 does is in worker.py's docstring), count ``EAGLEDraftExtendCudaGraphRunner`` replays
 (forwards.py) and let target-only steps sample like a plain server
 (target_only_sampling.py, which wraps ``eagle_worker_common.eagle_sample``, imported by
-this module) and skip draft-extend's lm_head while target-only (lazy_draft_head.py).
+this module), skip draft-extend's lm_head while target-only (lazy_draft_head.py) and skip
+draft-extend itself on a step above the cold mark (cold_draft.py).
 Full mode only."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from server_control.sglang_patch import (
+    cold_draft,
     current_rank,
     forwards,
     gate,
@@ -31,6 +33,7 @@ def after(module: ModuleType) -> None:
     if not getattr(cls, "_specconsole_patched", False):
         forwards.patch_runner(module.EAGLEDraftExtendCudaGraphRunner)
         _patch_worker(cls, module)
+        cold_draft.patch(getattr(module, "envs", None))
         try:
             lazy_draft_head.patch(module, _step_forced)
         except Exception as exc:  # noqa: BLE001 - an optimisation: never stop the worker
@@ -76,10 +79,11 @@ def _patch_worker(cls: type[EagleWorkerV2], module: ModuleType) -> None:
     def forward_batch_generation(self: EagleWorkerV2, batch: object, *args: object, **kwargs: object) -> GenerationBatchResult:
         replays = forwards.replays()
         worker.on_forward(self, batch)  # decode-only cost curves: a prefill between decode steps is not timed
-        out = orig_forward(self, batch, *args, **kwargs)
+        with cold_draft.step() as step:  # activate_step_by_batch marks it inside, SGLang reads it (cold_draft.py)
+            out = orig_forward(self, batch, *args, **kwargs)
         dyn = self.__dict__.get("_dynspec")
         if dyn is not None and dyn.step_forced is not None:
-            forwards.count(dyn, dyn.step_forced, out, replays)
+            forwards.count(dyn, dyn.step_forced, out, replays, drafted=not step.cold)
             try:
                 out._specconsole_forced = dyn.step_forced
             except AttributeError:

@@ -2,8 +2,8 @@
 
 The tier shares one server per configuration across test modules (rig/pool.py,
 tests/real_sglang/conftest.py). What a user may change on a patched server at runtime
-(``/set_internal_state``: the threshold N, hysteresis, dwell, forced mode, exploration
-share; a threshold also turns auto-tune off) is set back to the launch's values, the mode
+(``/set_internal_state``: the threshold N, hysteresis, dwell, forced mode, cold-draft mark,
+exploration share; a threshold also turns auto-tune off) is set back to the launch's values, the mode
 back to speculative (a fresh server's), the radix cache flushed (no prefix of the last
 user's requests stays cached); then ``/server_info`` must show exactly that on every rank,
 or the hand-over fails. A plain server has no runtime state of the patch: its cache is
@@ -26,17 +26,24 @@ FLAGS = {
     decision.HYSTERESIS_KEY: "--speculative-disable-hysteresis",
     decision.DWELL_KEY: "--speculative-disable-min-dwell-steps",
     explore.SHARE_KEY: "--speculative-disable-explore-share",
+    decision.COLD_DRAFT_KEY: "--speculative-disable-cold-draft-above",
 }
 # the snapshot's name of each setting (/server_info internal_states[i]["dynamic_speculation"])
-SNAPSHOT = {decision.THRESHOLD_KEY: "threshold", decision.HYSTERESIS_KEY: "hysteresis", decision.DWELL_KEY: "min_dwell_steps"}
+SNAPSHOT = {
+    decision.THRESHOLD_KEY: "threshold",
+    decision.HYSTERESIS_KEY: "hysteresis",
+    decision.DWELL_KEY: "min_dwell_steps",
+    decision.COLD_DRAFT_KEY: "cold_draft_above",
+}
 AUTO_TUNE_FLAG = "--speculative-disable-auto-tune"
 
 
 def launch_settings(spec: Spec) -> dict:
     """The runtime settings ``spec`` starts with: PATCHED_ARGS, then its ``extra`` (the
-    last flag wins, as on SGLang's command line); exploration off unless given."""
+    last flag wins, as on SGLang's command line); exploration off and the draft warm (the
+    cold-draft mark 0) unless given."""
     argv = [*PATCHED_ARGS, *spec.extra]
-    out: dict = {explore.SHARE_KEY: 0.0}
+    out: dict = {explore.SHARE_KEY: 0.0, decision.COLD_DRAFT_KEY: 0}
     for key, flag in FLAGS.items():
         for i, arg in enumerate(argv[:-1]):
             if arg == flag:
