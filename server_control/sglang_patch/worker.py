@@ -19,8 +19,8 @@ targets/eagle_worker_v2.py:
     branch: a one-token trivial verify (a plain target decode) and, still, draft-extend,
     so the draft KV stays warm; unless the batch is above ``cold_draft_above``, where the
     step takes SGLang's own skip of draft-extend instead (cold_draft.py). At or below N
-    with ``--speculative-adaptive``, SGLang's
-    adaptive controller picks the step count as it would without the patch.
+    with ``--speculative-adaptive``, SGLang's adaptive controller picks the step count as
+    it would without the patch.
   * ``forward_batch_generation``: tags its result with whether the patch forced the step
     target-only, so the result, settled one step later under the overlap scheduler,
     is still attributed to the right mode (``on_verify_complete_cpu``).

@@ -102,3 +102,15 @@ def test_a_bad_mark_is_refused_with_the_reason():
         runtime_settings.COLD_DRAFT.validate(-1)
     with pytest.raises(ValueError, match="must be an integer"):
         runtime_settings.COLD_DRAFT.validate("warm")
+
+
+def test_sglang_without_the_variable_is_said_once_and_marks_nothing(caplog, monkeypatch):
+    """A build that moved ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND``: one line names it, and
+    no step is marked cold (the worker asks ``patched()`` before it marks)."""
+    monkeypatch.setattr(cold_draft, "_patched", [False])
+    with caplog.at_level("WARNING", logger=cold_draft.logger.name):
+        cold_draft.patch(object())
+    assert [r.getMessage() for r in caplog.records] == [
+        cold_draft.UNAVAILABLE_LINE.format(why=f"SGLang has no envs.{cold_draft.SGLANG_ENV}")
+    ]
+    assert not cold_draft.patched()

@@ -33,7 +33,10 @@ def after(module: ModuleType) -> None:
     if not getattr(cls, "_specconsole_patched", False):
         forwards.patch_runner(module.EAGLEDraftExtendCudaGraphRunner)
         _patch_worker(cls, module)
-        cold_draft.patch(getattr(module, "envs", None))
+        try:
+            cold_draft.patch(getattr(module, "envs", None))
+        except Exception as exc:  # noqa: BLE001 - an option: never stop the worker (no step is marked cold)
+            cold_draft.logger.warning(cold_draft.UNAVAILABLE_LINE.format(why=f"patching failed: {exc!r}"))
         try:
             lazy_draft_head.patch(module, _step_forced)
         except Exception as exc:  # noqa: BLE001 - an optimisation: never stop the worker
