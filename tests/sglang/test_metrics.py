@@ -72,4 +72,6 @@ def test_collector_publishes_the_switch(publish):
     assert got[("sglang:spec_disable_bucket_steps_total", (("batch", "2"), ("mode", "speculative")))] == 1
     assert got[("sglang:spec_disable_bucket_steps_total", (("batch", "6"), ("mode", "target_only")))] == 1
     assert got[("sglang:spec_disable_bucket_seconds_total", (("batch", "2"), ("mode", "speculative")))] > 0
-    assert set(n for n, _ in got) == set(spec_metrics.NAMES) - graph
+    assert got[("sglang:spec_disable_cold_draft_above", ())] == 0  # the draft kept warm
+    cold = {"sglang:spec_disable_cold_steps_total"}  # no cold step (the mark at 0): no series
+    assert set(n for n, _ in got) == set(spec_metrics.NAMES) - graph - cold

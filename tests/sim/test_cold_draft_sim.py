@@ -47,7 +47,7 @@ def test_requests_that_lived_through_a_cold_step_accept_no_draft_while_they_reco
 
 def test_the_sim_counts_its_cold_steps_above_the_mark_only(sim_factory):
     # steady:8 above N=4: every decode step of batch 8 runs target-only; cold above 4, warm at mark 8
-    cold = sim_factory("--speculative-disable-cold-draft-above", "4", threshold=4, traffic="steady:8")
+    cold = sim_factory("--speculative-disable-cold-draft-above", "4", "--enable-metrics", threshold=4, traffic="steady:8")
     warm = sim_factory("--speculative-disable-cold-draft-above", "8", threshold=4, traffic="steady:8")
     cold.wait_ready()
     warm.wait_ready()
@@ -64,3 +64,9 @@ def test_the_sim_counts_its_cold_steps_above_the_mark_only(sim_factory):
     assert w["cold_steps"] == 0
     # every target-only step at batch 8 was cold (a step at batch <= 4 while the load fills is warm)
     assert c["steps"][decision.TARGET_ONLY] - 5 <= c["cold_steps"] <= c["steps"][decision.TARGET_ONLY]
+    metrics = httpx.get(cold.url + "/metrics", timeout=5).text
+    counted = [
+        float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("sglang:spec_disable_cold_steps_total")
+    ]
+    assert counted and counted[0] >= c["cold_steps"], metrics[-2000:]  # the same counter, read a moment later
+    assert "sglang:spec_disable_cold_draft_above" in metrics

@@ -39,6 +39,7 @@ def test_every_rank_and_the_patch_metrics_are_reported(sim_factory):
             "sglang:spec_disable_spec_verifies_total",
             "sglang:spec_disable_accepted_drafts_total",
             "sglang:spec_disable_proposed_drafts_total",
+            "sglang:spec_disable_cold_steps_total",  # appears with the first cold step
             *spec_metrics.PATCH_ONLY,
             # per batch bucket: series appear with the first step
             "sglang:spec_disable_bucket_steps_total",
