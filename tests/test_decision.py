@@ -100,3 +100,26 @@ def test_threshold_text_gets_the_real_reason(text, reason):
 def test_non_ascii_digits_are_refused_as_a_threshold(text):
     with pytest.raises(ValueError, match="must be an integer"):
         validate_threshold(text)
+
+
+def test_the_cold_mark_applies_to_target_only_steps_above_it_in_a_target_only_stretch():
+    sw = SpecSwitch(threshold=4, hysteresis=1, min_dwell_steps=0, cold_draft_above=6)
+    seen = []
+    for batch in (3, 5, 9, 7, 6, 5, 3):
+        sw.decide(batch)
+        seen.append(sw.draft_cold(batch, sw.mode))
+    assert seen == [False, False, True, True, False, False, False]
+    assert sw.cold_steps == 2 and sw.snapshot()["cold_steps"] == 2
+    # exploration runs one target-only step amid speculative ones: it stays warm
+    sw.decide(9 if sw.mode == "target_only" else 2)
+    assert sw.mode == "speculative" and sw.draft_cold(9, "target_only") is False
+    # a speculative step is never cold; the mark at 0 never makes one cold
+    off = SpecSwitch(threshold=4, min_dwell_steps=0, force="target_only")
+    off.decide(50)
+    assert off.draft_cold(50, "target_only") is False and off.draft_cold(50, "speculative") is False
+    assert off.cold_steps == 0
+
+
+def test_a_bad_cold_mark_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="speculative_disable_cold_draft_above must be >= 0, got -2"):
+        SpecSwitch(threshold=4, cold_draft_above=-2)

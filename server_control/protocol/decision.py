@@ -17,8 +17,9 @@ Semantics (threshold N, hysteresis H, minimum dwell D steps):
     draft's extend (SGLang's own stub for steps 0), so it costs a plain decode step; the
     draft's KV cache misses the positions decoded that way, and the requests that lived
     through them are proposed for worse after speculation resumes. At or below M (and
-    with M = 0) target-only steps keep the draft warm. Not part of the rule: it never
-    changes the mode, only what a target-only step runs.
+    with M = 0) target-only steps keep the draft warm, and so does a target-only step that
+    exploration runs amid speculative ones. Not part of the rule: it never changes the
+    mode, only what a target-only step runs.
 
 Log wording (the parser in ``server_control.logs`` and verification depend on it):
   Dynamic speculation disable enabled: threshold=5, resume_at<=4, min_dwell_steps=10
@@ -265,8 +266,10 @@ class SpecSwitch:
 
     def draft_cold(self, batch: int, ran: str) -> bool:
         """Whether this step, run in ``ran`` (after exploration) with ``batch`` decode requests,
-        skips the draft's extend: a target-only step above the cold mark. Counts it."""
-        cold = ran == TARGET_ONLY and 0 < self.cold_draft_above < batch
+        skips the draft's extend: a target-only step above the cold mark, in a target-only
+        stretch (an explored target-only step amid speculative ones stays warm: the very next
+        steps speculate on the draft's KV). Counts it."""
+        cold = ran == TARGET_ONLY and self.mode == TARGET_ONLY and 0 < self.cold_draft_above < batch
         if cold:
             self.cold_steps += 1
         return cold
