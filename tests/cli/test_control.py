@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
+from server_control.protocol import decision
 from tests.cli.status_schema import CHANGE, RUN, RUN_SUPERVISED, problems, snapshot_schema
 from tests.control.conftest import start_stand
 from tests.support.sim import REPO_ROOT, free_port, start_sim
+from tests.support.wait import wait_for
 
 
 def cli(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -30,7 +32,12 @@ def wave_sim(tmp_path_factory):
     handle = start_sim(
         tmp_path_factory.mktemp("cmd"), "--decode-log-interval", "10", tp=2, threshold=5, traffic="wave:12:20", lifetime=180
     )
-    yield handle.wait_ready()
+    sim = handle.wait_ready()
+    # The tests below read a switch and decode lines from this log: ready is not yet "switched"
+    # (a loaded CI machine ran `status` before the wave's first crossing and saw no switch).
+    wait_for(lambda: decision.SWITCH_PREFIX.encode() in sim.log_path.read_bytes(), 60, what="the wave's first switch")
+    wait_for(lambda: b"Decode batch" in sim.log_path.read_bytes(), 60, what="a decode line")
+    yield sim
     handle.stop()
 
 
@@ -39,7 +46,8 @@ def test_status_json(wave_sim):
     assert r.returncode == 0, r.stderr
     snap = json.loads(r.stdout)
     assert problems(snap, snapshot_schema(RUN)) == []
-    assert snap["switches"] and snap["verify"]["layers"] and snap["series"]["batch"]  # not vacuous
+    assert snap["switches"], "the sim switched before this ran: the log and the poll both had it"
+    assert snap["verify"]["layers"] and snap["series"]["batch"], (snap["verify"], snap["series"])  # not vacuous
     assert snap["server"]["reachable"] is True and snap["spec"]["threshold"] in (5, 7)
     assert snap["gpus"]["available"] is False and snap["logs"]["total"] > 0
 
