@@ -6,7 +6,7 @@
                                    [--max-total-tokens 8192] [--max-running-requests R]
                                    [--adaptive] [--adaptive-config FILE]
                                    [--auto-adaptive-config FILE] [--cold] [--relaunch]
-                                   [--json] [--out FILE]
+                                   [--arms A,B] [--json] [--out FILE]
 
 Starts a plain SGLang server (the target alone) and the patched server (the trained
 EAGLE-3 pair of tests/real_sglang/rig), both with ``--enable-metrics``, and measures four
@@ -52,8 +52,10 @@ round (the same server in the same mode: the spread this machine's windows canno
 starts every server afresh for each round (every level, every arm once, then the servers
 stopped): one launch of a configuration can step ~30 % faster or slower than the next, an
 offset that rounds on the same servers cannot remove; with it each cell's median is over
-launches, and the by-round pairs compare the arms of one round's launches. Figures go in
-docs/cpu-rig.md.
+launches, and the by-round pairs compare the arms of one round's launches. ``--arms``
+measures only the arms it names (``speculative,auto``: the A/A alone, on one server, in as
+many short rounds as it takes; the report gives the pairs' geometric mean and its 95 %
+interval). Figures go in docs/cpu-rig.md.
 """
 
 from __future__ import annotations
@@ -132,6 +134,24 @@ def _levels(text: str) -> list[int]:
     return sorted({int(x) for x in text.split(",") if x.strip()})
 
 
+PATCHED_ARMS = (SPEC, TARGET, AUTO, TARGET_COLD, AUTO_COLD)  # the arms of the one patched server
+_NEEDS = {  # arms that only run with a flag: (option attribute, the flag)
+    TARGET_COLD: ("cold", "--cold"),
+    AUTO_COLD: ("cold", "--cold"),
+    ADAPTIVE: ("adaptive", "--adaptive"),
+    ADAPTIVE_TUNED: ("adaptive_config", "--adaptive-config FILE"),
+    AUTO_ADAPTIVE: ("auto_adaptive_config", "--auto-adaptive-config FILE"),
+}
+
+
+def _arms(text: str) -> tuple[str, ...]:
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = [n for n in names if n not in ARMS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown arm {', '.join(unknown) or '(none)'} (known: {', '.join(ARMS)})")
+    return names
+
+
 def options(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.mode_cost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -163,6 +183,11 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="new servers every round (each launch has its own speed; the median is then over launches)",
     )
+    p.add_argument(
+        "--arms",
+        type=_arms,
+        help="measure only these arms (comma-separated; e.g. speculative,auto: the A/A on one server, many short rounds)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path, help="also write the JSON summary here")
     opts = p.parse_args(argv)
@@ -180,7 +205,7 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
     extra: tuple[str, ...] = (*SERVER_EXTRA, "--max-total-tokens", str(opts.max_total_tokens))  # the last one counts
     if opts.max_running_requests:
         extra += ("--max-running-requests", str(opts.max_running_requests))
-    rig = ensure_rig()
+    rig = None  # built (or found in the cache) at the first launch: running servers need none
     servers = []
     try:
         arms: list[Arm] = []
@@ -191,13 +216,17 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
         if opts.auto_adaptive_config:
             both = Spec(opts.models, extra=extra, steps=opts.steps, adaptive=str(opts.auto_adaptive_config.resolve()))
             peers.append((None, both, AUTO_ADAPTIVE))
+        wanted = set(opts.arms or ARMS)
+        plain = [(opts.plain_url, Spec(opts.models, patched=False, extra=extra), PLAIN)] if PLAIN in wanted else []
+        ours = [(opts.url, Spec(opts.models, extra=extra, steps=opts.steps), AUTO)] if wanted & set(PATCHED_ARMS) else []
         for url, spec, name in (
-            (opts.plain_url, Spec(opts.models, patched=False, extra=extra), PLAIN),
-            (opts.url, Spec(opts.models, extra=extra, steps=opts.steps), AUTO),
+            *plain,
+            *ours,
             *[p for p in peers if opts.adaptive or p[2] != ADAPTIVE],
         ):
             group = None
             if url is None:
+                rig = rig or ensure_rig()
                 server = launch(rig, spec, tmp, 7200)
                 servers.append(server)
                 server.wait_ready(timeout_s=900)
@@ -214,7 +243,7 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
                 arms.insert(0, Arm(PLAIN, url, None, group))
             else:
                 arms.append(Arm(name, url, None, group))
-        yield arms
+        yield [a for a in arms if a.name in wanted]
     finally:
         for server in servers:
             signal_group(server.pgid, signal.SIGCONT)
@@ -226,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     threshold = opts.auto_threshold or 2 * max(opts.levels)
     if opts.relaunch and (opts.url or opts.plain_url):
         print("mode_cost: --relaunch launches every server each round; it cannot use --url or --plain-url", file=sys.stderr)
+        return 2
+    missing = [a for a in opts.arms or () if a in _NEEDS and not getattr(opts, _NEEDS[a][0])]
+    if missing:
+        flags = ", ".join(f"{a} needs {_NEEDS[a][1]}" for a in missing)
+        print(f"mode_cost: --arms names an arm this run does not launch: {flags}", file=sys.stderr)
         return 2
     left: list = []
     progress = lambda line: print(line, file=sys.stderr)  # noqa: E731

@@ -4,6 +4,9 @@ it prints. No servers, no traffic: ``mode_cost`` measures, this reads what it me
 
 from __future__ import annotations
 
+import math
+import statistics
+
 from server_control.bench import loadgen
 from server_control.protocol import decision
 
@@ -47,6 +50,29 @@ def paired(cells: dict[str, dict | None], ours: str, rival: str) -> list[float]:
     return [t[ours] / t[rival] for t in _by_round(cells) if ours in t and t.get(rival)]
 
 
+# two-sided 95 % quantiles of Student's t by degrees of freedom (1.96 past the table)
+_T95 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13)
+_T95_30, _T95_60 = 2.04, 2.00
+
+
+def _t95(df: int) -> float:
+    if df <= len(_T95):
+        return _T95[df - 1]
+    return 2.09 if df < 30 else _T95_30 if df < 60 else _T95_60 if df < 120 else 1.96
+
+
+def paired_interval(ratios: list[float]) -> dict | None:
+    """The geometric mean of paired ratios and its 95 % interval (Student's t on their logs):
+    what an A/A comparison can claim. Ratios multiply, so the logs are what average; a drift
+    of the machine between rounds cancels within each pair. None below two pairs."""
+    logs = [math.log(r) for r in ratios if r > 0]
+    if len(logs) < 2:
+        return None
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    half = _t95(len(logs) - 1) * sd / math.sqrt(len(logs))
+    return {"n": len(logs), "mean": math.exp(mean), "low": math.exp(mean - half), "high": math.exp(mean + half)}
+
+
 def own_mode(cells: dict[str, dict | None]) -> str | None:
     """The forced arm of the mode auto ran at this level (all its steps one mode), else None:
     auto against it is the same server in the same mode, an A/A comparison whose spread is
@@ -54,6 +80,12 @@ def own_mode(cells: dict[str, dict | None]) -> str | None:
     share = (cells.get(AUTO) or {}).get("target_only_share")
     mode = {0.0: SPEC, 1.0: TARGET}.get(share) if share is not None else None
     return mode if mode in cells else None
+
+
+def _a_a(cells: dict[str, dict | None]) -> dict:
+    mode = own_mode(cells)
+    by_round = paired(cells, AUTO, mode or "")
+    return {"mode": mode, "by_round": by_round, "interval": paired_interval(by_round)}
 
 
 def summarise(result: dict, levels: list[int], threshold: int | None = None) -> dict:
@@ -83,7 +115,7 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
                 "auto_cold_over_best_other": _ratio(tok.get(AUTO_COLD), others),
                 "auto_cold_over_rival_by_round": {a: paired(cells, AUTO_COLD, a) for a in cells if a not in OURS},
                 "auto_over_rival_by_round": {a: paired(cells, AUTO, a) for a in cells if a not in OURS},
-                "a_a": {"mode": own_mode(cells), "by_round": paired(cells, AUTO, own_mode(cells) or "")},
+                "a_a": _a_a(cells),
                 "cold_over_plain_tok_s": _ratio(tok.get(TARGET_COLD), tok[PLAIN]),
                 "plain_over_cold_ms": _ratio(ms[PLAIN], ms.get(TARGET_COLD)),
                 "warm_over_cold_ms": _ratio(ms.get(TARGET_COLD), ms[TARGET]),
@@ -152,6 +184,13 @@ def render(summary: dict) -> str:
     ]
     if same:
         lines.append("A/A, auto / the forced arm of the mode it ran (one server, one mode), round by round: " + "; ".join(same))
+    spans = [
+        f"c={r['concurrency']} {iv['mean']:.3f} ({iv['low']:.3f}-{iv['high']:.3f}, {iv['n']} pairs)"
+        for r in summary["rows"]
+        if (iv := (r.get("a_a") or {}).get("interval"))
+    ]
+    if spans:
+        lines.append("A/A geometric mean (95 % interval): " + "; ".join(spans))
     for key, words in (("cold_over_plain_by_round", "t-o cold / plain"), ("cold_over_warm_by_round", "t-o cold / t-o warm")):
         pairs = [f"c={r['concurrency']} " + " ".join(f"{v:.2f}" for v in r[key]) for r in summary["rows"] if r.get(key)]
         if pairs:

@@ -4,7 +4,9 @@ one, the patched arms on the other, the idle one paused by SIGSTOP of its group)
 import argparse
 import asyncio
 import contextlib
+import math
 import os
+import statistics
 import threading
 from pathlib import Path
 
@@ -145,13 +147,27 @@ def test_a_a_pairs_auto_with_the_forced_arm_of_the_mode_it_ran_round_by_round():
     result = {"per_mode": {"speculative": [cell("speculative", 0.0)], "target_only": [cell("target_only", 1.0)]}}
     result["per_mode"]["auto"] = [cell("auto", 0.0)]
     row = mode_cost.summarise(result, [8], 14)["rows"][0]
-    assert row["a_a"] == {"mode": "speculative", "by_round": [1.1, 1.0, 0.9]}
+    assert row["a_a"]["mode"] == "speculative" and row["a_a"]["by_round"] == [1.1, 1.0, 0.9]
     assert row["auto_over_rival_by_round"]["target_only"] == [110 / 50, 80 / 60, 81 / 55]
-    assert "A/A, auto / the forced arm of the mode it ran (one server, one mode), round by round: c=8 1.10 1.00 0.90" in (
-        mode_cost.render(mode_cost.summarise(result, [8], 14))
-    )
+    table = mode_cost.render(mode_cost.summarise(result, [8], 14))
+    assert "A/A, auto / the forced arm of the mode it ran (one server, one mode), round by round: c=8 1.10 1.00 0.90" in table
+    assert "A/A geometric mean (95 % interval): c=8 0.997 (0.777-1.279, 3 pairs)" in table, table
     result["per_mode"]["auto"] = [cell("auto", 0.4)]  # a mix of modes: no A/A
-    assert mode_cost.summarise(result, [8], 14)["rows"][0]["a_a"] == {"mode": None, "by_round": []}
+    assert mode_cost.summarise(result, [8], 14)["rows"][0]["a_a"] == {"mode": None, "by_round": [], "interval": None}
+
+
+def test_the_a_a_interval_is_students_t_on_the_logs_of_the_pairs():
+    """The interval an A/A can claim: geometric mean of the paired ratios, 95 % t on their logs."""
+    from benchmarks.mode_cost_report import paired_interval
+
+    iv = paired_interval([1.1, 1.0, 0.9])
+    logs = [math.log(x) for x in (1.1, 1.0, 0.9)]
+    half = 4.30 * statistics.stdev(logs) / math.sqrt(3)  # t(0.975, 2 df)
+    assert iv["n"] == 3 and iv["mean"] == pytest.approx(math.exp(statistics.fmean(logs)))
+    assert iv["low"] == pytest.approx(iv["mean"] * math.exp(-half)) and iv["high"] == pytest.approx(iv["mean"] * math.exp(half))
+    tight = paired_interval([0.99, 1.0, 1.01] * 20)  # 60 pairs, 1 % apart: the interval narrows to ~0.5 %
+    assert 0.99 < tight["low"] < tight["mean"] < tight["high"] < 1.01
+    assert paired_interval([1.0]) is None and paired_interval([]) is None
 
 
 def test_relaunched_runs_every_round_on_servers_of_its_own(sim_factory):
@@ -198,6 +214,20 @@ def test_relaunched_refuses_a_round_whose_arms_differ(sim_factory):
 
     with pytest.raises(RuntimeError, match=r"round 1 launched arms \['auto'\], the first round \['plain'\]"):
         asyncio.run(interleave.relaunched(start, _opts(rounds=2), 8))
+
+
+def test_arms_measures_only_the_arms_it_names(sim_factory, tmp_path, capsys):
+    """``--arms speculative,auto``: the A/A alone on the patched server, no plain arm; an
+    unknown arm, or one whose flag the run lacks, is refused before anything starts."""
+    patched = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
+    opts = mode_cost.options(["--arms", "speculative,auto", "--url", patched.url, "--plain-url", "http://127.0.0.1:9"])
+    with mode_cost.launched(opts, 8, tmp_path, []) as arms:
+        assert [a.name for a in arms] == ["speculative", "auto"] and {a.url for a in arms} == {patched.url}
+    with pytest.raises(SystemExit):
+        mode_cost.options(["--arms", "speculative,sometimes"])
+    assert "unknown arm sometimes (known: plain, speculative," in capsys.readouterr().err
+    assert mode_cost.main(["--arms", "auto,auto_cold", "--url", patched.url]) == 2
+    assert "auto_cold needs --cold" in capsys.readouterr().err
 
 
 def test_relaunch_with_a_running_server_is_refused(capsys):
