@@ -33,7 +33,7 @@ from console.cli.common import (
 from server_control.model.latency import line as latency_line
 from server_control.model.rank_resources import RankResources
 from server_control.model.run_status import RunStatus
-from server_control.model.snapshot import SessionSnapshot
+from server_control.model.snapshot import SessionSnapshot, SpecStatus
 from server_control.model.verification import Verification
 from server_control.model.vocabulary import RunState
 from server_control.supervision.ownership import ROLE_WORDS
@@ -61,6 +61,14 @@ def _run_state(run: RunStatus) -> str:
     if code is None:
         return f"{state} (exit code unknown)"
     return f"{state} (exit {code}" + (f", signal {-code})" if code < 0 else ")")
+
+
+def _cold(spec: SpecStatus) -> str:
+    """The cold-draft mark and its count (nothing from a server that does not say them)."""
+    if spec.cold_draft_above is None:
+        return ""
+    mark = f"above {spec.cold_draft_above}" if spec.cold_draft_above > 0 else "never (kept warm)"
+    return f"  draft cold {mark}, {_fmt(spec.cold_steps)} cold steps"
 
 
 def _who(info) -> str:
@@ -92,7 +100,7 @@ def render_text(snap: SessionSnapshot) -> str:
         f"  version {_fmt(srv.version)}",
         f"speculation: mode {_fmt(spec.mode)}  threshold {_fmt(spec.threshold)} decode requests"
         f" (back at <= {_fmt(spec.low_mark)})  force {_fmt(spec.force)}"
-        f"  switches {_fmt(spec.switch_count)}  runtime changes "
+        f"  switches {_fmt(spec.switch_count)}{_cold(spec)}  runtime changes "
         + {True: "supported", False: "NOT supported", None: "unknown"}[spec.supports_runtime_threshold],
         f"live: batch {_fmt(live.batch)}  queue {_fmt(live.queue)}  token usage {_fmt(live.token_usage)}"
         f"  gen {_fmt(live.gen_throughput)} tok/s  accept len {_fmt(live.accept_len)}",

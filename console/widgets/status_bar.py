@@ -76,6 +76,10 @@ def threshold_text(snap: SessionSnapshot) -> Text:
         t.append(f" (resume \u2264{spec.low_mark})", "dim")
     if spec.force and spec.force != "auto":
         t.append(f" forced {spec.force.replace('_', '-')}", "bold magenta")
+    if spec.cold_draft_above:  # the cold-draft mark: target-only steps above it skip the draft (0: kept warm, unsaid)
+        t.append(f" draft cold >{spec.cold_draft_above}", "blue")
+        if spec.cold_steps:
+            t.append(f" ({spec.cold_steps} cold)", "dim")
     if other is not None and change is not None:
         t.append(" ")
         t.append_text(change_text(change, other.word))

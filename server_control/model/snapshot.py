@@ -99,6 +99,8 @@ class SpecStatus:
     min_dwell_steps: int | None = None
     force: str | None = None
     switch_count: int = 0
+    cold_draft_above: int | None = None  # the cold-draft mark M (0: the draft kept warm); None: not said
+    cold_steps: int | None = None  # target-only steps that skipped the draft's extend, summed over DP ranks
     steps: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     seconds: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     tokens: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
@@ -116,6 +118,8 @@ class SpecStatus:
             "min_dwell_steps": self.min_dwell_steps,
             "force": self.force,
             "switch_count": self.switch_count,
+            "cold_draft_above": self.cold_draft_above,
+            "cold_steps": self.cold_steps,
             "steps": dict(self.steps),
             "seconds": dict(self.seconds),
             "tokens": dict(self.tokens),
@@ -136,6 +140,8 @@ class SpecStatus:
             min_dwell_steps=as_int(r.get("min_dwell_steps")),
             force=as_str(r.get("force")),
             switch_count=as_int(r.get("switch_count")) or 0,
+            cold_draft_above=as_int(r.get("cold_draft_above")),
+            cold_steps=as_int(r.get("cold_steps")),
             steps=as_counts(r.get("steps")),
             seconds=as_counts(r.get("seconds")),
             tokens=as_counts(r.get("tokens")),

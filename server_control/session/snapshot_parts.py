@@ -18,7 +18,7 @@ from server_control.model.switch_health import SwitchHealth
 from server_control.model.switch_rate import SwitchRate
 from server_control.model.vocabulary import ChangeState
 from server_control.telemetry.flapping import switch_rate
-from server_control.telemetry.sample import Sample
+from server_control.telemetry.sample import RankState, Sample
 from server_control.telemetry.series import PANELS, ModeTimeline, PanelSeries, is_forced, per_mode
 
 SWITCHES_SHOWN = 200
@@ -83,6 +83,8 @@ class SnapshotParts:
             "min_dwell_steps": r0.min_dwell_steps if r0 else None,
             "force": r0.force if r0 else None,
             "switch_count": count,
+            "cold_draft_above": dyn.get("cold_draft_above"),
+            "cold_steps": _summed(ranks, "cold_steps") if dyn else None,
             "steps": dyn.get("steps"),
             "seconds": dyn.get("seconds"),
             "tokens": dyn.get("tokens"),
@@ -90,6 +92,14 @@ class SnapshotParts:
         }
         health = SwitchHealth.from_states([r.dynamic for r in ranks])
         return replace(SpecStatus.from_json(raw), switch_rate=rate, health=health)  # counters read tolerantly
+
+
+def _summed(ranks: list[RankState], key: str) -> int | None:
+    """``key``'s count summed over the DP ranks that report it (None: none does, a patch
+    that predates it)."""
+    said = [(r.dynamic or {}).get(key) for r in ranks]
+    counts: list[int] = [c for c in said if isinstance(c, int) and not isinstance(c, bool)]
+    return sum(counts) if counts else None
 
 
 def server_status(s: Sample | None, foreign: bool) -> ServerStatus:

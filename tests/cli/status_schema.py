@@ -125,6 +125,8 @@ def snapshot_schema(run: dict) -> dict:
             "min_dwell_steps": opt(int),
             "force": opt(str),
             "switch_count": INT,
+            "cold_draft_above": opt(int),
+            "cold_steps": opt(int),
             "steps": MapOf(NUM),
             "seconds": MapOf(NUM),
             "tokens": MapOf(NUM),

@@ -63,6 +63,28 @@ def test_status_says_what_n_counts(wave_sim):
     assert "never padded to a CUDA-graph size" in " ".join(cli("threshold", "--help").stdout.split())
 
 
+def test_status_shows_the_cold_draft_mark_and_its_cold_steps(wave_sim):
+    """`setting cold M` and status: the mark and the server's cold-step count, as JSON and as
+    text; at 0 the text says the draft is kept warm. The wave crosses N=5 up to 12 a batch."""
+    warm = json.loads(cli("status", "--url", wave_sim.url, "--json").stdout)["spec"]
+    assert warm["cold_draft_above"] == 0 and warm["cold_steps"] == 0, warm
+    assert "draft cold never (kept warm), 0 cold steps" in cli("status", "--url", wave_sim.url).stdout
+    r = cli("setting", "cold", "6", "--url", wave_sim.url, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["state"] == "applied", r.stdout + r.stderr
+    try:
+        spec = wait_for(
+            lambda: (s := json.loads(cli("status", "--url", wave_sim.url, "--json").stdout)["spec"])["cold_steps"] and s,
+            90,
+            0.5,
+            what="a cold step counted by the server",
+        )
+        assert spec["cold_draft_above"] == 6 and spec["cold_steps"] > 0
+        line = next(x for x in cli("status", "--url", wave_sim.url).stdout.splitlines() if x.startswith("speculation:"))
+        assert "draft cold above 6, " in line and " cold steps" in line, line
+    finally:
+        assert cli("setting", "cold", "0", "--url", wave_sim.url).returncode == 0
+
+
 def test_schema_check_catches_a_missing_key_a_reorder_and_a_wrong_type():
     change = {"requested": 6, "state": "applied", "detail": "", "ranks": [True], "key": "speculative_disable_batch_threshold"}
     assert problems(change, CHANGE) == []

@@ -74,6 +74,8 @@ def sample_snapshot() -> dict:
             "min_dwell_steps": 10,
             "force": "auto",
             "switch_count": 3,
+            "cold_draft_above": 0,
+            "cold_steps": 0,
             "steps": {},
             "seconds": {},
             "tokens": {},
