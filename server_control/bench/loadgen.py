@@ -210,26 +210,28 @@ async def set_force(url: str, mode: str, api_key: str | None = None) -> bool:
     server refuses a string (SGLang 0.5.23 types the values as numbers: 400; others 422)."""
     async with httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=10.0, limits=client_limits()) as client:
         for value in (mode, decision.FORCE_CHOICES.index(mode)):
-            resp = await client.post(
-                url.rstrip("/") + "/set_internal_state",
-                headers=headers(api_key),
-                json={"server_args": {decision.FORCE_KEY: value}},
-            )
+            resp = await _post_setting(client, url, decision.FORCE_KEY, value, api_key)
             if resp.status_code in (400, 422) and isinstance(value, str):
                 continue
-            body = resp.json() if resp.status_code == 200 else None
-            return isinstance(body, list) and bool(body) and all(x is True for x in body)
+            return _every_rank_took(resp)
     return False
 
 
 async def set_setting(url: str, key: str, value: int, api_key: str | None = None) -> bool:
     """Set one integer runtime setting through /set_internal_state on every rank."""
     async with httpx.AsyncClient(trust_env=False, verify=tls.shared(), timeout=10.0, limits=client_limits()) as client:
-        resp = await client.post(
-            url.rstrip("/") + "/set_internal_state", headers=headers(api_key), json={"server_args": {key: value}}
-        )
-        body = resp.json() if resp.status_code == 200 else None
-        return isinstance(body, list) and bool(body) and all(x is True for x in body)
+        return _every_rank_took(await _post_setting(client, url, key, value, api_key))
+
+
+async def _post_setting(client: httpx.AsyncClient, url: str, key: str, value: object, api_key: str | None) -> httpx.Response:
+    body = {"server_args": {key: value}}
+    return await client.post(url.rstrip("/") + "/set_internal_state", headers=headers(api_key), json=body)
+
+
+def _every_rank_took(resp: httpx.Response) -> bool:
+    """SGLang answers a setting with one boolean per rank: true from every one, or refused."""
+    body = resp.json() if resp.status_code == 200 else None
+    return isinstance(body, list) and bool(body) and all(x is True for x in body)
 
 
 def crossover(per_mode: dict[str, list[dict[str, Any]]]) -> int | None:
