@@ -42,6 +42,7 @@ from tests.real_sglang.rig.build import REPO_ROOT
 SCRIPT = REPO_ROOT / "scripts" / "gpu-check"
 SKIPPED = [
     "warm draft after target-only",
+    "cold draft after target-only",
     "forced flips under load",
     "automatic switches",
     "a rank fails inside a capture",
@@ -63,6 +64,7 @@ EXPECTED = [
     ("N warnings in the log", True),
     ("runtime threshold", True),
     ("warm draft after target-only", None),
+    ("cold draft after target-only", None),
     ("ITL under polling", True),
     ("automatic switches", None),
     ("forced flips under load", None),

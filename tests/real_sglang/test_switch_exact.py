@@ -31,6 +31,7 @@ import pytest
 
 from server_control.protocol import decision, explore
 from tests.real_sglang.conftest import SKIP_NO_SGLANG, report
+from tests.real_sglang.rig import gpu_checks as gc
 from tests.real_sglang.rig import switching as sw
 from tests.real_sglang.rig.pool import RANDOM_KV, OneAtATime, Spec
 from tests.real_sglang.rig.trained_models import PERIOD, prompt_ids
@@ -181,6 +182,24 @@ class TestTrainedOverlap(_WarmDraft):
 
 class TestTrainedOverlapNegativeControl(_NegativeControl):
     SPEC = TestTrainedOverlap.SPEC
+
+    def test_gpu_checks_cold_draft_measures_the_marks_price(self, pool):
+        """scripts/gpu-check's "cold draft after target-only" on this server: the product's
+        mark (1, a batch of 2) runs every target-only step cold by the server's own counter,
+        the tokens stay the plain server's, and the accept length after resuming is what the
+        skipped extend costs (below the warm figure); the mark is back at 0 after it."""
+        want = reference(pool, "trained")["probe"]
+        server = pool.get(self.SPEC)
+        detail, figures = gc.cold_draft(server, PROBE, want)
+        warm = pool.cache.get(("warm", self.SPEC.overlap), 3.0)  # the warm probe's, else this pair's ceiling (2 steps + 1)
+        report(f"accept after a cold resume, {self.SPEC.name}", detail=detail, warm=warm)
+        assert figures["cold_steps"] >= 3 * PERIOD, detail
+        # the trained draft reads the token PERIOD positions back: a cold draft accepts
+        # nothing until PERIOD steps have written its KV again
+        assert PERIOD - 2 <= figures["steps_to_recover"] <= PERIOD + 2, detail
+        assert figures["accept_after_cold_resume"] <= warm - 0.3, (detail, warm)
+        live = server.request("/server_info")["internal_states"][0]
+        assert live[decision.COLD_DRAFT_KEY] == 0, live[decision.COLD_DRAFT_KEY]
 
 
 @heavy("one more server: the random pair runs in CI under the overlap scheduler, the trained one under both")

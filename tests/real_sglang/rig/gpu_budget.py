@@ -43,6 +43,7 @@ STEPS: dict[str, tuple[int, float]] = {
     "N warnings in the log": (2, 5),
     "runtime threshold": (3, 3),  # H200: 1.3 s
     "warm draft after target-only": (3, 3),  # H200: 1.2 s
+    "cold draft after target-only": (3, 5),  # not yet run on a GPU: 3x the probe, a batch of 2
     "automatic switches": (3, 15),
     "a rank fails before the build": (3, 90),
     "ITL under polling": (4, 60),

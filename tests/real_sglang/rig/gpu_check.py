@@ -271,6 +271,7 @@ def _patched_checks(step, pool, server, spec, inputs, parked, opts, mode_cost) -
     step("runtime threshold", "runtime threshold", gc.runtime_threshold, server, prompts, 1)
     warm = gc.warm_draft if work.trained else gpair.warm_draft_vs_baseline
     step("warm draft after target-only", "warm draft after target-only", warm, server, work.probe, ref[-1])
+    step("cold draft after target-only", "cold draft after target-only", gc.cold_draft, server, work.probe, ref[-1])
     if parked:
         step("ITL under polling", "ITL under polling", gw.itl_under_polling, parked[0], server, **_itl_kw(opts, cuda))
         gp.unpark(pool, parked.pop())

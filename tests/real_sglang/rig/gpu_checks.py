@@ -74,6 +74,10 @@ class Checklist:
         return "\n".join(lines)
 
 
+_EXTENDS = ("draft_extend_eager", "draft_extend_graph")  # SGLang's own forwards of the draft's extend (forwards.py)
+RESUME_COLD_WINDOW = 40  # steps after a cold resume judged for the mean: a cold draft recovers over tens of steps
+
+
 def ranks_logging(server: RigServer, needle: str, since: int = 0) -> set[str]:
     """Rank tags ('TP0', ...) of the lines containing ``needle``; {'-'} for an untagged
     (tp 1) line."""
@@ -184,6 +188,42 @@ def warm_draft(server: RigServer, probe: list[int], want: list[int]) -> tuple[st
     assert result.output_ids == want, "the probe's tokens differ from the plain server"
     mean = sw.assert_warm_after_resume(result)
     return (f"accept {mean:.2f} right after {len(result.during)} target-only steps", {"accept_after_resume": round(mean, 2)})
+
+
+def cold_draft(server: RigServer, probe: list[int], want: list[int]) -> tuple[str, dict]:
+    """The cold-draft mark's price on this pair, measured: the probe twice as one batch (2 >
+    the mark 1), forced target-only for 36 steps with the draft cold (SGLang's stub: no
+    draft-extend), then speculative. Token-exact against the plain server; every target-only
+    step cold by the server's own counter. The accept length after resuming is reported,
+    not judged: it is what an operator weighs against the extend's cost when choosing M
+    (docs/sglang-patch.md "The cold draft")."""
+    state = lambda: server.request("/server_info")["internal_states"][0][decision.STATE_KEY]  # noqa: E731
+    res = server.request("/set_internal_state", {"server_args": {decision.COLD_DRAFT_KEY: 1}})
+    assert res and all(x is True for x in res), f"cold-draft mark 1 refused: {res}"
+    before = state()
+    try:
+        # 3x the reference's length: a cold target-only step is quicker than a warm one, and a
+        # loaded machine's force to speculative can come after a shorter probe has ended
+        result = sw.resume_probe(server, probe, stretch_steps=36, max_new=3 * len(want), copies=2)
+    finally:
+        res = server.request("/set_internal_state", {"server_args": {decision.COLD_DRAFT_KEY: 0}})
+        assert res and all(x is True for x in res), f"cold-draft mark 0 refused: {res}"
+    after = state()
+    assert result.output_ids[: len(want)] == want, "the probe's tokens differ from the plain server with the draft cold"
+    ran = after["steps"][decision.TARGET_ONLY] - before["steps"][decision.TARGET_ONLY]
+    cold = after["cold_steps"] - before["cold_steps"]
+    assert ran >= len(result.during) and cold == ran, f"{cold} of {ran} target-only steps ran cold (mark 1, batch 2)"
+    extends = sum(after["forwards"][decision.TARGET_ONLY][k] - before["forwards"][decision.TARGET_ONLY][k] for k in _EXTENDS)
+    assert extends == 0, f"the switch marked {cold} steps cold, but SGLang ran the draft's extend {extends} times"
+    judged = result.after[sw.RESUME_SKIP : sw.RESUME_SKIP + RESUME_COLD_WINDOW]
+    assert judged, f"no speculative step after resuming: {result.after}"
+    mean = sum(judged) / len(judged)
+    recovered = next((i for i, a in enumerate(result.after[sw.RESUME_SKIP :]) if a >= sw.WARM_FLOOR), None)
+    return (
+        f"accept {mean:.2f} over {len(judged)} steps after {cold} cold target-only steps"
+        + (f"; back to >= {sw.WARM_FLOOR} after {recovered} steps" if recovered is not None else "; never back"),
+        {"accept_after_cold_resume": round(mean, 2), "cold_steps": cold, "steps_to_recover": recovered},
+    )
 
 
 def flips_under_load(server: RigServer, prompts: list[list[int]], want: list[list[int]], seconds: float) -> tuple[str, dict]:

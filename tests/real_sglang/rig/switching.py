@@ -111,10 +111,13 @@ class ResumeProbe:
         return sum(judged) / len(judged)
 
 
-def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 36, max_new: int = 110) -> ResumeProbe:
-    """Run ``prompt`` alone, forced target-only from its first decode step; once
-    ``stretch_steps`` steps ran, force speculative until it ends; back to auto after. (One
-    timed action, and a late one only lengthens the stretch: fine on a fast GPU too.)"""
+def resume_probe(
+    server: RigServer, prompt: list[int], *, stretch_steps: int = 36, max_new: int = 110, copies: int = 1
+) -> ResumeProbe:
+    """Run ``prompt`` alone (``copies`` of it as one batch), forced target-only from its first
+    decode step; once ``stretch_steps`` steps ran, force speculative until it ends; back to
+    auto after. (One timed action, and a late one only lengthens the stretch: fine on a fast
+    GPU too.) Every copy's output must be the first's."""
     win = LogWindow(server)
     force(server, decision.TARGET_ONLY)
 
@@ -133,10 +136,10 @@ def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 3
         return "" if start < 0 else text[start:]
 
     try:
-        job = Background(lambda: generate_ids(server, [prompt], max_new)[0])
+        job = Background(lambda: generate_ids(server, [prompt] * copies, max_new))
         win.wait(lambda: len(DECODE_RE.findall(from_probe())) >= stretch_steps or not job.alive(), "target-only steps")
         force(server, decision.SPECULATIVE)
-        output = job.result()
+        outputs = job.result()
     finally:
         force(server, decision.AUTO)
     text = from_probe()
@@ -144,8 +147,9 @@ def resume_probe(server: RigServer, prompt: list[int], *, stretch_steps: int = 3
     cut = text.find(TO_SPECULATIVE)
     assert cut >= 0, f"no forced switch back to speculative in the log:\n{text[-3000:]}"
     before, after = text[:cut], text[cut:]
+    assert all(o == outputs[0] for o in outputs), "the copies of one greedy prompt decoded differently"
     return ResumeProbe(
-        output_ids=output,
+        output_ids=outputs[0],
         during=[float(m.group(2)) for m in DECODE_RE.finditer(before)],
         after=[float(m.group(2)) for m in DECODE_RE.finditer(after)],
     )
