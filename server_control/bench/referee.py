@@ -115,9 +115,20 @@ def _passes(text: str) -> tuple[float | None, float | None]:
     return decode, prefill
 
 
-def _switch_state(info: Any) -> tuple[dict[str, int] | None, dict[str, float] | None, str | None, int | None, int | None]:
-    """(steps per mode, seconds per mode, force, N, cold steps) summed over the DP groups'
-    switch states of ``/server_info``; all None without them."""
+@dataclass(frozen=True)
+class SwitchCounters:
+    """The patch's part of a read: its counters summed over the DP groups' switch states of
+    ``/server_info`` (all None without them)."""
+
+    steps: dict[str, int] | None = None  # decode steps per mode
+    seconds: dict[str, float] | None = None  # seconds between steps, per mode
+    force: str | None = None
+    threshold: int | None = None
+    cold_steps: int | None = None
+
+
+def _switch_state(info: Any) -> SwitchCounters:
+    """The patch's counters in a ``/server_info`` answer (all None without them)."""
     states = info.get("internal_states") if isinstance(info, dict) else None
     snaps: list[dict[str, Any]] = []
     for state in states or []:
@@ -125,14 +136,14 @@ def _switch_state(info: Any) -> tuple[dict[str, int] | None, dict[str, float] | 
         if isinstance(snap, dict) and isinstance(snap.get("steps"), dict):
             snaps.append(snap)
     if not snaps:
-        return None, None, None, None, None
+        return SwitchCounters()
     steps = {m: sum(int(s["steps"].get(m, 0)) for s in snaps) for m in decision.MODES}
     seconds = {m: float(sum(float((s.get("seconds") or {}).get(m, 0.0)) for s in snaps)) for m in decision.MODES}
     force = snaps[0].get("force")
     threshold = snaps[0].get("threshold")
     colds = [s.get("cold_steps") for s in snaps]
     cold = sum(int(c) for c in colds if isinstance(c, int)) if any(isinstance(c, int) for c in colds) else None
-    return (
+    return SwitchCounters(
         steps,
         seconds,
         force if isinstance(force, str) else None,
@@ -153,14 +164,14 @@ async def counters(client: httpx.AsyncClient, url: str) -> Counters:
             decode, prefill = _passes(body.decode(errors="replace"))
     except (httpx.HTTPError, ValueError):
         pass
-    steps = seconds = force = threshold = cold = None
+    patch = SwitchCounters()
     try:
         status, body = await _get(client, url + "/server_info", 10.0)
         if status == 200:
-            steps, seconds, force, threshold, cold = _switch_state(json.loads(body))
+            patch = _switch_state(json.loads(body))
     except (httpx.HTTPError, ValueError):
         pass
-    return Counters(at, decode, prefill, steps, seconds, force, threshold, cold)
+    return Counters(at, decode, prefill, patch.steps, patch.seconds, patch.force, patch.threshold, patch.cold_steps)
 
 
 def window(before: Counters | None, after: Counters | None, seconds: float | None = None) -> dict[str, Any] | None:
