@@ -35,7 +35,7 @@ from console.cli.common import (
 )
 from server_control.advice import store
 from server_control.advice.source import SourceError, read_server
-from server_control.advice.words import Advice, advise, duration
+from server_control.advice.words import Advice, advise, duration, with_cold_caveat
 from server_control.protocol.crossover import Point, estimate
 
 
@@ -125,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         error(stale or "no curves")
         return EXIT_FAILED
     adv = advise(estimate(saved.total()), reading.threshold if reading else None)
+    if reading is not None:
+        adv = with_cold_caveat(adv, reading.cold_draft_above)
     if args.json:
         doc = adv.to_json()
         doc.update(
@@ -134,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
             saved_age_s=round(saved.age_s(), 1) if reading is None else 0.0,
             first_seen_age_s=round(time.time() - saved.first_seen, 1),
             force=reading.force if reading else None,
+            cold_draft_above=reading.cold_draft_above if reading else None,
         )
         print(json.dumps(doc, indent=2))
     else:

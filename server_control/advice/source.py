@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from server_control.advice import store
-from server_control.advice.words import Advice, advise, duration
+from server_control.advice.words import Advice, advise, duration, with_cold_caveat
 from server_control.net import tls
 from server_control.net.http import client_limits
 from server_control.net.lean_httpx import httpx
@@ -42,6 +42,7 @@ class Reading:
     force: str | None
     curves: Curves
     explore_share: float = 0.0  # dynamic_speculation.exploration.share (0: not exploring)
+    cold_draft_above: int = 0  # dynamic_speculation.cold_draft_above (0: the draft kept warm)
 
 
 async def _get_capped(where: str, headers: dict[str, str], timeout_s: float, deadline_s: float) -> bytes:
@@ -105,7 +106,12 @@ def reading_of(url: str, model: str | None, live: object) -> Reading:
         live.get("force") if isinstance(live.get("force"), str) else None,
         curves,
         _share(live.get("exploration")),
+        _mark(live.get("cold_draft_above")),
     )
+
+
+def _mark(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _share(exploration: object) -> float:
@@ -135,7 +141,7 @@ def advice_from(read: Callable[[], Reading], url: str, home: store.CurvesHome | 
     request, or a poll already made), kept in ``home`` when given."""
     if home is None:
         reading = read()
-        return advise(estimate(reading.curves), reading.threshold)
+        return with_cold_caveat(advise(estimate(reading.curves), reading.threshold), reading.cold_draft_above)
     state_dir, key = home.state_dir, home.key
     try:
         reading = read()
@@ -154,9 +160,9 @@ def advice_from(read: Callable[[], Reading], url: str, home: store.CurvesHome | 
     try:
         saved = store.update(url, reading.model, reading.curves, state_dir, key=key)
     except store.StoreError as bad:  # the live reading still advises; the file is named
-        adv = advise(estimate(reading.curves), reading.threshold)
+        adv = with_cold_caveat(advise(estimate(reading.curves), reading.threshold), reading.cold_draft_above)
         return replace(adv, sentence=f"{adv.sentence} (curves not kept: {bad})")
-    adv = advise(estimate(saved.total()), reading.threshold)
+    adv = with_cold_caveat(advise(estimate(saved.total()), reading.threshold), reading.cold_draft_above)
     if saved.base.buckets:
         age = duration(time.time() - saved.first_seen)
         adv = replace(adv, sentence=f"{adv.sentence} (includes curves from earlier server runs, first seen {age} ago)")

@@ -9,7 +9,7 @@ suggestion is higher, suggested N+1..current N when lower).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from server_control.protocol.cost_curves import SPECULATIVE, TARGET_ONLY
@@ -129,3 +129,18 @@ def advise(e: Estimate, current: int | None) -> Advice:
     else:
         text = f"suggested {word} (measured over {over}, {span}){where}"
     return Advice(current, e.suggested, e.interval, gain, batches, text, not far and current is not None, e)
+
+
+def with_cold_caveat(adv: Advice, cold_draft_above: int) -> Advice:
+    """The advice, saying when the server's cold-draft mark can apply near its N: the curves'
+    target-only steps near N are explored ones, which keep the draft warm (they sit amid
+    speculative steps), while a target-only stretch above the mark skips the draft's extend
+    and costs less, so with the draft cold the crossover may lie below the suggestion."""
+    if cold_draft_above <= 0 or adv.interval is None or cold_draft_above > adv.interval[1]:
+        return adv
+    return replace(
+        adv,
+        sentence=f"{adv.sentence} (the cold-draft mark is {cold_draft_above}: target-only steps above it skip the "
+        "draft's extend and cost less than the warm explored ones these curves hold near N, "
+        "so with the draft cold the best N may be lower)",
+    )

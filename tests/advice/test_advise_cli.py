@@ -39,6 +39,14 @@ def test_advise_suggests_from_the_curves_and_keeps_them(sim_factory, tmp_path):
     text = advise("--url", sim.url, "--state-dir", str(state))
     assert text.returncode == 0 and "crossover: target-only faster from batch" in text.stdout
     assert "measured over" in text.stdout and "95% interval" in text.stdout
+    assert "cold-draft mark" not in doc["sentence"]  # the draft kept warm (mark 0): nothing to say
+    mark = subprocess.run(
+        [sys.executable, "-m", "console", "setting", "cold", "1", "--url", sim.url], capture_output=True, text=True
+    )
+    assert mark.returncode == 0, mark.stderr
+    cold = json.loads(advise("--url", sim.url, "--state-dir", str(state), "--json").stdout)
+    assert "(the cold-draft mark is 1: target-only steps above it skip the draft's extend" in cold["sentence"], cold
+    assert "the best N may be lower)" in cold["sentence"] and cold["cold_draft_above"] == 1 and doc["cold_draft_above"] == 0
 
     sim.stop()
     gone = advise("--url", sim.url, "--state-dir", str(state), "--json")

@@ -202,3 +202,19 @@ def test_the_95_interval_always_holds_the_suggested_n(n, steps, seed, share, hi)
     assert e.suggested is not None
     lo, hi_n = e.interval
     assert lo <= e.suggested <= hi_n, (e.suggested, e.interval, e.verdict)
+
+
+def test_the_cold_caveat_is_said_only_where_the_mark_can_apply_near_n():
+    """With the cold-draft mark at or below the interval's top, the advice says that its
+    target-only curve near N holds warm steps; at 0 (warm) or above the interval, nothing."""
+    from server_control.advice.words import advise, with_cold_caveat
+    from server_control.protocol.crossover import estimate
+    from tests.support.advice import curves
+
+    adv = advise(estimate(curves(4, share=0.1)[0]), 8)
+    assert adv.interval is not None, adv.sentence
+    lo, hi = adv.interval
+    assert with_cold_caveat(adv, 0) == adv and with_cold_caveat(adv, hi + 1) == adv
+    said = with_cold_caveat(adv, hi).sentence
+    assert said.startswith(adv.sentence) and f"(the cold-draft mark is {hi}: " in said, said
+    assert with_cold_caveat(adv, 1).sentence != adv.sentence
