@@ -2,7 +2,7 @@
 
     python -m benchmarks.advise_rig [--models trained] [--levels 2,4,6,8,10] [--threshold N]
                                     [--share 0.1] [--explore-s 180] [--hold 4] [--rounds 3]
-                                    [--warmup 2] [--measure 6] [--max-tokens 64] [--threads 1]
+                                    [--warmup 2] [--measure 6] [--max-tokens 64] [--threads 1] [--cold M]
                                     [--url URL] [--json] [--out FILE] [--summarise FILE]
 
 One patched server (tests/real_sglang/rig, ``--enable-metrics``; ``--url``: a running one),
@@ -24,6 +24,11 @@ phase 2  ``mode_cost``'s forced speculative against forced target-only at the sa
          (client tok/s, median of the rounds). Exploration is set to 0 first (it acts in auto
          only). The advisor is also read on phase 2's own steps (the curves' difference), a
          check of the estimate on dense data in both modes.
+
+``--cold M`` sets the cold-draft mark M for phase 1 (a target-only stretch above M skips the
+draft's extend; explored target-only steps, amid speculative ones, stay warm), and phase 2's
+forced target-only runs with the draft cold (mark 1): its crossover is then the one against
+the cold mode, which the advisor's phase-1 curves (warm explored steps near N) may miss.
 
 Agreement (``agreement``): mode_cost's crossover at level L says the true one lies in
 (previous level, L]; the advisor agrees when its crossover batch lies in that bracket or
@@ -121,15 +126,17 @@ async def _exploration_state(client: httpx.AsyncClient, url: str) -> dict[str, A
     return _exploration((await client.get(url + "/server_info", timeout=10.0)).json())
 
 
-async def prepare(url: str, threshold: int, share: float) -> dict[str, Any]:
-    """Threshold, hysteresis, dwell, force auto and the exploration share, set at runtime
-    (a server that refuses the share key must already run at that share: a simulator
-    started with ``--sim-explore-share``)."""
+async def prepare(url: str, threshold: int, share: float, cold: int = 0) -> dict[str, Any]:
+    """Threshold, hysteresis, dwell, force auto, the cold-draft mark (``cold``; 0 on a server
+    that has none is not sent) and the exploration share, set at runtime (a server that
+    refuses the share key must already run at that share: a simulator started with
+    ``--sim-explore-share``)."""
     async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
         wanted = {
             decision.THRESHOLD_KEY: threshold,
             decision.HYSTERESIS_KEY: decision.DEFAULT_HYSTERESIS,
             decision.DWELL_KEY: decision.DEFAULT_MIN_DWELL_STEPS,
+            **({decision.COLD_DRAFT_KEY: cold} if cold else {}),
         }
         if not await _set(client, url, wanted):
             raise RuntimeError(f"the server refused {wanted}")
@@ -184,8 +191,11 @@ async def explore_phase(url: str, opts: argparse.Namespace, log: Callable[[str],
 
 
 async def run(url: str, opts: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
-    setup = await prepare(url, opts.threshold, opts.share)
-    log(f"phase 1: N={opts.threshold}, exploration {setup['exploration']}, clients {min(opts.levels)}-{max(opts.levels)}")
+    setup = await prepare(url, opts.threshold, opts.share, opts.cold)
+    log(
+        f"phase 1: N={opts.threshold}, cold-draft mark {opts.cold}, exploration {setup['exploration']}, "
+        f"clients {min(opts.levels)}-{max(opts.levels)}"
+    )
     p1 = await explore_phase(url, opts, log)
     before: Reading = p1.pop("_reading")
     if opts.out:  # phase 1 kept even if phase 2 fails
@@ -193,7 +203,10 @@ async def run(url: str, opts: argparse.Namespace, log: Callable[[str], None]) ->
     async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
         if not await _set(client, url, {explore.SHARE_KEY: 0.0}) and setup["share_set_at_runtime"]:
             raise RuntimeError("the server refused exploration share 0")
-    arms = [interleave.Arm(SPEC, url, SPEC), interleave.Arm(TARGET, url, TARGET)]
+    # with --cold, phase 2's target-only runs with the draft cold (mark 1: every step of it),
+    # the mode auto runs above N with the mark; each window's cold steps checked by the counters
+    cold = (0, 1) if opts.cold else (None, None)
+    arms = [interleave.Arm(SPEC, url, SPEC, cold=cold[0]), interleave.Arm(TARGET, url, TARGET, cold=cold[1])]
     result = await interleave.interleaved(arms, opts, None, log)
     p2 = mode_cost.summarise(result, opts.levels)
     after = await asyncio.to_thread(read_server, url, None, 10.0)
@@ -211,7 +224,8 @@ def render(out: dict[str, Any]) -> str:
     p1, p2, agree = out["phase1"], out["phase2"], out["agreement"]
     adv = p1["advice"]
     lines = [
-        f"{out.get('models')}, threshold N={out['threshold']}, exploration share {out['share']}, "
+        f"{out.get('models')}, threshold N={out['threshold']}, cold-draft mark {out.get('cold', 0)}, "
+        f"exploration share {out['share']}, "
         f"load average {' '.join(f'{x:.2f}' for x in out['load_start'])} -> {' '.join(f'{x:.2f}' for x in out['load_end'])}",
         f"phase 1: {out['explore_s']:.0f} s of clients {p1['schedule'][0]}-{max(p1['schedule'])} "
         f"({p1['tok_s']:.1f} tok/s, {p1['errors']} failed), explored steps {(p1['exploration'] or {}).get('explored_steps')}",
@@ -270,6 +284,12 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--measure", type=float, default=6.0)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the server")
+    p.add_argument(
+        "--cold",
+        type=int,
+        default=0,
+        help="the cold-draft mark M in phase 1 (0: warm); phase 2's target-only then runs cold (mark 1)",
+    )
     p.add_argument("--url", help="a running patched server (else one is started)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path)
@@ -323,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     out.update(
         models=f"the server at {opts.url}" if opts.url else f"the {opts.models} pair",
         threshold=opts.threshold,
+        cold=opts.cold,
         share=opts.share,
         explore_s=opts.explore_s,
         levels=opts.levels,
