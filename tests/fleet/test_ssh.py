@@ -203,3 +203,11 @@ def test_a_tunnel_ends_when_its_owner_is_killed(member, tmp_path):
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+def test_the_session_sshd_outlives_a_whole_ci_run():
+    """The sshd is one per test session, so its bounded lifetime must exceed a session's:
+    at 900 s a slow CI run lost it before test_ssh.py ran ("Connection refused")."""
+    from tests.support import sshd as test_sshd
+
+    assert test_sshd.LIFETIME_S > test_sshd.CI_LIMIT_S

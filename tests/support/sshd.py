@@ -25,7 +25,11 @@ from pathlib import Path
 from tests.support.sim import REPO_ROOT, free_port
 
 SSHD = "/usr/sbin/sshd"
-LIFETIME_S = 900
+# The test sshd is one per session (tests/fleet/conftest.py), stopped at its end; this bound
+# only ends one a dead pytest left behind. It must outlive a session: at 900 s a slow CI run
+# (28 min of pytest) lost it before its last fleet tests ("Connection refused").
+LIFETIME_S = 3 * 3600
+CI_LIMIT_S = 90 * 60  # CI's whole run
 
 
 def sshd_available() -> str | None:
