@@ -91,6 +91,20 @@ def _a_a(cells: dict[str, dict | None]) -> dict:
     return {"mode": mode, "by_round": by_round, "interval": paired_interval(by_round)}
 
 
+def _ours_intervals(cells: dict[str, dict | None]) -> dict[str, dict[str, dict]]:
+    """Each of our arms over each rival (not ours): the geometric mean of the round-by-round
+    ratios and its 95 % interval. With ``--relaunch`` each round's pair is one launch of each
+    server, so the interval carries the launches' own speeds, which are what it averages over."""
+    out: dict[str, dict[str, dict]] = {}
+    for ours in (AUTO, AUTO_COLD):
+        if ours not in cells:
+            continue
+        for rival in cells:
+            if rival not in OURS and (iv := paired_interval(paired(cells, ours, rival))):
+                out.setdefault(ours, {})[rival] = iv
+    return out
+
+
 def summarise(result: dict, levels: list[int], threshold: int | None = None) -> dict:
     rows = []
     for c in levels:
@@ -119,6 +133,7 @@ def summarise(result: dict, levels: list[int], threshold: int | None = None) -> 
                 "auto_cold_over_rival_by_round": {a: paired(cells, AUTO_COLD, a) for a in cells if a not in OURS},
                 "auto_over_rival_by_round": {a: paired(cells, AUTO, a) for a in cells if a not in OURS},
                 "a_a": _a_a(cells),
+                "ours_over_rival_interval": _ours_intervals(cells),
                 "cold_over_plain_tok_s": _ratio(tok.get(TARGET_COLD), tok[PLAIN]),
                 "plain_over_cold_ms": _ratio(ms[PLAIN], ms.get(TARGET_COLD)),
                 "warm_over_cold_ms": _ratio(ms.get(TARGET_COLD), ms[TARGET]),
@@ -194,6 +209,15 @@ def render(summary: dict) -> str:
     ]
     if spans:
         lines.append("A/A geometric mean (95 % interval): " + "; ".join(spans))
+    spans = [
+        f"c={r['concurrency']} {ARM_WORDS.get(ours, ours)} / {ARM_WORDS.get(rival, rival)} "
+        f"{iv['mean']:.3f} ({iv['low']:.3f}-{iv['high']:.3f}, {iv['n']} rounds)"
+        for r in summary["rows"]
+        for ours, by_rival in (r.get("ours_over_rival_interval") or {}).items()
+        for rival, iv in by_rival.items()
+    ]
+    if spans:
+        lines.append("ours / each rival, geometric mean of the rounds (95 % interval): " + "; ".join(spans))
     for key, words in (("cold_over_plain_by_round", "t-o cold / plain"), ("cold_over_warm_by_round", "t-o cold / t-o warm")):
         pairs = [f"c={r['concurrency']} " + " ".join(f"{v:.2f}" for v in r[key]) for r in summary["rows"] if r.get(key)]
         if pairs:

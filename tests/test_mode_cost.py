@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import interleave, mode_cost
+from benchmarks.mode_cost_report import paired_interval
 from server_control.bench import loadgen
 from server_control.protocol import decision
 from tests.support.sim import CLIENT_WINDOW_TIME_SCALE
@@ -152,14 +153,16 @@ def test_a_a_pairs_auto_with_the_forced_arm_of_the_mode_it_ran_round_by_round():
     table = mode_cost.render(mode_cost.summarise(result, [8], 14))
     assert "A/A, auto / the forced arm of the mode it ran (one server, one mode), round by round: c=8 1.10 1.00 0.90" in table
     assert "A/A geometric mean (95 % interval): c=8 0.997 (0.777-1.279, 3 pairs)" in table, table
+    ours = mode_cost.summarise(result, [8], 14)["rows"][0]["ours_over_rival_interval"]["auto"]
+    assert set(ours) == {"speculative", "target_only"}  # every rival, auto not over itself
+    assert ours["target_only"] == paired_interval([110 / 50, 80 / 60, 81 / 55])
+    assert "auto / target-only 1.6" in table and "3 rounds)" in table, table
     result["per_mode"]["auto"] = [cell("auto", 0.4)]  # a mix of modes: no A/A
     assert mode_cost.summarise(result, [8], 14)["rows"][0]["a_a"] == {"mode": None, "by_round": [], "interval": None}
 
 
 def test_the_a_a_interval_is_students_t_on_the_logs_of_the_pairs():
     """The interval an A/A can claim: geometric mean of the paired ratios, 95 % t on their logs."""
-    from benchmarks.mode_cost_report import paired_interval
-
     iv = paired_interval([1.1, 1.0, 0.9])
     logs = [math.log(x) for x in (1.1, 1.0, 0.9)]
     half = 4.30 * statistics.stdev(logs) / math.sqrt(3)  # t(0.975, 2 df)
