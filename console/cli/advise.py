@@ -34,9 +34,9 @@ from console.cli.common import (
     usage_error,
 )
 from server_control.advice import store
-from server_control.advice.source import SourceError, read_server
-from server_control.advice.words import Advice, advise, duration, with_cold_caveat
-from server_control.protocol.crossover import Point, estimate
+from server_control.advice.source import SourceError, advice_on, read_server
+from server_control.advice.words import Advice, duration
+from server_control.protocol.crossover import Point
 
 
 def register(subparsers) -> None:
@@ -124,9 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if saved is None:
         error(stale or "no curves")
         return EXIT_FAILED
-    adv = advise(estimate(saved.total()), reading.threshold if reading else None)
-    if reading is not None:
-        adv = with_cold_caveat(adv, reading.cold_draft_above)
+    adv = advice_on(saved.total(), reading)
     if args.json:
         doc = adv.to_json()
         doc.update(

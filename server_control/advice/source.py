@@ -136,12 +136,20 @@ def read_advice(url: str, api_key: str | None = None, state_dir: str | Path | No
     return advice_from(lambda: read_server(url, api_key), url, home)
 
 
+def advice_on(curves: Curves, reading: Reading | None) -> Advice:
+    """The advice on ``curves`` (the reading's, or saved ones folded with it) for the server
+    as ``reading`` found it (its N, its cold-draft mark); None: nothing read from it."""
+    if reading is None:
+        return advise(estimate(curves), None)
+    return with_cold_caveat(advise(estimate(curves), reading.threshold), reading.cold_draft_above)
+
+
 def advice_from(read: Callable[[], Reading], url: str, home: store.CurvesHome | None = None) -> Advice:
     """Blocking (a thread: the estimate's bootstrap): advise from ``read()``'s reading (a
     request, or a poll already made), kept in ``home`` when given."""
     if home is None:
         reading = read()
-        return with_cold_caveat(advise(estimate(reading.curves), reading.threshold), reading.cold_draft_above)
+        return advice_on(reading.curves, reading)
     state_dir, key = home.state_dir, home.key
     try:
         reading = read()
@@ -152,7 +160,7 @@ def advice_from(read: Callable[[], Reading], url: str, home: store.CurvesHome | 
             raise SourceError(f"{exc}; saved curves unreadable: {bad}") from None
         if saved is None:
             raise
-        adv = advise(estimate(saved.total()), None)
+        adv = advice_on(saved.total(), None)
         why = "server not read yet" if isinstance(exc, NotReadYet) else "server did not answer"
         return replace(
             adv, sentence=f"{adv.sentence} ({why}; from the curves saved {duration(saved.age_s())} ago)", saved_only=True
@@ -160,9 +168,9 @@ def advice_from(read: Callable[[], Reading], url: str, home: store.CurvesHome | 
     try:
         saved = store.update(url, reading.model, reading.curves, state_dir, key=key)
     except store.StoreError as bad:  # the live reading still advises; the file is named
-        adv = with_cold_caveat(advise(estimate(reading.curves), reading.threshold), reading.cold_draft_above)
+        adv = advice_on(reading.curves, reading)
         return replace(adv, sentence=f"{adv.sentence} (curves not kept: {bad})")
-    adv = with_cold_caveat(advise(estimate(saved.total()), reading.threshold), reading.cold_draft_above)
+    adv = advice_on(saved.total(), reading)
     if saved.base.buckets:
         age = duration(time.time() - saved.first_seen)
         adv = replace(adv, sentence=f"{adv.sentence} (includes curves from earlier server runs, first seen {age} ago)")
