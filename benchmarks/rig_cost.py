@@ -113,13 +113,22 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def _modes(patched: bool) -> list[str]:
-    return [decision.TARGET_ONLY, decision.SPECULATIVE] if patched else ["plain"]
+TARGET_COLD = "target_only_cold"  # forced target-only with the cold-draft mark at 1: no draft-extend
+
+
+def _modes(patched: bool, cold: bool = False) -> list[str]:
+    if not patched:
+        return ["plain"]
+    return [decision.TARGET_ONLY, *([TARGET_COLD] if cold else []), decision.SPECULATIVE]
 
 
 def _cell(server, timing: Path, mode: str, bs: int, k: int, opts, name: str, log) -> dict:
-    if mode != "plain" and not asyncio.run(loadgen.set_force(server.url, mode)):
-        raise RuntimeError(f"{name} refused force {mode}")
+    force = decision.TARGET_ONLY if mode == TARGET_COLD else mode
+    if mode != "plain":
+        if not asyncio.run(loadgen.set_force(server.url, force)):
+            raise RuntimeError(f"{name} refused force {force}")
+        if not asyncio.run(loadgen.set_setting(server.url, decision.COLD_DRAFT_KEY, 1 if mode == TARGET_COLD else 0)):
+            raise RuntimeError(f"{name} refused the cold-draft mark")
     row = window(server, timing, bs, opts.tokens, 100 * k + bs)
     row["load_1m"] = os.getloadavg()[0]
     shown = {key: v for key, v in row.items() if isinstance(v, float) and key != "wall_s" and not key.startswith("cpu:draft")}
@@ -134,7 +143,7 @@ def measure_pair(rig, kind: str, opts: argparse.Namespace, tmp: Path, log) -> di
     from tests.real_sglang.rig.pool import Spec, launch
     from tests.real_sglang.rig.step_timing import ENV
 
-    cells: dict = {m: {bs: [] for bs in opts.batches} for m in ["plain", *_modes(True)]}
+    cells: dict = {m: {bs: [] for bs in opts.batches} for m in ["plain", *_modes(True, opts.cold)]}
     servers: dict = {}
     try:
         for patched in (False, True):
@@ -148,13 +157,13 @@ def measure_pair(rig, kind: str, opts: argparse.Namespace, tmp: Path, log) -> di
             if opts.interleave:
                 os.killpg(server.pgid, signal.SIGSTOP)
                 continue
-            for mode in _modes(patched):
+            for mode in _modes(patched, opts.cold):
                 for bs in opts.batches:
                     for k in range(opts.rounds):
                         cells[mode][bs].append(_cell(server, timing, mode, bs, k, opts, spec.name, log))
             _stop(servers.pop(patched))
         if opts.interleave:
-            arms = [(False, "plain"), *((True, m) for m in _modes(True))]
+            arms = [(False, "plain"), *((True, m) for m in _modes(True, opts.cold))]
             for k in range(opts.rounds):
                 for bs in opts.batches:
                     for patched, mode in arms[k % len(arms) :] + arms[: k % len(arms)]:
@@ -184,7 +193,8 @@ def _stop(entry) -> None:
 
 def summarise(result: dict) -> list[dict]:
     rows = []
-    for plain, t_o, spec in zip(result["plain"], result[decision.TARGET_ONLY], result[decision.SPECULATIVE]):
+    colds = result.get(TARGET_COLD) or [{} for _ in result["plain"]]
+    for plain, t_o, spec, cold in zip(result["plain"], result[decision.TARGET_ONLY], result[decision.SPECULATIVE], colds):
         fwd = plain.get("target:DECODE")
         period = plain.get("step_period")
         overhead = period - fwd if period is not None and fwd is not None else None
@@ -214,10 +224,29 @@ def summarise(result: dict) -> list[dict]:
                 "cpu_plain_period_ms": plain.get("cpu:step_period"),
                 "cpu_t_o_period_ms": t_o.get("cpu:step_period"),
                 "cpu_t_o_over_plain_period": _ratio(plain.get("cpu:step_period"), t_o.get("cpu:step_period")),
+                "cold_forward_ms": cold.get("target:TARGET_VERIFY") or cold.get("target:DECODE"),
+                "cold_draft_extend_ms": cold.get("draft_extend"),
+                "cold_period_ms": cold.get("step_period"),
+                "cold_overhead_ms": _overhead(cold),
+                "cold_over_plain_period": _ratio(plain.get("step_period"), cold.get("step_period")),
+                "cold_over_plain_by_round": _by_round(plain, cold),
                 "load_1m": statistics.mean(x for x in (plain.get("load_1m"), t_o.get("load_1m")) if x is not None),
             }
         )
     return rows
+
+
+def _overhead(row: dict) -> float | None:
+    """A step's period less its target forward and its draft-extend: the host's own part."""
+    fwd = row.get("target:TARGET_VERIFY") or row.get("target:DECODE")
+    period = row.get("step_period")
+    return period - fwd - (row.get("draft_extend") or 0.0) if period is not None and fwd is not None else None
+
+
+def _by_round(plain: dict, other: dict) -> list[float]:
+    """plain's step period over ``other``'s, round by round (the same round's windows)."""
+    pairs = zip(plain.get("rounds") or [], other.get("rounds") or [])
+    return [p["step_period"] / o["step_period"] for p, o in pairs if p.get("step_period") and o.get("step_period")]
 
 
 def _f(v, fmt=".2f") -> str:
@@ -242,6 +271,11 @@ def render(rows: list[dict]) -> str:
         ("cpu: plain step ms", "cpu_plain_period_ms", ".2f"),
         ("cpu: t-o step ms", "cpu_t_o_period_ms", ".2f"),
         ("cpu: plain / t-o per step", "cpu_t_o_over_plain_period", ".3f"),
+        ("cold fwd ms", "cold_forward_ms", ".2f"),
+        ("cold draft-extend ms", "cold_draft_extend_ms", ".2f"),
+        ("cold step ms", "cold_period_ms", ".2f"),
+        ("cold overhead ms", "cold_overhead_ms", ".2f"),
+        ("plain / cold per step", "cold_over_plain_period", ".3f"),
         ("load", "load_1m", ".1f"),
         ("spec step ms", "spec_period_ms", ".2f"),
         ("accept", "spec_accept_length", ".2f"),
@@ -270,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         "--interleave",
         action="store_true",
         help="both servers up, the idle one paused; plain, target-only and speculative windows rotated within each round",
+    )
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="also target-only with the cold-draft mark at 1 (the draft's extend skipped): its step's parts beside plain's",
     )
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", type=Path)

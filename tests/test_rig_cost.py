@@ -41,3 +41,31 @@ def test_the_patch_per_step_calls_are_timed_by_batch(monkeypatch):
     assert module.on_verified(None, [1, 0, 2], 3, None) == "counted"
     snap = step_timing.snapshot()
     assert snap["patch:on_decode_step"]["8"][0] == 1 and snap["patch:on_verified"]["3"][0] == 1
+
+
+def test_the_cold_arm_is_summarised_beside_plain_its_host_part_apart():
+    """``--cold``: target-only with the draft's extend skipped, its period less its forward
+    (and any extend) is the host's part; plain over it per step, overall and round by round."""
+
+    def row(period, fwd_key, fwd, extend=None, rounds=()):
+        r = {"batch": 16, "step_period": period, fwd_key: fwd, "load_1m": 1.0, "rounds": [{"step_period": p} for p in rounds]}
+        if extend is not None:
+            r["draft_extend"] = extend
+        return r
+
+    result = {
+        "models": "crossover",
+        "plain": [row(100.0, "target:DECODE", 97.0, rounds=(100.0, 90.0))],
+        "target_only": [row(106.0, "target:TARGET_VERIFY", 97.5, extend=5.0)],
+        "target_only_cold": [row(101.0, "target:TARGET_VERIFY", 97.5, rounds=(101.0, 100.0))],
+        "speculative": [row(300.0, "target:TARGET_VERIFY", 250.0, extend=9.0)],
+    }
+    (r,) = rig_cost.summarise(result)
+    assert r["cold_draft_extend_ms"] is None  # no extend ran in the cold windows
+    assert r["cold_overhead_ms"] == 101.0 - 97.5 and r["overhead_ms"] == 3.0
+    assert r["cold_over_plain_period"] == 100.0 / 101.0
+    assert r["cold_over_plain_by_round"] == [100.0 / 101.0, 0.9]
+    assert "plain / cold per step" in rig_cost.render([r])
+    result.pop("target_only_cold")  # a run without --cold: the columns are empty, not an error
+    (r,) = rig_cost.summarise(result)
+    assert r["cold_period_ms"] is None and r["cold_over_plain_by_round"] == []
