@@ -92,7 +92,8 @@ def _a_a(cells: dict[str, dict | None]) -> dict:
 
 
 def _ours_intervals(cells: dict[str, dict | None]) -> dict[str, dict[str, dict]]:
-    """Each of our arms over each rival (not ours): the geometric mean of the round-by-round
+    """Each of our arms over each rival (not ours; for the cold auto also the forced cold
+    target-only arm, one server, the mode it runs above N): the geometric mean of the round-by-round
     ratios and its 95 % interval. With ``--relaunch`` each round's pair is one launch of each
     server, so the interval carries the launches' own speeds, which are what it averages over."""
     out: dict[str, dict[str, dict]] = {}
@@ -100,7 +101,8 @@ def _ours_intervals(cells: dict[str, dict | None]) -> dict[str, dict[str, dict]]
         if ours not in cells:
             continue
         for rival in cells:
-            if rival not in OURS and (iv := paired_interval(paired(cells, ours, rival))):
+            fixed = rival not in OURS or (ours, rival) == (AUTO_COLD, TARGET_COLD)  # the cold auto's own fixed arm
+            if fixed and (iv := paired_interval(paired(cells, ours, rival))):
                 out.setdefault(ours, {})[rival] = iv
     return out
 

@@ -298,3 +298,10 @@ def test_the_cold_arm_is_reported_beside_plain_and_warm():
     assert "| target-only | target-only, draft cold | auto |" in table and "t-o cold / plain (per step)" in table, table
     assert "t-o cold / plain (tok/s), round by round: c=16 0.99" in table, table
     assert "| auto, draft cold above N |" in table and "auto cold / plain (tok/s), round by round: c=16 0.98" in table, table
+    for arm, v in tok.items():  # a second round: an interval needs two pairs
+        result["per_mode"][arm][0]["rounds"].append(
+            {"round": 1, "tok_s": v * (1.02 if arm == "auto_cold" else 1.0), "leftover": 0}
+        )
+    ours = mode_cost.summarise(result, [16], 8)["rows"][0]["ours_over_rival_interval"]
+    assert "target_only_cold" in ours["auto_cold"] and "target_only_cold" not in ours["auto"]  # only the cold auto's own arm
+    assert "auto_cold" not in ours["auto"] and ours["auto_cold"]["target_only_cold"]["n"] == 2
