@@ -25,11 +25,13 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    NoRun,
     UsageError,
     add_target_arguments,
     check_url,
     error,
     key_from_env,
+    no_run,
     target_profile,
     usage_error,
 )
@@ -56,7 +58,7 @@ def _target(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
     if args.url:
         check_url(args.url)
         return args.url, key_from_env(args.api_key_env, "--api-key-env"), args.state_dir
-    profile, state = target_profile(args)
+    profile, state = target_profile(args, existing=True)  # --demo: its recorded run, never a guessed port
     return profile.url, profile.api_key(), str(state) if state else None
 
 
@@ -98,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         url, key, state_dir = _target(args)
     except UsageError as exc:
         return usage_error(str(exc))
+    except NoRun as exc:
+        return no_run(args, exc)
     stale = None
     try:
         reading = read_server(url, key)

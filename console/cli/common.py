@@ -228,9 +228,15 @@ def run_async(coro_fn: Callable[[argparse.Namespace], Awaitable[int]], args: arg
     except UsageError as exc:
         return usage_error(str(exc))
     except NoRun as exc:
-        if getattr(args, "json", False):  # a script reading stdout gets the reason too, as a stopped profile's `{"error"}`
-            import json  # noqa: PLC0415
+        return no_run(args, exc)
 
-            print(json.dumps({"error": strip_controls(str(exc)), "running": False}), flush=True)
-        error(str(exc))
-        return EXIT_FAILED
+
+def no_run(args: argparse.Namespace, exc: NoRun) -> int:
+    """No run to read (the demo's, say): the reason on stderr and, with --json, on stdout
+    too (a script reading stdout gets it, as a stopped profile's ``{"error"}``); exit 1."""
+    if getattr(args, "json", False):
+        import json  # noqa: PLC0415
+
+        print(json.dumps({"error": strip_controls(str(exc)), "running": False}), flush=True)
+    error(str(exc))
+    return EXIT_FAILED

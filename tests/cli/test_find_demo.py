@@ -38,6 +38,8 @@ def test_status_threshold_verify_stop_find_the_demo_on_another_port(state_dir, g
     snap = json.loads(r.stdout)
     assert r.returncode == 0, r.stderr
     assert snap["url"] == f"http://127.0.0.1:{rec.port}" and snap["run"]["pid"] == rec.pid
+    r = cli("advise", "--demo", "--json")  # the run's port, not the profile's
+    assert r.returncode == 0 and json.loads(r.stdout)["url"] == f"http://127.0.0.1:{rec.port}", r.stdout + r.stderr
     r = cli("threshold", "8", "--demo")
     assert r.returncode == 0 and r.stdout.startswith("applied"), r.stdout + r.stderr
     assert "[True]" not in r.stdout and "ranks" in r.stdout  # "on 1/1 DP ranks", not a repr
@@ -82,7 +84,13 @@ def test_dry_run_checks_that_the_interpreter_can_import_sglang(tmp_path, state_d
 def test_demo_without_a_run_says_so_and_probes_nothing(state_dir):
     """Issue 23 item 1: with no demo run, `status --demo` and `threshold --demo` probed a
     port picked for a run that is not there (30000, or a random free one)."""
-    for args in (("status", "--demo"), ("threshold", "--demo"), ("threshold", "7", "--demo"), ("verify", "--demo")):
+    for args in (
+        ("status", "--demo"),
+        ("threshold", "--demo"),
+        ("threshold", "7", "--demo"),
+        ("verify", "--demo"),
+        ("advise", "--demo"),
+    ):
         r = cli(*args)
         assert r.returncode == 1, (args, r.stdout, r.stderr)
         assert "no demo run in" in r.stderr and "specconsole demo" in r.stderr, (args, r.stderr)
@@ -92,7 +100,7 @@ def test_demo_without_a_run_says_so_and_probes_nothing(state_dir):
 def test_demo_without_a_run_answers_json_on_stdout_with_json(state_dir):
     """`status --json`, `threshold --json` and `setting --json` with no demo run printed
     nothing on stdout (the reason on stderr only): a script reading the JSON got no answer."""
-    for args in (("status",), ("threshold",), ("threshold", "7"), ("setting", "force")):
+    for args in (("status",), ("threshold",), ("threshold", "7"), ("setting", "force"), ("advise", "--demo")):
         r = cli(*args, "--json")
         assert r.returncode == 1, (args, r.stdout, r.stderr)
         answer = json.loads(r.stdout)
