@@ -197,8 +197,8 @@ def summarise(result: dict) -> list[dict]:
     for plain, t_o, spec, cold in zip(result["plain"], result[decision.TARGET_ONLY], result[decision.SPECULATIVE], colds):
         fwd = plain.get("target:DECODE")
         period = plain.get("step_period")
-        overhead = period - fwd if period is not None and fwd is not None else None
-        to_fwd = t_o.get("target:TARGET_VERIFY") or t_o.get("target:DECODE")
+        overhead = _overhead(plain)
+        to_fwd = _forward(t_o)
         rows.append(
             {
                 "models": result["models"],
@@ -219,12 +219,12 @@ def summarise(result: dict) -> list[dict]:
                 "spec_accept_length": spec.get("accept_length"),
                 "t_o_over_plain_period": _ratio(plain.get("step_period"), t_o.get("step_period")),
                 "cpu_plain_forward_ms": plain.get("cpu:target:DECODE"),
-                "cpu_t_o_forward_ms": t_o.get("cpu:target:TARGET_VERIFY") or t_o.get("cpu:target:DECODE"),
+                "cpu_t_o_forward_ms": _forward(t_o, "cpu:"),
                 "cpu_t_o_draft_extend_ms": t_o.get("cpu:draft_extend"),
                 "cpu_plain_period_ms": plain.get("cpu:step_period"),
                 "cpu_t_o_period_ms": t_o.get("cpu:step_period"),
                 "cpu_t_o_over_plain_period": _ratio(plain.get("cpu:step_period"), t_o.get("cpu:step_period")),
-                "cold_forward_ms": cold.get("target:TARGET_VERIFY") or cold.get("target:DECODE"),
+                "cold_forward_ms": _forward(cold),
                 "cold_draft_extend_ms": cold.get("draft_extend"),
                 "cold_period_ms": cold.get("step_period"),
                 "cold_overhead_ms": _overhead(cold),
@@ -236,9 +236,14 @@ def summarise(result: dict) -> list[dict]:
     return rows
 
 
+def _forward(row: dict, column: str = "") -> float | None:
+    """The target's forward of a step: the verify path's on the patched server, else decode's."""
+    return row.get(f"{column}target:TARGET_VERIFY") or row.get(f"{column}target:DECODE")
+
+
 def _overhead(row: dict) -> float | None:
     """A step's period less its target forward and its draft-extend: the host's own part."""
-    fwd = row.get("target:TARGET_VERIFY") or row.get("target:DECODE")
+    fwd = _forward(row)
     period = row.get("step_period")
     return period - fwd - (row.get("draft_extend") or 0.0) if period is not None and fwd is not None else None
 

@@ -38,14 +38,18 @@ def set_threshold(server: RigServer, n: int) -> None:
     assert res and all(x is True for x in res), f"threshold {n} refused: {res}"
 
 
+def _greedy(max_new: int) -> dict:
+    return {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}
+
+
+def _generate(server: RigServer, prompts: list[list[int]], params: dict | list[dict], timeout: float) -> list[list[int]]:
+    out = server.request("/generate", {"input_ids": prompts, "sampling_params": params}, timeout=timeout)
+    return [o["output_ids"] for o in out]
+
+
 def generate_ids(server: RigServer, prompts: list[list[int]], max_new: int, timeout: float = 600) -> list[list[int]]:
     """Greedy outputs (token ids) of ``prompts``, sent as ONE batch request."""
-    out = server.request(
-        "/generate",
-        {"input_ids": prompts, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}},
-        timeout=timeout,
-    )
-    return [o["output_ids"] for o in out]
+    return _generate(server, prompts, _greedy(max_new), timeout)
 
 
 class LogWindow:
@@ -211,9 +215,7 @@ def flip_while_running(server: RigServer, prompts: list[list[int]], max_new: int
 def generate_each(server: RigServer, prompts: list[list[int]], lengths: list[int], timeout: float = 600) -> list[list[int]]:
     """Greedy outputs of ``prompts``, ``lengths[i]`` new tokens for prompt i, sent as ONE
     batch request: they reach the scheduler together, whatever the client's load."""
-    params = [{"max_new_tokens": n, "temperature": 0, "ignore_eos": True} for n in lengths]
-    out = server.request("/generate", {"input_ids": prompts, "sampling_params": params}, timeout=timeout)
-    return [o["output_ids"] for o in out]
+    return _generate(server, prompts, [_greedy(n) for n in lengths], timeout)
 
 
 def waves(server: RigServer, prompts: list[list[int]], lengths: list[int]) -> SwitchRun:
