@@ -38,18 +38,14 @@ def set_threshold(server: RigServer, n: int) -> None:
     assert res and all(x is True for x in res), f"threshold {n} refused: {res}"
 
 
-def _greedy(max_new: int) -> dict:
-    return {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}
-
-
-def _generate(server: RigServer, prompts: list[list[int]], params: dict | list[dict], timeout: float) -> list[list[int]]:
-    out = server.request("/generate", {"input_ids": prompts, "sampling_params": params}, timeout=timeout)
-    return [o["output_ids"] for o in out]
-
-
 def generate_ids(server: RigServer, prompts: list[list[int]], max_new: int, timeout: float = 600) -> list[list[int]]:
     """Greedy outputs (token ids) of ``prompts``, sent as ONE batch request."""
-    return _generate(server, prompts, _greedy(max_new), timeout)
+    out = server.request(
+        "/generate",
+        {"input_ids": prompts, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}},
+        timeout=timeout,
+    )
+    return [o["output_ids"] for o in out]
 
 
 class LogWindow:
@@ -212,23 +208,14 @@ def flip_while_running(server: RigServer, prompts: list[list[int]], max_new: int
     return SwitchRun(outputs, _switches(win.text()))
 
 
-def generate_each(server: RigServer, prompts: list[list[int]], lengths: list[int], timeout: float = 600) -> list[list[int]]:
-    """Greedy outputs of ``prompts``, ``lengths[i]`` new tokens for prompt i, sent as ONE
-    batch request: they reach the scheduler together, whatever the client's load."""
-    return _generate(server, prompts, [_greedy(n) for n in lengths], timeout)
-
-
 def waves(server: RigServer, prompts: list[list[int]], lengths: list[int]) -> SwitchRun:
     """Changing concurrency under the automatic rule: the first half of ``prompts`` at
     once (their lengths differ, so the batch shrinks as they finish); the second half
-    joins once the server has switched back to speculative. Each half is one batch request:
-    sent as one request a prompt from threads, a loaded client's requests reached the server
-    one after another (a 16-token request ends in ~30 ms on the trained pair) and the first
-    wave never went above N."""
+    joins once the server has switched back to speculative."""
     half = len(prompts) // 2
     win = LogWindow(server)
-    first = Background(lambda: generate_each(server, prompts[:half], lengths[:half]))
-    win.wait(lambda: TO_SPECULATIVE in win.text() or not first.alive(), "the switch back to speculative")
-    second = Background(lambda: generate_each(server, prompts[half:], lengths[half:]))
-    outputs = first.result() + second.result()
+    first = [Background(lambda p=p, n=n: generate_ids(server, [p], n)[0]) for p, n in zip(prompts[:half], lengths[:half])]
+    win.wait(lambda: TO_SPECULATIVE in win.text() or not any(j.alive() for j in first), "the switch back to speculative")
+    second = [Background(lambda p=p, n=n: generate_ids(server, [p], n)[0]) for p, n in zip(prompts[half:], lengths[half:])]
+    outputs = [job.result() for job in first + second]
     return SwitchRun(outputs, _switches(win.text()))
