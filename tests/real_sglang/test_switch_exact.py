@@ -43,6 +43,13 @@ MAX_NEW = 110  # the reference length; every run compares a prefix
 PROMPTS = [prompt_ids(i, 2 * PERIOD + 5 * (i % 3)) for i in range(8)]
 PROBE = prompt_ids(100)  # the warm-draft request
 WAVE_LENGTHS = [16, 24, 32, 100, 40, 48, 56, 64]  # first half shrinks to one, then 4 join
+# On the mixed-chunk server the second wave must join the first wave's last request while it
+# runs. The rule switches back at batch 1, that request's token 32; it then has LONG_NEW - 32
+# tokens left, ~99 speculative steps at the trained pair's 3 a step, for the client to see the
+# switch and send the second wave (with 100 it had ~23: a loaded client on 3 workers missed
+# it). The trained target keeps its period-k pattern for ~348 new tokens of this prompt.
+LONG_NEW = 3 * MAX_NEW
+MIXED_WAVE_LENGTHS = [16, 24, 32, LONG_NEW, 40, 48, 56, 64]
 # SGLang's mixed chunked prefill (supported with EAGLE-3 in 0.5.23: a mixed step decodes the
 # running requests one plain token each beside the new prefill), on the synchronous server
 MIXED_CHUNK = ("--enable-mixed-chunk",)
@@ -63,13 +70,20 @@ FLAGS = {"trained": {}, "random": {"extra": RANDOM_KV, "seeded": True}}
 
 
 def reference(pool: OneAtATime, models: str) -> dict:
-    """Plain-server outputs of PROMPTS and PROBE (computed once per model kind)."""
+    """Plain-server outputs of PROMPTS and PROBE (MAX_NEW tokens), and of the long wave's
+    prompt (LONG_NEW tokens), in one batch request (computed once per model kind)."""
     key = ("reference", models)
     if key not in pool.cache:
         server = pool.get(Spec(models, patched=False, **FLAGS[models]))
-        outs = sw.generate_ids(server, [*PROMPTS, PROBE], MAX_NEW)
-        pool.cache[key] = {"prompts": outs[:-1], "probe": outs[-1]}
+        long_at = MIXED_WAVE_LENGTHS.index(LONG_NEW)
+        outs = sw.generate_each(server, [*PROMPTS, PROBE, PROMPTS[long_at]], [MAX_NEW] * (len(PROMPTS) + 1) + [LONG_NEW])
+        pool.cache[key] = {"prompts": outs[: len(PROMPTS)], "probe": outs[len(PROMPTS)], "long": {long_at: outs[-1]}}
     return pool.cache[key]
+
+
+def wave_reference(ref: dict, lengths: list[int]) -> list[list[int]]:
+    """The plain outputs the waves of ``lengths`` compare against (a prefix each)."""
+    return [ref["long"][i] if n > MAX_NEW else out for i, (out, n) in enumerate(zip(ref["prompts"], lengths))]
 
 
 def assert_same_tokens(got: list[list[int]], want: list[list[int]]) -> None:
@@ -84,12 +98,16 @@ def assert_same_tokens(got: list[list[int]], want: list[list[int]]) -> None:
 
 class _TokenExact:
     SPEC: Spec
+    WAVES = WAVE_LENGTHS
 
     def test_plain_reference(self, pool):
         ref = reference(pool, self.SPEC.models)
         assert all(len(o) == MAX_NEW for o in ref["prompts"])
+        assert [len(o) for o in ref["long"].values()] == [LONG_NEW]
+        for i, out in ref["long"].items():  # the long run's first MAX_NEW are the batch's
+            assert out[:MAX_NEW] == ref["prompts"][i]
         if self.SPEC.models == "trained":  # the target continues the period-k pattern
-            for prompt, out in zip(PROMPTS, ref["prompts"]):
+            for prompt, out in [*zip(PROMPTS, ref["prompts"]), *((PROMPTS[i], o) for i, o in ref["long"].items())]:
                 seq = prompt + out
                 assert all(seq[i] == seq[i - PERIOD] for i in range(len(prompt), len(seq)))
 
@@ -108,11 +126,11 @@ class _TokenExact:
         assert min(run.to_target_only, run.to_speculative) >= 5, run
 
     def test_automatic_switches_under_changing_concurrency_are_token_exact(self, pool):
-        want = reference(pool, self.SPEC.models)["prompts"]
+        want = wave_reference(reference(pool, self.SPEC.models), self.WAVES)
         server = pool.get(self.SPEC)
         start = len(server.log_text())
-        run = sw.waves(server, PROMPTS, WAVE_LENGTHS)
-        assert [len(o) for o in run.outputs] == WAVE_LENGTHS
+        run = sw.waves(server, PROMPTS, self.WAVES)
+        assert [len(o) for o in run.outputs] == self.WAVES
         assert_same_tokens(run.outputs, want)
         # (the first wave may find the server target-only already: the previous test's
         # last forced mode; auto keeps it while the batch is > 2)
@@ -170,6 +188,7 @@ class _NegativeControl:
 
 class TestTrained(_WarmDraft):
     SPEC = Spec("trained", extra=MIXED_CHUNK)
+    WAVES = MIXED_WAVE_LENGTHS
 
 
 class TestTrainedNegativeControl(_NegativeControl):

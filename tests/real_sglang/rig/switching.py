@@ -38,14 +38,24 @@ def set_threshold(server: RigServer, n: int) -> None:
     assert res and all(x is True for x in res), f"threshold {n} refused: {res}"
 
 
+def _greedy(max_new: int) -> dict:
+    return {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}
+
+
+def _generate(server: RigServer, prompts: list[list[int]], params: dict | list[dict], timeout: float) -> list[list[int]]:
+    out = server.request("/generate", {"input_ids": prompts, "sampling_params": params}, timeout=timeout)
+    return [o["output_ids"] for o in out]
+
+
 def generate_ids(server: RigServer, prompts: list[list[int]], max_new: int, timeout: float = 600) -> list[list[int]]:
     """Greedy outputs (token ids) of ``prompts``, sent as ONE batch request."""
-    out = server.request(
-        "/generate",
-        {"input_ids": prompts, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}},
-        timeout=timeout,
-    )
-    return [o["output_ids"] for o in out]
+    return _generate(server, prompts, _greedy(max_new), timeout)
+
+
+def generate_each(server: RigServer, prompts: list[list[int]], lengths: list[int], timeout: float = 600) -> list[list[int]]:
+    """Greedy outputs of ``prompts``, ``lengths[i]`` new tokens for prompt i, sent as ONE
+    batch request: they reach the scheduler together, whatever the client's load."""
+    return _generate(server, prompts, [_greedy(n) for n in lengths], timeout)
 
 
 class LogWindow:
@@ -211,11 +221,18 @@ def flip_while_running(server: RigServer, prompts: list[list[int]], max_new: int
 def waves(server: RigServer, prompts: list[list[int]], lengths: list[int]) -> SwitchRun:
     """Changing concurrency under the automatic rule: the first half of ``prompts`` at
     once (their lengths differ, so the batch shrinks as they finish); the second half
-    joins once the server has switched back to speculative."""
+    joins once the server has switched back to speculative.
+
+    Each half is ONE batch request, so its prompts reach the scheduler together however
+    slow the client is (sent a prompt a request from threads, a loaded client's first wave
+    arrived one by one and never went above N). What is left to the client is how soon the
+    second wave follows the switch back: for it to join a running request (the mixed-chunk
+    check), the first wave's longest request must outlast that reaction, so the caller sizes
+    it (test_switch_exact.py's MIXED_WAVE_LENGTHS)."""
     half = len(prompts) // 2
     win = LogWindow(server)
-    first = [Background(lambda p=p, n=n: generate_ids(server, [p], n)[0]) for p, n in zip(prompts[:half], lengths[:half])]
-    win.wait(lambda: TO_SPECULATIVE in win.text() or not any(j.alive() for j in first), "the switch back to speculative")
-    second = [Background(lambda p=p, n=n: generate_ids(server, [p], n)[0]) for p, n in zip(prompts[half:], lengths[half:])]
-    outputs = [job.result() for job in first + second]
+    first = Background(lambda: generate_each(server, prompts[:half], lengths[:half]))
+    win.wait(lambda: TO_SPECULATIVE in win.text() or not first.alive(), "the switch back to speculative")
+    second = Background(lambda: generate_each(server, prompts[half:], lengths[half:]))
+    outputs = first.result() + second.result()
     return SwitchRun(outputs, _switches(win.text()))
