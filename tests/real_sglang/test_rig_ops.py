@@ -42,6 +42,52 @@ def test_assign_req_to_token_pool_rejects_short_out_cache_loc():
         ops.assign_req_to_token_pool_cpu(torch.tensor([0]), r2t, torch.tensor([0]), torch.tensor([3]), torch.tensor([1]), 8)
 
 
+def _loop_assign(rpi, r2t, start, end, locs):
+    """The per-request loop the vectorized stand-ins replaced: the reference."""
+    pos = 0
+    for row, s, e in zip(rpi.tolist(), start.tolist(), end.tolist()):
+        r2t[row, s:e] = locs[pos : pos + e - s].to(r2t.dtype)
+        pos += e - s
+
+
+def _loop_extend(rpi, r2t, start, end, out):
+    pos = 0
+    for row, s, e in zip(rpi.tolist(), start.tolist(), end.tolist()):
+        out[pos : pos + e - s] = r2t[row, s:e].to(out.dtype)
+        pos += e - s
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_vectorized_segment_ops_match_the_loop_at_random_batches(seed):
+    """Random batches up to 48 requests, segments of 0-5 slots (steps-0 and verify widths,
+    an empty one included): the vectorized ops write what the loop writes, no more."""
+    g = torch.Generator().manual_seed(seed)
+    rows_n, pool_len = 64, 64
+    bs = int(torch.randint(1, 49, (1,), generator=g))
+    rpi = torch.randperm(rows_n, generator=g)[:bs].to(torch.int64)
+    start = torch.randint(0, pool_len - 6, (bs,), generator=g).to(torch.int32)
+    end = start + torch.randint(0, 6, (bs,), generator=g).to(torch.int32)
+    total = int((end - start).sum())
+    locs = torch.randint(0, 10_000, (total + 3,), generator=g)
+    base = torch.randint(0, 10_000, (rows_n, pool_len), generator=g).to(torch.int32)
+    want, got = base.clone(), base.clone()
+    _loop_assign(rpi, want, start, end, locs)
+    ops.assign_req_to_token_pool_cpu(rpi, got, start, end, locs, pool_len)
+    assert torch.equal(got, want)
+    want_out, got_out = torch.full((total + 3,), -7), torch.full((total + 3,), -7)
+    _loop_extend(rpi, base, start, end, want_out)
+    ops.assign_extend_cache_locs_cpu(rpi, base, start, end, got_out, pool_len)
+    assert torch.equal(got_out, want_out)
+    # the bonus token: the last accepted of each request (stride = draft tokens a request)
+    stride = 4
+    accept = torch.randint(0, 1000, (bs, stride), generator=g).to(torch.int32)
+    lens = torch.randint(1, stride + 1, (bs,), generator=g).to(torch.int32)
+    bonus = torch.zeros(bs + 2, dtype=torch.int32)
+    ops.fill_bonus_tokens_cpu(accept, lens, bonus, stride)
+    assert bonus[:bs].tolist() == [accept[i, n - 1].item() for i, n in enumerate(lens.tolist())]
+    assert bonus[bs:].tolist() == [0, 0]
+
+
 def test_draft_cache_locs_and_draft_decode_metadata():
     r2t, topk, steps = _pool(), 2, 3
     rpi, seq = torch.tensor([3, 1]), torch.tensor([5, 9])
