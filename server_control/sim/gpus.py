@@ -1,8 +1,9 @@
 """The simulated GPUs (``GET /sim/gpus``, server_control/protocol/sim_gpus.py): one per rank,
 numbers that follow the scheduler's load as a GPU's do under SGLang.
 
-- utilisation: the share of simulated time the last window spent in steps (NVML's
-  "a kernel was running"), the same for every rank of a step;
+- utilisation: the share of the last window's simulated time spent in steps (NVML's
+  "a kernel was running"), the same for every rank of a step; the window counts time in
+  steps and time idle, not time the scheduler fell behind a starved machine's clock;
 - memory: flat, as SGLang's (weights, the KV pool allocated at start, the graphs and a
   little workspace that grows with load: `--mem-fraction-static` of an 80 GB card);
 - power and temperature: idle plus a share proportional to utilisation (an H100 SXM: 700 W).
@@ -33,15 +34,20 @@ class SimGpus:
         self._marks: collections.deque[tuple[float, float]] = collections.deque(maxlen=64)  # (sim time, busy s)
 
     def utilisation(self) -> int:
-        """Percent of the last ``WINDOW_S`` simulated seconds spent in steps."""
+        """Percent of the last ``WINDOW_S`` simulated seconds spent in steps, counted over the
+        time spent in steps or idle: when the machine is too slow for the simulated pace, the
+        scheduler falls behind the clock with work waiting, and that time is neither (on a
+        starved machine the wall-derived share read 31 % for a server stepping back to back)."""
         with self.sched.cond:
-            now, busy = self.sched.clock.now(), self.sched.stats.busy_seconds
+            busy, idle = self.sched.activity()
+        now = busy + idle
         self._marks.append((now, busy))
         while len(self._marks) > 2 and self._marks[1][0] <= now - WINDOW_S:
             self._marks.popleft()
         t0, b0 = self._marks[0]
         if now - t0 <= 0:  # the first reading: the share since the server became ready
-            t0, b0 = now - self.sched.serving_seconds(), 0.0
+            b0, idle0 = self.sched.ready_activity
+            t0 = b0 + idle0
         if now - t0 <= 0:
             return 0
         return max(0, min(100, round(100 * (busy - b0) / (now - t0))))

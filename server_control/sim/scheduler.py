@@ -91,6 +91,8 @@ class Scheduler:
         self._thread = threading.Thread(target=self._run, name="sim-scheduler", daemon=True)
         self._ready_at = 0.0
         self._vnow = 0.0
+        self._idle_since: float | None = None  # simulated time the scheduler last went idle
+        self.ready_activity = (0.0, 0.0)  # activity() when serving started
         self._resync = False
         self.ready = False
         self.interval = {"t": 0.0, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
@@ -106,9 +108,19 @@ class Scheduler:
         """Serving starts: built-in traffic and fault timers count from here."""
         with self.cond:
             self._ready_at = self.clock.now()
+            self.ready_activity = self.activity()  # the GPUs' first reading counts from here
             self.ready = True
             self._resync = True  # serving starts on a fresh step clock
             self.cond.notify()
+
+    def activity(self) -> tuple[float, float]:
+        """Simulated seconds spent in steps and with nothing to run, so far (under ``cond``).
+        Their sum leaves out the time the loop fell behind the clock with work waiting (a
+        starved machine): a GPU stepping back to back is busy however slow its host."""
+        idle = self.stats.idle_seconds
+        if self._idle_since is not None:
+            idle += max(0.0, self.clock.now() - self._idle_since)
+        return self.stats.busy_seconds, idle
 
     def serving_seconds(self) -> float:
         return self.clock.now() - self._ready_at if self.ready else 0.0
@@ -213,9 +225,14 @@ class Scheduler:
                 new = self._admit()
                 if not self.running:
                     self._set_idle()
+                    if self._idle_since is None:
+                        self._idle_since = self.clock.now()
                     last_end = last_wall = last_vend = None
                     self.cond.wait(self._idle_timeout())
                     continue
+                if self._idle_since is not None:
+                    self.stats.idle_seconds += max(0.0, self.clock.now() - self._idle_since)
+                    self._idle_since = None
             decoding = [r for r in self.running if r not in new]
             batch = len(decoding)
             lines = []

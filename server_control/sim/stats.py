@@ -21,6 +21,7 @@ class Stats:
     generation_tokens_total: int = 0
     finished_total: int = 0
     busy_seconds: float = 0.0  # simulated seconds spent in steps (the GPUs' utilisation: sim/gpus.py)
+    idle_seconds: float = 0.0  # simulated seconds with nothing to run, to the last idle's end (sim/gpus.py)
 
 
 @dataclass
