@@ -120,10 +120,18 @@ class _TokenExact:
         assert sync is not self.SPEC.overlap
 
     def test_forced_flips_every_3_steps_are_token_exact(self, pool):
+        """At least 5 forced switches each way while batches run, every output token-exact.
+        How many flips the client makes in one batch depends on its speed (a loaded fresh
+        clone made 5 and 4), so up to 3 batches run, each checked, their switches summed."""
         want = reference(pool, self.SPEC.models)["prompts"]
-        run = sw.flip_while_running(pool.get(self.SPEC), PROMPTS, MAX_NEW, every=3)
-        assert_same_tokens(run.outputs, want)
-        assert min(run.to_target_only, run.to_speculative) >= 5, run
+        server = pool.get(self.SPEC)
+        to_target_only = to_speculative = batches = 0
+        while batches < 3 and min(to_target_only, to_speculative) < 5:
+            run = sw.flip_while_running(server, PROMPTS, MAX_NEW, every=3)
+            assert_same_tokens(run.outputs, want)
+            to_target_only, to_speculative = to_target_only + run.to_target_only, to_speculative + run.to_speculative
+            batches += 1
+        assert min(to_target_only, to_speculative) >= 5, (to_target_only, to_speculative, batches)
 
     def test_automatic_switches_under_changing_concurrency_are_token_exact(self, pool):
         want = wave_reference(reference(pool, self.SPEC.models), self.WAVES)
