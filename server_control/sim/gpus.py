@@ -31,7 +31,7 @@ class SimGpus:
     def __init__(self, sched: Scheduler, count: int) -> None:
         self.sched = sched
         self.count = max(1, count)
-        self._marks: collections.deque[tuple[float, float]] = collections.deque(maxlen=64)  # (sim time, busy s)
+        self._marks: collections.deque[tuple[float, float]] = collections.deque(maxlen=64)  # (busy + idle s, busy s)
 
     def utilisation(self) -> int:
         """Percent of the last ``WINDOW_S`` simulated seconds spent in steps, counted over the

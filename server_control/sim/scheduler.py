@@ -225,8 +225,6 @@ class Scheduler:
                 new = self._admit()
                 if not self.running:
                     self._set_idle()
-                    if self._idle_since is None:
-                        self._idle_since = self.clock.now()
                     last_end = last_wall = last_vend = None
                     self.cond.wait(self._idle_timeout())
                     continue
@@ -365,6 +363,8 @@ class Scheduler:
         s.token_usage = 0.0
         s.gen_throughput = 0.0
         self._vnow = self.clock.now()
+        if self._idle_since is None:  # the idle stretch starts (activity() counts it)
+            self._idle_since = self._vnow
         if self.curves is not None:
             self.curves.idle()
         self.interval = {"t": self._vnow, "tokens": 0, "spec_steps": 0, "spec_tokens": 0}
