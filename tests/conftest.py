@@ -3,6 +3,7 @@ and, under pytest-xdist, the real-SGLang tier kept in one worker."""
 
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -17,6 +18,11 @@ _WORKERS: list[WorkerLoad | None] = [None]  # this process's (pytest_runtest_log
 # every `specconsole supervise` a test starts (a run's own detached supervisor included)
 # ends within this, whatever the test's cleanup reached: none outlives the run by long
 os.environ.setdefault("SPECCONSOLE_SUPERVISE_MAX_S", "420")
+# pytest keeps each test module's assertion-rewritten bytecode beside it (a `-pytest-` .pyc
+# in __pycache__) unless bytecode writing is off, and these machines set
+# PYTHONDONTWRITEBYTECODE=1: every xdist worker then rewrote every test module at every
+# collection (~4 of its ~9 CPU-s). This process writes them; its children keep the variable.
+sys.dont_write_bytecode = False
 
 
 def pytest_configure(config):

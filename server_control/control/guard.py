@@ -61,6 +61,7 @@ class SettingGuard:
         self._mine: dict[str, object] = {}  # the last value this session set, per key
         self._busy: set[str] = set()  # keys this session is changing now
         self._seen: dict[str, object] | None = None  # the settings at the previous reachable poll
+        self._last_seen: dict[str, object] | None = None  # the same, kept across a gap (None: no poll yet)
         self._reachable_at: float | None = None  # when a poll last reached the server
         self._reapplied: dict[str, object] = {}  # per key, the re-apply (its op) said last
         self._journal_file: Path | None = None
@@ -173,9 +174,11 @@ class SettingGuard:
             return []
         now = shown(sample)
         before, self._seen = self._seen, now
+        across, self._last_seen = self._last_seen, now
         last_reached, self._reachable_at = self._reachable_at, time.time()
         if before is None:  # the first poll, or the first after a gap (a restart in between)
-            return self._carried_back(now, last_reached)
+            back = self._carried_back(now, last_reached)
+            return back if back else self._tuned_across_gap(across, now)
         out = []
         for key, new in now.items():
             old = before.get(key)
@@ -200,6 +203,21 @@ class SettingGuard:
             out.append((key, old, new, e.who if e is not None else ""))
         said = {key for key, *_ in out}
         return out + self._carried_back({k: v for k, v in now.items() if k not in said and before.get(k) == v}, last_reached)
+
+    def _tuned_across_gap(
+        self, across: dict[str, object] | None, now: dict[str, object]
+    ) -> list[tuple[str, object, object, str]]:
+        """N moved by the server's own tuner while polls did not reach it (a poll that timed out
+        on a loaded machine): the first poll after the gap shows N at the server's last move's
+        ``new``, not at the N the last poll before the gap showed. Said as the server's move, as
+        a poll in between would have said it; a session's first poll (``across`` None) says none."""
+        key = runtime_settings.THRESHOLD.key
+        old, new = (across or {}).get(key), now.get(key)
+        if self._move is None or old is None or new is None or _same(key, old, new) or key in self._busy:
+            return []
+        if not _same(key, self._move.new, new) or (key in self._mine and _same(key, self._mine[key], new)):
+            return []
+        return [(key, old, new, AUTO_TUNED)]
 
     def _carried_back(self, now: dict[str, object], since: float | None) -> list[tuple[str, object, object, str]]:
         """Values a poll shows unchanged from the last one it could compare (or after a gap)

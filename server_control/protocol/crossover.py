@@ -162,11 +162,12 @@ def _nearest_index(points: tuple[Point, ...]) -> dict[str, list[int]]:
 
 def _fits_from(
     points: tuple[Point, ...],
-    draws: list[tuple[float, float]] | None = None,
+    draws: dict[int, tuple[float, float]] | None = None,
     nearest: dict[str, list[int]] | None = None,
 ) -> dict[str, Fit]:
     """The lines of both modes; ``draws``: one bootstrap draw of each point's (step
-    seconds, tokens per step), by position; ``nearest``: ``_nearest_index(points)``."""
+    seconds, tokens per step), by position (the positions ``nearest`` names); ``nearest``:
+    ``_nearest_index(points)``."""
     nearest = nearest if nearest is not None else _nearest_index(points)
     fits = {}
     for mode in (SPECULATIVE, TARGET_ONLY):
@@ -328,6 +329,7 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
     rng = random.Random(seed)
     draws_n = []
     nearest = _nearest_index(points)
+    used = sorted({*nearest[SPECULATIVE], *nearest[TARGET_ONLY]})  # only these enter the lines
     for _ in range(RESAMPLES):
         # the same estimator on each draw: by measurement where the point estimate was
         again = _by_measurement(pairs, fits, missing, _draw_diffs(pairs, rng)) if measured or missing else None
@@ -337,7 +339,10 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
             v, c = "speculation_wins", None
         else:
             gauss = rng.gauss
-            draws = [(max(1e-9, gauss(p.step_s, p.step_se)), max(0.0, gauss(p.tokens_per_step, p.tokens_se))) for p in points]
+            draws = {}
+            for i in used:
+                p = points[i]
+                draws[i] = (max(1e-9, gauss(p.step_s, p.step_se)), max(0.0, gauss(p.tokens_per_step, p.tokens_se)))
             v, c = _crossover(_fits_from(points, draws, nearest))
         draws_n.append(_suggest(v, c))
     draws_n.sort()

@@ -89,3 +89,30 @@ def test_the_status_bar_says_auto_tuned_with_its_evidence():
 
     tc = SettingChange(10, ChangeState.AUTO_TUNED, f"auto-tuned 8 -> 10 ({EV})", key=decision.THRESHOLD_KEY)
     assert change_text(tc).plain == f" auto-tuned 8 -> 10 ({EV})"
+
+
+async def test_a_move_made_while_a_poll_failed_is_said_as_the_servers(tmp_path):
+    """A poll that times out (a loaded machine) ends the guard's comparison: the next poll is
+    compared with nothing, as after a restart. A move of the server's own tuner in that gap was
+    journaled but never said (a three-worker fresh clone: the tuner went 10 -> 4 across such a
+    gap and settled; the screen said nothing in 30 s). It is said now, from the N the last poll
+    before the gap showed; a session's first poll still says nothing, and an N the server's
+    last move does not explain is no move of its own."""
+    from server_control.control.guard import AUTO_TUNED, SettingGuard
+    from server_control.control.settings import Control
+
+    control = Control(URL)
+    try:
+        guard = SettingGuard(control, URL, state_dir=tmp_path)
+        assert guard.elsewhere(poll(10, 0)) == []  # the session's first poll
+        assert guard.elsewhere(Sample(ts=0.0, reachable=False, error="timed out")) == []
+        (said,) = guard.elsewhere(poll(4, 3, 6, 4))
+        assert said == (decision.THRESHOLD_KEY, 10, 4, AUTO_TUNED)
+        assert guard.seen(*said).detail == f"auto-tuned 10 -> 4 ({EV})"
+        assert guard.elsewhere(poll(4, 3, 6, 4)) == []  # said once
+        guard.elsewhere(Sample(ts=0.0, reachable=False, error="timed out"))
+        assert guard.elsewhere(poll(5, 3, 6, 4)) == []  # 5: not the server's last move (an operator's)
+        first = SettingGuard(control, URL, state_dir=tmp_path)
+        assert first.elsewhere(poll(4, 3, 6, 4)) == []  # another session's first poll: no news
+    finally:
+        await control.aclose()
