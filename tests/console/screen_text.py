@@ -42,14 +42,23 @@ async def settle_log(pilot, app) -> None:
     await pilot.pause()
 
 
-async def answer_prompt(pilot, app, text: str) -> None:
-    """Type ``text`` into the open prompt and press enter."""
+async def prompt_input(pilot, app, timeout: float = 10.0):
+    """The open prompt's Input, once mounted: a key pushes the prompt screen at once, its
+    widgets a moment later (a loaded fresh clone queried it in between: NoMatches)."""
     from textual.widgets import Input
 
     from console.dialogs.prompt import PromptScreen
 
+    deadline = time.monotonic() + timeout
+    while not (isinstance(app.screen, PromptScreen) and app.screen.query(Input)) and time.monotonic() < deadline:
+        await pilot.pause(0.02)
     assert isinstance(app.screen, PromptScreen), app.screen
-    app.screen.query_one(Input).value = text
+    return app.screen.query_one(Input)
+
+
+async def answer_prompt(pilot, app, text: str) -> None:
+    """Type ``text`` into the open prompt and press enter."""
+    (await prompt_input(pilot, app)).value = text
     await pilot.press("enter")
     await pilot.pause()
 

@@ -17,7 +17,7 @@ from console.palette import ConsoleCommands
 from console.screens.help import HelpScreen, help_table
 from server_control.model.operation import OperationResult
 from server_control.model.snapshot import SettingChange, Switch
-from tests.console.screen_text import screen_text
+from tests.console.screen_text import prompt_input, screen_text
 
 
 async def test_threshold_keys_step_and_read_back(fake, make_app):
@@ -41,7 +41,7 @@ async def test_exact_threshold_prompt_validates(fake, make_app):
         await pilot.press("equals_sign")
         assert isinstance(app.screen, PromptScreen)
         for bad, reason in (("abc", "must be an integer"), ("-3", "must be >= 0"), ("99999", "absurd")):
-            app.screen.query_one(Input).value = bad
+            (await prompt_input(pilot, app)).value = bad
             await pilot.press("enter")
             await pilot.pause()
             assert isinstance(app.screen, PromptScreen)
