@@ -13,6 +13,7 @@ import pytest
 
 from server_control.host.ports import free_port
 from server_control.state import runs
+from tests.support.sim import light_ranks
 
 PROFILE_TEMPLATE = """\
 name = "{name}"
@@ -44,6 +45,7 @@ failures = 2
 max_lifetime = {lifetime}
 time_scale = 20.0
 load_time = 0.5
+light = {light}
 {sim_extra}
 """
 
@@ -82,6 +84,7 @@ def make_profile(tmp_path, state_dir):
                 keep_logs=keep_logs,
                 lifetime=lifetime,
                 sim_extra=sim_extra,
+                light=str(light_ranks()).lower(),  # spawned ranks in the process suites (tests/support/sim.py)
             )
         )
         return path

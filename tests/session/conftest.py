@@ -11,6 +11,7 @@ import pytest
 
 from server_control.host.ports import free_port
 from server_control.state import runs
+from tests.support.sim import light_ranks
 
 PROFILE = """\
 name = "{name}"
@@ -38,6 +39,7 @@ traffic = "wave:12:20"
 time_scale = 20.0
 load_time = 1.0
 max_lifetime = 120.0
+light = {light}
 """
 
 
@@ -48,7 +50,13 @@ def sim_profile(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCONSOLE_STATE_DIR", str(state))
     path = tmp_path / "simtest.toml"
     path.write_text(
-        PROFILE.format(name=f"simtest{os.getpid()}", python=sys.executable, port=free_port(), log_dir=tmp_path / "logs")
+        PROFILE.format(
+            name=f"simtest{os.getpid()}",
+            python=sys.executable,
+            port=free_port(),
+            log_dir=tmp_path / "logs",
+            light=str(light_ranks()).lower(),  # spawned ranks in the process suites (tests/support/sim.py)
+        )
     )
     yield path
     for rec in runs.list_records(state):
