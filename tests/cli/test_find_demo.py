@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from console.cli.demo_target import demo_state_dir, demo_target
 from server_control.host.ports import free_port
 from server_control.supervision.supervisor import Supervisor
@@ -65,6 +67,7 @@ def test_help_texts(tmp_path):
     assert "--wait timed out" in cli("launch", "--help").stdout
 
 
+@pytest.mark.sglang  # the venv's dry run asks the real SGLang's parser (a fresh interpreter imports sglang: ~7 CPU-s)
 def test_dry_run_checks_that_the_interpreter_can_import_sglang(tmp_path, state_dir):
     no_site = tmp_path / "python-without-site"  # the venv's interpreter without site-packages
     no_site.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')

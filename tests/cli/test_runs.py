@@ -9,6 +9,7 @@ import signal
 
 import httpx
 import psutil
+import pytest
 
 from server_control.host import identity
 from server_control.state import runs
@@ -88,13 +89,17 @@ def test_launch_wait_restart_and_stop_commands(make_profile, groups, state_dir):
     assert again.returncode == 0 and "not running" in again.stdout
 
 
-def test_dry_run_and_bad_profile_exit_codes(tmp_path, state_dir, monkeypatch):
+@pytest.mark.sglang  # the dry run asks the real SGLang's parser about the shipped profile (it imports sglang: ~7 CPU-s)
+def test_dry_run_of_the_shipped_tp8_profile_masks_the_key(state_dir, monkeypatch):
     monkeypatch.setenv("SGLANG_API_KEY", "top-secret")
     r = cli("launch", "--profile", "eagle3-tp8", "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "top-secret" not in r.stdout and "SPECCONSOLE_API_KEY='****'" in r.stdout
     assert "--api-key" not in r.stdout
     assert "NCCL_IB_DISABLE=1" in r.stdout and "server_control.sglang_patch.serve" in r.stdout
+
+
+def test_bad_profile_exit_codes(tmp_path, state_dir):
     bad = tmp_path / "bad.toml"
     bad.write_text("[server]\nport = 'x'\n")
     r = cli("launch", "--profile", str(bad))

@@ -47,7 +47,14 @@ WAVE = "wave:12:20"  # 1..12 requests and back every 20 simulated seconds (1 s a
 # process (``--sim-light``, rank_objects.py: the same per-rank switch and log lines; a third
 # of the CPU under traffic, 0.08-0.10 CPU-s a second against 0.26-0.32, and half the start-up:
 # docs/cpu-rig.md "The fast loop").
-PROCESS_RANK_SUITES = ("tests/runs/", "tests/trust/", "tests/sim/", "tests/fleet/")
+PROCESS_RANK_SUITES = (
+    "tests/runs/",
+    "tests/trust/",
+    "tests/sim/",
+    "tests/fleet/",
+    "tests/cli/test_runs.py::test_supervisor_killed_server_survives_and_is_adopted",  # the ranks outlive a killed supervisor
+    "tests/session/test_session_profile.py",  # the session's stop leaves none of the run's processes
+)
 
 
 def light_ranks() -> bool:
