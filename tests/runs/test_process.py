@@ -54,9 +54,17 @@ def spawn(tmp_path, groups, ignore_term=False, life=60.0) -> process.Launched:
     return launched
 
 
+def _complete_lines(path) -> list[str]:
+    """The log's lines that have their newline: the keeper copies the run's output into the log
+    as it arrives, so a read can end inside a line (a loaded four-worker run read "leader
+    <pid>" before its " kids ..." half: IndexError)."""
+    text = path.read_text()
+    return text[: text.rfind("\n") + 1].splitlines()
+
+
 def kids_of(launched) -> list[int]:
     line = wait_for(
-        lambda: next((ln for ln in launched.log_path.read_text().splitlines() if ln.startswith("leader")), None),
+        lambda: next((ln for ln in _complete_lines(launched.log_path) if ln.startswith("leader")), None),
         what="the leader's pid line",
     )
     return [int(x) for x in line.split("kids")[1].split()]
