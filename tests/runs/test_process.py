@@ -55,9 +55,10 @@ def spawn(tmp_path, groups, ignore_term=False, life=60.0) -> process.Launched:
 
 
 def _complete_lines(path) -> list[str]:
-    """The log's lines that have their newline: the keeper copies the run's output into the log
-    as it arrives, so a read can end inside a line (a loaded four-worker run read "leader
-    <pid>" before its " kids ..." half: IndexError)."""
+    """The log's lines that have their newline: a line can reach the log in pieces (with
+    ``PYTHONUNBUFFERED=1``, set on these machines, ``print`` writes each of its parts), so a
+    read can end inside one (a loaded four-worker run read "leader <pid>" before its " kids
+    ..." part: IndexError)."""
     text = path.read_text()
     return text[: text.rfind("\n") + 1].splitlines()
 
