@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
+from pathlib import Path
 
 import httpx
 import psutil
@@ -14,6 +16,7 @@ import pytest
 from server_control.host import identity
 from server_control.state import runs
 from tests.support.cli import cli, read_until, start_cli
+from tests.support.sim import REPO_ROOT
 from tests.support.wait import wait_for
 
 
@@ -89,11 +92,33 @@ def test_launch_wait_restart_and_stop_commands(make_profile, groups, state_dir):
     assert again.returncode == 0 and "not running" in again.stdout
 
 
-@pytest.mark.sglang  # the dry run asks the real SGLang's parser about the shipped profile (it imports sglang: ~7 CPU-s)
-def test_dry_run_of_the_shipped_tp8_profile_masks_the_key(state_dir, monkeypatch):
+def _without_sglang(tmp_path) -> Path:
+    """The shipped tp8 profile run by this interpreter without its site-packages: the dry run
+    cannot ask SGLang's parser (it says so) and shows the command line all the same."""
+    python = tmp_path / "python-without-site"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    shipped = (REPO_ROOT / "assets" / "profiles" / "eagle3-tp8.toml").read_text()
+    assert 'python = ""' in shipped
+    path = tmp_path / "eagle3-tp8.toml"
+    path.write_text(shipped.replace('python = ""', f'python = "{python}"', 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    "parser",
+    [
+        # the real SGLang's parser is asked in a fresh interpreter (it imports sglang: ~7 CPU-s)
+        pytest.param("sglang", marks=pytest.mark.sglang),
+        "unreachable",  # the fast loop's: the same command line, masked, without the parser
+    ],
+)
+def test_dry_run_of_the_shipped_tp8_profile_masks_the_key(parser, tmp_path, state_dir, monkeypatch):
     monkeypatch.setenv("SGLANG_API_KEY", "top-secret")
-    r = cli("launch", "--profile", "eagle3-tp8", "--dry-run")
+    profile = "eagle3-tp8" if parser == "sglang" else str(_without_sglang(tmp_path))
+    r = cli("launch", "--profile", profile, "--dry-run")
     assert r.returncode == 0, r.stderr
+    assert ("cannot import sglang" in r.stderr) is (parser == "unreachable"), r.stderr
     assert "top-secret" not in r.stdout and "SPECCONSOLE_API_KEY='****'" in r.stdout
     assert "--api-key" not in r.stdout
     assert "NCCL_IB_DISABLE=1" in r.stdout and "server_control.sglang_patch.serve" in r.stdout
