@@ -5,7 +5,8 @@ also inside functions. What it cannot see is a module loaded at run time through
 (``importlib.import_module``, the CLI's command list): so a fresh interpreter imports the
 session layer and every headless command module and must not have loaded Textual, nor
 Rich, click or pygments, which httpx's own command-line client would bring
-(server_control/net/lean_httpx.py keeps it out).
+(server_control/net/lean_httpx.py keeps it out), nor torch, transformers or sglang (seconds
+a process: the patch and the rig import them where they run, never at the top).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from console.cli.main import COMMAND_MODULES, build_parser
 for name in COMMAND_MODULES:
     importlib.import_module(name)
 build_parser()
-heavy = ("textual", "rich", "click", "pygments", "httpx._main")
+heavy = ("textual", "rich", "click", "pygments", "httpx._main", "torch", "transformers", "safetensors", "sglang", "triton")
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy)))
 """
 LEAN = """

@@ -6,21 +6,28 @@ CUDA-graph capture needs."""
 from __future__ import annotations
 
 import pytest
-import torch
-import torch.nn.functional as F
 
-from gpu_bundle.ops import elementwise as ew
-from gpu_bundle.ops import sampling, spec_tree
-from tests.real_sglang.rig import spec_ops as ref
+from tests.support.lazy import lazy
+
+# imported by the first test that runs, not by every worker that collects this module (tests/support/lazy.py)
+torch = lazy("torch")
+F = lazy("torch.nn.functional")
+ew = lazy("gpu_bundle.ops.elementwise")
+sampling = lazy("gpu_bundle.ops.sampling")
+spec_tree = lazy("gpu_bundle.ops.spec_tree")
+ref = lazy("tests.real_sglang.rig.spec_ops")
+pytestmark = pytest.mark.xdist_group("torch")  # one worker imports torch for these (tests/conftest.py)
 
 
-def _x(*shape, dtype=torch.float32, seed=0):
+def _x(*shape, dtype=None, seed=0):
+    dtype = torch.float32 if dtype is None else dtype
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g).to(dtype)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rmsnorm_matches_torch_and_writes_out(dtype):
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_rmsnorm_matches_torch_and_writes_out(dtype_name):
+    dtype = getattr(torch, dtype_name)
     x, w = _x(5, 64, dtype=dtype), _x(64, dtype=dtype, seed=1)
     want = F.rms_norm(x.float(), (64,), w.float(), eps=1e-6).to(dtype)
     got = ew.rmsnorm(x, w, 1e-6)
@@ -46,7 +53,7 @@ def test_fused_add_rmsnorm_in_place():
 @pytest.mark.parametrize(
     "name,act",
     [
-        ("silu_and_mul", F.silu),
+        ("silu_and_mul", lambda t: F.silu(t)),
         ("gelu_and_mul", lambda t: F.gelu(t)),
         ("gelu_tanh_and_mul", lambda t: F.gelu(t, approximate="tanh")),
     ],
@@ -139,9 +146,10 @@ def _tree_outputs(bs, n, seq, mode):
     )
 
 
-@pytest.mark.parametrize("mode", [spec_tree.FULL_MASK, spec_tree.QLEN_ONLY])
+@pytest.mark.parametrize("mode_name", ["FULL_MASK", "QLEN_ONLY"])
 @pytest.mark.parametrize("bs,steps", [(1, 2), (4, 2), (3, 4), (2, 1)])
-def test_build_tree_matches_reference(mode, bs, steps):
+def test_build_tree_matches_reference(mode_name, bs, steps):
+    mode = getattr(spec_tree, mode_name)
     n, seq, parents, sel = _tree_inputs(bs, steps, seed=bs * 10 + steps)
     want, got = _tree_outputs(bs, n, seq, mode), _tree_outputs(bs, n, seq, mode)
     ref.build_tree_kernel_efficient(parents, sel, seq, *want, 1, steps, n, mode)

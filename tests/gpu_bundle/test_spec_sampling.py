@@ -6,9 +6,13 @@ indices, counts and draft-probability writes; and no host read (``meta`` tensors
 from __future__ import annotations
 
 import pytest
-import torch
 
-from gpu_bundle.ops import spec_sampling
+from tests.support.lazy import lazy
+
+# imported by the first test that runs, not by every worker that collects this module (tests/support/lazy.py)
+torch = lazy("torch")
+spec_sampling = lazy("gpu_bundle.ops.spec_sampling")
+pytestmark = pytest.mark.xdist_group("torch")  # one worker imports torch for these (tests/conftest.py)
 
 
 def kernel_reference(predicts, accept_index, accept_num, cand, ridx, nxt, sib, coins, final_coins, target, draft, single, acc_t):

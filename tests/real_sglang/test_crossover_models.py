@@ -8,16 +8,19 @@ import json
 
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("safetensors")
+from tests.real_sglang.rig import crossover_models, trained_models
 
-from tests.real_sglang.rig import crossover_models, trained_models  # noqa: E402
+# the build's transformers and torch are imported by the fixture, in the one worker that runs these
+# tests, not by every worker that collects this module (tests/support/lazy.py)
+pytestmark = pytest.mark.xdist_group("torch")
 
 WIDTH = 1024
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
+    pytest.importorskip("transformers")
+    pytest.importorskip("safetensors")
     root = tmp_path_factory.mktemp("trained")
     trained_models.build(root / "target", root / "draft", log=lambda _: None)
     return root / "target", root / "draft"

@@ -7,14 +7,17 @@ import json
 
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("safetensors")
+from tests.real_sglang.rig import deep_models, tiny_models
 
-from tests.real_sglang.rig import deep_models, tiny_models  # noqa: E402
+# the build's transformers and torch are imported by the fixture, in the one worker that runs these
+# tests, not by every worker that collects this module (tests/support/lazy.py)
+pytestmark = pytest.mark.xdist_group("torch")
 
 
 @pytest.fixture
 def source(tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("safetensors")
     target, draft = tmp_path / "src-target", tmp_path / "src-draft"
     tiny_models.build(target, draft, constant=False, seed=3)
     return target, draft

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the rig's operators need torch (comes with sglang)")
-F = torch.nn.functional
+from tests.support.lazy import lazy
 
-from tests.real_sglang.rig import cpu_ops  # noqa: E402
+# imported by the first test that runs, not by every worker that collects this module (tests/support/lazy.py)
+torch = lazy("torch")
+F = lazy("torch.nn.functional")
+cpu_ops = lazy("tests.real_sglang.rig.cpu_ops")
+ops = lazy("torch", "ops.sgl_kernel")
+pytestmark = pytest.mark.xdist_group("torch")  # one worker imports torch for these (tests/conftest.py)
 
-cpu_ops.register()
-ops = torch.ops.sgl_kernel
+
+@pytest.fixture(scope="module", autouse=True)
+def _registered():
+    pytest.importorskip("torch", reason="the rig's operators need torch (comes with sglang)")
+    cpu_ops.register()
 
 
 def test_register_is_idempotent_and_complete():

@@ -13,10 +13,17 @@ import pytest
 
 from tests.real_sglang.conftest import SKIP_NO_SGLANG
 from tests.real_sglang.rig.build import REPO_ROOT
+from tests.support.lazy import lazy
 
-torch = pytest.importorskip("torch", reason="the stand-in gathers torch tensors")
+# imported by the first test that runs, not by every worker that collects this module (tests/support/lazy.py)
+torch = lazy("torch")
+overlap = lazy("tests.real_sglang.rig.overlap")
+pytestmark = pytest.mark.xdist_group("torch")  # one worker imports torch for these (tests/conftest.py)
 
-from tests.real_sglang.rig.overlap import gather_spec_extras  # noqa: E402
+
+@pytest.fixture(autouse=True)
+def _needs_torch():
+    pytest.importorskip("torch", reason="the stand-in gathers torch tensors")
 
 
 def _kernel_semantics(indices, *bufs):
@@ -32,7 +39,7 @@ def test_gather_matches_the_kernel_row_by_row(hidden):
     topk_p, topk_index = torch.rand(9, 1, generator=g), torch.randint(0, 500, (9, 1), generator=g)
     tokens, states = torch.randint(0, 500, (9,), generator=g), torch.randn(9, 64, generator=g)
     idx = torch.tensor([7, 0, 7, 3], dtype=torch.int32)
-    got = gather_spec_extras(idx, topk_p, topk_index, tokens, states if hidden else None)
+    got = overlap.gather_spec_extras(idx, topk_p, topk_index, tokens, states if hidden else None)
     want = _kernel_semantics(idx, topk_p, topk_index, tokens, states if hidden else None)
     for a, b in zip(got, want):
         assert (a is None and b is None) or (torch.equal(a, b) and a.dtype == b.dtype)
@@ -42,10 +49,10 @@ def test_gather_matches_the_kernel_row_by_row(hidden):
 
 def test_gather_of_no_rows_and_of_a_strided_index():
     bufs = (torch.rand(5, 1), torch.zeros(5, 1, dtype=torch.long), torch.arange(5), None)
-    empty = gather_spec_extras(torch.tensor([], dtype=torch.long), *bufs)
+    empty = overlap.gather_spec_extras(torch.tensor([], dtype=torch.long), *bufs)
     assert [t.shape[0] for t in empty[:3]] == [0, 0, 0] and empty[3] is None
     strided = torch.tensor([[4, 9], [1, 9]])[:, 0]
-    assert gather_spec_extras(strided, *bufs)[2].tolist() == [4, 1]
+    assert overlap.gather_spec_extras(strided, *bufs)[2].tolist() == [4, 1]
 
 
 def _hooked(overlap: bool) -> list[str]:
