@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support import collect_skip
+from tests.support.lazy import lazy
 
 REPO = Path(__file__).resolve().parents[1]
 FAST_LOOP = "not sglang and not sglang_server"
@@ -169,3 +171,16 @@ def test_the_walk_finds_a_heavy_import_through_a_local_module(tmp_path):
 def test_the_modules_that_need_torch_are_in_the_fast_loop(module):
     """The rule covers the modules it was written for (they are not deselected whole)."""
     assert REPO / module in fast_loop_modules()
+
+
+def test_a_lazy_module_is_imported_by_a_read_and_not_by_collections_probes(tmp_path, monkeypatch):
+    """pytest's collection reads ``__test__`` and the like from every module global: a lazy
+    stand-in answers those itself (it once imported torch in every worker that way)."""
+    (tmp_path / "lazy_probe_module.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lazy_probe_module", raising=False)
+    probe = lazy("lazy_probe_module")
+    assert not hasattr(probe, "__test__") and not hasattr(probe, "__wrapped__")
+    assert "lazy_probe_module" not in sys.modules
+    assert probe.VALUE == 42 and "lazy_probe_module" in sys.modules
+    assert lazy("lazy_probe_module", "VALUE").real == 42  # a name inside the module

@@ -27,6 +27,8 @@ class Lazy:
         return functools.reduce(getattr, filter(None, self._path.split(".")), importlib.import_module(self._module))
 
     def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") and attr.endswith("__"):  # pytest's collection asks each module global for
+            raise AttributeError(attr)  # ``__test__`` and the like: no import for that
         return getattr(self._target(), attr)
 
     def __repr__(self) -> str:
