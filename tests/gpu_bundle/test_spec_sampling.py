@@ -5,9 +5,14 @@ indices, counts and draft-probability writes; and no host read (``meta`` tensors
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from tests.support.lazy import lazy
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 # imported by the first test that runs, not by every worker that collects this module (tests/support/lazy.py)
 torch = lazy("torch")
@@ -165,7 +170,7 @@ def test_a_rejected_token_is_left_out_of_the_bonus():
         assert int(predicts[0]) == 3 and vocab == 4  # u = 0.7 x 0.6: past 0.1 + 0.1, at token 3
 
 
-def _meta_args(bs: int, n: int, d: int) -> list[torch.Tensor]:
+def _meta_args(bs: int, n: int, d: int) -> list[Tensor]:
     """The kernel's 11 tensors on ``meta``: no data, so any host read raises."""
     m = dict(device="meta")
     i32, i64 = dict(dtype=torch.int32, **m), dict(dtype=torch.int64, **m)
