@@ -15,6 +15,7 @@ import pytest
 
 from server_control.host import identity
 from server_control.state import runs
+from tests.support import parserless
 from tests.support.cli import cli, read_until, start_cli
 from tests.support.sim import REPO_ROOT
 from tests.support.wait import wait_for
@@ -92,19 +93,6 @@ def test_launch_wait_restart_and_stop_commands(make_profile, groups, state_dir):
     assert again.returncode == 0 and "not running" in again.stdout
 
 
-def _without_sglang(tmp_path) -> Path:
-    """The shipped tp8 profile run by this interpreter without its site-packages: the dry run
-    cannot ask SGLang's parser (it says so) and shows the command line all the same."""
-    python = tmp_path / "python-without-site"
-    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
-    python.chmod(0o755)
-    shipped = (REPO_ROOT / "assets" / "profiles" / "eagle3-tp8.toml").read_text()
-    assert 'python = ""' in shipped
-    path = tmp_path / "eagle3-tp8.toml"
-    path.write_text(shipped.replace('python = ""', f'python = "{python}"', 1))
-    return path
-
-
 @pytest.mark.parametrize(
     "parser",
     [
@@ -115,10 +103,10 @@ def _without_sglang(tmp_path) -> Path:
 )
 def test_dry_run_of_the_shipped_tp8_profile_masks_the_key(parser, tmp_path, state_dir, monkeypatch):
     monkeypatch.setenv("SGLANG_API_KEY", "top-secret")
-    profile = "eagle3-tp8" if parser == "sglang" else str(_without_sglang(tmp_path))
+    profile = "eagle3-tp8" if parser == "sglang" else str(parserless.tp8_without_parser(tmp_path))
     r = cli("launch", "--profile", profile, "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert ("cannot import sglang" in r.stderr) is (parser == "unreachable"), r.stderr
+    assert (parserless.UNREACHABLE in r.stderr) is (parser == "unreachable"), r.stderr
     assert "top-secret" not in r.stdout and "SPECCONSOLE_API_KEY='****'" in r.stdout
     assert "--api-key" not in r.stdout
     assert "NCCL_IB_DISABLE=1" in r.stdout and "server_control.sglang_patch.serve" in r.stdout

@@ -115,6 +115,7 @@ def test_a_real_pair_is_what_the_servers_serve(tmp_path):
     assert "--context-length" not in rig_args
 
 
+@pytest.mark.xdist_group("torch")  # with the other torch tests: one worker imports it (tests/support/lazy.py)
 def test_a_real_pair_speaks_its_own_tokens(tmp_path):
     pytest.importorskip("transformers")
     from tests.real_sglang.rig import tiny_models

@@ -79,6 +79,7 @@ def test_skip_names_are_checked():
 
 
 @SKIP_NO_SGLANG
+@pytest.mark.sglang  # imports SGLang's graph backends (sglang and torch: ~7 CPU-s), so the SGLang tier's
 def test_the_capture_fault_fires_inside_the_capture():
     """A backend subclass of SGLang's real base class, capturing like FullCudaGraphBackend
     (two warm-up forwards, then the one under capture): the second capture_one raises from

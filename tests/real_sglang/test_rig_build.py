@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from tests.real_sglang.rig import build
 
 
@@ -40,12 +42,11 @@ def test_using_a_version_marks_it_used(tmp_path, monkeypatch):
     assert time.time() - (root / "rig.json").stat().st_mtime < 60
 
 
+@pytest.mark.xdist_group("torch")  # with the other torch tests: one worker imports it (tests/support/lazy.py)
 def test_the_trained_pair_comes_from_the_kept_weights_and_is_checked(tmp_path):
     """A cold rig cache loads the kept weights (seconds, no training) and still checks them
     on fresh sequences; weights that do not copy the language are refused, not served.
     Needs torch/transformers (the sglang extra)."""
-    import pytest
-
     pytest.importorskip("transformers")
     import shutil
 
