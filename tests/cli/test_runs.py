@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
-from pathlib import Path
 
 import httpx
 import psutil
@@ -17,7 +15,6 @@ from server_control.host import identity
 from server_control.state import runs
 from tests.support import parserless
 from tests.support.cli import cli, read_until, start_cli
-from tests.support.sim import REPO_ROOT
 from tests.support.wait import wait_for
 
 
