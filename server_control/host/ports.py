@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import socket
+import threading
+
+# Ports this process has handed out: the OS can give one free port to two calls made before
+# either is bound (a fleet's gateway and its members' profiles, two remote members' tunnels).
+_handed_out: set[tuple[str, int]] = set()
+_lock = threading.Lock()
+_TRIES = 64
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the OS picks it; a race with another binder
-    remains possible, so callers that start a server still handle 'address in use')."""
+def _os_free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         port: int = s.getsockname()[1]
+        return port
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now that this process has not handed out before (the
+    OS picks it; a race with another process's binder remains possible, so callers that
+    start a server still handle 'address in use')."""
+    with _lock:
+        port = _os_free_port(host)
+        for _ in range(_TRIES):
+            if (host, port) not in _handed_out:
+                break
+            port = _os_free_port(host)
+        _handed_out.add((host, port))  # after 64 repeats (never seen) the last one, as before
         return port
 
 
