@@ -103,7 +103,9 @@ async def test_fleet_console_end_to_end(sshd, tmp_path):  # noqa: F811
             await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), "back to the fleet")
 
-            await pilot.press("X", "y")  # stop everyone and the gateway
+            await pilot.press("X")  # stop everyone and the gateway: answered once the question is up
+            await wait_for(pilot, lambda: "Stop 4 member(s)" in screen_text(app), "the question")
+            await pilot.press("y")
             await wait_for(pilot, lambda: "stop on 5:" in _results(app), "stop results", 60)
             assert "4 ok, 1 refused" in _results(app)
             await wait_for(pilot, lambda: all(screen.last_rows[m]["state"].plain == "stopped" for m in "ab"), "stopped", 30)
