@@ -6,6 +6,7 @@
                                    [--max-total-tokens 8192] [--max-running-requests R]
                                    [--adaptive] [--adaptive-config FILE]
                                    [--auto-adaptive-config FILE] [--cold] [--relaunch]
+                                   [--auto-hysteresis H]
                                    [--arms A,B] [--json] [--out FILE]
 
 Starts a plain SGLang server (the target alone) and the patched server (the trained
@@ -36,7 +37,9 @@ step above it skips the draft's extend, SGLang's own stub): ``target_only_cold``
 target-only with the mark at 1 (what a target-only step costs without keeping the draft
 warm, beside plain's), and ``auto_cold``, auto at N with the mark at N (the product's cold
 mode). Every other arm of the patched server runs with the mark at 0; each window's cold
-steps are checked from the server's own counters (``cold_steps``).
+steps are checked from the server's own counters (``cold_steps``). ``--auto-hysteresis H``
+sets the patched server's hysteresis for its auto arms (back to speculative at a decode
+batch <= N - H; the forced arms never read it).
 
 The server not being measured is paused (SIGSTOP of its process group; SIGCONT before its
 own window), so the two never share the CPU. Before each window the server is drained
@@ -96,12 +99,18 @@ SERVER_EXTRA = ("--decode-log-interval", "40", "--max-total-tokens", "8192", "--
 
 
 def set_threshold(url: str, n: int) -> None:
+    set_setting(url, decision.THRESHOLD_KEY, n)
+
+
+def set_setting(url: str, key: str, value: int) -> None:
+    """One runtime setting on the patched server; RuntimeError with the server's reason."""
     with httpx.Client(timeout=30, trust_env=False) as client:  # loopback: never a proxy
-        resp = client.post(url + "/set_internal_state", json={"server_args": {decision.THRESHOLD_KEY: n}})
+        resp = client.post(url + "/set_internal_state", json={"server_args": {key: value}})
         if resp.status_code == 200 and resp.json() == [True]:
             return
         why = refusal_reason(client, url)
-    raise RuntimeError(f"threshold {n} refused: {resp.status_code} {resp.text[:200]}" + (f" ({why})" if why else ""))
+    word = "threshold" if key == decision.THRESHOLD_KEY else key
+    raise RuntimeError(f"{word} {value} refused: {resp.status_code} {resp.text[:200]}" + (f" ({why})" if why else ""))
 
 
 def refusal_reason(client: httpx.Client, url: str) -> str | None:
@@ -162,6 +171,11 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3, help="rounds of every arm per level")
     p.add_argument("--auto-threshold", type=int, help="auto's threshold (default: 2 x top level)")
+    p.add_argument(
+        "--auto-hysteresis",
+        type=int,
+        help="auto's hysteresis: back to speculative at a decode batch <= N - H (default: the server's, 1)",
+    )
     p.add_argument("--plain-url", help="a running plain server (else one is started)")
     p.add_argument("--url", help="a running patched server (else one is started)")
     p.add_argument("--models", default="trained", help="the rig pair: trained, deep or crossover (default trained)")
@@ -235,6 +249,8 @@ def launched(opts: argparse.Namespace, threshold: int, tmp: Path, left: list) ->
             if spec.patched:
                 signal_group(group, signal.SIGCONT)
                 set_threshold(url, threshold)
+                if opts.auto_hysteresis is not None:
+                    set_setting(url, decision.HYSTERESIS_KEY, opts.auto_hysteresis)
                 arms += patched_arms(url, group) if name == AUTO else [Arm(AUTO_ADAPTIVE, url, AUTO, group, cold=0)]
                 if name == AUTO and opts.cold:
                     arms += [Arm(TARGET_COLD, url, TARGET, group, cold=1), Arm(AUTO_COLD, url, AUTO, group, cold=threshold)]
@@ -271,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = asyncio.run(interleaved(arms, opts, threshold, progress))
     summary = summarise(result, opts.levels, threshold)
     summary["relaunched"] = bool(opts.relaunch)
+    summary["auto_hysteresis"] = opts.auto_hysteresis  # None: the server's own (1)
     summary["processes_left"] = left
     if opts.out:
         opts.out.write_text(json.dumps(summary, indent=1))

@@ -195,6 +195,7 @@ def render(summary: dict) -> str:
         "rounds; crossover: "
         + (f"target-only wins from concurrency {cross}" if cross else "none (speculation never lost)")
         + f"; auto at threshold {summary['auto_threshold']}"
+        + (f", hysteresis {summary['auto_hysteresis']}" if summary.get("auto_hysteresis") is not None else "")
         + (f"; {summary['errors']} failed requests" if summary["errors"] else "")
     )
     same = [

@@ -305,3 +305,28 @@ def test_the_cold_arm_is_reported_beside_plain_and_warm():
     ours = mode_cost.summarise(result, [16], 8)["rows"][0]["ours_over_rival_interval"]
     assert "target_only_cold" in ours["auto_cold"] and "target_only_cold" not in ours["auto"]  # only the cold auto's own arm
     assert "auto_cold" not in ours["auto"] and ours["auto_cold"]["target_only_cold"]["n"] == 2
+
+
+def _hysteresis(url: str) -> list[int]:
+    import httpx
+
+    with httpx.Client(timeout=10, trust_env=False) as client:
+        states = client.get(url + "/server_info").json()["internal_states"]
+    return [s[decision.STATE_KEY]["hysteresis"] for s in states]
+
+
+def test_auto_hysteresis_reaches_the_patched_server_and_a_refused_one_says_so(sim_factory, tmp_path):
+    """``--auto-hysteresis H`` is set on the patched server with its threshold (read back
+    from the server); a value the server refuses stops the run with the server's answer."""
+    patched = sim_factory(time_scale=CLIENT_WINDOW_TIME_SCALE).wait_ready()
+    assert _hysteresis(patched.url) == [1]  # the server's own default
+    opts = mode_cost.options(["--arms", "auto_cold", "--cold", "--url", patched.url, "--auto-hysteresis", "3"])
+    with mode_cost.launched(opts, 8, tmp_path, []) as arms:
+        assert [a.name for a in arms] == ["auto_cold"]
+        assert _hysteresis(patched.url) == [3]
+    opts = mode_cost.options(["--arms", "auto", "--url", patched.url, "--auto-hysteresis", "-1"])
+    with pytest.raises(RuntimeError, match=r"speculative_disable_hysteresis -1 refused: 200 \[false\]"):
+        with mode_cost.launched(opts, 8, tmp_path, []):
+            pass
+    assert _hysteresis(patched.url) == [3]  # the refused value changed nothing
+    assert "hysteresis 3" in mode_cost.render({**mode_cost.summarise({"per_mode": {}}, [], 8), "auto_hysteresis": 3})
