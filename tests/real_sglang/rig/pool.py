@@ -90,14 +90,17 @@ def pair_of(rig: Rig, spec: Spec) -> ModelPair:
 def end_on_term() -> None:
     """SIGTERM and SIGHUP end this process as Ctrl-C does (KeyboardInterrupt), so the
     ``finally`` that stops its rig servers runs: a benchmark killed by ``kill`` or a closed
-    terminal left four SIGSTOPped servers behind. For scripts' ``main`` (not tests)."""
+    terminal left four SIGSTOPped servers behind. A signal this process was started ignoring
+    stays ignored, as Python leaves an ignored SIGINT: ``nohup python -m benchmarks.mode_cost``
+    outlives its terminal, as ``nohup`` says. For scripts' ``main`` (not tests)."""
     import signal
 
     def interrupt(signum, _frame) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, interrupt)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, interrupt)
 
 
 def launch(rig: Rig, spec: Spec, log_dir: Path, lifetime_s: int, env_extra: dict | None = None) -> RigServer:
