@@ -140,6 +140,44 @@ def _fit(points: list[tuple[float, int, float, float]]) -> Fit | None:
     return Fit(intercept, slope, per_request, min(p[0] for p in points), max(p[0] for p in points))
 
 
+class _Design:
+    """One mode's line as far as no bootstrap draw moves it: its points' batches and step
+    counts, so the weights, the mean batch, its spread and each point's lever ``n (b - mb)``.
+    A draw brings only each point's step seconds and tokens per step (``_fit_drawn``), and
+    the line is ``_fit``'s to the last bit: the same sums in the same order, done once."""
+
+    __slots__ = ("index", "single", "w", "bn", "mb", "sxx", "lever", "ns", "lo", "hi")
+
+    def __init__(self, points: tuple[Point, ...], index: list[int]) -> None:
+        rows = [(points[i].batch, points[i].steps) for i in index]
+        self.index = tuple(index)
+        self.single = len(rows) == 1
+        self.ns = tuple(n for _b, n in rows)
+        self.w = sum(n for _b, n in rows)
+        self.bn = sum(b * n for b, n in rows)
+        self.mb = self.bn / self.w if self.w else 0.0
+        self.sxx = sum(n * (b - self.mb) ** 2 for b, n in rows)
+        self.lever = tuple(n * (b - self.mb) for b, n in rows)
+        self.lo = min(b for b, _n in rows) if rows else 0.0
+        self.hi = max(b for b, _n in rows) if rows else 0.0
+
+
+def _fit_drawn(d: _Design, draws: dict[int, tuple[float, float]]) -> Fit:
+    """``_fit`` of a design's points with one draw's (step seconds, tokens per step)."""
+    drawn = [draws[i] for i in d.index]
+    if d.single:
+        t, k = drawn[0]
+        return Fit(t, 0.0, k / d.lo, d.lo, d.lo)
+    per_request = sum(k * n for (_t, k), n in zip(drawn, d.ns)) / d.bn
+    mt = sum(t * n for (t, _k), n in zip(drawn, d.ns)) / d.w
+    sxy = sum(c * (t - mt) for (t, _k), c in zip(drawn, d.lever))
+    slope = max(0.0, sxy / d.sxx) if d.sxx > 0 else 0.0
+    intercept = mt - slope * d.mb
+    if intercept < 0:
+        slope, intercept = mt / d.mb, 0.0
+    return Fit(intercept, slope, per_request, d.lo, d.hi)
+
+
 def _shared(points: tuple[Point, ...]) -> set[tuple[int, int]]:
     his = {m: {(p.lo, p.hi) for p in points if p.mode == m} for m in (SPECULATIVE, TARGET_ONLY)}
     return his[SPECULATIVE] & his[TARGET_ONLY]
@@ -160,22 +198,13 @@ def _nearest_index(points: tuple[Point, ...]) -> dict[str, list[int]]:
     return {mode: [where[id(p)] for p in _nearest(points, mode)] for mode in (SPECULATIVE, TARGET_ONLY)}
 
 
-def _fits_from(
-    points: tuple[Point, ...],
-    draws: dict[int, tuple[float, float]] | None = None,
-    nearest: dict[str, list[int]] | None = None,
-) -> dict[str, Fit]:
-    """The lines of both modes; ``draws``: one bootstrap draw of each point's (step
-    seconds, tokens per step), by position (the positions ``nearest`` names); ``nearest``:
-    ``_nearest_index(points)``."""
-    nearest = nearest if nearest is not None else _nearest_index(points)
+def _fits_from(points: tuple[Point, ...]) -> dict[str, Fit]:
+    """The lines of both modes, through the points ``_nearest`` picks (a bootstrap draw's
+    lines: ``_fit_drawn``)."""
+    nearest = _nearest_index(points)
     fits = {}
     for mode in (SPECULATIVE, TARGET_ONLY):
-        rows = []
-        for i in nearest[mode]:
-            p = points[i]
-            t, k = draws[i] if draws else (p.step_s, p.tokens_per_step)
-            rows.append((p.batch, p.steps, t, k))
+        rows = [(points[i].batch, points[i].steps, points[i].step_s, points[i].tokens_per_step) for i in nearest[mode]]
         fit = _fit(rows)
         if fit is not None:
             fits[mode] = fit
@@ -330,6 +359,8 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
     draws_n = []
     nearest = _nearest_index(points)
     used = sorted({*nearest[SPECULATIVE], *nearest[TARGET_ONLY]})  # only these enter the lines
+    designs = {mode: _Design(points, nearest[mode]) for mode in (SPECULATIVE, TARGET_ONLY) if nearest[mode]}
+    spread = [(i, points[i].step_s, points[i].step_se, points[i].tokens_per_step, points[i].tokens_se) for i in used]
     for _ in range(RESAMPLES):
         # the same estimator on each draw: by measurement where the point estimate was
         again = _by_measurement(pairs, fits, missing, _draw_diffs(pairs, rng)) if measured or missing else None
@@ -339,11 +370,8 @@ def estimate(curves: Curves, seed: int = 0, split: int | None = None) -> Estimat
             v, c = "speculation_wins", None
         else:
             gauss = rng.gauss
-            draws = {}
-            for i in used:
-                p = points[i]
-                draws[i] = (max(1e-9, gauss(p.step_s, p.step_se)), max(0.0, gauss(p.tokens_per_step, p.tokens_se)))
-            v, c = _crossover(_fits_from(points, draws, nearest))
+            draws = {i: (max(1e-9, gauss(t, t_se)), max(0.0, gauss(k, k_se))) for i, t, t_se, k, k_se in spread}
+            v, c = _crossover({mode: _fit_drawn(d, draws) for mode, d in designs.items()})
         draws_n.append(_suggest(v, c))
     draws_n.sort()
     # a percentile interval of a step-shaped estimator can lie beside its own point (a

@@ -1,11 +1,12 @@
 """The advisor's estimate and words on curves drawn from the simulator's model (pure)."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from server_control.advice.words import advise, duration
 from server_control.protocol import crossover
+from server_control.protocol.cost_curves import SPECULATIVE
 from server_control.protocol.crossover import estimate
 from server_control.protocol.explore import Explorer, window
 from server_control.sim import model
@@ -143,6 +144,26 @@ def test_the_one_pass_sign_step_is_the_brute_force_one(tenths: list[int]) -> Non
     assert (drawn is None) == (got is None)
     if drawn is not None and got is not None:
         assert drawn[1] == got[1]
+
+
+_POINT = st.tuples(
+    st.floats(1.0, 64.0), st.integers(8, 400), st.floats(1e-3, 2.0), st.floats(0.0, 8.0)
+)  # batch, steps, step seconds, tokens per step
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_POINT, min_size=1, max_size=12), st.floats(-0.5, 0.5))
+@example([(4.0, 50, 0.04, 3.0)], 0.0)  # one point: held flat
+@example([(1.0, 10, 0.01, 1.0), (10.0, 10, 0.5, 1.0), (20.0, 10, 2.0, 1.0)], 0.0)  # intercept < 0
+def test_a_bootstraps_line_is_the_point_fits_to_the_last_bit(rows, tilt) -> None:
+    """The bootstrap's lines (``_Design`` once, ``_fit_drawn`` per draw) are ``_fit``'s,
+    float for float: one point (held flat), a fitted slope, a line through the origin's side
+    (``tilt``: step times falling with the batch drive the intercept below zero)."""
+    rows = [(b, n, max(1e-4, t + tilt * b), k) for b, n, t, k in rows]
+    points = tuple(crossover.Point(SPECULATIVE, i, i, b, n, t, 0.0, k, 0.0, 0.0, 0.0) for i, (b, n, t, k) in enumerate(rows))
+    design = crossover._Design(points, list(range(len(points))))
+    drawn = crossover._fit_drawn(design, {i: (t, k) for i, (_b, _n, t, k) in enumerate(rows)})
+    assert repr(drawn) == repr(crossover._fit(rows))
 
 
 def test_a_band_spanning_the_crossover_places_it_where_the_difference_crosses_zero():
