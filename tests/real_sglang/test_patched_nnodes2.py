@@ -17,7 +17,8 @@ import pytest
 from server_control.host.ports import free_port
 from tests.real_sglang.conftest import SERVER_LIFETIME_S, SKIP_NO_SGLANG, report
 from tests.real_sglang.rig.build import omp_bind, server_args, server_env
-from tests.real_sglang.rig.server import RigServer
+from tests.real_sglang.rig.pool import PORT_ATTEMPTS
+from tests.real_sglang.rig.server import PortTaken, RigServer
 
 pytestmark = [pytest.mark.sglang_server, SKIP_NO_SGLANG, pytest.mark.timeout(900)]
 TOKENS = 31
@@ -102,9 +103,18 @@ def nodes(rig, tmp_path_factory):
     t0 = time.monotonic()
     started: list[RigServer] = []
     try:
-        started = _start_nodes(rig, work)
-        head, other = started
-        head.wait_ready(timeout_s=600)
+        for attempt in range(1, PORT_ATTEMPTS + 1):  # new ports each time: a port taken before it was bound
+            started = _start_nodes(rig, work)
+            head, other = started
+            try:
+                head.wait_ready(timeout_s=600, also=(other,))
+                break
+            except PortTaken:
+                left = [pid for server in started for pid in server.stop()]
+                assert left == [], f"processes left: {left}"
+                started = []
+                if attempt == PORT_ATTEMPTS:
+                    raise
         assert other.processes(), f"node 1 is gone:\n{other.log_tail()}"
         report("nnodes 2 (tp 2, gloo, loopback): node 0 ready", seconds=time.monotonic() - t0)
         yield head, other

@@ -20,7 +20,9 @@ from server_control.host.ports import free_port
 
 from . import crossover_models, deep_models, skip_draft_extend
 from .build import ModelPair, Rig, ensure_models, omp_bind, server_args, server_env
-from .server import RigServer, plain_launch_argv
+from .server import PortTaken, RigServer, plain_launch_argv
+
+PORT_ATTEMPTS = 3  # starts of one server whose port was taken before it bound it (server.PortTaken)
 
 # float32 end to end (SGLang's dtype "auto" would run a float32 checkpoint in float16):
 # Spec.dtype's default, the rig's pairs
@@ -168,8 +170,17 @@ class OneAtATime:
             pair_of(self.rig, spec)  # trained on first use: not start-up time
             t0 = time.monotonic()
             self.spec = spec
-            self.server = self.launcher(self.rig, spec, self.log_dir, self.lifetime_s)
-            self.server.wait_ready(timeout_s=900)
+            for attempt in range(1, PORT_ATTEMPTS + 1):
+                self.server = self.launcher(self.rig, spec, self.log_dir, self.lifetime_s)  # new ports each time
+                try:
+                    self.server.wait_ready(timeout_s=900)
+                    break
+                except PortTaken:
+                    self.left += self.server.stop()
+                    self.server = None
+                    if attempt == PORT_ATTEMPTS:
+                        self.spec = None
+                        raise
             self.ready_s[spec.name] = time.monotonic() - t0
         elif self.served != self.user:
             assert self.server is not None

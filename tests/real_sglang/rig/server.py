@@ -25,6 +25,18 @@ from pathlib import Path
 from tests.support import run_figures
 
 READY_LINE = "The server is fired up and ready to roll!"
+# A port the server was given was free when picked and taken when bound (another process's
+# server or an outgoing connection took it in the ~35 s a start takes): uvicorn's HTTP port
+# says "error while attempting to bind on address ...: address already in use", a TCPStore
+# or a socket of SGLang's own EADDRINUSE's text. SGLang's HTTP server then ends but its
+# process does not, so without this the wait ran to its timeout (600 s in one CI run).
+PORT_TAKEN_RE = re.compile(r"address already in use", re.IGNORECASE)
+
+
+class PortTaken(RuntimeError):
+    """The server could not bind a port it was given: start it again on other ports."""
+
+
 DECODE_RE = re.compile(r"Decode batch[,.] #running-req: (\d+).*?accept len: ([0-9.]+)")
 
 
@@ -136,14 +148,25 @@ class RigServer:
     def log_tail(self, n: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-n:])
 
-    def wait_ready(self, timeout_s: float = 400) -> float:
-        """Seconds from start to the ready line; raises with the log tail on failure."""
+    def port_taken(self) -> bool:
+        """The log says a port this server was given was taken when it bound it."""
+        return PORT_TAKEN_RE.search(self.log_text()) is not None
+
+    def wait_ready(self, timeout_s: float = 400, also: tuple[RigServer, ...] = ()) -> float:
+        """Seconds from start to the ready line; raises with the log tail on failure,
+        ``PortTaken`` as soon as this server's log (or the log of a server in ``also``: the
+        other nodes of one server) says a port was taken."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if READY_LINE in self.log_text():
+            text = self.log_text()
+            if READY_LINE in text:
                 self.ready_s = time.monotonic() - self.started
                 self.count_start("ready")
                 return self.ready_s
+            taken = next((s for s in (self, *also) if s.port_taken()), None)
+            if taken is not None:
+                self.count_start("port taken")
+                raise PortTaken(f"a port was taken before the server bound it; log {taken.log_path}:\n{taken.log_tail()}")
             if (self.proc is not None and self.proc.poll() is not None) or not self.processes():
                 code = None if self.proc is None else self.proc.returncode
                 self.count_start("exited")
