@@ -111,3 +111,17 @@ def test_the_pool_starts_a_server_again_when_its_port_was_taken(tmp_path, monkey
         pool.get(spec)
     assert len(launched) - before == PORT_ATTEMPTS and pool.spec is None and pool.server is None
     assert pool.left == [] and not any(s.processes() for s in launched)
+
+
+def test_a_fault_check_never_reads_a_lost_port_as_the_server_ending(tmp_path, monkeypatch):
+    """gpu-check's fault checks ask whether a server ended ('exited'): a start that lost its
+    port ends SGLang's HTTP server too, and must not pass for the fault's effect."""
+    from tests.real_sglang.rig.gpu_checks_faults import _wait
+
+    monkeypatch.setattr(run_figures, "record", lambda line: None)
+    server = RigServer.start(_taken_then_alive(), {"PATH": "/usr/bin:/bin"}, tmp_path / "s.log", port=1, lifetime_s=60)
+    try:
+        with pytest.raises(PortTaken):
+            _wait(server, 20)
+    finally:
+        assert server.stop(grace_s=5) == []

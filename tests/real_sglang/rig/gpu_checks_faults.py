@@ -27,7 +27,7 @@ from . import switching as sw
 from . import tp_faults
 from .gpu_checks import ranks_logging
 from .pool import Spec
-from .server import RigServer
+from .server import PortTaken, RigServer
 
 FAULT_ENV = tp_faults.ENV
 NOT_ACTIVE = "Dynamic speculation disable NOT active"
@@ -39,12 +39,15 @@ def _ranks(tp: int) -> set[str]:
 
 
 def _wait(server: RigServer, deadline_s: float) -> str:
-    """'ready', 'exited' or 'hang' (neither within ``deadline_s``)."""
+    """'ready', 'exited' or 'hang' (neither within ``deadline_s``); a start that lost its port
+    is none of them (``PortTaken`` goes up: an ended server is what a fault check asks for)."""
     try:
         server.wait_ready(timeout_s=deadline_s)
         return "ready"
     except TimeoutError:
         return "hang"
+    except PortTaken:
+        raise
     except RuntimeError:
         return "exited"
 
