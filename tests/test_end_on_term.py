@@ -10,9 +10,11 @@ wait 60 s for a SIGHUP its child ignored."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,12 +36,12 @@ finally:
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-@pytest.mark.parametrize("on", [True, False])
-def test_a_killed_benchmark_runs_its_finally(tmp_path, sig, on):
-    marker = tmp_path / "marker"
+@contextlib.contextmanager
+def _child(marker, mode: str) -> Iterator[subprocess.Popen]:
+    """The stand-in benchmark in ``mode`` (on, off, nohup), once it says it is ready; killed
+    if a test leaves it running."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(marker), "on" if on else "off"],
+        [sys.executable, "-c", CHILD, str(marker), mode],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -48,14 +50,22 @@ def test_a_killed_benchmark_runs_its_finally(tmp_path, sig, on):
     )
     try:
         assert proc.stdout.readline().strip() == "ready"
-        proc.send_signal(sig)
-        proc.wait(timeout=60)
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
         proc.stdout.close()
         proc.stderr.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("on", [True, False])
+def test_a_killed_benchmark_runs_its_finally(tmp_path, sig, on):
+    marker = tmp_path / "marker"
+    with _child(marker, "on" if on else "off") as proc:
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
     if on:
         assert marker.read_text() == "servers stopped"
     else:  # the control: the default action ends it before any finally
@@ -64,26 +74,11 @@ def test_a_killed_benchmark_runs_its_finally(tmp_path, sig, on):
 
 def test_under_nohup_a_hangup_leaves_it_running_and_sigterm_still_stops_it(tmp_path):
     marker = tmp_path / "marker"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(marker), "nohup"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert proc.stdout.readline().strip() == "ready"
+    with _child(marker, "nohup") as proc:
         proc.send_signal(signal.SIGHUP)
         with pytest.raises(subprocess.TimeoutExpired):
             proc.wait(timeout=1.5)  # nohup's promise: the hangup is ignored
         assert not marker.exists()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        proc.stdout.close()
-        proc.stderr.close()
     assert marker.read_text() == "servers stopped"
