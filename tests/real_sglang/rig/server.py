@@ -148,10 +148,6 @@ class RigServer:
     def log_tail(self, n: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-n:])
 
-    def port_taken(self) -> bool:
-        """The log says a port this server was given was taken when it bound it."""
-        return PORT_TAKEN_RE.search(self.log_text()) is not None
-
     def wait_ready(self, timeout_s: float = 400, also: tuple[RigServer, ...] = ()) -> float:
         """Seconds from start to the ready line; raises with the log tail on failure,
         ``PortTaken`` as soon as this server's log (or the log of a server in ``also``: the
@@ -163,7 +159,8 @@ class RigServer:
                 self.ready_s = time.monotonic() - self.started
                 self.count_start("ready")
                 return self.ready_s
-            taken = next((s for s in (self, *also) if s.port_taken()), None)
+            logs = [(self, text), *((other, other.log_text()) for other in also)]  # each log read once a turn
+            taken = next((server for server, log in logs if PORT_TAKEN_RE.search(log)), None)
             if taken is not None:
                 self.count_start("port taken")
                 raise PortTaken(f"a port was taken before the server bound it; log {taken.log_path}:\n{taken.log_tail()}")
