@@ -105,7 +105,10 @@ def set_threshold(url: str, n: int) -> None:
 def set_setting(url: str, key: str, value: int) -> None:
     """One runtime setting on the patched server; RuntimeError with the server's reason."""
     with httpx.Client(timeout=30, trust_env=False) as client:  # loopback: never a proxy
-        resp = client.post(url + "/set_internal_state", json={"server_args": {key: value}})
+        try:
+            resp = client.post(url + "/set_internal_state", json={"server_args": {key: value}})
+        except httpx.HTTPError as exc:
+            raise RuntimeError(f"cannot reach the patched server at {url}: {exc}") from None
         if resp.status_code == 200 and resp.json() == [True]:
             return
         why = refusal_reason(client, url)
@@ -280,11 +283,15 @@ def main(argv: list[str] | None = None) -> int:
     left: list = []
     progress = lambda line: print(line, file=sys.stderr)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="mode-cost-") as tmp:
-        if opts.relaunch:
-            result = asyncio.run(relaunched(lambda: launched(opts, threshold, Path(tmp), left), opts, threshold, progress))
-        else:
-            with launched(opts, threshold, Path(tmp), left) as arms:
-                result = asyncio.run(interleaved(arms, opts, threshold, progress))
+        try:
+            if opts.relaunch:
+                result = asyncio.run(relaunched(lambda: launched(opts, threshold, Path(tmp), left), opts, threshold, progress))
+            else:
+                with launched(opts, threshold, Path(tmp), left) as arms:
+                    result = asyncio.run(interleaved(arms, opts, threshold, progress))
+        except RuntimeError as exc:  # a server refused a setting or cannot be reached: said, not a traceback
+            print(f"mode_cost: {exc}", file=sys.stderr)
+            return 1
     summary = summarise(result, opts.levels, threshold)
     summary["relaunched"] = bool(opts.relaunch)
     summary["auto_hysteresis"] = opts.auto_hysteresis  # None: the server's own (1)

@@ -330,3 +330,13 @@ def test_auto_hysteresis_reaches_the_patched_server_and_a_refused_one_says_so(si
             pass
     assert _hysteresis(patched.url) == [3]  # the refused value changed nothing
     assert "hysteresis 3" in mode_cost.render({**mode_cost.summarise({"per_mode": {}}, [], 8), "auto_hysteresis": 3})
+
+
+def test_a_server_that_is_not_there_is_said_not_a_traceback(capsys):
+    """``--url`` naming nothing that listens: one line saying so, exit 1 (was httpx's traceback)."""
+    from server_control.host.ports import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    assert mode_cost.main(["--arms", "auto", "--url", url, "--auto-hysteresis", "3", "--levels", "2"]) == 1
+    err = capsys.readouterr().err
+    assert f"mode_cost: cannot reach the patched server at {url}" in err and "Traceback" not in err
