@@ -175,5 +175,13 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
         "off together with one NOT active line naming it, as the SGLang patch does",
     ),
     SimFlag("light", bool, False, "TP ranks inside the main process (one process per server; for big fleets)", switch=True),
+    SimFlag(
+        "bind_late",
+        bool,
+        False,
+        "bind the HTTP port where SGLang does, once the model has loaded: a port taken meanwhile is logged "
+        "as uvicorn logs it, and the server lingers without HTTP, as SGLang 0.5.23 does",
+        switch=True,
+    ),
 )
 SIM_FLAG_BY_KEY = {f.key: f for f in SIM_FLAGS}

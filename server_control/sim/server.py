@@ -47,6 +47,39 @@ def port_in_use(host: str, port: int) -> str:
     return f"error: port {port} is already in use on {host}; choose another --port or stop what is listening there"
 
 
+def bind_late(host: str, port: int) -> socket.socket | str:
+    """``--sim-bind-late``: bind where SGLang does, once the model has loaded. The socket, or
+    the line uvicorn logs when that fails: asyncio's own words for a failed bind
+    (``base_events.create_server``), which uvicorn's startup logs at ERROR before its HTTP
+    server ends."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    address = (host, port) if family == socket.AF_INET else (host, port, 0, 0)
+    try:
+        sock.bind(address)
+        sock.listen()  # now, as uvicorn does: a second binder of the port loses here
+    except OSError as exc:
+        sock.close()
+        return f"[Errno {exc.errno}] error while attempting to bind on address {address!r}: {(exc.strerror or str(exc)).lower()}"
+    sock.set_inheritable(False)
+    return sock
+
+
+def linger(deadline: float | None) -> int:
+    """SGLang after uvicorn lost its port: the HTTP server is gone, the process is not. Wait
+    for SIGTERM or SIGINT (or ``--sim-max-lifetime``) with the ranks still up."""
+    import threading
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        if deadline is not None and time.time() >= deadline:
+            break
+    return 1
+
+
 RANK_GRACE_S = 5.0
 
 
@@ -197,8 +230,9 @@ def main(argv: list[str] | None = None, prog: str = simargs.PROG) -> int:
     log = Logger("")
     if unknown:
         log.warning(f"WARNING: the simulator ignores unrecognized arguments: {shlex.join(unknown)}")
-    sock = bind_socket(a.host, a.port)
-    a.port = sock.getsockname()[1]  # --port 0: the kernel's choice
+    sock = None if a.sim_bind_late else bind_socket(a.host, a.port)
+    if sock is not None:
+        a.port = sock.getsockname()[1]  # --port 0: the kernel's choice
     deadline = time.time() + a.sim_max_lifetime if a.sim_max_lifetime > 0 else None
     log.info(f"server_args={simargs.server_args_repr(a)}")
     logging.getLogger("asyncio").setLevel(logging.ERROR)
@@ -214,6 +248,13 @@ def main(argv: list[str] | None = None, prog: str = simargs.PROG) -> int:
         ranks = RankGroup(a.tp_size, rank_config(a, deadline))
     try:
         ranks.wait_ready(timeout=60 + 1.5 * a.sim_load_time / a.sim_time_scale)
+        if sock is None:
+            bound = bind_late(a.host, a.port)
+            if isinstance(bound, str):
+                log.error(f"ERROR:    {bound}")  # as SGLang's log shows uvicorn's line
+                return linger(deadline)
+            sock = bound
+            a.port = sock.getsockname()[1]
         code = asyncio.run(serve(a, sock, ranks, log, deadline, argv))
     except RankError as exc:
         log.error(f"Initialization failed: {exc}")

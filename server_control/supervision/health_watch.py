@@ -31,8 +31,9 @@ from server_control.net.http import bounded_request, client_limits
 from server_control.net.lean_httpx import httpx
 from server_control.proc import process
 from server_control.sanitize import strip_controls
-from server_control.state import run_logs, runs
+from server_control.state import restart_lock, run_logs, runs
 from server_control.supervision.run_facts import RunUpdater
+from server_control.supervision.start_failure import StartFailure, StartLog
 
 if TYPE_CHECKING:
     from server_control.supervision.carried_settings import CarriedSettings
@@ -98,6 +99,17 @@ class HealthWatch:
         self.probes = 0  # health requests sent (the figures in docs/console.md)
         self._answered_until = 0.0  # monotonic: an answered poll stands in for checks until then
         self._probed_at = 0.0  # monotonic time of the last real probe
+        self._start_log: StartLog | None = None  # the starting run's log, read forward
+
+    def start_failure(self) -> StartFailure | None:
+        """While the run starts: a failed start its log shows though its process lives on
+        (start_failure.py: SGLang after uvicorn lost its port), else None."""
+        rec = self.sup.record
+        if rec is None or self.sup.state != RunState.STARTING or not rec.log_path:
+            return None
+        if self._start_log is None or self._start_log.path != str(rec.log_path):
+            self._start_log = StartLog(rec.log_path)
+        return self._start_log.scan()
 
     def poll_answered(self, started: float, next_poll_s: float) -> None:
         """The run's server answered a poll that began at ``started`` (monotonic) and the
@@ -176,6 +188,11 @@ class HealthWatch:
                     continue
                 if time.monotonic() >= next_probe:
                     next_probe = time.monotonic() + hl["interval_s"]
+                    failure = self.start_failure() if self.sup.supervising else None
+                    if failure is not None:
+                        await self._start_failed(failure)
+                        next_probe = 0.0
+                        continue
                     self.sup.procs.current()
                     if not self._poll_stands_in():
                         await self._probe(client)
@@ -201,8 +218,14 @@ class HealthWatch:
         ) as c:
             while sup.record is not None:
                 dead, code = await self._exit_status()
-                if dead:
-                    sup.update(RunState.CRASHED, exit_code=code, last_error=f"server exited before ready: {exit_words(code)}")
+                if dead:  # (stopped by its supervisor for a failed start its log shows: said)
+                    failure, pid = self.start_failure(), sup.record.pid
+                    why = f"server pid {pid} did not start: {failure.words()}; " if failure else "server "
+                    sup.update(RunState.CRASHED, exit_code=code, last_error=f"{why}exited before ready: {exit_words(code)}")
+                    break
+                failure = self.start_failure()
+                if failure is not None:
+                    await self._failed_before_ready(failure)
                     break
                 await self._probe(c)
                 if sup.state == RunState.READY:  # its members were recorded by the probe (procs.on_ready)
@@ -274,6 +297,46 @@ class HealthWatch:
             self.sup.update(RunState.UNHEALTHY)
 
     # -- failures ---------------------------------------------------------------------------
+    async def _failed_before_ready(self, failure: StartFailure) -> None:
+        """``wait_ready`` saw a failed start: the run's supervisor elsewhere stops and restarts
+        it (as the loop below does); with none, it is stopped here, since nothing else would
+        and it would keep its GPUs for nothing."""
+        sup, rec = self.sup, self.sup.record
+        assert rec is not None
+        if sup.supervising or not restart_lock.RestartLock.held_elsewhere(sup.profile.name, sup.state_dir):
+            res = await process.stop_run(rec.identity(), sup.profile.stop_grace_s, sup.exit_file)
+            how = f"did not start: {failure.words()}; stopped it ({exit_words(res.exit_code)})"
+            if not res.ok:
+                how += f"; {res.message}"
+            sup.update(RunState.CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {how}")
+            sup.journal("start failed", RunState.CRASHED, f"pid {rec.pid}: {how}")
+            return
+        sup.update(
+            RunState.CRASHED,
+            last_error=f"server pid {rec.pid} did not start: {failure.words()}; its supervisor stops it and restarts it",
+        )
+
+    async def _start_failed(self, failure: StartFailure) -> None:
+        """The supervising loop saw a failed start: stop the server (its process lingers
+        without HTTP) and treat it as a crash: restart under the backoff and start limit. A
+        port still held fails the restart's own check at once, so the start limit ends it."""
+        rec = self.sup.record
+        if rec is None:
+            return
+        async with self.sup.op_lock:
+            if self.sup.record is not rec or self._stopped_elsewhere():
+                return
+            self.sup.update(last_error=f"server pid {rec.pid} did not start: {failure.words()}; stopping it")
+            res = await process.stop_run(rec.identity(), self.sup.profile.stop_grace_s, self.sup.exit_file)
+            if self._stopped_elsewhere():
+                self.sup.update(RunState.STOPPED, record=None, exit_code=res.exit_code, last_error=None)
+                return
+        how = f"did not start: {failure.words()}; stopped it ({exit_words(res.exit_code)})"
+        if not res.ok:
+            how += f"; {res.message}"
+        self.sup.update(RunState.CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {how}")
+        await self._after_failure(rec, res.exit_code, how, action="start failed")
+
     def _watchdog_due(self) -> bool:
         sup = self.sup
         return (
@@ -336,11 +399,11 @@ class HealthWatch:
                 self.sup.update(last_error=f"server pid {rec.pid} exited: {how}; {res.message}")
         await self._after_failure(disk, code, how)
 
-    async def _after_failure(self, rec: runs.RunRecord, code: int | None, how: str) -> None:
+    async def _after_failure(self, rec: runs.RunRecord, code: int | None, how: str, action: str | None = None) -> None:
         self.sup.update(last_exit=f"pid {rec.pid} {how} at {time.strftime('%H:%M:%S')}")
         decision, value = self.sup.policy.after_crash(time.monotonic(), ran_for_s=rec.uptime_s)
         self.sup.journal(
-            "watchdog restart" if "watchdog" in how else "crash",
+            action or ("watchdog restart" if "watchdog" in how else "crash"),
             RunState.FATAL if decision == RunState.FATAL else f"restart in {float(value):g} s",
             f"pid {rec.pid}: {how}",
         )

@@ -44,7 +44,7 @@ failures = 2
 [sim]
 max_lifetime = {lifetime}
 time_scale = 20.0
-load_time = 0.5
+load_time = {load_time}
 light = {light}
 {sim_extra}
 """
@@ -70,6 +70,7 @@ def make_profile(tmp_path, state_dir):
         keep_logs: int = 20,
         lifetime: float = 90.0,
         sim_extra: str = "",
+        load_time: float = 0.5,
     ) -> Path:
         path = tmp_path / f"{name}.toml"
         path.write_text(
@@ -84,6 +85,7 @@ def make_profile(tmp_path, state_dir):
                 keep_logs=keep_logs,
                 lifetime=lifetime,
                 sim_extra=sim_extra,
+                load_time=load_time,
                 light=str(light_ranks()).lower(),  # spawned ranks in the process suites (tests/support/sim.py)
             )
         )
