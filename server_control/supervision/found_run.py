@@ -13,7 +13,8 @@ from server_control.host import identity
 from server_control.model.vocabulary import RunState
 from server_control.proc import process
 from server_control.state import run_logs, runs
-from server_control.supervision.health_watch import TAIL_LINES, exit_words
+from server_control.supervision.crash_restart import TAIL_LINES
+from server_control.supervision.health_watch import exit_words
 from server_control.supervision.run_facts import RunFacts
 
 

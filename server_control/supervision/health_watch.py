@@ -1,5 +1,7 @@
 """The supervision loop, a part of ``Supervisor`` (server_control/supervision/supervisor.py):
-health checks, crash restart with capped backoff, start limit -> FATAL, and the health watchdog.
+health checks, the health watchdog, a failed start read from the starting run's log, and a
+server's exit; what follows each failure (a restart with capped backoff, or FATAL at the start
+limit) is ``CrashRestart``'s (crash_restart.py).
 
 ``await sup.watch()`` (``HealthWatch.watch``) runs until cancelled. Health: GET <url><[health] path> every
 [health] interval_s. Crash restart only while this process holds the profile's restart
@@ -22,7 +24,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from server_control.host import identity
 from server_control.model.vocabulary import FINAL_STATES, LIVE_STATES, RunState
@@ -31,18 +33,14 @@ from server_control.net.http import bounded_request, client_limits
 from server_control.net.lean_httpx import httpx
 from server_control.proc import process
 from server_control.sanitize import strip_controls
-from server_control.state import restart_lock, run_logs, runs
-from server_control.supervision.run_facts import RunUpdater
+from server_control.state import restart_lock, runs
+from server_control.supervision.crash_restart import CrashRestart, CrashRestartPort
 from server_control.supervision.start_failure import StartFailure, StartLog
 
 if TYPE_CHECKING:
     from server_control.supervision.carried_settings import CarriedSettings
     from server_control.supervision.ownership import Ownership
-    from server_control.supervision.restart_policy import RestartPolicy
-    from server_control.supervision.run_processes import RunProcesses
-    from server_control.supervision.supervised import SupervisedProfile
 
-TAIL_LINES = 50
 IDLE_POLL_S = 1.0
 DISK_BACKOFF_MAX_S = 30.0
 PROBE_AT_LEAST_EVERY_S = 10.0  # a ready run is probed this often even while polls answer
@@ -57,20 +55,13 @@ def exit_words(code: int | None) -> str:
     return f"exit code {code}"
 
 
-class HealthWatchPort(RunUpdater, Protocol):
-    """What the watch reads and sets on its supervisor (supervisor.py)."""
+class HealthWatchPort(CrashRestartPort, Protocol):
+    """What the watch reads and sets on its supervisor (supervisor.py), beyond what the
+    restart after a failure does (crash_restart.py)."""
 
-    profile: SupervisedProfile
-    state_dir: Path
     record: runs.RunRecord | None
     state: RunState
-    restarts: int
-    epoch: int
     health_error: str | None
-    backoff_history: list[float]
-    op_lock: asyncio.Lock
-    policy: RestartPolicy
-    procs: RunProcesses
     ownership: Ownership
     carried: CarriedSettings
 
@@ -79,14 +70,6 @@ class HealthWatchPort(RunUpdater, Protocol):
 
     @property
     def exit_file(self) -> Path: ...
-
-    def journal(self, action: str, result: str, detail: str = "", **kw: Any) -> None: ...
-
-    def load_disk(self) -> runs.RunRecord | None: ...
-
-    def adopt(self) -> runs.RunRecord | None: ...
-
-    async def start(self, previous_logs: list[str], runtime: dict[str, Any] | None = None) -> runs.RunRecord: ...
 
 
 class HealthWatch:
@@ -100,6 +83,7 @@ class HealthWatch:
         self._answered_until = 0.0  # monotonic: an answered poll stands in for checks until then
         self._probed_at = 0.0  # monotonic time of the last real probe
         self._start_log: StartLog | None = None  # the starting run's log, read forward
+        self.restart = CrashRestart(sup)  # what follows a failure: a restart or FATAL
 
     def start_failure(self) -> StartFailure | None:
         """While the run starts: a failed start its log shows though its process lives on
@@ -335,7 +319,7 @@ class HealthWatch:
         if not res.ok:
             how += f"; {res.message}"
         self.sup.update(RunState.CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {how}")
-        await self._after_failure(rec, res.exit_code, how, action="start failed")
+        await self.restart.after_failure(rec, res.exit_code, how, action="start failed")
 
     def _watchdog_due(self) -> bool:
         sup = self.sup
@@ -374,7 +358,7 @@ class HealthWatch:
         if not res.ok:
             how += f"; {res.message}"
         self.sup.update(RunState.CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {how}")
-        await self._after_failure(rec, res.exit_code, how)
+        await self.restart.after_failure(rec, res.exit_code, how)
 
     async def _on_exit(self, code: int | None) -> None:
         rec = self.sup.record
@@ -397,66 +381,4 @@ class HealthWatch:
             res = await process.stop_run(disk.identity(), self.sup.profile.stop_grace_s, self.sup.exit_file)
             if not res.ok:
                 self.sup.update(last_error=f"server pid {rec.pid} exited: {how}; {res.message}")
-        await self._after_failure(disk, code, how)
-
-    async def _after_failure(self, rec: runs.RunRecord, code: int | None, how: str, action: str | None = None) -> None:
-        self.sup.update(last_exit=f"pid {rec.pid} {how} at {time.strftime('%H:%M:%S')}")
-        decision, value = self.sup.policy.after_crash(time.monotonic(), ran_for_s=rec.uptime_s)
-        self.sup.journal(
-            action or ("watchdog restart" if "watchdog" in how else "crash"),
-            RunState.FATAL if decision == RunState.FATAL else f"restart in {float(value):g} s",
-            f"pid {rec.pid}: {how}",
-        )
-        if decision == RunState.FATAL:
-            reason = f"{value}; last {how}"
-
-            def fatal(r: runs.RunRecord) -> None:
-                r.exit_code, r.fatal_reason = code, reason
-
-            try:
-                await runs.update_record(self.sup.profile.name, self.sup.state_dir, rec.pid, fatal)
-            except OSError as exc:
-                reason += f" (not kept in the run record: {exc.strerror or exc})"
-            self.sup.update(RunState.FATAL, fatal_reason=reason, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
-            return
-        await self._restart_after(float(value), rec)
-
-    async def _restart_after(self, delay: float, dead: runs.RunRecord) -> None:
-        epoch = self.sup.epoch
-        while True:
-            self.sup.backoff_history.append(delay)
-            self.sup.update(next_restart_at=time.time() + delay)
-            await asyncio.sleep(delay)
-            async with self.sup.op_lock:
-                if epoch != self.sup.epoch:  # stopped or relaunched meanwhile
-                    return
-                disk = self.sup.load_disk()
-                if disk is None or disk.stopping:  # stopped from elsewhere meanwhile
-                    self.sup.update(RunState.STOPPED, record=None, next_restart_at=None)
-                    return
-                if disk.pid != dead.pid and self.sup.procs.live(disk):  # relaunched elsewhere
-                    self.sup.update(next_restart_at=None)
-                    self.sup.adopt()
-                    return
-                self.sup.restarts += 1
-                runtime = disk.runtime if disk.pid == dead.pid else dead.runtime
-                try:
-                    await self.sup.start(previous_logs=[*dead.log_paths, dead.log_path], runtime=runtime)
-                    return
-                except runs.RunConflict as exc:  # someone else relaunched it: adopt theirs
-                    self.sup.restarts -= 1
-                    self.sup.update(last_error=str(exc), next_restart_at=None)
-                    self.sup.adopt()
-                    return
-                except Exception as exc:  # noqa: BLE001 - busy port, bad python...: counts as a failed start
-                    self.sup.policy.record_start(time.monotonic())
-                    self.sup.update(RunState.CRASHED, next_restart_at=None, last_error=f"restart failed: {exc}")
-                    decision, value = self.sup.policy.after_crash(time.monotonic())
-                    if decision == RunState.FATAL:
-                        self.sup.update(
-                            RunState.FATAL,
-                            fatal_reason=f"{value}; last start failed: {exc}",
-                            fatal_tail=run_logs.tail_lines(dead.log_path, TAIL_LINES),
-                        )
-                        return
-                    delay = float(value)
+        await self.restart.after_failure(disk, code, how)
