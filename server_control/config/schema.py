@@ -110,6 +110,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
         "timeout_s": ("float", 5.0),
         "failures": ("int", 3),
         "watchdog": ("bool", True),
+        "start_timeout_s": ("float", 1800.0),
     },
 }
 FREE_SECTIONS = ("env", "sim")  # key/value tables
@@ -344,6 +345,7 @@ def _restart_problems(rs: dict[str, Any]) -> list[str]:
 
 
 MIN_HEALTH_S = 0.05
+MAX_START_TIMEOUT_S = 7 * 86400.0  # a week: past it, 0 says "never" better
 
 
 def _health_problems(hl: dict[str, Any]) -> list[str]:
@@ -356,4 +358,7 @@ def _health_problems(hl: dict[str, Any]) -> list[str]:
             e.append(f"[health] {k}: must be >= {MIN_HEALTH_S} s (as in fleet files), got {hl[k]}")
     if isinstance(hl["failures"], int) and hl["failures"] < 1:
         e.append(f"[health] failures: must be >= 1, got {hl['failures']}")
+    start = hl["start_timeout_s"]
+    if isinstance(start, float) and not (start == 0 or MIN_HEALTH_S <= start <= MAX_START_TIMEOUT_S):
+        e.append(f"[health] start_timeout_s: must be 0 (never) or {MIN_HEALTH_S}..{MAX_START_TIMEOUT_S:g} s, got {start}")
     return e

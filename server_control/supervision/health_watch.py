@@ -172,9 +172,9 @@ class HealthWatch:
                     continue
                 if time.monotonic() >= next_probe:
                     next_probe = time.monotonic() + hl["interval_s"]
-                    failure = self.start_failure() if self.sup.supervising else None
-                    if failure is not None:
-                        await self._start_failed(failure)
+                    why = self._start_failed_why() if self.sup.supervising else None
+                    if why is not None:
+                        await self._start_failed(why)
                         next_probe = 0.0
                         continue
                     self.sup.procs.current()
@@ -300,22 +300,36 @@ class HealthWatch:
             last_error=f"server pid {rec.pid} did not start: {failure.words()}; its supervisor stops it and restarts it",
         )
 
-    async def _start_failed(self, failure: StartFailure) -> None:
+    def _start_failed_why(self) -> str | None:
+        """Why the starting run has failed to start though its process lives: its log says so
+        (``start_failure``), or it is not ready ``[health] start_timeout_s`` after its start (a
+        load or an initialisation that hangs: NCCL, a rank that never joins); else None."""
+        failure = self.start_failure()
+        if failure is not None:
+            return failure.words()
+        rec, limit = self.sup.record, float(self.sup.profile.health.get("start_timeout_s") or 0.0)
+        if rec is None or self.sup.state != RunState.STARTING or limit <= 0 or rec.uptime_s < limit:
+            return None
+        last = f"; last check: {self.sup.health_error}" if self.sup.health_error else ""
+        return f"not ready {limit:g} s after its start ([health] start_timeout_s{last})"
+
+    async def _start_failed(self, why: str) -> None:
         """The supervising loop saw a failed start: stop the server (its process lingers
-        without HTTP) and treat it as a crash: restart under the backoff and start limit. A
-        port still held fails the restart's own check at once, so the start limit ends it."""
+        without HTTP, or hangs) and treat it as a crash: restart under the backoff and start
+        limit. A port still held fails the restart's own check at once, so the start limit
+        ends it."""
         rec = self.sup.record
         if rec is None:
             return
         async with self.sup.op_lock:
             if self.sup.record is not rec or self._stopped_elsewhere():
                 return
-            self.sup.update(last_error=f"server pid {rec.pid} did not start: {failure.words()}; stopping it")
+            self.sup.update(last_error=f"server pid {rec.pid} did not start: {why}; stopping it")
             res = await process.stop_run(rec.identity(), self.sup.profile.stop_grace_s, self.sup.exit_file)
             if self._stopped_elsewhere():
                 self.sup.update(RunState.STOPPED, record=None, exit_code=res.exit_code, last_error=None)
                 return
-        how = f"did not start: {failure.words()}; stopped it ({exit_words(res.exit_code)})"
+        how = f"did not start: {why}; stopped it ({exit_words(res.exit_code)})"
         if not res.ok:
             how += f"; {res.message}"
         self.sup.update(RunState.CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {how}")

@@ -41,6 +41,7 @@ keep_logs = {keep_logs}
 interval_s = 0.2
 timeout_s = 2.0
 failures = 2
+{health_extra}
 [sim]
 max_lifetime = {lifetime}
 time_scale = 20.0
@@ -71,6 +72,7 @@ def make_profile(tmp_path, state_dir):
         lifetime: float = 90.0,
         sim_extra: str = "",
         load_time: float = 0.5,
+        health_extra: str = "",
     ) -> Path:
         path = tmp_path / f"{name}.toml"
         path.write_text(
@@ -86,6 +88,7 @@ def make_profile(tmp_path, state_dir):
                 lifetime=lifetime,
                 sim_extra=sim_extra,
                 load_time=load_time,
+                health_extra=health_extra,
                 light=str(light_ranks()).lower(),  # spawned ranks in the process suites (tests/support/sim.py)
             )
         )

@@ -85,6 +85,9 @@ def test_api_key_variable_unset_is_named(state_dir, monkeypatch):
         ('[sim]\nhealth_fail_mode = "hung"\n', r"\[sim\] health_fail_mode: must be one of 503, hang"),
         ("[health]\ninterval_s = 1e-300\n", r"\[health\] interval_s: must be >= 0\.05 s"),
         ("[health]\ntimeout_s = 0.01\n", r"\[health\] timeout_s: must be >= 0\.05 s"),
+        ("[health]\nstart_timeout_s = -1\n", r"\[health\] start_timeout_s: must be 0 \(never\) or 0\.05\.\.604800 s"),
+        ("[health]\nstart_timeout_s = 1e9\n", r"\[health\] start_timeout_s: must be 0 \(never\) or"),
+        ('[health]\nstart_timeout_s = "30m"\n', r"\[health\] start_timeout_s: expected a number"),
         (
             '[server]\nextra_args = ["--api-key", "sk-live-123"]\n',
             r"\[server\] extra_args\[0\]: --api-key would put a key .*api_key_env",
@@ -240,3 +243,8 @@ def test_the_server_path_names_the_package_root_once_and_first(state_dir, monkey
         monkeypatch.setenv("PYTHONPATH", given.format(root=root, sep=os.pathsep))
     spec = load_profile(profile_path("demo")).launch_spec(state_dir)
     assert spec.env["PYTHONPATH"].split(os.pathsep) == [root, *rest]
+
+
+def test_the_start_timeout_defaults_to_half_an_hour_and_zero_turns_it_off(tmp_path):
+    assert load_profile(write(tmp_path, "")).health["start_timeout_s"] == 1800.0
+    assert load_profile(write(tmp_path, "[health]\nstart_timeout_s = 0\n")).health["start_timeout_s"] == 0.0

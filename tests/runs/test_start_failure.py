@@ -153,3 +153,35 @@ async def test_launch_wait_with_its_supervisor_says_so_and_the_supervisor_stops_
         snap = json.loads(status.stdout)
         assert snap["run"]["state"] == RunState.FATAL, snap["run"]
         assert "address already in use" in json.dumps(snap["run"]), snap["run"]
+
+
+async def test_a_start_that_never_gets_ready_is_stopped_at_the_start_timeout(make_profile, groups):
+    """A load or an initialisation that hangs (NCCL, a rank that never joins): the process lives,
+    nothing answers, and its log says nothing. ``[health] start_timeout_s`` ends it as a failed
+    start; without the timeout the run read "starting" for ever."""
+    path = make_profile(
+        "hung",
+        tp=1,
+        backoff=0.1,
+        burst=2,
+        load_time=100_000.0,  # ~80 minutes at x20: it never binds in this test
+        sim_extra="bind_late = true",
+        health_extra="start_timeout_s = 1.5",
+    )
+    profile = load_profile(path)
+    assert profile.health["start_timeout_s"] == 1.5
+    sup = Supervisor(profile)
+    rec = await sup.launch()
+    groups.add(rec.pgid)
+    watch = asyncio.create_task(sup.watch())
+    try:
+        await until(lambda: sup.state == RunState.FATAL, timeout=60, what="FATAL")
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    assert identity.run_processes(rec.identity()) == [] and identity.run_processes(sup.record.identity()) == []
+    failed = [e for e in journal.read() if e.action == "start failed"]
+    assert len(failed) == 2, failed  # the launch and its one restart, then the start limit
+    for e in failed:
+        assert "not ready 1.5 s after its start ([health] start_timeout_s; last check: GET " in e.detail, e.detail
+    assert "start limit hit: 2 starts" in sup.fatal_reason and "start_timeout_s" in sup.fatal_reason, sup.fatal_reason
