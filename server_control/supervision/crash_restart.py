@@ -7,6 +7,7 @@ backoff wins over the restart (server_control/supervision/health_watch.py finds 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,6 +30,7 @@ class CrashRestartPort(RunUpdater, Protocol):
     profile: SupervisedProfile
     state_dir: Path
     restarts: int
+    exit_code: int | None  # the last server's
     epoch: int
     backoff_history: list[float]
     op_lock: asyncio.Lock
@@ -44,6 +46,26 @@ class CrashRestartPort(RunUpdater, Protocol):
     async def start(self, previous_logs: list[str], runtime: dict[str, Any] | None = None) -> runs.RunRecord: ...
 
 
+async def keep_fatal(
+    rec: runs.RunRecord, state_dir: str | Path | None, exit_code: int | None, reason: str
+) -> runs.RunRecord | None:
+    """A run's FATAL end written into its record under the profile lock, so every reader sees
+    it: the record of ``rec``'s pid updated, or, where none is left (a restart that failed
+    after removing the dead run's record), ``rec`` written back with the reason. None (nothing
+    written) where another run's record, or an unreadable one, is there now."""
+    async with runs.profile_lock(rec.name, state_dir):
+        try:
+            disk = runs.load_record(rec.name, state_dir)
+        except runs.RunRecordError:
+            return None
+        if disk is not None and disk.pid != rec.pid:
+            return None
+        kept = disk if disk is not None else runs.RunRecord.from_dict(dataclasses.asdict(rec), "the dead run's record")
+        kept.exit_code, kept.fatal_reason = exit_code, reason
+        runs.save_record(kept, state_dir)
+        return kept
+
+
 class CrashRestart:
     def __init__(self, sup: CrashRestartPort) -> None:
         self.sup = sup
@@ -57,18 +79,18 @@ class CrashRestart:
             f"pid {rec.pid}: {how}",
         )
         if decision == RunState.FATAL:
-            reason = f"{value}; last {how}"
-
-            def fatal(r: runs.RunRecord) -> None:
-                r.exit_code, r.fatal_reason = code, reason
-
-            try:
-                await runs.update_record(self.sup.profile.name, self.sup.state_dir, rec.pid, fatal)
-            except OSError as exc:
-                reason += f" (not kept in the run record: {exc.strerror or exc})"
-            self.sup.update(RunState.FATAL, fatal_reason=reason, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
+            await self._fatal(rec, code, f"{value}; last {how}")
             return
         await self._restart_after(float(value), rec)
+
+    async def _fatal(self, rec: runs.RunRecord, code: int | None, reason: str) -> None:
+        """FATAL with the reason and the log's last lines, kept in the run record for every
+        reader (``keep_fatal``: written back where a failed restart had removed it)."""
+        try:
+            await keep_fatal(rec, self.sup.state_dir, code, reason)
+        except OSError as exc:
+            reason += f" (not kept in the run record: {exc.strerror or exc})"
+        self.sup.update(RunState.FATAL, fatal_reason=reason, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
 
     async def _restart_after(self, delay: float, dead: runs.RunRecord) -> None:
         epoch = self.sup.epoch
@@ -102,10 +124,6 @@ class CrashRestart:
                     self.sup.update(RunState.CRASHED, next_restart_at=None, last_error=f"restart failed: {exc}")
                     decision, value = self.sup.policy.after_crash(time.monotonic())
                     if decision == RunState.FATAL:
-                        self.sup.update(
-                            RunState.FATAL,
-                            fatal_reason=f"{value}; last start failed: {exc}",
-                            fatal_tail=run_logs.tail_lines(dead.log_path, TAIL_LINES),
-                        )
+                        await self._fatal(dead, self.sup.exit_code, f"{value}; last start failed: {exc}")
                         return
                     delay = float(value)

@@ -297,7 +297,7 @@ class HealthWatch:
             return
         sup.update(
             RunState.CRASHED,
-            last_error=f"server pid {rec.pid} did not start: {failure.words()}; its supervisor stops it (a failed start, as a crash)",
+            last_error=f"server pid {rec.pid} did not start: {failure.words()}; its supervisor stops it (as a crash)",
         )
 
     def _start_failed_why(self) -> str | None:

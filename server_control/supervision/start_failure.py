@@ -59,8 +59,13 @@ def with_holders(failure: StartFailure) -> StartFailure:
         held = ports.listeners(failure.port)
     except OSError:
         held = []
-    names = tuple(f"pid {pid} ({strip_controls(cmd)[:120]})" if pid else "a process this user cannot see" for pid, cmd in held)
+    names = tuple(f"pid {pid} ({_one_line(cmd)})" if pid else "a process this user cannot see" for pid, cmd in held)
     return StartFailure(failure.line, failure.host, failure.port, names)
+
+
+def _one_line(cmd: str, cap: int = 120) -> str:
+    """A command line as one short line (a `python -c` script's newlines are spaces)."""
+    return " ".join(strip_controls(cmd).split())[:cap]
 
 
 class StartLog:

@@ -20,7 +20,7 @@ from server_control.config.profile import load_profile
 from server_control.host import identity
 from server_control.model.vocabulary import RunState
 from server_control.state import journal, runs
-from server_control.supervision.start_failure import READ_CAP, StartLog, failure_in
+from server_control.supervision.start_failure import READ_CAP, StartLog, failure_in, with_holders
 from server_control.supervision.supervisor import Supervisor
 from tests.support.wait import until
 
@@ -63,6 +63,19 @@ def test_the_log_is_read_forward_in_bounded_pieces_across_partial_lines(tmp_path
     assert StartLog(fifo).scan() is None  # a FIFO never blocks the scan
 
 
+def test_who_holds_the_port_is_named_on_one_line(tmp_path):
+    script = "import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nprint(s.getsockname()[1], flush=True)\ntime.sleep(30)"
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(holder.stdout.readline())
+        found = with_holders(failure_in(SGLANG_LINE.replace("45707", str(port))))
+        assert found.holders and found.holders[0].startswith(f"pid {holder.pid} ("), found.holders
+        assert "\n" not in found.words() and "import socket, sys, time s = socket.socket()" in found.words(), found.words()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 async def test_a_port_taken_during_the_start_is_a_failed_start_and_the_start_limit_ends_it(make_profile, groups):
     profile = load_profile(make_profile("taken", tp=2, backoff=0.1, burst=2, load_time=LOAD_S, sim_extra="bind_late = true"))
     sup = Supervisor(profile)
@@ -84,6 +97,14 @@ async def test_a_port_taken_during_the_start_is_a_failed_start_and_the_start_lim
         assert f"127.0.0.1:{profile.port} was taken before it could bind it" in entries[0].detail
         assert f"held by pid {os.getpid()}" in entries[0].detail, entries[0].detail  # who holds it, named
         assert any("address already in use" in ln for ln in sup.fatal_tail)
+        # every reader sees the FATAL end: the restart that failed its port check had removed the
+        # run record before the check, and the FATAL then lived in this process only ("stopped"
+        # for `status` elsewhere, the reason lost)
+        kept = runs.load_record("taken")
+        assert kept is not None and kept.fatal_reason == sup.fatal_reason, kept
+        later = Supervisor(profile)
+        assert later.adopt() is None and later.state == RunState.FATAL and later.fatal_reason == sup.fatal_reason
+        assert any("address already in use" in ln for ln in later.fatal_tail)
 
 
 def _launch_waiting(profile_path, *extra: str) -> tuple[subprocess.Popen, float]:
