@@ -3,7 +3,7 @@ in ``<state dir>/journal.jsonl`` (0600; over 10 MB it moves to ``journal.jsonl.1
 
 An entry says when, who (user@host, pid, which program), what (``action``: threshold,
 force, hysteresis, dwell, launch, stop, restart, crash restart, watchdog restart, start
-failed, reapply, fatal), on which server (``target`` URL, ``profile``), ``old`` -> ``new`` and the
+failed, restart failed, reapply, fatal), on which server (``target`` URL, ``profile``), ``old`` -> ``new`` and the
 ``result``. A runtime change writes three entries with one ``op`` id: ``pending`` (before
 it is sent), ``read back`` (the server answered and was read back) and its result: other
 clients of the same host use them to tell a concurrent change (server_control/control/

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,13 +47,15 @@ class CrashRestartPort(RunUpdater, Protocol):
     async def start(self, previous_logs: list[str], runtime: dict[str, Any] | None = None) -> runs.RunRecord: ...
 
 
-async def keep_fatal(
-    rec: runs.RunRecord, state_dir: str | Path | None, exit_code: int | None, reason: str
+async def keep_record(
+    rec: runs.RunRecord, state_dir: str | Path | None, change: Callable[[runs.RunRecord], None] = lambda _r: None
 ) -> runs.RunRecord | None:
-    """A run's FATAL end written into its record under the profile lock, so every reader sees
-    it: the record of ``rec``'s pid updated, or, where none is left (a restart that failed
-    after removing the dead run's record), ``rec`` written back with the reason. None (nothing
-    written) where another run's record, or an unreadable one, is there now."""
+    """The dead run's record kept for every reader, under the profile lock: the record of
+    ``rec``'s pid changed, or, where none is left, ``rec`` written back changed. A restart
+    removes the dead run's record before its own checks (supervisor.py ``start``), so one that
+    failed them (a busy port) left no record: ``status`` elsewhere read "stopped", the FATAL
+    reason was lost, and the next restart took the missing record for a stop made elsewhere.
+    None (nothing written) where another run's record, or an unreadable one, is there now."""
     async with runs.profile_lock(rec.name, state_dir):
         try:
             disk = runs.load_record(rec.name, state_dir)
@@ -61,7 +64,7 @@ async def keep_fatal(
         if disk is not None and disk.pid != rec.pid:
             return None
         kept = disk if disk is not None else runs.RunRecord.from_dict(dataclasses.asdict(rec), "the dead run's record")
-        kept.exit_code, kept.fatal_reason = exit_code, reason
+        change(kept)
         runs.save_record(kept, state_dir)
         return kept
 
@@ -85,9 +88,13 @@ class CrashRestart:
 
     async def _fatal(self, rec: runs.RunRecord, code: int | None, reason: str) -> None:
         """FATAL with the reason and the log's last lines, kept in the run record for every
-        reader (``keep_fatal``: written back where a failed restart had removed it)."""
+        reader (``keep_record``: written back where a failed restart had removed it)."""
+
+        def fatal(r: runs.RunRecord) -> None:
+            r.exit_code, r.fatal_reason = code, reason
+
         try:
-            await keep_fatal(rec, self.sup.state_dir, code, reason)
+            await keep_record(rec, self.sup.state_dir, fatal)
         except OSError as exc:
             reason += f" (not kept in the run record: {exc.strerror or exc})"
         self.sup.update(RunState.FATAL, fatal_reason=reason, fatal_tail=run_logs.tail_lines(rec.log_path, TAIL_LINES))
@@ -123,7 +130,16 @@ class CrashRestart:
                     self.sup.policy.record_start(time.monotonic())
                     self.sup.update(RunState.CRASHED, next_restart_at=None, last_error=f"restart failed: {exc}")
                     decision, value = self.sup.policy.after_crash(time.monotonic())
+                    self.sup.journal(
+                        "restart failed",
+                        RunState.FATAL if decision == RunState.FATAL else f"restart in {float(value):g} s",
+                        f"after pid {dead.pid}: {exc}",
+                    )
                     if decision == RunState.FATAL:
                         await self._fatal(dead, self.sup.exit_code, f"{value}; last start failed: {exc}")
                         return
+                    try:  # the next try finds its run again (and a stop made meanwhile finds it to stop)
+                        await keep_record(dead, self.sup.state_dir)
+                    except OSError as exc_kept:
+                        self.sup.update(last_error=f"restart failed: {exc}; run record not kept: {exc_kept.strerror or exc_kept}")
                     delay = float(value)

@@ -107,6 +107,33 @@ async def test_a_port_taken_during_the_start_is_a_failed_start_and_the_start_lim
         assert any("address already in use" in ln for ln in later.fatal_tail)
 
 
+async def test_a_restart_refused_by_the_busy_port_keeps_the_run_and_tries_again_until_the_limit(make_profile, groups):
+    """Burst 3: the failed start, then two restarts refused by their own port check. The first
+    refused restart had removed the dead run's record, and the next try took the missing
+    record for a stop made elsewhere: "stopped", no more restarts, no FATAL."""
+    profile = load_profile(make_profile("again", tp=1, backoff=0.1, burst=3, load_time=LOAD_S, sim_extra="bind_late = true"))
+    sup = Supervisor(profile)
+    rec = await sup.launch()
+    groups.add(rec.pgid)
+    states: list[RunState] = []
+    sup.on_change = lambda s: states.append(s.state)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", profile.port))
+        holder.listen()
+        watch = asyncio.create_task(sup.watch())
+        try:
+            await until(lambda: sup.state in (RunState.FATAL, RunState.STOPPED), timeout=60, what="FATAL or stopped")
+        finally:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
+    assert RunState.CRASHED in states and RunState.STARTING in states, states  # (the states are seen)
+    assert sup.state == RunState.FATAL and RunState.STOPPED not in states, (sup.state, sup.last_error, states)
+    refused = [e for e in journal.read() if e.action == "restart failed"]
+    assert [e.result for e in refused] == ["restart in 0.2 s", RunState.FATAL], refused
+    assert all("is busy or cannot be bound" in e.detail for e in refused), refused
+    assert "start limit hit: 3 starts" in sup.fatal_reason and runs.load_record("again").fatal_reason == sup.fatal_reason
+
+
 def _launch_waiting(profile_path, *extra: str) -> tuple[subprocess.Popen, float]:
     p = subprocess.Popen(
         [sys.executable, "-m", "console", "launch", "--profile", str(profile_path), "--wait", "60", "--json", *extra],
