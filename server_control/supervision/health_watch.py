@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -314,26 +315,35 @@ class HealthWatch:
         return f"not ready {limit:g} s after its start ([health] start_timeout_s{last})"
 
     async def _start_failed(self, why: str) -> None:
-        """The supervising loop saw a failed start: stop the server (its process lingers
-        without HTTP, or hangs) and treat it as a crash: restart under the backoff and start
-        limit. A port still held fails the restart's own check at once, so the start limit
-        ends it."""
+        """The supervising loop saw a failed start: stopped and treated as a crash. A port still
+        held fails the restart's own check at once, so the start limit ends it."""
         rec = self.sup.record
-        if rec is None:
-            return
+        if rec is not None:
+            await self._stop_failed(
+                rec,
+                f"server pid {rec.pid} did not start: {why}; stopping it",
+                lambda code: f"did not start: {why}; stopped it ({exit_words(code)})",
+                action="start failed",
+            )
+
+    async def _stop_failed(
+        self, rec: runs.RunRecord, saying: str, how: Callable[[int | None], str], action: str | None = None
+    ) -> None:
+        """Stop a server whose process lives on through a failure the watch found (hung, or
+        lingering after a failed start), said first; then what follows a failure
+        (``CrashRestart``). A stop made elsewhere (under way, or begun meanwhile) is left to be
+        one: nothing is restarted."""
         async with self.sup.op_lock:
             if self.sup.record is not rec or self._stopped_elsewhere():
                 return
-            self.sup.update(last_error=f"server pid {rec.pid} did not start: {why}; stopping it")
+            self.sup.update(last_error=saying)
             res = await process.stop_run(rec.identity(), self.sup.profile.stop_grace_s, self.sup.exit_file)
-            if self._stopped_elsewhere():
+            if self._stopped_elsewhere():  # a stop elsewhere began meanwhile: it is one
                 self.sup.update(RunState.STOPPED, record=None, exit_code=res.exit_code, last_error=None)
                 return
-        how = f"did not start: {why}; stopped it ({exit_words(res.exit_code)})"
-        if not res.ok:
-            how += f"; {res.message}"
-        self.sup.update(RunState.CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {how}")
-        await self.restart.after_failure(rec, res.exit_code, how, action="start failed")
+        said = how(res.exit_code) + ("" if res.ok else f"; {res.message}")
+        self.sup.update(RunState.CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {said}")
+        await self.restart.after_failure(rec, res.exit_code, said, action=action)
 
     def _watchdog_due(self) -> bool:
         sup = self.sup
@@ -357,22 +367,12 @@ class HealthWatch:
         rec = self.sup.record
         if rec is None:  # nothing runs: nothing to stop
             return
-        async with self.sup.op_lock:
-            if self.sup.record is not rec or self._stopped_elsewhere():
-                return
-            self.sup.update(
-                last_error=f"watchdog: {self.fails} health checks failed in a row "
-                f"({self.sup.health_error}); stopping pid {rec.pid} to restart it"
-            )
-            res = await process.stop_run(rec.identity(), self.sup.profile.stop_grace_s, self.sup.exit_file)
-            if self._stopped_elsewhere():  # a stop elsewhere began meanwhile: it is one
-                self.sup.update(RunState.STOPPED, record=None, exit_code=res.exit_code, last_error=None)
-                return
-        how = f"unhealthy, stopped by the watchdog ({exit_words(res.exit_code)})"
-        if not res.ok:
-            how += f"; {res.message}"
-        self.sup.update(RunState.CRASHED, exit_code=res.exit_code, last_error=f"server pid {rec.pid} {how}")
-        await self.restart.after_failure(rec, res.exit_code, how)
+        await self._stop_failed(
+            rec,
+            f"watchdog: {self.fails} health checks failed in a row "
+            f"({self.sup.health_error}); stopping pid {rec.pid} to restart it",
+            lambda code: f"unhealthy, stopped by the watchdog ({exit_words(code)})",
+        )
 
     async def _on_exit(self, code: int | None) -> None:
         rec = self.sup.record
