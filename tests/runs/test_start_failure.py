@@ -8,7 +8,6 @@ run for ever (server_control/supervision/start_failure.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -22,7 +21,7 @@ from server_control.model.vocabulary import RunState
 from server_control.state import journal, runs
 from server_control.supervision.start_failure import READ_CAP, StartLog, failure_in, with_holders
 from server_control.supervision.supervisor import Supervisor
-from tests.support.wait import until
+from tests.support.wait import supervised_until, until
 
 # the line from a real SGLang 0.5.23 log (a rig run whose port was taken during its start)
 SGLANG_LINE = (
@@ -84,12 +83,7 @@ async def test_a_port_taken_during_the_start_is_a_failed_start_and_the_start_lim
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", profile.port))  # after the launch's own check, before the server binds
         holder.listen()
-        watch = asyncio.create_task(sup.watch())
-        try:
-            await until(lambda: sup.state == RunState.FATAL, timeout=60, what="FATAL")
-        finally:
-            watch.cancel()
-            await asyncio.gather(watch, return_exceptions=True)
+        await supervised_until(sup, lambda: sup.state == RunState.FATAL, timeout=60, what="FATAL")
         assert identity.run_processes(rec.identity()) == []  # the lingering server was stopped
         assert "address already in use" in sup.fatal_reason.lower() and f"{profile.port}" in sup.fatal_reason, sup.fatal_reason
         entries = [e for e in journal.read() if e.action == "start failed"]
@@ -120,12 +114,7 @@ async def test_a_restart_refused_by_the_busy_port_keeps_the_run_and_tries_again_
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", profile.port))
         holder.listen()
-        watch = asyncio.create_task(sup.watch())
-        try:
-            await until(lambda: sup.state in (RunState.FATAL, RunState.STOPPED), timeout=60, what="FATAL or stopped")
-        finally:
-            watch.cancel()
-            await asyncio.gather(watch, return_exceptions=True)
+        await supervised_until(sup, lambda: sup.state in (RunState.FATAL, RunState.STOPPED), timeout=60, what="FATAL or stopped")
     assert RunState.CRASHED in states and RunState.STARTING in states, states  # (the states are seen)
     assert sup.state == RunState.FATAL and RunState.STOPPED not in states, (sup.state, sup.last_error, states)
     refused = [e for e in journal.read() if e.action == "restart failed"]
@@ -221,12 +210,7 @@ async def test_a_start_that_never_gets_ready_is_stopped_at_the_start_timeout(mak
     sup = Supervisor(profile)
     rec = await sup.launch()
     groups.add(rec.pgid)
-    watch = asyncio.create_task(sup.watch())
-    try:
-        await until(lambda: sup.state == RunState.FATAL, timeout=60, what="FATAL")
-    finally:
-        watch.cancel()
-        await asyncio.gather(watch, return_exceptions=True)
+    await supervised_until(sup, lambda: sup.state == RunState.FATAL, timeout=60, what="FATAL")
     assert identity.run_processes(rec.identity()) == [] and identity.run_processes(sup.record.identity()) == []
     failed = [e for e in journal.read() if e.action == "start failed"]
     assert len(failed) == 2, failed  # the launch and its one restart, then the start limit

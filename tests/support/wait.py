@@ -30,3 +30,13 @@ async def until(cond: Callable[[], object], timeout: float = 60.0, what: str = "
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+async def supervised_until(sup, cond: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> None:
+    """Run ``sup.watch()`` (a ``Supervisor``'s loop) until ``cond()`` holds, then cancel it."""
+    watch = asyncio.create_task(sup.watch())
+    try:
+        await until(cond, timeout=timeout, what=what)
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
