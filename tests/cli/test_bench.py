@@ -1,19 +1,16 @@
 """`specconsole bench` against a real simulator process."""
 
 import json
-import subprocess
-import sys
 
 import httpx
 
 from server_control.protocol import decision
+from tests.support import command_forkserver
 from tests.support.sim import CLIENT_WINDOW_TIME_SCALE, REPO_ROOT
 
 
 def bench(*argv):
-    return subprocess.run(
-        [sys.executable, "-m", "console", "bench", *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
-    )
+    return command_forkserver.run(["bench", *argv], cwd=REPO_ROOT, timeout=120)
 
 
 def test_bench_command_sweeps_both_modes_and_restores_auto(sim_factory):

@@ -5,26 +5,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from server_control.protocol import decision
 from tests.cli.status_schema import CHANGE, RUN, RUN_SUPERVISED, problems, snapshot_schema
 from tests.control.conftest import start_stand
+from tests.support import command_forkserver
 from tests.support.sim import REPO_ROOT, free_port, start_sim
 from tests.support.wait import wait_for
 
 
 def cli(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO_ROOT,
-        env={**os.environ, **(env or {})},
-    )
+    return command_forkserver.run(args, timeout=timeout, cwd=REPO_ROOT, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 from server_control.host.ports import free_port
 from tests.cli.documented import REPO, documented, known_options
-from tests.support.cli import cli
+from tests.support.cli import cli, exec_cli
 
 ALL = documented()
 
@@ -75,11 +75,11 @@ def test_every_documented_command_is_run_here_or_by_a_named_test():
         assert f'"{path[-1]}"' in text or f" {path[-1]} " in text or path == ("ui",), (path, test)
 
 
-def _run(state: Path, path: tuple[str, ...], args: list[str], as_json: bool):
+def _run(state: Path, path: tuple[str, ...], args: list[str], as_json: bool, fresh: bool):
     argv = [*path, *args, "--state-dir", str(state), *(["--json"] if as_json else [])]
     if path == ("stop",) and as_json:
         argv.remove("--json")  # no JSON form: said in its help
-    return argv, cli(*argv, timeout=120)
+    return argv, (exec_cli if fresh else cli)(*argv, timeout=120)
 
 
 def _check(argv, res, codes: set[int], as_json: bool) -> None:
@@ -102,7 +102,9 @@ def _sweep(state: Path, running: bool) -> None:
             for as_json in (False, True):
                 if as_json and "--json" not in known_options(path):
                     continue
-                argv, res = _run(state, path, args, as_json)
+                # with nothing running, each in a fresh interpreter (its imports, the entry
+                # point: what a fork of the fork server cannot show); against the demo, forked
+                argv, res = _run(state, path, args, as_json, fresh=not running)
                 _check(argv, res, ok_running if running else ok_idle, as_json)
 
 

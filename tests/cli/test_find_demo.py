@@ -19,12 +19,11 @@ import pytest
 from console.cli.demo_target import demo_state_dir, demo_target
 from server_control.host.ports import free_port
 from server_control.supervision.supervisor import Supervisor
+from tests.support import command_forkserver
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=timeout, env=dict(os.environ)
-    )
+    return command_forkserver.run(args, timeout=timeout)
 
 
 def test_status_threshold_verify_stop_find_the_demo_on_another_port(state_dir, groups):

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -17,19 +16,13 @@ from server_control.config.profile import load_profile
 from server_control.state.runs import list_records
 from tests.console.screen_text import wait_for
 from tests.fleet.conftest import remote_member, sshd, write_profile  # noqa: F401 (fixture)
+from tests.support import command_forkserver
 from tests.support.sim import REPO_ROOT, free_port, group_pids
 
 
 def cli(*args, state_dir, timeout=120) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SPECCONSOLE_STATE_DIR": str(state_dir)}
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return command_forkserver.run(args, env=env, timeout=timeout)
 
 
 def test_bad_fleet_file_and_unknown_member_exit_2(tmp_path):

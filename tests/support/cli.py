@@ -1,4 +1,7 @@
-"""The `specconsole` command as a real process, for tests."""
+"""The `specconsole` command as a real process, for tests: ``cli`` forks it from the fork
+server (tests/support/command_forkserver.py: the same process a fresh interpreter would be,
+without paying for the interpreter's start and imports), ``exec_cli`` starts a fresh
+interpreter, ``start_cli`` a long-running one in its own process group."""
 
 from __future__ import annotations
 
@@ -6,11 +9,15 @@ import os
 import subprocess
 import sys
 
+from tests.support import command_forkserver
+
 
 def cli(*args, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=timeout, env=dict(os.environ)
-    )
+    return command_forkserver.run(args, timeout=timeout)
+
+
+def exec_cli(*args, timeout=120) -> subprocess.CompletedProcess:
+    return command_forkserver.exec_run(args, timeout=timeout)
 
 
 def start_cli(*args, groups) -> subprocess.Popen:

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import psutil
 
+from tests.support import command_forkserver
 from tests.support.sim import REPO_ROOT
 
 
 def cli(*args: str, timeout_s: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s
-    )
+    return command_forkserver.run(args, cwd=REPO_ROOT, timeout=timeout_s)
 
 
 def run_pids(port: int) -> list[int]:
