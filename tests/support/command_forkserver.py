@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -119,6 +120,7 @@ def _path_forkable(env: dict[str, str], origins: dict[str, str]) -> bool:
 # the server (its own process)
 
 
+_retitle: Callable[[str], None] | None
 try:  # installed with sglang and smg (the test extras bring both)
     from setproctitle import getproctitle
     from setproctitle import setproctitle as _retitle
