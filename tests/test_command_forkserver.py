@@ -6,6 +6,7 @@ where a fork could not match; and it ends with the process that started it."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -110,25 +111,40 @@ def test_the_server_ends_with_the_process_that_started_it():
         time.sleep(0.1)
 
 
-def test_a_forked_command_shows_its_own_command_line():
+def _until_it_catches(pid: int, sig: int, timeout_s: float = 30) -> None:
+    """Until the process has a handler for ``sig`` (its SigCgt mask in /proc)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        if caught & (1 << (sig - 1)):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{pid} never caught signal {sig}")
+
+
+def test_a_forked_command_shows_its_own_command_line_and_dies_by_its_signal():
     """ps, and whoever finds a process by its command line (a supervisor is known by
-    "supervise" in it), see the command, not the fork server."""
+    "supervise" in it), see the command, not the fork server; a signal ends it as it
+    ends an exec'd one (the same exit status)."""
     server = forkserver._get_server()
     assert server is not None
-    seen: list[list[str]] = []
-
-    def follow() -> None:
-        with pytest.raises(subprocess.TimeoutExpired):
-            forkserver.run(["logs", str(FIXTURE_LOG), "--follow", "--kind", "decode"], timeout=4)
-
-    thread = threading.Thread(target=follow)
+    args = ["logs", str(FIXTURE_LOG), "--follow", "--kind", "decode"]
+    done: list[subprocess.CompletedProcess] = []
+    thread = threading.Thread(target=lambda: done.append(forkserver.run(args, timeout=60)))
     thread.start()
-    deadline = time.monotonic() + 4
-    while not any("logs" in c for c in seen) and time.monotonic() < deadline:  # retitled once forked
-        seen = [c.cmdline() for c in psutil.Process(server.proc.pid).children()]
+    deadline = time.monotonic() + 30
+    running: list[psutil.Process] = []
+    while not running and time.monotonic() < deadline:  # retitled once forked
+        running = [c for c in psutil.Process(server.proc.pid).children() if "logs" in c.cmdline()]
         time.sleep(0.05)
-    thread.join()
-    assert seen, "no command seen running"
-    line = " ".join(seen[0])
-    assert line == " ".join([sys.executable, "-m", "console", "logs", str(FIXTURE_LOG), "--follow", "--kind", "decode"])
-    assert "command_forkserver" not in line
+    assert running, "the command never showed its own command line"
+    assert running[0].cmdline() == [sys.executable, "-m", "console", *args]
+    _until_it_catches(running[0].pid, signal.SIGTERM)
+    running[0].terminate()
+    thread.join(30)
+    execd = subprocess.Popen([sys.executable, "-m", "console", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _until_it_catches(execd.pid, signal.SIGTERM)
+    execd.terminate()
+    assert done and done[0].returncode == execd.wait(30) == 0, (done, execd.returncode)
+    assert "Dynamic speculation" not in done[0].stdout  # --kind decode: only the decode lines

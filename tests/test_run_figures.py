@@ -22,3 +22,11 @@ def test_starts_are_counted_summed_and_grouped_by_configuration():
 
 def test_no_start_says_zero():
     assert run_figures.summary([]) == ["real SGLang servers started: 0, start-up time 0 s in all"]
+
+
+def test_commands_are_counted_forked_and_execd_with_the_reasons():
+    c = run_figures.COMMANDS
+    lines = [f"{c}: forked"] * 3 + [f"{c}: exec'd, asked", f"{c}: exec'd, PYTHONPATH shadows or hooks", f"{c}: exec'd, asked"]
+    out = run_figures.summary(lines)
+    assert out[0] == "real SGLang servers started: 0, start-up time 0 s in all"
+    assert out[1] == "specconsole commands run by the tests: 3 forked, 3 exec'd (2 asked, 1 PYTHONPATH shadows or hooks)"

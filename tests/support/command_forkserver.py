@@ -44,6 +44,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support import run_figures
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_LIFETIME_S = 6 * 3600.0
 START_TIMEOUT_S = 60.0
@@ -332,8 +334,9 @@ def _get_server() -> _Server | None:
         return _server if _server.ready else None
 
 
-def exec_run(args, *, cwd=None, env=None, timeout=None) -> subprocess.CompletedProcess:
+def exec_run(args, *, cwd=None, env=None, timeout=None, why: str = "asked") -> subprocess.CompletedProcess:
     """``python -m console ARGS`` in a fresh interpreter, stdin /dev/null."""
+    run_figures.record(f"{run_figures.COMMANDS}: exec'd, {why}")
     return subprocess.run(
         [sys.executable, "-m", "console", *map(str, args)],
         capture_output=True,
@@ -352,13 +355,22 @@ def run(args, *, cwd=None, env=None, timeout=None) -> subprocess.CompletedProces
     args = [str(a) for a in args]
     env = dict(os.environ) if env is None else dict(env)
     cwd = os.getcwd() if cwd is None else str(cwd)
-    if os.environ.get("SPECCONSOLE_TEST_CLI") != "exec" and (server := _get_server()) is not None:
-        if _at_start(env) == server.at_start and _path_forkable(env, server.origins):
-            try:
-                return server.run(args, cwd, env, timeout)
-            except ServerGone as exc:
-                print(f"command fork server gone, running commands exec'd: {exc}", file=sys.stderr)
-    return exec_run(args, cwd=cwd, env=env, timeout=timeout)
+    if os.environ.get("SPECCONSOLE_TEST_CLI") == "exec":
+        why = "SPECCONSOLE_TEST_CLI=exec"
+    elif (server := _get_server()) is None:
+        why = "no fork server"
+    elif _at_start(env) != server.at_start:
+        why = "PYTHON*, locale or TZ differ"
+    elif not _path_forkable(env, server.origins):
+        why = "PYTHONPATH shadows or hooks"
+    else:
+        try:
+            run_figures.record(f"{run_figures.COMMANDS}: forked")
+            return server.run(args, cwd, env, timeout)
+        except ServerGone as exc:
+            print(f"command fork server gone, running commands exec'd: {exc}", file=sys.stderr)
+            why = "fork server gone"
+    return exec_run(args, cwd=cwd, env=env, timeout=timeout, why=why)
 
 
 if __name__ == "__main__":

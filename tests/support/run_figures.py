@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 FIGURES_ENV = "SPECCONSOLE_TEST_FIGURES_DIR"
 STARTS = "real SGLang server start"  # the name of a start-up figure
+COMMANDS = "specconsole command"  # one a test ran: "forked" or "exec'd, WHY" (tests/support/command_forkserver.py)
 
 
 def make_dir() -> str | None:
@@ -53,9 +55,11 @@ def read_all() -> list[str]:
 
 def summary(lines: list[str]) -> list[str]:
     """The figures, then server start-ups counted and summed, one line per configuration
-    (the server's log name: how many starts, which test modules, their start-up time)."""
+    (the server's log name: how many starts, which test modules, their start-up time), then
+    the `specconsole` commands the tests ran: how many forked, how many exec'd and why."""
     starts = [line for line in lines if line.startswith(STARTS + ":")]
-    rest = [line for line in lines if not line.startswith(STARTS + ":")]
+    commands = [line[len(COMMANDS) + 1 :].strip() for line in lines if line.startswith(COMMANDS + ":")]
+    rest = [line for line in lines if not line.startswith((STARTS + ":", COMMANDS + ":"))]
     total = 0.0
     by: dict[str, tuple[int, float, list[str]]] = {}
     for line in starts:
@@ -76,4 +80,9 @@ def summary(lines: list[str]) -> list[str]:
     out = [*rest, f"real SGLang servers started: {len(starts)}, start-up time {total:.0f} s in all"]
     for name, (n, s, mods) in sorted(by.items(), key=lambda kv: (-kv[1][0], kv[0])):
         out.append(f"  {n} x {name} ({s:.0f} s): {', '.join(mods) or '-'}")
+    if commands:
+        forked = commands.count("forked")
+        why = Counter(c.removeprefix("exec'd, ") for c in commands if c != "forked")
+        said = ", ".join(f"{n} {reason}" for reason, n in why.most_common())
+        out.append(f"specconsole commands run by the tests: {forked} forked, {len(commands) - forked} exec'd ({said or 'none'})")
     return out
