@@ -24,9 +24,22 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_LOG = ROOT / "tests" / "logs" / "fixtures" / "server.log"
 
 
+# Whatever PYTHONPATH this run has (a measuring harness may bring a startup hook), these
+# commands are to be forked: the repository's own path, which the fork server honours.
+FORKED = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(autouse=True)
+def _forking(monkeypatch):
+    """The fork server's own tests fork, whatever the run asks of the other tests."""
+    monkeypatch.delenv("SPECCONSOLE_TEST_CLI", raising=False)
+
+
 @pytest.fixture
 def state_env(tmp_path):
-    return {**os.environ, "SPECCONSOLE_STATE_DIR": str(tmp_path / "state")}
+    env = {**FORKED, "SPECCONSOLE_STATE_DIR": str(tmp_path / "state")}
+    assert forkserver.why_execd(env) is None
+    return env
 
 
 def _closed_url() -> str:
@@ -56,15 +69,16 @@ def test_a_forked_command_says_what_an_execd_one_says(state_env):
 
 def test_each_command_gets_the_callers_environment_and_directory(tmp_path):
     for name in ("one", "two"):
-        env = {**os.environ, "SPECCONSOLE_STATE_DIR": str(tmp_path / name)}
+        env = {**FORKED, "SPECCONSOLE_STATE_DIR": str(tmp_path / name)}
+        assert forkserver.why_execd(env) is None
         res = forkserver.run(["status", "--demo"], env=env, timeout=60)
         assert res.returncode == 1 and str(tmp_path / name / "demo") in res.stderr, res.stderr
         assert str(tmp_path / ("two" if name == "one" else "one")) not in res.stderr
     (tmp_path / "here.log").write_bytes(FIXTURE_LOG.read_bytes())
-    here = forkserver.run(["logs", "here.log", "-n", "2"], cwd=tmp_path, timeout=60)
-    there = forkserver.run(["logs", str(FIXTURE_LOG), "-n", "2"], timeout=60)
+    here = forkserver.run(["logs", "here.log", "-n", "2"], cwd=tmp_path, env=FORKED, timeout=60)
+    there = forkserver.run(["logs", str(FIXTURE_LOG), "-n", "2"], env=FORKED, timeout=60)
     assert here.returncode == 0 and here.stdout == there.stdout and here.stdout.strip(), here.stderr
-    assert forkserver.run(["logs", "here.log"], cwd=ROOT, timeout=60).returncode != 0  # not found from elsewhere
+    assert forkserver.run(["logs", "here.log"], cwd=ROOT, env=FORKED, timeout=60).returncode != 0  # not found from elsewhere
 
 
 def test_a_command_past_its_timeout_is_killed_and_its_output_kept():
@@ -72,7 +86,7 @@ def test_a_command_past_its_timeout_is_killed_and_its_output_kept():
     assert server is not None
     started = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired) as caught:
-        forkserver.run(["logs", str(FIXTURE_LOG), "--follow"], timeout=3)
+        forkserver.run(["logs", str(FIXTURE_LOG), "--follow"], env=FORKED, timeout=3)
     assert time.monotonic() - started < 20
     assert b"Dynamic speculation" in caught.value.stdout  # what it printed before the kill
     assert psutil.Process(server.proc.pid).children() == []  # reaped, nothing left running
@@ -86,10 +100,11 @@ def test_what_python_reads_at_its_start_makes_the_command_run_execd(tmp_path):
     server = forkserver._get_server()
     assert server is not None
     assert forkserver._path_forkable({"PYTHONPATH": str(ROOT)}, server.origins)
+    assert forkserver.why_execd({**FORKED, "PYTHONPATH": str(tmp_path)}) == "PYTHONPATH shadows or hooks"
     (tmp_path / "shadow").mkdir()
     (tmp_path / "shadow" / "psutil.py").write_text("")
     assert not forkserver._path_forkable({"PYTHONPATH": str(tmp_path / "shadow")}, server.origins)
-    assert forkserver._at_start({**os.environ, "LC_ALL": "C"}) != server.at_start
+    assert forkserver.why_execd({**FORKED, "LC_ALL": "C"}) == "PYTHON*, locale or TZ differ"
 
 
 def test_the_server_ends_with_the_process_that_started_it():
@@ -97,7 +112,7 @@ def test_the_server_ends_with_the_process_that_started_it():
         """
         import os, signal
         from tests.support import command_forkserver as forkserver
-        assert forkserver.run(["--help"]).returncode == 0
+        assert forkserver.run(["--help"], env={**os.environ, "PYTHONPATH": os.getcwd()}).returncode == 0
         print(forkserver._get_server().proc.pid, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no goodbye: only its sockets close
         """
@@ -131,7 +146,7 @@ def test_a_forked_command_shows_its_own_command_line_and_dies_by_its_signal():
     assert server is not None
     args = ["logs", str(FIXTURE_LOG), "--follow", "--kind", "decode"]
     done: list[subprocess.CompletedProcess] = []
-    thread = threading.Thread(target=lambda: done.append(forkserver.run(args, timeout=60)))
+    thread = threading.Thread(target=lambda: done.append(forkserver.run(args, env=FORKED, timeout=60)))
     thread.start()
     deadline = time.monotonic() + 30
     running: list[psutil.Process] = []

@@ -74,7 +74,10 @@ class SnapshotParts:
         ranks = s.ranks if s else []
         dyn = next((r.dynamic for r in ranks if r.dynamic), None) or {}
         r0 = ranks[0] if ranks else None
-        count = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else self.timeline.total
+        # the server's counters, unless the log has already shown switches the last poll
+        # had not counted yet (the timeline holds both): never fewer than the switches listed
+        counted = sum(int((r.dynamic or {}).get("switch_count") or 0) for r in ranks) if dyn else 0
+        count = max(counted, self.timeline.total)
         raw = {
             "mode": (s.mode if s else None) or self.timeline.mode,
             "threshold": s.threshold if s else None,

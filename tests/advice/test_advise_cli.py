@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from server_control.advice import store
+from tests.support import command_forkserver
 from tests.support.advice import wait_steps
 
 
@@ -40,9 +41,7 @@ def test_advise_suggests_from_the_curves_and_keeps_them(sim_factory, tmp_path):
     assert text.returncode == 0 and "crossover: target-only faster from batch" in text.stdout
     assert "measured over" in text.stdout and "95% interval" in text.stdout
     assert "cold-draft mark" not in doc["sentence"]  # the draft kept warm (mark 0): nothing to say
-    mark = subprocess.run(
-        [sys.executable, "-m", "console", "setting", "cold", "1", "--url", sim.url], capture_output=True, text=True
-    )
+    mark = command_forkserver.run(["setting", "cold", "1", "--url", sim.url], timeout=60)
     assert mark.returncode == 0, mark.stderr
     cold = json.loads(advise("--url", sim.url, "--state-dir", str(state), "--json").stdout)
     assert "(the cold-draft mark is 1: target-only steps above it skip the draft's extend" in cold["sentence"], cold

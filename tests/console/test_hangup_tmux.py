@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -18,19 +17,14 @@ import pytest
 
 from server_control.host.ports import free_port
 from server_control.state import runs
+from tests.support import command_forkserver
 from tests.support.tmux import Term
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240)]
 
 
 def demo_status(t: Term) -> dict:
-    r = subprocess.run(
-        [sys.executable, "-m", "console", "status", "--demo", "--state-dir", str(t.state / "demo"), "--json"],
-        env=t.env,
-        timeout=60,
-        capture_output=True,
-        text=True,
-    )
+    r = command_forkserver.run(["status", "--demo", "--state-dir", str(t.state / "demo"), "--json"], env=t.env, timeout=60)
     return json.loads(r.stdout)
 
 
@@ -62,12 +56,7 @@ def test_kill_session_leaves_the_run_with_its_own_supervisor(tmp_path):
         st = demo_status(t)
         assert st["run"]["supervisor"]["pid"] == sup_pid and st["run"]["supervisor"]["kind"] == "run"
     finally:
-        subprocess.run(
-            [sys.executable, "-m", "console", "stop", "--demo", "--state-dir", str(t.state / "demo")],
-            env=t.env,
-            timeout=60,
-            capture_output=True,
-        )
+        command_forkserver.run(["stop", "--demo", "--state-dir", str(t.state / "demo")], env=t.env, timeout=60)
         t.close()
         if sup_pid:
             try:

@@ -17,8 +17,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
-import sys
 
 import httpx
 import pytest
@@ -26,6 +24,7 @@ import pytest
 from console.app import SpecConsoleApp
 from server_control.session.session import Session
 from tests.console.screen_text import screen_text, wait_for
+from tests.support import command_forkserver
 from tests.support.sim import REPO_ROOT, start_sim
 
 pytestmark = pytest.mark.timeout(180)
@@ -59,15 +58,7 @@ def runtime(result: dict) -> dict:
 
 def verify_command(url: str, log_path) -> tuple[int, dict]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    res = subprocess.run(
-        [sys.executable, "-m", "console", "verify", "--url", url, "--log", str(log_path), "--json"],
-        env=env,
-        cwd=str(REPO_ROOT),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    res = command_forkserver.run(["verify", "--url", url, "--log", str(log_path), "--json"], env=env, cwd=REPO_ROOT, timeout=60)
     return res.returncode, json.loads(res.stdout)
 
 

@@ -21,6 +21,7 @@ from server_control.model.vocabulary import RunState
 from server_control.state import journal, runs
 from server_control.supervision.start_failure import READ_CAP, StartLog, failure_in, with_holders
 from server_control.supervision.supervisor import Supervisor
+from tests.support import command_forkserver
 from tests.support.wait import supervised_until, until
 
 # the line from a real SGLang 0.5.23 log (a rig run whose port was taken during its start)
@@ -180,13 +181,7 @@ async def test_launch_wait_with_its_supervisor_says_so_and_the_supervisor_stops_
 
         await until(fatal, timeout=40, what="the supervisor's FATAL")
         assert identity.run_processes(first.identity()) == []
-        status = subprocess.run(
-            [sys.executable, "-m", "console", "status", "--profile", str(path), "--json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=dict(os.environ),
-        )
+        status = command_forkserver.run(["status", "--profile", str(path), "--json"], timeout=60)
         snap = json.loads(status.stdout)
         assert snap["run"]["state"] == RunState.FATAL, snap["run"]
         assert "address already in use" in json.dumps(snap["run"]), snap["run"]

@@ -6,14 +6,12 @@ console's pid>". Now: "applied" (re-applied after the restart). Real simulator, 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 
 import pytest
 
 from server_control.config.profile import load_profile
 from server_control.session.session import Session
+from tests.support import command_forkserver
 from tests.support.wait import until
 
 
@@ -27,14 +25,7 @@ async def test_a_reapply_after_restart_is_the_runs_own(sim_profile, poll_s):
     try:
         assert (await session.launch()).done
         await until(lambda: session.snapshot().run.state == "ready" and session.snapshot().server.reachable, what="ready")
-        r = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", "console", "threshold", "7", "--profile", str(sim_profile)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=dict(os.environ),
-        )
+        r = await asyncio.to_thread(command_forkserver.run, ["threshold", "7", "--profile", str(sim_profile)], timeout=60)
         assert r.returncode == 0, r.stdout + r.stderr
         await until(lambda: session.snapshot().spec.threshold == 7, what="N=7 seen")
         assert (await session.restart()).done

@@ -114,7 +114,8 @@ async def test_last_change_applied_and_read_back(sim):
             op = await session.set_threshold(bad)
             refused = op.change.to_json()
             assert op.outcome == "refused" and refused["state"] == "refused" and words in refused["detail"]
-        assert (await session.control.get())["thresholds"] == [8]
+        got = await session.control.get()
+        assert got.get("thresholds") == [8], got  # {"error": ...} says why it could not read
         forced = await session.set_force("target_only")
         assert forced.change.state == "applied" and forced.done, forced
         back = await session.set_force("auto")

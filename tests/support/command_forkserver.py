@@ -348,6 +348,19 @@ def exec_run(args, *, cwd=None, env=None, timeout=None, why: str = "asked") -> s
     )
 
 
+def why_execd(env: dict[str, str]) -> str | None:
+    """Why a command with this environment runs exec'd, or None: it is forked."""
+    if os.environ.get("SPECCONSOLE_TEST_CLI") == "exec":
+        return "SPECCONSOLE_TEST_CLI=exec"
+    if (server := _get_server()) is None:
+        return "no fork server"
+    if _at_start(env) != server.at_start:
+        return "PYTHON*, locale or TZ differ"
+    if not _path_forkable(env, server.origins):
+        return "PYTHONPATH shadows or hooks"
+    return None
+
+
 def run(args, *, cwd=None, env=None, timeout=None) -> subprocess.CompletedProcess:
     """``python -m console ARGS`` as ``subprocess.run(..., capture_output=True, text=True,
     stdin=DEVNULL)`` runs it (``TimeoutExpired`` after killing it), forked from the fork
@@ -355,15 +368,8 @@ def run(args, *, cwd=None, env=None, timeout=None) -> subprocess.CompletedProces
     args = [str(a) for a in args]
     env = dict(os.environ) if env is None else dict(env)
     cwd = os.getcwd() if cwd is None else str(cwd)
-    if os.environ.get("SPECCONSOLE_TEST_CLI") == "exec":
-        why = "SPECCONSOLE_TEST_CLI=exec"
-    elif (server := _get_server()) is None:
-        why = "no fork server"
-    elif _at_start(env) != server.at_start:
-        why = "PYTHON*, locale or TZ differ"
-    elif not _path_forkable(env, server.origins):
-        why = "PYTHONPATH shadows or hooks"
-    else:
+    why = why_execd(env)
+    if why is None and (server := _get_server()) is not None:
         try:
             run_figures.record(f"{run_figures.COMMANDS}: forked")
             return server.run(args, cwd, env, timeout)

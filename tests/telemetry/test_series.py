@@ -257,3 +257,22 @@ def test_the_snapshots_series_built_from_the_new_points_equals_a_full_build():
         got = parts.series()
         for name in PANELS:
             assert getattr(got, name) == tuple((round(a, 3), v) for a, v in panels.series[name]), name
+
+
+def test_the_switch_count_is_never_behind_the_switches_the_log_has_shown():
+    """The log can show a switch before the next poll counts it (a fast-loop run: the
+    verification passed on the logged switches and the snapshot said switch_count 0 beside
+    a list of two switches). The count is the larger of the server's counter and the
+    timeline's."""
+    from server_control.model.switch_rate import SwitchRate  # noqa: PLC0415
+    from server_control.session.snapshot_parts import SnapshotParts  # noqa: PLC0415
+
+    t, p = ModeTimeline(), PanelSeries()
+    polled = info(0, "speculative", 3)  # the poll before any switch
+    t.add_sample(polled)
+    t.add_record(switch("TP0", "target-only", 7, 1), now=1.0)
+    t.add_record(switch("TP0", "speculative", 3, 2), now=2.0)
+    parts = SnapshotParts(p, t)
+    assert len(parts.timeline_of(polled).switches) == 2
+    assert parts.spec(polled, SwitchRate()).switch_count == 2
+    assert parts.spec(info(5, "speculative", 3), SwitchRate()).switch_count == 5  # the server's, when ahead

@@ -17,6 +17,8 @@ import time
 import tomllib
 from pathlib import Path
 
+from tests.support import command_forkserver
+
 from .build import REPO_ROOT, Rig, omp_bind, rig_env_vars
 
 SHIPPED = REPO_ROOT / "assets" / "profiles" / "cpu-tiny-eagle3.toml"
@@ -95,14 +97,7 @@ def specconsole(args: list[str], state_dir: Path, timeout: float = 600, env: dic
     full_env = dict(os.environ if env is None else env)
     full_env["SPECCONSOLE_STATE_DIR"] = str(state_dir)
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args],
-        env=full_env,
-        cwd=str(REPO_ROOT),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return command_forkserver.run(args, env=full_env, cwd=REPO_ROOT, timeout=timeout)
 
 
 class CliRun:
