@@ -93,7 +93,8 @@ def test_a_command_past_its_timeout_is_killed_and_its_output_kept():
 
 
 def test_what_python_reads_at_its_start_makes_the_command_run_execd(tmp_path):
-    """A PYTHONPATH with a startup hook, or another locale: a fork would not see them."""
+    """A PYTHONPATH with a startup hook, another locale, loader path or time zone: a fork would
+    not see them."""
     (tmp_path / "sitecustomize.py").write_text("import sys\nprint('sitecustomize ran', file=sys.stderr)\n")
     hooked = forkserver.run(["statsu"], env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}, timeout=60)
     assert "sitecustomize ran" in hooked.stderr and hooked.returncode == 2
@@ -104,7 +105,8 @@ def test_what_python_reads_at_its_start_makes_the_command_run_execd(tmp_path):
     (tmp_path / "shadow").mkdir()
     (tmp_path / "shadow" / "psutil.py").write_text("")
     assert not forkserver._path_forkable({"PYTHONPATH": str(tmp_path / "shadow")}, server.origins)
-    assert forkserver.why_execd({**FORKED, "LC_ALL": "C"}) == "PYTHON*, locale or TZ differ"
+    for read_at_start in ({"LC_ALL": "C"}, {"LD_LIBRARY_PATH": str(tmp_path)}, {"TZ": "Pacific/Auckland"}):
+        assert forkserver.why_execd({**FORKED, **read_at_start}) == "PYTHON*, LD_*, locale or TZ differ"
 
 
 def test_the_server_ends_with_the_process_that_started_it():

@@ -4,8 +4,8 @@ imported it (a fork server, one per test process).
 A command run by a test is a real process either way: its own pid, its own stdin, stdout
 and stderr, its environment, working directory, exit code and signals. Started as
 ``python -m console`` it first pays the interpreter's start and the imports of asyncio,
-httpx, psutil and the session layer, ~0.15 of its 0.19-0.32 CPU-s; the fast loop runs
-~600 of them (docs/cpu-rig.md, "The fast loop"). Here a server process imports those once,
+httpx, psutil and the session layer, ~0.14 of its 0.09-0.27 CPU-s; the fast loop runs
+~400 of them through the tests' helpers (docs/cpu-rig.md, "Commands forked from a fork server"). Here a server process imports those once,
 and each command is a fork of it that sets the request's argv, environment and directory,
 takes the caller's files as its stdin, stdout and stderr, and runs ``console/__main__.py``
 as ``python -m console`` does; it ends through the interpreter's own exit (``SystemExit``,
@@ -13,8 +13,8 @@ threads joined, atexit, buffers flushed), and its exit status comes back as
 ``subprocess`` gives it (``-N`` for a signal).
 
 What a forked command cannot match, it does not try: a request whose environment differs
-from the server's in what Python reads once at its start (``PYTHON*``, the locale, ``TZ``)
-runs as ``python -m console`` instead (``run``), and so does everything when
+from the server's in what is read once at a process's start (``PYTHON*``, the locale, ``TZ``,
+the loader's ``LD_*``) runs as ``python -m console`` instead (``run``), and so does everything when
 ``SPECCONSOLE_TEST_CLI=exec``. What a fresh interpreter proves that a fork cannot (each
 command's imports in a clean process, the entry point) stays proven by the tests that run
 commands exec'd: the documented commands with nothing running
@@ -51,11 +51,12 @@ MAX_LIFETIME_S = 6 * 3600.0
 START_TIMEOUT_S = 60.0
 KILLED_EXIT_S = 10.0
 MAX_REQUEST_BYTES = 1 << 20
-# Read by Python once, when an interpreter starts (flags, the stdio encoding, the time zone):
-# a request that sets any of them differently runs exec'd. PYTHONPATH is the exception
-# (``_path_forkable``): the child's sys.path is rebuilt from it.
-_AT_START = ("LANG", "LANGUAGE", "TZ")
-_AT_START_PREFIXES = ("PYTHON", "LC_")
+# Read once, when a process starts, by Python (flags, the stdio encoding, the time zone) or by
+# the C library (the loader's LD_* search path and preloads, malloc's tunables): a request that
+# sets any of them differently runs exec'd. PYTHONPATH is the exception (``_path_forkable``):
+# the child's sys.path is rebuilt from it.
+_AT_START = ("LANG", "LANGUAGE", "TZ", "GLIBC_TUNABLES")
+_AT_START_PREFIXES = ("PYTHON", "LC_", "LD_", "MALLOC_")
 _STARTUP_HOOKS = {"sitecustomize", "usercustomize"}
 # Imported once by the server: what every headless command imports (not Textual: the
 # commands that open a screen import it themselves, as they do when exec'd).
@@ -246,6 +247,7 @@ class _Server:
         self.ready = said.startswith(b"ready ")
         self.origins: dict[str, str] = json.loads(said[6:]) if self.ready else {}
         self.lock = threading.Lock()
+        self.forked = 0  # commands the server forked and reported the exit of
         if not self.ready:
             self.stop()
 
@@ -283,6 +285,7 @@ class _Server:
                 code = self._wait(mine, pidfd, timeout, cmd, out, err)
             finally:
                 os.close(pidfd)
+            self.forked += 1
             return subprocess.CompletedProcess(cmd, code, _text(out), _text(err))
         finally:
             for f in (mine, theirs, out, err, inp):
@@ -355,7 +358,7 @@ def why_execd(env: dict[str, str]) -> str | None:
     if (server := _get_server()) is None:
         return "no fork server"
     if _at_start(env) != server.at_start:
-        return "PYTHON*, locale or TZ differ"
+        return "PYTHON*, LD_*, locale or TZ differ"
     if not _path_forkable(env, server.origins):
         return "PYTHONPATH shadows or hooks"
     return None
