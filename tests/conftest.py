@@ -81,6 +81,37 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+# The fast loop's longest tests (15-75 s each on 6 workers, 2026-12-07), sent out first: spread
+# test by test in collection order, they otherwise started near the end (tests/trust/ and
+# tests/test_mode_cost.py sort late) and left the other workers idle while the last ran. A
+# name that no longer matches costs nothing but its place.
+SLOW_FIRST = (
+    "tests/cli/test_documented_commands.py::test_documented_commands_against_the_demo",
+    "tests/test_mode_cost.py::test_relaunched_runs_every_round_on_servers_of_its_own",
+    "tests/fleet/test_launch_wait.py::test_launch_wait_waits_until_a_late_member_is_routed",
+    "tests/console/fleet/test_screen.py::test_fleet_console_end_to_end",
+    "tests/cli/test_documented_commands.py::test_documented_commands_with_nothing_running",
+    "tests/trust/test_full_disk.py::test_supervise_on_a_full_disk_keeps_supervising",
+    "tests/console/test_operator_tmux.py::test_operator_screen_in_a_16_colour_terminal",
+    "tests/console/test_run_supervisor.py::test_the_run_has_its_own_supervisor_and_the_console_is_its_client",
+    "tests/cli/test_fleet.py::test_headless_fleet_launch_status_steer_verify_stop",
+    "tests/test_mode_cost.py::test_the_cold_arms_run_cold_and_every_other_arm_warm_by_the_servers_counters",
+    "tests/test_mode_cost.py::test_interleaved_runs_every_arm_every_round_pausing_the_other_server",
+    "tests/trust/test_supervise_race.py::test_two_supervise_at_once_one_supervises_the_other_watches",
+    "tests/test_loadgen.py::test_sweep_interleaves_every_arm_in_every_round_and_checks_the_server",
+)
+
+
+# pytest registers a conftest's hooks by their "pytest_" names only, hence this one's name
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after `-m` deselected what the run leaves out
+def pytest_slow_tests_first(items):
+    """Without the real-server tier (the fast loop), SLOW_FIRST's tests go first. With it,
+    the order stays as it is: there the real-server group is the run's critical path."""
+    if any(item.get_closest_marker("sglang_server") is not None for item in items):
+        return
+    items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))  # stable: the rest keep their order
+
+
 def pytest_runtest_logreport(report):
     """On the controller of an xdist run, each report names its worker (``report.node``)."""
     gateway = getattr(getattr(report, "node", None), "gateway", None)
