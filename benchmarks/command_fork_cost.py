@@ -61,10 +61,17 @@ def batch(way: str, args: list[str], calls: int, env: dict[str, str]) -> tuple[f
     return cpu / calls, wall / calls
 
 
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--rounds", type=positive, default=5)
+    ap.add_argument("--calls", type=positive, default=10)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -80,6 +80,11 @@ PRELOAD = (
 )
 
 
+def command_line(args: list[str]) -> list[str]:
+    """What the command is, run either way: ``python -m console ARGS``."""
+    return [sys.executable, "-m", "console", *args]
+
+
 def _at_start(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if (k in _AT_START or k.startswith(_AT_START_PREFIXES)) and k != "PYTHONPATH"}
 
@@ -206,7 +211,7 @@ def _become_command(req: dict, stdio: list[int], base_path: list[str], sel, ctl,
     main_file = str(REPO_ROOT / "console" / "__main__.py")
     sys.argv = [main_file, *req["args"]]
     if _retitle is not None:  # what ps and /proc/PID/cmdline show: the command, not the server
-        _retitle(" ".join([sys.executable, "-m", "console", *req["args"]]))
+        _retitle(" ".join(command_line(req["args"])))
     runpy.run_module("console", run_name="__main__", alter_sys=True)
     sys.exit(0)  # console/__main__.py always exits itself; this only makes sure
 
@@ -264,7 +269,7 @@ class _Server:
             self.proc.wait()
 
     def run(self, args: list[str], cwd: str, env: dict[str, str], timeout: float | None) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "console", *args]
+        cmd = command_line(args)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
         inp = open(os.devnull, "rb")  # noqa: SIM115
@@ -341,7 +346,7 @@ def exec_run(args, *, cwd=None, env=None, timeout=None, why: str = "asked") -> s
     """``python -m console ARGS`` in a fresh interpreter, stdin /dev/null."""
     run_figures.record(f"{run_figures.COMMANDS}: exec'd, {why}")
     return subprocess.run(
-        [sys.executable, "-m", "console", *map(str, args)],
+        command_line([str(a) for a in args]),
         capture_output=True,
         text=True,
         timeout=timeout,
