@@ -64,16 +64,18 @@ def _loop_extend(rpi, r2t, start, end, out):
         pos += e - s
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(10))
 def test_the_vectorized_segment_ops_match_the_loop_at_random_batches(seed):
     """Random batches up to 48 requests, segments of 0-5 slots (steps-0 and verify widths,
-    an empty one included): the vectorized ops write what the loop writes, no more."""
+    an empty one included), mixed or all one width (the broadcast path): the vectorized ops
+    write what the loop writes, no more."""
     g = torch.Generator().manual_seed(seed)
     rows_n, pool_len = 64, 64
     bs = int(torch.randint(1, 49, (1,), generator=g))
     rpi = torch.randperm(rows_n, generator=g)[:bs].to(torch.int64)
     start = torch.randint(0, pool_len - 6, (bs,), generator=g).to(torch.int32)
-    end = start + torch.randint(0, 6, (bs,), generator=g).to(torch.int32)
+    widths = torch.randint(0, 6, (bs,), generator=g) if seed % 2 else torch.full((bs,), seed % 5)
+    end = start + widths.to(torch.int32)  # odd seeds: mixed widths; even: one width (0, 2, 4, 1, 3...)
     total = int((end - start).sum())
     locs = torch.randint(0, 10_000, (total + 3,), generator=g)
     base = torch.randint(0, 10_000, (rows_n, pool_len), generator=g).to(torch.int32)
