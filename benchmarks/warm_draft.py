@@ -21,8 +21,14 @@ variable as set while a file exists), so no launch's own speed enters a ratio:
   until the switch back is set), 200 speculative; the accept length over the speculative
   steps before and after (benchmarks/switch_cost.py's check, from the per-step trace).
 
-Prints per level the cold / warm step cost by round and its median, and the acceptance
-after / before each resume. Figures go in docs/cpu-rig.md with the load average.
+A third variant, ``cold_caught_up``, is the product's cold mode: the patch's cold-draft mark
+at 1 for the window (``speculative_disable_cold_draft_above``), so each target-only step
+skips the extend and keeps its rows, and one extend catches the draft up every 16 cold
+steps and before speculation resumes (server_control/sglang_patch/draft_catch_up.py). The
+server's ``/server_info`` counters say how many catch-ups ran and how many rows they wrote.
+
+Prints per level each cold variant's step cost over warm's by round and its median, and
+the acceptance after / before each resume. Figures go in docs/cpu-rig.md with the load average.
 """
 
 from __future__ import annotations
@@ -40,8 +46,8 @@ from benchmarks import rig_run, switch_cost
 from server_control.bench import loadgen
 from server_control.protocol import decision
 
-WARM, COLD = "warm", "cold"
-VARIANTS = (WARM, COLD)
+WARM, COLD, CAUGHT_UP = "warm", "cold", "cold_caught_up"
+VARIANTS = (WARM, COLD, CAUGHT_UP)
 TARGET = decision.TARGET_ONLY
 
 
@@ -105,13 +111,14 @@ def summarise(windows: list[dict], resumes: list[dict]) -> dict:
         mine = [w for w in windows if w["clients"] == c]
         rounds = sorted({w["round"] for w in mine})
         ms = {v: [step_ms(w) for r in rounds for w in mine if w["round"] == r and w["variant"] == v] for v in VARIANTS}
-        ratios = [cold / warm for warm, cold in zip(ms[WARM], ms[COLD], strict=True) if warm and cold]
         levels[str(c)] = {
             "ms_per_step_runs": ms,
             "tok_s_runs": {v: [round(w["tok_s"], 1) for w in mine if w["variant"] == v] for v in VARIANTS},
-            "cold_over_warm_by_round": ratios,
-            "cold_over_warm_median": statistics.median(ratios) if ratios else None,
         }
+        for v in (COLD, CAUGHT_UP):
+            ratios = [x / warm for warm, x in zip(ms[WARM], ms[v], strict=True) if warm and x]
+            levels[str(c)][f"{v}_over_warm_by_round"] = ratios
+            levels[str(c)][f"{v}_over_warm_median"] = statistics.median(ratios) if ratios else None
     after_over_before: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for res in resumes:
         for around in res["around"]:
@@ -128,17 +135,25 @@ def summarise(windows: list[dict], resumes: list[dict]) -> dict:
     }
 
 
+async def _mark(url: str, variant: str) -> None:
+    """The patch's cold-draft mark for the variant's window: 1 for cold_caught_up, else 0."""
+    if not await loadgen.set_setting(url, decision.COLD_DRAFT_KEY, 1 if variant == CAUGHT_UP else 0):
+        raise RuntimeError(f"the server refused {decision.COLD_DRAFT_KEY} for {variant}")
+
+
 async def run(url: str, opts: argparse.Namespace, timing: Path, cold: Callable[[], AbstractContextManager[object]], log) -> dict:
     def gap(variant: str) -> AbstractContextManager[object]:
         return cold() if variant == COLD else nullcontext()
 
     for variant in VARIANTS:  # a fresh server streams little in its first windows
+        await _mark(url, variant)
         with gap(variant):
             await switch_cost.window(url, TARGET, 999, _window_opts(opts, opts.levels[0], measure=3.0), None)
     windows = []
     for k in range(opts.rounds):
         for c in loadgen.rotated(opts.levels, k):
             for variant in loadgen.rotated(list(VARIANTS), k):
+                await _mark(url, variant)
                 with gap(variant):
                     row = await switch_cost.window(url, TARGET, k, _window_opts(opts, c), None)
                 row.update(round=k, clients=c, variant=variant)
@@ -156,28 +171,46 @@ async def run(url: str, opts: argparse.Namespace, timing: Path, cold: Callable[[
     )
     for k in range(opts.resumes):
         for variant in loadgen.rotated(list(VARIANTS), k):
+            await _mark(url, variant)
             res = await switch_cost.resume_check(url, check, timing, gap=functools.partial(gap, variant))
             res["variant"] = variant
             resumes.append(res)
             log(f"resume {k} {variant}: {res['around']}")
-    return summarise(windows, resumes) | {"windows": windows}
+    await _mark(url, WARM)
+    return summarise(windows, resumes) | {"windows": windows, "catch_up": await _catch_up_counts(url)}
+
+
+async def _catch_up_counts(url: str) -> dict | None:
+    """The server's catch-up counters (``/server_info``), None where it does not say."""
+    import httpx
+
+    async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
+        resp = await client.get(url + "/server_info")
+    states = resp.json().get("internal_states") if resp.status_code == 200 else None
+    for state in states or []:
+        snap = state.get("dynamic_speculation") if isinstance(state, dict) else None
+        if isinstance(snap, dict) and "catch_up" in snap:
+            return snap["catch_up"]
+    return None
 
 
 def render(summary: dict) -> str:
-    lines = ["| c | warm ms a step | cold ms a step | cold / warm by round | median |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "| c | warm ms a step | cold | cold, caught up | cold / warm by round (median) | caught up / warm (median) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    fmt = lambda xs: ", ".join("-" if x is None else f"{x:.1f}" for x in xs)  # noqa: E731
     for c, cell in summary["levels"].items():
         runs = cell["ms_per_step_runs"]
-        fmt = lambda xs: ", ".join("-" if x is None else f"{x:.1f}" for x in xs)  # noqa: E731
-        med = cell["cold_over_warm_median"]
-        lines.append(
-            f"| {c} | {fmt(runs[WARM])} | {fmt(runs[COLD])} | "
-            + ", ".join(f"{r:.3f}" for r in cell["cold_over_warm_by_round"])
-            + " | "
-            + ("-" if med is None else f"{med:.3f}")
-            + " |"
-        )
+        cols = []
+        for v in (COLD, CAUGHT_UP):
+            med = cell[f"{v}_over_warm_median"]
+            by_round = ", ".join(f"{r:.3f}" for r in cell[f"{v}_over_warm_by_round"])
+            cols.append(by_round + f" ({'-' if med is None else f'{med:.3f}'})")
+        lines.append(f"| {c} | {fmt(runs[WARM])} | {fmt(runs[COLD])} | {fmt(runs[CAUGHT_UP])} | {cols[0]} | {cols[1]} |")
     for variant, ratios in summary["accept_after_over_before"].items():
         lines.append(f"accept length after / before a resume, {variant}: {[round(r, 3) for r in ratios]}")
+    lines.append(f"catch-up counters: {summary.get('catch_up')}")
     lines.append(f"failed requests: {summary['errors']}")
     lines.extend(f"PROBLEM: {p}" for p in summary["problems"])
     return "\n".join(lines)

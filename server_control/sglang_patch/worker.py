@@ -40,7 +40,7 @@ from typing import Any
 from server_control.protocol import decision, explore, runtime_settings, tuner
 from server_control.protocol.cost_curves import CostCounters
 from server_control.protocol.rank_verdict import Verdict
-from server_control.sglang_patch import autotune, cold_draft, curves, gate, metrics, refusals
+from server_control.sglang_patch import autotune, cold_draft, curves, draft_catch_up, gate, metrics, refusals
 from server_control.sglang_patch.sglang_shapes import (
     AdaptiveController,
     AutoTunePort,
@@ -75,6 +75,7 @@ class DynamicSpeculation:
         "explorer",
         "ran",
         "autotune",
+        "catch_up",
     )
 
     def __init__(
@@ -100,6 +101,7 @@ class DynamicSpeculation:
         self.explorer = explorer if explorer is not None else explore.Explorer()  # off unless set
         self.ran = decision.SPECULATIVE  # the mode this decode step runs in (after exploration)
         self.autotune: AutoTunePort | None = None  # autotune.AutoTune with --speculative-disable-auto-tune
+        self.catch_up = False  # this decode step catches the cold draft up (draft_catch_up.py)
 
     @property
     def ready(self) -> bool:
@@ -138,6 +140,8 @@ class DynamicSpeculation:
             snap["limits"] = dict(self.limits)
         if self.forwards is not None:
             snap["forwards"] = {mode: dict(c) for mode, c in self.forwards.items()}
+        if self.switch is not None:
+            snap["catch_up"] = draft_catch_up.counts()
         return snap
 
 
@@ -298,15 +302,26 @@ def on_decode_step(worker: EagleWorkerV2, batch_size: int, original: Callable[[E
     now = time.monotonic()
     message = switch.decide(batch_size, now)
     steps = switch.steps  # the step number, batch and N: the same on every rank
-    dyn.ran = ran = dyn.explorer.mode(
+    ran = dyn.explorer.mode(
         switch.mode,
         steps[decision.SPECULATIVE] + steps[decision.TARGET_ONLY],
         batch_size,
         switch.threshold,
         switch.force == decision.AUTO,
     )
+    cold = cold_draft.patched() and switch.draft_cold(batch_size, ran)
+    dyn.catch_up = False
+    if draft_catch_up.pending() and draft_catch_up.eligible(worker):
+        if ran == decision.SPECULATIVE and switch.mode == decision.SPECULATIVE:
+            ran = decision.TARGET_ONLY  # resuming: one more target-only step, whose verify adds the last row
+            dyn.catch_up = True
+        elif ran == decision.TARGET_ONLY and (not cold or draft_catch_up.due()):
+            dyn.catch_up = True
+    dyn.ran = ran
     costs.step(ran, batch_size, now)  # cost curves (sglang_patch/curves.py), per mode run
-    cold_draft.mark(cold_draft.patched() and switch.draft_cold(batch_size, ran))
+    if dyn.catch_up:
+        costs.idle()  # a catch-up step also runs the draft's extend over the kept rows: not a step's cost
+    cold_draft.mark(cold or dyn.catch_up)
     if message is not None:
         logger.info(message)
         metrics.publish()

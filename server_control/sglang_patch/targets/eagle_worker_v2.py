@@ -14,6 +14,7 @@ from types import ModuleType
 from server_control.sglang_patch import (
     cold_draft,
     current_rank,
+    draft_catch_up,
     forwards,
     gate,
     hook,
@@ -50,6 +51,20 @@ def _step_forced() -> bool:
     return dyn is not None and dyn.step_forced is True
 
 
+def _catch_up_capture(
+    worker_: EagleWorkerV2, dyn: worker.DynamicSpeculation | None, batch: object
+) -> draft_catch_up.Capture | None:
+    """What a cold step keeps, or a catch-up step needs, read before the forward; None where
+    no step of this forward can be cold (a prefill, the mark at 0 with nothing kept)."""
+    if dyn is None or not dyn.ready or dyn.switch is None or worker.prefills(batch):
+        return None
+    if dyn.switch.cold_draft_above <= 0 and not draft_catch_up.pending():
+        return None
+    if not draft_catch_up.eligible(worker_):
+        return None
+    return draft_catch_up.capture(batch)
+
+
 def _patch_worker(cls: type[EagleWorkerV2], module: ModuleType) -> None:
     orig_init: Callable[..., None] = cls.__init__
     orig_graphs = cls.init_cuda_graphs
@@ -82,9 +97,15 @@ def _patch_worker(cls: type[EagleWorkerV2], module: ModuleType) -> None:
     def forward_batch_generation(self: EagleWorkerV2, batch: object, *args: object, **kwargs: object) -> GenerationBatchResult:
         replays = forwards.replays()
         worker.on_forward(self, batch)  # decode-only cost curves: a prefill between decode steps is not timed
+        dyn = self.__dict__.get("_dynspec")
+        cap = _catch_up_capture(self, dyn, batch)
         with cold_draft.step() as step:  # activate_step_by_batch marks it inside, SGLang reads it (cold_draft.py)
             out = orig_forward(self, batch, *args, **kwargs)
-        dyn = self.__dict__.get("_dynspec")
+        if cap is not None and step.cold and dyn is not None:
+            if dyn.catch_up:
+                draft_catch_up.catch_up(self, module, batch, out, cap)
+            else:
+                draft_catch_up.keep(out, cap)
         if dyn is not None and dyn.step_forced is not None:
             forwards.count(dyn, dyn.step_forced, out, replays, drafted=not step.cold)
             try:

@@ -1,0 +1,232 @@
+"""Cold target-only steps keep what the draft's extend would have read; one extend catches the
+draft up before speculation resumes.
+
+A target-only step marked cold (cold_draft.py) skips the draft's extend: SGLang's
+``_stub_skipped_draft_extend`` leaves the draft's KV cache without the step's position and
+the next draft input zeroed. A request that lives through a cold stretch is then proposed
+for worse until it ends (the positions the draft attends over are missing), and the first
+speculative step proposes from zeros. Here each cold step keeps, per request, the row the
+extend would have run: the target's captured hidden state at the step's position and the
+token at it (one copy of the step's rows, as SGLang may reuse its buffers). Then, at the step that
+resumes speculation (run target-only one more step: its verify adds the last row), and
+every ``FLUSH_EVERY`` cold steps to bound what is kept, one draft extend runs over every
+request's kept rows with SGLang's own prefill path (``EagleDraftWorker.
+_draft_extend_for_prefill``: a ragged extend of n rows a request from its committed prefix,
+the tokens rotated as after a prefill). It writes the draft KV at each kept position, as
+the skipped extends would have (an EAGLE-3 draft is one layer: a position's K and V depend on
+its own row only), and gives the next draft input from each request's last row. So the
+draft resumes warm, and the extends of a cold stretch cost one ragged forward instead of one
+forward a step.
+
+Rows that are not the contiguous run ending at the step's position (a request retracted and
+prefilled again, an explored speculative step between) are dropped, as a cold step drops
+them today. Only where that is the whole story (``eligible``, checked once per worker, the
+reasons logged): topk 1, no rejection sampling, no overlap scheduler (its future map
+rebuilds the draft input each step), one pipeline stage, the batch's CPU sequence lengths
+at hand. Elsewhere, and with ``SPECCONSOLE_COLD_CATCH_UP=0`` (a benchmark arm), a cold
+step is SGLang's skip alone. Outputs cannot change either way: drafts only decide how many
+tokens a verify accepts.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from types import ModuleType
+from typing import Any
+
+from server_control.sglang_patch.sglang_shapes import EagleDraftWorker, EagleWorkerV2, GenerationBatchResult, Tensor
+
+logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
+ENV = "SPECCONSOLE_COLD_CATCH_UP"  # "0": a cold step skips the extend for good (a benchmark arm)
+ON_LINE = "Dynamic speculation: cold target-only steps keep the draft's rows; one extend catches it up before speculation resumes"
+OFF_LINE = "Dynamic speculation: cold target-only steps skip the draft's extend for good ({why})"
+FAILED_LINE = "Dynamic speculation: the draft's catch-up failed ({why}); cold steps skip the draft's extend from now on"
+ROWS = "_specconsole_cold_rows"  # on each SGLang Req: [(position, token tensor (1,), hidden tensor (1, d)), ...]
+FLUSH_EVERY = 16  # cold steps between catch-ups at most (what is kept: batch x this rows)
+
+_state = {"pending": False, "since": 0, "broken": False}
+_counts = {"kept": 0, "caught_up": 0, "rows": 0, "dropped": 0}
+
+
+def counts() -> dict[str, int]:
+    """Rows kept by cold steps, catch-up extends run, rows they wrote, rows dropped."""
+    return dict(_counts)
+
+
+def eligible(worker: EagleWorkerV2) -> bool:
+    """Whether keeping rows and catching up is exact bookkeeping for this worker (see above)."""
+    cached = worker.__dict__.get("_specconsole_catch_up")
+    if cached is not None:
+        return bool(cached)
+    try:
+        draft: EagleDraftWorker = worker._draft_worker
+        args = draft.server_args
+        checks = (
+            (f"{ENV}=0", os.environ.get(ENV, "1") != "0"),
+            ("topk > 1", draft.topk == 1),
+            ("rejection sampling", not getattr(args, "speculative_use_rejection_sampling", False)),
+            ("overlap scheduler", bool(getattr(args, "disable_overlap_schedule", False))),
+            ("pipeline stages", int(getattr(args, "pp_size", 1) or 1) == 1),
+            ("no prefill draft-extend", callable(getattr(draft, "_draft_extend_for_prefill", None))),
+        )
+        failed = [why for why, good in checks if not good]
+    except Exception as exc:  # noqa: BLE001 - unknown layout: SGLang's skip alone
+        failed = [f"unknown worker layout: {exc!r}"]
+    worker.__dict__["_specconsole_catch_up"] = not failed
+    logger.info(ON_LINE if not failed else OFF_LINE.format(why=", ".join(failed)))
+    return not failed
+
+
+def pending() -> bool:
+    """Rows kept since the last catch-up (the next step that is not cold must catch up)."""
+    return _state["pending"] and not _state["broken"]
+
+
+def due() -> bool:
+    """A cold step that should catch up anyway: FLUSH_EVERY cold steps since the last."""
+    return pending() and _state["since"] >= FLUSH_EVERY - 1
+
+
+class Capture:
+    """What a decode step's catch-up needs from its batch, read before SGLang's forward
+    (the verify reads the same): the requests, their positions, the input tokens."""
+
+    __slots__ = ("reqs", "positions", "tokens")
+
+    def __init__(self, reqs: list[Any], positions: list[int], tokens: Tensor) -> None:
+        self.reqs = reqs
+        self.positions = positions
+        self.tokens = tokens
+
+
+def capture(batch: Any) -> Capture | None:  # SGLang's ScheduleBatch
+    """Before a decode forward: None when it cannot be kept (no CPU lengths, no bonus tokens)."""
+    if _state["broken"]:
+        return None
+    spec = getattr(batch, "spec_info", None)
+    tokens = getattr(spec, "bonus_tokens", None)
+    lens = getattr(batch, "seq_lens_cpu", None)
+    reqs = getattr(batch, "reqs", None)
+    if tokens is None or lens is None or not reqs:
+        return None
+    return Capture(list(reqs), [int(x) for x in lens.tolist()], tokens)
+
+
+def _rows(out: GenerationBatchResult, cap: Capture) -> tuple[Tensor, Tensor] | None:
+    """The step's hidden states and next tokens, one row a request, or None (another shape)."""
+    hidden = getattr(getattr(out, "logits_output", None), "hidden_states", None)
+    nxt = getattr(out, "next_token_ids", None)
+    bs = len(cap.reqs)
+    if hidden is None or nxt is None or hidden.shape[0] != bs or nxt.reshape(-1).shape[0] != bs:
+        return None
+    return hidden, nxt.reshape(-1)
+
+
+def keep(out: GenerationBatchResult, cap: Capture) -> None:
+    """After a cold step's verify: keep each request's row (position, token, hidden state)."""
+    rows = _rows(out, cap)
+    if rows is None:
+        _broken("a cold step's verify output is not one row a request")
+        return
+    hidden, tokens = rows[0].clone(), cap.tokens.clone()  # SGLang may reuse its buffers next step
+    for i, req in enumerate(cap.reqs):
+        kept = req.__dict__.setdefault(ROWS, [])
+        kept.append((cap.positions[i], tokens[i : i + 1], hidden[i : i + 1]))
+    _counts["kept"] += len(cap.reqs)
+    _state["pending"] = True
+    _state["since"] += 1
+
+
+def _run(req: Any, position: int) -> list[tuple[int, Tensor, Tensor]]:
+    """The request's kept rows that end right before ``position``, contiguous; the rest dropped."""
+    kept = req.__dict__.pop(ROWS, None) or []
+    run: list[tuple[int, Tensor, Tensor]] = []
+    expect = position - 1
+    for row in reversed(kept):
+        if row[0] != expect:
+            break
+        run.append(row)
+        expect -= 1
+    _counts["dropped"] += len(kept) - len(run)
+    run.reverse()
+    return run
+
+
+def catch_up(worker: EagleWorkerV2, module: ModuleType, batch: Any, out: GenerationBatchResult, cap: Capture) -> None:
+    """At a cold-marked step that catches up: one extend of every request's kept rows and
+    this step's row; its result is the next draft input (SGLang's stub is replaced)."""
+    try:
+        _catch_up(worker, module, batch, out, cap)
+    except Exception as exc:  # noqa: BLE001 - never stop serving: the draft stays cold, as SGLang's skip leaves it
+        _broken(repr(exc))
+    finally:
+        _state["pending"] = False
+        _state["since"] = 0
+
+
+def _catch_up(worker: EagleWorkerV2, module: ModuleType, batch: Any, out: GenerationBatchResult, cap: Capture) -> None:
+    import torch
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    rows = _rows(out, cap)
+    if rows is None:
+        raise RuntimeError("the step's verify output is not one row a request")
+    hidden, nxt = rows
+    tokens: list[Tensor] = []
+    states: list[Tensor] = []
+    lens: list[int] = []
+    for i, req in enumerate(cap.reqs):
+        run = _run(req, cap.positions[i])
+        tokens.extend(r[1] for r in run)
+        states.extend(r[2] for r in run)
+        tokens.append(cap.tokens[i : i + 1])
+        states.append(hidden[i : i + 1])
+        lens.append(len(run) + 1)
+    ends = [p + 1 for p in cap.positions]  # each request's length with this step's row
+    prefix = [e - n for e, n in zip(ends, lens)]
+    pool = batch.req_to_token_pool.req_to_token
+    rpi = batch.req_pool_indices.to(torch.int64)
+    rows_t = torch.repeat_interleave(rpi, torch.tensor(lens, device=rpi.device))
+    cols = torch.tensor([c for s, e in zip(prefix, ends) for c in range(s, e)], dtype=torch.int64, device=rpi.device)
+
+    ext = copy.copy(batch)  # a shallow copy: the decode batch itself is left as it is
+    ext.forward_mode = ForwardMode.EXTEND
+    ext.input_ids = torch.cat(tokens).to(batch.input_ids.dtype if batch.input_ids is not None else torch.int64)
+    ext.extend_lens = lens
+    ext.prefix_lens = prefix
+    ext.extend_num_tokens = sum(lens)
+    ext.extend_logprob_start_lens = list(lens)
+    ext.return_logprob = False
+    ext.extend_input_logprob_token_ids = None
+    ext.decoding_reqs = None
+    ext.chunked_req_next_prompt_token = None
+    ext.input_embeds = None
+    seq_cpu = torch.tensor(ends, dtype=batch.seq_lens_cpu.dtype)
+    ext.seq_lens_cpu = seq_cpu
+    ext.seq_lens = seq_cpu.to(device=batch.seq_lens.device, dtype=batch.seq_lens.dtype)
+    ext.seq_lens_sum = int(sum(ends))
+    if getattr(batch, "orig_seq_lens", None) is not None:
+        ext.orig_seq_lens = ext.seq_lens.to(batch.orig_seq_lens.dtype)
+    if hasattr(batch, "max_seq_len_host"):
+        ext.max_seq_len_host = max(ends)
+    ext.out_cache_loc = pool[rows_t, cols].to(torch.int64)
+    ext.spec_info = None
+    draft = worker.draft_worker
+    with (
+        module.draft_tp_context(draft.parallel_layout),
+        module.speculative_moe_backend_context(),
+        module.speculative_moe_a2a_backend_context(),
+    ):
+        fresh = draft._draft_extend_for_prefill(ext, torch.cat(states), nxt)
+    target = out.next_draft_input
+    target.topk_p, target.topk_index, target.hidden_states = fresh.topk_p, fresh.topk_index, fresh.hidden_states
+    _counts["caught_up"] += 1
+    _counts["rows"] += int(ext.extend_num_tokens)
+
+
+def _broken(why: str) -> None:
+    if not _state["broken"]:
+        _state["broken"] = True
+        logger.warning(FAILED_LINE.format(why=why))
