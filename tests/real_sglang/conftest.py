@@ -70,6 +70,7 @@ SHARED_ORDER = (
     ("test_switch_exact.py", "TestTrainedOverlap::"),
     ("test_switch_exact.py", "TestTrainedOverlapNegativeControl::"),
     ("test_switch_exact.py", "TestTrained::"),
+    ("test_switch_exact.py", "TestTrainedCatchUp::"),
     ("test_switch_exact.py", "TestTrainedNegativeControl::"),
     ("test_switch_exact.py", "TestRandomOverlap::test_plain_reference"),  # starts random-plain-seeded
     ("test_sampling_exact.py", "test_seeded_references"),

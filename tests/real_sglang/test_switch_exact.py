@@ -203,6 +203,57 @@ class TestTrainedNegativeControl(_NegativeControl):
     SPEC = TestTrained.SPEC
 
 
+class TestTrainedCatchUp:
+    """The product's cold mode on the synchronous trained server: the cold-draft mark at 1
+    and the probe twice as one batch (2 > 1), forced target-only for 3 x PERIOD steps, then
+    speculative. Every target-only step runs cold (no per-step draft-extend, by the server's
+    own counters) and keeps its rows; the step that resumes runs target-only once more and
+    catches the draft up in one extend (sglang_patch/draft_catch_up.py). The trained draft
+    reads the token PERIOD positions back from its own KV cache, so the speculative steps
+    right after it accept as after a warm stretch, where a cold draft accepts ~nothing for
+    PERIOD steps (TestTrainedOverlapNegativeControl: the same probe and mark where the
+    overlap scheduler leaves catch-up off)."""
+
+    SPEC = TestTrained.SPEC
+
+    def test_a_cold_stretch_resumes_warm_after_the_catch_up(self, pool):
+        want = reference(pool, "trained")["probe"]
+        server = pool.get(self.SPEC)
+        live = lambda: server.request("/server_info")["internal_states"][0]  # noqa: E731
+        res = server.request("/set_internal_state", {"server_args": {decision.COLD_DRAFT_KEY: 1}})
+        assert res and all(x is True for x in res), f"cold-draft mark 1 refused: {res}"
+        before = live()
+        try:
+            probe = sw.resume_probe(server, PROBE, stretch_steps=3 * PERIOD, max_new=3 * MAX_NEW, copies=2)
+        finally:
+            res = server.request("/set_internal_state", {"server_args": {decision.COLD_DRAFT_KEY: 0}})
+            assert res and all(x is True for x in res), f"cold-draft mark 0 refused: {res}"
+        after = live()
+        assert_same_tokens([probe.output_ids[:MAX_NEW]], [want])  # the target is unaffected
+        state_before, state_after = before[decision.STATE_KEY], after[decision.STATE_KEY]
+        ran = state_after["steps"][decision.TARGET_ONLY] - state_before["steps"][decision.TARGET_ONLY]
+        cold = state_after["cold_steps"] - state_before["cold_steps"]
+        assert ran >= 3 * PERIOD and cold == ran, f"{cold} of {ran} target-only steps ran cold (mark 1, batch 2)"
+        caught = {k: state_after["catch_up"][k] - state_before["catch_up"][k] for k in state_after["catch_up"]}
+        # every 16 cold steps and at the resume: each extend writes both copies' kept rows and
+        # its own step's; every cold step's rows (2 a step) written, none dropped, and the
+        # resume's own step (target-only once more, not a cold step of the stretch) unless
+        # the last periodic catch-up was the stretch's last step
+        assert caught["caught_up"] >= 2 and caught["dropped"] == 0, caught
+        assert caught["rows"] in (2 * cold, 2 * cold + 2), (caught, cold)
+        # the first line after the switch may report the step before it, the next is the
+        # catch-up step (target-only, 1.0); from there the draft proposes from its own KV
+        judged = probe.after[sw.RESUME_SKIP + 1 : sw.RESUME_SKIP + 1 + sw.RESUME_WINDOW]
+        mean = sum(judged) / max(1, len(judged))
+        report(f"accept after a caught-up cold resume, {self.SPEC.name}", mean=mean, steps=str(probe.after[:8]), **caught)
+        assert len(judged) == sw.RESUME_WINDOW and mean >= sw.WARM_FLOOR, (
+            f"the draft resumed cold after the catch-up: accept lengths after resuming {probe.after[:8]}"
+        )
+        # the synchronous scheduler's first line after the switch is the catch-up step's own;
+        # the next drafts from the next draft input the catch-up gave (not SGLang's zeroed stub)
+        assert not self.SPEC.overlap and probe.after[0] == 1.0 and probe.after[1] >= 2.0, probe.after[:4]
+
+
 class TestTrainedOverlap(_WarmDraft):
     SPEC = Spec("trained", overlap=True)
 
