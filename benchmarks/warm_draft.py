@@ -111,12 +111,14 @@ def summarise(windows: list[dict], resumes: list[dict]) -> dict:
         mine = [w for w in windows if w["clients"] == c]
         rounds = sorted({w["round"] for w in mine})
         ms = {v: [step_ms(w) for r in rounds for w in mine if w["round"] == r and w["variant"] == v] for v in VARIANTS}
+        by_round = {(w["round"], w["variant"]): step_ms(w) for w in mine}
         levels[str(c)] = {
             "ms_per_step_runs": ms,
             "tok_s_runs": {v: [round(w["tok_s"], 1) for w in mine if w["variant"] == v] for v in VARIANTS},
         }
-        for v in (COLD, CAUGHT_UP):
-            ratios = [x / warm for warm, x in zip(ms[WARM], ms[v], strict=True) if warm and x]
+        for v in (COLD, CAUGHT_UP):  # each against the warm window of its own round
+            pairs = [(by_round.get((r, WARM)), by_round.get((r, v))) for r in rounds]
+            ratios = [x / warm for warm, x in pairs if warm and x]
             levels[str(c)][f"{v}_over_warm_by_round"] = ratios
             levels[str(c)][f"{v}_over_warm_median"] = statistics.median(ratios) if ratios else None
     after_over_before: dict[str, list[float]] = {v: [] for v in VARIANTS}

@@ -24,12 +24,15 @@ def test_cold_over_warm_pairs_the_windows_of_one_round_and_level():
         _w(32, 0, "cold", 190.0),
         _w(32, 1, "warm", 210.0),
         _w(32, 1, "cold", None),  # no target-only step counted: left out, not a zero
+        _w(16, 1, "cold_caught_up", 92.0),  # round 0's caught-up window missing: round 1 alone
     ]
     out = warm_draft.summarise(windows, [])
     assert out["levels"]["16"]["cold_over_warm_by_round"] == [0.95, 0.9]
     assert out["levels"]["16"]["cold_over_warm_median"] == pytest.approx(0.925)
+    assert out["levels"]["16"]["cold_caught_up_over_warm_by_round"] == [pytest.approx(0.92)]
     assert out["levels"]["32"]["cold_over_warm_by_round"] == [0.95]
-    assert out["levels"]["32"]["ms_per_step_runs"] == {"warm": [200.0, 210.0], "cold": [190.0, None]}
+    assert out["levels"]["32"]["cold_caught_up_over_warm_median"] is None
+    assert out["levels"]["32"]["ms_per_step_runs"] == {"warm": [200.0, 210.0], "cold": [190.0, None], "cold_caught_up": []}
     assert out["problems"] == [] and out["errors"] == 0
 
 
@@ -39,6 +42,7 @@ def test_problems_and_failed_requests_are_counted_and_a_resume_without_a_switch_
         {"variant": "warm", "errors": 1, "around": [{"before": 2.5, "after": 2.45}]},
         {"variant": "cold", "errors": 0, "around": [{"before": 2.5, "after": 2.0}]},
         {"variant": "cold", "errors": 0, "around": []},
+        {"variant": "cold_caught_up", "errors": 0, "around": [{"before": 2.5, "after": 2.5}]},
     ]
     out = warm_draft.summarise(windows, resumes)
     assert out["errors"] == 3
@@ -46,7 +50,11 @@ def test_problems_and_failed_requests_are_counted_and_a_resume_without_a_switch_
         "round 0 c=8 warm: target_only: 3 steps ran speculative",
         "resume cold: no resume found in the trace",
     ]
-    assert out["accept_after_over_before"] == {"warm": [pytest.approx(0.98)], "cold": [pytest.approx(0.8)]}
+    assert out["accept_after_over_before"] == {
+        "warm": [pytest.approx(0.98)],
+        "cold": [pytest.approx(0.8)],
+        "cold_caught_up": [pytest.approx(1.0)],
+    }
     assert "cold: [0.8]" in warm_draft.render(out) and "PROBLEM: resume cold" in warm_draft.render(out)
 
 

@@ -34,9 +34,8 @@ import copy
 import logging
 import os
 from types import ModuleType
-from typing import Any
 
-from server_control.sglang_patch.sglang_shapes import EagleDraftWorker, EagleWorkerV2, GenerationBatchResult, Tensor
+from server_control.sglang_patch.sglang_shapes import EagleWorkerV2, GenerationBatchResult, ScheduleBatch, Tensor
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
 ENV = "SPECCONSOLE_COLD_CATCH_UP"  # "0": a cold step skips the extend for good (a benchmark arm)
@@ -61,7 +60,8 @@ def eligible(worker: EagleWorkerV2) -> bool:
     if cached is not None:
         return bool(cached)
     try:
-        draft: EagleDraftWorker = worker._draft_worker
+        draft = worker._draft_worker
+        assert draft is not None  # refusals.pipeline: a worker without a draft is never patched for
         args = draft.server_args
         checks = (
             (f"{ENV}=0", os.environ.get(ENV, "1") != "0"),
@@ -81,7 +81,7 @@ def eligible(worker: EagleWorkerV2) -> bool:
 
 def pending() -> bool:
     """Rows kept since the last catch-up (the next step that is not cold must catch up)."""
-    return _state["pending"] and not _state["broken"]
+    return bool(_state["pending"]) and not _state["broken"]
 
 
 def due() -> bool:
@@ -95,13 +95,13 @@ class Capture:
 
     __slots__ = ("reqs", "positions", "tokens")
 
-    def __init__(self, reqs: list[Any], positions: list[int], tokens: Tensor) -> None:
+    def __init__(self, reqs: list[object], positions: list[int], tokens: Tensor) -> None:
         self.reqs = reqs
         self.positions = positions
         self.tokens = tokens
 
 
-def capture(batch: Any) -> Capture | None:  # SGLang's ScheduleBatch
+def capture(batch: object) -> Capture | None:  # SGLang's ScheduleBatch, read with getattr
     """Before a decode forward: None when it cannot be kept (no CPU lengths, no bonus tokens)."""
     if _state["broken"]:
         return None
@@ -132,16 +132,16 @@ def keep(out: GenerationBatchResult, cap: Capture) -> None:
         return
     hidden, tokens = rows[0].clone(), cap.tokens.clone()  # SGLang may reuse its buffers next step
     for i, req in enumerate(cap.reqs):
-        kept = req.__dict__.setdefault(ROWS, [])
+        kept = vars(req).setdefault(ROWS, [])
         kept.append((cap.positions[i], tokens[i : i + 1], hidden[i : i + 1]))
     _counts["kept"] += len(cap.reqs)
     _state["pending"] = True
     _state["since"] += 1
 
 
-def _run(req: Any, position: int) -> list[tuple[int, Tensor, Tensor]]:
+def _run(req: object, position: int) -> list[tuple[int, Tensor, Tensor]]:
     """The request's kept rows that end right before ``position``, contiguous; the rest dropped."""
-    kept = req.__dict__.pop(ROWS, None) or []
+    kept = vars(req).pop(ROWS, None) or []
     run: list[tuple[int, Tensor, Tensor]] = []
     expect = position - 1
     for row in reversed(kept):
@@ -154,7 +154,7 @@ def _run(req: Any, position: int) -> list[tuple[int, Tensor, Tensor]]:
     return run
 
 
-def catch_up(worker: EagleWorkerV2, module: ModuleType, batch: Any, out: GenerationBatchResult, cap: Capture) -> None:
+def catch_up(worker: EagleWorkerV2, module: ModuleType, batch: ScheduleBatch, out: GenerationBatchResult, cap: Capture) -> None:
     """At a cold-marked step that catches up: one extend of every request's kept rows and
     this step's row; its result is the next draft input (SGLang's stub is replaced)."""
     try:
@@ -166,7 +166,7 @@ def catch_up(worker: EagleWorkerV2, module: ModuleType, batch: Any, out: Generat
         _state["since"] = 0
 
 
-def _catch_up(worker: EagleWorkerV2, module: ModuleType, batch: Any, out: GenerationBatchResult, cap: Capture) -> None:
+def _catch_up(worker: EagleWorkerV2, module: ModuleType, batch: ScheduleBatch, out: GenerationBatchResult, cap: Capture) -> None:
     import torch
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
@@ -184,6 +184,8 @@ def _catch_up(worker: EagleWorkerV2, module: ModuleType, batch: Any, out: Genera
         tokens.append(cap.tokens[i : i + 1])
         states.append(hidden[i : i + 1])
         lens.append(len(run) + 1)
+    lens_cpu = batch.seq_lens_cpu
+    assert lens_cpu is not None  # capture() keeps none without it
     ends = [p + 1 for p in cap.positions]  # each request's length with this step's row
     prefix = [e - n for e, n in zip(ends, lens)]
     pool = batch.req_to_token_pool.req_to_token
@@ -191,29 +193,34 @@ def _catch_up(worker: EagleWorkerV2, module: ModuleType, batch: Any, out: Genera
     rows_t = torch.repeat_interleave(rpi, torch.tensor(lens, device=rpi.device))
     cols = torch.tensor([c for s, e in zip(prefix, ends) for c in range(s, e)], dtype=torch.int64, device=rpi.device)
 
+    seq_cpu = torch.tensor(ends, dtype=lens_cpu.dtype)
+    seq = seq_cpu.to(device=batch.seq_lens.device, dtype=batch.seq_lens.dtype)
     ext = copy.copy(batch)  # a shallow copy: the decode batch itself is left as it is
-    ext.forward_mode = ForwardMode.EXTEND
-    ext.input_ids = torch.cat(tokens).to(batch.input_ids.dtype if batch.input_ids is not None else torch.int64)
-    ext.extend_lens = lens
-    ext.prefix_lens = prefix
-    ext.extend_num_tokens = sum(lens)
-    ext.extend_logprob_start_lens = list(lens)
-    ext.return_logprob = False
-    ext.extend_input_logprob_token_ids = None
-    ext.decoding_reqs = None
-    ext.chunked_req_next_prompt_token = None
-    ext.input_embeds = None
-    seq_cpu = torch.tensor(ends, dtype=batch.seq_lens_cpu.dtype)
-    ext.seq_lens_cpu = seq_cpu
-    ext.seq_lens = seq_cpu.to(device=batch.seq_lens.device, dtype=batch.seq_lens.dtype)
-    ext.seq_lens_sum = int(sum(ends))
-    if getattr(batch, "orig_seq_lens", None) is not None:
-        ext.orig_seq_lens = ext.seq_lens.to(batch.orig_seq_lens.dtype)
-    if hasattr(batch, "max_seq_len_host"):
-        ext.max_seq_len_host = max(ends)
-    ext.out_cache_loc = pool[rows_t, cols].to(torch.int64)
-    ext.spec_info = None
-    draft = worker.draft_worker
+    fields = vars(ext)
+    fields.update(
+        forward_mode=ForwardMode.EXTEND,
+        input_ids=torch.cat(tokens).to(batch.input_ids.dtype if batch.input_ids is not None else torch.int64),
+        extend_lens=lens,
+        prefix_lens=prefix,
+        extend_num_tokens=sum(lens),
+        extend_logprob_start_lens=list(lens),
+        return_logprob=False,
+        extend_input_logprob_token_ids=None,
+        decoding_reqs=None,
+        chunked_req_next_prompt_token=None,
+        input_embeds=None,
+        seq_lens_cpu=seq_cpu,
+        seq_lens=seq,
+        seq_lens_sum=int(sum(ends)),
+        out_cache_loc=pool[rows_t, cols].to(torch.int64),
+        spec_info=None,
+    )
+    if fields.get("orig_seq_lens") is not None:
+        fields["orig_seq_lens"] = seq.to(fields["orig_seq_lens"].dtype)
+    if "max_seq_len_host" in fields:
+        fields["max_seq_len_host"] = max(ends)
+    draft = worker._draft_worker
+    assert draft is not None
     with (
         module.draft_tp_context(draft.parallel_layout),
         module.speculative_moe_backend_context(),
@@ -223,7 +230,7 @@ def _catch_up(worker: EagleWorkerV2, module: ModuleType, batch: Any, out: Genera
     target = out.next_draft_input
     target.topk_p, target.topk_index, target.hidden_states = fresh.topk_p, fresh.topk_index, fresh.hidden_states
     _counts["caught_up"] += 1
-    _counts["rows"] += int(ext.extend_num_tokens)
+    _counts["rows"] += sum(lens)
 
 
 def _broken(why: str) -> None:

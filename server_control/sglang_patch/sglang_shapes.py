@@ -96,7 +96,8 @@ class TargetWorker(Protocol):
 
 class EagleDraftWorker(Protocol):
     """SGLang's ``EagleDraftWorker`` (eagle_worker_v2.py): the runtime resources a
-    ``SpecRuntimeState`` is built from, and what lazy_draft_head.py checks and reads."""
+    ``SpecRuntimeState`` is built from, what lazy_draft_head.py checks and reads, and the
+    prefill's draft extend that draft_catch_up.py runs over kept rows."""
 
     server_args: object
     topk: int
@@ -106,6 +107,10 @@ class EagleDraftWorker(Protocol):
     cuda_graph_runner: object
     draft_extend_attn_backend: object
     cuda_graph_runner_for_draft_extend: object
+
+    def _draft_extend_for_prefill(
+        self, batch: object, target_hidden_states: Tensor, next_token_ids: Tensor
+    ) -> EagleDraftInput: ...
 
 
 class EagleDraftInput(Protocol):
@@ -118,9 +123,11 @@ class EagleDraftInput(Protocol):
 
 class GenerationBatchResult(Protocol):
     """SGLang's ``GenerationBatchResult`` (managers/utils.py), marked by the patch with whether
-    the step was forced target-only (read back with ``getattr``: worker.on_verified)."""
+    the step was forced target-only (read back with ``getattr``: worker.on_verified); the next
+    draft input that draft_catch_up.py replaces after a catch-up."""
 
     _specconsole_forced: bool
+    next_draft_input: EagleDraftInput
 
 
 class EagleWorkerV2(Protocol):
@@ -177,11 +184,24 @@ class SamplingBatchInfo(Protocol):
     sampling_seed: Tensor | None
 
 
+class ReqToTokenPool(Protocol):
+    """SGLang's ``ReqToTokenPool`` (mem_cache/memory_pool.py): request row, position -> KV slot."""
+
+    req_to_token: Tensor
+
+
 class ScheduleBatch(Protocol):
-    """SGLang's ``ScheduleBatch`` (managers/schedule_batch.py)."""
+    """SGLang's ``ScheduleBatch`` (managers/schedule_batch.py); a decode batch's requests,
+    lengths and KV map as draft_catch_up.py reads them."""
 
     forward_mode: ForwardMode
     sampling_info: SamplingBatchInfo
+    reqs: list[object]
+    seq_lens: Tensor
+    seq_lens_cpu: Tensor | None
+    req_pool_indices: Tensor
+    req_to_token_pool: ReqToTokenPool
+    input_ids: Tensor | None
 
 
 class EagleVerifyInput(Protocol):

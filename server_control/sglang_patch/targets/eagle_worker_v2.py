@@ -23,7 +23,7 @@ from server_control.sglang_patch import (
     target_only_sampling,
     worker,
 )
-from server_control.sglang_patch.sglang_shapes import EagleWorkerV2, GenerationBatchResult, SpecRuntimeState
+from server_control.sglang_patch.sglang_shapes import EagleWorkerV2, GenerationBatchResult, ScheduleBatch, SpecRuntimeState
 from server_control.sglang_patch.wrapping import wrap_methods
 
 
@@ -94,7 +94,9 @@ def _patch_worker(cls: type[EagleWorkerV2], module: ModuleType) -> None:
     def activate_step_by_batch(self: EagleWorkerV2, batch_size: int) -> None:
         worker.on_decode_step(self, batch_size, orig_activate)
 
-    def forward_batch_generation(self: EagleWorkerV2, batch: object, *args: object, **kwargs: object) -> GenerationBatchResult:
+    def forward_batch_generation(
+        self: EagleWorkerV2, batch: ScheduleBatch, *args: object, **kwargs: object
+    ) -> GenerationBatchResult:
         replays = forwards.replays()
         worker.on_forward(self, batch)  # decode-only cost curves: a prefill between decode steps is not timed
         dyn = self.__dict__.get("_dynspec")
