@@ -23,8 +23,8 @@ variable as set while a file exists), so no launch's own speed enters a ratio:
 
 A third variant, ``cold_caught_up``, is the product's cold mode: the patch's cold-draft mark
 at 1 for the window (``speculative_disable_cold_draft_above``), so each target-only step
-skips the extend and keeps its rows, and one extend catches the draft up every 16 cold
-steps and before speculation resumes (server_control/sglang_patch/draft_catch_up.py). The
+skips the extend and keeps its rows, and one extend catches the draft up whenever 2,048 rows
+are kept and before speculation resumes (server_control/sglang_patch/draft_catch_up.py). The
 server's ``/server_info`` counters say how many catch-ups ran and how many rows they wrote.
 
 Prints per level each cold variant's step cost over warm's by round and its median, and

@@ -9,7 +9,8 @@ speculative step proposes from zeros. Here each cold step keeps, per request, th
 extend would have run: the target's captured hidden state at the step's position and the
 token at it (one copy of the step's rows, as SGLang may reuse its buffers). Then, at the step that
 resumes speculation (run target-only one more step: its verify adds the last row), and
-every ``FLUSH_EVERY`` cold steps to bound what is kept, one draft extend runs over every
+whenever the rows kept reach ``KEEP_ROWS`` (a bound on what is kept, and on the extend's
+size: no larger than a prefill chunk), one draft extend runs over every
 request's kept rows with SGLang's own prefill path (``EagleDraftWorker.
 _draft_extend_for_prefill``: a ragged extend of n rows a request from its committed prefix,
 the tokens rotated as after a prefill). It writes the draft KV at each kept position, as
@@ -20,10 +21,12 @@ forward a step.
 
 Rows that are not the contiguous run ending at the step's position (a request retracted and
 prefilled again, an explored speculative step between) are dropped, as a cold step drops
-them today. Only where that is the whole story (``eligible``, checked once per worker, the
-reasons logged): topk 1, no rejection sampling, no overlap scheduler (its future map
-rebuilds the draft input each step), one pipeline stage, the batch's CPU sequence lengths
-at hand. Elsewhere, and with ``SPECCONSOLE_COLD_CATCH_UP=0`` (a benchmark arm), a cold
+them today. Under the overlap scheduler the catch-up's draft input is what the scheduler
+relays to the next step (its future map stashes the step's ``next_draft_input`` after the
+forward returns), as SGLang's own extend's is. Only where that is the whole story
+(``eligible``, checked once per worker, the reasons logged): topk 1, no rejection sampling,
+one pipeline stage, and a batch that carries its CPU sequence lengths (said once where one
+does not). Elsewhere, and with ``SPECCONSOLE_COLD_CATCH_UP=0`` (a benchmark arm), a cold
 step is SGLang's skip alone. Outputs cannot change either way: drafts only decide how many
 tokens a verify accepts.
 """
@@ -43,9 +46,9 @@ ON_LINE = "Dynamic speculation: cold target-only steps keep the draft's rows; on
 OFF_LINE = "Dynamic speculation: cold target-only steps skip the draft's extend for good ({why})"
 FAILED_LINE = "Dynamic speculation: the draft's catch-up failed ({why}); cold steps skip the draft's extend from now on"
 ROWS = "_specconsole_cold_rows"  # on each SGLang Req: [(position, token tensor (1,), hidden tensor (1, d)), ...]
-FLUSH_EVERY = 16  # cold steps between catch-ups at most (what is kept: batch x this rows)
+KEEP_ROWS = 2048  # rows kept before a cold step catches up anyway (the extend: at most this + a batch)
 
-_state = {"pending": False, "since": 0, "broken": False}
+_state = {"pending": False, "rows": 0, "broken": False, "unreadable": False}
 _counts = {"kept": 0, "caught_up": 0, "rows": 0, "dropped": 0}
 
 
@@ -67,7 +70,6 @@ def eligible(worker: EagleWorkerV2) -> bool:
             (f"{ENV}=0", os.environ.get(ENV, "1") != "0"),
             ("topk > 1", draft.topk == 1),
             ("rejection sampling", not getattr(args, "speculative_use_rejection_sampling", False)),
-            ("overlap scheduler", bool(getattr(args, "disable_overlap_schedule", False))),
             ("pipeline stages", int(getattr(args, "pp_size", 1) or 1) == 1),
             ("no prefill draft-extend", callable(getattr(draft, "_draft_extend_for_prefill", None))),
         )
@@ -84,9 +86,10 @@ def pending() -> bool:
     return bool(_state["pending"]) and not _state["broken"]
 
 
-def due() -> bool:
-    """A cold step that should catch up anyway: FLUSH_EVERY cold steps since the last."""
-    return pending() and _state["since"] >= FLUSH_EVERY - 1
+def due(batch: int) -> bool:
+    """A cold step of ``batch`` requests that should catch up anyway: with its own rows, the
+    rows kept since the last catch-up would reach KEEP_ROWS."""
+    return pending() and _state["rows"] + batch >= KEEP_ROWS
 
 
 class Capture:
@@ -110,6 +113,10 @@ def capture(batch: object) -> Capture | None:  # SGLang's ScheduleBatch, read wi
     lens = getattr(batch, "seq_lens_cpu", None)
     reqs = getattr(batch, "reqs", None)
     if tokens is None or lens is None or not reqs:
+        if not _state["unreadable"]:
+            _state["unreadable"] = True
+            missing = "bonus tokens" if tokens is None else "CPU sequence lengths" if lens is None else "requests"
+            logger.info(OFF_LINE.format(why=f"a decode batch without its {missing}"))
         return None
     return Capture(list(reqs), [int(x) for x in lens.tolist()], tokens)
 
@@ -136,7 +143,7 @@ def keep(out: GenerationBatchResult, cap: Capture) -> None:
         kept.append((cap.positions[i], tokens[i : i + 1], hidden[i : i + 1]))
     _counts["kept"] += len(cap.reqs)
     _state["pending"] = True
-    _state["since"] += 1
+    _state["rows"] += len(cap.reqs)
 
 
 def _run(req: object, position: int) -> list[tuple[int, Tensor, Tensor]]:
@@ -163,7 +170,7 @@ def catch_up(worker: EagleWorkerV2, module: ModuleType, batch: ScheduleBatch, ou
         _broken(repr(exc))
     finally:
         _state["pending"] = False
-        _state["since"] = 0
+        _state["rows"] = 0
 
 
 def _catch_up(worker: EagleWorkerV2, module: ModuleType, batch: ScheduleBatch, out: GenerationBatchResult, cap: Capture) -> None:

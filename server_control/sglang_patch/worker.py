@@ -315,7 +315,7 @@ def on_decode_step(worker: EagleWorkerV2, batch_size: int, original: Callable[[E
         if ran == decision.SPECULATIVE and switch.mode == decision.SPECULATIVE:
             ran = decision.TARGET_ONLY  # resuming: one more target-only step, whose verify adds the last row
             dyn.catch_up = True
-        elif ran == decision.TARGET_ONLY and (not cold or draft_catch_up.due()):
+        elif ran == decision.TARGET_ONLY and (not cold or draft_catch_up.due(batch_size)):
             dyn.catch_up = True
     dyn.ran = ran
     costs.step(ran, batch_size, now)  # cost curves (sglang_patch/curves.py), per mode run

@@ -23,7 +23,7 @@ HIDDEN = 6  # the target's captured hidden width (EAGLE-3: three layers' worth; 
 
 @pytest.fixture(autouse=True)
 def fresh_state(monkeypatch):
-    monkeypatch.setattr(dcu, "_state", {"pending": False, "since": 0, "broken": False})
+    monkeypatch.setattr(dcu, "_state", {"pending": False, "rows": 0, "broken": False, "unreadable": False})
     monkeypatch.setattr(dcu, "_counts", dict.fromkeys(dcu._counts, 0))
     monkeypatch.delenv(dcu.ENV, raising=False)
 
@@ -158,17 +158,18 @@ def test_a_cold_stretch_is_caught_up_in_one_extend_before_speculation_resumes(pu
     assert snap["cold_steps"] == 3 and not dcu.pending()
 
 
-def test_a_long_stretch_catches_up_every_flush_every_steps(publish):
+def test_a_long_stretch_catches_up_when_the_kept_rows_reach_the_bound(publish, monkeypatch):
+    monkeypatch.setattr(dcu, "KEEP_ROWS", 16)  # a batch of 2: seven cold steps keep 14, the eighth catches up
     rec = Recorder()
     worker = catch_up_worker(rec, publish, speculative_disable_force_mode="target_only", speculative_disable_cold_draft_above=1)
     rec.take()
-    run = _steps(worker, rec, Stream(), [2] * (dcu.FLUSH_EVERY + 2))
+    run = _steps(worker, rec, Stream(), [2] * 10)
     calls = _calls(run)
-    assert calls[dcu.FLUSH_EVERY - 1] == ["verify", "stub", "catch_up"]
-    assert all(c == ["verify", "stub"] for i, c in enumerate(calls) if i != dcu.FLUSH_EVERY - 1)
-    assert run[dcu.FLUSH_EVERY - 1][1][-1][1] == [dcu.FLUSH_EVERY] * 2
-    assert worker._dynspec.snapshot()["cold_steps"] == dcu.FLUSH_EVERY + 2  # the catch-up step is a cold step too
-    assert dcu.pending()  # the two steps since
+    assert calls[7] == ["verify", "stub", "catch_up"]
+    assert all(c == ["verify", "stub"] for i, c in enumerate(calls) if i != 7)
+    assert run[7][1][-1][1] == [8, 8]  # seven kept rows and the step's own, each request
+    assert worker._dynspec.snapshot()["cold_steps"] == 10  # the catch-up step is a cold step too
+    assert worker._dynspec.snapshot()["catch_up"]["rows"] == 16 and dcu.pending()  # the two steps since
 
 
 def test_a_warm_target_only_step_after_a_cold_stretch_catches_up_instead(publish):
@@ -198,12 +199,12 @@ def test_rows_that_do_not_end_at_the_step_are_dropped():
     assert dcu._run(req, 15) == []
 
 
-def test_under_the_overlap_scheduler_a_cold_step_is_sglangs_skip_alone(publish, caplog):
+def test_where_catch_up_is_off_a_cold_step_is_sglangs_skip_alone(publish, caplog, monkeypatch):
+    monkeypatch.setenv(dcu.ENV, "0")
     rec = Recorder()
     worker = catch_up_worker(
         rec,
         publish,
-        overlap=True,
         speculative_disable_batch_threshold=4,
         speculative_disable_min_dwell_steps=0,
         speculative_disable_cold_draft_above=6,
@@ -212,8 +213,24 @@ def test_under_the_overlap_scheduler_a_cold_step_is_sglangs_skip_alone(publish, 
     with caplog.at_level("INFO", logger=dcu.logger.name):
         run = _steps(worker, rec, Stream(), [9, 9, 3])
     assert _calls(run) == [["verify", "stub"], ["verify", "stub"], ["draft", "verify", "draft_extend"]]
-    assert dcu.OFF_LINE.format(why="overlap scheduler") in caplog.text
+    assert dcu.OFF_LINE.format(why=f"{dcu.ENV}=0") in caplog.text
     assert worker._dynspec.snapshot()["catch_up"]["kept"] == 0
+
+
+def test_a_batch_without_cpu_lengths_keeps_nothing_and_says_so_once(publish, caplog):
+    rec = Recorder()
+    worker = catch_up_worker(rec, publish, speculative_disable_force_mode="target_only", speculative_disable_cold_draft_above=1)
+    rec.take()
+    stream = Stream()
+    with caplog.at_level("INFO", logger=dcu.logger.name):
+        for _ in range(3):
+            batch = stream.batch(2)
+            batch.seq_lens_cpu = None  # a GPU-only batch: no host copy of the lengths
+            worker.forward_batch_generation(batch)
+            stream.advance(2)
+    assert [c if isinstance(c, str) else c[0] for c in rec.take()] == ["verify", "stub"] * 3
+    assert caplog.text.count(dcu.OFF_LINE.format(why="a decode batch without its CPU sequence lengths")) == 1
+    assert not dcu.pending()
 
 
 def test_a_failed_catch_up_is_said_once_and_the_draft_stays_cold(publish, caplog):

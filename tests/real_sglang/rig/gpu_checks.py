@@ -191,12 +191,14 @@ def warm_draft(server: RigServer, probe: list[int], want: list[int]) -> tuple[st
 
 
 def cold_draft(server: RigServer, probe: list[int], want: list[int]) -> tuple[str, dict]:
-    """The cold-draft mark's price on this pair, measured: the probe twice as one batch (2 >
-    the mark 1), forced target-only for 36 steps with the draft cold (SGLang's stub: no
-    draft-extend), then speculative. Token-exact against the plain server; every target-only
-    step cold by the server's own counter. The accept length after resuming is reported,
-    not judged: it is what an operator weighs against the extend's cost when choosing M
-    (docs/sglang-patch.md "The cold draft")."""
+    """The cold-draft mark on this pair: the probe twice as one batch (2 > the mark 1), forced
+    target-only for 36 steps with the draft cold (SGLang's stub: no per-step draft-extend;
+    each step's rows kept), then speculative, whose first step catches the draft up in one
+    extend (sglang_patch/draft_catch_up.py). Token-exact against the plain server; every
+    target-only step cold by the server's own counter, no draft-extend forward among them,
+    and the catch-up run with every kept row written (its counters). The accept length after
+    resuming is reported, not judged: on a real pair it says whether the caught-up draft
+    proposes as a warm one (docs/sglang-patch.md "The cold draft")."""
     state = lambda: server.request("/server_info")["internal_states"][0][decision.STATE_KEY]  # noqa: E731
     res = server.request("/set_internal_state", {"server_args": {decision.COLD_DRAFT_KEY: 1}})
     assert res and all(x is True for x in res), f"cold-draft mark 1 refused: {res}"
@@ -215,14 +217,25 @@ def cold_draft(server: RigServer, probe: list[int], want: list[int]) -> tuple[st
     assert ran >= len(result.during) and cold == ran, f"{cold} of {ran} target-only steps ran cold (mark 1, batch 2)"
     extends = sum(after["forwards"][decision.TARGET_ONLY][k] - before["forwards"][decision.TARGET_ONLY][k] for k in _EXTENDS)
     assert extends == 0, f"the switch marked {cold} steps cold, but SGLang ran the draft's extend {extends} times"
+    caught = {k: after["catch_up"][k] - before["catch_up"][k] for k in ("kept", "caught_up", "rows", "dropped")}
+    assert caught["caught_up"] >= 1 and caught["dropped"] == 0 and caught["rows"] >= caught["kept"] == 2 * cold, (
+        f"the cold stretch was not caught up before resuming: {caught} for {cold} cold steps of 2 requests"
+    )
     judged = result.after[sw.RESUME_SKIP : sw.RESUME_SKIP + RESUME_COLD_WINDOW]
     assert judged, f"no speculative step after resuming: {result.after}"
     mean = sum(judged) / len(judged)
     recovered = next((i for i, a in enumerate(result.after[sw.RESUME_SKIP :]) if a >= sw.WARM_FLOOR), None)
     return (
-        f"accept {mean:.2f} over {len(judged)} steps after {cold} cold target-only steps"
-        + (f"; back to >= {sw.WARM_FLOOR} after {recovered} steps" if recovered is not None else "; never back"),
-        {"accept_after_cold_resume": round(mean, 2), "cold_steps": cold, "steps_to_recover": recovered},
+        f"accept {mean:.2f} over {len(judged)} steps after {cold} cold target-only steps, caught up in "
+        f"{caught['caught_up']} extend(s) of {caught['rows']} rows"
+        + (f"; >= {sw.WARM_FLOOR} after {recovered} steps" if recovered is not None else "; never back"),
+        {
+            "accept_after_cold_resume": round(mean, 2),
+            "cold_steps": cold,
+            "steps_to_recover": recovered,
+            "caught_up": caught["caught_up"],
+            "rows": caught["rows"],
+        },
     )
 
 
