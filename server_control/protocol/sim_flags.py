@@ -154,9 +154,10 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
     SimFlag(
         "cold_recovery",
         recovery_steps,
-        12,
+        0,
         "speculative steps a request accepts no draft after it lived through a cold target-only step "
-        "(cold_draft_above; 12: the CPU rig's trained pair, docs/cpu-rig.md)",
+        "(cold_draft_above; 0: the patched server catches the draft up before resuming; 12: the CPU rig's "
+        "trained pair without the catch-up, docs/cpu-rig.md)",
     ),
     SimFlag("seed", int, 0),
     SimFlag("time_scale", positive, 1.0, "simulated seconds per wall-clock second (tests use > 1)"),

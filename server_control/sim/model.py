@@ -8,9 +8,10 @@ fitted to the seed's measurements on the real server:
     accept length ~2.85 per request per step                     -> saturates at ~354 tok/s
   * target-only inside the patched server: the plain step plus ~5 % draft-extend overhead
     (the draft KV is kept warm), accept length 1.0; above the cold mark (cold_draft_above)
-    the plain step itself, and each request that lived through such a step accepts no draft
-    for its next ``cold_recovery_steps`` speculative steps (the draft reads the holes in its
-    KV cache; 12: what the CPU rig's trained pair shows).
+    the plain step itself; each request that lived through such a step accepts no draft for
+    its next ``cold_recovery_steps`` speculative steps (default 0: the patched server catches
+    the draft up in one extend before it resumes, whose cost is not modelled; 12: the CPU
+    rig's trained pair without the catch-up, the draft reading the holes in its KV cache).
 The throughput curves cross near batch 4-5.
 
 Context length and acceptance move the crossover (``--sim-kv-cost``, phased traffic):
@@ -56,7 +57,7 @@ class Calibration:
     power: float = 4.0
     kv_ms_per_ktoken: float = 0.0  # per request per step per 1000 context tokens
     draft_kv_share: float = 0.1  # the draft model's KV reads, as a share of the target's
-    cold_recovery_steps: int = 12  # speculative steps without an accepted draft after a cold stretch
+    cold_recovery_steps: int = 0  # speculative steps without an accepted draft after a cold stretch (0: caught up)
 
 
 DEFAULT = Calibration()
