@@ -19,7 +19,8 @@ its own row only), and gives the next draft input from each request's last row. 
 draft resumes warm, and the extends of a cold stretch cost one ragged forward instead of one
 forward a step.
 
-Rows that are not the contiguous run ending at the step's position (a request retracted and
+Once no request of a decode batch holds kept rows (they ended), nothing is pending: no step
+catches up for them. Rows that are not the contiguous run ending at the step's position (a request retracted and
 prefilled again, an explored speculative step between) are dropped, as a cold step drops
 them today. Under the overlap scheduler the catch-up's draft input is what the scheduler
 relays to the next step (its future map stashes the step's ``next_draft_input`` after the
@@ -118,6 +119,8 @@ def capture(batch: object) -> Capture | None:  # SGLang's ScheduleBatch, read wi
             missing = "bonus tokens" if tokens is None else "CPU sequence lengths" if lens is None else "requests"
             logger.info(OFF_LINE.format(why=f"a decode batch without its {missing}"))
         return None
+    if _state["pending"] and not any(ROWS in vars(req) for req in reqs):
+        _state["pending"], _state["rows"] = False, 0  # the requests that kept rows have all ended
     return Capture(list(reqs), [int(x) for x in lens.tolist()], tokens)
 
 

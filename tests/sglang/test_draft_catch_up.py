@@ -188,6 +188,32 @@ def test_a_warm_target_only_step_after_a_cold_stretch_catches_up_instead(publish
     assert run[2][1][-1][1] == [3] * 5
 
 
+def test_when_the_requests_that_kept_rows_have_ended_nothing_catches_up(publish):
+    """A cold stretch whose requests all end: the next requests' warm target-only step runs
+    SGLang's one-row extend, and speculation resumes without a catch-up step."""
+    rec = Recorder()
+    worker = catch_up_worker(
+        rec,
+        publish,
+        speculative_disable_batch_threshold=1,
+        speculative_disable_min_dwell_steps=0,
+        speculative_disable_cold_draft_above=3,
+    )
+    rec.take()
+    stream = Stream()
+    cold = _steps(worker, rec, stream, [4, 4])
+    assert dcu.pending()
+    stream.reqs = [SimpleNamespace(rid=f"new{i}") for i in range(len(stream.reqs))]  # the four ended; new ones run
+    later = _steps(worker, rec, stream, [2, 1])
+    assert _calls(cold) + _calls(later) == [
+        ["verify", "stub"],
+        ["verify", "stub"],
+        ["verify", "draft_extend"],  # target-only at or below the mark: warm, no catch-up
+        ["draft", "verify", "draft_extend"],  # resumes at once
+    ]
+    assert not dcu.pending() and worker._dynspec.snapshot()["catch_up"]["caught_up"] == 0
+
+
 def test_rows_that_do_not_end_at_the_step_are_dropped():
     """A request retracted and prefilled again, or an explored speculative step between:
     only the contiguous run ending right before the step's position is caught up."""
