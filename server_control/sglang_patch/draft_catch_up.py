@@ -39,6 +39,7 @@ import logging
 import os
 from types import ModuleType
 
+from server_control.sglang_patch.checked_once import checked_once
 from server_control.sglang_patch.sglang_shapes import EagleWorkerV2, GenerationBatchResult, ScheduleBatch, Tensor
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
@@ -60,26 +61,20 @@ def counts() -> dict[str, int]:
 
 def eligible(worker: EagleWorkerV2) -> bool:
     """Whether keeping rows and catching up is exact bookkeeping for this worker (see above)."""
-    cached = worker.__dict__.get("_specconsole_catch_up")
-    if cached is not None:
-        return bool(cached)
-    try:
+
+    def checks() -> tuple[tuple[str, bool], ...]:
         draft = worker._draft_worker
         assert draft is not None  # refusals.pipeline: a worker without a draft is never patched for
         args = draft.server_args
-        checks = (
+        return (
             (f"{ENV}=0", os.environ.get(ENV, "1") != "0"),
             ("topk > 1", draft.topk == 1),
             ("rejection sampling", not getattr(args, "speculative_use_rejection_sampling", False)),
             ("pipeline stages", int(getattr(args, "pp_size", 1) or 1) == 1),
             ("no prefill draft-extend", callable(getattr(draft, "_draft_extend_for_prefill", None))),
         )
-        failed = [why for why, good in checks if not good]
-    except Exception as exc:  # noqa: BLE001 - unknown layout: SGLang's skip alone
-        failed = [f"unknown worker layout: {exc!r}"]
-    worker.__dict__["_specconsole_catch_up"] = not failed
-    logger.info(ON_LINE if not failed else OFF_LINE.format(why=", ".join(failed)))
-    return not failed
+
+    return checked_once(worker, "_specconsole_catch_up", checks, ON_LINE, OFF_LINE)
 
 
 def pending() -> bool:

@@ -34,6 +34,7 @@ import os
 from collections.abc import Callable
 from types import ModuleType
 
+from server_control.sglang_patch.checked_once import checked_once
 from server_control.sglang_patch.sglang_shapes import DraftModel, EagleDraftInput, EagleDraftWorker, Tensor
 
 logger = logging.getLogger("sglang.srt.speculative.eagle_worker_v2")
@@ -52,16 +53,13 @@ def counts() -> dict[str, int]:
 
 def eligible(draft_worker: EagleDraftWorker) -> bool:
     """Whether skipping the head is exact bookkeeping for this draft worker (see above)."""
-    cached = draft_worker.__dict__.get("_specconsole_lazy_head")
-    if cached is not None:
-        return bool(cached)
-    ok = False
-    try:
+
+    def checks() -> tuple[tuple[str, bool], ...]:
         args = draft_worker.server_args
         model = draft_worker.draft_runner.model
         head = getattr(model, "lm_head", None)
         weight = getattr(head, "weight", None)
-        checks = (
+        return (
             (f"{ENV}=0", os.environ.get(ENV, "1") != "0"),
             ("topk > 1", draft_worker.topk == 1),
             ("rejection sampling", not getattr(args, "speculative_use_rejection_sampling", False)),
@@ -75,13 +73,8 @@ def eligible(draft_worker: EagleDraftWorker) -> bool:
                 weight is not None and hasattr(getattr(model, "model", None), "norm") and hasattr(model, "logits_processor"),
             ),
         )
-        failed = [why for why, good in checks if not good]
-    except Exception as exc:  # noqa: BLE001 - unknown layout: leave SGLang's path alone
-        failed = [f"unknown draft worker layout: {exc!r}"]
-    ok = not failed
-    draft_worker.__dict__["_specconsole_lazy_head"] = ok
-    logger.info(ON_LINE if ok else OFF_LINE.format(why=", ".join(failed)))
-    return ok
+
+    return checked_once(draft_worker, "_specconsole_lazy_head", checks, ON_LINE, OFF_LINE)
 
 
 def head_logits(model: DraftModel, hidden: Tensor) -> Tensor:

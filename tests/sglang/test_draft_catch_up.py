@@ -19,6 +19,12 @@ from server_control.sglang_patch import draft_catch_up as dcu  # noqa: E402
 from tests.sglang.objects import Recorder, started_worker  # noqa: E402
 
 HIDDEN = 6  # the target's captured hidden width (EAGLE-3: three layers' worth; any width here)
+# N=4 without dwell, the draft cold above 6: batches of 9 run cold, of 3 resume speculation
+SWITCHING = {
+    "speculative_disable_batch_threshold": 4,
+    "speculative_disable_min_dwell_steps": 0,
+    "speculative_disable_cold_draft_above": 6,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -130,9 +136,7 @@ def test_a_cold_stretch_is_caught_up_in_one_extend_before_speculation_resumes(pu
     worker = catch_up_worker(
         rec,
         publish,
-        speculative_disable_batch_threshold=4,
-        speculative_disable_min_dwell_steps=0,
-        speculative_disable_cold_draft_above=6,
+        **SWITCHING,
     )
     rec.take()
     stream = Stream()
@@ -231,9 +235,7 @@ def test_where_catch_up_is_off_a_cold_step_is_sglangs_skip_alone(publish, caplog
     worker = catch_up_worker(
         rec,
         publish,
-        speculative_disable_batch_threshold=4,
-        speculative_disable_min_dwell_steps=0,
-        speculative_disable_cold_draft_above=6,
+        **SWITCHING,
     )
     rec.take()
     with caplog.at_level("INFO", logger=dcu.logger.name):
@@ -265,9 +267,7 @@ def test_a_failed_catch_up_is_said_once_and_the_draft_stays_cold(publish, caplog
         rec,
         publish,
         fail=True,
-        speculative_disable_batch_threshold=4,
-        speculative_disable_min_dwell_steps=0,
-        speculative_disable_cold_draft_above=6,
+        **SWITCHING,
     )
     rec.take()
     with caplog.at_level("WARNING", logger=dcu.logger.name):
